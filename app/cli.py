@@ -1,0 +1,67 @@
+"""The ``quantdesk`` command. Each feature's home owns its sub-commands in a module that exposes
+``register(subparsers)``; this file only wires them together and turns errors into sentences.
+
+Imports here stay light: a sub-command imports what it needs when it runs, so ``quantdesk --help``
+and the GUI start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from app import __version__
+from app.errors import QuantDeskError
+
+# Modules that contribute sub-commands, in the order their commands appear in --help.
+COMMAND_MODULES: tuple[str, ...] = (
+    "app.engine.commands",  # chat
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quantdesk",
+        description="Run local LLMs: detect this machine, pick the quant that fits, download it, chat.",
+    )
+    parser.add_argument("--version", action="version", version=f"quantdesk {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def _start_gui() -> int:
+    try:
+        ui = importlib.import_module("app.ui.main")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("app.ui"):
+            build_parser().print_help()
+            return 0
+        raise
+    return ui.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--engine-host"]:
+        # A frozen build has no ``python -m``: the app binary itself becomes the engine host.
+        from app.engine.host import main as host_main
+
+        return host_main()
+    if not argv:
+        return _start_gui()
+    args = build_parser().parse_args(argv)
+    if not getattr(args, "func", None):
+        build_parser().print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except QuantDeskError as exc:
+        print(f"quantdesk: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("quantdesk: interrupted", file=sys.stderr)
+        return 130

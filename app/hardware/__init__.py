@@ -1,0 +1,1 @@
+"""Hardware detection: ``detect()`` gives a HardwareProfile of this machine."""

@@ -1,0 +1,340 @@
+"""The inference backend interface: one small contract every engine implements.
+
+Qt-free and free of inference imports: this module is imported by the GUI process (for the types)
+and by the engine host (for the loop). A backend module imports its engine library lazily, inside
+``load``, so ``probe`` can say "not installed" instead of breaking an import.
+
+A backend supplies three things: ``probe`` (can it run here, and if not why), ``load`` and a raw
+token stream (``_stream``). The shared ``generate`` loop around that stream does what must be the same
+for every engine: stop strings, max tokens, cancel between tokens, and the timing of every phase,
+measured here, in the process that produces the tokens.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+StopReason = Literal["eos", "length", "stop", "cancelled"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run on this machine; when it cannot, ``reason`` says why in words."""
+
+    available: bool
+    reason: str = ""
+    hint: str = ""
+
+    @classmethod
+    def ok(cls) -> Availability:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str, hint: str = "") -> Availability:
+        return cls(False, reason, hint)
+
+
+@dataclass
+class LoadSettings:
+    n_ctx: int = 4096
+    gpu_layers: int = -1  # -1: every layer the build can offload; 0: CPU only
+    flash_attention: bool | None = None  # None: the engine decides
+    kv_cache_type: str = "f16"  # f16 | q8_0 | q4_0 (ExLlama: fp16 | q8 | q6 | q4)
+    threads: int | None = None  # None: physical cores
+    mmap: bool = True
+    gpu_split: list[float] | None = None  # GiB per GPU (ExLlama); None: automatic
+
+    def validate(self) -> None:
+        if self.n_ctx < 16:
+            raise ValueError(f"context length must be at least 16 tokens, not {self.n_ctx}")
+        if self.gpu_layers < -1:
+            raise ValueError(f"GPU layers must be -1 (all), 0 or more, not {self.gpu_layers}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be at least 1, not {self.threads}")
+
+
+@dataclass
+class SamplingSettings:
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    max_tokens: int = 512
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        """Refuse values no engine should see (the local server relies on this too)."""
+        problems = []
+        if not 0 <= self.temperature <= 10:
+            problems.append(f"temperature must be between 0 and 10, not {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p must be in (0, 1], not {self.top_p}")
+        if self.top_k < 0:
+            problems.append(f"top_k must be 0 (off) or more, not {self.top_k}")
+        if not 0 <= self.min_p <= 1:
+            problems.append(f"min_p must be between 0 and 1, not {self.min_p}")
+        if not 0 < self.repeat_penalty <= 10:
+            problems.append(f"repeat_penalty must be in (0, 10], not {self.repeat_penalty}")
+        if not 1 <= self.max_tokens <= 1_000_000:
+            problems.append(f"max_tokens must be between 1 and 1,000,000, not {self.max_tokens}")
+        if self.seed is not None and not 0 <= self.seed < 2**32:
+            problems.append(f"seed must be between 0 and 2**32-1, not {self.seed}")
+        if len(self.stop) > 16 or any(not s for s in self.stop):
+            problems.append("stop takes at most 16 non-empty strings")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # system | user | assistant
+    content: str
+
+
+# --- Events. Every event is a frozen dataclass with a ``type`` tag, so it crosses the process
+# boundary as a plain dict (app/engine/protocol.py) and comes back as the same type.
+
+
+@dataclass(frozen=True)
+class Loaded:
+    backend: str
+    model_path: str
+    n_ctx: int
+    n_layers: int  # transformer blocks in the model (0 when the backend cannot tell)
+    gpu_layers: int  # blocks actually placed on a GPU
+    gpu_offload_supported: bool  # whether this build of the engine can use a GPU at all
+    memory_bytes: dict[str, int]  # device name -> bytes the loaded model holds there
+    load_ms: float
+    details: dict[str, Any] = field(default_factory=dict)
+    type: Literal["loaded"] = "loaded"
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float
+    type: Literal["progress"] = "progress"
+
+
+@dataclass(frozen=True)
+class Token:
+    """One generated token. ``text`` is what became printable with it: it may be empty while a
+    multi-byte character or a possible stop string is still incomplete."""
+
+    request_id: str
+    text: str
+    t_ms: float  # since the request arrived in the engine
+    count: int = 1  # tokens this event stands for: 0 for the held-back text released at the end
+    type: Literal["token"] = "token"
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    prompt_tokens: int
+    prompt_ms: float  # prompt processing: the engine starting on the prompt until the first token
+    ttft_ms: float  # request arrival until the first token was handed out (includes templating)
+    generated_tokens: int
+    decode_ms: float  # first token until the last: the decode phase
+    stop_reason: StopReason
+    peak_memory_bytes: int
+
+    @property
+    def decode_tokens(self) -> int:
+        """Tokens produced in the decode phase: the first one comes out of prompt processing."""
+        return max(self.generated_tokens - 1, 0)
+
+    @property
+    def decode_tps(self) -> float:
+        return self.decode_tokens / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.prompt_tokens / (self.prompt_ms / 1000) if self.prompt_ms > 0 else 0.0
+
+    def to_public_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.update(decode_tokens=self.decode_tokens, decode_tps=self.decode_tps, prompt_tps=self.prompt_tps)
+        return out
+
+
+@dataclass(frozen=True)
+class Done:
+    request_id: str
+    text: str
+    stats: GenerationStats
+    type: Literal["done"] = "done"
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """A failure the engine survived (bad request, load failure, unsafe template)."""
+
+    kind: str
+    message: str
+    hint: str = ""
+    request_id: str = ""
+    type: Literal["error"] = "error"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent
+
+
+class GenerationError(Exception):
+    """Raised by a backend for a request it cannot serve; becomes an ErrorEvent, the engine lives on."""
+
+    def __init__(self, kind: str, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+
+
+class StopStringFilter:
+    """Holds back text that might be the start of a stop string; cuts the text at a full match."""
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._stops = tuple(s for s in stops if s)
+        self._pending = ""
+        self.matched = False
+
+    def feed(self, text: str) -> str:
+        """Return what can be released now."""
+        if not self._stops:
+            return text
+        self._pending += text
+        cut = min((i for i in (self._pending.find(s) for s in self._stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.matched = True
+            released, self._pending = self._pending[:cut], ""
+            return released
+        hold = 0
+        for stop in self._stops:
+            for n in range(min(len(stop) - 1, len(self._pending)), 0, -1):
+                if self._pending.endswith(stop[:n]):
+                    hold = max(hold, n)
+                    break
+        released = self._pending[: len(self._pending) - hold]
+        self._pending = self._pending[len(released):]
+        return released
+
+    def flush(self) -> str:
+        released, self._pending = self._pending, ""
+        return released
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident memory of this process (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def physical_cores() -> int:
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    except ImportError:  # the engine host may run without psutil in a minimal build
+        return os.cpu_count() or 1
+
+
+class Backend(abc.ABC):
+    """One inference engine. An instance owns at most one loaded model, on one thread."""
+
+    name: ClassVar[str]
+    formats: ClassVar[tuple[str, ...]]  # model formats it runs: gguf, mlx, safetensors, exl2, exl3
+
+    @classmethod
+    @abc.abstractmethod
+    def probe(cls) -> Availability:
+        """Can this backend run here? Cheap, and must not import the engine library (the GUI calls it)."""
+
+    @abc.abstractmethod
+    def load(self, model_path: str, settings: LoadSettings,
+             on_progress: Callable[[float], None] | None = None) -> Loaded:
+        """Load the model; raise GenerationError (or a ModelFileError-like ValueError) with the reason."""
+
+    @abc.abstractmethod
+    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+        """Yield the text of each generated token (possibly empty), ending at end-of-sequence.
+
+        Before its first yield it sets ``self.prompt_tokens``. The caller stops consuming at max
+        tokens, on a stop string or on cancel, and closes the generator.
+        """
+
+    def unload(self) -> None:
+        """Free the model. Idempotent."""
+
+    def memory_in_use(self) -> dict[str, int]:
+        """Bytes this process holds per device now; backends with GPU memory add their devices."""
+        return {"cpu": peak_rss_bytes()}
+
+    def peak_memory_bytes(self) -> int:
+        return peak_rss_bytes()
+
+    prompt_tokens: int = 0
+    _t_prefill: float | None = None
+
+    def mark_prefill_start(self) -> None:
+        """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
+        self._t_prefill = time.perf_counter()
+
+    def generate(self, request_id: str, messages: Sequence[Message], sampling: SamplingSettings,
+                 cancelled: threading.Event) -> Iterator[Token | Done]:
+        """The shared generation loop: yields a Token per generated token, then one Done."""
+        clock = time.perf_counter
+        t_start = clock()
+        stops = StopStringFilter(sampling.stop)
+        pieces: list[str] = []
+        generated = 0
+        t_first = t_last = None
+        stop_reason: StopReason = "eos"
+        self.prompt_tokens = 0
+        self._t_prefill = None
+        stream = self._stream(messages, sampling)
+        try:
+            for raw in stream:
+                now = clock()
+                generated += 1
+                if t_first is None:
+                    t_first = now
+                t_last = now
+                text = stops.feed(raw)
+                pieces.append(text)
+                yield Token(request_id, text, (now - t_start) * 1000)
+                if stops.matched:
+                    stop_reason = "stop"
+                    break
+                if generated >= sampling.max_tokens:
+                    stop_reason = "length"
+                    break
+                if cancelled.is_set():
+                    stop_reason = "cancelled"
+                    break
+        finally:
+            stream.close()
+        tail = stops.flush() if not stops.matched else ""
+        if tail:
+            pieces.append(tail)
+            yield Token(request_id, tail, (clock() - t_start) * 1000, count=0)
+        t_first = t_first or clock()
+        t_last = t_last or t_first
+        stats = GenerationStats(
+            prompt_tokens=self.prompt_tokens,
+            prompt_ms=(t_first - (self._t_prefill or t_start)) * 1000,
+            ttft_ms=(t_first - t_start) * 1000,
+            generated_tokens=generated,
+            decode_ms=(t_last - t_first) * 1000,
+            stop_reason=stop_reason,
+            peak_memory_bytes=self.peak_memory_bytes(),
+        )
+        yield Done(request_id, "".join(pieces), stats)

@@ -1,0 +1,25 @@
+"""Session-wide test setup: offscreen Qt, and every test isolated from the user's real folders and tokens."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+pytest_plugins = ["tests.fixtures.models"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_state(tmp_path_factory, monkeypatch):
+    """Point every platformdirs folder, the HF cache and the models folder into a fresh temp dir,
+    and drop any Hub token, so no test reads or writes the real user's state."""
+    home = tmp_path_factory.mktemp("home")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
+                     ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state"), ("HF_HOME", "hf")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "QUANTDESK_MODELS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    return home
