@@ -1,0 +1,278 @@
+"""The conversation store on real SQLite files: CRUD, search, export, presets, migrations, and a
+reply that survives a kill -9 of the process writing it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from app.chats import store as store_module
+from app.chats.store import SCHEMA_VERSION, ChatStore, ChatStoreError, NotFound
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store(tmp_path):
+    with ChatStore(tmp_path / "chats.sqlite3") as s:
+        yield s
+
+
+def test_default_location_is_the_user_data_folder(isolated_user_state):
+    with ChatStore() as s:
+        assert s.path.is_relative_to(isolated_user_state)
+        assert s.path.exists()
+
+
+def test_database_uses_wal_and_foreign_keys(store):
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store._db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert store.schema_version == SCHEMA_VERSION
+
+
+def test_conversation_roundtrip_across_reopen(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    with ChatStore(path) as s:
+        conv = s.create_conversation("Rust lifetimes", system_prompt="Be terse.",
+                                     sampling={"temperature": 0.2}, model_path="/m/qwen.gguf")
+        s.add_message(conv.id, "user", "What is 'a?")
+        s.add_message(conv.id, "assistant", "A lifetime.", stats={"decode_tps": 41.5})
+    with ChatStore(path) as s:
+        [again] = s.conversations()
+        assert (again.title, again.system_prompt, again.sampling, again.model_path) == (
+            "Rust lifetimes", "Be terse.", {"temperature": 0.2}, "/m/qwen.gguf")
+        msgs = s.messages(conv.id)
+        assert [(m.role, m.content, m.state) for m in msgs] == [
+            ("user", "What is 'a?", "complete"), ("assistant", "A lifetime.", "complete")]
+        assert msgs[1].stats == {"decode_tps": 41.5}
+
+
+def test_newest_activity_comes_first(tmp_path):
+    ticks = iter(range(100))
+    with ChatStore(tmp_path / "c.sqlite3", clock=lambda: float(next(ticks))) as s:
+        old = s.create_conversation("old")
+        new = s.create_conversation("new")
+        assert [c.title for c in s.conversations()] == ["new", "old"]
+        s.add_message(old.id, "user", "bump")
+        assert [c.id for c in s.conversations()] == [old.id, new.id]
+
+
+def test_rename_update_and_delete_cascades(store):
+    conv = store.create_conversation()
+    msg = store.add_message(conv.id, "user", "hello")
+    store.rename(conv.id, "Greetings")
+    store.update_settings(conv.id, system_prompt="You are kind.", sampling={"top_k": 10})
+    got = store.conversation(conv.id)
+    assert (got.title, got.system_prompt, got.sampling) == ("Greetings", "You are kind.", {"top_k": 10})
+    store.delete_conversation(conv.id)
+    assert store.conversations() == []
+    with pytest.raises(NotFound):
+        store.message(msg.id)
+    with pytest.raises(NotFound):
+        store.rename(conv.id, "gone")
+    with pytest.raises(NotFound):
+        store.add_message(conv.id, "user", "to nowhere")
+
+
+def test_delete_messages_from_keeps_the_earlier_ones(store):
+    conv = store.create_conversation()
+    ids = [store.add_message(conv.id, role, text).id
+           for role, text in (("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"))]
+    assert store.delete_messages_from(ids[2]) == 2
+    assert [m.content for m in store.messages(conv.id)] == ["a", "b"]
+
+
+def test_search_matches_titles_and_message_words(store):
+    rust = store.create_conversation("Rust lifetimes")
+    pasta = store.create_conversation("Dinner")
+    store.add_message(pasta.id, "user", "How long do I boil spaghetti carbonara?")
+    store.create_conversation("Empty")
+    assert [c.id for c in store.search("spaghet")] == [pasta.id]  # prefix of a word in a message
+    assert [c.id for c in store.search("lifetimes")] == [rust.id]  # title
+    assert [c.id for c in store.search("boil carbonara")] == [pasta.id]  # every word
+    assert store.search("boil rust") == []
+    assert len(store.search("  ")) == 3
+    # FTS syntax and LIKE wildcards in user input are plain text, never an error.
+    assert store.search('"unbalanced AND (') == []
+    assert store.search("100%") == []
+
+
+def test_search_sees_text_written_while_streaming(store):
+    conv = store.create_conversation()
+    writer = store.begin_reply(conv.id, min_interval_s=0)
+    writer.append("quokka ")
+    assert [c.id for c in store.search("quokka")] == [conv.id]
+
+
+def test_reply_writer_saves_at_most_once_per_interval(store):
+    now = [0.0]
+    conv = store.create_conversation()
+    writer = store.begin_reply(conv.id, min_interval_s=0.25, monotonic=lambda: now[0])
+    for i in range(100):  # 100 tokens within 0.2 s: nothing is written yet
+        now[0] = i * 0.002
+        writer.append("x")
+    assert store.message(writer.message_id).content == ""
+    now[0] = 0.3
+    writer.append("y")
+    assert store.message(writer.message_id).content == "x" * 100 + "y"
+    assert store.message(writer.message_id).state == "streaming"
+    writer.append("z")
+    writer.finish({"generated_tokens": 102})
+    saved = store.message(writer.message_id)
+    assert (saved.content, saved.state, saved.stats) == ("x" * 100 + "yz", "complete", {"generated_tokens": 102})
+    assert writer.saves == 1
+
+
+def test_reply_writer_saves_early_when_much_text_arrives(store):
+    conv = store.create_conversation()
+    writer = store.begin_reply(conv.id, min_interval_s=3600, min_chars=10)
+    writer.append("12345")
+    assert store.message(writer.message_id).content == ""
+    writer.append("67890")
+    assert store.message(writer.message_id).content == "1234567890"
+
+
+def test_interrupt_keeps_the_partial_reply(store):
+    conv = store.create_conversation()
+    writer = store.begin_reply(conv.id, min_interval_s=3600)
+    writer.append("half a thou")
+    writer.interrupt()
+    msg = store.message(writer.message_id)
+    assert (msg.content, msg.state) == ("half a thou", "interrupted")
+    with pytest.raises(RuntimeError):
+        writer.append("more")
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from app.chats.store import ChatStore
+
+    store = ChatStore(sys.argv[1])
+    conv = store.create_conversation("killed mid-reply")
+    store.add_message(conv.id, "user", "count")
+    writer = store.begin_reply(conv.id, min_interval_s=0)
+    for i in range(5):
+        writer.append(f"word{i} ")
+    print("written", flush=True)
+    sys.stdin.readline()  # block until the parent kills us
+    writer.append("never saved")
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_reply_of_a_killed_process_is_reopened_as_interrupted(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], cwd=ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "written"
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdin.close()
+        child.stdout.close()
+    with ChatStore(path) as s:
+        assert s.recovered_interrupted == 1
+        [conv] = s.conversations()
+        user, reply = s.messages(conv.id)
+        assert (user.content, user.state) == ("count", "complete")
+        assert (reply.content, reply.state) == ("word0 word1 word2 word3 word4 ", "interrupted")
+    with ChatStore(path) as s:
+        assert s.recovered_interrupted == 0  # already marked: nothing left to recover
+
+
+def _make_v1_database(path: Path) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in store_module.MIGRATIONS[0]:
+        db.execute(statement)
+    db.execute("PRAGMA user_version=1")
+    db.execute("INSERT INTO conversations(title, created, updated) VALUES ('from v1', 1, 1)")
+    db.execute("INSERT INTO messages(conversation_id, role, content, created) VALUES (1, 'user', 'ancient wombat', 1)")
+    db.close()
+
+
+def test_migrates_an_older_schema_and_keeps_its_data(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    _make_v1_database(path)
+    with ChatStore(path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        [conv] = s.conversations()
+        assert conv.title == "from v1"
+        assert [c.id for c in s.search("wombat")] == [conv.id]  # backfilled into the new index
+
+
+def test_a_failing_migration_leaves_the_old_database_untouched(tmp_path, monkeypatch):
+    path = tmp_path / "old.sqlite3"
+    _make_v1_database(path)
+    broken = store_module.MIGRATIONS + (("CREATE TABLE half_done (x)", "THIS IS NOT SQL"),)
+    monkeypatch.setattr(store_module, "MIGRATIONS", broken)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(broken))
+    with pytest.raises(ChatStoreError):
+        ChatStore(path)
+    db = sqlite3.connect(path)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert "half_done" not in tables and "messages_fts" not in tables
+    db.close()
+
+
+def test_refuses_a_database_from_a_newer_version(tmp_path):
+    path = tmp_path / "new.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(ChatStoreError, match="newer QuantDesk"):
+        ChatStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_a_readable_error(tmp_path):
+    path = tmp_path / "junk.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ChatStoreError, match="cannot open the chat database"):
+        ChatStore(path)
+
+
+def test_export_markdown_and_json(store):
+    conv = store.create_conversation("Primes", system_prompt="Answer in Markdown.", model_path="/m/tiny.gguf")
+    store.add_message(conv.id, "user", "First prime?")
+    writer = store.begin_reply(conv.id)
+    writer.append("It is **2**, and")
+    writer.interrupt({"generated_tokens": 5})
+    md = store.export_markdown(conv.id)
+    assert md.startswith("# Primes\n")
+    assert "Model: `tiny.gguf`" in md
+    assert "## System\n\nAnswer in Markdown." in md
+    assert md.index("## You\n\nFirst prime?") < md.index("## Assistant\n\nIt is **2**, and") < md.index(
+        "*(reply interrupted)*")
+    data = json.loads(store.export_json(conv.id))
+    assert data["format"] == "quantdesk-chat" and data["version"] == 1
+    assert data["conversation"]["title"] == "Primes"
+    assert [(m["role"], m["content"], m["state"]) for m in data["messages"]] == [
+        ("user", "First prime?", "complete"), ("assistant", "It is **2**, and", "interrupted")]
+    assert data["messages"][1]["stats"] == {"generated_tokens": 5}
+
+
+def test_presets_save_update_list_delete(store):
+    store.save_preset("Coder", system_prompt="Write code.", sampling={"temperature": 0.2})
+    store.save_preset("creative", sampling={"temperature": 1.1})
+    store.save_preset("Coder", system_prompt="Write Python.", sampling={"temperature": 0.1})
+    assert [(p.name, p.system_prompt, p.sampling) for p in store.presets()] == [
+        ("Coder", "Write Python.", {"temperature": 0.1}), ("creative", "", {"temperature": 1.1})]
+    store.delete_preset("creative")
+    assert [p.name for p in store.presets()] == ["Coder"]
+    with pytest.raises(NotFound):
+        store.delete_preset("creative")
+    with pytest.raises(ValueError):
+        store.save_preset("  ")
