@@ -1,0 +1,63 @@
+"""A stand-in for app.engine.client.EngineClient with the same calls and events, for tests that
+must steer the engine exactly (hold a reply mid-way, crash on cue). It runs in-process on the
+bridge's worker thread; the real client runs a child process (see tests/ui/test_chat_real_engine.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+from app.errors import EngineCrashed, EngineError
+from backends.base import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token
+
+
+class EngineDouble:
+    def __init__(self, reply: Sequence[str] = ("Hello", ",", " world", "!"), *, hold_after: int | None = None,
+                 crash_after: int | None = None, fail_load: str = "") -> None:
+        self.reply = list(reply)
+        self.hold_after = hold_after  # tokens to send before waiting for `release`
+        self.crash_after = crash_after  # tokens to send before the "process" dies
+        self.fail_load = fail_load
+        self.release = threading.Event()
+        self.holding = threading.Event()  # set while generation waits at the hold point
+        self._cancelled = threading.Event()
+        self.started = self.closed = False
+        self.loads: list[tuple[str, LoadSettings]] = []
+        self.requests: list[list[Message]] = []
+
+    def start(self) -> None:
+        self.started = True
+
+    def load(self, model_path: str, settings: LoadSettings) -> Loaded:
+        if self.fail_load:
+            raise EngineError(self.fail_load, kind="load")
+        self.loads.append((model_path, settings))
+        return Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
+
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[Token | Done]:
+        self.requests.append(list(messages))
+        self._cancelled.clear()
+        sent: list[str] = []
+        reason = "eos"
+        for i, piece in enumerate(self.reply):
+            if self.crash_after is not None and i == self.crash_after:
+                raise EngineCrashed("The engine stopped unexpectedly (killed by signal 9).",
+                                    returncode=-9, stderr_tail=("Killed",), phase="generate")
+            if self.hold_after is not None and i == self.hold_after:
+                self.holding.set()
+                self.release.wait(timeout=120)
+            if self._cancelled.is_set():
+                reason = "cancelled"
+                break
+            sent.append(piece)
+            yield Token("r1", piece, 10.0 + 5 * i)
+        yield Done("r1", "".join(sent), GenerationStats(
+            prompt_tokens=7, prompt_ms=3.5, ttft_ms=10.0, generated_tokens=len(sent),
+            decode_ms=5.0 * max(len(sent) - 1, 0), stop_reason=reason, peak_memory_bytes=200 * 2**20))
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self.release.set()
+
+    def close(self) -> None:
+        self.closed = True
