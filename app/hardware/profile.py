@@ -3,16 +3,32 @@
 It round-trips through JSON (``quantdesk hw --json`` writes it, ``--hardware FILE`` reads it back),
 so users can save and edit a profile to plan for another machine. Byte counts are ints; anything a
 probe could not find is None, with the reason in ``absent``.
+
+GPU memory, per vendor:
+- NVIDIA / AMD discrete: ``vram_total_bytes`` is the card's own memory.
+- Apple Silicon: ``unified`` is true, ``vram_total_bytes`` is the whole unified memory, and
+  ``working_set_limit_bytes`` is what Metal lets the GPU wire (plan with ``usable_bytes()``).
+- AMD APUs: ``unified`` is true, ``vram_total_bytes`` is the BIOS carve-out and
+  ``shared_bytes`` the system memory the driver may map for the GPU (GTT).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from app.errors import QuantDeskError
+
 SCHEMA_VERSION = 1
+
+
+class HardwareProfileError(QuantDeskError):
+    """A saved hardware profile is missing, unreadable or not a profile."""
 
 
 @dataclass
@@ -22,11 +38,15 @@ class CpuInfo:
     physical_cores: int | None = None
     logical_cores: int | None = None
     flags: list[str] = field(default_factory=list)  # normalised: avx, avx2, avx512f, neon, ...
+    vendor: str = ""  # GenuineIntel | AuthenticAMD | Apple | ARM implementer ...
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
 
 
 @dataclass
 class GpuInfo:
-    index: int
+    index: int  # the device's index within its vendor's API (NVML / sysfs card order / Metal)
     vendor: str  # nvidia | amd | apple | intel
     name: str
     vram_total_bytes: int | None = None
@@ -36,6 +56,15 @@ class GpuInfo:
     compute_capability: str | None = None  # NVIDIA, e.g. "8.9"
     bandwidth_gbps: float | None = None  # GB/s
     working_set_limit_bytes: int | None = None  # Apple: Metal's recommended max working set
+    bandwidth_source: str | None = None  # "nvml" (bus width x memory clock) | "table" (known chip)
+    shared_bytes: int | None = None  # AMD APU: system memory the GPU may also map (GTT)
+    working_set_source: str | None = None  # Apple: "metal" | "iogpu.wired_limit_mb" | "default rule"
+
+    def usable_bytes(self) -> int | None:
+        """Memory a model may occupy on this GPU: Metal's limit on Apple, else the VRAM."""
+        if self.working_set_limit_bytes is not None:
+            return self.working_set_limit_bytes
+        return self.vram_total_bytes
 
 
 @dataclass
@@ -43,6 +72,7 @@ class BackendSupport:
     name: str
     available: bool
     reason: str = ""
+    hint: str = ""
 
 
 @dataclass
@@ -59,6 +89,8 @@ class HardwareProfile:
     hints: list[str] = field(default_factory=list)  # mismatches worth telling the user
     absent: dict[str, str] = field(default_factory=dict)  # part -> why it is unknown
     schema_version: int = SCHEMA_VERSION
+    disk_path: str | None = None  # the folder disk_free_bytes was measured for
+    llama_cpp_gpu_backends: list[str] | None = None  # ggml GPU libraries the llama.cpp build ships
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -68,13 +100,94 @@ class HardwareProfile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareProfile:
-        data = dict(data)
-        data["cpu"] = CpuInfo(**data.get("cpu", {}))
-        data["gpus"] = [GpuInfo(**g) for g in data.get("gpus", [])]
-        data["backends"] = [BackendSupport(**b) for b in data.get("backends", [])]
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Build a profile from parsed JSON; unknown keys are ignored (newer files load in older
+        versions), a value of the wrong type raises ValueError naming the field."""
+        if not isinstance(data, dict):
+            raise ValueError("a hardware profile is a JSON object")
+        return _build(cls, data, "profile")
 
     @classmethod
     def from_json(cls, text: str) -> HardwareProfile:
         return cls.from_dict(json.loads(text))
+
+    def gpu_memory_bytes(self) -> int:
+        """GPU memory a model may use across every GPU (0 without a GPU)."""
+        return sum(g.usable_bytes() or 0 for g in self.gpus)
+
+
+_NESTED: dict[str, type] = {"cpu": CpuInfo, "gpus": GpuInfo, "backends": BackendSupport}
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}.{f.name} is missing")
+            continue
+        value = data[f.name]
+        path = f"{where}.{f.name}"
+        nested = _NESTED.get(f.name) if cls is HardwareProfile else None
+        if nested is not None and f.name == "cpu":
+            if not isinstance(value, dict):
+                raise ValueError(f"{path} must be an object")
+            value = _build(nested, value, path)
+        elif nested is not None:
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ValueError(f"{path} must be a list of objects")
+            value = [_build(nested, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        else:
+            _check_type(value, hints[f.name], path)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def _check_type(value: Any, annotation: Any, path: str) -> None:
+    """Accept ``value`` if it fits the field's annotation (int, float, str, bool, None, list[str], dict[str, str])."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for option in options:
+        origin = typing.get_origin(option) or option
+        if option is type(None) and value is None:
+            return
+        if origin is bool and isinstance(value, bool):
+            return
+        if origin is int and isinstance(value, int) and not isinstance(value, bool):
+            return
+        if origin is float and isinstance(value, int | float) and not isinstance(value, bool):
+            return
+        if origin is str and isinstance(value, str):
+            return
+        if origin is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return
+        if origin is dict and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+            return
+    expected = " or ".join(getattr(o, "__name__", str(o)).replace("NoneType", "null") for o in options)
+    raise ValueError(f"{path} must be {expected}, not {value!r}")
+
+
+def load_profile(path: str | Path) -> HardwareProfile:
+    """Read a profile saved from ``quantdesk hw --json`` (what every ``--hardware FILE`` option takes)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HardwareProfileError(f"hardware profile {path} does not exist",
+                                   "save one with: quantdesk hw --json > machine.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HardwareProfileError(f"cannot read hardware profile {path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HardwareProfileError(f"hardware profile {path} is not valid JSON: {exc}",
+                                   "the file format is the output of quantdesk hw --json") from None
+    try:
+        profile = HardwareProfile.from_dict(data)
+    except (ValueError, TypeError) as exc:
+        raise HardwareProfileError(f"hardware profile {path} is malformed: {exc}",
+                                   "the file format is the output of quantdesk hw --json") from None
+    if profile.schema_version > SCHEMA_VERSION:
+        raise HardwareProfileError(
+            f"hardware profile {path} has schema version {profile.schema_version}; "
+            f"this QuantDesk reads up to {SCHEMA_VERSION}", "upgrade QuantDesk or save the profile again")
+    return profile
