@@ -199,6 +199,10 @@ class GenerationError(Exception):
         self.hint = hint
 
 
+class TrailingText(str):
+    """Text a backend releases at the end of a stream without a new token (a detokenizer's remainder)."""
+
+
 class StopStringFilter:
     """Holds back text that might be the start of a stop string; cuts the text at a full match."""
 
@@ -304,13 +308,14 @@ class Backend(abc.ABC):
         try:
             for raw in stream:
                 now = clock()
-                generated += 1
-                if t_first is None:
-                    t_first = now
-                t_last = now
+                is_token = not isinstance(raw, TrailingText)
+                if is_token:
+                    generated += 1
+                    t_first = t_first or now
+                    t_last = now
                 text = stops.feed(raw)
                 pieces.append(text)
-                yield Token(request_id, text, (now - t_start) * 1000)
+                yield Token(request_id, text, (now - t_start) * 1000, count=int(is_token))
                 if stops.matched:
                     stop_reason = "stop"
                     break
@@ -322,6 +327,8 @@ class Backend(abc.ABC):
                     break
         finally:
             stream.close()
+        if stop_reason == "eos" and cancelled.is_set():
+            stop_reason = "cancelled"  # the backend ended early because of the cancel (e.g. during prefill)
         tail = stops.flush() if not stops.matched else ""
         if tail:
             pieces.append(tail)

@@ -1,0 +1,264 @@
+"""The parent side of an engine host: start it, load, stream, cancel, and turn its death into a sentence.
+
+The client is blocking and thread-safe where it matters: ``generate`` is consumed by one thread (a
+worker in the GUI, the main thread in the CLI) while ``cancel`` may be called from any other.
+Nothing here imports an inference library; the host does that in its own process.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from app.engine import protocol
+from app.errors import BackendUnavailable, EngineCrashed, EngineError
+from backends.base import Done, ErrorEvent, Loaded, LoadSettings, Message, Progress, SamplingSettings, Token
+
+_EOF = object()
+STDERR_LINES = 200
+
+# Words engines print when an allocation fails: llama.cpp/ggml, CUDA, Metal, the C++ runtime, Python.
+_OOM_MARKERS = ("out of memory", "failed to allocate", "bad_alloc", "memoryerror", "cudamalloc failed",
+                "insufficient memory", "unable to allocate", "cannot allocate memory", "alloc_buffer: failed")
+
+
+def host_command() -> list[str]:
+    if getattr(sys, "frozen", False):  # a PyInstaller build: the app binary is the host too
+        return [sys.executable, "--engine-host"]
+    return [sys.executable, "-m", "app.engine.host"]
+
+
+def describe_exit(returncode: int | None, stderr_tail: Sequence[str], phase: str) -> EngineCrashed:
+    """The sentence for a dead engine: what killed it, in which phase, and what the log said."""
+    text = "\n".join(stderr_tail).lower()
+    oom = any(marker in text for marker in _OOM_MARKERS)
+    last = next((line.strip() for line in reversed(stderr_tail) if line.strip()), "")
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        if oom:
+            message = f"the engine ran out of memory {phase}"
+        elif name == "SIGKILL":
+            message = f"the engine was killed (SIGKILL) {phase}"
+            hint = "the system may have run out of memory; try a smaller quant or context"
+            return EngineCrashed(message, hint, returncode=returncode, stderr_tail=tuple(stderr_tail), phase=phase)
+        else:
+            message = f"the engine crashed ({name}) {phase}"
+    elif oom:
+        message = f"the engine ran out of memory {phase}"
+    else:
+        message = f"the engine exited unexpectedly (code {returncode}) {phase}"
+    hint = "try a smaller quant, a shorter context or fewer GPU layers" if oom else (f"last log line: {last}" if last else "")
+    return EngineCrashed(message, hint, returncode=returncode, stderr_tail=tuple(stderr_tail), phase=phase)
+
+
+class EngineClient:
+    """One engine host process. Use as a context manager, or call ``close()``."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._write_lock = threading.Lock()
+        self._current_id: str | None = None
+        self._phase = "while starting"
+        self.loaded: Loaded | None = None
+
+    # --- process ---
+
+    def start(self) -> EngineClient:
+        if self._proc is not None:
+            return self
+        env = dict(os.environ if self._env is None else self._env)
+        root = str(Path(__file__).resolve().parents[2])  # the host imports app/ and backends/ from here
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, env=env, bufsize=0)
+        threading.Thread(target=self._read_events, daemon=True, name="engine-events").start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True, name="engine-stderr")
+        self._stderr_reader.start()
+        self._phase = "while idle"
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stderr_tail(self) -> list[str]:
+        return list(self._stderr)
+
+    def _read_events(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                self._events.put(protocol.decode_event(line))
+            except ValueError:
+                self._stderr.append(f"[quantdesk] unreadable engine event: {line[:200]!r}")
+        self._events.put(_EOF)
+
+    def _read_stderr(self) -> None:
+        for raw in self._proc.stderr:
+            self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    def _send(self, request: dict) -> None:
+        if self._proc is None:
+            self.start()
+        try:
+            with self._write_lock:
+                self._proc.stdin.write(protocol.encode(request))
+                self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._crashed() from None
+
+    def _crashed(self) -> EngineCrashed:
+        returncode = self._proc.wait(timeout=10) if self._proc else None
+        self._stderr_reader.join(timeout=2)  # let it drain the dying process's last lines
+        return describe_exit(returncode, self.stderr_tail(), self._phase)
+
+    def _next_event(self):
+        event = self._events.get()
+        if event is _EOF:
+            self._events.put(_EOF)  # every later call sees the death too
+            raise self._crashed()
+        return event
+
+    # --- requests ---
+
+    def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
+             on_progress: Callable[[float], None] | None = None) -> Loaded:
+        """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
+        any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed."""
+        from app.models.detect import detect_model
+        from backends import registry
+
+        ref = detect_model(model_path)
+        name = backend or registry.backend_for_format(ref.format)
+        status = registry.status(name)
+        if not status.availability.available:
+            raise BackendUnavailable(f"{name} cannot run here: {status.availability.reason}",
+                                     status.availability.hint)
+        if ref.format not in status.formats:
+            raise BackendUnavailable(f"{name} does not run {ref.format} models",
+                                     f"it runs {', '.join(status.formats)}")
+        settings = settings or LoadSettings()
+        if self.loaded is not None and self.loaded.backend != name:
+            self.close()  # one backend per host process: a different engine gets a fresh host
+            self.loaded = None
+        self.start()
+        self._phase = f"while loading {ref.display_name}"
+        self._send({"op": "load", "backend": name, "model_path": str(ref.path),
+                    "settings": protocol.settings_to_dict(settings)})
+        while True:
+            event = self._next_event()
+            if isinstance(event, Progress):
+                if on_progress:
+                    on_progress(event.fraction)
+            elif isinstance(event, Loaded):
+                self.loaded = event
+                self._phase = "while idle"
+                return event
+            elif isinstance(event, ErrorEvent):
+                self._phase = "while idle"
+                raise EngineError(event.message, event.hint, kind=event.kind)
+
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings | None = None,
+                 request_id: str | None = None) -> Iterator[Token | Done]:
+        """Stream Token events, then one Done. Closing the iterator early cancels the generation."""
+        sampling = sampling or SamplingSettings()
+        try:
+            sampling.validate()
+        except ValueError as exc:
+            raise EngineError(str(exc), kind="settings") from None
+        request_id = request_id or f"r{next(self._ids)}"
+        self._current_id = request_id
+        self._phase = "during generation"
+        self._send({"op": "generate", "id": request_id, "messages": [m.__dict__ for m in messages],
+                    "sampling": protocol.settings_to_dict(sampling)})
+        finished = False
+        try:
+            while True:
+                event = self._next_event()
+                if isinstance(event, Token) and event.request_id == request_id:
+                    yield event
+                elif isinstance(event, Done) and event.request_id == request_id:
+                    finished = True
+                    yield event
+                    return
+                elif isinstance(event, ErrorEvent):
+                    finished = True
+                    raise EngineError(event.message, event.hint, kind=event.kind)
+        finally:
+            self._current_id = None
+            if not finished and self.alive:
+                self._drain(request_id)
+            if self._phase == "during generation":
+                self._phase = "while idle"
+
+    def _drain(self, request_id: str) -> None:
+        """A consumer stopped early: cancel and swallow the rest of this request's events."""
+        self._send({"op": "cancel", "id": request_id})
+        while True:
+            event = self._next_event()
+            if isinstance(event, (Done, ErrorEvent)) and getattr(event, "request_id", request_id) == request_id:
+                return
+
+    def cancel(self) -> None:
+        """Stop the running generation (thread-safe). The stream then ends with a Done whose stop
+        reason is 'cancelled' and which keeps the text so far."""
+        request_id = self._current_id
+        if request_id is not None and self.alive:
+            try:
+                self._send({"op": "cancel", "id": request_id})
+            except EngineCrashed:
+                pass  # the generating thread reports the death
+
+    def unload(self) -> None:
+        if self.alive:
+            self._send({"op": "unload"})
+        self.loaded = None
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Shut the host down; kill it if it does not go in time. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        self._events = queue.Queue()  # a restarted host must not see the old one's end-of-stream
+        if proc.poll() is None:
+            try:
+                with self._write_lock:
+                    proc.stdin.write(protocol.encode({"op": "shutdown"}))
+                    proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> EngineClient:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

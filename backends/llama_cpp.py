@@ -1,0 +1,172 @@
+"""llama.cpp through llama-cpp-python: GGUF models on CPU, CUDA, Metal, ROCm or Vulkan builds.
+
+llama_cpp is imported inside ``load``: this module is importable (and ``probe`` answers) without it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import importlib.util
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from backends import chat_template
+from backends.base import (
+    Availability,
+    Backend,
+    GenerationError,
+    Loaded,
+    LoadSettings,
+    Message,
+    SamplingSettings,
+    physical_cores,
+)
+
+# ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
+KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}
+
+
+class LlamaCppBackend(Backend):
+    name = "llama.cpp"
+    formats = ("gguf",)
+
+    def __init__(self) -> None:
+        self._llm = None
+        self._template = ""
+        self._bos = self._eos = ""
+        self._cancelled: threading.Event | None = None
+        self._abort_cb = None  # keep the ctypes callback alive while llama.cpp holds it
+
+    @classmethod
+    def probe(cls) -> Availability:
+        if importlib.util.find_spec("llama_cpp") is None:
+            return Availability.no("llama-cpp-python is not installed", "pip install 'quantdesk[llama]'")
+        return Availability.ok()
+
+    def load(self, model_path: str, settings: LoadSettings,
+             on_progress: Callable[[float], None] | None = None) -> Loaded:
+        import llama_cpp
+
+        settings.validate()
+        kv_type = KV_CACHE_TYPES.get(settings.kv_cache_type)
+        if kv_type is None:
+            raise GenerationError("settings", f"unknown KV cache type {settings.kv_cache_type!r}",
+                                  f"use one of {', '.join(KV_CACHE_TYPES)}")
+        t0 = time.perf_counter()
+        offload_supported = bool(llama_cpp.llama_supports_gpu_offload())
+        kwargs = dict(
+            model_path=model_path, n_ctx=settings.n_ctx, n_gpu_layers=settings.gpu_layers,
+            n_threads=settings.threads or physical_cores(), use_mmap=settings.mmap,
+            type_k=kv_type, type_v=kv_type, verbose=True,  # llama.cpp's log goes to the host's stderr
+        )
+        if settings.flash_attention is not None:
+            kwargs["flash_attn"] = settings.flash_attention
+        try:
+            self._llm = llama_cpp.Llama(**kwargs)
+        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
+            raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
+                                  "see the engine log for llama.cpp's reason") from None
+        self._install_abort_callback(llama_cpp)
+        metadata = self._llm.metadata
+        self._bos = self._token_text(self._llm.token_bos())
+        self._eos = self._token_text(self._llm.token_eos())
+        self._template = metadata.get("tokenizer.chat_template") or ""
+        details = {"chat_template": "model" if self._template else "fallback: ChatML",
+                   "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
+                   "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
+                   "architecture": metadata.get("general.architecture", "")}
+        if not self._template:
+            self._template = chat_template.FALLBACK_TEMPLATE
+        try:  # refuse a broken or hostile template now, not at the first message
+            chat_template.render(self._template, [{"role": "user", "content": "hi"}],
+                                 bos_token=self._bos, eos_token=self._eos)
+        except chat_template.TemplateError as exc:
+            self.unload()
+            raise GenerationError("template", f"{Path(model_path).name}: {exc}",
+                                  "the model file's chat template cannot be used") from None
+        n_layers = int(llama_cpp.llama_model_n_layer(self._llm.model))
+        gpu_layers = 0
+        if offload_supported and settings.gpu_layers != 0:
+            # -ngl counts the output layer too: k puts the output layer and the last k-1 blocks on the GPU.
+            gpu_layers = n_layers if settings.gpu_layers < 0 else max(min(settings.gpu_layers - 1, n_layers), 0)
+        if on_progress:
+            on_progress(1.0)
+        return Loaded(
+            backend=self.name, model_path=model_path, n_ctx=int(self._llm.n_ctx()), n_layers=n_layers,
+            gpu_layers=gpu_layers, gpu_offload_supported=offload_supported,
+            memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000, details=details,
+        )
+
+    def _install_abort_callback(self, llama_cpp) -> None:
+        """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
+
+        @llama_cpp.ggml_abort_callback
+        def should_abort(_data: ctypes.c_void_p) -> bool:
+            return bool(self._cancelled is not None and self._cancelled.is_set())
+
+        self._abort_cb = should_abort
+        llama_cpp.llama_set_abort_callback(self._llm.ctx, should_abort, None)
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def _render(self, messages: Sequence[Message]) -> str:
+        try:
+            return chat_template.render(self._template, [{"role": m.role, "content": m.content} for m in messages],
+                                        bos_token=self._bos, eos_token=self._eos)
+        except chat_template.TemplateError as exc:
+            raise GenerationError("template", str(exc)) from None
+
+    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+        import llama_cpp
+
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        llm = self._llm
+        prompt = self._render(messages)
+        if self._bos and prompt.startswith(self._bos):
+            prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        if len(tokens) >= llm.n_ctx():
+            raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
+                                             f"holds {llm.n_ctx()}", "start a new chat or load with a larger context")
+        self.prompt_tokens = len(tokens)
+        if sampling.seed is not None:
+            llm.set_seed(sampling.seed)
+        vocab = llm._model.vocab
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.mark_prefill_start()
+        generator = llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
+                                 temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty)
+        try:
+            for token in generator:
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    return
+                yield utf8.decode(llm.detokenize([token]))
+                if len(tokens) + 1 >= llm.n_ctx():
+                    return  # context full: end the reply rather than fail the next decode
+                tokens.append(token)
+        except RuntimeError as exc:
+            if self._cancelled is not None and self._cancelled.is_set():
+                llm.reset()  # the aborted decode left the KV cache half-written
+                return
+            raise GenerationError("decode", f"llama.cpp failed while generating: {exc}") from None
+        finally:
+            generator.close()
+
+    def generate(self, request_id, messages, sampling, cancelled):
+        self._cancelled = cancelled
+        try:
+            yield from super().generate(request_id, messages, sampling, cancelled)
+        finally:
+            self._cancelled = None
+
+    def unload(self) -> None:
+        if self._llm is not None:
+            llm, self._llm = self._llm, None
+            llm.close()

@@ -1,0 +1,145 @@
+"""MLX through mlx-lm: MLX and Hugging Face safetensors folders, on Apple Silicon (Metal) or the CPU
+build on Linux.
+
+MLX keeps per-thread state (streams, the wired-memory limit): everything here runs on the engine
+host's one model thread, the thread that loaded the model.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from backends.base import (
+    Availability,
+    Backend,
+    GenerationError,
+    Loaded,
+    LoadSettings,
+    Message,
+    SamplingSettings,
+    TrailingText,
+    peak_rss_bytes,
+)
+
+
+class MlxBackend(Backend):
+    name = "mlx"
+    formats = ("mlx", "safetensors")
+
+    def __init__(self) -> None:
+        self._model = None
+        self._tokenizer = None
+        self._n_ctx = 0
+
+    @classmethod
+    def probe(cls) -> Availability:
+        if sys.platform == "win32":
+            return Availability.no("MLX does not run on Windows", "use a GGUF model with llama.cpp")
+        if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
+            hint = "pip install 'quantdesk[mlx]'" + (" (installs mlx[cpu] on Linux)" if sys.platform == "linux" else "")
+            return Availability.no("mlx-lm is not installed", hint)
+        return Availability.ok()
+
+    def load(self, model_path: str, settings: LoadSettings,
+             on_progress: Callable[[float], None] | None = None) -> Loaded:
+        import mlx.core as mx
+        import mlx_lm
+
+        settings.validate()
+        t0 = time.perf_counter()
+        folder = Path(model_path)
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            self._model, self._tokenizer = mlx_lm.load(str(folder))
+        except (OSError, ValueError, KeyError) as exc:
+            raise GenerationError("load", f"mlx-lm could not load {folder.name}: {exc}") from None
+        try:  # refuse a broken or hostile template now, not at the first message
+            self._render([Message("user", "hi")])
+        except GenerationError:
+            self.unload()
+            raise
+        self._n_ctx = settings.n_ctx
+        if on_progress:
+            on_progress(1.0)
+        quant = config.get("quantization") or {}
+        gpu = mx.default_device() == mx.gpu
+        n_layers = int(config.get("num_hidden_layers", 0))
+        return Loaded(
+            backend=self.name, model_path=model_path, n_ctx=settings.n_ctx, n_layers=n_layers,
+            gpu_layers=n_layers if gpu else 0, gpu_offload_supported=gpu,
+            memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
+            details={"bits": quant.get("bits"), "group_size": quant.get("group_size"),
+                     "architecture": config.get("model_type", ""), "device": str(mx.default_device())},
+        )
+
+    def _render(self, messages: Sequence[Message]) -> str:
+        try:
+            return self._tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
+                                                       add_generation_prompt=True, tokenize=False)
+        except Exception as exc:  # transformers renders in jinja2's sandbox: SecurityError and friends
+            if type(exc).__name__ == "SecurityError":
+                message = f"the chat template tried to reach Python internals and was refused ({exc})"
+            else:
+                message = f"the chat template failed: {type(exc).__name__}: {exc}"
+            raise GenerationError("template", message) from None
+
+    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+        import mlx.core as mx
+        from mlx_lm import stream_generate
+        from mlx_lm.sample_utils import make_logits_processors, make_sampler
+
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        prompt = self._render(messages)
+        bos = self._tokenizer.bos_token
+        # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
+        tokens = self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos))
+        if len(tokens) >= self._n_ctx:
+            raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
+                                             f"holds {self._n_ctx}", "start a new chat or load with a larger context")
+        self.prompt_tokens = len(tokens)
+        if sampling.seed is not None:
+            mx.random.seed(sampling.seed)
+        sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0,
+                               min_p=sampling.min_p, top_k=sampling.top_k)
+        processors = make_logits_processors(
+            repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
+        self.mark_prefill_start()
+        # One more than we need: the shared loop stops at max_tokens itself, so mlx-lm's own length
+        # cut (which holds the last token back for its final response) never comes first.
+        limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
+        for response in stream_generate(self._model, self._tokenizer, tokens, max_tokens=limit,
+                                        sampler=sampler, logits_processors=processors):
+            if response.finish_reason == "stop":  # the end-of-sequence token: only the detokenizer's rest
+                if response.text:
+                    yield TrailingText(response.text)
+                return
+            yield response.text
+
+    def memory_in_use(self) -> dict[str, int]:
+        import mlx.core as mx
+
+        memory = {"cpu": peak_rss_bytes()}
+        if mx.default_device() == mx.gpu:
+            memory["gpu0"] = int(mx.get_active_memory())
+        return memory
+
+    def peak_memory_bytes(self) -> int:
+        import mlx.core as mx
+
+        # On Metal the model lives in unified memory outside the RSS figure; on the CPU build both count it.
+        return max(peak_rss_bytes(), int(mx.get_peak_memory()))
+
+    def unload(self) -> None:
+        if self._model is not None:
+            import mlx.core as mx
+
+            self._model = self._tokenizer = None
+            gc.collect()
+            mx.clear_cache()
