@@ -18,6 +18,7 @@ from app.errors import QuantDeskError
 # Modules that contribute sub-commands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "app.engine.commands",  # chat
+    "app.hub.commands",  # search, show, pull, ls, rm, import, login
     "app.hardware.commands",  # hw
 )
 

@@ -1,0 +1,94 @@
+"""Hub settings read from the environment at call time (huggingface_hub reads them once at import, which
+would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first imported)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from app.hub.errors import OfflineError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def is_offline() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def require_online(action: str) -> None:
+    """Raise before any connection is attempted when offline mode is on."""
+    if is_offline():
+        raise OfflineError(f"Cannot {action}: offline mode is on (HF_HUB_OFFLINE is set), and this needs the Hub.",
+                           "unset HF_HUB_OFFLINE to go online; the local library works offline")
+
+
+def hf_home() -> Path:
+    value = os.environ.get("HF_HOME")
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "huggingface"
+
+
+def hf_hub_cache() -> Path:
+    value = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    return Path(value).expanduser() if value else hf_home() / "hub"
+
+
+def token_path() -> Path:
+    value = os.environ.get("HF_TOKEN_PATH")
+    return Path(value).expanduser() if value else hf_home() / "token"
+
+
+def token() -> str | None:
+    """HF_TOKEN wins, then the token file huggingface_hub's login writes."""
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        value = (os.environ.get(var) or "").strip()
+        if value:
+            return value
+    try:
+        value = token_path().read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return value or None
+
+
+def save_token(value: str) -> Path:
+    """Store a token where huggingface_hub's ``login`` keeps it (HF_HOME/token, readable by the user only),
+    never in our own settings."""
+    value = value.strip()
+    if not value:
+        raise ValueError("empty token")
+    path = token_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(value)
+    os.replace(tmp, path)
+    return path
+
+
+def forget_token() -> None:
+    token_path().unlink(missing_ok=True)
+
+
+def api():
+    """An HfApi bound to the current endpoint and token (False, not None, when there is none, so
+    huggingface_hub does not fall back to the token file of the HF_HOME it saw at import)."""
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint(), token=token() or False)
+
+
+def auth_headers() -> dict[str, str]:
+    from huggingface_hub.utils import build_hf_headers
+
+    from app import __version__
+
+    return build_hf_headers(token=token() or False, library_name="quantdesk", library_version=__version__)

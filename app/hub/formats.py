@@ -1,0 +1,73 @@
+"""Which format a repo or a local file/folder is, and its quant and architecture, for the Hub and the library.
+Quant names come from app.models.quants (the one parser of the project); this file only wires it up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app.models.detect import folder_format
+from app.models.quants import parse_exl_config, parse_gguf_filename, parse_mlx_config
+
+FORMATS = ("gguf", "mlx", "safetensors", "exl2", "exl3")
+
+
+def quant_from_name(name: str) -> str | None:
+    """The quant in a GGUF file name: 'Llama-3-8B-Q4_K_M-00001-of-00002.gguf' -> 'Q4_K_M'."""
+    info = parse_gguf_filename(name)
+    return info.quant if info else None
+
+
+def format_of_repo(tags: list[str] | None, files: list[str]) -> str:
+    lowered = [t.lower() for t in tags or []]
+    for fmt in ("exl3", "exl2", "mlx", "gguf"):
+        if fmt in lowered:
+            return fmt
+    if any(f.endswith(".gguf") for f in files):
+        return "gguf"
+    return "safetensors"
+
+
+def describe_gguf(path: Path) -> tuple[str | None, str | None]:
+    """(quant, architecture) from the GGUF header (general.file_type, general.architecture), the name as fallback."""
+    quant = quant_from_name(path.name)
+    arch = None
+    try:
+        import gguf  # numpy-backed; imported on use to keep start-up light
+
+        reader = gguf.GGUFReader(str(path))
+        arch_field = reader.fields.get("general.architecture")
+        if arch_field is not None:
+            arch = bytes(arch_field.parts[arch_field.data[0]]).decode("utf-8", "replace")
+        type_field = reader.fields.get("general.file_type")
+        if type_field is not None and quant is None:
+            file_type = int(type_field.parts[type_field.data[0]][0])
+            try:
+                quant = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+            except ValueError:
+                quant = None
+    except Exception:  # noqa: BLE001 - a header we cannot read still lists, with what the name says
+        pass
+    return quant, arch
+
+
+def describe_folder(folder: Path) -> tuple[str, str | None, str | None]:
+    """(format, quant, architecture) of a safetensors-style folder from its config.json."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            config = {}
+    except (OSError, ValueError):
+        config = {}
+    fmt = folder_format(config)
+    arch = (config.get("architectures") or [None])[0] or config.get("model_type")
+    quant = None
+    try:
+        if fmt == "mlx":
+            quant = parse_mlx_config(config, folder.name).quant
+        elif fmt in ("exl2", "exl3"):
+            info = parse_exl_config(config, folder.name)
+            quant = info.quant if info else None
+    except Exception:  # noqa: BLE001 - an odd config still lists, without a quant
+        quant = None
+    return fmt, quant, arch

@@ -1,0 +1,319 @@
+"""The local model library: what is installed, where it came from, and how big it is. Works offline.
+
+Models we own live in ``app.paths.models_dir()`` as ``<owner>/<repo>/<files>`` (``local/<name>`` for imports);
+models in the Hugging Face cache and in folders the user points at are used by reference. The manifest is a
+SQLite file inside the models folder (it travels with the folder): one row per model with the repo, the
+commit, the file list with sizes and sha256, format, quant, architecture and path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from app import paths
+from app.hub import config
+from app.hub.errors import LibraryError
+from app.hub.formats import describe_folder, describe_gguf, quant_from_name
+
+MANIFEST_NAME = "library.sqlite3"
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    repo_id TEXT,
+    revision TEXT,
+    commit_hash TEXT,
+    format TEXT NOT NULL,
+    quant TEXT,
+    architecture TEXT,
+    path TEXT NOT NULL,
+    files TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    owned INTEGER NOT NULL,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS folders (path TEXT PRIMARY KEY, added_at REAL NOT NULL);
+"""
+
+
+@dataclass
+class LibraryEntry:
+    id: str
+    name: str
+    format: str
+    path: str
+    files: list[dict]  # {"path": relative to the model's folder, "size": int, "sha256": str | None}
+    size: int
+    source: str  # download | import | reference | hf-cache | folder
+    owned: bool  # True: the files are ours to delete
+    added_at: float
+    repo_id: str | None = None
+    revision: str | None = None
+    commit_hash: str | None = None
+    quant: str | None = None
+    architecture: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Library:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root else paths.models_dir()
+
+    # -- storage -----------------------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.root / MANIFEST_NAME, timeout=10)
+        conn.row_factory = sqlite3.Row
+        with conn:
+            conn.executescript(_SCHEMA)
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return conn
+
+    def _put(self, entry: LibraryEntry) -> LibraryEntry:
+        row = asdict(entry) | {"files": json.dumps(entry.files), "owned": int(entry.owned)}
+        with closing(self._connect()) as conn, conn:
+            conn.execute(f"INSERT OR REPLACE INTO models ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                         tuple(row.values()))
+        return entry
+
+    @staticmethod
+    def _entry(row: sqlite3.Row) -> LibraryEntry:
+        data = dict(row)
+        data["files"] = json.loads(data["files"])
+        data["owned"] = bool(data["owned"])
+        return LibraryEntry(**data)
+
+    # -- adding ------------------------------------------------------------------------------------------
+    def model_path_for(self, folder: Path, plan) -> Path:
+        ggufs = sorted(f.path for f in plan.files if f.path.lower().endswith(".gguf"))
+        return folder / ggufs[0] if ggufs else folder
+
+    def register_download(self, plan, folder: Path, path: Path) -> LibraryEntry:
+        files = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.files]
+        request = plan.request
+        if path.is_file():
+            quant, arch = describe_gguf(path)
+            fmt = "gguf"
+            entry_id = f"{request.repo_id}:{quant or path.name}"
+        else:
+            fmt, quant, arch = describe_folder(path)
+            entry_id = request.repo_id if request.revision == "main" else f"{request.repo_id}@{request.revision}"
+        return self._put(LibraryEntry(
+            id=entry_id, name=entry_id, format=fmt, path=str(path), files=files, size=sum(f.size for f in plan.files),
+            source="download", owned=True, added_at=time.time(), repo_id=request.repo_id,
+            revision=request.revision, commit_hash=plan.commit, quant=quant, architecture=arch))
+
+    def import_path(self, source: str | Path, copy: bool = True) -> list[LibraryEntry]:
+        """Bring in a GGUF file or a model folder, e.g. from a USB stick: copied into the library (hashed while
+        copying) or, with ``copy=False``, used where it is."""
+        source = Path(source).expanduser().resolve()
+        if not source.exists():
+            raise LibraryError(f"{source} does not exist.", "check the path")
+        found = self._models_in(source)
+        if not found:
+            raise LibraryError(f"No model found in {source}.",
+                               "import a .gguf file or a folder with config.json and *.safetensors")
+        entries = []
+        for fmt, path, rel_files in found:
+            if copy:
+                entries.append(self._copy_in(fmt, path, rel_files))
+            else:
+                entries.append(self._reference(fmt, path, rel_files, source="reference"))
+        return entries
+
+    def _models_in(self, source: Path) -> list[tuple[str, Path, list[str]]]:
+        """(format, model path, files relative to the model's folder) for each model at ``source``."""
+        if source.is_file():
+            if source.suffix.lower() != ".gguf":
+                raise LibraryError(f"{source.name} is not a model file QuantDesk can import.",
+                                   "import a .gguf file or a model folder")
+            return [("gguf", source, [source.name])]
+        found = []
+        if (source / "config.json").exists() and any(source.glob("*.safetensors")):
+            files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
+            found.append(("folder", source, files))
+            return found
+        ggufs = sorted(p for p in source.rglob("*.gguf") if p.is_file())
+        groups: dict[str, list[Path]] = {}
+        for p in ggufs:
+            from app.models.quants import gguf_shard_names
+
+            groups.setdefault(gguf_shard_names(str(p))[0], []).append(p)
+        for first, members in groups.items():
+            found.append(("gguf", Path(first) if Path(first).exists() else members[0],
+                          sorted(m.name for m in members)))
+        for sub in sorted(p for p in source.iterdir() if p.is_dir()) if not ggufs else []:
+            found.extend(self._models_in(sub))
+        return found
+
+    def _describe(self, fmt: str, path: Path) -> tuple[str, str | None, str | None]:
+        if fmt == "gguf":
+            quant, arch = describe_gguf(path)
+            return "gguf", quant, arch
+        return describe_folder(path)
+
+    def _copy_in(self, fmt: str, path: Path, rel_files: list[str]) -> LibraryEntry:
+        src_folder = path.parent if fmt == "gguf" else path
+        dest_folder = self.root / "local" / (path.stem if fmt == "gguf" else path.name)
+        tmp = dest_folder.with_name(dest_folder.name + ".importing")
+        shutil.rmtree(tmp, ignore_errors=True)
+        needed = sum((src_folder / f).stat().st_size for f in rel_files)
+        self.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.root).free
+        if needed > free:
+            from app.hub.errors import NotEnoughDiskSpace
+
+            raise NotEnoughDiskSpace(f"Not enough disk space to import {path.name}: need {needed / 1e9:.2f} GB, "
+                                     f"{free / 1e9:.2f} GB free.", "import by reference instead (--link)")
+        files = []
+        for rel in rel_files:
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256()
+            with open(src_folder / rel, "rb") as src, open(target, "wb") as dst:
+                while chunk := src.read(4 * 1024 * 1024):
+                    dst.write(chunk)
+                    digest.update(chunk)
+            files.append({"path": rel, "size": target.stat().st_size, "sha256": digest.hexdigest()})
+        if dest_folder.exists():
+            raise LibraryError(f"{dest_folder} already exists in the library.", "remove it first (quantdesk rm)")
+        os.replace(tmp, dest_folder)
+        model_path = dest_folder / path.name if fmt == "gguf" else dest_folder
+        fmt, quant, arch = self._describe(fmt, model_path)
+        return self._put(LibraryEntry(
+            id=f"local:{dest_folder.name}", name=dest_folder.name, format=fmt, path=str(model_path), files=files,
+            size=sum(f["size"] for f in files), source="import", owned=True, added_at=time.time(),
+            quant=quant, architecture=arch))
+
+    def _reference(self, fmt: str, path: Path, rel_files: list[str], source: str, repo_id: str | None = None,
+                   commit: str | None = None, entry_id: str | None = None) -> LibraryEntry:
+        folder = path.parent if fmt == "gguf" else path
+        files = [{"path": rel, "size": (folder / rel).stat().st_size, "sha256": None} for rel in rel_files]
+        fmt, quant, arch = self._describe(fmt, path)
+        name = path.stem if path.is_file() else path.name
+        return self._put(LibraryEntry(
+            id=entry_id or f"{source}:{path}", name=name, format=fmt, path=str(path), files=files,
+            size=sum(f["size"] for f in files), source=source, owned=False, added_at=time.time(),
+            repo_id=repo_id, commit_hash=commit, quant=quant, architecture=arch))
+
+    def add_folder(self, folder: str | Path) -> list[LibraryEntry]:
+        """Watch a folder of models (used by reference) and list what is in it now."""
+        folder = Path(folder).expanduser().resolve()
+        if not folder.is_dir():
+            raise LibraryError(f"{folder} is not a folder.")
+        with closing(self._connect()) as conn, conn:
+            conn.execute("INSERT OR REPLACE INTO folders VALUES (?, ?)", (str(folder), time.time()))
+        return [self._reference(fmt, p, files, source="folder") for fmt, p, files in self._models_in(folder)]
+
+    # -- scanning ----------------------------------------------------------------------------------------
+    def scan(self) -> None:
+        """Refresh references: the HF cache, the watched folders; forget references whose files are gone."""
+        self._scan_hf_cache()
+        with closing(self._connect()) as conn:
+            folders = [Path(r["path"]) for r in conn.execute("SELECT path FROM folders")]
+        for folder in folders:
+            if folder.is_dir():
+                for fmt, p, files in self._models_in(folder):
+                    self._reference(fmt, p, files, source="folder")
+        with closing(self._connect()) as conn, conn:
+            for row in conn.execute("SELECT id, path, owned FROM models").fetchall():
+                if not Path(row["path"]).exists() and not row["owned"]:
+                    conn.execute("DELETE FROM models WHERE id = ?", (row["id"],))
+
+    def _scan_hf_cache(self) -> None:
+        cache = config.hf_hub_cache()
+        if not cache.is_dir():
+            return
+        from huggingface_hub import scan_cache_dir
+
+        try:
+            info = scan_cache_dir(cache)
+        except Exception:  # noqa: BLE001 - a cache we cannot read is not an error of the library
+            return
+        for repo in info.repos:
+            if repo.repo_type != "model":
+                continue
+            for revision in repo.revisions:
+                snapshot = Path(revision.snapshot_path)
+                for fmt, p, files in self._models_in(snapshot):
+                    quant = quant_from_name(p.name) if fmt == "gguf" else None
+                    entry_id = f"hf-cache:{repo.repo_id}" + (f":{quant or p.name}" if fmt == "gguf" else "")
+                    self._reference(fmt, p, files, source="hf-cache", repo_id=repo.repo_id,
+                                    commit=revision.commit_hash, entry_id=entry_id)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def entries(self, refresh: bool = True) -> list[LibraryEntry]:
+        if refresh:
+            self.scan()
+        with closing(self._connect()) as conn:
+            return [self._entry(r) for r in conn.execute("SELECT * FROM models ORDER BY added_at, id")]
+
+    def find(self, key: str) -> LibraryEntry:
+        entries = self.entries(refresh=False)
+        for entry in entries:
+            if key == entry.id:
+                return entry
+        resolved = str(Path(key).expanduser().resolve()) if key else ""
+        matches = [e for e in entries if key in (e.name, e.repo_id) or e.path == resolved]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise LibraryError(f"{key!r} matches several models: {', '.join(e.id for e in matches)}.",
+                               "name one by its id (quantdesk ls)")
+        raise LibraryError(f"No model {key!r} in the library.", "see the list with `quantdesk ls`")
+
+    def remove(self, key: str) -> tuple[LibraryEntry, int]:
+        """Remove a model; returns it and the bytes freed (0 for a reference: its files stay where they are)."""
+        entry = self.find(key)
+        freed = 0
+        if entry.owned:
+            model = Path(entry.path)
+            folder = model.parent if model.is_file() or entry.format == "gguf" else model
+            for f in entry.files:
+                target = folder / f["path"]
+                if target.is_file() and target.resolve().is_relative_to(self.root.resolve()):
+                    freed += target.stat().st_size
+                    target.unlink()
+            self._prune_empty(folder)
+        with closing(self._connect()) as conn, conn:
+            conn.execute("DELETE FROM models WHERE id = ?", (entry.id,))
+        return entry, freed
+
+    def _prune_empty(self, folder: Path) -> None:
+        root = self.root.resolve()
+        current = folder.resolve()
+        while current != root and current.is_relative_to(root) and current.is_dir():
+            if any(current.iterdir()):
+                break
+            current.rmdir()
+            current = current.parent
+
+    def disk_usage(self) -> dict:
+        entries = self.entries(refresh=False)
+        self.root.mkdir(parents=True, exist_ok=True)
+        usage = shutil.disk_usage(self.root)
+        return {"models_dir": str(self.root),
+                "owned_bytes": sum(e.size for e in entries if e.owned),
+                "referenced_bytes": sum(e.size for e in entries if not e.owned),
+                "free_bytes": usage.free, "total_bytes": usage.total, "models": len(entries)}
