@@ -138,7 +138,7 @@ def probe_cpu(src: Sources) -> CpuInfo:
     elif src.system == "Darwin":
         info = cpu_from_sysctl(parse_sysctl(src.run(["sysctl", "hw", "machdep.cpu"])), arch)
     elif src.system == "Windows":
-        info = CpuInfo(model=_windows_cpu_name() or src.processor(), arch=arch,
+        info = CpuInfo(model=src.processor(), arch=arch,
                        flags=ordered({n for code, n in WINDOWS_FEATURES.items() if src.windows_feature(code)}))
     else:
         info = CpuInfo(model=src.processor(), arch=arch)
@@ -148,13 +148,3 @@ def probe_cpu(src: Sources) -> CpuInfo:
     if info.physical_cores is None:
         info.physical_cores = src.cpu_count(False)
     return info
-
-
-def _windows_cpu_name() -> str:
-    try:
-        import winreg
-
-        key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
-        return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip()
-    except (ImportError, OSError):
-        return ""

@@ -111,7 +111,7 @@ def _amd_gpu(src: Sources, dev: str, index: int, total: int) -> GpuInfo:
             return None
 
     device_id = int(read("device") or "0", 16)
-    known_name, gbps, apu = tables.AMD_DEVICES.get(device_id, (None, None, False))
+    known_name, gbps, apu = tables.amd_device(device_id, total)
     used = read("mem_info_vram_used")
     gtt = read("mem_info_gtt_total")
     gpu = GpuInfo(index=index, vendor="amd", name=read("product_name") or known_name or f"AMD GPU 0x{device_id:04x}",

@@ -10,6 +10,9 @@ LLAMA_PIN = "'llama-cpp-python>=0.3.16,<0.4'"
 # ggml backend library name fragments (libggml-cuda.so, ggml-cuda.dll, libggml-metal.dylib ...) -> backend.
 GGML_GPU_LIBS = {"cuda": "cuda", "metal": "metal", "vulkan": "vulkan", "hip": "hip", "sycl": "sycl",
                  "opencl": "opencl", "musa": "musa"}
+WORKING_SET_SOURCES = {"metal": "Metal's recommendedMaxWorkingSetSize",
+                       "iogpu.wired_limit_mb": "set with iogpu.wired_limit_mb",
+                       "default rule": "the macOS default, estimated: 2/3 of RAM up to 32 GiB, 3/4 above"}
 CMAKE_FLAG = {"nvidia": ("cuda", "-DGGML_CUDA=on", "CUDA"), "amd": ("hip", "-DGGML_HIP=on", "ROCm/HIP"),
               "apple": ("metal", "-DGGML_METAL=on", "Metal")}
 
@@ -32,7 +35,8 @@ def build_hints(p: HardwareProfile) -> list[str]:
         if gpu.vendor == "apple" and gpu.working_set_limit_bytes and gpu.vram_total_bytes:
             hints.append(
                 f"Metal lets the GPU use {gpu.working_set_limit_bytes / 1024**3:.1f} of "
-                f"{gpu.vram_total_bytes / 1024**3:.0f} GiB unified memory ({gpu.working_set_source}); "
+                f"{gpu.vram_total_bytes / 1024**3:.0f} GiB unified memory "
+                f"({WORKING_SET_SOURCES.get(gpu.working_set_source or '', 'source unknown')}); "
                 "models are planned against that limit. It can be raised until the next reboot with "
                 "`sudo sysctl iogpu.wired_limit_mb=N` (leave several GiB for macOS).")
         if gpu.vendor == "amd" and gpu.unified and gpu.vram_total_bytes is not None and gpu.shared_bytes:
@@ -60,7 +64,8 @@ def _offload_hints(p: HardwareProfile) -> list[str]:
         hints.append(
             f"{names} is present, but the installed llama.cpp build (llama-cpp-python) has no {api} backend "
             f"(it ships: {shipped}), so GGUF models will run on the CPU. Rebuild it with {api}: "
-            f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-cache-dir {LLAMA_PIN}')
+            f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-cache-dir {LLAMA_PIN}'
+            + (' (CMAKE_ARGS="-DGGML_VULKAN=on" builds a Vulkan backend that also offloads)' if "vulkan" in usable else ""))
     return hints
 
 

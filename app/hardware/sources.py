@@ -83,6 +83,17 @@ def _models_dir() -> str:
     return str(paths.models_dir())
 
 
+def _processor_name() -> str:
+    """The CPU's marketing name on Windows (the registry), else whatever platform knows."""
+    try:
+        import winreg
+
+        key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
+        return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip()
+    except (ImportError, OSError):
+        return platform.processor()
+
+
 def _windows_feature(code: int) -> bool:
     import ctypes
 
@@ -109,7 +120,7 @@ class Sources:
 
     system: str = field(default_factory=platform.system)  # Linux | Darwin | Windows
     machine: str = field(default_factory=platform.machine)  # x86_64 | AMD64 | arm64 | aarch64
-    processor: Callable[[], str] = platform.processor
+    processor: Callable[[], str] = _processor_name  # Windows and unknown systems only
     read_text: Callable[[str], str] = read_text
     list_dir: Callable[[str], list[str]] = os.listdir
     run: Callable[[Sequence[str]], str] = run_command
