@@ -1,0 +1,216 @@
+"""``quantdesk inspect``, ``quantdesk fit`` and ``quantdesk recommend``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from app.errors import QuantDeskError
+
+GiB = 1 << 30
+
+
+class BadModelArgument(QuantDeskError):
+    """MODEL names neither a local file/folder nor a Hub repo we can read."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from app.hardware import add_hardware_argument
+
+    p = subparsers.add_parser("inspect", help="show a model's metadata (local file/folder or Hub repo/file.gguf)")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_inspect)
+
+    p = subparsers.add_parser("fit", help="memory per device for MODEL at a context size, and the verdict")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--ctx", type=int, default=8192)
+    p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    add_hardware_argument(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_fit)
+
+    p = subparsers.add_parser("recommend", help="which quant of a repo, folder or list fits this machine best")
+    p.add_argument("models", nargs="+", metavar="REPO_ID|PATH")
+    p.add_argument("--ctx", type=int, default=8192)
+    add_hardware_argument(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run_recommend)
+
+
+def _looks_like_repo(text: str) -> bool:
+    return text.count("/") >= 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
+
+
+def load_metadata(model: str):
+    """A local file/folder, ``owner/repo/file.gguf`` or ``owner/repo`` (its first GGUF) on the Hub."""
+    from app.models.metadata import read_model
+
+    if Path(model).exists():
+        return read_model(model)
+    if _looks_like_repo(model):
+        parts = model.split("/")
+        repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
+        if rest:
+            from app.models.remote import read_remote_gguf
+
+            return read_remote_gguf(repo_id, rest)
+        found = hub_candidates(repo_id)
+        if not found:
+            raise BadModelArgument(f"{repo_id} has no GGUF, MLX or EXL model files we can read.")
+        label, meta = found[0]
+        if isinstance(meta, Exception):
+            raise meta
+        return meta
+    raise BadModelArgument(f"No such model file or folder: {model}.",
+                           "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
+
+
+def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str, object]]:
+    """Every quant in a Hub repo: one entry per GGUF (first shard), or the repo's config.json model."""
+    from huggingface_hub import HfApi
+
+    from app.models.metadata import metadata_from_config
+    from app.models.quants import parse_gguf_filename
+    from app.models.remote import _endpoint, read_remote_gguf, read_remote_json, read_remote_safetensors
+
+    try:
+        files = HfApi(endpoint=_endpoint()).list_repo_files(repo_id, revision=revision)
+    except Exception as exc:  # huggingface_hub raises many HTTP error types; one sentence for the user
+        raise BadModelArgument(f"Could not list {repo_id} on the Hub: {exc}.") from exc
+    out: list[tuple[str, object]] = []
+    for name in sorted(f for f in files if f.lower().endswith(".gguf")):
+        info = parse_gguf_filename(name)
+        if info and not info.is_first_shard:
+            continue
+        if "mmproj" in name.lower():
+            continue  # vision projector, not a language model
+        try:
+            out.append((f"{repo_id}/{name}", read_remote_gguf(repo_id, name, revision)))
+        except QuantDeskError as exc:
+            out.append((f"{repo_id}/{name}", exc))
+    if "config.json" in files and not out:
+        try:
+            config = read_remote_json(repo_id, "config.json", revision)
+            tensors = []
+            for st in sorted(f for f in files if f.endswith(".safetensors") and "/" not in f):
+                tensors.extend(read_remote_safetensors(repo_id, st, revision))
+            out.append((repo_id, metadata_from_config(config, tensors, source=repo_id, name=repo_id)))
+        except QuantDeskError as exc:
+            out.append((repo_id, exc))
+    return out
+
+
+def local_candidates(path: Path) -> list[tuple[str, object]]:
+    from app.models.metadata import read_model
+    from app.models.quants import parse_gguf_filename
+
+    if path.is_dir() and not (path / "config.json").is_file():
+        out: list[tuple[str, object]] = []
+        for gguf in sorted(path.rglob("*.gguf")):
+            info = parse_gguf_filename(gguf.name)
+            if (info and not info.is_first_shard) or "mmproj" in gguf.name.lower():
+                continue
+            try:
+                out.append((str(gguf), read_model(gguf)))
+            except QuantDeskError as exc:
+                out.append((str(gguf), exc))
+        for sub in sorted(p.parent for p in path.rglob("config.json")):
+            try:
+                out.append((str(sub), read_model(sub)))
+            except QuantDeskError as exc:
+                out.append((str(sub), exc))
+        return out
+    try:
+        return [(str(path), read_model(path))]
+    except QuantDeskError as exc:
+        return [(str(path), exc)]
+
+
+def _hardware(args: argparse.Namespace):
+    from app.hardware import profile_from_args
+
+    return profile_from_args(args)
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    meta = load_metadata(args.model)
+    summary = meta.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    for key, value in summary.items():
+        if key == "quant_info" or value in (None, [], ""):
+            continue
+        if key == "weights_bytes":
+            value = _gib(value)
+        print(f"{key:18} {value}")
+    return 0
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from app.models.recommend import fit_model
+
+    gpu_layers = args.gpu_layers
+    if gpu_layers != "auto":
+        try:
+            gpu_layers = int(gpu_layers)
+        except ValueError as exc:
+            raise BadModelArgument(f"--gpu-layers takes a number or 'auto', not {args.gpu_layers!r}.") from exc
+    if args.ctx < 1:
+        raise BadModelArgument("--ctx must be a positive number of tokens.")
+    meta = load_metadata(args.model)
+    result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model)
+    data = result.to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"{result.label}: {result.verdict} — {result.reason}")
+    for dev in data["devices"]:
+        print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}, "
+              f"compute {_gib(dev['compute_bytes'])}, other {_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+    if data["gpu_layers"] is not None:
+        print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}, n_ctx {data['n_ctx']}, "
+              f"largest context that fits: {data['max_ctx']}")
+    if data["decode_tok_s"]:
+        print(f"  predicted decode: ~{data['decode_tok_s']} tok/s")
+    for note in data["notes"]:
+        print(f"  note: {note}")
+    return 0
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    from app.models.recommend import recommend
+
+    candidates: list[tuple[str, object]] = []
+    for item in args.models:
+        path = Path(item)
+        if path.exists():
+            candidates.extend(local_candidates(path))
+        elif _looks_like_repo(item):
+            candidates.extend(hub_candidates(item))
+        else:
+            raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
+    if not candidates:
+        raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
+    report = recommend(candidates, _hardware(args), args.ctx)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"Formats for this machine: {', '.join(report['format_preference'])} ({report['format_reason']}).")
+    for c in report["candidates"]:
+        speed = f", ~{c['decode_tok_s']} tok/s" if c["decode_tok_s"] else ""
+        total = sum(d["total_bytes"] for d in c["devices"])
+        print(f"  {c['quant']:10} {c['verdict']:24} {_gib(total) if c['devices'] else '':>10}{speed}  {c['label']}")
+    for fmt, pick in report["best_per_format"].items():
+        print(f"Best {fmt.upper()}: {pick['label']} — {pick['reason']}")
+    if report["load_settings"]:
+        s = report["load_settings"]
+        print(f"Load settings: --gpu-layers {s['gpu_layers']} --ctx {s['n_ctx']} (largest that fits: {s['max_ctx']})")
+    return 0

@@ -1,0 +1,282 @@
+"""Memory per device for a model at a context size, from metadata alone.
+
+llama.cpp (GGUF) follows llama.cpp's own allocation (checked against llama-cpp-python 0.3.36's
+log by tests/bench/fit_accuracy.py):
+- weights: ``-ngl k`` puts layers ``il >= n_layer + 1 - k`` on the GPU, where index ``n_layer`` is the
+  output layer, so k = 1 offloads just the output layer; token embeddings always stay on the CPU;
+- KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers hold
+  ``min(n_ctx, pad(n_swa + n_ubatch, 256))`` cells (unless ``swa_full``); layers with no KV heads hold
+  nothing; MLA caches the compressed latent; cache types f16 / q8_0 / q4_0 cost 2, 34/32, 18/32 bytes
+  per element;
+- compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
+  expert intermediates, the logits of a full ubatch) plus the attention masks;
+- output buffer: logits for one sequence on the host; fixed runtime overheads per device.
+MLX: weights + KV (grows in steps of 256; sliding-window layers keep the window) + overhead.
+EXL2/EXL3: bpw × parameters + cache at its bit width + a reserve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.models.metadata import ModelMetadata
+
+MiB = 1 << 20
+GiB = 1 << 30
+KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
+                 "q5_0": 22 / 32, "q5_1": 24 / 32}
+CTX_PAD = 256
+# Process baseline of an engine host (Python + llama.cpp libraries), measured as peak RSS before the
+# model loads on this stack (about 50 MiB) with room for the tokenizer and the loader's buffers.
+CPU_RUNTIME_BYTES = 160 * MiB
+# CUDA context + cuBLAS workspace per GPU: 300-500 MiB in NVML readings on consumer cards.
+GPU_RUNTIME_BYTES = 450 * MiB
+MLX_RUNTIME_BYTES = 300 * MiB
+EXL_RESERVE_BYTES = 600 * MiB  # text-generation-webui users needed ~577 MiB of slack beyond weights + cache
+
+# Architectures whose layers are all attention (or attention + FFN/MoE), i.e. that the math below
+# describes. Anything else (recurrent state, encoder-decoder) gets "unknown" with the reason.
+LLAMA_CPP_MODELLED = frozenset({
+    "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2",
+    "phi3", "starcoder2", "olmo", "olmo2", "olmoe", "granite", "granitemoe", "deepseek", "deepseek2",
+    "cohere2", "command-r", "gpt-oss", "exaone", "internlm2", "stablelm", "glm4", "glm4moe", "ernie4_5",
+    "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
+    "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
+})
+RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv7", "rwkv6qwen2", "arwkv7", "jamba", "falcon-h1",
+                       "granitehybrid", "qwen3next", "lfm2", "nemotron_h", "plamo2", "minimax-m2"})
+
+
+class UnknownModel(Exception):
+    """The estimator does not model this model; ``str()`` is the reason for the user."""
+
+
+@dataclass
+class DeviceUse:
+    name: str  # "CPU", "GPU0 (NVIDIA RTX 4090)", "unified"
+    weights_bytes: int = 0
+    kv_bytes: int = 0
+    compute_bytes: int = 0
+    other_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
+                "compute_bytes": self.compute_bytes, "other_bytes": self.other_bytes,
+                "total_bytes": self.total_bytes}
+
+
+@dataclass
+class LlamaCppSettings:
+    n_ctx: int = 8192
+    gpu_layers: int = 0  # llama.cpp -ngl; >= n_layer + 1 puts everything on the GPU
+    kv_type: str = "f16"
+    n_ubatch: int = 512
+    flash_attn: bool = False
+    swa_full: bool = False
+    # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
+    # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
+    cpu_repack: bool = True
+
+
+@dataclass
+class Estimate:
+    format: str
+    n_ctx: int
+    gpu_layers: int
+    n_layers: int  # offloadable layers: blocks + the output layer
+    devices: list[DeviceUse]
+    kv_type: str = "f16"
+    bytes_per_token_cpu: int = 0  # weights read per decoded token from each side
+    bytes_per_token_gpu: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def device(self, prefix: str) -> DeviceUse | None:
+        return next((d for d in self.devices if d.name.startswith(prefix)), None)
+
+
+def pad(value: int, multiple: int) -> int:
+    return (value + multiple - 1) // multiple * multiple
+
+
+def check_modelled(meta: ModelMetadata) -> None:
+    arch = meta.architecture
+    if arch in RECURRENT:
+        raise UnknownModel(f"{arch} has recurrent (state-space) layers whose memory QuantDesk does not model yet.")
+    if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED:
+        raise UnknownModel(f"the {arch or 'unnamed'} architecture is not modelled by QuantDesk's estimator.")
+    if not meta.block_count or not meta.head_count or not any(meta.head_count):
+        raise UnknownModel("the model's metadata lacks layer or attention-head counts.")
+    if meta.sliding_window and not any(meta.swa_layers) and meta.format != "gguf":
+        raise UnknownModel(f"{arch} uses a sliding window whose layer pattern is not known here.")
+
+
+def _layer_of(tensor_name: str, n_layer: int) -> int | None:
+    """Block index of a GGUF tensor; n_layer for the output layer; None for the input layer."""
+    if tensor_name.startswith("blk."):
+        return int(tensor_name.split(".", 2)[1])
+    if tensor_name.startswith("token_embd") or tensor_name.startswith("token_types") \
+            or tensor_name.startswith("position_embd") or tensor_name.startswith("per_layer_token_embd"):
+        return None
+    return n_layer  # output, output_norm, and other top-level tensors belong to the output layer
+
+
+def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
+    if meta.swa_layers and meta.swa_layers[il] and not s.swa_full:
+        return min(n_ctx, pad(meta.sliding_window + s.n_ubatch, CTX_PAD))
+    return n_ctx
+
+
+def kv_layer_bytes(meta: ModelMetadata, il: int, cells: int, kv_type: str) -> int:
+    n_kv_heads = meta.head_count_kv[il] if meta.head_count_kv else 0
+    if n_kv_heads == 0:
+        return 0
+    per_elem = KV_TYPE_BYTES[kv_type]
+    if meta.kv_lora_rank:  # MLA: K holds latent + rope part, V the latent
+        k_dim, v_dim = meta.kv_lora_rank + meta.rope_dim_mla, meta.kv_lora_rank
+    else:
+        k_dim, v_dim = n_kv_heads * meta.key_length, n_kv_heads * meta.value_length
+    return int(cells * (k_dim + v_dim) * per_elem)
+
+
+def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
+    """Peak of llama.cpp's ubatch graph (ggml-alloc reuses memory, so the largest stage counts)."""
+    n_ub = min(s.n_ubatch, n_ctx)
+    f32 = 4
+    kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.head_count_kv[il]}
+    n_kv_max = max(kinds) if kinds else 0
+    n_head = max(meta.head_count)
+    mask_elem = 2 if s.flash_attn else f32
+    masks = sum(k * pad(n_ub, 64) * mask_elem for k in kinds)
+    q_width = n_head * max(meta.key_length, 1)
+    if s.flash_attn:
+        attention = n_ub * q_width * f32 * 3
+    else:
+        attention = n_kv_max * n_ub * n_head * f32 + n_ub * q_width * f32 * 3
+    ffn_lengths = [t.shape[1] for t in meta.tensors if t.name.endswith("ffn_gate.weight") and len(t.shape) > 1]
+    ffn = n_ub * max(ffn_lengths, default=0) * f32 * 2
+    experts = [t for t in meta.tensors if t.name.endswith("ffn_gate_exps.weight") and len(t.shape) > 2]
+    moe = 0
+    if experts and meta.expert_used_count:
+        n_ff_exp = experts[0].shape[1]
+        moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
+    logits = n_ub * meta.vocab_size * f32
+    residual = n_ub * meta.embedding_length * f32 * 4
+    return int(max(attention, ffn, moe, logits) + masks + residual)
+
+
+REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
+
+
+def repacked_bytes(tensor_name: str, dtype: str, n_dims: int, n_bytes: int) -> int:
+    """Extra CPU memory for a tensor llama.cpp repacks (matrices only; embeddings are looked up by row)."""
+    if dtype in REPACKED_TYPES and n_dims == 2 and not tensor_name.startswith("token_embd"):
+        return n_bytes
+    return 0
+
+
+def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name: str = "GPU0") -> Estimate:
+    check_modelled(meta)
+    if settings.kv_type not in KV_TYPE_BYTES:
+        raise ValueError(f"unknown KV cache type {settings.kv_type}")
+    n_layer = meta.block_count
+    n_ctx = pad(max(settings.n_ctx, 1), CTX_PAD)
+    ngl = max(0, min(settings.gpu_layers, n_layer + 1))
+    first_gpu_layer = n_layer + 1 - ngl  # layers il >= this (incl. output at n_layer) live on the GPU
+    cpu = DeviceUse("CPU")
+    gpu = DeviceUse(gpu_name)
+    expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
+    read_cpu = read_gpu = 0
+    for tensor in meta.tensors:
+        layer = _layer_of(tensor.name, n_layer)
+        on_gpu = layer is not None and layer >= first_gpu_layer
+        (gpu if on_gpu else cpu).weights_bytes += tensor.n_bytes
+        if not on_gpu and settings.cpu_repack:
+            cpu.weights_bytes += repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), tensor.n_bytes)
+        if layer is None:
+            read = 0  # an embedding lookup reads one row
+        elif "_exps." in tensor.name:
+            read = int(tensor.n_bytes * expert_share)
+        else:
+            read = tensor.n_bytes
+        if on_gpu:
+            read_gpu += read
+        else:
+            read_cpu += read
+    if meta.tied_embeddings:
+        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device.
+        embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
+        if embd is not None:
+            if n_layer >= first_gpu_layer:
+                gpu.weights_bytes += embd.n_bytes
+                read_gpu += embd.n_bytes
+            else:
+                read_cpu += embd.n_bytes
+    for il in range(n_layer):
+        kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
+        (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
+    compute = compute_buffer_bytes(meta, n_ctx, settings)
+    output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
+    if ngl:
+        gpu.compute_bytes = compute
+        cpu.compute_bytes = min(compute, settings.n_ubatch * meta.embedding_length * 4 * 2 + output)
+        gpu.other_bytes = GPU_RUNTIME_BYTES
+    else:
+        cpu.compute_bytes = compute
+    cpu.other_bytes = CPU_RUNTIME_BYTES + output + meta.header_bytes
+    devices = [cpu, gpu] if ngl else [cpu]
+    return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
+                    notes=list(meta.notes))
+
+
+def _weights_bytes(meta: ModelMetadata) -> int:
+    if meta.tensors:
+        return meta.weights_bytes
+    raise UnknownModel("the model's weight files are not available to size.")
+
+
+def _kv_f16_bytes(meta: ModelMetadata, n_ctx: int, bits: float, window_cap: bool) -> int:
+    total = 0
+    for il in range(meta.block_count):
+        cells = n_ctx
+        if window_cap and meta.swa_layers and meta.swa_layers[il]:
+            cells = min(n_ctx, meta.sliding_window)
+        heads = meta.head_count_kv[il]
+        total += int(cells * heads * (meta.key_length + meta.value_length) * bits / 8)
+    return total
+
+
+def estimate_mlx(meta: ModelMetadata, n_ctx: int, device_name: str = "unified") -> Estimate:
+    """mlx-lm: KVCache grows in steps of 256 cells; RotatingKVCache keeps the window for SWA layers."""
+    check_modelled(meta)
+    n_ctx = pad(max(n_ctx, 1), 256)
+    weights = _weights_bytes(meta)
+    kv = _kv_f16_bytes(meta, n_ctx, 16, window_cap=True)
+    prefill_chunk = min(2048, n_ctx)  # mlx-lm prefills in steps of 2048 tokens
+    scores = prefill_chunk * n_ctx * max(meta.head_count) * 2  # bf16 attention scores of one layer
+    compute = scores + prefill_chunk * meta.embedding_length * 4 * 4 + meta.vocab_size * 4 * 2
+    dev = DeviceUse(device_name, weights, kv, compute, MLX_RUNTIME_BYTES)
+    return Estimate("mlx", n_ctx, meta.block_count + 1, meta.block_count + 1, [dev], "f16",
+                    bytes_per_token_gpu=weights, notes=list(meta.notes))
+
+
+def estimate_exl(meta: ModelMetadata, n_ctx: int, kv_type: str = "f16", gpu_name: str = "GPU0") -> Estimate:
+    """ExLlamaV2/V3 keep everything on the GPU: bpw × parameters + cache + reserve."""
+    check_modelled(meta)
+    bits = {"f16": 16, "q8_0": 8, "q6": 6, "q4_0": 4}.get(kv_type, 16)
+    if meta.tensors:
+        weights = meta.weights_bytes
+    elif meta.quant and meta.quant.bits_per_weight and meta.n_params:
+        weights = int(meta.quant.bits_per_weight * meta.n_params / 8)
+    else:
+        raise UnknownModel("neither the weight files nor the parameter count are known.")
+    n_ctx = pad(max(n_ctx, 1), 256)
+    kv = _kv_f16_bytes(meta, n_ctx, bits, window_cap=False)
+    compute = min(n_ctx, 2048) * meta.vocab_size * 4 // 4 + 512 * meta.embedding_length * 4 * 8
+    dev = DeviceUse(gpu_name, weights, kv, compute, EXL_RESERVE_BYTES + GPU_RUNTIME_BYTES)
+    return Estimate(meta.format, n_ctx, meta.block_count + 1, meta.block_count + 1, [dev], kv_type,
+                    bytes_per_token_gpu=weights, notes=list(meta.notes))

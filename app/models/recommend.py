@@ -1,0 +1,365 @@
+"""Will it fit, and which quant to pick: verdicts per candidate on a HardwareProfile.
+
+Verdicts: "full GPU", "partial: N of M layers", "CPU only", "unified memory", "does not fit",
+"unknown" (with the reason). Predicted decode speed is memory bandwidth ÷ bytes read per token
+(active weights; MoE reads only the used experts), per device, added up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.hardware.profile import GpuInfo, HardwareProfile
+from app.models.estimate import (
+    CTX_PAD,
+    DeviceUse,
+    Estimate,
+    LlamaCppSettings,
+    UnknownModel,
+    estimate_exl,
+    estimate_llama_cpp,
+    estimate_mlx,
+    pad,
+)
+from app.models.metadata import ModelMetadata
+
+GiB = 1 << 30
+ASSUMED_RAM_BANDWIDTH_GBPS = 40.0  # dual-channel DDR4/DDR5 desktop, used only when nothing was measured
+RAM_SHARE_WHEN_AVAILABLE_UNKNOWN = 0.85
+UNIFIED_SHARE_WITHOUT_LIMIT = 0.70  # Metal's default working-set limit is ~65-75 % of RAM
+VERDICT_RANK = {"full GPU": 0, "unified memory": 0, "partial": 1, "CPU only": 2, "does not fit": 3, "unknown": 4}
+
+
+@dataclass
+class FitResult:
+    label: str
+    format: str
+    quant: str
+    verdict: str
+    reason: str
+    estimate: Estimate | None = None
+    decode_tok_s: float | None = None
+    max_ctx: int | None = None
+    file_bytes: int = 0
+    bits_per_weight: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return VERDICT_RANK["partial" if self.verdict.startswith("partial") else self.verdict]
+
+    @property
+    def fits(self) -> bool:
+        return self.rank <= 2
+
+    def to_dict(self) -> dict[str, Any]:
+        est = self.estimate
+        return {
+            "label": self.label, "format": self.format, "quant": self.quant, "verdict": self.verdict,
+            "reason": self.reason, "devices": [d.to_dict() for d in est.devices] if est else [],
+            "gpu_layers": est.gpu_layers if est else None, "n_layers": est.n_layers if est else None,
+            "n_ctx": est.n_ctx if est else None, "kv_type": est.kv_type if est else None,
+            "max_ctx": self.max_ctx, "decode_tok_s": None if self.decode_tok_s is None else round(self.decode_tok_s, 1),
+            "file_bytes": self.file_bytes,
+            "bits_per_weight": None if self.bits_per_weight is None else round(self.bits_per_weight, 2),
+            "notes": self.notes + (est.notes if est else []),
+        }
+
+
+# ----------------------------------------------------------------------------------------- hardware views
+
+def main_gpu(hw: HardwareProfile) -> GpuInfo | None:
+    gpus = [g for g in hw.gpus if g.vram_total_bytes or g.unified]
+    return max(gpus, key=lambda g: g.vram_total_bytes or 0) if gpus else None
+
+
+def is_apple(hw: HardwareProfile) -> bool:
+    return any(g.vendor == "apple" for g in hw.gpus) or (hw.os == "darwin" and hw.arch in ("arm64", "aarch64"))
+
+
+def ram_budget(hw: HardwareProfile) -> int | None:
+    if hw.ram_available_bytes:
+        return hw.ram_available_bytes
+    return int(hw.ram_total_bytes * RAM_SHARE_WHEN_AVAILABLE_UNKNOWN) if hw.ram_total_bytes else None
+
+
+def vram_budget(gpu: GpuInfo) -> int:
+    if gpu.unified:
+        if gpu.working_set_limit_bytes:
+            return gpu.working_set_limit_bytes
+        return int((gpu.vram_total_bytes or 0) * UNIFIED_SHARE_WITHOUT_LIMIT)
+    return gpu.vram_free_bytes or gpu.vram_total_bytes or 0
+
+
+def backend_available(hw: HardwareProfile, name: str) -> bool:
+    return any(b.name == name and b.available for b in hw.backends)
+
+
+def _gpu_label(gpu: GpuInfo) -> str:
+    return f"GPU{gpu.index} ({gpu.name})" if gpu.name else f"GPU{gpu.index}"
+
+
+def _tok_s(est: Estimate, hw: HardwareProfile, gpu: GpuInfo | None) -> float | None:
+    seconds = 0.0
+    if est.bytes_per_token_cpu:
+        seconds += est.bytes_per_token_cpu / ((hw.ram_bandwidth_gbps or ASSUMED_RAM_BANDWIDTH_GBPS) * 1e9)
+    if est.bytes_per_token_gpu:
+        bandwidth = gpu.bandwidth_gbps if gpu else None
+        if gpu is None and est.format == "mlx":
+            bandwidth = hw.ram_bandwidth_gbps or ASSUMED_RAM_BANDWIDTH_GBPS
+        if not bandwidth:
+            return None
+        seconds += est.bytes_per_token_gpu / (bandwidth * 1e9)
+    return 1 / seconds if seconds else None
+
+
+# ----------------------------------------------------------------------------------------- fitting
+
+def _fits(est: Estimate, ram: int | None, vram: int | None) -> bool:
+    for dev in est.devices:
+        budget = ram if dev.name == "CPU" else vram
+        if budget is not None and dev.total_bytes > budget:
+            return False
+    return True
+
+
+def _merge_unified(est: Estimate) -> Estimate:
+    """On unified memory the CPU and GPU buffers come out of one pool."""
+    pool = DeviceUse("unified")
+    for dev in est.devices:
+        pool.weights_bytes += dev.weights_bytes
+        pool.kv_bytes += dev.kv_bytes
+        pool.compute_bytes += dev.compute_bytes
+        pool.other_bytes += dev.other_bytes
+    est.devices = [pool]
+    return est
+
+
+def _largest_ctx(fits_at) -> int | None:
+    """Largest n_ctx (a multiple of 256, up to the trained length) for which fits_at(n_ctx) holds."""
+    lo, hi = CTX_PAD, None
+    if not fits_at(lo):
+        return None
+    return hi if hi else _bisect(fits_at, lo)
+
+
+def _bisect(fits_at, lo: int) -> int:
+    hi = fits_at.limit
+    if fits_at(hi):
+        return hi
+    lo_k, hi_k = lo // CTX_PAD, hi // CTX_PAD
+    while hi_k - lo_k > 1:
+        mid = (lo_k + hi_k) // 2
+        if fits_at(mid * CTX_PAD):
+            lo_k = mid
+        else:
+            hi_k = mid
+    return lo_k * CTX_PAD
+
+
+class _FitsAt:
+    def __init__(self, fn, limit: int) -> None:
+        self.fn, self.limit = fn, max(CTX_PAD, pad(limit, CTX_PAD))
+
+    def __call__(self, n_ctx: int) -> bool:
+        return self.fn(n_ctx)
+
+
+def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
+             kv_type: str = "f16", label: str = "") -> FitResult:
+    label = label or meta.source
+    quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
+    base = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
+                bits_per_weight=meta.bits_per_weight)
+    gpu = main_gpu(hw)
+    ram, vram = ram_budget(hw), (vram_budget(gpu) if gpu else None)
+    offload_ok = gpu is not None and (gpu.unified or gpu.vendor in ("nvidia", "amd", "intel"))
+    gpu_name = "unified" if gpu and gpu.unified else (_gpu_label(gpu) if gpu else "GPU0")
+
+    def estimate(ngl: int, ctx: int) -> Estimate:
+        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type), gpu_name)
+        return _merge_unified(est) if gpu and gpu.unified else est
+
+    def fits(est: Estimate) -> bool:
+        if gpu and gpu.unified:
+            return _fits(est, None, vram) and (ram is None or est.devices[0].total_bytes <= (hw.ram_total_bytes or ram))
+        return _fits(est, ram, vram)
+
+    try:
+        n_all = meta.block_count + 1
+        if gpu_layers == "auto":
+            candidates = range(n_all, -1, -1) if offload_ok else [0]
+            chosen = next((k for k in candidates if fits(estimate(k, n_ctx))), None)
+            ngl = n_all if chosen is None and offload_ok else (chosen or 0)
+        else:
+            ngl = int(gpu_layers) if offload_ok else 0
+            if gpu_layers and not offload_ok:
+                base.setdefault("notes", []).append("no GPU to offload to: layers stay on the CPU")
+            chosen = ngl if fits(estimate(ngl, n_ctx)) else None
+        est = estimate(ngl, n_ctx)
+    except UnknownModel as why:
+        return FitResult(verdict="unknown", reason=str(why), **base)
+    est.gpu_layers = min(est.gpu_layers, n_all)
+    limit = meta.context_length or n_ctx
+    max_ctx = _largest_ctx(_FitsAt(lambda c: fits(estimate(ngl, c)), limit))
+    result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
+                       **base)
+    if chosen is None:
+        total = sum(d.total_bytes for d in est.devices)
+        result.verdict = "does not fit"
+        result.reason = (f"needs {total / GiB:.1f} GiB at {est.n_ctx} tokens; "
+                         f"{_budget_text(gpu, ram, vram)}")
+    elif gpu and gpu.unified:
+        result.verdict, result.reason = "unified memory", (
+            f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
+    elif ngl >= n_all:
+        result.verdict, result.reason = "full GPU", (
+            f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
+    elif ngl > 0:
+        result.verdict = f"partial: {ngl} of {n_all} layers"
+        result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU"
+    else:
+        result.verdict = "CPU only"
+        result.reason = ("no GPU to offload to" if not offload_ok else "no layer fits on the GPU") + (
+            f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
+    return result
+
+
+def _budget_text(gpu: GpuInfo | None, ram: int | None, vram: int | None) -> str:
+    parts = []
+    if gpu and vram is not None:
+        parts.append(f"{'unified memory limit' if gpu.unified else 'VRAM'} {vram / GiB:.1f} GiB")
+    if ram is not None and not (gpu and gpu.unified):
+        parts.append(f"RAM {ram / GiB:.1f} GiB")
+    return "available: " + ", ".join(parts) if parts else "memory size unknown"
+
+
+def fit_mlx(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, label: str = "") -> FitResult:
+    gpu = main_gpu(hw)
+    quant = meta.quant.quant if meta.quant else "?"
+    base = dict(label=label or meta.source, format="mlx", quant=quant, file_bytes=meta.weights_bytes,
+                bits_per_weight=meta.bits_per_weight)
+    apple = gpu is not None and gpu.unified and is_apple(hw)
+    try:
+        est = estimate_mlx(meta, n_ctx, "unified" if apple else "CPU")
+    except UnknownModel as why:
+        return FitResult(verdict="unknown", reason=str(why), **base)
+    budget = vram_budget(gpu) if apple else ram_budget(hw)
+    limit = meta.context_length or n_ctx
+    max_ctx = _largest_ctx(_FitsAt(lambda c: budget is None or estimate_mlx(meta, c).devices[0].total_bytes <= budget,
+                                   limit))
+    total = est.devices[0].total_bytes
+    result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu if apple else None),
+                       verdict="", reason="", **base)
+    if budget is not None and total > budget:
+        result.verdict = "does not fit"
+        result.reason = f"needs {total / GiB:.1f} GiB; {'Metal working-set limit' if apple else 'RAM'} {budget / GiB:.1f} GiB"
+    elif apple:
+        result.verdict, result.reason = "unified memory", f"{total / GiB:.1f} of {budget / GiB:.1f} GiB Metal working set"
+    else:
+        result.verdict, result.reason = "CPU only", "MLX runs on the CPU here (no Apple GPU)"
+    return result
+
+
+def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type: str = "f16",
+            label: str = "") -> FitResult:
+    gpu = main_gpu(hw)
+    quant = meta.quant.quant if meta.quant else "?"
+    base = dict(label=label or meta.source, format=meta.format, quant=quant, file_bytes=meta.weights_bytes,
+                bits_per_weight=meta.quant.bits_per_weight if meta.quant else None)
+    if gpu is None or gpu.vendor != "nvidia":
+        return FitResult(verdict="does not fit", reason=f"{meta.format.upper()} needs an NVIDIA GPU with CUDA", **base)
+    if meta.format == "exl3" and gpu.compute_capability and float(gpu.compute_capability) < 8.0:
+        return FitResult(verdict="does not fit", reason="EXL3 needs an NVIDIA GPU of the Ampere generation or newer",
+                         **base)
+    try:
+        est = estimate_exl(meta, n_ctx, kv_type, _gpu_label(gpu))
+    except UnknownModel as why:
+        return FitResult(verdict="unknown", reason=str(why), **base)
+    vram = vram_budget(gpu)
+    limit = meta.context_length or n_ctx
+    max_ctx = _largest_ctx(_FitsAt(lambda c: estimate_exl(meta, c, kv_type).devices[0].total_bytes <= vram, limit))
+    total = est.devices[0].total_bytes
+    result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
+                       **base)
+    if total > vram:
+        result.verdict, result.reason = "does not fit", f"needs {total / GiB:.1f} GiB of VRAM, {vram / GiB:.1f} GiB available"
+    else:
+        result.verdict, result.reason = "full GPU", f"{total / GiB:.1f} of {vram / GiB:.1f} GiB VRAM"
+    return result
+
+
+def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
+              kv_type: str = "f16", label: str = "") -> FitResult:
+    if meta.format == "gguf":
+        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label)
+    if meta.format in ("mlx", "safetensors"):
+        result = fit_mlx(meta, hw, n_ctx, label)
+        result.format = meta.format
+        return result
+    if meta.format in ("exl2", "exl3"):
+        return fit_exl(meta, hw, n_ctx, kv_type, label)
+    return FitResult(label=label or meta.source, format=meta.format, quant="?", verdict="unknown",
+                     reason=f"the {meta.format} format is not modelled")
+
+
+# ----------------------------------------------------------------------------------------- recommending
+
+def preferred_formats(hw: HardwareProfile, results: list[FitResult]) -> tuple[list[str], str]:
+    """The order of formats for this machine, and the sentence that says why."""
+    if is_apple(hw):
+        return ["mlx", "gguf"], "Apple Silicon: MLX runs natively on Metal; GGUF through llama.cpp is the alternative"
+    gpu = main_gpu(hw)
+    if gpu and gpu.vendor == "nvidia":
+        exl_ready = [f for f in ("exl3", "exl2") if backend_available(hw, f"exllamav{f[-1]}")]
+        whole = [r for r in results if r.format in exl_ready and r.verdict == "full GPU"]
+        if whole:
+            return exl_ready + ["gguf"], "NVIDIA GPU holds the whole model and ExLlama is installed: EXL is fastest there"
+        if exl_ready:
+            return ["gguf"] + exl_ready, "no EXL quant fits entirely in VRAM, so GGUF (which can split layers) comes first"
+        return ["gguf"], "ExLlama is not available here, so GGUF through llama.cpp"
+    return ["gguf"], "GGUF through llama.cpp runs on this hardware (CPU and any supported GPU)"
+
+
+def best_per_format(results: list[FitResult]) -> dict[str, dict[str, Any]]:
+    picks: dict[str, dict[str, Any]] = {}
+    for fmt in sorted({r.format for r in results}):
+        fitting = [r for r in results if r.format == fmt and r.fits]
+        if not fitting:
+            continue
+        top_rank = min(r.rank for r in fitting)
+        tier = [r for r in fitting if r.rank == top_rank]
+        best = max(tier, key=lambda r: (r.bits_per_weight or 0, r.file_bytes))
+        where = {0: "entirely in GPU memory" if best.verdict == "full GPU" else "in unified memory",
+                 1: "with part of its layers on the GPU", 2: "in RAM on the CPU"}[top_rank]
+        speed = f", about {best.decode_tok_s:.0f} tok/s" if best.decode_tok_s else ""
+        n_ctx = best.estimate.n_ctx if best.estimate else 0
+        picks[fmt] = {"label": best.label, "quant": best.quant, "verdict": best.verdict,
+                      "reason": f"{best.quant} is the highest-precision {fmt.upper()} quant that fits {where} "
+                                f"at {n_ctx} tokens{speed}."}
+    return picks
+
+
+def recommend(metas: list[tuple[str, ModelMetadata | Exception]], hw: HardwareProfile, n_ctx: int = 8192,
+              kv_type: str = "f16") -> dict[str, Any]:
+    results: list[FitResult] = []
+    for label, meta in metas:
+        if isinstance(meta, Exception):
+            results.append(FitResult(label=label, format="?", quant="?", verdict="unknown", reason=str(meta)))
+        else:
+            results.append(fit_model(meta, hw, n_ctx, "auto", kv_type, label))
+    order, why = preferred_formats(hw, results)
+    picks = best_per_format(results)
+    best = next((picks[f] | {"format": f} for f in order if f in picks), None)
+    if best is None and picks:
+        fmt = next(iter(picks))
+        best = picks[fmt] | {"format": fmt}
+    load = None
+    if best:
+        chosen = next(r for r in results if r.label == best["label"])
+        if chosen.estimate:
+            load = {"gpu_layers": chosen.estimate.gpu_layers, "max_ctx": chosen.max_ctx, "n_ctx": chosen.estimate.n_ctx}
+    return {"n_ctx": n_ctx, "format_preference": order, "format_reason": why,
+            "candidates": [r.to_dict() for r in results], "best_per_format": picks, "best": best,
+            "load_settings": load}
