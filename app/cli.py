@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.engine.commands",  # chat
     "app.hub.commands",  # search, show, pull, ls, rm, import, login
     "app.hardware.commands",  # hw
+    "app.models.commands",  # inspect, fit, recommend
 )
 
 
