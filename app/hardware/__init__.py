@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+# Imported here, eagerly, so ``app.hardware.detect`` is the function even after something imports the
+# submodule of the same name (importing a submodule rebinds the package attribute, but only on first load).
+# The probe modules import only the standard library at module level.
+from app.hardware.detect import detect
 from app.hardware.profile import (BackendSupport, CpuInfo, GpuInfo, HardwareProfile, HardwareProfileError,
                                   load_profile)
-
-
-def detect(**kwargs) -> HardwareProfile:
-    """This machine's profile (see app.hardware.detect.detect for the options)."""
-    from app.hardware.detect import detect as _detect  # threads and probes load only when asked for
-
-    return _detect(**kwargs)
 
 
 def add_hardware_argument(parser: argparse.ArgumentParser) -> None:

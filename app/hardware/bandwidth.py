@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import time
 
-from app import paths
-
 ARRAY_BYTES = 256 * 1024**2  # well past any CPU cache, small enough for the smallest machines
 REPS = 5
 
@@ -20,6 +18,8 @@ def cache_key(cpu_model: str, ram_total_bytes: int | None) -> str:
 
 
 def _cache_file():
+    from app import paths
+
     return paths.cache_dir() / "ram_bandwidth.json"
 
 
