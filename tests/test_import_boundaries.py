@@ -15,7 +15,7 @@ def _core_modules() -> list[str]:
     mods = []
     for pkg in ("app", "backends"):
         for info in pkgutil.walk_packages([str(ROOT / pkg)], prefix=f"{pkg}."):
-            if not info.name.startswith("app.ui"):
+            if not info.name.startswith("app.ui") and not info.name.endswith("__main__"):
                 mods.append(info.name)
     return mods
 

@@ -80,15 +80,22 @@ class EngineClient:
     # --- process ---
 
     def start(self) -> EngineClient:
-        if self._proc is not None:
+        """Start the host; a host that died is replaced by a fresh one (the model must be loaded again)."""
+        if self.alive:
             return self
+        if self._proc is not None:
+            self.close()
+            self.loaded = None
         env = dict(os.environ if self._env is None else self._env)
         root = str(Path(__file__).resolve().parents[2])  # the host imports app/ and backends/ from here
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=env, bufsize=0)
-        threading.Thread(target=self._read_events, daemon=True, name="engine-events").start()
-        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True, name="engine-stderr")
+        self._events = queue.Queue()  # per process: a dead host's end-of-stream must not reach its successor
+        threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True,
+                         name="engine-events").start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True,
+                                               name="engine-stderr")
         self._stderr_reader.start()
         self._phase = "while idle"
         return self
@@ -104,16 +111,16 @@ class EngineClient:
     def stderr_tail(self) -> list[str]:
         return list(self._stderr)
 
-    def _read_events(self) -> None:
-        for line in self._proc.stdout:
+    def _read_events(self, proc: subprocess.Popen, events: queue.Queue) -> None:
+        for line in proc.stdout:
             try:
-                self._events.put(protocol.decode_event(line))
+                events.put(protocol.decode_event(line))
             except ValueError:
                 self._stderr.append(f"[quantdesk] unreadable engine event: {line[:200]!r}")
-        self._events.put(_EOF)
+        events.put(_EOF)
 
-    def _read_stderr(self) -> None:
-        for raw in self._proc.stderr:
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        for raw in proc.stderr:
             self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _send(self, request: dict) -> None:
@@ -238,7 +245,6 @@ class EngineClient:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        self._events = queue.Queue()  # a restarted host must not see the old one's end-of-stream
         if proc.poll() is None:
             try:
                 with self._write_lock:

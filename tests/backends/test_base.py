@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from backends.base import (Availability, Backend, Done, LoadSettings, SamplingSettings, StopStringFilter,
+                           Token, TrailingText)
+
+
+def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_a_match():
+    stops = StopStringFilter(["</answer>"])
+    assert stops.feed("Hello </") == "Hello "
+    assert stops.feed("ans") == ""
+    assert stops.feed("wer> trailing") == ""
+    assert stops.matched
+
+
+def test_stop_filter_releases_held_text_that_turned_out_harmless():
+    stops = StopStringFilter(["STOP"])
+    assert stops.feed("ST") == ""
+    assert stops.feed("ew") == "STew"
+    assert stops.feed("S") == ""
+    assert stops.flush() == "S"
+    assert not stops.matched
+
+
+def test_stop_filter_without_stops_passes_everything():
+    assert StopStringFilter([]).feed("abc") == "abc"
+
+
+@pytest.mark.parametrize("bad", [dict(temperature=-1), dict(top_p=0), dict(top_k=-1), dict(min_p=2),
+                                 dict(repeat_penalty=0), dict(max_tokens=0), dict(max_tokens=10**9),
+                                 dict(seed=-1), dict(stop=("",))])
+def test_sampling_validation_refuses_values_no_engine_should_see(bad):
+    with pytest.raises(ValueError):
+        SamplingSettings(**bad).validate()
+
+
+def test_load_validation():
+    LoadSettings().validate()
+    for bad in (dict(n_ctx=1), dict(gpu_layers=-2), dict(threads=0)):
+        with pytest.raises(ValueError):
+            LoadSettings(**bad).validate()
+
+
+class ScriptedBackend(Backend):
+    """A backend whose 'engine' is a list of token texts: for the shared loop's own logic."""
+
+    name = "scripted"
+    formats = ("test",)
+
+    def __init__(self, pieces, cancel_after=None):
+        self.pieces = pieces
+        self.cancel_after = cancel_after
+        self.cancelled = threading.Event()
+        self.closed = False
+
+    @classmethod
+    def probe(cls):
+        return Availability.ok()
+
+    def load(self, model_path, settings, on_progress=None):
+        raise NotImplementedError
+
+    def _stream(self, messages, sampling):
+        self.prompt_tokens = 3
+        self.mark_prefill_start()
+        try:
+            for i, piece in enumerate(self.pieces):
+                if i == self.cancel_after:
+                    self.cancelled.set()
+                yield piece
+        finally:
+            self.closed = True
+
+
+def _run(backend, sampling):
+    events = list(backend.generate("r", [], sampling, backend.cancelled))
+    return events[:-1], events[-1]
+
+
+def test_loop_stops_at_max_tokens_and_closes_the_engine_stream():
+    backend = ScriptedBackend(["a", "b", "c", "d"])
+    tokens, done = _run(backend, SamplingSettings(max_tokens=2))
+    assert [t.text for t in tokens] == ["a", "b"] and done.text == "ab"
+    assert done.stats.stop_reason == "length" and done.stats.generated_tokens == 2 and backend.closed
+
+
+def test_loop_reports_cancel_and_eos():
+    _, done = _run(ScriptedBackend(["a", "b", "c", "d"], cancel_after=1), SamplingSettings())
+    assert done.stats.stop_reason == "cancelled" and done.text == "ab"
+    _, done = _run(ScriptedBackend(["a", "b"]), SamplingSettings())
+    assert done.stats.stop_reason == "eos" and done.stats.generated_tokens == 2
+
+
+def test_trailing_text_is_released_but_not_counted_and_held_text_is_flushed():
+    tokens, done = _run(ScriptedBackend(["x", "ST", TrailingText("!")]), SamplingSettings(stop=("STOP",)))
+    assert done.text == "xST!"
+    assert [t.count for t in tokens] == [1, 1, 0]  # '!' released the held 'ST' with it
+    assert done.stats.generated_tokens == 2
+    assert isinstance(done, Done) and all(isinstance(t, Token) for t in tokens)

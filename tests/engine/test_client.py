@@ -1,0 +1,221 @@
+"""The engine host and its client, with real engines on the generated tiny models."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.engine.client import EngineClient
+from app.errors import EngineCrashed, EngineError, ModelFileError
+from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from tests.fixtures.models import TINY, write_gguf_f16
+
+HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How are you?")]
+VARIANTS = ["gguf_f16", "gguf_q8_0", "gguf_q4_k_m", "mlx_f16", "mlx_4bit"]
+
+
+@pytest.fixture
+def client():
+    with EngineClient() as c:
+        yield c
+
+
+def _collect(stream) -> tuple[list[Token], Done]:
+    events = list(stream)
+    assert isinstance(events[-1], Done)
+    assert all(isinstance(e, Token) for e in events[:-1])
+    return events[:-1], events[-1]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_variant_loads_in_the_host_and_streams_with_consistent_stats(client, tiny_models, variant):
+    loaded = client.load(getattr(tiny_models, variant), LoadSettings(n_ctx=512))
+    assert loaded.backend == ("mlx" if variant.startswith("mlx") else "llama.cpp")
+    assert loaded.n_layers == TINY.n_layer and loaded.load_ms > 0 and loaded.memory_bytes["cpu"] > 0
+
+    tokens, done = _collect(client.generate(HELLO, SamplingSettings(max_tokens=24, seed=7)))
+    stats = done.stats
+    assert "".join(t.text for t in tokens) == done.text
+    assert sum(t.count for t in tokens) == stats.generated_tokens
+    assert 0 < stats.generated_tokens <= 24
+    assert stats.stop_reason in ("eos", "length")
+    assert stats.prompt_tokens > 10 and stats.prompt_ms > 0 and stats.prompt_tps > 0
+    assert stats.ttft_ms >= stats.prompt_ms
+    assert stats.peak_memory_bytes > 0
+    if stats.generated_tokens > 1:
+        assert stats.decode_ms > 0
+        assert stats.decode_tps == pytest.approx(stats.decode_tokens / (stats.decode_ms / 1000))
+        assert stats.decode_tokens == stats.generated_tokens - 1
+    times = [t.t_ms for t in tokens]
+    assert times == sorted(times) and times[0] == pytest.approx(stats.ttft_ms, abs=1.0)
+
+
+def test_greedy_generation_is_reproducible_and_stop_strings_cut_the_text(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
+    greedy = SamplingSettings(temperature=0.0, max_tokens=40)
+    _, first = _collect(client.generate(HELLO, greedy))
+    _, second = _collect(client.generate(HELLO, greedy))
+    assert first.text == second.text and first.stats.generated_tokens == 40
+    stop = first.text[len(first.text) // 2:][:3]
+    assert stop.strip(), f"need a printable stop string from {first.text!r}"
+    tokens, cut = _collect(client.generate(HELLO, SamplingSettings(temperature=0.0, max_tokens=40, stop=(stop,))))
+    assert cut.stats.stop_reason == "stop"
+    assert cut.text == first.text[: first.text.index(stop)]
+    assert stop not in "".join(t.text for t in tokens)
+
+
+def test_cancel_stops_within_200_ms_and_the_host_stays_usable(client, tiny_models):
+    client.load(tiny_models.gguf_q4_k_m, LoadSettings(n_ctx=2048))
+    stream = client.generate(HELLO, SamplingSettings(max_tokens=2000, seed=1))
+    seen = 0
+    for event in stream:
+        if isinstance(event, Token):
+            seen += 1
+            if seen == 5:
+                asked = time.perf_counter()
+                client.cancel()
+        else:
+            stopped_after = time.perf_counter() - asked
+            done = event
+    assert done.stats.stop_reason == "cancelled"
+    assert done.stats.generated_tokens < 2000
+    assert stopped_after < 0.2, f"cancel took {stopped_after * 1000:.0f} ms"
+    _, again = _collect(client.generate(HELLO, SamplingSettings(max_tokens=8, seed=1)))
+    assert again.stats.generated_tokens == 8
+
+
+def test_cancel_from_another_thread_keeps_the_text_so_far(client, tiny_models):
+    client.load(tiny_models.mlx_f16, LoadSettings(n_ctx=2048))
+    first_token = threading.Event()
+    threading.Thread(target=lambda: (first_token.wait(30), client.cancel()), daemon=True).start()
+    texts, done = [], None
+    for event in client.generate(HELLO, SamplingSettings(max_tokens=1500, seed=2)):
+        if isinstance(event, Token):
+            texts.append(event.text)
+            first_token.set()
+        else:
+            done = event
+    assert done.stats.stop_reason == "cancelled"
+    assert done.text == "".join(texts)
+
+
+def test_closing_the_stream_early_cancels_and_the_next_request_works(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    stream = client.generate(HELLO, SamplingSettings(max_tokens=1500))
+    next(stream)
+    stream.close()
+    _, done = _collect(client.generate(HELLO, SamplingSettings(max_tokens=4)))
+    assert done.stats.generated_tokens == 4
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_host_killed_mid_stream_becomes_a_typed_error_and_a_new_host_streams(client, tiny_models, sig):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    with pytest.raises(EngineCrashed) as crash:
+        for i, _event in enumerate(client.generate(HELLO, SamplingSettings(max_tokens=2000))):
+            if i == 3:
+                os.kill(client.pid, sig)
+    error = crash.value
+    assert error.returncode == -sig
+    assert f"({sig.name})" in str(error) and "during generation" in str(error)
+    if sig == signal.SIGSEGV:  # faulthandler printed the host's stack before it died
+        assert any("Segmentation fault" in line for line in error.stderr_tail)
+    with pytest.raises(EngineCrashed):  # the dead host stays dead for the old stream's owner
+        list(client.generate(HELLO, SamplingSettings(max_tokens=2)))
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))  # a fresh host
+    _, done = _collect(client.generate(HELLO, SamplingSettings(max_tokens=6)))
+    assert done.stats.generated_tokens == 6
+
+
+def test_a_host_killed_while_loading_names_the_model(client, tiny_models, monkeypatch):
+    send = client._send
+
+    def send_then_kill(request):  # the host dies right after it received the load request
+        send(request)
+        os.kill(client.pid, signal.SIGKILL)
+
+    monkeypatch.setattr(client, "_send", send_then_kill)
+    with pytest.raises(EngineCrashed, match=r"killed \(SIGKILL\) while loading tiny-llama-Q8_0\.gguf"):
+        client.load(tiny_models.gguf_q8_0)
+
+
+def test_bad_model_files_give_a_clear_error_naming_the_file(tiny_models, tmp_path):
+    client = EngineClient()
+    data = tiny_models.gguf_q8_0.read_bytes()
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(data[: len(data) // 2])
+    bad_magic = tmp_path / "page.gguf"
+    bad_magic.write_bytes(b"<!DOCTYPE html><html>Bad gateway</html>")
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    cases = [(truncated, r"truncated\.gguf is truncated"), (bad_magic, r"page\.gguf is not a GGUF file"),
+             (empty, r"empty-folder holds no model"), (tmp_path / "missing.gguf", r"missing\.gguf does not exist")]
+    for path, message in cases:
+        with pytest.raises(ModelFileError, match=message):
+            client.load(path)
+    assert client.pid is None  # nothing was worth starting an engine for
+    client.close()
+
+
+HOSTILE = "{{ ''.__class__.__mro__[1].__subclasses__() }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
+
+def test_a_gguf_chat_template_reaching_for_python_internals_is_refused(client, tiny_models, tmp_path):
+    hostile = write_gguf_f16(TINY, tiny_models.hf, tmp_path / "hostile.gguf", chat_template=HOSTILE)
+    with pytest.raises(EngineError, match="Python internals") as refused:
+        client.load(hostile)
+    assert refused.value.kind == "template"
+    client.load(tiny_models.gguf_q8_0)  # the same host carries on
+    _, done = _collect(client.generate(HELLO, SamplingSettings(max_tokens=3)))
+    assert done.stats.generated_tokens == 3
+
+
+def test_an_mlx_chat_template_reaching_for_python_internals_is_refused(client, tiny_models, tmp_path):
+    folder = shutil.copytree(tiny_models.mlx_4bit, tmp_path / "hostile-mlx")
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = HOSTILE
+    config_path.write_text(json.dumps(config))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    with pytest.raises(EngineError, match="template") as refused:
+        client.load(folder)
+    assert refused.value.kind == "template"
+
+
+def test_a_conversation_longer_than_the_context_is_refused_and_the_engine_lives(client, tiny_models):
+    loaded = client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=64))
+    assert loaded.n_ctx == 256  # llama.cpp pads the context to a multiple of 256, and says so
+    with pytest.raises(EngineError, match=f"context holds {loaded.n_ctx}") as refused:
+        list(client.generate([Message("user", "word " * 200)], SamplingSettings(max_tokens=4)))
+    assert refused.value.kind == "context"
+    _, done = _collect(client.generate([Message("user", "hi")], SamplingSettings(max_tokens=4)))
+    assert done.stats.generated_tokens >= 1
+
+
+def test_the_parent_never_imports_an_inference_library(tiny_models):
+    code = (
+        "import sys\n"
+        "from app.engine.client import EngineClient\n"
+        "from backends.base import Message, SamplingSettings\n"
+        "with EngineClient() as c:\n"
+        f"    for path in ({str(tiny_models.gguf_q8_0)!r}, {str(tiny_models.mlx_4bit)!r}):\n"
+        "        c.load(path)\n"
+        "        done = list(c.generate([Message('user', 'hi')], SamplingSettings(max_tokens=3)))[-1]\n"
+        "        assert done.stats.generated_tokens == 3\n"
+        "leaked = sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "                ('llama_cpp', 'mlx', 'mlx_lm', 'torch', 'exllamav2', 'exllamav3', 'transformers'))\n"
+        "print(leaked)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]"
