@@ -57,7 +57,8 @@ def _gpu_line(gpu: GpuInfo) -> str:
 
 
 def summary(p: HardwareProfile) -> str:
-    rows: list[tuple[str, str]] = [("Machine", f"{p.os} {p.arch}")]
+    os_name = {"linux": "Linux", "darwin": "macOS", "windows": "Windows"}.get(p.os, p.os)
+    rows: list[tuple[str, str]] = [("Machine", f"{os_name} {p.arch}")]
     cores = f"{p.cpu.physical_cores or '?'} cores, {p.cpu.logical_cores or '?'} threads"
     rows.append(("CPU", f"{p.cpu.model or 'unknown'} ({cores})"))
     rows.append(("CPU features", " ".join(p.cpu.flags) or "unknown"))

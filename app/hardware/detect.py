@@ -129,7 +129,7 @@ def detect(sources: Sources | None = None, *, probes: dict[str, Probe] | None = 
     chosen = {**PROBES, **(probes or {})}
     results, absent = run_probes({name: (lambda p=probe: p(src)) for name, probe in chosen.items()}, timeout_s)
 
-    profile = HardwareProfile(os=src.system, arch=src.machine, absent=absent)
+    profile = HardwareProfile(os=src.system.lower(), arch=src.machine, absent=absent)
     if "cpu" in results:
         profile.cpu = results["cpu"]
     else:

@@ -77,8 +77,8 @@ class BackendSupport:
 
 @dataclass
 class HardwareProfile:
-    os: str = ""
-    arch: str = ""
+    os: str = ""  # platform.system() in lower case: linux | darwin | windows
+    arch: str = ""  # platform.machine(): x86_64 | AMD64 | arm64 | aarch64
     cpu: CpuInfo = field(default_factory=CpuInfo)
     ram_total_bytes: int | None = None
     ram_available_bytes: int | None = None

@@ -54,6 +54,7 @@ def test_real_machine_agrees_with_proc_cpuinfo_and_psutil(real_profile):
     assert real_profile.ram_total_bytes == vm.total
     assert 0 < real_profile.ram_available_bytes <= vm.total
     assert real_profile.arch == cpu.arch == os.uname().machine
+    assert real_profile.os == "linux"
 
 
 def test_real_machine_profile_round_trips_through_json(real_profile, tmp_path):
