@@ -1,0 +1,448 @@
+"""The Chat page: conversations on the left, the selected one on the right, streamed through the
+EngineBridge and saved through the ChatStore as it arrives."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QMessageBox, QProgressBar, QPushButton,
+                               QSpinBox, QSplitter, QVBoxLayout, QWidget)
+
+from app.chats.store import ChatMessage, ChatStore, Conversation, ReplyWriter
+from app.errors import EngineCrashed, EngineError
+from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
+from app.ui.engine_bridge import EngineBridge
+from app.ui.formatting import human_memory, human_ms
+from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
+
+CONVERSATION_ID = Qt.ItemDataRole.UserRole
+
+
+def sampling_from(saved: dict) -> SamplingSettings:
+    """A conversation's saved sampling; keys a newer or older version wrote are ignored."""
+    known = {f.name for f in dataclasses.fields(SamplingSettings)}
+    values = {k: (tuple(v) if k == "stop" else v) for k, v in saved.items() if k in known}
+    return SamplingSettings(**values)
+
+
+class ChatPage(QWidget):
+    conversation_changed = Signal(int)  # -1: none
+
+    def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.bridge = bridge
+        self.current: Conversation | None = None
+        self.loaded: Loaded | None = None
+        self._load_request: tuple[str, LoadSettings] | None = None
+        self._writer: ReplyWriter | None = None
+        self._streaming_bubble: MessageBubble | None = None
+        self._generating = False
+        self._build()
+        bridge.loaded.connect(self._on_loaded)
+        bridge.tokens.connect(self._on_tokens)
+        bridge.done.connect(self._on_done)
+        bridge.failed.connect(self._on_failed)
+        bridge.crashed.connect(self._on_crashed)
+        bridge.busy_changed.connect(self._on_busy_changed)
+        self.refresh_conversations()
+        self._update_controls()
+
+    # --- layout --------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setChildrenCollapsible(False)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(splitter)
+
+        side = QWidget()
+        side.setObjectName("conversationPanel")
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(8, 8, 8, 8)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.setAccessibleName("New chat")
+        self.new_button.clicked.connect(self.new_conversation)
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search chats")
+        self.search_box.setAccessibleName("Search chats")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.textChanged.connect(self._on_search_changed)
+        self.conversation_list = QListWidget()
+        self.conversation_list.setAccessibleName("Conversations")
+        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
+        row = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.setAccessibleName("Rename chat")
+        self.rename_button.clicked.connect(self._on_rename_clicked)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setAccessibleName("Delete chat")
+        self.delete_button.clicked.connect(self._on_delete_clicked)
+        for button in (self.rename_button, self.delete_button):
+            button.setMinimumWidth(56)  # the style's 80 px minimum would make the window wider than it needs
+            row.addWidget(button)
+        side_layout.addWidget(self.new_button)
+        side_layout.addWidget(self.search_box)
+        side_layout.addWidget(self.conversation_list, 1)
+        side_layout.addLayout(row)
+        splitter.addWidget(side)
+
+        main = QWidget()
+        layout = QVBoxLayout(main)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self._build_model_bar())
+        self.banner = QFrame()
+        self.banner.setObjectName("banner")
+        banner_layout = QHBoxLayout(self.banner)
+        self.banner_text = QLabel()
+        self.banner_text.setWordWrap(True)
+        self.banner_text.setAccessibleName("Notice")
+        self.reload_button = QPushButton("Reload model")
+        self.reload_button.setAccessibleName("Reload model")
+        self.reload_button.clicked.connect(self._on_reload_clicked)
+        banner_layout.addWidget(self.banner_text, 1)
+        banner_layout.addWidget(self.reload_button)
+        self.banner.hide()
+        layout.addWidget(self.banner)
+        self.view = MessageView()
+        layout.addWidget(self.view, 1)
+        self.stats = StatsStrip()
+        layout.addWidget(self.stats)
+        composer_row = QHBoxLayout()
+        composer_row.setContentsMargins(12, 8, 12, 12)
+        self.composer = Composer()
+        self.composer.submitted.connect(self.send)
+        self.send_button = QPushButton("Send")
+        self.send_button.setAccessibleName("Send message")
+        self.send_button.setToolTip("Send (Enter)")
+        self.send_button.setDefault(True)
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setAccessibleName("Stop the reply")
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button.clicked.connect(self.stop)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        composer_row.addWidget(self.composer, 1)
+        composer_row.addLayout(buttons)
+        layout.addLayout(composer_row)
+        splitter.addWidget(main)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([240, 900])
+
+    def _build_model_bar(self) -> QWidget:
+        bar = QFrame()
+        bar.setObjectName("modelBar")
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(12, 8, 12, 8)
+        self.model_label = QLabel("No model loaded")
+        self.model_label.setAccessibleName("Loaded model")
+        self.model_label.setWordWrap(True)
+        self.context_box = QSpinBox()
+        self.context_box.setRange(256, 1_048_576)
+        self.context_box.setSingleStep(1024)
+        self.context_box.setValue(LoadSettings().n_ctx)
+        self.context_box.setPrefix("context ")
+        self.context_box.setAccessibleName("Context length")
+        self.gpu_layers_box = QSpinBox()
+        self.gpu_layers_box.setRange(-1, 999)
+        self.gpu_layers_box.setValue(-1)
+        self.gpu_layers_box.setSpecialValueText("all layers on GPU")
+        self.gpu_layers_box.setPrefix("GPU layers ")
+        self.gpu_layers_box.setAccessibleName("GPU layers")
+        self.load_button = QPushButton("Load model…")
+        self.load_button.setAccessibleName("Load a model file")
+        self.load_button.clicked.connect(self._on_load_clicked)
+        self.load_progress = QProgressBar()
+        self.load_progress.setRange(0, 0)  # busy: the client reports no fraction yet
+        self.load_progress.setFixedWidth(120)
+        self.load_progress.setAccessibleName("Loading")
+        self.load_progress.hide()
+        row.addWidget(self.model_label, 1)
+        row.addWidget(self.load_progress)
+        row.addWidget(self.context_box)
+        row.addWidget(self.gpu_layers_box)
+        row.addWidget(self.load_button)
+        return bar
+
+    # --- conversations -------------------------------------------------------------------------
+
+    def refresh_conversations(self) -> None:
+        query = self.search_box.text()
+        found = self.store.search(query) if query.strip() else self.store.conversations()
+        keep = self.current.id if self.current else None
+        self.conversation_list.blockSignals(True)
+        self.conversation_list.clear()
+        for conv in found:
+            item = QListWidgetItem(conv.title)
+            item.setData(CONVERSATION_ID, conv.id)
+            item.setToolTip(conv.title)
+            self.conversation_list.addItem(item)
+            if conv.id == keep:
+                self.conversation_list.setCurrentItem(item)
+        self.conversation_list.blockSignals(False)
+        if self.current is None and self.conversation_list.count() and not query.strip():
+            self.conversation_list.setCurrentRow(0)
+
+    @Slot()
+    def new_conversation(self) -> None:
+        if self._generating:
+            return
+        conv = self.store.create_conversation(
+            model_path=self.loaded.model_path if self.loaded else None)
+        self.search_box.clear()
+        self.current = conv
+        self.refresh_conversations()
+        self.open_conversation(conv.id)
+        self.composer.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.current = self.store.conversation(conversation_id)
+        self.view.clear()
+        for message in self.store.messages(conversation_id):
+            self._add_bubble(message)
+        self.conversation_changed.emit(conversation_id)
+        self._update_controls()
+
+    def _add_bubble(self, message: ChatMessage) -> MessageBubble:
+        bubble = self.view.add(message)
+        bubble.edit_requested.connect(self._on_edit_requested)
+        bubble.regenerate_requested.connect(self._on_regenerate_requested)
+        return bubble
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def _on_conversation_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
+        if item is not None:
+            self.open_conversation(item.data(CONVERSATION_ID))
+
+    @Slot(str)
+    def _on_search_changed(self, _text: str) -> None:
+        self.refresh_conversations()
+
+    @Slot()
+    def _on_rename_clicked(self) -> None:
+        if self.current is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename chat", "New name:", text=self.current.title)
+        if ok and title.strip():
+            self.rename_current(title.strip())
+
+    def rename_current(self, title: str) -> None:
+        self.store.rename(self.current.id, title)
+        self.current = self.store.conversation(self.current.id)
+        self.refresh_conversations()
+
+    @Slot()
+    def _on_delete_clicked(self) -> None:
+        if self.current is None:
+            return
+        confirm = QMessageBox(QMessageBox.Icon.Warning, "Delete chat",
+                              f"Delete “{self.current.title}” and all its messages? This cannot be undone.",
+                              parent=self)
+        confirm.setObjectName("confirmDelete")
+        delete = confirm.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
+        confirm.setDefaultButton(confirm.addButton(QMessageBox.StandardButton.Cancel))
+        confirm.exec()
+        if confirm.clickedButton() is delete:
+            self.delete_current()
+
+    def delete_current(self) -> None:
+        self.store.delete_conversation(self.current.id)
+        self.current = None
+        self.view.clear()
+        self.refresh_conversations()
+        self._update_controls()
+
+    # --- model ---------------------------------------------------------------------------------
+
+    @Slot()
+    def _on_load_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Load a model", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.load_model(path, self.load_settings())
+
+    def load_settings(self) -> LoadSettings:
+        return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value())
+
+    def load_model(self, path: str, settings: LoadSettings) -> None:
+        self._load_request = (path, settings)
+        self.context_box.setValue(settings.n_ctx)
+        self.gpu_layers_box.setValue(settings.gpu_layers)
+        self.banner.hide()
+        self.model_label.setText(f"Loading {Path(path).name}…")
+        self.load_progress.show()
+        self.bridge.load(path, settings)
+
+    @Slot()
+    def _on_reload_clicked(self) -> None:
+        if self._load_request:
+            self.load_model(*self._load_request)
+
+    @Slot(object)
+    def _on_loaded(self, info: Loaded) -> None:
+        self.loaded = info
+        self.load_progress.hide()
+        memory = sum(info.memory_bytes.values())
+        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
+                  else "CPU only (this engine build has no GPU support)")
+        self.model_label.setText(
+            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
+            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · {human_memory(memory)} · "
+            f"loaded in {human_ms(info.load_ms)}</span>")
+        self.stats.set_memory(memory)
+        requested = self._load_request[1].gpu_layers if self._load_request else 0
+        if info.gpu_offload_supported and requested != 0 and info.n_layers and info.gpu_layers < info.n_layers:
+            self._show_banner(f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU; the rest run on "
+                              "the CPU, which is slower. A smaller quant or a shorter context would fit fully.",
+                              reload=False)
+        self._update_controls()
+
+    # --- sending -------------------------------------------------------------------------------
+
+    @Slot()
+    def send(self) -> None:
+        text = self.composer.toPlainText().strip()
+        if not text or self._generating:
+            return
+        if self.loaded is None:
+            self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
+            return
+        if self.current is None:
+            self.current = self.store.create_conversation(model_path=self.loaded.model_path)
+        if not self.store.messages(self.current.id):
+            self.store.rename(self.current.id, _title_from(text))
+        self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
+        self.composer.clear()
+        self._add_bubble(self.store.add_message(self.current.id, "user", text))
+        self.refresh_conversations()
+        self._generate()
+
+    def _generate(self) -> None:
+        conv = self.store.conversation(self.current.id)
+        history = [Message(m.role, m.content) for m in self.store.messages(conv.id) if m.content]
+        if conv.system_prompt:
+            history.insert(0, Message("system", conv.system_prompt))
+        self._writer = self.store.begin_reply(conv.id)
+        self._streaming_bubble = self._add_bubble(self.store.message(self._writer.message_id))
+        self._generating = True
+        self.banner.hide()
+        self.stats.start_reply()
+        self._update_controls()
+        self.bridge.generate(history, sampling_from(conv.sampling))
+
+    @Slot()
+    def stop(self) -> None:
+        if self._generating:
+            self.bridge.stop()
+
+    @Slot(int)
+    def _on_regenerate_requested(self, message_id: int) -> None:
+        if self._generating or self.loaded is None:
+            return
+        self.store.delete_messages_from(message_id)
+        self.view.remove_from(message_id)
+        self._generate()
+
+    @Slot(int)
+    def _on_edit_requested(self, message_id: int) -> None:
+        if self._generating:
+            return
+        self.composer.setPlainText(self.store.message(message_id).content)
+        self.store.delete_messages_from(message_id)
+        self.view.remove_from(message_id)
+        self.composer.setFocus()
+
+    @Slot(str, int, float, float)
+    def _on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
+        if self._writer is None:
+            return
+        self._writer.append(text)
+        self._streaming_bubble.append_text(text)
+        self.stats.on_progress(count, first_ms, last_ms)
+
+    @Slot(object)
+    def _on_done(self, done: Done) -> None:
+        if self._writer is None:
+            return
+        stats = done.stats.to_public_dict()
+        self._writer.finish(stats, text=done.text)
+        self._streaming_bubble.finish(done.text, stats, "complete")
+        self.stats.on_done(stats)
+        self._end_reply()
+
+    @Slot(object)
+    def _on_failed(self, error: EngineError) -> None:
+        self.load_progress.hide()
+        if self._writer is not None:
+            self._writer.interrupt()
+            self._streaming_bubble.finish(self._writer.text, None, "interrupted")
+            self._end_reply()
+        elif self.loaded is None:
+            self.model_label.setText("No model loaded")
+        self._show_banner(str(error), reload=False)
+
+    @Slot(object)
+    def _on_crashed(self, error: EngineCrashed) -> None:
+        self.load_progress.hide()
+        self.loaded = None
+        self.model_label.setText("No model loaded — the engine stopped")
+        if self._writer is not None:
+            self._writer.interrupt()
+            self._streaming_bubble.finish(self._writer.text, None, "interrupted")
+            self._end_reply()
+        self._show_banner(f"{error} Your conversation is saved; the reply so far is kept and marked interrupted.",
+                          reload=self._load_request is not None)
+        self._update_controls()
+
+    def _end_reply(self) -> None:
+        self._writer = None
+        self._generating = False
+        self.refresh_conversations()
+        self._update_controls()
+
+    @Slot(bool)
+    def _on_busy_changed(self, _busy: bool) -> None:
+        self._update_controls()
+
+    def _show_banner(self, text: str, *, reload: bool) -> None:
+        self.banner_text.setText(text)
+        self.reload_button.setVisible(reload)
+        self.banner.show()
+
+    def _update_controls(self) -> None:
+        busy = self.bridge.busy
+        self.send_button.setEnabled(not busy and not self._generating)
+        self.stop_button.setEnabled(self._generating)
+        self.load_button.setEnabled(not busy)
+        for widget in (self.new_button, self.rename_button, self.delete_button, self.conversation_list):
+            widget.setEnabled(not self._generating)
+        self.rename_button.setEnabled(not self._generating and self.current is not None)
+        self.delete_button.setEnabled(not self._generating and self.current is not None)
+        can_regenerate = not busy and self.loaded is not None
+        for bubble in self.view.bubbles:
+            if "regenerate" in bubble.actions:
+                bubble.actions["regenerate"].setEnabled(can_regenerate)
+            if "edit" in bubble.actions:
+                bubble.actions["edit"].setEnabled(not self._generating)
+
+    def shutdown(self) -> None:
+        """Save a reply still streaming (the window is closing) before the engine goes away."""
+        if self._writer is not None:
+            self.bridge.stop()
+            self._writer.interrupt()
+            self._writer = None
+
+
+def _title_from(text: str, limit: int = 48) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

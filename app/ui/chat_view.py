@@ -1,0 +1,270 @@
+"""The pieces of the Chat page: message bubbles, the scrolling message view, the composer and the
+live stats strip."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QPalette, QTextBlockFormat, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
+                               QToolButton, QVBoxLayout, QWidget)
+
+from app.chats.store import ChatMessage
+from app.ui.formatting import code_blocks, human_memory, human_ms, stats_summary, with_copy_links
+from app.ui.widgets import AutoHeightBrowser, Sparkline
+
+COPY_SCHEME = "quantdesk-copy"
+ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+
+
+class MessageBubble(QFrame):
+    """One message. A streaming reply grows by plain-text appends (cost O(new text)); when it ends it
+    is rendered once as Markdown."""
+
+    copy_requested = Signal(str)
+    edit_requested = Signal(int)  # message id
+    regenerate_requested = Signal(int)
+
+    def __init__(self, message: ChatMessage, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.message_id = message.id
+        self.role = message.role
+        self.state = message.state
+        self._markdown = message.content
+        self.setObjectName(f"bubble_{message.role}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setAccessibleName(f"{ROLE_TITLES[message.role]} message")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(4)
+        header = QHBoxLayout()
+        self.title = QLabel(f"<b>{ROLE_TITLES[message.role]}</b>")
+        self.meta = QLabel()
+        self.meta.setObjectName("meta")
+        header.addWidget(self.title)
+        header.addWidget(self.meta, 1)
+        self.actions: dict[str, QToolButton] = {}
+        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here"),
+                          ("regenerate", "Write this reply again")):
+            if name == "edit" and message.role != "user" or name == "regenerate" and message.role != "assistant":
+                continue
+            button = QToolButton()
+            button.setText(name.capitalize())
+            button.setToolTip(tip)
+            button.setAccessibleName(f"{name.capitalize()} message")
+            button.setAutoRaise(True)
+            button.clicked.connect(getattr(self, f"_on_{name}_clicked"))
+            header.addWidget(button)
+            self.actions[name] = button
+        layout.addLayout(header)
+        self.body = AutoHeightBrowser()
+        self.body.setOpenLinks(False)
+        self.body.setAccessibleName(f"{ROLE_TITLES[message.role]} message text")
+        self.body.anchorClicked.connect(self._on_anchor_clicked)
+        layout.addWidget(self.body)
+        if message.state == "streaming":
+            self.body.setPlainText(message.content)
+        else:
+            self._render()
+        self.set_meta(message.stats, message.state)
+
+    @property
+    def markdown(self) -> str:
+        return self._markdown
+
+    def _render(self) -> None:
+        self.body.setMarkdown(with_copy_links(self._markdown, COPY_SCHEME))
+        self._shade_code_blocks()
+
+    def _shade_code_blocks(self) -> None:
+        """Qt's Markdown importer sets fenced code in the fixed-pitch font but gives it no background;
+        a shade makes a block read as one piece of code."""
+        shade = self.palette().color(QPalette.ColorRole.AlternateBase)
+        block = self.body.document().begin()
+        while block.isValid():
+            if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
+                fmt = QTextBlockFormat()
+                fmt.setBackground(shade)
+                QTextCursor(block).mergeBlockFormat(fmt)
+            block = block.next()
+
+    def append_text(self, text: str) -> None:
+        self._markdown += text
+        cursor = QTextCursor(self.body.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+
+    def finish(self, text: str, stats: dict | None, state: str) -> None:
+        self._markdown = text
+        self.state = state
+        self._render()
+        self.set_meta(stats, state)
+
+    def set_meta(self, stats: dict | None, state: str) -> None:
+        self.state = state
+        note = {"streaming": "writing…", "interrupted": "interrupted — the reply was cut off"}.get(state, "")
+        self.meta.setText("  ".join(p for p in (stats_summary(stats), note) if p))
+
+    @Slot()
+    def _on_copy_clicked(self) -> None:
+        self.copy_requested.emit(self._markdown)
+
+    @Slot()
+    def _on_edit_clicked(self) -> None:
+        self.edit_requested.emit(self.message_id)
+
+    @Slot()
+    def _on_regenerate_clicked(self) -> None:
+        self.regenerate_requested.emit(self.message_id)
+
+    @Slot(QUrl)
+    def _on_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            blocks = code_blocks(self._markdown)
+            index = int(url.path() or -1)
+            if 0 <= index < len(blocks):
+                self.copy_requested.emit(blocks[index])
+
+
+class MessageView(QScrollArea):
+    """The conversation as a column of bubbles; follows the bottom while the user stays there."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setAccessibleName("Messages")
+        self._column = QWidget()
+        self._layout = QVBoxLayout(self._column)
+        self._layout.setContentsMargins(16, 12, 16, 12)
+        self._layout.setSpacing(10)
+        self._layout.addStretch(1)
+        self.setWidget(self._column)
+        self.bubbles: list[MessageBubble] = []
+        self._follow = True
+        self.verticalScrollBar().valueChanged.connect(self._on_scrolled)
+        self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
+
+    def clear(self) -> None:
+        for bubble in self.bubbles:
+            bubble.deleteLater()
+        self.bubbles.clear()
+        self._follow = True
+
+    def add(self, message: ChatMessage) -> MessageBubble:
+        bubble = MessageBubble(message)
+        bubble.copy_requested.connect(self._on_copy_requested)
+        self._layout.insertWidget(self._layout.count() - 1, bubble)
+        self.bubbles.append(bubble)
+        return bubble
+
+    def bubble(self, message_id: int) -> MessageBubble | None:
+        return next((b for b in self.bubbles if b.message_id == message_id), None)
+
+    def remove_from(self, message_id: int) -> None:
+        keep = [b for b in self.bubbles if b.message_id < message_id]
+        for bubble in self.bubbles[len(keep):]:
+            bubble.deleteLater()
+        self.bubbles = keep
+
+    @Slot(str)
+    def _on_copy_requested(self, text: str) -> None:
+        QGuiApplication.clipboard().setText(text)
+
+    @Slot(int)
+    def _on_scrolled(self, value: int) -> None:
+        self._follow = value >= self.verticalScrollBar().maximum() - 24
+
+    @Slot(int, int)
+    def _on_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(maximum)
+
+
+class Composer(QPlainTextEdit):
+    """The input box: Enter sends, Shift+Enter starts a new line."""
+
+    submitted = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setPlaceholderText("Message the model — Enter sends, Shift+Enter for a new line")
+        self.setAccessibleName("Message input")
+        self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(76)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt's name)
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+                event.modifiers() & Qt.KeyboardModifier.ShiftModifier):
+            self.submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class StatsStrip(QFrame):
+    """Live figures while a reply streams: tok/s with a sparkline, TTFT, prompt tok/s, tokens, memory."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("statsStrip")
+        self.setAccessibleName("Generation statistics")
+        # A narrow window clips the last figures rather than forcing the whole window wider.
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(0)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 4, 12, 4)
+        layout.setSpacing(16)
+        self.tps = self._field(layout, "Speed", "— tok/s")
+        self.sparkline = Sparkline()
+        self.sparkline.setAccessibleName("Speed over time")
+        layout.addWidget(self.sparkline)
+        self.ttft = self._field(layout, "First token", "—")
+        self.prompt_tps = self._field(layout, "Prompt", "— tok/s")
+        self.tokens = self._field(layout, "Tokens", "0")
+        self.memory = self._field(layout, "Memory", "—")
+        layout.addStretch(1)
+        self._last_sample: tuple[int, float] | None = None
+
+    @staticmethod
+    def _field(layout: QHBoxLayout, title: str, value: str) -> QLabel:
+        label = QLabel(value)
+        label.setAccessibleName(title)
+        label.setToolTip(title)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        caption = QLabel(f"{title}:")
+        caption.setObjectName("caption")
+        layout.addWidget(caption)
+        layout.addWidget(label)
+        layout.setSpacing(6)
+        return label
+
+    def start_reply(self) -> None:
+        self.sparkline.clear()
+        self._last_sample = None
+        self.tps.setText("— tok/s")
+        self.ttft.setText("…")
+        self.prompt_tps.setText("— tok/s")
+        self.tokens.setText("0")
+
+    def on_progress(self, count: int, first_ms: float, last_ms: float) -> None:
+        """Live figures from engine timestamps (measured where tokens are made, not where they land)."""
+        self.tokens.setText(str(count))
+        self.ttft.setText(human_ms(first_ms))
+        if count > 1 and last_ms > first_ms:
+            self.tps.setText(f"{(count - 1) / ((last_ms - first_ms) / 1000):.1f} tok/s")
+        if self._last_sample is None:
+            self._last_sample = (count, last_ms)
+        elif last_ms - self._last_sample[1] >= 100:  # one point per 0.1 s keeps the line readable
+            n0, t0 = self._last_sample
+            self.sparkline.add((count - n0) / ((last_ms - t0) / 1000))
+            self._last_sample = (count, last_ms)
+
+    def on_done(self, stats: dict) -> None:
+        self.tokens.setText(str(stats["generated_tokens"]))
+        self.tps.setText(f"{stats['decode_tps']:.1f} tok/s")
+        self.ttft.setText(human_ms(stats["ttft_ms"]))
+        self.prompt_tps.setText(f"{stats['prompt_tps']:.0f} tok/s")
+        self.memory.setText(f"peak {human_memory(stats['peak_memory_bytes'])}")
+
+    def set_memory(self, bytes_in_use: int) -> None:
+        self.memory.setText(human_memory(bytes_in_use))

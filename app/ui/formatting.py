@@ -1,0 +1,69 @@
+"""Numbers as people read them (no Qt here, so these are easy to test)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+
+def human_bytes(n: int | float | None) -> str:
+    """File and disk sizes in decimal units, as disks and the Hub's download pages show them."""
+    return _scaled(n, 1000, ("B", "KB", "MB", "GB", "TB"))
+
+
+def human_memory(n: int | float | None) -> str:
+    """RAM and VRAM in binary units: an "8 GB" card has 8 GiB, and shows as 8.0 GiB, not 8.6 GB."""
+    return _scaled(n, 1024, ("B", "KiB", "MiB", "GiB", "TiB"))
+
+
+def _scaled(n: int | float | None, base: int, units: tuple[str, ...]) -> str:
+    if n is None:
+        return "unknown"
+    for unit in units[:-1]:
+        if abs(n) < base:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= base
+    return f"{n:.1f} {units[-1]}"
+
+
+def human_ms(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def stats_summary(stats: Mapping[str, Any] | None) -> str:
+    """One line for a finished reply, from GenerationStats.to_public_dict()."""
+    if not stats:
+        return ""
+    parts = [f"{stats.get('generated_tokens', 0)} tokens"]
+    if stats.get("decode_tps"):
+        parts.append(f"{stats['decode_tps']:.1f} tok/s")
+    if stats.get("ttft_ms") is not None:
+        parts.append(f"first token {human_ms(stats['ttft_ms'])}")
+    if stats.get("prompt_tps"):
+        parts.append(f"prompt {stats['prompt_tps']:.0f} tok/s")
+    reason = {"cancelled": "stopped", "length": "hit max tokens", "stop": "", "eos": ""}.get(
+        stats.get("stop_reason", ""), "")
+    if reason:
+        parts.append(reason)
+    return " · ".join(parts)
+
+
+_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
+                    re.MULTILINE | re.DOTALL)
+
+
+def code_blocks(markdown: str) -> list[str]:
+    """The bodies of the fenced code blocks, in order."""
+    return [m.group("body").rstrip("\n") for m in _FENCE.finditer(markdown)]
+
+
+def with_copy_links(markdown: str, scheme: str) -> str:
+    """Add a "Copy code" link after each fenced block; the link's target is ``scheme:<index>``."""
+    out, last = [], 0
+    for index, match in enumerate(_FENCE.finditer(markdown)):
+        out.append(markdown[last:match.end()])
+        out.append(f"\n\n[Copy code]({scheme}:{index})\n")
+        last = match.end()
+    out.append(markdown[last:])
+    return "".join(out)

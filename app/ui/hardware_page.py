@@ -1,0 +1,146 @@
+"""The Hardware page: what was detected, memory per device, CPU flags, which backends run here and
+why the others do not, and the mismatch hints."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QFrame, QGridLayout, QGroupBox, QLabel, QScrollArea, QVBoxLayout,
+                               QWidget)
+
+from app.hardware.profile import GpuInfo, HardwareProfile
+from app.ui.formatting import human_bytes, human_memory
+from app.ui.widgets import MemoryBar
+
+# Flags that change which llama.cpp kernels run; shown first and in bold.
+KEY_FLAGS = ("avx", "avx2", "avx512f", "fma", "f16c", "avx_vnni", "amx_int8", "neon", "dotprod", "sve", "i8mm")
+
+
+def _used(total: int | None, free: int | None) -> int | None:
+    return total - free if total is not None and free is not None else None
+
+
+def _gpu_note(gpu: GpuInfo) -> str:
+    parts = [gpu.vendor.upper() if gpu.vendor != "apple" else "Apple"]
+    if gpu.unified:
+        parts.append("unified memory")
+    if gpu.working_set_limit_bytes:
+        parts.append(f"GPU may use up to {human_memory(gpu.working_set_limit_bytes)}")
+    if gpu.compute_capability:
+        parts.append(f"compute {gpu.compute_capability}")
+    if gpu.driver:
+        parts.append(f"driver {gpu.driver}")
+    if gpu.bandwidth_gbps:
+        parts.append(f"{gpu.bandwidth_gbps:.0f} GB/s")
+    return " · ".join(parts)
+
+
+def _plain(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
+class HardwarePage(QScrollArea):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setAccessibleName("Hardware")
+        self.profile: HardwareProfile | None = None
+        self.show_message("Detecting this machine…")
+
+    def show_message(self, text: str) -> None:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(32, 24, 32, 24)
+        layout.addWidget(QLabel("<h1>Hardware</h1>"))
+        self.status_label = QLabel(text)
+        self.status_label.setWordWrap(True)
+        layout.addWidget(self.status_label)
+        layout.addStretch(1)
+        self.setWidget(page)
+
+    def set_profile(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(32, 24, 32, 24)
+        layout.setSpacing(16)
+        cpu = profile.cpu
+        cores = f"{cpu.physical_cores or '?'} cores / {cpu.logical_cores or '?'} threads"
+        layout.addWidget(QLabel("<h1>Hardware</h1>"))
+        summary = QLabel(f"<b>{html.escape(cpu.model or 'Unknown CPU')}</b> — {cores} · "
+                         f"{html.escape(profile.os)} {html.escape(profile.arch)}")
+        summary.setWordWrap(True)
+        summary.setAccessibleName("Summary")
+        layout.addWidget(summary)
+
+        memory = QGroupBox("Memory")
+        mem_layout = QVBoxLayout(memory)
+        mem_layout.setSpacing(12)
+        self.memory_bars = [MemoryBar("System RAM", _used(profile.ram_total_bytes, profile.ram_available_bytes),
+                                      profile.ram_total_bytes,
+                                      f"{human_memory(profile.ram_available_bytes)} available"
+                                      if profile.ram_available_bytes is not None else "")]
+        for gpu in profile.gpus:
+            self.memory_bars.append(MemoryBar(gpu.name, _used(gpu.vram_total_bytes, gpu.vram_free_bytes),
+                                              gpu.vram_total_bytes, _gpu_note(gpu)))
+        for bar in self.memory_bars:
+            mem_layout.addWidget(bar)
+        if not profile.gpus:
+            mem_layout.addWidget(_plain("No supported GPU was found: models run on the CPU, from system RAM."))
+        if profile.disk_free_bytes is not None:
+            where = f" on {profile.disk_path}" if profile.disk_path else ""
+            self.disk_label = _plain(f"Disk for models: {human_bytes(profile.disk_free_bytes)} free{where}")
+            mem_layout.addWidget(self.disk_label)
+        layout.addWidget(memory)
+
+        flags = QGroupBox("CPU features")
+        flags_layout = QVBoxLayout(flags)
+        ordered = [f for f in KEY_FLAGS if f in cpu.flags] + sorted(f for f in cpu.flags if f not in KEY_FLAGS)
+        text = " ".join(f"<b>{html.escape(f)}</b>" if f in KEY_FLAGS else html.escape(f) for f in ordered)
+        self.flags_label = QLabel(text or "No CPU feature flags were found.")
+        self.flags_label.setWordWrap(True)
+        self.flags_label.setAccessibleName("CPU features")
+        self.flags_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        flags_layout.addWidget(self.flags_label)
+        if profile.ram_bandwidth_gbps:
+            flags_layout.addWidget(QLabel(f"Measured memory bandwidth: {profile.ram_bandwidth_gbps:.1f} GB/s"))
+        layout.addWidget(flags)
+
+        backends = QGroupBox("Inference engines")
+        grid = QGridLayout(backends)
+        grid.setHorizontalSpacing(16)
+        grid.setColumnStretch(2, 1)
+        self.backend_rows: dict[str, QLabel] = {}
+        for row, support in enumerate(profile.backends):
+            mark = QLabel("✔" if support.available else "✘")
+            mark.setAccessibleName("available" if support.available else "unavailable")
+            mark.setObjectName("ok" if support.available else "no")
+            why = support.reason if not support.available else "ready"
+            if support.hint:
+                why += f" — {support.hint}"
+            reason = _plain(why)
+            reason.setAccessibleName(f"{support.name}: {why}")
+            grid.addWidget(mark, row, 0)
+            grid.addWidget(QLabel(f"<b>{html.escape(support.name)}</b>"), row, 1)
+            grid.addWidget(reason, row, 2)
+            self.backend_rows[support.name] = reason
+        layout.addWidget(backends)
+
+        if profile.hints:
+            notes = QGroupBox("Worth knowing")
+            notes_layout = QVBoxLayout(notes)
+            for hint in profile.hints:
+                notes_layout.addWidget(_plain(f"• {hint}"))
+            layout.addWidget(notes)
+        if profile.absent:
+            # Mostly "no such GPU here": evidence for a bug report, not news, so it stays small and grey.
+            details = _plain("Probe details: " + "; ".join(f"{part}: {why}" for part, why in profile.absent.items()))
+            details.setObjectName("caption")
+            layout.addWidget(details)
+        layout.addStretch(1)
+        self.setWidget(page)

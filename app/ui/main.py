@@ -1,0 +1,57 @@
+"""``quantdesk`` with no arguments: the desktop app."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app import __version__, paths
+from app.chats.store import ChatStore, ChatStoreError
+from app.ui.engine_bridge import EngineBridge
+from app.ui.window import MainWindow
+
+
+def window_settings() -> QSettings:
+    """Window state lives in the app's config folder (platformdirs), not in Qt's own location."""
+    paths.config_dir().mkdir(parents=True, exist_ok=True)
+    return QSettings(str(paths.config_dir() / "window.ini"), QSettings.Format.IniFormat)
+
+
+def application(argv: list[str] | None = None) -> QApplication:
+    existing = QApplication.instance()
+    if existing is not None:
+        return existing
+    # Fractional scale factors (125 %, 150 %) as they are, so text and lines stay sharp.
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    app = QApplication(argv if argv is not None else sys.argv[:1])
+    app.setApplicationName("QuantDesk")
+    app.setApplicationVersion(__version__)
+    app.setDesktopFileName("quantdesk")
+    return app
+
+
+def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
+                 settings: QSettings | None = None) -> MainWindow:
+    return MainWindow(store or ChatStore(), bridge or EngineBridge(), settings or window_settings())
+
+
+def run() -> int:
+    app = application()
+    try:
+        store = ChatStore()
+    except ChatStoreError as exc:
+        QMessageBox.critical(None, "QuantDesk", str(exc))
+        return 1
+    bridge = EngineBridge()
+    window = build_window(store, bridge)
+    window.show()
+    # Detection probes GPUs and disks: start it once the window is on screen.
+    QTimer.singleShot(0, window.detect_hardware)
+    try:
+        return app.exec()
+    finally:
+        bridge.shutdown()
+        store.close()

@@ -1,0 +1,168 @@
+"""The main window: a navigation sidebar and one page per task."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QStackedWidget,
+                               QVBoxLayout, QWidget)
+
+from app.chats.store import ChatStore
+from app.errors import QuantDeskError
+from app.hardware.profile import HardwareProfile
+from app.ui.chat_page import ChatPage
+from app.ui.coming_page import ComingPage
+from app.ui.engine_bridge import EngineBridge
+from app.ui.hardware_page import HardwarePage
+
+PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Settings")
+
+STYLE = """
+QLabel#brand { font-size: 15pt; font-weight: 600; padding: 0 0 6px 18px; }
+QListWidget#sidebar { border: none; background: palette(window); font-size: 11pt; padding-top: 4px; }
+QListWidget#sidebar::item { padding: 9px 16px; border-radius: 6px; margin: 1px 8px; }
+QListWidget#sidebar::item:selected { background: palette(highlight); color: palette(highlighted-text); }
+QFrame#modelBar, QFrame#statsStrip { border: none; background: palette(alternate-base); }
+QFrame#banner { background: #fff4d6; color: #4a3b00; border: 1px solid #e6c65c; border-radius: 6px; margin: 8px 12px; }
+QFrame#bubble_user { background: palette(alternate-base); border: 1px solid palette(mid); border-radius: 10px; }
+QFrame#bubble_assistant { background: palette(base); border: 1px solid palette(mid); border-radius: 10px; }
+QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
+QLabel#ok { color: #1b8a3a; font-weight: bold; }
+QLabel#no { color: #b3261e; font-weight: bold; }
+"""
+
+
+class _HardwareProbe(QObject):
+    """Runs detection off the GUI thread; the result comes back as a queued signal."""
+
+    detected = Signal(object)
+    failed = Signal(str)
+
+    def start(self, detect: Callable[[], HardwareProfile]) -> None:
+        threading.Thread(target=self._run, args=(detect,), name="hardware-probe", daemon=True).start()
+
+    def _run(self, detect: Callable[[], HardwareProfile]) -> None:
+        try:
+            self.detected.emit(detect())
+        except QuantDeskError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # a probe bug must not leave the page saying "Detecting…" forever
+            self.failed.emit(f"Hardware detection failed: {exc!r}")
+
+
+def default_detect() -> HardwareProfile:
+    from app.hardware.detect import detect
+
+    return detect()
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, store: ChatStore, bridge: EngineBridge, settings: QSettings,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.bridge = bridge
+        self.settings = settings
+        self.setWindowTitle("QuantDesk")
+        self.setStyleSheet(STYLE)
+        self.sidebar = QListWidget()
+        self.sidebar.setObjectName("sidebar")
+        self.sidebar.setAccessibleName("Navigation")
+        self.stack = QStackedWidget()
+        self.chat = ChatPage(store, bridge)
+        self.hardware = HardwarePage()
+        self.pages: dict[str, QWidget] = {
+            "Discover": ComingPage("Discover", "Search the Hugging Face Hub, see every quant of a model with whether "
+                                   "it fits this machine, and download the best pick.",
+                                   "load a GGUF file you already have from the Chat page."),
+            "Downloads": ComingPage("Downloads", "Downloads with progress, speed and time left; pause, resume, "
+                                    "cancel and retry.", "use `quantdesk` on the command line."),
+            "Library": ComingPage("Library", "The models on this computer with format, quant, size and source: "
+                                  "load, delete, open folder, import a file or folder.",
+                                  "load a GGUF file from the Chat page."),
+            "Chat": self.chat,
+            "Hardware": self.hardware,
+            "Settings": ComingPage("Settings", "Models folder, Hugging Face token, offline mode, default context "
+                                   "length and theme.", "set QUANTDESK_MODELS_DIR, HF_TOKEN or HF_HUB_OFFLINE."),
+        }
+        for name in PAGES:
+            item = QListWidgetItem(name)
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{name} page")
+            self.sidebar.addItem(item)
+            self.stack.addWidget(self.pages[name])
+        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        central = QWidget()
+        layout = QHBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        side = QWidget()
+        side.setObjectName("sidePanel")
+        side.setFixedWidth(150)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 14, 0, 8)
+        brand = QLabel("QuantDesk")
+        brand.setObjectName("brand")
+        side_layout.addWidget(brand)
+        side_layout.addWidget(self.sidebar, 1)
+        layout.addWidget(side)
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+        self._probe = _HardwareProbe(self)
+        self._probe.detected.connect(self._on_hardware_detected)
+        self._probe.failed.connect(self._on_hardware_failed)
+        self._shortcuts()
+        self._restore()
+
+    def _shortcuts(self) -> None:
+        for keys, slot in ((QKeySequence.StandardKey.New, self._on_new_chat_shortcut),
+                           (QKeySequence(Qt.Key.Key_Escape), self.chat.stop)):
+            shortcut = QShortcut(keys, self)
+            shortcut.activated.connect(slot)
+        for index, _name in enumerate(PAGES):
+            shortcut = QShortcut(QKeySequence(f"Ctrl+{index + 1}"), self)
+            shortcut.activated.connect(self._on_page_shortcut)
+            shortcut.setProperty("page", index)
+
+    def show_page(self, name: str) -> None:
+        self.sidebar.setCurrentRow(PAGES.index(name))
+
+    @property
+    def current_page(self) -> str:
+        return PAGES[self.stack.currentIndex()]
+
+    @Slot()
+    def _on_new_chat_shortcut(self) -> None:
+        self.show_page("Chat")
+        self.chat.new_conversation()
+
+    @Slot()
+    def _on_page_shortcut(self) -> None:
+        self.sidebar.setCurrentRow(self.sender().property("page"))
+
+    def detect_hardware(self, detect: Callable[[], HardwareProfile] = default_detect) -> None:
+        self._probe.start(detect)
+
+    @Slot(object)
+    def _on_hardware_detected(self, profile: HardwareProfile) -> None:
+        self.hardware.set_profile(profile)
+
+    @Slot(str)
+    def _on_hardware_failed(self, message: str) -> None:
+        self.hardware.show_message(message)
+
+    def _restore(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(1280, 800)
+        page = self.settings.value("window/page", "Chat")
+        self.show_page(page if page in PAGES else "Chat")
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/page", self.current_page)
+        self.settings.sync()
+        self.chat.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,38 @@
+"""Fixtures for the UI tests: a main window on a real chat store, with the engine stood in by
+EngineDouble where a test must steer it."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.chats.store import ChatStore
+from app.ui.engine_bridge import EngineBridge
+from app.ui.window import MainWindow
+from tests.ui.engine_double import EngineDouble
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path):
+    """make_window(engines...) -> MainWindow; each engine double serves one engine start."""
+    made: list[tuple[MainWindow, EngineBridge, ChatStore]] = []
+
+    def make(*engines: EngineDouble, db=None) -> MainWindow:
+        queue = list(engines) or [EngineDouble()]
+        store = ChatStore(db or tmp_path / "chats.sqlite3")
+        bridge = EngineBridge(lambda: queue.pop(0))
+        settings = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(store, bridge, settings)
+        qtbot.addWidget(window)
+        made.append((window, bridge, store))
+        # Shortcuts fire only in the active window; offscreen activates only the first one shown.
+        with qtbot.waitActive(window):
+            window.show()
+            window.activateWindow()
+        return window
+
+    yield make
+    for window, bridge, store in made:
+        window.close()
+        bridge.shutdown()
+        store.close()

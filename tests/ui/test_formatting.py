@@ -1,0 +1,22 @@
+from app.ui.formatting import code_blocks, human_bytes, human_memory, stats_summary, with_copy_links
+
+
+def test_sizes_use_decimal_for_files_and_binary_for_memory():
+    assert human_bytes(4_920_000_000) == "4.9 GB"
+    assert human_memory(8 * 2**30) == "8.0 GiB"
+    assert human_bytes(512) == "512 B"
+    assert human_memory(None) == "unknown"
+
+
+def test_code_blocks_and_copy_links():
+    text = "Use:\n\n```python\nx = 1\n```\n\nor\n\n~~~\ny\n~~~\n"
+    assert code_blocks(text) == ["x = 1", "y"]
+    linked = with_copy_links(text, "copy")
+    assert linked.index("```\n\n[Copy code](copy:0)") < linked.index("~~~\n\n[Copy code](copy:1)")
+    assert code_blocks(linked) == ["x = 1", "y"]
+
+
+def test_stats_summary_names_a_stopped_reply():
+    line = stats_summary({"generated_tokens": 12, "decode_tps": 33.3, "ttft_ms": 1500, "prompt_tps": 250,
+                          "stop_reason": "cancelled"})
+    assert line == "12 tokens · 33.3 tok/s · first token 1.50 s · prompt 250 tok/s · stopped"
