@@ -115,12 +115,12 @@ def cpu_from_sysctl(values: dict[str, str], arch: str) -> CpuInfo:
     model = values.get("machdep.cpu.brand_string", "")
     return CpuInfo(
         model=model, arch=arch, flags=ordered(flags),
-        physical_cores=_int(values.get("hw.physicalcpu")), logical_cores=_int(values.get("hw.logicalcpu")),
+        physical_cores=to_int(values.get("hw.physicalcpu")), logical_cores=to_int(values.get("hw.logicalcpu")),
         vendor="Apple" if model.startswith("Apple") else values.get("machdep.cpu.vendor", ""),
     )
 
 
-def _int(text: str | None) -> int | None:
+def to_int(text: str | None) -> int | None:
     try:
         return int(text) if text is not None else None
     except ValueError:

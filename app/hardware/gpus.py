@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from app.hardware import tables
-from app.hardware.cpu import parse_sysctl
+from app.hardware.cpu import parse_sysctl, to_int
 from app.hardware.profile import GpuInfo
 from app.hardware.sources import Sources
 
@@ -150,7 +150,7 @@ def probe_apple(src: Sources, cache: dict[str, Any] | None = None) -> list[GpuIn
     chip = tables.apple_chip(brand)
     gpu = GpuInfo(index=0, vendor="apple", name=brand or "Apple Silicon", vram_total_bytes=ram, unified=True,
                   driver="Metal")
-    gbps = tables.apple_bandwidth(chip, _int(values.get("hw.physicalcpu")))
+    gbps = tables.apple_bandwidth(chip, to_int(values.get("hw.physicalcpu")))
     if gbps is not None:
         gpu.bandwidth_gbps, gpu.bandwidth_source = float(gbps), "table"
     limit_mb = _wired_limit_mb(src)
@@ -183,7 +183,3 @@ def _wired_limit_mb(src: Sources) -> int:
         if value and value.isdigit() and int(value) > 0:
             return int(value) // scale
     return 0
-
-
-def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
