@@ -100,6 +100,11 @@ class _Worker(QObject):
         self._client_lock = threading.Lock()
         self._client: EngineClientLike | None = None
 
+    @property
+    def client(self) -> EngineClientLike | None:
+        with self._client_lock:
+            return self._client
+
     def cancel(self) -> None:
         """Called from the GUI thread."""
         with self._client_lock:
@@ -207,6 +212,11 @@ class EngineBridge(QObject):
         if busy != self._busy:
             self._busy = busy
             self.busy_changed.emit(busy)
+
+    @property
+    def engine_pid(self) -> int | None:
+        """The engine host's process id, when one runs (for the memory figures and for tests)."""
+        return getattr(self._worker.client, "pid", None)
 
     def load(self, model_path: str, settings: LoadSettings) -> None:
         self._set_busy(True)
