@@ -360,7 +360,8 @@ class Downloader:
         self._discard = False
         self._sock_lock = threading.Lock()
         self._sock: socket.socket | None = None
-        self._last_emit = 0.0
+        self._state, self._file = "queued", ""
+        self._emit_lock = threading.RLock()
         self._meter: _Meter | None = None
         self.staging = paths.models_dir() / STAGING_DIR_NAME / request.key()
 
@@ -389,13 +390,13 @@ class Downloader:
                 f"Download of {self.request.repo_id} paused; the partial files are kept in {self.staging}.",
                 "" if self._discard else "run the same pull again to resume where it stopped")
 
-    def _emit(self, state: str, file: str = "", message: str = "", force: bool = True) -> None:
-        if self._on_progress is None:
-            return
-        now = time.monotonic()
-        if not force and now - self._last_emit < self.settings.progress_interval:
-            return
-        self._last_emit = now
+    def _emit(self, state: str, file: str = "", message: str = "") -> None:
+        with self._emit_lock:  # the pump thread and the job thread take turns; observers see events in order
+            self._state, self._file = state, file
+            if self._on_progress is not None:
+                self._deliver(state, file, message)
+
+    def _deliver(self, state: str, file: str, message: str) -> None:
         meter = self._meter
         done, total = (meter.done, meter.total) if meter else (0, 0)
         speed = meter.speed() if meter else 0.0
@@ -404,7 +405,17 @@ class Downloader:
                                    speed=speed, eta=eta, message=message))
 
     # -- the job -----------------------------------------------------------------------------------------
+    def _pump(self, finished: threading.Event) -> None:
+        """Progress at a steady pace while bytes flow (and while they do not: a stall shows as falling speed)."""
+        while not finished.wait(self.settings.progress_interval):
+            with self._emit_lock:
+                if self._state == "downloading":
+                    self._emit("downloading", self._file)
+
     def run(self) -> DownloadResult:
+        finished = threading.Event()
+        pump = threading.Thread(target=self._pump, args=(finished,), name="download-progress", daemon=True)
+        pump.start()
         try:
             return self._run()
         except DownloadPaused:
@@ -415,6 +426,9 @@ class Downloader:
         except BaseException as exc:
             self._emit("failed", message=str(exc))
             raise
+        finally:
+            finished.set()
+            pump.join()
 
     def _run(self) -> DownloadResult:
         self._emit("resolving")
@@ -562,7 +576,6 @@ class Downloader:
                             sink.put(chunk)
                             received += len(chunk)
                             self._meter.add(len(chunk))
-                            self._emit("downloading", remote.path, force=False)
                     finally:
                         sink.close()
         except httpx2.TransportError as exc:
