@@ -166,15 +166,16 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
         moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
     logits = n_ub * meta.vocab_size * f32
     residual = n_ub * meta.embedding_length * f32 * 4
-    return int(max(attention, ffn, moe, logits) + masks + residual)
+    # The masks are only live while attention runs; the logits of a full ubatch come after.
+    return int(max(attention + masks, ffn, moe, logits) + residual)
 
 
 REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
 
 
 def repacked_bytes(tensor_name: str, dtype: str, n_dims: int, n_bytes: int) -> int:
-    """Extra CPU memory for a tensor llama.cpp repacks (matrices only; embeddings are looked up by row)."""
-    if dtype in REPACKED_TYPES and n_dims == 2 and not tensor_name.startswith("token_embd"):
+    """Extra CPU memory for a tensor llama.cpp repacks (matrices and expert stacks; embeddings are looked up by row)."""
+    if dtype in REPACKED_TYPES and n_dims in (2, 3) and not tensor_name.startswith("token_embd"):
         return n_bytes
     return 0
 

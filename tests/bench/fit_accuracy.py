@@ -47,13 +47,15 @@ MODELS = [
 QUANTS = {"Q4_K_M": 15, "Q8_0": 7}  # llama_ftype values
 
 CHILD = r"""
-import json, resource, sys
+import sys
 import llama_cpp
 path, n_ctx = sys.argv[1], int(sys.argv[2])
 llm = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_gpu_layers=0, swa_full=False, flash_attn=False,
                       n_batch=512, n_ubatch=512, n_threads=2, verbose=True)
 llm.eval(list(range(10, 26)))  # touch every weight page once
-print("RSS_BYTES", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
+# ru_maxrss survives execve on Linux (it would report the parent's peak); VmHWM belongs to this image.
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("RSS_BYTES", int(hwm.split()[1]) * 1024, file=sys.stderr)
 """
 
 _PATTERNS = {
