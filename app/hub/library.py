@@ -154,7 +154,7 @@ class Library:
             files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
             found.append(("folder", source, files))
             return found
-        ggufs = sorted(p for p in source.rglob("*.gguf") if p.is_file())
+        ggufs = sorted(p for p in source.glob("*.gguf") if p.is_file())
         groups: dict[str, list[Path]] = {}
         for p in ggufs:
             from app.models.quants import gguf_shard_names
@@ -163,7 +163,7 @@ class Library:
         for first, members in groups.items():
             found.append(("gguf", Path(first) if Path(first).exists() else members[0],
                           sorted(m.name for m in members)))
-        for sub in sorted(p for p in source.iterdir() if p.is_dir()) if not ggufs else []:
+        for sub in sorted(p for p in source.iterdir() if p.is_dir() and not p.name.startswith(".")):
             found.extend(self._models_in(sub))
         return found
 
