@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.hub.commands",  # search, show, pull, ls, rm, import, login
     "app.hardware.commands",  # hw
     "app.models.commands",  # inspect, fit, recommend
+    "app.server.commands",  # serve
 )
 
 

@@ -1,0 +1,342 @@
+"""The OpenAI-compatible API over one already-loaded EngineClient.
+
+``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
+picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
+``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
+events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
+measured in the engine host where the tokens are made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from app.errors import EngineCrashed, EngineError
+from app.server.engine_queue import EngineQueue, Job, QueueFull, ServerStopping
+from app.server.guard import Guard
+from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
+                               parse_json_body)
+from backends.base import Done, GenerationStats
+
+_FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
+
+
+def model_id(model_path: str) -> str:
+    """The id clients send as ``model``: the file or folder name, without .gguf."""
+    name = Path(model_path).name
+    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+
+
+def timings(stats: GenerationStats) -> dict[str, float | int]:
+    """llama.cpp server's ``timings``. predicted_per_second is the decode rate the app shows everywhere:
+    the first token comes out of prompt processing, so it is (predicted_n - 1) over predicted_ms."""
+    predicted = stats.generated_tokens
+    return {
+        "prompt_n": stats.prompt_tokens,
+        "prompt_ms": stats.prompt_ms,
+        "prompt_per_token_ms": stats.prompt_ms / stats.prompt_tokens if stats.prompt_tokens else 0.0,
+        "prompt_per_second": stats.prompt_tps,
+        "predicted_n": predicted,
+        "predicted_ms": stats.decode_ms,
+        "predicted_per_token_ms": stats.decode_ms / stats.decode_tokens if stats.decode_tokens else 0.0,
+        "predicted_per_second": stats.decode_tps,
+        "ttft_ms": stats.ttft_ms,
+    }
+
+
+def usage(stats: GenerationStats) -> dict[str, int]:
+    return {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
+            "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+
+
+def engine_api_error(exc: Exception) -> ApiError:
+    """The engine's typed errors as OpenAI errors: the request's fault is 400, the engine's 500/503."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, QueueFull):
+        return ApiError(503, str(exc), type="server_error", code="queue_full", headers={"Retry-After": "1"})
+    if isinstance(exc, ServerStopping):
+        return ApiError(503, str(exc), type="server_error", code="server_stopping")
+    if isinstance(exc, EngineCrashed):
+        return ApiError(503, str(exc), type="server_error", code="engine_crashed")
+    if isinstance(exc, EngineError):
+        if exc.kind == "context":
+            return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
+        if exc.kind in ("settings", "request", "template"):
+            return ApiError(400, str(exc), code=exc.kind)
+        return ApiError(500, str(exc), type="server_error", code=exc.kind)
+    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error", code="internal")
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def read_body(request: Request) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":  # also keeps out HTML forms, which cannot send JSON
+        raise ApiError(415, "send the request body as application/json", code="unsupported_media_type")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB",
+                           code="request_too_large")
+        chunks.append(chunk)
+    return parse_json_body(b"".join(chunks))
+
+
+async def _cancel_on_disconnect(request: Request, job: Job) -> None:
+    """Once the body is read, the next ASGI message is http.disconnect: the client went away."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            return
+
+
+def _sse(payload: dict[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode("utf-8")
+
+
+class OpenAIServer:
+    """The endpoints, over one EngineQueue."""
+
+    def __init__(self, client, *, max_pending: int) -> None:
+        self.client = client
+        loaded = client.loaded
+        if loaded is None:
+            raise ValueError("the engine client has no model loaded")
+        self.model_id = model_id(loaded.model_path)
+        self.n_ctx = loaded.n_ctx
+        self.created = int(time.time())
+        self.queue = EngineQueue(client, max_pending=max_pending)
+
+    # --- plain endpoints ---
+
+    def _model_card(self) -> dict[str, Any]:
+        loaded = self.client.loaded
+        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "quantdesk",
+                "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [self._model_card()]})
+
+    async def model(self, request: Request) -> Response:
+        if request.path_params["model"] != self.model_id:
+            raise ApiError(404, f"the model {request.path_params['model'][:200]!r} is not served here",
+                           param="model", code="model_not_found")
+        return JSONResponse(self._model_card())
+
+    async def health(self, request: Request) -> Response:
+        alive = self.client.alive
+        return JSONResponse({"status": "ok" if alive else "engine_down", "model": self.model_id,
+                             "busy": self.queue.busy, "pending": self.queue.pending},
+                            status_code=200 if alive else 503)
+
+    # --- generation ---
+
+    async def chat_completions(self, request: Request) -> Response:
+        parsed = parse_chat(await read_body(request), served_id=self.model_id, n_ctx=self.n_ctx)
+        return await self._generate(request, parsed, _ChatShape(self.model_id))
+
+    async def completions(self, request: Request) -> Response:
+        parsed = parse_completion(await read_body(request), served_id=self.model_id, n_ctx=self.n_ctx)
+        return await self._generate(request, parsed, _CompletionShape(self.model_id))
+
+    async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
+        try:
+            job = self.queue.submit(parsed.messages, parsed.sampling)
+        except Exception as exc:
+            raise engine_api_error(exc) from None
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
+        finished = False
+        try:
+            # Wait for the first event before answering, so that an engine refusal (prompt longer than
+            # the context) is a proper 400 rather than an error inside a 200 stream.
+            first = await self._next(job)
+            if parsed.stream:
+                finished = True  # the stream owns the job and the watcher from here
+                return StreamingResponse(self._stream(job, first, watcher, parsed, shape),
+                                         media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            event = first
+            while not isinstance(event, Done):
+                event = await self._next(job)
+            return JSONResponse(shape.whole(event.text, event.stats))
+        finally:
+            if not finished:
+                watcher.cancel()
+                job.cancel()
+
+    @staticmethod
+    async def _next(job: Job):
+        try:
+            return await job.next()
+        except Exception as exc:
+            raise engine_api_error(exc) from None
+
+    async def _stream(self, job: Job, first, watcher: asyncio.Task, parsed: GenerationRequest,
+                      shape: _Shape) -> AsyncIterator[bytes]:
+        try:
+            yield _sse(shape.opening())
+            event = first
+            while not isinstance(event, Done):
+                if event.text:
+                    yield _sse(shape.piece(event.text))
+                try:
+                    event = await self._next(job)
+                except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
+                    yield _sse(exc.body())
+                    return
+            yield _sse(shape.closing(event.stats))
+            if parsed.include_usage:
+                yield _sse(shape.usage_chunk(event.stats))
+            yield _sse("[DONE]")
+        finally:
+            # Runs on completion and on disconnect (Starlette cancels the stream when the client goes).
+            watcher.cancel()
+            job.cancel()
+
+
+class _Shape:
+    """The JSON of one endpoint's responses, whole and as chunks."""
+
+    object_whole = ""
+    object_chunk = ""
+    id_prefix = ""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.id = f"{self.id_prefix}{secrets.token_hex(12)}"
+        self.created = int(time.time())
+
+    def _envelope(self, obj: str, choice: dict[str, Any], **extra) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                "choices": [{"index": 0, **choice}], **extra}
+
+    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def opening(self) -> dict[str, Any]:
+        return self.piece("")
+
+    def piece(self, text: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
+        return {"id": self.id, "object": self.object_chunk, "created": self.created, "model": self.model,
+                "choices": [], "usage": usage(stats)}
+
+
+class _ChatShape(_Shape):
+    object_whole = "chat.completion"
+    object_chunk = "chat.completion.chunk"
+    id_prefix = "chatcmpl-"
+
+    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_whole, {"message": {"role": "assistant", "content": text},
+                                                  "logprobs": None,
+                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+                              usage=usage(stats), timings=timings(stats))
+
+    def opening(self) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, {"delta": {"role": "assistant", "content": ""},
+                                                  "logprobs": None, "finish_reason": None})
+
+    def piece(self, text: str) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, {"delta": {"content": text}, "logprobs": None,
+                                                  "finish_reason": None})
+
+    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
+                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+                              timings=timings(stats))
+
+
+class _CompletionShape(_Shape):
+    object_whole = "text_completion"
+    object_chunk = "text_completion"
+    id_prefix = "cmpl-"
+
+    def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
+        return {"text": text, "logprobs": None, "finish_reason": finish_reason}
+
+    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_whole, self._choice(text, _FINISH_REASONS[stats.stop_reason]),
+                              usage=usage(stats), timings=timings(stats))
+
+    def piece(self, text: str) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice(text, None))
+
+    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[stats.stop_reason]),
+                              timings=timings(stats))
+
+
+async def _api_error(request: Request, exc: ApiError) -> Response:
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(ApiError(exc.status_code, str(exc.detail), code=kind))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    return error_response(engine_api_error(exc))
+
+
+def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
+               allowed_origins: Iterable[str] = (), max_pending: int = 32,
+               on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
+    """The ASGI app over ``client`` (an EngineClient with a model loaded; the caller closes it).
+
+    ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
+    arrived on always pass). ``allowed_origins``: web origins allowed to call the API from a browser.
+    ``max_pending``: requests running or waiting beyond which the server answers 503.
+    """
+    server = OpenAIServer(client, max_pending=max_pending)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        server.queue.start()
+        if on_ready:
+            on_ready(server)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(server.queue.close)
+
+    routes = [
+        Route("/v1/models", server.models, methods=["GET"]),
+        Route("/v1/models/{model:path}", server.model, methods=["GET"]),
+        Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
+        Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/health", server.health, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(Guard, api_key=api_key, allowed_hosts=allowed_hosts,
+                                           allowed_origins=allowed_origins)],
+                    exception_handlers={ApiError: _api_error, HTTPException: _http_error,
+                                        Exception: _unexpected_error})
+    app.state.openai = server
+    return app
