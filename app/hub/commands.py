@@ -117,7 +117,11 @@ class _Bar:
                               "speed": round(p.speed), "eta": p.eta, "message": p.message}), file=sys.stderr,
                   flush=True)
             return
-        if p.state in ("retrying", "failed", "paused") and p.message:
+        if p.state in ("failed", "paused"):  # the command prints the sentence itself
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            return
+        if p.state == "retrying" and p.message:
             sys.stderr.write(f"\r\x1b[K{p.state}: {p.message}\n")
         width = 30
         filled = int(width * p.fraction)
