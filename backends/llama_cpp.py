@@ -61,6 +61,10 @@ class LlamaCppBackend(Backend):
             model_path=model_path, n_ctx=settings.n_ctx, n_gpu_layers=settings.gpu_layers,
             n_threads=settings.threads or physical_cores(), use_mmap=settings.mmap,
             type_k=kv_type, type_v=kv_type, verbose=True,  # llama.cpp's log goes to the host's stderr
+            # Sliding-window layers get a window-sized cache, as llama-server does by default and as
+            # app/models/estimate.py assumes; llama-cpp-python's own default (swa_full=True) sizes them
+            # for the full context, several times the memory on Gemma-style models.
+            swa_full=False,
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
