@@ -46,7 +46,7 @@ def test_hw_plans_for_a_saved_machine(tmp_path, capsys):
     file.write_text(saved.to_json())
     assert main(["hw", "--hardware", str(file)]) == 0
     out = capsys.readouterr().out
-    assert "GPU 0" in out and "NVIDIA GeForce RTX 3090: 24.0 GiB VRAM (23.2 GiB free), 936.1 GB/s" in out
+    assert "GPU 0" in out and "NVIDIA GeForce RTX 3090: 24.0 GiB VRAM (23.6 GiB free), 936.1 GB/s" in out
     assert "GPU 1" in out and "NVIDIA GeForce RTX 3060: 12.0 GiB VRAM" in out
     assert main(["hw", "--json", "--hardware", str(file)]) == 0
     assert HardwareProfile.from_json(capsys.readouterr().out) == saved
@@ -54,11 +54,11 @@ def test_hw_plans_for_a_saved_machine(tmp_path, capsys):
 
 def test_hw_summary_shows_hints_and_unified_memory(tmp_path, capsys):
     file = tmp_path / "m1.json"
-    file.write_text(detect(recorded_sources("m1-8gb")).to_json())
+    file.write_text(detect(recorded_sources("m1-16gb")).to_json())
     assert main(["hw", "--hardware", str(file)]) == 0
     out = capsys.readouterr().out
-    assert "Apple M1: 8.0 GiB unified, GPU may use 5.3 GiB" in out
-    assert "Hints:\n- Metal lets the GPU use 5.3 of 8 GiB" in out
+    assert "Apple M1: 16.0 GiB unified, GPU may use 10.7 GiB" in out
+    assert "Hints:\n- Metal lets the GPU use 10.7 of 16 GiB" in out
 
 
 def test_hw_with_a_missing_profile_exits_1_with_a_sentence(tmp_path, capsys):

@@ -151,35 +151,35 @@ def test_a_hanging_command_is_killed(monkeypatch):
 
 
 def test_a_hanging_sysctl_on_a_mac_leaves_cpu_and_gpu_absent(monkeypatch):
-    src = recorded_sources("m1-8gb")
+    src = recorded_sources("m1-16gb")
     monkeypatch.setattr(sources, "COMMAND_TIMEOUT_S", 0.3)
     monkeypatch.setattr(src, "run", lambda argv: sources.run_command(
         [sys.executable, "-c", "import time; time.sleep(60)"]))
     p = detect(src)
     assert "did not answer" in p.absent["cpu"] and "did not answer" in p.absent["apple"]
-    assert p.ram_total_bytes == 8589934592
+    assert p.ram_total_bytes == 17179869184
 
 
 def test_metal_figures_are_cached_between_runs():
-    src = recorded_sources("m3max-64gb")
+    src = recorded_sources("m3max-128gb")
     calls = []
     real = src.mlx_device_info
     src.mlx_device_info = lambda: calls.append(1) or real()
     first = detect(src).gpus[0]
     second = detect(src).gpus[0]
     assert len(calls) == 1
-    assert first.working_set_limit_bytes == second.working_set_limit_bytes == 57344 * 1024**2
+    assert first.working_set_limit_bytes == second.working_set_limit_bytes == 103079215104
 
 
 def test_memory_falls_back_to_sysctl_without_psutil():
-    src = recorded_sources("m1-8gb")
+    src = recorded_sources("m1-16gb")
 
     def no_psutil():
         raise ImportError("No module named 'psutil'")
 
     src.virtual_memory = no_psutil
     p = detect(src)
-    assert (p.ram_total_bytes, p.ram_available_bytes) == (8589934592, None)
+    assert (p.ram_total_bytes, p.ram_available_bytes) == (17179869184, None)
 
 
 def test_disk_free_is_read_at_the_nearest_existing_folder(tmp_path):

@@ -38,8 +38,9 @@ def test_rtx4090_desktop():
     assert "amx" not in p.cpu.flags
     assert p.ram_total_bytes == 67108777984
     [gpu] = p.gpus
-    assert (gpu.vendor, gpu.name, gpu.driver) == ("nvidia", "NVIDIA GeForce RTX 4090", "550.107.02")
-    assert gpu.vram_total_bytes == 24564 * MIB and gpu.vram_free_bytes == 25186467840
+    # nvidia-smi -q of a real RTX 4090 (thamada/nvidia-smi): FB Total 24564 MiB, Free 24210 MiB, driver 550.127.05.
+    assert (gpu.vendor, gpu.name, gpu.driver) == ("nvidia", "NVIDIA GeForce RTX 4090", "550.127.05")
+    assert gpu.vram_total_bytes == 24564 * MIB and gpu.vram_free_bytes == 24210 * MIB
     assert gpu.compute_capability == "8.9" and not gpu.unified
     assert gpu.bandwidth_gbps == pytest.approx(1008.1) and gpu.bandwidth_source == "nvml"  # spec: 1008 GB/s
     assert p.llama_cpp_gpu_backends == ["cuda"]
@@ -71,50 +72,66 @@ def test_two_gpu_box():
     assert [(g.index, g.name, g.vram_total_bytes) for g in p.gpus] == [
         (0, "NVIDIA GeForce RTX 3090", 24 * GIB), (1, "NVIDIA GeForce RTX 3060", 12 * GIB)]
     assert [g.bandwidth_gbps for g in p.gpus] == [pytest.approx(936.1), pytest.approx(360.0)]
+    # The 3090's figures are a real nvidia-smi -q (FB Free 24154 MiB, driver 560.35.03).
+    assert p.gpus[0].vram_free_bytes == 24154 * MIB and {g.driver for g in p.gpus} == {"560.35.03"}
     assert p.gpu_memory_bytes() == 36 * GIB
     assert p.hints == []
     assert [b.name for b in p.backends if b.available] == ["llama.cpp", "exllamav2", "exllamav3"]
 
 
-def test_m1_8gb():
-    p = profile_of("m1-8gb")
+def test_m1_16gb():
+    # sysctl hw of a real MacBook Air M1 16 GB (zacky1972/qiita_article).
+    p = profile_of("m1-16gb")
     assert (p.os, p.arch) == ("darwin", "arm64")
     assert p.cpu.model == "Apple M1" and (p.cpu.physical_cores, p.cpu.logical_cores) == (8, 8)
-    assert p.cpu.flags == ["neon", "fp16", "dotprod"]  # M1 has no I8MM / BF16
+    assert p.cpu.flags == ["neon", "fp16", "dotprod"]  # the real M1 says FEAT_I8MM: 0, FEAT_BF16: 0
     [gpu] = p.gpus
     assert (gpu.vendor, gpu.name, gpu.unified) == ("apple", "Apple M1", True)
-    assert gpu.vram_total_bytes == 8 * GIB
-    # No mlx and no wired limit: macOS's default, 2/3 of 8 GiB = the 5461.33 MiB llama.cpp logs on an 8 GB M1.
+    assert gpu.vram_total_bytes == 16 * GIB == 17179869184
+    # No mlx and no wired limit: macOS's default, 2/3 of 16 GiB = the 10922.67 MiB llama.cpp logs on a 16 GB M1.
     assert gpu.working_set_source == "default rule"
-    assert gpu.working_set_limit_bytes == 8 * GIB * 2 // 3
+    assert gpu.working_set_limit_bytes == 16 * GIB * 2 // 3
     assert gpu.usable_bytes() == gpu.working_set_limit_bytes
     assert gpu.vram_free_bytes == p.ram_available_bytes  # less available than the limit allows
     assert gpu.bandwidth_gbps == 68.25
     assert p.llama_cpp_gpu_backends == ["metal"]
-    hint_with(p, "Metal lets the GPU use 5.3 of 8 GiB", "iogpu.wired_limit_mb")
+    hint_with(p, "Metal lets the GPU use 10.7 of 16 GiB", "iogpu.wired_limit_mb")
     assert not any("llama.cpp build" in h for h in p.hints)
     assert "nvidia" in p.absent and "apple" not in p.absent
 
 
-def test_m3max_64gb():
-    p = profile_of("m3max-64gb")
-    assert p.cpu.model == "Apple M3 Max" and p.cpu.physical_cores == 16
-    assert {"neon", "dotprod", "i8mm", "bf16"} <= set(p.cpu.flags)
+def test_m3max_128gb():
+    # sysctl hw of a real 16-core M3 Max with 128 GB (zacky1972/qiita_article): hw.physicalcpu 16,
+    # FEAT_I8MM/FEAT_BF16 1; Metal's recommendedMaxWorkingSetSize as llama.cpp logs it on an M3 Max (103079.22 MB).
+    p = profile_of("m3max-128gb")
+    assert p.cpu.model == "Apple M3 Max" and (p.cpu.physical_cores, p.cpu.logical_cores) == (16, 16)
+    assert p.cpu.flags == ["neon", "fp16", "dotprod", "i8mm", "bf16"]  # no SME before the M4
     [gpu] = p.gpus
-    assert gpu.vram_total_bytes == 64 * GIB
-    assert (gpu.working_set_limit_bytes, gpu.working_set_source) == (57344 * MIB, "metal")
+    assert gpu.vram_total_bytes == 128 * GIB == 137438953472
+    assert (gpu.working_set_limit_bytes, gpu.working_set_source) == (103079215104, "metal")
     assert gpu.bandwidth_gbps == 400  # the 16-core M3 Max; the 14-core one has 300 GB/s
+    hint_with(p, "Metal lets the GPU use 96.0 of 128 GiB", "recommendedMaxWorkingSetSize")
 
 
-def test_m3max_without_mlx_reads_the_wired_limit(monkeypatch):
-    src = recorded_sources("m3max-64gb")
+def test_m3max_without_mlx_and_no_wired_limit_uses_the_default_rule(monkeypatch):
+    src = recorded_sources("m3max-128gb")  # iogpu.wired_limit_mb: 0, the default
     monkeypatch.setattr(src, "mlx_device_info", lambda: (_ for _ in ()).throw(OSError("mlx is not installed")))
     [gpu] = detect(src).gpus
-    assert (gpu.working_set_limit_bytes, gpu.working_set_source) == (57344 * MIB, "iogpu.wired_limit_mb")
+    assert (gpu.working_set_limit_bytes, gpu.working_set_source) == (128 * GIB * 3 // 4, "default rule")
+
+
+def test_m3max_without_mlx_reads_a_raised_wired_limit(monkeypatch):
+    src = recorded_sources("m3max-128gb")
+    real_run = src.run
+    monkeypatch.setattr(src, "run", lambda argv: real_run(argv).replace(
+        "iogpu.wired_limit_mb: 0", "iogpu.wired_limit_mb: 122880"))
+    monkeypatch.setattr(src, "mlx_device_info", lambda: (_ for _ in ()).throw(OSError("mlx is not installed")))
+    [gpu] = detect(src).gpus
+    assert (gpu.working_set_limit_bytes, gpu.working_set_source) == (122880 * MIB, "iogpu.wired_limit_mb")
 
 
 def test_m3max_14_core_has_the_narrower_bus(monkeypatch):
-    src = recorded_sources("m3max-64gb")
+    src = recorded_sources("m3max-128gb")
     real_run = src.run
     monkeypatch.setattr(src, "run", lambda argv: real_run(argv).replace("hw.physicalcpu: 16", "hw.physicalcpu: 14"))
     [gpu] = detect(src).gpus
@@ -145,8 +162,11 @@ def test_old_x86_no_avx2():
 
 
 def test_rpi5_arm_linux():
+    # /proc/cpuinfo and /proc/meminfo of a real Raspberry Pi 5 8 GB (ChronoAndross/rpi-5-device-under-testing-tools).
     p = profile_of("rpi5-arm-linux")
     assert p.arch == "aarch64"
+    assert (p.ram_total_bytes, p.ram_available_bytes) == (8252368 * 1024, 6126208 * 1024)
+    assert p.cpu.vendor == "ARM implementer 0x41"
     assert p.cpu.model == "Raspberry Pi 5 Model B Rev 1.0 (Cortex-A76)"
     assert (p.cpu.physical_cores, p.cpu.logical_cores) == (4, 4)
     assert p.cpu.flags == ["neon", "fp16", "dotprod"]  # no i8mm, no SVE on the A76
