@@ -149,7 +149,8 @@ def _sampling(body: dict, max_tokens_default: int, max_tokens_limit: int) -> Sam
     try:
         sampling.validate()
     except ValueError as exc:
-        raise ApiError(400, str(exc), code="invalid_value") from None
+        # validate() starts each problem with the field's name ("top_p must be in (0, 1], not 0").
+        raise bad_param(str(exc).split(" ", 1)[0], str(exc)) from None
     return sampling
 
 

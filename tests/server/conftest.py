@@ -1,0 +1,64 @@
+"""A real engine host on the tiny model, and real servers over it on 127.0.0.1 (ephemeral ports)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from app.engine.client import EngineClient
+from app.server.app import create_app, model_id
+from app.server.thread import ServerThread
+from backends.base import LoadSettings
+
+N_CTX = 512
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_models):
+    """One engine host for a test module: servers come and go over it, as over the GUI's engine."""
+    with EngineClient() as client:
+        client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=N_CTX))
+        yield client
+
+
+@pytest.fixture
+def model_name(engine) -> str:
+    return model_id(engine.loaded.model_path)
+
+
+@pytest.fixture
+def serve(engine):
+    """``serve(**create_app options)`` -> a started ServerThread over the module's engine; stopped after."""
+    started: list[ServerThread] = []
+
+    def start(**options) -> ServerThread:
+        server = ServerThread(create_app(engine, **options)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+    assert engine.alive, "a server must never take the engine host down with it"
+
+
+@pytest.fixture
+def server(serve) -> ServerThread:
+    return serve()
+
+
+def openai_queue(server: ServerThread):
+    """The EngineQueue behind a running server (to see what the engine was asked to do)."""
+    return server.app.state.openai.queue
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait on a condition another thread or task makes true (polled: the server offers no event for it)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)

@@ -1,0 +1,107 @@
+"""The API through the official ``openai`` client: models, chat (streamed and not), completions, errors."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from app.server.app import model_id
+from tests.server.conftest import N_CTX, openai_queue
+
+HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there! How are you?"}]
+GREEDY = {"temperature": 0.0, "max_tokens": 24}
+
+
+@pytest.fixture
+def oai(server) -> openai.OpenAI:
+    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
+        yield client
+
+
+def test_model_id_is_the_file_or_folder_name():
+    assert model_id("/models/Qwen2.5-0.5B-Instruct-Q4_K_M.gguf") == "Qwen2.5-0.5B-Instruct-Q4_K_M"
+    assert model_id("/models/mlx-4bit") == "mlx-4bit"
+
+
+def test_models_lists_the_served_model_only(oai, engine, model_name):
+    models = oai.models.list().data
+    assert [m.id for m in models] == [model_name]
+    assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX}
+    assert oai.models.retrieve(model_name).id == model_name
+    with pytest.raises(openai.NotFoundError):
+        oai.models.retrieve("another-model")
+
+
+def test_chat_completion_has_text_usage_and_llama_cpp_timings(oai, model_name):
+    reply = oai.chat.completions.create(model=model_name, messages=HELLO, **GREEDY)
+    choice = reply.choices[0]
+    assert reply.object == "chat.completion" and reply.id.startswith("chatcmpl-") and reply.model == model_name
+    assert choice.message.role == "assistant" and choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+    usage = reply.usage
+    assert 0 < usage.completion_tokens <= 24 and usage.prompt_tokens > 10
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    timings = reply.model_extra["timings"]
+    assert timings["prompt_n"] == usage.prompt_tokens and timings["predicted_n"] == usage.completion_tokens
+    assert timings["prompt_ms"] > 0 and timings["prompt_per_second"] > 0
+    if usage.completion_tokens > 1:
+        expected = (usage.completion_tokens - 1) / (timings["predicted_ms"] / 1000)
+        assert timings["predicted_per_second"] == pytest.approx(expected)
+
+
+def test_streamed_chat_matches_the_whole_reply_and_ends_with_usage(oai, model_name):
+    whole = oai.chat.completions.create(model=model_name, messages=HELLO, **GREEDY)
+    chunks = list(oai.chat.completions.create(model=model_name, messages=HELLO, stream=True,
+                                              stream_options={"include_usage": True}, **GREEDY))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content  # greedy: the same tokens, whether streamed or not
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].choices[0].finish_reason == whole.choices[0].finish_reason
+    assert finals[0].model_extra["timings"]["predicted_n"] == whole.usage.completion_tokens
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_max_tokens_ends_the_reply_with_finish_reason_length(oai, model_name):
+    reply = oai.chat.completions.create(model=model_name, messages=HELLO, temperature=0.0, max_tokens=3)
+    assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 3
+
+
+def test_completions_streamed_and_not(oai, model_name):
+    whole = oai.completions.create(model=model_name, prompt="Once upon a time", temperature=0.0, max_tokens=16)
+    assert whole.object == "text_completion" and whole.id.startswith("cmpl-")
+    assert whole.choices[0].text and whole.choices[0].finish_reason in ("stop", "length")
+    assert whole.model_extra["timings"]["predicted_n"] == whole.usage.completion_tokens > 0
+    chunks = list(oai.completions.create(model=model_name, prompt="Once upon a time", temperature=0.0,
+                                         max_tokens=16, stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+
+
+def test_the_model_may_be_left_out(server):
+    reply = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2})
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+
+
+def test_a_prompt_longer_than_the_context_is_a_400_and_the_engine_goes_on(oai, model_name, server):
+    long = " ".join(["The quick brown fox jumps over the lazy dog."] * 200)
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model=model_name, messages=[{"role": "user", "content": long}], max_tokens=4)
+    assert caught.value.code == "context_length_exceeded"
+    assert "context" in caught.value.body["message"]
+    assert oai.chat.completions.create(model=model_name, messages=HELLO, max_tokens=2).choices[0].message.content
+    assert [o.stop_reason for o in openai_queue(server).outcomes()][0] == "error"
+
+
+def test_unknown_routes_and_methods_answer_in_openai_error_shape(server):
+    missing = httpx.get(f"{server.url}/v1/embeddings")
+    assert missing.status_code == 404 and set(missing.json()["error"]) == {"message", "type", "param", "code"}
+    wrong = httpx.get(f"{server.url}/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_health_reports_the_model_and_an_idle_queue(server, model_name):
+    health = httpx.get(f"{server.url}/health").json()
+    assert health == {"status": "ok", "model": model_name, "busy": False, "pending": 0}
