@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -38,6 +39,18 @@ def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = N
     return MainWindow(store or ChatStore(), bridge or EngineBridge(), settings or window_settings())
 
 
+class _QuitAfterFirstPaint(QObject):
+    """QUANTDESK_EXIT_AFTER_SHOWN=1: say so on stdout once the main window has painted, then quit.
+    Packaging smoke checks use it to prove a frozen build's GUI starts (packaging/smoke_test.sh)."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            watched.removeEventFilter(self)
+            print(f"quantdesk: main window shown ({watched.windowTitle()})", flush=True)
+            QTimer.singleShot(0, QApplication.quit)
+        return False
+
+
 def run() -> int:
     app = application()
     try:
@@ -47,6 +60,9 @@ def run() -> int:
         return 1
     bridge = EngineBridge()
     window = build_window(store, bridge)
+    if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
+        quit_after_paint = _QuitAfterFirstPaint(window)
+        window.installEventFilter(quit_after_paint)
     window.show()
     # Detection probes GPUs and disks: start it once the window is on screen.
     QTimer.singleShot(0, window.detect_hardware)
