@@ -4,12 +4,14 @@ live stats strip."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QGuiApplication, QKeyEvent, QPalette, QTextBlockFormat, QTextCursor, QTextFormat
+from PySide6.QtGui import (QGuiApplication, QKeyEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor,
+                           QTextDocument, QTextFormat)
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
                                QToolButton, QVBoxLayout, QWidget)
 
 from app.chats.store import ChatMessage
-from app.ui.formatting import code_blocks, human_memory, human_ms, stats_summary, with_copy_links
+from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, stats_summary,
+                               with_copy_links)
 from app.ui.widgets import AutoHeightBrowser, Sparkline
 
 COPY_SCHEME = "quantdesk-copy"
@@ -17,8 +19,8 @@ ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 
 
 class MessageBubble(QFrame):
-    """One message. A streaming reply grows by plain-text appends (cost O(new text)); when it ends it
-    is rendered once as Markdown."""
+    """One message. While a reply streams, its settled paragraphs are rendered as Markdown as they
+    complete and only the paragraph being written is plain text; each update costs O(new text)."""
 
     copy_requested = Signal(str)
     edit_requested = Signal(int)  # message id
@@ -61,8 +63,12 @@ class MessageBubble(QFrame):
         self.body.setAccessibleName(f"{ROLE_TITLES[message.role]} message text")
         self.body.anchorClicked.connect(self._on_anchor_clicked)
         layout.addWidget(self.body)
+        self._settler = SettledMarkdown()
+        self._rendered_upto = 0  # characters of the text already rendered as Markdown
+        self._tail_position = 0  # where the plain-text tail starts in the document
+        self._code_blocks = 0  # code blocks rendered so far (numbers the copy links)
         if message.state == "streaming":
-            self.body.setPlainText(message.content)
+            self.append_text(message.content)
         else:
             self._render()
         self.set_meta(message.stats, message.state)
@@ -75,28 +81,74 @@ class MessageBubble(QFrame):
         self.body.setMarkdown(with_copy_links(self._markdown, COPY_SCHEME))
         self._shade_code_blocks()
 
-    def _shade_code_blocks(self) -> None:
+    def _shade_code_blocks(self, from_position: int = 0) -> None:
         """Qt's Markdown importer sets fenced code in the fixed-pitch font but gives it no background;
-        a shade makes a block read as one piece of code."""
+        a shade makes a block read as one piece of code. One edit block: the document is laid out
+        once at the end instead of once per code block."""
         shade = self.palette().color(QPalette.ColorRole.AlternateBase)
-        block = self.body.document().begin()
+        fmt = QTextBlockFormat()
+        fmt.setBackground(shade)
+        document = self.body.document()
+        cursor = QTextCursor(document)
+        cursor.beginEditBlock()
+        block = document.findBlock(from_position)
         while block.isValid():
             if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
-                fmt = QTextBlockFormat()
-                fmt.setBackground(shade)
-                QTextCursor(block).mergeBlockFormat(fmt)
+                cursor.setPosition(block.position())
+                cursor.mergeBlockFormat(fmt)
             block = block.next()
+        cursor.endEditBlock()
 
     def append_text(self, text: str) -> None:
         self._markdown += text
         cursor = QTextCursor(self.body.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(text)
+        self._render_settled(self._settler.update(self._markdown), final=False)
+
+    def _render_settled(self, end: int, *, final: bool) -> None:
+        """Replace the plain tail up to ``end`` with its Markdown rendering; keep the rest plain."""
+        if end <= self._rendered_upto and not final:
+            return
+        chunk = self._markdown[self._rendered_upto:end]
+        cursor = QTextCursor(self.body.document())
+        cursor.beginEditBlock()
+        cursor.setPosition(self._tail_position)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        start = cursor.position()
+        markdown = with_copy_links(chunk, COPY_SCHEME, self._code_blocks)
+        self._code_blocks += len(code_blocks(chunk))
+        cursor.insertMarkdown(markdown)
+        # Inserted into the empty block the tail left, a piece's first block either merges into it
+        # and takes its plain format (a paragraph, a code block) or goes in after it (a list). Give
+        # the first block the format a whole rendering gives it, or drop the empty block.
+        probe = QTextCursor(self.body.document())
+        probe.setPosition(start)
+        if start > 0 and probe.block().length() == 1 and probe.block().next().isValid():
+            probe.deletePreviousChar()
+            start -= 1
+        else:
+            reference = QTextDocument()
+            reference.setMarkdown(markdown)
+            first = reference.begin().blockFormat()
+            first.clearProperty(QTextFormat.Property.ObjectIndex)  # a list of the other document
+            probe.setBlockFormat(first)
+        self._shade_code_blocks(start)
+        if not final:
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertBlock(QTextBlockFormat(), QTextCharFormat())
+            self._tail_position = cursor.position()
+            cursor.insertText(self._markdown[end:])
+        cursor.endEditBlock()
+        self._rendered_upto = end
 
     def finish(self, text: str, stats: dict | None, state: str) -> None:
-        self._markdown = text
-        self.state = state
-        self._render()
+        if text == self._markdown:
+            self._render_settled(len(text), final=True)  # only the last paragraph is left to render
+        else:  # the engine's final text differs from what streamed (it should not): render it whole
+            self._markdown = text
+            self._render()
         self.set_meta(stats, state)
 
     def set_meta(self, stats: dict | None, state: str) -> None:

@@ -49,6 +49,7 @@ def stats_summary(stats: Mapping[str, Any] | None) -> str:
     return " · ".join(parts)
 
 
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
                     re.MULTILINE | re.DOTALL)
 
@@ -58,12 +59,39 @@ def code_blocks(markdown: str) -> list[str]:
     return [m.group("body").rstrip("\n") for m in _FENCE.finditer(markdown)]
 
 
-def with_copy_links(markdown: str, scheme: str) -> str:
-    """Add a "Copy code" link after each fenced block; the link's target is ``scheme:<index>``."""
+def with_copy_links(markdown: str, scheme: str, first_index: int = 0) -> str:
+    """Add a "Copy code" link after each fenced block; the link's target is ``scheme:<index>``,
+    counting from ``first_index`` (a streamed reply is rendered a piece at a time)."""
     out, last = [], 0
-    for index, match in enumerate(_FENCE.finditer(markdown)):
+    for index, match in enumerate(_FENCE.finditer(markdown), start=first_index):
         out.append(markdown[last:match.end()])
         out.append(f"\n\n[Copy code]({scheme}:{index})\n")
         last = match.end()
     out.append(markdown[last:])
     return "".join(out)
+
+
+class SettledMarkdown:
+    """How much of a growing Markdown text later tokens can no longer change: everything up to the
+    last blank line outside a fenced code block. A streamed reply renders that part as Markdown and
+    keeps only the paragraph still being written as plain text, so each update costs O(new text)
+    and the end of a long reply needs no full re-render."""
+
+    def __init__(self) -> None:
+        self._scanned = 0  # index just past the last complete line looked at
+        self._fence = ""  # the opening fence while inside a fenced block
+        self.settled = 0
+
+    def update(self, text: str) -> int:
+        while (newline := text.find("\n", self._scanned)) >= 0:
+            line = text[self._scanned:newline]
+            self._scanned = newline + 1
+            stripped = line.strip()
+            if self._fence:
+                if stripped.startswith(self._fence) and set(stripped) == {self._fence[0]}:
+                    self._fence = ""
+            elif match := _FENCE_OPEN.match(line):
+                self._fence = match.group(1)
+            elif not stripped:
+                self.settled = self._scanned
+        return self.settled

@@ -1,4 +1,5 @@
-from app.ui.formatting import code_blocks, human_bytes, human_memory, stats_summary, with_copy_links
+from app.ui.formatting import (SettledMarkdown, code_blocks, human_bytes, human_memory, stats_summary,
+                               with_copy_links)
 
 
 def test_sizes_use_decimal_for_files_and_binary_for_memory():
@@ -20,3 +21,13 @@ def test_stats_summary_names_a_stopped_reply():
     line = stats_summary({"generated_tokens": 12, "decode_tps": 33.3, "ttft_ms": 1500, "prompt_tps": 250,
                           "stop_reason": "cancelled"})
     assert line == "12 tokens · 33.3 tok/s · first token 1.50 s · prompt 250 tok/s · stopped"
+
+
+def test_settled_markdown_stops_at_blank_lines_outside_code_fences():
+    settler = SettledMarkdown()
+    text = "Para one.\n\n```\ncode\n\nmore code\n"
+    assert settler.update(text) == len("Para one.\n\n")  # the blank line inside the fence does not count
+    text += "```\n\nNext"
+    assert settler.update(text) == len(text) - len("Next")
+    text += " para\n\n~~~~\n```\n\n"  # a ``` line does not close a ~~~~ fence
+    assert settler.update(text) == len(text) - len("~~~~\n```\n\n")
