@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, paths
 from app.chats.store import ChatStore, ChatStoreError
 from app.ui.engine_bridge import EngineBridge
+from app.ui.theme import ThemeFollower
 from app.ui.window import MainWindow
 
 
@@ -58,8 +59,10 @@ def run() -> int:
     except ChatStoreError as exc:
         QMessageBox.critical(None, "QuantDesk", str(exc))
         return 1
+    settings = window_settings()
+    app.theme = ThemeFollower(app, str(settings.value("appearance/theme", "system")))
     bridge = EngineBridge()
-    window = build_window(store, bridge)
+    window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
         quit_after_paint = _QuitAfterFirstPaint(window)
         window.installEventFilter(quit_after_paint)

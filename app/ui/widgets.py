@@ -36,7 +36,7 @@ class Sparkline(QWidget):
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         if len(self.samples) < 2:
             return
-        top = max(self.samples) or 1.0
+        top = 1.2 * max(self.samples) or 1.0  # headroom: a steady rate is a line, not a full box
         w, h = self.width() - 2, self.height() - 3
         step = w / (self.samples.maxlen - 1)
         x0 = w - step * (len(self.samples) - 1)

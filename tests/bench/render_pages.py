@@ -21,13 +21,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from PySide6.QtCore import QEventLoop, QSettings, Qt, QTimer  # noqa: E402
-from PySide6.QtGui import QGuiApplication  # noqa: E402
+from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from app.chats.store import ChatStore  # noqa: E402
 from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile  # noqa: E402
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.main import application  # noqa: E402
+from app.ui.theme import ThemeFollower  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
 from backends.base import (Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
                            SamplingSettings, Token)
@@ -120,9 +120,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     app = application([sys.argv[0], "-platform", "offscreen"])
-    if args.dark:
-        app.setStyle("Fusion")
-        QGuiApplication.styleHints().setColorScheme(Qt.ColorScheme.Dark)
+    ThemeFollower(app, "dark" if args.dark else "light")
     work = Path(tempfile.mkdtemp(prefix="quantdesk-render-"))
     store = ChatStore(work / "chats.sqlite3")
     for title, text in (("Packing list for Iceland", "What should I pack for a week in Iceland in October?"),
