@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
-from app.server.engine_queue import EngineQueue, Job, QueueFull, ServerStopping
+from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_json_body)
@@ -69,6 +69,8 @@ def engine_api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, QueueFull):
         return ApiError(503, str(exc), type="server_error", code="queue_full", headers={"Retry-After": "1"})
+    if isinstance(exc, RequestCancelled):  # nobody reads this answer; 499 is nginx's "client closed request"
+        return ApiError(499, str(exc), code="cancelled")
     if isinstance(exc, ServerStopping):
         return ApiError(503, str(exc), type="server_error", code="server_stopping")
     if isinstance(exc, EngineCrashed):

@@ -29,6 +29,10 @@ class QueueFull(QuantDeskError):
     """More requests are waiting than the server accepts; the client should retry later."""
 
 
+class RequestCancelled(QuantDeskError):
+    """The client went away before its job reached the engine."""
+
+
 class ServerStopping(QuantDeskError):
     """The server is shutting down and runs no more jobs."""
 
@@ -97,6 +101,7 @@ class EngineQueue:
         self._lock = threading.Lock()
         self._pending = 0  # queued + running
         self._running: Job | None = None
+        self._waiting: dict[str, Job] = {}  # queued, in arrival order (dicts keep insertion order)
         self._closing = False
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
@@ -120,6 +125,11 @@ class EngineQueue:
         with self._lock:
             return self._running is not None
 
+    def waiting(self) -> list[Job]:
+        """The queued jobs, first in line first."""
+        with self._lock:
+            return list(self._waiting.values())
+
     def outcomes(self) -> list[Outcome]:
         with self._lock:
             return list(self._outcomes)
@@ -141,6 +151,7 @@ class EngineQueue:
                                 "retry in a moment")
             self._pending += 1
             job = Job(f"q{next(self._ids)}", messages, sampling, asyncio.get_running_loop(), self)
+            self._waiting[job.id] = job
         self._jobs.put(job)
         return job
 
@@ -158,12 +169,15 @@ class EngineQueue:
             outcome = Outcome(job.id, "skipped", 0)
             try:
                 with self._lock:
+                    del self._waiting[job.id]
                     stop = self._closing
                     if not stop and not job.cancelled.is_set():
                         self._running = job
                         job.running = True
                 if stop:
                     job.push(ServerStopping("the server is shutting down"))
+                elif not job.running:  # its handler still awaits an answer: end it, or it waits forever
+                    job.push(RequestCancelled("the client went away while the request was queued"))
                 elif job.running:
                     outcome = self._run(job)
             finally:

@@ -82,6 +82,11 @@ class ServerThread:
         return self
 
     @property
+    def active_requests(self) -> int:
+        """Requests being answered now (streams included): what a GUI shows, and what tests check drains."""
+        return len(self._server.server_state.tasks)
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

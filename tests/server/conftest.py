@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 
@@ -31,11 +32,12 @@ def model_name(engine) -> str:
 
 @pytest.fixture
 def serve(engine):
-    """``serve(**create_app options)`` -> a started ServerThread over the module's engine; stopped after."""
+    """``serve(client=None, **create_app options)`` -> a started ServerThread over ``client`` (the module's
+    engine by default); stopped after the test."""
     started: list[ServerThread] = []
 
-    def start(**options) -> ServerThread:
-        server = ServerThread(create_app(engine, **options)).start()
+    def start(client=None, **options) -> ServerThread:
+        server = ServerThread(create_app(client or engine, **options)).start()
         started.append(server)
         return server
 
@@ -62,3 +64,27 @@ async def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
+
+
+class GatedEngine:
+    """The real engine behind a gate the test opens: generations wait at the gate, so requests can be held
+    in the queue for as long as a test needs, without guessing how fast the engine is."""
+
+    def __init__(self, engine: EngineClient) -> None:
+        self._engine = engine
+        self.gate = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)  # loaded, alive, pid, cancel: the real engine's
+
+    def generate(self, *args, **kwargs):
+        if not self.gate.wait(120):
+            raise AssertionError("the test never opened the gate")
+        yield from self._engine.generate(*args, **kwargs)
+
+
+@pytest.fixture
+def gated(engine):
+    gated = GatedEngine(engine)
+    yield gated
+    gated.gate.set()  # never leave a worker waiting

@@ -1,0 +1,152 @@
+"""One engine, many clients: fair queueing, a bounded queue, and disconnects that cancel generations."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import httpx
+import openai
+import pytest
+
+from tests.server.conftest import N_CTX, openai_queue, wait_until
+
+HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there! How are you?"}]
+# With this seed the tiny model talks past the context (879 tokens at n_ctx 2048): a reply that only a
+# cancel ends early.
+LONG = {"messages": HELLO, "seed": 2, "max_tokens": N_CTX - 40}
+SHORT = {"messages": HELLO, "max_tokens": 4}
+
+
+def _async_openai(server) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=240,
+                              http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=100)))
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_its_generation(server, model_name):
+    queue = openai_queue(server)
+
+    async def scenario():
+        async with _async_openai(server) as client:
+            stream = await client.chat.completions.create(model=model_name, stream=True, **LONG)
+            seen = 0
+            async for chunk in stream:
+                seen += bool(chunk.choices and chunk.choices[0].delta.content)
+                if seen == 2:
+                    break
+            await stream.close()  # closes the connection mid-stream
+            await wait_until(lambda: queue.finished_count == 1)
+            after = await client.chat.completions.create(model=model_name, **SHORT)
+            return after
+
+    after = asyncio.run(scenario())
+    cancelled = queue.outcomes()[0]
+    assert cancelled.stop_reason == "cancelled" and cancelled.generated_tokens < LONG["max_tokens"]
+    assert after.choices[0].finish_reason in ("stop", "length") and after.usage.completion_tokens >= 1
+
+
+def test_a_client_that_disconnects_from_a_whole_reply_cancels_it_too(server, model_name):
+    queue = openai_queue(server)
+
+    async def scenario():
+        async with _async_openai(server) as client:
+            waiting = asyncio.create_task(client.chat.completions.create(model=model_name, **LONG))
+            await wait_until(lambda: queue.busy)
+            waiting.cancel()  # the HTTP request is abandoned while the engine generates
+            await wait_until(lambda: queue.finished_count == 1)
+
+    asyncio.run(scenario())
+    assert queue.outcomes()[0].stop_reason == "cancelled"
+    assert queue.outcomes()[0].generated_tokens < LONG["max_tokens"]
+
+
+def test_requests_run_in_arrival_order_and_a_full_queue_answers_503(serve, gated, model_name):
+    server = serve(gated, max_pending=3)
+    queue = openai_queue(server)
+    url = f"{server.url}/v1/chat/completions"
+
+    async def scenario():
+        async with httpx.AsyncClient(timeout=240) as http:
+            def post(body):
+                return asyncio.create_task(http.post(url, json=body))
+
+            first = post(SHORT)
+            await wait_until(lambda: queue.busy)  # running, held at the gate
+            leaver = post(SHORT)
+            await wait_until(lambda: len(queue.waiting()) == 1)
+            last = post({**SHORT, "max_tokens": 3})
+            await wait_until(lambda: len(queue.waiting()) == 2)
+            refused = await http.post(url, json=SHORT)
+            leaver.cancel()  # a client that gives up while queued
+            await wait_until(lambda: [job.cancelled.is_set() for job in queue.waiting()] == [True, False])
+            gated.gate.set()
+            done = await asyncio.gather(first, last)
+            await wait_until(lambda: server.active_requests == 0)  # the abandoned handler ended too
+            return refused, done
+
+    refused, (first, last) = asyncio.run(scenario())
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["code"] == "queue_full"
+    assert first.status_code == last.status_code == 200
+    assert last.json()["usage"]["completion_tokens"] <= 3
+    # First come, first served; the one that left was skipped without reaching the engine.
+    outcomes = queue.outcomes()
+    assert [o.job_id for o in outcomes] == ["q1", "q2", "q3"]
+    assert outcomes[1].stop_reason == "skipped" and outcomes[0].stop_reason != "skipped" != outcomes[2].stop_reason
+    assert httpx.get(f"{server.url}/health").json()["pending"] == 0
+
+
+@pytest.mark.timeout(600)
+def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(serve, engine, model_name):
+    server = serve(max_pending=64)
+    queue = openai_queue(server)
+    pid = engine.pid
+    rng = random.Random(20261)
+    plans = [(rng.choice(["finish", "drop_mid_stream", "drop_any_time"]), rng.randint(1, 3), rng.uniform(0, 2))
+             for _ in range(50)]
+
+    async def one_client(client, plan):
+        mode, chunks_before_drop, patience = plan
+        if mode == "drop_any_time":  # gives up after a random while: queued, mid-stream or already done
+            try:
+                return await asyncio.wait_for(one_client(client, ("finish", 0, 0)), patience)
+            except TimeoutError:
+                return "dropped"
+        body = LONG if mode == "drop_mid_stream" else {**SHORT, "seed": rng.randint(0, 1000)}
+        stream = await client.chat.completions.create(model=model_name, stream=True, **body)
+        content = 0
+        finish = None
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                content += 1
+            if chunk.choices and chunk.choices[0].finish_reason:
+                finish = chunk.choices[0].finish_reason
+            if mode == "drop_mid_stream" and content == chunks_before_drop:
+                await stream.close()
+                return "dropped mid-stream"
+        return finish
+
+    async def scenario():
+        async with _async_openai(server) as client:
+            results = await asyncio.gather(*(one_client(client, plan) for plan in plans))
+            await wait_until(lambda: queue.pending == 0 and not queue.busy, timeout=240)
+            await wait_until(lambda: server.active_requests == 0)  # no handler left waiting or streaming
+            outcomes = queue.outcomes()
+            after = await client.chat.completions.create(model=model_name, **SHORT)
+            return results, outcomes, after
+
+    results, outcomes, after = asyncio.run(scenario())
+    modes = [mode for mode, _, _ in plans]
+    for mode, result in zip(modes, results):
+        expected = {"finish": {"stop", "length"}, "drop_mid_stream": {"dropped mid-stream"},
+                    "drop_any_time": {"stop", "length", "dropped"}}[mode]
+        assert result in expected, (mode, result)
+    assert len(outcomes) <= 50 and queue.finished_count == len(outcomes) + 1  # each job ended exactly once
+    cancelled = [o for o in outcomes if o.stop_reason == "cancelled"]
+    assert len(cancelled) >= modes.count("drop_mid_stream")  # each reply a client left was stopped
+    assert all(o.generated_tokens < LONG["max_tokens"] for o in cancelled)
+    assert not [o for o in outcomes if o.stop_reason == "error"]
+    # Healthy afterwards: the same engine process answers a normal request.
+    assert after.choices[0].finish_reason in ("stop", "length")
+    assert engine.alive and engine.pid == pid
+    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
