@@ -265,10 +265,27 @@ def estimate_mlx(meta: ModelMetadata, n_ctx: int, device_name: str = "unified") 
                     bytes_per_token_gpu=weights, notes=list(meta.notes))
 
 
+# ExLlama cache element widths by cache type (ExLlama's names and llama.cpp's, as the backends accept).
+EXL_CACHE_BITS = {"fp16": 16, "f16": 16, "q8": 8, "q8_0": 8, "q6": 6, "q4": 4, "q4_0": 4}
+# A quantized ExLlama cache stores one fp16 scale per 32 elements beside the codes: 0.5 bit more per
+# element (exllamav2/cache.py shape_s = head_dim // 32 in float16; exllamav3/cache/quant.py qshape_s =
+# token_dim // 32 in half).
+EXL_CACHE_SCALE_BITS = 0.5
+
+
+def exl_cache_bits(kv_type: str) -> float:
+    bits = EXL_CACHE_BITS.get(kv_type.lower(), 16)
+    return bits if bits == 16 else bits + EXL_CACHE_SCALE_BITS
+
+
 def estimate_exl(meta: ModelMetadata, n_ctx: int, kv_type: str = "f16", gpu_name: str = "GPU0") -> Estimate:
-    """ExLlamaV2/V3 keep everything on the GPU: bpw × parameters + cache + reserve."""
+    """ExLlamaV2/V3 keep everything on the GPU: bpw x parameters + cache + reserve.
+
+    Both page the cache in 256-token blocks and give every attention layer the full context. A
+    quantized cache also needs one layer's K and V in fp16 at full context to attend over:
+    exllamav2 keeps that buffer per device (cache.py ExLlamaV2Cache_Q.touch_device), exllamav3
+    dequantizes into temporaries of that size (cache/quant.py get_kv)."""
     check_modelled(meta)
-    bits = {"f16": 16, "q8_0": 8, "q6": 6, "q4_0": 4}.get(kv_type, 16)
     if meta.tensors:
         weights = meta.weights_bytes
     elif meta.quant and meta.quant.bits_per_weight and meta.n_params:
@@ -276,8 +293,11 @@ def estimate_exl(meta: ModelMetadata, n_ctx: int, kv_type: str = "f16", gpu_name
     else:
         raise UnknownModel("neither the weight files nor the parameter count are known.")
     n_ctx = pad(max(n_ctx, 1), 256)
+    bits = exl_cache_bits(kv_type)
     kv = _kv_f16_bytes(meta, n_ctx, bits, window_cap=False)
     compute = min(n_ctx, 2048) * meta.vocab_size * 4 // 4 + 512 * meta.embedding_length * 4 * 8
+    if bits < 16 and meta.head_count_kv:
+        compute += n_ctx * max(meta.head_count_kv) * (meta.key_length + meta.value_length) * 2
     dev = DeviceUse(gpu_name, weights, kv, compute, EXL_RESERVE_BYTES + GPU_RUNTIME_BYTES)
     return Estimate(meta.format, n_ctx, meta.block_count + 1, meta.block_count + 1, [dev], kv_type,
                     bytes_per_token_gpu=weights, notes=list(meta.notes))
