@@ -293,12 +293,7 @@ class ChatPage(QWidget):
         self.loaded = info
         self.load_progress.hide()
         memory = sum(info.memory_bytes.values())
-        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
-                  else "CPU only (this engine build has no GPU support)")
-        self.model_label.setText(
-            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
-            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · {human_memory(memory)} · "
-            f"loaded in {human_ms(info.load_ms)}</span>")
+        self._show_loaded_model()
         self.stats.set_memory(memory)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
         if info.gpu_offload_supported and requested != 0 and info.n_layers and info.gpu_layers < info.n_layers:
@@ -306,6 +301,18 @@ class ChatPage(QWidget):
                               "the CPU, which is slower. A smaller quant or a shorter context would fit fully.",
                               reload=False)
         self._update_controls()
+
+    def _show_loaded_model(self) -> None:
+        info = self.loaded
+        if info is None:
+            self.model_label.setText("No model loaded")
+            return
+        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
+                  else "CPU only (this engine build has no GPU support)")
+        self.model_label.setText(
+            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
+            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · "
+            f"{human_memory(sum(info.memory_bytes.values()))} · loaded in {human_ms(info.load_ms)}</span>")
 
     # --- sending -------------------------------------------------------------------------------
 
@@ -387,8 +394,8 @@ class ChatPage(QWidget):
             self._writer.interrupt()
             self._streaming_bubble.finish(self._writer.text, None, "interrupted")
             self._end_reply()
-        elif self.loaded is None:
-            self.model_label.setText("No model loaded")
+        else:  # a load that failed: the model loaded before (if any) is still there
+            self._show_loaded_model()
         self._show_banner(str(error), reload=False)
 
     @Slot(object)

@@ -110,7 +110,9 @@ class MainWindow(QMainWindow):
         layout.addWidget(side)
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(central)
-        self._probe = _HardwareProbe(self)
+        # No Qt parent: the probe thread holds its own reference, so a window closed (and deleted)
+        # before detection ends leaves the probe alive to emit into nothing instead of raising.
+        self._probe = _HardwareProbe()
         self._probe.detected.connect(self._on_hardware_detected)
         self._probe.failed.connect(self._on_hardware_failed)
         self._shortcuts()

@@ -219,3 +219,22 @@ def test_a_partial_gpu_load_warns_that_layers_spilled(qtbot, make_window):
     assert window.chat.banner.isVisible()
     assert "Only 20 of 32 layers fit on the GPU" in window.chat.banner_text.text()
     assert "20/32 layers on GPU" in window.chat.model_label.text()
+
+
+def test_a_failed_load_keeps_the_model_that_was_loaded(qtbot, make_window):
+    class FailsSecondLoad(EngineDouble):
+        def load(self, model_path, settings):
+            if self.loads:
+                from app.errors import EngineError
+
+                raise EngineError("this file is not a GGUF model", kind="load")
+            return super().load(model_path, settings)
+
+    window = make_window(FailsSecondLoad())
+    chat = window.chat
+    load(qtbot, window)
+    with qtbot.waitSignal(window.bridge.failed, timeout=10_000):
+        chat.load_model("/models/notes.txt", LoadSettings())
+    assert "not a GGUF model" in chat.banner_text.text() and not chat.reload_button.isVisible()
+    assert "tiny-q8_0.gguf" in chat.model_label.text() and chat.loaded is not None
+    assert chat.load_button.isEnabled() and not chat.load_progress.isVisible()
