@@ -3,7 +3,6 @@ EngineBridge and saved through the ChatStore as it arrives."""
 
 from __future__ import annotations
 
-import dataclasses
 import html
 from pathlib import Path
 
@@ -14,19 +13,13 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, Q
 
 from app.chats.store import ChatMessage, ChatStore, Conversation, ReplyWriter
 from app.errors import EngineCrashed, EngineError
+from app.ui.chat_settings import ChatSettingsDialog, sampling_from
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import human_memory, human_ms
-from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
+from backends.base import Done, LoadSettings, Loaded, Message
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
-
-
-def sampling_from(saved: dict) -> SamplingSettings:
-    """A conversation's saved sampling; keys a newer or older version wrote are ignored."""
-    known = {f.name for f in dataclasses.fields(SamplingSettings)}
-    values = {k: (tuple(v) if k == "stop" else v) for k, v in saved.items() if k in known}
-    return SamplingSettings(**values)
 
 
 class ChatPage(QWidget):
@@ -86,13 +79,25 @@ class ChatPage(QWidget):
         self.delete_button = QPushButton("Delete")
         self.delete_button.setAccessibleName("Delete chat")
         self.delete_button.clicked.connect(self._on_delete_clicked)
-        for button in (self.rename_button, self.delete_button):
-            button.setMinimumWidth(56)  # the style's 80 px minimum would make the window wider than it needs
-            row.addWidget(button)
+        self.export_button = QPushButton("Export…")
+        self.export_button.setAccessibleName("Export chat")
+        self.export_button.setToolTip("Save this chat as Markdown or JSON")
+        self.export_button.clicked.connect(self._on_export_clicked)
+        self.chat_settings_button = QPushButton("Options…")  # not "Settings": that is the app's page
+        self.chat_settings_button.setAccessibleName("Chat settings")
+        self.chat_settings_button.setToolTip("System prompt, sampling and presets for this chat")
+        self.chat_settings_button.clicked.connect(self._on_chat_settings_clicked)
+        second_row = QHBoxLayout()
+        for layout, buttons in ((row, (self.rename_button, self.delete_button)),
+                                (second_row, (self.export_button, self.chat_settings_button))):
+            for button in buttons:
+                button.setMinimumWidth(56)  # the style's 80 px minimum would make the window wider than it needs
+                layout.addWidget(button)
         side_layout.addWidget(self.new_button)
         side_layout.addWidget(self.search_box)
         side_layout.addWidget(self.conversation_list, 1)
         side_layout.addLayout(row)
+        side_layout.addLayout(second_row)
         splitter.addWidget(side)
 
         main = QWidget()
@@ -262,6 +267,30 @@ class ChatPage(QWidget):
         self.view.clear()
         self.refresh_conversations()
         self._update_controls()
+
+    @Slot()
+    def _on_chat_settings_clicked(self) -> None:
+        if self.current is None:
+            self.new_conversation()
+        ChatSettingsDialog(self.store, self.current, self).exec()
+        self.current = self.store.conversation(self.current.id)
+
+    @Slot()
+    def _on_export_clicked(self) -> None:
+        if self.current is None:
+            return
+        path, chosen = QFileDialog.getSaveFileName(self, "Export chat", _title_from(self.current.title, 40),
+                                                   "Markdown (*.md);;JSON (*.json)")
+        if path:
+            self.export_current(path, "json" if chosen.startswith("JSON") or path.endswith(".json") else "md")
+
+    def export_current(self, path: str, kind: str) -> Path:
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(f".{kind}")
+        text = self.store.export_json(self.current.id) if kind == "json" else self.store.export_markdown(self.current.id)
+        target.write_text(text, encoding="utf-8")
+        return target
 
     # --- model ---------------------------------------------------------------------------------
 
@@ -433,8 +462,9 @@ class ChatPage(QWidget):
         self.load_button.setEnabled(not busy)
         for widget in (self.new_button, self.rename_button, self.delete_button, self.conversation_list):
             widget.setEnabled(not self._generating)
-        self.rename_button.setEnabled(not self._generating and self.current is not None)
-        self.delete_button.setEnabled(not self._generating and self.current is not None)
+        for button in (self.rename_button, self.delete_button, self.export_button, self.chat_settings_button):
+            button.setEnabled(not self._generating and self.current is not None)
+        self.chat_settings_button.setEnabled(not self._generating)
         can_regenerate = not busy and self.loaded is not None
         for bubble in self.view.bubbles:
             if "regenerate" in bubble.actions:

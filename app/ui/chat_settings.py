@@ -1,0 +1,134 @@
+"""Per-chat settings: system prompt and sampling, with named presets to start from or save to."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
+                               QHBoxLayout, QInputDialog, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
+                               QWidget)
+
+from app.chats.store import ChatStore, Conversation
+from backends.base import SamplingSettings
+
+NO_PRESET = "(choose a preset)"
+
+
+def sampling_from(saved: dict) -> SamplingSettings:
+    """A conversation's saved sampling; keys a newer or older version wrote are ignored."""
+    known = {f.name for f in dataclasses.fields(SamplingSettings)}
+    values = {k: (tuple(v) if k == "stop" else v) for k, v in saved.items() if k in known}
+    return SamplingSettings(**values)
+
+
+class ChatSettingsDialog(QDialog):
+    def __init__(self, store: ChatStore, conversation: Conversation, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.conversation = conversation
+        self.setWindowTitle(f"Settings for “{conversation.title}”")
+        self.setAccessibleName("Chat settings")
+        layout = QVBoxLayout(self)
+        preset_row = QHBoxLayout()
+        self.preset_box = QComboBox()
+        self.preset_box.setAccessibleName("Preset")
+        self.preset_box.activated.connect(self._on_preset_chosen)
+        self.save_preset_button = QPushButton("Save as preset…")
+        self.save_preset_button.clicked.connect(self._on_save_preset_clicked)
+        preset_row.addWidget(self.preset_box, 1)
+        preset_row.addWidget(self.save_preset_button)
+        layout.addLayout(preset_row)
+        form = QFormLayout()
+        self.system_prompt = QPlainTextEdit(conversation.system_prompt)
+        self.system_prompt.setPlaceholderText("How the model should behave, e.g. “Answer briefly, in British English.”")
+        self.system_prompt.setAccessibleName("System prompt")
+        form.addRow("System prompt", self.system_prompt)
+        sampling = sampling_from(conversation.sampling)
+        self.temperature = self._double(form, "Temperature", 0, 2, 0.05, sampling.temperature)
+        self.top_p = self._double(form, "Top-p", 0.01, 1, 0.01, sampling.top_p)
+        self.min_p = self._double(form, "Min-p", 0, 1, 0.01, sampling.min_p)
+        self.repeat_penalty = self._double(form, "Repeat penalty", 0.5, 2, 0.01, sampling.repeat_penalty)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 1000)
+        self.top_k.setValue(sampling.top_k)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setAccessibleName("Top-k")
+        form.addRow("Top-k", self.top_k)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 1_000_000)
+        self.max_tokens.setValue(sampling.max_tokens)
+        self.max_tokens.setAccessibleName("Maximum reply length in tokens")
+        form.addRow("Max reply tokens", self.max_tokens)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setValue(-1 if sampling.seed is None else sampling.seed)
+        self.seed.setSpecialValueText("random")
+        self.seed.setAccessibleName("Seed")
+        form.addRow("Seed", self.seed)
+        layout.addLayout(form)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+        self._fill_presets()
+
+    @staticmethod
+    def _double(form: QFormLayout, label: str, low: float, high: float, step: float, value: float) -> QDoubleSpinBox:
+        box = QDoubleSpinBox()
+        box.setRange(low, high)
+        box.setSingleStep(step)
+        box.setDecimals(2)
+        box.setValue(value)
+        box.setAccessibleName(label)
+        form.addRow(label, box)
+        return box
+
+    def _fill_presets(self) -> None:
+        self.preset_box.clear()
+        self.preset_box.addItem(NO_PRESET)
+        for preset in self.store.presets():
+            self.preset_box.addItem(preset.name)
+
+    def sampling(self) -> dict:
+        seed = self.seed.value()
+        return {"temperature": self.temperature.value(), "top_p": self.top_p.value(), "top_k": self.top_k.value(),
+                "min_p": self.min_p.value(), "repeat_penalty": self.repeat_penalty.value(),
+                "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed}
+
+    def apply_preset(self, name: str) -> None:
+        preset = next(p for p in self.store.presets() if p.name == name)
+        self.system_prompt.setPlainText(preset.system_prompt)
+        values = sampling_from(preset.sampling)
+        self.temperature.setValue(values.temperature)
+        self.top_p.setValue(values.top_p)
+        self.top_k.setValue(values.top_k)
+        self.min_p.setValue(values.min_p)
+        self.repeat_penalty.setValue(values.repeat_penalty)
+        self.max_tokens.setValue(values.max_tokens)
+        self.seed.setValue(-1 if values.seed is None else values.seed)
+
+    def save_preset(self, name: str) -> None:
+        self.store.save_preset(name, system_prompt=self.system_prompt.toPlainText(), sampling=self.sampling())
+        self._fill_presets()
+        self.preset_box.setCurrentText(name.strip())
+
+    def save(self) -> None:
+        """Write the settings to the conversation (the next reply uses them)."""
+        self.store.update_settings(self.conversation.id, system_prompt=self.system_prompt.toPlainText(),
+                                   sampling=self.sampling())
+
+    def accept(self) -> None:
+        self.save()
+        super().accept()
+
+    @Slot(int)
+    def _on_preset_chosen(self, index: int) -> None:
+        if index > 0:
+            self.apply_preset(self.preset_box.itemText(index))
+
+    @Slot()
+    def _on_save_preset_clicked(self) -> None:
+        name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
+        if ok and name.strip():
+            self.save_preset(name)

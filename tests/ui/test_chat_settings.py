@@ -1,0 +1,64 @@
+"""Per-chat system prompt and sampling, presets, and export, through the real dialog and store."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt
+
+from app.ui.chat_settings import ChatSettingsDialog
+from backends.base import LoadSettings
+from tests.ui.engine_double import EngineDouble
+
+
+def test_settings_dialog_saves_to_the_chat_and_the_next_reply_uses_them(qtbot, make_window):
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model("/models/tiny.gguf", LoadSettings())
+    chat.new_conversation()
+    dialog = ChatSettingsDialog(chat.store, chat.current, window)
+    qtbot.addWidget(dialog)
+    dialog.system_prompt.setPlainText("Answer in haiku.")
+    dialog.temperature.setValue(0.3)
+    dialog.max_tokens.setValue(64)
+    dialog.seed.setValue(7)
+    dialog.accept()
+    saved = chat.store.conversation(chat.current.id)
+    assert saved.system_prompt == "Answer in haiku."
+    assert saved.sampling["temperature"] == 0.3 and saved.sampling["max_tokens"] == 64 and saved.sampling["seed"] == 7
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClicks(chat.composer, "Spring?")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert engine.requests[0][0].role == "system" and engine.requests[0][0].content == "Answer in haiku."
+
+
+def test_presets_save_and_apply(qtbot, make_window):
+    window = make_window()
+    store = window.chat.store
+    first = store.create_conversation("one")
+    dialog = ChatSettingsDialog(store, first)
+    qtbot.addWidget(dialog)
+    dialog.system_prompt.setPlainText("You review code.")
+    dialog.temperature.setValue(0.1)
+    dialog.save_preset("Reviewer")
+    assert [p.name for p in store.presets()] == ["Reviewer"]
+    other = ChatSettingsDialog(store, store.create_conversation("two"))
+    qtbot.addWidget(other)
+    assert other.preset_box.findText("Reviewer") > 0
+    other.apply_preset("Reviewer")
+    assert other.system_prompt.toPlainText() == "You review code." and other.temperature.value() == 0.1
+    assert other.seed.value() == -1 and other.seed.text() == "random"
+
+
+def test_export_markdown_and_json_files(qtbot, make_window, tmp_path):
+    window = make_window()
+    chat = window.chat
+    chat.new_conversation()
+    chat.rename_current("Export me")
+    chat.store.add_message(chat.current.id, "user", "Hi *there*")
+    md = chat.export_current(str(tmp_path / "chat"), "md")
+    assert md.name == "chat.md" and md.read_text(encoding="utf-8").startswith("# Export me")
+    js = chat.export_current(str(tmp_path / "chat.json"), "json")
+    assert json.loads(js.read_text(encoding="utf-8"))["messages"][0]["content"] == "Hi *there*"
