@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Build the Linux packages: a one-folder app, a tar.gz of it and a .deb.
+#
+#   packaging/build_linux.sh [--python PY] [--model FILE]... [--no-deb]
+#
+#   --python PY    build with this interpreter (it needs the app's dependencies, llama-cpp-python and
+#                  PyInstaller: `pip install ".[llama,packaging]"`). Default: a fresh venv in
+#                  build/venv with exactly those, so nothing from a development venv (tests, torch,
+#                  mlx) can leak into the package.
+#   --model FILE   put this model file (e.g. a .gguf) into the package, under models/, for machines
+#                  that will never download one. Repeatable. The outputs then carry "-with-models".
+#   --no-deb       only the folder and the tar.gz.
+#   DEB_MAINTAINER="Name <mail>" in the environment sets the .deb's Maintainer field.
+#
+# Outputs, in dist/:
+#   quantdesk/                                  the app: run quantdesk/quantdesk
+#   quantdesk-VERSION-linux-x86_64.tar.gz       that folder as quantdesk-VERSION/
+#   quantdesk_VERSION_amd64.deb                 /opt/quantdesk, /usr/bin/quantdesk, a menu entry and icons
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON=""
+MODELS=()
+MAKE_DEB=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --python) PYTHON="$2"; shift 2 ;;
+        --model) MODELS+=("$(realpath "$2")"); shift 2 ;;
+        --no-deb) MAKE_DEB=0; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build_linux.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+for model in "${MODELS[@]}"; do
+    [[ -f "$model" ]] || { echo "build_linux.sh: no such model file: $model" >&2; exit 2; }
+done
+
+VERSION="$(sed -n 's/^__version__ = "\(.*\)"/\1/p' app/__init__.py)"
+ARCH="$(uname -m)"
+[[ "$ARCH" == x86_64 ]] && DEB_ARCH=amd64 || DEB_ARCH="$ARCH"
+SUFFIX=""
+[[ ${#MODELS[@]} -gt 0 ]] && SUFFIX="-with-models"
+log() { printf '\n== %s\n' "$*"; }
+
+if [[ -z "$PYTHON" ]]; then
+    log "build environment: build/venv"
+    python3 -m venv build/venv
+    build/venv/bin/python -m pip install --quiet --upgrade pip
+    build/venv/bin/python -m pip install --quiet ".[llama,packaging]"
+    # The app is frozen from this checkout's source (the spec puts it first on sys.path); an installed
+    # copy beside it would only be a stale second source of truth.
+    build/venv/bin/python -m pip uninstall --quiet --yes quantdesk
+    PYTHON="build/venv/bin/python"
+fi
+"$PYTHON" -c "import PyInstaller, llama_cpp, PySide6" || {
+    echo "build_linux.sh: $PYTHON lacks PyInstaller, llama-cpp-python or PySide6; pip install \".[llama,packaging]\"" >&2
+    exit 1
+}
+
+log "PyInstaller: dist/quantdesk"
+"$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
+    --distpath dist --workpath build/pyinstaller packaging/quantdesk.spec
+APP="dist/quantdesk"
+if [[ ${#MODELS[@]} -gt 0 ]]; then
+    mkdir -p "$APP/models"
+    cp --reflink=auto "${MODELS[@]}" "$APP/models/"
+    cat > "$APP/models/README.txt" <<EOF
+Models shipped with this package. Chat with one directly:
+    quantdesk chat $(basename "${MODELS[0]}")   (from this folder)
+or add the folder to your library, once, without copying:
+    quantdesk import <this folder> --watch
+EOF
+fi
+"$APP/quantdesk" --version >/dev/null  # the bundle starts at all
+
+log "tar.gz"
+TARBALL="dist/quantdesk-${VERSION}-linux-${ARCH}${SUFFIX}.tar.gz"
+# Reproducible-ish: sorted names, no build-user ownership.
+tar --sort=name --owner=0 --group=0 --numeric-owner \
+    --transform "s,^quantdesk,quantdesk-${VERSION}," -C dist -cf - quantdesk | gzip -9 -n > "$TARBALL"
+
+if [[ $MAKE_DEB == 1 ]]; then
+    log "deb"
+    command -v dpkg-deb >/dev/null || { echo "build_linux.sh: dpkg-deb is missing (apt-get install dpkg-dev)" >&2; exit 1; }
+    STAGE="build/deb/quantdesk"
+    rm -rf "$STAGE"
+    mkdir -p "$STAGE/DEBIAN" "$STAGE/opt" "$STAGE/usr/bin" "$STAGE/usr/share/applications" \
+             "$STAGE/usr/share/doc/quantdesk" "$STAGE/usr/share/icons/hicolor/scalable/apps"
+    cp -a "$APP" "$STAGE/opt/quantdesk"
+    # The bootloader finds its _internal folder through /proc/self/exe, so a symlink on PATH works.
+    ln -s /opt/quantdesk/quantdesk "$STAGE/usr/bin/quantdesk"
+    install -m 0644 packaging/linux/quantdesk.desktop "$STAGE/usr/share/applications/quantdesk.desktop"
+    install -m 0644 resources/icons/quantdesk.svg "$STAGE/usr/share/icons/hicolor/scalable/apps/quantdesk.svg"
+    for png in resources/icons/quantdesk-*.png; do
+        size="$(basename "$png" .png)"; size="${size#quantdesk-}"
+        install -D -m 0644 "$png" "$STAGE/usr/share/icons/hicolor/${size}x${size}/apps/quantdesk.png"
+    done
+    install -m 0644 packaging/linux/copyright "$STAGE/usr/share/doc/quantdesk/copyright"
+    INSTALLED_KB="$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)"
+    # The bundle needs at least the build machine's glibc (PyInstaller does not bundle libc).
+    GLIBC="$(getconf GNU_LIBC_VERSION | cut -d' ' -f2)"
+    sed -e "s/@VERSION@/${VERSION}/" -e "s/@ARCH@/${DEB_ARCH}/" -e "s/@INSTALLED_KB@/${INSTALLED_KB}/" \
+        -e "s/@GLIBC@/${GLIBC}/" -e "s/@MAINTAINER@/${DEB_MAINTAINER:-QuantDesk developers <quantdesk@example.org>}/" \
+        packaging/linux/control.in > "$STAGE/DEBIAN/control"
+    install -m 0755 packaging/linux/postinst "$STAGE/DEBIAN/postinst"
+    install -m 0755 packaging/linux/postinst "$STAGE/DEBIAN/postrm"  # the same cache refresh after removal
+    DEB="dist/quantdesk_${VERSION}_${DEB_ARCH}${SUFFIX}.deb"
+    dpkg-deb --root-owner-group -Zxz --build "$STAGE" "$DEB" >/dev/null
+fi
+
+log "sizes"
+du -sh "$APP" "$TARBALL" ${DEB:+"$DEB"}
