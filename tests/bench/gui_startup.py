@@ -1,8 +1,9 @@
 """Cold start to a shown main window (a benchmark script, not a test).
 
-Each run is a fresh interpreter, as a user's launch is: the parent starts it and measures the wall
-time until the child reports that the main window has been painted for the first time. The user's
-folders are redirected to a temp dir so a real history does not change the figure.
+Each run is ``python -m app`` with no arguments, as a user's launch of ``quantdesk`` is: the parent
+measures the wall time until the app reports the first paint of its main window
+(QUANTDESK_EXIT_AFTER_SHOWN, the packaging smoke check's hook, then quits it). The user's folders
+are redirected to a temp dir so a real history does not change the figure.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m tests.bench.gui_startup [--runs 7]
 """
@@ -15,51 +16,25 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET_S = 1.5
 
-CHILD = textwrap.dedent(
-    """
-    import sys
-    from PySide6.QtCore import QEvent, QObject, QTimer
-    from app.ui import main
-
-    class FirstPaint(QObject):
-        def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.Paint:
-                print("painted", flush=True)
-                QTimer.singleShot(0, app.quit)
-                obj.removeEventFilter(self)
-            return False
-
-    app = main.application()
-    window = main.build_window()
-    watcher = FirstPaint()
-    window.installEventFilter(watcher)
-    window.show()
-    app.exec()
-    window.close()
-    window.bridge.shutdown()
-    """
-)
-
-
 def one_run(home: Path) -> float:
     env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
+           "QUANTDESK_EXIT_AFTER_SHOWN": "1",
            **{var: str(home / sub) for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
                                                     ("XDG_CACHE_HOME", "cache"))}}
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True)
     line = child.stdout.readline()
     elapsed = time.perf_counter() - start
     child.wait(timeout=60)
     child.stdout.close()
-    if line.strip() != "painted":
+    if not line.startswith("quantdesk: main window shown"):
         raise RuntimeError(f"the app did not show its window (exit {child.returncode})")
     return elapsed
 
