@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TARGET_S = 1.5
 
+
 def one_run(home: Path) -> float:
     env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
            "QUANTDESK_EXIT_AFTER_SHOWN": "1",
