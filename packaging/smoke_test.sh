@@ -29,7 +29,8 @@ KEEP=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --model) MODEL="$(realpath "$2")"; shift 2 ;;
-        --python) BUILD_PYTHON="$(realpath "$2")"; shift 2 ;;
+        # Absolute but not resolved: a venv's python is a symlink to the base interpreter.
+        --python) BUILD_PYTHON="$(realpath --no-symlinks "$2")"; shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "smoke_test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
