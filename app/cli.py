@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.hardware.commands",  # hw
     "app.models.commands",  # inspect, fit, recommend
     "app.server.commands",  # serve
+    "app.lab.commands",  # bench
 )
 
 

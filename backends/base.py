@@ -186,7 +186,26 @@ class ErrorEvent:
     type: Literal["error"] = "error"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent
+@dataclass(frozen=True)
+class Scored:
+    """How the loaded model scores a fixed token sequence (``Backend.score``): the quant lab's
+    perplexity, KL divergence and top-1 agreement are computed from it, in the parent.
+
+    The full next-token distributions are too big for the event channel (positions x vocabulary),
+    so they go to a float32 ``.npy`` file the parent named, as llama-perplexity's KL base file does.
+    """
+
+    request_id: str
+    tokens: list[int]
+    token_logprobs: list[float]  # log p(tokens[i+1] | tokens[:i+1]): one value fewer than tokens
+    vocab_size: int  # width of each distribution
+    score_ms: float
+    logprobs_path: str = ""  # [len(tokens), vocab_size] log-softmax rows, when the request asked for them
+    vocabulary_path: str = ""  # JSON list of token texts by id, when the request asked for it
+    type: Literal["scored"] = "scored"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent | Scored
 
 
 class GenerationError(Exception):
@@ -234,6 +253,14 @@ class StopStringFilter:
     def flush(self) -> str:
         released, self._pending = self._pending, ""
         return released
+
+
+def check_token_ids(tokens: Sequence[int], vocab_size: int) -> None:
+    """Refuse ids the model has no embedding for (another tokenizer's), before the engine sees them."""
+    bad = next((t for t in tokens if not 0 <= t < vocab_size), None)
+    if bad is not None:
+        raise GenerationError("vocabulary", f"token id {bad} is outside this model's vocabulary of {vocab_size}",
+                              "the variants do not share a tokenizer")
 
 
 def peak_rss_bytes() -> int:
@@ -284,6 +311,50 @@ class Backend(abc.ABC):
 
     def peak_memory_bytes(self) -> int:
         return peak_rss_bytes()
+
+    # --- scoring (the quant lab). A backend that exposes logits implements the three methods below;
+    # one that does not keeps these defaults, and the lab shows the reason instead of a number.
+
+    def no_logits_reason(self) -> str:
+        return f"n/a: {self.name} exposes no next-token logits"
+
+    def tokenize(self, text: str) -> list[int]:
+        """The model's tokens for plain text (no chat template), with BOS where the model wants one."""
+        raise GenerationError("unavailable", self.no_logits_reason())
+
+    def next_token_logits(self, tokens: Sequence[int]) -> Any:
+        """float32 numpy array [len(tokens), vocab]: row i scores the token after tokens[:i+1]."""
+        raise GenerationError("unavailable", self.no_logits_reason())
+
+    def vocabulary(self) -> list[str]:
+        """Token texts by id, as the model file stores them (to check two variants share a vocabulary)."""
+        raise GenerationError("unavailable", self.no_logits_reason())
+
+    def score(self, request_id: str, *, text: str | None = None, tokens: Sequence[int] | None = None,
+              max_tokens: int | None = None, logprobs_path: str = "", vocabulary_path: str = "") -> Scored:
+        """Score ``text`` (tokenized here) or ``tokens`` (another variant's ids) in one pass, outside
+        the chat path: no template, no sampling. The distributions go to ``logprobs_path`` if given."""
+        import json
+
+        import numpy as np
+
+        clock = time.perf_counter
+        t0 = clock()
+        ids = list(self.tokenize(text) if tokens is None else tokens)[:max_tokens]
+        if len(ids) < 2:
+            raise GenerationError("request", f"scoring needs at least 2 tokens, got {len(ids)}")
+        logits = np.asarray(self.next_token_logits(ids), dtype=np.float32)
+        # log-softmax, shifted by the row maximum so exp() cannot overflow
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        logprobs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        token_logprobs = logprobs[np.arange(len(ids) - 1), ids[1:]]
+        if logprobs_path:
+            np.save(logprobs_path, logprobs)
+        if vocabulary_path:
+            with open(vocabulary_path, "w", encoding="utf-8") as f:
+                json.dump(self.vocabulary(), f, ensure_ascii=False)
+        return Scored(request_id, ids, [float(x) for x in token_logprobs], int(logits.shape[1]),
+                      (clock() - t0) * 1000, logprobs_path, vocabulary_path)
 
     prompt_tokens: int = 0
     _t_prefill: float | None = None

@@ -22,6 +22,7 @@ from backends.base import (
     LoadSettings,
     Message,
     SamplingSettings,
+    check_token_ids,
     physical_cores,
 )
 
@@ -169,6 +170,52 @@ class LlamaCppBackend(Backend):
             yield from super().generate(request_id, messages, sampling, cancelled)
         finally:
             self._cancelled = None
+
+    # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
+    # context keeps computing only the last row and its speed is untouched.
+
+    def tokenize(self, text: str) -> list[int]:
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+
+    def next_token_logits(self, tokens: Sequence[int]):
+        import numpy as np
+
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        llm = self._llm
+        n_vocab = llm.n_vocab()
+        check_token_ids(tokens, n_vocab)
+        if len(tokens) > llm.n_ctx():
+            raise GenerationError("context", f"{len(tokens)} tokens to score but the context holds {llm.n_ctx()}",
+                                  "load with a larger context or score fewer tokens")
+        logits = np.empty((len(tokens), n_vocab), dtype=np.float32)
+        llm.reset()
+        llm._ctx.kv_cache_clear()
+        try:
+            for start in range(0, len(tokens), llm.n_batch):
+                chunk = list(tokens[start:start + llm.n_batch])
+                llm._batch.set_batch(batch=chunk, n_past=start, logits_all=True)
+                llm._ctx.decode(llm._batch)
+                rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
+                logits[start:start + len(chunk)] = rows.reshape(len(chunk), n_vocab)
+        except RuntimeError as exc:
+            raise GenerationError("decode", f"llama.cpp failed while scoring: {exc}") from None
+        finally:
+            # The chat's prefix reuse trusts llm.input_ids and the KV cache: leave neither half-used.
+            llm._ctx.kv_cache_clear()
+            llm.reset()
+        return logits
+
+    def vocabulary(self) -> list[str]:
+        import llama_cpp
+
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        vocab = self._llm._model.vocab
+        return [llama_cpp.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")
+                for i in range(self._llm.n_vocab())]
 
     def unload(self) -> None:
         if self._llm is not None:

@@ -24,6 +24,7 @@ from backends.base import (
     Message,
     SamplingSettings,
     TrailingText,
+    check_token_ids,
     peak_rss_bytes,
 )
 
@@ -121,6 +122,42 @@ class MlxBackend(Backend):
                     yield TrailingText(response.text)
                 return
             yield response.text
+
+    # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
+
+    SCORE_CHUNK = 512  # tokens per forward pass; a KV cache carries the context across chunks
+
+    def tokenize(self, text: str) -> list[int]:
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        return list(self._tokenizer.encode(text))
+
+    def next_token_logits(self, tokens: Sequence[int]):
+        import mlx.core as mx
+        import numpy as np
+        from mlx_lm.models.cache import make_prompt_cache
+
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        vocab_size = int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self.vocabulary())
+        check_token_ids(tokens, vocab_size)
+        cache = make_prompt_cache(self._model)
+        rows = []
+        for start in range(0, len(tokens), self.SCORE_CHUNK):
+            chunk = mx.array(list(tokens[start:start + self.SCORE_CHUNK]))[None]
+            logits = self._model(chunk, cache=cache)[0].astype(mx.float32)
+            mx.eval(logits)
+            rows.append(np.array(logits))
+        return np.concatenate(rows, axis=0)
+
+    def vocabulary(self) -> list[str]:
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        by_text = self._tokenizer.get_vocab()
+        texts = [""] * (max(by_text.values(), default=-1) + 1)
+        for text, index in by_text.items():
+            texts[index] = text
+        return texts
 
     def memory_in_use(self) -> dict[str, int]:
         import mlx.core as mx

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from app.engine import protocol
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import Done, ErrorEvent, Loaded, LoadSettings, Message, Progress, SamplingSettings, Token
+from backends.base import (Done, ErrorEvent, Loaded, LoadSettings, Message, Progress, SamplingSettings, Scored,
+                           Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -216,6 +217,27 @@ class EngineClient:
                 self._drain(request_id)
             if self._phase == "during generation":
                 self._phase = "while idle"
+
+    def score(self, *, text: str | None = None, tokens: Sequence[int] | None = None, max_tokens: int | None = None,
+              logprobs_path: str | Path = "", vocabulary_path: str | Path = "") -> Scored:
+        """Score plain text or given token ids with the loaded model (the quant lab's quality pass).
+        Raises EngineError with kind 'unavailable' where the backend exposes no logits."""
+        if (text is None) == (tokens is None):
+            raise ValueError("score takes text or tokens, not both")
+        request_id = f"s{next(self._ids)}"
+        phase, self._phase = self._phase, "while scoring"
+        self._send({"op": "score", "id": request_id, "text": text, "tokens": list(tokens) if tokens is not None
+                    else None, "max_tokens": max_tokens, "logprobs_path": str(logprobs_path or ""),
+                    "vocabulary_path": str(vocabulary_path or "")})
+        try:
+            while True:
+                event = self._next_event()
+                if isinstance(event, Scored) and event.request_id == request_id:
+                    return event
+                if isinstance(event, ErrorEvent):
+                    raise EngineError(event.message, event.hint, kind=event.kind)
+        finally:
+            self._phase = phase
 
     def _drain(self, request_id: str) -> None:
         """A consumer stopped early: cancel and swallow the rest of this request's events."""

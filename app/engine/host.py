@@ -118,6 +118,15 @@ class Host:
         finally:
             self._current_id = None
 
+    def _op_score(self, request: dict[str, Any]) -> None:
+        """The quant lab's scoring pass (Backend.score); bulky results go to the files the parent named."""
+        if self._backend is None:
+            raise GenerationError("state", "no model is loaded")
+        self.send(self._backend.score(
+            request["id"], text=request.get("text"), tokens=request.get("tokens"),
+            max_tokens=request.get("max_tokens"), logprobs_path=request.get("logprobs_path", ""),
+            vocabulary_path=request.get("vocabulary_path", "")))
+
     def _op_unload(self, request: dict[str, Any]) -> None:
         self._unload()
 

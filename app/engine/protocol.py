@@ -10,9 +10,9 @@ import dataclasses
 import json
 from typing import Any
 
-from backends.base import Done, ErrorEvent, Event, GenerationStats, Loaded, Progress, Token
+from backends.base import Done, ErrorEvent, Event, GenerationStats, Loaded, Progress, Scored, Token
 
-_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent)}
+_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored)}
 
 
 def encode(obj: Any) -> bytes:

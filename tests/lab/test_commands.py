@@ -1,0 +1,68 @@
+"""``quantdesk bench`` as a user runs it: a real process, real engines, real tiny models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from app.lab.export import read_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ppl-tokens", "32")
+
+
+def quantdesk(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=280, cwd=ROOT)
+
+
+def test_bench_json_then_history_show_and_export(tiny_models, tmp_path):
+    result = quantdesk("bench", str(tiny_models.gguf_q4_k_m), str(tiny_models.gguf_f16), *QUICK, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert data["reference"] == "tiny-llama-F16"
+    by_label = {v["label"]: v for v in data["variants"]}
+    assert by_label["tiny-llama-F16"]["kl_mean"] == 0.0 and by_label["tiny-llama-F16"]["top1_agreement"] == 1.0
+    assert by_label["tiny-llama-Q4_K_M"]["kl_mean"] > 0
+    assert "[1/4] speed: repetition 1/1" in result.stderr and f"saved as {data['id']}" in result.stderr
+
+    history = quantdesk("bench", "--history")
+    assert history.returncode == 0 and history.stdout.startswith(data["id"])
+    assert "reference tiny-llama-F16" in history.stdout
+
+    table = quantdesk("bench", "--show", data["id"])
+    assert table.returncode == 0, table.stderr
+    header, rule, first, second = table.stdout.splitlines()[:4]
+    assert header.split()[:4] == ["variant", "backend", "quant", "bpw"] and set(rule) <= {"-", " "}
+    assert first.startswith("tiny-llama-F16 (ref)") and "100.0%" in first
+    assert second.startswith("tiny-llama-Q4_K_M") and "Q4_K_M" in second
+
+    out = tmp_path / "bench.csv"
+    exported = quantdesk("bench", "--show", data["id"], "--out", str(out))
+    assert exported.returncode == 0 and f"wrote {out}" in exported.stderr
+    rows = read_csv(out.read_text())
+    assert [r["variant"] for r in rows] == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
+    assert rows[1]["kl_mean"] == by_label["tiny-llama-Q4_K_M"]["kl_mean"]
+
+
+def test_bench_csv_to_stdout_without_saving(tiny_models):
+    result = quantdesk("bench", str(tiny_models.mlx_f16), *QUICK, "--no-quality", "--csv", "--no-save")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = read_csv(result.stdout)
+    assert row["backend"] == "mlx" and row["decode_tps_median"] > 0 and row["perplexity"] is None
+    assert "skipped (--no-quality)" in row["unavailable"] and "saved as" not in result.stderr
+    assert quantdesk("bench", "--history").stderr.strip() == "no saved bench results"
+
+
+def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
+    result = quantdesk("bench")
+    assert result.returncode == 1 and result.stderr.startswith("quantdesk: name the models to compare")
+    missing = tmp_path / "missing.gguf"
+    result = quantdesk("bench", str(missing))
+    assert result.returncode == 1 and result.stderr.strip() == f"quantdesk: {missing} does not exist"
+    result = quantdesk("bench", str(missing), "--reps", "0")
+    assert result.returncode == 1 and "--reps must be between 1 and 100, not 0" in result.stderr
+    result = quantdesk("bench", "--show", "20200101-000000-abcdef")
+    assert result.returncode == 1 and "no saved bench result 20200101-000000-abcdef" in result.stderr
+    assert "Traceback" not in result.stderr

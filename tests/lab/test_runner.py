@@ -1,0 +1,194 @@
+"""The quant lab against real engines on the generated tiny models, through the real engine host.
+
+Random weights make the quality figures meaningless as quality, but the plumbing is real: the reference
+must score KL 0 and top-1 1.0 against itself, a Q4_K_M of the same weights must differ from it, and the
+same weights through another engine (MLX) must agree with it almost everywhere.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import threading
+
+import pytest
+
+from app.engine.client import EngineClient
+from app.engine.host import Host
+from app.errors import EngineError
+from app.lab import corpus
+from app.lab.results import SPEED_METRICS, BenchSettings
+from app.lab.runner import LabCancelled, plan_variants, run_bench
+from backends.base import Backend, GenerationError
+from tests.fixtures.models import TINY, ModelSpec, write_gguf_f16, write_hf_folder
+
+SMALL = BenchSettings(prompt_tokens=64, gen_tokens=8, reps=2, ppl_tokens=64)
+
+
+@pytest.fixture(scope="module")
+def tiny_bench(tiny_models, tmp_path_factory):
+    """One real run, shared by the tests that read it (each run loads every variant several times)."""
+    home = tmp_path_factory.mktemp("lab-home")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+            mp.setenv(var, str(home / var))
+        progress = []
+        result = run_bench([tiny_models.gguf_q4_k_m, tiny_models.gguf_f16, tiny_models.mlx_f16], SMALL,
+                           on_progress=progress.append)
+    return result, progress
+
+
+def test_the_highest_precision_variant_is_the_reference_and_scores_zero_against_itself(tiny_bench):
+    result, _ = tiny_bench
+    assert result.reference == "tiny-llama-F16"  # F16 GGUF and MLX f16 tie at 16 bpw: the first given wins
+    reference = result.variant("tiny-llama-F16")
+    assert reference.is_reference and result.variants[0] is reference
+    assert reference.kl_mean == 0.0 and reference.kl_max == 0.0
+    assert reference.top1_agreement == 1.0
+    expected_positions = 0
+    with EngineClient() as client:  # the prompt set's length in this model's tokens
+        client.load(reference.path)
+        for prompt in corpus.kl_prompts():
+            expected_positions += len(client.score(text=prompt).tokens)
+    assert reference.kl_positions == expected_positions
+
+
+def test_a_q4_k_m_of_the_same_weights_diverges_and_mlx_of_the_same_weights_agrees(tiny_bench):
+    result, _ = tiny_bench
+    q4 = result.variant("tiny-llama-Q4_K_M")
+    assert q4.kl_mean > 1e-5 and q4.kl_max >= q4.kl_p99 >= q4.kl_median >= 0
+    assert q4.top1_agreement < 1.0
+    mlx = result.variant("mlx-f16")
+    assert mlx.backend == "mlx" and mlx.format == "safetensors"  # float MLX weights: no quantization block
+    assert mlx.kl_mean < q4.kl_mean / 10, "F16 weights through MLX should sit far closer than a 4-bit quant"
+    assert mlx.top1_agreement > 0.9
+    for v in result.variants:
+        assert not v.error and not v.unavailable, (v.label, v.error, v.unavailable)
+        assert math.isfinite(v.perplexity) and v.perplexity > 1
+        assert v.ppl_tokens == SMALL.ppl_tokens
+    # Random weights over a 1024-token vocabulary guess close to uniformly.
+    assert 500 < result.variant("tiny-llama-F16").perplexity < 2000
+
+
+def test_speed_runs_are_repeated_interleaved_and_summarised(tiny_bench):
+    result, progress = tiny_bench
+    n = len(result.variants)
+    for v in result.variants:
+        assert [r.rep for r in v.runs] == [0, 1]
+        for run in v.runs:
+            assert abs(run.prompt_tokens - SMALL.prompt_tokens) <= 0.1 * SMALL.prompt_tokens
+            assert 1 <= run.generated_tokens <= SMALL.gen_tokens
+            assert run.load_ms > 0 and run.prompt_tps > 0 and run.ttft_ms >= run.prompt_ms > 0
+            assert run.peak_memory_bytes > 0 and run.memory_after_load["cpu"] > 0
+        for metric in SPEED_METRICS:
+            spread = v.speed[metric]
+            assert spread.n == 2 and spread.low <= spread.median <= spread.high
+    for rep in (0, 1):
+        assert sorted(r.position for v in result.variants for r in v.runs if r.rep == rep) == list(range(n))
+    first = [v.label for v in sorted(result.variants, key=lambda v: v.runs[0].position)]
+    second = [v.label for v in sorted(result.variants, key=lambda v: v.runs[1].position)]
+    assert first != second and second == first[1:] + first[:1]  # the order rotates
+    assert [p.step for p in progress] == list(range(1, 2 * n + n + 1))
+    assert {p.phase for p in progress} == {"speed", "quality"}
+
+
+def test_settings_hardware_and_corpus_are_kept_with_the_result(tiny_bench):
+    result, _ = tiny_bench
+    assert result.settings == SMALL
+    assert result.hardware["cpu"]["logical_cores"] >= 1 and result.hardware["ram_total_bytes"] > 0
+    assert "Pride and Prejudice" in result.corpus["perplexity_source"]
+    assert result.corpus["kl_prompts"] == len(corpus.kl_prompts()) == 8
+    q4 = result.variant("tiny-llama-Q4_K_M")
+    assert q4.quant == "Q4_K_M" and q4.bits_per_weight == 4.9 and q4.size_bytes > 0
+
+
+def test_variants_of_another_vocabulary_are_refused_for_kl_but_keep_perplexity(tiny_models, tmp_path):
+    other = ModelSpec("other-vocab", "llama", n_embd=TINY.n_embd, n_layer=1, n_head=TINY.n_head,
+                      n_head_kv=TINY.n_head_kv, n_ff=TINY.n_ff, vocab_size=TINY.vocab_size, bpe_merges=100, seed=9)
+    other_gguf = write_gguf_f16(other, write_hf_folder(other, tmp_path / "hf"), tmp_path / "other-vocab-F16.gguf")
+    result = run_bench([other_gguf], BenchSettings(prompt_tokens=32, gen_tokens=2, reps=1, ppl_tokens=32),
+                       reference=tiny_models.gguf_f16)
+    assert result.reference == "tiny-llama-F16"
+    refused = result.variant("other-vocab-F16")
+    assert refused.kl_mean is None and refused.top1_agreement is None
+    assert refused.unavailable["kl_mean"].startswith("n/a: other-vocab-F16 does not share tiny-llama-F16's vocabulary")
+    assert refused.perplexity is not None and any("not directly comparable" in n for n in refused.notes)
+    assert result.variant("tiny-llama-F16").kl_mean == 0.0
+
+
+class _NoLogitsBackend(Backend):
+    """An engine that exposes no logits (as an ExLlama build without them would): the defaults apply."""
+
+    name = "no-logits"
+    formats = ("gguf",)
+
+    @classmethod
+    def probe(cls):
+        raise NotImplementedError
+
+    def load(self, model_path, settings, on_progress=None):
+        raise NotImplementedError
+
+    def _stream(self, messages, sampling):
+        yield ""
+
+
+def test_a_backend_without_logits_answers_scoring_with_an_honest_label():
+    with pytest.raises(GenerationError) as err:
+        _NoLogitsBackend().score("s1", text="hello there")
+    assert err.value.kind == "unavailable" and err.value.message == "n/a: no-logits exposes no next-token logits"
+    channel = io.BytesIO()  # the real host's score op turns it into an error event, and lives on
+    host = Host(channel)
+    host._backend = _NoLogitsBackend()
+    host._requests.put({"op": "score", "id": "s1", "text": "hello"})
+    host._requests.put({"op": "shutdown"})
+    host.serve()
+    event = json.loads(channel.getvalue())
+    assert event == {"type": "error", "kind": "unavailable", "message": "n/a: no-logits exposes no next-token logits",
+                     "hint": "", "request_id": "s1"}
+
+
+class _ClientOfAnEngineWithoutLogits(EngineClient):
+    """The real host and engine, answering score as an engine without logits does (see the test above)."""
+
+    def score(self, **kwargs):
+        raise EngineError("n/a: no-logits exposes no next-token logits", kind="unavailable")
+
+
+def test_the_bench_labels_quality_unavailable_and_still_measures_speed(tiny_models):
+    result = run_bench([tiny_models.gguf_q8_0], BenchSettings(prompt_tokens=32, gen_tokens=2, reps=1, ppl_tokens=32),
+                       client_factory=_ClientOfAnEngineWithoutLogits)
+    (v,) = result.variants
+    assert v.perplexity is None and v.kl_mean is None
+    assert v.unavailable == dict.fromkeys(("perplexity", "kl_mean", "kl_median", "kl_p99", "kl_max", "top1_agreement"),
+                                          "n/a: no-logits exposes no next-token logits")
+    assert v.speed["decode_tps"].median > 0 and len(v.runs) == 1
+
+
+def test_cancel_stops_the_bench_between_steps(tiny_models):
+    cancel = threading.Event()
+
+    def stop_after_the_first_run(progress):
+        if progress.step == 2:
+            cancel.set()
+
+    with pytest.raises(LabCancelled):
+        run_bench([tiny_models.gguf_q8_0, tiny_models.gguf_q4_k_m],
+                  BenchSettings(prompt_tokens=32, gen_tokens=2, reps=3, ppl_tokens=32),
+                  on_progress=stop_after_the_first_run, cancel=cancel)
+
+
+def test_plan_names_the_reference_first_and_rejects_what_is_no_model(tiny_models, tmp_path):
+    planned = plan_variants([tiny_models.gguf_q4_k_m, tiny_models.mlx_4bit], reference=tiny_models.gguf_q8_0)
+    assert [v.label for v in planned] == ["tiny-llama-Q8_0", "tiny-llama-Q4_K_M", "mlx-4bit"]
+    assert [v.is_reference for v in planned] == [True, False, False]
+    assert planned[2].quant == "4bit" and planned[2].bits_per_weight == 4.5
+    same_twice = plan_variants([tiny_models.gguf_q4_k_m, tiny_models.gguf_q4_k_m])
+    assert len(same_twice) == 1
+    from app.errors import ModelFileError
+
+    with pytest.raises(ModelFileError):
+        plan_variants([tmp_path / "missing.gguf"])
+    with pytest.raises(ValueError, match="--reps must be between 1 and 100"):
+        run_bench([tiny_models.gguf_q4_k_m], BenchSettings(reps=0))
