@@ -82,7 +82,10 @@ class Guard:
         self._origins = {o.rstrip("/").lower() for o in allowed_origins}
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":  # the API has none; refuse rather than let one skip the checks
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         try:

@@ -18,6 +18,7 @@ from backends.base import Message, SamplingSettings
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 4096
 MAX_STOP_CHARS = 256
+MAX_TOP_K = 1_000_000  # beyond any vocabulary: larger values mean nothing more
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -125,6 +126,14 @@ def check_model(body: dict, served_id: str) -> None:
                             "and does not load models from requests", param="model", code="model_not_found")
 
 
+def _top_k(body: dict, default: int) -> int:
+    # SamplingSettings.validate() has no upper bound for top_k, and the engines keep it in a C int.
+    top_k = _integer(body, "top_k", default)
+    if top_k > MAX_TOP_K:
+        raise bad_param("top_k", f"top_k must be at most {MAX_TOP_K:,} (0 turns it off), not {top_k}")
+    return top_k
+
+
 def _sampling(body: dict, max_tokens_default: int, max_tokens_limit: int) -> SamplingSettings:
     defaults = SamplingSettings()
     max_tokens = _integer(body, "max_completion_tokens", None)
@@ -139,7 +148,7 @@ def _sampling(body: dict, max_tokens_default: int, max_tokens_limit: int) -> Sam
     sampling = SamplingSettings(
         temperature=_number(body, "temperature", defaults.temperature),
         top_p=_number(body, "top_p", defaults.top_p),
-        top_k=_integer(body, "top_k", defaults.top_k),
+        top_k=_top_k(body, defaults.top_k),
         min_p=_number(body, "min_p", defaults.min_p),
         repeat_penalty=_number(body, "repeat_penalty", defaults.repeat_penalty),
         max_tokens=max_tokens,

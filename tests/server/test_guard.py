@@ -182,6 +182,7 @@ BAD_BODIES = [
     ({"top_p": 1.5}, "top_p"),
     ({"top_k": -1}, "top_k"),
     ({"top_k": 2.5}, "top_k"),
+    ({"top_k": 2**40}, "top_k"),
     ({"min_p": -0.1}, "min_p"),
     ({"repeat_penalty": -1}, "repeat_penalty"),
     ({"max_tokens": -5}, "max_tokens"),
