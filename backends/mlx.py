@@ -139,7 +139,7 @@ class MlxBackend(Backend):
 
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
-        vocab_size = int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self.vocabulary())
+        vocab_size = getattr(getattr(self._model, "args", None), "vocab_size", None) or len(self.vocabulary())
         check_token_ids(tokens, vocab_size)
         cache = make_prompt_cache(self._model)
         rows = []
