@@ -63,6 +63,13 @@ log "PyInstaller: dist/quantdesk"
 "$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \
     --distpath dist --workpath build/pyinstaller packaging/quantdesk.spec
 APP="dist/quantdesk"
+if command -v strip >/dev/null; then
+    # An interpreter built from source (pyenv) ships libpython and its extension modules with debug
+    # info (-17 MB for libpython alone). Only those are stripped, not the whole bundle (PyInstaller's
+    # strip=True): wheel libraries repaired by auditwheel/patchelf break when stripped ("ELF load
+    # command address/offset not page-aligned", https://github.com/NixOS/patchelf/issues/10).
+    strip --strip-debug "$APP"/_internal/libpython3*.so* "$APP"/_internal/python3*/lib-dynload/*.so
+fi
 if [[ ${#MODELS[@]} -gt 0 ]]; then
     mkdir -p "$APP/models"
     cp --reflink=auto "${MODELS[@]}" "$APP/models/"

@@ -76,6 +76,9 @@ tar -xzf "$TARBALL" -C "$RUN"
 APP="$RUN/quantdesk-$VERSION/quantdesk"
 [[ -x "$APP" ]] || fail "no executable at $APP"
 cp "$MODEL" "$RUN/tiny.gguf"
+for data in _internal/resources/icons/quantdesk.svg _internal/llama_cpp/lib/libllama.so; do
+    [[ -f "$RUN/quantdesk-$VERSION/$data" ]] || fail "the bundle lacks $data"
+done
 
 # A network namespace of our own has only a downed loopback: any network call fails at once, so a
 # passing run proves the app needs none. Needs root or user namespaces; otherwise run as we are.
