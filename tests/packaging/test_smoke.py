@@ -37,6 +37,10 @@ def test_bundle_built_from_clean_clone_runs_offline(tiny_models) -> None:
         pytest.skip(f"needs {', '.join(missing)}")
     # The test's own interpreter checks the JSON the bundle prints (python3 in the script).
     env = {**os.environ, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
+    # The isolation fixture moved XDG_CACHE_HOME, and with it pip's cache: the build venv would then
+    # compile llama-cpp-python from source again (minutes). pip's real cache is a build cache, not
+    # user state, so the build may use it.
+    env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     result = subprocess.run(["bash", str(SCRIPT), "--model", str(tiny_models.gguf_q4_k_m)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3500)
     print(result.stdout)
