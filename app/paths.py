@@ -24,6 +24,16 @@ def cache_dir() -> Path:
 
 
 def models_dir() -> Path:
-    """The library folder. QUANTDESK_MODELS_DIR overrides the default (the setting will too)."""
+    """The library folder: QUANTDESK_MODELS_DIR, else the one chosen in Settings (app.settings), else the
+    default under the data folder."""
     override = os.environ.get("QUANTDESK_MODELS_DIR")
-    return Path(override) if override else data_dir() / "models"
+    if override:
+        return Path(override)
+    from app import settings  # imported here: app.settings itself uses config_dir()
+
+    chosen = settings.load().models_dir
+    return Path(chosen).expanduser() if chosen else default_models_dir()
+
+
+def default_models_dir() -> Path:
+    return data_dir() / "models"

@@ -1,0 +1,132 @@
+"""The app's own settings: models folder, offline mode, default context length, theme.
+
+One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
+then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
+kept here: it lives where huggingface_hub's ``login`` keeps it (``app.hub.config.save_token``).
+
+A file that cannot be read is not overwritten blindly: ``load`` returns the defaults with the reason in
+``problem``, and the next ``save`` first keeps the unreadable file as ``settings.json.bad``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from app import paths
+from app.hub import config
+
+FILE_NAME = "settings.json"
+THEMES = ("system", "light", "dark")
+MIN_CONTEXT = 256
+MAX_CONTEXT = 1_048_576
+OFFLINE_VAR = "HF_HUB_OFFLINE"
+
+
+@dataclass
+class Settings:
+    models_dir: str | None = None  # None: the default under the user data folder
+    offline: bool = False
+    default_n_ctx: int = 4096
+    theme: str = "system"
+    problem: str = ""  # why the file could not be read (not saved)
+
+    def normalised(self) -> Settings:
+        """The same settings with every value in range (a hand-edited file may hold anything)."""
+        ctx = self.default_n_ctx if isinstance(self.default_n_ctx, int) else Settings.default_n_ctx
+        return Settings(
+            models_dir=str(self.models_dir) if isinstance(self.models_dir, str) and self.models_dir.strip() else None,
+            offline=self.offline is True,
+            default_n_ctx=min(max(ctx, MIN_CONTEXT), MAX_CONTEXT),
+            theme=self.theme if self.theme in THEMES else "system",
+            problem=self.problem)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("problem")
+        return data
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / FILE_NAME
+
+
+def load() -> Settings:
+    path = settings_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Settings()
+    except OSError as exc:
+        return Settings(problem=f"Could not read the settings file {path}: {exc.strerror or exc}.")
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        return Settings(problem=f"The settings file {path} is damaged ({exc}); the defaults are in use, and the "
+                                f"file will be kept as {FILE_NAME}.bad when settings are next saved.")
+    known = {f.name for f in fields(Settings)} - {"problem"}
+    return Settings(**{k: v for k, v in data.items() if k in known}).normalised()
+
+
+def save(settings: Settings) -> Path:
+    """Write atomically; raises OSError (with the path) when the folder cannot be written."""
+    path = settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and load().problem:
+        os.replace(path, path.with_name(FILE_NAME + ".bad"))  # keep what we could not read
+    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(settings.normalised().to_json(), fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def update(**changes) -> Settings:
+    """Load, change some values, save; returns the saved settings."""
+    current = load()
+    for key, value in changes.items():
+        if key not in {f.name for f in fields(Settings)} - {"problem"}:
+            raise KeyError(key)
+        setattr(current, key, value)
+    current.problem = ""
+    current = current.normalised()
+    save(current)
+    return current
+
+
+# --- offline mode ------------------------------------------------------------------------------------
+# The app turns HF_HUB_OFFLINE on for its own requests (app.hub.config reads it at call time). Turning it
+# off clears only a value the app set: one that came from the user's environment stays, and the Settings
+# page says so.
+_set_by_app = False
+
+
+def apply_offline(on: bool) -> None:
+    global _set_by_app
+    if on:
+        if not config.is_offline():
+            os.environ[OFFLINE_VAR] = "1"
+            _set_by_app = True
+    elif _set_by_app and os.environ.get(OFFLINE_VAR) == "1":
+        del os.environ[OFFLINE_VAR]
+        _set_by_app = False
+
+
+def offline_forced_by_environment() -> bool:
+    """Offline because of the user's environment, not because of our setting."""
+    return config.is_offline() and not (_set_by_app and os.environ.get(OFFLINE_VAR) == "1")
+
+
+def apply_environment(settings: Settings) -> None:
+    """What the settings change in this process at start-up."""
+    apply_offline(settings.offline)

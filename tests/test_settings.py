@@ -1,0 +1,119 @@
+"""app.settings: the app's settings file, atomic writes, damaged files kept, offline mode, and the models
+folder that app.paths.models_dir() follows."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from app import paths, settings
+from app.hub import config
+
+
+@pytest.fixture(autouse=True)
+def fresh_offline_state(monkeypatch):
+    monkeypatch.setattr(settings, "_set_by_app", False)
+    monkeypatch.setenv(settings.OFFLINE_VAR, "placeholder")  # registers the variable for restoring
+    monkeypatch.delenv(settings.OFFLINE_VAR)
+
+
+def test_defaults_without_a_file():
+    loaded = settings.load()
+    assert loaded == settings.Settings()
+    assert not settings.settings_path().exists()
+
+
+def test_save_and_load_round_trip():
+    path = settings.save(settings.Settings(models_dir="/data/models", offline=True, default_n_ctx=8192,
+                                           theme="dark"))
+    assert path == paths.config_dir() / "settings.json"
+    loaded = settings.load()
+    assert (loaded.models_dir, loaded.offline, loaded.default_n_ctx, loaded.theme) == (
+        "/data/models", True, 8192, "dark")
+    assert not [p for p in path.parent.iterdir() if p.name != "settings.json"]  # no temp file left behind
+
+
+def test_update_keeps_other_values():
+    settings.update(theme="light")
+    settings.update(default_n_ctx=2048)
+    loaded = settings.load()
+    assert (loaded.theme, loaded.default_n_ctx) == ("light", 2048)
+    with pytest.raises(KeyError):
+        settings.update(hf_token="hf_secret")
+
+
+def test_no_token_is_ever_written():
+    config.save_token("hf_abcdefghijklmnop")
+    settings.update(offline=True)
+    assert "hf_" not in settings.settings_path().read_text()
+    assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme"}
+
+
+def test_values_out_of_range_are_normalised():
+    settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings.settings_path().write_text(json.dumps({"default_n_ctx": 12, "theme": "purple", "offline": "yes",
+                                                    "models_dir": "  ", "unknown": 1}))
+    loaded = settings.load()
+    assert (loaded.default_n_ctx, loaded.theme, loaded.offline, loaded.models_dir) == (256, "system", False, None)
+    assert loaded.problem == ""
+
+
+def test_damaged_file_is_kept_not_overwritten():
+    path = settings.settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"theme": "dark", ')
+    loaded = settings.load()
+    assert loaded.theme == "system" and "damaged" in loaded.problem and str(path) in loaded.problem
+    settings.update(theme="light")
+    assert path.with_name("settings.json.bad").read_text() == '{"theme": "dark", '
+    assert settings.load().theme == "light"
+
+
+def test_failed_write_leaves_the_old_file(monkeypatch):
+    settings.update(theme="dark")
+
+    def broken_dump(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch, pytest.raises(OSError):
+        patch.setattr(json, "dump", broken_dump)
+        settings.update(theme="light")
+    assert settings.load().theme == "dark"
+    assert [p.name for p in settings.settings_path().parent.iterdir()] == ["settings.json"]
+
+
+def test_models_dir_follows_the_setting(monkeypatch, tmp_path):
+    assert paths.models_dir() == paths.default_models_dir()
+    settings.update(models_dir=str(tmp_path / "big-disk"))
+    assert paths.models_dir() == tmp_path / "big-disk"
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "env"))
+    assert paths.models_dir() == tmp_path / "env"  # the environment still wins
+    monkeypatch.delenv("QUANTDESK_MODELS_DIR")
+    settings.update(models_dir=None)
+    assert paths.models_dir() == paths.default_models_dir()
+
+
+def test_offline_mode_sets_and_clears_the_variable():
+    assert not config.is_offline()
+    settings.apply_offline(True)
+    assert os.environ[settings.OFFLINE_VAR] == "1" and config.is_offline()
+    assert not settings.offline_forced_by_environment()
+    settings.apply_offline(False)
+    assert settings.OFFLINE_VAR not in os.environ and not config.is_offline()
+
+
+def test_offline_from_the_environment_is_not_cleared(monkeypatch):
+    monkeypatch.setenv(settings.OFFLINE_VAR, "1")
+    assert settings.offline_forced_by_environment()
+    settings.apply_offline(True)
+    settings.apply_offline(False)
+    assert os.environ[settings.OFFLINE_VAR] == "1"
+    assert settings.offline_forced_by_environment()
+
+
+def test_apply_environment_at_start_up():
+    settings.update(offline=True)
+    settings.apply_environment(settings.load())
+    assert config.is_offline()
