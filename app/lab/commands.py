@@ -127,7 +127,7 @@ def table(result: BenchResult) -> str:
         rows.append((name, v.backend, v.quant, _bpw(v), _ranged(v, "load_ms"), _ranged(v, "prompt_tps", digits=1),
                      _ranged(v, "decode_tps", digits=1), _ranged(v, "ttft_ms"),
                      _ranged(v, "peak_memory_bytes", scale=2**20), _value(v, "perplexity", ".2f"),
-                     _value(v, "kl_mean", ".5f"),
+                     _value(v, "kl_mean", ".3g"),
                      "n/a" if v.top1_agreement is None else f"{v.top1_agreement:.1%}"))
         reasons = dict.fromkeys(v.unavailable.values())  # one line per distinct reason
         footnotes += [f"{v.label}: {why}" for why in reasons] + [f"{v.label}: {note}" for note in v.notes]
