@@ -37,27 +37,11 @@ for model in "${MODELS[@]}"; do
     [[ -f "$model" ]] || { echo "build_linux.sh: no such model file: $model" >&2; exit 2; }
 done
 
-VERSION="$(sed -n 's/^__version__ = "\(.*\)"/\1/p' app/__init__.py)"
-ARCH="$(uname -m)"
+source packaging/build_env.sh
 [[ "$ARCH" == x86_64 ]] && DEB_ARCH=amd64 || DEB_ARCH="$ARCH"
 SUFFIX=""
 [[ ${#MODELS[@]} -gt 0 ]] && SUFFIX="-with-models"
-log() { printf '\n== %s\n' "$*"; }
-
-if [[ -z "$PYTHON" ]]; then
-    log "build environment: build/venv"
-    python3 -m venv build/venv
-    build/venv/bin/python -m pip install --quiet --upgrade pip
-    build/venv/bin/python -m pip install --quiet ".[llama,packaging]"
-    # The app is frozen from this checkout's source (the spec puts it first on sys.path); an installed
-    # copy beside it would only be a stale second source of truth.
-    build/venv/bin/python -m pip uninstall --quiet --yes quantdesk
-    PYTHON="build/venv/bin/python"
-fi
-"$PYTHON" -c "import PyInstaller, llama_cpp, PySide6" || {
-    echo "build_linux.sh: $PYTHON lacks PyInstaller, llama-cpp-python or PySide6; pip install \".[llama,packaging]\"" >&2
-    exit 1
-}
+use_build_python "$PYTHON" "llama,packaging" PyInstaller llama_cpp PySide6
 
 log "PyInstaller: dist/quantdesk"
 "$PYTHON" -m PyInstaller --noconfirm --clean --log-level WARN \

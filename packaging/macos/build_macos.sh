@@ -32,21 +32,9 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$(uname -s)" == Darwin ]] || { echo "build_macos.sh: run this on macOS" >&2; exit 1; }
 
-VERSION="$(sed -n 's/^__version__ = "\(.*\)"/\1/p' app/__init__.py)"
-ARCH="$(uname -m)"
-log() { printf '\n== %s\n' "$*"; }
-
-if [[ -z "$PYTHON" ]]; then
-    log "build environment: build/venv"
-    python3 -m venv build/venv
-    build/venv/bin/python -m pip install --quiet --upgrade pip
-    # llama-cpp-python builds from source with Metal on by default on Apple silicon.
-    build/venv/bin/python -m pip install --quiet ".[llama,mlx,packaging]"
-    build/venv/bin/python -m pip uninstall --quiet --yes quantdesk  # freeze this checkout, not a copy
-    PYTHON="build/venv/bin/python"
-fi
-"$PYTHON" -c "import PyInstaller, llama_cpp, PySide6, mlx.core" || {
-    echo "build_macos.sh: $PYTHON lacks PyInstaller, llama-cpp-python, PySide6 or mlx" >&2; exit 1; }
+source packaging/build_env.sh
+# llama-cpp-python builds from source, with Metal on by default on Apple silicon.
+use_build_python "$PYTHON" "llama,mlx,packaging" PyInstaller llama_cpp PySide6 mlx.core
 
 log "icon: build/quantdesk.icns"
 mkdir -p build
