@@ -32,6 +32,7 @@ from backends.base import (
     GenerationError,
     Loaded,
     Message,
+    Prompt,
     SamplingSettings,
     peak_rss_bytes,
 )
@@ -286,9 +287,11 @@ def read_model_folder(path: str | Path) -> ModelFolder:
                        add_bos_token=bool(tokenizer_config.get("add_bos_token", False)), stop_token_ids=stops)
 
 
-def render_prompt(folder: ModelFolder, messages: Sequence[Message]) -> tuple[str, bool]:
+def render_prompt(folder: ModelFolder, messages: Prompt) -> tuple[str, bool]:
     """The prompt text and whether the tokenizer should prepend BOS: only when the model's tokenizer
     adds one (``add_bos_token``, as Hugging Face's would) and the template did not write it already."""
+    if isinstance(messages, str):  # a raw prompt: no template
+        return messages, folder.add_bos_token and not (folder.bos_token and messages.startswith(folder.bos_token))
     try:
         prompt = chat_template.render(folder.template, [{"role": m.role, "content": m.content} for m in messages],
                                       bos_token=folder.bos_token, eos_token=folder.eos_token)
@@ -446,7 +449,7 @@ class ExLlamaBackendBase(Backend):
     def _make_job(self, input_ids: Any, limit: int, sampling: SamplingSettings) -> Any:
         raise NotImplementedError
 
-    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+    def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         if self._generator is None or self._folder is None:
             raise GenerationError("state", "no model is loaded")
         prompt, add_bos = render_prompt(self._folder, messages)

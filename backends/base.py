@@ -102,6 +102,11 @@ class Message:
     content: str
 
 
+# What a generation starts from: a conversation, rendered through the model's chat template, or a raw
+# string given to the model as it is (OpenAI's /v1/completions, the quant lab's fixed prompts).
+Prompt = Sequence[Message] | str
+
+
 # --- Events. Every event is a frozen dataclass with a ``type`` tag, so it crosses the process
 # boundary as a plain dict (app/engine/protocol.py) and comes back as the same type.
 
@@ -295,7 +300,7 @@ class Backend(abc.ABC):
         """Load the model; raise GenerationError (or a ModelFileError-like ValueError) with the reason."""
 
     @abc.abstractmethod
-    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+    def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """Yield the text of each generated token (possibly empty), ending at end-of-sequence.
 
         Before its first yield it sets ``self.prompt_tokens``. The caller stops consuming at max
@@ -363,7 +368,7 @@ class Backend(abc.ABC):
         """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
         self._t_prefill = time.perf_counter()
 
-    def generate(self, request_id: str, messages: Sequence[Message], sampling: SamplingSettings,
+    def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
                  cancelled: threading.Event) -> Iterator[Token | Done]:
         """The shared generation loop: yields a Token per generated token, then one Done."""
         clock = time.perf_counter

@@ -20,7 +20,7 @@ from backends.base import (
     GenerationError,
     Loaded,
     LoadSettings,
-    Message,
+    Prompt,
     SamplingSettings,
     check_token_ids,
     physical_cores,
@@ -120,14 +120,16 @@ class LlamaCppBackend(Backend):
             return ""
         return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def _render(self, messages: Sequence[Message]) -> str:
+    def _render(self, messages: Prompt) -> str:
+        if isinstance(messages, str):
+            return messages
         try:
             return chat_template.render(self._template, [{"role": m.role, "content": m.content} for m in messages],
                                         bos_token=self._bos, eos_token=self._eos)
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
 
-    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+    def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         import llama_cpp
 
         if self._llm is None:

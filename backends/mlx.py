@@ -22,6 +22,7 @@ from backends.base import (
     Loaded,
     LoadSettings,
     Message,
+    Prompt,
     SamplingSettings,
     TrailingText,
     check_token_ids,
@@ -79,7 +80,9 @@ class MlxBackend(Backend):
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device())},
         )
 
-    def _render(self, messages: Sequence[Message]) -> str:
+    def _render(self, messages: Prompt) -> str:
+        if isinstance(messages, str):
+            return messages
         try:
             return self._tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
                                                        add_generation_prompt=True, tokenize=False)
@@ -90,7 +93,7 @@ class MlxBackend(Backend):
                 message = f"the chat template failed: {type(exc).__name__}: {exc}"
             raise GenerationError("template", message) from None
 
-    def _stream(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[str]:
+    def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         import mlx.core as mx
         from mlx_lm import stream_generate
         from mlx_lm.sample_utils import make_logits_processors, make_sampler

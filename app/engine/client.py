@@ -20,8 +20,8 @@ from pathlib import Path
 
 from app.engine import protocol
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import (Done, ErrorEvent, Loaded, LoadSettings, Message, Progress, SamplingSettings, Scored,
-                           Token)
+from backends.base import (Done, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings,
+                           Scored, Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -185,7 +185,7 @@ class EngineClient:
                 self._phase = "while idle"
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings | None = None,
+    def generate(self, messages: Prompt, sampling: SamplingSettings | None = None,
                  request_id: str | None = None) -> Iterator[Token | Done]:
         """Stream Token events, then one Done. Closing the iterator early cancels the generation."""
         sampling = sampling or SamplingSettings()
@@ -196,7 +196,8 @@ class EngineClient:
         request_id = request_id or f"r{next(self._ids)}"
         self._current_id = request_id
         self._phase = "during generation"
-        self._send({"op": "generate", "id": request_id, "messages": [m.__dict__ for m in messages],
+        payload = {"prompt": messages} if isinstance(messages, str) else {"messages": [m.__dict__ for m in messages]}
+        self._send({"op": "generate", "id": request_id, **payload,
                     "sampling": protocol.settings_to_dict(sampling)})
         finished = False
         try:

@@ -109,7 +109,9 @@ class Host:
             sampling.validate()
         except ValueError as exc:
             raise GenerationError("settings", str(exc)) from None
-        messages = [Message(m["role"], m["content"]) for m in request["messages"]]
+        # A "prompt" string goes to the model as it is; "messages" go through its chat template.
+        messages = request["prompt"] if isinstance(request.get("prompt"), str) else \
+            [Message(m["role"], m["content"]) for m in request["messages"]]
         self._current_id = request["id"]
         self._cancelled.clear()
         try:

@@ -16,11 +16,10 @@ import collections
 import itertools
 import queue
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.errors import EngineCrashed, EngineError, QuantDeskError
-from backends.base import Done, Message, SamplingSettings, Token
+from backends.base import Done, Prompt, SamplingSettings, Token
 
 _STOP = object()
 
@@ -49,10 +48,10 @@ class Outcome:
 class Job:
     """One generation request: the async side awaits ``next()``; any thread may ``cancel()``."""
 
-    def __init__(self, job_id: str, messages: Sequence[Message], sampling: SamplingSettings,
+    def __init__(self, job_id: str, messages: Prompt, sampling: SamplingSettings,
                  loop: asyncio.AbstractEventLoop, owner: EngineQueue) -> None:
         self.id = job_id
-        self.messages = list(messages)
+        self.messages = messages if isinstance(messages, str) else list(messages)
         self.sampling = sampling
         self._loop = loop
         self._owner = owner
@@ -139,7 +138,7 @@ class EngineQueue:
         with self._finished:
             return self._finished.wait_for(lambda: self.finished_count >= count, timeout)
 
-    def submit(self, messages: Sequence[Message], sampling: SamplingSettings) -> Job:
+    def submit(self, messages: Prompt, sampling: SamplingSettings) -> Job:
         """Queue a generation (call from the event loop). Raises QueueFull, ServerStopping, EngineCrashed."""
         if not self.client.alive:
             raise EngineCrashed("the engine is not running", "restart the server to load the model again")

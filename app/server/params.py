@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from backends.base import Message, SamplingSettings
+from backends.base import Message, Prompt, SamplingSettings
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 4096
@@ -47,7 +47,7 @@ def bad_param(param: str, message: str, code: str = "invalid_value") -> ApiError
 class GenerationRequest:
     """What a chat or completion request asks of the engine, checked."""
 
-    messages: list[Message]
+    messages: Prompt  # a conversation for /v1/chat/completions, the raw prompt for /v1/completions
     sampling: SamplingSettings
     stream: bool
     include_usage: bool
@@ -229,7 +229,6 @@ def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationReq
         raise bad_param("prompt", "prompt must be a string (token arrays and several prompts are not supported)",
                         "invalid_type")
     stream = _flag(body, "stream")
-    # The engine protocol takes messages and applies the model's chat template; a raw prompt therefore
-    # reaches the model as one user turn (see the server's docs).
-    return GenerationRequest([Message("user", prompt)], _sampling(body, n_ctx, n_ctx), stream,
+    # A raw completion: the prompt reaches the model as it is, without the chat template.
+    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx), stream,
                              _stream_options(body, stream))

@@ -219,3 +219,16 @@ def test_the_parent_never_imports_an_inference_library(tiny_models):
                             cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("variant", ["gguf_q8_0", "mlx_f16"])
+def test_a_raw_prompt_reaches_the_model_without_the_chat_template(client, tiny_models, variant):
+    from tokenizers import Tokenizer
+
+    raw = "Once upon a time, the quick brown fox"
+    expected = len(Tokenizer.from_file(str(tiny_models.hf / "tokenizer.json")).encode(raw).ids)
+    client.load(getattr(tiny_models, variant), LoadSettings(n_ctx=512))
+    _, done = _collect(client.generate(raw, SamplingSettings(max_tokens=3)))
+    assert done.stats.prompt_tokens == expected  # no <|im_start|> turn wrapped around it
+    _, chat = _collect(client.generate([Message("user", raw)], SamplingSettings(max_tokens=3)))
+    assert chat.stats.prompt_tokens > expected

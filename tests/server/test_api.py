@@ -69,12 +69,17 @@ def test_max_tokens_ends_the_reply_with_finish_reason_length(oai, model_name):
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 3
 
 
+# A raw completion: no chat template. (Greedy on the random tiny model, "Once upon a time" continues with
+# control tokens only, which print as nothing; this prompt continues with printable text.)
+RAW_PROMPT = "Local models run on"
+
+
 def test_completions_streamed_and_not(oai, model_name):
-    whole = oai.completions.create(model=model_name, prompt="Once upon a time", temperature=0.0, max_tokens=16)
+    whole = oai.completions.create(model=model_name, prompt=RAW_PROMPT, temperature=0.0, max_tokens=16)
     assert whole.object == "text_completion" and whole.id.startswith("cmpl-")
     assert whole.choices[0].text and whole.choices[0].finish_reason in ("stop", "length")
     assert whole.model_extra["timings"]["predicted_n"] == whole.usage.completion_tokens > 0
-    chunks = list(oai.completions.create(model=model_name, prompt="Once upon a time", temperature=0.0,
+    chunks = list(oai.completions.create(model=model_name, prompt=RAW_PROMPT, temperature=0.0,
                                          max_tokens=16, stream=True))
     assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
     assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason

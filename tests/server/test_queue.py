@@ -82,6 +82,8 @@ def test_requests_run_in_arrival_order_and_a_full_queue_answers_503(serve, gated
             gated.gate.set()
             done = await asyncio.gather(first, last)
             await wait_until(lambda: server.active_requests == 0)  # the abandoned handler ended too
+            # A reply goes out when its Done is pushed; the worker records the outcome just after.
+            await wait_until(lambda: len(queue.outcomes()) == 3)
             return refused, done
 
     refused, (first, last) = asyncio.run(scenario())
