@@ -74,7 +74,19 @@ class ModelMetadata:
 
     @property
     def n_params(self) -> int:
-        return sum(t.n_elements for t in self.tensors)
+        """Logical weights. MLX packs a quantized matrix into uint32 words and keeps its scales (and
+        biases) beside it: the matrix holds scales × group_size weights, and the scales and biases are
+        overhead that counts in bytes, not in parameters."""
+        group = self.quant.group_size if self.format == "mlx" and self.quant and self.quant.group_size else 0
+        by_name = {t.name: t for t in self.tensors} if group else {}
+        total = 0
+        for t in self.tensors:
+            stem, _, kind = t.name.rpartition(".")
+            if group and kind in ("scales", "biases") and f"{stem}.weight" in by_name:
+                continue
+            scales = by_name.get(f"{stem}.scales") if kind == "weight" else None
+            total += scales.n_elements * group if scales is not None else t.n_elements
+        return total
 
     @property
     def bits_per_weight(self) -> float | None:

@@ -160,3 +160,13 @@ def test_split_gguf_adds_the_other_shards(tmp_path):
     assert meta.shard_count == 2
     assert sorted(t.name for t in meta.tensors) == sorted(names)
     assert meta.weights_bytes == read_gguf_file(whole).weights_bytes
+
+
+def test_mlx_quantized_weights_count_as_the_parameters_they_pack(tiny_models):
+    from app.models.metadata import read_model
+
+    packed, plain = read_model(tiny_models.mlx_4bit), read_model(tiny_models.mlx_f16)
+    assert packed.n_params == plain.n_params == read_model(tiny_models.hf).n_params
+    # 4-bit codes plus a 16-bit scale and bias per group of 64: 4.5 bits, a little more for f16 norms.
+    assert 4.5 <= packed.bits_per_weight < 4.7
+    assert plain.bits_per_weight == 16.0
