@@ -69,6 +69,7 @@ def run() -> int:
     window.show()
     # Detection probes GPUs and disks: start it once the window is on screen.
     QTimer.singleShot(0, window.detect_hardware)
+    QTimer.singleShot(0, window.offer_first_run)  # no chats and no models yet: the welcome flow
     try:
         return app.exec()
     finally:

@@ -15,7 +15,10 @@ from app.errors import QuantDeskError
 from app.hardware.profile import HardwareProfile
 from app.ui.chat_page import ChatPage
 from app.ui.coming_page import ComingPage
+from app.ui.discover_page import DiscoverPage
+from app.ui.downloads_page import DownloadsPage
 from app.ui.engine_bridge import EngineBridge
+from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.hardware_page import HardwarePage
 
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Settings")
@@ -74,12 +77,13 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget()
         self.chat = ChatPage(store, bridge)
         self.hardware = HardwarePage()
+        self.discover = DiscoverPage()
+        self.downloads = DownloadsPage()
+        self.importer = ImportFlow(self)
+        self.first_run: FirstRunDialog | None = None
         self.pages: dict[str, QWidget] = {
-            "Discover": ComingPage("Discover", "Search the Hugging Face Hub, see every quant of a model with whether "
-                                   "it fits this machine, and download the best pick.",
-                                   "load a GGUF file you already have from the Chat page."),
-            "Downloads": ComingPage("Downloads", "Downloads with progress, speed and time left; pause, resume, "
-                                    "cancel and retry.", "use `quantdesk` on the command line."),
+            "Discover": self.discover,
+            "Downloads": self.downloads,
             "Library": ComingPage("Library", "The models on this computer with format, quant, size and source: "
                                   "load, delete, open folder, import a file or folder.",
                                   "load a GGUF file from the Chat page."),
@@ -115,6 +119,11 @@ class MainWindow(QMainWindow):
         self._probe = _HardwareProbe()
         self._probe.detected.connect(self._on_hardware_detected)
         self._probe.failed.connect(self._on_hardware_failed)
+        self.discover.download_requested.connect(self._on_download_requested)
+        self.discover.import_requested.connect(self._on_import_requested)
+        self.downloads.chat_requested.connect(self._on_chat_requested)
+        self.importer.imported.connect(self._on_chat_requested)
+        self.importer.failed.connect(self._on_import_failed)
         self._shortcuts()
         self._restore()
 
@@ -150,6 +159,46 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_hardware_detected(self, profile: HardwareProfile) -> None:
         self.hardware.set_profile(profile)
+        self.discover.set_profile(profile)
+        if self.first_run is not None:
+            self.first_run.set_profile(profile)
+
+    # --- Discover, Downloads, first run ---------------------------------------------------------
+
+    @Slot(object, str)
+    def _on_download_requested(self, request: object, label: str) -> None:
+        self.downloads.enqueue(request, label)
+        self.show_page("Downloads")
+
+    @Slot(str)
+    def _on_chat_requested(self, model_path: str) -> None:
+        self.show_page("Chat")
+        self.chat.load_model(model_path, self.chat.load_settings())
+
+    @Slot()
+    def _on_import_requested(self) -> None:
+        self.importer.ask(self)
+
+    @Slot(str)
+    def _on_import_failed(self, message: str) -> None:
+        self.statusBar().showMessage(message)
+
+    @Slot(str)
+    def _on_first_run_model(self, repo_id: str) -> None:
+        self.show_page("Discover")
+        self.discover.open_model(repo_id)
+
+    def offer_first_run(self) -> FirstRunDialog | None:
+        """The welcome flow, when this is a first run (no chats, no models, not done or skipped before)."""
+        if not should_offer(self.settings, self.store):
+            return None
+        self.first_run = FirstRunDialog(self.settings, self)
+        self.first_run.model_chosen.connect(self._on_first_run_model)
+        self.first_run.import_chosen.connect(self._on_import_requested)
+        if self.hardware.profile is not None:
+            self.first_run.set_profile(self.hardware.profile)
+        self.first_run.open()
+        return self.first_run
 
     @Slot(str)
     def _on_hardware_failed(self, message: str) -> None:
@@ -167,4 +216,5 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/page", self.current_page)
         self.settings.sync()
         self.chat.shutdown()
+        self.downloads.shutdown()
         super().closeEvent(event)

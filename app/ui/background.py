@@ -1,0 +1,73 @@
+"""Blocking calls off the GUI thread, their results back on it as queued signals.
+
+    call = BackgroundCall("hub-search")           # no Qt parent: the thread keeps it alive
+    call.succeeded.connect(self._on_results)      # bound slots of GUI objects (never lambdas)
+    call.failed.connect(self._on_failed)
+    ticket = call.start(fn, *args)                # any callable; the newest ticket is ``call.latest``
+
+Each result carries the ticket of the call that made it, so a page drops answers to questions it no
+longer asks (``ticket != call.latest``). With ``serial=True`` calls run one after another on one thread,
+in the order they were started (library changes must not overtake each other).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from app.errors import QuantDeskError
+
+
+class BackgroundCall(QObject):
+    succeeded = Signal(int, object)  # ticket, result
+    failed = Signal(int, object)  # ticket, the exception (see sentence())
+
+    def __init__(self, name: str, *, serial: bool = False) -> None:
+        super().__init__()
+        self.name = name
+        self.latest = 0
+        self._tickets = itertools.count(1)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=name) if serial else None
+
+    def start(self, fn: Callable[..., Any], *args: Any) -> int:
+        ticket = self.latest = next(self._tickets)
+        if self._executor is not None:
+            self._executor.submit(self._run, ticket, fn, args)
+        else:
+            threading.Thread(target=self._run, args=(ticket, fn, args), name=self.name, daemon=True).start()
+        return ticket
+
+    def _run(self, ticket: int, fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            result = fn(*args)
+        except Exception as exc:  # every failure reaches the page, which words it with sentence()
+            self.failed.emit(ticket, exc)
+        else:
+            self.succeeded.emit(ticket, result)
+
+
+def sentence(error: BaseException) -> str:
+    """An exception as a sentence for the user (never a traceback)."""
+    if isinstance(error, QuantDeskError):
+        return str(error)
+    if isinstance(error, OSError):
+        where = f": {error.filename}" if error.filename else ""
+        text = f"{error.strerror or error}{where}"
+        return text[:1].upper() + text[1:] + "."
+    text = str(error).strip() or type(error).__name__
+    return f"Something went wrong: {text}" + ("" if text.endswith(".") else ".")
+
+
+def is_offline_error(error: BaseException) -> bool:
+    """Offline mode, or a network that cannot be reached."""
+    from app.hub.errors import OfflineError
+
+    if isinstance(error, (OfflineError, ConnectionError, TimeoutError)):
+        return True
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return bool(names & {"ConnectionError", "ConnectError", "ConnectTimeout", "OfflineModeIsEnabled"})

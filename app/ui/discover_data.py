@@ -1,0 +1,152 @@
+"""What the Discover page and the first run show, worked out without Qt (so it runs in a worker thread and is
+easy to test): the curated starting list, and for one Hub repo every quant with its fit on this machine, the
+memory it needs, its predicted speed, its download size and the request that fetches it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from app.hardware.profile import HardwareProfile
+from app.hub.download import DownloadRequest
+
+DEFAULT_N_CTX = 8192
+
+
+@dataclass(frozen=True)
+class StarterModel:
+    repo_id: str
+    format: str
+    params_b: float
+    approx_q4_bytes: int
+    why: str
+
+
+@dataclass(frozen=True)
+class StarterList:
+    about: str
+    updated: str
+    models: list[StarterModel]
+
+
+def starter_list() -> StarterList:
+    """The curated first screen (resources/catalog/starter_models.json): a starting list, said to be one."""
+    text = resources.files("resources").joinpath("catalog", "starter_models.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    return StarterList(about=data["about"], updated=data["updated"],
+                       models=[StarterModel(**entry) for entry in data["models"]])
+
+
+def starters_for(hw: HardwareProfile | None, starters: StarterList) -> list[tuple[StarterModel, bool]]:
+    """The starting list ordered for this machine: (model, likely fits) with MLX first on Apple Silicon and
+    last elsewhere, the ones that likely fit before those that do not. "Likely" is a rough size check; the
+    exact fit of every quant is worked out when a model is opened."""
+    from app.models.recommend import is_apple, main_gpu, ram_budget, vram_budget
+
+    apple = hw is not None and is_apple(hw)
+    budget = None
+    if hw is not None:
+        gpu = main_gpu(hw)
+        budget = max(ram_budget(hw) or 0, vram_budget(gpu) if gpu else 0) or None
+
+    def likely(model: StarterModel) -> bool:
+        # weights plus ~30 % for the context cache and compute buffers at a few thousand tokens
+        return budget is None or model.approx_q4_bytes * 1.3 <= budget
+
+    ranked = [(m, likely(m)) for m in starters.models if apple or m.format != "mlx"]
+    ranked += [(m, likely(m)) for m in starters.models if not apple and m.format == "mlx"]
+    return sorted(ranked, key=lambda pair: (not pair[1], (pair[0].format == "mlx") != apple))
+
+
+BADGES = {"full GPU": "Full GPU", "unified memory": "Unified memory", "CPU only": "CPU",
+          "does not fit": "Too large", "unknown": "Unknown"}
+
+
+def badge(verdict: str) -> str:
+    """The short fit badge: Full GPU / Partial: N of M layers on GPU / CPU / Unified memory / Too large."""
+    if verdict.startswith("partial"):
+        return "Partial: " + verdict.split(":", 1)[1].strip() + " on GPU"
+    return BADGES.get(verdict, verdict)
+
+
+@dataclass
+class QuantChoice:
+    label: str  # as the recommender names it: owner/repo/file.gguf, owner/repo@branch or owner/repo
+    quant: str
+    format: str
+    verdict: str
+    reason: str
+    request: DownloadRequest
+    download_bytes: int
+    memory_bytes: int | None  # every device added up at DEFAULT_N_CTX; None when it could not be worked out
+    decode_tok_s: float | None
+    best: bool = False
+
+    @property
+    def badge(self) -> str:
+        return badge(self.verdict)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict not in ("does not fit", "unknown")
+
+
+@dataclass
+class ModelChoices:
+    repo_id: str
+    format: str
+    summary: str
+    choices: list[QuantChoice] = field(default_factory=list)
+    best_reason: str = ""  # one sentence: why the best pick is the best
+    format_reason: str = ""
+
+    @property
+    def best(self) -> QuantChoice | None:
+        return next((c for c in self.choices if c.best), None)
+
+
+def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX) -> ModelChoices:
+    """Every quant of ``repo_id`` fitted to ``hw`` (network: the file list and each quant's header)."""
+    from app.hub import config
+    from app.hub.search import repo_details
+    from app.models.commands import hub_candidates
+    from app.models.recommend import recommend
+
+    config.require_online(f"look up {repo_id}")
+    details = repo_details(repo_id)
+    report = recommend(hub_candidates(repo_id), hw, n_ctx)
+    best_label = (report["best"] or {}).get("label")
+    out = ModelChoices(repo_id=details.repo_id, format=details.format, summary=details.summary,
+                       best_reason=(report["best"] or {}).get("reason", ""), format_reason=report["format_reason"])
+    for cand in report["candidates"]:
+        request, size = _request_for(repo_id, cand["label"], details)
+        memory = sum(d["total_bytes"] for d in cand["devices"]) if cand["devices"] else None
+        out.choices.append(QuantChoice(
+            label=cand["label"], quant=cand["quant"], format=cand["format"], verdict=cand["verdict"],
+            reason=cand["reason"], request=request, download_bytes=size, memory_bytes=memory,
+            decode_tok_s=cand["decode_tok_s"], best=cand["label"] == best_label))
+    out.choices.sort(key=lambda c: (c.format, c.download_bytes))
+    return out
+
+
+def _request_for(repo_id: str, label: str, details) -> tuple[DownloadRequest, int]:
+    """The download that fetches the candidate ``label``, and its size in bytes."""
+    sizes = {f["path"]: f["size"] or 0 for f in details.files}
+    if label.startswith(repo_id + "/"):  # one GGUF (the first shard names the quant; fetch every shard)
+        name = label[len(repo_id) + 1:]
+        group = next((g for g in details.quants if name in g.files), None)
+        files = tuple(group.files) if group else (name,)
+        return DownloadRequest(repo_id, files=files), sum(sizes.get(f, 0) for f in files)
+    if label.startswith(repo_id + "@"):  # an EXL2/EXL3 bit rate kept in its own branch
+        branch = label[len(repo_id) + 1:]
+        group = next((g for g in details.quants if g.revision == branch), None)
+        return DownloadRequest(repo_id, revision=branch), group.size if group else 0
+    # a model folder (MLX, safetensors): the whole repo
+    return DownloadRequest(repo_id), sum(size for path, size in sizes.items() if path != ".gitattributes")
+
+
+def is_model_file(path: str | Path) -> bool:
+    path = Path(path)
+    return path.suffix.lower() == ".gguf" or (path.is_dir() and (path / "config.json").is_file())

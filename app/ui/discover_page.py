@@ -1,0 +1,352 @@
+"""The Discover page: a curated starting list, Hub search (text, format, sort, paged), and for the chosen model
+every quant with its fit on this machine, the memory it needs, predicted speed and size, the best pick
+highlighted with its reason, and a Download button per quant. Offline it says so and offers "import a file"."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from app.hardware.profile import HardwareProfile
+from app.ui.background import BackgroundCall, is_offline_error, sentence
+from app.ui.discover_data import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
+from app.ui.formatting import human_bytes, human_memory
+
+PAGE_SIZE = 20
+REPO_ID = Qt.ItemDataRole.UserRole
+FORMATS = (("Any format", None), ("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2"), ("EXL3", "exl3"))
+SORTS = (("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent"))
+COLUMNS = ("Quant", "Format", "Fit on this machine", "Memory needed", "Speed", "Size", "")
+BEST_BACKGROUND = QColor(46, 160, 67, 48)  # a light green wash that reads on light and dark palettes
+
+
+def _search(query: str, fmt: str | None, sort: str, offset: int) -> list:
+    from app.hub.search import search_models
+
+    return search_models(query, fmt, sort, limit=PAGE_SIZE, offset=offset)
+
+
+class DiscoverPage(QWidget):
+    download_requested = Signal(object, str)  # DownloadRequest, a label for the Downloads row
+    import_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Discover")
+        self.profile: HardwareProfile | None = None
+        self.choices: ModelChoices | None = None
+        self._pending_repo: str | None = None  # opened before the hardware was known
+        self._query: tuple[str, str | None, str] | None = None
+        self._offset = 0
+        self._searcher = BackgroundCall("hub-search")
+        self._searcher.succeeded.connect(self._on_results)
+        self._searcher.failed.connect(self._on_search_failed)
+        self._fitter = BackgroundCall("quant-fit")
+        self._fitter.succeeded.connect(self._on_choices)
+        self._fitter.failed.connect(self._on_choices_failed)
+        self._build()
+        self.show_starters()
+
+    # --- layout --------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(16, 12, 16, 12)
+        outer.addWidget(QLabel("<h1>Discover</h1>"))
+        row = QHBoxLayout()
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search the Hugging Face Hub, e.g. llama 3.2 instruct")
+        self.search_box.setAccessibleName("Search the Hub")
+        self.search_box.returnPressed.connect(self.search)
+        self.format_box = QComboBox()
+        self.format_box.setAccessibleName("Format")
+        for text, value in FORMATS:
+            self.format_box.addItem(text, value)
+        self.sort_box = QComboBox()
+        self.sort_box.setAccessibleName("Sort by")
+        for text, value in SORTS:
+            self.sort_box.addItem(text, value)
+        self.search_button = QPushButton("Search")
+        self.search_button.clicked.connect(self.search)
+        row.addWidget(self.search_box, 1)
+        row.addWidget(self.format_box)
+        row.addWidget(self.sort_box)
+        row.addWidget(self.search_button)
+        outer.addLayout(row)
+
+        self.offline_label = QLabel()
+        self.offline_label.setObjectName("offlineMessage")
+        self.offline_label.setWordWrap(True)
+        self.offline_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.import_button = QPushButton("Import a model file…")
+        self.import_button.setAccessibleName("Import a model file you already have")
+        self.import_button.clicked.connect(self.import_requested)
+        offline_row = QHBoxLayout()
+        offline_row.addWidget(self.offline_label, 1)
+        offline_row.addWidget(self.import_button)
+        outer.addLayout(offline_row)
+        self._set_offline("")
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.setChildrenCollapsible(False)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        self.list_title = QLabel()
+        self.list_title.setWordWrap(True)
+        self.results = QListWidget()
+        self.results.setAccessibleName("Models")
+        self.results.setWordWrap(True)
+        self.results.currentItemChanged.connect(self._on_result_selected)
+        self.more_button = QPushButton("More results")
+        self.more_button.clicked.connect(self.more)
+        self.starters_button = QPushButton("Starting list")
+        self.starters_button.setAccessibleName("Show the curated starting list")
+        self.starters_button.clicked.connect(self.show_starters)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.starters_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.more_button)
+        left_layout.addWidget(self.list_title)
+        left_layout.addWidget(self.results, 1)
+        left_layout.addLayout(buttons)
+
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(12, 0, 0, 0)
+        self.model_title = QLabel("<h2>Pick a model</h2>")
+        self.model_title.setWordWrap(True)
+        self.summary_label = QLabel()
+        self.summary_label.setWordWrap(True)
+        self.summary_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label = QLabel("Choose a model on the left to see every quant and whether it fits this "
+                                   "machine.")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.best_label = QLabel()
+        self.best_label.setObjectName("bestPick")
+        self.best_label.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setAccessibleName("Quants of this model")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setCornerButtonEnabled(False)
+        for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner: named for screen readers
+            corner.setAccessibleName("Select all quants")
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        right_layout.addWidget(self.model_title)
+        right_layout.addWidget(self.summary_label)
+        right_layout.addWidget(self.status_label)
+        right_layout.addWidget(self.best_label)
+        right_layout.addWidget(self.table, 1)
+        splitter.addWidget(left)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([360, 800])
+        outer.addWidget(splitter, 1)
+        self.best_label.hide()
+        self.table.hide()
+
+    def _set_offline(self, text: str) -> None:
+        self.offline_label.setText(text)
+        self.offline_label.setVisible(bool(text))
+        self.import_button.setVisible(bool(text))
+
+    # --- hardware ------------------------------------------------------------------------------
+
+    def set_profile(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+        if self._query is None:
+            self.show_starters()  # re-ordered for this machine
+        if self._pending_repo:
+            self.open_model(self._pending_repo)
+
+    # --- the list: starters and search results ------------------------------------------------
+
+    @Slot()
+    def show_starters(self) -> None:
+        starters = starter_list()
+        self._query = None
+        self._searcher.latest = 0  # a search still running is no longer wanted
+        self.list_title.setText(f"<b>Good starting models</b><br><span style='font-size:small'>"
+                                f"{html.escape(starters.about)} (List from {starters.updated}.)</span>")
+        self.results.blockSignals(True)
+        self.results.clear()
+        for model, likely in starters_for(self.profile, starters):
+            fit = "" if self.profile is None else (" · likely fits" if likely else " · likely too large here")
+            item = QListWidgetItem(f"{model.repo_id}\n{model.why}\n{model.format.upper()} · {model.params_b:g}B "
+                                   f"parameters · about {human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
+            item.setData(REPO_ID, model.repo_id)
+            self.results.addItem(item)
+        self.results.blockSignals(False)
+        self.more_button.hide()
+        self._check_offline()
+
+    def _check_offline(self) -> bool:
+        from app.hub.config import is_offline
+
+        if is_offline():
+            self._set_offline("You are offline (HF_HUB_OFFLINE is set), so the Hub cannot be searched and nothing "
+                              "can be downloaded. Import a model file you already have (a .gguf file or a model "
+                              "folder), or unset HF_HUB_OFFLINE to go online.")
+            return True
+        self._set_offline("")
+        return False
+
+    @Slot()
+    def search(self) -> None:
+        self._query = (self.search_box.text().strip(), self.format_box.currentData(), self.sort_box.currentData())
+        self._offset = 0
+        self.results.clear()
+        text = self._query[0]
+        self.list_title.setText(f"<b>Searching for “{html.escape(text)}”…</b>" if text else "<b>Searching…</b>")
+        self.more_button.hide()
+        if self._check_offline():
+            self.list_title.setText("<b>Search needs the Hub, and this computer is offline.</b>")
+            return
+        self._searcher.start(_search, *self._query, 0)
+
+    @Slot()
+    def more(self) -> None:
+        if self._query is None:
+            return
+        self.more_button.setEnabled(False)
+        self._searcher.start(_search, *self._query, self._offset)
+
+    @Slot(int, object)
+    def _on_results(self, ticket: int, found: list) -> None:
+        if ticket != self._searcher.latest or self._query is None:
+            return
+        self._offset += len(found)
+        for summary in found:
+            detail = " · ".join(part for part in (
+                summary.format.upper(), f"{summary.downloads:,} downloads" if summary.downloads is not None else "",
+                f"{summary.likes:,} likes" if summary.likes is not None else "",
+                "gated: needs a token" if summary.gated else "") if part)
+            item = QListWidgetItem(f"{summary.repo_id}\n{detail}")
+            item.setData(REPO_ID, summary.repo_id)
+            self.results.addItem(item)
+        text = self._query[0]
+        shown = self.results.count()
+        self.list_title.setText(f"<b>{shown} model{'s' if shown != 1 else ''}"
+                                + (f" for “{html.escape(text)}”" if text else "") + "</b>"
+                                + ("" if shown else "<br>Nothing matched; try fewer words or another format."))
+        self.more_button.setEnabled(True)
+        self.more_button.setVisible(len(found) == PAGE_SIZE)
+
+    @Slot(int, object)
+    def _on_search_failed(self, ticket: int, error: Exception) -> None:
+        if ticket != self._searcher.latest:
+            return
+        self.more_button.setEnabled(True)
+        self.list_title.setText("<b>The search failed.</b>")
+        if is_offline_error(error):
+            self._set_offline(sentence(error) + " Without the Hub you can still import a model file you have.")
+        else:
+            self.list_title.setText(f"<b>The search failed.</b><br>{html.escape(sentence(error))}")
+
+    # --- one model -----------------------------------------------------------------------------
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def _on_result_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
+        if item is not None:
+            self.open_model(item.data(REPO_ID))
+
+    def open_model(self, repo_id: str) -> None:
+        """Show every quant of ``repo_id`` with its fit (worked out in a worker thread)."""
+        self.choices = None
+        self.model_title.setText(f"<h2>{html.escape(repo_id)}</h2>")
+        self.summary_label.clear()
+        self.best_label.hide()
+        self.table.hide()
+        self.table.setRowCount(0)
+        if self._check_offline():
+            self.status_label.setText("Offline: the quants of this model cannot be listed.")
+            return
+        if self.profile is None:
+            self._pending_repo = repo_id
+            self.status_label.setText("Waiting for hardware detection to finish, then every quant is checked "
+                                      "against this machine…")
+            return
+        self._pending_repo = None
+        self.status_label.setText("Reading every quant from the Hub and checking it against this machine…")
+        self._fitter.start(model_choices, repo_id, self.profile)
+
+    @Slot(int, object)
+    def _on_choices(self, ticket: int, choices: ModelChoices) -> None:
+        if ticket == self._fitter.latest:
+            self.show_choices(choices)
+
+    @Slot(int, object)
+    def _on_choices_failed(self, ticket: int, error: Exception) -> None:
+        if ticket != self._fitter.latest:
+            return
+        self.status_label.setText(sentence(error))
+        if is_offline_error(error):
+            self._set_offline("The Hub cannot be reached. You can still import a model file you already have.")
+
+    def show_choices(self, choices: ModelChoices) -> None:
+        self.choices = choices
+        self.model_title.setText(f"<h2>{html.escape(choices.repo_id)}</h2>")
+        self.summary_label.setText(choices.summary)
+        self.summary_label.setVisible(bool(choices.summary))
+        if not choices.choices:
+            self.status_label.setText(f"{choices.repo_id} holds no GGUF, MLX or EXL model files QuantDesk can run.")
+            return
+        self.status_label.setText(f"{len(choices.choices)} quant{'s' if len(choices.choices) != 1 else ''}, "
+                                  f"checked against this machine at {DEFAULT_N_CTX:,} tokens of context. "
+                                  f"{choices.format_reason[:1].upper()}{choices.format_reason[1:]}.")
+        best = choices.best
+        if best is not None:
+            self.best_label.setText(f"<b>Best pick for this machine: {html.escape(best.quant)} "
+                                    f"({best.format.upper()})</b> — {html.escape(choices.best_reason)}")
+            self.best_label.show()
+        else:
+            self.best_label.setText("<b>No quant of this model fits this machine.</b> Try a smaller model.")
+            self.best_label.show()
+        self.table.setRowCount(len(choices.choices))
+        for row, choice in enumerate(choices.choices):
+            self._fill_row(row, choice)
+        self.table.show()
+
+    def _fill_row(self, row: int, choice: QuantChoice) -> None:
+        speed = f"~{choice.decode_tok_s:.0f} tok/s" if choice.decode_tok_s else "—"
+        memory = human_memory(choice.memory_bytes) if choice.memory_bytes else "—"
+        cells = (choice.quant, choice.format.upper(), choice.badge, memory, speed, human_bytes(choice.download_bytes))
+        for column, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            item.setToolTip(choice.reason)
+            if choice.best:
+                item.setBackground(QBrush(BEST_BACKGROUND))
+                font = QFont(item.font())
+                font.setBold(True)
+                item.setFont(font)
+            self.table.setItem(row, column, item)
+        button = QPushButton("Download")
+        button.setAccessibleName(f"Download {choice.quant}")
+        button.setToolTip(choice.reason if choice.fits else f"Does not fit this machine: {choice.reason}")
+        button.setProperty("row", row)
+        button.clicked.connect(self._on_download_clicked)
+        self.table.setCellWidget(row, len(COLUMNS) - 1, button)
+
+    def download_button(self, quant: str) -> QPushButton:
+        row = next(i for i, c in enumerate(self.choices.choices) if c.quant == quant)
+        return self.table.cellWidget(row, len(COLUMNS) - 1)
+
+    @Slot()
+    def _on_download_clicked(self) -> None:
+        choice = self.choices.choices[self.sender().property("row")]
+        self.download(choice)
+
+    def download(self, choice: QuantChoice) -> None:
+        label = f"{self.choices.repo_id} · {choice.quant}" if self.choices else choice.label
+        self.download_requested.emit(choice.request, label)
+

@@ -1,0 +1,235 @@
+"""The first run (no chats and no models yet): this machine in a few lines → models that suit it → (Discover:
+download) → (Downloads: chat with it). Offline the second step is "import a file you already have". Skippable;
+once done or skipped it is remembered in the window settings (config folder) and not offered again."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
+from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
+                               QPushButton, QStackedWidget, QVBoxLayout, QWidget)
+
+from app.chats.store import ChatStore
+from app.hardware.profile import HardwareProfile
+from app.ui.background import BackgroundCall, sentence
+from app.ui.discover_data import starter_list, starters_for
+from app.ui.formatting import human_bytes, human_memory
+
+DONE_KEY = "first_run/done"
+REPO_ID = Qt.ItemDataRole.UserRole
+
+
+def should_offer(settings: QSettings, store: ChatStore) -> bool:
+    if settings.value(DONE_KEY, False, type=bool):
+        return False
+    if store.conversations():
+        return False
+    from app.hub.library import Library
+
+    try:
+        return not Library().entries(refresh=False)
+    except Exception:  # noqa: BLE001 - an unreadable library is the Library page's to report, not a first run
+        return False
+
+
+def mark_done(settings: QSettings) -> None:
+    settings.setValue(DONE_KEY, True)
+    settings.sync()
+
+
+def hardware_summary(profile: HardwareProfile) -> str:
+    """A few plain lines (HTML) about what matters for running models here."""
+    from app.models.recommend import is_apple, main_gpu
+
+    lines = [f"<b>{html.escape(profile.cpu.model or 'Unknown CPU')}</b>, "
+             f"{profile.cpu.logical_cores or '?'} threads"]
+    if profile.ram_total_bytes:
+        lines.append(f"{human_memory(profile.ram_total_bytes)} of RAM"
+                     + (f" ({human_memory(profile.ram_available_bytes)} free now)"
+                        if profile.ram_available_bytes else ""))
+    gpu = main_gpu(profile)
+    if gpu is not None:
+        memory = human_memory(gpu.vram_total_bytes) if gpu.vram_total_bytes else "unknown memory"
+        lines.append(f"GPU: {html.escape(gpu.name)} ({'unified memory' if gpu.unified else memory})")
+    else:
+        lines.append("No GPU QuantDesk can use: models run on the CPU from RAM (small models do that well).")
+    ready = [b.name for b in profile.backends if b.available]
+    lines.append("Engines ready: " + (", ".join(ready) if ready else "none yet (see the Hardware page)"))
+    if profile.disk_free_bytes is not None:
+        lines.append(f"{human_bytes(profile.disk_free_bytes)} free for models")
+    if is_apple(profile):
+        lines.append("Apple Silicon: MLX models run natively; GGUF works too.")
+    return "<br>".join(lines)
+
+
+class ImportFlow(QObject):
+    """Import a model file or folder into the library (off the GUI thread); ``imported`` gives its path."""
+
+    imported = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._call = BackgroundCall("model-import")
+        self._call.succeeded.connect(self._on_done)
+        self._call.failed.connect(self._on_failed)
+
+    def ask(self, parent: QWidget | None = None) -> None:
+        path, _ = QFileDialog.getOpenFileName(parent, "Import a model", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.start(path)
+
+    def start(self, path: str) -> None:
+        self._call.start(_import, path)
+
+    @Slot(int, object)
+    def _on_done(self, ticket: int, model_path: str) -> None:
+        self.imported.emit(model_path)
+
+    @Slot(int, object)
+    def _on_failed(self, ticket: int, error: Exception) -> None:
+        self.failed.emit(sentence(error))
+
+
+def _import(path: str) -> str:
+    from app.hub.library import Library
+    from app.models.metadata import read_model
+
+    read_model(path)  # a corrupt or foreign file is refused with a sentence before anything is copied
+    entries = Library().import_path(path)
+    if not entries:
+        from app.hub.errors import LibraryError
+
+        raise LibraryError(f"No model was found in {path}.", "choose a .gguf file or a model folder")
+    return entries[0].path
+
+
+class FirstRunDialog(QDialog):
+    model_chosen = Signal(str)  # a repo id: open it on the Discover page
+    import_chosen = Signal()
+
+    def __init__(self, settings: QSettings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.profile: HardwareProfile | None = None
+        self.setWindowTitle("Welcome to QuantDesk")
+        self.setAccessibleName("Welcome")
+        self.resize(640, 480)
+        layout = QVBoxLayout(self)
+        self.steps = QStackedWidget()
+        layout.addWidget(self.steps, 1)
+
+        machine = QWidget()
+        machine_layout = QVBoxLayout(machine)
+        machine_layout.addWidget(QLabel("<h2>Welcome — this is your machine</h2>"))
+        self.hardware_label = QLabel("Detecting this machine…")
+        self.hardware_label.setWordWrap(True)
+        machine_layout.addWidget(self.hardware_label)
+        machine_layout.addWidget(QLabel("Next: models that suit it. You download one, then chat with it; "
+                                        "nothing leaves this computer."))
+        machine_layout.addStretch(1)
+        self.steps.addWidget(machine)
+
+        models = QWidget()
+        models_layout = QVBoxLayout(models)
+        self.models_title = QLabel()
+        self.models_title.setWordWrap(True)
+        self.models = QListWidget()
+        self.models.setAccessibleName("Recommended models")
+        self.models.setWordWrap(True)
+        self.models.itemDoubleClicked.connect(self._on_choose_clicked)
+        models_layout.addWidget(self.models_title)
+        models_layout.addWidget(self.models, 1)
+        self.steps.addWidget(models)
+
+        buttons = QHBoxLayout()
+        self.skip_button = QPushButton("Skip")
+        self.skip_button.setAccessibleName("Skip the welcome")
+        self.skip_button.clicked.connect(self.skip)
+        self.back_button = QPushButton("Back")
+        self.back_button.clicked.connect(self._on_back)
+        self.next_button = QPushButton("Next")
+        self.next_button.clicked.connect(self._on_next)
+        self.choose_button = QPushButton("See its quants")
+        self.choose_button.setAccessibleName("Open the chosen model to download it")
+        self.choose_button.clicked.connect(self._on_choose_clicked)
+        self.import_button = QPushButton("Import a file…")
+        self.import_button.setAccessibleName("Import a model file you already have")
+        self.import_button.clicked.connect(self._on_import_clicked)
+        buttons.addWidget(self.skip_button)
+        buttons.addStretch(1)
+        for button in (self.back_button, self.next_button, self.import_button, self.choose_button):
+            buttons.addWidget(button)
+        layout.addLayout(buttons)
+        self._show_step(0)
+
+    @property
+    def offline(self) -> bool:
+        from app.hub.config import is_offline
+
+        return is_offline()
+
+    def set_profile(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+        self.hardware_label.setText(hardware_summary(profile))
+        self._fill_models()
+
+    def _fill_models(self) -> None:
+        self.models.clear()
+        if self.offline:
+            self.models_title.setText(
+                "<h2>You are offline</h2>HF_HUB_OFFLINE is set, so nothing can be downloaded. Import a model "
+                "file you already have (a .gguf file, e.g. from a USB stick); it opens in the Chat page.")
+            self.models.hide()
+            return
+        self.models.show()
+        self.models_title.setText(
+            "<h2>Models for this machine</h2>A hand-picked starting list (not a ranking), ordered for this "
+            "machine. Pick one: the next screen shows every quant with whether it fits, and the best one.")
+        for model, likely in starters_for(self.profile, starter_list()):
+            if self.profile is not None and not likely:
+                continue
+            item = QListWidgetItem(f"{model.repo_id} — {model.why}\n{model.format.upper()}, about "
+                                   f"{human_bytes(model.approx_q4_bytes)} at 4 bits")
+            item.setData(REPO_ID, model.repo_id)
+            self.models.addItem(item)
+        if self.models.count():
+            self.models.setCurrentRow(0)
+
+    def _show_step(self, index: int) -> None:
+        if index == 1 and not self.models.count():
+            self._fill_models()
+        self.steps.setCurrentIndex(index)
+        self.back_button.setVisible(index > 0)
+        self.next_button.setVisible(index == 0)
+        self.choose_button.setVisible(index == 1 and not self.offline)
+        self.import_button.setVisible(index == 1 and self.offline)
+
+    @Slot()
+    def _on_next(self) -> None:
+        self._show_step(1)
+
+    @Slot()
+    def _on_back(self) -> None:
+        self._show_step(0)
+
+    @Slot()
+    def skip(self) -> None:
+        mark_done(self.settings)
+        self.reject()
+
+    @Slot()
+    def _on_choose_clicked(self) -> None:
+        item = self.models.currentItem()
+        if item is None:
+            return
+        mark_done(self.settings)
+        self.model_chosen.emit(item.data(REPO_ID))
+        self.accept()
+
+    @Slot()
+    def _on_import_clicked(self) -> None:
+        mark_done(self.settings)
+        self.import_chosen.emit()
+        self.accept()
