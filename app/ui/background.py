@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -27,19 +26,15 @@ class BackgroundCall(QObject):
     succeeded = Signal(int, object)  # ticket, result
     failed = Signal(int, object)  # ticket, the exception (see sentence())
 
-    def __init__(self, name: str, *, serial: bool = False) -> None:
+    def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
         self.latest = 0
         self._tickets = itertools.count(1)
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix=name) if serial else None
 
     def start(self, fn: Callable[..., Any], *args: Any) -> int:
         ticket = self.latest = next(self._tickets)
-        if self._executor is not None:
-            self._executor.submit(self._run, ticket, fn, args)
-        else:
-            threading.Thread(target=self._run, args=(ticket, fn, args), name=self.name, daemon=True).start()
+        threading.Thread(target=self._run, args=(ticket, fn, args), name=self.name, daemon=True).start()
         return ticket
 
     def _run(self, ticket: int, fn: Callable[..., Any], args: tuple) -> None:
