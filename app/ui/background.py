@@ -60,9 +60,11 @@ def sentence(error: BaseException) -> str:
 
 def is_offline_error(error: BaseException) -> bool:
     """Offline mode, or a network that cannot be reached."""
-    from app.hub.errors import OfflineError
+    from app.hub.errors import DownloadError, OfflineError
 
     if isinstance(error, (OfflineError, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, DownloadError) and "Cannot reach" in error.message:  # app.hub.download._hub_error's words
         return True
     names = {cls.__name__ for cls in type(error).__mro__}
     return bool(names & {"ConnectionError", "ConnectError", "ConnectTimeout", "OfflineModeIsEnabled"})

@@ -34,6 +34,7 @@ def _search(query: str, fmt: str | None, sort: str, offset: int) -> list:
 class DiscoverPage(QWidget):
     download_requested = Signal(object, str)  # DownloadRequest, a label for the Downloads row
     import_requested = Signal()
+    answered = Signal()  # a search or a model's quants (or the error) is now on the page
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -241,6 +242,7 @@ class DiscoverPage(QWidget):
                                 + ("" if shown else "<br>Nothing matched; try fewer words or another format."))
         self.more_button.setEnabled(True)
         self.more_button.setVisible(len(found) == PAGE_SIZE)
+        self.answered.emit()
 
     @Slot(int, object)
     def _on_search_failed(self, ticket: int, error: Exception) -> None:
@@ -252,6 +254,7 @@ class DiscoverPage(QWidget):
             self._set_offline(sentence(error) + " Without the Hub you can still import a model file you have.")
         else:
             self.list_title.setText(f"<b>The search failed.</b><br>{html.escape(sentence(error))}")
+        self.answered.emit()
 
     # --- one model -----------------------------------------------------------------------------
 
@@ -284,6 +287,7 @@ class DiscoverPage(QWidget):
     def _on_choices(self, ticket: int, choices: ModelChoices) -> None:
         if ticket == self._fitter.latest:
             self.show_choices(choices)
+            self.answered.emit()
 
     @Slot(int, object)
     def _on_choices_failed(self, ticket: int, error: Exception) -> None:
@@ -292,6 +296,7 @@ class DiscoverPage(QWidget):
         self.status_label.setText(sentence(error))
         if is_offline_error(error):
             self._set_offline("The Hub cannot be reached. You can still import a model file you already have.")
+        self.answered.emit()
 
     def show_choices(self, choices: ModelChoices) -> None:
         self.choices = choices

@@ -1,0 +1,157 @@
+"""The Discover page against the local Hub stand-in: the starting list, search with filters and paging, every
+quant of a model with its fit for a given machine (checked against the recommender run on the local files), the
+best pick, Download, and the offline and unreachable-Hub messages."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from PySide6.QtCore import Qt
+
+from app.models.metadata import read_model
+from app.models.recommend import fit_model
+from app.ui.discover_data import badge, starter_list
+from app.ui.discover_page import PAGE_SIZE, DiscoverPage
+from tests.ui.tiny_hub import TINY_REPO, cpu_only, nvidia, tiny_hub  # noqa: F401 - tiny_hub is a fixture
+
+
+def make_page(qtbot, profile=None) -> DiscoverPage:
+    page = DiscoverPage()
+    qtbot.addWidget(page)
+    if profile is not None:
+        page.set_profile(profile)
+    return page
+
+
+def listed(page: DiscoverPage) -> list[str]:
+    return [page.results.item(i).data(Qt.ItemDataRole.UserRole) for i in range(page.results.count())]
+
+
+def open_and_wait(qtbot, page: DiscoverPage, repo_id: str) -> None:
+    with qtbot.waitSignal(page.answered, timeout=60_000):
+        page.open_model(repo_id)
+
+
+def test_the_first_screen_is_the_curated_starting_list_and_says_so(qtbot):
+    page = make_page(qtbot, cpu_only(16))
+    data = json.loads(resources.files("resources").joinpath("catalog", "starter_models.json").read_text())
+    assert sorted(listed(page)) == sorted(m["repo_id"] for m in data["models"])
+    assert "starting list" in page.list_title.text() and "not a ranking" in page.list_title.text()
+    formats = [m.format for m in starter_list().models]
+    assert {"gguf", "mlx"} <= set(formats) and all(m.why for m in starter_list().models)
+    # Not a Mac: GGUF first, MLX after; a 7B at 4 bits is marked as likely too large for 2 GiB of RAM.
+    order = listed(page)
+    assert max(order.index(m.repo_id) for m in starter_list().models if m.format == "gguf") < min(
+        order.index(m.repo_id) for m in starter_list().models if m.format == "mlx")
+    small = make_page(qtbot, cpu_only(2))
+    texts = {small.results.item(i).data(Qt.ItemDataRole.UserRole): small.results.item(i).text()
+             for i in range(small.results.count())}
+    assert "likely too large" in texts["Qwen/Qwen2.5-7B-Instruct-GGUF"]
+    assert "likely fits" in texts["bartowski/Llama-3.2-1B-Instruct-GGUF"]
+
+
+def test_search_filters_sorts_and_pages(qtbot, hub_env):
+    for i in range(PAGE_SIZE + 5):
+        hub_env.add_repo(f"acme/chat-{i:02d}-GGUF", files={"README.md": b"x"}, tags=["gguf"], downloads=100 + i)
+    hub_env.add_repo("acme/chat-mlx-4bit", files={"README.md": b"x"}, tags=["mlx"], downloads=1)
+    page = make_page(qtbot, cpu_only())
+    page.search_box.setText("chat")
+    page.format_box.setCurrentIndex(page.format_box.findData("gguf"))
+    with qtbot.waitSignal(page.answered, timeout=30_000):
+        qtbot.mouseClick(page.search_button, Qt.MouseButton.LeftButton)
+    first = listed(page)
+    assert len(first) == PAGE_SIZE and first[0] == f"acme/chat-{PAGE_SIZE + 4:02d}-GGUF"  # most downloaded first
+    assert not page.more_button.isHidden()
+    with qtbot.waitSignal(page.answered, timeout=30_000):
+        qtbot.mouseClick(page.more_button, Qt.MouseButton.LeftButton)
+    everything = listed(page)
+    assert len(everything) == PAGE_SIZE + 5 and len(set(everything)) == len(everything)
+    assert "acme/chat-mlx-4bit" not in everything and page.more_button.isHidden()
+    page.format_box.setCurrentIndex(page.format_box.findData("mlx"))
+    with qtbot.waitSignal(page.answered, timeout=30_000):
+        page.search()
+    assert listed(page) == ["acme/chat-mlx-4bit"]
+
+
+def test_every_quant_with_its_fit_memory_speed_size_and_the_best_pick(qtbot, tiny_hub, tiny_models):
+    profile = cpu_only(16)
+    page = make_page(qtbot, profile)
+    open_and_wait(qtbot, page, TINY_REPO)
+    choices = {c.quant: c for c in page.choices.choices}
+    assert set(choices) == {"Q8_0", "Q4_K_M"}
+    table = {page.table.item(r, 0).text(): [page.table.item(r, c).text() for c in range(6)]
+             for r in range(page.table.rowCount())}
+    for quant, path in (("Q8_0", tiny_models.gguf_q8_0), ("Q4_K_M", tiny_models.gguf_q4_k_m)):
+        local = fit_model(read_model(path), profile)  # the same question asked of the local file
+        assert table[quant][2] == badge(local.verdict) == "CPU"
+        assert choices[quant].download_bytes == path.stat().st_size
+        assert table[quant][4].endswith("tok/s") and "MiB" in table[quant][3]
+        assert choices[quant].request.files == (path.name,)
+    best = page.choices.best
+    assert best.quant == "Q8_0"  # both fit in RAM: the higher precision wins
+    best_row = next(r for r in range(page.table.rowCount()) if page.table.item(r, 0).text() == "Q8_0")
+    assert page.table.item(best_row, 0).font().bold()
+    assert not page.table.item(1 - best_row, 0).font().bold()
+    assert "Q8_0" in page.best_label.text() and "highest-precision" in page.best_label.text()
+    assert "tiny llama for tests" in page.summary_label.text()
+
+
+def test_fit_badges_follow_the_machine(qtbot, tiny_hub):
+    gpu_page = make_page(qtbot, nvidia(8))
+    open_and_wait(qtbot, gpu_page, TINY_REPO)
+    assert {c.badge for c in gpu_page.choices.choices} == {"Full GPU"}
+    tiny_page = make_page(qtbot, cpu_only(0.001))
+    open_and_wait(qtbot, tiny_page, TINY_REPO)
+    assert {c.badge for c in tiny_page.choices.choices} == {"Too large"}
+    assert tiny_page.choices.best is None and "No quant" in tiny_page.best_label.text()
+
+
+def test_a_model_opened_before_detection_is_fitted_once_the_hardware_is_known(qtbot, tiny_hub):
+    page = make_page(qtbot)
+    page.open_model(TINY_REPO)
+    assert "Waiting for hardware detection" in page.status_label.text()
+    with qtbot.waitSignal(page.answered, timeout=60_000):
+        page.set_profile(cpu_only())
+    assert page.table.rowCount() == 2
+
+
+def test_download_queues_the_chosen_quant(qtbot, tiny_hub):
+    page = make_page(qtbot, cpu_only())
+    open_and_wait(qtbot, page, TINY_REPO)
+    with qtbot.waitSignal(page.download_requested) as requested:
+        qtbot.mouseClick(page.download_button("Q4_K_M"), Qt.MouseButton.LeftButton)
+    request, label = requested.args
+    assert (request.repo_id, request.files) == (TINY_REPO, ("tiny-llama-Q4_K_M.gguf",))
+    assert label == f"{TINY_REPO} · Q4_K_M"
+
+
+def test_offline_says_so_and_offers_import(qtbot, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    page = make_page(qtbot, cpu_only())
+    assert not page.offline_label.isHidden() and "offline" in page.offline_label.text()
+    assert not page.import_button.isHidden()
+    page.search_box.setText("llama")
+    page.search()
+    assert "offline" in page.list_title.text() and page.results.count() == 0
+    page.open_model("acme/anything")
+    assert "Offline" in page.status_label.text()
+    with qtbot.waitSignal(page.import_requested):
+        qtbot.mouseClick(page.import_button, Qt.MouseButton.LeftButton)
+
+
+def test_an_unreachable_hub_is_a_sentence_and_offers_import(qtbot, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: nothing listens
+    page = make_page(qtbot, cpu_only())
+    page.search_box.setText("llama")
+    with qtbot.waitSignal(page.answered, timeout=90_000):  # huggingface_hub retries 5 times first
+        page.search()
+    assert "Cannot reach http://127.0.0.1:9" in page.offline_label.text(), page.list_title.text()
+    assert not page.import_button.isHidden() and page.results.count() == 0
+
+
+def test_a_missing_repo_is_a_sentence(qtbot, hub_env):
+    page = make_page(qtbot, cpu_only())
+    with qtbot.waitSignal(page.answered, timeout=30_000):
+        page.open_model("acme/no-such-model")
+    assert "acme/no-such-model was not found" in page.status_label.text()
