@@ -27,7 +27,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("pull", help="download a model, verified and resumable")
     p.add_argument("repo")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--quant", help="GGUF quant to fetch, e.g. Q4_K_M (all its shards)")
+    which.add_argument("--quant", help="GGUF quant to fetch, e.g. Q4_K_M (all its shards), or an EXL2/EXL3 bit "
+                                       "rate, e.g. 4.0bpw (the whole branch holding it)")
     which.add_argument("--file", action="append", help="a file of the repo (repeatable)")
     p.add_argument("--revision", default="main", help="branch, tag or commit (EXL2 repos keep bit rates in branches)")
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
@@ -93,7 +94,8 @@ def _show(args) -> int:
     if len(details.branches) > 1:
         print("branches: " + ", ".join(details.branches))
     for group in details.quants:
-        print(f"  {group.quant:<10} {_size(group.size):>10}  {', '.join(group.files)}")
+        where = f"branch {group.revision}: " if group.revision else ""
+        print(f"  {group.quant:<10} {_size(group.size):>10}  {where}{', '.join(group.files)}")
     if not details.quants:
         for f in details.files:
             print(f"  {_size(f['size']):>10}  {f['path']}")

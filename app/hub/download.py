@@ -41,7 +41,7 @@ from app import paths
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
                             NotEnoughDiskSpace, UnsafeFileName)
-from app.hub.formats import quant_from_name
+from app.hub.formats import exl_branches, exl_quant_of, format_of_repo, quant_from_name
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
@@ -74,10 +74,14 @@ class Plan:
     commit: str
     files: list[RemoteFile]
     repo_format: str = "gguf"
+    revision: str = ""  # the branch the files come from: the request's, or the one an EXL --quant names
+
+    def __post_init__(self) -> None:
+        self.revision = self.revision or self.request.revision
 
     def to_json(self) -> dict:
         return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
-                "files": [asdict(f) for f in self.files]}
+                "revision": self.revision, "files": [asdict(f) for f in self.files]}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
@@ -85,7 +89,7 @@ class Plan:
         request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
                                   files=tuple(req.get("files") or ()))
         return cls(request=request, commit=data["commit"], repo_format=data.get("repo_format", "gguf"),
-                   files=[RemoteFile(**f) for f in data["files"]])
+                   revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]])
 
     @property
     def total_bytes(self) -> int:
@@ -201,22 +205,57 @@ def plan_download(request: DownloadRequest) -> Plan:
     import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
+    api = config.api()
+    exl_quant = exl_quant_of(request.quant, "", bare_numbers=True) if request.quant and not request.files else None
+    revision = request.revision
     try:
-        info = config.api().model_info(request.repo_id, revision=request.revision, files_metadata=True)
+        if exl_quant is not None:
+            revision = exl_branch_for(request, [b.name for b in api.list_repo_refs(request.repo_id).branches])
+        info = api.model_info(request.repo_id, revision=revision, files_metadata=True)
+        listing = [RemoteFile(path=s.rfilename, size=int(s.size or 0),
+                              sha256=s.lfs.sha256 if s.lfs else None, blob_id=s.blob_id)
+                   for s in info.siblings or []]
+        if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in listing):
+            _refuse_weightless(request, revision, [b.name for b in api.list_repo_refs(request.repo_id).branches])
     except (HfHubHTTPError, httpx2.HTTPError) as exc:
-        raise _hub_error(exc, request.repo_id, request.revision) from None
-    listing = [RemoteFile(path=s.rfilename, size=int(s.size or 0),
-                          sha256=s.lfs.sha256 if s.lfs else None, blob_id=s.blob_id)
-               for s in info.siblings or []]
-    from app.hub.formats import format_of_repo
-
+        raise _hub_error(exc, request.repo_id, revision) from None
     repo_format = format_of_repo(info.tags, [f.path for f in listing])
-    chosen = select_files(request, listing)
+    branch_quant = exl_branches(request.repo_id, [revision], repo_format, bare_numbers=exl_quant is not None)
+    if repo_format == "safetensors" and branch_quant:  # untagged, but its branch is named for a bit rate
+        repo_format = branch_quant[revision].format
+    chosen = whole_set(listing) if exl_quant is not None else select_files(request, listing)
     for remote in chosen:
         check_relative_name(remote.path)
     if not info.sha:
-        raise HubError(f"The Hub did not say which commit {request.repo_id}@{request.revision} is.")
-    return Plan(request=request, commit=info.sha, files=chosen, repo_format=repo_format)
+        raise HubError(f"The Hub did not say which commit {request.repo_id}@{revision} is.")
+    return Plan(request=request, commit=info.sha, files=chosen, repo_format=repo_format, revision=revision)
+
+
+def exl_branch_for(request: DownloadRequest, branches: list[str]) -> str:
+    """The branch holding the bit rate ``request.quant`` names: EXL2/EXL3 repos keep one quant per branch. An
+    exact branch name wins; otherwise the bits (and head bits, when given) must match one branch alone."""
+    quants = exl_branches(request.repo_id, branches, bare_numbers=True)
+    wanted = exl_quant_of(request.quant or "", "", bare_numbers=True)
+    matches = [b for b in quants if b.lower() == (request.quant or "").lower()] or [
+        b for b, q in quants.items() if q.bits_per_weight == wanted.bits_per_weight
+        and wanted.head_bits in (None, q.head_bits)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise HubError(f"{request.repo_id} has several {request.quant} branches: {', '.join(matches)}.",
+                       "name one exactly with --quant BRANCH")
+    raise HubError(f"{request.repo_id} has no {request.quant} branch.",
+                   f"available: {', '.join(quants)}" if quants else
+                   "it keeps no bit rates in branches; pull it without --quant, or with --revision")
+
+
+def _refuse_weightless(request: DownloadRequest, revision: str, branches: list[str]) -> None:
+    """The main branch of an EXL repo holds only the card (and measurement.json): installing that as a model
+    would leave nothing to load, so say where the quants are."""
+    quants = exl_branches(request.repo_id, branches)
+    if quants:
+        raise HubError(f"{request.repo_id}@{revision} holds no model weights: its quants are kept in branches.",
+                       f"pull one with --quant: {', '.join(q.quant for q in quants.values())}")
 
 
 def select_files(request: DownloadRequest, listing: list[RemoteFile]) -> list[RemoteFile]:
@@ -241,6 +280,11 @@ def select_files(request: DownloadRequest, listing: list[RemoteFile]) -> list[Re
             return ggufs
         raise HubError(f"{request.repo_id} has several quants; pick one.",
                        f"use --quant with one of: {', '.join(quants)}")
+    return whole_set(listing)
+
+
+def whole_set(listing: list[RemoteFile]) -> list[RemoteFile]:
+    """A model folder (MLX, safetensors, an EXL branch) is fetched as a whole."""
     return [f for f in listing if f.path != ".gitattributes"]
 
 
@@ -433,7 +477,7 @@ class Downloader:
     def _run(self) -> DownloadResult:
         self._emit("resolving")
         plan = self._load_or_make_plan()
-        target = model_folder(plan.request.repo_id, plan.request.revision)
+        target = model_folder(plan.request.repo_id, plan.revision)
         files_dir = self.staging / "files"
         for remote in plan.files:  # names were checked; this also refuses symlink tricks in the folders
             _inside(target, remote.path)

@@ -4,12 +4,16 @@ Quant names come from app.models.quants (the one parser of the project); this fi
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from app.models.detect import folder_format
-from app.models.quants import parse_exl_config, parse_gguf_filename, parse_mlx_config
+from app.models.quants import QuantInfo, parse_exl_config, parse_exl_name, parse_gguf_filename, parse_mlx_config
 
 FORMATS = ("gguf", "mlx", "safetensors", "exl2", "exl3")
+EXL_FORMATS = ("exl2", "exl3")
+_BARE_BIT_RATE = re.compile(r"\d{1,2}[._]\d{1,3}")
 
 
 def quant_from_name(name: str) -> str | None:
@@ -18,14 +22,35 @@ def quant_from_name(name: str) -> str | None:
     return info.quant if info else None
 
 
-def format_of_repo(tags: list[str] | None, files: list[str]) -> str:
+def format_of_repo(tags: list[str] | None, files: list[str], config: dict | None = None) -> str:
+    """The tags decide, then .gguf files, then config.json (when the caller read it: untagged EXL2/EXL3 and MLX
+    repos are told by their ``quantization_config`` / ``quantization`` block)."""
     lowered = [t.lower() for t in tags or []]
     for fmt in ("exl3", "exl2", "mlx", "gguf"):
         if fmt in lowered:
             return fmt
     if any(f.endswith(".gguf") for f in files):
         return "gguf"
-    return "safetensors"
+    return folder_format(config) if isinstance(config, dict) else "safetensors"
+
+
+def exl_quant_of(name: str, fmt: str, bare_numbers: bool = False) -> QuantInfo | None:
+    """The bit rate a branch (or a ``--quant``) names: ``4.0bpw``, ``6_5bpw-h8``; with ``bare_numbers`` also the
+    ``6_5`` / ``8_0`` some uploaders name their EXL2 branches (only where the repo is known to be EXL: a bare
+    number alone could be a version)."""
+    info = parse_exl_name(name, fmt)
+    if info is None and bare_numbers and _BARE_BIT_RATE.fullmatch(name):
+        info = parse_exl_name(name + "bpw", fmt)
+    return info
+
+
+def exl_branches(repo_id: str, branches: Iterable[str], fmt: str = "",
+                 bare_numbers: bool = False) -> dict[str, QuantInfo]:
+    """The branches of an EXL2/EXL3 repo that hold one bit rate each, lowest first. Without ``fmt`` (tags and
+    configs not read yet) the repo's name decides: EXL3 when it says so, else EXL2, the older convention."""
+    fmt = fmt if fmt in EXL_FORMATS else ("exl3" if "exl3" in repo_id.lower() else "exl2")
+    found = {name: info for name in branches if (info := exl_quant_of(name, fmt, bare_numbers))}
+    return dict(sorted(found.items(), key=lambda item: item[1].bits_per_weight or 0))
 
 
 def describe_gguf(path: Path) -> tuple[str | None, str | None]:

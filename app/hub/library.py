@@ -21,7 +21,7 @@ from pathlib import Path
 from app import paths
 from app.hub import config
 from app.hub.errors import LibraryError
-from app.hub.formats import describe_folder, describe_gguf, quant_from_name
+from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
 
 MANIFEST_NAME = "library.sqlite3"
 SCHEMA_VERSION = 1
@@ -118,11 +118,16 @@ class Library:
             entry_id = f"{request.repo_id}:{quant or path.name}"
         else:
             fmt, quant, arch = describe_folder(path)
-            entry_id = request.repo_id if request.revision == "main" else f"{request.repo_id}@{request.revision}"
+            if fmt not in EXL_FORMATS and plan.repo_format in EXL_FORMATS:
+                fmt = plan.repo_format  # an EXL2 from before exllamav2 wrote quantization_config into config.json
+            if fmt in EXL_FORMATS and quant is None:
+                branch_quant = exl_branches(request.repo_id, [plan.revision], fmt, bare_numbers=True)
+                quant = branch_quant[plan.revision].quant if branch_quant else None
+            entry_id = request.repo_id if plan.revision == "main" else f"{request.repo_id}@{plan.revision}"
         return self._put(LibraryEntry(
             id=entry_id, name=entry_id, format=fmt, path=str(path), files=files, size=sum(f.size for f in plan.files),
             source="download", owned=True, added_at=time.time(), repo_id=request.repo_id,
-            revision=request.revision, commit_hash=plan.commit, quant=quant, architecture=arch))
+            revision=plan.revision, commit_hash=plan.commit, quant=quant, architecture=arch))
 
     def import_path(self, source: str | Path, copy: bool = True) -> list[LibraryEntry]:
         """Bring in a GGUF file or a model folder, e.g. from a USB stick: copied into the library (hashed while

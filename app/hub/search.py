@@ -3,12 +3,14 @@ time; HF_HUB_OFFLINE refuses before any connection)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 
 from app.hub import config
 from app.hub.download import _hub_error
-from app.hub.formats import format_of_repo, quant_from_name
+from app.hub.formats import EXL_FORMATS, exl_branches, format_of_repo, quant_from_name
+from app.models.quants import parse_exl_config, parse_exl_name
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
 FORMAT_TAGS = ("gguf", "mlx", "exl2", "exl3")
@@ -33,6 +35,7 @@ class QuantGroup:
     quant: str
     files: list[str]
     size: int
+    revision: str | None = None  # the branch holding it (EXL2/EXL3); None: the revision shown
 
 
 @dataclass
@@ -82,10 +85,35 @@ def repo_details(repo_id: str, revision: str | None = None, with_summary: bool =
     try:
         info = api.model_info(repo_id, revision=revision, files_metadata=True)
         refs = api.list_repo_refs(repo_id)
+        files = _file_rows(info)
+        paths = [f["path"] for f in files]
+        fmt = format_of_repo(info.tags, paths)
+        repo_config = None
+        if fmt == "safetensors" and "config.json" in paths:  # the tags did not tell: one small read settles it
+            repo_config = _read_config(repo_id, info.sha or revision)
+            fmt = format_of_repo(info.tags, paths, repo_config)
+        quants = _gguf_quants(files)
+        if fmt in EXL_FORMATS or fmt == "safetensors":
+            fmt, quants = _exl_quants(api, repo_id, info, refs, fmt, repo_config)
     except (HfHubHTTPError, httpx2.HTTPError) as exc:
         raise _hub_error(exc, repo_id, revision or "main") from None
-    files = [{"path": s.rfilename, "size": s.size, "sha256": s.lfs.sha256 if s.lfs else None}
-             for s in info.siblings or []]
+    card = info.card_data.to_dict() if info.card_data is not None else {}
+    details = RepoDetails(
+        repo_id=info.id, commit=info.sha or "", license=card.get("license"), gated=bool(info.gated),
+        last_modified=info.last_modified.isoformat() if info.last_modified else None,
+        format=fmt, files=files, quants=sorted(quants, key=lambda g: g.size),
+        branches=[b.name for b in refs.branches])
+    if with_summary and "README.md" in paths:
+        details.summary = _card_summary(repo_id, info.sha or revision or "main")
+    return details
+
+
+def _file_rows(info) -> list[dict]:
+    return [{"path": s.rfilename, "size": s.size, "sha256": s.lfs.sha256 if s.lfs else None}
+            for s in info.siblings or []]
+
+
+def _gguf_quants(files: list[dict]) -> list[QuantGroup]:
     groups: dict[str, QuantGroup] = {}
     for f in files:
         quant = quant_from_name(f["path"]) if f["path"].endswith(".gguf") else None
@@ -93,15 +121,66 @@ def repo_details(repo_id: str, revision: str | None = None, with_summary: bool =
             group = groups.setdefault(quant, QuantGroup(quant=quant, files=[], size=0))
             group.files.append(f["path"])
             group.size += f["size"] or 0
-    card = info.card_data.to_dict() if info.card_data is not None else {}
-    details = RepoDetails(
-        repo_id=info.id, commit=info.sha or "", license=card.get("license"), gated=bool(info.gated),
-        last_modified=info.last_modified.isoformat() if info.last_modified else None,
-        format=format_of_repo(info.tags, [f["path"] for f in files]), files=files,
-        quants=sorted(groups.values(), key=lambda g: g.size), branches=[b.name for b in refs.branches])
-    if with_summary and any(f["path"] == "README.md" for f in files):
-        details.summary = _card_summary(repo_id, info.sha or revision or "main")
-    return details
+    return list(groups.values())
+
+
+def _exl_quants(api, repo_id: str, info, refs, fmt: str, repo_config: dict | None) -> tuple[str, list[QuantGroup]]:
+    """(format, quants) of an EXL2/EXL3 repo, or of a repo that may be one: each branch named for a bit rate is a
+    quant (one model_info per branch, sized by its safetensors), and so is the shown revision when it holds
+    weights itself. An untagged repo whose own config did not tell is settled by a branch's config.json."""
+    others = [b.name for b in refs.branches if b.target_commit != info.sha]  # the shown revision is listed as itself
+    branch_infos = _branch_infos(api, repo_id, exl_branches(repo_id, others, fmt, bare_numbers=fmt in EXL_FORMATS))
+    if fmt not in EXL_FORMATS:
+        if not branch_infos:
+            return fmt, []
+        first, first_info = next(iter(branch_infos.items()))
+        has_config = any(s.rfilename == "config.json" for s in first_info.siblings or [])
+        fmt = format_of_repo(None, [], _read_config(repo_id, first_info.sha) if has_config else None)
+        if fmt not in EXL_FORMATS:  # an EXL2 from before exllamav2 wrote quantization_config: the name tells
+            fmt = exl_branches(repo_id, [first])[first].format
+        more = [b for b in exl_branches(repo_id, others, fmt, bare_numbers=True) if b not in branch_infos]
+        branch_infos |= _branch_infos(api, repo_id, more)
+    quants = exl_branches(repo_id, branch_infos, fmt, bare_numbers=True)
+    groups = [_exl_group(quants[b].quant, b, _file_rows(i)) for b, i in branch_infos.items()]
+    own_files = _file_rows(info)
+    if any(f["path"].endswith(".safetensors") for f in own_files):
+        paths = [f["path"] for f in own_files]
+        if repo_config is None and "config.json" in paths:
+            repo_config = _read_config(repo_id, info.sha)
+        own = (parse_exl_config(repo_config, repo_id) if repo_config else None) or parse_exl_name(repo_id, fmt)
+        if own is not None:
+            revision = next((b.name for b in refs.branches if b.target_commit == info.sha), info.sha)
+            groups.append(_exl_group(own.quant, revision, own_files))
+    return fmt, groups
+
+
+def _branch_infos(api, repo_id: str, branches) -> dict:
+    """model_info with file sizes for each branch, fetched side by side (repos keep up to a dozen bit rates)."""
+    names = list(branches)
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+        found = pool.map(lambda b: api.model_info(repo_id, revision=b, files_metadata=True), names)
+        return dict(zip(names, found))
+
+
+def _exl_group(quant: str, revision: str, files: list[dict]) -> QuantGroup:
+    """A branch is downloaded as a whole; its size is its weights (the safetensors), as a GGUF quant's is."""
+    kept = [f for f in files if f["path"] != ".gitattributes"]
+    return QuantGroup(quant=quant, files=[f["path"] for f in kept], revision=revision,
+                      size=sum(f["size"] or 0 for f in kept if f["path"].endswith(".safetensors")))
+
+
+def _read_config(repo_id: str, revision: str | None) -> dict | None:
+    """config.json of a revision (a few kB, one request); None when it cannot be read: the format then stays
+    what the tags and file names say."""
+    from app.errors import QuantDeskError
+    from app.models.remote import read_remote_json
+
+    try:
+        return read_remote_json(repo_id, "config.json", revision)
+    except QuantDeskError:
+        return None
 
 
 def _card_summary(repo_id: str, revision: str, limit: int = 400) -> str:

@@ -45,7 +45,8 @@ def _looks_like_repo(text: str) -> bool:
 
 
 def load_metadata(model: str):
-    """A local file/folder, ``owner/repo/file.gguf`` or ``owner/repo`` (its first GGUF) on the Hub."""
+    """A local file/folder, ``owner/repo/file.gguf``, ``owner/repo`` (its first GGUF or bit-rate branch) or
+    ``owner/repo@branch`` on the Hub."""
     from app.models.metadata import read_model
 
     if Path(model).exists():
@@ -53,11 +54,12 @@ def load_metadata(model: str):
     if _looks_like_repo(model):
         parts = model.split("/")
         repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
+        repo_id, _, revision = repo_id.partition("@")  # owner/repo@4.0bpw: one branch of an EXL repo
         if rest:
             from app.models.remote import read_remote_gguf
 
-            return read_remote_gguf(repo_id, rest)
-        found = hub_candidates(repo_id)
+            return read_remote_gguf(repo_id, rest, revision or None)
+        found = hub_candidates(repo_id, revision or None)
         if not found:
             raise BadModelArgument(f"{repo_id} has no GGUF, MLX or EXL model files we can read.")
         label, meta = found[0]
@@ -69,15 +71,17 @@ def load_metadata(model: str):
 
 
 def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str, object]]:
-    """Every quant in a Hub repo: one entry per GGUF (first shard), or the repo's config.json model."""
+    """Every quant in a Hub repo: one entry per GGUF (first shard), the repo's config.json model, and each
+    EXL2/EXL3 branch named for a bit rate (``owner/repo@4.0bpw``), read from its config and safetensors headers."""
     from huggingface_hub import HfApi
 
-    from app.models.metadata import metadata_from_config
+    from app.hub.formats import exl_branches
     from app.models.quants import parse_gguf_filename
-    from app.models.remote import _endpoint, read_remote_gguf, read_remote_json, read_remote_safetensors
+    from app.models.remote import _endpoint, read_remote_gguf
 
+    api = HfApi(endpoint=_endpoint())
     try:
-        files = HfApi(endpoint=_endpoint()).list_repo_files(repo_id, revision=revision)
+        files = api.list_repo_files(repo_id, revision=revision)
     except Exception as exc:  # huggingface_hub raises many HTTP error types; one sentence for the user
         raise BadModelArgument(f"Could not list {repo_id} on the Hub: {exc}.") from exc
     out: list[tuple[str, object]] = []
@@ -91,16 +95,46 @@ def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str,
             out.append((f"{repo_id}/{name}", read_remote_gguf(repo_id, name, revision)))
         except QuantDeskError as exc:
             out.append((f"{repo_id}/{name}", exc))
-    if "config.json" in files and not out:
+    if out:
+        return out
+    branches: dict = {}
+    if revision is None:  # a named revision is sized alone; otherwise each bit-rate branch is a candidate
         try:
-            config = read_remote_json(repo_id, "config.json", revision)
-            tensors = []
-            for st in sorted(f for f in files if f.endswith(".safetensors") and "/" not in f):
-                tensors.extend(read_remote_safetensors(repo_id, st, revision))
-            out.append((repo_id, metadata_from_config(config, tensors, source=repo_id, name=repo_id)))
-        except QuantDeskError as exc:
-            out.append((repo_id, exc))
+            branches = exl_branches(repo_id, [b.name for b in api.list_repo_refs(repo_id).branches])
+        except Exception as exc:  # as above: one sentence
+            raise BadModelArgument(f"Could not list the branches of {repo_id} on the Hub: {exc}.") from exc
+    holds_weights = any(f.endswith(".safetensors") for f in files)
+    if "config.json" in files and (holds_weights or not branches):  # an EXL repo's main often holds only a config
+        label = f"{repo_id}@{revision}" if revision else repo_id
+        out.append((label, _hub_folder_metadata(repo_id, files, revision, source=label, name=revision or repo_id)))
+    for branch, quant in branches.items():
+        label = f"{repo_id}@{branch}"
+        try:
+            branch_files = api.list_repo_files(repo_id, revision=branch)
+        except Exception as exc:  # as above: one sentence
+            out.append((label, BadModelArgument(f"Could not list {label} on the Hub: {exc}.")))
+            continue
+        meta = _hub_folder_metadata(repo_id, branch_files, branch, source=label, name=branch)
+        if not isinstance(meta, Exception) and meta.format not in ("exl2", "exl3"):
+            meta.format, meta.quant = quant.format, quant  # an EXL2 made before exllamav2 wrote quantization_config
+        out.append((label, meta))
     return out
+
+
+def _hub_folder_metadata(repo_id: str, files: list[str], revision: str | None, source: str, name: str):
+    """ModelMetadata of a model folder on the Hub (config.json + the top-level safetensors headers, read with
+    Range requests), or the error that stopped it."""
+    from app.models.metadata import metadata_from_config
+    from app.models.remote import read_remote_json, read_remote_safetensors
+
+    try:
+        config = read_remote_json(repo_id, "config.json", revision)
+        tensors = []
+        for st in sorted(f for f in files if f.endswith(".safetensors") and "/" not in f):
+            tensors.extend(read_remote_safetensors(repo_id, st, revision))
+        return metadata_from_config(config, tensors, source=source, name=name)
+    except QuantDeskError as exc:
+        return exc
 
 
 def local_candidates(path: Path) -> list[tuple[str, object]]:
