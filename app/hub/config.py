@@ -4,6 +4,8 @@ would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first im
 from __future__ import annotations
 
 import os
+import socket
+import urllib.parse
 from pathlib import Path
 
 from app.hub.errors import OfflineError
@@ -21,10 +23,18 @@ def is_offline() -> bool:
 
 
 def require_online(action: str) -> None:
-    """Raise before any connection is attempted when offline mode is on."""
+    """Raise before any connection is attempted when offline mode is on, or when the Hub's name does not
+    resolve: huggingface_hub would otherwise retry a dead network with backoff for half a minute."""
     if is_offline():
         raise OfflineError(f"Cannot {action}: offline mode is on (HF_HUB_OFFLINE is set), and this needs the Hub.",
                            "unset HF_HUB_OFFLINE to go online; the local library works offline")
+    host = urllib.parse.urlsplit(endpoint()).hostname
+    if host:
+        try:
+            socket.getaddrinfo(host, None)
+        except (socket.gaierror, UnicodeError):
+            raise OfflineError(f"Cannot {action}: {host} cannot be found, so this computer seems to be offline.",
+                               "connect to a network, or set HF_HUB_OFFLINE=1 to work with local models only") from None
 
 
 def hf_home() -> Path:
