@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
@@ -65,6 +66,14 @@ class LibraryEntry:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def bundled_models_dir() -> Path | None:
+    """Models shipped inside an offline package (packaging/build_linux.sh --model) sit in ``models/``
+    beside the frozen app binary; they are listed by reference, like a watched folder."""
+    if not getattr(sys, "frozen", False):
+        return None
+    return Path(sys.executable).resolve().parent / "models"
 
 
 def _file_sha256(path: Path) -> str:
@@ -241,6 +250,10 @@ class Library:
             if folder.is_dir():
                 for fmt, p, files in self._models_in(folder):
                     self._reference(fmt, p, files, source="folder")
+        bundled = bundled_models_dir()
+        if bundled is not None and bundled.is_dir():
+            for fmt, p, files in self._models_in(bundled):
+                self._reference(fmt, p, files, source="bundled")
         with closing(self._connect()) as conn, conn:
             for row in conn.execute("SELECT id, path, owned FROM models").fetchall():
                 if not Path(row["path"]).exists() and not row["owned"]:

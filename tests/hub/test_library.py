@@ -71,3 +71,21 @@ def test_manifest_is_sqlite_with_what_the_design_asks(hub_env, tmp_path):
     assert row[:5] == ("acme/s-GGUF", commit, "gguf", "Q4_K_M", "llama")
     assert json.loads(row[5]) == [{"path": gguf.name, "size": gguf.stat().st_size, "sha256": sha256(gguf)}]
     assert row[6] == gguf.stat().st_size
+
+
+def test_models_bundled_beside_a_frozen_app_are_listed_without_setup(tmp_path, monkeypatch):
+    app_dir = tmp_path / "opt" / "quantdesk"  # as the .deb lays it out: the binary, and models/ beside it
+    write_gguf(app_dir / "models" / "tiny-Q4_K_M.gguf", file_type=15)
+    (app_dir / "quantdesk").write_bytes(b"")
+    monkeypatch.setattr("sys.frozen", True, raising=False)
+    monkeypatch.setattr("sys.executable", str(app_dir / "quantdesk"))
+    entries = Library().entries()
+    assert [(e.name, e.source, e.owned) for e in entries] == [("tiny-Q4_K_M", "bundled", False)]
+    (app_dir / "models" / "tiny-Q4_K_M.gguf").unlink()  # an update shipped without it: the reference goes
+    assert Library().entries() == []
+
+
+def test_a_source_checkout_has_no_bundle(tmp_path, monkeypatch):
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
+    write_gguf(tmp_path / "models" / "stray-Q8_0.gguf", file_type=7)
+    assert Library().entries() == []  # not frozen: a models/ folder beside the interpreter means nothing
