@@ -1,0 +1,376 @@
+"""The quant lab's charts, drawn with QPainter: quality loss against generation speed (a labelled
+scatter with min–max bars), and peak memory per variant (bars with min–max whiskers).
+
+What to plot is worked out from a BenchResult by Qt-free functions (``speed_quality_points``,
+``memory_rows``) so the choices — which quality figure, which variants are left out and why — are
+easy to test and are the same ones the page's captions name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
+from PySide6.QtWidgets import QHBoxLayout, QSizePolicy, QWidget
+
+from app.lab.results import BenchResult, VariantResult
+from app.ui.formatting import human_memory
+
+REFERENCE_COLOUR = "#2e9d57"
+
+
+@dataclass(frozen=True)
+class Point:
+    label: str
+    x: float  # generation tok/s, median
+    x_low: float
+    x_high: float
+    y: float  # quality loss (KL nats/token, or perplexity above the reference's)
+    is_reference: bool
+
+
+@dataclass(frozen=True)
+class QualityAxis:
+    metric: str  # "kl_mean" | "delta_perplexity" | ""
+    title: str
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    label: str
+    median: int
+    low: int
+    high: int
+    size_bytes: int
+    is_reference: bool
+
+
+def quality_axis(result: BenchResult) -> QualityAxis:
+    """KL divergence where any variant has it (it measures the loss directly); else perplexity above the
+    reference's; else nothing to plot."""
+    if any(v.kl_mean is not None for v in result.variants):
+        return QualityAxis("kl_mean", "KL divergence from the reference (nats/token)")
+    reference = result.variants[0] if result.variants else None
+    if reference is not None and reference.perplexity is not None and any(
+            v.perplexity is not None for v in result.variants[1:]):
+        return QualityAxis("delta_perplexity", f"perplexity above {reference.label}'s")
+    return QualityAxis("", "")
+
+
+def _loss(v: VariantResult, axis: QualityAxis, reference: VariantResult) -> float | None:
+    if axis.metric == "kl_mean":
+        return v.kl_mean
+    if axis.metric == "delta_perplexity" and v.perplexity is not None and reference.perplexity is not None:
+        return v.perplexity - reference.perplexity
+    return None
+
+
+def speed_quality_points(result: BenchResult) -> tuple[QualityAxis, list[Point], list[str]]:
+    """The axis, the points, and for every variant left out a sentence saying why."""
+    axis = quality_axis(result)
+    points: list[Point] = []
+    missing: list[str] = []
+    if not result.variants:
+        return axis, points, missing
+    reference = result.variants[0]
+    for v in result.variants:
+        speed = v.speed.get("decode_tps")
+        loss = _loss(v, axis, reference) if axis.metric else None
+        if v.error:
+            missing.append(f"{v.label}: failed — {v.error}")
+        elif speed is None:
+            missing.append(f"{v.label}: {v.unavailable.get('decode_tps', 'no generation speed')}")
+        elif loss is None:
+            why = v.unavailable.get("kl_mean" if axis.metric == "kl_mean" else "perplexity") or "no quality figure"
+            missing.append(f"{v.label}: {why}")
+        else:
+            points.append(Point(v.label, speed.median, speed.low, speed.high, loss, v.is_reference))
+    return axis, points, missing
+
+
+def memory_rows(result: BenchResult) -> tuple[list[MemoryRow], list[str]]:
+    rows: list[MemoryRow] = []
+    missing: list[str] = []
+    for v in result.variants:
+        spread = v.speed.get("peak_memory_bytes")
+        if spread is None:
+            missing.append(f"{v.label}: " + (f"failed — {v.error}" if v.error else "no memory figure"))
+        else:
+            rows.append(MemoryRow(v.label, int(spread.median), int(spread.low), int(spread.high), v.size_bytes,
+                                  v.is_reference))
+    return rows, missing
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten apart)."""
+    if not math.isfinite(low) or not math.isfinite(high):
+        return [0.0, 1.0]
+    if high <= low:
+        high = low + (abs(low) or 1.0)
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    start = math.floor(low / step) * step
+    ticks = []
+    value = start
+    while value < high + step * 0.999:
+        ticks.append(round(value, 12))
+        value += step
+    return ticks
+
+
+def tick_text(value: float) -> str:
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 1:
+        return f"{value:.3g}"
+    if magnitude >= 0.001:
+        return f"{value:.4f}".rstrip("0").rstrip(".")
+    return f"{value:.1e}"
+
+
+class _Chart(QWidget):
+    """Common painting: a title, an empty-state sentence, a caption listing what is left out."""
+
+    title = ""
+    empty_text = "Run a bench, or open a past result, to see this chart."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: BenchResult | None = None
+        self.missing: list[str] = []
+        self.setMinimumSize(360, 260)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setAutoFillBackground(True)
+        self.setBackgroundRole(QPalette.ColorRole.Base)
+
+    def sizeHint(self) -> QSize:
+        return QSize(540, 380)
+
+    def set_result(self, result: BenchResult | None) -> None:
+        self.result = result
+        self._prepare()
+        self.update()
+
+    def _prepare(self) -> None: ...
+
+    # colours from the palette, so the chart follows light and dark
+    def _colour(self, role: QPalette.ColorRole, alpha: int = 255) -> QColor:
+        colour = QColor(self.palette().color(role))
+        colour.setAlpha(alpha)
+        return colour
+
+    def _begin(self) -> tuple[QPainter, QRectF]:
+        """Paint the title and the footnotes; return the painter and the rectangle left for the plot."""
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        text = self._colour(QPalette.ColorRole.Text)
+        title_font = QFont(self.font())
+        title_font.setBold(True)
+        painter.setFont(title_font)
+        painter.setPen(text)
+        line = QFontMetricsF(title_font).height()
+        painter.drawText(QRectF(12, 8, self.width() - 24, line), Qt.AlignmentFlag.AlignLeft, self.title)
+        painter.setFont(self.font())
+        fm = QFontMetricsF(self.font())
+        notes = [f"Not shown: {m}" for m in self.missing]
+        bottom = self.height() - 6.0
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+        for note in reversed(notes[-3:]):
+            elided = fm.elidedText(note, Qt.TextElideMode.ElideRight, self.width() - 24)
+            bottom -= fm.height()
+            painter.drawText(QRectF(12, bottom, self.width() - 24, fm.height()), Qt.AlignmentFlag.AlignLeft, elided)
+        painter.setPen(text)
+        return painter, QRectF(12, 14 + line, self.width() - 24, bottom - (14 + line) - 4)
+
+    def _empty(self, painter: QPainter, area: QRectF, sentence: str) -> None:
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, sentence)
+        painter.end()
+
+
+class SpeedQualityChart(_Chart):
+    """Quality loss (y) against generation tok/s (x): up-left is worse and slower, down-right is the goal."""
+
+    title = "Quality loss against generation speed"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.axis = QualityAxis("", "")
+        self.points: list[Point] = []
+        self.setAccessibleName("Chart: quality loss against generation speed")
+
+    def _prepare(self) -> None:
+        if self.result is None:
+            self.axis, self.points, self.missing = QualityAxis("", ""), [], []
+        else:
+            self.axis, self.points, self.missing = speed_quality_points(self.result)
+        self.setAccessibleDescription("; ".join(f"{p.label}: {p.x:.1f} tok/s, loss {tick_text(p.y)}"
+                                                for p in self.points))
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter, area = self._begin()
+        if self.result is None:
+            return self._empty(painter, area, self.empty_text)
+        if not self.axis.metric:
+            return self._empty(painter, area, "No quality figures in this result (the quality pass was "
+                                              "skipped or could not run), so there is nothing to plot.")
+        if not self.points:
+            return self._empty(painter, area, "No variant has both a generation speed and a quality figure.")
+        fm = QFontMetricsF(self.font())
+        x_ticks = nice_ticks(0.0, max(p.x_high for p in self.points) * 1.08)
+        top_loss = max(p.y for p in self.points)
+        y_ticks = nice_ticks(min(0.0, min(p.y for p in self.points)), top_loss * 1.15 if top_loss > 0 else 1.0)
+        y_labels = [tick_text(t) for t in y_ticks]
+        left = area.left() + fm.height() + 6 + max(fm.horizontalAdvance(t) for t in y_labels) + 6
+        plot = QRectF(left, area.top() + 6, area.right() - left - 8, area.height() - 2 * fm.height() - 14)
+
+        def px(x: float) -> float:
+            return plot.left() + plot.width() * (x - x_ticks[0]) / (x_ticks[-1] - x_ticks[0])
+
+        def py(y: float) -> float:
+            return plot.bottom() - plot.height() * (y - y_ticks[0]) / (y_ticks[-1] - y_ticks[0])
+
+        grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
+        axis_text = self._colour(QPalette.ColorRole.PlaceholderText)
+        for tick, label in zip(y_ticks, y_labels, strict=True):
+            painter.setPen(grid)
+            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
+            painter.setPen(axis_text)
+            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, left - area.left() - 6, fm.height()),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
+        for tick in x_ticks:
+            painter.setPen(grid)
+            painter.drawLine(QPointF(px(tick), plot.top()), QPointF(px(tick), plot.bottom()))
+            painter.setPen(axis_text)
+            painter.drawText(QRectF(px(tick) - 40, plot.bottom() + 3, 80, fm.height()),
+                             Qt.AlignmentFlag.AlignHCenter, tick_text(tick))
+        painter.drawText(QRectF(plot.left(), plot.bottom() + fm.height() + 6, plot.width(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter, "generation tok/s (median; bars: fastest and slowest run)")
+        painter.save()
+        painter.translate(area.left(), plot.center().y())
+        painter.rotate(-90)
+        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter, self.axis.title + "  ↓ better")
+        painter.restore()
+
+        accent = self._colour(QPalette.ColorRole.Highlight)
+        reference = QColor(REFERENCE_COLOUR)
+        text = self._colour(QPalette.ColorRole.Text)
+        placed: list[QRectF] = []
+        for p in sorted(self.points, key=lambda p: p.x):
+            colour = reference if p.is_reference else accent
+            centre = QPointF(px(p.x), py(p.y))
+            painter.setPen(QPen(colour, 1.5))
+            if p.x_high > p.x_low:
+                painter.drawLine(QPointF(px(p.x_low), centre.y()), QPointF(px(p.x_high), centre.y()))
+                for end in (p.x_low, p.x_high):
+                    painter.drawLine(QPointF(px(end), centre.y() - 4), QPointF(px(end), centre.y() + 4))
+            painter.setBrush(colour)
+            painter.drawEllipse(centre, 5.5, 5.5)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            label = p.label + (" (reference)" if p.is_reference else "")
+            width = fm.horizontalAdvance(label)
+            # Right of the point unless it would leave the plot; above it if that spot is taken.
+            x = centre.x() + 9 if centre.x() + 9 + width <= plot.right() else centre.x() - 9 - width
+            box = QRectF(x, centre.y() - fm.height() - 2, width, fm.height())
+            for _ in range(4):
+                if not any(box.intersects(other) for other in placed):
+                    break
+                box.translate(0, fm.height() + 2 if box.top() < centre.y() else -(fm.height() + 2))
+                box.moveTop(max(plot.top(), min(box.top(), plot.bottom() - fm.height())))
+            placed.append(box)
+            painter.setPen(text)
+            painter.drawText(box, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
+        painter.end()
+
+
+class MemoryChart(_Chart):
+    """Peak memory of the engine process per variant: the median as a bar, the range as a whisker."""
+
+    title = "Peak memory per variant"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[MemoryRow] = []
+        self.setAccessibleName("Chart: peak memory per variant")
+
+    def _prepare(self) -> None:
+        self.rows, self.missing = memory_rows(self.result) if self.result is not None else ([], [])
+        self.setAccessibleDescription("; ".join(f"{r.label}: {human_memory(r.median)}" for r in self.rows))
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter, area = self._begin()
+        if self.result is None:
+            return self._empty(painter, area, self.empty_text)
+        if not self.rows:
+            return self._empty(painter, area, "No variant has a memory figure.")
+        fm = QFontMetricsF(self.font())
+        names = [r.label + (" (ref)" if r.is_reference else "") for r in self.rows]
+        label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.4)
+        value_width = fm.horizontalAdvance("0000.0 MiB  ") + 4
+        top = max(r.high for r in self.rows) or 1
+        bar_left = area.left() + label_width
+        bar_span = max(area.right() - value_width - bar_left, 20)
+        caption_h = fm.height() + 8
+        row_h = min((area.height() - caption_h) / len(self.rows), 46.0)
+        bar_h = min(row_h * 0.55, 22.0)
+        accent = self._colour(QPalette.ColorRole.Highlight)
+        text = self._colour(QPalette.ColorRole.Text)
+        muted = self._colour(QPalette.ColorRole.PlaceholderText)
+        for i, (row, name) in enumerate(zip(self.rows, names, strict=True)):
+            centre = area.top() + 4 + row_h * (i + 0.5)
+            painter.setPen(text)
+            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(name, Qt.TextElideMode.ElideMiddle, label_width - 8))
+            colour = QColor(REFERENCE_COLOUR) if row.is_reference else accent
+            width = bar_span * row.median / top
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(colour)
+            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(width, 2), bar_h), 3, 3)
+            if row.high > row.low:
+                painter.setPen(QPen(text, 1.2))
+                x0, x1 = bar_left + bar_span * row.low / top, bar_left + bar_span * row.high / top
+                painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
+                for x in (x0, x1):
+                    painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
+            painter.setPen(text)
+            value_x = bar_left + bar_span * row.high / top + 6
+            painter.drawText(QRectF(value_x, centre - fm.height() / 2, value_width, fm.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, human_memory(row.median))
+        painter.setPen(muted)
+        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter,
+                         "engine process RAM peak, median of the runs (whisker: lowest to highest)")
+        painter.end()
+
+
+class LabCharts(QWidget):
+    """Both charts side by side; ``save_png`` grabs them as the user sees them."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.speed_quality = SpeedQualityChart()
+        self.memory = MemoryChart()
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(10)
+        layout.addWidget(self.speed_quality, 3)
+        layout.addWidget(self.memory, 2)
+
+    def set_result(self, result: BenchResult | None) -> None:
+        self.speed_quality.set_result(result)
+        self.memory.set_result(result)
+
+    def save_png(self, path: str) -> bool:
+        if not self.isVisible() and (self.width() < 400 or self.height() < 200):
+            self.resize(1100, 420)  # never shown yet (its tab is closed): give it the size it would have
+            self.layout().activate()
+        return self.grab().save(path, "PNG")

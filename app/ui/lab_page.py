@@ -1,0 +1,652 @@
+"""The Quant lab page: compare quants and formats of one model on this machine — speed, memory and
+quality side by side (app/lab does the measuring; this page picks, runs, shows, exports and keeps).
+
+The bench blocks for minutes and starts engine hosts, so it runs on a worker thread; its progress and
+its result come back as queued signals to this page's slots. Cancel sets a threading.Event the bench
+checks between steps: it never waits on the busy worker.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox,
+                               QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
+                               QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from app.lab.results import BenchResult, BenchSettings, VariantResult
+from app.ui.background import BackgroundCall, sentence
+from app.ui.formatting import human_bytes, human_memory, human_ms
+from app.ui.lab_chart import LabCharts
+
+PATH_ROLE = Qt.ItemDataRole.UserRole
+AUTO_REFERENCE = "Highest precision (automatic)"
+
+# (header, metric, how to show a value, tooltip of the column)
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("Load", "load_ms", "Time to load the model in a fresh engine host"),
+    ("Prompt tok/s", "prompt_tps", "Prompt processing speed"),
+    ("Gen tok/s", "decode_tps", "Generation speed, after the first token"),
+    ("TTFT", "ttft_ms", "Time to the first generated token"),
+    ("Peak memory", "peak_memory_bytes", "The engine process's peak RAM during the run"),
+    ("Perplexity", "perplexity", "On the bundled text; lower is better"),
+    ("KL", "kl_mean", "Mean KL divergence of next-token distributions from the reference (nats/token); 0 is "
+                      "identical"),
+    ("Top-1", "top1_agreement", "How often the variant's most likely next token is the reference's"),
+)
+HEADERS = ("Variant", "Quant", "Backend", "Size", *(c[0] for c in COLUMNS))
+
+
+def figure_text(metric: str, value: float) -> str:
+    if metric in ("load_ms", "ttft_ms"):
+        return human_ms(value)
+    if metric in ("prompt_tps", "decode_tps"):
+        return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    if metric == "peak_memory_bytes":
+        return human_memory(value)
+    if metric == "perplexity":
+        return f"{value:.2f}"
+    if metric == "kl_mean":
+        return "0" if value == 0 else f"{value:.3g}"
+    if metric == "top1_agreement":
+        return f"{value:.1%}"
+    return f"{value:g}"
+
+
+def cell(v: VariantResult, metric: str) -> tuple[str, str]:
+    """(text, tooltip) of one figure: the median, with its range and run count in the tooltip; an
+    unavailable figure is "n/a" with the reason as its tooltip."""
+    if v.error:
+        return "failed", v.error
+    value = v.figure(metric)
+    if value is None:
+        return "n/a", v.unavailable.get(metric, "n/a: not measured")
+    spread = v.speed.get(metric)
+    if spread is not None:
+        runs = f"{spread.n} run" + ("s" if spread.n != 1 else "")
+        return figure_text(metric, value), (f"median {figure_text(metric, spread.median)}, min–max "
+                                            f"{figure_text(metric, spread.low)} – {figure_text(metric, spread.high)} "
+                                            f"over {runs}")
+    if metric in ("kl_mean",) and v.kl_positions:
+        return figure_text(metric, value), (f"mean over {v.kl_positions} positions; median {v.kl_median:.3g}, "
+                                            f"99th percentile {v.kl_p99:.3g}, max {v.kl_max:.3g}")
+    if metric == "top1_agreement" and v.kl_positions:
+        return figure_text(metric, value), f"over {v.kl_positions} positions of the prompt set"
+    if metric == "perplexity" and v.ppl_tokens:
+        return figure_text(metric, value), f"over {v.ppl_tokens} tokens of the bundled text"
+    return figure_text(metric, value), ""
+
+
+def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
+    try:
+        when = datetime.fromisoformat(created_at).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        when = created_at
+    others = [v for v in variants if v != reference]
+    return f"{when} · {reference} vs " + (", ".join(others) if others else "itself")
+
+
+class _BenchRunner(QObject):
+    """Runs one bench on a daemon thread; everything it reports arrives as a queued signal."""
+
+    progress = Signal(object)  # LabProgress
+    finished = Signal(object)  # BenchResult (already saved to the store)
+    failed = Signal(str)  # a sentence
+    cancelled = Signal()
+
+    def start(self, models: list[str], settings: BenchSettings, reference: str | None,
+              cancel: threading.Event) -> None:
+        threading.Thread(target=self._run, args=(models, settings, reference, cancel), name="quant-lab",
+                         daemon=True).start()
+
+    def _run(self, models: list[str], settings: BenchSettings, reference: str | None,
+             cancel: threading.Event) -> None:
+        from app.lab.runner import LabCancelled, run_bench
+        from app.lab.store import ResultStore
+
+        try:
+            result = run_bench(models, settings, reference=reference, on_progress=self.progress.emit, cancel=cancel)
+            ResultStore().save(result)
+        except LabCancelled:
+            self.cancelled.emit()
+        except Exception as exc:  # every failure reaches the page as a sentence
+            self.failed.emit(sentence(exc))
+        else:
+            self.finished.emit(result)
+
+
+def _button(text: str, accessible: str, slot) -> QPushButton:
+    button = QPushButton(text)
+    button.setAccessibleName(accessible)
+    button.clicked.connect(slot)
+    return button
+
+
+def _spin(low: int, high: int, value: int, name: str, tip: str) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(low, high)
+    spin.setValue(value)
+    spin.setAccessibleName(name)
+    spin.setToolTip(tip)
+    spin.setGroupSeparatorShown(True)
+    return spin
+
+
+class LabPage(QWidget):
+    """Pick variants and settings, run, read the table and charts, export, reopen past results."""
+
+    bench_finished = Signal(object)  # BenchResult
+    bench_stopped = Signal(str)  # "cancelled" or the failure's sentence
+    history_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Quant lab")
+        self.result: BenchResult | None = None
+        self._cancel: threading.Event | None = None
+        self._runner: _BenchRunner | None = None
+        self._library_call = BackgroundCall("lab-library")
+        self._library_call.succeeded.connect(self._on_library_listed)
+        self._library_call.failed.connect(self._on_library_failed)
+        self._listed_once = False
+
+        root = QVBoxLayout(self)
+        root.setContentsMargins(24, 16, 24, 14)
+        root.setSpacing(10)
+        heading = QLabel("<h1>Quant lab</h1>")
+        intro = QLabel("Compare quants and formats of one model on this machine: load time, prompt and generation "
+                       "speed, time to first token and peak memory, and quality against the highest-precision "
+                       "variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.")
+        intro.setWordWrap(True)
+        intro.setObjectName("caption")
+        root.addWidget(heading)
+        root.addWidget(intro)
+
+        top = QHBoxLayout()
+        top.setSpacing(12)
+        top.addWidget(self._variants_box(), 5)
+        top.addWidget(self._settings_box(), 3)
+        top.addWidget(self._history_box(), 4)
+        root.addLayout(top)
+
+        run_row = QHBoxLayout()
+        self.run_button = _button("Run bench", "Run the bench", self.run)
+        self.run_button.setDefault(True)
+        self.cancel_button = _button("Cancel", "Cancel the bench", self.cancel)
+        self.cancel_button.setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setAccessibleName("Bench progress")
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("%v of %m steps")
+        self.status = QLabel("Tick two or more variants of one model, then run.")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status.setWordWrap(True)
+        self.status.setAccessibleName("Bench status")
+        run_row.addWidget(self.run_button)
+        run_row.addWidget(self.cancel_button)
+        run_row.addWidget(self.progress, 1)
+        root.addLayout(run_row)
+        root.addWidget(self.status)
+
+        self.tabs = QTabWidget()
+        self.tabs.setAccessibleName("Results")
+        self.table = QTableWidget(0, len(HEADERS))
+        self.table.setAccessibleName("Results table")
+        self.table.setHorizontalHeaderLabels(HEADERS)
+        for index, (_header, _metric, tip) in enumerate(COLUMNS, start=4):
+            self.table.horizontalHeaderItem(index).setToolTip(tip)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setAlternatingRowColors(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        table_tab = QWidget()
+        table_layout = QVBoxLayout(table_tab)
+        table_layout.setContentsMargins(0, 6, 0, 0)
+        table_layout.addWidget(self.table, 1)
+        self.notes = QLabel("")
+        self.notes.setObjectName("caption")
+        self.notes.setTextFormat(Qt.TextFormat.PlainText)
+        self.notes.setWordWrap(True)
+        table_layout.addWidget(self.notes)
+        self.charts = LabCharts()
+        self.tabs.addTab(table_tab, "Table")
+        self.tabs.addTab(self.charts, "Charts")
+        exports = QWidget()
+        export_row = QHBoxLayout(exports)
+        export_row.setContentsMargins(0, 0, 0, 2)
+        self.export_buttons = [
+            _button("Export CSV…", "Export the result as CSV", self._on_export_csv_clicked),
+            _button("Export JSON…", "Export the result as JSON", self._on_export_json_clicked),
+            _button("Save charts as PNG…", "Save the charts as a PNG image", self._on_export_png_clicked),
+        ]
+        for button in self.export_buttons:
+            button.setEnabled(False)
+            export_row.addWidget(button)
+        self.tabs.setCornerWidget(exports)
+        root.addWidget(self.tabs, 1)
+        self.refresh_history()
+
+    # --- the three boxes ------------------------------------------------------------------------
+
+    def _variants_box(self) -> QGroupBox:
+        box = QGroupBox("Variants")
+        layout = QVBoxLayout(box)
+        self.variants = QListWidget()
+        self.variants.setAccessibleName("Variants to compare")
+        self.variants.itemChanged.connect(self._on_variant_changed)
+        self.variants.setMinimumHeight(120)
+        layout.addWidget(self.variants, 1)
+        row = QHBoxLayout()
+        row.addWidget(_button("Add file…", "Add a model file", self._on_add_file_clicked))
+        row.addWidget(_button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
+        row.addStretch(1)
+        row.addWidget(_button("Refresh", "Refresh the list from the library", self.refresh_library))
+        layout.addLayout(row)
+        return box
+
+    def _settings_box(self) -> QGroupBox:
+        box = QGroupBox("Settings")
+        form = QFormLayout(box)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        defaults = BenchSettings()
+        self.reference = QComboBox()
+        self.reference.setAccessibleName("Reference variant")
+        self.reference.setToolTip("Quality is measured against this variant")
+        self.reference.addItem(AUTO_REFERENCE, None)
+        self.prompt_tokens = _spin(16, 32768, defaults.prompt_tokens, "Prompt tokens",
+                                   "Length of the measured prompt, in the variant's tokens")
+        self.gen_tokens = _spin(1, 8192, defaults.gen_tokens, "Generated tokens", "Tokens generated per run")
+        self.reps = _spin(1, 100, defaults.reps, "Repetitions",
+                          "Measured runs per variant; the table shows their median")
+        self.quality = QCheckBox("Measure quality (perplexity, KL, top-1)")
+        self.quality.setChecked(defaults.quality)
+        self.quality.setAccessibleName("Measure quality")
+        form.addRow("Reference", self.reference)
+        form.addRow("Prompt tokens", self.prompt_tokens)
+        form.addRow("Generated tokens", self.gen_tokens)
+        form.addRow("Repetitions", self.reps)
+        form.addRow(self.quality)
+        return box
+
+    def _history_box(self) -> QGroupBox:
+        box = QGroupBox("Past results")
+        layout = QVBoxLayout(box)
+        self.history = QListWidget()
+        self.history.setAccessibleName("Past results")
+        self.history.itemActivated.connect(self._on_history_activated)
+        self.history.currentItemChanged.connect(self._on_history_selection)
+        layout.addWidget(self.history, 1)
+        row = QHBoxLayout()
+        self.open_button = _button("Open", "Open the selected past result", self._on_open_clicked)
+        self.delete_button = _button("Delete…", "Delete the selected past result", self._on_delete_clicked)
+        self.open_button.setEnabled(False)
+        self.delete_button.setEnabled(False)
+        row.addWidget(self.open_button)
+        row.addWidget(self.delete_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        return box
+
+    # --- variants -------------------------------------------------------------------------------
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if not self._listed_once:
+            self._listed_once = True
+            self.refresh_library()
+
+    @Slot()
+    def refresh_library(self) -> None:
+        self._library_call.start(_library_entries)
+
+    @Slot(int, object)
+    def _on_library_listed(self, ticket: int, entries: list) -> None:
+        if ticket != self._library_call.latest:
+            return
+        for entry in entries:
+            detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
+            self._add_item(entry.path, f"{entry.name} — {detail}", checked=False)
+        if not entries and self.variants.count() == 0:
+            self.status.setText("No models in the library yet: add model files or folders by hand, "
+                                "or download some from Discover.")
+
+    @Slot(int, object)
+    def _on_library_failed(self, ticket: int, error: object) -> None:
+        self.status.setText(f"The library could not be read: {sentence(error)}")
+
+    def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
+        resolved = str(Path(path).expanduser().resolve())
+        for row in range(self.variants.count()):
+            item = self.variants.item(row)
+            if item.data(PATH_ROLE) == resolved:
+                if checked:
+                    item.setCheckState(Qt.CheckState.Checked)
+                return item
+        item = QListWidgetItem(text)
+        item.setData(PATH_ROLE, resolved)
+        item.setToolTip(resolved)
+        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+        item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        self.variants.addItem(item)
+        self._sync_reference_choices()
+        return item
+
+    def add_paths(self, paths: list[str | Path]) -> None:
+        """Add model files or folders by hand; they come ticked."""
+        for path in paths:
+            p = Path(path)
+            kind = "folder" if p.is_dir() else "file"
+            size = human_bytes(p.stat().st_size) if p.is_file() else ""
+            self._add_item(str(p), f"{p.name} — {kind}" + (f" · {size}" if size else ""), checked=True)
+
+    def checked_paths(self) -> list[str]:
+        return [self.variants.item(r).data(PATH_ROLE) for r in range(self.variants.count())
+                if self.variants.item(r).checkState() == Qt.CheckState.Checked]
+
+    @Slot(QListWidgetItem)
+    def _on_variant_changed(self, item: QListWidgetItem) -> None:
+        self._sync_reference_choices()
+
+    def _sync_reference_choices(self) -> None:
+        chosen = self.reference.currentData()
+        self.reference.blockSignals(True)
+        self.reference.clear()
+        self.reference.addItem(AUTO_REFERENCE, None)
+        for path in self.checked_paths():
+            self.reference.addItem(Path(path).name, path)
+        index = self.reference.findData(chosen) if chosen else 0
+        self.reference.setCurrentIndex(max(index, 0))
+        self.reference.blockSignals(False)
+
+    def set_reference(self, path: str | Path | None) -> None:
+        index = self.reference.findData(str(Path(path).resolve())) if path else 0
+        if index < 0:
+            raise ValueError(f"{path} is not a ticked variant")
+        self.reference.setCurrentIndex(index)
+
+    @Slot()
+    def _on_add_file_clicked(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Add model files", "", "GGUF models (*.gguf);;All files (*)")
+        self.add_paths(files)
+
+    @Slot()
+    def _on_add_folder_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a model folder (MLX, safetensors, EXL)")
+        if folder:
+            self.add_paths([folder])
+
+    # --- running --------------------------------------------------------------------------------
+
+    def settings(self) -> BenchSettings:
+        return BenchSettings(prompt_tokens=self.prompt_tokens.value(), gen_tokens=self.gen_tokens.value(),
+                             reps=self.reps.value(), ppl_tokens=BenchSettings().ppl_tokens,
+                             quality=self.quality.isChecked())
+
+    @property
+    def running(self) -> bool:
+        return self._cancel is not None
+
+    @Slot()
+    def run(self) -> None:
+        if self.running:
+            return
+        models = self.checked_paths()
+        if not models:
+            self.status.setText("Tick at least one variant to measure (two or more to compare them).")
+            return
+        self._cancel = threading.Event()
+        self._runner = _BenchRunner()
+        self._runner.progress.connect(self._on_progress)
+        self._runner.finished.connect(self._on_finished)
+        self._runner.failed.connect(self._on_failed)
+        self._runner.cancelled.connect(self._on_cancelled)
+        self._set_running(True)
+        self.progress.setRange(0, 0)  # busy until the first step reports how many there are
+        self.status.setText(f"Starting: {len(models)} variant(s), each in a fresh engine host…")
+        self._runner.start(models, self.settings(), self.reference.currentData(), self._cancel)
+
+    @Slot()
+    def cancel(self) -> None:
+        if self._cancel is not None and not self._cancel.is_set():
+            self._cancel.set()
+            self.cancel_button.setEnabled(False)
+            self.status.setText("Stopping after the current step…")
+
+    def _set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        for widget in (self.variants, self.reference, self.prompt_tokens, self.gen_tokens, self.reps, self.quality):
+            widget.setEnabled(not running)
+
+    def _finish_run(self) -> None:
+        self._cancel = None
+        self._runner = None
+        self._set_running(False)
+
+    @Slot(object)
+    def _on_progress(self, p) -> None:
+        if self._cancel is None or self._cancel.is_set():
+            return
+        self.progress.setRange(0, p.total)
+        self.progress.setValue(p.step - 1)
+        phase = "Speed" if p.phase == "speed" else "Quality"
+        self.status.setText(f"{phase} — {p.message}")
+
+    @Slot(object)
+    def _on_finished(self, result: BenchResult) -> None:
+        self._finish_run()
+        self.progress.setValue(self.progress.maximum())
+        failed = [v.label for v in result.variants if v.error]
+        self.status.setText(f"Finished and saved ({result.id})." + (
+            f" Could not measure: {', '.join(failed)} — hover over its row for why." if failed else ""))
+        self.show_result(result)
+        self.refresh_history()
+        self.bench_finished.emit(result)
+
+    @Slot(str)
+    def _on_failed(self, message: str) -> None:
+        self._finish_run()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.status.setText(f"The bench failed: {message}")
+        self.bench_stopped.emit(message)
+
+    @Slot()
+    def _on_cancelled(self) -> None:
+        self._finish_run()
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.status.setText("Cancelled: nothing was saved.")
+        self.bench_stopped.emit("cancelled")
+
+    def shutdown(self) -> None:
+        """Stop a running bench (at its next step); the engine hosts it started close with it."""
+        if self._cancel is not None:
+            self._cancel.set()
+
+    # --- results --------------------------------------------------------------------------------
+
+    def show_result(self, result: BenchResult | None) -> None:
+        self.result = result
+        self.table.setRowCount(0)
+        for button in self.export_buttons:
+            button.setEnabled(result is not None)
+        self.charts.set_result(result)
+        if result is None:
+            self.notes.setText("")
+            return
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
+        self.table.setRowCount(len(result.variants))
+        for row, v in enumerate(result.variants):
+            name = QTableWidgetItem(v.label + ("  (reference)" if v.is_reference else ""))
+            name.setToolTip(v.path + (f"\n{v.error}" if v.error else ""))
+            if v.is_reference:
+                font = QFont(name.font())
+                font.setBold(True)
+                name.setFont(font)
+            bpw = f" · {v.bits_per_weight:g} bpw" if v.bits_per_weight else ""
+            fixed = [name, QTableWidgetItem(v.quant), QTableWidgetItem(v.backend or "—"),
+                     QTableWidgetItem(human_bytes(v.size_bytes))]
+            fixed[1].setToolTip(f"{v.format}{bpw}")
+            for column, item in enumerate(fixed):
+                self.table.setItem(row, column, item)
+            for column, (_header, metric, _tip) in enumerate(COLUMNS, start=4):
+                text, tip = cell(v, metric)
+                item = QTableWidgetItem(text)
+                item.setToolTip(tip)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if text in ("n/a", "failed"):
+                    item.setForeground(QColor(muted))
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                self.table.setItem(row, column, item)
+        s = result.settings
+        lines = [f"Result {result.id}: medians of {s.reps} run(s) per variant (hover over a figure for its "
+                 f"range); prompt ≈{s.prompt_tokens} tokens, {s.gen_tokens} generated; quality against "
+                 f"{result.reference}" + ("." if s.quality else " — quality pass skipped.")]
+        reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
+                                if s.quality)
+        lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
+        self.notes.setText("\n".join(lines))
+
+    # --- export ---------------------------------------------------------------------------------
+
+    def export(self, path: str | Path, kind: str) -> Path:
+        """Write the shown result as "csv", "json" or "png" (the charts); returns the path written."""
+        from app.lab import export
+
+        if self.result is None:
+            raise ValueError("there is no result to export")
+        path = Path(path)
+        if kind == "csv":
+            path.write_text(export.to_csv(self.result), encoding="utf-8")
+        elif kind == "json":
+            path.write_text(export.to_json(self.result) + "\n", encoding="utf-8")
+        elif kind == "png":
+            if not self.charts.save_png(str(path)):
+                raise OSError(f"the image could not be written to {path}")
+        else:
+            raise ValueError(f"unknown export kind {kind!r}")
+        return path
+
+    def _export_with_dialog(self, kind: str, pattern: str) -> None:
+        if self.result is None:
+            return
+        suggested = f"quant-lab-{self.result.id}.{kind}"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export as {kind.upper()}", suggested, pattern)
+        if not path:
+            return
+        try:
+            self.status.setText(f"Saved {self.export(path, kind)}.")
+        except OSError as exc:
+            self.status.setText(f"Could not save: {sentence(exc)}")
+
+    @Slot()
+    def _on_export_csv_clicked(self) -> None:
+        self._export_with_dialog("csv", "CSV (*.csv)")
+
+    @Slot()
+    def _on_export_json_clicked(self) -> None:
+        self._export_with_dialog("json", "JSON (*.json)")
+
+    @Slot()
+    def _on_export_png_clicked(self) -> None:
+        self._export_with_dialog("png", "PNG image (*.png)")
+
+    # --- history --------------------------------------------------------------------------------
+
+    @Slot()
+    def refresh_history(self) -> None:
+        from app.lab.store import ResultStore
+
+        self.history.clear()
+        for saved in ResultStore().history():
+            item = QListWidgetItem(describe_saved(saved.created_at, saved.reference, saved.variants))
+            item.setData(PATH_ROLE, saved.id)
+            item.setToolTip(f"{saved.id}\n{saved.path}")
+            self.history.addItem(item)
+        if self.history.count() == 0:
+            placeholder = QListWidgetItem("No saved results yet.")
+            placeholder.setFlags(Qt.ItemFlag.NoItemFlags)
+            self.history.addItem(placeholder)
+        self.history_changed.emit()
+
+    def saved_ids(self) -> list[str]:
+        return [self.history.item(r).data(PATH_ROLE) for r in range(self.history.count())
+                if self.history.item(r).data(PATH_ROLE)]
+
+    def open_saved(self, result_id: str) -> None:
+        from app.lab.store import ResultStore
+
+        try:
+            result = ResultStore().load(result_id)
+        except Exception as exc:
+            self.status.setText(f"That result cannot be opened: {sentence(exc)}")
+            return
+        self.show_result(result)
+        self.status.setText(f"Showing the saved result {result_id}.")
+
+    def delete_saved(self, result_id: str) -> None:
+        from app.lab.store import ResultStore
+
+        try:
+            ResultStore().delete(result_id)
+        except Exception as exc:
+            self.status.setText(f"That result could not be deleted: {sentence(exc)}")
+            return
+        if self.result is not None and self.result.id == result_id:
+            self.show_result(None)
+        self.status.setText(f"Deleted the saved result {result_id}.")
+        self.refresh_history()
+
+    def _selected_id(self) -> str | None:
+        item = self.history.currentItem()
+        return item.data(PATH_ROLE) if item is not None else None
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def _on_history_selection(self, current, previous) -> None:
+        has = self._selected_id() is not None
+        self.open_button.setEnabled(has)
+        self.delete_button.setEnabled(has)
+
+    @Slot(QListWidgetItem)
+    def _on_history_activated(self, item: QListWidgetItem) -> None:
+        if item.data(PATH_ROLE):
+            self.open_saved(item.data(PATH_ROLE))
+
+    @Slot()
+    def _on_open_clicked(self) -> None:
+        if (result_id := self._selected_id()) is not None:
+            self.open_saved(result_id)
+
+    @Slot()
+    def _on_delete_clicked(self) -> None:
+        result_id = self._selected_id()
+        if result_id is None:
+            return
+        self.confirm = QMessageBox(QMessageBox.Icon.Question, "Delete this result?",
+                                   f"Delete the saved bench result {html.escape(result_id)}? This cannot be undone.",
+                                   QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        self.confirm.setProperty("result_id", result_id)
+        self.confirm.finished.connect(self._on_delete_answered)
+        self.confirm.open()  # window-modal, not a nested event loop
+
+    @Slot(int)
+    def _on_delete_answered(self, answer: int) -> None:
+        if answer == QMessageBox.StandardButton.Yes.value:
+            self.delete_saved(self.confirm.property("result_id"))
+
+
+def _library_entries() -> list:
+    from app.hub.library import Library
+
+    return Library().entries()

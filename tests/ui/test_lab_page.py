@@ -1,0 +1,138 @@
+"""The Quant lab page against the real engine: a bench on two tiny GGUF variants run through the page,
+its table, charts and exports, the saved history, and cancel."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QMessageBox
+
+from app.lab.results import BenchResult
+from app.lab.store import ResultStore
+from app.ui.lab_chart import nice_ticks, speed_quality_points
+from app.ui.lab_page import HEADERS, LabPage
+
+pytest.importorskip("llama_cpp")
+
+
+@pytest.fixture
+def page(qtbot):
+    page = LabPage()
+    qtbot.addWidget(page)
+    page.resize(1130, 800)
+    page.show()
+    yield page
+    page.shutdown()
+
+
+def column(name: str) -> int:
+    return HEADERS.index(name)
+
+
+def small_settings(page: LabPage, reps: int = 1) -> None:
+    page.prompt_tokens.setValue(32)
+    page.gen_tokens.setValue(4)
+    page.reps.setValue(reps)
+    page.quality.setChecked(True)
+
+
+def test_a_bench_through_the_page_fills_the_table_charts_history_and_exports(qtbot, page, tiny_models, tmp_path):
+    page.add_paths([tiny_models.gguf_q4_k_m, tiny_models.gguf_f16])
+    assert len(page.checked_paths()) == 2
+    assert page.reference.currentText() == "Highest precision (automatic)"
+    assert page.reference.count() == 3  # automatic, and each ticked variant
+    small_settings(page)
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        qtbot.mouseClick(page.run_button, Qt.MouseButton.LeftButton)
+        assert not page.run_button.isEnabled() and page.cancel_button.isEnabled()
+        qtbot.waitUntil(lambda: page.progress.maximum() > 1, timeout=120_000)
+        assert page.progress.maximum() == 2 + 2  # one speed run per variant, one quality pass per variant
+    result: BenchResult = finished.args[0]
+    assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()
+    assert page.progress.value() == page.progress.maximum()
+    assert "Finished and saved" in page.status.text()
+
+    # The table: the reference (F16, the highest precision) first, scoring KL 0 and top-1 100 % against itself.
+    assert page.table.rowCount() == 2
+    assert page.table.item(0, 0).text() == "tiny-llama-F16  (reference)"
+    assert page.table.item(1, 0).text() == "tiny-llama-Q4_K_M"
+    assert page.table.item(0, column("KL")).text() == "0"
+    assert page.table.item(0, column("Top-1")).text() == "100.0%"
+    q4_kl = page.table.item(1, column("KL"))
+    assert float(q4_kl.text()) > 0 and "positions" in q4_kl.toolTip()
+    for row in range(2):
+        for name in ("Load", "Prompt tok/s", "TTFT", "Peak memory", "Perplexity"):
+            item = page.table.item(row, column(name))
+            assert item.text() not in ("", "n/a", "failed"), (row, name, item.toolTip())
+        assert "min–max" in page.table.item(row, column("Load")).toolTip()
+    assert page.table.item(1, column("Quant")).text() == "Q4_K_M"
+
+    # The charts plot both variants; the saved history lists the run.
+    axis, points, _missing = speed_quality_points(result)
+    assert axis.metric == "kl_mean" and {p.label for p in points} <= {"tiny-llama-F16", "tiny-llama-Q4_K_M"}
+    assert page.charts.memory.rows and len(page.charts.memory.rows) == 2
+    assert page.saved_ids() == [result.id]
+    assert ResultStore().load(result.id).variant("tiny-llama-F16").kl_mean == 0.0
+
+    # Exports: CSV and JSON through app.lab.export, PNG grabbed from the chart widget.
+    csv_path = page.export(tmp_path / "bench.csv", "csv")
+    rows = list(csv.DictReader(csv_path.read_text(encoding="utf-8").splitlines()))
+    assert [r["variant"] for r in rows] == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
+    assert float(rows[0]["kl_mean"]) == 0.0 and float(rows[0]["top1_agreement"]) == 1.0
+    data = json.loads(page.export(tmp_path / "bench.json", "json").read_text(encoding="utf-8"))
+    assert data["id"] == result.id and len(data["variants"]) == 2
+    png = page.export(tmp_path / "charts.png", "png")
+    image = QImage(str(png))
+    assert image.width() >= 400 and image.height() >= 200
+
+
+def test_past_results_open_and_delete_with_confirmation(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_f16])
+    small_settings(page)
+    page.quality.setChecked(False)
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+    result = finished.args[0]
+    assert page.table.item(0, column("KL")).text() == "n/a"
+    assert "skipped" in page.table.item(0, column("KL")).toolTip()
+    page.show_result(None)
+    assert page.table.rowCount() == 0 and not page.export_buttons[0].isEnabled()
+
+    page.history.setCurrentRow(0)
+    qtbot.mouseClick(page.open_button, Qt.MouseButton.LeftButton)
+    assert page.result is not None and page.result.id == result.id and page.table.rowCount() == 1
+
+    qtbot.mouseClick(page.delete_button, Qt.MouseButton.LeftButton)
+    assert page.confirm.isVisible()
+    with qtbot.waitSignal(page.history_changed):
+        page.confirm.button(QMessageBox.StandardButton.Yes).click()
+    assert page.saved_ids() == [] and ResultStore().history() == []
+    assert page.result is None and "Deleted" in page.status.text()
+
+
+def test_cancel_stops_the_bench_and_saves_nothing(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_q4_k_m, tiny_models.gguf_f16])
+    small_settings(page, reps=3)
+    page.run()
+    qtbot.waitUntil(lambda: page.progress.maximum() > 1, timeout=120_000)  # the first step has begun
+    with qtbot.waitSignal(page.bench_stopped, timeout=120_000) as stopped:
+        qtbot.mouseClick(page.cancel_button, Qt.MouseButton.LeftButton)
+    assert stopped.args == ["cancelled"]
+    assert page.status.text() == "Cancelled: nothing was saved."
+    assert page.run_button.isEnabled() and not page.running
+    assert ResultStore().history() == [] and page.saved_ids() == []
+
+
+def test_running_with_nothing_ticked_says_what_to_do(qtbot, page):
+    page.run()
+    assert not page.running and "Tick at least one variant" in page.status.text()
+
+
+def test_nice_ticks_cover_the_range_with_round_steps():
+    assert nice_ticks(0, 47) == [0, 10, 20, 30, 40, 50]
+    ticks = nice_ticks(0, 0.0031)
+    assert ticks[0] == 0 and ticks[-1] >= 0.0031 and len(ticks) <= 6
