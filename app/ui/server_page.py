@@ -1,0 +1,454 @@
+"""The Local server page: a switch that serves one local model over the OpenAI API (app/server), with
+its address, port, API key, the LAN switch, allowed web origins and a live count of active requests.
+
+The server has its own engine host, separate from the Chat's: starting loads the model in a fresh
+host process and stopping closes it. Both take seconds, so they run on a worker thread and report back
+as queued signals; the switch never waits on them.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QObject, QRectF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from app.ui.background import BackgroundCall, sentence
+from app.ui.formatting import human_bytes
+
+LAN_HOST = "0.0.0.0"
+LOCAL_HOST = "127.0.0.1"
+SEPARATE_ENGINE_NOTE = ("The server runs its own engine, separate from the Chat's: a model loaded in both "
+                        "uses its memory twice.")
+
+
+class ToggleSwitch(QCheckBox):
+    """A checkbox drawn as an on/off switch (it keeps the checkbox's keyboard and accessibility behaviour)."""
+
+    def sizeHint(self) -> QSize:
+        return QSize(52, 28)
+
+    def hitButton(self, pos) -> bool:  # noqa: N802 (Qt's name)
+        return self.rect().contains(pos)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        track = QRectF(1, 3, 48, 24)
+        on = self.isChecked()
+        palette = self.palette()
+        colour = QColor(palette.color(QPalette.ColorRole.Highlight) if on else palette.color(QPalette.ColorRole.Mid))
+        if not self.isEnabled():
+            colour.setAlpha(110)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(colour)
+        painter.drawRoundedRect(track, 12, 12)
+        painter.setBrush(QColor("#ffffff"))
+        painter.drawEllipse(QRectF(track.right() - 22 if on else track.left() + 2, track.top() + 2, 20, 20))
+        if self.hasFocus():
+            painter.setPen(palette.color(QPalette.ColorRole.Highlight))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(track.adjusted(-1, -1, 1, 1), 13, 13)
+        painter.end()
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    model_path: str
+    host: str
+    port: int
+    api_key: str | None
+    allow_lan: bool
+    allowed_origins: tuple[str, ...]
+    n_ctx: int
+
+
+@dataclass
+class Running:
+    """What a started server is made of; the page owns it until stopped."""
+
+    server: object  # app.server.thread.ServerThread
+    client: object  # app.engine.client.EngineClient
+    model_id: str
+    backend: str
+    n_ctx: int
+    port: int
+
+
+class _ServerWorker(QObject):
+    started = Signal(object)  # Running
+    failed = Signal(str)  # a sentence
+    stopped = Signal()
+
+    def start(self, request: ServeRequest) -> None:
+        threading.Thread(target=self._start, args=(request,), name="server-start", daemon=True).start()
+
+    def stop(self, running: Running) -> None:
+        threading.Thread(target=self._stop, args=(running,), name="server-stop", daemon=True).start()
+
+    def _start(self, request: ServeRequest) -> None:
+        from app.engine.client import EngineClient
+        from app.server.app import create_app, model_id
+        from app.server.thread import ServerThread
+        from backends.base import LoadSettings
+
+        client = EngineClient()
+        try:
+            loaded = client.load(request.model_path, LoadSettings(n_ctx=request.n_ctx))
+            app = create_app(client, api_key=request.api_key, allowed_hosts=[request.host],
+                             allowed_origins=request.allowed_origins)
+            server = ServerThread(app, request.host, request.port).start()
+        except Exception as exc:  # every failure reaches the page as a sentence; the engine goes with it
+            client.close()
+            self.failed.emit(sentence(exc))
+            return
+        port = int(server.url.rsplit(":", 1)[1])
+        self.started.emit(Running(server, client, model_id(loaded.model_path), loaded.backend, loaded.n_ctx, port))
+
+    def _stop(self, running: Running) -> None:
+        stop_running(running)
+        self.stopped.emit()
+
+
+def stop_running(running: Running) -> None:
+    """Stop listening (open responses get a moment to finish), then close the engine host."""
+    try:
+        running.server.stop()
+    finally:
+        running.client.close()
+
+
+def lan_address() -> str | None:
+    """This machine's address on its local network (no packet is sent: a UDP connect only picks a route)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            address = probe.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+def parse_origins(text: str) -> tuple[str, ...]:
+    """Web origins separated by commas or spaces; each must be http(s)://host[:port] with no path."""
+    origins = []
+    for raw in text.replace(",", " ").split():
+        origin = raw.rstrip("/")
+        scheme, sep, rest = origin.partition("://")
+        if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
+            raise ValueError(f"“{raw}” is not a web origin: write it as http://host:port "
+                             "(for example http://localhost:3000), without a path")
+        origins.append(origin)
+    return tuple(origins)
+
+
+def _button(text: str, accessible: str, slot) -> QPushButton:
+    button = QPushButton(text)
+    button.setAccessibleName(accessible)
+    button.clicked.connect(slot)
+    return button
+
+
+class ServerPage(QWidget):
+    state_changed = Signal(str)  # "off" | "starting" | "on" | "stopping"
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Local server")
+        self.state = "off"
+        self.running: Running | None = None
+        self._stop_when_started = False
+        self._worker = _ServerWorker()
+        self._worker.started.connect(self._on_started)
+        self._worker.failed.connect(self._on_failed)
+        self._worker.stopped.connect(self._on_stopped)
+        self._library_call = BackgroundCall("server-library")
+        self._library_call.succeeded.connect(self._on_library_listed)
+        self._listed_once = False
+        self._poll = QTimer(self)
+        self._poll.setInterval(250)
+        self._poll.timeout.connect(self._on_poll)
+        if (app := QCoreApplication.instance()) is not None:
+            app.aboutToQuit.connect(self.shutdown)
+
+        root = QVBoxLayout(self)
+        root.setContentsMargins(32, 24, 32, 24)
+        root.setSpacing(14)
+        root.addWidget(QLabel("<h1>Local server</h1>"))
+        intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
+                       "/v1/completions), so other apps and scripts on this computer can use it. "
+                       + SEPARATE_ENGINE_NOTE)
+        intro.setWordWrap(True)
+        intro.setMaximumWidth(820)
+        root.addWidget(intro)
+
+        switch_row = QHBoxLayout()
+        switch_row.setSpacing(12)
+        self.switch = ToggleSwitch()
+        self.switch.setAccessibleName("Serve the model")
+        self.switch.setToolTip("Start or stop the server")
+        self.switch.toggled.connect(self._on_switch_toggled)
+        self.state_label = QLabel("<b>Off</b>")
+        self.state_label.setAccessibleName("Server state")
+        switch_row.addWidget(self.switch)
+        switch_row.addWidget(self.state_label)
+        switch_row.addStretch(1)
+        root.addLayout(switch_row)
+
+        address_box = QGroupBox("Address")
+        address_layout = QFormLayout(address_box)
+        row = QHBoxLayout()
+        self.address = QLineEdit()
+        self.address.setReadOnly(True)
+        self.address.setPlaceholderText("shown here while the server is on")
+        self.address.setAccessibleName("Server address")
+        self.address.setMinimumWidth(320)
+        self.copy_button = _button("Copy", "Copy the server address", self._on_copy_clicked)
+        self.copy_button.setEnabled(False)
+        row.addWidget(self.address, 1)
+        row.addWidget(self.copy_button)
+        address_layout.addRow("Base URL", row)
+        self.lan_line = QLabel("")
+        self.lan_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.lan_line.setAccessibleName("Address on the network")
+        self.lan_line.setVisible(False)
+        address_layout.addRow("", self.lan_line)
+        self.active = QLabel("0")
+        self.active.setAccessibleName("Active requests")
+        address_layout.addRow("Active requests", self.active)
+        root.addWidget(address_box)
+
+        box = QGroupBox("Settings (applied when the server starts)")
+        form = QFormLayout(box)
+        model_row = QHBoxLayout()
+        self.model = QComboBox()
+        self.model.setAccessibleName("Model to serve")
+        self.model.setMinimumWidth(320)
+        self.model.setPlaceholderText("Choose a model…")
+        model_row.addWidget(self.model, 1)
+        model_row.addWidget(_button("Choose file…", "Choose a model file to serve", self._on_choose_file_clicked))
+        form.addRow("Model", model_row)
+        self.port = QSpinBox()
+        self.port.setRange(0, 65535)
+        self.port.setValue(8080)
+        self.port.setSpecialValueText("any free port")
+        self.port.setAccessibleName("Port")
+        self.context = QSpinBox()
+        self.context.setRange(256, 1_048_576)
+        self.context.setSingleStep(1024)
+        self.context.setValue(4096)
+        self.context.setGroupSeparatorShown(True)
+        self.context.setSuffix(" tokens")
+        self.context.setAccessibleName("Context length")
+        form.addRow("Port", self.port)
+        form.addRow("Context", self.context)
+        key_row = QHBoxLayout()
+        self.api_key = QLineEdit()
+        self.api_key.setAccessibleName("API key")
+        self.api_key.setPlaceholderText("none: any program on this computer may call it")
+        key_row.addWidget(self.api_key, 1)
+        key_row.addWidget(_button("Generate", "Generate an API key", self.generate_key))
+        form.addRow("API key", key_row)
+        self.allow_lan = QCheckBox("Allow other devices on my network (needs an API key of 16+ characters)")
+        self.allow_lan.setAccessibleName("Allow other devices on my network")
+        form.addRow("", self.allow_lan)
+        self.origins = QLineEdit()
+        self.origins.setAccessibleName("Allowed web origins")
+        self.origins.setPlaceholderText("e.g. http://localhost:3000 — web pages allowed to call the API")
+        form.addRow("Allowed origins", self.origins)
+        self.settings_box = box
+        root.addWidget(box)
+
+        self.message = QLabel("")
+        self.message.setObjectName("no")
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self.message.setWordWrap(True)
+        self.message.setAccessibleName("Server message")
+        root.addWidget(self.message)
+        root.addStretch(1)
+
+    # --- the model list -------------------------------------------------------------------------
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if not self._listed_once:
+            self._listed_once = True
+            self._library_call.start(_library_entries)
+
+    @Slot(int, object)
+    def _on_library_listed(self, ticket: int, entries: list) -> None:
+        for entry in entries:
+            detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
+            self._add_model(entry.path, f"{entry.name} — {detail}", select=self.model.currentIndex() < 0)
+
+    def _add_model(self, path: str, text: str, select: bool) -> None:
+        resolved = str(Path(path).expanduser().resolve())
+        index = self.model.findData(resolved)
+        if index < 0:
+            self.model.addItem(text, resolved)
+            index = self.model.count() - 1
+        if select:
+            self.model.setCurrentIndex(index)
+
+    def set_model(self, path: str | Path) -> None:
+        self._add_model(str(path), Path(path).name, select=True)
+
+    @Slot()
+    def _on_choose_file_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a model to serve", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.set_model(path)
+
+    @Slot()
+    def generate_key(self) -> None:
+        self.api_key.setText(secrets.token_urlsafe(24))
+
+    # --- the switch -----------------------------------------------------------------------------
+
+    def request(self) -> ServeRequest:
+        """The settings as a request to start, or ValueError / the guard's UnsafeBind with a sentence."""
+        from app.server.guard import check_bind
+
+        path = self.model.currentData()
+        if not path:
+            raise ValueError("Choose a model to serve first")
+        allow_lan = self.allow_lan.isChecked()
+        host = LAN_HOST if allow_lan else LOCAL_HOST
+        key = self.api_key.text().strip() or None
+        check_bind(host, allow_lan=allow_lan, api_key=key)
+        return ServeRequest(path, host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()),
+                            self.context.value())
+
+    def start(self) -> None:
+        self.switch.setChecked(True)
+
+    def stop(self) -> None:
+        self.switch.setChecked(False)
+
+    @Slot(bool)
+    def _on_switch_toggled(self, on: bool) -> None:
+        if on and self.state == "off":
+            self._begin_start()
+        elif not on and self.state == "on":
+            self._begin_stop()
+        elif on and self.state == "starting":
+            self._stop_when_started = False
+            self._set_state("starting", "Starting: loading the model in its own engine…")
+        elif not on and self.state == "starting":
+            self._stop_when_started = True
+            self._set_state("starting", "Starting… it will stop as soon as the model has loaded.")
+
+    def _begin_start(self) -> None:
+        from app.server.guard import UnsafeBind
+
+        try:
+            request = self.request()
+        except UnsafeBind as exc:
+            self._refuse(f"{exc.message[:1].upper()}{exc.message[1:]}. Set an API key of at least 16 characters "
+                         "(Generate makes one), or untick “Allow other devices on my network”.")
+            return
+        except ValueError as exc:
+            self._refuse(f"{exc}.")
+            return
+        self._stop_when_started = False
+        self.message.setText("")
+        self._set_state("starting", f"Starting: loading {Path(request.model_path).name} in its own engine…")
+        self._worker.start(request)
+
+    def _refuse(self, text: str) -> None:
+        self.switch.blockSignals(True)
+        self.switch.setChecked(False)
+        self.switch.blockSignals(False)
+        self.message.setText(text)
+        self.failed.emit(text)
+
+    def _begin_stop(self) -> None:
+        running, self.running = self.running, None
+        self._poll.stop()
+        self._set_state("stopping", "Stopping: finishing open requests and closing the engine…")
+        self._worker.stop(running)
+
+    def _set_state(self, state: str, text: str) -> None:
+        self.state = state
+        self.state_label.setText(f"<b>{text}</b>" if state == "on" else text)
+        self.settings_box.setEnabled(state == "off")
+        self.switch.setEnabled(state != "stopping")
+        if state != "on":
+            self.address.clear()
+            self.copy_button.setEnabled(False)
+            self.lan_line.setVisible(False)
+            self.active.setText("0")
+        self.state_changed.emit(state)
+
+    @Slot(object)
+    def _on_started(self, running: Running) -> None:
+        self.running = running
+        url = f"http://{LOCAL_HOST}:{running.port}/v1"
+        self._set_state("on", f"On — serving {running.model_id} with {running.backend} "
+                              f"(context {running.n_ctx:,} tokens)")
+        self.address.setText(url)
+        self.copy_button.setEnabled(True)
+        if self.allow_lan.isChecked():
+            lan = lan_address()
+            self.lan_line.setText(f"Other devices: http://{lan}:{running.port}/v1 (with the API key)" if lan else
+                                  "Other devices: this computer's network address could not be found.")
+            self.lan_line.setVisible(True)
+        self._poll.start()
+        if self._stop_when_started or not self.switch.isChecked():
+            self.switch.setChecked(False)
+            if self.state == "on":
+                self._begin_stop()
+
+    @Slot(str)
+    def _on_failed(self, text: str) -> None:
+        self._set_state("off", "Off")
+        self._refuse(f"The server could not start: {text}")
+
+    @Slot()
+    def _on_stopped(self) -> None:
+        self._set_state("off", "Off")
+        if self.switch.isChecked():  # switched on again while it was stopping
+            self._begin_start()
+
+    @Slot()
+    def _on_poll(self) -> None:
+        if self.running is not None:
+            self.active.setText(str(self.running.server.active_requests))
+
+    @Slot()
+    def _on_copy_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.address.text())
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(1500, self._on_copy_feedback_over)
+
+    @Slot()
+    def _on_copy_feedback_over(self) -> None:
+        self.copy_button.setText("Copy")
+
+    @property
+    def url(self) -> str:
+        return self.address.text()
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self.running.client.pid if self.running is not None else None
+
+    def shutdown(self) -> None:
+        """On quit: stop the server and close its engine now (blocking, briefly; the window is going)."""
+        running, self.running = self.running, None
+        self._poll.stop()
+        if running is not None:
+            stop_running(running)
+
+
+def _library_entries() -> list:
+    from app.hub.library import Library
+
+    return Library().entries()
