@@ -20,8 +20,10 @@ from app.ui.downloads_page import DownloadsPage
 from app.ui.engine_bridge import EngineBridge
 from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.hardware_page import HardwarePage
+from app.ui.lab_page import LabPage
+from app.ui.server_page import ServerPage
 
-PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Settings")
+PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
 
 STYLE = """
 QLabel#brand { font-size: 15pt; font-weight: 600; padding: 0 0 6px 18px; }
@@ -79,6 +81,8 @@ class MainWindow(QMainWindow):
         self.hardware = HardwarePage()
         self.discover = DiscoverPage()
         self.downloads = DownloadsPage()
+        self.lab = LabPage()
+        self.server = ServerPage()
         self.importer = ImportFlow(self)
         self.first_run: FirstRunDialog | None = None
         self.pages: dict[str, QWidget] = {
@@ -89,6 +93,8 @@ class MainWindow(QMainWindow):
                                   "load a GGUF file from the Chat page."),
             "Chat": self.chat,
             "Hardware": self.hardware,
+            "Lab": self.lab,
+            "Server": self.server,
             "Settings": ComingPage("Settings", "Models folder, Hugging Face token, offline mode, default context "
                                    "length and theme.", "set QUANTDESK_MODELS_DIR, HF_TOKEN or HF_HUB_OFFLINE."),
         }
