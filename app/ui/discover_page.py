@@ -103,6 +103,8 @@ class DiscoverPage(QWidget):
         self.results = QListWidget()
         self.results.setAccessibleName("Models")
         self.results.setWordWrap(True)
+        self.results.setAlternatingRowColors(True)  # items run to three lines: keep them apart
+        self.results.setSpacing(2)
         self.results.currentItemChanged.connect(self._on_result_selected)
         self.more_button = QPushButton("More results")
         self.more_button.clicked.connect(self.more)
@@ -320,6 +322,7 @@ class DiscoverPage(QWidget):
         self.table.setRowCount(len(choices.choices))
         for row, choice in enumerate(choices.choices):
             self._fill_row(row, choice)
+        self.table.setCurrentItem(None)  # the highlight belongs to the best pick, not to the first row
         self.table.show()
 
     def _fill_row(self, row: int, choice: QuantChoice) -> None:

@@ -196,7 +196,7 @@ class MainWindow(QMainWindow):
 
     def offer_first_run(self) -> FirstRunDialog | None:
         """The welcome flow, when this is a first run (no chats, no models, not done or skipped before)."""
-        if not should_offer(self.settings, self.store):
+        if not self.isVisible() or not should_offer(self.settings, self.store):  # closed before it came up
             return None
         self.first_run = FirstRunDialog(self.settings, self)
         self.first_run.model_chosen.connect(self._on_first_run_model)
@@ -223,4 +223,6 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.chat.shutdown()
         self.downloads.shutdown()
+        if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
+            self.first_run.close()
         super().closeEvent(event)

@@ -65,3 +65,13 @@ def test_importing_a_broken_file_is_a_sentence(qtbot, make_window, tmp_path):
     with qtbot.waitSignal(window.importer.failed, timeout=30_000) as failed:
         window.importer.start(str(broken))
     assert "broken.gguf" in failed.args[0] and Library().entries(refresh=False) == []
+
+
+def test_the_welcome_never_outlives_its_window(qtbot, make_window):
+    window = make_window()
+    dialog = window.offer_first_run()
+    window.close()  # the app quits with its last window: an open welcome would keep it running
+    assert not dialog.isVisible()
+    hidden = make_window()
+    hidden.hide()
+    assert hidden.offer_first_run() is None  # closed before the welcome came up
