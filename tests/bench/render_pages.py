@@ -26,6 +26,7 @@ from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 from app.chats.store import ChatStore  # noqa: E402
 from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile  # noqa: E402
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
+from app.ui.formatting import human_bytes  # noqa: E402
 from app.ui.main import application  # noqa: E402
 from app.ui.theme import ThemeFollower  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
@@ -113,6 +114,132 @@ def wait_for(app, signal, action) -> None:
     signal.disconnect(loop.quit)
 
 
+def fill_discover_and_downloads(window) -> None:
+    """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
+    and the Downloads page with one job running and one finished."""
+    from app.hub.download import DownloadRequest, DownloadResult, DownloadTask, Progress
+    from app.ui.discover_data import ModelChoices, QuantChoice
+
+    repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"
+    rows = (("Q3_K_M", 3.81, "full GPU", 4.6, 58.0), ("Q4_K_M", 4.68, "full GPU", 5.5, 47.9),
+            ("Q5_K_M", 5.44, "full GPU", 6.3, 41.2), ("Q6_K", 6.25, "partial: 24 of 29 layers", 7.1, 19.4),
+            ("Q8_0", 8.10, "partial: 17 of 29 layers", 8.9, 11.8), ("F16", 15.2, "CPU only", 16.1, 3.9))
+    choices = ModelChoices(
+        repo_id=repo, format="gguf", summary="Qwen2.5 is the latest series of Qwen large language models; "
+        "this repo holds the 7B instruction-tuned model in GGUF format.",
+        best_reason="Q5_K_M is the highest-precision GGUF quant that fits entirely in GPU memory at 8192 tokens, "
+                    "about 41 tok/s.", format_reason="ExLlama is not available here, so GGUF through llama.cpp")
+    for quant, size_gb, verdict, memory_gib, tps in rows:
+        choices.choices.append(QuantChoice(
+            label=f"{repo}/qwen2.5-7b-instruct-{quant.lower()}.gguf", quant=quant, format="gguf", verdict=verdict,
+            reason="", request=DownloadRequest(repo, quant=quant), download_bytes=int(size_gb * GB),
+            memory_bytes=int(memory_gib * 2**30), decode_tok_s=tps, best=quant == "Q5_K_M"))
+    window.discover.set_profile(sample_laptop())
+    window.discover.show_choices(choices)
+    window.discover.results.setCurrentRow(-1)
+    running = DownloadTask(id=1, request=DownloadRequest(repo, quant="Q5_K_M"), state="running",
+                           progress=Progress("downloading", repo, "qwen2.5-7b-instruct-q5_k_m.gguf",
+                                             done=int(2.1 * GB), total=int(5.44 * GB), speed=38.5e6, eta=86.8))
+    window.downloads._add_row(running, f"{repo} · Q5_K_M")
+    folder = Path("/home/ada/.local/share/QuantDesk/models/bartowski/Llama-3.2-3B-Instruct-GGUF")
+    finished = DownloadTask(id=2, request=DownloadRequest("bartowski/Llama-3.2-3B-Instruct-GGUF", quant="Q4_K_M"),
+                            state="done", result=DownloadResult("bartowski/Llama-3.2-3B-Instruct-GGUF", "0" * 40, [],
+                                                                folder / "Llama-3.2-3B-Instruct-Q4_K_M.gguf", folder))
+    window.downloads._add_row(finished, "bartowski/Llama-3.2-3B-Instruct-GGUF · Q4_K_M")
+
+
+LAB_MODELS = "/home/ada/models/Llama-3.2-3B-Instruct-GGUF"
+# Llama 3.2 3B Instruct on the sample laptop's CPU (DDR5, 8 cores): generation is bound by memory bandwidth,
+# so it scales with the file size; the quality losses follow llama.cpp's published KL figures per quant.
+LAB_ROWS = (  # quant, bpw, size GB, load ms, prompt tok/s, gen tok/s, TTFT ms, peak GiB, ppl, KL, top-1
+    ("F16", 16.0, 6.43, 2410, 96.0, 5.1, 5420, 6.3, 11.18, 0.0, 1.0),
+    ("Q8_0", 8.5, 3.42, 1310, 141.0, 9.4, 3690, 3.5, 11.19, 0.00071, 0.996),
+    ("Q6_K", 6.56, 2.64, 1020, 118.0, 11.6, 4400, 2.7, 11.22, 0.0026, 0.988),
+    ("Q5_K_M", 5.69, 2.32, 930, 122.0, 12.8, 4250, 2.4, 11.27, 0.0064, 0.978),
+    ("Q4_K_M", 4.89, 2.02, 860, 131.0, 14.6, 3960, 2.1, 11.43, 0.0209, 0.959),
+    ("Q3_K_M", 3.91, 1.69, 780, 109.0, 15.9, 4760, 1.8, 11.94, 0.0652, 0.926),
+)
+
+
+def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows=LAB_ROWS):
+    """A quant-lab result with the figures above, each run scattered a little around the median."""
+    from app.lab import corpus
+    from app.lab.metrics import Spread
+    from app.lab.results import BenchResult, BenchSettings, RunSample, VariantResult
+
+    variants = []
+    for index, (quant, bpw, size_gb, load, ptps, gtps, ttft, peak, ppl, kl, top1) in enumerate(rows):
+        runs = [RunSample(rep=r, position=(index + r) % len(rows), load_ms=load * (1 + 0.04 * (r - 1)),
+                          prompt_tokens=512, prompt_ms=512_000 / ptps, prompt_tps=ptps * (1 - 0.02 * (r - 1)),
+                          ttft_ms=ttft * (1 + 0.015 * (r - 1)), generated_tokens=128,
+                          decode_tps=gtps * (1 + 0.03 * (r - 1) * (-1) ** index), stop_reason="length",
+                          peak_memory_bytes=int(peak * 2**30 * (1 + 0.005 * (r - 1))),
+                          memory_after_load={"cpu": int(size_gb * 10**9)}) for r in range(reps)]
+        name = f"Llama-3.2-3B-Instruct-{quant}"
+        v = VariantResult(label=name, path=f"{LAB_MODELS}/{name}.gguf", format="gguf", quant=quant, bits_per_weight=bpw, size_bytes=int(size_gb * GB),
+                          backend="llama.cpp", is_reference=index == 0, runs=runs, perplexity=ppl, ppl_tokens=512,
+                          kl_mean=kl, kl_median=kl * 0.4, kl_p99=kl * 9, kl_max=kl * 30, top1_agreement=top1,
+                          kl_positions=402)
+        for metric in ("load_ms", "prompt_tps", "ttft_ms", "decode_tps", "peak_memory_bytes"):
+            v.speed[metric] = Spread.of([getattr(r, metric) for r in runs])
+        variants.append(v)
+    variants.append(VariantResult(
+        label="Llama-3.2-3B-Instruct-exl2-4.0bpw", path="/home/ada/models/Llama-3.2-3B-Instruct-exl2-4.0bpw",
+        format="exl2", quant="4.0bpw", bits_per_weight=4.0, size_bytes=int(1.9 * GB),
+        error="exllamav2 cannot run here: exllamav2 is not installed (pip install 'quantdesk[exl2]')"))
+    return BenchResult(id=f"{created[:10].replace('-', '')}-{created[11:19].replace(':', '')}-3fa2c1",
+                       created_at=created, quantdesk_version="0.1.0",
+                       settings=BenchSettings(reps=reps), hardware=sample_laptop().to_dict(),
+                       reference=variants[0].label, variants=variants, corpus=corpus.describe())
+
+
+class _IdleServer:
+    """Stands in for a running ServerThread in the screenshot (two clients streaming)."""
+
+    active_requests = 2
+
+    def stop(self) -> None: ...
+
+
+class _IdleEngine:
+    pid = None
+
+    def close(self) -> None: ...
+
+
+def fill_lab_and_server(window, work: Path) -> None:
+    """The Quant lab showing a finished six-quant comparison (and two past results), the Local server on."""
+    from app.lab.store import ResultStore
+    from app.ui.server_page import Running
+
+    lab = window.lab
+    lab.store = ResultStore(work / "lab")
+    older = sample_bench(created="2026-11-18T09:15:40+00:00", rows=LAB_ROWS[:1] + LAB_ROWS[3:5])
+    lab.store.save(older)
+    result = sample_bench()
+    lab.store.save(result)
+    lab.refresh_history()
+    for v in result.variants:
+        lab._add_item(v.path, f"{v.label} — {v.quant} · {v.format} · {human_bytes(v.size_bytes)}", checked=True)
+    lab._add_item(MODEL, "Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M — Q4_K_M · gguf · 4.7 GB", checked=False)
+    lab.show_result(result)
+    lab.progress.setRange(0, 25)
+    lab.progress.setValue(25)
+    lab.status.setText(f"Finished and saved ({result.id}). Could not measure: Llama-3.2-3B-Instruct-exl2-4.0bpw "
+                       "— hover over its row for why.")
+    server = window.server
+    server.set_model(MODEL)
+    server.api_key.setText("qd-7hVq2M0xW4kPz9LrT1sYbN3e")
+    server.origins.setText("http://localhost:3000")
+    server.context.setValue(8192)
+    server.switch.blockSignals(True)  # as if switched on: the worker's answer follows
+    server.switch.setChecked(True)
+    server.switch.blockSignals(False)
+    server.state = "starting"
+    server._on_started(Running(_IdleServer(), _IdleEngine(), "Qwen2.5-7B-Instruct-Q4_K_M", "llama.cpp", 8192, 8080))
+    server._on_poll()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -139,6 +266,8 @@ def main() -> int:
     wait_for(app, bridge.done, chat.send)
     chat.composer.setPlainText("Can it show progress?")
     window.hardware.set_profile(sample_laptop())
+    fill_discover_and_downloads(window)
+    fill_lab_and_server(window, work)
     suffix = "-dark" if args.dark else ""
     for name in PAGES:
         window.show_page(name)
@@ -146,6 +275,11 @@ def main() -> int:
         path = args.out / f"{name.lower()}{suffix}.png"
         window.grab().save(str(path))
         print(path)
+    window.show_page("Lab")
+    window.lab.tabs.setCurrentWidget(window.lab.charts)
+    settle(app)
+    window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
+    window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
     try:
         from app.hardware.detection import detect
 
@@ -155,6 +289,7 @@ def main() -> int:
         window.grab().save(str(args.out / f"hardware-this-machine{suffix}.png"))
     except ImportError:
         pass
+    window.server.shutdown()
     window.close()
     bridge.shutdown()
     store.close()
