@@ -13,7 +13,7 @@ from app.models.metadata import read_model
 from app.models.recommend import fit_model
 from app.ui.discover_data import badge, starter_list
 from app.ui.discover_page import PAGE_SIZE, DiscoverPage
-from tests.ui.tiny_hub import TINY_REPO, cpu_only, nvidia, tiny_hub  # noqa: F401 - tiny_hub is a fixture
+from tests.ui.tiny_hub import TINY_REPO, cpu_only, nvidia, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
 
 def make_page(qtbot, profile=None) -> DiscoverPage:

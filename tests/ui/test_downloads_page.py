@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from app import paths
 from app.hub.download import STAGING_DIR_NAME, DownloadRequest, DownloadTask, Progress, Settings
 from app.ui.downloads_page import DownloadsPage
-from tests.ui.tiny_hub import TINY_REPO, tiny_hub  # noqa: F401 - tiny_hub is a fixture
+from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
 Q8 = "tiny-llama-Q8_0.gguf"
 REQUEST = DownloadRequest(TINY_REPO, files=(Q8,))

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.ui.test_chat_real_engine import LONG_REPLY, real_window, send  # noqa: F401 - real_window is a fixture
-from tests.ui.tiny_hub import TINY_REPO, tiny_hub  # noqa: F401 - tiny_hub is a fixture
+from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
 
 def find_and_download(qtbot, window) -> str:
@@ -39,7 +39,7 @@ def find_and_download(qtbot, window) -> str:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-def test_search_download_chat_stop_regenerate_restart_and_a_killed_engine(qtbot, real_window, tiny_hub,
+def test_search_download_chat_stop_regenerate_restart_and_a_killed_engine(qtbot, real_window, tiny_hub,  # noqa: F811
                                                                           tiny_models):
     window = real_window()
     quant = find_and_download(qtbot, window)

@@ -11,8 +11,8 @@ TINY_REPO = "acme/tiny-llama-GGUF"
 CARD = b"---\nlicense: mit\n---\n# Tiny llama\n\nA tiny llama for tests: random weights, real tokenizer.\n"
 
 
-@pytest.fixture
-def tiny_hub(hub_env, tiny_models):
+@pytest.fixture(name="tiny_hub")
+def tiny_hub_fixture(hub_env, tiny_models):
     hub_env.add_repo(TINY_REPO, files={"README.md": CARD, "tiny-llama-Q8_0.gguf": tiny_models.gguf_q8_0,
                                        "tiny-llama-Q4_K_M.gguf": tiny_models.gguf_q4_k_m},
                      tags=["gguf", "text-generation"], downloads=1234, likes=5, card_data={"license": "mit"})
