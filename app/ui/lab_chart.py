@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtCore import QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QSizePolicy, QWidget
 
@@ -51,11 +51,11 @@ def quality_axis(result: BenchResult) -> QualityAxis:
     """KL divergence where any variant has it (it measures the loss directly); else perplexity above the
     reference's; else nothing to plot."""
     if any(v.kl_mean is not None for v in result.variants):
-        return QualityAxis("kl_mean", "KL divergence from the reference (nats/token)")
+        return QualityAxis("kl_mean", "KL from the reference (nats/token)")
     reference = result.variants[0] if result.variants else None
     if reference is not None and reference.perplexity is not None and any(
             v.perplexity is not None for v in result.variants[1:]):
-        return QualityAxis("delta_perplexity", f"perplexity above {reference.label}'s")
+        return QualityAxis("delta_perplexity", "perplexity above the reference's")
     return QualityAxis("", "")
 
 
@@ -103,6 +103,22 @@ def memory_rows(result: BenchResult) -> tuple[list[MemoryRow], list[str]]:
     return rows, missing
 
 
+def common_prefix(labels: list[str]) -> str:
+    """The shared start of the variant names, cut after a separator ("Llama-3.2-3B-Instruct-" of
+    "…-Q4_K_M" and "…-Q8_0"), so a chart can name each variant by what differs; "" when nothing is shared
+    or a name would be left empty."""
+    if len(labels) < 2:
+        return ""
+    first, last = min(labels), max(labels)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    prefix = first[:n]
+    cut = max(prefix.rfind(c) for c in "-_. /")
+    prefix = prefix[:cut + 1] if cut >= 0 else ""
+    return prefix if all(len(label) > len(prefix) for label in labels) else ""
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten apart)."""
     if not math.isfinite(low) or not math.isfinite(high):
@@ -144,6 +160,7 @@ class _Chart(QWidget):
         super().__init__(parent)
         self.result: BenchResult | None = None
         self.missing: list[str] = []
+        self.prefix = ""
         self.setMinimumSize(360, 260)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setAutoFillBackground(True)
@@ -154,10 +171,18 @@ class _Chart(QWidget):
 
     def set_result(self, result: BenchResult | None) -> None:
         self.result = result
+        self._names()
         self._prepare()
         self.update()
 
     def _prepare(self) -> None: ...
+
+    def _names(self) -> None:
+        labels = [v.label for v in self.result.variants] if self.result is not None else []
+        self.prefix = common_prefix(labels)
+
+    def short(self, label: str) -> str:
+        return label[len(self.prefix):] if self.prefix and label.startswith(self.prefix) else label
 
     # colours from the palette, so the chart follows light and dark
     def _colour(self, role: QPalette.ColorRole, alpha: int = 255) -> QColor:
@@ -176,7 +201,9 @@ class _Chart(QWidget):
         painter.setFont(title_font)
         painter.setPen(text)
         line = QFontMetricsF(title_font).height()
-        painter.drawText(QRectF(12, 8, self.width() - 24, line), Qt.AlignmentFlag.AlignLeft, self.title)
+        title = self.title + (f" — {self.prefix.rstrip('-_. /')}" if self.prefix else "")
+        painter.drawText(QRectF(12, 8, self.width() - 24, line), Qt.AlignmentFlag.AlignLeft,
+                         QFontMetricsF(title_font).elidedText(title, Qt.TextElideMode.ElideRight, self.width() - 24))
         painter.setFont(self.font())
         fm = QFontMetricsF(self.font())
         notes = [f"Not shown: {m}" for m in self.missing]
@@ -198,7 +225,7 @@ class _Chart(QWidget):
 class SpeedQualityChart(_Chart):
     """Quality loss (y) against generation tok/s (x): up-left is worse and slower, down-right is the goal."""
 
-    title = "Quality loss against generation speed"
+    title = "Quality loss against speed (best: low and right)"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -257,13 +284,16 @@ class SpeedQualityChart(_Chart):
         painter.translate(area.left(), plot.center().y())
         painter.rotate(-90)
         painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter, self.axis.title + "  ↓ better")
+                         Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(self.axis.title, Qt.TextElideMode.ElideRight, plot.height()))
         painter.restore()
 
         accent = self._colour(QPalette.ColorRole.Highlight)
         reference = QColor(REFERENCE_COLOUR)
         text = self._colour(QPalette.ColorRole.Text)
-        placed: list[QRectF] = []
+        # Points first, so labels can steer clear of every marker, not only of the ones drawn before.
+        placed: list[QRectF] = [QRectF(px(p.x) - 6, py(p.y) - 6, 12, 12) for p in self.points]
+        placed += [QRectF(px(p.x_low), py(p.y) - 4, px(p.x_high) - px(p.x_low), 8) for p in self.points]
         for p in sorted(self.points, key=lambda p: p.x):
             colour = reference if p.is_reference else accent
             centre = QPointF(px(p.x), py(p.y))
@@ -275,20 +305,31 @@ class SpeedQualityChart(_Chart):
             painter.setBrush(colour)
             painter.drawEllipse(centre, 5.5, 5.5)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            label = p.label + (" (reference)" if p.is_reference else "")
-            width = fm.horizontalAdvance(label)
-            # Right of the point unless it would leave the plot; above it if that spot is taken.
-            x = centre.x() + 9 if centre.x() + 9 + width <= plot.right() else centre.x() - 9 - width
-            box = QRectF(x, centre.y() - fm.height() - 2, width, fm.height())
-            for _ in range(4):
-                if not any(box.intersects(other) for other in placed):
-                    break
-                box.translate(0, fm.height() + 2 if box.top() < centre.y() else -(fm.height() + 2))
-                box.moveTop(max(plot.top(), min(box.top(), plot.bottom() - fm.height())))
+            label = self.short(p.label) + (" (reference)" if p.is_reference else "")
+            box = self._place(QSizeF(fm.horizontalAdvance(label), fm.height()), centre, plot, placed)
             placed.append(box)
             painter.setPen(text)
             painter.drawText(box, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
         painter.end()
+
+
+    @staticmethod
+    def _place(size: QSizeF, centre: QPointF, plot: QRectF, taken: list[QRectF]) -> QRectF:
+        """A spot for a point's label: right, left, above, below, then further out; the first that
+        stays in the plot and overlaps nothing already there (else the first in the plot)."""
+        w, h = size.width(), size.height()
+        x, y = centre.x(), centre.y()
+        spots = []
+        for reach in (0.0, 1.0, 2.0):
+            lift = reach * (h + 2)
+            spots += [QPointF(x + 9, y - h / 2 - lift), QPointF(x - 9 - w, y - h / 2 - lift),
+                      QPointF(x - w / 2, y - 9 - h - lift), QPointF(x - w / 2, y + 9 + lift),
+                      QPointF(x + 9, y - h / 2 + lift), QPointF(x - 9 - w, y - h / 2 + lift)]
+        inside = [QRectF(spot, size) for spot in spots if plot.contains(QRectF(spot, size))]
+        for box in inside:
+            if not any(box.intersects(other) for other in taken):
+                return box
+        return inside[0] if inside else QRectF(QPointF(centre.x() + 9, centre.y() - h / 2), size)
 
 
 class MemoryChart(_Chart):
@@ -312,7 +353,7 @@ class MemoryChart(_Chart):
         if not self.rows:
             return self._empty(painter, area, "No variant has a memory figure.")
         fm = QFontMetricsF(self.font())
-        names = [r.label + (" (ref)" if r.is_reference else "") for r in self.rows]
+        names = [self.short(r.label) + (" (ref)" if r.is_reference else "") for r in self.rows]
         label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.4)
         value_width = fm.horizontalAdvance("0000.0 MiB  ") + 4
         top = max(r.high for r in self.rows) or 1
@@ -348,7 +389,8 @@ class MemoryChart(_Chart):
         painter.setPen(muted)
         painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
                          Qt.AlignmentFlag.AlignHCenter,
-                         "engine process RAM peak, median of the runs (whisker: lowest to highest)")
+                         fm.elidedText("engine RAM peak: median of the runs, whisker min–max",
+                                       Qt.TextElideMode.ElideRight, area.width()))
         painter.end()
 
 

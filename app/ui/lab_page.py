@@ -13,7 +13,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox,
                                QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDia
                                QVBoxLayout, QWidget)
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
+from app.lab.store import ResultStore
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
 from app.ui.lab_chart import LabCharts
@@ -84,12 +85,13 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
 
 
 def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
+    """Two lines for the history list: when and how many variants, then the reference."""
     try:
         when = datetime.fromisoformat(created_at).astimezone().strftime("%Y-%m-%d %H:%M")
     except ValueError:
         when = created_at
-    others = [v for v in variants if v != reference]
-    return f"{when} · {reference} vs " + (", ".join(others) if others else "itself")
+    count = f"{len(variants)} variant" + ("s" if len(variants) != 1 else "")
+    return f"{when} · {count}\nreference {reference}"
 
 
 class _BenchRunner(QObject):
@@ -101,24 +103,28 @@ class _BenchRunner(QObject):
     cancelled = Signal()
 
     def start(self, models: list[str], settings: BenchSettings, reference: str | None,
-              cancel: threading.Event) -> None:
-        threading.Thread(target=self._run, args=(models, settings, reference, cancel), name="quant-lab",
+              cancel: threading.Event, store: ResultStore) -> None:
+        threading.Thread(target=self._run, args=(models, settings, reference, cancel, store), name="quant-lab",
                          daemon=True).start()
 
     def _run(self, models: list[str], settings: BenchSettings, reference: str | None,
-             cancel: threading.Event) -> None:
+             cancel: threading.Event, store: ResultStore) -> None:
         from app.lab.runner import LabCancelled, run_bench
-        from app.lab.store import ResultStore
-
         try:
             result = run_bench(models, settings, reference=reference, on_progress=self.progress.emit, cancel=cancel)
-            ResultStore().save(result)
+            store.save(result)
         except LabCancelled:
             self.cancelled.emit()
         except Exception as exc:  # every failure reaches the page as a sentence
             self.failed.emit(sentence(exc))
         else:
             self.finished.emit(result)
+
+
+def _elide(view: QListWidget) -> None:
+    """Long model names end in "…" (the tooltip has them whole) instead of a horizontal scroll bar."""
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
 
 def _button(text: str, accessible: str, slot) -> QPushButton:
@@ -145,9 +151,10 @@ class LabPage(QWidget):
     bench_stopped = Signal(str)  # "cancelled" or the failure's sentence
     history_changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ResultStore | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Quant lab")
+        self.store = store or ResultStore()
         self.result: BenchResult | None = None
         self._cancel: threading.Event | None = None
         self._runner: _BenchRunner | None = None
@@ -245,6 +252,7 @@ class LabPage(QWidget):
         self.variants.setAccessibleName("Variants to compare")
         self.variants.itemChanged.connect(self._on_variant_changed)
         self.variants.setMinimumHeight(120)
+        _elide(self.variants)
         layout.addWidget(self.variants, 1)
         row = QHBoxLayout()
         row.addWidget(_button("Add file…", "Add a model file", self._on_add_file_clicked))
@@ -283,6 +291,8 @@ class LabPage(QWidget):
         layout = QVBoxLayout(box)
         self.history = QListWidget()
         self.history.setAccessibleName("Past results")
+        _elide(self.history)
+        self.history.setAlternatingRowColors(True)  # two lines per result: keep the results apart
         self.history.itemActivated.connect(self._on_history_activated)
         self.history.currentItemChanged.connect(self._on_history_selection)
         layout.addWidget(self.history, 1)
@@ -413,7 +423,7 @@ class LabPage(QWidget):
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
         self.status.setText(f"Starting: {len(models)} variant(s), each in a fresh engine host…")
-        self._runner.start(models, self.settings(), self.reference.currentData(), self._cancel)
+        self._runner.start(models, self.settings(), self.reference.currentData(), self._cancel, self.store)
 
     @Slot()
     def cancel(self) -> None:
@@ -478,6 +488,7 @@ class LabPage(QWidget):
 
     def show_result(self, result: BenchResult | None) -> None:
         self.result = result
+        self.table.clearSpans()
         self.table.setRowCount(0)
         for button in self.export_buttons:
             button.setEnabled(result is not None)
@@ -500,6 +511,14 @@ class LabPage(QWidget):
             fixed[1].setToolTip(f"{v.format}{bpw}")
             for column, item in enumerate(fixed):
                 self.table.setItem(row, column, item)
+            if v.error:  # one sentence across the figures instead of a row of "failed"
+                item = QTableWidgetItem(f"not measured: {v.error}")
+                item.setToolTip(v.error)
+                item.setForeground(QColor(muted))
+                item.setData(Qt.ItemDataRole.SizeHintRole, QSize(40, 24))  # the span's width, not the column's
+                self.table.setItem(row, 4, item)
+                self.table.setSpan(row, 4, 1, len(COLUMNS))
+                continue
             for column, (_header, metric, _tip) in enumerate(COLUMNS, start=4):
                 text, tip = cell(v, metric)
                 item = QTableWidgetItem(text)
@@ -515,6 +534,7 @@ class LabPage(QWidget):
                  f"{result.reference}" + ("." if s.quality else " — quality pass skipped.")]
         reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
                                 if s.quality)
+        lines += [f"{v.label}: not measured — {v.error}" for v in result.variants if v.error]
         lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
         self.notes.setText("\n".join(lines))
 
@@ -566,13 +586,11 @@ class LabPage(QWidget):
 
     @Slot()
     def refresh_history(self) -> None:
-        from app.lab.store import ResultStore
-
         self.history.clear()
-        for saved in ResultStore().history():
+        for saved in self.store.history():
             item = QListWidgetItem(describe_saved(saved.created_at, saved.reference, saved.variants))
             item.setData(PATH_ROLE, saved.id)
-            item.setToolTip(f"{saved.id}\n{saved.path}")
+            item.setToolTip("\n".join((saved.id, *saved.variants)))
             self.history.addItem(item)
         if self.history.count() == 0:
             placeholder = QListWidgetItem("No saved results yet.")
@@ -585,10 +603,8 @@ class LabPage(QWidget):
                 if self.history.item(r).data(PATH_ROLE)]
 
     def open_saved(self, result_id: str) -> None:
-        from app.lab.store import ResultStore
-
         try:
-            result = ResultStore().load(result_id)
+            result = self.store.load(result_id)
         except Exception as exc:
             self.status.setText(f"That result cannot be opened: {sentence(exc)}")
             return
@@ -596,10 +612,8 @@ class LabPage(QWidget):
         self.status.setText(f"Showing the saved result {result_id}.")
 
     def delete_saved(self, result_id: str) -> None:
-        from app.lab.store import ResultStore
-
         try:
-            ResultStore().delete(result_id)
+            self.store.delete(result_id)
         except Exception as exc:
             self.status.setText(f"That result could not be deleted: {sentence(exc)}")
             return

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes
 
+PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
 LOCAL_HOST = "127.0.0.1"
 SEPARATE_ENGINE_NOTE = ("The server runs its own engine, separate from the Chat's: a model loaded in both "
@@ -183,10 +184,10 @@ class ServerPage(QWidget):
         root.setSpacing(14)
         root.addWidget(QLabel("<h1>Local server</h1>"))
         intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
-                       "/v1/completions), so other apps and scripts on this computer can use it. "
-                       + SEPARATE_ENGINE_NOTE)
+                       "/v1/completions), so other apps and scripts on this computer can use it.<br>"
+                       f"{SEPARATE_ENGINE_NOTE}")
         intro.setWordWrap(True)
-        intro.setMaximumWidth(820)
+        intro.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(intro)
 
         switch_row = QHBoxLayout()
@@ -223,6 +224,7 @@ class ServerPage(QWidget):
         self.active = QLabel("0")
         self.active.setAccessibleName("Active requests")
         address_layout.addRow("Active requests", self.active)
+        address_box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(address_box)
 
         box = QGroupBox("Settings (applied when the server starts)")
@@ -240,6 +242,7 @@ class ServerPage(QWidget):
         self.port.setValue(8080)
         self.port.setSpecialValueText("any free port")
         self.port.setAccessibleName("Port")
+        self.port.setFixedWidth(160)
         self.context = QSpinBox()
         self.context.setRange(256, 1_048_576)
         self.context.setSingleStep(1024)
@@ -247,6 +250,7 @@ class ServerPage(QWidget):
         self.context.setGroupSeparatorShown(True)
         self.context.setSuffix(" tokens")
         self.context.setAccessibleName("Context length")
+        self.context.setFixedWidth(160)
         form.addRow("Port", self.port)
         form.addRow("Context", self.context)
         key_row = QHBoxLayout()
@@ -264,6 +268,7 @@ class ServerPage(QWidget):
         self.origins.setPlaceholderText("e.g. http://localhost:3000 — web pages allowed to call the API")
         form.addRow("Allowed origins", self.origins)
         self.settings_box = box
+        box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(box)
 
         self.message = QLabel("")
@@ -271,6 +276,7 @@ class ServerPage(QWidget):
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setAccessibleName("Server message")
+        self.message.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(self.message)
         root.addStretch(1)
 
@@ -302,7 +308,8 @@ class ServerPage(QWidget):
 
     @Slot()
     def _on_choose_file_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a model to serve", "", "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a model to serve", "",
+                                              "GGUF models (*.gguf);;All files (*)")
         if path:
             self.set_model(path)
 

@@ -34,17 +34,19 @@ def switch_on(qtbot, page: ServerPage) -> None:
     assert changed.args == ["on"], page.message.text()
 
 
-def hold_a_stream(url: str, key: str, streaming: threading.Event, release: threading.Event) -> None:
-    """A client that starts a long streamed reply, reads its first chunk, and hangs up when released."""
-    body = {"model": "tiny-llama-Q8_0", "stream": True, "max_tokens": 1500, "seed": 1,
-            "messages": [{"role": "user", "content": "Tell me a long story"}]}
-    with httpx.Client(timeout=60) as client, client.stream(
-            "POST", f"{url}/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}) as response:
-        assert response.status_code == 200
-        for _line in response.iter_lines():
-            streaming.set()
-            break
+def slow_upload(url: str, key: str, sending: threading.Event, release: threading.Event, answers: list) -> None:
+    """A client that sends half of its request body and the rest only when released: the request is active
+    for as long as the test needs, however fast the model is."""
+
+    def body():
+        yield b'{"model": "tiny-llama-Q8_0", "max_tokens": 4, '
+        sending.set()
         release.wait(60)
+        yield b'"messages": [{"role": "user", "content": "Hello"}]}'
+
+    with httpx.Client(timeout=60) as client:
+        answers.append(client.post(f"{url}/chat/completions", content=body(),
+                                   headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}))
 
 
 def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_engine(qtbot, page, tiny_models):
@@ -74,16 +76,17 @@ def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_e
     assert answer["object"] == "chat.completion" and isinstance(answer["choices"][0]["message"]["content"], str)
     assert 1 <= answer["usage"]["completion_tokens"] <= 8
 
-    # The live count of active requests follows a streaming client.
-    streaming, release = threading.Event(), threading.Event()
-    holder = threading.Thread(target=hold_a_stream, args=(url, key, streaming, release), daemon=True)
-    holder.start()
+    # The live count of active requests follows a client whose request is still arriving.
+    sending, release, answers = threading.Event(), threading.Event(), []
+    client = threading.Thread(target=slow_upload, args=(url, key, sending, release, answers), daemon=True)
+    client.start()
     try:
-        qtbot.waitUntil(streaming.is_set, timeout=60_000)
+        qtbot.waitUntil(sending.is_set, timeout=60_000)
         qtbot.waitUntil(lambda: page.active.text() == "1", timeout=30_000)
     finally:
         release.set()
-        holder.join(60)
+        client.join(60)
+    assert answers and answers[0].status_code == 200, answers
     qtbot.waitUntil(lambda: page.active.text() == "0", timeout=30_000)
 
     with qtbot.waitSignal(page.state_changed, timeout=60_000, check_params_cb=lambda state: state == "off"):
