@@ -8,15 +8,17 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QMessageBox, QProgressBar, QPushButton,
-                               QSpinBox, QSplitter, QVBoxLayout, QWidget)
+                               QListWidget, QListWidgetItem, QMessageBox, QPushButton, QSplitter, QVBoxLayout,
+                               QWidget)
 
 from app.chats.store import ChatMessage, ChatStore, Conversation, ReplyWriter
 from app.errors import EngineCrashed, EngineError
+from app.hardware.profile import HardwareProfile
+from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog, sampling_from
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
-from app.ui.formatting import human_memory, human_ms
+from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from backends.base import Done, LoadSettings, Loaded, Message
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -32,11 +34,18 @@ class ChatPage(QWidget):
         self.current: Conversation | None = None
         self.loaded: Loaded | None = None
         self._load_request: tuple[str, LoadSettings] | None = None
+        self.profile: HardwareProfile | None = None  # from the window's probe; detected by the estimator if None
+        self.default_n_ctx = LoadSettings().n_ctx
+        self.prefill: Prefill | None = None
+        self._estimator = BackgroundCall("load-estimate")
+        self._estimator.succeeded.connect(self._on_estimated)
+        self._estimator.failed.connect(self._on_estimate_failed)
         self._writer: ReplyWriter | None = None
         self._streaming_bubble: MessageBubble | None = None
         self._generating = False
         self._build()
         bridge.loaded.connect(self._on_loaded)
+        bridge.load_progress.connect(self._on_load_progress)
         bridge.tokens.connect(self._on_tokens)
         bridge.done.connect(self._on_done)
         bridge.failed.connect(self._on_failed)
@@ -146,38 +155,11 @@ class ChatPage(QWidget):
         splitter.setSizes([240, 900])
 
     def _build_model_bar(self) -> QWidget:
-        bar = QFrame()
-        bar.setObjectName("modelBar")
-        row = QHBoxLayout(bar)
-        row.setContentsMargins(12, 8, 12, 8)
-        self.model_label = QLabel("No model loaded")
-        self.model_label.setAccessibleName("Loaded model")
-        self.model_label.setWordWrap(True)
-        self.context_box = QSpinBox()
-        self.context_box.setRange(256, 1_048_576)
-        self.context_box.setSingleStep(1024)
-        self.context_box.setValue(LoadSettings().n_ctx)
-        self.context_box.setPrefix("context ")
-        self.context_box.setAccessibleName("Context length")
-        self.gpu_layers_box = QSpinBox()
-        self.gpu_layers_box.setRange(-1, 999)
-        self.gpu_layers_box.setValue(-1)
-        self.gpu_layers_box.setSpecialValueText("all layers on GPU")
-        self.gpu_layers_box.setPrefix("GPU layers ")
-        self.gpu_layers_box.setAccessibleName("GPU layers")
-        self.load_button = QPushButton("Load model…")
-        self.load_button.setAccessibleName("Load a model file")
-        self.load_button.clicked.connect(self._on_load_clicked)
-        self.load_progress = QProgressBar()
-        self.load_progress.setRange(0, 0)  # busy: the client reports no fraction yet
-        self.load_progress.setFixedWidth(120)
-        self.load_progress.setAccessibleName("Loading")
-        self.load_progress.hide()
-        row.addWidget(self.model_label, 1)
-        row.addWidget(self.load_progress)
-        row.addWidget(self.context_box)
-        row.addWidget(self.gpu_layers_box)
-        row.addWidget(self.load_button)
+        self.model_bar = bar = ModelBar()
+        self.model_label, self.load_progress, self.load_button = bar.model_label, bar.load_progress, bar.load_button
+        self.context_box, self.gpu_layers_box = bar.context_box, bar.gpu_layers_box
+        bar.load_clicked.connect(self._on_load_clicked)
+        bar.reload_clicked.connect(self._on_reload_with_settings)
         return bar
 
     # --- conversations -------------------------------------------------------------------------
@@ -298,18 +280,52 @@ class ChatPage(QWidget):
     def _on_load_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Load a model", "", "GGUF models (*.gguf);;All files (*)")
         if path:
-            self.load_model(path, self.load_settings())
+            self.open_model(path)
+
+    def set_profile(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+
+    def set_default_context(self, n_ctx: int) -> None:
+        self.default_n_ctx = n_ctx
+        if self.loaded is None and self._load_request is None:
+            self.context_box.setValue(n_ctx)
+
+    def open_model(self, path: str) -> None:
+        """Fill in the load settings from the estimator for this machine (in a worker), then load."""
+        self.banner.hide()
+        self.model_bar.show_loading(f"Sizing up {Path(path).name}…")
+        self.load_button.setEnabled(False)
+        self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx)
+
+    @Slot(int, object)
+    def _on_estimated(self, ticket: int, prefill: Prefill) -> None:
+        if ticket != self._estimator.latest:
+            return
+        if self.profile is None:
+            self.profile = prefill.profile
+        self.prefill = prefill
+        self.model_bar.show_estimate(prefill)
+        self.load_model(prefill.path, prefill.settings)
+
+    @Slot(int, object)
+    def _on_estimate_failed(self, ticket: int, error: Exception) -> None:
+        if ticket == self._estimator.latest:
+            self.model_bar.hide_progress()
+            self._show_loaded_model()
+            self._update_controls()
+            self._show_banner(sentence(error), reload=False)
 
     def load_settings(self) -> LoadSettings:
-        return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value())
+        return self.model_bar.settings()
 
     def load_model(self, path: str, settings: LoadSettings) -> None:
         self._load_request = (path, settings)
-        self.context_box.setValue(settings.n_ctx)
-        self.gpu_layers_box.setValue(settings.gpu_layers)
+        if self.prefill is not None and self.prefill.path != path:
+            self.prefill = None
+            self.model_bar.show_estimate(None)
+        self.model_bar.show_settings(settings)
         self.banner.hide()
-        self.model_label.setText(f"Loading {Path(path).name}…")
-        self.load_progress.show()
+        self.model_bar.show_loading(f"Loading {Path(path).name}…")
         self.bridge.load(path, settings)
 
     @Slot()
@@ -317,31 +333,29 @@ class ChatPage(QWidget):
         if self._load_request:
             self.load_model(*self._load_request)
 
+    @Slot()
+    def _on_reload_with_settings(self) -> None:
+        if self._load_request:
+            self.load_model(self._load_request[0], self.model_bar.settings())
+
+    @Slot(float)
+    def _on_load_progress(self, fraction: float) -> None:
+        self.model_bar.set_progress(fraction)
+
     @Slot(object)
     def _on_loaded(self, info: Loaded) -> None:
         self.loaded = info
-        self.load_progress.hide()
-        memory = sum(info.memory_bytes.values())
         self._show_loaded_model()
-        self.stats.set_memory(memory)
+        self.stats.set_memory(sum(info.memory_bytes.values()))
+        self.model_bar.watch_process(self.bridge.engine_pid)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
-        if info.gpu_offload_supported and requested != 0 and info.n_layers and info.gpu_layers < info.n_layers:
-            self._show_banner(f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU; the rest run on "
-                              "the CPU, which is slower. A smaller quant or a shorter context would fit fully.",
-                              reload=False)
+        warning = spill_warning(info, self.prefill, requested)
+        if warning:
+            self._show_banner(warning, reload=False)
         self._update_controls()
 
     def _show_loaded_model(self) -> None:
-        info = self.loaded
-        if info is None:
-            self.model_label.setText("No model loaded")
-            return
-        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
-                  else "CPU only (this engine build has no GPU support)")
-        self.model_label.setText(
-            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
-            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · "
-            f"{human_memory(sum(info.memory_bytes.values()))} · loaded in {human_ms(info.load_ms)}</span>")
+        self.model_bar.show_loaded(self.loaded, self.prefill)
 
     # --- sending -------------------------------------------------------------------------------
 
@@ -418,7 +432,7 @@ class ChatPage(QWidget):
 
     @Slot(object)
     def _on_failed(self, error: EngineError) -> None:
-        self.load_progress.hide()
+        self.model_bar.hide_progress()
         if self._writer is not None:
             self._writer.interrupt()
             self._streaming_bubble.finish(self._writer.text, None, "interrupted")
@@ -429,7 +443,8 @@ class ChatPage(QWidget):
 
     @Slot(object)
     def _on_crashed(self, error: EngineCrashed) -> None:
-        self.load_progress.hide()
+        self.model_bar.hide_progress()
+        self.model_bar.watch_process(None)
         self.loaded = None
         self.model_label.setText("No model loaded — the engine stopped")
         if self._writer is not None:
@@ -460,6 +475,7 @@ class ChatPage(QWidget):
         self.send_button.setEnabled(not busy and not self._generating)
         self.stop_button.setEnabled(self._generating)
         self.load_button.setEnabled(not busy)
+        self.model_bar.reload_button.setEnabled(not busy and not self._generating and self._load_request is not None)
         for widget in (self.new_button, self.rename_button, self.delete_button, self.conversation_list):
             widget.setEnabled(not self._generating)
         for button in (self.rename_button, self.delete_button, self.export_button, self.chat_settings_button):

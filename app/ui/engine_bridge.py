@@ -30,7 +30,8 @@ class EngineClientLike(Protocol):
     """What the bridge needs from app.engine.client.EngineClient."""
 
     def start(self) -> None: ...
-    def load(self, model_path: str, settings: LoadSettings) -> Loaded: ...
+    def load(self, model_path: str, settings: LoadSettings, *,
+             on_progress: Callable[[float], None] | None = None) -> Loaded: ...
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterable[Token | Done]: ...
     def cancel(self) -> None: ...
     def close(self) -> None: ...
@@ -88,6 +89,7 @@ class _Worker(QObject):
     """Lives on the worker thread; owns the client. Its slots block for as long as the client does."""
 
     loaded = Signal(object)  # Loaded
+    load_progress = Signal(float)
     done = Signal(object)  # Done
     failed = Signal(object)  # EngineError (the engine lives on)
     crashed = Signal(object)  # EngineCrashed (the engine is gone)
@@ -141,7 +143,7 @@ class _Worker(QObject):
     @Slot(str, object)
     def load(self, model_path: str, settings: LoadSettings) -> None:
         try:
-            self.loaded.emit(self._ensure_client().load(model_path, settings))
+            self.loaded.emit(self._ensure_client().load(model_path, settings, on_progress=self.load_progress.emit))
         except QuantDeskError as exc:
             self._report(exc)
 
@@ -168,6 +170,7 @@ class EngineBridge(QObject):
 
     busy_changed = Signal(bool)
     loaded = Signal(object)  # backends.base.Loaded
+    load_progress = Signal(float)  # 0..1 while a model loads, as the engine reports it
     # Coalesced new text, tokens so far in this reply, engine time of the first and latest token (ms).
     tokens = Signal(str, int, float, float)
     done = Signal(object)  # backends.base.Done; every token before it has been delivered by `tokens`
@@ -191,6 +194,7 @@ class EngineBridge(QObject):
         self._thread.finished.connect(self._worker.deleteLater)
         # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread.
         self._worker.loaded.connect(self._on_loaded)
+        self._worker.load_progress.connect(self._on_load_progress)
         self._worker.done.connect(self._on_done)
         self._worker.failed.connect(self._on_failed)
         self._worker.crashed.connect(self._on_crashed)
@@ -256,6 +260,10 @@ class EngineBridge(QObject):
         text, count, first_ms, last_ms = self._buffer.drain()
         if text or count:
             self.tokens.emit(text, count, first_ms, last_ms)
+
+    @Slot(float)
+    def _on_load_progress(self, fraction: float) -> None:
+        self.load_progress.emit(fraction)
 
     @Slot(object)
     def _on_loaded(self, info: Loaded) -> None:

@@ -50,7 +50,7 @@ class SyntheticEngine:
     def cancel(self) -> None: ...
     def close(self) -> None: ...
 
-    def load(self, model_path: str, settings: LoadSettings) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
         return Loaded("synthetic", model_path, settings.n_ctx, 1, 0, False, {"cpu": 0}, 0.0)
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[Token | Done]:

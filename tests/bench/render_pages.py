@@ -62,7 +62,7 @@ class ScriptedEngine:
     def cancel(self) -> None: ...
     def close(self) -> None: ...
 
-    def load(self, model_path: str, settings: LoadSettings) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
         return Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
                       {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
 

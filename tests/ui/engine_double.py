@@ -23,15 +23,19 @@ class EngineDouble:
         self._cancelled = threading.Event()
         self.started = self.closed = False
         self.loads: list[tuple[str, LoadSettings]] = []
+        self.load_steps: tuple[float, ...] = (0.0, 0.5, 1.0)  # progress reported while loading
         self.requests: list[list[Message]] = []
 
     def start(self) -> None:
         self.started = True
 
-    def load(self, model_path: str, settings: LoadSettings) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
         if self.fail_load:
             raise EngineError(self.fail_load, kind="load")
         self.loads.append((model_path, settings))
+        for fraction in self.load_steps:
+            if on_progress:
+                on_progress(fraction)
         return Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[Token | Done]:

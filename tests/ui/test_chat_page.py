@@ -209,7 +209,7 @@ def test_copy_code_link_copies_just_the_code(qtbot, make_window):
 
 def test_a_partial_gpu_load_warns_that_layers_spilled(qtbot, make_window):
     class PartialGpu(EngineDouble):
-        def load(self, model_path, settings):
+        def load(self, model_path, settings, on_progress=None):
             from backends.base import Loaded
 
             return Loaded("llama.cpp", model_path, settings.n_ctx, 32, 20, True, {"cuda:0": 6 * 2**30}, 900.0)
@@ -223,7 +223,7 @@ def test_a_partial_gpu_load_warns_that_layers_spilled(qtbot, make_window):
 
 def test_a_failed_load_keeps_the_model_that_was_loaded(qtbot, make_window):
     class FailsSecondLoad(EngineDouble):
-        def load(self, model_path, settings):
+        def load(self, model_path, settings, on_progress=None):
             if self.loads:
                 from app.errors import EngineError
 

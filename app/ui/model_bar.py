@@ -1,0 +1,268 @@
+"""The Chat page's model bar: the model, its load settings prefilled from the fit estimator for this
+machine, a load progress bar, what loaded against the estimate, and the engine's live memory.
+
+``prefill_for`` is Qt-free and runs in a worker (it reads the model's header and runs the estimator);
+``ModelBar`` only shows what it is given.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from app.hardware.profile import HardwareProfile
+from app.ui.formatting import human_memory, human_ms
+from backends.base import LoadSettings, Loaded
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+FLASH = (("auto", None), ("on", True), ("off", False))
+MEMORY_SAMPLE_MS = 1000
+
+
+@dataclass
+class Prefill:
+    """Load settings for one model on one machine, and the estimate behind them."""
+
+    path: str
+    settings: LoadSettings
+    estimated_bytes: int | None = None
+    expected_gpu_blocks: int | None = None  # transformer blocks the estimate puts on the GPU
+    verdict: str = ""
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    profile: HardwareProfile | None = None
+
+    def summary(self) -> str:
+        if self.estimated_bytes is None:
+            return f"No estimate: {self.reason}" if self.reason else "No estimate"
+        return f"Estimated {human_memory(self.estimated_bytes)} · {self.verdict}"
+
+
+def _detect() -> HardwareProfile:
+    from app.hardware.detect import detect
+
+    return detect()
+
+
+def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Prefill:
+    """GPU layers, context, KV cache type and flash attention for ``path`` on ``profile`` (detected when
+    None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
+    q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
+    from app.errors import QuantDeskError
+    from app.models.metadata import read_model
+    from app.models.recommend import fit_model
+
+    profile = profile or _detect()
+    settings = LoadSettings(n_ctx=want_ctx)
+    try:
+        meta = read_model(path)
+    except QuantDeskError as exc:
+        return Prefill(path, settings, reason=str(exc), profile=profile)
+    if meta.context_length:
+        settings.n_ctx = min(want_ctx, meta.context_length)
+    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+    notes = []
+    if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf":
+        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0")
+        if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
+            fit = quantized
+            settings.kv_cache_type, settings.flash_attention = "q8_0", True  # a quantized V cache needs it
+            notes.append(f"a q8_0 KV cache keeps the context at {settings.n_ctx} tokens")
+        else:
+            notes.append(f"context lowered from {settings.n_ctx} to {fit.max_ctx} tokens, the most that fits")
+            settings.n_ctx = fit.max_ctx
+            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+    est = fit.estimate
+    if est is None:
+        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile)
+    expected_blocks = None
+    if meta.format == "gguf":
+        # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
+        settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
+        expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
+    return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
+                   expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
+                   notes=notes + fit.notes, profile=profile)
+
+
+def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: int) -> str:
+    """A sentence when fewer layers landed on the GPU than the estimate (or the request) expected."""
+    if not info.n_layers:
+        return ""
+    expected = prefill.expected_gpu_blocks if prefill is not None else None
+    if expected is None and requested_gpu_layers != 0 and info.gpu_offload_supported:
+        expected = info.n_layers if requested_gpu_layers < 0 else min(requested_gpu_layers - 1, info.n_layers)
+    if not expected or info.gpu_layers >= expected:
+        return ""
+    if not info.gpu_offload_supported:
+        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but this {info.backend} build "
+                "has no GPU support, so every layer runs on the CPU, which is much slower. Reinstall it with GPU "
+                "support (see the Hardware page).")
+    return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "
+            "run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.")
+
+
+class ModelBar(QFrame):
+    """Shows the model and its settings; the Chat page drives the loading."""
+
+    load_clicked = Signal()
+    reload_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelBar")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(12, 8, 12, 8)
+        outer.setSpacing(6)
+        top = QHBoxLayout()
+        self.model_label = QLabel("No model loaded")
+        self.model_label.setAccessibleName("Loaded model")
+        self.model_label.setWordWrap(True)
+        self.model_label.setTextFormat(Qt.TextFormat.RichText)
+        self.load_progress = QProgressBar()
+        self.load_progress.setRange(0, 100)
+        self.load_progress.setFixedWidth(140)
+        self.load_progress.setAccessibleName("Loading")
+        self.load_progress.hide()
+        self.load_button = QPushButton("Load model…")
+        self.load_button.setAccessibleName("Load a model file")
+        self.load_button.setToolTip("Choose a GGUF file or model folder; its settings are filled in for this machine")
+        self.load_button.clicked.connect(self.load_clicked)
+        self.reload_button = QPushButton("Reload")
+        self.reload_button.setAccessibleName("Reload the model with these settings")
+        self.reload_button.setToolTip("Load the same model again with the settings below")
+        self.reload_button.setEnabled(False)
+        self.reload_button.clicked.connect(self.reload_clicked)
+        top.addWidget(self.model_label, 1)
+        top.addWidget(self.load_progress)
+        top.addWidget(self.reload_button)
+        top.addWidget(self.load_button)
+        outer.addLayout(top)
+
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.context_box = QSpinBox()
+        self.context_box.setRange(256, 1_048_576)
+        self.context_box.setSingleStep(1024)
+        self.context_box.setValue(LoadSettings().n_ctx)
+        self.context_box.setPrefix("Context ")
+        self.context_box.setAccessibleName("Context length")
+        self.gpu_layers_box = QSpinBox()
+        self.gpu_layers_box.setRange(-1, 999)
+        self.gpu_layers_box.setValue(-1)
+        self.gpu_layers_box.setSpecialValueText("GPU layers: all")
+        self.gpu_layers_box.setPrefix("GPU layers ")
+        self.gpu_layers_box.setAccessibleName("GPU layers")
+        self.gpu_layers_box.setToolTip("Layers to offload to the GPU (llama.cpp -ngl); 0 runs on the CPU only")
+        self.kv_box = QComboBox()
+        self.kv_box.addItems([f"KV {t}" for t in KV_TYPES])
+        self.kv_box.setAccessibleName("KV cache type")
+        self.kv_box.setToolTip("A quantized cache (q8_0, q4_0) takes less memory and needs flash attention")
+        self.flash_box = QComboBox()
+        self.flash_box.addItems([f"Flash attn {name}" for name, _ in FLASH])
+        self.flash_box.setToolTip("Flash attention: auto lets the engine decide")
+        self.flash_box.setAccessibleName("Flash attention")
+        self.estimate_label = QLabel("")
+        self.estimate_label.setObjectName("caption")
+        self.estimate_label.setAccessibleName("Estimate")
+        self.memory_label = QLabel("")
+        self.memory_label.setObjectName("caption")
+        self.memory_label.setAccessibleName("Engine memory")
+        self.memory_label.setToolTip("Memory the engine process holds now (resident set), sampled every second")
+        for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.memory_label.setMinimumWidth(150)
+        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+            row.addWidget(widget)
+        row.addSpacing(8)
+        row.addWidget(self.estimate_label, 1)
+        row.addWidget(self.memory_label)
+        outer.addLayout(row)
+
+        self._pid: int | None = None
+        self._process = None
+        self.memory_timer = QTimer(self)
+        self.memory_timer.setInterval(MEMORY_SAMPLE_MS)
+        self.memory_timer.timeout.connect(self._on_sample_memory)
+
+    # --- settings ----------------------------------------------------------------------------------
+
+    def settings(self) -> LoadSettings:
+        return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value(),
+                            kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
+                            flash_attention=FLASH[self.flash_box.currentIndex()][1])
+
+    def show_settings(self, settings: LoadSettings) -> None:
+        self.context_box.setValue(settings.n_ctx)
+        self.gpu_layers_box.setValue(settings.gpu_layers)
+        self.kv_box.setCurrentIndex(KV_TYPES.index(settings.kv_cache_type) if settings.kv_cache_type in KV_TYPES
+                                    else 0)
+        self.flash_box.setCurrentIndex(next(i for i, (_, v) in enumerate(FLASH) if v == settings.flash_attention))
+
+    def show_estimate(self, prefill: Prefill | None) -> None:
+        if prefill is None:
+            self.estimate_label.clear()
+            self.estimate_label.setToolTip("")
+            return
+        text = prefill.summary()
+        self.estimate_label.setText(text)
+        self.estimate_label.setToolTip("\n".join([prefill.reason, *prefill.notes]).strip())
+
+    # --- loading -----------------------------------------------------------------------------------
+
+    def show_loading(self, text: str) -> None:
+        self.model_label.setText(html.escape(text))
+        self.load_progress.setValue(0)
+        self.load_progress.show()
+
+    def set_progress(self, fraction: float) -> None:
+        self.load_progress.setValue(round(100 * min(max(fraction, 0.0), 1.0)))
+
+    def show_loaded(self, info: Loaded | None, prefill: Prefill | None) -> None:
+        self.load_progress.hide()
+        if info is None:
+            self.model_label.setText("No model loaded")
+            return
+        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
+                  else "CPU only (this engine build has no GPU support)")
+        memory = human_memory(sum(info.memory_bytes.values()))
+        if prefill is not None and prefill.estimated_bytes is not None and prefill.path == info.model_path:
+            memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
+        self.model_label.setText(
+            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
+            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · {html.escape(memory)} · "
+            f"loaded in {human_ms(info.load_ms)}</span>")
+
+    def hide_progress(self) -> None:
+        self.load_progress.hide()
+
+    # --- live memory -------------------------------------------------------------------------------
+
+    def watch_process(self, pid: int | None) -> None:
+        """Sample the engine's resident memory about once a second while it runs (psutil: one /proc read)."""
+        self._pid, self._process = pid, None
+        if pid is None:
+            self.memory_timer.stop()
+            self.memory_label.clear()
+            return
+        self._on_sample_memory()
+        self.memory_timer.start()
+
+    @Slot()
+    def _on_sample_memory(self) -> None:
+        import psutil
+
+        try:
+            if self._process is None:
+                self._process = psutil.Process(self._pid)
+            rss = self._process.memory_info().rss
+        except (psutil.Error, ValueError, TypeError):
+            self.memory_timer.stop()
+            self.memory_label.clear()
+            return
+        self.memory_label.setText(f"Engine process: {human_memory(rss)}")

@@ -1,0 +1,166 @@
+"""The Chat page's model bar: load settings prefilled from the estimator for the chosen model and this
+machine, the load progress bar, what loaded against the estimate, the spill warning, and the engine's
+live memory (real engine)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.chats.store import ChatStore
+from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
+from app.models.metadata import read_model
+from app.models.recommend import fit_model
+from app.ui.engine_bridge import EngineBridge
+from app.ui.model_bar import prefill_for, spill_warning
+from app.ui.window import MainWindow
+from backends.base import Loaded, LoadSettings
+from tests.ui.engine_double import EngineDouble
+
+GiB = 1 << 30
+
+
+def machine(ram_available: int = 16 * GiB, gpu: GpuInfo | None = None) -> HardwareProfile:
+    return HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo("Test CPU", "x86_64", 8, 16, ["avx2"]),
+                           ram_total_bytes=32 * GiB, ram_available_bytes=ram_available, gpus=[gpu] if gpu else [])
+
+
+def rtx(vram: int = 8 * GiB) -> GpuInfo:
+    return GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070", vram, vram, bandwidth_gbps=256.0)
+
+
+def open_and_load(qtbot, window, path) -> Loaded:
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000) as loaded:
+        window.chat.open_model(str(path))
+    return loaded.args[0]
+
+
+def test_cpu_only_machine_prefills_cpu_settings_and_shows_the_estimate(qtbot, make_window, tiny_models):
+    engine = EngineDouble()
+    window = make_window(engine)
+    window.chat.set_profile(machine())
+    window.chat.set_default_context(8192)
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    path, settings = engine.loads[-1]
+    trained = read_model(tiny_models.gguf_q8_0).context_length
+    assert settings.gpu_layers == 0 and settings.n_ctx == min(8192, trained) and settings.kv_cache_type == "f16"
+    bar = window.chat.model_bar
+    assert (bar.gpu_layers_box.value(), bar.context_box.value()) == (0, settings.n_ctx)
+    assert bar.estimate_label.text().startswith("Estimated ") and "CPU only" in bar.estimate_label.text()
+    assert "(estimated " in bar.model_label.text()
+    assert not window.chat.banner.isVisible()  # nothing was expected on a GPU
+
+
+def test_load_progress_fills_the_bar(qtbot, make_window, tiny_models):
+    class SlowLoad(EngineDouble):
+        def load(self, model_path, settings, on_progress=None):
+            on_progress(0.5)
+            self.release.wait(timeout=60)  # held half-way until the test has looked at the bar
+            return super().load(model_path, settings, on_progress=on_progress)
+
+    engine = SlowLoad()
+    window = make_window(engine)
+    window.chat.set_profile(machine())
+    with qtbot.waitSignal(window.bridge.load_progress, timeout=30_000):
+        window.chat.open_model(str(tiny_models.gguf_q8_0))
+    bar = window.chat.model_bar.load_progress
+    assert bar.value() == 50 and not bar.isHidden()
+    with qtbot.waitSignal(window.bridge.loaded, timeout=30_000):
+        engine.release.set()
+    assert bar.isHidden()
+
+
+def test_gpu_machine_prefills_every_layer_and_warns_when_the_build_has_no_gpu(qtbot, make_window, tiny_models):
+    class CpuBuild(EngineDouble):
+        def load(self, model_path, settings, on_progress=None):
+            self.loads.append((model_path, settings))
+            return Loaded("llama.cpp", model_path, settings.n_ctx, 2, 0, False, {"cpu": 200 * 2**20}, 50.0)
+
+    engine = CpuBuild()
+    window = make_window(engine)
+    window.chat.set_profile(machine(gpu=rtx()))
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    assert engine.loads[-1][1].gpu_layers == -1
+    assert "full GPU" in window.chat.model_bar.estimate_label.text()
+    assert window.chat.banner.isVisible()
+    assert "has no GPU support" in window.chat.banner_text.text() and "2 of 2 layers" in window.chat.banner_text.text()
+
+
+def test_spill_warning_compares_with_the_estimate(tiny_models):
+    prefill = prefill_for(str(tiny_models.gguf_q8_0), machine(gpu=rtx()), 2048)
+    assert prefill.expected_gpu_blocks == 2
+    full = Loaded("llama.cpp", prefill.path, 2048, 2, 2, True, {}, 1.0)
+    spilled = Loaded("llama.cpp", prefill.path, 2048, 2, 1, True, {}, 1.0)
+    assert spill_warning(full, prefill, -1) == ""
+    assert "Only 1 of 2 layers fit on the GPU (2 were expected)" in spill_warning(spilled, prefill, -1)
+    cpu = prefill_for(str(tiny_models.gguf_q8_0), machine(), 2048)
+    assert spill_warning(Loaded("llama.cpp", cpu.path, 2048, 2, 0, True, {}, 1.0), cpu, 0) == ""
+
+
+def test_tight_memory_picks_a_q8_cache_or_a_shorter_context(tiny_models):
+    path = str(tiny_models.gguf_q8_0)
+    meta = read_model(path)
+    ctx = meta.context_length
+
+    def need(kv: str, n_ctx: int) -> int:
+        return sum(d.total_bytes for d in fit_model(meta, machine(), n_ctx, "auto", kv).estimate.devices)
+
+    assert need("q8_0", ctx) < need("f16", ctx)
+    q8 = prefill_for(path, machine(ram_available=need("q8_0", ctx)), ctx)
+    assert (q8.settings.kv_cache_type, q8.settings.flash_attention, q8.settings.n_ctx) == ("q8_0", True, ctx)
+    assert any("q8_0" in note for note in q8.notes)
+    tight = machine(ram_available=need("f16", ctx // 2))
+    shorter = prefill_for(path, tight, ctx)
+    assert shorter.settings.kv_cache_type == "f16" and shorter.settings.n_ctx < ctx
+    assert shorter.settings.n_ctx == fit_model(meta, tight, ctx, "auto", "f16").max_ctx
+    assert any("lowered" in note for note in shorter.notes)
+
+
+def test_a_file_the_estimator_cannot_read_is_said_and_nothing_loads(qtbot, make_window, tmp_path):
+    engine = EngineDouble()
+    window = make_window(engine)
+    window.chat.set_profile(machine())
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 20)
+    with qtbot.waitSignal(window.bridge.failed, timeout=30_000, raising=False):
+        window.chat.open_model(str(broken))
+    qtbot.waitUntil(lambda: window.chat.model_bar.estimate_label.text().startswith("No estimate"), timeout=30_000)
+
+
+@pytest.fixture
+def real_window(qtbot, tmp_path):
+    store = ChatStore(tmp_path / "chats.sqlite3")
+    bridge = EngineBridge()
+    window = MainWindow(store, bridge, QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    yield window
+    window.close()
+    bridge.shutdown()
+    store.close()
+
+
+def test_real_engine_memory_is_sampled_live_and_stops_with_the_engine(qtbot, real_window, tiny_models):
+    pytest.importorskip("llama_cpp")
+    window = real_window
+    window.chat.set_profile(machine())
+    info = open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    assert info.gpu_layers == 0 and "(estimated " in window.chat.model_label.text()
+    bar = window.chat.model_bar
+    assert bar.memory_timer.isActive()
+    pid = window.bridge.engine_pid
+    rss = psutil.Process(pid).memory_info().rss
+    text = bar.memory_label.text()
+    assert text.startswith("Engine process: ") and text.endswith("MiB")
+    assert abs(float(text.split()[2]) * 2**20 - rss) < 0.25 * rss
+    bar.memory_label.clear()
+    qtbot.waitUntil(lambda: bar.memory_label.text().startswith("Engine process: "), timeout=5_000)  # sampled again
+    with qtbot.waitSignal(window.bridge.crashed, timeout=30_000):
+        os.kill(pid, signal.SIGKILL)
+        window.chat.composer.setPlainText("hello")
+        window.chat.send()  # the next request finds the engine gone
+    assert not bar.memory_timer.isActive() and bar.memory_label.text() == ""
