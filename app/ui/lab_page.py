@@ -15,10 +15,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox,
-                               QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
-                               QProgressBar, QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
+                               QFrame, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem,
+                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSpinBox, QTableWidget,
+                               QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
@@ -127,7 +127,21 @@ def _elide(view: QListWidget) -> None:
     view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
 
-def _button(text: str, accessible: str, slot) -> QPushButton:
+def scrolling_content(page: QWidget) -> QWidget:
+    """The widget to lay the page out in: inside a scroll area, so a small window can still show the
+    page (and the main window keeps the small minimum size it has without it)."""
+    outer = QVBoxLayout(page)
+    outer.setContentsMargins(0, 0, 0, 0)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    content = QWidget()
+    scroll.setWidget(content)
+    outer.addWidget(scroll)
+    return content
+
+
+def button(text: str, accessible: str, slot) -> QPushButton:
     button = QPushButton(text)
     button.setAccessibleName(accessible)
     button.clicked.connect(slot)
@@ -163,7 +177,7 @@ class LabPage(QWidget):
         self._library_call.failed.connect(self._on_library_failed)
         self._listed_once = False
 
-        root = QVBoxLayout(self)
+        root = QVBoxLayout(scrolling_content(self))
         root.setContentsMargins(24, 16, 24, 14)
         root.setSpacing(10)
         heading = QLabel("<h1>Quant lab</h1>")
@@ -183,9 +197,9 @@ class LabPage(QWidget):
         root.addLayout(top)
 
         run_row = QHBoxLayout()
-        self.run_button = _button("Run bench", "Run the bench", self.run)
+        self.run_button = button("Run bench", "Run the bench", self.run)
         self.run_button.setDefault(True)
-        self.cancel_button = _button("Cancel", "Cancel the bench", self.cancel)
+        self.cancel_button = button("Cancel", "Cancel the bench", self.cancel)
         self.cancel_button.setEnabled(False)
         self.progress = QProgressBar()
         self.progress.setAccessibleName("Bench progress")
@@ -213,6 +227,9 @@ class LabPage(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
+        self.table.setCornerButtonEnabled(False)
+        for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner button
+            corner.setAccessibleName("Select all rows")
         self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -232,13 +249,13 @@ class LabPage(QWidget):
         export_row = QHBoxLayout(exports)
         export_row.setContentsMargins(0, 0, 0, 2)
         self.export_buttons = [
-            _button("Export CSV…", "Export the result as CSV", self._on_export_csv_clicked),
-            _button("Export JSON…", "Export the result as JSON", self._on_export_json_clicked),
-            _button("Save charts as PNG…", "Save the charts as a PNG image", self._on_export_png_clicked),
+            button("Export CSV…", "Export the result as CSV", self._on_export_csv_clicked),
+            button("Export JSON…", "Export the result as JSON", self._on_export_json_clicked),
+            button("Save charts as PNG…", "Save the charts as a PNG image", self._on_export_png_clicked),
         ]
-        for button in self.export_buttons:
-            button.setEnabled(False)
-            export_row.addWidget(button)
+        for export_button in self.export_buttons:
+            export_button.setEnabled(False)
+            export_row.addWidget(export_button)
         self.tabs.setCornerWidget(exports)
         root.addWidget(self.tabs, 1)
         self.refresh_history()
@@ -255,10 +272,10 @@ class LabPage(QWidget):
         _elide(self.variants)
         layout.addWidget(self.variants, 1)
         row = QHBoxLayout()
-        row.addWidget(_button("Add file…", "Add a model file", self._on_add_file_clicked))
-        row.addWidget(_button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
+        row.addWidget(button("Add file…", "Add a model file", self._on_add_file_clicked))
+        row.addWidget(button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
         row.addStretch(1)
-        row.addWidget(_button("Refresh", "Refresh the list from the library", self.refresh_library))
+        row.addWidget(button("Refresh", "Refresh the list from the library", self.refresh_library))
         layout.addLayout(row)
         return box
 
@@ -297,8 +314,8 @@ class LabPage(QWidget):
         self.history.currentItemChanged.connect(self._on_history_selection)
         layout.addWidget(self.history, 1)
         row = QHBoxLayout()
-        self.open_button = _button("Open", "Open the selected past result", self._on_open_clicked)
-        self.delete_button = _button("Delete…", "Delete the selected past result", self._on_delete_clicked)
+        self.open_button = button("Open", "Open the selected past result", self._on_open_clicked)
+        self.delete_button = button("Delete…", "Delete the selected past result", self._on_delete_clicked)
         self.open_button.setEnabled(False)
         self.delete_button.setEnabled(False)
         row.addWidget(self.open_button)
@@ -317,15 +334,14 @@ class LabPage(QWidget):
 
     @Slot()
     def refresh_library(self) -> None:
-        self._library_call.start(_library_entries)
+        self._library_call.start(library_entries)
 
     @Slot(int, object)
     def _on_library_listed(self, ticket: int, entries: list) -> None:
         if ticket != self._library_call.latest:
             return
         for entry in entries:
-            detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
-            self._add_item(entry.path, f"{entry.name} — {detail}", checked=False)
+            self._add_item(entry.path, entry_text(entry), checked=False)
         if not entries and self.variants.count() == 0:
             self.status.setText("No models in the library yet: add model files or folders by hand, "
                                 "or download some from Discover.")
@@ -490,8 +506,8 @@ class LabPage(QWidget):
         self.result = result
         self.table.clearSpans()
         self.table.setRowCount(0)
-        for button in self.export_buttons:
-            button.setEnabled(result is not None)
+        for export_button in self.export_buttons:
+            export_button.setEnabled(result is not None)
         self.charts.set_result(result)
         if result is None:
             self.notes.setText("")
@@ -660,7 +676,14 @@ class LabPage(QWidget):
             self.delete_saved(self.confirm.property("result_id"))
 
 
-def _library_entries() -> list:
+def library_entries() -> list:
+    """The library's models (scanning its folders: call it off the GUI thread)."""
     from app.hub.library import Library
 
     return Library().entries()
+
+
+def entry_text(entry) -> str:
+    """A library entry in one line: name — quant · format · size."""
+    detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
+    return f"{entry.name} — {detail}"

@@ -17,10 +17,12 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QObject, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+                               QLineEdit, QSpinBox, QVBoxLayout, QWidget)
 
 from app.ui.background import BackgroundCall, sentence
-from app.ui.formatting import human_bytes
+from app.ui.lab_page import button as _button
+from app.ui.lab_page import entry_text, library_entries
+from app.ui.lab_page import scrolling_content as _scrolling
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
@@ -149,13 +151,6 @@ def parse_origins(text: str) -> tuple[str, ...]:
     return tuple(origins)
 
 
-def _button(text: str, accessible: str, slot) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(accessible)
-    button.clicked.connect(slot)
-    return button
-
-
 class ServerPage(QWidget):
     state_changed = Signal(str)  # "off" | "starting" | "on" | "stopping"
     failed = Signal(str)
@@ -179,7 +174,7 @@ class ServerPage(QWidget):
         if (app := QCoreApplication.instance()) is not None:
             app.aboutToQuit.connect(self.shutdown)
 
-        root = QVBoxLayout(self)
+        root = QVBoxLayout(_scrolling(self))
         root.setContentsMargins(32, 24, 32, 24)
         root.setSpacing(14)
         root.addWidget(QLabel("<h1>Local server</h1>"))
@@ -286,13 +281,12 @@ class ServerPage(QWidget):
         super().showEvent(event)
         if not self._listed_once:
             self._listed_once = True
-            self._library_call.start(_library_entries)
+            self._library_call.start(library_entries)
 
     @Slot(int, object)
     def _on_library_listed(self, ticket: int, entries: list) -> None:
         for entry in entries:
-            detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
-            self._add_model(entry.path, f"{entry.name} — {detail}", select=self.model.currentIndex() < 0)
+            self._add_model(entry.path, entry_text(entry), select=self.model.currentIndex() < 0)
 
     def _add_model(self, path: str, text: str, select: bool) -> None:
         resolved = str(Path(path).expanduser().resolve())
@@ -453,9 +447,3 @@ class ServerPage(QWidget):
         self._poll.stop()
         if running is not None:
             stop_running(running)
-
-
-def _library_entries() -> list:
-    from app.hub.library import Library
-
-    return Library().entries()
