@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, paths
+from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
@@ -60,7 +61,9 @@ def run() -> int:
         QMessageBox.critical(None, "QuantDesk", str(exc))
         return 1
     settings = window_settings()
-    app.theme = ThemeFollower(app, str(settings.value("appearance/theme", "system")))
+    user_settings = app_settings.load()
+    app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
+    app.theme = ThemeFollower(app, user_settings.theme)
     bridge = EngineBridge()
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):

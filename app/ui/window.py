@@ -7,19 +7,20 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QStackedWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
+                               QStackedWidget, QVBoxLayout, QWidget)
 
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
 from app.hardware.profile import HardwareProfile
 from app.ui.chat_page import ChatPage
-from app.ui.coming_page import ComingPage
 from app.ui.discover_page import DiscoverPage
 from app.ui.downloads_page import DownloadsPage
 from app.ui.engine_bridge import EngineBridge
 from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.hardware_page import HardwarePage
+from app.ui.library_page import LibraryPage
+from app.ui.settings_page import SettingsPage
 from app.ui.lab_page import LabPage
 from app.ui.server_page import ServerPage
 
@@ -79,6 +80,9 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget()
         self.chat = ChatPage(store, bridge)
         self.hardware = HardwarePage()
+        self.library = LibraryPage()
+        self.app_settings = SettingsPage()
+        self.chat.set_default_context(self.app_settings.current.default_n_ctx)
         self.discover = DiscoverPage()
         self.downloads = DownloadsPage()
         self.lab = LabPage()
@@ -88,15 +92,12 @@ class MainWindow(QMainWindow):
         self.pages: dict[str, QWidget] = {
             "Discover": self.discover,
             "Downloads": self.downloads,
-            "Library": ComingPage("Library", "The models on this computer with format, quant, size and source: "
-                                  "load, delete, open folder, import a file or folder.",
-                                  "load a GGUF file from the Chat page."),
+            "Library": self.library,
             "Chat": self.chat,
             "Hardware": self.hardware,
             "Lab": self.lab,
             "Server": self.server,
-            "Settings": ComingPage("Settings", "Models folder, Hugging Face token, offline mode, default context "
-                                   "length and theme.", "set QUANTDESK_MODELS_DIR, HF_TOKEN or HF_HUB_OFFLINE."),
+            "Settings": self.app_settings,
         }
         for name in PAGES:
             item = QListWidgetItem(name)
@@ -130,8 +131,13 @@ class MainWindow(QMainWindow):
         self.downloads.chat_requested.connect(self._on_chat_requested)
         self.importer.imported.connect(self._on_chat_requested)
         self.importer.failed.connect(self._on_import_failed)
+        self.library.load_requested.connect(self._on_chat_requested)
+        self.app_settings.models_dir_changed.connect(self.library.refresh)
+        self.app_settings.default_context_changed.connect(self.chat.set_default_context)
+        self.app_settings.theme_changed.connect(self._on_theme_changed)
         self._shortcuts()
         self._restore()
+        self.library.refresh()
 
     def _shortcuts(self) -> None:
         for keys, slot in ((QKeySequence.StandardKey.New, self._on_new_chat_shortcut),
@@ -165,6 +171,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_hardware_detected(self, profile: HardwareProfile) -> None:
         self.hardware.set_profile(profile)
+        self.chat.set_profile(profile)
         self.discover.set_profile(profile)
         if self.first_run is not None:
             self.first_run.set_profile(profile)
@@ -179,7 +186,13 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_chat_requested(self, model_path: str) -> None:
         self.show_page("Chat")
-        self.chat.load_model(model_path, self.chat.load_settings())
+        self.chat.open_model(model_path)  # settings prefilled from the estimator, then loaded
+
+    @Slot(str)
+    def _on_theme_changed(self, theme: str) -> None:
+        follower = getattr(QApplication.instance(), "theme", None)  # app.ui.main keeps its ThemeFollower there
+        if follower is not None:
+            follower.set_theme(theme)
 
     @Slot()
     def _on_import_requested(self) -> None:

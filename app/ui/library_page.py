@@ -1,0 +1,325 @@
+"""The Library page: the models on this computer (app.hub.library) with format, quant, size, architecture
+and source; load, delete with confirmation, open folder, import a file or folder (copy or use in place),
+watch a folder, and the disk usage. Every library call (scans, hashing copies, deletes) runs in a worker."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
+                               QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from app.hub.library import Library, LibraryEntry
+from app.ui.background import BackgroundCall, sentence
+from app.ui.formatting import human_bytes
+
+COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source")
+SOURCES = {"download": "Downloaded", "import": "Imported (copy)", "reference": "Used in place",
+           "hf-cache": "Hugging Face cache", "folder": "Watched folder"}
+
+
+@dataclass
+class Listing:
+    entries: list[LibraryEntry]
+    usage: dict
+    message: str = ""
+
+
+def _listing(root: Path | None, message: str = "", refresh: bool = True) -> Listing:
+    library = Library(root)
+    entries = library.entries(refresh=refresh)
+    return Listing(entries, library.disk_usage(), message)
+
+
+def list_models(root: Path | None) -> Listing:
+    return _listing(root)
+
+
+def import_models(root: Path | None, path: str, copy: bool) -> Listing:
+    added = Library(root).import_path(path, copy=copy)
+    names = ", ".join(e.name for e in added)
+    verb = "Imported" if copy else "Added (used in place)"
+    return _listing(root, f"{verb}: {names}.")
+
+
+def watch_folder(root: Path | None, folder: str) -> Listing:
+    found = Library(root).add_folder(folder)
+    return _listing(root, f"Watching {folder}: {len(found)} model{'s' if len(found) != 1 else ''} found.")
+
+
+def remove_model(root: Path | None, entry_id: str) -> Listing:
+    entry, freed = Library(root).remove(entry_id)
+    if freed:
+        message = f"Deleted {entry.name}; {human_bytes(freed)} freed."
+    else:
+        message = f"Removed {entry.name} from the library; its files were left where they are."
+    return _listing(root, message, refresh=False)  # a rescan would list a referenced model again at once
+
+
+def source_text(entry: LibraryEntry) -> str:
+    text = SOURCES.get(entry.source, entry.source)
+    if entry.repo_id:
+        text += f" · {entry.repo_id}"
+        if entry.commit_hash:
+            text += f" @ {entry.commit_hash[:7]}"
+    return text
+
+
+def model_folder(entry: LibraryEntry) -> Path:
+    path = Path(entry.path)
+    return path.parent if entry.format == "gguf" or path.is_file() else path
+
+
+def delete_question(entry: LibraryEntry) -> tuple[str, bool]:
+    """What deleting this entry will and will not delete, and whether it frees disk space."""
+    size = human_bytes(entry.size)
+    files = f"{len(entry.files)} file{'s' if len(entry.files) != 1 else ''}"
+    folder = model_folder(entry)
+    if entry.owned:
+        return (f"Delete {entry.name}? Its {files} ({size}) in {folder} will be deleted, freeing {size}. "
+                "This cannot be undone.", True)
+    if entry.source == "hf-cache":
+        return (f"{entry.name} is in the Hugging Face cache ({folder}), shared with other tools. QuantDesk will "
+                f"not delete those {files} ({size}); it only stops listing the model until the next scan finds "
+                "it again. To free the space, delete it from the cache with `hf cache delete`.", False)
+    where = "a watched folder" if entry.source == "folder" else "its own folder"
+    again = " It will be listed again while the folder is watched." if entry.source == "folder" else ""
+    return (f"{entry.name} is used in place from {where} ({folder}). Removing it from the library deletes no "
+            f"files: its {files} ({size}) stay where they are.{again}", False)
+
+
+class LibraryPage(QWidget):
+    load_requested = Signal(str)  # a model path for the Chat page
+    changed = Signal()  # a listing arrived (tests wait on it)
+
+    def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName("Library")
+        self.root = root  # None: app.paths.models_dir() at each call (follows Settings)
+        self.entries: list[LibraryEntry] = []
+        self.usage: dict = {}
+        self.busy = False
+        self._call = BackgroundCall("library")
+        self._call.succeeded.connect(self._on_listing)
+        self._call.failed.connect(self._on_failed)
+        self._build()
+        self._update_buttons()
+
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 18, 24, 18)
+        top = QHBoxLayout()
+        title = QLabel("<h1>Library</h1>")
+        top.addWidget(title)
+        top.addStretch(1)
+        self.import_file_button = self._button("Import file…", "Import a GGUF model file", self._on_import_file)
+        self.import_folder_button = self._button("Import folder…", "Import a model folder", self._on_import_folder)
+        self.watch_button = self._button("Watch folder…", "Add a folder whose models are used in place",
+                                         self._on_watch_folder)
+        self.refresh_button = self._button("Refresh", "Scan the library again", self.refresh)
+        for button in (self.import_file_button, self.import_folder_button, self.watch_button, self.refresh_button):
+            top.addWidget(button)
+        layout.addLayout(top)
+        self.usage_label = QLabel("Reading the library…")
+        self.usage_label.setObjectName("caption")
+        self.usage_label.setAccessibleName("Disk usage")
+        self.usage_label.setWordWrap(True)
+        layout.addWidget(self.usage_label)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setAccessibleName("Models")
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for column in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        corner = self.table.findChild(QAbstractButton)
+        if corner is not None:
+            corner.setAccessibleName("Select all models")
+        self.table.itemSelectionChanged.connect(self._on_selection_changed)
+        self.table.itemDoubleClicked.connect(self._on_load)
+        layout.addWidget(self.table, 1)
+        self.details = QLabel("")
+        self.details.setWordWrap(True)
+        self.details.setAccessibleName("Model details")
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.details)
+        row = QHBoxLayout()
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setAccessibleName("Library status")
+        row.addWidget(self.status, 1)
+        self.open_button = self._button("Open folder", "Show the model's files", self._on_open_folder)
+        self.delete_button = self._button("Delete…", "Delete the model", self._on_delete)
+        self.load_button = self._button("Load in chat", "Load the model and chat with it", self._on_load)
+        self.load_button.setDefault(True)
+        for button in (self.open_button, self.delete_button, self.load_button):
+            row.addWidget(button)
+        layout.addLayout(row)
+
+    def _button(self, text: str, name: str, slot) -> QPushButton:
+        button = QPushButton(text)
+        button.setAccessibleName(name)
+        button.clicked.connect(slot)
+        return button
+
+    # --- operations (each in the worker, each ends in a listing) -------------------------------------
+
+    def _start(self, status: str, fn, *args) -> None:
+        self.busy = True
+        self.status.setText(status)
+        self._update_buttons()
+        self._call.start(fn, self.root, *args)
+
+    @Slot()
+    def refresh(self) -> None:
+        self._start("Scanning…", list_models)
+
+    def import_path(self, path: str, copy: bool) -> None:
+        self._start(f"{'Copying' if copy else 'Adding'} {Path(path).name}…", import_models, path, copy)
+
+    def watch(self, folder: str) -> None:
+        self._start(f"Scanning {folder}…", watch_folder, folder)
+
+    def delete(self, entry: LibraryEntry) -> None:
+        self._start(f"Deleting {entry.name}…", remove_model, entry.id)
+
+    @Slot(int, object)
+    def _on_listing(self, ticket: int, listing: Listing) -> None:
+        self.busy = False
+        self.show_listing(listing)
+        self.status.setText(listing.message)
+        self._update_buttons()
+        self.changed.emit()
+
+    @Slot(int, object)
+    def _on_failed(self, ticket: int, error: Exception) -> None:
+        self.busy = False
+        self.status.setText(sentence(error))
+        self._update_buttons()
+        self.changed.emit()
+
+    def show_listing(self, listing: Listing) -> None:
+        keep = self.selected.id if self.selected else None
+        self.entries, self.usage = listing.entries, listing.usage
+        self.table.setRowCount(len(self.entries))
+        for row, entry in enumerate(self.entries):
+            cells = (entry.name, entry.format.upper(), entry.quant or "—", human_bytes(entry.size),
+                     entry.architecture or "—", source_text(entry))
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(entry.path if column == 0 else text)
+                if column == 3:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(row, column, item)
+            if entry.id == keep:
+                self.table.selectRow(row)
+        usage = listing.usage
+        count = len(self.entries)
+        self.usage_label.setText(
+            f"{count} model{'s' if count != 1 else ''} · {human_bytes(usage['owned_bytes'])} in the models folder "
+            f"{usage['models_dir']}" + (f", {human_bytes(usage['referenced_bytes'])} used in place"
+                                        if usage["referenced_bytes"] else "")
+            + f" · {human_bytes(usage['free_bytes'])} free of {human_bytes(usage['total_bytes'])} on that disk")
+        if not self.entries:
+            self.details.setText("No models yet. Download one from Discover, or import a GGUF file or a model "
+                                 "folder you already have.")
+        self._on_selection_changed()
+
+    # --- selection and actions ---------------------------------------------------------------------
+
+    @property
+    def selected(self) -> LibraryEntry | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        return self.entries[rows[0].row()] if rows and rows[0].row() < len(self.entries) else None
+
+    def select(self, entry_id: str) -> None:
+        for row, entry in enumerate(self.entries):
+            if entry.id == entry_id:
+                self.table.selectRow(row)
+
+    @Slot()
+    def _on_selection_changed(self) -> None:
+        entry = self.selected
+        if entry is not None:
+            parts = [f"<b>{html.escape(entry.name)}</b> — {html.escape(entry.path)}"]
+            if entry.repo_id:
+                parts.append(f"from {html.escape(entry.repo_id)}"
+                             + (f" at commit {html.escape(entry.commit_hash)}" if entry.commit_hash else ""))
+            parts.append(f"{len(entry.files)} file{'s' if len(entry.files) != 1 else ''}")
+            self.details.setText(" · ".join(parts))
+        elif self.entries:
+            self.details.setText("Select a model to load, open or delete it.")
+        self._update_buttons()
+
+    def _update_buttons(self) -> None:
+        chosen = self.selected is not None and not self.busy
+        for button in (self.open_button, self.delete_button, self.load_button):
+            button.setEnabled(chosen)
+        for button in (self.import_file_button, self.import_folder_button, self.watch_button, self.refresh_button):
+            button.setEnabled(not self.busy)
+
+    @Slot()
+    def _on_load(self, *_: object) -> None:
+        if self.selected is not None:
+            self.load_requested.emit(self.selected.path)
+
+    @Slot()
+    def _on_open_folder(self) -> None:
+        if self.selected is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(model_folder(self.selected))))
+
+    @Slot()
+    def _on_delete(self) -> None:
+        entry = self.selected
+        if entry is None:
+            return
+        text, frees = delete_question(entry)
+        confirm = QMessageBox(QMessageBox.Icon.Warning, "Delete model" if frees else "Remove model", text,
+                              parent=self)
+        confirm.setObjectName("confirmDelete")
+        action = confirm.addButton("Delete" if frees else "Remove from library",
+                                   QMessageBox.ButtonRole.DestructiveRole)
+        confirm.setDefaultButton(confirm.addButton(QMessageBox.StandardButton.Cancel))
+        confirm.exec()
+        if confirm.clickedButton() is action:
+            self.delete(entry)
+
+    @Slot()
+    def _on_import_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a model file", "", "GGUF models (*.gguf)")
+        if path:
+            self._ask_copy(path)
+
+    @Slot()
+    def _on_import_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Import a model folder")
+        if path:
+            self._ask_copy(path)
+
+    def _ask_copy(self, path: str) -> None:
+        box = QMessageBox(QMessageBox.Icon.Question, "Import",
+                          f"Copy {Path(path).name} into the models folder, or use it where it is? A copy keeps "
+                          "working when the original is moved or its drive is unplugged; using it in place takes "
+                          "no extra disk space.", parent=self)
+        copy = box.addButton("Copy into the library", QMessageBox.ButtonRole.AcceptRole)
+        in_place = box.addButton("Use in place", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        if box.clickedButton() in (copy, in_place):
+            self.import_path(path, copy=box.clickedButton() is copy)
+
+    @Slot()
+    def _on_watch_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Watch a folder of models")
+        if folder:
+            self.watch(folder)

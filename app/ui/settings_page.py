@@ -1,0 +1,248 @@
+"""The Settings page: models folder, Hugging Face token, offline mode, default context length and theme.
+
+Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
+login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+
+from app import paths
+from app import settings as app_settings
+from app.hub import config
+
+THEME_NAMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
+
+
+def masked(token: str) -> str:
+    """hf_abcdefghijklmnop -> hf_••••••••mnop: enough to tell two tokens apart, too little to use."""
+    token = token.strip()
+    if len(token) <= 8:
+        return "•" * 8
+    return token[:3] + "•" * 8 + token[-4:]
+
+
+class SettingsPage(QScrollArea):
+    models_dir_changed = Signal(str)
+    default_context_changed = Signal(int)
+    theme_changed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setAccessibleName("Settings")
+        self.current = app_settings.load()
+        page = QWidget()
+        outer = QVBoxLayout(page)
+        outer.setContentsMargins(32, 24, 32, 24)
+        outer.addWidget(QLabel("<h1>Settings</h1>"))
+        form = QFormLayout()
+        form.setVerticalSpacing(14)
+        outer.addLayout(form)
+
+        folder_row = QHBoxLayout()
+        self.models_dir_label = QLabel()
+        self.models_dir_label.setAccessibleName("Models folder")
+        self.models_dir_label.setWordWrap(True)
+        self.models_dir_button = QPushButton("Change…")
+        self.models_dir_button.setAccessibleName("Change the models folder")
+        self.models_dir_button.clicked.connect(self._on_choose_models_dir)
+        self.models_dir_default = QPushButton("Use default")
+        self.models_dir_default.setAccessibleName("Use the default models folder")
+        self.models_dir_default.clicked.connect(self._on_default_models_dir)
+        folder_row.addWidget(self.models_dir_label, 1)
+        folder_row.addWidget(self.models_dir_button)
+        folder_row.addWidget(self.models_dir_default)
+        form.addRow("Models folder", self._with_note(folder_row, "models_dir_note"))
+
+        token_row = QHBoxLayout()
+        self.token_status = QLabel()
+        self.token_status.setAccessibleName("Hugging Face token status")
+        self.token_edit = QLineEdit()
+        self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.token_edit.setPlaceholderText("hf_… (for gated and private models)")
+        self.token_edit.setAccessibleName("Hugging Face token")
+        self.token_edit.returnPressed.connect(self._on_save_token)
+        self.token_save = QPushButton("Save token")
+        self.token_save.setAccessibleName("Save the Hugging Face token")
+        self.token_save.clicked.connect(self._on_save_token)
+        self.token_remove = QPushButton("Remove")
+        self.token_remove.setAccessibleName("Remove the stored Hugging Face token")
+        self.token_remove.clicked.connect(self._on_remove_token)
+        token_row.addWidget(self.token_edit, 1)
+        token_row.addWidget(self.token_save)
+        token_row.addWidget(self.token_remove)
+        token_box = QVBoxLayout()
+        token_box.addWidget(self.token_status)
+        token_box.addLayout(token_row)
+        form.addRow("Hugging Face token", self._with_note(token_box, "token_note"))
+
+        self.offline_box = QCheckBox("Offline mode: never contact the Hugging Face Hub")
+        self.offline_box.setAccessibleName("Offline mode")
+        self.offline_box.toggled.connect(self._on_offline_toggled)
+        offline_layout = QVBoxLayout()
+        offline_layout.addWidget(self.offline_box)
+        form.addRow("Network", self._with_note(offline_layout, "offline_note"))
+
+        self.context_box = QSpinBox()
+        self.context_box.setRange(app_settings.MIN_CONTEXT, app_settings.MAX_CONTEXT)
+        self.context_box.setSingleStep(1024)
+        self.context_box.setSuffix(" tokens")
+        self.context_box.setAccessibleName("Default context length")
+        self.context_box.setToolTip("Models load with this context, or the largest that fits this machine")
+        self.context_box.editingFinished.connect(self._on_context_changed)
+        form.addRow("Default context", self.context_box)
+
+        self.theme_box = QComboBox()
+        self.theme_box.addItems([name for _, name in THEME_NAMES])
+        self.theme_box.setAccessibleName("Theme")
+        self.theme_box.currentIndexChanged.connect(self._on_theme_changed)
+        form.addRow("Theme", self.theme_box)
+
+        self.status = QLabel(self.current.problem)
+        self.status.setWordWrap(True)
+        self.status.setAccessibleName("Settings status")
+        outer.addWidget(self.status)
+        outer.addStretch(1)
+        self.setWidget(page)
+        self.show_settings()
+
+    def _with_note(self, layout, name: str) -> QWidget:
+        box = QWidget()
+        column = QVBoxLayout(box)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addLayout(layout)
+        note = QLabel()
+        note.setObjectName("caption")
+        note.setWordWrap(True)
+        column.addWidget(note)
+        setattr(self, name, note)
+        return box
+
+    def show_settings(self) -> None:
+        s = self.current
+        env_dir = os.environ.get("QUANTDESK_MODELS_DIR")
+        self.models_dir_label.setText(str(paths.models_dir()))
+        self.models_dir_button.setEnabled(not env_dir)
+        self.models_dir_default.setEnabled(not env_dir and s.models_dir is not None)
+        self.models_dir_note.setText(
+            "Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting." if env_dir else
+            "New downloads and imports go here. Models already in another folder stay there.")
+        self._show_token()
+        forced = app_settings.offline_forced_by_environment()
+        self.offline_box.blockSignals(True)
+        self.offline_box.setChecked(s.offline or forced)
+        self.offline_box.setEnabled(not forced)
+        self.offline_box.blockSignals(False)
+        self.offline_note.setText(
+            "HF_HUB_OFFLINE is set in the environment, so offline mode stays on." if forced else
+            "Search and downloads are off; the library and chat work as usual.")
+        self.context_box.setValue(s.default_n_ctx)
+        self.theme_box.blockSignals(True)
+        self.theme_box.setCurrentIndex([key for key, _ in THEME_NAMES].index(s.theme))
+        self.theme_box.blockSignals(False)
+
+    def _show_token(self) -> None:
+        from_env = next((v for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if (os.environ.get(v) or "").strip()), None)
+        token = config.token()
+        stored = config.token_path().is_file()
+        if token:
+            self.token_status.setText(f"In use: {masked(token)}" + (f" (from {from_env})" if from_env else ""))
+        else:
+            self.token_status.setText("No token: public models only.")
+        self.token_remove.setEnabled(stored)
+        self.token_note.setText(
+            f"{from_env} in the environment wins over a stored token." if from_env else
+            f"Stored where huggingface_hub's login keeps it ({config.token_path()}), readable by you only.")
+
+    def _save(self, **changes) -> bool:
+        try:
+            self.current = app_settings.update(**changes)
+        except OSError as exc:
+            self.status.setText(f"Could not save the settings: {exc.strerror or exc} ({exc.filename or ''}).")
+            return False
+        self.status.setText("Saved.")
+        return True
+
+    # --- models folder -----------------------------------------------------------------------------
+
+    @Slot()
+    def _on_choose_models_dir(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Models folder", str(paths.models_dir()))
+        if folder:
+            self.set_models_dir(folder)
+
+    @Slot()
+    def _on_default_models_dir(self) -> None:
+        self.set_models_dir(None)
+
+    def set_models_dir(self, folder: str | None) -> bool:
+        if folder is not None:
+            target = Path(folder).expanduser()
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+                probe = target / ".quantdesk-write-test"
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as exc:
+                self.status.setText(f"{target} cannot hold models: {exc.strerror or exc}. The models folder is "
+                                    "unchanged.")
+                return False
+            folder = str(target.resolve())
+        if not self._save(models_dir=folder):
+            return False
+        self.show_settings()
+        self.models_dir_changed.emit(str(paths.models_dir()))
+        return True
+
+    # --- token -------------------------------------------------------------------------------------
+
+    @Slot()
+    def _on_save_token(self) -> None:
+        token = self.token_edit.text().strip()
+        if not token:
+            self.status.setText("Paste a token first (from huggingface.co/settings/tokens).")
+            return
+        if any(c.isspace() for c in token) or not token.isascii():
+            self.status.setText("That does not look like a Hugging Face token: it has spaces or unusual "
+                                "characters. Nothing was saved.")
+            return
+        try:
+            config.save_token(token)
+        except OSError as exc:
+            self.status.setText(f"Could not store the token: {exc.strerror or exc}. Your typing is kept.")
+            return
+        self.token_edit.clear()
+        self._show_token()
+        self.status.setText("Token saved.")
+
+    @Slot()
+    def _on_remove_token(self) -> None:
+        config.forget_token()
+        self._show_token()
+        self.status.setText("Token removed.")
+
+    # --- offline, defaults, theme ------------------------------------------------------------------
+
+    @Slot(bool)
+    def _on_offline_toggled(self, on: bool) -> None:
+        if self._save(offline=on):
+            app_settings.apply_offline(on)
+        self.show_settings()
+
+    @Slot()
+    def _on_context_changed(self) -> None:
+        value = self.context_box.value()
+        if value != self.current.default_n_ctx and self._save(default_n_ctx=value):
+            self.default_context_changed.emit(value)
+
+    @Slot(int)
+    def _on_theme_changed(self, index: int) -> None:
+        theme = THEME_NAMES[index][0]
+        if self._save(theme=theme):
+            self.theme_changed.emit(theme)

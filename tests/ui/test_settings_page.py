@@ -1,0 +1,112 @@
+"""The Settings page: models folder (persisted, followed by the library), HF token (stored where
+huggingface_hub keeps it, shown masked, removable), offline mode, default context, theme."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from app import paths
+from app import settings as app_settings
+from app.hub import config
+from app.ui.settings_page import SettingsPage, masked
+
+
+@pytest.fixture(autouse=True)
+def fresh_offline_state(monkeypatch):
+    monkeypatch.setattr(app_settings, "_set_by_app", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "placeholder")  # registers the variable so the test's change is undone
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+
+def make_page(qtbot) -> SettingsPage:
+    page = SettingsPage()
+    qtbot.addWidget(page)
+    return page
+
+
+def test_models_folder_change_is_persisted_and_followed(qtbot, tmp_path):
+    page = make_page(qtbot)
+    assert page.models_dir_label.text() == str(paths.default_models_dir())
+    with qtbot.waitSignal(page.models_dir_changed) as changed:
+        assert page.set_models_dir(str(tmp_path / "models"))
+    assert changed.args == [str(tmp_path / "models")]
+    assert paths.models_dir() == tmp_path / "models" and app_settings.load().models_dir == str(tmp_path / "models")
+    assert make_page(qtbot).models_dir_label.text() == str(tmp_path / "models")  # a restart keeps it
+    page.models_dir_default.click()
+    assert paths.models_dir() == paths.default_models_dir()
+
+
+def test_a_folder_that_cannot_hold_models_changes_nothing(qtbot, tmp_path):
+    page = make_page(qtbot)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert not page.set_models_dir(str(blocker / "models"))
+    assert "cannot hold models" in page.status.text() and "unchanged" in page.status.text()
+    assert paths.models_dir() == paths.default_models_dir()
+
+
+def test_models_folder_from_the_environment_is_said(qtbot, monkeypatch, tmp_path):
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "env"))
+    page = make_page(qtbot)
+    assert "QUANTDESK_MODELS_DIR" in page.models_dir_note.text() and not page.models_dir_button.isEnabled()
+
+
+def test_token_saved_masked_and_removed(qtbot):
+    page = make_page(qtbot)
+    assert "No token" in page.token_status.text() and not page.token_remove.isEnabled()
+    page.token_edit.setText("hf_abcdefghijklmnopqrstuvwxyz")
+    page.token_save.click()
+    assert config.token() == "hf_abcdefghijklmnopqrstuvwxyz"
+    assert oct(config.token_path().stat().st_mode & 0o777) == "0o600"
+    assert page.token_status.text() == "In use: hf_••••••••wxyz" and page.token_edit.text() == ""
+    page.token_remove.click()
+    assert config.token() is None and "No token" in page.token_status.text()
+
+
+def test_a_token_with_spaces_is_refused_and_kept_in_the_box(qtbot):
+    page = make_page(qtbot)
+    page.token_edit.setText("hf_abc def")
+    page.token_save.click()
+    assert config.token() is None and "Nothing was saved" in page.status.text()
+    assert page.token_edit.text() == "hf_abc def"
+
+
+def test_masking_never_shows_a_short_token():
+    assert masked("hf_short") == "••••••••"
+    assert "abcdefghijklmnop" not in masked("hf_abcdefghijklmnopqrstuvwxyz")
+
+
+def test_offline_mode_sets_the_variable_and_is_persisted(qtbot):
+    page = make_page(qtbot)
+    page.offline_box.setChecked(True)
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and config.is_offline() and app_settings.load().offline
+    page.offline_box.setChecked(False)
+    assert "HF_HUB_OFFLINE" not in os.environ and not app_settings.load().offline
+
+
+def test_offline_from_the_environment_cannot_be_unticked(qtbot, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    page = make_page(qtbot)
+    assert page.offline_box.isChecked() and not page.offline_box.isEnabled()
+    assert "set in the environment" in page.offline_note.text()
+
+
+def test_default_context_and_theme(qtbot, make_window):
+    window = make_window()
+    page = window.app_settings
+    page.context_box.setValue(16384)
+    page.context_box.editingFinished.emit()
+    assert app_settings.load().default_n_ctx == 16384 and window.chat.default_n_ctx == 16384
+    with qtbot.waitSignal(page.theme_changed) as changed:
+        page.theme_box.setCurrentIndex(2)
+    assert changed.args == ["dark"] and app_settings.load().theme == "dark"
+    assert make_page(qtbot).theme_box.currentText() == "Dark"
+
+
+def test_a_damaged_settings_file_is_said(qtbot):
+    app_settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    app_settings.settings_path().write_text("{oops")
+    page = make_page(qtbot)
+    assert "damaged" in page.status.text()
