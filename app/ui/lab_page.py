@@ -228,6 +228,7 @@ class LabPage(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
         self.table.setCornerButtonEnabled(False)
+        self.table.setWordWrap(False)  # a long sentence ends in "…"; its tooltip and the notes hold it whole
         for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner button
             corner.setAccessibleName("Select all rows")
         self.table.setAlternatingRowColors(True)
