@@ -62,6 +62,8 @@ def remove_model(root: Path | None, entry_id: str) -> Listing:
 
 def source_text(entry: LibraryEntry) -> str:
     text = SOURCES.get(entry.source, entry.source)
+    if entry.source in ("reference", "folder"):
+        text += f" · {model_folder(entry)}"
     if entry.repo_id:
         text += f" · {entry.repo_id}"
         if entry.commit_hash:

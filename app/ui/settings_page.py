@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app import paths
@@ -35,14 +35,17 @@ class SettingsPage(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAccessibleName("Settings")
         self.current = app_settings.load()
         page = QWidget()
+        page.setMaximumWidth(900)  # long lines of settings are hard to follow on a wide window
         outer = QVBoxLayout(page)
         outer.setContentsMargins(32, 24, 32, 24)
         outer.addWidget(QLabel("<h1>Settings</h1>"))
         form = QFormLayout()
-        form.setVerticalSpacing(14)
+        form.setVerticalSpacing(16)
+        form.setHorizontalSpacing(18)
         outer.addLayout(form)
 
         folder_row = QHBoxLayout()
@@ -96,12 +99,14 @@ class SettingsPage(QScrollArea):
         self.context_box.setAccessibleName("Default context length")
         self.context_box.setToolTip("Models load with this context, or the largest that fits this machine")
         self.context_box.editingFinished.connect(self._on_context_changed)
+        self.context_box.setMaximumWidth(220)
         form.addRow("Default context", self.context_box)
 
         self.theme_box = QComboBox()
         self.theme_box.addItems([name for _, name in THEME_NAMES])
         self.theme_box.setAccessibleName("Theme")
         self.theme_box.currentIndexChanged.connect(self._on_theme_changed)
+        self.theme_box.setMaximumWidth(220)
         form.addRow("Theme", self.theme_box)
 
         self.status = QLabel(self.current.problem)

@@ -28,6 +28,7 @@ from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfi
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.formatting import human_bytes  # noqa: E402
 from app.ui.main import application  # noqa: E402
+from app.ui.model_bar import Prefill  # noqa: E402
 from app.ui.theme import ThemeFollower  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
 from backends.base import (Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
@@ -240,6 +241,46 @@ def fill_lab_and_server(window, work: Path) -> None:
     server._on_poll()
 
 
+def isolate(work: Path) -> None:
+    """Point the settings, data, models and HF folders into the render's temp folder (never the user's)."""
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
+                     ("HF_HOME", "hf")):
+        os.environ[var] = str(work / sub)
+    for var in ("QUANTDESK_MODELS_DIR", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        os.environ.pop(var, None)
+
+
+def fill_library(work: Path) -> None:
+    """A library as a user has it after a few weeks: downloads, a copied import, a model used in place."""
+    from app import paths
+    from app.hub import config
+    from app.hub.library import Library, LibraryEntry
+
+    root = paths.models_dir()
+    library = Library(root)
+    usb = work / "usb" / "Mistral-7B-Instruct-v0.3-Q5_K_M.gguf"
+    usb.parent.mkdir(parents=True)
+    with open(usb, "wb") as fh:  # sparse: the listing reads sizes from the manifest, the disk stays free
+        fh.truncate(5_130_000_000)
+    rows = (
+        ("bartowski/Qwen2.5-7B-Instruct-GGUF:Q4_K_M", "Qwen2.5-7B-Instruct-Q4_K_M", "gguf", "Q4_K_M", "qwen2",
+         4_683_073_536, "download", True, "bartowski/Qwen2.5-7B-Instruct-GGUF", "8911e8a47f92bac19d6f5c64a2e2095bd2f7d031"),
+        ("bartowski/Llama-3.2-3B-Instruct-GGUF:Q8_0", "Llama-3.2-3B-Instruct-Q8_0", "gguf", "Q8_0", "llama",
+         3_421_899_104, "download", True, "bartowski/Llama-3.2-3B-Instruct-GGUF", "5ab33fa94d1d04e903623ae72c95d1696f09f9e8"),
+        ("mlx-community/Qwen2.5-3B-Instruct-4bit", "mlx-community/Qwen2.5-3B-Instruct-4bit", "mlx", "4bit", "qwen2",
+         1_742_108_201, "download", True, "mlx-community/Qwen2.5-3B-Instruct-4bit", "c1d6a2f0e7b3a9c85d4e1f2b3a4c5d6e7f8a9b0c"),
+        ("local:gemma-2-2b-it-Q6_K", "gemma-2-2b-it-Q6_K", "gguf", "Q6_K", "gemma2", 2_151_393_120, "import", True,
+         None, None),
+        (f"reference:{usb}", usb.stem, "gguf", "Q5_K_M", "llama", 5_130_000_000, "reference", False, None, None),
+    )
+    for i, (entry_id, name, fmt, quant, arch, size, source, owned, repo, commit) in enumerate(rows):
+        path = usb if source == "reference" else root / (repo or "local") / f"{name}.gguf"
+        library._put(LibraryEntry(entry_id, name, fmt, str(path), [{"path": path.name, "size": size, "sha256": None}],
+                                  size, source, owned, 1_700_000_000 + i, repo, "main" if repo else None, commit,
+                                  quant, arch))
+    config.save_token("hf_render0example0token0QkV2")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -249,6 +290,8 @@ def main() -> int:
     app = application([sys.argv[0], "-platform", "offscreen"])
     ThemeFollower(app, "dark" if args.dark else "light")
     work = Path(tempfile.mkdtemp(prefix="quantdesk-render-"))
+    isolate(work)
+    fill_library(work)
     store = ChatStore(work / "chats.sqlite3")
     for title, text in (("Packing list for Iceland", "What should I pack for a week in Iceland in October?"),
                         ("Explain KV cache quantization", "Does a q8_0 KV cache hurt quality?")):
@@ -260,6 +303,13 @@ def main() -> int:
     window.resize(1280, 800)
     window.show()
     chat = window.chat
+    if window.library.busy:
+        wait_for(app, window.library.changed, lambda: None)
+    window.library.select("bartowski/Qwen2.5-7B-Instruct-GGUF:Q4_K_M")
+    # The estimate the model bar shows beside what loaded (what prefill_for gives for this file on the laptop).
+    chat.prefill = Prefill(MODEL, LoadSettings(n_ctx=8192), estimated_bytes=int(5.6 * 2**30), expected_gpu_blocks=28,
+                           verdict="full GPU", reason="all 29 layers on GPU0: 5.6 of 7.2 GiB")
+    chat.model_bar.show_estimate(chat.prefill)
     wait_for(app, bridge.loaded, lambda: chat.load_model(MODEL, LoadSettings(n_ctx=8192)))
     chat.new_conversation()
     chat.composer.setPlainText("Write a Python function that returns the SHA-256 of a large file.")
