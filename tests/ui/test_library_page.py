@@ -95,7 +95,7 @@ def test_in_place_and_watched_models_are_never_deleted(qtbot, tiny_models, tmp_p
     run(qtbot, page, page.watch, str(folder))
     assert "1 model found" in page.status.text()
     [row] = row_texts(page)
-    assert row[2] == "Q4_K_M" and row[5] == "Watched folder"
+    assert row[2] == "Q4_K_M" and row[5] == f"Watched folder · {folder}"
     entry = page.entries[0]
     text, frees = delete_question(entry)
     assert not frees and "deletes no files" in text and "listed again" in text
