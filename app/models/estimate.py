@@ -132,14 +132,14 @@ def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> i
 
 
 def kv_layer_bytes(meta: ModelMetadata, il: int, cells: int, kv_type: str) -> int:
-    n_kv_heads = meta.head_count_kv[il] if meta.head_count_kv else 0
+    n_kv_heads = meta.layer_kv_heads(il)
     if n_kv_heads == 0:
         return 0
     per_elem = KV_TYPE_BYTES[kv_type]
     if meta.kv_lora_rank:  # MLA: K holds latent + rope part, V the latent
         k_dim, v_dim = meta.kv_lora_rank + meta.rope_dim_mla, meta.kv_lora_rank
-    else:
-        k_dim, v_dim = n_kv_heads * meta.key_length, n_kv_heads * meta.value_length
+    else:  # llama.cpp n_embd_k_gqa(il): window layers may have their own head size (Gemma 4)
+        k_dim, v_dim = n_kv_heads * meta.layer_key_length(il), n_kv_heads * meta.layer_value_length(il)
     return int(cells * (k_dim + v_dim) * per_elem)
 
 
@@ -147,12 +147,12 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
     """Peak of llama.cpp's ubatch graph (ggml-alloc reuses memory, so the largest stage counts)."""
     n_ub = min(s.n_ubatch, n_ctx)
     f32 = 4
-    kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.head_count_kv[il]}
+    kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.layer_kv_heads(il)}
     n_kv_max = max(kinds) if kinds else 0
     n_head = max(meta.head_count)
     mask_elem = 2 if s.flash_attn else f32
     masks = sum(k * pad(n_ub, 64) * mask_elem for k in kinds)
-    q_width = n_head * max(meta.key_length, 1)
+    q_width = n_head * max(max(meta.layer_key_length(il) for il in range(meta.block_count)), 1)
     if s.flash_attn:
         attention = n_ub * q_width * f32 * 3
     else:
@@ -182,6 +182,11 @@ def repacked_bytes(tensor_name: str, dtype: str, n_dims: int, n_bytes: int) -> i
 
 def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name: str = "GPU0") -> Estimate:
     check_modelled(meta)
+    if not meta.tensors:
+        # A header without a tensor table (llama.cpp's vocab-only test files, or the first shard of a
+        # split whose other shards were not found) would size to 0 bytes of weights and "fit" anywhere.
+        raise UnknownModel("the file holds no weight tensors (a vocab-only GGUF or a split model's "
+                           "metadata-only first shard), so its weights cannot be sized.")
     if settings.kv_type not in KV_TYPE_BYTES:
         raise ValueError(f"unknown KV cache type {settings.kv_type}")
     n_layer = meta.block_count
@@ -246,8 +251,8 @@ def _kv_f16_bytes(meta: ModelMetadata, n_ctx: int, bits: float, window_cap: bool
         cells = n_ctx
         if window_cap and meta.swa_layers and meta.swa_layers[il]:
             cells = min(n_ctx, meta.sliding_window)
-        heads = meta.head_count_kv[il]
-        total += int(cells * heads * (meta.key_length + meta.value_length) * bits / 8)
+        heads = meta.layer_kv_heads(il)
+        total += int(cells * heads * (meta.layer_key_length(il) + meta.layer_value_length(il)) * bits / 8)
     return total
 
 
@@ -258,8 +263,16 @@ def estimate_mlx(meta: ModelMetadata, n_ctx: int, device_name: str = "unified") 
     weights = _weights_bytes(meta)
     kv = _kv_f16_bytes(meta, n_ctx, 16, window_cap=True)
     prefill_chunk = min(2048, n_ctx)  # mlx-lm prefills in steps of 2048 tokens
-    scores = prefill_chunk * n_ctx * max(meta.head_count) * 2  # bf16 attention scores of one layer
-    compute = scores + prefill_chunk * meta.embedding_length * 4 * 4 + meta.vocab_size * 4 * 2
+    # Attention scores of one layer for the last prefill chunk. Where scaled_dot_product_attention has
+    # no fused kernel (the CPU build; Metal head sizes without one) q·kᵀ and its softmax are both
+    # materialized: 2 + 2 bytes per element in f16/bf16. tests/bench/fit_accuracy_mlx.py measured
+    # 223 MiB of temporaries for a 2048-token prefill with 14 heads (2048² × 14 × 4 B = 224 MiB), where
+    # 2 bytes per element under-predicted by 82 MiB. A fused Metal kernel needs less: the safe side.
+    scores = prefill_chunk * n_ctx * max(meta.head_count) * 4
+    # KVCache grows by concatenation (old buffer + new steps + the joined copy live together): the
+    # same benchmark measured 42-44 % of the final cache as transient at 4k-32k contexts.
+    kv_growth = kv // 2
+    compute = scores + kv_growth + prefill_chunk * meta.embedding_length * 4 * 4 + meta.vocab_size * 4 * 2
     dev = DeviceUse(device_name, weights, kv, compute, MLX_RUNTIME_BYTES)
     return Estimate("mlx", n_ctx, meta.block_count + 1, meta.block_count + 1, [dev], "f16",
                     bytes_per_token_gpu=weights, notes=list(meta.notes))
@@ -297,7 +310,8 @@ def estimate_exl(meta: ModelMetadata, n_ctx: int, kv_type: str = "f16", gpu_name
     kv = _kv_f16_bytes(meta, n_ctx, bits, window_cap=False)
     compute = min(n_ctx, 2048) * meta.vocab_size * 4 // 4 + 512 * meta.embedding_length * 4 * 8
     if bits < 16 and meta.head_count_kv:
-        compute += n_ctx * max(meta.head_count_kv) * (meta.key_length + meta.value_length) * 2
+        compute += n_ctx * max(meta.layer_kv_heads(il) * (meta.layer_key_length(il) + meta.layer_value_length(il))
+                               for il in range(meta.block_count)) * 2
     dev = DeviceUse(gpu_name, weights, kv, compute, EXL_RESERVE_BYTES + GPU_RUNTIME_BYTES)
     return Estimate(meta.format, n_ctx, meta.block_count + 1, meta.block_count + 1, [dev], kv_type,
                     bytes_per_token_gpu=weights, notes=list(meta.notes))

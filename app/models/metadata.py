@@ -55,6 +55,13 @@ class ModelMetadata:
     head_count_kv: list[int] = field(default_factory=list)  # per layer; 0 = no KV in that layer
     key_length: int = 0
     value_length: int = 0
+    # Head sizes of the sliding-window layers where they differ (GGUF attention.key_length_swa /
+    # value_length_swa, e.g. Gemma 4: 256 on window layers, 512 on full ones); 0 = same as above.
+    key_length_swa: int = 0
+    value_length_swa: int = 0
+    # The last N layers reuse an earlier layer's KV and keep none of their own (GGUF
+    # attention.shared_kv_layers; llama.cpp hparams.n_layer_kv_from_start = n_layer - N).
+    shared_kv_layers: int = 0
     sliding_window: int = 0
     swa_layers: list[bool] = field(default_factory=list)  # per layer; True = sliding-window layer
     expert_count: int = 0
@@ -63,6 +70,8 @@ class ModelMetadata:
     rope_dim_mla: int = 0  # MLA: rope part of the key, cached next to the latent
     tied_embeddings: bool = False
     chat_template: str | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
     tensors: list[TensorInfo] = field(default_factory=list)
     shard_count: int = 1
     header_bytes: int = 0  # bytes before tensor data (GGUF)
@@ -71,6 +80,22 @@ class ModelMetadata:
     @property
     def weights_bytes(self) -> int:
         return sum(t.n_bytes for t in self.tensors)
+
+    def is_swa_layer(self, il: int) -> bool:
+        return bool(self.swa_layers) and self.swa_layers[il]
+
+    def layer_key_length(self, il: int) -> int:
+        return self.key_length_swa if self.key_length_swa and self.is_swa_layer(il) else self.key_length
+
+    def layer_value_length(self, il: int) -> int:
+        return self.value_length_swa if self.value_length_swa and self.is_swa_layer(il) else self.value_length
+
+    def layer_kv_heads(self, il: int) -> int:
+        """KV heads that layer ``il`` caches itself: 0 for a layer without attention or one that
+        shares an earlier layer's cache."""
+        if il >= self.block_count - self.shared_kv_layers or not self.head_count_kv:
+            return 0
+        return self.head_count_kv[il]
 
     @property
     def n_params(self) -> int:
@@ -107,12 +132,15 @@ class ModelMetadata:
             "embedding_length": self.embedding_length, "vocab_size": self.vocab_size,
             "head_count": _compact(self.head_count), "head_count_kv": _compact(self.head_count_kv),
             "key_length": self.key_length, "value_length": self.value_length,
+            "key_length_swa": self.key_length_swa or None, "value_length_swa": self.value_length_swa or None,
+            "shared_kv_layers": self.shared_kv_layers or None,
             "sliding_window": self.sliding_window or None,
             "swa_layers": sum(self.swa_layers) if self.swa_layers else 0,
             "expert_count": self.expert_count, "expert_used_count": self.expert_used_count,
             "kv_lora_rank": self.kv_lora_rank or None, "tied_embeddings": self.tied_embeddings,
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
-            "has_chat_template": bool(self.chat_template), "notes": list(self.notes),
+            "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id, "notes": list(self.notes),
         }
 
 
@@ -362,6 +390,13 @@ def _swa_layers(kv: dict[str, Any], arch: str, n_layers: int, window: int, notes
     return [il % pattern < pattern - 1 for il in range(n_layers)]
 
 
+def _token_id(value: Any) -> int | None:
+    """A token id from GGUF or config.json (config.json may give a list of eos ids: the first counts)."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source: str,
                        file_name: str = "") -> ModelMetadata:
     arch = str(kv.get("general.architecture") or "")
@@ -400,19 +435,30 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         name = file_type.replace("MOSTLY_", "").replace("ALL_", "")
         quant = QuantInfo(format="gguf", quant=name, bits_per_weight=gguf_bits_per_weight(name))
     template = kv.get("tokenizer.chat_template")
+    swa_layers = _swa_layers(kv, arch, n_layers, window, notes)
+    key_len_swa = int(_arch_get(kv, arch, "attention.key_length_swa", 0) or 0)
+    value_len_swa = int(_arch_get(kv, arch, "attention.value_length_swa", 0) or 0)
+    shared_kv = int(_arch_get(kv, arch, "attention.shared_kv_layers", 0) or 0)
+    if not tensors and int(kv.get("split.count", 1) or 1) == 1:
+        notes.append("the file holds no tensors (a vocab-only GGUF): hyperparameters and tokenizer only")
+    if not 0 <= shared_kv <= n_layers:
+        raise ModelMetadataError(f"{file_name or source}: {shared_kv} shared-KV layers for {n_layers} layers.")
     meta = ModelMetadata(
         format="gguf", source=source, architecture=arch, name=str(kv.get("general.name") or ""),
         quant=quant, file_type=file_type, block_count=n_layers,
         context_length=int(_arch_get(kv, arch, "context_length", 0) or 0),
         embedding_length=n_embd, vocab_size=vocab, head_count=heads, head_count_kv=heads_kv,
-        key_length=key_len, value_length=value_len, sliding_window=window,
-        swa_layers=_swa_layers(kv, arch, n_layers, window, notes),
+        key_length=key_len, value_length=value_len, key_length_swa=key_len_swa if key_len_swa != key_len else 0,
+        value_length_swa=value_len_swa if value_len_swa != value_len else 0, shared_kv_layers=shared_kv,
+        sliding_window=window, swa_layers=swa_layers,
         expert_count=int(_arch_get(kv, arch, "expert_count", 0) or 0),
         expert_used_count=int(_arch_get(kv, arch, "expert_used_count", 0) or 0),
         kv_lora_rank=int(_arch_get(kv, arch, "attention.kv_lora_rank", 0) or 0),
         rope_dim_mla=int(_arch_get(kv, arch, "rope.dimension_count", 0) or 0),
         tied_embeddings="output.weight" not in tensor_names and "token_embd.weight" in tensor_names,
         chat_template=template if isinstance(template, str) else None,
+        bos_token_id=_token_id(kv.get("tokenizer.ggml.bos_token_id")),
+        eos_token_id=_token_id(kv.get("tokenizer.ggml.eos_token_id")),
         tensors=list(tensors), shard_count=int(kv.get("split.count", 1) or 1), notes=notes,
     )
     return meta
@@ -512,6 +558,7 @@ def metadata_from_config(config: dict[str, Any], tensors: list[TensorInfo], *, s
         kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
         rope_dim_mla=int(cfg.get("qk_rope_head_dim") or 0),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+        bos_token_id=_token_id(cfg.get("bos_token_id")), eos_token_id=_token_id(cfg.get("eos_token_id")),
         tensors=list(tensors), notes=notes,
     )
     return meta
