@@ -120,15 +120,19 @@ def test_tight_memory_picks_a_q8_cache_or_a_shorter_context(tiny_models):
     assert any("lowered" in note for note in shorter.notes)
 
 
-def test_a_file_the_estimator_cannot_read_is_said_and_nothing_loads(qtbot, make_window, tmp_path):
-    engine = EngineDouble()
-    window = make_window(engine)
+def test_a_file_that_cannot_be_read_is_said_and_nothing_loads(qtbot, real_window, tmp_path):
+    # The estimator cannot read it either, so the model bar has no estimate; the engine client's own
+    # check of the file refuses it before the engine is asked to load anything.
+    window = real_window
     window.chat.set_profile(machine())
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 20)
-    with qtbot.waitSignal(window.bridge.failed, timeout=30_000, raising=False):
+    with qtbot.waitSignal(window.bridge.failed, timeout=30_000):
         window.chat.open_model(str(broken))
-    qtbot.waitUntil(lambda: window.chat.model_bar.estimate_label.text().startswith("No estimate"), timeout=30_000)
+    qtbot.waitUntil(window.chat.banner.isVisible)
+    assert "broken.gguf is truncated or corrupt" in window.chat.banner_text.text()
+    assert window.chat.model_bar.estimate_label.text().startswith("No estimate")
+    assert window.chat.loaded is None
 
 
 @pytest.fixture
