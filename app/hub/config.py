@@ -11,6 +11,8 @@ from pathlib import Path
 from app.hub.errors import OfflineError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+REACH_TIMEOUT_S = 5.0
 
 
 def endpoint() -> str:
@@ -23,18 +25,26 @@ def is_offline() -> bool:
 
 
 def require_online(action: str) -> None:
-    """Raise before any connection is attempted when offline mode is on, or when the Hub's name does not
-    resolve: huggingface_hub would otherwise retry a dead network with backoff for half a minute."""
+    """Raise at once when offline mode is on, or when the Hub cannot be found or reached: huggingface_hub
+    would otherwise retry a dead network with backoff for half a minute before saying anything."""
     if is_offline():
         raise OfflineError(f"Cannot {action}: offline mode is on (HF_HUB_OFFLINE is set), and this needs the Hub.",
                            "unset HF_HUB_OFFLINE to go online; the local library works offline")
-    host = urllib.parse.urlsplit(endpoint()).hostname
-    if host:
-        try:
-            socket.getaddrinfo(host, None)
-        except (socket.gaierror, UnicodeError):
-            raise OfflineError(f"Cannot {action}: {host} cannot be found, so this computer seems to be offline.",
-                               "connect to a network, or set HF_HUB_OFFLINE=1 to work with local models only") from None
+    url = urllib.parse.urlsplit(endpoint())
+    if not url.hostname or any(os.environ.get(v) for v in PROXY_VARIABLES):
+        return  # behind a proxy, neither local DNS nor a direct connection says whether the Hub is reachable
+    try:
+        socket.getaddrinfo(url.hostname, None)
+    except (socket.gaierror, UnicodeError):
+        raise OfflineError(f"Cannot {action}: {url.hostname} cannot be found, so this computer seems to be offline.",
+                           "connect to a network, or set HF_HUB_OFFLINE=1 to work with local models only") from None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise OfflineError(f"Cannot reach {endpoint()} to {action}: {reason}.",
+                           "check the network connection, then try again") from None
 
 
 def hf_home() -> Path:

@@ -24,3 +24,19 @@ def test_a_hub_that_cannot_be_found_fails_at_once_with_a_sentence(monkeypatch, c
 def test_a_hub_that_resolves_is_used(hub_server, hub_env):
     hub_server.add_repo("acme/tiny-GGUF", files={"tiny-Q4_K_M.gguf": b"GGUF" + bytes(60)}, tags=["gguf"])
     assert [m.repo_id for m in search_models("tiny")] == ["acme/tiny-GGUF"]
+
+
+def test_a_hub_that_does_not_answer_fails_at_once_with_a_sentence(monkeypatch, caplog):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens here
+    with caplog.at_level(logging.WARNING), pytest.raises(OfflineError) as refused:
+        search_models("llama")
+    assert str(refused.value).startswith("Cannot reach http://127.0.0.1:9 to search the Hub: Connection refused.")
+    assert not [r for r in caplog.records if "Retrying" in r.getMessage()]
+
+
+def test_behind_a_proxy_the_hub_is_left_to_huggingface_hub(monkeypatch):
+    from app.hub.config import require_online
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.quantdesk.invalid")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    require_online("search the Hub")  # no local verdict: the proxy may well reach it
