@@ -17,6 +17,9 @@ def register(subparsers) -> None:
                     "and quality against the reference: perplexity on a bundled public-domain text, KL divergence "
                     "and top-1 agreement of next-token distributions. Results are saved for later comparison.")
     p.add_argument("models", nargs="*", metavar="MODEL", help=".gguf files or model folders (MLX, safetensors)")
+    p.add_argument("--repo", metavar="REPO", help="also compare quants of this Hub repo, downloaded (verified) first")
+    p.add_argument("--quant", action="append", default=[], metavar="Q",
+                   help="with --repo: a quant to fetch and compare (repeatable), e.g. --quant Q4_K_M --quant Q8_0")
     p.add_argument("--reference", metavar="MODEL",
                    help="quality reference (default: the variant with the most bits per weight)")
     p.add_argument("--prompt-tokens", type=int, default=512, help="measured prompt length (default 512)")
@@ -45,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         return _print_history(store)
     if args.show:
         return _emit(store.load(args.show), args)
-    if not args.models:
+    models = list(args.models) + _fetch_quants(args)
+    if not models:
         raise QuantDeskError("name the models to compare", "e.g. quantdesk bench model-Q8_0.gguf model-Q4_K_M.gguf")
     from app.lab.runner import run_bench
 
@@ -60,12 +64,29 @@ def run(args: argparse.Namespace) -> int:
     def progress(p) -> None:
         print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
 
-    result = run_bench(args.models, settings, reference=args.reference, on_progress=progress)
+    result = run_bench(models, settings, reference=args.reference, on_progress=progress)
     if not args.no_save:
         saved = store.save(result)
         print(f"saved as {result.id} ({saved})", file=sys.stderr)
     _emit(result, args)
     return 1 if all(v.error for v in result.variants) else 0
+
+
+def _fetch_quants(args: argparse.Namespace) -> list[str]:
+    """Download (or find already installed, verified) each --quant of --repo; their paths join the bench."""
+    from app.errors import QuantDeskError
+
+    if bool(args.repo) != bool(args.quant):
+        raise QuantDeskError("--repo and --quant go together", "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
+    if not args.repo:
+        return []
+    from app.hub.download import DownloadRequest, download
+
+    paths = []
+    for quant in args.quant:
+        print(f"fetching {args.repo} {quant}…", file=sys.stderr)
+        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant)).path))
+    return paths
 
 
 def _emit(result: BenchResult, args: argparse.Namespace) -> int:

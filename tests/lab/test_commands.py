@@ -66,3 +66,24 @@ def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     result = quantdesk("bench", "--show", "20200101-000000-abcdef")
     assert result.returncode == 1 and "no saved bench result 20200101-000000-abcdef" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_bench_fetches_quants_of_a_hub_repo_then_compares_them(tiny_models, hub_server, hub_env):
+    hub_server.add_repo("acme/tiny-llama-GGUF", tags=["gguf"], files={
+        "tiny-llama-F16.gguf": tiny_models.gguf_f16, "tiny-llama-Q4_K_M.gguf": tiny_models.gguf_q4_k_m,
+        "tiny-llama-Q8_0.gguf": tiny_models.gguf_q8_0})
+    result = quantdesk("bench", "--repo", "acme/tiny-llama-GGUF", "--quant", "Q4_K_M", "--quant", "F16", *QUICK,
+                       "--json", "--no-save")
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert sorted(v["label"] for v in data["variants"]) == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
+    assert data["reference"] == "tiny-llama-F16"
+    assert hub_server.bytes_sent_for("tiny-llama-Q8_0.gguf") == 0  # only the asked-for quants were fetched
+    assert hub_server.bytes_sent_for("tiny-llama-Q4_K_M.gguf") == tiny_models.gguf_q4_k_m.stat().st_size
+    listed = quantdesk("ls", "--json")
+    assert {m["quant"] for m in json.loads(listed.stdout)["models"]} == {"F16", "Q4_K_M"}
+
+
+def test_repo_without_quant_is_refused():
+    result = quantdesk("bench", "--repo", "acme/x")
+    assert result.returncode == 1 and "--repo and --quant go together" in result.stderr
