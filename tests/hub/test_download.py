@@ -225,7 +225,7 @@ def _pause_at(downloader: Downloader, fraction: float):
     return reached, thread, outcome
 
 
-def test_cancel_during_a_stall_returns_within_a_second(repo):
+def test_pause_during_a_stall_returns_within_a_second(repo):
     server, _, _ = repo
     server.faults.add(FILE, "stall", after_bytes=1_500_000, seconds=60)
     downloader = Downloader(DownloadRequest(REPO, quant="Q4_K_M"), settings=Settings(stall_timeout=60, disk_reserve=0))
