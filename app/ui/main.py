@@ -6,7 +6,7 @@ import os
 import sys
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, paths
@@ -33,7 +33,18 @@ def application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName("QuantDesk")
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("quantdesk")
+    app.setWindowIcon(app_icon())
     return app
+
+
+def app_icon() -> QIcon:
+    """The icon at every size we ship (resources/icons); Linux desktops take it from the .desktop file too."""
+    from importlib.resources import files
+
+    icon = QIcon()
+    for size in (16, 24, 32, 48, 64, 128, 256):
+        icon.addFile(str(files("resources") / "icons" / f"quantdesk-{size}.png"))
+    return icon
 
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,

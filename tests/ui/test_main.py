@@ -33,3 +33,10 @@ def test_cli_without_arguments_runs_the_gui(qtbot):
     assert len(closer.seen) == 1
     assert (paths.data_dir() / "chats.sqlite3").exists()  # the history lives in the user data folder
     assert (paths.config_dir() / "window.ini").exists()  # and the window state in the config folder
+
+
+def test_the_app_has_its_icon(qapp):
+    from app.ui.main import app_icon
+
+    icon = app_icon()
+    assert not icon.isNull() and 256 in [s.width() for s in icon.availableSizes()]
