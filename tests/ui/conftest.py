@@ -13,14 +13,12 @@ from tests.ui.engine_double import EngineDouble
 
 
 @pytest.fixture
-def make_window(qtbot, tmp_path):
-    """make_window(engines...) -> MainWindow; each engine double serves one engine start."""
+def build_window(qtbot, tmp_path):
+    """build_window(bridge, db=None) -> a shown, active MainWindow on a real chat store; closed after the test."""
     made: list[tuple[MainWindow, EngineBridge, ChatStore]] = []
 
-    def make(*engines: EngineDouble, db=None) -> MainWindow:
-        queue = list(engines) or [EngineDouble()]
+    def build(bridge: EngineBridge, db=None) -> MainWindow:
         store = ChatStore(db or tmp_path / "chats.sqlite3")
-        bridge = EngineBridge(lambda: queue.pop(0))
         settings = QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat)
         window = MainWindow(store, bridge, settings)
         qtbot.addWidget(window)
@@ -31,8 +29,25 @@ def make_window(qtbot, tmp_path):
             window.activateWindow()
         return window
 
-    yield make
+    yield build
     for window, bridge, store in made:
         window.close()
         bridge.shutdown()
         store.close()
+
+
+@pytest.fixture
+def make_window(build_window):
+    """make_window(engines...) -> MainWindow; each engine double serves one engine start."""
+
+    def make(*engines: EngineDouble, db=None) -> MainWindow:
+        queue = list(engines) or [EngineDouble()]
+        return build_window(EngineBridge(lambda: queue.pop(0)), db)
+
+    return make
+
+
+@pytest.fixture
+def real_window(build_window):
+    """real_window() -> MainWindow whose bridge starts real engine hosts (same store and settings each time)."""
+    return lambda: build_window(EngineBridge())

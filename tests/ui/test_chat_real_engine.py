@@ -9,38 +9,13 @@ import signal
 import sys
 
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
-from app.chats.store import ChatStore
-from app.ui.engine_bridge import EngineBridge
-from app.ui.window import MainWindow
 from backends.base import LoadSettings
 
 pytest.importorskip("llama_cpp")
 # A fixed seed and many tokens: the reply runs long enough to stop or kill it part-way.
 LONG_REPLY = {"max_tokens": 1500, "seed": 1}
-
-
-@pytest.fixture
-def real_window(qtbot, tmp_path):
-    made = []
-
-    def make() -> MainWindow:
-        store = ChatStore(tmp_path / "chats.sqlite3")
-        bridge = EngineBridge()
-        window = MainWindow(store, bridge, QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat))
-        qtbot.addWidget(window)
-        with qtbot.waitActive(window):
-            window.show()
-            window.activateWindow()
-        made.append((window, bridge, store))
-        return window
-
-    yield make
-    for window, bridge, store in made:
-        window.close()
-        bridge.shutdown()
-        store.close()
 
 
 def load_tiny(qtbot, window, tiny_models) -> None:

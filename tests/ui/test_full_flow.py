@@ -13,7 +13,7 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.ui.test_chat_real_engine import LONG_REPLY, real_window, send  # noqa: F401 - real_window is a fixture
+from tests.ui.test_chat_real_engine import LONG_REPLY, send
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
 

@@ -9,16 +9,12 @@ import signal
 
 import psutil
 import pytest
-from PySide6.QtCore import QSettings
 
-from app.chats.store import ChatStore
 from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
-from app.ui.engine_bridge import EngineBridge
 from app.ui.model_bar import prefill_for, spill_warning
-from app.ui.window import MainWindow
-from backends.base import Loaded, LoadSettings
+from backends.base import Loaded
 from tests.ui.engine_double import EngineDouble
 
 GiB = 1 << 30
@@ -123,7 +119,7 @@ def test_tight_memory_picks_a_q8_cache_or_a_shorter_context(tiny_models):
 def test_a_file_that_cannot_be_read_is_said_and_nothing_loads(qtbot, real_window, tmp_path):
     # The estimator cannot read it either, so the model bar has no estimate; the engine client's own
     # check of the file refuses it before the engine is asked to load anything.
-    window = real_window
+    window = real_window()
     window.chat.set_profile(machine())
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 20)
@@ -135,22 +131,9 @@ def test_a_file_that_cannot_be_read_is_said_and_nothing_loads(qtbot, real_window
     assert window.chat.loaded is None
 
 
-@pytest.fixture
-def real_window(qtbot, tmp_path):
-    store = ChatStore(tmp_path / "chats.sqlite3")
-    bridge = EngineBridge()
-    window = MainWindow(store, bridge, QSettings(str(tmp_path / "window.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(window)
-    window.show()
-    yield window
-    window.close()
-    bridge.shutdown()
-    store.close()
-
-
 def test_real_engine_memory_is_sampled_live_and_stops_with_the_engine(qtbot, real_window, tiny_models):
     pytest.importorskip("llama_cpp")
-    window = real_window
+    window = real_window()
     window.chat.set_profile(machine())
     info = open_and_load(qtbot, window, tiny_models.gguf_q8_0)
     assert info.gpu_layers == 0 and "(estimated " in window.chat.model_label.text()
