@@ -311,7 +311,8 @@ class Backend(abc.ABC):
         """Free the model. Idempotent."""
 
     def memory_in_use(self) -> dict[str, int]:
-        """Bytes this process holds per device now; backends with GPU memory add their devices."""
+        """Bytes per device: for the CPU the process's peak resident size (right after a load, the model's
+        footprint); backends with GPU memory add their devices' current figures."""
         return {"cpu": peak_rss_bytes()}
 
     def peak_memory_bytes(self) -> int:
