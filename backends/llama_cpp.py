@@ -6,8 +6,10 @@ llama_cpp is imported inside ``load``: this module is importable (and ``probe`` 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import ctypes
 import importlib.util
+import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +30,46 @@ from backends.base import (
 
 # ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}
+
+
+@contextlib.contextmanager
+def _reporting_load_progress(llama_cpp, kwargs: dict, on_progress: Callable[[float], None] | None):
+    """Forward llama.cpp's model-loading progress (called per tensor, 0..1) to ``on_progress``, in steps
+    of at least 1 %.
+
+    llama-cpp-python's ``Llama`` does not take a progress callback yet
+    (https://github.com/abetlen/llama-cpp-python/pull/2340), so until it does, the default model
+    params it asks for while loading come back with our callback set.
+    """
+    if on_progress is None:
+        yield
+        return
+    last = [-1.0]
+
+    @llama_cpp.llama_progress_callback
+    def progress(fraction: float, _data: ctypes.c_void_p) -> bool:
+        if fraction >= 1.0 or fraction - last[0] >= 0.01:
+            last[0] = fraction
+            on_progress(min(max(float(fraction), 0.0), 1.0))
+        return True  # keep loading
+
+    if "progress_callback" in inspect.signature(llama_cpp.Llama.__init__).parameters:
+        kwargs["progress_callback"] = progress
+        yield
+        return
+    bindings = llama_cpp.llama_cpp
+    default_params = bindings.llama_model_default_params
+
+    def params_reporting_progress():
+        params = default_params()
+        params.progress_callback = progress
+        return params
+
+    bindings.llama_model_default_params = params_reporting_progress
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default_params
 
 
 class LlamaCppBackend(Backend):
@@ -70,7 +112,8 @@ class LlamaCppBackend(Backend):
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
         try:
-            self._llm = llama_cpp.Llama(**kwargs)
+            with _reporting_load_progress(llama_cpp, kwargs, on_progress):
+                self._llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
                                   "see the engine log for llama.cpp's reason") from None

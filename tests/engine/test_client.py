@@ -59,6 +59,13 @@ def test_each_variant_loads_in_the_host_and_streams_with_consistent_stats(client
     assert times == sorted(times) and times[0] == pytest.approx(stats.ttft_ms, abs=1.0)
 
 
+def test_loading_a_gguf_reports_progress_as_llama_cpp_reads_the_tensors(client, tiny_models):
+    seen: list[float] = []
+    client.load(tiny_models.gguf_f16, LoadSettings(n_ctx=512), on_progress=seen.append)
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)
+    assert len([f for f in seen if 0.0 < f < 1.0]) >= 3, seen  # steps between, not only start and end
+
+
 def test_greedy_generation_is_reproducible_and_stop_strings_cut_the_text(client, tiny_models):
     client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
     greedy = SamplingSettings(temperature=0.0, max_tokens=40)
