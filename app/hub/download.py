@@ -23,6 +23,7 @@ How a pull runs:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -628,6 +629,11 @@ class Downloader:
             raise _Retry(f"{kind} ({type(exc).__name__})", progressed=received > 0) from None
         except OSError as exc:
             self._check_stop()
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                kept = part.stat().st_size if part.exists() else 0
+                raise DownloadError(
+                    f"The disk is full: {remote.path} stopped at {kept:,} of {remote.size:,} bytes, which are kept.",
+                    "free some space, then resume: Resume in Downloads, or the same `quantdesk pull` again") from None
             raise DownloadError(f"Cannot write {part}: {exc}") from None
         finally:
             self._hold_socket(None)
