@@ -24,18 +24,43 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.server.commands",  # serve
     "app.lab.commands",  # bench
 )
+# Sub-commands that may reach the Hub: they also take --online after the command name.
+HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench")
+ONLINE_HELP = "ignore the offline mode saved in Settings for this run (HF_HUB_OFFLINE in the environment still wins)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="quantdesk",
-        description="Run local LLMs: detect this machine, pick the quant that fits, download it, chat.",
+        description="Run local LLMs: detect this machine, pick the quant that fits, download it, chat. "
+                    "Without a COMMAND, the desktop app opens. Commands follow the app's Settings (models folder, "
+                    "offline mode).",
+        epilog="`quantdesk COMMAND --help` describes one command.",
     )
     parser.add_argument("--version", action="version", version=f"quantdesk {__version__}")
+    parser.add_argument("--online", action="store_true", help=ONLINE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    for name in HUB_COMMANDS:
+        if name in subparsers.choices:  # SUPPRESS: left out after the command, the global flag's value stays
+            subparsers.choices[name].add_argument("--online", action="store_true", default=argparse.SUPPRESS,
+                                                  help=ONLINE_HELP)
     return parser
+
+
+def apply_settings(online: bool = False) -> None:
+    """What the app's saved Settings change in this process, as the GUI applies them at start-up: offline mode
+    (unless ``online``; an HF_HUB_OFFLINE from the environment is never cleared). The models folder needs
+    nothing here: app.paths.models_dir() reads the setting at each call."""
+    from app import settings
+
+    saved = settings.load()
+    if saved.problem:
+        print(f"quantdesk: {saved.problem}", file=sys.stderr)
+    if online:
+        saved.offline = False
+    settings.apply_environment(saved)
 
 
 def _start_gui() -> int:
@@ -63,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 2
     try:
+        apply_settings(online=args.online)
         return int(args.func(args) or 0)
     except QuantDeskError as exc:
         print(f"quantdesk: {exc}", file=sys.stderr)

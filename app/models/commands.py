@@ -56,8 +56,10 @@ def load_metadata(model: str):
         repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
         repo_id, _, revision = repo_id.partition("@")  # owner/repo@4.0bpw: one branch of an EXL repo
         if rest:
+            from app.hub.config import require_online
             from app.models.remote import read_remote_gguf
 
+            require_online(f"read {repo_id} on the Hub")
             return read_remote_gguf(repo_id, rest, revision or None)
         found = hub_candidates(repo_id, revision or None)
         if not found:
@@ -75,10 +77,12 @@ def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str,
     EXL2/EXL3 branch named for a bit rate (``owner/repo@4.0bpw``), read from its config and safetensors headers."""
     from huggingface_hub import HfApi
 
+    from app.hub.config import require_online
     from app.hub.formats import exl_branches
     from app.models.quants import parse_gguf_filename
     from app.models.remote import _endpoint, read_remote_gguf
 
+    require_online(f"read {repo_id} on the Hub")
     api = HfApi(endpoint=_endpoint())
     try:
         files = api.list_repo_files(repo_id, revision=revision)

@@ -115,6 +115,48 @@ def test_search_offline_is_a_clear_error_without_connecting(hub_env, monkeypatch
     assert hub_env.log == []
 
 
+def _quantdesk(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command as a user runs it from a terminal: a new process that reads the saved Settings itself."""
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, env=env or dict(os.environ),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_offline_mode_saved_in_settings_holds_in_the_cli(hub_env, tmp_path):
+    from app import settings
+
+    gguf = write_gguf(tmp_path / "w-Q8_0.gguf", arch="qwen2", file_type=7)
+    hub_env.add_repo("acme/w-GGUF", {gguf.name: gguf}, tags=["gguf"])
+    settings.save(settings.Settings(offline=True, models_dir=str(tmp_path / "big-disk")))  # as the GUI saves it
+    for argv in (["search", "w"], ["pull", "acme/w-GGUF"], ["show", "acme/w-GGUF"], ["recommend", "acme/w-GGUF"]):
+        run = _quantdesk(*argv)
+        assert run.returncode == 1, (argv, run.stdout, run.stderr)
+        assert "offline mode is on in QuantDesk's Settings" in run.stderr, argv
+        assert "switch it off on the app's Settings page; a quantdesk command given --online" in run.stderr
+    assert hub_env.log == []  # refused before any request
+
+    run = _quantdesk("pull", "acme/w-GGUF", "--online", "--json")  # for this run only
+    assert run.returncode == 0, run.stderr
+    assert Path(json.loads(run.stdout)["path"]).is_relative_to(tmp_path / "big-disk")  # the saved models folder
+    assert hub_env.log
+    seen = len(hub_env.log)
+    assert _quantdesk("search", "w").returncode == 1  # the setting still holds on the next run
+    assert len(hub_env.log) == seen
+    run = _quantdesk("ls", "--json")
+    assert json.loads(run.stdout)["disk"]["models_dir"] == str(tmp_path / "big-disk")
+
+
+def test_offline_from_the_environment_is_never_cleared_by_the_cli(hub_env):
+    from app import settings
+
+    settings.save(settings.Settings(offline=False))
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    for argv in (["search", "w"], ["--online", "search", "w"]):
+        run = _quantdesk(*argv, env=env)
+        assert run.returncode == 1
+        assert "offline mode is on (HF_HUB_OFFLINE is set)" in run.stderr and "unset HF_HUB_OFFLINE" in run.stderr
+    assert hub_env.log == []
+
+
 def test_pull_ls_rm_roundtrip(hub_env, tmp_path, capsys):
     gguf = write_gguf(tmp_path / "w-Q8_0.gguf", arch="qwen2", file_type=7)
     hub_env.add_repo("acme/w-GGUF", {gguf.name: gguf}, tags=["gguf"])

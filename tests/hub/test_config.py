@@ -40,3 +40,13 @@ def test_behind_a_proxy_the_hub_is_left_to_huggingface_hub(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://hub.quantdesk.invalid")
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     require_online("search the Hub")  # no local verdict: the proxy may well reach it
+
+
+def test_offline_names_the_variable_that_set_it(monkeypatch):
+    from app.hub.config import require_online
+
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    with pytest.raises(OfflineError) as refused:
+        require_online("search the Hub")
+    assert "(TRANSFORMERS_OFFLINE is set)" in str(refused.value) and refused.value.hint.startswith(
+        "unset TRANSFORMERS_OFFLINE to go online")
