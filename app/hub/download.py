@@ -42,7 +42,8 @@ from app import paths
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
                             NotEnoughDiskSpace, UnsafeFileName)
-from app.hub.formats import exl_branches, exl_quant_of, format_of_repo, quant_from_name
+from app.hub.formats import (exl_branches, exl_format_hint, exl_quant_of, format_of_repo, is_bare_bit_rate,
+                             quant_from_name)
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
@@ -211,13 +212,23 @@ def plan_download(request: DownloadRequest) -> Plan:
     revision = request.revision
     try:
         if exl_quant is not None:
-            revision = exl_branch_for(request, [b.name for b in api.list_repo_refs(request.repo_id).branches])
+            names = [b.name for b in api.list_repo_refs(request.repo_id).branches]
+            hint = exl_format_hint(request.repo_id)
+            if not hint and any(is_bare_bit_rate(n) for n in names):  # are "6_5" branches bit rates? tags may say
+                shown = api.model_info(request.repo_id, revision=request.revision)
+                hint = exl_format_hint(request.repo_id, shown.tags, [s.rfilename for s in shown.siblings or []])
+            if is_bare_bit_rate(request.quant) and not exl_branches(request.repo_id, names, hint,
+                                                                    bare_numbers=bool(hint)):
+                exl_quant = None  # "4_0" where no branch holds a bit rate: a GGUF quant name, for select_files
+            else:
+                revision = exl_branch_for(request, names, hint)
         info = api.model_info(request.repo_id, revision=revision, files_metadata=True)
         listing = [RemoteFile(path=s.rfilename, size=int(s.size or 0),
                               sha256=s.lfs.sha256 if s.lfs else None, blob_id=s.blob_id)
                    for s in info.siblings or []]
         if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in listing):
-            _refuse_weightless(request, revision, [b.name for b in api.list_repo_refs(request.repo_id).branches])
+            _refuse_weightless(request, revision, [b.name for b in api.list_repo_refs(request.repo_id).branches],
+                               exl_format_hint(request.repo_id, info.tags, [f.path for f in listing]))
     except (HfHubHTTPError, httpx2.HTTPError) as exc:
         raise _hub_error(exc, request.repo_id, revision) from None
     repo_format = format_of_repo(info.tags, [f.path for f in listing])
@@ -232,10 +243,11 @@ def plan_download(request: DownloadRequest) -> Plan:
     return Plan(request=request, commit=info.sha, files=chosen, repo_format=repo_format, revision=revision)
 
 
-def exl_branch_for(request: DownloadRequest, branches: list[str]) -> str:
+def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:
     """The branch holding the bit rate ``request.quant`` names: EXL2/EXL3 repos keep one quant per branch. An
-    exact branch name wins; otherwise the bits (and head bits, when given) must match one branch alone."""
-    quants = exl_branches(request.repo_id, branches, bare_numbers=True)
+    exact branch name wins; otherwise the bits (and head bits, when given) must match one branch alone. Branches
+    named by a bare number (``6_5``) count where ``exl_hint`` (from ``exl_format_hint``) says the repo is EXL."""
+    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
     wanted = exl_quant_of(request.quant or "", "", bare_numbers=True)
     matches = [b for b in quants if b.lower() == (request.quant or "").lower()] or [
         b for b, q in quants.items() if q.bits_per_weight == wanted.bits_per_weight
@@ -250,10 +262,11 @@ def exl_branch_for(request: DownloadRequest, branches: list[str]) -> str:
                    "it keeps no bit rates in branches; pull it without --quant, or with --revision")
 
 
-def _refuse_weightless(request: DownloadRequest, revision: str, branches: list[str]) -> None:
+def _refuse_weightless(request: DownloadRequest, revision: str, branches: list[str], exl_hint: str = "") -> None:
     """The main branch of an EXL repo holds only the card (and measurement.json): installing that as a model
-    would leave nothing to load, so say where the quants are."""
-    quants = exl_branches(request.repo_id, branches)
+    would leave nothing to load, so say where the quants are (``6_5``-style branches too where ``exl_hint``, from
+    ``exl_format_hint``, says the repo is EXL)."""
+    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
     if quants:
         raise HubError(f"{request.repo_id}@{revision} holds no model weights: its quants are kept in branches.",
                        f"pull one with --quant: {', '.join(q.quant for q in quants.values())}")

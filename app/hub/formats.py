@@ -14,6 +14,8 @@ from app.models.quants import QuantInfo, parse_exl_config, parse_exl_name, parse
 FORMATS = ("gguf", "mlx", "safetensors", "exl2", "exl3")
 EXL_FORMATS = ("exl2", "exl3")
 _BARE_BIT_RATE = re.compile(r"\d{1,2}[._]\d{1,3}")
+_EXL_IN_NAME = re.compile(r"(?<![a-z0-9])(exl[23])(?![a-z0-9])")
+EXL2_MEASUREMENT = "measurement.json"  # exllamav2's convert.py writes it; uploaders keep it on main
 
 
 def quant_from_name(name: str) -> str | None:
@@ -34,12 +36,31 @@ def format_of_repo(tags: list[str] | None, files: list[str], config: dict | None
     return folder_format(config) if isinstance(config, dict) else "safetensors"
 
 
+def exl_format_hint(repo_id: str, tags: Iterable[str] | None = None, files: Iterable[str] = ()) -> str:
+    """"exl2" / "exl3" when a repo shows it is an ExLlama one before any config.json is read: its tags, its name
+    (``bartowski/Model-exl2``, ``turboderp/Model-exl3``) or EXL2's measurement.json among its files; else "".
+    Only such a repo has its bare-number branches (``6_5``, ``8_0``) taken for bit rates."""
+    lowered = {t.lower() for t in tags or []}
+    for fmt in ("exl3", "exl2"):
+        if fmt in lowered:
+            return fmt
+    named = _EXL_IN_NAME.search(repo_id.lower())
+    if named:
+        return named.group(1)
+    return "exl2" if EXL2_MEASUREMENT in set(files) else ""
+
+
+def is_bare_bit_rate(name: str) -> bool:
+    """``6_5``, ``4.25``, ``8_0``: a branch name that is a bit rate only in a repo known to be EXL."""
+    return bool(_BARE_BIT_RATE.fullmatch(name))
+
+
 def exl_quant_of(name: str, fmt: str, bare_numbers: bool = False) -> QuantInfo | None:
     """The bit rate a branch (or a ``--quant``) names: ``4.0bpw``, ``6_5bpw-h8``; with ``bare_numbers`` also the
     ``6_5`` / ``8_0`` some uploaders name their EXL2 branches (only where the repo is known to be EXL: a bare
     number alone could be a version)."""
     info = parse_exl_name(name, fmt)
-    if info is None and bare_numbers and _BARE_BIT_RATE.fullmatch(name):
+    if info is None and bare_numbers and is_bare_bit_rate(name):
         info = parse_exl_name(name + "bpw", fmt)
     return info
 

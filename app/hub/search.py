@@ -9,7 +9,7 @@ from itertools import islice
 
 from app.hub import config
 from app.hub.download import _hub_error
-from app.hub.formats import EXL_FORMATS, exl_branches, format_of_repo, quant_from_name
+from app.hub.formats import EXL_FORMATS, exl_branches, exl_format_hint, format_of_repo, quant_from_name
 from app.models.quants import parse_exl_config, parse_exl_name
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
@@ -127,9 +127,12 @@ def _gguf_quants(files: list[dict]) -> list[QuantGroup]:
 def _exl_quants(api, repo_id: str, info, refs, fmt: str, repo_config: dict | None) -> tuple[str, list[QuantGroup]]:
     """(format, quants) of an EXL2/EXL3 repo, or of a repo that may be one: each branch named for a bit rate is a
     quant (one model_info per branch, sized by its safetensors), and so is the shown revision when it holds
-    weights itself. An untagged repo whose own config did not tell is settled by a branch's config.json."""
+    weights itself. An untagged repo whose own config did not tell is settled by a branch's config.json. Branches
+    named by a bare number (``6_5``, as bartowski names them) count once the repo is known to be EXL: by its tags,
+    its name or its measurement.json (``exl_format_hint``), or by a branch named ``…bpw``."""
     others = [b.name for b in refs.branches if b.target_commit != info.sha]  # the shown revision is listed as itself
-    branch_infos = _branch_infos(api, repo_id, exl_branches(repo_id, others, fmt, bare_numbers=fmt in EXL_FORMATS))
+    hint = fmt if fmt in EXL_FORMATS else exl_format_hint(repo_id, info.tags, [s.rfilename for s in info.siblings or []])
+    branch_infos = _branch_infos(api, repo_id, exl_branches(repo_id, others, hint, bare_numbers=bool(hint)))
     if fmt not in EXL_FORMATS:
         if not branch_infos:
             return fmt, []
@@ -137,7 +140,7 @@ def _exl_quants(api, repo_id: str, info, refs, fmt: str, repo_config: dict | Non
         has_config = any(s.rfilename == "config.json" for s in first_info.siblings or [])
         fmt = format_of_repo(None, [], _read_config(repo_id, first_info.sha) if has_config else None)
         if fmt not in EXL_FORMATS:  # an EXL2 from before exllamav2 wrote quantization_config: the name tells
-            fmt = exl_branches(repo_id, [first])[first].format
+            fmt = exl_branches(repo_id, [first], hint, bare_numbers=bool(hint))[first].format
         more = [b for b in exl_branches(repo_id, others, fmt, bare_numbers=True) if b not in branch_infos]
         branch_infos |= _branch_infos(api, repo_id, more)
     quants = exl_branches(repo_id, branch_infos, fmt, bare_numbers=True)

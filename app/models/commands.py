@@ -74,24 +74,26 @@ def load_metadata(model: str):
 
 def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str, object]]:
     """Every quant in a Hub repo: one entry per GGUF (first shard), the repo's config.json model, and each
-    EXL2/EXL3 branch named for a bit rate (``owner/repo@4.0bpw``), read from its config and safetensors headers."""
+    EXL2/EXL3 branch named for a bit rate (``owner/repo@4.0bpw``; ``@6_5`` too where the repo is known to be EXL,
+    or the branch's own config says so), read from its config and safetensors headers."""
     from huggingface_hub import HfApi
 
     from app.hub.config import require_online
-    from app.hub.formats import exl_branches
+    from app.hub.formats import EXL_FORMATS, exl_branches, exl_format_hint, is_bare_bit_rate
     from app.models.quants import parse_gguf_filename
     from app.models.remote import _endpoint, read_remote_gguf
 
     require_online(f"read {repo_id} on the Hub")
     api = HfApi(endpoint=_endpoint())
     try:
-        files = api.list_repo_files(repo_id, revision=revision)
+        info = api.model_info(repo_id, revision=revision)  # the file list and the tags in one request
     except Exception as exc:  # huggingface_hub raises many HTTP error types; one sentence for the user
         raise BadModelArgument(f"Could not list {repo_id} on the Hub: {exc}.") from exc
+    files = [s.rfilename for s in info.siblings or []]
     out: list[tuple[str, object]] = []
     for name in sorted(f for f in files if f.lower().endswith(".gguf")):
-        info = parse_gguf_filename(name)
-        if info and not info.is_first_shard:
+        gguf = parse_gguf_filename(name)
+        if gguf and not gguf.is_first_shard:
             continue
         if "mmproj" in name.lower():
             continue  # vision projector, not a language model
@@ -102,13 +104,17 @@ def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str,
     if out:
         return out
     branches: dict = {}
+    unsure: set[str] = set()  # named by a bare number in a repo not known to be EXL: its own config decides
     if revision is None:  # a named revision is sized alone; otherwise each bit-rate branch is a candidate
         try:
-            branches = exl_branches(repo_id, [b.name for b in api.list_repo_refs(repo_id).branches])
+            names = [b.name for b in api.list_repo_refs(repo_id).branches]
         except Exception as exc:  # as above: one sentence
             raise BadModelArgument(f"Could not list the branches of {repo_id} on the Hub: {exc}.") from exc
+        hint = exl_format_hint(repo_id, info.tags, files)
+        branches = exl_branches(repo_id, names, hint, bare_numbers=True)
+        unsure = set() if hint else {b for b in branches if is_bare_bit_rate(b)}
     holds_weights = any(f.endswith(".safetensors") for f in files)
-    if "config.json" in files and (holds_weights or not branches):  # an EXL repo's main often holds only a config
+    if "config.json" in files and (holds_weights or not set(branches) - unsure):  # an EXL main: often a config only
         label = f"{repo_id}@{revision}" if revision else repo_id
         out.append((label, _hub_folder_metadata(repo_id, files, revision, source=label, name=revision or repo_id)))
     for branch, quant in branches.items():
@@ -116,10 +122,13 @@ def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str,
         try:
             branch_files = api.list_repo_files(repo_id, revision=branch)
         except Exception as exc:  # as above: one sentence
-            out.append((label, BadModelArgument(f"Could not list {label} on the Hub: {exc}.")))
+            if branch not in unsure:
+                out.append((label, BadModelArgument(f"Could not list {label} on the Hub: {exc}.")))
             continue
         meta = _hub_folder_metadata(repo_id, branch_files, branch, source=label, name=branch)
-        if not isinstance(meta, Exception) and meta.format not in ("exl2", "exl3"):
+        if branch in unsure and (isinstance(meta, Exception) or meta.format not in EXL_FORMATS):
+            continue  # e.g. a version branch "1_0" of a plain repo: not a quant
+        if not isinstance(meta, Exception) and meta.format not in EXL_FORMATS:
             meta.format, meta.quant = quant.format, quant  # an EXL2 made before exllamav2 wrote quantization_config
         out.append((label, meta))
     return out

@@ -120,3 +120,63 @@ def test_bit_rate_resolves_to_one_branch_or_says_which():
     with pytest.raises(HubError, match="no 3.0bpw branch") as info:
         exl_branch_for(DownloadRequest("a/b", quant="3.0bpw"), ["main"])
     assert "keeps no bit rates in branches" in info.value.hint
+
+
+BARTOWSKI = "bartowski/Tiny-exl2"  # untagged; the name and measurement.json say EXL2; bit rates in bare branches
+
+
+def test_bare_number_branches_of_an_untagged_exl2_repo_are_listed_and_pulled(hub_env, capsys):
+    commits = hub_env.add_exl_repo(BARTOWSKI, "exl2", {"8_0": 8.0, "4_25": 4.25, "6_5": 6.5})
+    details = _show(BARTOWSKI, capsys)
+    assert details["format"] == "exl2"
+    assert [(g["quant"], g["revision"]) for g in details["quants"]] == [
+        ("4.25bpw", "4_25"), ("6.5bpw", "6_5"), ("8.0bpw", "8_0")]
+    assert {g["revision"]: g["size"] for g in details["quants"]}["6_5"] == len(exl_safetensors("exl2", 6.5, EXL_TINY))
+
+    assert main(["pull", BARTOWSKI]) == 1  # main holds the card and measurement.json only
+    assert "pull one with --quant: 4.25bpw, 6.5bpw, 8.0bpw" in capsys.readouterr().err
+
+    assert main(["pull", BARTOWSKI, "--quant", "6_5", "--json"]) == 0  # the branch name as the uploader wrote it
+    result = json.loads(capsys.readouterr().out)
+    assert result["commit"] == commits["6_5"] and Path(result["path"]).name == "Tiny-exl2@6_5"
+    assert sorted(result["files"]) == sorted(exl_branch_files("exl2", 6.5))
+    assert main(["pull", BARTOWSKI, "--quant", "4.25bpw", "--json"]) == 0  # or as a bit rate
+    assert json.loads(capsys.readouterr().out)["commit"] == commits["4_25"]
+    assert main(["ls", "--json"]) == 0
+    found = {e["id"]: (e["format"], e["quant"]) for e in json.loads(capsys.readouterr().out)["models"]}
+    assert found == {f"{BARTOWSKI}@6_5": ("exl2", "6.5bpw"), f"{BARTOWSKI}@4_25": ("exl2", "4.25bpw")}
+
+
+def test_bare_numbers_are_not_quants_of_a_gguf_repo(hub_env, tmp_path, capsys):
+    from tests.hub.conftest import write_gguf
+
+    gguf = write_gguf(tmp_path / "m-Q4_0.gguf", file_type=2)
+    hub_env.add_repo("acme/m-GGUF", {gguf.name: gguf}, tags=["gguf"])
+    for branch in ("6_5", "dev"):
+        hub_env.add_repo("acme/m-GGUF", {gguf.name: gguf, "notes.md": branch.encode()}, revision=branch)
+    details = _show("acme/m-GGUF", capsys)
+    assert details["format"] == "gguf" and [(g["quant"], g["revision"]) for g in details["quants"]] == [("Q4_0", None)]
+    assert main(["pull", "acme/m-GGUF", "--quant", "4_0"]) == 1  # no bit-rate branch: a GGUF quant name it is
+    err = capsys.readouterr().err
+    assert "has no 4_0 file" in err and "available: Q4_0" in err
+
+
+def test_bare_number_branches_resolve_only_in_a_repo_known_as_exl():
+    branches = ["main", "4_25", "6_5", "8_0"]
+    assert exl_branch_for(DownloadRequest("a/b", quant="6_5"), branches, "exl2") == "6_5"
+    assert exl_branch_for(DownloadRequest("a/b", quant="6.5bpw"), branches, "exl2") == "6_5"
+    assert exl_branch_for(DownloadRequest("a/b", quant="8bpw"), branches, "exl2") == "8_0"
+    with pytest.raises(HubError, match="no 5.0bpw branch") as info:
+        exl_branch_for(DownloadRequest("a/b", quant="5.0bpw"), branches, "exl2")
+    assert info.value.hint == "available: 4_25, 6_5, 8_0"
+    with pytest.raises(HubError, match="no 6_5 branch"):  # not known as EXL: "6_5" may be anything
+        exl_branch_for(DownloadRequest("a/b", quant="6_5"), branches)
+
+
+def test_pull_by_bare_branch_of_a_repo_tagged_exl3(hub_env, capsys):
+    commits = hub_env.add_exl_repo("acme/Tiny", "exl3", {"3_0": 3.0, "5_0": 5.0}, tags=["exl3"])
+    assert main(["pull", "acme/Tiny", "--quant", "5_0", "--json"]) == 0  # only the tags say EXL here
+    assert json.loads(capsys.readouterr().out)["commit"] == commits["5_0"]
+    assert main(["ls", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["models"]
+    assert (entry["id"], entry["format"], entry["quant"]) == ("acme/Tiny@5_0", "exl3", "5.0bpw")

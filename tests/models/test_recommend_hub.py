@@ -8,7 +8,7 @@ import json
 from app.cli import main
 from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile
 from app.models.metadata import parse_safetensors_header
-from tests.fixtures.hub_server import LLAMA_3_8B, exl_safetensors
+from tests.fixtures.hub_server import LLAMA_3_8B, exl_branch_files, exl_safetensors
 
 GiB = 1 << 30
 REPO = "turbo/Llama-3-8B-exl2"
@@ -69,3 +69,31 @@ def test_untagged_exl3_and_an_exl2_without_quantization_config(hub_env, tmp_path
                      "acme/Tiny-exl3@5.0bpw": ("exl3", "5.0bpw", "full GPU"),
                      "acme/Tiny-old@4.0bpw": ("exl2", "4.0bpw", "full GPU")}  # the branch name tells the bits
     assert report["best"]["label"] == "acme/Tiny-exl3@5.0bpw"
+
+
+def test_recommend_takes_bare_number_branches_of_exl_repos(hub_env, tmp_path, capsys):
+    # bartowski names the bit-rate branches of his EXL2 repos 4_25, 6_5, 8_0; the repo name says EXL2
+    hub_env.add_exl_repo("bartowski/Llama-3-8B-exl2", "exl2", {"4_25": 4.25, "6_5": 6.5, "8_0": 8.0},
+                         shape=LLAMA_3_8B, with_data=False)
+    hub_env.add_exl_repo("acme/Llama-tagged", "exl3", {"4_0": 4.0}, shape=LLAMA_3_8B, with_data=False, tags=["exl3"])
+    assert main(["recommend", "bartowski/Llama-3-8B-exl2", "acme/Llama-tagged", "--hardware", _rtx(tmp_path, 8 * GiB),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    found = {c["label"]: (c["format"], c["quant"], c["file_bytes"], c["verdict"]) for c in report["candidates"]}
+    assert found == {
+        "bartowski/Llama-3-8B-exl2@4_25": ("exl2", "4.25bpw", _weights("exl2", 4.25), "full GPU"),
+        "bartowski/Llama-3-8B-exl2@6_5": ("exl2", "6.5bpw", _weights("exl2", 6.5), "does not fit"),
+        "bartowski/Llama-3-8B-exl2@8_0": ("exl2", "8.0bpw", _weights("exl2", 8.0), "does not fit"),
+        "acme/Llama-tagged@4_0": ("exl3", "4.0bpw", _weights("exl3", 4.0), "full GPU")}
+    assert report["best"]["label"] in ("bartowski/Llama-3-8B-exl2@4_25", "acme/Llama-tagged@4_0")
+
+
+def test_a_bare_number_branch_of_a_plain_repo_is_not_a_quant(hub_env, tmp_path, capsys):
+    """Not known as EXL by tags, name or measurement.json: "1_0" is a quant only if its own config says EXL."""
+    plain = exl_branch_files("exl2", 4.0, quantization_config=False)  # an fp16-style config, no quantization
+    hub_env.add_repo("acme/Tiny", plain)
+    hub_env.add_repo("acme/Tiny", plain, revision="1_0")
+    hub_env.add_repo("acme/Tiny", exl_branch_files("exl2", 6.5), revision="6_5")  # its config says exl2
+    assert main(["recommend", "acme/Tiny", "--hardware", _rtx(tmp_path, 24 * GiB), "--json"]) == 0
+    labels = [c["label"] for c in json.loads(capsys.readouterr().out)["candidates"]]
+    assert sorted(labels) == ["acme/Tiny", "acme/Tiny@6_5"]
