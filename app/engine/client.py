@@ -1,13 +1,16 @@
 """The parent side of an engine host: start it, load, stream, cancel, and turn its death into a sentence.
 
-The client is blocking and thread-safe where it matters: ``generate`` is consumed by one thread (a
-worker in the GUI, the main thread in the CLI) while ``cancel`` may be called from any other.
-Nothing here imports an inference library; the host does that in its own process.
+The client is blocking and may be shared by threads: the GUI's chat worker and the local server's queue
+use one host, so one model sits in memory once. Requests (load, generate, score, unload) take turns,
+first come first served; ``cancel(request_id)`` may be called from any thread and stops only that
+request, running or still waiting. Nothing here imports an inference library; the host does that in
+its own process.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 import queue
@@ -20,8 +23,8 @@ from pathlib import Path
 
 from app.engine import protocol
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import (Done, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings,
-                           Scored, Token)
+from backends.base import (Done, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
+                           SamplingSettings, Scored, Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -63,6 +66,28 @@ def describe_exit(returncode: int | None, stderr_tail: Sequence[str], phase: str
     return EngineCrashed(message, hint, returncode=returncode, stderr_tail=tuple(stderr_tail), phase=phase)
 
 
+class _Turns:
+    """First come, first served use of the one host (a plain Lock wakes waiters in no particular order)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+
+    @contextlib.contextmanager
+    def turn(self):
+        with self._changed:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._changed.wait_for(lambda: self._serving == ticket)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._serving += 1
+                self._changed.notify_all()
+
+
 class EngineClient:
     """One engine host process. Use as a context manager, or call ``close()``."""
 
@@ -75,6 +100,10 @@ class EngineClient:
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._write_lock = threading.Lock()
         self._current_id: str | None = None
+        self._turns = _Turns()
+        self._queued_ids: set[str] = set()  # generations waiting for their turn
+        self._cancelled_ids: set[str] = set()  # ... and those of them cancelled before it came
+        self._ids_lock = threading.Lock()
         self._phase = "while starting"
         self.loaded: Loaded | None = None
 
@@ -165,6 +194,10 @@ class EngineClient:
             raise BackendUnavailable(f"{name} does not run {ref.format} models",
                                      f"it runs {', '.join(status.formats)}")
         settings = settings or LoadSettings()
+        with self._turns.turn():
+            return self._load(ref, name, settings, on_progress)
+
+    def _load(self, ref, name: str, settings: LoadSettings, on_progress) -> Loaded:
         if self.loaded is not None and self.loaded.backend != name:
             self.close()  # one backend per host process: a different engine gets a fresh host
             self.loaded = None
@@ -187,13 +220,39 @@ class EngineClient:
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None,
                  request_id: str | None = None) -> Iterator[Token | Done]:
-        """Stream Token events, then one Done. Closing the iterator early cancels the generation."""
+        """Stream Token events, then one Done, once the requests before this one are through. Closing
+        the iterator early cancels the generation. Bad sampling settings raise here, before any wait."""
         sampling = sampling or SamplingSettings()
         try:
             sampling.validate()
         except ValueError as exc:
             raise EngineError(str(exc), kind="settings") from None
         request_id = request_id or f"r{next(self._ids)}"
+        with self._ids_lock:  # from here on, cancel(request_id) is honoured, even before the first next()
+            self._queued_ids.add(request_id)
+        return self._generate_in_turn(messages, sampling, request_id)
+
+    def _generate_in_turn(self, messages: Prompt, sampling: SamplingSettings,
+                          request_id: str) -> Iterator[Token | Done]:
+        try:
+            # The turn ends before the Done is handed out: a consumer that stops reading at the Done
+            # (as every loop over this stream does) must not keep the engine from the next request.
+            with self._turns.turn():
+                with self._ids_lock:
+                    self._queued_ids.discard(request_id)
+                    cancelled = request_id in self._cancelled_ids
+                if cancelled:  # stopped while it waited: the engine never sees it
+                    done = Done(request_id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0))
+                else:
+                    done = yield from self._generate(messages, sampling, request_id)
+            yield done
+        finally:
+            with self._ids_lock:
+                self._queued_ids.discard(request_id)
+                self._cancelled_ids.discard(request_id)
+
+    def _generate(self, messages: Prompt, sampling: SamplingSettings, request_id: str):
+        """Yields the Tokens and returns the Done."""
         self._current_id = request_id
         self._phase = "during generation"
         payload = {"prompt": messages} if isinstance(messages, str) else {"messages": [m.__dict__ for m in messages]}
@@ -207,8 +266,7 @@ class EngineClient:
                     yield event
                 elif isinstance(event, Done) and event.request_id == request_id:
                     finished = True
-                    yield event
-                    return
+                    return event  # handed out by _generate_in_turn once this request's state is cleared
                 elif isinstance(event, ErrorEvent):
                     finished = True
                     raise EngineError(event.message, event.hint, kind=event.kind)
@@ -225,6 +283,10 @@ class EngineClient:
         Raises EngineError with kind 'unavailable' where the backend exposes no logits."""
         if (text is None) == (tokens is None):
             raise ValueError("score takes text or tokens, not both")
+        with self._turns.turn():
+            return self._score(text, tokens, max_tokens, logprobs_path, vocabulary_path)
+
+    def _score(self, text, tokens, max_tokens, logprobs_path, vocabulary_path) -> Scored:
         request_id = f"s{next(self._ids)}"
         phase, self._phase = self._phase, "while scoring"
         self._send({"op": "score", "id": request_id, "text": text, "tokens": list(tokens) if tokens is not None
@@ -248,20 +310,28 @@ class EngineClient:
             if isinstance(event, (Done, ErrorEvent)) and getattr(event, "request_id", request_id) == request_id:
                 return
 
-    def cancel(self) -> None:
-        """Stop the running generation (thread-safe). The stream then ends with a Done whose stop
-        reason is 'cancelled' and which keeps the text so far."""
-        request_id = self._current_id
-        if request_id is not None and self.alive:
+    def cancel(self, request_id: str | None = None) -> None:
+        """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
+        ends with a Done whose stop reason is 'cancelled' and which keeps the text so far; a request
+        still waiting for its turn ends so at once, without reaching the engine."""
+        with self._ids_lock:
+            if request_id in self._queued_ids:
+                self._cancelled_ids.add(request_id)
+                return
+        running = self._current_id
+        if request_id is None:
+            request_id = running
+        if request_id is not None and request_id == running and self.alive:
             try:
                 self._send({"op": "cancel", "id": request_id})
             except EngineCrashed:
                 pass  # the generating thread reports the death
 
     def unload(self) -> None:
-        if self.alive:
-            self._send({"op": "unload"})
-        self.loaded = None
+        with self._turns.turn():
+            if self.alive:
+                self._send({"op": "unload"})
+            self.loaded = None
 
     def close(self, timeout: float = 5.0) -> None:
         """Shut the host down; kill it if it does not go in time. Idempotent."""

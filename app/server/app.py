@@ -30,7 +30,7 @@ from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelle
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_json_body)
-from backends.base import Done, GenerationStats
+from backends.base import Done, GenerationStats, Loaded
 
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
 
@@ -121,23 +121,32 @@ class OpenAIServer:
 
     def __init__(self, client, *, max_pending: int) -> None:
         self.client = client
-        loaded = client.loaded
-        if loaded is None:
+        if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
-        self.model_id = model_id(loaded.model_path)
-        self.n_ctx = loaded.n_ctx
         self.created = int(time.time())
         self.queue = EngineQueue(client, max_pending=max_pending)
+
+    def _loaded(self) -> Loaded:
+        """The model served now. Read per request: in the app the engine is the chat's, and the chat
+        may load another model (or lose its engine) while the server runs."""
+        loaded = self.client.loaded
+        if loaded is None:
+            raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
+        return loaded
+
+    @property
+    def model_id(self) -> str:
+        return model_id(self._loaded().model_path)
 
     # --- plain endpoints ---
 
     def _model_card(self) -> dict[str, Any]:
-        loaded = self.client.loaded
-        return {"id": self.model_id, "object": "model", "created": self.created, "owned_by": "quantdesk",
-                "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
+        loaded = self._loaded()
+        return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
+                "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [self._model_card()]})
+        return JSONResponse({"object": "list", "data": [self._model_card()] if self.client.loaded else []})
 
     async def model(self, request: Request) -> Response:
         if request.path_params["model"] != self.model_id:
@@ -146,20 +155,26 @@ class OpenAIServer:
         return JSONResponse(self._model_card())
 
     async def health(self, request: Request) -> Response:
-        alive = self.client.alive
-        return JSONResponse({"status": "ok" if alive else "engine_down", "model": self.model_id,
+        loaded = self.client.loaded
+        alive = self.client.alive and loaded is not None
+        return JSONResponse({"status": "ok" if alive else "engine_down",
+                             "model": model_id(loaded.model_path) if loaded else None,
                              "busy": self.queue.busy, "pending": self.queue.pending},
                             status_code=200 if alive else 503)
 
     # --- generation ---
 
     async def chat_completions(self, request: Request) -> Response:
-        parsed = parse_chat(await read_body(request), served_id=self.model_id, n_ctx=self.n_ctx)
-        return await self._generate(request, parsed, _ChatShape(self.model_id))
+        loaded = self._loaded()
+        served = model_id(loaded.model_path)
+        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
+        return await self._generate(request, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:
-        parsed = parse_completion(await read_body(request), served_id=self.model_id, n_ctx=self.n_ctx)
-        return await self._generate(request, parsed, _CompletionShape(self.model_id))
+        loaded = self._loaded()
+        served = model_id(loaded.model_path)
+        parsed = parse_completion(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
+        return await self._generate(request, parsed, _CompletionShape(served))
 
     async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
         try:

@@ -158,7 +158,8 @@ class EngineQueue:
         with self._lock:
             running = self._running is job
         if running:
-            self.client.cancel()  # thread-safe; the worker also re-checks after each event (see _run)
+            # thread-safe, and only this job's: the engine may be shared with the app's chat
+            self.client.cancel(job.id)  # the worker also re-checks after each event (see _run)
 
     def _work(self) -> None:
         while True:
@@ -196,7 +197,7 @@ class EngineQueue:
                     return Outcome(job.id, event.stats.stop_reason, event.stats.generated_tokens)
                 # A cancel that arrived before the engine knew this request's id was not delivered.
                 if job.cancelled.is_set() and not cancel_sent:
-                    self.client.cancel()
+                    self.client.cancel(job.id)
                     cancel_sent = True
         except (EngineError, EngineCrashed) as exc:
             job.push(exc)

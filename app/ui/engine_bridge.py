@@ -7,12 +7,14 @@ while none is pending, and the GUI drains the buffer at most every ``COALESCE_MS
 therefore costs the GUI one small update per frame, whatever its token rate, and each update carries
 only the new text.
 
-Stop never goes through the worker's (busy) event loop: ``stop()`` calls ``client.cancel()``, which
-is thread-safe, straight from the GUI thread.
+Stop never goes through the worker's (busy) event loop: ``stop()`` calls ``client.cancel(request_id)``,
+which is thread-safe, straight from the GUI thread. It names the chat's own request because the local
+server shares this engine (``shared_engine()``): a Stop in the chat never stops a server request.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,8 +34,9 @@ class EngineClientLike(Protocol):
     def start(self) -> None: ...
     def load(self, model_path: str, settings: LoadSettings, *,
              on_progress: Callable[[float], None] | None = None) -> Loaded: ...
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterable[Token | Done]: ...
-    def cancel(self) -> None: ...
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
+                 request_id: str | None = None) -> Iterable[Token | Done]: ...
+    def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
 
@@ -101,18 +104,26 @@ class _Worker(QObject):
         self._buffer = buffer
         self._client_lock = threading.Lock()
         self._client: EngineClientLike | None = None
+        self._request_id: str | None = None  # the chat's generation: asked for, queued or running
+        self._stop_requested: str | None = None  # ... and stopped, maybe before the engine heard of it
 
     @property
     def client(self) -> EngineClientLike | None:
         with self._client_lock:
             return self._client
 
-    def cancel(self) -> None:
-        """Called from the GUI thread."""
+    def expect(self, request_id: str) -> None:
+        """Called from the GUI thread as it asks for a generation, so a Stop right after is not lost."""
         with self._client_lock:
-            client = self._client
-        if client is not None:
-            client.cancel()
+            self._request_id, self._stop_requested = request_id, None
+
+    def cancel(self) -> None:
+        """Called from the GUI thread: stop the chat's own generation, if one is under way."""
+        with self._client_lock:
+            client, request_id = self._client, self._request_id
+            self._stop_requested = request_id
+        if client is not None and request_id is not None:
+            client.cancel(request_id)
 
     def _ensure_client(self) -> EngineClientLike:
         with self._client_lock:
@@ -147,10 +158,15 @@ class _Worker(QObject):
         except QuantDeskError as exc:
             self._report(exc)
 
-    @Slot(object, object)
-    def generate(self, messages: list[Message], sampling: SamplingSettings) -> None:
+    @Slot(object, object, str)
+    def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str) -> None:
         try:
-            events: Iterator[Token | Done] = iter(self._ensure_client().generate(messages, sampling))
+            client = self._ensure_client()
+            events: Iterator[Token | Done] = iter(client.generate(messages, sampling, request_id=request_id))
+            with self._client_lock:  # a Stop that came before the client knew the request
+                stopped = self._stop_requested == request_id
+            if stopped:
+                client.cancel(request_id)
             for event in events:
                 if isinstance(event, Token):
                     if self._buffer.push(event):
@@ -159,10 +175,51 @@ class _Worker(QObject):
                     self.done.emit(event)
         except QuantDeskError as exc:
             self._report(exc)
+        finally:
+            with self._client_lock:
+                if self._request_id == request_id:
+                    self._request_id = self._stop_requested = None
 
     @Slot()
     def close(self) -> None:
         self._drop_client()
+
+
+class SharedEngine:
+    """The bridge's engine as the local server (app/server) sees it: the same host process as the chat,
+    whichever one is current (a crash replaces it on the next chat request). Requests from both take
+    turns in the EngineClient; cancel names the request, so neither side stops the other's."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+
+    def _client(self) -> EngineClientLike:
+        client = self._worker.client
+        if client is None:
+            raise EngineCrashed("no engine is running", "load a model in Chat")
+        return client
+
+    @property
+    def loaded(self) -> Loaded | None:
+        client = self._worker.client
+        return getattr(client, "loaded", None) if client is not None else None
+
+    @property
+    def alive(self) -> bool:
+        client = self._worker.client
+        return client is not None and bool(getattr(client, "alive", True))
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self._worker.client, "pid", None)
+
+    def generate(self, messages, sampling: SamplingSettings, request_id: str | None = None):
+        return self._client().generate(messages, sampling, request_id=request_id)
+
+    def cancel(self, request_id: str | None = None) -> None:
+        client = self._worker.client
+        if client is not None and request_id is not None:
+            client.cancel(request_id)
 
 
 class EngineBridge(QObject):
@@ -178,13 +235,14 @@ class EngineBridge(QObject):
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
 
     _request_load = Signal(str, object)
-    _request_generate = Signal(object, object)
+    _request_generate = Signal(object, object, str)
     _request_close = Signal()
 
     def __init__(self, client_factory: Callable[[], EngineClientLike] = default_client_factory,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._buffer = TokenBuffer()
+        self._request_ids = itertools.count(1)
         self._busy = False
         self._last_flush = 0.0
         self._thread = QThread()
@@ -222,6 +280,10 @@ class EngineBridge(QObject):
         """The engine host's process id, when one runs (for the memory figures and for tests)."""
         return getattr(self._worker.client, "pid", None)
 
+    def shared_engine(self) -> SharedEngine:
+        """This engine for the local server, so a model is in memory once (see SharedEngine)."""
+        return SharedEngine(self._worker)
+
     def load(self, model_path: str, settings: LoadSettings) -> None:
         self._set_busy(True)
         self._request_load.emit(model_path, settings)
@@ -230,7 +292,9 @@ class EngineBridge(QObject):
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
-        self._request_generate.emit(list(messages), sampling)
+        request_id = f"chat-{next(self._request_ids)}"
+        self._worker.expect(request_id)
+        self._request_generate.emit(list(messages), sampling, request_id)
 
     def stop(self) -> None:
         """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'."""

@@ -1,9 +1,10 @@
 """The Local server page: a switch that serves one local model over the OpenAI API (app/server), with
 its address, port, API key, the LAN switch, allowed web origins and a live count of active requests.
 
-The server has its own engine host, separate from the Chat's: starting loads the model in a fresh
-host process and stopping closes it. Both take seconds, so they run on a worker thread and report back
-as queued signals; the switch never waits on them.
+The server serves the model loaded in Chat, through the Chat's own engine host (EngineBridge's
+shared_engine): the model is in memory once, chat and API requests take turns first come first served,
+and loading another model in Chat changes what the server serves. Starting and stopping the listener take
+a moment, so they run on a worker thread and report back as queued signals; the switch never waits.
 """
 
 from __future__ import annotations
@@ -12,23 +13,22 @@ import secrets
 import socket
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox,
+                               QVBoxLayout, QWidget)
 
-from app.ui.background import BackgroundCall, sentence
+from app.ui.background import sentence
 from app.ui.lab_page import button as _button
-from app.ui.lab_page import entry_text, library_entries
 from app.ui.lab_page import scrolling_content as _scrolling
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
 LOCAL_HOST = "127.0.0.1"
-SEPARATE_ENGINE_NOTE = ("The server runs its own engine, separate from the Chat's: a model loaded in both "
-                        "uses its memory twice.")
+SHARED_ENGINE_NOTE = ("It serves the model loaded in Chat, from the same engine: the model is in memory once, "
+                      "and chat and API requests take turns.")
+NO_MODEL = "Load a model in Chat first: the server serves the model the Chat has loaded"
 
 
 class ToggleSwitch(QCheckBox):
@@ -63,24 +63,18 @@ class ToggleSwitch(QCheckBox):
 
 @dataclass(frozen=True)
 class ServeRequest:
-    model_path: str
     host: str
     port: int
     api_key: str | None
     allow_lan: bool
     allowed_origins: tuple[str, ...]
-    n_ctx: int
 
 
 @dataclass
 class Running:
-    """What a started server is made of; the page owns it until stopped."""
+    """A started server; the page owns it until stopped. The engine is the Chat's and stays."""
 
     server: object  # app.server.thread.ServerThread
-    client: object  # app.engine.client.EngineClient
-    model_id: str
-    backend: str
-    n_ctx: int
     port: int
 
 
@@ -89,30 +83,24 @@ class _ServerWorker(QObject):
     failed = Signal(str)  # a sentence
     stopped = Signal()
 
-    def start(self, request: ServeRequest) -> None:
-        threading.Thread(target=self._start, args=(request,), name="server-start", daemon=True).start()
+    def start(self, engine, request: ServeRequest) -> None:
+        threading.Thread(target=self._start, args=(engine, request), name="server-start", daemon=True).start()
 
     def stop(self, running: Running) -> None:
         threading.Thread(target=self._stop, args=(running,), name="server-stop", daemon=True).start()
 
-    def _start(self, request: ServeRequest) -> None:
-        from app.engine.client import EngineClient
-        from app.server.app import create_app, model_id
+    def _start(self, engine, request: ServeRequest) -> None:
+        from app.server.app import create_app
         from app.server.thread import ServerThread
-        from backends.base import LoadSettings
 
-        client = EngineClient()
         try:
-            loaded = client.load(request.model_path, LoadSettings(n_ctx=request.n_ctx))
-            app = create_app(client, api_key=request.api_key, allowed_hosts=[request.host],
+            app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
                              allowed_origins=request.allowed_origins)
             server = ServerThread(app, request.host, request.port).start()
-        except Exception as exc:  # every failure reaches the page as a sentence; the engine goes with it
-            client.close()
+        except Exception as exc:  # every failure reaches the page as a sentence
             self.failed.emit(sentence(exc))
             return
-        port = int(server.url.rsplit(":", 1)[1])
-        self.started.emit(Running(server, client, model_id(loaded.model_path), loaded.backend, loaded.n_ctx, port))
+        self.started.emit(Running(server, int(server.url.rsplit(":", 1)[1])))
 
     def _stop(self, running: Running) -> None:
         stop_running(running)
@@ -120,11 +108,8 @@ class _ServerWorker(QObject):
 
 
 def stop_running(running: Running) -> None:
-    """Stop listening (open responses get a moment to finish), then close the engine host."""
-    try:
-        running.server.stop()
-    finally:
-        running.client.close()
+    """Stop listening; open responses get a moment to finish. The engine is the Chat's and stays."""
+    running.server.stop()
 
 
 def lan_address() -> str | None:
@@ -155,19 +140,20 @@ class ServerPage(QWidget):
     state_changed = Signal(str)  # "off" | "starting" | "on" | "stopping"
     failed = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, bridge, parent: QWidget | None = None) -> None:
+        """``bridge``: the Chat's EngineBridge; the server serves through its engine."""
         super().__init__(parent)
         self.setAccessibleName("Local server")
         self.state = "off"
         self.running: Running | None = None
+        self.engine = bridge.shared_engine()
         self._stop_when_started = False
         self._worker = _ServerWorker()
         self._worker.started.connect(self._on_started)
         self._worker.failed.connect(self._on_failed)
         self._worker.stopped.connect(self._on_stopped)
-        self._library_call = BackgroundCall("server-library")
-        self._library_call.succeeded.connect(self._on_library_listed)
-        self._listed_once = False
+        for signal in (bridge.loaded, bridge.crashed, bridge.failed):
+            signal.connect(self._on_engine_changed)
         self._poll = QTimer(self)
         self._poll.setInterval(250)
         self._poll.timeout.connect(self._on_poll)
@@ -180,7 +166,7 @@ class ServerPage(QWidget):
         root.addWidget(QLabel("<h1>Local server</h1>"))
         intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
                        "/v1/completions), so other apps and scripts on this computer can use it.<br>"
-                       f"{SEPARATE_ENGINE_NOTE}")
+                       f"{SHARED_ENGINE_NOTE}")
         intro.setWordWrap(True)
         intro.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(intro)
@@ -224,30 +210,17 @@ class ServerPage(QWidget):
 
         box = QGroupBox("Settings (applied when the server starts)")
         form = QFormLayout(box)
-        model_row = QHBoxLayout()
-        self.model = QComboBox()
-        self.model.setAccessibleName("Model to serve")
-        self.model.setMinimumWidth(320)
-        self.model.setPlaceholderText("Choose a model…")
-        model_row.addWidget(self.model, 1)
-        model_row.addWidget(_button("Choose file…", "Choose a model file to serve", self._on_choose_file_clicked))
-        form.addRow("Model", model_row)
+        self.model = QLabel()
+        self.model.setAccessibleName("Model served")
+        self.model.setWordWrap(True)
+        form.addRow("Model", self.model)
         self.port = QSpinBox()
         self.port.setRange(0, 65535)
         self.port.setValue(8080)
         self.port.setSpecialValueText("any free port")
         self.port.setAccessibleName("Port")
         self.port.setFixedWidth(160)
-        self.context = QSpinBox()
-        self.context.setRange(256, 1_048_576)
-        self.context.setSingleStep(1024)
-        self.context.setValue(4096)
-        self.context.setGroupSeparatorShown(True)
-        self.context.setSuffix(" tokens")
-        self.context.setAccessibleName("Context length")
-        self.context.setFixedWidth(160)
         form.addRow("Port", self.port)
-        form.addRow("Context", self.context)
         key_row = QHBoxLayout()
         self.api_key = QLineEdit()
         self.api_key.setAccessibleName("API key")
@@ -274,38 +247,27 @@ class ServerPage(QWidget):
         self.message.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(self.message)
         root.addStretch(1)
+        self._on_engine_changed()
 
-    # --- the model list -------------------------------------------------------------------------
+    # --- the model: the Chat's ----------------------------------------------------------------------
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        super().showEvent(event)
-        if not self._listed_once:
-            self._listed_once = True
-            self._library_call.start(library_entries)
+    def served(self) -> str:
+        """What the engine serves now, in words (empty when no model is loaded)."""
+        from app.server.app import model_id
 
-    @Slot(int, object)
-    def _on_library_listed(self, ticket: int, entries: list) -> None:
-        for entry in entries:
-            self._add_model(entry.path, entry_text(entry), select=self.model.currentIndex() < 0)
-
-    def _add_model(self, path: str, text: str, select: bool) -> None:
-        resolved = str(Path(path).expanduser().resolve())
-        index = self.model.findData(resolved)
-        if index < 0:
-            self.model.addItem(text, resolved)
-            index = self.model.count() - 1
-        if select:
-            self.model.setCurrentIndex(index)
-
-    def set_model(self, path: str | Path) -> None:
-        self._add_model(str(path), Path(path).name, select=True)
+        loaded = self.engine.loaded if self.engine.alive else None
+        if loaded is None:
+            return ""
+        return f"{model_id(loaded.model_path)} with {loaded.backend} (context {loaded.n_ctx:,} tokens)"
 
     @Slot()
-    def _on_choose_file_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a model to serve", "",
-                                              "GGUF models (*.gguf);;All files (*)")
-        if path:
-            self.set_model(path)
+    @Slot(object)
+    def _on_engine_changed(self, _event: object = None) -> None:
+        served = self.served()
+        self.model.setText(f"{served}, loaded in Chat" if served else f"{NO_MODEL}.")
+        if self.state == "on":
+            self._set_state("on", f"On — serving {served}" if served else
+                            "On — no model is loaded in Chat: requests are answered 503 until one is")
 
     @Slot()
     def generate_key(self) -> None:
@@ -317,15 +279,13 @@ class ServerPage(QWidget):
         """The settings as a request to start, or ValueError / the guard's UnsafeBind with a sentence."""
         from app.server.guard import check_bind
 
-        path = self.model.currentData()
-        if not path:
-            raise ValueError("Choose a model to serve first")
+        if not self.served():
+            raise ValueError(NO_MODEL)
         allow_lan = self.allow_lan.isChecked()
         host = LAN_HOST if allow_lan else LOCAL_HOST
         key = self.api_key.text().strip() or None
         check_bind(host, allow_lan=allow_lan, api_key=key)
-        return ServeRequest(path, host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()),
-                            self.context.value())
+        return ServeRequest(host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()))
 
     def start(self) -> None:
         self.switch.setChecked(True)
@@ -341,10 +301,10 @@ class ServerPage(QWidget):
             self._begin_stop()
         elif on and self.state == "starting":
             self._stop_when_started = False
-            self._set_state("starting", "Starting: loading the model in its own engine…")
+            self._set_state("starting", "Starting…")
         elif not on and self.state == "starting":
             self._stop_when_started = True
-            self._set_state("starting", "Starting… it will stop as soon as the model has loaded.")
+            self._set_state("starting", "Starting… it will stop as soon as it has started.")
 
     def _begin_start(self) -> None:
         from app.server.guard import UnsafeBind
@@ -360,8 +320,8 @@ class ServerPage(QWidget):
             return
         self._stop_when_started = False
         self.message.setText("")
-        self._set_state("starting", f"Starting: loading {Path(request.model_path).name} in its own engine…")
-        self._worker.start(request)
+        self._set_state("starting", "Starting…")
+        self._worker.start(self.engine, request)
 
     def _refuse(self, text: str) -> None:
         self.switch.blockSignals(True)
@@ -373,7 +333,7 @@ class ServerPage(QWidget):
     def _begin_stop(self) -> None:
         running, self.running = self.running, None
         self._poll.stop()
-        self._set_state("stopping", "Stopping: finishing open requests and closing the engine…")
+        self._set_state("stopping", "Stopping: finishing open requests…")
         self._worker.stop(running)
 
     def _set_state(self, state: str, text: str) -> None:
@@ -392,8 +352,8 @@ class ServerPage(QWidget):
     def _on_started(self, running: Running) -> None:
         self.running = running
         url = f"http://{LOCAL_HOST}:{running.port}/v1"
-        self._set_state("on", f"On — serving {running.model_id} with {running.backend} "
-                              f"(context {running.n_ctx:,} tokens)")
+        self._set_state("on", "On")
+        self._on_engine_changed()
         self.address.setText(url)
         self.copy_button.setEnabled(True)
         if self.allow_lan.isChecked():
@@ -439,10 +399,10 @@ class ServerPage(QWidget):
 
     @property
     def engine_pid(self) -> int | None:
-        return self.running.client.pid if self.running is not None else None
+        return self.engine.pid if self.running is not None else None
 
     def shutdown(self) -> None:
-        """On quit: stop the server and close its engine now (blocking, briefly; the window is going)."""
+        """On quit: stop the server now (blocking, briefly; the window is going)."""
         running, self.running = self.running, None
         self._poll.stop()
         if running is not None:

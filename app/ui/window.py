@@ -86,7 +86,7 @@ class MainWindow(QMainWindow):
         self.discover = DiscoverPage()
         self.downloads = DownloadsPage()
         self.lab = LabPage()
-        self.server = ServerPage()
+        self.server = ServerPage(bridge)
         self.importer = ImportFlow(self)
         self.first_run: FirstRunDialog | None = None
         self.pages: dict[str, QWidget] = {

@@ -60,14 +60,15 @@ class ScriptedEngine:
         self.reply = REPLY
 
     def start(self) -> None: ...
-    def cancel(self) -> None: ...
+    def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
     def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
         return Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
                       {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[Token | Done]:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
+                 request_id: str = "r1") -> Iterator[Token | Done]:
         words = self.reply.replace(" ", " \0").split("\0")
         t = 182.0
         for i, word in enumerate(words):

@@ -115,6 +115,37 @@ def test_cancel_from_another_thread_keeps_the_text_so_far(client, tiny_models):
     assert done.text == "".join(texts)
 
 
+def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_request(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    log: list[tuple[str, str]] = []  # (request, event type) in the order the events arrived
+    first_token, results = threading.Event(), {}
+
+    def run(request_id: str, max_tokens: int) -> None:
+        for event in client.generate(HELLO, SamplingSettings(max_tokens=max_tokens, seed=1), request_id=request_id):
+            log.append((request_id, type(event).__name__))
+            first_token.set()
+            if isinstance(event, Done):
+                results[request_id] = event
+
+    first = threading.Thread(target=run, args=("first", 300))
+    first.start()
+    assert first_token.wait(30)
+    waiting = [threading.Thread(target=run, args=(name, 4)) for name in ("second", "third")]
+    for thread in waiting:
+        thread.start()
+        time.sleep(0.05)  # so that they queue in this order
+    client.cancel("second")  # still waiting for its turn: it ends at once, the engine never sees it
+    for thread in (first, *waiting):
+        thread.join(60)
+    assert results["first"].stats.generated_tokens == 300  # not stopped by the other's cancel
+    assert results["second"].stats.stop_reason == "cancelled" and results["second"].text == ""
+    assert results["third"].stats.generated_tokens == 4
+    order = [name for name, _ in log]
+    first_done = log.index(("first", "Done"))
+    assert set(order[:first_done + 1]) == {"first"}  # nobody ran while first did
+    assert order.index("second") < order.index("third")  # first come, first served
+
+
 def test_closing_the_stream_early_cancels_and_the_next_request_works(client, tiny_models):
     client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
     stream = client.generate(HELLO, SamplingSettings(max_tokens=1500))

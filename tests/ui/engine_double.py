@@ -38,7 +38,8 @@ class EngineDouble:
                 on_progress(fraction)
         return Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> Iterator[Token | Done]:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
+                 request_id: str = "r1") -> Iterator[Token | Done]:
         self.requests.append(list(messages))
         self._cancelled.clear()
         sent: list[str] = []
@@ -54,12 +55,12 @@ class EngineDouble:
                 reason = "cancelled"
                 break
             sent.append(piece)
-            yield Token("r1", piece, 10.0 + 5 * i)
-        yield Done("r1", "".join(sent), GenerationStats(
+            yield Token(request_id, piece, 10.0 + 5 * i)
+        yield Done(request_id, "".join(sent), GenerationStats(
             prompt_tokens=7, prompt_ms=3.5, ttft_ms=10.0, generated_tokens=len(sent),
             decode_ms=5.0 * max(len(sent) - 1, 0), stop_reason=reason, peak_memory_bytes=200 * 2**20))
 
-    def cancel(self) -> None:
+    def cancel(self, request_id: str | None = None) -> None:
         self._cancelled.set()
         self.release.set()
 

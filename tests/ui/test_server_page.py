@@ -1,8 +1,10 @@
 """The Local server page: the switch starts a real OpenAI-compatible server on 127.0.0.1 (an ephemeral
-port) over its own engine host, real HTTP requests are answered, and switching off closes both."""
+port) over the Chat's own engine host, real HTTP requests are answered, chat and API requests take turns
+without stopping each other, and switching off closes the port while the Chat keeps its model."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -11,19 +13,25 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.ui.server_page import SEPARATE_ENGINE_NOTE, ServerPage, parse_origins
+from app.ui.server_page import NO_MODEL, SHARED_ENGINE_NOTE, ServerPage, parse_origins
+from backends.base import LoadSettings, Message, SamplingSettings
+from tests.ui.test_chat_real_engine import load_tiny
 
 pytest.importorskip("llama_cpp")
 
 
 @pytest.fixture
-def page(qtbot):
-    page = ServerPage()
-    qtbot.addWidget(page)
-    page.resize(1130, 800)
-    page.show()
-    yield page
-    page.shutdown()
+def window(real_window):
+    window = real_window()
+    window.show_page("Server")
+    yield window
+    window.server.shutdown()
+
+
+@pytest.fixture
+def page(window) -> ServerPage:
+    window.server.port.setValue(0)  # any free port
+    return window.server
 
 
 def switch_on(qtbot, page: ServerPage) -> None:
@@ -32,6 +40,12 @@ def switch_on(qtbot, page: ServerPage) -> None:
         qtbot.mouseClick(page.switch, Qt.MouseButton.LeftButton)
         assert page.state == "starting" and not page.settings_box.isEnabled()
     assert changed.args == ["on"], page.message.text()
+
+
+def switch_off(qtbot, page: ServerPage) -> None:
+    with qtbot.waitSignal(page.state_changed, timeout=60_000, check_params_cb=lambda state: state == "off"):
+        qtbot.mouseClick(page.switch, Qt.MouseButton.LeftButton)
+        assert page.state == "stopping"
 
 
 def slow_upload(url: str, key: str, sending: threading.Event, release: threading.Event, answers: list) -> None:
@@ -49,10 +63,11 @@ def slow_upload(url: str, key: str, sending: threading.Event, release: threading
                                    headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}))
 
 
-def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_engine(qtbot, page, tiny_models):
-    assert SEPARATE_ENGINE_NOTE in " ".join(label.text() for label in page.findChildren(type(page.state_label)))
-    page.set_model(tiny_models.gguf_q8_0)
-    page.port.setValue(0)  # any free port
+def test_the_switch_serves_the_chats_model_from_the_chats_engine_and_off_leaves_it_loaded(
+        qtbot, window, page, tiny_models):
+    assert SHARED_ENGINE_NOTE in " ".join(label.text() for label in page.findChildren(type(page.state_label)))
+    load_tiny(qtbot, window, tiny_models)
+    assert page.model.text().startswith("tiny-llama-Q8_0 with llama.cpp (context 2,048 tokens)")
     page.generate_key()
     key = page.api_key.text()
     assert len(key) >= 16
@@ -63,7 +78,8 @@ def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_e
     qtbot.mouseClick(page.copy_button, Qt.MouseButton.LeftButton)
     assert QGuiApplication.clipboard().text() == url
     pid = page.engine_pid
-    assert pid is not None and psutil.pid_exists(pid)
+    assert pid is not None and pid == window.bridge.engine_pid  # one host: the model is in memory once
+    assert len(psutil.Process().children()) == 1
 
     auth = {"Authorization": f"Bearer {key}"}
     assert httpx.get(f"{url}/models", timeout=30).status_code == 401  # the key is required
@@ -73,8 +89,7 @@ def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_e
         "model": "tiny-llama-Q8_0", "max_tokens": 8, "messages": [{"role": "user", "content": "Hello"}]})
     assert reply.status_code == 200, reply.text
     answer = reply.json()
-    assert answer["object"] == "chat.completion" and isinstance(answer["choices"][0]["message"]["content"], str)
-    assert 1 <= answer["usage"]["completion_tokens"] <= 8
+    assert answer["object"] == "chat.completion" and answer["usage"]["completion_tokens"] == 8
 
     # The live count of active requests follows a client whose request is still arriving.
     sending, release, answers = threading.Event(), threading.Event(), []
@@ -89,17 +104,73 @@ def test_the_switch_serves_the_model_and_switching_off_closes_the_port_and_the_e
     assert answers and answers[0].status_code == 200, answers
     qtbot.waitUntil(lambda: page.active.text() == "0", timeout=30_000)
 
-    with qtbot.waitSignal(page.state_changed, timeout=60_000, check_params_cb=lambda state: state == "off"):
-        qtbot.mouseClick(page.switch, Qt.MouseButton.LeftButton)
-        assert page.state == "stopping"
+    switch_off(qtbot, page)
     assert page.url == "" and not page.copy_button.isEnabled() and page.settings_box.isEnabled()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", headers=auth, timeout=5)
-    assert not psutil.pid_exists(pid), "switching off must close the server's engine host"
+    assert psutil.pid_exists(pid) and window.bridge.engine_pid == pid  # the Chat keeps its engine and model
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
+        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=3))
+    assert done.args[0].stats.generated_tokens == 3
 
 
-def test_the_network_switch_without_a_key_is_refused_with_the_guards_sentence(qtbot, page, tiny_models):
-    page.set_model(tiny_models.gguf_q8_0)
+def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qtbot, window, page, tiny_models):
+    load_tiny(qtbot, window, tiny_models)
+    switch_on(qtbot, page)
+    streamed: list[dict] = []
+    api_started = threading.Event()
+
+    def api_request():  # long enough to be running while the chat asks, then stops
+        with httpx.stream("POST", f"{page.url}/chat/completions", timeout=120, json={
+                "max_tokens": 600, "stream": True, "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "Tell a long story"}]}) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: {"):
+                    streamed.append(json.loads(line[6:]))
+                    api_started.set()
+
+    api = threading.Thread(target=api_request, daemon=True)
+    api.start()
+    qtbot.waitUntil(api_started.is_set, timeout=60_000)
+    # The chat's request waits for its turn; a Stop ends it at once and does not touch the API's.
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
+        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=50))
+        window.bridge.stop()
+    api.join(120)
+    assert stopped.args[0].stats.stop_reason == "cancelled"
+    usage = [chunk["usage"] for chunk in streamed if chunk.get("usage")]
+    assert usage and usage[-1]["completion_tokens"] == 600, streamed[-3:]  # the API's reply ran to the end
+    finish = [c["choices"][0]["finish_reason"] for c in streamed if c.get("choices")]
+    assert finish[-1] == "length"
+    # And the next chat request, with nobody else waiting, runs in full on the same engine.
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
+        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=5))
+    assert done.args[0].stats.generated_tokens == 5
+
+
+def test_loading_another_model_in_chat_changes_what_the_server_serves(qtbot, window, page, tiny_models):
+    load_tiny(qtbot, window, tiny_models)
+    switch_on(qtbot, page)
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        window.chat.load_model(str(tiny_models.gguf_q4_k_m), LoadSettings(n_ctx=1024, gpu_layers=0))
+    assert "tiny-llama-Q4_K_M" in page.state_label.text() and "1,024" in page.state_label.text()
+    models = httpx.get(f"{page.url}/models", timeout=30).json()["data"]
+    assert [m["id"] for m in models] == ["tiny-llama-Q4_K_M"]
+    gone = httpx.post(f"{page.url}/chat/completions", timeout=60, json={
+        "model": "tiny-llama-Q8_0", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]})
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "model_not_found"
+
+
+def test_without_a_model_in_chat_the_switch_says_to_load_one(qtbot, page):
+    assert page.model.text() == f"{NO_MODEL}."
+    with qtbot.waitSignal(page.failed) as failed:
+        page.start()
+    assert failed.args == [f"{NO_MODEL}."]
+    assert page.state == "off" and not page.switch.isChecked()
+
+
+def test_the_network_switch_without_a_key_is_refused_with_the_guards_sentence(qtbot, window, page, tiny_models):
+    load_tiny(qtbot, window, tiny_models)
     page.allow_lan.setChecked(True)
     with qtbot.waitSignal(page.failed) as failed:
         qtbot.mouseClick(page.switch, Qt.MouseButton.LeftButton)
@@ -113,24 +184,12 @@ def test_the_network_switch_without_a_key_is_refused_with_the_guards_sentence(qt
     assert "too short" in failed.args[0] and not page.switch.isChecked()
 
 
-def test_settings_that_cannot_work_are_sentences(qtbot, page, tiny_models, tmp_path):
-    with qtbot.waitSignal(page.failed) as failed:
-        page.start()
-    assert failed.args == ["Choose a model to serve first."]
-    page.set_model(tiny_models.gguf_q8_0)
+def test_a_bad_origin_is_a_sentence(qtbot, window, page, tiny_models):
+    load_tiny(qtbot, window, tiny_models)
     page.origins.setText("localhost:3000")
     with qtbot.waitSignal(page.failed) as failed:
         page.start()
     assert "is not a web origin" in failed.args[0] and page.state == "off"
-    broken = tmp_path / "broken.gguf"
-    broken.write_bytes(b"not a model")
-    page.origins.setText("")
-    page.set_model(broken)
-    page.port.setValue(0)
-    with qtbot.waitSignal(page.failed, timeout=60_000) as failed:
-        page.start()
-    assert failed.args[0].startswith("The server could not start: ") and "Traceback" not in failed.args[0]
-    assert page.state == "off" and not page.switch.isChecked()
 
 
 def test_origins_are_parsed_and_checked():
