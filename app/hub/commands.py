@@ -10,47 +10,57 @@ import time
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("search", help="search models on the Hugging Face Hub")
-    p.add_argument("query")
-    p.add_argument("--format", choices=("gguf", "mlx", "exl2", "exl3"))
-    p.add_argument("--sort", choices=("downloads", "likes", "recent"), default="downloads")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("query", help="text to find in repo ids (owner/name), e.g. llama-3")
+    p.add_argument("--format", choices=("gguf", "mlx", "exl2", "exl3"), help="only repos tagged with this format")
+    p.add_argument("--sort", choices=("downloads", "likes", "recent"), default="downloads",
+                   help="order of the results (default: downloads)")
+    p.add_argument("--limit", type=int, default=20, help="results per page (default 20)")
     p.add_argument("--page", type=int, default=1, help="page of --limit results (1 = first)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_search)
 
-    p = subparsers.add_parser("show", help="a Hub repo's files grouped by quant, branches, licence")
-    p.add_argument("repo")
-    p.add_argument("--revision")
-    p.add_argument("--json", action="store_true")
+    p = subparsers.add_parser("show", help="a Hub repo's quants (files grouped by quant), branches and licence")
+    p.add_argument("repo", help="Hub repo id, owner/name")
+    p.add_argument("--revision", help="branch, tag or commit to show (default: main)")
+    p.add_argument("--json", action="store_true", help="print the details as JSON")
     p.set_defaults(func=_show)
 
-    p = subparsers.add_parser("pull", help="download a model, verified and resumable")
-    p.add_argument("repo")
+    p = subparsers.add_parser("pull", help="download a model, verified and resumable",
+                              description="Download a model from the Hub into the library, checking each file "
+                                          "against the Hub's size and hash. An interrupted download is kept: run "
+                                          "the same command again to resume it.")
+    p.add_argument("repo", help="Hub repo id, owner/name")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--quant", help="GGUF quant to fetch, e.g. Q4_K_M (all its shards), or an EXL2/EXL3 bit "
-                                       "rate, e.g. 4.0bpw (the whole branch holding it)")
-    which.add_argument("--file", action="append", help="a file of the repo (repeatable)")
-    p.add_argument("--revision", default="main", help="branch, tag or commit (EXL2 repos keep bit rates in branches)")
+                                       "rate, e.g. 4.0bpw or a branch name such as 6_5 (the whole branch holding it)")
+    which.add_argument("--file", action="append", help="fetch this file of the repo only (repeatable)")
+    p.add_argument("--revision", default="main",
+                   help="branch, tag or commit to download (default: main; an EXL2/EXL3 --quant picks its own branch)")
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_pull)
 
     p = subparsers.add_parser("ls", help="list the local model library")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the models and disk use as JSON")
     p.set_defaults(func=_ls)
 
-    p = subparsers.add_parser("rm", help="remove a model from the library (deletes files QuantDesk owns)")
+    p = subparsers.add_parser("rm", help="remove a model from the library (deletes the files only where QuantDesk "
+                                         "downloaded or copied them)")
     p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_rm)
 
     p = subparsers.add_parser("import", help="add a .gguf file or a model folder to the library")
-    p.add_argument("path")
+    p.add_argument("path", help="a .gguf file, a model folder, or (with --watch) a folder of models")
     p.add_argument("--link", action="store_true", help="use it where it is instead of copying it in")
-    p.add_argument("--watch", action="store_true", help="keep watching the folder for models (implies --link)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true",
+                   help="remember the folder: models added to it later are listed too (implies --link)")
+    p.add_argument("--json", action="store_true", help="print the added models as JSON")
     p.set_defaults(func=_import)
 
-    p = subparsers.add_parser("login", help="store a Hugging Face token the way huggingface_hub's login does")
+    p = subparsers.add_parser("login", help="store a Hugging Face token the way huggingface_hub's login does",
+                              description="Store a Hugging Face token (for gated and private repos) where "
+                                          "huggingface_hub's login keeps it. HF_TOKEN in the environment, when set, "
+                                          "is used instead.")
     p.add_argument("--token", help="the token (read from standard input when left out)")
     p.set_defaults(func=_login)
 

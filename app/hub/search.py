@@ -131,7 +131,8 @@ def _exl_quants(api, repo_id: str, info, refs, fmt: str, repo_config: dict | Non
     named by a bare number (``6_5``, as bartowski names them) count once the repo is known to be EXL: by its tags,
     its name or its measurement.json (``exl_format_hint``), or by a branch named ``…bpw``."""
     others = [b.name for b in refs.branches if b.target_commit != info.sha]  # the shown revision is listed as itself
-    hint = fmt if fmt in EXL_FORMATS else exl_format_hint(repo_id, info.tags, [s.rfilename for s in info.siblings or []])
+    own_names = [s.rfilename for s in info.siblings or []]
+    hint = fmt if fmt in EXL_FORMATS else exl_format_hint(repo_id, info.tags, own_names)
     branch_infos = _branch_infos(api, repo_id, exl_branches(repo_id, others, hint, bare_numbers=bool(hint)))
     if fmt not in EXL_FORMATS:
         if not branch_infos:

@@ -18,25 +18,28 @@ class BadModelArgument(QuantDeskError):
 def register(subparsers: argparse._SubParsersAction) -> None:
     from app.hardware import add_hardware_argument
 
-    p = subparsers.add_parser("inspect", help="show a model's metadata (local file/folder or Hub repo/file.gguf)")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--json", action="store_true")
+    model_help = ("a .gguf file, a model folder, a Hub repo (owner/name: its first quant; owner/name@BRANCH: one "
+                  "EXL2/EXL3 branch) or a Hub file (owner/name/file.gguf)")
+    p = subparsers.add_parser("inspect", help="show a model's metadata (a local file or folder, or a Hub repo or file)")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     p.set_defaults(func=run_inspect)
 
     p = subparsers.add_parser("fit", help="memory per device for MODEL at a context size, and the verdict")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--ctx", type=int, default=8192)
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens (default 8192)")
     p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
-    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type (default f16)")
     add_hardware_argument(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(func=run_fit)
 
     p = subparsers.add_parser("recommend", help="which quant of a repo, folder or list fits this machine best")
-    p.add_argument("models", nargs="+", metavar="REPO_ID|PATH")
-    p.add_argument("--ctx", type=int, default=8192)
+    p.add_argument("models", nargs="+", metavar="REPO_ID|PATH",
+                   help="Hub repo ids (owner/name) and local files or folders; each quant in them is a candidate")
+    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens to plan for (default 8192)")
     add_hardware_argument(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_recommend)
 
 
