@@ -202,6 +202,10 @@ class ServerPage(QWidget):
         self.lan_line.setAccessibleName("Address on the network")
         self.lan_line.setVisible(False)
         address_layout.addRow("", self.lan_line)
+        self.model = QLabel()  # live, not a setting: whatever the Chat has loaded
+        self.model.setAccessibleName("Model served")
+        self.model.setWordWrap(True)
+        address_layout.addRow("Model", self.model)
         self.active = QLabel("0")
         self.active.setAccessibleName("Active requests")
         address_layout.addRow("Active requests", self.active)
@@ -210,10 +214,6 @@ class ServerPage(QWidget):
 
         box = QGroupBox("Settings (applied when the server starts)")
         form = QFormLayout(box)
-        self.model = QLabel()
-        self.model.setAccessibleName("Model served")
-        self.model.setWordWrap(True)
-        form.addRow("Model", self.model)
         self.port = QSpinBox()
         self.port.setRange(0, 65535)
         self.port.setValue(8080)

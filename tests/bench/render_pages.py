@@ -63,9 +63,12 @@ class ScriptedEngine:
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
+    loaded: Loaded | None = None  # what the local server reads, as from the real EngineClient
+
     def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
-        return Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
-                      {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
+        self.loaded = Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
+                             {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
+        return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
                  request_id: str = "r1") -> Iterator[Token | Done]:
@@ -203,12 +206,6 @@ class _IdleServer:
     def stop(self) -> None: ...
 
 
-class _IdleEngine:
-    pid = None
-
-    def close(self) -> None: ...
-
-
 def fill_lab_and_server(window, work: Path) -> None:
     """The Quant lab showing a finished six-quant comparison (and two past results), the Local server on."""
     from app.lab.store import ResultStore
@@ -230,15 +227,13 @@ def fill_lab_and_server(window, work: Path) -> None:
     lab.status.setText(f"Finished and saved ({result.id}). Could not measure: Llama-3.2-3B-Instruct-exl2-4.0bpw "
                        "— hover over its row for why.")
     server = window.server
-    server.set_model(MODEL)
     server.api_key.setText("qd-7hVq2M0xW4kPz9LrT1sYbN3e")
     server.origins.setText("http://localhost:3000")
-    server.context.setValue(8192)
     server.switch.blockSignals(True)  # as if switched on: the worker's answer follows
     server.switch.setChecked(True)
     server.switch.blockSignals(False)
     server.state = "starting"
-    server._on_started(Running(_IdleServer(), _IdleEngine(), "Qwen2.5-7B-Instruct-Q4_K_M", "llama.cpp", 8192, 8080))
+    server._on_started(Running(_IdleServer(), 8080))
     server._on_poll()
 
 
