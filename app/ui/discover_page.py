@@ -194,12 +194,12 @@ class DiscoverPage(QWidget):
         self._check_offline()
 
     def _check_offline(self) -> bool:
-        from app.hub.config import is_offline
+        from app.hub.config import is_offline, offline_error
 
         if is_offline():
-            self._set_offline("You are offline (HF_HUB_OFFLINE is set), so the Hub cannot be searched and nothing "
-                              "can be downloaded. Import a model file you already have (a .gguf file or a model "
-                              "folder), or unset HF_HUB_OFFLINE to go online.")
+            error = offline_error("search the Hub or download")  # names the switch that is on: Settings or a variable
+            self._set_offline(f"{error.message} Import a model file you already have (a .gguf file or a model "
+                              f"folder), or {error.hint.split(';')[0]}.")
             return True
         self._set_offline("")
         return False

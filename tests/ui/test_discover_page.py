@@ -5,6 +5,7 @@ best pick, Download, and the offline and unreachable-Hub messages."""
 from __future__ import annotations
 
 import json
+import os
 from importlib import resources
 
 from PySide6.QtCore import Qt
@@ -126,10 +127,27 @@ def test_download_queues_the_chosen_quant(qtbot, tiny_hub):
     assert label == f"{TINY_REPO} · Q4_K_M"
 
 
+def test_offline_mode_from_settings_says_where_to_switch_it_off(qtbot, monkeypatch):
+    from app import settings
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(settings, "_set_by_app", False)
+    settings.apply_offline(True)
+    try:
+        page = make_page(qtbot, cpu_only())
+        text = page.offline_label.text()
+        assert "offline mode is on in QuantDesk's Settings" in text and "HF_HUB_OFFLINE" not in text
+        assert text.endswith("or switch it off on the app's Settings page.")
+    finally:
+        settings.apply_offline(False)
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
 def test_offline_says_so_and_offers_import(qtbot, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     page = make_page(qtbot, cpu_only())
-    assert not page.offline_label.isHidden() and "offline" in page.offline_label.text()
+    assert not page.offline_label.isHidden() and "(HF_HUB_OFFLINE is set)" in page.offline_label.text()
+    assert page.offline_label.text().endswith("or unset HF_HUB_OFFLINE to go online.")
     assert not page.import_button.isHidden()
     page.search_box.setText("llama")
     page.search()
