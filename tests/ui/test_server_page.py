@@ -5,6 +5,8 @@ without stopping each other, and switching off closes the port while the Chat ke
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 
 import httpx
@@ -198,3 +200,21 @@ def test_origins_are_parsed_and_checked():
     assert parse_origins("  ") == ()
     with pytest.raises(ValueError, match="without a path"):
         parse_origins("http://localhost:3000/chat")
+
+
+def test_when_the_engine_dies_the_server_says_so_and_serves_again_once_chat_reloads(qtbot, window, page, tiny_models):
+    load_tiny(qtbot, window, tiny_models)
+    switch_on(qtbot, page)
+    hello = {"max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
+    with qtbot.waitSignal(window.bridge.crashed, timeout=60_000):  # the chat notices on its next request
+        os.kill(window.bridge.engine_pid, signal.SIGKILL)
+        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=2))
+    down = httpx.post(f"{page.url}/chat/completions", timeout=60, json=hello)
+    assert down.status_code == 503 and down.json()["error"]["code"] in ("engine_crashed", "model_not_loaded")
+    assert httpx.get(page.url.removesuffix("/v1") + "/health", timeout=30).status_code == 503
+    assert page.state == "on" and "no model is loaded" in page.state_label.text()
+    load_tiny(qtbot, window, tiny_models)  # the Chat's reload: a fresh engine host
+    assert "tiny-llama-Q8_0" in page.state_label.text()
+    again = httpx.post(f"{page.url}/chat/completions", timeout=60, json=hello)
+    assert again.status_code == 200 and again.json()["usage"]["completion_tokens"] == 2
+    assert page.engine_pid == window.bridge.engine_pid
