@@ -75,10 +75,15 @@ class _Turns:
         self._serving = 0
 
     @contextlib.contextmanager
-    def turn(self):
+    def turn(self, on_wait: Callable[[int], None] | None = None):
+        """Hold the host; ``on_wait(requests ahead)`` is called first when others are ahead of this one."""
         with self._changed:
             ticket = self._next_ticket
             self._next_ticket += 1
+            ahead = ticket - self._serving
+        if ahead and on_wait is not None:
+            on_wait(ahead)
+        with self._changed:
             self._changed.wait_for(lambda: self._serving == ticket)
         try:
             yield
@@ -218,10 +223,11 @@ class EngineClient:
                 self._phase = "while idle"
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
-    def generate(self, messages: Prompt, sampling: SamplingSettings | None = None,
-                 request_id: str | None = None) -> Iterator[Token | Done]:
-        """Stream Token events, then one Done, once the requests before this one are through. Closing
-        the iterator early cancels the generation. Bad sampling settings raise here, before any wait."""
+    def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
+                 on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
+        """Stream Token events, then one Done, once the requests before this one are through (``on_wait`` is
+        told how many there are, if any). Closing the iterator early cancels the generation. Bad sampling
+        settings raise here, before any wait."""
         sampling = sampling or SamplingSettings()
         try:
             sampling.validate()
@@ -230,14 +236,14 @@ class EngineClient:
         request_id = request_id or f"r{next(self._ids)}"
         with self._ids_lock:  # from here on, cancel(request_id) is honoured, even before the first next()
             self._queued_ids.add(request_id)
-        return self._generate_in_turn(messages, sampling, request_id)
+        return self._generate_in_turn(messages, sampling, request_id, on_wait)
 
-    def _generate_in_turn(self, messages: Prompt, sampling: SamplingSettings,
-                          request_id: str) -> Iterator[Token | Done]:
+    def _generate_in_turn(self, messages: Prompt, sampling: SamplingSettings, request_id: str,
+                          on_wait: Callable[[int], None] | None) -> Iterator[Token | Done]:
         try:
             # The turn ends before the Done is handed out: a consumer that stops reading at the Done
             # (as every loop over this stream does) must not keep the engine from the next request.
-            with self._turns.turn():
+            with self._turns.turn(on_wait):
                 with self._ids_lock:
                     self._queued_ids.discard(request_id)
                     cancelled = request_id in self._cancelled_ids

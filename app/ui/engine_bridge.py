@@ -34,8 +34,8 @@ class EngineClientLike(Protocol):
     def start(self) -> None: ...
     def load(self, model_path: str, settings: LoadSettings, *,
              on_progress: Callable[[float], None] | None = None) -> Loaded: ...
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
-                 request_id: str | None = None) -> Iterable[Token | Done]: ...
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str | None = None,
+                 on_wait: Callable[[int], None] | None = None) -> Iterable[Token | Done]: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -97,6 +97,7 @@ class _Worker(QObject):
     failed = Signal(object)  # EngineError (the engine lives on)
     crashed = Signal(object)  # EngineCrashed (the engine is gone)
     tokens_pending = Signal()
+    waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
     def __init__(self, client_factory: Callable[[], EngineClientLike], buffer: TokenBuffer) -> None:
         super().__init__()
@@ -162,7 +163,8 @@ class _Worker(QObject):
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str) -> None:
         try:
             client = self._ensure_client()
-            events: Iterator[Token | Done] = iter(client.generate(messages, sampling, request_id=request_id))
+            events: Iterator[Token | Done] = iter(client.generate(messages, sampling, request_id=request_id,
+                                                                  on_wait=self.waiting.emit))
             with self._client_lock:  # a Stop that came before the client knew the request
                 stopped = self._stop_requested == request_id
             if stopped:
@@ -233,6 +235,8 @@ class EngineBridge(QObject):
     done = Signal(object)  # backends.base.Done; every token before it has been delivered by `tokens`
     failed = Signal(object)  # app.errors.EngineError: the request failed, the engine is still there
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
+    # The chat's request waits behind this many of the local server's (they share the engine); tokens follow.
+    waiting = Signal(int)
 
     _request_load = Signal(str, object)
     _request_generate = Signal(object, object, str)
@@ -257,6 +261,7 @@ class EngineBridge(QObject):
         self._worker.failed.connect(self._on_failed)
         self._worker.crashed.connect(self._on_crashed)
         self._worker.tokens_pending.connect(self._on_tokens_pending)
+        self._worker.waiting.connect(self.waiting)
         # GUI -> worker: queued onto the worker thread.
         self._request_load.connect(self._worker.load)
         self._request_generate.connect(self._worker.generate)

@@ -53,8 +53,8 @@ class SyntheticEngine:
     def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
         return Loaded("synthetic", model_path, settings.n_ctx, 1, 0, False, {"cpu": 0}, 0.0)
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
-                 request_id: str = "r1") -> Iterator[Token | Done]:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
+                 on_wait=None) -> Iterator[Token | Done]:
         words = ["The ", "**quick** ", "brown ", "fox\n\n", "```python\n", "x = 1\n", "```\n", "jumps. "]
         start = time.perf_counter()
         text = []

@@ -70,8 +70,8 @@ class ScriptedEngine:
                              {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
         return self.loaded
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
-                 request_id: str = "r1") -> Iterator[Token | Done]:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
+                 on_wait=None) -> Iterator[Token | Done]:
         words = self.reply.replace(" ", " \0").split("\0")
         t = 182.0
         for i, word in enumerate(words):

@@ -38,8 +38,8 @@ class EngineDouble:
                 on_progress(fraction)
         return Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings,
-                 request_id: str = "r1") -> Iterator[Token | Done]:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
+                 on_wait=None) -> Iterator[Token | Done]:
         self.requests.append(list(messages))
         self._cancelled.clear()
         sent: list[str] = []

@@ -124,7 +124,7 @@ def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qt
 
     def api_request():  # long enough to be running while the chat asks, then stops
         with httpx.stream("POST", f"{page.url}/chat/completions", timeout=120, json={
-                "max_tokens": 600, "stream": True, "stream_options": {"include_usage": True},
+                "max_tokens": 1500, "stream": True, "stream_options": {"include_usage": True},
                 "messages": [{"role": "user", "content": "Tell a long story"}]}) as response:
             for line in response.iter_lines():
                 if line.startswith("data: {"):
@@ -135,13 +135,15 @@ def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qt
     api.start()
     qtbot.waitUntil(api_started.is_set, timeout=60_000)
     # The chat's request waits for its turn; a Stop ends it at once and does not touch the API's.
-    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
+    with qtbot.waitSignal(window.bridge.waiting, timeout=30_000) as waiting:
         window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=50))
+    assert waiting.args == [1]  # the API's request is ahead of it, and the chat can say so
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
         window.bridge.stop()
     api.join(120)
     assert stopped.args[0].stats.stop_reason == "cancelled"
     usage = [chunk["usage"] for chunk in streamed if chunk.get("usage")]
-    assert usage and usage[-1]["completion_tokens"] == 600, streamed[-3:]  # the API's reply ran to the end
+    assert usage and usage[-1]["completion_tokens"] == 1500, streamed[-3:]  # the API's reply ran to the end
     finish = [c["choices"][0]["finish_reason"] for c in streamed if c.get("choices")]
     assert finish[-1] == "length"
     # And the next chat request, with nobody else waiting, runs in full on the same engine.
