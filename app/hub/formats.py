@@ -79,15 +79,14 @@ def describe_gguf(path: Path) -> tuple[str | None, str | None]:
     quant = quant_from_name(path.name)
     arch = None
     try:
-        import gguf  # numpy-backed; imported on use to keep start-up light
+        import gguf  # for the file-type names; imported on use to keep start-up light
 
-        reader = gguf.GGUFReader(str(path))
-        arch_field = reader.fields.get("general.architecture")
-        if arch_field is not None:
-            arch = bytes(arch_field.parts[arch_field.data[0]]).decode("utf-8", "replace")
-        type_field = reader.fields.get("general.file_type")
-        if type_field is not None and quant is None:
-            file_type = int(type_field.parts[type_field.data[0]][0])
+        from app.models.metadata import read_gguf_header
+
+        kv, _tensors, _start = read_gguf_header(path)
+        arch = kv.get("general.architecture") if isinstance(kv.get("general.architecture"), str) else None
+        file_type = kv.get("general.file_type")
+        if isinstance(file_type, int) and quant is None:
             try:
                 quant = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_").removeprefix("ALL_")
             except ValueError:

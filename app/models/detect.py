@@ -48,20 +48,19 @@ def detect_model(path: str | Path) -> ModelRef:
 
 def check_gguf(path: Path) -> None:
     """Parse the GGUF header and tensor table and check every tensor's data lies inside the file."""
-    import gguf  # numpy-backed; imported on use so start-up stays light
+    from app.models.metadata import ModelMetadataError, read_gguf_header
 
     size = path.stat().st_size
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as exc:  # GGUFReader raises ValueError/IndexError deep in numpy for short files
+        _kv, tensors, data_start = read_gguf_header(path)
+    except ModelMetadataError as exc:
         raise ModelFileError(f"{path.name} is truncated or corrupt: its header or tensor table cannot be read "
-                             f"({size:,} bytes; {type(exc).__name__}: {exc})",
-                             "download it again") from None
-    end = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=reader.data_offset)
+                             f"({size:,} bytes; {exc.message})", "download it again") from None
+    end = max((data_start + t.offset + t.n_bytes for t in tensors), default=data_start)
     if end > size:
         raise ModelFileError(f"{path.name} is truncated: its tensors need {end:,} bytes, the file has {size:,}",
                              "download it again")
-    if not reader.tensors:
+    if not tensors:
         raise ModelFileError(f"{path.name} holds no tensors (a vocabulary-only GGUF cannot chat)")
 
 

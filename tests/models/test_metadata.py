@@ -2,19 +2,24 @@ from __future__ import annotations
 
 import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from app.models.metadata import (
+    ArrayLength,
     ModelMetadataError,
     NeedMoreData,
     parse_gguf_header,
     read_gguf_file,
+    read_gguf_header,
     read_model,
     read_model_folder,
 )
 from tests.models.gguf_builder import TINY_LLAMA
+
+REAL_VOCAB = Path(__file__).parent / "data" / "real-vocab"
 
 
 def test_local_gguf_header(tiny_ggufs):
@@ -44,15 +49,39 @@ def test_moe_counts(tiny_ggufs):
     assert meta.quant.quant == "F32"
 
 
-def test_byte_parser_agrees_with_the_gguf_package(tiny_ggufs):
-    for path in tiny_ggufs.values():
+def _package_header(path):
+    """What gguf.GGUFReader (llama.cpp's own Python reader) says, as plain values: the oracle."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    kv = {}
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or not f.types:
+            continue
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            kv[name] = len(f.data) if len(f.data) > 4096 else list(f.contents())
+        else:
+            kv[name] = f.contents()
+    tensors = [(t.name, tuple(int(d) for d in t.shape), t.tensor_type.name, int(t.n_bytes),
+                int(t.data_offset) - int(reader.data_offset)) for t in reader.tensors]
+    return kv, tensors, int(reader.data_offset)
+
+
+@pytest.mark.parametrize("real_vocab", [False, True])
+def test_byte_parser_agrees_with_the_gguf_package(tiny_ggufs, real_vocab):
+    # Real 32k-token vocabularies (vendored from llama.cpp) go through the path that skips long arrays.
+    paths = [REAL_VOCAB / "ggml-vocab-llama-spm.gguf", REAL_VOCAB / "ggml-vocab-phi-3.gguf"] if real_vocab else \
+        list(tiny_ggufs.values())
+    assert paths
+    for path in paths:
         data = path.read_bytes()
         kv, tensors, data_start = parse_gguf_header(data)
-        meta = read_gguf_file(path)
-        assert [(t.name, t.shape, t.dtype, t.n_bytes) for t in tensors] == \
-               [(t.name, t.shape, t.dtype, t.n_bytes) for t in meta.tensors]
-        assert data_start == meta.header_bytes
-        assert data_start + sum(t.n_bytes for t in tensors) <= len(data)
+        assert (kv, tensors, data_start) == read_gguf_header(path)
+        package_kv, package_tensors, package_start = _package_header(path)
+        assert {k: len(v) if isinstance(v, ArrayLength) else v for k, v in kv.items()} == package_kv
+        assert [(t.name, t.shape, t.dtype, t.n_bytes, t.offset) for t in tensors] == package_tensors
+        assert data_start == package_start == read_gguf_file(path).header_bytes
+        assert not tensors or data_start + sum(t.n_bytes for t in tensors) <= len(data)  # (vocab-only: none)
         with pytest.raises(NeedMoreData) as need:
             parse_gguf_header(data[: data_start // 2])
         assert need.value.needed > data_start // 2
