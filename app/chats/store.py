@@ -117,6 +117,21 @@ class Preset:
     sampling: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DeletedConversation:
+    """The rows ``ChatStore.delete_conversation`` removed, column for column (kept in memory for undo)."""
+    row: dict[str, Any]
+    messages: tuple[dict[str, Any], ...]
+
+    @property
+    def id(self) -> int:
+        return self.row["id"]
+
+    @property
+    def title(self) -> str:
+        return self.row["title"]
+
+
 def default_path() -> Path:
     return paths.data_dir() / DB_FILENAME
 
@@ -262,11 +277,43 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"conversation {conversation_id} does not exist")
 
-    def delete_conversation(self, conversation_id: int) -> None:
-        """Deletes its messages too (ON DELETE CASCADE)."""
-        cur = self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
-        if cur.rowcount == 0:
-            raise NotFound(f"conversation {conversation_id} does not exist")
+    def delete_conversation(self, conversation_id: int) -> DeletedConversation:
+        """Deletes its messages too (ON DELETE CASCADE). Returns the rows removed, so that
+        ``restore_conversation`` can undo it."""
+        self._db.execute("BEGIN")
+        try:
+            row = self._db.execute("SELECT * FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"conversation {conversation_id} does not exist")
+            messages = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
+                                        (conversation_id,)).fetchall()
+            self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return DeletedConversation(dict(row), tuple(dict(m) for m in messages))
+
+    def restore_conversation(self, deleted: DeletedConversation) -> Conversation:
+        """Put back a deleted conversation with the same ids, settings, timestamps and messages
+        (undo). The ids are free: AUTOINCREMENT never hands a deleted id out again."""
+        self._db.execute("BEGIN")
+        try:
+            for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages)):
+                for row in rows:
+                    # Column names come from our own table's rows, never from input.
+                    columns = ", ".join(row)
+                    marks = ", ".join("?" * len(row))
+                    self._db.execute(f"INSERT INTO {table}({columns}) VALUES ({marks})", tuple(row.values()))
+            self._db.execute("COMMIT")
+        except sqlite3.IntegrityError as exc:
+            self._db.execute("ROLLBACK")
+            raise ChatStoreError(f"cannot restore the chat “{deleted.title}”: it is there already",
+                                 "nothing to undo") from exc
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return self.conversation(deleted.id)
 
     # --- messages ------------------------------------------------------------------------------
 

@@ -90,6 +90,43 @@ def test_delete_messages_from_keeps_the_earlier_ones(store):
     assert [m.content for m in store.messages(conv.id)] == ["a", "b"]
 
 
+def test_a_deleted_conversation_is_restored_exactly_as_it_was(tmp_path):
+    ticks = iter(range(1, 1000))
+    with ChatStore(tmp_path / "c.sqlite3", clock=lambda: float(next(ticks))) as s:
+        before = s.create_conversation("Before")
+        conv = s.create_conversation("Trip", system_prompt="Be brief.", sampling={"temperature": 0.3, "top_k": 7},
+                                     model_path="/models/tiny.gguf")
+        s.add_message(conv.id, "user", "Where to sleep in Vík?")
+        s.add_message(conv.id, "assistant", "A guesthouse.", stats={"generated_tokens": 4, "decode_tps": 31.5})
+        s.add_message(conv.id, "user", "And in Höfn?")
+        s.add_message(conv.id, "assistant", "A camp", state="interrupted")
+        after = s.create_conversation("After")
+        conv = s.conversation(conv.id)
+        listed, messages, exported = s.conversations(), s.messages(conv.id), s.export_json(conv.id)
+
+        deleted = s.delete_conversation(conv.id)
+        assert deleted.title == "Trip"
+        assert [c.title for c in s.conversations()] == ["After", "Before"]
+        assert s.search("guesthouse") == [] and s.messages(conv.id) == []
+        s.create_conversation("Made in between")  # takes a new id, never the deleted one's
+
+        assert s.restore_conversation(deleted) == conv
+        assert s.messages(conv.id) == messages  # same ids, order, text, stats and states
+        assert s.export_json(conv.id) == exported
+        assert [c.id for c in s.conversations() if c.title != "Made in between"] == [c.id for c in listed]
+        assert [c.title for c in s.search("guesthouse")] == ["Trip"]  # searchable again
+        assert {before.id, after.id} < {c.id for c in s.conversations()}
+        with pytest.raises(ChatStoreError):
+            s.restore_conversation(deleted)  # it is there already
+    with ChatStore(tmp_path / "c.sqlite3") as s:
+        assert s.messages(conv.id) == messages
+
+
+def test_deleting_a_missing_conversation_is_not_found(store):
+    with pytest.raises(NotFound):
+        store.delete_conversation(12345)
+
+
 def test_search_matches_titles_and_message_words(store):
     rust = store.create_conversation("Rust lifetimes")
     pasta = store.create_conversation("Dinner")
