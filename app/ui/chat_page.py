@@ -1,17 +1,21 @@
 """The Chat page: conversations on the left, the selected one on the right, streamed through the
-EngineBridge and saved through the ChatStore as it arrives."""
+EngineBridge and saved through the ChatStore as it arrives.
+
+A reply belongs to the conversation it was asked in, not to the view: the user may open other chats
+while it streams; it keeps being saved into its own message (by id) and shows in the view only while
+its conversation is open. One reply streams at a time (one engine, one request).
+"""
 
 from __future__ import annotations
 
-import html
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QMessageBox, QPushButton, QSplitter, QVBoxLayout,
-                               QWidget)
+                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from app.chats.store import ChatMessage, ChatStore, Conversation, ReplyWriter
+from app.chats.store import ChatMessage, ChatStore, Conversation, DeletedConversation, NotFound, ReplyWriter
 from app.errors import EngineCrashed, EngineError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
@@ -19,9 +23,21 @@ from app.ui.chat_settings import ChatSettingsDialog, sampling_from
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
+from app.ui.widgets import UndoBar
 from backends.base import Done, LoadSettings, Loaded, Message
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
+UNDO_SECONDS = 10
+SEND_TIP = "Send (Enter)"
+
+
+@dataclass
+class _DeletedChat:
+    """What the undo bar can bring back: the deleted rows, or None while the delete waits for the
+    conversation's reply to stop."""
+    conversation_id: int
+    title: str
+    deleted: DeletedConversation | None = None
 
 
 class ChatPage(QWidget):
@@ -41,8 +57,12 @@ class ChatPage(QWidget):
         self._estimator.succeeded.connect(self._on_estimated)
         self._estimator.failed.connect(self._on_estimate_failed)
         self._writer: ReplyWriter | None = None
-        self._streaming_bubble: MessageBubble | None = None
         self._generating = False
+        self._reply_chat: int | None = None  # the conversation the streaming reply belongs to
+        self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
+        self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
+        self._undo: _DeletedChat | None = None
+        self._busy_notice = False  # the banner says a reply in another chat must end first
         self._build()
         bridge.loaded.connect(self._on_loaded)
         bridge.load_progress.connect(self._on_load_progress)
@@ -105,6 +125,10 @@ class ChatPage(QWidget):
         side_layout.addWidget(self.new_button)
         side_layout.addWidget(self.search_box)
         side_layout.addWidget(self.conversation_list, 1)
+        self.undo_bar = UndoBar(UNDO_SECONDS)
+        self.undo_bar.undo_requested.connect(self._on_undo_requested)
+        self.undo_bar.expired.connect(self._on_undo_expired)
+        side_layout.addWidget(self.undo_bar)
         side_layout.addLayout(row)
         side_layout.addLayout(second_row)
         splitter.addWidget(side)
@@ -137,7 +161,7 @@ class ChatPage(QWidget):
         self.composer.submitted.connect(self.send)
         self.send_button = QPushButton("Send")
         self.send_button.setAccessibleName("Send message")
-        self.send_button.setToolTip("Send (Enter)")
+        self.send_button.setToolTip(SEND_TIP)
         self.send_button.setDefault(True)
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
@@ -171,6 +195,8 @@ class ChatPage(QWidget):
         self.conversation_list.blockSignals(True)
         self.conversation_list.clear()
         for conv in found:
+            if conv.id == self._pending_delete:
+                continue
             item = QListWidgetItem(conv.title)
             item.setData(CONVERSATION_ID, conv.id)
             item.setToolTip(conv.title)
@@ -183,8 +209,6 @@ class ChatPage(QWidget):
 
     @Slot()
     def new_conversation(self) -> None:
-        if self._generating:
-            return
         conv = self.store.create_conversation(
             model_path=self.loaded.model_path if self.loaded else None)
         self.search_box.clear()
@@ -197,8 +221,13 @@ class ChatPage(QWidget):
         self.current = self.store.conversation(conversation_id)
         self.view.clear()
         for message in self.store.messages(conversation_id):
+            if self._writer is not None and message.id == self._writer.message_id:
+                # The store lags the stream by up to one save interval; the writer has every word.
+                message = replace(message, content=self._writer.text)
             self._add_bubble(message)
+        self._hide_busy_notice()  # it was about sending in the chat that was open
         self.conversation_changed.emit(conversation_id)
+        self._show_stats_source()
         self._update_controls()
 
     def _add_bubble(self, message: ChatMessage) -> MessageBubble:
@@ -228,27 +257,50 @@ class ChatPage(QWidget):
         self.store.rename(self.current.id, title)
         self.current = self.store.conversation(self.current.id)
         self.refresh_conversations()
+        self._show_stats_source()
 
     @Slot()
     def _on_delete_clicked(self) -> None:
-        if self.current is None:
-            return
-        confirm = QMessageBox(QMessageBox.Icon.Warning, "Delete chat",
-                              f"Delete “{self.current.title}” and all its messages? This cannot be undone.",
-                              parent=self)
-        confirm.setObjectName("confirmDelete")
-        delete = confirm.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
-        confirm.setDefaultButton(confirm.addButton(QMessageBox.StandardButton.Cancel))
-        confirm.exec()
-        if confirm.clickedButton() is delete:
-            self.delete_current()
+        self.delete_current()
 
     def delete_current(self) -> None:
-        self.store.delete_conversation(self.current.id)
+        """Delete the open chat at once; the undo bar offers it back for UNDO_SECONDS. A chat whose
+        reply is streaming is stopped first and deleted when the engine confirms the stop, so the
+        reply's writer never writes into a deleted row (and an undo gets the reply as it stopped)."""
+        if self.current is None:
+            return
+        conv = self.current
+        self._undo = _DeletedChat(conv.id, conv.title)  # a newer delete makes the older one final
+        if self._generating and conv.id == self._reply_chat:
+            self._pending_delete = conv.id
+            self.bridge.stop()
+        else:
+            self._undo.deleted = self.store.delete_conversation(conv.id)
+        self.undo_bar.offer(f"Chat “{conv.title}” deleted")
         self.current = None
         self.view.clear()
         self.refresh_conversations()
+        self._show_stats_source()
         self._update_controls()
+
+    @Slot()
+    def _on_undo_requested(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo is None:
+            return
+        if undo.deleted is not None:
+            self.store.restore_conversation(undo.deleted)
+        elif self._pending_delete == undo.conversation_id:
+            self._pending_delete = None  # not deleted yet: just keep it (its reply still stops)
+        else:
+            return
+        self.current = self.store.conversation(undo.conversation_id)
+        self.refresh_conversations()
+        self.open_conversation(undo.conversation_id)
+
+    @Slot()
+    def _on_undo_expired(self) -> None:
+        self._undo = None  # the rows it kept are let go; a pending delete still happens
 
     @Slot()
     def _on_chat_settings_clicked(self) -> None:
@@ -362,7 +414,12 @@ class ChatPage(QWidget):
     @Slot()
     def send(self) -> None:
         text = self.composer.toPlainText().strip()
-        if not text or self._generating:
+        if not text:
+            return
+        if self._generating:
+            if self.current is None or self.current.id != self._reply_chat:
+                self._show_banner(f"{self._busy_reason()} Your message stays here until then.", reload=False)
+                self._busy_notice = True
             return
         if self.loaded is None:
             self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
@@ -383,10 +440,12 @@ class ChatPage(QWidget):
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
         self._writer = self.store.begin_reply(conv.id)
-        self._streaming_bubble = self._add_bubble(self.store.message(self._writer.message_id))
+        self._add_bubble(self.store.message(self._writer.message_id))
         self._generating = True
+        self._reply_chat = self._stats_chat = conv.id
         self.banner.hide()
         self.stats.start_reply()
+        self._show_stats_source()
         self._update_controls()
         self.bridge.generate(history, sampling_from(conv.sampling))
 
@@ -412,12 +471,18 @@ class ChatPage(QWidget):
         self.view.remove_from(message_id)
         self.composer.setFocus()
 
+    def _streaming_bubble(self) -> MessageBubble | None:
+        """The streaming reply's bubble while its conversation is open, else None. Looked up each
+        time: opening another chat deletes the bubbles of the one before."""
+        return self.view.bubble(self._writer.message_id) if self._writer is not None else None
+
     @Slot(str, int, float, float)
     def _on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
         if self._writer is None:
             return
         self._writer.append(text)
-        self._streaming_bubble.append_text(text)
+        if bubble := self._streaming_bubble():
+            bubble.append_text(text)
         self.stats.on_progress(count, first_ms, last_ms)
 
     @Slot(object)
@@ -426,17 +491,22 @@ class ChatPage(QWidget):
             return
         stats = done.stats.to_public_dict()
         self._writer.finish(stats, text=done.text)
-        self._streaming_bubble.finish(done.text, stats, "complete")
+        if bubble := self._streaming_bubble():
+            bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
+        self._end_reply()
+
+    def _interrupt_reply(self) -> None:
+        self._writer.interrupt()
+        if bubble := self._streaming_bubble():
+            bubble.finish(self._writer.text, None, "interrupted")
         self._end_reply()
 
     @Slot(object)
     def _on_failed(self, error: EngineError) -> None:
         self.model_bar.hide_progress()
         if self._writer is not None:
-            self._writer.interrupt()
-            self._streaming_bubble.finish(self._writer.text, None, "interrupted")
-            self._end_reply()
+            self._interrupt_reply()
         else:  # a load that failed: the model loaded before (if any) is still there
             self._show_loaded_model()
         self._show_banner(str(error), reload=False)
@@ -448,9 +518,7 @@ class ChatPage(QWidget):
         self.loaded = None
         self.model_label.setText("No model loaded — the engine stopped")
         if self._writer is not None:
-            self._writer.interrupt()
-            self._streaming_bubble.finish(self._writer.text, None, "interrupted")
-            self._end_reply()
+            self._interrupt_reply()
         self._show_banner(f"{error} Your conversation is saved; the reply so far is kept and marked interrupted.",
                           reload=self._load_request is not None)
         self._update_controls()
@@ -458,29 +526,71 @@ class ChatPage(QWidget):
     def _end_reply(self) -> None:
         self._writer = None
         self._generating = False
+        self._reply_chat = None
+        if self._pending_delete is not None:  # its reply has stopped and is saved: now delete it
+            deleted = self.store.delete_conversation(self._pending_delete)
+            self._pending_delete = None
+            if self._undo is not None and self._undo.conversation_id == deleted.id:
+                self._undo.deleted = deleted
+        self._hide_busy_notice()
         self.refresh_conversations()
+        self._show_stats_source()
         self._update_controls()
+
+    def _hide_busy_notice(self) -> None:
+        if self._busy_notice:
+            self._busy_notice = False
+            self.banner.hide()
+
+    def _title_of(self, conversation_id: int | None) -> str | None:
+        if conversation_id is None or conversation_id == self._pending_delete:
+            return None
+        try:
+            return self.store.conversation(conversation_id).title
+        except NotFound:
+            return None
+
+    def _busy_reason(self) -> str:
+        title = self._title_of(self._reply_chat) or "another chat"
+        return f"A reply is being written in “{title}”: wait for it to finish, or stop it, to send here."
+
+    def _show_stats_source(self) -> None:
+        """The stats strip shows the latest reply, whichever chat it is in; say which when it is not
+        the open one."""
+        title = None
+        if self.current is None or self.current.id != self._stats_chat:
+            title = self._title_of(self._stats_chat)
+        if title is None:
+            self.stats.set_source("")
+        else:
+            self.stats.set_source(f"{'Reply being written' if self._generating else 'Last reply'} in “{title}”:")
 
     @Slot(bool)
     def _on_busy_changed(self, _busy: bool) -> None:
         self._update_controls()
 
     def _show_banner(self, text: str, *, reload: bool) -> None:
+        self._busy_notice = False  # whatever the banner said before is replaced
         self.banner_text.setText(text)
         self.reload_button.setVisible(reload)
         self.banner.show()
 
     def _update_controls(self) -> None:
         busy = self.bridge.busy
+        # The open chat is the one whose reply streams: its settings and title stay as the reply began.
+        streaming_here = self._generating and self.current is not None and self.current.id == self._reply_chat
         self.send_button.setEnabled(not busy and not self._generating)
+        elsewhere = self._generating and not streaming_here
+        self.send_button.setToolTip(self._busy_reason() if elsewhere else SEND_TIP)
         self.stop_button.setEnabled(self._generating)
+        title = self._title_of(self._reply_chat) if elsewhere else None
+        self.stop_button.setToolTip(f"Stop the reply in “{title}” (Esc)" if title else "Stop the reply (Esc)")
         self.load_button.setEnabled(not busy)
         self.model_bar.reload_button.setEnabled(not busy and not self._generating and self._load_request is not None)
-        for widget in (self.new_button, self.rename_button, self.delete_button, self.conversation_list):
-            widget.setEnabled(not self._generating)
-        for button in (self.rename_button, self.delete_button, self.export_button, self.chat_settings_button):
-            button.setEnabled(not self._generating and self.current is not None)
-        self.chat_settings_button.setEnabled(not self._generating)
+        for button in (self.rename_button, self.export_button):
+            button.setEnabled(self.current is not None and not streaming_here)
+        self.delete_button.setEnabled(self.current is not None)  # a streaming chat is stopped, then deleted
+        self.chat_settings_button.setEnabled(not streaming_here)
         can_regenerate = not busy and self.loaded is not None
         for bubble in self.view.bubbles:
             if "regenerate" in bubble.actions:
@@ -489,11 +599,15 @@ class ChatPage(QWidget):
                 bubble.actions["edit"].setEnabled(not self._generating)
 
     def shutdown(self) -> None:
-        """Save a reply still streaming (the window is closing) before the engine goes away."""
+        """Save a reply still streaming (the window is closing) before the engine goes away; a chat
+        deleted while it streamed stays deleted."""
         if self._writer is not None:
             self.bridge.stop()
             self._writer.interrupt()
             self._writer = None
+        if self._pending_delete is not None:
+            self.store.delete_conversation(self._pending_delete)
+            self._pending_delete = None
 
 
 def _title_from(text: str, limit: int = 48) -> str:

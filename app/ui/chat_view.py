@@ -31,7 +31,7 @@ class MessageBubble(QFrame):
         self.message_id = message.id
         self.role = message.role
         self.state = message.state
-        self._markdown = message.content
+        self._markdown = ""
         self.setObjectName(f"bubble_{message.role}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName(f"{ROLE_TITLES[message.role]} message")
@@ -67,9 +67,10 @@ class MessageBubble(QFrame):
         self._rendered_upto = 0  # characters of the text already rendered as Markdown
         self._tail_position = 0  # where the plain-text tail starts in the document
         self._code_blocks = 0  # code blocks rendered so far (numbers the copy links)
-        if message.state == "streaming":
+        if message.state == "streaming":  # a reply still being written (reopened mid-way): keep appending
             self.append_text(message.content)
         else:
+            self._markdown = message.content
             self._render()
         self.set_meta(message.stats, message.state)
 
@@ -210,7 +211,8 @@ class MessageView(QScrollArea):
         return bubble
 
     def bubble(self, message_id: int) -> MessageBubble | None:
-        return next((b for b in self.bubbles if b.message_id == message_id), None)
+        """The bubble of that message, if this view shows it (the newest is looked at first)."""
+        return next((b for b in reversed(self.bubbles) if b.message_id == message_id), None)
 
     def remove_from(self, message_id: int) -> None:
         keep = [b for b in self.bubbles if b.message_id < message_id]
@@ -263,9 +265,20 @@ class StatsStrip(QFrame):
         # A narrow window clips the last figures rather than forcing the whole window wider.
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.setMinimumWidth(0)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(12, 4, 12, 4)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(12, 4, 12, 4)
+        column.setSpacing(2)
+        # Whose figures these are when they belong to a chat other than the open one: a line of its
+        # own, shown only then, so a narrow window clips figures rather than this.
+        self.source = QLabel()
+        self.source.setObjectName("caption")
+        self.source.setTextFormat(Qt.TextFormat.PlainText)  # it quotes a chat title
+        self.source.setAccessibleName("Figures of")
+        self.source.hide()
+        column.addWidget(self.source)
+        layout = QHBoxLayout()
         layout.setSpacing(16)
+        column.addLayout(layout)
         self.tps = self._field(layout, "Speed", "— tok/s")
         self.sparkline = Sparkline()
         self.sparkline.setAccessibleName("Speed over time")
@@ -317,6 +330,11 @@ class StatsStrip(QFrame):
         self.ttft.setText(human_ms(stats["ttft_ms"]))
         self.prompt_tps.setText(f"{stats['prompt_tps']:.0f} tok/s")
         self.memory.setText(f"peak {human_memory(stats['peak_memory_bytes'])}")
+
+    def set_source(self, text: str) -> None:
+        """Say which chat the figures are from ("" when it is the one on screen)."""
+        self.source.setText(text)
+        self.source.setVisible(bool(text))
 
     def set_memory(self, bytes_in_use: int) -> None:
         self.memory.setText(human_memory(bytes_in_use))

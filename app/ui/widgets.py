@@ -1,14 +1,15 @@
-"""Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text."""
+"""Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
+undo bar."""
 
 from __future__ import annotations
 
 import html
 from collections import deque
 
-from PySide6.QtCore import QPointF, QSize, Qt
+from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QPainter, QPalette, QPen, QPolygonF
-from PySide6.QtWidgets import (QFrame, QLabel, QProgressBar, QSizePolicy, QTextBrowser, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
+                               QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
 
@@ -111,3 +112,54 @@ class AutoHeightBrowser(QTextBrowser):
         height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
         if height != self.height():
             self.setFixedHeight(max(height, 20))
+
+
+class UndoBar(QFrame):
+    """"<what was done> — Undo" for a while after a destructive action (Gmail, LM Studio): the action
+    happens at once and can be taken back until the bar goes. The owner keeps what undoing needs."""
+
+    undo_requested = Signal()
+    expired = Signal()
+
+    def __init__(self, seconds: float = 10, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("undoBar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 4, 4)
+        self.label = QLabel()
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # it quotes user text (chat titles)
+        self.label.setWordWrap(True)
+        self.label.setAccessibleName("Undo notice")
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setAccessibleName("Undo")
+        self.undo_button.setMinimumWidth(56)
+        self.undo_button.clicked.connect(self._on_undo_clicked)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.undo_button)
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(int(seconds * 1000))
+        self.timer.timeout.connect(self._on_timeout)
+        self.hide()
+
+    def offer(self, text: str) -> None:
+        """Show ``text`` with the Undo button, for the bar's time from now (a newer offer replaces it)."""
+        self.label.setText(text)
+        self.undo_button.setToolTip(f"{text} — undo")
+        self.show()
+        self.timer.start()
+
+    def dismiss(self) -> None:
+        self.timer.stop()
+        self.hide()
+
+    @Slot()
+    def _on_undo_clicked(self) -> None:
+        self.dismiss()
+        self.undo_requested.emit()
+
+    @Slot()
+    def _on_timeout(self) -> None:
+        self.hide()
+        self.expired.emit()

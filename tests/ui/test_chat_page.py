@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Slot
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QAbstractButton, QApplication
 
 from backends.base import LoadSettings
 from tests.ui.engine_double import EngineDouble
@@ -15,30 +14,6 @@ MODEL = "/models/tiny-q8_0.gguf"
 def load(qtbot, window, settings: LoadSettings | None = None) -> None:
     with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
         window.chat.load_model(MODEL, settings or LoadSettings(n_ctx=512))
-
-
-class _DialogAnswerer(QObject):
-    """Clicks a button of the modal dialog once it is open (exec() blocks the test until then)."""
-
-    def __init__(self, button_text: str) -> None:
-        super().__init__()
-        self.button_text = button_text
-
-    @Slot()
-    def answer(self) -> None:
-        dialog = QApplication.activeModalWidget()
-        if dialog is None:
-            QTimer.singleShot(10, self.answer)
-            return
-        [button] = [b for b in dialog.findChildren(QAbstractButton) if b.text().replace("&", "") == self.button_text]
-        button.click()
-
-
-def answer_with(button_text: str) -> _DialogAnswerer:
-    """Keep the returned object until the dialog is answered."""
-    answerer = _DialogAnswerer(button_text)
-    QTimer.singleShot(0, answerer.answer)
-    return answerer
 
 
 def type_and_send(qtbot, chat, text: str) -> None:
@@ -184,15 +159,28 @@ def test_new_rename_search_and_delete_conversations(qtbot, make_window):
     chat.conversation_list.setCurrentRow(1)
     assert chat.current.id == first
 
-    # The confirmation is a real modal dialog; answer it the way a user would, once each way.
-    answerer = answer_with("Cancel")
-    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
-    assert len(chat.store.conversations()) == 2
-    answerer = answer_with("Delete")
+    # Delete happens at once (no dialog); the bar offers it back, exactly as it was.
+    chat.store.update_settings(first, system_prompt="Be brief.", sampling={"temperature": 0.2})
+    before = chat.store.export_json(first)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
     assert [c.title for c in chat.store.conversations()] == ["Rust questions"]
+    assert chat.conversation_list.count() == 1 and chat.current.title == "Rust questions"
+    assert chat.undo_bar.isVisible() and chat.undo_bar.label.text() == "Chat “Trip to Iceland” deleted"
+    assert chat.undo_bar.timer.isActive() and chat.undo_bar.timer.interval() == 10_000
+    qtbot.mouseClick(chat.undo_bar.undo_button, Qt.MouseButton.LeftButton)
+    assert not chat.undo_bar.isVisible()
+    assert chat.current.id == first and chat.store.export_json(first) == before
+    assert [b.markdown for b in chat.view.bubbles] == ["pack a wool sweater"]
+    assert [chat.conversation_list.item(i).text() for i in range(chat.conversation_list.count())] == [
+        "Trip to Iceland", "Rust questions"]
+
+    # Left alone, the offer lapses and the delete stands.
+    chat.undo_bar.timer.setInterval(50)
+    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not chat.undo_bar.isVisible(), timeout=5_000)
+    chat.undo_bar.undo_requested.emit()  # a late undo (e.g. a queued click) brings nothing back
+    assert [c.title for c in chat.store.conversations()] == ["Rust questions"]
     assert chat.conversation_list.count() == 1
-    del answerer
 
 
 def test_copy_code_link_copies_just_the_code(qtbot, make_window):
@@ -238,3 +226,189 @@ def test_a_failed_load_keeps_the_model_that_was_loaded(qtbot, make_window):
     assert "not a GGUF model" in chat.banner_text.text() and not chat.reload_button.isVisible()
     assert "tiny-q8_0.gguf" in chat.model_label.text() and chat.loaded is not None
     assert chat.load_button.isEnabled() and not chat.load_progress.isVisible()
+
+
+def select_chat(qtbot, chat, title: str) -> None:
+    """Click the conversation called ``title`` in the list, as a user would."""
+    chats = chat.conversation_list
+    [item] = [chats.item(i) for i in range(chats.count()) if chats.item(i).text() == title]
+    qtbot.mouseClick(chats.viewport(), Qt.MouseButton.LeftButton, pos=chats.visualItemRect(item).center())
+
+
+def start_story_beside_another_chat(qtbot, window, engine):
+    """A chat "Other chat" with one message, and a reply held mid-way in a chat "Tell a story"."""
+    chat = window.chat
+    load(qtbot, window)
+    other = chat.store.create_conversation("Other chat")
+    chat.store.add_message(other.id, "user", "unrelated")
+    chat.new_conversation()
+    type_and_send(qtbot, chat, "Tell a story")
+    qtbot.waitUntil(lambda: engine.holding.is_set() and chat.view.bubbles[-1].markdown == "Once upon ",
+                    timeout=10_000)
+    return chat.current.id, other.id
+
+
+def test_a_reply_keeps_streaming_into_its_own_chat_while_another_is_open(qtbot, make_window):
+    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    story, other = start_story_beside_another_chat(qtbot, window, engine)
+    reply_id = chat.store.messages(story)[-1].id
+
+    select_chat(qtbot, chat, "Other chat")
+    assert chat.current.id == other
+    assert [b.markdown for b in chat.view.bubbles] == ["unrelated"]
+    assert chat.stop_button.isEnabled() and not chat.send_button.isEnabled()
+    assert "Tell a story" in chat.stats.source.text()  # the live figures say whose they are
+
+    # Back while it is still held: the text so far (more than the store has saved yet) is there...
+    select_chat(qtbot, chat, "Tell a story")
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell a story", "Once upon "]
+    assert chat.view.bubbles[-1].state == "streaming"
+    assert not chat.stats.source.isVisible()
+    # ...and the rest streams live into that bubble.
+    seen: list[str] = []
+    window.bridge.tokens.connect(lambda *_: seen.append(chat.view.bubble(reply_id).markdown))
+    select_chat(qtbot, chat, "Other chat")
+    select_chat(qtbot, chat, "Tell a story")
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert seen and seen[-1] == "Once upon a time."
+    assert chat.view.bubbles[-1].markdown == "Once upon a time."
+    assert "5 tok" in chat.view.bubbles[-1].meta.text() or "tok/s" in chat.view.bubbles[-1].meta.text()
+    assert chat.stats.tokens.text() == "5"
+    reply = chat.store.message(reply_id)
+    assert (reply.content, reply.state, reply.stats["generated_tokens"]) == ("Once upon a time.", "complete", 5)
+    assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
+
+
+def test_a_reply_that_finishes_while_another_chat_is_open_is_all_there_on_return(qtbot, make_window):
+    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    story, other = start_story_beside_another_chat(qtbot, window, engine)
+
+    select_chat(qtbot, chat, "Other chat")
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert [b.markdown for b in chat.view.bubbles] == ["unrelated"]  # nothing leaked into the open chat
+    assert [m.content for m in chat.store.messages(other)] == ["unrelated"]
+    assert chat.send_button.isEnabled()
+
+    select_chat(qtbot, chat, "Tell a story")
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell a story", "Once upon a time."]
+    assert chat.view.bubbles[-1].state == "complete" and "tok/s" in chat.view.bubbles[-1].meta.text()
+    assert chat.stats.tokens.text() == "5" and not chat.stats.source.isVisible()
+    assert [(m.content, m.state) for m in chat.store.messages(story)] == [
+        ("Tell a story", "complete"), ("Once upon a time.", "complete")]
+
+
+def test_stop_stops_a_reply_streaming_in_another_chat(qtbot, make_window):
+    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    story, _other = start_story_beside_another_chat(qtbot, window, engine)
+    select_chat(qtbot, chat, "Other chat")
+    assert chat.current.id == _other
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.mouseClick(chat.stop_button, Qt.MouseButton.LeftButton)
+    reply = chat.store.messages(story)[-1]
+    assert (reply.content, reply.state, reply.stats["stop_reason"]) == ("Once upon ", "complete", "cancelled")
+    select_chat(qtbot, chat, "Tell a story")
+    assert "stopped" in chat.view.bubbles[-1].meta.text()
+
+
+def test_sending_in_another_chat_while_a_reply_streams_waits_and_says_why(qtbot, make_window):
+    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    _story, other = start_story_beside_another_chat(qtbot, window, engine)
+    select_chat(qtbot, chat, "Other chat")
+    type_and_send(qtbot, chat, "And another thing")
+    assert len(engine.requests) == 1
+    assert chat.composer.toPlainText() == "And another thing"  # kept for later
+    assert chat.banner.isVisible() and "Tell a story" in chat.banner_text.text()
+    assert "Tell a story" in chat.send_button.toolTip()
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert not chat.banner.isVisible()  # the notice is gone with its reason
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert [m.content for m in chat.store.messages(other)][:2] == ["unrelated", "And another thing"]
+
+
+class SlowToStop(EngineDouble):
+    """Holds on after the first Stop until the test releases it, so the test sees the time in
+    between; a second Stop (the bridge shutting down) releases it."""
+
+    def cancel(self, request_id: str | None = None) -> None:
+        if self._cancelled.is_set():
+            self.release.set()
+        self._cancelled.set()
+
+
+def test_deleting_the_chat_that_streams_stops_the_reply_then_deletes_and_undo_brings_it_back(qtbot, make_window):
+    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    story, other = start_story_beside_another_chat(qtbot, window, engine)
+    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
+    # Gone from the list at once; in the store until the engine has stopped and the reply is saved.
+    assert [chat.conversation_list.item(i).text() for i in range(chat.conversation_list.count())] == ["Other chat"]
+    assert chat.current.id == other and chat.undo_bar.isVisible()
+    assert story in [c.id for c in chat.store.conversations()]
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert [c.id for c in chat.store.conversations()] == [other]
+    assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
+    assert [b.markdown for b in chat.view.bubbles] == ["unrelated"]
+
+    qtbot.mouseClick(chat.undo_bar.undo_button, Qt.MouseButton.LeftButton)
+    assert chat.current.id == story
+    assert [(m.content, m.state, (m.stats or {}).get("stop_reason")) for m in chat.store.messages(story)] == [
+        ("Tell a story", "complete", None), ("Once upon ", "complete", "cancelled")]
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell a story", "Once upon "]
+    assert "stopped" in chat.view.bubbles[-1].meta.text()
+
+
+def test_undo_before_the_streaming_chat_has_stopped_keeps_it(qtbot, make_window):
+    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    story, other = start_story_beside_another_chat(qtbot, window, engine)
+    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(chat.undo_bar.undo_button, Qt.MouseButton.LeftButton)
+    assert chat.current.id == story
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell a story", "Once upon "]
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert {c.id for c in chat.store.conversations()} == {story, other}
+    reply = chat.store.messages(story)[-1]
+    assert (reply.content, reply.stats["stop_reason"]) == ("Once upon ", "cancelled")  # the delete's stop stands
+    assert "stopped" in chat.view.bubbles[-1].meta.text()
+
+
+def test_a_chat_deleted_while_it_streams_stays_deleted_when_the_window_closes(qtbot, make_window):
+    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    _story, other = start_story_beside_another_chat(qtbot, window, engine)
+    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
+    window.close()
+    engine.release.set()
+    assert [c.id for c in chat.store.conversations()] == [other]
+
+
+def test_an_engine_crash_while_another_chat_is_open_keeps_the_reply_so_far_in_its_chat(qtbot, make_window):
+    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2, crash_after=3)
+    window = make_window(engine)
+    chat = window.chat
+    story, other = start_story_beside_another_chat(qtbot, window, engine)
+    select_chat(qtbot, chat, "Other chat")
+    with qtbot.waitSignal(window.bridge.crashed, timeout=10_000):
+        engine.release.set()
+    assert [b.markdown for b in chat.view.bubbles] == ["unrelated"]
+    assert "interrupted" in chat.banner_text.text()
+    select_chat(qtbot, chat, "Tell a story")
+    assert [(m.content, m.state) for m in chat.store.messages(story)][-1] == ("Once upon a ", "interrupted")
+    assert chat.view.bubbles[-1].markdown == "Once upon a " and "interrupted" in chat.view.bubbles[-1].meta.text()

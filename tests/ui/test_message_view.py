@@ -54,3 +54,16 @@ def test_final_text_that_differs_from_the_stream_is_rendered_whole(qtbot):
     bubble.append_text("Hello wor")
     bubble.finish("Hello **world**", None, "complete")
     assert bubble.body.toPlainText() == "Hello world"
+
+
+def test_a_bubble_reopened_on_a_reply_mid_stream_has_its_text_once_and_streams_on(qtbot):
+    half = len(SAMPLE) // 2
+    whole = MessageBubble(ChatMessage(1, 1, "assistant", SAMPLE, 0.0))
+    reopened = MessageBubble(ChatMessage(2, 1, "assistant", SAMPLE[:half], 0.0, state="streaming"))
+    qtbot.addWidget(whole)
+    qtbot.addWidget(reopened)
+    assert reopened.markdown == SAMPLE[:half]
+    reopened.append_text(SAMPLE[half:])
+    reopened.finish(SAMPLE, None, "complete")
+    assert reopened.markdown == SAMPLE
+    assert reopened.body.toHtml() == whole.body.toHtml()
