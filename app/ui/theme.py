@@ -8,10 +8,14 @@ the user picked dark, the Fusion style with a dark palette stands in.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Slot
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
+from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
 THEMES = ("system", "light", "dark")
+# The border of an unticked check box or radio button on the dark palette: Fusion derives it from
+# the window colour made darker, which on a dark window is all but black on near-black.
+DARK_INDICATOR_OUTLINE = "#8a9096"
+DARK_INDICATOR_OUTLINE_DISABLED = "#54585d"
 
 
 def dark_palette() -> QPalette:
@@ -31,6 +35,32 @@ def dark_palette() -> QPalette:
     for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
         palette.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6f7378"))
     return palette
+
+
+class DarkFusionStyle(QProxyStyle):
+    """Fusion for the dark palette, with check box and radio button outlines that show.
+
+    Fusion draws those outlines in the window colour made darker (``QFusionStylePrivate::outline``:
+    ``window().darker(140)``; radio buttons ``darker(150)``), fine on a light window, invisible on
+    a dark one. The indicators are drawn by Fusion itself, from a palette whose window colour is
+    light enough that "darker" lands on a visible grey; nothing else in them uses the window colour.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("Fusion")
+
+    def drawPrimitive(self, element: QStyle.PrimitiveElement, option: QStyleOption,  # noqa: N802 (Qt's name)
+                      painter: QPainter, widget: QWidget | None = None) -> None:
+        if element in (QStyle.PrimitiveElement.PE_IndicatorCheckBox,
+                       QStyle.PrimitiveElement.PE_IndicatorRadioButton):
+            option = type(option)(option)
+            palette = QPalette(option.palette)
+            for group, colour in ((QPalette.ColorGroup.Active, DARK_INDICATOR_OUTLINE),
+                                  (QPalette.ColorGroup.Inactive, DARK_INDICATOR_OUTLINE),
+                                  (QPalette.ColorGroup.Disabled, DARK_INDICATOR_OUTLINE_DISABLED)):
+                palette.setColor(group, QPalette.ColorRole.Window, QColor(colour).lighter(140))
+            option.palette = palette
+        super().drawPrimitive(element, option, painter, widget)
 
 
 def _palette_is_dark(palette: QPalette) -> bool:
@@ -60,7 +90,7 @@ class ThemeFollower(QObject):
 
     def apply(self) -> None:
         if self.wants_dark() and not _palette_is_dark(self._native_palette):
-            self.app.setStyle("Fusion")
+            self.app.setStyle(DarkFusionStyle())  # the application takes ownership
             self.app.setPalette(dark_palette())
         elif not self.wants_dark() and _palette_is_dark(self.app.palette()) and self.theme == "light":
             self.app.setStyle("Fusion")

@@ -1,5 +1,7 @@
+import gc
+
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QCheckBox, QStyle, QStyleOptionButton
 
 from app.ui.theme import ThemeFollower
 
@@ -13,6 +15,34 @@ def test_dark_theme_darkens_the_palette_and_system_restores_it(qtbot):
         assert app.palette().color(QPalette.ColorRole.Text).lightness() > 128
         follower.set_theme("system")  # the offscreen platform reports no dark scheme
         assert app.palette().color(QPalette.ColorRole.Window) == native
+    finally:
+        follower.set_theme("system")
+        follower.deleteLater()
+
+
+def _indicator_contrast(checkbox: QCheckBox) -> int:
+    """The largest lightness difference between the window colour and any pixel of the box."""
+    option = QStyleOptionButton()
+    checkbox.initStyleOption(option)
+    box = checkbox.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, option, checkbox)
+    image = checkbox.grab().toImage()
+    window = checkbox.palette().color(QPalette.ColorRole.Window).lightness()
+    return max(abs(image.pixelColor(x, y).lightness() - window)
+               for x in range(box.left(), box.right() + 1) for y in range(box.top(), box.bottom() + 1))
+
+
+def test_an_unticked_check_box_has_a_visible_border_in_the_dark_theme(qtbot):
+    app = QApplication.instance()
+    follower = ThemeFollower(app, "dark")
+    try:
+        gc.collect()  # the style belongs to the application, not to a Python name
+        boxes = [QCheckBox("Offline mode"), QCheckBox("Disabled")]
+        boxes[1].setEnabled(False)
+        for box in boxes:
+            qtbot.addWidget(box)
+            box.show()
+        assert _indicator_contrast(boxes[0]) >= 60
+        assert _indicator_contrast(boxes[1]) >= 25  # dimmer when disabled, still there
     finally:
         follower.set_theme("system")
         follower.deleteLater()
