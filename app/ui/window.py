@@ -33,6 +33,7 @@ QListWidget#sidebar::item { padding: 9px 16px; border-radius: 6px; margin: 1px 8
 QListWidget#sidebar::item:selected { background: palette(highlight); color: palette(highlighted-text); }
 QFrame#modelBar, QFrame#statsStrip { border: none; background: palette(alternate-base); }
 QFrame#banner { background: #fff4d6; color: #4a3b00; border: 1px solid #e6c65c; border-radius: 6px; margin: 8px 12px; }
+QFrame#banner QLabel { color: #4a3b00; }
 QFrame#bubble_user { background: palette(alternate-base); border: 1px solid palette(mid); border-radius: 10px; }
 QFrame#bubble_assistant { background: palette(base); border: 1px solid palette(mid); border-radius: 10px; }
 QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
