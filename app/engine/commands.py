@@ -23,13 +23,16 @@ def register(subparsers) -> None:
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.1)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="sampling temperature, 0 always picks the likeliest token (default 0.8)")
+    p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: keep this much probability (default 0.95)")
+    p.add_argument("--top-k", type=int, default=40, help="sample among this many likeliest tokens, 0 all (default 40)")
+    p.add_argument("--min-p", type=float, default=0.05,
+                   help="drop tokens less likely than this times the likeliest one (default 0.05)")
+    p.add_argument("--repeat-penalty", type=float, default=1.1,
+                   help="discourage tokens already in the conversation, 1 off (default 1.1)")
+    p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
     p.set_defaults(func=run)

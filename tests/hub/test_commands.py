@@ -210,10 +210,3 @@ def test_unknown_repo_is_a_sentence(hub_env, capsys, argv):
     assert main(argv) == 1
     assert "was not found" in capsys.readouterr().err
 
-
-@pytest.mark.parametrize("command", ["search", "show", "pull", "ls", "rm", "import", "login"])
-def test_every_option_says_what_it_does(command):
-    from app.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
-    assert [a.dest for a in sub._actions if a.dest != "help" and not a.help] == []

@@ -62,10 +62,3 @@ def test_bad_input_is_a_sentence(tmp_path, capsys):
     assert "No such model" in capsys.readouterr().err
     assert main(["fit", str(broken), "--gpu-layers", "many"]) == 1
 
-
-@pytest.mark.parametrize("command", ["inspect", "fit", "recommend"])
-def test_every_option_says_what_it_does(command):
-    from app.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
-    assert [a.dest for a in sub._actions if a.dest != "help" and not a.help] == []
