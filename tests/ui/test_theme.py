@@ -46,3 +46,18 @@ def test_an_unticked_check_box_has_a_visible_border_in_the_dark_theme(qtbot):
     finally:
         follower.set_theme("system")
         follower.deleteLater()
+
+
+def test_the_chat_banner_text_is_dark_on_its_light_background_in_the_dark_theme(qtbot, make_window):
+    app = QApplication.instance()
+    follower = ThemeFollower(app, "dark")
+    try:
+        chat = make_window().chat
+        chat.composer.setPlainText("hello?")
+        chat.send()  # no model loaded: the banner says so
+        qtbot.waitExposed(chat.banner)
+        text = chat.banner_text.palette().color(QPalette.ColorRole.WindowText)
+        assert text.lightness() < 100  # the banner is #fff4d6 in every theme
+    finally:
+        follower.set_theme("system")
+        follower.deleteLater()
