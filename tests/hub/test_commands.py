@@ -209,4 +209,3 @@ def test_login_stores_the_token_where_huggingface_hub_reads_it(hub_env, monkeypa
 def test_unknown_repo_is_a_sentence(hub_env, capsys, argv):
     assert main(argv) == 1
     assert "was not found" in capsys.readouterr().err
-

@@ -61,4 +61,3 @@ def test_bad_input_is_a_sentence(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "nothing-here.gguf")]) == 1
     assert "No such model" in capsys.readouterr().err
     assert main(["fit", str(broken), "--gpu-layers", "many"]) == 1
-
