@@ -71,6 +71,7 @@ class ChatPage(QWidget):
         bridge.failed.connect(self._on_failed)
         bridge.crashed.connect(self._on_crashed)
         bridge.busy_changed.connect(self._on_busy_changed)
+        bridge.waiting.connect(self.stats.show_waiting)
         self.refresh_conversations()
         self._update_controls()
 

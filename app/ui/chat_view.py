@@ -311,6 +311,10 @@ class StatsStrip(QFrame):
         self.prompt_tps.setText("— tok/s")
         self.tokens.setText("0")
 
+    def show_waiting(self, ahead: int) -> None:
+        """The reply waits for the local server's requests (they share the engine); tokens replace this."""
+        self.ttft.setText(f"after {ahead} server request{'s' if ahead > 1 else ''}")
+
     def on_progress(self, count: int, first_ms: float, last_ms: float) -> None:
         """Live figures from engine timestamps (measured where tokens are made, not where they land)."""
         self.tokens.setText(str(count))

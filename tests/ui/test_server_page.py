@@ -137,7 +137,8 @@ def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qt
     # The chat's request waits for its turn; a Stop ends it at once and does not touch the API's.
     with qtbot.waitSignal(window.bridge.waiting, timeout=30_000) as waiting:
         window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=50))
-    assert waiting.args == [1]  # the API's request is ahead of it, and the chat can say so
+    assert waiting.args == [1]  # the API's request is ahead of it, and the chat says so
+    assert window.chat.stats.ttft.text() == "after 1 server request"
     with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
         window.bridge.stop()
     api.join(120)
