@@ -50,6 +50,13 @@ def switch_off(qtbot, page: ServerPage) -> None:
         assert page.state == "stopping"
 
 
+def chat_reply(qtbot, window, max_tokens: int):
+    """A chat request straight through the bridge; its Done."""
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
+        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=max_tokens))
+    return done.args[0]
+
+
 def slow_upload(url: str, key: str, sending: threading.Event, release: threading.Event, answers: list) -> None:
     """A client that sends half of its request body and the rest only when released: the request is active
     for as long as the test needs, however fast the model is."""
@@ -111,9 +118,7 @@ def test_the_switch_serves_the_chats_model_from_the_chats_engine_and_off_leaves_
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", headers=auth, timeout=5)
     assert psutil.pid_exists(pid) and window.bridge.engine_pid == pid  # the Chat keeps its engine and model
-    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
-        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=3))
-    assert done.args[0].stats.generated_tokens == 3
+    assert chat_reply(qtbot, window, max_tokens=3).stats.generated_tokens == 3
 
 
 def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qtbot, window, page, tiny_models):
@@ -148,9 +153,7 @@ def test_chat_and_api_requests_take_turns_and_a_chat_stop_stops_only_the_chat(qt
     finish = [c["choices"][0]["finish_reason"] for c in streamed if c.get("choices")]
     assert finish[-1] == "length"
     # And the next chat request, with nobody else waiting, runs in full on the same engine.
-    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
-        window.bridge.generate([Message("user", "Hi")], SamplingSettings(max_tokens=5))
-    assert done.args[0].stats.generated_tokens == 5
+    assert chat_reply(qtbot, window, max_tokens=5).stats.generated_tokens == 5
 
 
 def test_loading_another_model_in_chat_changes_what_the_server_serves(qtbot, window, page, tiny_models):
