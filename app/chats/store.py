@@ -6,14 +6,21 @@ died mid-reply and become ``interrupted``. The schema carries a version (``PRAGM
 each migration runs in one transaction, so a failed upgrade leaves the old database as it was.
 
 One store object belongs to one thread (sqlite3's default check); the GUI uses it from its own.
+
+A write that SQLite refuses for a reason outside the program (the disk is full, the file is read-only,
+locked, damaged or gone) raises ``ChatStoreError`` with a sentence and a hint, the sqlite3 error as its
+cause; the transaction it was part of is rolled back, so the database stays as it was before the call.
+SQL and programming errors are not dressed up: they propagate as they are.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -80,8 +87,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+# An I/O error (SQLITE_IOERR_*, e.g. growing the -shm file) with less than this free on the disk is a full disk.
+FULL_DISK_BYTES = 1 << 20
+
+
 class ChatStoreError(QuantDeskError):
-    """The chat database cannot be opened or upgraded; the message says why."""
+    """The chat database cannot be opened, upgraded or written; the message says why, the hint what to do."""
 
 
 class NotFound(QuantDeskError):
@@ -176,6 +187,9 @@ class ChatStore:
             self._db.close()
             if isinstance(exc, ChatStoreError):
                 raise
+            reason = self._reason(exc)
+            if reason is not None and reason[0] in ("full", "readonly", "busy"):  # the file itself is fine
+                raise ChatStoreError(f"cannot open the chat database {self.path}: {reason[1]}", reason[2]) from exc
             raise ChatStoreError(f"cannot open the chat database {self.path}: {exc}",
                                  "move the file aside to start with an empty history") from exc
 
@@ -204,17 +218,68 @@ class ChatStore:
                 f"this one knows {SCHEMA_VERSION})", "update QuantDesk to open it")
         if version == SCHEMA_VERSION:
             return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction("BEGIN IMMEDIATE"):
             for statements in MIGRATIONS[version:]:
                 for statement in statements:
                     self._db.execute(statement)
             # PRAGMA takes no parameters; SCHEMA_VERSION is our own int.
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+
+    @contextmanager
+    def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+        self._db.execute(begin)
+        try:
+            yield
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # SQLite may have rolled back already: after SQLITE_FULL, SQLITE_IOERR or SQLITE_BUSY it
+            # can end the whole transaction itself (https://sqlite.org/lang_transaction.html), and
+            # a second ROLLBACK would raise "no transaction is active" over the real error.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
+
+    @contextmanager
+    def _writing(self, action: str) -> Iterator[None]:
+        """Turn a write that SQLite refuses for an outside reason into a ChatStoreError that says
+        "cannot <action>: <why>"; anything else (bad SQL, a closed store) propagates unchanged."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            error = self._refusal(exc, action)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _refusal(self, exc: sqlite3.DatabaseError, action: str) -> ChatStoreError | None:
+        """``exc`` as "cannot <action>: <why>" with a hint, or None when it is not the outside world's doing."""
+        reason = self._reason(exc)
+        return None if reason is None else ChatStoreError(f"cannot {action}: {reason[1]}", reason[2])
+
+    def _reason(self, exc: sqlite3.DatabaseError) -> tuple[str, str, str] | None:
+        """(kind, why, hint) for an error SQLite returned because of the disk, the file or another
+        program; None for SQL and programming errors."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None:  # raised by the sqlite3 module itself (misuse), not by SQLite
+            return None
+        primary = code & 0xFF  # extended codes (SQLITE_IOERR_WRITE, ...) keep the primary code in the low byte
+        folder = self.path.parent
+        # A full disk shows as SQLITE_FULL when a file cannot grow, but as an I/O error where SQLite
+        # cannot tell (growing the -shm file, fsync): then the free space decides.
+        if primary == sqlite3.SQLITE_FULL or primary == sqlite3.SQLITE_IOERR and _disk_is_full(folder):
+            return "full", "the disk that holds the chat database is full", f"free some space on the disk with {folder}"
+        if primary == sqlite3.SQLITE_IOERR:
+            return "io", f"the chat database could not be written ({exc})", f"check the disk with {folder}"
+        if primary == sqlite3.SQLITE_READONLY:
+            return "readonly", f"the chat database {self.path} is read-only", f"make sure you can write to {folder}"
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return "busy", "another program is using the chat database", "close other QuantDesk windows"
+        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return ("damaged", f"the chat database {self.path} is damaged",
+                    "copy it somewhere safe, then move it aside to start with an empty history")
+        if primary == sqlite3.SQLITE_CANTOPEN:
+            return "gone", f"the chat database {self.path} cannot be opened any more", f"check that {folder} is there"
+        return None
 
     def _mark_abandoned_streams(self) -> int:
         cur = self._db.execute("UPDATE messages SET state='interrupted' WHERE state='streaming'")
@@ -226,10 +291,11 @@ class ChatStore:
                             sampling: dict[str, Any] | None = None,
                             model_path: str | None = None) -> Conversation:
         now = self._clock()
-        cur = self._db.execute(
-            "INSERT INTO conversations(title, created, updated, system_prompt, sampling_json, model_path)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (title, now, now, system_prompt, json.dumps(sampling or {}), model_path))
+        with self._writing("start a new chat"):
+            cur = self._db.execute(
+                "INSERT INTO conversations(title, created, updated, system_prompt, sampling_json, model_path)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (title, now, now, system_prompt, json.dumps(sampling or {}), model_path))
         return self.conversation(cur.lastrowid)
 
     def conversation(self, conversation_id: int) -> Conversation:
@@ -257,7 +323,7 @@ class ChatStore:
         return [_conversation(r) for r in rows]
 
     def rename(self, conversation_id: int, title: str) -> None:
-        self._update_conversation(conversation_id, "title=?", (title,))
+        self._update_conversation(conversation_id, "title=?", (title,), "rename the chat")
 
     def update_settings(self, conversation_id: int, *, system_prompt: str | None = None,
                         sampling: dict[str, Any] | None = None, model_path: str | None = None) -> None:
@@ -269,69 +335,64 @@ class ChatStore:
                 sets.append(f"{column}=?")
                 values.append(value)
         if sets:
-            self._update_conversation(conversation_id, ", ".join(sets), tuple(values))
+            self._update_conversation(conversation_id, ", ".join(sets), tuple(values), "save the chat's settings")
 
-    def _update_conversation(self, conversation_id: int, assignments: str, values: tuple) -> None:
-        cur = self._db.execute(f"UPDATE conversations SET {assignments}, updated=? WHERE id=?",
-                               (*values, self._clock(), conversation_id))
+    def _update_conversation(self, conversation_id: int, assignments: str, values: tuple, action: str) -> None:
+        with self._writing(action):
+            cur = self._db.execute(f"UPDATE conversations SET {assignments}, updated=? WHERE id=?",
+                                   (*values, self._clock(), conversation_id))
         if cur.rowcount == 0:
             raise NotFound(f"conversation {conversation_id} does not exist")
 
     def delete_conversation(self, conversation_id: int) -> DeletedConversation:
         """Deletes its messages too (ON DELETE CASCADE). Returns the rows removed, so that
         ``restore_conversation`` can undo it."""
-        self._db.execute("BEGIN")
-        try:
+        with self._writing("delete the chat"), self._transaction():
             row = self._db.execute("SELECT * FROM conversations WHERE id=?", (conversation_id,)).fetchone()
             if row is None:
                 raise NotFound(f"conversation {conversation_id} does not exist")
             messages = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
                                         (conversation_id,)).fetchall()
             self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         return DeletedConversation(dict(row), tuple(dict(m) for m in messages))
 
     def restore_conversation(self, deleted: DeletedConversation) -> Conversation:
         """Put back a deleted conversation with the same ids, settings, timestamps and messages
         (undo). The ids are free: AUTOINCREMENT never hands a deleted id out again."""
-        self._db.execute("BEGIN")
         try:
-            for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages)):
-                for row in rows:
-                    # Column names come from our own table's rows, never from input.
-                    columns = ", ".join(row)
-                    marks = ", ".join("?" * len(row))
-                    self._db.execute(f"INSERT INTO {table}({columns}) VALUES ({marks})", tuple(row.values()))
-            self._db.execute("COMMIT")
+            with self._writing(f"restore the chat “{deleted.title}”"), self._transaction():
+                for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages)):
+                    for row in rows:
+                        # Column names come from our own table's rows, never from input.
+                        columns = ", ".join(row)
+                        marks = ", ".join("?" * len(row))
+                        self._db.execute(f"INSERT INTO {table}({columns}) VALUES ({marks})", tuple(row.values()))
         except sqlite3.IntegrityError as exc:
-            self._db.execute("ROLLBACK")
             raise ChatStoreError(f"cannot restore the chat “{deleted.title}”: it is there already",
                                  "nothing to undo") from exc
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
         return self.conversation(deleted.id)
 
     # --- messages ------------------------------------------------------------------------------
 
     def add_message(self, conversation_id: int, role: Role, content: str, *,
                     state: MessageState = "complete", stats: dict[str, Any] | None = None) -> ChatMessage:
+        with self._writing("save the message"), self._transaction():
+            message_id = self._insert_message(conversation_id, role, content, state, stats)
+        return self.message(message_id)
+
+    def _insert_message(self, conversation_id: int, role: Role, content: str, state: MessageState,
+                        stats: dict[str, Any] | None) -> int:
+        """INSERT inside the caller's transaction; bumps the conversation's ``updated``."""
         now = self._clock()
-        self._db.execute("BEGIN")
         try:
             cur = self._db.execute(
                 "INSERT INTO messages(conversation_id, role, content, created, stats_json, state)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (conversation_id, role, content, now, json.dumps(stats) if stats else None, state))
-            self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
-            self._db.execute("COMMIT")
         except sqlite3.IntegrityError as exc:
-            self._db.execute("ROLLBACK")
             raise NotFound(f"conversation {conversation_id} does not exist") from exc
-        return self.message(cur.lastrowid)
+        self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
+        return cur.lastrowid
 
     def message(self, message_id: int) -> ChatMessage:
         row = self._db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
@@ -345,6 +406,10 @@ class ChatStore:
 
     def update_message(self, message_id: int, *, content: str | None = None,
                        state: MessageState | None = None, stats: dict[str, Any] | None = None) -> None:
+        self._update_message(message_id, "save the message", content, state, stats)
+
+    def _update_message(self, message_id: int, action: str, content: str | None,
+                        state: MessageState | None, stats: dict[str, Any] | None) -> None:
         sets, values = [], []
         for column, value in (("content", content), ("state", state),
                               ("stats_json", None if stats is None else json.dumps(stats))):
@@ -353,22 +418,30 @@ class ChatStore:
                 values.append(value)
         if not sets:
             return
-        cur = self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*values, message_id))
+        with self._writing(action):
+            cur = self._db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id=?", (*values, message_id))
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
     def delete_messages_from(self, message_id: int) -> int:
         """Delete a message and every later one of its conversation (regenerate, edit and resend)."""
         msg = self.message(message_id)
-        cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?",
-                               (msg.conversation_id, message_id))
+        with self._writing("delete the messages"):
+            cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?",
+                                   (msg.conversation_id, message_id))
         return cur.rowcount
 
-    def begin_reply(self, conversation_id: int, *, min_interval_s: float = 0.25,
+    def begin_reply(self, conversation_id: int, *, prompt: str | None = None, min_interval_s: float = 0.25,
                     min_chars: int = 2000, monotonic: Callable[[], float] = time.monotonic) -> ReplyWriter:
-        """Start an assistant message in state ``streaming``; feed it with ``ReplyWriter.append``."""
-        msg = self.add_message(conversation_id, "assistant", "", state="streaming")
-        return ReplyWriter(self, msg.id, min_interval_s=min_interval_s, min_chars=min_chars, monotonic=monotonic)
+        """Start an assistant message in state ``streaming``; feed it with ``ReplyWriter.append``.
+        With ``prompt``, the user's message goes in first, in the same transaction: both are saved
+        or neither is (``ReplyWriter.prompt_id`` is its id)."""
+        with self._writing("save your message" if prompt is not None else "start the reply"), self._transaction():
+            prompt_id = None if prompt is None else self._insert_message(conversation_id, "user", prompt,
+                                                                         "complete", None)
+            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None)
+        return ReplyWriter(self, reply_id, min_interval_s=min_interval_s, min_chars=min_chars, monotonic=monotonic,
+                           conversation_id=conversation_id, prompt_id=prompt_id)
 
     # --- presets -------------------------------------------------------------------------------
 
@@ -376,18 +449,21 @@ class ChatStore:
         name = name.strip()
         if not name:
             raise ValueError("a preset needs a name")
-        self._db.execute(
-            "INSERT INTO presets(name, system_prompt, sampling_json) VALUES (?, ?, ?)"
-            " ON CONFLICT(name) DO UPDATE SET system_prompt=excluded.system_prompt,"
-            " sampling_json=excluded.sampling_json",
-            (name, system_prompt, json.dumps(sampling or {})))
+        with self._writing(f"save the preset {name!r}"):
+            self._db.execute(
+                "INSERT INTO presets(name, system_prompt, sampling_json) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET system_prompt=excluded.system_prompt,"
+                " sampling_json=excluded.sampling_json",
+                (name, system_prompt, json.dumps(sampling or {})))
 
     def presets(self) -> list[Preset]:
         rows = self._db.execute("SELECT * FROM presets ORDER BY name COLLATE NOCASE")
         return [Preset(r["name"], r["system_prompt"], json.loads(r["sampling_json"])) for r in rows]
 
     def delete_preset(self, name: str) -> None:
-        if self._db.execute("DELETE FROM presets WHERE name=?", (name,)).rowcount == 0:
+        with self._writing(f"delete the preset {name!r}"):
+            deleted = self._db.execute("DELETE FROM presets WHERE name=?", (name,)).rowcount
+        if deleted == 0:
             raise NotFound(f"there is no preset named {name!r}")
 
     # --- export --------------------------------------------------------------------------------
@@ -417,12 +493,20 @@ class ChatStore:
 class ReplyWriter:
     """Saves a streamed reply as it grows: a cheap UPDATE at most every ``min_interval_s`` (or when
     ``min_chars`` arrive sooner), and always on ``finish``/``interrupt``. The text in memory is the
-    truth; the database lags it by at most one interval."""
+    truth; the database lags it by at most one interval.
+
+    A save the store refuses (``ChatStoreError``: the disk is full, ...) never raises out of
+    ``append``/``finish``/``interrupt`` and loses nothing: ``error`` says why, ``saved`` is False, and
+    the next save tries again (the next due ``append``, or ``save()`` itself, also after the reply
+    has ended) until the text, state and stats are all in the database."""
 
     def __init__(self, store: ChatStore, message_id: int, *, min_interval_s: float, min_chars: int,
-                 monotonic: Callable[[], float]) -> None:
+                 monotonic: Callable[[], float], conversation_id: int | None = None,
+                 prompt_id: int | None = None) -> None:
         self.store = store
         self.message_id = message_id
+        self.conversation_id = conversation_id
+        self.prompt_id = prompt_id  # the user's message begin_reply saved with it, if any
         self._parts: list[str] = []
         self._unsaved_chars = 0
         self._min_interval_s = min_interval_s
@@ -431,10 +515,19 @@ class ReplyWriter:
         self._last_save = monotonic()
         self.saves = 0
         self.closed = False
+        self.state: MessageState = "streaming"
+        self.stats: dict[str, Any] | None = None
+        self.error: ChatStoreError | None = None  # why the last save failed; None once one succeeds
+        self._close_unsaved = False  # finish/interrupt is not in the database yet
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+    @property
+    def saved(self) -> bool:
+        """Everything this writer was given (text, and the end state and stats) is in the database."""
+        return not self._unsaved_chars and not self._close_unsaved
 
     def append(self, text: str) -> None:
         if self.closed:
@@ -443,34 +536,57 @@ class ReplyWriter:
             return
         self._parts.append(text)
         self._unsaved_chars += len(text)
-        if (self._unsaved_chars >= self._min_chars
-                or self._monotonic() - self._last_save >= self._min_interval_s):
+        # After a failure only the interval paces the retries: a full disk is not asked per token.
+        if (self._monotonic() - self._last_save >= self._min_interval_s
+                or self.error is None and self._unsaved_chars >= self._min_chars):
             self.save()
 
-    def save(self) -> None:
-        if self._unsaved_chars:
+    def save(self) -> bool:
+        """Write what the database lacks; True when it has it all. On a refusal ``error`` says why
+        and the text stays in memory for the next try."""
+        if not self.saved:
             # Join once per save, not per token: rendering and saving both stay cheap per token.
             joined = self.text
             self._parts = [joined]
-            self.store.update_message(self.message_id, content=joined)
-            self._unsaved_chars = 0
-            self.saves += 1
+            closing = self._close_unsaved
+            try:
+                if closing:
+                    self.store._update_message(self.message_id, "save the reply", joined, self.state, self.stats)
+                else:
+                    self.store._update_message(self.message_id, "save the reply", joined, None, None)
+            except ChatStoreError as exc:
+                self.error = exc
+            else:
+                self.error = None
+                self._unsaved_chars = 0
+                self._close_unsaved = False
+                if not closing:
+                    self.saves += 1
         self._last_save = self._monotonic()
+        return self.saved
 
-    def finish(self, stats: dict[str, Any] | None = None, *, text: str | None = None) -> None:
-        """The reply ended normally (also after a Stop: the engine's Done says ``cancelled``)."""
-        self._close("complete", stats, text)
+    def finish(self, stats: dict[str, Any] | None = None, *, text: str | None = None) -> bool:
+        """The reply ended normally (also after a Stop: the engine's Done says ``cancelled``).
+        Returns ``saved``."""
+        return self._close("complete", stats, text)
 
-    def interrupt(self, stats: dict[str, Any] | None = None) -> None:
-        """The engine died or failed mid-reply: keep what arrived, marked."""
-        self._close("interrupted", stats, None)
+    def interrupt(self, stats: dict[str, Any] | None = None) -> bool:
+        """The engine died or failed mid-reply: keep what arrived, marked. Returns ``saved``."""
+        return self._close("interrupted", stats, None)
 
-    def _close(self, state: MessageState, stats: dict[str, Any] | None, text: str | None) -> None:
+    def _close(self, state: MessageState, stats: dict[str, Any] | None, text: str | None) -> bool:
         if self.closed:
-            return
+            return self.saved
         if text is not None:
             self._parts = [text]
-        self.store.update_message(self.message_id, content=self.text, state=state, stats=stats)
-        self._unsaved_chars = 0
+        self.state, self.stats = state, stats
         self.closed = True
+        self._close_unsaved = True
+        return self.save()
 
+
+def _disk_is_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < FULL_DISK_BYTES
+    except OSError:
+        return False  # cannot tell: say what SQLite said instead

@@ -313,3 +313,76 @@ def test_presets_save_update_list_delete(store):
         store.delete_preset("creative")
     with pytest.raises(ValueError):
         store.save_preset("  ")
+
+
+def fill_up(store: ChatStore) -> None:
+    """SQLite's own limit, on the store's real connection: the database may not grow past the pages
+    it has, so a write that needs a new page gets SQLITE_FULL ("database or disk is full")."""
+    store._db.execute("PRAGMA max_page_count=1")  # never below the current size: it stops there
+
+
+def free_space(store: ChatStore) -> None:
+    store._db.execute("PRAGMA max_page_count=1073741823")
+
+
+BIG = "lorem ipsum dolor " * 400  # needs overflow pages: more than a full database can take
+
+
+def test_a_write_the_full_database_refuses_is_a_chat_store_error_and_changes_nothing(store):
+    conv = store.create_conversation("Notes")
+    store.add_message(conv.id, "user", "first")
+    before = store.export_json(conv.id)
+    fill_up(store)
+    with pytest.raises(ChatStoreError) as refused:
+        store.add_message(conv.id, "user", BIG)
+    assert refused.value.message == "cannot save the message: the disk that holds the chat database is full"
+    assert refused.value.hint == f"free some space on the disk with {store.path.parent}"
+    assert isinstance(refused.value.__cause__, sqlite3.OperationalError)
+    with pytest.raises(ChatStoreError, match="cannot save your message: the disk .* is full"):
+        store.begin_reply(conv.id, prompt=BIG)  # neither the message nor its reply's row goes in
+    assert not store._db.in_transaction
+    assert store.export_json(conv.id) == before
+    free_space(store)
+    writer = store.begin_reply(conv.id, prompt=BIG)
+    assert [(m.id, m.role, m.content, m.state) for m in store.messages(conv.id)][1:] == [
+        (writer.prompt_id, "user", BIG, "complete"), (writer.message_id, "assistant", "", "streaming")]
+
+
+def test_a_reply_the_full_database_refuses_is_kept_and_saved_on_the_next_try(store):
+    now = [0.0]
+    conv = store.create_conversation()
+    writer = store.begin_reply(conv.id, min_interval_s=0.25, min_chars=1000, monotonic=lambda: now[0])
+    writer.append("Once upon a time. ")
+    now[0] = 1.0
+    writer.append("There was a king. ")  # saved
+    assert store.message(writer.message_id).content == "Once upon a time. There was a king. "
+    fill_up(store)
+    writer.append(BIG)  # min_chars reached: a save, refused
+    first = writer.error
+    assert first is not None and "disk that holds the chat database is full" in first.message
+    assert not writer.saved
+    writer.append(BIG)  # the full database is not asked again before the interval is up
+    assert writer.error is first
+    now[0] = 2.0
+    writer.append("The end.")
+    assert writer.error is not first and writer.error.message == first.message
+    assert writer.finish({"generated_tokens": 9}) is False and writer.closed
+    saved = store.message(writer.message_id)
+    assert (saved.content, saved.state, saved.stats) == ("Once upon a time. There was a king. ", "streaming", None)
+
+    assert writer.save() is False  # still full
+    free_space(store)
+    assert writer.save() is True and writer.saved and writer.error is None
+    saved = store.message(writer.message_id)
+    assert saved.content == "Once upon a time. There was a king. " + BIG * 2 + "The end." == writer.text
+    assert (saved.state, saved.stats) == ("complete", {"generated_tokens": 9})
+
+
+def test_errors_that_are_not_the_disks_are_not_dressed_up(store):
+    with pytest.raises(sqlite3.OperationalError, match="syntax error"):
+        with store._writing("do something"):
+            store._db.execute("THIS IS NOT SQL")
+    conv = store.create_conversation()
+    with pytest.raises(sqlite3.ProgrammingError):  # a bug in the caller, not a full disk
+        store.add_message(conv.id, "user", object())  # type: ignore[arg-type]
+    assert not store._db.in_transaction and store.messages(conv.id) == []
