@@ -4,18 +4,25 @@ EngineBridge and saved through the ChatStore as it arrives.
 A reply belongs to the conversation it was asked in, not to the view: the user may open other chats
 while it streams; it keeps being saved into its own message (by id) and shows in the view only while
 its conversation is open. One reply streams at a time (one engine, one request).
+
+When the store refuses a write (the disk is full, ...), nothing the user wrote or the model said is
+lost: a reply keeps streaming into the view from its ReplyWriter (whose text is the truth), the banner
+says it is not saved yet and why, and it is saved on the next save attempt: the writer's own, "Save
+now" in the banner, a retry every few seconds, or before the next write the page makes. A message
+that cannot be saved is not sent and stays in the composer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from app.chats.store import ChatMessage, ChatStore, Conversation, DeletedConversation, NotFound, ReplyWriter
+from app.chats.store import (ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation, NotFound,
+                             ReplyWriter)
 from app.errors import EngineCrashed, EngineError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
@@ -29,6 +36,7 @@ from backends.base import Done, LoadSettings, Loaded, Message
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
 UNDO_SECONDS = 10
 SEND_TIP = "Send (Enter)"
+SAVE_RETRY_MS = 5000  # a reply the store refused is tried again this often, until it is saved
 
 
 @dataclass
@@ -38,6 +46,7 @@ class _DeletedChat:
     conversation_id: int
     title: str
     deleted: DeletedConversation | None = None
+    unsaved: list[ReplyWriter] = field(default_factory=list)  # its replies the store had refused: saved on undo
 
 
 class ChatPage(QWidget):
@@ -63,6 +72,12 @@ class ChatPage(QWidget):
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
+        self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
+        self._unsaved: list[ReplyWriter] = []  # replies that ended but the store has refused so far
+        self._save_error: ChatStoreError | None = None  # why a reply is not saved; shown in the banner
+        self._save_retry = QTimer(self)
+        self._save_retry.setInterval(SAVE_RETRY_MS)
+        self._save_retry.timeout.connect(self._on_save_retry)
         self._build()
         bridge.loaded.connect(self._on_loaded)
         bridge.load_progress.connect(self._on_load_progress)
@@ -148,7 +163,12 @@ class ChatPage(QWidget):
         self.reload_button = QPushButton("Reload model")
         self.reload_button.setAccessibleName("Reload model")
         self.reload_button.clicked.connect(self._on_reload_clicked)
+        self.save_button = QPushButton("Save now")
+        self.save_button.setAccessibleName("Save the reply now")
+        self.save_button.setToolTip("Try again to save the reply that is not saved yet")
+        self.save_button.clicked.connect(self._on_save_clicked)
         banner_layout.addWidget(self.banner_text, 1)
+        banner_layout.addWidget(self.save_button)
         banner_layout.addWidget(self.reload_button)
         self.banner.hide()
         layout.addWidget(self.banner)
@@ -210,8 +230,11 @@ class ChatPage(QWidget):
 
     @Slot()
     def new_conversation(self) -> None:
-        conv = self.store.create_conversation(
-            model_path=self.loaded.model_path if self.loaded else None)
+        try:
+            conv = self.store.create_conversation(model_path=self.loaded.model_path if self.loaded else None)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return
         self.search_box.clear()
         self.current = conv
         self.refresh_conversations()
@@ -225,6 +248,9 @@ class ChatPage(QWidget):
             if self._writer is not None and message.id == self._writer.message_id:
                 # The store lags the stream by up to one save interval; the writer has every word.
                 message = replace(message, content=self._writer.text)
+            elif unsaved := next((w for w in self._unsaved if w.message_id == message.id), None):
+                # A reply that ended but is not saved yet: the writer has its words, end state and stats.
+                message = replace(message, content=unsaved.text, state=unsaved.state, stats=unsaved.stats)
             self._add_bubble(message)
         self._hide_busy_notice()  # it was about sending in the chat that was open
         self.conversation_changed.emit(conversation_id)
@@ -255,7 +281,11 @@ class ChatPage(QWidget):
             self.rename_current(title.strip())
 
     def rename_current(self, title: str) -> None:
-        self.store.rename(self.current.id, title)
+        try:
+            self.store.rename(self.current.id, title)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return
         self.current = self.store.conversation(self.current.id)
         self.refresh_conversations()
         self._show_stats_source()
@@ -271,12 +301,19 @@ class ChatPage(QWidget):
         if self.current is None:
             return
         conv = self.current
-        self._undo = _DeletedChat(conv.id, conv.title)  # a newer delete makes the older one final
+        undo = _DeletedChat(conv.id, conv.title)
         if self._generating and conv.id == self._reply_chat:
             self._pending_delete = conv.id
             self.bridge.stop()
         else:
-            self._undo.deleted = self.store.delete_conversation(conv.id)
+            self._save_pending()  # what the undo keeps is the rows as they are: save first what they lack
+            try:
+                undo.deleted = self.store.delete_conversation(conv.id)
+            except ChatStoreError as exc:
+                self._show_store_error(exc)
+                return
+            undo.unsaved = self._forget_unsaved(conv.id)
+        self._undo = undo  # a newer delete makes the older one final
         self.undo_bar.offer(f"Chat “{conv.title}” deleted")
         self.current = None
         self.view.clear()
@@ -290,7 +327,15 @@ class ChatPage(QWidget):
         if undo is None:
             return
         if undo.deleted is not None:
-            self.store.restore_conversation(undo.deleted)
+            try:
+                self.store.restore_conversation(undo.deleted)
+            except ChatStoreError as exc:
+                self._undo = undo  # still there to undo once the store takes it
+                self.undo_bar.offer(f"Chat “{undo.title}” deleted")
+                self._show_store_error(exc)
+                return
+            self._unsaved.extend(undo.unsaved)
+            self._save_pending()
         elif self._pending_delete == undo.conversation_id:
             self._pending_delete = None  # not deleted yet: just keep it (its reply still stops)
         else:
@@ -307,6 +352,8 @@ class ChatPage(QWidget):
     def _on_chat_settings_clicked(self) -> None:
         if self.current is None:
             self.new_conversation()
+            if self.current is None:  # the store refused it; the banner says why
+                return
         ChatSettingsDialog(self.store, self.current, self).exec()
         self.current = self.store.conversation(self.current.id)
 
@@ -345,7 +392,7 @@ class ChatPage(QWidget):
 
     def open_model(self, path: str) -> None:
         """Fill in the load settings from the estimator for this machine (in a worker), then load."""
-        self.banner.hide()
+        self._hide_banner()
         self.model_bar.show_loading(f"Sizing up {Path(path).name}…")
         self.load_button.setEnabled(False)
         self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx)
@@ -377,7 +424,7 @@ class ChatPage(QWidget):
             self.prefill = None
             self.model_bar.show_estimate(None)
         self.model_bar.show_settings(settings)
-        self.banner.hide()
+        self._hide_banner()
         self.model_bar.show_loading(f"Loading {Path(path).name}…")
         self.bridge.load(path, settings)
 
@@ -425,26 +472,44 @@ class ChatPage(QWidget):
         if self.loaded is None:
             self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
             return
-        if self.current is None:
-            self.current = self.store.create_conversation(model_path=self.loaded.model_path)
-        if not self.store.messages(self.current.id):
-            self.store.rename(self.current.id, _title_from(text))
-        self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
+        if not self._save_pending():  # the reply before comes first; the banner says why it cannot
+            self._show_banner("Your message is not sent yet: it stays in the box below.", reload=False)
+            return
+        try:
+            if self.current is None:
+                self.current = self.store.create_conversation(model_path=self.loaded.model_path)
+            if not self.store.messages(self.current.id):
+                self.store.rename(self.current.id, _title_from(text))
+            self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
+            # The message and its reply's row in one transaction: a message never waits without one.
+            writer = self.store.begin_reply(self.current.id, prompt=text)
+        except ChatStoreError as exc:
+            self.refresh_conversations()
+            self._show_banner(f"{_capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
+                              "again.", reload=False)
+            return
         self.composer.clear()
-        self._add_bubble(self.store.add_message(self.current.id, "user", text))
+        self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
-        self._generate()
+        self._generate(writer)
 
-    def _generate(self) -> None:
+    def _generate(self, writer: ReplyWriter | None = None) -> None:
         conv = self.store.conversation(self.current.id)
-        history = [Message(m.role, m.content) for m in self.store.messages(conv.id) if m.content]
+        if writer is None:
+            try:
+                writer = self.store.begin_reply(conv.id)
+            except ChatStoreError as exc:
+                self._show_store_error(exc)
+                return
+        history = [Message(m.role, m.content) for m in self.store.messages(conv.id)
+                   if m.content and m.id != writer.message_id]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
-        self._writer = self.store.begin_reply(conv.id)
-        self._add_bubble(self.store.message(self._writer.message_id))
+        self._writer = writer
+        self._add_bubble(self.store.message(writer.message_id))
         self._generating = True
         self._reply_chat = self._stats_chat = conv.id
-        self.banner.hide()
+        self._hide_banner()
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
@@ -457,20 +522,33 @@ class ChatPage(QWidget):
 
     @Slot(int)
     def _on_regenerate_requested(self, message_id: int) -> None:
-        if self._generating or self.loaded is None:
+        if self._generating or self.loaded is None or not self._delete_from(message_id):
             return
-        self.store.delete_messages_from(message_id)
-        self.view.remove_from(message_id)
         self._generate()
 
     @Slot(int)
     def _on_edit_requested(self, message_id: int) -> None:
         if self._generating:
             return
-        self.composer.setPlainText(self.store.message(message_id).content)
-        self.store.delete_messages_from(message_id)
+        text = self.store.message(message_id).content
+        if self._delete_from(message_id):
+            self.composer.setPlainText(text)
+            self.composer.setFocus()
+
+    def _delete_from(self, message_id: int) -> bool:
+        """Delete a message and the ones after it, from the store and the view; False (and the
+        banner says why) when the store refuses."""
+        self._save_pending()
+        try:
+            self.store.delete_messages_from(message_id)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return False
+        self._unsaved = [w for w in self._unsaved if w.message_id < message_id
+                         or w.conversation_id != self.current.id]
         self.view.remove_from(message_id)
-        self.composer.setFocus()
+        self._track_saving()
+        return True
 
     def _streaming_bubble(self) -> MessageBubble | None:
         """The streaming reply's bubble while its conversation is open, else None. Looked up each
@@ -481,10 +559,11 @@ class ChatPage(QWidget):
     def _on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
         if self._writer is None:
             return
-        self._writer.append(text)
+        self._writer.append(text)  # a save the store refuses does not raise: the writer keeps it for later
         if bubble := self._streaming_bubble():
             bubble.append_text(text)
         self.stats.on_progress(count, first_ms, last_ms)
+        self._track_saving()
 
     @Slot(object)
     def _on_done(self, done: Done) -> None:
@@ -497,11 +576,13 @@ class ChatPage(QWidget):
         self.stats.on_done(stats)
         self._end_reply()
 
-    def _interrupt_reply(self) -> None:
-        self._writer.interrupt()
+    def _interrupt_reply(self) -> bool:
+        """Keep the reply so far, marked interrupted; returns whether the store has it."""
+        saved = self._writer.interrupt()
         if bubble := self._streaming_bubble():
             bubble.finish(self._writer.text, None, "interrupted")
         self._end_reply()
+        return saved
 
     @Slot(object)
     def _on_failed(self, error: EngineError) -> None:
@@ -518,30 +599,85 @@ class ChatPage(QWidget):
         self.model_bar.watch_process(None)
         self.loaded = None
         self.model_label.setText("No model loaded — the engine stopped")
-        if self._writer is not None:
-            self._interrupt_reply()
-        self._show_banner(f"{error} Your conversation is saved; the reply so far is kept and marked interrupted.",
-                          reload=self._load_request is not None)
+        kept = "the reply so far is kept and marked interrupted."
+        if self._writer is not None and not self._interrupt_reply():
+            notice = f"{error} {_capitalized(kept)}"  # the banner goes on to say it is not saved yet
+        else:
+            notice = f"{error} Your conversation is saved; {kept}"
+        self._show_banner(notice, reload=self._load_request is not None)
         self._update_controls()
 
     def _end_reply(self) -> None:
-        self._writer = None
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.saved:
+            self._unsaved.append(writer)
         self._generating = False
         self._reply_chat = None
-        if self._pending_delete is not None:  # its reply has stopped and is saved: now delete it
-            deleted = self.store.delete_conversation(self._pending_delete)
-            self._pending_delete = None
-            if self._undo is not None and self._undo.conversation_id == deleted.id:
-                self._undo.deleted = deleted
+        if self._pending_delete is not None:  # its reply has stopped (and is saved, where it could be): delete it
+            self._delete_stopped_chat(self._pending_delete)
         self._hide_busy_notice()
+        self._track_saving()
         self.refresh_conversations()
         self._show_stats_source()
         self._update_controls()
 
+    def _delete_stopped_chat(self, conversation_id: int) -> None:
+        self._pending_delete = None
+        try:
+            deleted = self.store.delete_conversation(conversation_id)
+        except ChatStoreError as exc:  # it stays, back in the list; the undo has nothing to do
+            if self._undo is not None and self._undo.conversation_id == conversation_id:
+                self._undo = None
+                self.undo_bar.dismiss()
+            self._show_store_error(exc)
+            return
+        unsaved = self._forget_unsaved(conversation_id)
+        if self._undo is not None and self._undo.conversation_id == deleted.id:
+            self._undo.deleted = deleted
+            self._undo.unsaved = unsaved
+
     def _hide_busy_notice(self) -> None:
         if self._busy_notice:
-            self._busy_notice = False
-            self.banner.hide()
+            self._hide_banner()
+
+    # --- saving what the store refused ---------------------------------------------------------
+
+    def _save_pending(self) -> bool:
+        """Try again to save the replies the store refused; True when nothing is left unsaved."""
+        waiting = [*self._unsaved, *([self._writer] if self._writer and self._writer.error else [])]
+        for writer in waiting:
+            if not writer.save():
+                break  # the store refuses this one: it has no more room for the next
+        self._track_saving()
+        return self._save_error is None
+
+    def _track_saving(self) -> None:
+        """Keep the banner and the retry timer in step with the replies that are not saved."""
+        self._unsaved = [w for w in self._unsaved if not w.saved]
+        writers = [*self._unsaved, *([self._writer] if self._writer else [])]
+        error = next((w.error for w in writers if not w.saved and w.error is not None), None)
+        before, self._save_error = self._save_error, error
+        if error is None:
+            self._save_retry.stop()
+        elif not self._save_retry.isActive():
+            self._save_retry.start()
+        if (before is None) != (error is None) or error is not None and str(error) != str(before):
+            self._render_banner()
+
+    def _forget_unsaved(self, conversation_id: int) -> list[ReplyWriter]:
+        """Its conversation is deleted: nothing left to save them into (until an undo). Returns them."""
+        gone = [w for w in self._unsaved if w.conversation_id == conversation_id]
+        self._unsaved = [w for w in self._unsaved if w.conversation_id != conversation_id]
+        self._track_saving()
+        return gone
+
+    @Slot()
+    def _on_save_clicked(self) -> None:
+        self._save_pending()
+
+    @Slot()
+    def _on_save_retry(self) -> None:
+        self._save_pending()
 
     def _title_of(self, conversation_id: int | None) -> str | None:
         if conversation_id is None or conversation_id == self._pending_delete:
@@ -571,9 +707,33 @@ class ChatPage(QWidget):
         self._update_controls()
 
     def _show_banner(self, text: str, *, reload: bool) -> None:
-        self._busy_notice = False  # whatever the banner said before is replaced
-        self.banner_text.setText(text)
+        """Say ``text`` in the banner, replacing what it said before, except that a reply is not saved:
+        that stays said (after ``text``) until it is saved."""
+        self._busy_notice = False
+        self._notice = (text, reload)
+        self._render_banner()
+
+    def _hide_banner(self) -> None:
+        self._busy_notice = False
+        self._notice = None
+        self._render_banner()
+
+    def _show_store_error(self, error: ChatStoreError) -> None:
+        self._show_banner(f"{_capitalized(error.message)}. {_capitalized(error.hint)}.", reload=False)
+
+    def _render_banner(self) -> None:
+        text, reload = self._notice or ("", False)
+        parts = [text] if text else []
+        if self._save_error is not None:
+            parts.append(f"{_capitalized(self._save_error.message)}. The reply is shown here but is not saved yet: "
+                         f"{self._save_error.hint}, then click “Save now” (QuantDesk also tries again every few "
+                         "seconds).")
+        if not parts:
+            self.banner.hide()
+            return
+        self.banner_text.setText(" ".join(parts))
         self.reload_button.setVisible(reload)
+        self.save_button.setVisible(self._save_error is not None)
         self.banner.show()
 
     def _update_controls(self) -> None:
@@ -602,13 +762,24 @@ class ChatPage(QWidget):
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
         deleted while it streamed stays deleted."""
+        self._save_retry.stop()
         if self._writer is not None:
             self.bridge.stop()
-            self._writer.interrupt()
+            if not self._writer.interrupt():
+                self._unsaved.append(self._writer)
             self._writer = None
+        for writer in self._unsaved:  # a last try; what a full disk still refuses now cannot be kept
+            writer.save()
         if self._pending_delete is not None:
-            self.store.delete_conversation(self._pending_delete)
+            try:
+                self.store.delete_conversation(self._pending_delete)
+            except ChatStoreError:
+                pass  # closing: it stays, and shows again next time
             self._pending_delete = None
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _title_from(text: str, limit: int = 48) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 
+from app.chats.store import ChatStoreError
 from backends.base import LoadSettings
 from tests.ui.engine_double import EngineDouble
 
@@ -412,3 +415,163 @@ def test_an_engine_crash_while_another_chat_is_open_keeps_the_reply_so_far_in_it
     select_chat(qtbot, chat, "Tell a story")
     assert [(m.content, m.state) for m in chat.store.messages(story)][-1] == ("Once upon a ", "interrupted")
     assert chat.view.bubbles[-1].markdown == "Once upon a " and "interrupted" in chat.view.bubbles[-1].meta.text()
+
+
+# --- a full disk under the chat database ---------------------------------------------------------
+# SQLite's own limit on the store's real connection: the database may not grow past the pages it has
+# (PRAGMA max_page_count), so SQLite itself refuses writes with SQLITE_FULL, "database or disk is
+# full", exactly as on a full disk (tests/chats/test_store_disk_full.py does that on a real one).
+
+STORY = ["Once ", "upon ", "a time. " + "la " * 700, "The end."]  # the third is long enough to be saved at once
+
+
+def fill_up(store) -> None:
+    """Take every page the database has, then forbid new ones."""
+    filler = store.create_conversation("Filler")
+    store._db.execute("PRAGMA max_page_count=1")  # never below the current size: it stops there
+    for size in (4000, 1000, 250, 60, 15, 1):
+        try:
+            while True:
+                store.add_message(filler.id, "user", "f" * size)
+        except (ChatStoreError, sqlite3.OperationalError):  # the latter from a store that does not say it in words
+            pass
+
+
+def free_space(store) -> None:
+    store._db.execute("PRAGMA max_page_count=1073741823")
+
+
+def start_story_on_a_filling_disk(qtbot, window, engine) -> int:
+    """A reply held after "Once upon " in a chat "Tell a story"; then the disk fills. Returns the reply's id."""
+    chat = window.chat
+    load(qtbot, window)
+    type_and_send(qtbot, chat, "Tell a story")
+    qtbot.waitUntil(lambda: engine.holding.is_set() and chat.view.bubbles[-1].markdown == "Once upon ", timeout=10_000)
+    fill_up(chat.store)
+    return chat.view.bubbles[-1].message_id
+
+
+def test_a_reply_the_full_disk_refuses_streams_on_says_so_and_save_now_saves_it_whole(qtbot, make_window):
+    engine = EngineDouble(STORY, hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    reply_id = start_story_on_a_filling_disk(qtbot, window, engine)
+    story = chat.current.id
+    seen: list[tuple[str, bool]] = []
+    window.bridge.tokens.connect(lambda *_: seen.append((chat.view.bubble(reply_id).markdown, chat.banner.isVisible())))
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000) as done:
+        engine.release.set()
+    text = "".join(STORY)
+    stats = done.args[0].stats.to_public_dict()
+
+    # The reply streamed on into the view and the banner said so while it did; it ended normally.
+    assert seen and seen[-1] == (text, True)
+    bubble = chat.view.bubble(reply_id)
+    assert bubble.markdown == text and bubble.state == "complete" and "tok/s" in bubble.meta.text()
+    assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
+    assert chat.banner.isVisible() and chat.save_button.isVisible()
+    notice = chat.banner_text.text()
+    assert notice.startswith("Cannot save the reply: the disk that holds the chat database is full.")
+    assert "not saved yet" in notice and f"free some space on the disk with {chat.store.path.parent}" in notice
+    saved = chat.store.message(reply_id)
+    assert saved.state == "streaming" and text.startswith(saved.content) and saved.content != text
+
+    # Opening the chat again shows the reply as it is, not as the store still has it.
+    select_chat(qtbot, chat, "Filler")
+    select_chat(qtbot, chat, "Tell a story")
+    assert chat.current.id == story
+    assert chat.view.bubbles[-1].markdown == text and chat.view.bubbles[-1].state == "complete"
+
+    qtbot.mouseClick(chat.save_button, Qt.MouseButton.LeftButton)  # still full: nothing changes
+    assert chat.banner.isVisible() and chat.store.message(reply_id).state == "streaming"
+    free_space(chat.store)
+    qtbot.mouseClick(chat.save_button, Qt.MouseButton.LeftButton)
+    assert not chat.banner.isVisible()
+    saved = chat.store.message(reply_id)
+    assert (saved.content, saved.state, saved.stats) == (text, "complete", stats)
+    assert not chat._save_retry.isActive()
+
+
+def test_a_message_the_full_disk_refuses_is_not_sent_and_stays_in_the_composer(qtbot, make_window):
+    engine = EngineDouble(["ok"])
+    window = make_window(engine)
+    chat = window.chat
+    load(qtbot, window)
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        type_and_send(qtbot, chat, "First question")
+    conv = chat.current.id
+    before = chat.store.messages(conv)
+    fill_up(chat.store)
+    select_chat(qtbot, chat, "First question")
+
+    type_and_send(qtbot, chat, "Second question")
+    assert chat.composer.toPlainText() == "Second question"
+    assert len(engine.requests) == 1
+    assert chat.banner.isVisible() and not chat.save_button.isVisible()
+    assert chat.banner_text.text() == (
+        "Cannot save your message: the disk that holds the chat database is full. It stays in the box below: "
+        f"free some space on the disk with {chat.store.path.parent}, then send it again.")
+    assert [b.markdown for b in chat.view.bubbles] == ["First question", "ok"]
+    assert chat.store.messages(conv) == before
+    assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
+
+    free_space(chat.store)
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert not chat.banner.isVisible() and chat.composer.toPlainText() == ""
+    assert [(m.role, m.content) for m in chat.store.messages(conv)] == [
+        ("user", "First question"), ("assistant", "ok"), ("user", "Second question"), ("assistant", "ok")]
+
+
+def test_send_saves_the_reply_the_full_disk_refused_first(qtbot, make_window):
+    engine = EngineDouble(STORY, hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    reply_id = start_story_on_a_filling_disk(qtbot, window, engine)
+    story = chat.current.id
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000) as done:
+        engine.release.set()
+    engine.reply, engine.hold_after = ["Sure."], None
+
+    type_and_send(qtbot, chat, "Another one")  # still full: neither the reply nor this can be saved
+    assert chat.composer.toPlainText() == "Another one" and len(engine.requests) == 1
+    notice = chat.banner_text.text()
+    assert notice.startswith("Your message is not sent yet: it stays in the box below.")
+    assert "Cannot save the reply: the disk that holds the chat database is full." in notice
+    assert chat.save_button.isVisible()
+
+    free_space(chat.store)
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.mouseClick(chat.send_button, Qt.MouseButton.LeftButton)
+    assert not chat.banner.isVisible()
+    assert [(m.id == reply_id, m.content, m.state, m.stats) for m in chat.store.messages(story)][1:] == [
+        (True, "".join(STORY), "complete", done.args[0].stats.to_public_dict()),
+        (False, "Another one", "complete", None),
+        (False, "Sure.", "complete", chat.store.messages(story)[-1].stats)]
+    assert [m.content for m in engine.requests[-1]] == ["Tell a story", "".join(STORY), "Another one"]
+
+
+def test_a_crash_on_a_full_disk_keeps_the_reply_and_the_retry_saves_it_once_there_is_room(qtbot, make_window):
+    engine = EngineDouble(STORY, hold_after=2, crash_after=3)
+    window = make_window(engine)
+    chat = window.chat
+    reply_id = start_story_on_a_filling_disk(qtbot, window, engine)
+    with qtbot.waitSignal(window.bridge.crashed, timeout=10_000):
+        engine.release.set()
+    kept = "".join(STORY[:3])
+    notice = chat.banner_text.text()
+    assert "The engine stopped unexpectedly" in notice and "The reply so far is kept and marked interrupted." in notice
+    assert "Your conversation is saved" not in notice  # it is not, yet
+    assert "Cannot save the reply: the disk that holds the chat database is full." in notice
+    assert chat.reload_button.isVisible() and chat.save_button.isVisible()
+    assert chat.view.bubble(reply_id).markdown == kept and "interrupted" in chat.view.bubble(reply_id).meta.text()
+    assert chat._save_retry.isActive()
+
+    chat._save_retry.setInterval(20)
+    free_space(chat.store)
+    qtbot.waitUntil(lambda: not chat.save_button.isVisible(), timeout=5_000)
+    assert "not saved" not in chat.banner_text.text() and "The engine stopped unexpectedly" in chat.banner_text.text()
+    assert chat.reload_button.isVisible()
+    saved = chat.store.message(reply_id)
+    assert (saved.content, saved.state) == (kept, "interrupted")
+    assert not chat._save_retry.isActive()
