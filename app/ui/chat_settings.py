@@ -6,10 +6,10 @@ import dataclasses
 
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
-                               QHBoxLayout, QInputDialog, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
+                               QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from app.chats.store import ChatStore, Conversation
+from app.chats.store import ChatStore, ChatStoreError, Conversation
 from backends.base import SamplingSettings
 
 NO_PRESET = "(choose a preset)"
@@ -67,6 +67,12 @@ class ChatSettingsDialog(QDialog):
         self.seed.setAccessibleName("Seed")
         form.addRow("Seed", self.seed)
         layout.addLayout(form)
+        self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
+        self.error.setObjectName("no")
+        self.error.setWordWrap(True)
+        self.error.setAccessibleName("Why the settings were not saved")
+        self.error.hide()
+        layout.addWidget(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -119,8 +125,18 @@ class ChatSettingsDialog(QDialog):
                                    sampling=self.sampling())
 
     def accept(self) -> None:
-        self.save()
-        super().accept()
+        if self._saved(self.save):
+            super().accept()
+
+    def _saved(self, write) -> bool:
+        try:
+            write()
+        except ChatStoreError as exc:
+            self.error.setText(f"Not saved: {exc.message}." + (f" {exc.hint[:1].upper()}{exc.hint[1:]}." if exc.hint else ""))
+            self.error.show()
+            return False
+        self.error.hide()
+        return True
 
     @Slot(int)
     def _on_preset_chosen(self, index: int) -> None:
@@ -131,4 +147,4 @@ class ChatSettingsDialog(QDialog):
     def _on_save_preset_clicked(self) -> None:
         name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
         if ok and name.strip():
-            self.save_preset(name)
+            self._saved(lambda: self.save_preset(name))

@@ -62,3 +62,23 @@ def test_export_markdown_and_json_files(qtbot, make_window, tmp_path):
     assert md.name == "chat.md" and md.read_text(encoding="utf-8").startswith("# Export me")
     js = chat.export_current(str(tmp_path / "chat.json"), "json")
     assert json.loads(js.read_text(encoding="utf-8"))["messages"][0]["content"] == "Hi *there*"
+
+
+def test_settings_a_full_disk_refuses_keep_the_dialog_open_with_what_was_typed(qtbot, make_window):
+    window = make_window()
+    store = window.chat.store
+    conv = store.create_conversation("one")
+    dialog = ChatSettingsDialog(store, conv, window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    prompt = "Answer at length, citing sources. " * 300  # needs new pages in the database
+    dialog.system_prompt.setPlainText(prompt)
+    store._db.execute("PRAGMA max_page_count=1")  # SQLite's own SQLITE_FULL, as on a full disk
+    dialog.accept()
+    assert dialog.isVisible() and dialog.result() != dialog.DialogCode.Accepted
+    assert dialog.error.isVisible() and "Not saved" in dialog.error.text() and "full" in dialog.error.text()
+    assert dialog.system_prompt.toPlainText() == prompt and store.conversation(conv.id).system_prompt == ""
+    store._db.execute("PRAGMA max_page_count=1073741823")  # space freed
+    dialog.accept()
+    assert not dialog.isVisible() and not dialog.error.isVisible()
+    assert store.conversation(conv.id).system_prompt == prompt
