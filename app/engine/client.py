@@ -108,6 +108,7 @@ class EngineClient:
         self._turns = _Turns()
         self._queued_ids: set[str] = set()  # generations waiting for their turn
         self._cancelled_ids: set[str] = set()  # ... and those of them cancelled before it came
+        self._cancel_sent_for: str | None = None  # the running request a cancel was sent for
         self._ids_lock = threading.Lock()
         self._phase = "while starting"
         self.loaded: Loaded | None = None
@@ -244,9 +245,10 @@ class EngineClient:
             # The turn ends before the Done is handed out: a consumer that stops reading at the Done
             # (as every loop over this stream does) must not keep the engine from the next request.
             with self._turns.turn(on_wait):
-                with self._ids_lock:
+                with self._ids_lock:  # from queued to running in one step, so no cancel falls in between
                     self._queued_ids.discard(request_id)
                     cancelled = request_id in self._cancelled_ids
+                    self._current_id = None if cancelled else request_id
                 if cancelled:  # stopped while it waited: the engine never sees it
                     done = Done(request_id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0))
                 else:
@@ -259,16 +261,20 @@ class EngineClient:
 
     def _generate(self, messages: Prompt, sampling: SamplingSettings, request_id: str):
         """Yields the Tokens and returns the Done."""
-        self._current_id = request_id
         self._phase = "during generation"
         payload = {"prompt": messages} if isinstance(messages, str) else {"messages": [m.__dict__ for m in messages]}
         self._send({"op": "generate", "id": request_id, **payload,
                     "sampling": protocol.settings_to_dict(sampling)})
-        finished = False
+        finished = resent = False
         try:
             while True:
                 event = self._next_event()
                 if isinstance(event, Token) and event.request_id == request_id:
+                    # The host drops a cancel that reaches it before it has started this request; once a
+                    # token is here it has, so a cancel sent earlier goes again, once.
+                    if not resent and self._cancel_sent_for == request_id:
+                        self._send({"op": "cancel", "id": request_id})
+                        resent = True
                     yield event
                 elif isinstance(event, Done) and event.request_id == request_id:
                     finished = True
@@ -277,7 +283,7 @@ class EngineClient:
                     finished = True
                     raise EngineError(event.message, event.hint, kind=event.kind)
         finally:
-            self._current_id = None
+            self._current_id = self._cancel_sent_for = None
             if not finished and self.alive:
                 self._drain(request_id)
             if self._phase == "during generation":
@@ -324,10 +330,13 @@ class EngineClient:
             if request_id in self._queued_ids:
                 self._cancelled_ids.add(request_id)
                 return
-        running = self._current_id
-        if request_id is None:
-            request_id = running
-        if request_id is not None and request_id == running and self.alive:
+            running = self._current_id
+            if request_id is None:
+                request_id = running
+            if request_id is None or request_id != running:
+                return
+            self._cancel_sent_for = request_id
+        if self.alive:
             try:
                 self._send({"op": "cancel", "id": request_id})
             except EngineCrashed:

@@ -146,6 +146,20 @@ def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_reque
     assert order.index("second") < order.index("third")  # first come, first served
 
 
+def test_a_cancel_sent_before_the_host_has_started_the_request_still_stops_it(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    send = client._send
+
+    def send_then_cancel(request: dict) -> None:  # the cancel is written right behind the generate request
+        send(request)
+        if request["op"] == "generate":
+            client.cancel(request["id"])
+
+    client._send = send_then_cancel
+    _, done = _collect(client.generate(HELLO, SamplingSettings(max_tokens=1500, seed=1), request_id="early"))
+    assert done.stats.stop_reason == "cancelled" and done.stats.generated_tokens < 1500
+
+
 def test_closing_the_stream_early_cancels_and_the_next_request_works(client, tiny_models):
     client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
     stream = client.generate(HELLO, SamplingSettings(max_tokens=1500))
