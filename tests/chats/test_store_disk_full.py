@@ -7,16 +7,9 @@ once space is freed, the whole reply with its stats is in the database, and the 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.small_disk import needs_small_disks, run_on_small_disk
 
 # Runs inside the namespace, where argv[1] is a 2 MB tmpfs.
 DRIVER = textwrap.dedent("""
@@ -83,23 +76,10 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _namespaces_work(), reason="this kernel does not allow user and mount namespaces")
+@needs_small_disks
 def test_a_reply_streaming_onto_a_disk_that_fills_up_is_kept_and_saved_whole_once_there_is_room(tmp_path):
     mount = tmp_path / "data"
-    mount.mkdir()
-    script = f"mount -t tmpfs -o size=2m tmpfs {mount} && exec {sys.executable} -c \"$DRIVER\" {mount}"
-    run = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=ROOT,
-                         env={**os.environ, "DRIVER": DRIVER, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr  # nothing raised out of append/finish
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out = run_on_small_disk(mount, "2m", DRIVER, str(mount))  # it exits 0: nothing raised out of append/finish
 
     full = {"type": "ChatStoreError", "message": "cannot save the reply: the disk that holds the chat database is full",
             "hint": f"free some space on the disk with {mount}", "cause": "OperationalError"}

@@ -6,19 +6,11 @@ with a Range request once space is freed."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-import pytest
-
+from tests.fixtures.small_disk import needs_small_disks, run_on_small_disk
 from tests.hub.conftest import payload, sha256
 
-ROOT = Path(__file__).resolve().parents[2]
 SIZE = 4_000_000
 NAME = "full-Q4_K_M.gguf"
 REPO = "acme/full-GGUF"
@@ -61,27 +53,13 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.mark.skipif(not _namespaces_work(), reason="this kernel does not allow user and mount namespaces")
+@needs_small_disks
 def test_a_disk_that_fills_mid_download_stops_it_in_words_and_the_resume_loses_nothing(hub_env, tmp_path):
     data = payload(SIZE, 11)
     hub_env.add_repo(REPO, {NAME: data}, tags=["gguf"])
     hub_env.faults.add(NAME, "stall", after_bytes=SIZE // 2, seconds=1.0)  # half, a pause, then the rest
     mount = tmp_path / "models"
-    mount.mkdir()
-    script = (f"mount -t tmpfs -o size=8m tmpfs {mount} && "
-              f"QUANTDESK_MODELS_DIR={mount} exec {sys.executable} -c \"$DRIVER\" {REPO} {NAME} {SIZE}")
-    run = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], cwd=ROOT,
-                         env={**os.environ, "DRIVER": DRIVER, "PYTHONPATH": str(ROOT)},
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    outcome = json.loads(run.stdout.strip().splitlines()[-1])
+    outcome = run_on_small_disk(mount, "8m", DRIVER, REPO, NAME, str(SIZE), env={"QUANTDESK_MODELS_DIR": str(mount)})
     first = outcome["first"]
     assert first != "finished", "the disk never filled"
     assert first["type"] == "DownloadError"
