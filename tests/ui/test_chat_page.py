@@ -238,8 +238,14 @@ def select_chat(qtbot, chat, title: str) -> None:
     qtbot.mouseClick(chats.viewport(), Qt.MouseButton.LeftButton, pos=chats.visualItemRect(item).center())
 
 
-def start_story_beside_another_chat(qtbot, window, engine):
-    """A chat "Other chat" with one message, and a reply held mid-way in a chat "Tell a story"."""
+HELD_STORY = ["Once ", "upon ", "a ", "time", "."]
+
+
+def story_beside_another_chat(qtbot, make_window, engine_class=None, **engine_options):
+    """A window with a chat "Other chat" holding one message, and a reply held mid-way (after "Once upon ") in a
+    chat "Tell a story": (window, engine, story id, other id)."""
+    engine = (engine_class or EngineDouble)(HELD_STORY, hold_after=2, **engine_options)
+    window = make_window(engine)
     chat = window.chat
     load(qtbot, window)
     other = chat.store.create_conversation("Other chat")
@@ -248,14 +254,12 @@ def start_story_beside_another_chat(qtbot, window, engine):
     type_and_send(qtbot, chat, "Tell a story")
     qtbot.waitUntil(lambda: engine.holding.is_set() and chat.view.bubbles[-1].markdown == "Once upon ",
                     timeout=10_000)
-    return chat.current.id, other.id
+    return window, engine, chat.current.id, other.id
 
 
 def test_a_reply_keeps_streaming_into_its_own_chat_while_another_is_open(qtbot, make_window):
-    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, story, other = story_beside_another_chat(qtbot, make_window)
     chat = window.chat
-    story, other = start_story_beside_another_chat(qtbot, window, engine)
     reply_id = chat.store.messages(story)[-1].id
 
     select_chat(qtbot, chat, "Other chat")
@@ -286,10 +290,8 @@ def test_a_reply_keeps_streaming_into_its_own_chat_while_another_is_open(qtbot, 
 
 
 def test_a_reply_that_finishes_while_another_chat_is_open_is_all_there_on_return(qtbot, make_window):
-    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, story, other = story_beside_another_chat(qtbot, make_window)
     chat = window.chat
-    story, other = start_story_beside_another_chat(qtbot, window, engine)
 
     select_chat(qtbot, chat, "Other chat")
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
@@ -307,10 +309,8 @@ def test_a_reply_that_finishes_while_another_chat_is_open_is_all_there_on_return
 
 
 def test_stop_stops_a_reply_streaming_in_another_chat(qtbot, make_window):
-    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, story, _other = story_beside_another_chat(qtbot, make_window)
     chat = window.chat
-    story, _other = start_story_beside_another_chat(qtbot, window, engine)
     select_chat(qtbot, chat, "Other chat")
     assert chat.current.id == _other
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
@@ -322,10 +322,8 @@ def test_stop_stops_a_reply_streaming_in_another_chat(qtbot, make_window):
 
 
 def test_sending_in_another_chat_while_a_reply_streams_waits_and_says_why(qtbot, make_window):
-    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, _story, other = story_beside_another_chat(qtbot, make_window)
     chat = window.chat
-    _story, other = start_story_beside_another_chat(qtbot, window, engine)
     select_chat(qtbot, chat, "Other chat")
     type_and_send(qtbot, chat, "And another thing")
     assert len(engine.requests) == 1
@@ -351,10 +349,8 @@ class SlowToStop(EngineDouble):
 
 
 def test_deleting_the_chat_that_streams_stops_the_reply_then_deletes_and_undo_brings_it_back(qtbot, make_window):
-    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, story, other = story_beside_another_chat(qtbot, make_window, SlowToStop)
     chat = window.chat
-    story, other = start_story_beside_another_chat(qtbot, window, engine)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
     # Gone from the list at once; in the store until the engine has stopped and the reply is saved.
     assert [chat.conversation_list.item(i).text() for i in range(chat.conversation_list.count())] == ["Other chat"]
@@ -375,10 +371,8 @@ def test_deleting_the_chat_that_streams_stops_the_reply_then_deletes_and_undo_br
 
 
 def test_undo_before_the_streaming_chat_has_stopped_keeps_it(qtbot, make_window):
-    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, story, other = story_beside_another_chat(qtbot, make_window, SlowToStop)
     chat = window.chat
-    story, other = start_story_beside_another_chat(qtbot, window, engine)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
     qtbot.mouseClick(chat.undo_bar.undo_button, Qt.MouseButton.LeftButton)
     assert chat.current.id == story
@@ -392,10 +386,8 @@ def test_undo_before_the_streaming_chat_has_stopped_keeps_it(qtbot, make_window)
 
 
 def test_a_chat_deleted_while_it_streams_stays_deleted_when_the_window_closes(qtbot, make_window):
-    engine = SlowToStop(["Once ", "upon ", "a ", "time", "."], hold_after=2)
-    window = make_window(engine)
+    window, engine, _story, other = story_beside_another_chat(qtbot, make_window, SlowToStop)
     chat = window.chat
-    _story, other = start_story_beside_another_chat(qtbot, window, engine)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
     window.close()
     engine.release.set()
@@ -403,10 +395,8 @@ def test_a_chat_deleted_while_it_streams_stays_deleted_when_the_window_closes(qt
 
 
 def test_an_engine_crash_while_another_chat_is_open_keeps_the_reply_so_far_in_its_chat(qtbot, make_window):
-    engine = EngineDouble(["Once ", "upon ", "a ", "time", "."], hold_after=2, crash_after=3)
-    window = make_window(engine)
+    window, engine, story, other = story_beside_another_chat(qtbot, make_window, crash_after=3)
     chat = window.chat
-    story, other = start_story_beside_another_chat(qtbot, window, engine)
     select_chat(qtbot, chat, "Other chat")
     with qtbot.waitSignal(window.bridge.crashed, timeout=10_000):
         engine.release.set()
