@@ -49,6 +49,14 @@ class Settings:
         return data
 
 
+CONTEXT_HELP = "context length in tokens (default: the Default context in the app's Settings, 4096 unless changed)"
+
+
+def context_length(asked: int | None) -> int:
+    """A command's --ctx as given, else the Default context the user chose in Settings."""
+    return asked if asked is not None else load().default_n_ctx
+
+
 def settings_path() -> Path:
     return paths.config_dir() / FILE_NAME
 

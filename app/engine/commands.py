@@ -7,6 +7,7 @@ import json
 import sys
 
 from app.errors import EngineError
+from app.settings import CONTEXT_HELP, context_length
 from backends.base import Done, GenerationStats, LoadSettings, Message, SamplingSettings
 
 
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
                                           "Ctrl-C stops a reply.")
     p.add_argument("model", help="a .gguf file or a model folder (MLX, safetensors)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
-    p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
@@ -69,7 +70,7 @@ def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: 
 def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
 
-    settings = LoadSettings(n_ctx=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads,
+    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
                             kv_cache_type=args.kv_type)
     sampling = _sampling(args)
     try:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from app.errors import QuantDeskError
+from app.settings import CONTEXT_HELP, context_length
 
 GiB = 1 << 30
 
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("fit", help="memory per device for MODEL at a context size, and the verdict")
     p.add_argument("model", metavar="MODEL", help=model_help)
-    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens (default 8192)")
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type (default f16)")
     add_hardware_argument(p)
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("recommend", help="which quant of a repo, folder or list fits this machine best")
     p.add_argument("models", nargs="+", metavar="REPO_ID|PATH",
                    help="Hub repo ids (owner/name) and local files or folders; each quant in them is a candidate")
-    p.add_argument("--ctx", type=int, default=8192, help="context length in tokens to plan for (default 8192)")
+    p.add_argument("--ctx", type=int, help=f"{CONTEXT_HELP}; planned for")
     add_hardware_argument(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_recommend)
@@ -213,6 +214,7 @@ def run_fit(args: argparse.Namespace) -> int:
             gpu_layers = int(gpu_layers)
         except ValueError as exc:
             raise BadModelArgument(f"--gpu-layers takes a number or 'auto', not {args.gpu_layers!r}.") from exc
+    args.ctx = context_length(args.ctx)
     if args.ctx < 1:
         raise BadModelArgument("--ctx must be a positive number of tokens.")
     meta = load_metadata(args.model)
@@ -249,7 +251,7 @@ def run_recommend(args: argparse.Namespace) -> int:
             raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
     if not candidates:
         raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
-    report = recommend(candidates, _hardware(args), args.ctx)
+    report = recommend(candidates, _hardware(args), context_length(args.ctx))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

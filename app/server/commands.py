@@ -8,6 +8,7 @@ import os
 import sys
 
 from app.errors import EngineError
+from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
 API_KEY_ENV = "QUANTDESK_API_KEY"
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
                    help="an extra name clients may use in the Host header (e.g. mybox.local)")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
-    p.add_argument("--ctx", type=int, default=4096, help="context length in tokens (default 4096)")
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.set_defaults(func=run)
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:
         raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
-    settings = LoadSettings(n_ctx=args.ctx, gpu_layers=args.gpu_layers, threads=args.threads)
+    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads)
     try:
         settings.validate()
     except ValueError as exc:

@@ -61,3 +61,16 @@ def test_bad_input_is_a_sentence(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "nothing-here.gguf")]) == 1
     assert "No such model" in capsys.readouterr().err
     assert main(["fit", str(broken), "--gpu-layers", "many"]) == 1
+
+
+def test_without_ctx_fit_plans_for_the_default_context_chosen_in_settings(tiny_ggufs, tmp_path, capsys):
+    from app import settings
+
+    hw = _hardware_file(tmp_path, vram=8 * GiB)
+    assert main(["fit", str(tiny_ggufs["llama"]), "--hardware", hw, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_ctx"] == 4096  # the Settings' default when none was chosen
+    settings.save(settings.Settings(default_n_ctx=16384))
+    assert main(["fit", str(tiny_ggufs["llama"]), "--hardware", hw, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_ctx"] == 16384
+    assert main(["fit", str(tiny_ggufs["llama"]), "--ctx", "2048", "--hardware", hw, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_ctx"] == 2048  # --ctx still wins
