@@ -20,6 +20,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from app.errors import QuantDeskError
+from app.ui.formatting import capitalized
 
 
 class BackgroundCall(QObject):
@@ -53,7 +54,7 @@ def sentence(error: BaseException) -> str:
     if isinstance(error, OSError):
         where = f": {error.filename}" if error.filename else ""
         text = f"{error.strerror or error}{where}"
-        return text[:1].upper() + text[1:] + "."
+        return capitalized(text) + "."
     text = str(error).strip() or type(error).__name__
     return f"Something went wrong: {text}" + ("" if text.endswith(".") else ".")
 

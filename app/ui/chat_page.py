@@ -29,6 +29,7 @@ from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog, sampling_from
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
+from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.widgets import UndoBar
 from backends.base import Done, LoadSettings, Loaded, Message
@@ -485,7 +486,7 @@ class ChatPage(QWidget):
             writer = self.store.begin_reply(self.current.id, prompt=text)
         except ChatStoreError as exc:
             self.refresh_conversations()
-            self._show_banner(f"{_capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
+            self._show_banner(f"{capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
                               "again.", reload=False)
             return
         self.composer.clear()
@@ -601,7 +602,7 @@ class ChatPage(QWidget):
         self.model_label.setText("No model loaded — the engine stopped")
         kept = "the reply so far is kept and marked interrupted."
         if self._writer is not None and not self._interrupt_reply():
-            notice = f"{error} {_capitalized(kept)}"  # the banner goes on to say it is not saved yet
+            notice = f"{error} {capitalized(kept)}"  # the banner goes on to say it is not saved yet
         else:
             notice = f"{error} Your conversation is saved; {kept}"
         self._show_banner(notice, reload=self._load_request is not None)
@@ -719,13 +720,13 @@ class ChatPage(QWidget):
         self._render_banner()
 
     def _show_store_error(self, error: ChatStoreError) -> None:
-        self._show_banner(f"{_capitalized(error.message)}. {_capitalized(error.hint)}.", reload=False)
+        self._show_banner(f"{capitalized(error.message)}. {capitalized(error.hint)}.", reload=False)
 
     def _render_banner(self) -> None:
         text, reload = self._notice or ("", False)
         parts = [text] if text else []
         if self._save_error is not None:
-            parts.append(f"{_capitalized(self._save_error.message)}. The reply is shown here but is not saved yet: "
+            parts.append(f"{capitalized(self._save_error.message)}. The reply is shown here but is not saved yet: "
                          f"{self._save_error.hint}, then click “Save now” (QuantDesk also tries again every few "
                          "seconds).")
         if not parts:
@@ -776,10 +777,6 @@ class ChatPage(QWidget):
             except ChatStoreError:
                 pass  # closing: it stays, and shows again next time
             self._pending_delete = None
-
-
-def _capitalized(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def _title_from(text: str, limit: int = 48) -> str:

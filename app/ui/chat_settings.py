@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpin
                                QWidget)
 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
+from app.ui.formatting import capitalized
 from backends.base import SamplingSettings
 
 NO_PRESET = "(choose a preset)"
@@ -132,7 +133,7 @@ class ChatSettingsDialog(QDialog):
         try:
             write()
         except ChatStoreError as exc:
-            self.error.setText(f"Not saved: {exc.message}." + (f" {exc.hint[:1].upper()}{exc.hint[1:]}." if exc.hint else ""))
+            self.error.setText(f"Not saved: {exc.message}." + (f" {capitalized(exc.hint)}." if exc.hint else ""))
             self.error.show()
             return False
         self.error.hide()

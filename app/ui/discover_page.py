@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QH
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.ui.discover_data import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
-from app.ui.formatting import human_bytes, human_memory
+from app.ui.formatting import capitalized, human_bytes, human_memory
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -310,7 +310,7 @@ class DiscoverPage(QWidget):
             return
         self.status_label.setText(f"{len(choices.choices)} quant{'s' if len(choices.choices) != 1 else ''}, "
                                   f"checked against this machine at {DEFAULT_N_CTX:,} tokens of context. "
-                                  f"{choices.format_reason[:1].upper()}{choices.format_reason[1:]}.")
+                                  f"{capitalized(choices.format_reason)}.")
         best = choices.best
         if best is not None:
             self.best_label.setText(f"<b>Best pick for this machine: {html.escape(best.quant)} "

@@ -7,6 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def capitalized(text: str) -> str:
+    """The first letter upper-case: our error messages start lower-case to read inside other sentences."""
+    return text[:1].upper() + text[1:]
+
+
 def human_bytes(n: int | float | None) -> str:
     """File and disk sizes in decimal units, as disks and the Hub's download pages show them."""
     return _scaled(n, 1000, ("B", "KB", "MB", "GB", "TB"))

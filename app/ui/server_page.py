@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, Q
                                QVBoxLayout, QWidget)
 
 from app.ui.background import sentence
+from app.ui.formatting import capitalized
 from app.ui.lab_page import button as _button
 from app.ui.lab_page import scrolling_content as _scrolling
 
@@ -312,7 +313,7 @@ class ServerPage(QWidget):
         try:
             request = self.request()
         except UnsafeBind as exc:
-            self._refuse(f"{exc.message[:1].upper()}{exc.message[1:]}. Set an API key of at least 16 characters "
+            self._refuse(f"{capitalized(exc.message)}. Set an API key of at least 16 characters "
                          "(Generate makes one), or untick “Allow other devices on my network”.")
             return
         except ValueError as exc:
