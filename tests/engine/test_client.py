@@ -120,24 +120,28 @@ def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_reque
     log: list[tuple[str, str]] = []  # (request, event type) in the order the events arrived
     first_token, results = threading.Event(), {}
 
-    def run(request_id: str, max_tokens: int) -> None:
-        for event in client.generate(HELLO, SamplingSettings(max_tokens=max_tokens, seed=1), request_id=request_id):
+    def run(request_id: str, max_tokens: int, queued: threading.Event | None = None) -> None:
+        stream = client.generate(HELLO, SamplingSettings(max_tokens=max_tokens, seed=1), request_id=request_id,
+                                 on_wait=lambda _ahead: queued.set())
+        for event in stream:
             log.append((request_id, type(event).__name__))
             first_token.set()
             if isinstance(event, Done):
                 results[request_id] = event
 
-    first = threading.Thread(target=run, args=("first", 300))
+    first = threading.Thread(target=run, args=("first", 1000))
     first.start()
     assert first_token.wait(30)
-    waiting = [threading.Thread(target=run, args=(name, 4)) for name in ("second", "third")]
-    for thread in waiting:
-        thread.start()
-        time.sleep(0.05)  # so that they queue in this order
+    waiting = []
+    for name in ("second", "third"):  # each queued before the next starts: this is their order
+        queued = threading.Event()
+        waiting.append(threading.Thread(target=run, args=(name, 4, queued)))
+        waiting[-1].start()
+        assert queued.wait(30)
     client.cancel("second")  # still waiting for its turn: it ends at once, the engine never sees it
     for thread in (first, *waiting):
         thread.join(60)
-    assert results["first"].stats.generated_tokens == 300  # not stopped by the other's cancel
+    assert results["first"].stats.generated_tokens == 1000  # not stopped by the other's cancel
     assert results["second"].stats.stop_reason == "cancelled" and results["second"].text == ""
     assert results["third"].stats.generated_tokens == 4
     order = [name for name, _ in log]
