@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,29 @@ def parse_gguf_header(data: bytes | memoryview) -> tuple[dict[str, Any], list[Te
     return kv, tensors, data_start
 
 
+def parse_growing(read: Callable[[int, int], bytes], parse: Callable[[bytes], Any], source: str, *,
+                  first: int = 1 << 20, limit: int = 256 << 20) -> Any:
+    """Read a prefix with ``read(start, end)`` (fewer bytes at the end of the file), parse it, and read more
+    (at least double) while the parser needs more. For local files and HTTP Range reads alike."""
+    data = b""
+    want = first
+    while True:
+        if want > len(data):
+            data += read(len(data), want)
+            eof = len(data) < want
+        else:
+            eof = False
+        try:
+            return parse(data)
+        except NeedMoreData as need:
+            if eof:
+                raise ModelMetadataError(f"{source} ends inside its header ({len(data):,} bytes).",
+                                         "the file is truncated") from None
+            want = max(need.needed, len(data) * 2)
+            if want > limit:
+                raise ModelMetadataError(f"{source}: header larger than {limit >> 20} MiB; not reading further.") from None
+
+
 def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo], int]:
     """A local GGUF's header, read with the byte parser from a growing prefix of the file.
 
@@ -304,23 +328,16 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
     library listing and fit check; this skips long arrays and takes a fraction of a second.
     """
     path = Path(path)
-    size = path.stat().st_size
-    want = 1 << 20
     with path.open("rb") as fh:
         magic = fh.read(4)
         if magic != GGUF_MAGIC:
             raise ModelMetadataError(f"{path.name} is not a GGUF file (starts with {magic!r}).")
-        while True:
-            fh.seek(0)
-            data = fh.read(want)
-            try:
-                return parse_gguf_header(data)
-            except NeedMoreData as need:
-                if len(data) >= size:
-                    raise ModelMetadataError(
-                        f"{path.name} is truncated: its header needs at least {need.needed:,} bytes, the file has "
-                        f"{size:,}", "the download may have stopped early; download it again") from None
-                want = max(need.needed, want * 4)
+
+        def read(start: int, end: int) -> bytes:
+            fh.seek(start)
+            return fh.read(end - start)
+
+        return parse_growing(read, parse_gguf_header, path.name)
 
 
 def read_gguf_file(path: str | Path) -> ModelMetadata:
@@ -347,12 +364,7 @@ def _add_local_shards(meta: ModelMetadata, first: Path) -> None:
         if not shard.is_file():
             missing.append(name)
             continue
-        with shard.open("rb") as fh:
-            prefix = fh.read(16 << 20)
-        try:
-            _, tensors, _ = parse_gguf_header(prefix)
-        except NeedMoreData as exc:
-            raise ModelMetadataError(f"Shard {name} has a header larger than 16 MiB or is truncated.") from exc
+        _, tensors, _ = read_gguf_header(shard)
         meta.tensors.extend(tensors)
     if missing:
         meta.notes.append(f"shards not found next to the first one: {', '.join(missing)}; "

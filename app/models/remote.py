@@ -12,10 +12,10 @@ from app.errors import QuantDeskError
 from app.models.metadata import (
     ModelMetadata,
     ModelMetadataError,
-    NeedMoreData,
     TensorInfo,
     metadata_from_gguf,
     parse_gguf_header,
+    parse_growing,
     parse_safetensors_header,
 )
 
@@ -77,25 +77,8 @@ def fetch_range(url: str, start: int, end: int, token: str | bool | None = None)
 
 
 def _read_growing(url: str, parse, token, first: int = FIRST_RANGE, limit: int = MAX_HEADER):
-    """Fetch a prefix, parse it, and fetch more (at least double) while the parser needs more."""
-    data = b""
-    want = first
-    while True:
-        if want > len(data):
-            more = fetch_range(url, len(data), want, token)
-            data += more
-            eof = len(data) < want
-        else:
-            eof = False
-        try:
-            return parse(data)
-        except NeedMoreData as need:
-            if eof:
-                raise ModelMetadataError(f"{url} ends inside its header ({len(data)} bytes).",
-                                         "the file is truncated") from None
-            want = max(need.needed, len(data) * 2)
-            if want > limit:
-                raise ModelMetadataError(f"{url}: header larger than {limit >> 20} MiB; not reading further.") from None
+    """Fetch a prefix by HTTP Range, parse it, and fetch more while the parser needs more."""
+    return parse_growing(lambda start, end: fetch_range(url, start, end, token), parse, url, first=first, limit=limit)
 
 
 def read_remote_gguf(repo_id: str, filename: str, revision: str | None = None,
