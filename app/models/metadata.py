@@ -207,9 +207,6 @@ class _Cursor:
             raise ModelMetadataError(f"GGUF header is corrupt: a string claims {n} bytes.")
         return bytes(self.take(n)).decode("utf-8", errors="replace")
 
-    def skip_string(self) -> None:
-        self.take(self.scalar("<Q"))
-
     def skip_strings(self, count: int) -> None:
         """Skip ``count`` length-prefixed strings: a 150k-token vocabulary in about 50 ms."""
         data, pos, end, unpack = self.data, self.pos, len(self.data), _U64.unpack_from

@@ -104,13 +104,8 @@ class _ServerWorker(QObject):
         self.started.emit(Running(server, int(server.url.rsplit(":", 1)[1])))
 
     def _stop(self, running: Running) -> None:
-        stop_running(running)
+        running.server.stop()  # open responses get a moment; the engine is the Chat's and stays
         self.stopped.emit()
-
-
-def stop_running(running: Running) -> None:
-    """Stop listening; open responses get a moment to finish. The engine is the Chat's and stays."""
-    running.server.stop()
 
 
 def lan_address() -> str | None:
@@ -407,4 +402,4 @@ class ServerPage(QWidget):
         running, self.running = self.running, None
         self._poll.stop()
         if running is not None:
-            stop_running(running)
+            running.server.stop()
