@@ -26,7 +26,8 @@ def make_page(qtbot) -> DownloadsPage:
 
 
 def click(qtbot, row, action: str) -> None:
-    assert row.buttons[action].isVisibleTo(row), f"{action} is not offered"
+    assert row.buttons[action].isVisibleTo(row), (f"{action} is not offered: the task is {row.task.state}, "
+                                                  f"{row.task.progress}, {row.task.error!r}")
     qtbot.mouseClick(row.buttons[action], Qt.MouseButton.LeftButton)
 
 
