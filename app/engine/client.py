@@ -128,8 +128,9 @@ class EngineClient:
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=env, bufsize=0)
         self._events = queue.Queue()  # per process: a dead host's end-of-stream must not reach its successor
-        threading.Thread(target=self._read_events, args=(self._proc, self._events), daemon=True,
-                         name="engine-events").start()
+        self._events_reader = threading.Thread(target=self._read_events, args=(self._proc, self._events),
+                                               daemon=True, name="engine-events")
+        self._events_reader.start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True,
                                                name="engine-stderr")
         self._stderr_reader.start()
@@ -147,17 +148,22 @@ class EngineClient:
     def stderr_tail(self) -> list[str]:
         return list(self._stderr)
 
+    # Each reader closes its own pipe at the end of the stream; close() never does, so that no pipe is
+    # closed under a reader still draining the host's last output.
+
     def _read_events(self, proc: subprocess.Popen, events: queue.Queue) -> None:
-        for line in proc.stdout:
-            try:
-                events.put(protocol.decode_event(line))
-            except ValueError:
-                self._stderr.append(f"[quantdesk] unreadable engine event: {line[:200]!r}")
+        with proc.stdout:
+            for line in proc.stdout:
+                try:
+                    events.put(protocol.decode_event(line))
+                except ValueError:
+                    self._stderr.append(f"[quantdesk] unreadable engine event: {line[:200]!r}")
         events.put(_EOF)
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
-        for raw in proc.stderr:
-            self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
+        with proc.stderr:
+            for raw in proc.stderr:
+                self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _send(self, request: dict) -> None:
         if self._proc is None:
@@ -365,11 +371,12 @@ class EngineClient:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        for reader in (self._events_reader, self._stderr_reader):  # the host is gone: they are at the end
+            reader.join(timeout=2)
 
     def __enter__(self) -> EngineClient:
         return self.start()
