@@ -243,7 +243,7 @@ class LlamaCppBackend(Backend):
         ctx = self._llm.ctx
         cached = self._kv_tokens
         reuse = 0
-        for a, b in zip(cached, tokens):
+        for a, b in zip(cached, tokens, strict=False):  # the common prefix
             if a != b:
                 break
             reuse += 1

@@ -288,3 +288,28 @@ def test_a_raw_prompt_reaches_the_model_without_the_chat_template(client, tiny_m
     assert done.stats.prompt_tokens == expected  # no <|im_start|> turn wrapped around it
     _, chat = _collect(client.generate([Message("user", raw)], SamplingSettings(max_tokens=3)))
     assert chat.stats.prompt_tokens > expected
+
+
+def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(monkeypatch):
+    other = ("import app.engine.protocol as p; p.PROTOCOL_VERSION = 99; "  # a host from another release
+             "from app.engine.host import main; main()")
+    monkeypatch.setattr("app.engine.client.host_command", lambda: [sys.executable, "-c", other])
+    client = EngineClient()
+    with pytest.raises(EngineError) as refused:
+        client.start()
+    assert refused.value.kind == "protocol"
+    assert str(refused.value) == ("the engine host speaks protocol version 99, this QuantDesk speaks version 1: the "
+                                  "app and its engine come from different QuantDesk versions (reinstall QuantDesk)")
+    assert not client.alive and client.pid is None  # the stranger was sent away
+
+
+def test_events_reach_their_own_request_when_the_chat_and_another_user_share_the_host(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    # Sent one after the other before either is read: the host queues the second behind the first.
+    first = client.generate(HELLO, SamplingSettings(max_tokens=30, seed=1), request_id="a")
+    second = client.generate("Once upon a time", SamplingSettings(max_tokens=7, seed=1), request_id="b")
+    tokens_b, done_b = _collect(second)  # read first: its events wait until the first request is through
+    tokens_a, done_a = _collect(first)
+    assert {t.request_id for t in tokens_a} == {"a"} and done_a.stats.generated_tokens == 30
+    assert {t.request_id for t in tokens_b} == {"b"} and done_b.stats.generated_tokens == 7
+    assert done_b.stats.prompt_tokens < done_a.stats.prompt_tokens  # b's raw prompt, not a's chat
