@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import faulthandler
+import logging
 import os
 import queue
 import sys
@@ -187,7 +188,8 @@ def main() -> int:
     # Out at once: after a shutdown request the reader thread may still be blocked reading stdin, and
     # interpreter finalization aborts the process when a daemon thread holds stdin's buffer lock ("could
     # not acquire lock ... at interpreter shutdown"). The model is unloaded and every event written (the
-    # channel is unbuffered) by now.
+    # channel is unbuffered) by now; what logging holds is flushed here.
+    logging.shutdown()
     sys.stderr.flush()
     os._exit(0)
 

@@ -11,7 +11,8 @@ For each model, in one run and alternating so that drift on a noisy machine hits
 - the time to first token of a second chat turn (the first turn and its reply as the prompt's prefix, which
   the engine keeps in its KV cache), QuantDesk beside ``Llama.generate``.
 
-Medians over ``--runs``. Goals (issue 14): the tiny model's ms/token at most 0.05 above the counter's; on
+Medians over ``--runs`` rounds; the added ms and the ratios are paired per round (each QuantDesk run
+against the counter of its own round), so drift between rounds cancels out. Goals (issue 14): the tiny model's ms/token at most 0.05 above the counter's; on
 real shapes QuantDesk ÷ counter ≥ 0.97, through the server ≥ 0.95.
 
     python -m tests.bench.token_loop [--runs 7] [--tokens 256] [--threads 2] [--server]
@@ -150,21 +151,30 @@ def bench(name: str, spec: ModelSpec, args) -> dict:
                 server.stop()
     med = {who: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "text"} for who, rs in rows.items()
            if rs}
-    counter, host, seen = med["raw"]["counter_ms"], med["quantdesk"]["host_ms"], med["quantdesk"]["seen_ms"]
+    counter = med["raw"]["counter_ms"]
+
+    def paired(who: str, key: str) -> tuple[float, float]:
+        """Median over runs of (QuantDesk - counter) and of counter / QuantDesk, each run against the counter
+        of the same round: drift between rounds (other processes on the machine) cancels out."""
+        pairs = [(r[key], raw["counter_ms"]) for r, raw in zip(rows[who], rows["raw"], strict=True)]
+        return (statistics.median(q - c for q, c in pairs), statistics.median(c / q for q, c in pairs))
+
     print(f"\n{name}: ~{parameters(spec) / 1e6:.0f}M parameters, Q4_K_M, {args.threads} threads, greedy, "
-          f"{args.tokens} tokens, {args.runs} alternating runs (medians)")
+          f"{args.tokens} tokens, {args.runs} alternating rounds (medians; +ms and ratio paired per round)")
     print(f"  llama.cpp counter            {counter:8.4f} ms/token  {1000 / counter:8.1f} tok/s")
-    print(f"  Llama.generate, wall         {med['raw']['wall_ms']:8.4f} ms/token  {1000 / med['raw']['wall_ms']:8.1f} tok/s")
-    print(f"  QuantDesk, shown (host)      {host:8.4f} ms/token  {1000 / host:8.1f} tok/s   "
-          f"+{host - counter:.4f} ms  ratio {counter / host:.3f}")
-    print(f"  QuantDesk, seen by client    {seen:8.4f} ms/token  {1000 / seen:8.1f} tok/s   "
-          f"+{seen - counter:.4f} ms  ratio {counter / seen:.3f}  ({med['quantdesk']['events']:.0f} token events)")
-    out = {"name": name, "counter_ms": counter, "host_ms": host, "seen_ms": seen}
-    if med.get("server"):
-        served_ms = med["server"]["server_ms"]
-        print(f"  server + openai client       {served_ms:8.4f} ms/token  {1000 / served_ms:8.1f} tok/s   "
-              f"+{served_ms - counter:.4f} ms  ratio {counter / served_ms:.3f}  ({med['server']['chunks']:.0f} chunks)")
-        out["server_ms"] = served_ms
+    print(f"  Llama.generate, wall         {med['raw']['wall_ms']:8.4f} ms/token  "
+          f"{1000 / med['raw']['wall_ms']:8.1f} tok/s")
+    out = {"name": name, "counter_ms": counter}
+    sides = [("QuantDesk, shown (host)", "quantdesk", "host_ms"), ("QuantDesk, seen by client", "quantdesk", "seen_ms")]
+    if rows["server"]:
+        sides.append(("server + openai client", "server", "server_ms"))
+    for label, who, key in sides:
+        added, ratio = paired(who, key)
+        extra = (f"  ({med[who]['events']:.0f} token events)" if key == "seen_ms" else
+                 f"  ({med[who]['chunks']:.0f} chunks)" if who == "server" else "")
+        print(f"  {label:<28} {med[who][key]:8.4f} ms/token  {1000 / med[who][key]:8.1f} tok/s   "
+              f"+{added:.4f} ms  ratio {ratio:.3f}{extra}")
+        out[key] = (added, ratio)
     print(f"  second turn TTFT: QuantDesk {med['quantdesk2']['ttft_ms']:.2f} ms, Llama.generate "
           f"{med['raw2']['ttft_ms']:.2f} ms")
     out["ttft2_ms"] = med["quantdesk2"]["ttft_ms"]
@@ -183,10 +193,10 @@ def main() -> None:
     results = [bench(name, MODELS[name], args) for name in args.models.split(",")]
     print("\nsummary (goals: tiny +0.05 ms at most; others ratio >= 0.97, through the server >= 0.95)")
     for r in results:
-        line = (f"  {r['name']:<22} shown +{r['host_ms'] - r['counter_ms']:.4f} ms (ratio {r['counter_ms'] / r['host_ms']:.3f})"
-                f"  seen +{r['seen_ms'] - r['counter_ms']:.4f} ms (ratio {r['counter_ms'] / r['seen_ms']:.3f})")
-        if "server_ms" in r:
-            line += f"  server ratio {r['counter_ms'] / r['server_ms']:.3f}"
+        line = f"  {r['name']:<22}"
+        for key, label in (("host_ms", "shown"), ("seen_ms", "seen"), ("server_ms", "server")):
+            if key in r:
+                line += f"  {label} +{r[key][0]:.4f} ms (ratio {r[key][1]:.3f})"
         print(line + f"  second-turn TTFT {r['ttft2_ms']:.2f} ms")
 
 
