@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import importlib.util
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -310,11 +311,24 @@ class LlamaCppBackend(Backend):
             llama_cpp.llama_sampler_free(chain)
 
     def generate(self, request_id, messages, sampling, cancelled):
+        import llama_cpp
+
         self._cancelled = cancelled
+        if self._llm is not None:
+            llama_cpp.llama_perf_context_reset(self._llm.ctx)
         try:
             yield from super().generate(request_id, messages, sampling, cancelled)
         finally:
             self._cancelled = None
+            if self._llm is not None:
+                self._log_timings(llama_cpp, request_id)
+
+    def _log_timings(self, llama_cpp, request_id: str) -> None:
+        """llama.cpp's own timers for this reply, one line in the engine log (stderr): what the engine itself
+        spent, beside the stats QuantDesk shows (tests/bench/token_loop.py compares the two)."""
+        perf = llama_cpp.llama_perf_context(self._llm.ctx)
+        print(f"[{request_id}] llama.cpp timings: prompt {perf.n_p_eval} tokens in {perf.t_p_eval_ms:.3f} ms, "
+              f"decode {perf.n_eval} tokens in {perf.t_eval_ms:.3f} ms", file=sys.stderr, flush=True)
 
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.

@@ -12,6 +12,7 @@ imports an inference library; the host does that in its own process.
 from __future__ import annotations
 
 import collections
+import io
 import itertools
 import os
 import queue
@@ -235,11 +236,13 @@ class EngineClient:
         return list(self._stderr)
 
     # Each reader closes its own pipe at the end of the stream; close() never does, so that no pipe is
-    # closed under a reader still draining the host's last output.
+    # closed under a reader still draining the host's last output. The pipes are unbuffered (bufsize=0, for
+    # stdin's sake), and an unbuffered file reads a line one byte per system call: the readers put a buffer
+    # in front (a read returns whatever has arrived, so nothing waits for a full buffer).
 
     def _read_events(self, proc: subprocess.Popen, inflight: _InFlight) -> None:
-        with proc.stdout:
-            for line in proc.stdout:
+        with io.BufferedReader(proc.stdout) as lines:  # closes the pipe too
+            for line in lines:
                 try:
                     event = protocol.decode_event(line)
                 except ValueError:
@@ -250,8 +253,8 @@ class EngineClient:
         inflight.end()
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
-        with proc.stderr:
-            for raw in proc.stderr:
+        with io.BufferedReader(proc.stderr) as lines:
+            for raw in lines:
                 self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _send(self, message: dict[str, Any]) -> None:
