@@ -44,6 +44,9 @@ SMOLLM2_360M = ModelSpec("smollm2-360m-shape", "llama", n_embd=960, n_layer=32, 
 MODELS = {"tiny": TINY, SMOLLM2_360M.name: SMOLLM2_360M, **SPECS}
 FIRST = [Message("user", "Write a short story about a lighthouse keeper who finds a message in a bottle.")]
 N_CTX = 2048
+# Between runs: llama.cpp's OpenMP threads spin a few milliseconds after their work (7 ms measured here) before
+# they sleep, and would take a core from the next run, in the other process.
+PAUSE_S = 0.05
 TIMINGS = re.compile(r"\[(?P<id>[^\]]+)\] llama\.cpp timings: .* decode (?P<n>\d+) tokens in (?P<ms>[\d.]+) ms")
 _ids = itertools.count(1)
 
@@ -172,10 +175,13 @@ def bench(name: str, spec: ModelSpec, args) -> dict:
             order = list(sides)
             for i in range(args.runs):
                 for who in order[i % len(order):] + order[:i % len(order)]:
+                    time.sleep(PAUSE_S)
                     rows[who].append(sides[who]())
                 # A second turn on top of the first (its reply from this run): the engines keep the prefix.
+                time.sleep(PAUSE_S)
                 qd = quantdesk_run(client, log, FIRST, args.tokens)
                 rows["quantdesk2"].append(quantdesk_run(client, log, second_turn(FIRST, qd["text"]), 16))
+                time.sleep(PAUSE_S)
                 rw = raw.run(FIRST, args.tokens)
                 rows["raw2"].append(raw.run(second_turn(FIRST, rw["text"]), 16))
         finally:
