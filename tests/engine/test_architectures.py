@@ -31,3 +31,24 @@ def test_the_architecture_loads_and_chats_through_the_engine_host(request, fixtu
             assert isinstance(done, Done) and done.stats.stop_reason == "length", done
             tokens = [e for e in events if isinstance(e, Token)]
             assert sum(t.count for t in tokens) == 10 and done.text.strip()
+
+
+def test_chat_cpu_moe_on_the_command_line(tiny_moe):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+
+    def chat(*extra):
+        return subprocess.run([sys.executable, "-m", "app", "chat", str(tiny_moe.gguf_q8_0), "--prompt", "hi",
+                               "--json", "--max-tokens", "4", "--ctx", "512", *extra], capture_output=True,
+                              text=True, timeout=240, cwd=root)
+
+    result = chat("--cpu-moe", "all")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["experts_in_ram"] == 4
+    assert json.loads(chat("--cpu-moe", "3").stdout)["experts_in_ram"] == 3
+    bad = chat("--cpu-moe", "-2")
+    assert bad.returncode != 0 and "--cpu-moe takes a number of layers or 'all'" in bad.stderr

@@ -104,3 +104,27 @@ def test_a_stream_whose_engine_dies_ends_with_an_error_event(serve, tiny_models)
         assert engine_queue.wait_finished(1, timeout=60)
         assert engine_queue.outcomes()[-1].stop_reason == "error"
         server.stop()
+
+
+def test_serve_keeps_moe_experts_in_ram_when_asked(tiny_moe):
+    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(tiny_moe.gguf_q8_0), "--port", "0",
+                             "--ctx", "512", "--cpu-moe", "all"], cwd=ROOT, env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    try:
+        seen = []
+        while (line := lines.get(timeout=240)) is not None and "serving on" not in line:
+            seen.append(line)
+        assert line is not None, seen
+        assert any("experts of 4 layers in RAM" in s and "model id" in s for s in seen), seen
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        while lines.get(timeout=30) is not None:  # the reader thread is done with the pipe
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
