@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
                 else "CPU only (this build of the engine cannot use a GPU)"
             if loaded.details.get("experts_in_ram"):
-                where += f" · experts of {loaded.details['experts_in_ram']} layers in RAM"
+                n = loaded.details["experts_in_ram"]
+                where += f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
             print(f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
                   f"context {loaded.n_ctx} · {where}", file=sys.stderr)
         if args.prompt is not None:

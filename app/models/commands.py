@@ -249,7 +249,8 @@ def run_fit(args: argparse.Namespace) -> int:
         print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}{state}, "
               f"compute {_gib(dev['compute_bytes'])}, other {_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
     if data["gpu_layers"] is not None:
-        experts = f", experts of {data['cpu_moe']} layers in RAM" if data["cpu_moe"] else ""
+        n = data["cpu_moe"]
+        experts = f", experts of {n} layer{'s' if n != 1 else ''} in RAM" if n else ""
         print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}{experts}, n_ctx {data['n_ctx']}, "
               f"largest context that fits: {data['max_ctx']}")
     if data["decode_tok_s"]:

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
             experts = loaded.details.get("experts_in_ram")
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
-                  + (f"experts of {experts} layers in RAM · " if experts else "")
+                  + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
                   + f"model id {openai.model_id!r}", file=sys.stderr)
 
         app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],

@@ -84,4 +84,4 @@ def test_fit_cpu_moe(tiny_ggufs, tmp_path, capsys):
     assert data["verdict"] == "MoE split: experts of 2 of 2 layers in RAM" and data["cpu_moe"] == 2
     assert main(["fit", str(tiny_ggufs["moe"]), "--cpu-moe", "1", "--hardware", hw]) == 0
     out = capsys.readouterr().out
-    assert "MoE split: experts of 1 of 2 layers in RAM" in out and "experts of 1 layers in RAM" in out
+    assert "MoE split: experts of 1 of 2 layers in RAM" in out and "experts of 1 layer in RAM" in out
