@@ -1,7 +1,7 @@
 """Memory per device for a model at a context size, from metadata alone.
 
 llama.cpp (GGUF) follows llama.cpp's own allocation (checked against llama-cpp-python 0.3.36's
-log by tests/bench/fit_accuracy.py):
+log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/bench/fit_moe_hybrid.py):
 - weights: ``-ngl k`` puts layers ``il >= n_layer + 1 - k`` on the GPU, where index ``n_layer`` is the
   output layer, so k = 1 offloads just the output layer; token embeddings always stay on the CPU;
 - KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers hold
@@ -15,7 +15,7 @@ log by tests/bench/fit_accuracy.py):
   per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
   hybrids give only their attention layers a KV cache (Falcon-H1: every layer both);
 - MoE experts kept in RAM (``cpu_moe``: llama.cpp's --n-cpu-moe / --cpu-moe tensor overrides) are CPU weights of
-  a GPU layer: read from RAM for each token, computed by the CPU backend;
+  a GPU layer: read from RAM by the CPU for each decoded token; a prompt batch copies them to the GPU;
 - multi-token-prediction blocks (nextn_predict_layers) are not loaded and hold no cache.
 MLX: weights + KV (grows in steps of 256; sliding-window layers keep the window) + overhead.
 EXL2/EXL3: bpw × parameters + cache at its bit width + a reserve.
@@ -110,7 +110,7 @@ class Estimate:
     bytes_per_token_cpu: int = 0  # weights read per decoded token from each side
     bytes_per_token_gpu: int = 0
     notes: list[str] = field(default_factory=list)
-    cpu_moe: int = 0  # layers whose experts stay in RAM (n_layers - 1 when all do)
+    cpu_moe: int = 0  # how many (leading) layers' experts stay in RAM; 0 for none or a model without experts
 
     def device(self, prefix: str) -> DeviceUse | None:
         return next((d for d in self.devices if d.name.startswith(prefix)), None)
@@ -296,7 +296,8 @@ def experts_in_ram_layers(meta: ModelMetadata, cpu_moe: int) -> int:
     """How many layers' experts ``cpu_moe`` keeps in RAM (0 for a model without experts)."""
     if not meta.expert_count or not cpu_moe:
         return 0
-    return meta.block_count - meta.nextn_layers if cpu_moe < 0 else min(cpu_moe, meta.block_count)
+    trunk = meta.block_count - meta.nextn_layers
+    return trunk if cpu_moe < 0 else min(cpu_moe, trunk)
 
 
 def _weights_bytes(meta: ModelMetadata) -> int:

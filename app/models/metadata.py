@@ -466,6 +466,13 @@ def _recurrent_shape(kv: dict[str, Any], arch: str, n_layers: int, n_trunk: int,
                      heads_kv: list[int]) -> RecurrentShape | None:
     if arch not in RECURRENT_ARCHS:
         return None
+
+    def get(key: str, default: int = 0) -> int:
+        value = _arch_get(kv, arch, key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ModelMetadataError(f"GGUF key {arch}.{key} is {value!r}, not a size.")
+        return int(value) or default
+
     if arch in RECURRENT_ALL:
         layers = [True] * n_layers
     elif arch in RECURRENT_WHERE_NO_KV_HEADS:
@@ -475,16 +482,13 @@ def _recurrent_shape(kv: dict[str, Any], arch: str, n_layers: int, n_trunk: int,
         if isinstance(explicit, list) and len(explicit) == n_layers:
             layers = [bool(v) for v in explicit]
         else:
-            interval = int(_arch_get(kv, arch, "full_attention_interval", 4) or 4)
+            interval = get("full_attention_interval", 4)
             layers = [il < n_trunk and (il + 1) % interval != 0 for il in range(n_layers)]
     elif arch == "falcon-h1":
         layers = [True] * n_layers
     else:  # nemotron_h: a Mamba-2 layer has neither attention heads nor an FFN (the MLP layers have no KV heads)
         n_ff = _per_layer(_arch_get(kv, arch, "feed_forward_length"), n_layers)
         layers = [il < n_trunk and heads_kv[il] == 0 and n_ff[il] == 0 for il in range(n_layers)]
-
-    def get(key: str, default: int = 0) -> int:
-        return int(_arch_get(kv, arch, key, default) or default)
 
     return RecurrentShape(
         layers=tuple(layers), conv_kernel=get("ssm.conv_kernel"), inner_size=get("ssm.inner_size"),

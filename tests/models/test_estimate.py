@@ -231,3 +231,11 @@ def test_mlx_and_exl_add_cache_and_overheads():
     exl = estimate_exl(_config_meta("exl2", 4.0), 4096, "q4_0")
     assert exl.devices[0].kv_bytes == 4 * 4096 * 2 * (32 + 32) * 4.5 // 8  # 4-bit codes + fp16 scale per 32
     assert exl.devices[0].other_bytes > 500 << 20  # the reserve ExLlama needs beyond weights + cache
+
+
+def test_a_malformed_state_size_is_a_sentence_not_a_traceback():
+    from app.models.metadata import ModelMetadataError
+
+    for bad in ("big", -1, True):
+        with pytest.raises(ModelMetadataError, match="qwen3next.ssm.state_size"):
+            _hybrid_meta("qwen3next", {"qwen3next.ssm.state_size": bad})
