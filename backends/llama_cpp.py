@@ -84,18 +84,29 @@ class _TensorBuftOverride(ctypes.Structure):
 GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
 
 
+def _ggml_function(name: str, argtypes: list, restype):
+    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
+    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
+    does not)."""
+    from llama_cpp import _ctypes_extensions, _ggml
+
+    function = getattr(_ggml.libggml, name, None)
+    if function is None:
+        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+        function = getattr(base, name, None)
+    if function is None:
+        raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
 def _cpu_buffer_type() -> int:
     """The CPU device's buffer type from the runtime's own ggml, as ``--cpu-moe`` passes it: llama.cpp compares
     the pointer with ggml_backend_cpu_buffer_type() and then still picks the CPU's repacked layout where it can."""
-    from llama_cpp import _ggml
-
-    lib = _ggml.libggml
-    lib.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_by_type.argtypes = [ctypes.c_int]
-    lib.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p
-    lib.ggml_backend_dev_buffer_type.argtypes = [ctypes.c_void_p]
-    device = lib.ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
-    buft = lib.ggml_backend_dev_buffer_type(device) if device else None
+    dev_by_type = _ggml_function("ggml_backend_dev_by_type", [ctypes.c_int], ctypes.c_void_p)
+    dev_buffer_type = _ggml_function("ggml_backend_dev_buffer_type", [ctypes.c_void_p], ctypes.c_void_p)
+    device = dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
+    buft = dev_buffer_type(device) if device else None
     if not buft:
         raise GenerationError("load", "this llama.cpp build has no CPU device to keep the experts on")
     return buft
