@@ -52,14 +52,32 @@ class LoadSettings:
     threads: int | None = None  # None: physical cores
     mmap: bool = True
     gpu_split: list[float] | None = None  # GiB per GPU (ExLlama); None: automatic
+    # Mixture-of-experts models (llama.cpp): keep the expert weights of the first N layers in system RAM while
+    # the rest of each layer runs on the GPU; -1 keeps every layer's experts in RAM, 0 none (--n-cpu-moe / --cpu-moe).
+    cpu_moe: int = 0
 
     def validate(self) -> None:
         if self.n_ctx < 16:
             raise ValueError(f"context length must be at least 16 tokens, not {self.n_ctx}")
+        if self.cpu_moe < -1:
+            raise ValueError(f"experts in RAM must be -1 (all), 0 or a number of layers, not {self.cpu_moe}")
         if self.gpu_layers < -1:
             raise ValueError(f"GPU layers must be -1 (all), 0 or more, not {self.gpu_layers}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
+
+
+# llama.cpp's own patterns for --cpu-moe and --n-cpu-moe (common/common.h: LLM_FFN_EXPS_REGEX and
+# llm_ffn_block_regex), matched with std::regex_search against each tensor name: the expert stacks
+# (ffn_up_exps, ffn_gate_exps, ffn_down_exps, fused ffn_gate_up_exps and chunked *_chexps, weights and biases).
+EXPERT_TENSORS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+def expert_tensor_patterns(cpu_moe: int) -> list[str]:
+    """The tensor-name patterns whose tensors stay in system RAM for ``LoadSettings.cpu_moe``."""
+    if cpu_moe < 0:
+        return [EXPERT_TENSORS_REGEX]
+    return [rf"blk\.{il}{EXPERT_TENSORS_REGEX}" for il in range(cpu_moe)]
 
 
 @dataclass

@@ -25,6 +25,7 @@ from backends.base import (
     Prompt,
     SamplingSettings,
     check_token_ids,
+    expert_tensor_patterns,
     physical_cores,
 )
 
@@ -72,6 +73,77 @@ def _reporting_load_progress(llama_cpp, kwargs: dict, on_progress: Callable[[flo
         bindings.llama_model_default_params = default_params
 
 
+class _TensorBuftOverride(ctypes.Structure):
+    """llama.h ``struct llama_model_tensor_buft_override {const char *pattern; ggml_backend_buffer_type_t buft;}``.
+    llama-cpp-python 0.3.36 types ``llama_model_params.tensor_buft_overrides`` as a plain pointer and
+    builds no such array itself, so we do."""
+
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
+
+
+def _ggml_function(name: str, argtypes: list, restype):
+    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
+    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
+    does not)."""
+    from llama_cpp import _ctypes_extensions, _ggml
+
+    function = getattr(_ggml.libggml, name, None)
+    if function is None:
+        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+        function = getattr(base, name, None)
+    if function is None:
+        raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+def _cpu_buffer_type() -> int:
+    """The CPU device's buffer type from the runtime's own ggml, as ``--cpu-moe`` passes it: llama.cpp compares
+    the pointer with ggml_backend_cpu_buffer_type() and then still picks the CPU's repacked layout where it can."""
+    dev_by_type = _ggml_function("ggml_backend_dev_by_type", [ctypes.c_int], ctypes.c_void_p)
+    dev_buffer_type = _ggml_function("ggml_backend_dev_buffer_type", [ctypes.c_void_p], ctypes.c_void_p)
+    device = dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
+    buft = dev_buffer_type(device) if device else None
+    if not buft:
+        raise GenerationError("load", "this llama.cpp build has no CPU device to keep the experts on")
+    return buft
+
+
+def expert_overrides(patterns: Sequence[str]) -> ctypes.Array:
+    """A NULL-terminated ``llama_model_tensor_buft_override`` array sending ``patterns`` to the CPU buffer type.
+    The caller keeps it alive as long as the model: llama.cpp keeps the pointer in the model's params."""
+    overrides = (_TensorBuftOverride * (len(patterns) + 1))()  # zero-filled: the last entry is the terminator
+    buft = _cpu_buffer_type()
+    for entry, pattern in zip(overrides, patterns):
+        entry.pattern, entry.buft = pattern.encode(), buft  # the array keeps the bytes alive (ctypes _objects)
+    return overrides
+
+
+@contextlib.contextmanager
+def _overriding_tensor_placement(llama_cpp, overrides: ctypes.Array | None):
+    """Hand ``overrides`` to llama.cpp through the default model params ``Llama`` asks for while loading
+    (it takes no tensor-override argument in 0.3.36), as _reporting_load_progress does for its callback."""
+    if overrides is None:
+        yield
+        return
+    bindings = llama_cpp.llama_cpp
+    default_params = bindings.llama_model_default_params
+
+    def params_with_overrides():
+        params = default_params()
+        params.tensor_buft_overrides = ctypes.cast(overrides, ctypes.c_void_p)
+        return params
+
+    bindings.llama_model_default_params = params_with_overrides
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default_params
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
@@ -82,6 +154,7 @@ class LlamaCppBackend(Backend):
         self._bos = self._eos = ""
         self._cancelled: threading.Event | None = None
         self._abort_cb = None  # keep the ctypes callback alive while llama.cpp holds it
+        self._overrides = None  # the tensor-placement array, alive while the model is
 
     @classmethod
     def probe(cls) -> Availability:
@@ -111,8 +184,11 @@ class LlamaCppBackend(Backend):
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
+        patterns = expert_tensor_patterns(settings.cpu_moe)
+        self._overrides = expert_overrides(patterns) if patterns else None
         try:
-            with _reporting_load_progress(llama_cpp, kwargs, on_progress):
+            with _reporting_load_progress(llama_cpp, kwargs, on_progress), \
+                    _overriding_tensor_placement(llama_cpp, self._overrides):
                 self._llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
@@ -126,6 +202,7 @@ class LlamaCppBackend(Backend):
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
                    "architecture": metadata.get("general.architecture", "")}
+        details.update(self._experts_in_ram(metadata, settings.cpu_moe))
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -147,6 +224,17 @@ class LlamaCppBackend(Backend):
             gpu_layers=gpu_layers, gpu_offload_supported=offload_supported,
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000, details=details,
         )
+
+    @staticmethod
+    def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:
+        """What ``cpu_moe`` did: the expert layers kept in RAM, or why nothing was."""
+        if not cpu_moe:
+            return {}
+        arch = metadata.get("general.architecture", "")
+        n_layers = int(metadata.get(f"{arch}.block_count") or 0)
+        if not int(metadata.get(f"{arch}.expert_count") or 0):
+            return {"experts_in_ram": 0, "experts_note": "not a mixture-of-experts model: experts in RAM ignored"}
+        return {"experts_in_ram": n_layers if cpu_moe < 0 else min(cpu_moe, n_layers)}
 
     def _install_abort_callback(self, llama_cpp) -> None:
         """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
@@ -266,3 +354,4 @@ class LlamaCppBackend(Backend):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             llm.close()
+        self._overrides = None

@@ -7,6 +7,7 @@ import json
 import sys
 
 from app.errors import EngineError
+from app.models.commands import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import Done, GenerationStats, LoadSettings, Message, SamplingSettings
 
@@ -22,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
 
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            kv_cache_type=args.kv_type)
+                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe)
     sampling = _sampling(args)
     try:
         sampling.validate()
@@ -84,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
                 else "CPU only (this build of the engine cannot use a GPU)"
+            if loaded.details.get("experts_in_ram"):
+                n = loaded.details["experts_in_ram"]
+                where += f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
             print(f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
                   f"context {loaded.n_ctx} · {where}", file=sys.stderr)
         if args.prompt is not None:
@@ -106,6 +111,7 @@ def _json_result(loaded, done: Done) -> dict:
         "decode_tps": s.decode_tps, "stop_reason": s.stop_reason, "peak_memory_bytes": s.peak_memory_bytes,
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
+        "experts_in_ram": loaded.details.get("experts_in_ram", 0),
     }
 
 

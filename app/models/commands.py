@@ -16,6 +16,23 @@ class BadModelArgument(QuantDeskError):
     """MODEL names neither a local file/folder nor a Hub repo we can read."""
 
 
+CPU_MOE_HELP = ("mixture-of-experts models: keep the experts of the first N layers in system RAM and the rest of "
+                "every layer on the GPU, or 'all' (llama.cpp's --n-cpu-moe / --cpu-moe)")
+
+
+def cpu_moe_arg(text: str) -> int:
+    """``--cpu-moe N|all`` as ``LoadSettings.cpu_moe`` (-1 for all)."""
+    if text.strip().lower() == "all":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--cpu-moe takes a number of layers or 'all', not {text!r}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from app.hardware import add_hardware_argument
 
@@ -31,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type (default f16)")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, metavar="N|all",
+                   help=CPU_MOE_HELP + "; default: chosen when the model does not fit the GPU whole")
     add_hardware_argument(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(func=run_fit)
@@ -218,17 +237,21 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.ctx < 1:
         raise BadModelArgument("--ctx must be a positive number of tokens.")
     meta = load_metadata(args.model)
-    result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model)
+    result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model,
+                       cpu_moe=args.cpu_moe)
     data = result.to_dict()
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
     print(f"{result.label}: {result.verdict} — {result.reason}")
     for dev in data["devices"]:
-        print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}, "
+        state = f", recurrent state {_gib(dev['state_bytes'])}" if dev["state_bytes"] else ""
+        print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}{state}, "
               f"compute {_gib(dev['compute_bytes'])}, other {_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
     if data["gpu_layers"] is not None:
-        print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}, n_ctx {data['n_ctx']}, "
+        n = data["cpu_moe"]
+        experts = f", experts of {n} layer{'s' if n != 1 else ''} in RAM" if n else ""
+        print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}{experts}, n_ctx {data['n_ctx']}, "
               f"largest context that fits: {data['max_ctx']}")
     if data["decode_tok_s"]:
         print(f"  predicted decode: ~{data['decode_tok_s']} tok/s")
@@ -264,5 +287,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         print(f"Best {fmt.upper()}: {pick['label']} — {pick['reason']}")
     if report["load_settings"]:
         s = report["load_settings"]
-        print(f"Load settings: --gpu-layers {s['gpu_layers']} --ctx {s['n_ctx']} (largest that fits: {s['max_ctx']})")
+        experts = f" --cpu-moe {s['cpu_moe']}" if s.get("cpu_moe") else ""
+        print(f"Load settings: --gpu-layers {s['gpu_layers']}{experts} --ctx {s['n_ctx']} "
+              f"(largest that fits: {s['max_ctx']})")
     return 0

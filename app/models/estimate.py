@@ -1,7 +1,7 @@
 """Memory per device for a model at a context size, from metadata alone.
 
 llama.cpp (GGUF) follows llama.cpp's own allocation (checked against llama-cpp-python 0.3.36's
-log by tests/bench/fit_accuracy.py):
+log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/bench/fit_moe_hybrid.py):
 - weights: ``-ngl k`` puts layers ``il >= n_layer + 1 - k`` on the GPU, where index ``n_layer`` is the
   output layer, so k = 1 offloads just the output layer; token embeddings always stay on the CPU;
 - KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers hold
@@ -10,17 +10,25 @@ log by tests/bench/fit_accuracy.py):
   per element;
 - compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
   expert intermediates, the logits of a full ubatch) plus the attention masks;
-- output buffer: logits for one sequence on the host; fixed runtime overheads per device.
+- output buffer: logits for one sequence on the host; fixed runtime overheads per device;
+- recurrent layers (Mamba, RWKV, LFM2's short convolutions, gated delta nets) keep one F32 r and s state row
+  per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
+  hybrids give only their attention layers a KV cache (Falcon-H1: every layer both);
+- MoE experts kept in RAM (``cpu_moe``: llama.cpp's --n-cpu-moe / --cpu-moe tensor overrides) are CPU weights of
+  a GPU layer: read from RAM by the CPU for each decoded token; a prompt batch copies them to the GPU;
+- multi-token-prediction blocks (nextn_predict_layers) are not loaded and hold no cache.
 MLX: weights + KV (grows in steps of 256; sliding-window layers keep the window) + overhead.
 EXL2/EXL3: bpw × parameters + cache at its bit width + a reserve.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.models.metadata import ModelMetadata
+from app.models.metadata import RECURRENT_ARCHS, ModelMetadata
+from backends.base import EXPERT_TENSORS_REGEX
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -36,7 +44,8 @@ MLX_RUNTIME_BYTES = 300 * MiB
 EXL_RESERVE_BYTES = 600 * MiB  # text-generation-webui users needed ~577 MiB of slack beyond weights + cache
 
 # Architectures whose layers are all attention (or attention + FFN/MoE), i.e. that the math below
-# describes. Anything else (recurrent state, encoder-decoder) gets "unknown" with the reason.
+# describes, plus the recurrent and hybrid ones whose state is sized (metadata.RECURRENT_ARCHS). Anything
+# else (other caches, encoder-decoder) gets "unknown" with the reason.
 LLAMA_CPP_MODELLED = frozenset({
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2",
     "phi3", "starcoder2", "olmo", "olmo2", "olmoe", "granite", "granitemoe", "deepseek", "deepseek2",
@@ -44,8 +53,13 @@ LLAMA_CPP_MODELLED = frozenset({
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
 })
-RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv7", "rwkv6qwen2", "arwkv7", "jamba", "falcon-h1",
-                       "granitehybrid", "qwen3next", "lfm2", "nemotron_h", "plamo2", "minimax-m2"})
+# Hybrids llama.cpp runs whose extra caches (MLA or indexer caches beside linear attention, compressed KV)
+# are not sized here yet; and config.json model types with recurrent layers (MLX / safetensors are not sized).
+UNMODELLED_HYBRIDS = frozenset({"kimi-linear", "kimi-k3", "glm5-next", "qwen4exp", "deepseek4", "minimax-01",
+                                "bailingmoe3"})
+CONFIG_RECURRENT = frozenset({"mamba", "mamba2", "jamba", "falcon_h1", "falcon-h1", "granitemoehybrid", "lfm2",
+                              "lfm2_moe", "nemotron_h", "qwen3_next", "qwen3_5", "qwen3_5_moe", "rwkv6", "rwkv7",
+                              "plamo2", "kimi_linear", "minimax"})
 
 
 class UnknownModel(Exception):
@@ -59,15 +73,16 @@ class DeviceUse:
     kv_bytes: int = 0
     compute_bytes: int = 0
     other_bytes: int = 0
+    state_bytes: int = 0  # recurrent layers' per-sequence state (llama.cpp's RS buffer)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes + self.state_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
                 "compute_bytes": self.compute_bytes, "other_bytes": self.other_bytes,
-                "total_bytes": self.total_bytes}
+                "state_bytes": self.state_bytes, "total_bytes": self.total_bytes}
 
 
 @dataclass
@@ -81,6 +96,7 @@ class LlamaCppSettings:
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
+    cpu_moe: int = 0  # MoE experts kept in RAM: those of the first N layers, -1 all (backends.base.LoadSettings)
 
 
 @dataclass
@@ -94,6 +110,7 @@ class Estimate:
     bytes_per_token_cpu: int = 0  # weights read per decoded token from each side
     bytes_per_token_gpu: int = 0
     notes: list[str] = field(default_factory=list)
+    cpu_moe: int = 0  # how many (leading) layers' experts stay in RAM; 0 for none or a model without experts
 
     def device(self, prefix: str) -> DeviceUse | None:
         return next((d for d in self.devices if d.name.startswith(prefix)), None)
@@ -105,11 +122,15 @@ def pad(value: int, multiple: int) -> int:
 
 def check_modelled(meta: ModelMetadata) -> None:
     arch = meta.architecture
-    if arch in RECURRENT:
-        raise UnknownModel(f"{arch} has recurrent (state-space) layers whose memory QuantDesk does not model yet.")
-    if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED:
+    if meta.format == "gguf" and arch in UNMODELLED_HYBRIDS:
+        raise UnknownModel(f"{arch} mixes linear attention with caches QuantDesk does not size yet.")
+    if meta.format != "gguf" and arch in CONFIG_RECURRENT:
+        raise UnknownModel(f"{arch} has recurrent (state-space) layers; QuantDesk sizes them for llama.cpp "
+                           f"(GGUF) only.")
+    if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED and arch not in RECURRENT_ARCHS:
         raise UnknownModel(f"the {arch or 'unnamed'} architecture is not modelled by QuantDesk's estimator.")
-    if not meta.block_count or not meta.head_count or not any(meta.head_count):
+    attends = meta.head_count and any(meta.head_count)
+    if not meta.block_count or not (attends or (meta.recurrent and all(meta.recurrent.layers))):
         raise UnknownModel("the model's metadata lacks layer or attention-head counts.")
     if meta.sliding_window and not any(meta.swa_layers) and meta.format != "gguf":
         raise UnknownModel(f"{arch} uses a sliding window whose layer pattern is not known here.")
@@ -123,6 +144,27 @@ def _layer_of(tensor_name: str, n_layer: int) -> int | None:
             or tensor_name.startswith("position_embd") or tensor_name.startswith("per_layer_token_embd"):
         return None
     return n_layer  # output, output_norm, and other top-level tensors belong to the output layer
+
+
+def recurrent_state_bytes(meta: ModelMetadata, il: int) -> int:
+    """llama.cpp's r and s state of layer ``il`` for one sequence (llama-cpp-python runs one, without
+    rollback snapshots: n_rs_seq 0)."""
+    shape = meta.recurrent
+    if shape is None or not shape.layers[il] or il >= meta.block_count - meta.nextn_layers:
+        return 0
+    return shape.layer_bytes
+
+
+_EXPERT_TENSOR = re.compile(EXPERT_TENSORS_REGEX)
+
+
+def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
+    """Whether llama.cpp keeps this tensor in RAM under ``cpu_moe``: one compiled pattern and the block index,
+    equivalent to the per-layer patterns the backend hands over (backends.base.expert_tensor_patterns; a
+    test checks the two agree) and cheap enough for the recommender's many estimates."""
+    if not cpu_moe or layer is None or (0 < cpu_moe <= layer):
+        return False
+    return _EXPERT_TENSOR.search(tensor_name) is not None
 
 
 def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
@@ -197,9 +239,16 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     gpu = DeviceUse(gpu_name)
     expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
     read_cpu = read_gpu = 0
+    offloaded_expert = 0  # the largest expert stack in RAM that a GPU prompt batch copies over (see below)
     for tensor in meta.tensors:
         layer = _layer_of(tensor.name, n_layer)
+        if layer is not None and layer >= n_layer - meta.nextn_layers and layer != n_layer:
+            continue  # a multi-token-prediction block: not loaded
         on_gpu = layer is not None and layer >= first_gpu_layer
+        if on_gpu and expert_in_ram(tensor.name, layer, settings.cpu_moe):
+            on_gpu = False
+            if not (settings.cpu_repack and repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), 1)):
+                offloaded_expert = max(offloaded_expert, tensor.n_bytes)
         (gpu if on_gpu else cpu).weights_bytes += tensor.n_bytes
         if not on_gpu and settings.cpu_repack:
             cpu.weights_bytes += repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), tensor.n_bytes)
@@ -225,10 +274,14 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
+        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il)
     compute = compute_buffer_bytes(meta, n_ctx, settings)
     output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
     if ngl:
-        gpu.compute_bytes = compute
+        # A prompt batch runs the experts kept in RAM on the GPU all the same: ggml's scheduler copies each
+        # mapped expert stack into the GPU's compute buffer in turn (op offload, ggml-backend.cpp pass 5;
+        # a CPU_REPACK layout is not host memory and stays on the CPU).
+        gpu.compute_bytes = compute + offloaded_expert
         cpu.compute_bytes = min(compute, settings.n_ubatch * meta.embedding_length * 4 * 2 + output)
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
@@ -236,7 +289,15 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     cpu.other_bytes = CPU_RUNTIME_BYTES + output + meta.header_bytes
     devices = [cpu, gpu] if ngl else [cpu]
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
-                    notes=list(meta.notes))
+                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe))
+
+
+def experts_in_ram_layers(meta: ModelMetadata, cpu_moe: int) -> int:
+    """How many layers' experts ``cpu_moe`` keeps in RAM (0 for a model without experts)."""
+    if not meta.expert_count or not cpu_moe:
+        return 0
+    trunk = meta.block_count - meta.nextn_layers
+    return trunk if cpu_moe < 0 else min(cpu_moe, trunk)
 
 
 def _weights_bytes(meta: ModelMetadata) -> int:

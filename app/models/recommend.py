@@ -1,8 +1,14 @@
 """Will it fit, and which quant to pick: verdicts per candidate on a HardwareProfile.
 
-Verdicts: "full GPU", "partial: N of M layers", "CPU only", "unified memory", "does not fit",
+Verdicts: "full GPU", "MoE split: experts of N of M layers in RAM", "partial: N of M layers" (", experts in
+RAM" when a MoE model's experts all stay in RAM as well), "CPU only", "unified memory", "does not fit",
 "unknown" (with the reason). Predicted decode speed is memory bandwidth ÷ bytes read per token
-(active weights; MoE reads only the used experts), per device, added up.
+(active weights; MoE reads only the used experts), per device, added up: experts kept in RAM are read at
+the RAM's bandwidth, everything else on the GPU at the GPU's.
+
+A mixture-of-experts GGUF that does not fit the GPU whole keeps every layer on the GPU and moves the experts
+of the fewest leading layers to system RAM (llama.cpp's --n-cpu-moe N); only when even all experts in RAM
+leave too little VRAM do whole layers move to the CPU as well.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ GiB = 1 << 30
 ASSUMED_RAM_BANDWIDTH_GBPS = 40.0  # dual-channel DDR4/DDR5 desktop, used only when nothing was measured
 RAM_SHARE_WHEN_AVAILABLE_UNKNOWN = 0.85
 UNIFIED_SHARE_WITHOUT_LIMIT = 0.70  # Metal's default working-set limit is ~65-75 % of RAM
-VERDICT_RANK = {"full GPU": 0, "unified memory": 0, "partial": 1, "CPU only": 2, "does not fit": 3, "unknown": 4}
+VERDICT_RANK = {"full GPU": 0, "unified memory": 0, "MoE split": 1, "partial": 1, "CPU only": 2, "does not fit": 3,
+                "unknown": 4}
 
 
 @dataclass
@@ -47,7 +54,7 @@ class FitResult:
 
     @property
     def rank(self) -> int:
-        return VERDICT_RANK["partial" if self.verdict.startswith("partial") else self.verdict]
+        return VERDICT_RANK[self.verdict.split(":", 1)[0]]
 
     @property
     def fits(self) -> bool:
@@ -59,6 +66,7 @@ class FitResult:
             "label": self.label, "format": self.format, "quant": self.quant, "verdict": self.verdict,
             "reason": self.reason, "devices": [d.to_dict() for d in est.devices] if est else [],
             "gpu_layers": est.gpu_layers if est else None, "n_layers": est.n_layers if est else None,
+            "cpu_moe": est.cpu_moe if est else None,
             "n_ctx": est.n_ctx if est else None, "kv_type": est.kv_type if est else None,
             "max_ctx": self.max_ctx, "decode_tok_s": None if self.decode_tok_s is None else round(self.decode_tok_s, 1),
             "file_bytes": self.file_bytes,
@@ -132,6 +140,7 @@ def _merge_unified(est: Estimate) -> Estimate:
         pool.kv_bytes += dev.kv_bytes
         pool.compute_bytes += dev.compute_bytes
         pool.other_bytes += dev.other_bytes
+        pool.state_bytes += dev.state_bytes
     est.devices = [pool]
     return est
 
@@ -167,7 +176,8 @@ class _FitsAt:
 
 
 def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
-             kv_type: str = "f16", label: str = "") -> FitResult:
+             kv_type: str = "f16", label: str = "", cpu_moe: int | None = None) -> FitResult:
+    """``cpu_moe``: experts of the first N layers in RAM, -1 all; None lets a MoE model's split be chosen."""
     label = label or meta.source
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
     base = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
@@ -177,8 +187,9 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
     offload_ok = gpu is not None and (gpu.unified or gpu.vendor in ("nvidia", "amd", "intel"))
     gpu_name = "unified" if gpu and gpu.unified else (_gpu_label(gpu) if gpu else "GPU0")
 
-    def estimate(ngl: int, ctx: int) -> Estimate:
-        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type), gpu_name)
+    def estimate(ngl: int, ctx: int, moe: int = 0) -> Estimate:
+        settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe)
+        est = estimate_llama_cpp(meta, settings, gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 
     def fits(est: Estimate) -> bool:
@@ -186,23 +197,34 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
             return _fits(est, None, vram) and (ram is None or est.devices[0].total_bytes <= (hw.ram_total_bytes or ram))
         return _fits(est, ram, vram)
 
+    def first_fitting(candidates) -> tuple[int, int] | None:
+        return next(((k, m) for k, m in candidates if fits(estimate(k, n_ctx, m))), None)
+
     try:
         n_all = meta.block_count + 1
-        if gpu_layers == "auto":
-            candidates = range(n_all, -1, -1) if offload_ok else [0]
-            chosen = next((k for k in candidates if fits(estimate(k, n_ctx))), None)
-            ngl = n_all if chosen is None and offload_ok else (chosen or 0)
+        if gpu_layers == "auto" and offload_ok:
+            if cpu_moe is not None:
+                chosen = first_fitting((k, cpu_moe) for k in range(n_all, -1, -1))
+            else:
+                # On unified memory the experts would only move within the same pool.
+                splittable = bool(meta.expert_count) and not gpu.unified
+                chosen = first_fitting([(n_all, 0)]) or (
+                    _moe_split(meta, n_all, lambda m: fits(estimate(n_all, n_ctx, m))) if splittable else None) or (
+                    first_fitting((k, -1) for k in range(n_all - 1, 0, -1)) if splittable else None) or (
+                    first_fitting((k, 0) for k in range(n_all - 1, -1, -1)))
+            ngl, moe = chosen or (n_all, cpu_moe or 0)
         else:
-            ngl = int(gpu_layers) if offload_ok else 0
-            if gpu_layers and not offload_ok:
+            ngl = 0 if not offload_ok else (0 if gpu_layers == "auto" else int(gpu_layers))
+            moe = cpu_moe or 0
+            if gpu_layers not in ("auto", 0) and not offload_ok:
                 base.setdefault("notes", []).append("no GPU to offload to: layers stay on the CPU")
-            chosen = ngl if fits(estimate(ngl, n_ctx)) else None
-        est = estimate(ngl, n_ctx)
+            chosen = (ngl, moe) if fits(estimate(ngl, n_ctx, moe)) else None
+        est = estimate(ngl, n_ctx, moe)
     except UnknownModel as why:
         return FitResult(verdict="unknown", reason=str(why), **base)
     est.gpu_layers = min(est.gpu_layers, n_all)
     limit = meta.context_length or n_ctx
-    max_ctx = _largest_ctx(_FitsAt(lambda c: fits(estimate(ngl, c)), limit))
+    max_ctx = _largest_ctx(_FitsAt(lambda c: fits(estimate(ngl, c, moe)), limit))
     result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
                        **base)
     if chosen is None:
@@ -213,17 +235,48 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
     elif gpu and gpu.unified:
         result.verdict, result.reason = "unified memory", (
             f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
+    elif ngl >= n_all and est.cpu_moe:
+        n_expert_layers = meta.block_count - meta.nextn_layers
+        result.verdict = f"MoE split: experts of {est.cpu_moe} of {n_expert_layers} layers in RAM"
+        result.reason = (f"every layer on {gpu_name} ({est.devices[-1].total_bytes / GiB:.1f} of {vram / GiB:.1f} "
+                         f"GiB), the experts of {_first_layers(est.cpu_moe, n_expert_layers)} in system RAM "
+                         f"({est.devices[0].total_bytes / GiB:.1f} GiB): only the experts each token uses are read "
+                         f"from RAM")
     elif ngl >= n_all:
         result.verdict, result.reason = "full GPU", (
             f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
     elif ngl > 0:
-        result.verdict = f"partial: {ngl} of {n_all} layers"
-        result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU"
+        result.verdict = f"partial: {ngl} of {n_all} layers" + (", experts in RAM" if est.cpu_moe else "")
+        result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU" + (
+            f", and the experts of {_first_layers(est.cpu_moe, meta.block_count - meta.nextn_layers)} stay in "
+            f"system RAM" if est.cpu_moe else "")
     else:
         result.verdict = "CPU only"
         result.reason = ("no GPU to offload to" if not offload_ok else "no layer fits on the GPU") + (
             f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
     return result
+
+
+def _moe_split(meta: ModelMetadata, n_all: int, fits_with) -> tuple[int, int] | None:
+    """Every layer on the GPU and the experts of the fewest leading layers in RAM: (n_all, N), or None when even
+    all experts in RAM do not fit. VRAM falls as N grows, so the smallest N is found by bisection."""
+    n_layers = meta.block_count - meta.nextn_layers
+    if not fits_with(n_layers):
+        return None
+    lo, hi = 0, n_layers  # fits_with(lo) is false (the whole model did not fit), fits_with(hi) holds
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits_with(mid) else (mid, hi)
+    return n_all, (-1 if hi == n_layers else hi)
+
+
+def _first_layers(n: int, n_layers: int) -> str:
+    return f"all {n_layers} layers" if n >= n_layers else f"the first {n} of {n_layers} layers"
+
+
+def load_cpu_moe(est: Estimate, meta: ModelMetadata) -> int:
+    """``LoadSettings.cpu_moe`` for an estimate: -1 when every layer's experts stay in RAM."""
+    return -1 if est.cpu_moe and est.cpu_moe >= meta.block_count - meta.nextn_layers else est.cpu_moe
 
 
 def _budget_text(gpu: GpuInfo | None, ram: int | None, vram: int | None) -> str:
@@ -291,9 +344,9 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
 
 
 def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
-              kv_type: str = "f16", label: str = "") -> FitResult:
+              kv_type: str = "f16", label: str = "", cpu_moe: int | None = None) -> FitResult:
     if meta.format == "gguf":
-        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label)
+        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe)
     if meta.format in ("mlx", "safetensors"):
         result = fit_mlx(meta, hw, n_ctx, label)
         result.format = meta.format
@@ -333,6 +386,8 @@ def best_per_format(results: list[FitResult]) -> dict[str, dict[str, Any]]:
         best = max(tier, key=lambda r: (r.bits_per_weight or 0, r.file_bytes))
         where = {0: "entirely in GPU memory" if best.verdict == "full GPU" else "in unified memory",
                  1: "with part of its layers on the GPU", 2: "in RAM on the CPU"}[top_rank]
+        if best.verdict.startswith("MoE split"):
+            where = f"on the GPU with the experts of {best.estimate.cpu_moe} layers in system RAM"
         speed = f", about {best.decode_tok_s:.0f} tok/s" if best.decode_tok_s else ""
         n_ctx = best.estimate.n_ctx if best.estimate else 0
         picks[fmt] = {"label": best.label, "quant": best.quant, "verdict": best.verdict,
@@ -359,7 +414,8 @@ def recommend(metas: list[tuple[str, ModelMetadata | Exception]], hw: HardwarePr
     if best:
         chosen = next(r for r in results if r.label == best["label"])
         if chosen.estimate:
-            load = {"gpu_layers": chosen.estimate.gpu_layers, "max_ctx": chosen.max_ctx, "n_ctx": chosen.estimate.n_ctx}
+            load = {"gpu_layers": chosen.estimate.gpu_layers, "max_ctx": chosen.max_ctx, "n_ctx": chosen.estimate.n_ctx,
+                    "cpu_moe": chosen.estimate.cpu_moe}
     return {"n_ctx": n_ctx, "format_preference": order, "format_reason": why,
             "candidates": [r.to_dict() for r in results], "best_per_format": picks, "best": best,
             "load_settings": load}

@@ -8,6 +8,7 @@ import os
 import sys
 
 from app.errors import EngineError
+from app.models.commands import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
@@ -36,6 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.set_defaults(func=run)
 
 
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:
         raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
-    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads)
+    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
+                            cpu_moe=args.cpu_moe)
     try:
         settings.validate()
     except ValueError as exc:
@@ -63,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
         def announce(openai) -> None:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
+            experts = loaded.details.get("experts_in_ram")
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
-                  f"model id {openai.model_id!r}", file=sys.stderr)
+                  + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
+                  + f"model id {openai.model_id!r}", file=sys.stderr)
 
         app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
                          allowed_origins=args.allow_origin, max_pending=args.max_queue, on_ready=announce)

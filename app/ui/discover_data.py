@@ -15,10 +15,16 @@ from app.hub.download import DownloadRequest
 DEFAULT_N_CTX = 8192
 
 
+TIERS = ("small", "laptop", "16 GB", "24 GB+")  # the machines the starting list covers
+
+
 @dataclass(frozen=True)
 class StarterModel:
     repo_id: str
-    format: str
+    format: str  # gguf | mlx
+    architecture: str  # llama.cpp's general.architecture for GGUF, config.json model_type for MLX
+    tier: str  # one of TIERS: the smallest machine it is picked for
+    modality: str  # text | vision (reads images where the engine supports it)
     params_b: float
     approx_q4_bytes: int
     why: str
@@ -65,9 +71,13 @@ BADGES = {"full GPU": "Full GPU", "unified memory": "Unified memory", "CPU only"
 
 
 def badge(verdict: str) -> str:
-    """The short fit badge: Full GPU / Partial: N of M layers on GPU / CPU / Unified memory / Too large."""
+    """The short fit badge: Full GPU / GPU + experts in RAM / Partial: N of M layers on GPU / CPU / Unified memory /
+    Too large."""
+    if verdict.startswith("MoE split"):
+        return "GPU + experts in RAM"
     if verdict.startswith("partial"):
-        return "Partial: " + verdict.split(":", 1)[1].strip() + " on GPU"
+        layers, _, experts = verdict.split(":", 1)[1].strip().partition(", ")
+        return f"Partial: {layers} on GPU" + (f", {experts}" if experts else "")
     return BADGES.get(verdict, verdict)
 
 

@@ -185,8 +185,10 @@ class DiscoverPage(QWidget):
         self.results.clear()
         for model, likely in starters_for(self.profile, starters):
             fit = "" if self.profile is None else (" · likely fits" if likely else " · likely too large here")
+            vision = " · reads images" if model.modality == "vision" else ""
             item = QListWidgetItem(f"{model.repo_id}\n{model.why}\n{model.format.upper()} · {model.params_b:g}B "
-                                   f"parameters · about {human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
+                                   f"parameters{vision} · for {model.tier} machines · about "
+                                   f"{human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
             item.setData(REPO_ID, model.repo_id)
             self.results.addItem(item)
         self.results.blockSignals(False)

@@ -100,3 +100,7 @@ class SettledMarkdown:
             elif not stripped:
                 self.settled = self._scanned
         return self.settled
+
+
+def layer_count(n: int) -> str:
+    return "1 layer" if n == 1 else f"{n} layers"

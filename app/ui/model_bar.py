@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
                                QSpinBox, QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile
-from app.ui.formatting import human_memory, human_ms
+from app.ui.formatting import human_memory, human_ms, layer_count
 from backends.base import LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -36,6 +37,7 @@ class Prefill:
     reason: str = ""
     notes: list[str] = field(default_factory=list)
     profile: HardwareProfile | None = None
+    moe: bool = False  # a mixture-of-experts GGUF: its experts can stay in RAM
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
@@ -55,7 +57,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
     from app.models.metadata import read_model
-    from app.models.recommend import fit_model
+    from app.models.recommend import fit_model, load_cpu_moe
 
     profile = profile or _detect()
     settings = LoadSettings(n_ctx=want_ctx)
@@ -84,10 +86,11 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     if meta.format == "gguf":
         # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
         settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
+        settings.cpu_moe = load_cpu_moe(est, meta)
         expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
-                   notes=notes + fit.notes, profile=profile)
+                   notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count))
 
 
 def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: int) -> str:
@@ -105,6 +108,33 @@ def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: i
                 "support (see the Hardware page).")
     return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "
             "run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.")
+
+
+class ExpertsInRamBox(QSpinBox):
+    """LoadSettings.cpu_moe as words: none (0), the first N layers, all (-1)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRange(-1, 999)
+        self.setPrefix("Experts in RAM: ")
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt's name
+        return {-1: "all", 0: "none", 1: "1 layer"}.get(value, f"{value} layers")
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt's name
+        value = self._parse(text)
+        return 0 if value is None else value
+
+    def validate(self, text: str, pos: int):
+        state = QValidator.State.Acceptable if self._parse(text) is not None else QValidator.State.Intermediate
+        return state, text, pos
+
+    def _parse(self, text: str) -> int | None:
+        words = text.removeprefix(self.prefix()).strip().lower()
+        if words in ("all", "none"):
+            return -1 if words == "all" else 0
+        digits = "".join(ch for ch in words if ch.isdigit())
+        return int(digits) if digits and int(digits) <= self.maximum() else None
 
 
 class ModelBar(QFrame):
@@ -141,8 +171,17 @@ class ModelBar(QFrame):
         self.reload_button.setToolTip("Load the same model again with the settings below")
         self.reload_button.setEnabled(False)
         self.reload_button.clicked.connect(self.reload_clicked)
+        self.experts_box = ExpertsInRamBox()
+        self.experts_box.setAccessibleName("MoE experts in RAM")
+        self.experts_box.setToolTip("Mixture-of-experts models: keep the experts of the first N layers in system RAM "
+                                    "and the rest of every layer on the GPU (llama.cpp --n-cpu-moe); only the "
+                                    "experts a token uses are read from RAM")
+        # Beside Reload, where the word-wrapped model label gives way in a narrow window rather than the box.
+        self.experts_box.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.experts_box.hide()  # shown for a MoE model
         top.addWidget(self.model_label, 1)
         top.addWidget(self.load_progress)
+        top.addWidget(self.experts_box)
         top.addWidget(self.reload_button)
         top.addWidget(self.load_button)
         outer.addLayout(top)
@@ -198,16 +237,21 @@ class ModelBar(QFrame):
     def settings(self) -> LoadSettings:
         return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value(),
                             kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
-                            flash_attention=FLASH[self.flash_box.currentIndex()][1])
+                            flash_attention=FLASH[self.flash_box.currentIndex()][1],
+                            cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0)
 
     def show_settings(self, settings: LoadSettings) -> None:
         self.context_box.setValue(settings.n_ctx)
         self.gpu_layers_box.setValue(settings.gpu_layers)
+        self.experts_box.setValue(settings.cpu_moe)
+        if settings.cpu_moe:
+            self.experts_box.show()
         self.kv_box.setCurrentIndex(KV_TYPES.index(settings.kv_cache_type) if settings.kv_cache_type in KV_TYPES
                                     else 0)
         self.flash_box.setCurrentIndex(next(i for i, (_, v) in enumerate(FLASH) if v == settings.flash_attention))
 
     def show_estimate(self, prefill: Prefill | None) -> None:
+        self.experts_box.setVisible(prefill is not None and prefill.moe)
         if prefill is None:
             self.estimate_label.clear()
             self.estimate_label.setToolTip("")
@@ -233,6 +277,8 @@ class ModelBar(QFrame):
             return
         layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
                   else "CPU only (this engine build has no GPU support)")
+        if info.details.get("experts_in_ram"):
+            layers += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
         memory = human_memory(sum(info.memory_bytes.values()))
         if prefill is not None and prefill.estimated_bytes is not None and prefill.path == info.model_path:
             memory += f" (estimated {human_memory(prefill.estimated_bytes)})"

@@ -34,8 +34,9 @@ def test_fit_json_shape(tiny_ggufs, tmp_path, capsys):
     assert data["n_ctx"] == 4096 and data["gpu_layers"] == 2 and data["verdict"] == "partial: 2 of 3 layers"
     assert [d["name"] for d in data["devices"]] == ["CPU", "GPU0 (RTX)"]
     for dev in data["devices"]:
-        assert set(dev) == {"name", "weights_bytes", "kv_bytes", "compute_bytes", "other_bytes", "total_bytes"}
-        assert dev["total_bytes"] == sum(dev[k] for k in ("weights_bytes", "kv_bytes", "compute_bytes", "other_bytes"))
+        parts = ("weights_bytes", "kv_bytes", "compute_bytes", "other_bytes", "state_bytes")
+        assert set(dev) == {"name", "total_bytes", *parts}
+        assert dev["total_bytes"] == sum(dev[k] for k in parts)
     assert main(["fit", str(tiny_ggufs["llama"]), "--hardware", hw, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"] == "full GPU"
 
@@ -74,3 +75,13 @@ def test_without_ctx_fit_plans_for_the_default_context_chosen_in_settings(tiny_g
     assert json.loads(capsys.readouterr().out)["n_ctx"] == 16384
     assert main(["fit", str(tiny_ggufs["llama"]), "--ctx", "2048", "--hardware", hw, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_ctx"] == 2048  # --ctx still wins
+
+
+def test_fit_cpu_moe(tiny_ggufs, tmp_path, capsys):
+    hw = _hardware_file(tmp_path, vram=8 * GiB)
+    assert main(["fit", str(tiny_ggufs["moe"]), "--cpu-moe", "all", "--hardware", hw, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "MoE split: experts of 2 of 2 layers in RAM" and data["cpu_moe"] == 2
+    assert main(["fit", str(tiny_ggufs["moe"]), "--cpu-moe", "1", "--hardware", hw]) == 0
+    out = capsys.readouterr().out
+    assert "MoE split: experts of 1 of 2 layers in RAM" in out and "experts of 1 layer in RAM" in out

@@ -29,13 +29,19 @@ def _lines(stream, sink: queue.Queue) -> None:
     sink.put(None)
 
 
-def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_models):
+def _serve(model, *extra: str) -> tuple[subprocess.Popen, queue.Queue]:
+    """``quantdesk serve --model MODEL --port 0 --ctx 512 EXTRA...`` with its key; its stderr lines in a queue."""
     env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(tiny_models.gguf_q8_0),
-                             "--port", "0", "--ctx", "512"], cwd=ROOT, env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", "0", "--ctx",
+                             "512", *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    return proc, lines
+
+
+def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_models):
+    proc, lines = _serve(tiny_models.gguf_q8_0)
     try:
         seen = []
         while (line := lines.get(timeout=240)) is not None:
@@ -104,3 +110,22 @@ def test_a_stream_whose_engine_dies_ends_with_an_error_event(serve, tiny_models)
         assert engine_queue.wait_finished(1, timeout=60)
         assert engine_queue.outcomes()[-1].stop_reason == "error"
         server.stop()
+
+
+def test_serve_keeps_moe_experts_in_ram_when_asked(tiny_moe):
+    proc, lines = _serve(tiny_moe.gguf_q8_0, "--cpu-moe", "all")
+    try:
+        seen = []
+        while (line := lines.get(timeout=240)) is not None and "serving on" not in line:
+            seen.append(line)
+        assert line is not None, seen
+        assert any("experts of 4 layers in RAM" in s and "model id" in s for s in seen), seen
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        while lines.get(timeout=30) is not None:  # the reader thread is done with the pipe
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()

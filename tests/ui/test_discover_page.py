@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
-from app.ui.discover_data import badge, starter_list
+from app.ui.discover_data import badge, starter_list, starters_for
 from app.ui.discover_page import PAGE_SIZE, DiscoverPage
 from tests.ui.tiny_hub import TINY_REPO, cpu_only, nvidia, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
@@ -41,15 +41,19 @@ def test_the_first_screen_is_the_curated_starting_list_and_says_so(qtbot):
     assert "starting list" in page.list_title.text() and "not a ranking" in page.list_title.text()
     formats = [m.format for m in starter_list().models]
     assert {"gguf", "mlx"} <= set(formats) and all(m.why for m in starter_list().models)
-    # Not a Mac: GGUF first, MLX after; a 7B at 4 bits is marked as likely too large for 2 GiB of RAM.
+    # Not a Mac: of the models likely to fit, GGUF first and MLX after, then those likely too large; a 120B
+    # is marked as likely too large for 3 GiB of RAM.
     order = listed(page)
-    assert max(order.index(m.repo_id) for m in starter_list().models if m.format == "gguf") < min(
-        order.index(m.repo_id) for m in starter_list().models if m.format == "mlx")
-    small = make_page(qtbot, cpu_only(2))
+    fitting = [m for m, likely in starters_for(cpu_only(16), starter_list()) if likely]
+    assert max(order.index(m.repo_id) for m in fitting if m.format == "gguf") < min(
+        order.index(m.repo_id) for m in fitting if m.format == "mlx")
+    assert {m.format for m in fitting} == {"gguf", "mlx"} and order[:len(fitting)] == [m.repo_id for m in fitting]
+    small = make_page(qtbot, cpu_only(4))
     texts = {small.results.item(i).data(Qt.ItemDataRole.UserRole): small.results.item(i).text()
              for i in range(small.results.count())}
-    assert "likely too large" in texts["Qwen/Qwen2.5-7B-Instruct-GGUF"]
-    assert "likely fits" in texts["bartowski/Llama-3.2-1B-Instruct-GGUF"]
+    assert "likely too large" in texts["ggml-org/gpt-oss-120b-GGUF"]
+    assert "likely fits" in texts["LiquidAI/LFM2-2.6B-GGUF"] and "for small machines" in texts["LiquidAI/LFM2-2.6B-GGUF"]
+    assert "reads images" in texts["ggml-org/gemma-3-4b-it-GGUF"]
 
 
 def test_search_filters_sorts_and_pages(qtbot, hub_env):
@@ -173,3 +177,9 @@ def test_a_missing_repo_is_a_sentence(qtbot, hub_env):
     with qtbot.waitSignal(page.answered, timeout=30_000):
         page.open_model("acme/no-such-model")
     assert "acme/no-such-model was not found" in page.status_label.text()
+
+
+def test_badges_name_the_moe_split():
+    assert badge("MoE split: experts of 12 of 48 layers in RAM") == "GPU + experts in RAM"
+    assert badge("partial: 20 of 49 layers, experts in RAM") == "Partial: 20 of 49 layers on GPU, experts in RAM"
+    assert badge("partial: 3 of 5 layers") == "Partial: 3 of 5 layers on GPU"
