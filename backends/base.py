@@ -152,6 +152,9 @@ class GenerationStats:
     decode_ms: float  # first token until the last: the decode phase
     stop_reason: StopReason
     peak_memory_bytes: int
+    # What a remote server reported about the same generation (llama.cpp-style ``timings``), kept beside the
+    # figures measured here; None for local engines.
+    server: dict[str, float] | None = None
 
     @property
     def decode_tokens(self) -> int:
