@@ -406,9 +406,13 @@ class RemoteBackend(Backend):
 
     def _body(self, messages: Prompt, sampling: SamplingSettings) -> tuple[str, dict[str, Any]]:
         assert self.endpoint is not None and self.server is not None
+        max_tokens = self._max_tokens
+        served = self.server.model(self.endpoint.model)
+        if served is not None and served.n_ctx:
+            max_tokens = min(max_tokens, served.n_ctx)  # no reply outgrows the context; some servers refuse more
         body: dict[str, Any] = {
             "model": self.endpoint.model, "stream": True, "stream_options": {"include_usage": True},
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": self._max_tokens,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": max_tokens,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
