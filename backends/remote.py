@@ -299,10 +299,11 @@ class _Stream:
                                                        "so the reply was given up",
                                             "the server may be overloaded; a longer stall limit can be set on the "
                                             "connection"))
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except (httpx.RemoteProtocolError, httpx.ReadError):
             if not self._closed.is_set():
-                self._queue.put(GenerationError("stream", f"{endpoint.label} cut the connection in the middle of the "
-                                                          f"reply ({exc})", "the reply so far is kept"))
+                self._queue.put(GenerationError("stream", f"{endpoint.label} closed the connection in the middle of "
+                                                          "the reply", "the server may have stopped or restarted; "
+                                                                       "the reply so far is kept"))
         except httpx.HTTPError as exc:
             if not self._closed.is_set():
                 self._queue.put(describe_transport_error(endpoint, exc))
