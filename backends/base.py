@@ -204,7 +204,7 @@ class Scored:
     """
 
     request_id: str
-    tokens: list[int]
+    tokens: list[int]  # empty where the tokens are made out of reach (a remote server tokenizes itself)
     token_logprobs: list[float]  # log p(tokens[i+1] | tokens[:i+1]): one value fewer than tokens
     vocab_size: int  # width of each distribution
     score_ms: float

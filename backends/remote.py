@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt,
-                           SamplingSettings, Token)
+                           SamplingSettings, Scored, Token)
 
 DEFAULT_TIMEOUT_S = 10.0  # connecting, and each answer that is not a stream
 DEFAULT_STALL_S = 60.0  # a stream that sends nothing for this long is given up (a long prefill sends nothing)
@@ -403,7 +403,50 @@ class RemoteBackend(Backend):
         return 0
 
     def no_logits_reason(self) -> str:
-        return "n/a: a remote engine streams text; OpenAI-compatible servers return no whole next-token distributions"
+        return ("n/a: an OpenAI-compatible endpoint returns at most the top few log-probabilities of tokens it chose "
+                "itself, never whole next-token distributions")
+
+    def score(self, request_id: str, *, text: str | None = None, tokens=None, max_tokens: int | None = None,
+              logprobs_path: str = "", vocabulary_path: str = "") -> Scored:
+        """Perplexity's input from the server itself: ``/completions`` with ``echo`` and ``logprobs`` gives the
+        log-probability of each token of ``text`` as the server tokenized it (vLLM, and llama-cpp-python's server
+        started with logits_all, answer this). Scoring given token ids or asking for whole distributions (KL) cannot
+        be done remotely."""
+        if self.endpoint is None or self.server is None:
+            raise GenerationError("state", "no model is loaded")
+        if text is None or tokens is not None or logprobs_path or vocabulary_path:
+            raise GenerationError("unavailable", self.no_logits_reason())
+        import httpx
+
+        endpoint = self.endpoint
+        t0 = time.perf_counter()
+        if max_tokens is not None:  # the server tokenizes: send about enough text (English runs ~4 characters a token)
+            text = text[: max_tokens * 4]
+        body = {"model": endpoint.model, "prompt": text, "max_tokens": 1, "echo": True, "logprobs": 1,
+                "temperature": 0.0}
+        try:
+            with _client(endpoint, read_timeout=endpoint.stall_s) as client:
+                response = client.post("completions", json=body)
+        except httpx.HTTPError as exc:
+            raise describe_transport_error(endpoint, exc) from None
+        if response.status_code != 200:
+            error = describe_status(endpoint, response.status_code, response.content, dict(response.headers))
+            raise GenerationError("unavailable", f"n/a: {endpoint.label} returned no prompt log-probabilities "
+                                                 f"({error.message})")
+        try:
+            logprobs = response.json()["choices"][0]["logprobs"]
+            offsets, values = logprobs["text_offset"], logprobs["token_logprobs"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise GenerationError("unavailable", f"n/a: {endpoint.label} returned no prompt log-probabilities "
+                                                 "(its answer has no echoed logprobs)") from None
+        # The echo holds the prompt's tokens and then the one generated token; the first token has no value.
+        prompt = [v for offset, v in zip(offsets, values, strict=False) if offset < len(text)]
+        scored = [float(v) for v in prompt[1:] if isinstance(v, int | float)]
+        if max_tokens is not None:
+            scored = scored[: max(max_tokens - 1, 0)]
+        if len(scored) < 1:
+            raise GenerationError("unavailable", f"n/a: {endpoint.label} returned no prompt log-probabilities")
+        return Scored(request_id, [], scored, 0, (time.perf_counter() - t0) * 1000)
 
     def _body(self, messages: Prompt, sampling: SamplingSettings) -> tuple[str, dict[str, Any]]:
         assert self.endpoint is not None and self.server is not None

@@ -47,15 +47,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_cpp_server(tiny_models, tmp_path_factory):
-    """llama-cpp-python's own OpenAI-compatible server, in its own process, on the tiny model."""
+def llama_cpp_server_process(tiny_models, tmp_path_factory, *options: str):
+    """llama-cpp-python's own OpenAI-compatible server in its own process on the tiny model; yields its /v1 URL."""
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "log.txt"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_models.gguf_q8_0),
                                  "--model_alias", "tiny", "--n_ctx", "512", "--host", "127.0.0.1",
-                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+                                 "--port", str(port), *options], stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -70,6 +69,11 @@ def llama_cpp_server(tiny_models, tmp_path_factory):
         yield url
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_server(tiny_models, tmp_path_factory):
+    yield from llama_cpp_server_process(tiny_models, tmp_path_factory)
 
 
 def test_a_model_behind_quantdesks_server_answers_as_it_does_locally(local_engine, quantdesk_server):
