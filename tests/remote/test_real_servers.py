@@ -128,3 +128,30 @@ def test_llama_cpp_pythons_server_is_a_remote_engine(llama_cpp_server, local_eng
         assert done.text and done.stats.generated_tokens > 0 and done.stats.decode_tps > 0
         raw = next(e for e in client.generate("Once upon a time", GREEDY) if isinstance(e, Done))
         assert raw.text
+
+
+def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_server):
+    """The local server over a remote engine: the remote's key goes only to the remote, the local client's key only
+    to the local server, and the answers carry neither."""
+    import openai
+
+    faulty_server.api_key = "remote-key-aaaaaaaaaaaa"
+    Connections().save(Connection("stub", faulty_server.url), api_key="remote-key-aaaaaaaaaaaa")
+    with EngineClient() as client:
+        client.load(model_ref("stub", "stub-model"))
+        server = ServerThread(create_app(client, api_key="local-key-bbbbbbbbbbbbbbbb")).start()
+        try:
+            local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
+            served = [m.id for m in local.models.list().data]
+            assert served == ["stub-model"]  # the id the remote server gives it
+            stream = local.chat.completions.create(model=served[0], stream=True,
+                                                   messages=[{"role": "user", "content": "hi"}])
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+            whole = local.chat.completions.with_raw_response.create(
+                model=served[0], messages=[{"role": "user", "content": "hi"}])
+        finally:
+            server.stop()
+    assert text == "Hello from the remote server."
+    assert [h["authorization"] for h in faulty_server.headers] == ["Bearer remote-key-aaaaaaaaaaaa"] * 2
+    answer = whole.http_response.text + str(dict(whole.http_response.headers))
+    assert "remote-key" not in answer and "local-key" not in answer

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from PySide6.QtCore import Qt
 
-from app.remote.connections import Connections, model_ref
+from app.remote.connections import Connection, Connections, model_ref
 from tests.fixtures.openai_faults import MODEL
 from tests.ui.test_chat_page import type_and_send
 
@@ -136,3 +136,18 @@ def test_a_refused_model_load_is_a_sentence_and_nothing_breaks(qtbot, real_windo
         window.chat.open_model(model_ref("stub", "not-there"))
     assert f"does not serve the model 'not-there' (it serves: {MODEL})" in window.chat.banner_text.text()
     assert Connections().get("stub").base_url == faulty_server.url
+
+
+def test_the_lab_takes_a_remote_model_but_never_as_the_reference(qtbot, tiny_models):
+    from app.ui.lab_page import LabPage
+
+    Connections().save(Connection("box", "http://127.0.0.1:9/v1"))
+    page = LabPage()
+    qtbot.addWidget(page)
+    ref = model_ref("box", "Qwen/Qwen3-8B")
+    page.add_paths([str(tiny_models.gguf_q8_0), ref])
+    texts = [page.variants.item(r).text() for r in range(page.variants.count())]
+    assert "Qwen/Qwen3-8B @ box — remote" in texts
+    assert ref in page.checked_paths()
+    references = [page.reference.itemData(i) for i in range(page.reference.count())]
+    assert ref not in references and str(tiny_models.gguf_q8_0) in references
