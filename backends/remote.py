@@ -274,24 +274,26 @@ class _Stream:
                     return
                 if response.headers.get("content-type", "").startswith("application/json"):
                     self._queue.put(_as_chunk(json.loads(response.read())))  # a server that does not stream
-                    self._queue.put(_END)
                     return
+                finished = False  # a finish_reason arrived: a missing [DONE] after it loses nothing
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue  # comments, event names, keep-alives
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        self._queue.put(_END)
                         return
                     try:
-                        self._queue.put(json.loads(data))
+                        payload = json.loads(data)
                     except ValueError:
                         self._queue.put(GenerationError("protocol", f"{endpoint.label} sent an unreadable event: "
                                                                     f"{data[:120]!r}"))
                         return
-            self._queue.put(GenerationError("stream", f"{endpoint.label} ended the reply without finishing it "
-                                                      "(the stream closed before [DONE])",
-                                            "the server may have restarted; the reply so far is kept"))
+                    finished = finished or any(isinstance(c, dict) and c.get("finish_reason")
+                                               for c in payload.get("choices") or ())
+                    self._queue.put(payload)
+            if not finished:
+                self._queue.put(GenerationError("stream", f"{endpoint.label} ended the reply without finishing it",
+                                                "the server may have restarted; the reply so far is kept"))
         except ValueError:
             self._queue.put(GenerationError("protocol", f"{endpoint.label} answered with unreadable JSON"))
         except httpx.ReadTimeout:

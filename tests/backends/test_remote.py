@@ -109,6 +109,13 @@ def test_a_stream_cut_mid_reply_keeps_the_text_so_far(faulty_server):
     assert "".join(t.text for t in tokens) == "".join(PIECES[:3])  # what arrived stays with the caller
 
 
+def test_a_stream_that_finished_but_sent_no_done_marker_is_complete(faulty_server):
+    backend = loaded_backend(faulty_server)
+    faulty_server.mode = "no-done"
+    _tokens, done, error = run(backend)
+    assert error is None and done.text == "".join(PIECES) and done.stats.stop_reason == "eos"
+
+
 def test_a_stalled_stream_is_given_up_after_the_stall_limit(faulty_server):
     backend = loaded_backend(faulty_server, stall_s=0.5)
     faulty_server.mode = "stall"
