@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.models.commands",  # inspect, fit, recommend
     "app.server.commands",  # serve
     "app.lab.commands",  # bench
+    "app.remote.commands",  # remote
 )
 # Sub-commands that may reach the Hub: they also take --online after the command name.
 HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench")

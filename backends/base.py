@@ -170,6 +170,9 @@ class GenerationStats:
     decode_ms: float  # first token until the last: the decode phase
     stop_reason: StopReason
     peak_memory_bytes: int
+    # What a remote server reported about the same generation (llama.cpp-style ``timings``), kept beside the
+    # figures measured here; None for local engines.
+    server: dict[str, float] | None = None
 
     @property
     def decode_tokens(self) -> int:
@@ -219,7 +222,7 @@ class Scored:
     """
 
     request_id: str
-    tokens: list[int]
+    tokens: list[int]  # empty where the tokens are made out of reach (a remote server tokenizes itself)
     token_logprobs: list[float]  # log p(tokens[i+1] | tokens[:i+1]): one value fewer than tokens
     vocab_size: int  # width of each distribution
     score_ms: float

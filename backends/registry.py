@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "mlx": "backends.mlx:MlxBackend",
     "exllamav2": "backends.exllamav2:ExLlamaV2Backend",
     "exllamav3": "backends.exllamav3:ExLlamaV3Backend",
+    "remote": "backends.remote:RemoteBackend",
 }
 
 # Which backend runs a format by default, best first.
@@ -29,6 +30,7 @@ FORMAT_BACKENDS: dict[str, tuple[str, ...]] = {
     "safetensors": ("mlx",),
     "exl2": ("exllamav2",),
     "exl3": ("exllamav3",),
+    "remote": ("remote",),
 }
 
 

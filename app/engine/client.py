@@ -194,9 +194,15 @@ class EngineClient:
         """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
         any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed."""
         from app.models.detect import detect_model
+        from app.remote import connections
         from backends import registry
 
-        ref = detect_model(model_path)
+        options: dict = {}
+        if connections.is_remote_ref(model_path):
+            ref = connections.RemoteModelRef(str(model_path))
+            options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
+        else:
+            ref = detect_model(model_path)
         name = backend or registry.backend_for_format(ref.format)
         status = registry.status(name)
         if not status.availability.available:
@@ -207,16 +213,16 @@ class EngineClient:
                                      f"it runs {', '.join(status.formats)}")
         settings = settings or LoadSettings()
         with self._turns.turn():
-            return self._load(ref, name, settings, on_progress)
+            return self._load(ref, name, settings, on_progress, options)
 
-    def _load(self, ref, name: str, settings: LoadSettings, on_progress) -> Loaded:
+    def _load(self, ref, name: str, settings: LoadSettings, on_progress, options: dict) -> Loaded:
         if self.loaded is not None and self.loaded.backend != name:
             self.close()  # one backend per host process: a different engine gets a fresh host
             self.loaded = None
         self.start()
         self._phase = f"while loading {ref.display_name}"
         self._send({"op": "load", "backend": name, "model_path": str(ref.path),
-                    "settings": protocol.settings_to_dict(settings)})
+                    "settings": protocol.settings_to_dict(settings), "backend_options": options})
         while True:
             event = self._next_event()
             if isinstance(event, Progress):

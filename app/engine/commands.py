@@ -17,7 +17,7 @@ def register(subparsers) -> None:
                               description="Chat with a model in its own engine process. Without --prompt it is "
                                           "interactive: /reset clears the history, /exit or Ctrl-D quits, "
                                           "Ctrl-C stops a reply.")
-    p.add_argument("model", help="a .gguf file or a model folder (MLX, safetensors)")
+    p.add_argument("model", help="a .gguf file, a model folder (MLX, safetensors) or remote:CONNECTION/MODEL")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
@@ -42,8 +42,27 @@ def register(subparsers) -> None:
 
 
 def stats_line(stats: GenerationStats) -> str:
-    return (f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms · prompt {stats.prompt_tps:.1f} tok/s "
+    line = (f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms · prompt {stats.prompt_tps:.1f} tok/s "
             f"({stats.prompt_tokens} tokens) · {stats.generated_tokens} tokens · {stats.stop_reason}")
+    server_tps = (stats.server or {}).get("predicted_per_second")
+    if server_tps:  # a remote engine: ours are measured here, the server's own figure beside them
+        line = f"{line} · server says {server_tps:.1f} tok/s"
+    return line
+
+
+def loaded_line(loaded) -> str:
+    """What loaded, where: the engine, the context, and the GPU layers or the remote server."""
+    if loaded.backend == "remote":
+        d = loaded.details
+        return (f"loaded {d.get('model')} from {d.get('connection')} ({d.get('server_kind')} server at "
+                f"{d.get('endpoint')}, {d.get('latency_ms', 0):.0f} ms away) · context {loaded.n_ctx}")
+    where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
+        else "CPU only (this build of the engine cannot use a GPU)"
+    if loaded.details.get("experts_in_ram"):
+        n = loaded.details["experts_in_ram"]
+        where += f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
+    return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
+            f"context {loaded.n_ctx} · {where}")
 
 
 def _sampling(args) -> SamplingSettings:
@@ -84,13 +103,7 @@ def run(args: argparse.Namespace) -> int:
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend)
         if not args.json:
-            where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
-                else "CPU only (this build of the engine cannot use a GPU)"
-            if loaded.details.get("experts_in_ram"):
-                n = loaded.details["experts_in_ram"]
-                where += f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
-            print(f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
-                  f"context {loaded.n_ctx} · {where}", file=sys.stderr)
+            print(loaded_line(loaded), file=sys.stderr)
         if args.prompt is not None:
             history.append(Message("user", args.prompt))
             done = _reply(client, history, sampling, echo=not args.json)
@@ -112,6 +125,7 @@ def _json_result(loaded, done: Done) -> dict:
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
+        "server_timings": s.server,
     }
 
 

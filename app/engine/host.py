@@ -96,7 +96,9 @@ class Host:
             raise GenerationError("unavailable", f"{cls.name} cannot run here: {availability.reason}",
                                   availability.hint)
         self.send(Progress(0.0))
-        backend = cls()
+        # Backend-specific construction options, e.g. the remote backend's endpoint (its key travels over this
+        # private pipe, never through argv or the environment, which other processes can read).
+        backend = cls(**(request.get("backend_options") or {}))
         loaded = backend.load(request["model_path"], settings, on_progress=lambda f: self.send(Progress(f)))
         self._backend = backend
         self.send(loaded)

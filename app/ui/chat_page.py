@@ -205,6 +205,7 @@ class ChatPage(QWidget):
         self.model_label, self.load_progress, self.load_button = bar.model_label, bar.load_progress, bar.load_button
         self.context_box, self.gpu_layers_box = bar.context_box, bar.gpu_layers_box
         bar.load_clicked.connect(self._on_load_clicked)
+        bar.remote_clicked.connect(self._on_remote_clicked)
         bar.reload_clicked.connect(self._on_reload_with_settings)
         return bar
 
@@ -383,6 +384,14 @@ class ChatPage(QWidget):
         if path:
             self.open_model(path)
 
+    @Slot()
+    def _on_remote_clicked(self) -> None:
+        from app.ui.remote_connections import RemoteModelDialog
+
+        dialog = RemoteModelDialog(self)
+        if dialog.exec() and dialog.chosen_ref:
+            self.open_model(dialog.chosen_ref)
+
     def set_profile(self, profile: HardwareProfile) -> None:
         self.profile = profile
 
@@ -448,7 +457,8 @@ class ChatPage(QWidget):
         self.loaded = info
         self._show_loaded_model()
         self.stats.set_memory(sum(info.memory_bytes.values()))
-        self.model_bar.watch_process(self.bridge.engine_pid)
+        # A remote model's memory is on its server: this machine's engine process only relays it.
+        self.model_bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
         warning = spill_warning(info, self.prefill, requested)
         if warning:

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QC
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
+from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
 from app.ui.lab_chart import LabCharts
@@ -275,6 +276,7 @@ class LabPage(QWidget):
         row = QHBoxLayout()
         row.addWidget(button("Add file…", "Add a model file", self._on_add_file_clicked))
         row.addWidget(button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
+        row.addWidget(button("Add remote…", "Add a model on a remote server", self._on_add_remote_clicked))
         row.addStretch(1)
         row.addWidget(button("Refresh", "Refresh the list from the library", self.refresh_library))
         layout.addLayout(row)
@@ -352,7 +354,7 @@ class LabPage(QWidget):
         self.status.setText(f"The library could not be read: {sentence(error)}")
 
     def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
-        resolved = str(Path(path).expanduser().resolve())
+        resolved = path if is_remote_ref(path) else str(Path(path).expanduser().resolve())
         for row in range(self.variants.count()):
             item = self.variants.item(row)
             if item.data(PATH_ROLE) == resolved:
@@ -369,8 +371,13 @@ class LabPage(QWidget):
         return item
 
     def add_paths(self, paths: list[str | Path]) -> None:
-        """Add model files or folders by hand; they come ticked."""
+        """Add model files or folders (or remote:CONNECTION/MODEL references) by hand; they come ticked."""
+        from app.remote.connections import display_name
+
         for path in paths:
+            if is_remote_ref(path):
+                self._add_item(str(path), f"{display_name(str(path))} — remote", checked=True)
+                continue
             p = Path(path)
             kind = "folder" if p.is_dir() else "file"
             size = human_bytes(p.stat().st_size) if p.is_file() else ""
@@ -390,7 +397,8 @@ class LabPage(QWidget):
         self.reference.clear()
         self.reference.addItem(AUTO_REFERENCE, None)
         for path in self.checked_paths():
-            self.reference.addItem(Path(path).name, path)
+            if not is_remote_ref(path):  # a remote model cannot be the reference (no distributions)
+                self.reference.addItem(Path(path).name, path)
         index = self.reference.findData(chosen) if chosen else 0
         self.reference.setCurrentIndex(max(index, 0))
         self.reference.blockSignals(False)
@@ -405,6 +413,14 @@ class LabPage(QWidget):
     def _on_add_file_clicked(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, "Add model files", "", "GGUF models (*.gguf);;All files (*)")
         self.add_paths(files)
+
+    @Slot()
+    def _on_add_remote_clicked(self) -> None:
+        from app.ui.remote_connections import RemoteModelDialog
+
+        dialog = RemoteModelDialog(self)
+        if dialog.exec() and dialog.chosen_ref:
+            self.add_paths([dialog.chosen_ref])
 
     @Slot()
     def _on_add_folder_clicked(self) -> None:

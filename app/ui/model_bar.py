@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QProgressBar, QPushButton,
+                               QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile
 from app.ui.formatting import human_memory, human_ms, layer_count
@@ -59,8 +59,12 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
 
-    profile = profile or _detect()
+    from app.remote.connections import is_remote_ref
+
     settings = LoadSettings(n_ctx=want_ctx)
+    if is_remote_ref(path):
+        return Prefill(path, settings, reason="it runs on its server", profile=profile)
+    profile = profile or _detect()
     try:
         meta = read_model(path)
     except QuantDeskError as exc:
@@ -141,6 +145,7 @@ class ModelBar(QFrame):
     """Shows the model and its settings; the Chat page drives the loading."""
 
     load_clicked = Signal()
+    remote_clicked = Signal()
     reload_clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -163,9 +168,13 @@ class ModelBar(QFrame):
         self.load_progress.setAccessibleName("Loading")
         self.load_progress.hide()
         self.load_button = QPushButton("Load model…")
-        self.load_button.setAccessibleName("Load a model file")
-        self.load_button.setToolTip("Choose a GGUF file or model folder; its settings are filled in for this machine")
-        self.load_button.clicked.connect(self.load_clicked)
+        self.load_button.setAccessibleName("Load a model")
+        self.load_button.setToolTip("A GGUF file or model folder (its settings are filled in for this machine), or a "
+                                    "model on a remote server")
+        load_menu = QMenu(self.load_button)
+        self.load_file_action = load_menu.addAction("Model file…", self.load_clicked.emit)
+        self.load_remote_action = load_menu.addAction("Remote model…", self.remote_clicked.emit)
+        self.load_button.setMenu(load_menu)
         self.reload_button = QPushButton("Reload")
         self.reload_button.setAccessibleName("Reload the model with these settings")
         self.reload_button.setToolTip("Load the same model again with the settings below")
@@ -272,8 +281,20 @@ class ModelBar(QFrame):
 
     def show_loaded(self, info: Loaded | None, prefill: Prefill | None) -> None:
         self.load_progress.hide()
+        remote = info is not None and info.backend == "remote"
+        for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+            box.setEnabled(not remote)  # the server loaded the model with its own settings
         if info is None:
             self.model_label.setText("No model loaded")
+            return
+        if remote:
+            from app.remote.connections import display_name
+
+            d = info.details
+            self.model_label.setText(
+                f"<b>{html.escape(display_name(info.model_path))}</b><br><span style='font-size:small'>"
+                f"remote · {html.escape(str(d.get('server_kind')))} server at {html.escape(str(d.get('endpoint')))} · "
+                f"context {info.n_ctx} · {d.get('latency_ms', 0):.0f} ms away</span>")
             return
         layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
                   else "CPU only (this engine build has no GPU support)")

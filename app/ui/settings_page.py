@@ -1,4 +1,5 @@
-"""The Settings page: models folder, Hugging Face token, offline mode, default context length and theme.
+"""The Settings page: models folder, Hugging Face token, offline mode, default context length, theme, and the
+connections to remote engines (app/ui/remote_connections.py).
 
 Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
 login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from app import paths
 from app import settings as app_settings
 from app.hub import config
+from app.ui.remote_connections import ConnectionsPanel
 
 THEME_NAMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 
@@ -108,6 +110,9 @@ class SettingsPage(QScrollArea):
         self.theme_box.currentIndexChanged.connect(self._on_theme_changed)
         self.theme_box.setMaximumWidth(220)
         form.addRow("Theme", self.theme_box)
+
+        self.remote_panel = ConnectionsPanel()
+        form.addRow("Remote engines", self.remote_panel)
 
         self.status = QLabel(self.current.problem)
         self.status.setWordWrap(True)
