@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Manage connections to remote OpenAI-compatible servers. A remote model is then used as "
                     "remote:NAME/MODEL by chat, serve and bench. API keys go to the system keychain (or, where there "
                     "is none, to a file only you can read); they are never taken on the command line.")
-    sub = parser.add_subparsers(dest="remote_command", metavar="ACTION", required=True)
+    sub = parser.add_subparsers(dest="remote_command", metavar="ACTION", required=True,
+                                help="add, ls, test or rm")
 
     add = sub.add_parser("add", help="add or change a connection, then test it",
                          description="Add (or replace) a connection and list what it serves.")
