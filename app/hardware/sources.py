@@ -77,6 +77,14 @@ def _backend_statuses() -> list[Any]:
     return registry.statuses()
 
 
+def _runtimes() -> list[dict[str, Any]]:
+    """Every llama.cpp runtime (app/runtimes) and the devices it sees, each started in a child process."""
+    from app.runtimes import catalog, overview
+
+    runtimes = catalog.discover()
+    return overview.as_records(runtimes, overview.probe_all(runtimes))
+
+
 def _models_dir() -> str:
     from app import paths
 
@@ -134,3 +142,4 @@ class Sources:
     backend_statuses: Callable[[], list[Any]] = _backend_statuses
     windows_feature: Callable[[int], bool] = _windows_feature
     mlx_device_info: Callable[[], dict[str, Any]] = _mlx_device_info
+    runtimes: Callable[[], list[dict[str, Any]] | None] = _runtimes  # None: not known (a recording without them)
