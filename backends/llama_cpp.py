@@ -138,7 +138,8 @@ class LlamaCppBackend(Backend):
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
-                   "architecture": metadata.get("general.architecture", "")}
+                   "architecture": metadata.get("general.architecture", ""),
+                   "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -18,6 +19,8 @@ def register(subparsers) -> None:
                                           "Ctrl-C stops a reply.")
     p.add_argument("model", help="a .gguf file or a model folder (MLX, safetensors)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
+    p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "
+                                     "automatic choice)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
@@ -80,12 +83,9 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
     with EngineClient() as client:
-        loaded = client.load(args.model, settings, backend=args.backend)
+        loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:
-            where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
-                else "CPU only (this build of the engine cannot use a GPU)"
-            print(f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
-                  f"context {loaded.n_ctx} · {where}", file=sys.stderr)
+            print(loaded_summary(loaded), file=sys.stderr)
         if args.prompt is not None:
             history.append(Message("user", args.prompt))
             done = _reply(client, history, sampling, echo=not args.json)
@@ -98,6 +98,23 @@ def run(args: argparse.Namespace) -> int:
         return _interactive(client, history, sampling)
 
 
+def loaded_summary(loaded) -> str:
+    """What loaded where: for llama.cpp the runtime, its GPU and the layers on it, then a line per device."""
+    from app.runtimes import report
+
+    if not loaded.devices:
+        where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
+            else "CPU only (this build of the engine cannot use a GPU)"
+        return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
+                f"context {loaded.n_ctx} · {where}")
+    lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
+             f"context {loaded.n_ctx}"]
+    if loaded.runtime:
+        lines.append(f"  runtime {loaded.runtime}: {loaded.runtime_reason}")
+    lines += [f"  {line}" for line in report.device_lines(loaded)]
+    return "\n".join(lines)
+
+
 def _json_result(loaded, done: Done) -> dict:
     s = done.stats
     return {
@@ -106,6 +123,9 @@ def _json_result(loaded, done: Done) -> dict:
         "decode_tps": s.decode_tps, "stop_reason": s.stop_reason, "peak_memory_bytes": s.peak_memory_bytes,
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
+        "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
+        "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
+        "devices": [dataclasses.asdict(d) for d in loaded.devices],
     }
 
 

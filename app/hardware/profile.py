@@ -92,6 +92,8 @@ class RuntimeInfo:
     error: str = ""  # why it could not start, if it could not
     devices: list[RuntimeDevice] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # what its engine host needs set (tests' lavapipe)
+    size_bytes: int = 0  # on disk
+    built_at: str = ""  # user-built ones
 
 
 @dataclass

@@ -98,6 +98,7 @@ class Tools:
                                  "/usr/local/lib")
     cmake_dirs: tuple[str, ...] = ("/usr/share/cmake", "/usr/lib/cmake", "/usr/local/share/cmake",
                                    "/usr/lib/x86_64-linux-gnu/cmake")
+    toolkit_dirs: tuple[str, ...] = ("/usr/local/cuda", "/opt/rocm")  # where CUDA / ROCm install by default
     platform: str = sys.platform
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -214,10 +215,9 @@ def _check_vulkan(plan: Plan, tools: Tools, vulkan_sdk: str | None) -> None:
 
 
 def _check_cuda(plan: Plan, tools: Tools) -> None:
-    home = tools.env.get("CUDA_HOME") or tools.env.get("CUDA_PATH")
-    candidates = [str(Path(home) / "bin" / "nvcc")] if home else []
-    candidates += ["/usr/local/cuda/bin/nvcc"]
-    nvcc = tools.which("nvcc") or next((c for c in candidates if os.path.exists(c)), None)
+    homes = [tools.env.get("CUDA_HOME"), tools.env.get("CUDA_PATH"), *tools.toolkit_dirs]
+    candidates = [Path(h) / "bin" / ("nvcc.exe" if tools.platform == "win32" else "nvcc") for h in homes if h]
+    nvcc = tools.which("nvcc") or next((str(c) for c in candidates if c.exists()), None)
     if nvcc is None:
         plan.missing.append("nvcc (the CUDA toolkit) is missing: install CUDA 12 from "
                             "https://developer.nvidia.com/cuda-downloads, or pip install nvidia-cuda-nvcc-cu12, "
@@ -228,8 +228,9 @@ def _check_cuda(plan: Plan, tools: Tools) -> None:
 
 
 def _check_rocm(plan: Plan, tools: Tools) -> None:
-    rocm = tools.env.get("ROCM_PATH") or "/opt/rocm"
-    hipcc = tools.which("hipcc") or next((c for c in (f"{rocm}/bin/hipcc",) if os.path.exists(c)), None)
+    homes = [tools.env.get("ROCM_PATH"), *tools.toolkit_dirs]
+    hipcc = tools.which("hipcc") or next((str(c) for h in homes if h for c in [Path(h) / "bin" / "hipcc"]
+                                          if c.exists()), None)
     if hipcc is None:
         plan.missing.append("hipcc (ROCm) is missing: install ROCm 6 (https://rocm.docs.amd.com) and put hipcc on PATH "
                             "(or set ROCM_PATH); for most AMD cards the Vulkan runtime needs less: "

@@ -89,7 +89,7 @@ def choose(runtimes: Sequence[RuntimeLike], probe: Callable[[RuntimeLike], Probe
             fallback_why = f"the runtime {name} pinned {where} cannot start ({started(pinned).error})"
         else:
             return Choice(pinned.name, pinned.backend, f"{name} is pinned {where}", started(pinned))
-    auto = _automatic(usable, started, machine_gpus)
+    auto = _automatic(usable, started, machine_gpus, said=pin[0] if fallback_why else "")
     if fallback_why:
         return Choice(auto.name, auto.backend, f"{fallback_why}; {auto.reason[0].lower()}{auto.reason[1:]}",
                       auto.probe, fallback_from=pin[0])
@@ -97,7 +97,8 @@ def choose(runtimes: Sequence[RuntimeLike], probe: Callable[[RuntimeLike], Probe
 
 
 def _automatic(runtimes: Sequence[RuntimeLike], started: Callable[[RuntimeLike], Probe],
-               machine_gpus: Sequence[tuple[str, str]]) -> Choice:
+               machine_gpus: Sequence[tuple[str, str]], said: str = "") -> Choice:
+    """``said``: a runtime whose failure the sentence already gives."""
     best: tuple[tuple[int, int], RuntimeLike, Device] | None = None
     failed: list[str] = []
     for runtime in runtimes:
@@ -105,7 +106,8 @@ def _automatic(runtimes: Sequence[RuntimeLike], started: Callable[[RuntimeLike],
             continue
         probe = started(runtime)
         if not probe.ok:
-            failed.append(f"the {runtime.name} runtime cannot start ({probe.error})")
+            if runtime.name != said:
+                failed.append(f"the {runtime.name} runtime cannot start ({probe.error})")
             continue
         for gpu in probe.gpus():
             order = PREFERENCE.get(gpu.vendor, ())

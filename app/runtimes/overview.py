@@ -37,7 +37,7 @@ def probe_all(runtimes: list[catalog.Runtime]) -> dict[str, devices.Probe]:
 def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]) -> list[dict]:
     """Runtimes and their probes as plain data (the hardware profile's ``runtimes``)."""
     return [{"name": r.name, "backend": r.backend, "origin": r.origin, "version": r.version, "problem": r.problem,
-             **probes[r.name].to_dict()} for r in runtimes]
+             "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
 
 
 def overview(machine_gpus: list[tuple[str, str]] | None = None) -> Overview:
