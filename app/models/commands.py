@@ -226,7 +226,10 @@ def run_fit(args: argparse.Namespace) -> int:
     print(f"{result.label}: {result.verdict} — {result.reason}")
     for dev in data["devices"]:
         print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}, "
-              f"compute {_gib(dev['compute_bytes'])}, other {_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+              f"compute {_gib(dev['compute_bytes'])}, output {_gib(dev['output_bytes'])}, other "
+              f"{_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+    if data["runtime"]:
+        print(f"  planned for the {data['runtime']} runtime")
     if data["gpu_layers"] is not None:
         print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}, n_ctx {data['n_ctx']}, "
               f"largest context that fits: {data['max_ctx']}")

@@ -58,16 +58,22 @@ class DeviceUse:
     weights_bytes: int = 0
     kv_bytes: int = 0
     compute_bytes: int = 0
-    other_bytes: int = 0
+    other_bytes: int = 0  # runtime overheads no engine logs (process baseline, driver context)
+    output_bytes: int = 0  # llama.cpp's output (logits) buffer
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes + self.output_bytes
+
+    @property
+    def buffer_bytes(self) -> int:
+        """What llama.cpp allocates and logs on this device: weights, KV, compute and output buffers."""
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.output_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
-                "compute_bytes": self.compute_bytes, "other_bytes": self.other_bytes,
-                "total_bytes": self.total_bytes}
+                "compute_bytes": self.compute_bytes, "output_bytes": self.output_bytes,
+                "other_bytes": self.other_bytes, "total_bytes": self.total_bytes}
 
 
 @dataclass
@@ -233,7 +239,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
         cpu.compute_bytes = compute
-    cpu.other_bytes = CPU_RUNTIME_BYTES + output + meta.header_bytes
+    cpu.output_bytes = output
+    cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
     devices = [cpu, gpu] if ngl else [cpu]
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
                     notes=list(meta.notes))

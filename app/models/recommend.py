@@ -162,6 +162,7 @@ def _merge_unified(est: Estimate) -> Estimate:
         pool.kv_bytes += dev.kv_bytes
         pool.compute_bytes += dev.compute_bytes
         pool.other_bytes += dev.other_bytes
+        pool.output_bytes += dev.output_bytes
     est.devices = [pool]
     return est
 

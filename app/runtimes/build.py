@@ -335,6 +335,29 @@ def parse_step(line: str) -> tuple[int, int] | None:
     return None
 
 
+class StepClock:
+    """The main build's step counter and the time left, from the build tool's output lines."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.first: tuple[float, int, int] | None = None  # (when, step, total) the rate is measured from
+
+    def feed(self, line: str, now: float) -> Progress | None:
+        step = parse_step(line)
+        if step is None:
+            return None
+        done, total = step
+        if self.first is not None and total < self.first[2]:
+            return None  # a nested build's own counter (vulkan-shaders-gen's "[1/2]"), inside the main one
+        if self.first is None or total > self.first[2]:  # the main build's counter, from its first line on
+            self.first = (now, done, total)
+        when, first_done, _ = self.first
+        remaining = None
+        if done > first_done and now > when:
+            remaining = (total - done) / ((done - first_done) / (now - when))
+        return Progress("compiling", done, total, now - self.start, remaining)
+
+
 def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log, on_progress: Callable[[Progress], None]) -> Path:
     """Run ``pip wheel`` on the source with the plan's CMake flags; returns the wheel."""
     build_dir = cache_root() / "build" / f"{plan.backend}-{plan.version}"
@@ -344,8 +367,7 @@ def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log, on_progress: Call
                CMAKE_BUILD_PARALLEL_LEVEL=str(plan.jobs), FORCE_CMAKE="1")
     log.write(f"$ CMAKE_ARGS={env['CMAKE_ARGS']!r} {' '.join(argv)}\n")
     log.flush()
-    start = time.monotonic()
-    first_step: tuple[float, int] | None = None
+    clock = StepClock(time.monotonic())
     on_progress(Progress("configuring"))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             errors="replace", bufsize=1)
@@ -354,18 +376,9 @@ def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log, on_progress: Call
     for line in proc.stdout:
         log.write(line)
         tail = (tail + [line.rstrip()])[-40:]
-        step = parse_step(line)
-        if step is None:
-            continue
-        done, total = step
-        now = time.monotonic()
-        if first_step is None:
-            first_step = (now, done)
-        remaining = None
-        if done > first_step[1] and now > first_step[0]:
-            rate = (done - first_step[1]) / (now - first_step[0])
-            remaining = (total - done) / rate
-        on_progress(Progress("compiling", done, total, now - start, remaining))
+        progress = clock.feed(line, time.monotonic())
+        if progress is not None:
+            on_progress(progress)
     code = proc.wait()
     log.flush()
     wheels = sorted(out_dir.glob("llama_cpp_python-*.whl"))
@@ -419,6 +432,7 @@ def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = No
                 wheel = _keep_wheel(plan, source, wheel)
             on_progress(Progress("installing", elapsed_s=time.monotonic() - start))
             _pip(plan, ["install", "--no-deps", "--no-compile", "--target", str(staging / "site"), str(wheel)], log)
+            _drop_versioned_copies(staging / "site" / "llama_cpp" / "lib")
             on_progress(Progress("checking", elapsed_s=time.monotonic() - start))
             found = devices.probe(staging / "site" / "llama_cpp" / "lib")
             log.write(f"the new runtime sees: {found.to_dict()}\n")
@@ -448,6 +462,15 @@ def _pip(plan: Plan, args: list[str], log) -> None:
     if done.returncode != 0:
         last = next((ln for ln in reversed(done.stderr.splitlines()) if ln.strip()), "")
         raise BuildError(f"pip {args[0]} failed: {last}", f"the build log is {log.name}")
+
+
+def _drop_versioned_copies(lib_dir: Path) -> None:
+    """Wheels cannot hold symlinks, so each Linux library comes three times (libx.so, libx.so.0,
+    libx.so.0.25.3); ctypes opens libx.so and the libraries find each other by their SONAME libx.so.0,
+    so the fully versioned copy is never read (a third of the runtime's size)."""
+    for path in lib_dir.glob("*.so.*.*"):
+        if re.search(r"\.so\.\d+\.\d+", path.name):
+            path.unlink()
 
 
 def _wheel_dir(plan: Plan) -> Path:

@@ -84,7 +84,11 @@ def bundled_dir() -> Path | None:
     if override:
         return Path(override)
     if getattr(sys, "frozen", False):
-        return Path(sys.executable).resolve().parent / "runtimes"
+        program = Path(sys.executable).resolve().parent
+        # Linux and Windows: beside the program; macOS: in the .app's Resources (code signing wants
+        # nothing but code in Contents/MacOS).
+        return next((d for d in (program / "runtimes", program.parent / "Resources" / "runtimes") if d.is_dir()),
+                    program / "runtimes")
     return None
 
 

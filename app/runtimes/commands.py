@@ -61,6 +61,7 @@ class _Bar:
         self.stream = stream
         self.tty = stream.isatty()
         self.last_decile = -1
+        self.total = 0
         self.phase = ""
 
     def __call__(self, progress) -> None:
@@ -73,6 +74,8 @@ class _Bar:
             self.phase = progress.phase
             return
         self.phase = progress.phase
+        if progress.total != self.total:  # a new counter starts its bar over
+            self.total, self.last_decile = progress.total, -1
         fraction = progress.fraction or 0.0
         left = f", about {_minutes(progress.remaining_s)} left" if progress.remaining_s is not None else ""
         text = f"compiling [{'#' * int(fraction * 30):<30}] {progress.step}/{progress.total}{left}"

@@ -66,8 +66,4 @@ def device_lines(loaded: Loaded, estimated: dict[str, int] | None = None) -> lis
 def estimated_buffers(devices: Sequence) -> dict[str, int]:
     """Predicted llama.cpp buffers per device name from an Estimate's devices (app/models/estimate.py):
     weights + KV + compute, without the runtime overhead that llama.cpp does not log."""
-    out = {}
-    for d in devices:
-        name = d.name.split(" ", 1)[0]
-        out[name] = d.weights_bytes + d.kv_bytes + d.compute_bytes + getattr(d, "output_bytes", 0)
-    return out
+    return {d.name.split(" ", 1)[0]: d.buffer_bytes for d in devices}

@@ -134,6 +134,19 @@ def test_the_step_counter_of_ninja_and_make():
     assert build.parse_step("  -- Found Vulkan: /usr/lib/x86_64-linux-gnu/libvulkan.so.1") is None
 
 
+def test_the_time_left_follows_the_main_build_not_a_nested_one():
+    # The order of counters in a real Vulkan build log: vulkan-shaders-gen's own ninja run ("[n/2]")
+    # shows up before and among the main build's 517 steps.
+    clock = build.StepClock(start=0.0)
+    lines = [(10.0, "[0/2] Re-checking globbed directories..."), (70.0, "[1/2] Building CXX object vulkan-shaders-gen"),
+             (100.0, "  [1/517] Building C object ggml-base.c.o"), (110.0, "[2/2] Linking CXX executable"),
+             (200.0, "  [101/517] vulkan-shaders-gen --source mul_mm.comp")]
+    seen = [clock.feed(line, now) for now, line in lines]
+    assert [(p.step, p.total) if p else None for p in seen] == [(0, 2), (1, 2), (1, 517), None, (101, 517)]
+    assert seen[-1].remaining_s == pytest.approx(416 / (100 / 100.0)) and seen[-1].elapsed_s == 200.0
+    assert seen[2].remaining_s is None  # no rate yet at the main build's first step
+
+
 def test_a_failed_build_names_the_compiler_error():
     # The tail of a real failed build: ggml-vulkan compiled without SPIRV-Headers on the include path.
     tail = ["  /tmp/pip-req-build/vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp:396:33: error: ‘spv’ has "
