@@ -78,6 +78,7 @@ class RuntimeDevice:
     memory_free: int = 0  # iGPUs and APUs: the shared budget the driver grants, not only the carve-out
     vendor: str = ""
     software: bool = False  # a CPU-type Vulkan device (lavapipe): never "the GPU" outside tests
+    max_tensor_bytes: int | None = None  # Vulkan: the largest tensor a shader may address
 
 
 @dataclass

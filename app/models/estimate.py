@@ -87,6 +87,13 @@ class LlamaCppSettings:
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
+    # A GPU runtime (Vulkan, CUDA, ROCm): llama.cpp offloads a prompt batch's matmuls to the GPU at any -ngl
+    # (op offload), so the GPU holds a compute buffer even at -ngl 0, and the CPU's layers use the GPU's
+    # pinned host buffer type instead of the repack (both measured on Vulkan).
+    gpu_runtime: bool = False
+    # The largest tensor the GPU can address (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe, up to 4 GiB
+    # on most GPUs): a bigger weight stays on the host, a bigger op runs there. None: no limit.
+    gpu_max_tensor_bytes: int | None = None
 
 
 @dataclass
@@ -149,8 +156,22 @@ def kv_layer_bytes(meta: ModelMetadata, il: int, cells: int, kv_type: str) -> in
     return int(cells * (k_dim + v_dim) * per_elem)
 
 
-def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
-    """Peak of llama.cpp's ubatch graph (ggml-alloc reuses memory, so the largest stage counts)."""
+@dataclass(frozen=True)
+class GraphParts:
+    """The big tensors of llama.cpp's ubatch graph (f32 bytes), from which each device's compute buffer peaks."""
+
+    scores: int  # attention scores of the longest layer (q·kᵀ over n_kv cells; 0 with flash attention)
+    attention: int  # those scores + q, k, v and the attention output of one ubatch
+    masks: int  # the attention masks (one per cache size)
+    kv_views: int  # one layer's K and V cache, as copied to another device that runs its attention
+    ffn: int
+    moe: int
+    logits: int  # the output layer's logits for a full ubatch
+    residual: int  # the residual stream and norms
+    embeddings: int  # the ubatch's input embeddings (looked up on the host)
+
+
+def graph_parts(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> GraphParts:
     n_ub = min(s.n_ubatch, n_ctx)
     f32 = 4
     kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.layer_kv_heads(il)}
@@ -159,21 +180,46 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
     mask_elem = 2 if s.flash_attn else f32
     masks = sum(k * pad(n_ub, 64) * mask_elem for k in kinds)
     q_width = n_head * max(max(meta.layer_key_length(il) for il in range(meta.block_count)), 1)
-    if s.flash_attn:
-        attention = n_ub * q_width * f32 * 3
-    else:
-        attention = n_kv_max * n_ub * n_head * f32 + n_ub * q_width * f32 * 3
+    scores = 0 if s.flash_attn else n_kv_max * n_ub * n_head * f32
+    kv_views = max((kv_layer_bytes(meta, il, n_kv_max, s.kv_type) for il in range(meta.block_count)), default=0)
     ffn_lengths = [t.shape[1] for t in meta.tensors if t.name.endswith("ffn_gate.weight") and len(t.shape) > 1]
-    ffn = n_ub * max(ffn_lengths, default=0) * f32 * 2
     experts = [t for t in meta.tensors if t.name.endswith("ffn_gate_exps.weight") and len(t.shape) > 2]
     moe = 0
     if experts and meta.expert_used_count:
         n_ff_exp = experts[0].shape[1]
         moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
-    logits = n_ub * meta.vocab_size * f32
-    residual = n_ub * meta.embedding_length * f32 * 4
+    return GraphParts(scores=scores, attention=scores + n_ub * q_width * f32 * 3, masks=masks, kv_views=kv_views,
+                      ffn=n_ub * max(ffn_lengths, default=0) * f32 * 2, moe=moe, logits=n_ub * meta.vocab_size * f32,
+                      residual=n_ub * meta.embedding_length * f32 * 4, embeddings=n_ub * meta.embedding_length * f32)
+
+
+def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
+    """Peak of llama.cpp's ubatch graph on the CPU alone (ggml-alloc reuses memory, so the largest stage counts)."""
+    g = graph_parts(meta, n_ctx, s)
     # The masks are only live while attention runs; the logits of a full ubatch come after.
-    return int(max(attention + masks, ffn, moe, logits) + residual)
+    return int(max(g.attention + g.masks, g.ffn, g.moe, g.logits) + g.residual)
+
+
+def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu: bool, kv_on_both: bool,
+                        kv_on_gpu: bool, output_copy: int = 0, block_copy: int = 0) -> tuple[int, int]:
+    """(GPU, host) compute buffers with a GPU runtime. llama.cpp offloads a prompt batch's matmuls to the
+    GPU whatever -ngl says (op offload), and the scheduler runs the ops around them there too, so the GPU
+    holds the graph's peak; an op whose tensor is larger than the GPU may address runs on the host
+    (Vulkan: maxStorageBufferRange), as do the input embeddings. The device that runs attention gets a
+    copy of the K and V of layers cached on the other, and an op offloaded for a weight kept on the host
+    gets a copy of that weight (``output_copy``: the output layer's, ``block_copy``: a host block's
+    largest). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
+    attention = g.attention + g.masks
+    gpu = max(attention if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
+              g.logits + output_copy if logits_on_gpu else 0) + g.residual
+    if attention_on_gpu and (kv_on_both or not kv_on_gpu):
+        gpu += g.kv_views
+    host = g.embeddings
+    if not attention_on_gpu:
+        host += attention + (g.kv_views if kv_on_gpu or kv_on_both else 0)
+    if not logits_on_gpu:
+        host = max(host, g.logits + 2 * g.embeddings)
+    return int(gpu), int(host)
 
 
 REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
@@ -199,15 +245,23 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     n_ctx = pad(max(settings.n_ctx, 1), CTX_PAD)
     ngl = max(0, min(settings.gpu_layers, n_layer + 1))
     first_gpu_layer = n_layer + 1 - ngl  # layers il >= this (incl. output at n_layer) live on the GPU
+    uses_gpu = settings.gpu_runtime or ngl > 0
+    limit = settings.gpu_max_tensor_bytes
+
+    def fits_gpu(n_bytes: int) -> bool:  # a weight or op tensor the GPU can address; bigger ones stay on the host
+        return limit is None or n_bytes <= limit
+
+    # With a GPU runtime, the CPU's layers go through the GPU's pinned host buffer type, not the repack.
+    repack = settings.cpu_repack and not uses_gpu
     cpu = DeviceUse("CPU")
     gpu = DeviceUse(gpu_name)
     expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
     read_cpu = read_gpu = 0
     for tensor in meta.tensors:
         layer = _layer_of(tensor.name, n_layer)
-        on_gpu = layer is not None and layer >= first_gpu_layer
+        on_gpu = layer is not None and layer >= first_gpu_layer and fits_gpu(tensor.n_bytes)
         (gpu if on_gpu else cpu).weights_bytes += tensor.n_bytes
-        if not on_gpu and settings.cpu_repack:
+        if not on_gpu and repack:
             cpu.weights_bytes += repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), tensor.n_bytes)
         if layer is None:
             read = 0  # an embedding lookup reads one row
@@ -219,29 +273,39 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
             read_gpu += read
         else:
             read_cpu += read
-    if meta.tied_embeddings:
-        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device.
-        embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
-        if embd is not None:
-            if n_layer >= first_gpu_layer:
-                gpu.weights_bytes += embd.n_bytes
-                read_gpu += embd.n_bytes
-            else:
-                read_cpu += embd.n_bytes
+    embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
+    output_weight = embd if meta.tied_embeddings else next((t for t in meta.tensors if t.name == "output.weight"), None)
+    if meta.tied_embeddings and embd is not None:
+        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device (one
+        # the GPU cannot address stays the same mapped copy on the host).
+        if n_layer >= first_gpu_layer and fits_gpu(embd.n_bytes):
+            gpu.weights_bytes += embd.n_bytes
+            read_gpu += embd.n_bytes
+        else:
+            read_cpu += embd.n_bytes
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
-    compute = compute_buffer_bytes(meta, n_ctx, settings)
     output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
-    if ngl:
-        gpu.compute_bytes = compute
-        cpu.compute_bytes = min(compute, settings.n_ubatch * meta.embedding_length * 4 * 2 + output)
+    if uses_gpu:
+        g = graph_parts(meta, n_ctx, settings)
+        attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
+        logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
+        blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
+        host_blocks = [t.n_bytes for t in meta.tensors if (_layer_of(t.name, n_layer) or 0) < first_gpu_layer
+                       and t.name.startswith("blk.")]
+        output_on_host = n_layer < first_gpu_layer or (output_weight is not None and not fits_gpu(output_weight.n_bytes))
+        gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
+            g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
+            kv_on_both=0 < blocks_on_gpu < n_layer,
+            output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
+            block_copy=max(host_blocks, default=0))
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
-        cpu.compute_bytes = compute
+        cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)
     cpu.output_bytes = output
     cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
-    devices = [cpu, gpu] if ngl else [cpu]
+    devices = [cpu, gpu] if uses_gpu else [cpu]
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
                     notes=list(meta.notes))
 

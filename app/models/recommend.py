@@ -217,8 +217,12 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
         base["runtime"] = choice.label()
     ram, vram = ram_budget(hw), (vram_budget(gpu) if gpu else None)
 
+    device = choice.gpu if choice is not None else None
+    on_gpu_runtime = dict(gpu_runtime=True, gpu_max_tensor_bytes=device.max_tensor_bytes) if device else {}
+
     def estimate(ngl: int, ctx: int) -> Estimate:
-        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type), gpu_name)
+        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, **on_gpu_runtime),
+                                 gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 
     def fits(est: Estimate) -> bool:

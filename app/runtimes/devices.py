@@ -49,6 +49,9 @@ class Device:
     memory_free: int
     vendor: str = ""  # nvidia | amd | intel | apple | software | "" (unknown, or the host CPU)
     software: bool = False  # a CPU-type Vulkan device (lavapipe, SwiftShader): a CPU dressed as a GPU
+    # Vulkan: the largest tensor a shader may address (maxStorageBufferRange); ggml-vulkan runs an op
+    # with a bigger input or output on the CPU. None: no such limit known.
+    max_tensor_bytes: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -135,9 +138,9 @@ class _VkInstanceCreateInfo(ctypes.Structure):
                 ("ppEnabledExtensionNames", ctypes.c_void_p)]
 
 
-def vulkan_physical_devices() -> list[tuple[str, int, int]]:
-    """(name, VkPhysicalDeviceType, PCI vendor id) of every Vulkan device, in the loader's order (the
-    indices GGML_VK_VISIBLE_DEVICES takes). Raises OSError without a Vulkan loader or instance."""
+def vulkan_physical_devices() -> list[tuple[str, int, int, int | None]]:
+    """(name, VkPhysicalDeviceType, PCI vendor id, max tensor bytes) of every Vulkan device, in the
+    loader's order (the indices GGML_VK_VISIBLE_DEVICES takes). Raises OSError without a Vulkan loader."""
     loader = {"win32": "vulkan-1.dll", "darwin": "libvulkan.1.dylib"}.get(sys.platform, "libvulkan.so.1")
     vk = ctypes.CDLL(loader)
     info = _VkInstanceCreateInfo(sType=1)  # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO
@@ -152,21 +155,35 @@ def vulkan_physical_devices() -> list[tuple[str, int, int]]:
         found = []
         for handle in handles[:count.value]:
             # VkPhysicalDeviceProperties: apiVersion, driverVersion, vendorID, deviceID (uint32 each),
-            # deviceType (int32) at byte 16, deviceName[256] at byte 20; the rest (limits) is not read.
+            # deviceType (int32) at byte 16, deviceName[256] at byte 20, pipelineCacheUUID[16], then
+            # VkPhysicalDeviceLimits at byte 296 (8-aligned), whose maxStorageBufferRange is its 8th
+            # uint32 (byte 296 + 28).
             props = ctypes.create_string_buffer(4096)
             vk.vkGetPhysicalDeviceProperties(ctypes.c_void_p(handle), props)
             vendor = int.from_bytes(props.raw[8:12], "little")
             kind = int.from_bytes(props.raw[16:20], "little")
             name = props.raw[20:276].split(b"\0", 1)[0].decode("utf-8", "replace")
-            found.append((name, kind, vendor))
+            storage_range = int.from_bytes(props.raw[324:328], "little")
+            # ggml-vulkan lifts that limit where the device indexes with 64 bits (VK_EXT_shader_64bit_indexing).
+            limit = None if "VK_EXT_shader_64bit_indexing" in _extensions(vk, handle) else storage_range
+            found.append((name, kind, vendor, limit))
         return found
     finally:
         vk.vkDestroyInstance(instance, None)
 
 
+def _extensions(vk, handle) -> set[str]:
+    """The device extensions' names (VkExtensionProperties: extensionName[256], specVersion)."""
+    count = ctypes.c_uint32()
+    vk.vkEnumerateDeviceExtensionProperties(ctypes.c_void_p(handle), None, ctypes.byref(count), None)
+    raw = ctypes.create_string_buffer(260 * count.value)
+    vk.vkEnumerateDeviceExtensionProperties(ctypes.c_void_p(handle), None, ctypes.byref(count), raw)
+    return {raw.raw[i * 260:i * 260 + 256].split(b"\0", 1)[0].decode("ascii", "replace") for i in range(count.value)}
+
+
 def _list_devices(lib_dir: Path) -> dict:
     env: dict[str, str] = {}
-    vulkan: list[tuple[str, int, int]] = []
+    vulkan: list[tuple[str, int, int, int | None]] = []
     if any(n.startswith(("libggml-vulkan", "ggml-vulkan")) for n in os.listdir(lib_dir)):
         try:
             vulkan = vulkan_physical_devices()
@@ -194,7 +211,7 @@ def _list_devices(lib_dir: Path) -> dict:
     ggml_base.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
     ggml_base.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
                                                   ctypes.POINTER(ctypes.c_size_t)]
-    kinds = {name: (kind, vendor) for name, kind, vendor in vulkan}
+    kinds = {name: (kind, vendor, limit) for name, kind, vendor, limit in vulkan}
     devices = []
     for i in range(ggml.ggml_backend_dev_count()):
         dev = ggml.ggml_backend_dev_get(i)
@@ -205,8 +222,9 @@ def _list_devices(lib_dir: Path) -> dict:
         kind = DEVICE_TYPES.get(ggml_base.ggml_backend_dev_type(dev), "other")
         software = False
         vendor = ""
+        limit = None
         if name.startswith("Vulkan") and description in kinds:
-            vk_type, pci_vendor = kinds[description]
+            vk_type, pci_vendor, limit = kinds[description]
             software = vk_type == VK_TYPE_CPU
             vendor = "software" if software else PCI_VENDORS.get(pci_vendor, "")
         elif name.startswith("CUDA"):
@@ -215,7 +233,8 @@ def _list_devices(lib_dir: Path) -> dict:
             vendor = "amd"
         elif name.startswith(("Metal", "MTL")):
             vendor = "apple"
-        devices.append(asdict(Device(name, description, kind, int(total.value), int(free.value), vendor, software)))
+        devices.append(asdict(Device(name, description, kind, int(total.value), int(free.value), vendor, software,
+                                     limit)))
     return {"devices": devices, "error": "", "env": env}
 
 

@@ -90,7 +90,8 @@ def main() -> int:
         n_layer = meta.block_count
         for ngl in (0, (n_layer + 1) // 2, n_layer + 1):
             for n_ctx in contexts:
-                est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=n_ctx, gpu_layers=ngl), gpu.name)
+                est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=n_ctx, gpu_layers=ngl, gpu_runtime=True,
+                                                                gpu_max_tensor_bytes=gpu.max_tensor_bytes), gpu.name)
                 pred = {d.name: d.buffer_bytes for d in est.devices}
                 t0 = time.monotonic()
                 measured, error = measure(runtime.site, probe.env, path, n_ctx, ngl, n_layer)

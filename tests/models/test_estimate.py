@@ -69,6 +69,42 @@ def test_tied_output_is_duplicated_onto_the_gpu(tiny_ggufs):
     assert est.devices[0].weights_bytes == meta.weights_bytes - _bytes(meta, "output_norm")
 
 
+def test_a_gpu_runtime_computes_on_the_gpu_at_no_offloaded_layer_and_skips_the_repack(tiny_ggufs):
+    # llama.cpp's op offload runs a prompt batch's matmuls on the GPU whatever -ngl says, and the CPU's
+    # layers use the GPU's pinned host buffer type instead of the repack (Vulkan runtime, lavapipe:
+    # tests/bench/fit_accuracy_vulkan.py).
+    meta = read_gguf_file(tiny_ggufs["llama"])
+    cpu_only = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024, gpu_layers=0))
+    on_gpu_runtime = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024, gpu_layers=0, gpu_runtime=True))
+    assert [d.name for d in cpu_only.devices] == ["CPU"]
+    host, gpu = on_gpu_runtime.devices
+    assert gpu.weights_bytes == gpu.kv_bytes == 0 and gpu.compute_bytes > 0
+    assert host.weights_bytes == meta.weights_bytes and host.compute_bytes < cpu_only.devices[0].compute_bytes
+
+
+def test_what_the_gpu_cannot_address_stays_on_the_host(tiny_ggufs):
+    # ggml-vulkan runs an op whose tensors exceed maxStorageBufferRange on the CPU (lavapipe: 128 MiB),
+    # so a tied output layer bigger than that keeps its one mapped copy on the host, and so do its logits.
+    meta = read_gguf_file(tiny_ggufs["gemma3"])
+    embd = _bytes(meta, "token_embd")
+    free = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024, gpu_layers=99, gpu_runtime=True))
+    tight = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024, gpu_layers=99, gpu_runtime=True,
+                                                      gpu_max_tensor_bytes=embd - 1))
+    assert free.device("GPU").weights_bytes - tight.device("GPU").weights_bytes == embd
+    logits = 512 * meta.vocab_size * 4
+    assert tight.devices[0].compute_bytes >= logits > free.devices[0].compute_bytes
+
+
+def test_attention_too_large_for_the_gpu_runs_on_the_host(tiny_ggufs):
+    meta = read_gguf_file(tiny_ggufs["llama"])
+    scores = 4096 * 512 * max(meta.head_count) * 4  # q·kᵀ over 4096 cells for a 512-token ubatch
+    settings = dict(n_ctx=4096, gpu_layers=99, gpu_runtime=True)
+    roomy = estimate_llama_cpp(meta, LlamaCppSettings(**settings, gpu_max_tensor_bytes=scores))
+    tight = estimate_llama_cpp(meta, LlamaCppSettings(**settings, gpu_max_tensor_bytes=scores - 1))
+    assert roomy.device("GPU").compute_bytes >= scores > tight.device("GPU").compute_bytes
+    assert tight.devices[0].compute_bytes >= scores > roomy.devices[0].compute_bytes
+
+
 def test_moe_reads_only_the_used_experts(tiny_ggufs):
     meta = read_gguf_file(tiny_ggufs["moe"])
     est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024))
