@@ -272,9 +272,14 @@ class ModelBar(QFrame):
             where = html.escape(info.backend) + " · " + (f"{info.gpu_layers}/{info.n_layers} layers on GPU"
                                                          if info.gpu_offload_supported else "CPU only")
             devices = []
-        memory = human_memory(sum(info.memory_bytes.values()))
-        if same and prefill.estimated_bytes is not None:
-            memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
+        if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
+            memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
+            if same and prefill.estimated_buffers:
+                memory += f" (estimated {human_memory(sum(prefill.estimated_buffers.values()))})"
+        else:
+            memory = human_memory(sum(info.memory_bytes.values()))
+            if same and prefill.estimated_bytes is not None:
+                memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
         self.model_label.setText(
             f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
             f"{html.escape(where)} · context {info.n_ctx} · {html.escape(memory)} · "

@@ -211,7 +211,7 @@ def test_a_build_reusing_its_cached_wheel_installs_checks_and_renames_into_place
 
 
 def test_remove_deletes_a_user_runtime_and_its_pins(environment_site):
-    from tests.runtimes.conftest import install_copy
+    from tests.fixtures.runtimes import install_copy
 
     install_copy(environment_site, "vulkan", "vulkan")
     pins.pin("vulkan")

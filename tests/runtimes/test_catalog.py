@@ -3,7 +3,7 @@
 import json
 
 from app.runtimes import catalog
-from tests.runtimes.conftest import install_copy
+from tests.fixtures.runtimes import install_copy
 
 
 def test_the_app_environments_llama_cpp_is_the_cpu_runtime():

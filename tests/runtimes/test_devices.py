@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from app.runtimes import catalog, devices
-from tests.runtimes.conftest import install_copy
+from tests.fixtures.runtimes import install_copy
 
 
 def test_the_cpu_runtime_sees_the_cpu(environment_site):

@@ -8,7 +8,7 @@ from app.cli import main
 from app.engine.client import EngineClient
 from app.runtimes import pins
 from backends.base import LoadSettings
-from tests.runtimes.conftest import install_copy
+from tests.fixtures.runtimes import install_copy
 
 SETTINGS = LoadSettings(n_ctx=256, gpu_layers=0)
 

@@ -21,7 +21,7 @@ from app.engine.client import EngineClient
 from app.runtimes import devices, pins
 from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import SMOLLM2_135M, build_model_set
-from tests.runtimes.conftest import install_copy
+from tests.fixtures.runtimes import install_copy
 
 MiB = 1 << 20
 LLVMPIPE = "llvmpipe (LLVM"
