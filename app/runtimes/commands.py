@@ -69,7 +69,7 @@ class _Bar:
 
         assert isinstance(progress, Progress)
         if progress.phase != "compiling":
-            if progress.phase != self.phase:
+            if progress.phase not in (self.phase, "done"):
                 self._line(f"{progress.phase}…", final=True)
             self.phase = progress.phase
             return

@@ -24,7 +24,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 SOFTWARE_VULKAN_VAR = "QUANTDESK_TEST_SOFTWARE_VULKAN"  # tests and CI only: lavapipe counts as a GPU
@@ -85,8 +85,9 @@ class Probe:
 
     @classmethod
     def from_dict(cls, data: dict) -> Probe:
-        return cls(tuple(Device(**d) for d in data.get("devices", [])), str(data.get("error", "")),
-                   {str(k): str(v) for k, v in (data.get("env") or {}).items()})
+        known = {f.name for f in fields(Device)}  # a newer probe's extra figures are left out, not fatal
+        return cls(tuple(Device(**{k: v for k, v in d.items() if k in known}) for d in data.get("devices", [])),
+                   str(data.get("error", "")), {str(k): str(v) for k, v in (data.get("env") or {}).items()})
 
 
 def software_vulkan_allowed() -> bool:
@@ -112,12 +113,15 @@ def probe(lib_dir: Path, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     except OSError as exc:
         return Probe(error=f"its probe could not run: {exc}")
     try:
-        found = Probe.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
-    except (ValueError, IndexError, TypeError, KeyError):
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
         last = next((ln.strip() for ln in reversed(done.stderr.splitlines()) if ln.strip()), "")
         why = f"exit code {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
         return Probe(error=f"it crashed while starting ({why})" + (f": {last}" if last else ""))
-    return found
+    try:
+        return Probe.from_dict(answer)
+    except (TypeError, AttributeError) as exc:
+        return Probe(error=f"its probe answered in a form this QuantDesk does not read ({exc})")
 
 
 # --------------------------------------------------------------------------------------------- the child

@@ -36,3 +36,15 @@ def test_the_child_answers_in_one_json_line(environment_site):
                           check=True)
     answer = json.loads(done.stdout)
     assert answer["error"] == "" and [d["name"] for d in answer["devices"]] == ["CPU"]
+
+
+def test_a_newer_probes_extra_figures_are_left_out():
+    probe = devices.Probe.from_dict({"devices": [{"name": "CPU", "description": "x", "type": "cpu", "memory_total": 1,
+                                                  "memory_free": 1, "numa_node": 0}], "error": "", "env": {}})
+    assert probe.devices == (devices.Device("CPU", "x", "cpu", 1, 1),)
+
+
+def test_a_library_that_is_not_one_is_named(tmp_path):
+    (tmp_path / "libggml-base.so").write_text("not a library")
+    probe = devices.probe(tmp_path)
+    assert not probe.ok and "libggml-base.so: invalid ELF header" in probe.error
