@@ -45,6 +45,6 @@ def test_a_newer_probes_extra_figures_are_left_out():
 
 
 def test_a_library_that_is_not_one_is_named(tmp_path):
-    (tmp_path / "libggml-base.so").write_text("not a library")
+    (tmp_path / "libggml-base.so").write_text("not a library, but long enough to be read as one " * 40)
     probe = devices.probe(tmp_path)
     assert not probe.ok and "libggml-base.so: invalid ELF header" in probe.error
