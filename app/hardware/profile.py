@@ -79,6 +79,8 @@ class RuntimeDevice:
     vendor: str = ""
     software: bool = False  # a CPU-type Vulkan device (lavapipe): never "the GPU" outside tests
     max_tensor_bytes: int | None = None  # Vulkan: the largest tensor a shader may address
+    max_buffer_bytes: int | None = None  # ggml's largest allocation on the device / in its pinned host memory
+    host_max_buffer_bytes: int | None = None
 
 
 @dataclass

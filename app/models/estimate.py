@@ -94,6 +94,10 @@ class LlamaCppSettings:
     # The largest tensor the GPU can address (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe, up to 4 GiB
     # on most GPUs): a bigger weight stays on the host, a bigger op runs there. None: no limit.
     gpu_max_tensor_bytes: int | None = None
+    # ggml's largest single allocation for the GPU's compute buffer and for its pinned host one (Vulkan: 1 GiB
+    # blocks). None: one block.
+    gpu_chunk_bytes: int | None = None
+    host_chunk_bytes: int | None = None
 
 
 @dataclass
@@ -201,14 +205,19 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
 
 
 def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu: bool, kv_on_both: bool,
-                        kv_on_gpu: bool, output_copy: int = 0, block_copy: int = 0) -> tuple[int, int]:
+                        kv_on_gpu: bool, output_copy: int = 0, block_copy: int = 0, gpu_chunk: int | None = None,
+                        host_chunk: int | None = None) -> tuple[int, int]:
     """(GPU, host) compute buffers with a GPU runtime. llama.cpp offloads a prompt batch's matmuls to the
     GPU whatever -ngl says (op offload), and the scheduler runs the ops around them there too, so the GPU
     holds the graph's peak; an op whose tensor is larger than the GPU may address runs on the host
     (Vulkan: maxStorageBufferRange), as do the input embeddings. The device that runs attention gets a
     copy of the K and V of layers cached on the other, and an op offloaded for a weight kept on the host
     gets a copy of that weight (``output_copy``: the output layer's, ``block_copy``: a host block's
-    largest). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
+    largest). ggml allocates a compute buffer in blocks of at most ``*_chunk`` bytes, a tensor never
+    straddling two; scores bigger than a block get a block of their own, and with layers on both devices
+    (attention interleaved with the other device's work) the next layer found it taken and opened a
+    second one (Llama-3.2-1B shapes at 32k on Vulkan: 4172 MiB of host compute at -ngl 8 for 2048 MiB of
+    scores, 2186 at -ngl 0 and 17). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
     attention = g.attention + g.masks
     gpu = max(attention if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
               g.logits + output_copy if logits_on_gpu else 0) + g.residual
@@ -219,6 +228,12 @@ def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu:
         host += attention + (g.kv_views if kv_on_gpu or kv_on_both else 0)
     if not logits_on_gpu:
         host = max(host, g.logits + 2 * g.embeddings)
+    chunk = gpu_chunk if attention_on_gpu else host_chunk
+    if kv_on_both and chunk is not None and g.scores > chunk:
+        if attention_on_gpu:
+            gpu += g.scores
+        else:
+            host += g.scores
     return int(gpu), int(host)
 
 
@@ -299,7 +314,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
             g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
             kv_on_both=0 < blocks_on_gpu < n_layer,
             output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
-            block_copy=max(host_blocks, default=0))
+            block_copy=max(host_blocks, default=0), gpu_chunk=settings.gpu_chunk_bytes,
+            host_chunk=settings.host_chunk_bytes)
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
         cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)

@@ -218,7 +218,9 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
     ram, vram = ram_budget(hw), (vram_budget(gpu) if gpu else None)
 
     device = choice.gpu if choice is not None else None
-    on_gpu_runtime = dict(gpu_runtime=True, gpu_max_tensor_bytes=device.max_tensor_bytes) if device else {}
+    on_gpu_runtime = dict(gpu_runtime=True, gpu_max_tensor_bytes=device.max_tensor_bytes,
+                          gpu_chunk_bytes=device.max_buffer_bytes, host_chunk_bytes=device.host_max_buffer_bytes) \
+        if device else {}
 
     def estimate(ngl: int, ctx: int) -> Estimate:
         est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, **on_gpu_runtime),

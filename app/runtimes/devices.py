@@ -52,6 +52,10 @@ class Device:
     # Vulkan: the largest tensor a shader may address (maxStorageBufferRange); ggml-vulkan runs an op
     # with a bigger input or output on the CPU. None: no such limit known.
     max_tensor_bytes: int | None = None
+    # The largest single allocation ggml makes in the device's memory and in its pinned host memory
+    # (ggml_backend_buft_get_max_size: Vulkan sub-allocates in 1 GiB blocks); None: unlimited.
+    max_buffer_bytes: int | None = None
+    host_max_buffer_bytes: int | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -215,6 +219,14 @@ def _list_devices(lib_dir: Path) -> dict:
     ggml_base.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
     ggml_base.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
                                                   ctypes.POINTER(ctypes.c_size_t)]
+    for fn in (ggml_base.ggml_backend_dev_buffer_type, ggml_base.ggml_backend_dev_host_buffer_type):
+        fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    ggml_base.ggml_backend_buft_get_max_size.restype = ctypes.c_size_t
+    ggml_base.ggml_backend_buft_get_max_size.argtypes = [ctypes.c_void_p]
+
+    def max_size(buft: int | None) -> int | None:
+        size = ggml_base.ggml_backend_buft_get_max_size(buft) if buft else None
+        return size if size is not None and size < 1 << 62 else None  # SIZE_MAX: no limit
     kinds = {name: (kind, vendor, limit) for name, kind, vendor, limit in vulkan}
     devices = []
     for i in range(ggml.ggml_backend_dev_count()):
@@ -238,7 +250,8 @@ def _list_devices(lib_dir: Path) -> dict:
         elif name.startswith(("Metal", "MTL")):
             vendor = "apple"
         devices.append(asdict(Device(name, description, kind, int(total.value), int(free.value), vendor, software,
-                                     limit)))
+                                     limit, max_size(ggml_base.ggml_backend_dev_buffer_type(dev)),
+                                     max_size(ggml_base.ggml_backend_dev_host_buffer_type(dev)))))
     return {"devices": devices, "error": "", "env": env}
 
 

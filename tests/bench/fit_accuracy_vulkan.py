@@ -90,8 +90,11 @@ def main() -> int:
         n_layer = meta.block_count
         for ngl in (0, (n_layer + 1) // 2, n_layer + 1):
             for n_ctx in contexts:
-                est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=n_ctx, gpu_layers=ngl, gpu_runtime=True,
-                                                                gpu_max_tensor_bytes=gpu.max_tensor_bytes), gpu.name)
+                settings = LlamaCppSettings(n_ctx=n_ctx, gpu_layers=ngl, gpu_runtime=True,
+                                            gpu_max_tensor_bytes=gpu.max_tensor_bytes,
+                                            gpu_chunk_bytes=gpu.max_buffer_bytes,
+                                            host_chunk_bytes=gpu.host_max_buffer_bytes)
+                est = estimate_llama_cpp(meta, settings, gpu.name)
                 pred = {d.name: d.buffer_bytes for d in est.devices}
                 t0 = time.monotonic()
                 measured, error = measure(runtime.site, probe.env, path, n_ctx, ngl, n_layer)
@@ -114,7 +117,13 @@ def main() -> int:
                 rows.append({"model": name, "ngl": ngl, "n_ctx": n_ctx, "pred": pred, "meas": meas,
                              "buffers": {k: vars(d) for k, d in measured.items()}, "ok": ok})
     loads = [r for r in rows if "meas" in r]
+    diffs = [(r["pred"].get(d, 0) - m, m) for r in loads for d, m in r["meas"].items()]
     print()
+    if diffs:
+        under = max(m - p for p, m in ((d + m, m) for d, m in diffs))
+        over = max(diffs, key=lambda dm: dm[0])
+        print(f"per device: worst under-prediction {max(under, 0) / MiB:.1f} MiB; worst over-prediction "
+              f"{over[0] / MiB:.1f} MiB ({over[0] / over[1] * 100 if over[1] else 0:.1f} %)")
     print(f"{len(loads)} loads, {len(rows) - len(loads)} failed to load; per-device goal (within max(3 %, 32 MiB), "
           f"never under by more than 16 MiB) missed in {misses}")
     if args.json:

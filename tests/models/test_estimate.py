@@ -105,6 +105,24 @@ def test_attention_too_large_for_the_gpu_runs_on_the_host(tiny_ggufs):
     assert tight.devices[0].compute_bytes >= scores > roomy.devices[0].compute_bytes
 
 
+def test_scores_bigger_than_an_allocation_block_take_a_second_one_with_layers_on_both_sides(tiny_ggufs):
+    # Vulkan allocates compute buffers in 1 GiB blocks; Llama-3.2-1B shapes at 32k (2 GiB of scores on the
+    # host) measured one extra block of scores at -ngl 8 and none at -ngl 0 or 17.
+    meta = read_gguf_file(tiny_ggufs["llama"])
+    scores = 4096 * 512 * max(meta.head_count) * 4
+    n_layer = meta.block_count
+
+    def host_compute(ngl, chunk):
+        return estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=4096, gpu_layers=ngl, gpu_runtime=True,
+                                                         gpu_max_tensor_bytes=scores - 1,
+                                                         host_chunk_bytes=chunk)).devices[0].compute_bytes
+
+    assert host_compute(2, chunk=scores - 1) - host_compute(2, chunk=None) == scores  # layers on both sides
+    assert host_compute(0, chunk=scores - 1) == host_compute(0, chunk=None)
+    assert host_compute(n_layer + 1, chunk=scores - 1) == host_compute(n_layer + 1, chunk=None)
+    assert host_compute(2, chunk=scores) == host_compute(2, chunk=None)  # the scores fit a block
+
+
 def test_moe_reads_only_the_used_experts(tiny_ggufs):
     meta = read_gguf_file(tiny_ggufs["moe"])
     est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=1024))
