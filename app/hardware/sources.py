@@ -54,20 +54,15 @@ def _llama_cpp_lib_files() -> list[str] | None:
     """File names in the installed llama_cpp package's lib/ folder (None: not installed).
 
     Found with find_spec, never by importing llama_cpp: the app process must not load an engine."""
-    from importlib.util import find_spec
+    from app.runtimes.catalog import environment_package
 
-    try:
-        spec = find_spec("llama_cpp")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
+    package = environment_package()
+    if package is None:
         return None
     names: list[str] = []
-    for location in spec.submodule_search_locations:
-        for sub in ("lib", "."):
-            folder = os.path.join(location, sub)
-            if os.path.isdir(folder):
-                names += [n for n in os.listdir(folder) if not os.path.isdir(os.path.join(folder, n))]
+    for folder in (package / "lib", package):
+        if folder.is_dir():
+            names += [p.name for p in folder.iterdir() if not p.is_dir()]
     return sorted(set(names))
 
 

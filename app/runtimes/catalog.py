@@ -109,17 +109,24 @@ def app_version() -> str | None:
         return None
 
 
-def environment_runtime() -> Runtime | None:
-    """The app environment's own llama-cpp-python, found with find_spec (never imported here)."""
-    if getattr(sys, "frozen", False):
-        return None  # a packaged app carries its runtimes as folders (bundled_dir)
+def environment_package() -> Path | None:
+    """The folder of the app environment's own llama_cpp package, found with find_spec: the app process
+    never imports an engine."""
     try:
         spec = find_spec("llama_cpp")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    lib_dir = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def environment_runtime() -> Runtime | None:
+    """The app environment's own llama-cpp-python as a runtime."""
+    package = None if getattr(sys, "frozen", False) else environment_package()  # frozen: runtimes are folders
+    if package is None:
+        return None
+    lib_dir = package / "lib"
     files = os.listdir(lib_dir) if lib_dir.is_dir() else []
     backend = backend_of(files)
     return Runtime(name=backend, backend=backend, origin="environment", lib_dir=lib_dir, version=app_version() or "",
