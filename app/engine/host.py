@@ -140,7 +140,9 @@ class Host:
 
 def main() -> int:
     faulthandler.enable()  # a native crash prints the Python stack to stderr before the process dies
-    runtime = os.environ.get("QUANTDESK_RUNTIME_PATH")
+    from app.runtimes.catalog import RUNTIME_PATH_VAR
+
+    runtime = os.environ.get(RUNTIME_PATH_VAR)
     if runtime:  # the llama.cpp runtime chosen for this host (app/runtimes): its llama_cpp wins imports
         sys.path.insert(0, runtime)
     channel = os.fdopen(os.dup(1), "wb", buffering=0)

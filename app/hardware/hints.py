@@ -58,8 +58,8 @@ def _offload_hints(p: HardwareProfile) -> list[str]:
                          f"use another: rebuild it with `quantdesk runtime build {runtime.backend}` or remove it "
                          f"with `quantdesk runtime rm {runtime.name}`.")
     if p.runtimes is not None:
-        seen = {(d.vendor, b) for r in p.runtimes if not (r.problem or r.error)
-                for b in [r.backend] for d in r.devices if d.type in ("gpu", "igpu") and not d.software}
+        seen = {(d.vendor, r.backend) for r in p.runtimes if not (r.problem or r.error)
+                for d in r.devices if d.type in ("gpu", "igpu") and not d.software}
         backends_for = {vendor: {b for v, b in seen if v == vendor} for vendor in PREFERENCE}
     elif p.llama_cpp_gpu_backends is not None and "llama_cpp" not in p.absent:
         shipped = {"hip": "rocm"}

@@ -151,3 +151,25 @@ def test_real_engine_memory_is_sampled_live_and_stops_with_the_engine(qtbot, rea
         window.chat.composer.setPlainText("hello")
         window.chat.send()  # the next request finds the engine gone
     assert not bar.memory_timer.isActive() and bar.memory_label.text() == ""
+
+
+def test_the_runtime_menu_pins_a_runtime_for_this_model_and_loads_it_again(qtbot, make_window, tiny_models):
+    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+    from app.runtimes import pins
+
+    engine = EngineDouble()
+    window = make_window(engine)
+    profile = machine()
+    cpu = RuntimeDevice("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
+    profile.runtimes = [RuntimeInfo("cpu", "cpu", "environment", devices=[cpu]),
+                        RuntimeInfo("vulkan", "vulkan", "user", devices=[cpu])]
+    window.chat.set_profile(profile)
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    box = window.chat.model_bar.runtime_box
+    assert [box.itemText(i) for i in range(box.count())] == ["Runtime auto", "Runtime cpu", "Runtime vulkan"]
+    assert box.currentText() == "Runtime auto"
+    loads = len(engine.loads)
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        box.activated.emit(box.findData("vulkan"))
+    assert pins.load().for_model(tiny_models.gguf_q8_0) == ("vulkan", "for this model")
+    assert len(engine.loads) == loads + 1 and box.currentText() == "Runtime vulkan"
