@@ -144,14 +144,19 @@ def read_folder(folder: Path, origin: str) -> Runtime:
     except (OSError, ValueError) as exc:
         return Runtime(folder.name, "?", origin, lib_dir, site, problem=f"its {MANIFEST} cannot be read: {exc}")
     backend = str(manifest.get("backend", "?"))
+    version = str(manifest.get("llama_cpp_python", ""))
     problem = ""
     if not (site / "llama_cpp" / "__init__.py").is_file():
         problem = f"{site} holds no llama_cpp package"
     elif not lib_dir.is_dir():
         problem = f"{lib_dir} is missing"
+    elif version and app_version() and version != app_version():
+        # The engine speaks to llama_cpp through the app's own version's API.
+        problem = (f"it was built from llama-cpp-python {version} and the app uses {app_version()}: rebuild it "
+                   f"(quantdesk runtime build {backend})")
     seconds = manifest.get("build_seconds")
     return Runtime(name=folder.name, backend=backend, origin=origin, lib_dir=lib_dir, site=site,
-                   version=str(manifest.get("llama_cpp_python", "")), cmake_args=str(manifest.get("cmake_args", "")),
+                   version=version, cmake_args=str(manifest.get("cmake_args", "")),
                    built_at=str(manifest.get("built_at", "")),
                    build_seconds=float(seconds) if isinstance(seconds, int | float) else None,
                    log=str(manifest.get("log", "")), problem=problem)

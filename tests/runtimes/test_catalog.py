@@ -41,3 +41,10 @@ def test_a_broken_runtime_folder_says_what_is_wrong(environment_site):
     (folder / catalog.MANIFEST).write_text(json.dumps({"backend": "vulkan"}))
     (folder / "site" / "llama_cpp" / "__init__.py").unlink()
     assert catalog.find("vulkan").problem == f"{folder / 'site'} holds no llama_cpp package"
+
+
+def test_a_runtime_of_another_llama_cpp_python_version_must_be_rebuilt(environment_site):
+    folder = install_copy(environment_site, "vulkan", "vulkan")
+    (folder / catalog.MANIFEST).write_text(json.dumps({"backend": "vulkan", "llama_cpp_python": "0.3.2"}))
+    assert catalog.find("vulkan").problem == (f"it was built from llama-cpp-python 0.3.2 and the app uses "
+                                              f"{catalog.app_version()}: rebuild it (quantdesk runtime build vulkan)")
