@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.engine.commands",  # chat
     "app.hub.commands",  # search, show, pull, ls, rm, import, login
     "app.hardware.commands",  # hw
+    "app.runtimes.commands",  # runtime ls / build / use / rm
     "app.models.commands",  # inspect, fit, recommend
     "app.server.commands",  # serve
     "app.lab.commands",  # bench
@@ -82,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.engine.host import main as host_main
 
         return host_main()
+    if argv[:1] == ["--runtime-devices"]:  # the same for a runtime's device probe (app/runtimes/devices.py)
+        from app.runtimes.devices import main as devices_main
+
+        return devices_main(argv[1:])
     if not argv:
         return _start_gui()
     args = build_parser().parse_args(argv)

@@ -130,6 +130,24 @@ Prompt = Sequence[Message] | str
 
 
 @dataclass(frozen=True)
+class DeviceLoad:
+    """What one device holds after a load, as the engine itself reported it (llama.cpp: its load log)."""
+
+    name: str  # the engine's device name: "Vulkan0", "CUDA0", "Metal"; "CPU" for host memory
+    description: str = ""  # "NVIDIA GeForce RTX 4070", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    layers: int = 0  # transformer blocks placed on it
+    model_bytes: int = 0
+    kv_bytes: int = 0
+    compute_bytes: int = 0
+    output_bytes: int = 0
+    free_bytes_before: int | None = None  # what the device had free when the load started
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model_bytes + self.kv_bytes + self.compute_bytes + self.output_bytes
+
+
+@dataclass(frozen=True)
 class Loaded:
     backend: str
     model_path: str
@@ -140,6 +158,12 @@ class Loaded:
     memory_bytes: dict[str, int]  # device name -> bytes the loaded model holds there
     load_ms: float
     details: dict[str, Any] = field(default_factory=dict)
+    # llama.cpp: the runtime that ran the load (app/runtimes), why it was chosen, and what went where.
+    runtime: str = ""
+    runtime_reason: str = ""
+    devices: tuple[DeviceLoad, ...] = ()  # GPUs first, host memory ("CPU") last
+    offloaded_layers: int | None = None  # llama.cpp's "offloaded N/M layers", the output layer counted
+    offloadable_layers: int | None = None
     type: Literal["loaded"] = "loaded"
 
 

@@ -10,12 +10,13 @@ import contextlib
 import ctypes
 import importlib.util
 import inspect
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template
+from backends import chat_template, llama_cpp_log
 from backends.base import (
     Availability,
     Backend,
@@ -158,13 +159,25 @@ class LlamaCppBackend(Backend):
 
     @classmethod
     def probe(cls) -> Availability:
-        if importlib.util.find_spec("llama_cpp") is None:
+        from app.runtimes import catalog  # which llama-cpp-python builds exist; none is imported here
+
+        runtime = os.environ.get(catalog.RUNTIME_PATH_VAR)
+        if runtime:  # an engine host started for one runtime must not fall back to another llama_cpp
+            if not (Path(runtime) / "llama_cpp" / "__init__.py").is_file():
+                return Availability.no(f"the llama.cpp runtime in {runtime} holds no llama_cpp package",
+                                       "rebuild it: quantdesk runtime build NAME")
+            return Availability.ok()
+        if importlib.util.find_spec("llama_cpp") is None and not any(not r.problem for r in catalog.discover()):
             return Availability.no("llama-cpp-python is not installed", "pip install 'quantdesk[llama]'")
         return Availability.ok()
 
     def load(self, model_path: str, settings: LoadSettings,
              on_progress: Callable[[float], None] | None = None) -> Loaded:
-        import llama_cpp
+        try:
+            import llama_cpp
+        except (OSError, RuntimeError) as exc:  # llama-cpp-python raises RuntimeError for a library it cannot load
+            raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
+                                  "choose another runtime (quantdesk runtime ls, quantdesk runtime use NAME)") from None
 
         settings.validate()
         kv_type = KV_CACHE_TYPES.get(settings.kv_cache_type)
@@ -188,7 +201,7 @@ class LlamaCppBackend(Backend):
         self._overrides = expert_overrides(patterns) if patterns else None
         try:
             with _reporting_load_progress(llama_cpp, kwargs, on_progress), \
-                    _overriding_tensor_placement(llama_cpp, self._overrides):
+                    _overriding_tensor_placement(llama_cpp, self._overrides), llama_cpp_log.capturing(llama_cpp) as log:
                 self._llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
@@ -201,7 +214,8 @@ class LlamaCppBackend(Backend):
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
-                   "architecture": metadata.get("general.architecture", "")}
+                   "architecture": metadata.get("general.architecture", ""),
+                   "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
         details.update(self._experts_in_ram(metadata, settings.cpu_moe))
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
@@ -213,16 +227,17 @@ class LlamaCppBackend(Backend):
             raise GenerationError("template", f"{Path(model_path).name}: {exc}",
                                   "the model file's chat template cannot be used") from None
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm.model))
-        gpu_layers = 0
-        if offload_supported and settings.gpu_layers != 0:
-            # -ngl counts the output layer too: k puts the output layer and the last k-1 blocks on the GPU.
-            gpu_layers = n_layers if settings.gpu_layers < 0 else max(min(settings.gpu_layers - 1, n_layers), 0)
+        devices = tuple(log.device_loads(n_layers))
+        gpu_layers = sum(d.layers for d in devices if d.name != llama_cpp_log.HOST)
+        offloaded = log.offloaded
         if on_progress:
             on_progress(1.0)
         return Loaded(
             backend=self.name, model_path=model_path, n_ctx=int(self._llm.n_ctx()), n_layers=n_layers,
             gpu_layers=gpu_layers, gpu_offload_supported=offload_supported,
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000, details=details,
+            devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
+            offloadable_layers=offloaded[1] if offloaded else None,
         )
 
     @staticmethod

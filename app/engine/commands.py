@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -19,6 +20,8 @@ def register(subparsers) -> None:
                                           "Ctrl-C stops a reply.")
     p.add_argument("model", help="a .gguf file, a model folder (MLX, safetensors) or remote:CONNECTION/MODEL")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
+    p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "
+                                     "automatic choice)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
@@ -48,21 +51,6 @@ def stats_line(stats: GenerationStats) -> str:
     if server_tps:  # a remote engine: ours are measured here, the server's own figure beside them
         line = f"{line} · server says {server_tps:.1f} tok/s"
     return line
-
-
-def loaded_line(loaded) -> str:
-    """What loaded, where: the engine, the context, and the GPU layers or the remote server."""
-    if loaded.backend == "remote":
-        d = loaded.details
-        return (f"loaded {d.get('model')} from {d.get('connection')} ({d.get('server_kind')} server at "
-                f"{d.get('endpoint')}, {d.get('latency_ms', 0):.0f} ms away) · context {loaded.n_ctx}")
-    where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
-        else "CPU only (this build of the engine cannot use a GPU)"
-    if loaded.details.get("experts_in_ram"):
-        n = loaded.details["experts_in_ram"]
-        where += f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
-    return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
-            f"context {loaded.n_ctx} · {where}")
 
 
 def _sampling(args) -> SamplingSettings:
@@ -101,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
     with EngineClient() as client:
-        loaded = client.load(args.model, settings, backend=args.backend)
+        loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:
-            print(loaded_line(loaded), file=sys.stderr)
+            print(loaded_summary(loaded), file=sys.stderr)
         if args.prompt is not None:
             history.append(Message("user", args.prompt))
             done = _reply(client, history, sampling, echo=not args.json)
@@ -116,6 +104,32 @@ def run(args: argparse.Namespace) -> int:
         return _interactive(client, history, sampling)
 
 
+def loaded_summary(loaded) -> str:
+    """What loaded where: a remote model's server; for llama.cpp the runtime, its GPU and the layers on it, then a
+    line per device; the experts kept in RAM."""
+    from app.runtimes import report
+
+    if loaded.backend == "remote":
+        d = loaded.details
+        return (f"loaded {d.get('model')} from {d.get('connection')} ({d.get('server_kind')} server at "
+                f"{d.get('endpoint')}, {d.get('latency_ms', 0):.0f} ms away) · context {loaded.n_ctx}")
+    experts = ""
+    if loaded.details.get("experts_in_ram"):
+        n = loaded.details["experts_in_ram"]
+        experts = f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
+    if not loaded.devices:
+        where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
+            else "CPU only (this build of the engine cannot use a GPU)"
+        return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
+                f"context {loaded.n_ctx} · {where}{experts}")
+    lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
+             f"context {loaded.n_ctx}{experts}"]
+    if loaded.runtime:
+        lines.append(f"  runtime {loaded.runtime}: {loaded.runtime_reason}")
+    lines += [f"  {line}" for line in report.device_lines(loaded)]
+    return "\n".join(lines)
+
+
 def _json_result(loaded, done: Done) -> dict:
     s = done.stats
     return {
@@ -126,6 +140,9 @@ def _json_result(loaded, done: Done) -> dict:
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
         "server_timings": s.server,
+        "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
+        "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
+        "devices": [dataclasses.asdict(d) for d in loaded.devices],
     }
 
 

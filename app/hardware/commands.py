@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from app.errors import QuantDeskError
-from app.hardware.profile import GpuInfo, HardwareProfile
+from app.hardware.profile import GpuInfo, HardwareProfile, RuntimeInfo
 
 GIB = 1024**3
 
@@ -56,6 +56,17 @@ def _gpu_line(gpu: GpuInfo) -> str:
     return f"{gpu.name}: " + ", ".join(parts)
 
 
+def _runtime_line(r: RuntimeInfo | None) -> str:
+    if r is None:
+        return "none installed (pip install 'quantdesk[llama]')"
+    head = f"{r.name:<8} llama-cpp-python {r.version or '?'}"
+    if r.problem or r.error:
+        return f"{head}: cannot start: {r.problem or r.error}"
+    seen = [f"{d.description or d.name} ({d.type}{', software' if d.software else ''}, "
+            f"{gib(d.memory_free)} of {gib(d.memory_total)} free)" for d in r.devices if d.type != "cpu"]
+    return f"{head}: " + ("; ".join(seen) if seen else "CPU only")
+
+
 def summary(p: HardwareProfile) -> str:
     os_name = {"linux": "Linux", "darwin": "macOS", "windows": "Windows"}.get(p.os, p.os)
     rows: list[tuple[str, str]] = [("Machine", f"{os_name} {p.arch}")]
@@ -69,7 +80,10 @@ def summary(p: HardwareProfile) -> str:
         rows += [(f"GPU {i}" if len(p.gpus) > 1 else "GPU", _gpu_line(g)) for i, g in enumerate(p.gpus)]
     else:
         rows.append(("GPU", "none found"))
-    if p.llama_cpp_gpu_backends is not None:
+    if p.runtimes is not None:
+        for i, r in enumerate(p.runtimes or [None]):
+            rows.append(("llama.cpp runtimes" if i == 0 else "", _runtime_line(r)))
+    elif p.llama_cpp_gpu_backends is not None:
         rows.append(("llama.cpp build", ", ".join(["cpu", *p.llama_cpp_gpu_backends])))
     disk = f"{gib(p.disk_free_bytes)} free" + (f" at {p.disk_path}" if p.disk_path else "")
     rows.append(("Disk", disk))

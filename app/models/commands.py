@@ -247,7 +247,10 @@ def run_fit(args: argparse.Namespace) -> int:
     for dev in data["devices"]:
         state = f", recurrent state {_gib(dev['state_bytes'])}" if dev["state_bytes"] else ""
         print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}{state}, "
-              f"compute {_gib(dev['compute_bytes'])}, other {_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+              f"compute {_gib(dev['compute_bytes'])}, output {_gib(dev['output_bytes'])}, other "
+              f"{_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+    if data["runtime"]:
+        print(f"  planned for the {data['runtime']} runtime")
     if data["gpu_layers"] is not None:
         n = data["cpu_moe"]
         experts = f", experts of {n} layer{'s' if n != 1 else ''} in RAM" if n else ""

@@ -72,17 +72,23 @@ class DeviceUse:
     weights_bytes: int = 0
     kv_bytes: int = 0
     compute_bytes: int = 0
-    other_bytes: int = 0
+    other_bytes: int = 0  # runtime overheads no engine logs (process baseline, driver context)
+    output_bytes: int = 0  # llama.cpp's output (logits) buffer
     state_bytes: int = 0  # recurrent layers' per-sequence state (llama.cpp's RS buffer)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes + self.state_bytes
+        return self.buffer_bytes + self.other_bytes
+
+    @property
+    def buffer_bytes(self) -> int:
+        """What llama.cpp allocates and logs on this device: weights, KV, recurrent state, compute and output."""
+        return self.weights_bytes + self.kv_bytes + self.state_bytes + self.compute_bytes + self.output_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
-                "compute_bytes": self.compute_bytes, "other_bytes": self.other_bytes,
-                "state_bytes": self.state_bytes, "total_bytes": self.total_bytes}
+                "state_bytes": self.state_bytes, "compute_bytes": self.compute_bytes,
+                "output_bytes": self.output_bytes, "other_bytes": self.other_bytes, "total_bytes": self.total_bytes}
 
 
 @dataclass
@@ -97,6 +103,17 @@ class LlamaCppSettings:
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
     cpu_moe: int = 0  # MoE experts kept in RAM: those of the first N layers, -1 all (backends.base.LoadSettings)
+    # A GPU runtime (Vulkan, CUDA, ROCm): llama.cpp offloads a prompt batch's matmuls to the GPU at any -ngl
+    # (op offload), so the GPU holds a compute buffer even at -ngl 0, and the CPU's layers use the GPU's
+    # pinned host buffer type instead of the repack (both measured on Vulkan).
+    gpu_runtime: bool = False
+    # The largest tensor the GPU can address (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe, up to 4 GiB
+    # on most GPUs): a bigger weight stays on the host, a bigger op runs there. None: no limit.
+    gpu_max_tensor_bytes: int | None = None
+    # ggml's largest single allocation for the GPU's compute buffer and for its pinned host one (Vulkan: 1 GiB
+    # blocks). None: one block.
+    gpu_chunk_bytes: int | None = None
+    host_chunk_bytes: int | None = None
 
 
 @dataclass
@@ -185,8 +202,22 @@ def kv_layer_bytes(meta: ModelMetadata, il: int, cells: int, kv_type: str) -> in
     return int(cells * (k_dim + v_dim) * per_elem)
 
 
-def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
-    """Peak of llama.cpp's ubatch graph (ggml-alloc reuses memory, so the largest stage counts)."""
+@dataclass(frozen=True)
+class GraphParts:
+    """The big tensors of llama.cpp's ubatch graph (f32 bytes), from which each device's compute buffer peaks."""
+
+    scores: int  # attention scores of the longest layer (q·kᵀ over n_kv cells; 0 with flash attention)
+    attention: int  # those scores + q, k, v and the attention output of one ubatch
+    masks: int  # the attention masks (one per cache size)
+    kv_views: int  # one layer's K and V cache, as copied to another device that runs its attention
+    ffn: int
+    moe: int
+    logits: int  # the output layer's logits for a full ubatch
+    residual: int  # the residual stream and norms
+    embeddings: int  # the ubatch's input embeddings (looked up on the host)
+
+
+def graph_parts(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> GraphParts:
     n_ub = min(s.n_ubatch, n_ctx)
     f32 = 4
     kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.layer_kv_heads(il)}
@@ -195,21 +226,57 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
     mask_elem = 2 if s.flash_attn else f32
     masks = sum(k * pad(n_ub, 64) * mask_elem for k in kinds)
     q_width = n_head * max(max(meta.layer_key_length(il) for il in range(meta.block_count)), 1)
-    if s.flash_attn:
-        attention = n_ub * q_width * f32 * 3
-    else:
-        attention = n_kv_max * n_ub * n_head * f32 + n_ub * q_width * f32 * 3
+    scores = 0 if s.flash_attn else n_kv_max * n_ub * n_head * f32
+    kv_views = max((kv_layer_bytes(meta, il, n_kv_max, s.kv_type) for il in range(meta.block_count)), default=0)
     ffn_lengths = [t.shape[1] for t in meta.tensors if t.name.endswith("ffn_gate.weight") and len(t.shape) > 1]
-    ffn = n_ub * max(ffn_lengths, default=0) * f32 * 2
     experts = [t for t in meta.tensors if t.name.endswith("ffn_gate_exps.weight") and len(t.shape) > 2]
     moe = 0
     if experts and meta.expert_used_count:
         n_ff_exp = experts[0].shape[1]
         moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
-    logits = n_ub * meta.vocab_size * f32
-    residual = n_ub * meta.embedding_length * f32 * 4
+    return GraphParts(scores=scores, attention=scores + n_ub * q_width * f32 * 3, masks=masks, kv_views=kv_views,
+                      ffn=n_ub * max(ffn_lengths, default=0) * f32 * 2, moe=moe, logits=n_ub * meta.vocab_size * f32,
+                      residual=n_ub * meta.embedding_length * f32 * 4, embeddings=n_ub * meta.embedding_length * f32)
+
+
+def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
+    """Peak of llama.cpp's ubatch graph on the CPU alone (ggml-alloc reuses memory, so the largest stage counts)."""
+    g = graph_parts(meta, n_ctx, s)
     # The masks are only live while attention runs; the logits of a full ubatch come after.
-    return int(max(attention + masks, ffn, moe, logits) + residual)
+    return int(max(g.attention + g.masks, g.ffn, g.moe, g.logits) + g.residual)
+
+
+def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu: bool, kv_on_both: bool,
+                        kv_on_gpu: bool, output_copy: int = 0, block_copy: int = 0, gpu_chunk: int | None = None,
+                        host_chunk: int | None = None) -> tuple[int, int]:
+    """(GPU, host) compute buffers with a GPU runtime. llama.cpp offloads a prompt batch's matmuls to the
+    GPU whatever -ngl says (op offload), and the scheduler runs the ops around them there too, so the GPU
+    holds the graph's peak; an op whose tensor is larger than the GPU may address runs on the host
+    (Vulkan: maxStorageBufferRange), as do the input embeddings. The device that runs attention gets a
+    copy of the K and V of layers cached on the other, and an op offloaded for a weight kept on the host
+    gets a copy of that weight (``output_copy``: the output layer's, ``block_copy``: a host block's
+    largest). ggml allocates a compute buffer in blocks of at most ``*_chunk`` bytes, a tensor never
+    straddling two; scores bigger than a block get a block of their own, and with layers on both devices
+    (attention interleaved with the other device's work) the next layer found it taken and opened a
+    second one (Llama-3.2-1B shapes at 32k on Vulkan: 4172 MiB of host compute at -ngl 8 for 2048 MiB of
+    scores, 2186 at -ngl 0 and 17). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
+    attention = g.attention + g.masks
+    gpu = max(attention if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
+              g.logits + output_copy if logits_on_gpu else 0) + g.residual
+    if attention_on_gpu and (kv_on_both or not kv_on_gpu):
+        gpu += g.kv_views
+    host = g.embeddings
+    if not attention_on_gpu:
+        host += attention + (g.kv_views if kv_on_gpu or kv_on_both else 0)
+    if not logits_on_gpu:
+        host = max(host, g.logits + 2 * g.embeddings)
+    chunk = gpu_chunk if attention_on_gpu else host_chunk
+    if kv_on_both and chunk is not None and g.scores > chunk:
+        if attention_on_gpu:
+            gpu += g.scores
+        else:
+            host += g.scores
+    return int(gpu), int(host)
 
 
 REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
@@ -235,22 +302,34 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     n_ctx = pad(max(settings.n_ctx, 1), CTX_PAD)
     ngl = max(0, min(settings.gpu_layers, n_layer + 1))
     first_gpu_layer = n_layer + 1 - ngl  # layers il >= this (incl. output at n_layer) live on the GPU
+    uses_gpu = settings.gpu_runtime or ngl > 0
+    limit = settings.gpu_max_tensor_bytes
+
+    def fits_gpu(n_bytes: int) -> bool:  # a weight or op tensor the GPU can address; bigger ones stay on the host
+        return limit is None or n_bytes <= limit
+
+    # With a GPU runtime, the CPU's layers go through the GPU's pinned host buffer type, not the repack.
+    repack = settings.cpu_repack and not uses_gpu
     cpu = DeviceUse("CPU")
     gpu = DeviceUse(gpu_name)
     expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
     read_cpu = read_gpu = 0
-    offloaded_expert = 0  # the largest expert stack in RAM that a GPU prompt batch copies over (see below)
+    host_block_tensor = 0  # the largest host weight of a block that a GPU prompt batch copies over (see below)
     for tensor in meta.tensors:
         layer = _layer_of(tensor.name, n_layer)
         if layer is not None and layer >= n_layer - meta.nextn_layers and layer != n_layer:
             continue  # a multi-token-prediction block: not loaded
-        on_gpu = layer is not None and layer >= first_gpu_layer
-        if on_gpu and expert_in_ram(tensor.name, layer, settings.cpu_moe):
-            on_gpu = False
-            if not (settings.cpu_repack and repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), 1)):
-                offloaded_expert = max(offloaded_expert, tensor.n_bytes)
+        kept_in_ram = layer is not None and expert_in_ram(tensor.name, layer, settings.cpu_moe)
+        on_gpu = layer is not None and layer >= first_gpu_layer and fits_gpu(tensor.n_bytes) and not kept_in_ram
+        if layer is not None and (layer < first_gpu_layer or kept_in_ram) and layer < n_layer \
+                and fits_gpu(tensor.n_bytes) and not (repack and repacked_bytes(tensor.name, tensor.dtype,
+                                                                                 len(tensor.shape), 1)):
+            # A prompt batch runs this host weight's matmul on the GPU all the same: ggml's scheduler copies it
+            # into the GPU's compute buffer (op offload, ggml-backend.cpp pass 5); a CPU_REPACK layout is not
+            # host memory and stays on the CPU.
+            host_block_tensor = max(host_block_tensor, tensor.n_bytes)
         (gpu if on_gpu else cpu).weights_bytes += tensor.n_bytes
-        if not on_gpu and settings.cpu_repack:
+        if not on_gpu and repack:
             cpu.weights_bytes += repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), tensor.n_bytes)
         if layer is None:
             read = 0  # an embedding lookup reads one row
@@ -262,32 +341,39 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
             read_gpu += read
         else:
             read_cpu += read
-    if meta.tied_embeddings:
-        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device.
-        embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
-        if embd is not None:
-            if n_layer >= first_gpu_layer:
-                gpu.weights_bytes += embd.n_bytes
-                read_gpu += embd.n_bytes
-            else:
-                read_cpu += embd.n_bytes
+    embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
+    output_weight = embd if meta.tied_embeddings else next((t for t in meta.tensors if t.name == "output.weight"), None)
+    if meta.tied_embeddings and embd is not None:
+        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device (one
+        # the GPU cannot address stays the same mapped copy on the host).
+        if n_layer >= first_gpu_layer and fits_gpu(embd.n_bytes):
+            gpu.weights_bytes += embd.n_bytes
+            read_gpu += embd.n_bytes
+        else:
+            read_cpu += embd.n_bytes
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
         (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il)
-    compute = compute_buffer_bytes(meta, n_ctx, settings)
     output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
-    if ngl:
-        # A prompt batch runs the experts kept in RAM on the GPU all the same: ggml's scheduler copies each
-        # mapped expert stack into the GPU's compute buffer in turn (op offload, ggml-backend.cpp pass 5;
-        # a CPU_REPACK layout is not host memory and stays on the CPU).
-        gpu.compute_bytes = compute + offloaded_expert
-        cpu.compute_bytes = min(compute, settings.n_ubatch * meta.embedding_length * 4 * 2 + output)
+    if uses_gpu:
+        g = graph_parts(meta, n_ctx, settings)
+        attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
+        logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
+        blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
+        output_on_host = n_layer < first_gpu_layer or (output_weight is not None and not fits_gpu(output_weight.n_bytes))
+        gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
+            g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
+            kv_on_both=0 < blocks_on_gpu < n_layer,
+            output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
+            block_copy=host_block_tensor, gpu_chunk=settings.gpu_chunk_bytes,
+            host_chunk=settings.host_chunk_bytes)
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
-        cpu.compute_bytes = compute
-    cpu.other_bytes = CPU_RUNTIME_BYTES + output + meta.header_bytes
-    devices = [cpu, gpu] if ngl else [cpu]
+        cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)
+    cpu.output_bytes = output
+    cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
+    devices = [cpu, gpu] if uses_gpu else [cpu]
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
                     notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe))
 

@@ -13,6 +13,7 @@ leave too little VRAM do whole layers move to the CPU as well.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from app.models.estimate import (
     pad,
 )
 from app.models.metadata import ModelMetadata
+from app.runtimes.choose import Choice, choose
+from app.runtimes.devices import Device, Probe
 
 GiB = 1 << 30
 ASSUMED_RAM_BANDWIDTH_GBPS = 40.0  # dual-channel DDR4/DDR5 desktop, used only when nothing was measured
@@ -51,6 +54,7 @@ class FitResult:
     file_bytes: int = 0
     bits_per_weight: float | None = None
     notes: list[str] = field(default_factory=list)
+    runtime: str = ""  # GGUF: the llama.cpp runtime planned for, e.g. "Vulkan · RTX 4070 (8.0 GiB)"
 
     @property
     def rank(self) -> int:
@@ -71,7 +75,7 @@ class FitResult:
             "max_ctx": self.max_ctx, "decode_tok_s": None if self.decode_tok_s is None else round(self.decode_tok_s, 1),
             "file_bytes": self.file_bytes,
             "bits_per_weight": None if self.bits_per_weight is None else round(self.bits_per_weight, 2),
-            "notes": self.notes + (est.notes if est else []),
+            "notes": self.notes + (est.notes if est else []), "runtime": self.runtime,
         }
 
 
@@ -108,6 +112,32 @@ def _gpu_label(gpu: GpuInfo) -> str:
     return f"GPU{gpu.index} ({gpu.name})" if gpu.name else f"GPU{gpu.index}"
 
 
+def runtime_choice(hw: HardwareProfile, pin: tuple[str, str] | None = None) -> Choice | None:
+    """The llama.cpp runtime a load would get on this profile (its recorded runtime probes), or None
+    when the profile has none (a saved or hand-made one): then any GPU counts as usable, as before."""
+    if hw.runtimes is None:
+        return None
+    probes = {r.name: Probe(tuple(Device(**dataclasses.asdict(d)) for d in r.devices), r.error, dict(r.env))
+              for r in hw.runtimes}
+    return choose(hw.runtimes, lambda r: probes[r.name], [(g.vendor, g.name) for g in hw.gpus], pin)
+
+
+def _runtime_gpu(choice: Choice, hw: HardwareProfile) -> tuple[GpuInfo | None, str]:
+    """The GPU a runtime offloads to, as the estimator plans it, and its label ("Vulkan0 (RTX 4070)")."""
+    device = choice.gpu
+    if device is None:
+        return None, ""
+    if choice.backend == "metal":  # Metal's budget is the working-set limit the hardware probe read
+        apple = main_gpu(hw)
+        if apple is not None and apple.unified:
+            return apple, "unified"
+    twin = next((g for g in hw.gpus if g.name and g.name in device.description), None)
+    gpu = GpuInfo(index=int("".join(c for c in device.name if c.isdigit()) or 0), vendor=device.vendor,
+                  name=device.description or device.name, vram_total_bytes=device.memory_total,
+                  vram_free_bytes=device.memory_free, bandwidth_gbps=twin.bandwidth_gbps if twin else None)
+    return gpu, f"{device.name} ({device.description})" if device.description else device.name
+
+
 def _tok_s(est: Estimate, hw: HardwareProfile, gpu: GpuInfo | None) -> float | None:
     seconds = 0.0
     if est.bytes_per_token_cpu:
@@ -141,6 +171,7 @@ def _merge_unified(est: Estimate) -> Estimate:
         pool.compute_bytes += dev.compute_bytes
         pool.other_bytes += dev.other_bytes
         pool.state_bytes += dev.state_bytes
+        pool.output_bytes += dev.output_bytes
     est.devices = [pool]
     return est
 
@@ -176,19 +207,34 @@ class _FitsAt:
 
 
 def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
-             kv_type: str = "f16", label: str = "", cpu_moe: int | None = None) -> FitResult:
-    """``cpu_moe``: experts of the first N layers in RAM, -1 all; None lets a MoE model's split be chosen."""
+             kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
+             pin: tuple[str, str] | None = None) -> FitResult:
+    """``cpu_moe``: experts of the first N layers in RAM, -1 all; None lets a MoE model's split be chosen.
+    ``pin``: a runtime pinned for this model (app/runtimes/pins.py); the plan is for the runtime a load would get,
+    on the device it would use."""
     label = label or meta.source
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
-    base = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
-                bits_per_weight=meta.bits_per_weight)
-    gpu = main_gpu(hw)
+    base: dict[str, Any] = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
+                                bits_per_weight=meta.bits_per_weight)
+    choice = runtime_choice(hw, pin)
+    if choice is None:
+        gpu = main_gpu(hw)
+        offload_ok = gpu is not None and (gpu.unified or gpu.vendor in ("nvidia", "amd", "intel"))
+        gpu_name = "unified" if gpu and gpu.unified else (_gpu_label(gpu) if gpu else "GPU0")
+    else:
+        gpu, gpu_name = _runtime_gpu(choice, hw)
+        offload_ok = gpu is not None
+        gpu_name = gpu_name or "GPU0"
+        base["runtime"] = choice.label()
     ram, vram = ram_budget(hw), (vram_budget(gpu) if gpu else None)
-    offload_ok = gpu is not None and (gpu.unified or gpu.vendor in ("nvidia", "amd", "intel"))
-    gpu_name = "unified" if gpu and gpu.unified else (_gpu_label(gpu) if gpu else "GPU0")
+
+    device = choice.gpu if choice is not None else None
+    on_gpu_runtime = dict(gpu_runtime=True, gpu_max_tensor_bytes=device.max_tensor_bytes,
+                          gpu_chunk_bytes=device.max_buffer_bytes, host_chunk_bytes=device.host_max_buffer_bytes) \
+        if device else {}
 
     def estimate(ngl: int, ctx: int, moe: int = 0) -> Estimate:
-        settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe)
+        settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe, **on_gpu_runtime)
         est = estimate_llama_cpp(meta, settings, gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 
@@ -252,7 +298,8 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
             f"system RAM" if est.cpu_moe else "")
     else:
         result.verdict = "CPU only"
-        result.reason = ("no GPU to offload to" if not offload_ok else "no layer fits on the GPU") + (
+        why = "no GPU to offload to" if choice is None or choice.gpu is not None or not hw.gpus else choice.reason
+        result.reason = (why if not offload_ok else "no layer fits on the GPU") + (
             f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
     return result
 
@@ -344,9 +391,10 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
 
 
 def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
-              kv_type: str = "f16", label: str = "", cpu_moe: int | None = None) -> FitResult:
+              kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
+              pin: tuple[str, str] | None = None) -> FitResult:
     if meta.format == "gguf":
-        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe)
+        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin)
     if meta.format in ("mlx", "safetensors"):
         result = fit_mlx(meta, hw, n_ctx, label)
         result.format = meta.format

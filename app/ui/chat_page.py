@@ -207,6 +207,7 @@ class ChatPage(QWidget):
         bar.load_clicked.connect(self._on_load_clicked)
         bar.remote_clicked.connect(self._on_remote_clicked)
         bar.reload_clicked.connect(self._on_reload_with_settings)
+        bar.runtime_chosen.connect(self._on_runtime_chosen)
         return bar
 
     # --- conversations -------------------------------------------------------------------------
@@ -447,6 +448,15 @@ class ChatPage(QWidget):
     def _on_reload_with_settings(self) -> None:
         if self._load_request:
             self.load_model(self._load_request[0], self.model_bar.settings())
+
+    @Slot(str)
+    def _on_runtime_chosen(self, name: str) -> None:
+        """Pin the runtime for this model (app/runtimes/pins.py), then size it up and load it again."""
+        from app.runtimes import pins
+
+        if self._load_request:
+            pins.pin(name, self._load_request[0])
+            self.open_model(self._load_request[0])
 
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QP
                                QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile
+from app.runtimes import report
 from app.ui.formatting import human_memory, human_ms, layer_count
 from backends.base import LoadSettings, Loaded
 
@@ -38,6 +39,10 @@ class Prefill:
     notes: list[str] = field(default_factory=list)
     profile: HardwareProfile | None = None
     moe: bool = False  # a mixture-of-experts GGUF: its experts can stay in RAM
+    runtime: str = ""  # the llama.cpp runtime planned for: "Vulkan · RTX 4070 (8.0 GiB)"
+    runtimes: list[str] = field(default_factory=list)  # names the user may pin
+    pinned: str | None = None  # this model's pin (or the global one), None: automatic
+    estimated_buffers: dict[str, int] = field(default_factory=dict)  # "Vulkan0" / "CPU" -> llama.cpp buffers
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
@@ -58,23 +63,26 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     from app.errors import QuantDeskError
     from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
-
     from app.remote.connections import is_remote_ref
+    from app.runtimes import pins
 
     settings = LoadSettings(n_ctx=want_ctx)
     if is_remote_ref(path):
         return Prefill(path, settings, reason="it runs on its server", profile=profile)
     profile = profile or _detect()
+    pin = pins.load().for_model(path)
+    runtime_names = [r.name for r in profile.runtimes or [] if not r.problem]
     try:
         meta = read_model(path)
     except QuantDeskError as exc:
-        return Prefill(path, settings, reason=str(exc), profile=profile)
+        return Prefill(path, settings, reason=str(exc), profile=profile, runtimes=runtime_names,
+                       pinned=pin[0] if pin else None)
     if meta.context_length:
         settings.n_ctx = min(want_ctx, meta.context_length)
-    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     notes = []
     if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf":
-        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0")
+        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0", pin=pin)
         if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
             fit = quantized
             settings.kv_cache_type, settings.flash_attention = "q8_0", True  # a quantized V cache needs it
@@ -82,10 +90,11 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
         else:
             notes.append(f"context lowered from {settings.n_ctx} to {fit.max_ctx} tokens, the most that fits")
             settings.n_ctx = fit.max_ctx
-            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     est = fit.estimate
+    extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
     if est is None:
-        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile)
+        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile, **extra)
     expected_blocks = None
     if meta.format == "gguf":
         # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
@@ -94,7 +103,8 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
         expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
-                   notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count))
+                   notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
+                   estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
 
 
 def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: int) -> str:
@@ -107,9 +117,9 @@ def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: i
     if not expected or info.gpu_layers >= expected:
         return ""
     if not info.gpu_offload_supported:
-        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but this {info.backend} build "
-                "has no GPU support, so every layer runs on the CPU, which is much slower. Reinstall it with GPU "
-                "support (see the Hardware page).")
+        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but the {info.runtime or info.backend} "
+                "runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU "
+                "runtime on the Hardware page (or: quantdesk runtime build vulkan).")
     return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "
             "run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.")
 
@@ -147,6 +157,7 @@ class ModelBar(QFrame):
     load_clicked = Signal()
     remote_clicked = Signal()
     reload_clicked = Signal()
+    runtime_chosen = Signal(str)  # a runtime name or "auto", picked by the user for this model
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -218,6 +229,12 @@ class ModelBar(QFrame):
         self.flash_box.addItems([f"Flash attn {name}" for name, _ in FLASH])
         self.flash_box.setToolTip("Flash attention: auto lets the engine decide")
         self.flash_box.setAccessibleName("Flash attention")
+        self.runtime_box = QComboBox()
+        self.runtime_box.setAccessibleName("Runtime")
+        self.runtime_box.setToolTip("The llama.cpp runtime for this model: auto picks the best for this machine; "
+                                    "another choice is pinned for this model and reloads it")
+        self.runtime_box.addItem("Runtime auto", "auto")
+        self.runtime_box.activated.connect(self._on_runtime_activated)
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("caption")
         self.estimate_label.setAccessibleName("Estimate")
@@ -228,7 +245,7 @@ class ModelBar(QFrame):
         for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.memory_label.setMinimumWidth(150)
-        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box, self.runtime_box):
             row.addWidget(widget)
         row.addSpacing(8)
         row.addWidget(self.estimate_label, 1)
@@ -265,9 +282,24 @@ class ModelBar(QFrame):
             self.estimate_label.clear()
             self.estimate_label.setToolTip("")
             return
-        text = prefill.summary()
+        text = prefill.summary() + (f" · {prefill.runtime}" if prefill.runtime else "")
         self.estimate_label.setText(text)
         self.estimate_label.setToolTip("\n".join([prefill.reason, *prefill.notes]).strip())
+        self.show_runtimes(prefill.runtimes, prefill.pinned)
+
+    def show_runtimes(self, names: list[str], pinned: str | None) -> None:
+        """The runtimes to pick from, with this model's pin (or auto) selected."""
+        self.runtime_box.clear()
+        self.runtime_box.addItem("Runtime auto", "auto")
+        for name in names:
+            self.runtime_box.addItem(f"Runtime {name}", name)
+        if pinned and pinned not in names:
+            self.runtime_box.addItem(f"Runtime {pinned} (missing)", pinned)
+        self.runtime_box.setCurrentIndex(max(self.runtime_box.findData(pinned or "auto"), 0))
+
+    @Slot(int)
+    def _on_runtime_activated(self, index: int) -> None:
+        self.runtime_chosen.emit(self.runtime_box.itemData(index))
 
     # --- loading -----------------------------------------------------------------------------------
 
@@ -295,18 +327,32 @@ class ModelBar(QFrame):
                 f"<b>{html.escape(display_name(info.model_path))}</b><br><span style='font-size:small'>"
                 f"remote · {html.escape(str(d.get('server_kind')))} server at {html.escape(str(d.get('endpoint')))} · "
                 f"context {info.n_ctx} · {d.get('latency_ms', 0):.0f} ms away</span>")
+            self.model_label.setToolTip("")
             return
-        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
-                  else "CPU only (this engine build has no GPU support)")
+        same = prefill is not None and prefill.path == info.model_path
+        if info.devices:  # llama.cpp: runtime, device and layers as llama.cpp reported them
+            where = report.placement(info)
+            devices = report.device_lines(info, prefill.estimated_buffers if same else None)
+        else:
+            where = info.backend + " · " + (f"{info.gpu_layers}/{info.n_layers} layers on GPU"
+                                            if info.gpu_offload_supported else "CPU only")
+            devices = []
         if info.details.get("experts_in_ram"):
-            layers += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
-        memory = human_memory(sum(info.memory_bytes.values()))
-        if prefill is not None and prefill.estimated_bytes is not None and prefill.path == info.model_path:
-            memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
+            where += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
+        if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
+            memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
+            if same and prefill.estimated_buffers:
+                memory += f" (estimated {human_memory(sum(prefill.estimated_buffers.values()))})"
+        else:
+            memory = human_memory(sum(info.memory_bytes.values()))
+            if same and prefill.estimated_bytes is not None:
+                memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
         self.model_label.setText(
             f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
-            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · {html.escape(memory)} · "
+            f"{html.escape(where)} · context {info.n_ctx} · {html.escape(memory)} · "
             f"loaded in {human_ms(info.load_ms)}</span>")
+        tips = ([f"Runtime {info.runtime}: {info.runtime_reason}"] if info.runtime else []) + devices
+        self.model_label.setToolTip("\n".join(tips))
 
     def hide_progress(self) -> None:
         self.load_progress.hide()

@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         self._probe = _HardwareProbe()
         self._probe.detected.connect(self._on_hardware_detected)
         self._probe.failed.connect(self._on_hardware_failed)
+        self.hardware.runtimes_panel.changed.connect(self._on_runtimes_changed)
         self.discover.download_requested.connect(self._on_download_requested)
         self.discover.import_requested.connect(self._on_import_requested)
         self.downloads.chat_requested.connect(self._on_chat_requested)
@@ -221,6 +222,10 @@ class MainWindow(QMainWindow):
         return self.first_run
 
     @Slot(str)
+    @Slot()
+    def _on_runtimes_changed(self) -> None:
+        self.detect_hardware()  # the runtimes' devices, and so every fit, depend on which are installed
+
     def _on_hardware_failed(self, message: str) -> None:
         self.hardware.show_message(message)
 

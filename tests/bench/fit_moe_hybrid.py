@@ -106,9 +106,8 @@ def predicted(meta, n_ctx: int, ngl: int, cpu_moe: int) -> dict:
     sides = {}
     for dev in est.devices:
         side = "cpu" if dev.name == "CPU" else "gpu"
-        output = meta.vocab_size * 4 if side == "cpu" else 0  # the host output buffer is in CPU other_bytes
         sides[side] = {"weights": dev.weights_bytes, "kv": dev.kv_bytes, "state": dev.state_bytes,
-                       "compute": dev.compute_bytes, "output": output}
+                       "compute": dev.compute_bytes, "output": dev.output_bytes}
     # llama.cpp logs every tensor an override matched, on a CPU layer too (where it changes nothing)
     in_ram = sorted(t.name for t in meta.tensors if expert_in_ram(t.name, _layer_of(t.name, meta.block_count), cpu_moe))
     return {"sides": sides, "total": sum(d.total_bytes for d in est.devices), "in_ram": in_ram}

@@ -187,3 +187,36 @@ def test_recommend_names_the_split_and_its_load_settings():
     assert cand["verdict"].startswith("MoE split") and cand["cpu_moe"] == report["load_settings"]["cpu_moe"] > 0
     assert report["load_settings"]["gpu_layers"] == 49
     assert "experts of" in report["best"]["reason"] and "system RAM" in report["best"]["reason"]
+
+
+
+# --- planning for the llama.cpp runtime a load would get (app/runtimes/choose.py). The runtime records are
+# shaped like a profile's `runtimes` (what each runtime's ggml reported); no NVIDIA GPU exists here, so these
+# are built, not recorded.
+
+def _runtime(name, backend, *devices):
+    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+
+    return RuntimeInfo(name, backend, devices=[RuntimeDevice("CPU", "CPU", "cpu", 32 * GiB, 32 * GiB),
+                                                *[RuntimeDevice(*d) for d in devices]])
+
+
+def test_a_gpu_no_installed_runtime_can_use_is_planned_as_cpu_only_with_the_runtime_to_build():
+    hw = _hw([_nvidia(24 * GiB)])
+    hw.runtimes = [_runtime("cpu", "cpu")]
+    result = fit_gguf(_fake_gguf("Q4_K_M"), hw)
+    assert result.verdict == "CPU only" and result.runtime == "CPU"
+    assert result.reason.startswith("RTX is present, but no installed runtime can use it, so the CPU runs the model: "
+                                    "build one with `quantdesk runtime build vulkan` or `cuda`")
+    assert [d.name for d in result.estimate.devices] == ["CPU"]
+
+
+def test_the_plan_is_for_the_device_the_chosen_runtime_sees():
+    hw = _hw([_nvidia(24 * GiB)])
+    vulkan0 = ("Vulkan0", "NVIDIA GeForce RTX", "gpu", 24 * GiB, 6 * GiB, "nvidia", False, 4 * GiB - 1)
+    hw.runtimes = [_runtime("cpu", "cpu"), _runtime("vulkan", "vulkan", vulkan0)]
+    result = fit_gguf(_fake_gguf("Q8_0"), hw)  # 7.3 GiB of weights, 6 GiB free on the GPU as Vulkan sees it
+    assert result.runtime == "Vulkan · NVIDIA GeForce RTX (24.0 GiB)"
+    assert result.verdict.startswith("partial: ") and result.reason.endswith("fit on Vulkan0 (NVIDIA GeForce RTX); "
+                                                                             "the rest run on the CPU")
+    assert result.estimate.device("Vulkan0").total_bytes <= 6 * GiB

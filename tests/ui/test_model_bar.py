@@ -183,3 +183,25 @@ def test_a_moe_too_big_for_the_gpu_prefills_experts_in_ram_and_shows_what_loaded
 def test_a_dense_model_hides_the_experts_control(tiny_models):
     prefill = prefill_for(str(tiny_models.gguf_q8_0), machine(gpu=rtx(1 * GiB)), 2048)
     assert not prefill.moe and prefill.settings.cpu_moe == 0
+
+
+def test_the_runtime_menu_pins_a_runtime_for_this_model_and_loads_it_again(qtbot, make_window, tiny_models):
+    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+    from app.runtimes import pins
+
+    engine = EngineDouble()
+    window = make_window(engine)
+    profile = machine()
+    cpu = RuntimeDevice("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
+    profile.runtimes = [RuntimeInfo("cpu", "cpu", "environment", devices=[cpu]),
+                        RuntimeInfo("vulkan", "vulkan", "user", devices=[cpu])]
+    window.chat.set_profile(profile)
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    box = window.chat.model_bar.runtime_box
+    assert [box.itemText(i) for i in range(box.count())] == ["Runtime auto", "Runtime cpu", "Runtime vulkan"]
+    assert box.currentText() == "Runtime auto"
+    loads = len(engine.loads)
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        box.activated.emit(box.findData("vulkan"))
+    assert pins.load().for_model(tiny_models.gguf_q8_0) == ("vulkan", "for this model")
+    assert len(engine.loads) == loads + 1 and box.currentText() == "Runtime vulkan"
