@@ -15,7 +15,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-import resource
 import sys
 import threading
 import time
@@ -269,7 +268,15 @@ def check_token_ids(tokens: Sequence[int], vocab_size: int) -> None:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    """Peak resident memory of this process: ru_maxrss on POSIX (KiB on Linux, bytes on macOS), the peak
+    working set on Windows, which has no ``resource`` module (imported here, never at module level, so the
+    GUI that imports this module for its types starts on Windows too)."""
+    if sys.platform == "win32":
+        import psutil
+
+        return int(psutil.Process().memory_info().peak_wset)
+    import resource
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 
