@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def apply_settings(online: bool = False) -> None:
     """What the app's saved Settings change in this process, as the GUI applies them at start-up: offline mode
     (unless ``online``; an HF_HUB_OFFLINE from the environment is never cleared). The models folder needs
-    nothing here: app.paths.models_dir() reads the setting at each call."""
+    nothing here: app.settings.models_dir() reads the setting at each call."""
     from app import settings
 
     saved = settings.load()

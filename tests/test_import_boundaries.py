@@ -1,7 +1,9 @@
-"""The core and the backends stay Qt-free, and the app never imports an inference library itself."""
+"""The core and the backends stay Qt-free, the app never imports an inference library itself, every module
+imports without POSIX-only modules, and the imports run one way: no circle."""
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
@@ -82,3 +84,102 @@ def test_the_check_without_resource_catches_a_module_level_import(tmp_path):
     code = WITHOUT_RESOURCE + f"sys.path.insert(0, {str(tmp_path)!r})\nimport posix_only\n"
     result = _run(code)
     assert result.returncode != 0 and "No module named 'resource' (as on Windows)" in result.stderr
+
+
+# --- the import graph, read from the source (every import statement, also those inside functions) ----------
+
+def _source_files() -> dict[str, Path]:
+    """Module name -> file, for every module and package of app/ and backends/."""
+    found = {}
+    for pkg in ("app", "backends"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def imported_names(module: str, path: Path) -> set[str]:
+    """Every module name an import statement in ``path`` names (relative imports resolved; for
+    ``from package import name`` both the package and ``package.name``)."""
+    names = set()
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Our modules -> our modules they import (``from app.hub import config`` is an edge to app.hub.config)."""
+    files = _source_files()
+    graph = {}
+    for module, path in files.items():
+        targets = set()
+        for name in imported_names(module, path):
+            if name in files:
+                targets.add(name)
+        # "from app.hub import config" named both app.hub and app.hub.config: keep the module, not its package
+        graph[module] = {t for t in targets if t != module and not any(o.startswith(t + ".") for o in targets)}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def test_no_import_circle():
+    assert circles(import_graph()) == []
+
+
+def test_the_circle_check_finds_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+    graph = import_graph()
+    assert "app.settings" in graph["app.hub.config"]  # lazy imports inside functions count as well
+    assert "app.hub.config" in graph["app.hub.download"]

@@ -78,9 +78,9 @@ def _backend_statuses() -> list[Any]:
 
 
 def _models_dir() -> str:
-    from app import paths
+    from app import settings
 
-    return str(paths.models_dir())
+    return str(settings.models_dir())
 
 
 def _processor_name() -> str:

@@ -8,6 +8,7 @@ import socket
 import urllib.parse
 from pathlib import Path
 
+from app import settings
 from app.hub.errors import OfflineError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -19,32 +20,14 @@ def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
-OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-
-
-def _offline_variable() -> str | None:
-    """The variable that turns offline mode on, if one does (huggingface_hub reads HF_HUB_OFFLINE first)."""
-    for var in OFFLINE_VARIABLES:
-        value = os.environ.get(var)
-        if value:
-            return var if value.strip().upper() in {"1", "ON", "YES", "TRUE"} else None
-    return None
-
-
-def is_offline() -> bool:
-    return _offline_variable() is not None
-
-
 def offline_error(action: str) -> OfflineError:
     """The sentence for an action refused in offline mode, saying how to go online: the app's own setting
     (app.settings sets HF_HUB_OFFLINE for it) is switched off in Settings, a variable of the user's by unsetting it."""
-    from app import settings  # imported here: app.settings builds on this module
-
     if not settings.offline_forced_by_environment():
         return OfflineError(f"Cannot {action}: offline mode is on in QuantDesk's Settings, and this needs the Hub.",
                             "switch it off on the app's Settings page; a quantdesk command given --online goes "
                             "online for that run only; the local library works offline")
-    var = _offline_variable() or "HF_HUB_OFFLINE"
+    var = settings.offline_variable() or settings.OFFLINE_VAR
     return OfflineError(f"Cannot {action}: offline mode is on ({var} is set), and this needs the Hub.",
                         f"unset {var} to go online; the local library works offline")
 
@@ -52,7 +35,7 @@ def offline_error(action: str) -> OfflineError:
 def require_online(action: str) -> None:
     """Raise at once when offline mode is on, or when the Hub cannot be found or reached: huggingface_hub
     would otherwise retry a dead network with backoff for half a minute before saying anything."""
-    if is_offline():
+    if settings.is_offline():
         raise offline_error(action)
     url = urllib.parse.urlsplit(endpoint())
     if not url.hostname or any(os.environ.get(v) for v in PROXY_VARIABLES):

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from app import paths
+from app.settings import models_dir
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
                             NotEnoughDiskSpace, UnsafeFileName)
@@ -171,7 +171,7 @@ def _inside(root: Path, name: str) -> Path:
 
 def model_folder(repo_id: str, revision: str = "main") -> Path:
     owner, _, name = repo_id.partition("/")
-    folder = paths.models_dir() / check_relative_name(owner) / check_relative_name(name)
+    folder = models_dir() / check_relative_name(owner) / check_relative_name(name)
     if revision not in ("main", "") and not re.fullmatch(r"[0-9a-f]{40}", revision):
         folder = folder.with_name(f"{folder.name}@{revision.replace('/', '_')}")
     return folder
@@ -421,7 +421,7 @@ class Downloader:
         self._state, self._file = "queued", ""
         self._emit_lock = threading.RLock()
         self._meter: _Meter | None = None
-        self.staging = paths.models_dir() / STAGING_DIR_NAME / request.key()
+        self.staging = models_dir() / STAGING_DIR_NAME / request.key()
 
     # -- control -----------------------------------------------------------------------------------------
     def pause(self) -> None:
@@ -731,7 +731,7 @@ def download(request: DownloadRequest, on_progress: ProgressCallback | None = No
 def partial_downloads() -> list[dict]:
     """Paused or interrupted pulls found in the staging folder (for 'resume' lists)."""
     out = []
-    root = paths.models_dir() / STAGING_DIR_NAME
+    root = models_dir() / STAGING_DIR_NAME
     for job in sorted(root.glob("*/job.json")):
         try:
             plan = Plan.from_json(json.loads(job.read_text(encoding="utf-8")))
@@ -816,7 +816,7 @@ class DownloadManager:
         if runner is not None:
             runner.cancel() if discard else runner.pause()
         elif discard:
-            shutil.rmtree(paths.models_dir() / STAGING_DIR_NAME / task.request.key(), ignore_errors=True)
+            shutil.rmtree(models_dir() / STAGING_DIR_NAME / task.request.key(), ignore_errors=True)
         self._notify(task)
 
     def shutdown(self, timeout: float = 5.0) -> None:

@@ -194,7 +194,8 @@ class DiscoverPage(QWidget):
         self._check_offline()
 
     def _check_offline(self) -> bool:
-        from app.hub.config import is_offline, offline_error
+        from app.hub.config import offline_error
+        from app.settings import is_offline
 
         if is_offline():
             error = offline_error("search the Hub or download")  # names the switch that is on: Settings or a variable

@@ -166,7 +166,7 @@ class FirstRunDialog(QDialog):
 
     @property
     def offline(self) -> bool:
-        from app.hub.config import is_offline
+        from app.settings import is_offline
 
         return is_offline()
 

@@ -248,11 +248,11 @@ def isolate(work: Path) -> None:
 
 def fill_library(work: Path) -> None:
     """A library as a user has it after a few weeks: downloads, a copied import, a model used in place."""
-    from app import paths
+    from app import settings
     from app.hub import config
     from app.hub.library import Library, LibraryEntry
 
-    root = paths.models_dir()
+    root = settings.models_dir()
     library = Library(root)
     usb = work / "usb" / "Mistral-7B-Instruct-v0.3-Q5_K_M.gguf"
     usb.parent.mkdir(parents=True)
