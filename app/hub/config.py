@@ -1,5 +1,7 @@
 """Hub settings read from the environment at call time (huggingface_hub reads them once at import, which
-would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first imported)."""
+would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first imported), and the one way to talk
+to the Hub: ``api()`` and ``auth_headers()`` carry the current endpoint and token (HF_TOKEN, else the one saved by
+``quantdesk login``); ``hub_error()`` turns what huggingface_hub raises into our sentences."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import urllib.parse
 from pathlib import Path
 
 from app import settings
-from app.hub.errors import OfflineError
+from app.errors import QuantDeskError
+from app.hub.errors import AccessDenied, DownloadError, HubError, OfflineError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -119,3 +122,30 @@ def auth_headers() -> dict[str, str]:
     from app import __version__
 
     return build_hf_headers(token=token() or False, library_name="quantdesk", library_version=__version__)
+
+
+def hub_error(exc: Exception, repo_id: str, revision: str) -> QuantDeskError:
+    """Turn huggingface_hub / httpx errors into our sentences."""
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
+
+    if isinstance(exc, GatedRepoError):
+        return AccessDenied(f"{repo_id} is gated: the Hub refused access without an accepted licence and a token.",
+                            "accept the terms on the model page, then set HF_TOKEN or run `quantdesk login`")
+    if isinstance(exc, RevisionNotFoundError):
+        return HubError(f"{repo_id} has no revision {revision!r}.", "check the branch, tag or commit name")
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubError(f"{repo_id} was not found on {endpoint()}.",
+                        "check the name; a private repo needs a token")
+    if isinstance(exc, HfHubHTTPError):
+        return HubError(f"The Hub answered an error for {repo_id}: {str(exc).splitlines()[0]}")
+    return DownloadError(f"Cannot reach {endpoint()}: {type(exc).__name__}: {exc}",
+                         "check the network connection, then run the same command again")
+
+
+def api_errors() -> tuple[type[Exception], ...]:
+    """What a call through ``api()`` raises when the Hub or the network fails (for ``except``)."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return HfHubHTTPError, httpx2.HTTPError

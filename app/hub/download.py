@@ -42,19 +42,11 @@ from app.settings import models_dir
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
                             NotEnoughDiskSpace, UnsafeFileName)
-from app.hub.formats import (exl_branches, exl_format_hint, exl_quant_of, format_of_repo, is_bare_bit_rate,
-                             quant_from_name)
+from app.hub.formats import exl_branches, exl_quant_of, is_bare_bit_rate, quant_from_name
+from app.hub.listing import RemoteFile, RepoListing
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str
-    size: int
-    sha256: str | None = None  # LFS files
-    blob_id: str | None = None  # git blob sha1: how small (non-LFS) files are checked
 
 
 @dataclass(frozen=True)
@@ -179,68 +171,28 @@ def model_folder(repo_id: str, revision: str = "main") -> Path:
 
 # ----------------------------------------------------------------------------------------------- planning
 
-def _hub_error(exc: Exception, repo_id: str, revision: str) -> Exception:
-    """Turn huggingface_hub / httpx errors into our sentences."""
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
-
-    if isinstance(exc, GatedRepoError):
-        return AccessDenied(f"{repo_id} is gated: the Hub refused access without an accepted licence and a token.",
-                            "accept the terms on the model page, then set HF_TOKEN or run `quantdesk login`")
-    if isinstance(exc, RevisionNotFoundError):
-        return HubError(f"{repo_id} has no revision {revision!r}.", "check the branch, tag or commit name")
-    if isinstance(exc, RepositoryNotFoundError):
-        return HubError(f"{repo_id} was not found on {config.endpoint()}.",
-                        "check the name; a private repo needs a token")
-    if isinstance(exc, HfHubHTTPError):
-        return HubError(f"The Hub answered an error for {repo_id}: {str(exc).splitlines()[0]}")
-    return DownloadError(f"Cannot reach {config.endpoint()}: {type(exc).__name__}: {exc}",
-                         "check the network connection, then run the same command again")
-
-
-def plan_download(request: DownloadRequest) -> Plan:
-    """Resolve the request against the Hub: the commit, and the files with sizes and hashes."""
+def plan_download(request: DownloadRequest, listing: RepoListing | None = None) -> Plan:
+    """Resolve the request against the Hub: the commit, and the files with sizes and hashes. ``listing`` (the
+    repo at ``request.revision``, fetched already) saves asking the Hub again."""
     for name in request.files:
         check_relative_name(name)
     check_relative_name(request.repo_id.partition("/")[0] or "?")
     config.require_online(f"download {request.repo_id}")
-    import httpx2
-    from huggingface_hub.errors import HfHubHTTPError
-
-    api = config.api()
+    if listing is None or (listing.repo_id, listing.revision or "main") != (request.repo_id, request.revision):
+        listing = RepoListing.fetch(request.repo_id, request.revision)
     exl_quant = exl_quant_of(request.quant, "", bare_numbers=True) if request.quant and not request.files else None
-    revision = request.revision
-    try:
-        if exl_quant is not None:
-            names = [b.name for b in api.list_repo_refs(request.repo_id).branches]
-            hint = exl_format_hint(request.repo_id)
-            if not hint and any(is_bare_bit_rate(n) for n in names):  # are "6_5" branches bit rates? tags may say
-                shown = api.model_info(request.repo_id, revision=request.revision)
-                hint = exl_format_hint(request.repo_id, shown.tags, [s.rfilename for s in shown.siblings or []])
-            if is_bare_bit_rate(request.quant) and not exl_branches(request.repo_id, names, hint,
-                                                                    bare_numbers=bool(hint)):
-                exl_quant = None  # "4_0" where no branch holds a bit rate: a GGUF quant name, for select_files
-            else:
-                revision = exl_branch_for(request, names, hint)
-        info = api.model_info(request.repo_id, revision=revision, files_metadata=True)
-        listing = [RemoteFile(path=s.rfilename, size=int(s.size or 0),
-                              sha256=s.lfs.sha256 if s.lfs else None, blob_id=s.blob_id)
-                   for s in info.siblings or []]
-        if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in listing):
-            _refuse_weightless(request, revision, [b.name for b in api.list_repo_refs(request.repo_id).branches],
-                               exl_format_hint(request.repo_id, info.tags, [f.path for f in listing]))
-    except (HfHubHTTPError, httpx2.HTTPError) as exc:
-        raise _hub_error(exc, request.repo_id, revision) from None
-    repo_format = format_of_repo(info.tags, [f.path for f in listing])
-    branch_quant = exl_branches(request.repo_id, [revision], repo_format, bare_numbers=exl_quant is not None)
-    if repo_format == "safetensors" and branch_quant:  # untagged, but its branch is named for a bit rate
-        repo_format = branch_quant[revision].format
-    chosen = whole_set(listing) if exl_quant is not None else select_files(request, listing)
-    for remote in chosen:
+    if exl_quant is not None and is_bare_bit_rate(request.quant or "") and not listing.bit_rates:
+        exl_quant = None  # "4_0" where no branch holds a bit rate: a GGUF quant name, for select_files
+    if exl_quant is not None:
+        revision = exl_branch_for(request, list(listing.bit_rates), listing.format)
+        commit, chosen = listing.branch_commit(revision), whole_set(listing.branch_files(revision))
+    else:
+        revision, commit, chosen = request.revision, listing.commit, select_files(request, listing.files)
+    for remote in chosen:  # before anything else is read from the repo
         check_relative_name(remote.path)
-    if not info.sha:
-        raise HubError(f"The Hub did not say which commit {request.repo_id}@{revision} is.")
-    return Plan(request=request, commit=info.sha, files=chosen, repo_format=repo_format, revision=revision)
+    if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in chosen):
+        _refuse_weightless(request, revision, listing)
+    return Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision)
 
 
 def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:
@@ -262,11 +214,10 @@ def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str 
                    "it keeps no bit rates in branches; pull it without --quant, or with --revision")
 
 
-def _refuse_weightless(request: DownloadRequest, revision: str, branches: list[str], exl_hint: str = "") -> None:
+def _refuse_weightless(request: DownloadRequest, revision: str, listing: RepoListing) -> None:
     """The main branch of an EXL repo holds only the card (and measurement.json): installing that as a model
-    would leave nothing to load, so say where the quants are (``6_5``-style branches too where ``exl_hint``, from
-    ``exl_format_hint``, says the repo is EXL)."""
-    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
+    would leave nothing to load, so say where the quants are."""
+    quants = listing.bit_rates
     if quants:
         raise HubError(f"{request.repo_id}@{revision} holds no model weights: its quants are kept in branches.",
                        f"pull one with --quant: {', '.join(q.quant for q in quants.values())}")
@@ -410,9 +361,10 @@ class Downloader:
     ``pause()`` may be called from any thread."""
 
     def __init__(self, request: DownloadRequest, on_progress: ProgressCallback | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, listing: RepoListing | None = None) -> None:
         self.request = request
         self.settings = settings or Settings()
+        self._listing = listing  # the repo, when the caller listed it already
         self._on_progress = on_progress
         self._stop = threading.Event()
         self._discard = False
@@ -522,7 +474,7 @@ class Downloader:
             except (OSError, ValueError, KeyError, TypeError):
                 pass
             shutil.rmtree(self.staging, ignore_errors=True)  # unreadable job: start clean
-        plan = plan_download(self.request)
+        plan = plan_download(self.request, self._listing)
         self.staging.mkdir(parents=True, exist_ok=True)
         tmp = job.with_suffix(".tmp")
         tmp.write_text(json.dumps(plan.to_json(), indent=1), encoding="utf-8")
@@ -724,8 +676,8 @@ def _gb(n: int) -> str:
 
 
 def download(request: DownloadRequest, on_progress: ProgressCallback | None = None,
-             settings: Settings | None = None) -> DownloadResult:
-    return Downloader(request, on_progress, settings).run()
+             settings: Settings | None = None, listing: RepoListing | None = None) -> DownloadResult:
+    return Downloader(request, on_progress, settings, listing).run()
 
 
 def partial_downloads() -> list[dict]:

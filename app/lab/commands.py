@@ -81,11 +81,13 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
     if not args.repo:
         return []
     from app.hub.download import DownloadRequest, download
+    from app.hub.listing import RepoListing
 
+    listing = RepoListing.fetch(args.repo)  # listed once for every quant
     paths = []
     for quant in args.quant:
         print(f"fetching {args.repo} {quant}…", file=sys.stderr)
-        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant)).path))
+        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant), listing=listing).path))
     return paths
 
 

@@ -65,7 +65,7 @@ def is_offline_error(error: BaseException) -> bool:
 
     if isinstance(error, (OfflineError, ConnectionError, TimeoutError)):
         return True
-    if isinstance(error, DownloadError) and "Cannot reach" in error.message:  # app.hub.download._hub_error's words
+    if isinstance(error, DownloadError) and "Cannot reach" in error.message:  # app.hub.config.hub_error's words
         return True
     names = {cls.__name__ for cls in type(error).__mro__}
     return bool(names & {"ConnectionError", "ConnectError", "ConnectTimeout", "OfflineModeIsEnabled"})

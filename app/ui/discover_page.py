@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QH
 
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
-from app.ui.discover_data import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
+from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, human_bytes, human_memory
 
 PAGE_SIZE = 20

@@ -123,7 +123,7 @@ def fill_discover_and_downloads(window) -> None:
     """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
     and the Downloads page with one job running and one finished."""
     from app.hub.download import DownloadRequest, DownloadResult, DownloadTask, Progress
-    from app.ui.discover_data import ModelChoices, QuantChoice
+    from app.hub.discover import ModelChoices, QuantChoice
 
     repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"
     rows = (("Q3_K_M", 3.81, "full GPU", 4.6, 58.0), ("Q4_K_M", 4.68, "full GPU", 5.5, 47.9),

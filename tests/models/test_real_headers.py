@@ -22,7 +22,7 @@ from app.models.estimate import (
 )
 from app.models.metadata import NeedMoreData, metadata_from_gguf, parse_gguf_header, read_gguf_file
 from app.models.recommend import recommend
-from app.models.remote import read_remote_gguf
+from app.hub.remote import read_remote_gguf
 
 DATA = Path(__file__).parent / "data" / "real-vocab"
 MiB = 1 << 20
