@@ -1,4 +1,4 @@
-"""The ``quantdesk`` command. Each feature's home owns its sub-commands in a module that exposes
+"""The ``quantdesk`` command. Each feature's home has its sub-commands in a module of app/commands that exposes
 ``register(subparsers)``; this file only wires them together and turns errors into sentences.
 
 Imports here stay light: a sub-command imports what it needs when it runs, so ``quantdesk --help``
@@ -17,12 +17,12 @@ from app.errors import QuantDeskError
 
 # Modules that contribute sub-commands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
-    "app.engine.commands",  # chat
-    "app.hub.commands",  # search, show, pull, ls, rm, import, login
-    "app.hardware.commands",  # hw
-    "app.models.commands",  # inspect, fit, recommend
-    "app.server.commands",  # serve
-    "app.lab.commands",  # bench
+    "app.commands.engine",  # chat
+    "app.commands.hub",  # search, show, pull, ls, rm, import, login
+    "app.commands.hardware",  # hw
+    "app.commands.models",  # inspect, fit, recommend
+    "app.commands.server",  # serve
+    "app.commands.lab",  # bench
 )
 # Sub-commands that may reach the Hub: they also take --online after the command name.
 HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench")

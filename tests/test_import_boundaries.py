@@ -183,3 +183,34 @@ def test_the_circle_check_finds_circles():
     graph = import_graph()
     assert "app.settings" in graph["app.hub.config"]  # lazy imports inside functions count as well
     assert "app.hub.config" in graph["app.hub.download"]
+
+
+NETWORKED = ("app.hub", "huggingface_hub", "urllib.request", "httpx", "httpx2", "requests", "socket")
+
+
+def _reach(graph: dict[str, set[str]], start: list[str]) -> set[str]:
+    seen, todo = set(start), list(start)
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_models_core_is_pure_nothing_it_imports_reaches_the_network():
+    """app/models parses bytes it is given and does the fit math; the Hub and the network are app/hub's. Checked
+    for every module app/models reaches, through any import statement."""
+    files = _source_files()
+    graph = import_graph()
+    reached = _reach(graph, [m for m in files if m == "app.models" or m.startswith("app.models.")])
+    offending = {module: sorted(n for n in imported_names(module, files[module])
+                                if any(n == bad or n.startswith(bad + ".") for bad in NETWORKED))
+                 for module in sorted(reached)}
+    assert {m: names for m, names in offending.items() if names} == {}
+    assert "app.models.metadata" in reached and "app.hardware.profile" in reached  # the walk walks
+
+
+def test_nothing_but_the_cli_imports_the_command_line_faces():
+    graph = import_graph()
+    importers = {m for m, targets in graph.items() if any(t.startswith("app.commands") for t in targets)}
+    assert importers <= {"app.cli"} | {m for m in graph if m.startswith("app.commands")}
