@@ -72,6 +72,14 @@ class SamplingSettings:
     seed: int | None = None
     stop: tuple[str, ...] = ()
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
+        """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
+        or older version wrote are ignored, ``stop`` may be any sequence."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
+        return cls(**values)
+
     def validate(self) -> None:
         """Refuse values no engine should see (the local server relies on this too)."""
         problems = []

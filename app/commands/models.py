@@ -151,7 +151,7 @@ def run_fit(args: argparse.Namespace) -> int:
         raise BadModelArgument("--ctx must be a positive number of tokens.")
     meta = load_metadata(args.model)
     result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model)
-    data = result.to_dict()
+    data = result.to_json()
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -185,16 +185,16 @@ def run_recommend(args: argparse.Namespace) -> int:
         raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
     report = recommend(candidates, _hardware(args), context_length(args.ctx))
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
         return 0
-    print(f"Formats for this machine: {', '.join(report['format_preference'])} ({report['format_reason']}).")
-    for c in report["candidates"]:
-        speed = f", ~{c['decode_tok_s']} tok/s" if c["decode_tok_s"] else ""
-        total = sum(d["total_bytes"] for d in c["devices"])
-        print(f"  {c['quant']:10} {c['verdict']:24} {_gib(total) if c['devices'] else '':>10}{speed}  {c['label']}")
-    for fmt, pick in report["best_per_format"].items():
-        print(f"Best {fmt.upper()}: {pick['label']} — {pick['reason']}")
-    if report["load_settings"]:
-        s = report["load_settings"]
-        print(f"Load settings: --gpu-layers {s['gpu_layers']} --ctx {s['n_ctx']} (largest that fits: {s['max_ctx']})")
+    print(f"Formats for this machine: {', '.join(report.format_preference)} ({report.format_reason}).")
+    for c in report.candidates:
+        speed = f", ~{round(c.decode_tok_s, 1)} tok/s" if c.decode_tok_s else ""
+        memory = _gib(c.memory_bytes) if c.memory_bytes is not None else ""
+        print(f"  {c.quant:10} {c.verdict:24} {memory:>10}{speed}  {c.label}")
+    for fmt, pick in report.best_per_format.items():
+        print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}")
+    if report.load_settings:
+        load = report.load_settings
+        print(f"Load settings: --gpu-layers {load.gpu_layers} --ctx {load.n_ctx} (largest that fits: {load.max_ctx})")
     return 0

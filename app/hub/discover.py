@@ -109,22 +109,26 @@ class ModelChoices:
 
 
 def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX) -> ModelChoices:
-    """Every quant of ``repo_id`` fitted to ``hw`` (network: the listing, then each quant's header)."""
+    """Every quant of ``repo_id`` fitted to ``hw``. The Hub first (the listing, then each quant's header), then
+    the fit math on what was read."""
     from app.models.recommend import recommend
 
     listing = RepoListing.fetch(repo_id)
-    models = {m.label: m for m in listing.models()}
-    report = recommend(listing.candidates(list(models.values())), hw, n_ctx)
-    best_label = (report["best"] or {}).get("label")
-    out = ModelChoices(repo_id=listing.repo_id, format=listing.format, summary=listing.summary(),
-                       best_reason=(report["best"] or {}).get("reason", ""), format_reason=report["format_reason"])
-    for cand in report["candidates"]:
-        model = models[cand["label"]]
-        memory = sum(d["total_bytes"] for d in cand["devices"]) if cand["devices"] else None
+    models = listing.models()
+    candidates = listing.candidates(models)
+    downloads = {m.label: (download_request(repo_id, m), listing.download_size(m)) for m in models}
+    out = ModelChoices(repo_id=listing.repo_id, format=listing.format, summary=listing.summary())
+
+    report = recommend(candidates, hw, n_ctx)
+    out.best_reason = report.best.reason if report.best else ""
+    out.format_reason = report.format_reason
+    for fit in report.candidates:
+        request, size = downloads[fit.label]
         out.choices.append(QuantChoice(
-            label=cand["label"], quant=cand["quant"], format=cand["format"], verdict=cand["verdict"],
-            reason=cand["reason"], request=download_request(repo_id, model), download_bytes=listing.download_size(model),
-            memory_bytes=memory, decode_tok_s=cand["decode_tok_s"], best=cand["label"] == best_label))
+            label=fit.label, quant=fit.quant, format=fit.format, verdict=fit.verdict, reason=fit.reason,
+            request=request, download_bytes=size, memory_bytes=fit.memory_bytes,
+            decode_tok_s=None if fit.decode_tok_s is None else round(fit.decode_tok_s, 1),
+            best=report.best is not None and fit.label == report.best.label))
     out.choices.sort(key=lambda c: (c.format, c.download_bytes))
     return out
 

@@ -53,7 +53,12 @@ class FitResult:
     def fits(self) -> bool:
         return self.rank <= 2
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def memory_bytes(self) -> int | None:
+        """Every device added up; None when it could not be worked out."""
+        return sum(d.total_bytes for d in self.estimate.devices) if self.estimate and self.estimate.devices else None
+
+    def to_json(self) -> dict[str, Any]:
         est = self.estimate
         return {
             "label": self.label, "format": self.format, "quant": self.quant, "verdict": self.verdict,
@@ -322,8 +327,56 @@ def preferred_formats(hw: HardwareProfile, results: list[FitResult]) -> tuple[li
     return ["gguf"], "GGUF through llama.cpp runs on this hardware (CPU and any supported GPU)"
 
 
-def best_per_format(results: list[FitResult]) -> dict[str, dict[str, Any]]:
-    picks: dict[str, dict[str, Any]] = {}
+@dataclass(frozen=True)
+class Pick:
+    """The best quant of one format, and the sentence that says why."""
+
+    label: str
+    format: str
+    quant: str
+    verdict: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "quant": self.quant, "verdict": self.verdict, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What to load the best pick with."""
+
+    gpu_layers: int
+    max_ctx: int | None
+    n_ctx: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu_layers": self.gpu_layers, "max_ctx": self.max_ctx, "n_ctx": self.n_ctx}
+
+
+@dataclass
+class Recommendation:
+    n_ctx: int
+    format_preference: list[str]
+    format_reason: str
+    candidates: list[FitResult]
+    best_per_format: dict[str, Pick]
+    best: Pick | None
+    load_settings: LoadPlan | None
+
+    def candidate(self, label: str) -> FitResult:
+        return next(r for r in self.candidates if r.label == label)
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``quantdesk recommend --json`` prints."""
+        return {"n_ctx": self.n_ctx, "format_preference": self.format_preference, "format_reason": self.format_reason,
+                "candidates": [r.to_json() for r in self.candidates],
+                "best_per_format": {fmt: pick.to_json() for fmt, pick in self.best_per_format.items()},
+                "best": self.best.to_json() | {"format": self.best.format} if self.best else None,
+                "load_settings": self.load_settings.to_json() if self.load_settings else None}
+
+
+def best_per_format(results: list[FitResult]) -> dict[str, Pick]:
+    picks: dict[str, Pick] = {}
     for fmt in sorted({r.format for r in results}):
         fitting = [r for r in results if r.format == fmt and r.fits]
         if not fitting:
@@ -335,14 +388,14 @@ def best_per_format(results: list[FitResult]) -> dict[str, dict[str, Any]]:
                  1: "with part of its layers on the GPU", 2: "in RAM on the CPU"}[top_rank]
         speed = f", about {best.decode_tok_s:.0f} tok/s" if best.decode_tok_s else ""
         n_ctx = best.estimate.n_ctx if best.estimate else 0
-        picks[fmt] = {"label": best.label, "quant": best.quant, "verdict": best.verdict,
-                      "reason": f"{best.quant} is the highest-precision {fmt.upper()} quant that fits {where} "
-                                f"at {n_ctx} tokens{speed}."}
+        picks[fmt] = Pick(label=best.label, format=fmt, quant=best.quant, verdict=best.verdict,
+                          reason=f"{best.quant} is the highest-precision {fmt.upper()} quant that fits {where} "
+                                 f"at {n_ctx} tokens{speed}.")
     return picks
 
 
 def recommend(metas: list[tuple[str, ModelMetadata | Exception]], hw: HardwareProfile, n_ctx: int = 8192,
-              kv_type: str = "f16") -> dict[str, Any]:
+              kv_type: str = "f16") -> Recommendation:
     results: list[FitResult] = []
     for label, meta in metas:
         if isinstance(meta, Exception):
@@ -351,15 +404,11 @@ def recommend(metas: list[tuple[str, ModelMetadata | Exception]], hw: HardwarePr
             results.append(fit_model(meta, hw, n_ctx, "auto", kv_type, label))
     order, why = preferred_formats(hw, results)
     picks = best_per_format(results)
-    best = next((picks[f] | {"format": f} for f in order if f in picks), None)
-    if best is None and picks:
-        fmt = next(iter(picks))
-        best = picks[fmt] | {"format": fmt}
+    best = next((picks[f] for f in order if f in picks), next(iter(picks.values()), None))
     load = None
     if best:
-        chosen = next(r for r in results if r.label == best["label"])
+        chosen = next(r for r in results if r.label == best.label)
         if chosen.estimate:
-            load = {"gpu_layers": chosen.estimate.gpu_layers, "max_ctx": chosen.max_ctx, "n_ctx": chosen.estimate.n_ctx}
-    return {"n_ctx": n_ctx, "format_preference": order, "format_reason": why,
-            "candidates": [r.to_dict() for r in results], "best_per_format": picks, "best": best,
-            "load_settings": load}
+            load = LoadPlan(gpu_layers=chosen.estimate.gpu_layers, max_ctx=chosen.max_ctx, n_ctx=chosen.estimate.n_ctx)
+    return Recommendation(n_ctx=n_ctx, format_preference=order, format_reason=why, candidates=results,
+                          best_per_format=picks, best=best, load_settings=load)

@@ -26,13 +26,13 @@ from app.chats.store import (ChatMessage, ChatStore, ChatStoreError, Conversatio
 from app.errors import EngineCrashed, EngineError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
-from app.ui.chat_settings import ChatSettingsDialog, sampling_from
+from app.ui.chat_settings import ChatSettingsDialog
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.widgets import UndoBar
-from backends.base import Done, LoadSettings, Loaded, Message
+from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
 UNDO_SECONDS = 10
@@ -514,7 +514,7 @@ class ChatPage(QWidget):
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
-        self.bridge.generate(history, sampling_from(conv.sampling))
+        self.bridge.generate(history, SamplingSettings.from_dict(conv.sampling))
 
     @Slot()
     def stop(self) -> None:

@@ -135,3 +135,9 @@ def test_peak_memory_on_this_machine_is_in_bytes():
     resident = psutil.Process().memory_info().rss
     # bytes, not KiB (a factor of 1024 off); the kernel updates the high-water mark lazily, so not ">= resident"
     assert resident / 2 < peak_rss_bytes() < resident * 4
+
+
+def test_sampling_settings_from_a_saved_dict_ignores_unknown_keys_and_takes_any_stop_sequence():
+    saved = {"temperature": 0.2, "stop": ["</s>", "###"], "mirostat": 2, "max_tokens": 64}
+    assert SamplingSettings.from_dict(saved) == SamplingSettings(temperature=0.2, stop=("</s>", "###"), max_tokens=64)
+    assert SamplingSettings.from_dict({}) == SamplingSettings()

@@ -172,8 +172,8 @@ def test_cli_inspect_and_fit(tmp_path, capsys):
 def test_recommend_never_picks_a_vocab_only_file():
     candidates = [(name, read_gguf_file(DATA / name)) for name in FILES]
     report = recommend(candidates, _hardware(), 4096)
-    assert {c["verdict"] for c in report["candidates"]} == {"unknown"}
-    assert not report["best_per_format"] and not report.get("best")
+    assert {c.verdict for c in report.candidates} == {"unknown"}
+    assert not report.best_per_format and report.best is None
 
 
 # ------------------------------------------------------------------ Gemma 4: per-layer header layout
