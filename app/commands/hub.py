@@ -147,7 +147,8 @@ class _Bar:
 
 
 def _pull(args) -> int:
-    from app.hub.download import DownloadRequest, Downloader, partial_downloads
+    from app.hub.download import Downloader, partial_downloads
+    from app.hub.plan import DownloadRequest
 
     request = DownloadRequest(repo_id=args.repo, revision=args.revision, quant=args.quant,
                               files=tuple(args.file or ()))

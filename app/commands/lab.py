@@ -80,8 +80,9 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
         raise QuantDeskError("--repo and --quant go together", "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
     if not args.repo:
         return []
-    from app.hub.download import DownloadRequest, download
+    from app.hub.download import download
     from app.hub.listing import RepoListing
+    from app.hub.plan import DownloadRequest
 
     listing = RepoListing.fetch(args.repo)  # listed once for every quant
     paths = []

@@ -126,8 +126,12 @@ def auth_headers() -> dict[str, str]:
 
 def hub_error(exc: Exception, repo_id: str, revision: str) -> QuantDeskError:
     """Turn huggingface_hub / httpx errors into our sentences."""
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     if isinstance(exc, GatedRepoError):
         return AccessDenied(f"{repo_id} is gated: the Hub refused access without an accepted licence and a token.",

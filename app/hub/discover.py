@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from app.hardware.profile import HardwareProfile
-from app.hub.download import DownloadRequest
 from app.hub.listing import ListedModel, RepoListing
+from app.hub.plan import DownloadRequest
 
 DEFAULT_N_CTX = 8192
 

@@ -1,24 +1,22 @@
-"""Resumable, verified downloads from the Hub (Qt-free).
+"""Resumable, verified downloads from the Hub (Qt-free): one planned request (app.hub.plan) to the end.
 
-huggingface_hub 2.4 gives us the URLs (``hf_hub_url``), the metadata (``model_info(files_metadata=True)``:
-sizes, LFS sha256, the commit), auth headers and its shared httpx2 session; the transfer is ours, because its
-own downloader restarts from zero in every new process, has no cancel and checks only the size.
+huggingface_hub 2.4 gives us the URLs (``hf_hub_url``), auth headers and its shared httpx2 session; the transfer
+is ours, because its own downloader restarts from zero in every new process, has no cancel and checks only the
+size.
 
-How a pull runs:
-1. Names are checked before any request (``check_relative_name``): ``../``, absolute, drive and UNC paths and
-   backslashes are refused.
-2. The revision is resolved to a commit hash once; every file is fetched from that commit (pinned), also when a
-   pull resumes after a restart: the job's sidecar (``job.json`` in its staging folder) remembers it.
-3. Free disk is checked against what is still missing.
-4. Each file streams into ``<staging>/files/<path>.part``. A partial left by a pause, a crash or Ctrl-C resumes
+How a pull runs, once planned:
+1. Free disk is checked against what is still missing.
+2. Each file streams into ``<staging>/files/<path>.part``. A partial left by a pause, a crash or Ctrl-C resumes
    with ``Range: bytes=N-`` (after hashing the N bytes already there); a reply that is not a matching 206 starts
    the file over. Network errors, 5xx and stalls (no byte for ``stall_timeout`` s) retry with exponential
    backoff; 429 waits for its Retry-After. Cancel is a flag checked between chunks, and it also shuts the socket
    down so a blocked read returns at once.
-5. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
+3. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
    ``blob <size>\\0<content>``, the Hub's ETag for them), both hashed while writing.
-6. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
+4. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
    staging folder when the target does not exist yet) and registered in the library.
+
+A queue of them, one at a time on a worker thread, is app.hub.download_queue.
 """
 
 from __future__ import annotations
@@ -34,60 +32,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from app.settings import models_dir
 from app.hub import config
-from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
-                            NotEnoughDiskSpace, UnsafeFileName)
-from app.hub.formats import exl_branches, exl_quant_of, is_bare_bit_rate, quant_from_name
+from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError, NotEnoughDiskSpace,
+                            UnsafeFileName)
 from app.hub.listing import RemoteFile, RepoListing
+from app.hub.plan import DownloadRequest, Plan, check_relative_name, plan_download
+from app.settings import models_dir
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
-
-
-@dataclass(frozen=True)
-class DownloadRequest:
-    repo_id: str
-    revision: str = "main"
-    quant: str | None = None
-    files: tuple[str, ...] = ()
-
-    def key(self) -> str:
-        text = "|".join([self.repo_id, self.revision, (self.quant or "").upper(), ",".join(sorted(self.files))])
-        owner_name = self.repo_id.replace("/", "--")
-        return f"{owner_name}--{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-
-
-@dataclass
-class Plan:
-    request: DownloadRequest
-    commit: str
-    files: list[RemoteFile]
-    repo_format: str = "gguf"
-    revision: str = ""  # the branch the files come from: the request's, or the one an EXL --quant names
-
-    def __post_init__(self) -> None:
-        self.revision = self.revision or self.request.revision
-
-    def to_json(self) -> dict:
-        return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
-                "revision": self.revision, "files": [asdict(f) for f in self.files]}
-
-    @classmethod
-    def from_json(cls, data: dict) -> Plan:
-        req = data["request"]
-        request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
-                                  files=tuple(req.get("files") or ()))
-        return cls(request=request, commit=data["commit"], repo_format=data.get("repo_format", "gguf"),
-                   revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]])
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
 
 
 @dataclass
@@ -131,28 +88,6 @@ class Settings:
 
 ProgressCallback = Callable[[Progress], None]
 
-_DRIVE_RE = re.compile(r"^[A-Za-z]:")
-
-
-def check_relative_name(name: str) -> str:
-    """Return ``name`` when it is a plain relative POSIX path; raise UnsafeFileName otherwise."""
-    reason = None
-    if not name or "\x00" in name:
-        reason = "is empty or holds a NUL character"
-    elif "\\" in name:
-        reason = "contains a backslash"
-    elif name.startswith("/"):
-        reason = "is an absolute path"
-    elif _DRIVE_RE.match(name) or ":" in name:
-        reason = "names a drive or holds a colon"
-    elif any(part in ("", ".", "..") for part in name.split("/")):
-        reason = "has '..', '.' or empty parts"
-    if reason:
-        raise UnsafeFileName(f"Refused the file name {name!r}: it {reason} and could land outside the models folder.",
-                             "nothing was downloaded; report the repo to its owner")
-    return name
-
-
 def _inside(root: Path, name: str) -> Path:
     target = (root / name).resolve()
     if not target.is_relative_to(root.resolve()):
@@ -167,90 +102,6 @@ def model_folder(repo_id: str, revision: str = "main") -> Path:
     if revision not in ("main", "") and not re.fullmatch(r"[0-9a-f]{40}", revision):
         folder = folder.with_name(f"{folder.name}@{revision.replace('/', '_')}")
     return folder
-
-
-# ----------------------------------------------------------------------------------------------- planning
-
-def plan_download(request: DownloadRequest, listing: RepoListing | None = None) -> Plan:
-    """Resolve the request against the Hub: the commit, and the files with sizes and hashes. ``listing`` (the
-    repo at ``request.revision``, fetched already) saves asking the Hub again."""
-    for name in request.files:
-        check_relative_name(name)
-    check_relative_name(request.repo_id.partition("/")[0] or "?")
-    config.require_online(f"download {request.repo_id}")
-    if listing is None or (listing.repo_id, listing.revision or "main") != (request.repo_id, request.revision):
-        listing = RepoListing.fetch(request.repo_id, request.revision)
-    exl_quant = exl_quant_of(request.quant, "", bare_numbers=True) if request.quant and not request.files else None
-    if exl_quant is not None and is_bare_bit_rate(request.quant or "") and not listing.bit_rates:
-        exl_quant = None  # "4_0" where no branch holds a bit rate: a GGUF quant name, for select_files
-    if exl_quant is not None:
-        revision = exl_branch_for(request, list(listing.bit_rates), listing.format)
-        commit, chosen = listing.branch_commit(revision), whole_set(listing.branch_files(revision))
-    else:
-        revision, commit, chosen = request.revision, listing.commit, select_files(request, listing.files)
-    for remote in chosen:  # before anything else is read from the repo
-        check_relative_name(remote.path)
-    if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in chosen):
-        _refuse_weightless(request, revision, listing)
-    return Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision)
-
-
-def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:
-    """The branch holding the bit rate ``request.quant`` names: EXL2/EXL3 repos keep one quant per branch. An
-    exact branch name wins; otherwise the bits (and head bits, when given) must match one branch alone. Branches
-    named by a bare number (``6_5``) count where ``exl_hint`` (from ``exl_format_hint``) says the repo is EXL."""
-    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
-    wanted = exl_quant_of(request.quant or "", "", bare_numbers=True)
-    matches = [b for b in quants if b.lower() == (request.quant or "").lower()] or [
-        b for b, q in quants.items() if q.bits_per_weight == wanted.bits_per_weight
-        and wanted.head_bits in (None, q.head_bits)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise HubError(f"{request.repo_id} has several {request.quant} branches: {', '.join(matches)}.",
-                       "name one exactly with --quant BRANCH")
-    raise HubError(f"{request.repo_id} has no {request.quant} branch.",
-                   f"available: {', '.join(quants)}" if quants else
-                   "it keeps no bit rates in branches; pull it without --quant, or with --revision")
-
-
-def _refuse_weightless(request: DownloadRequest, revision: str, listing: RepoListing) -> None:
-    """The main branch of an EXL repo holds only the card (and measurement.json): installing that as a model
-    would leave nothing to load, so say where the quants are."""
-    quants = listing.bit_rates
-    if quants:
-        raise HubError(f"{request.repo_id}@{revision} holds no model weights: its quants are kept in branches.",
-                       f"pull one with --quant: {', '.join(q.quant for q in quants.values())}")
-
-
-def select_files(request: DownloadRequest, listing: list[RemoteFile]) -> list[RemoteFile]:
-    by_path = {f.path: f for f in listing}
-    if request.files:
-        missing = [name for name in request.files if name not in by_path]
-        if missing:
-            raise HubError(f"{request.repo_id} has no file {missing[0]!r}.",
-                           "see the file list with `quantdesk search` or on the model page")
-        return [by_path[name] for name in request.files]
-    ggufs = [f for f in listing if f.path.lower().endswith(".gguf")]
-    quants = sorted({q for f in ggufs if (q := quant_from_name(f.path))})
-    if request.quant:
-        wanted = request.quant.upper()
-        chosen = [f for f in ggufs if (quant_from_name(f.path) or "").upper() == wanted]
-        if not chosen:
-            raise HubError(f"{request.repo_id} has no {request.quant} file.",
-                           f"available: {', '.join(quants) or 'no GGUF quants'}")
-        return chosen
-    if ggufs:
-        if len(ggufs) == 1 or len(quants) == 1:
-            return ggufs
-        raise HubError(f"{request.repo_id} has several quants; pick one.",
-                       f"use --quant with one of: {', '.join(quants)}")
-    return whole_set(listing)
-
-
-def whole_set(listing: list[RemoteFile]) -> list[RemoteFile]:
-    """A model folder (MLX, safetensors, an EXL branch) is fetched as a whole."""
-    return [f for f in listing if f.path != ".gitattributes"]
 
 
 # ---------------------------------------------------------------------------------------------- transfer
@@ -694,115 +545,3 @@ def partial_downloads() -> list[dict]:
                     "quant": plan.request.quant, "files": [f.path for f in plan.files],
                     "have": have, "total": plan.total_bytes, "staging": str(job.parent)})
     return out
-
-
-# ------------------------------------------------------------------------------------------------- queue
-
-@dataclass
-class DownloadTask:
-    id: int
-    request: DownloadRequest
-    state: str = "queued"  # queued | running | paused | done | failed | cancelled
-    progress: Progress | None = None
-    result: DownloadResult | None = None
-    error: BaseException | None = None
-    _finished: threading.Event = field(default_factory=threading.Event, repr=False)
-    _runner: Downloader | None = field(default=None, repr=False)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._finished.wait(timeout)
-
-
-class DownloadManager:
-    """A queue of downloads run one at a time on a worker thread. Observers get every Progress and every state
-    change through ``on_progress(task)`` (called on the worker thread; a GUI adapter forwards it as a signal)."""
-
-    def __init__(self, on_progress: Callable[[DownloadTask], None] | None = None,
-                 settings: Settings | None = None) -> None:
-        self._on_progress = on_progress
-        self._settings = settings
-        self._queue: queue.Queue[DownloadTask | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._tasks: list[DownloadTask] = []
-        self._next_id = 1
-        self._worker: threading.Thread | None = None
-
-    @property
-    def tasks(self) -> list[DownloadTask]:
-        with self._lock:
-            return list(self._tasks)
-
-    def enqueue(self, request: DownloadRequest) -> DownloadTask:
-        with self._lock:
-            task = DownloadTask(id=self._next_id, request=request)
-            self._next_id += 1
-            self._tasks.append(task)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="download-queue", daemon=True)
-                self._worker.start()
-        self._queue.put(task)
-        self._notify(task)
-        return task
-
-    def pause(self, task: DownloadTask) -> None:
-        self._stop(task, discard=False)
-
-    def cancel(self, task: DownloadTask) -> None:
-        self._stop(task, discard=True)
-
-    def resume(self, task: DownloadTask) -> DownloadTask:
-        """Queue a paused or failed task again (its partial files are picked up)."""
-        if task.state in ("paused", "failed"):
-            task.state, task.error = "queued", None
-            task._finished.clear()
-            self._queue.put(task)
-            self._notify(task)
-        return task
-
-    def _stop(self, task: DownloadTask, discard: bool) -> None:
-        with self._lock:
-            runner = task._runner
-            if task.state == "queued":
-                task.state = "cancelled" if discard else "paused"
-                task._finished.set()
-        if runner is not None:
-            runner.cancel() if discard else runner.pause()
-        elif discard:
-            shutil.rmtree(models_dir() / STAGING_DIR_NAME / task.request.key(), ignore_errors=True)
-        self._notify(task)
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        for task in self.tasks:
-            if task.state in ("queued", "running"):
-                self.pause(task)
-        self._queue.put(None)
-        if self._worker is not None:
-            self._worker.join(timeout)
-
-    def _notify(self, task: DownloadTask) -> None:
-        if self._on_progress is not None:
-            self._on_progress(task)
-
-    def _work(self) -> None:
-        while (task := self._queue.get()) is not None:
-            with self._lock:
-                if task.state != "queued":
-                    continue
-                task.state = "running"
-                task._runner = Downloader(task.request, lambda p, t=task: self._progress(t, p), self._settings)
-            try:
-                task.result = task._runner.run()
-                task.state = "done"
-            except DownloadPaused as exc:
-                task.state = "cancelled" if task._runner._discard else "paused"
-                task.error = exc
-            except Exception as exc:  # noqa: BLE001 - the task carries the error to the UI
-                task.state, task.error = "failed", exc
-            finally:
-                task._runner = None
-                task._finished.set()
-                self._notify(task)
-
-    def _progress(self, task: DownloadTask, progress: Progress) -> None:
-        task.progress = progress
-        self._notify(task)

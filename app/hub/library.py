@@ -19,10 +19,10 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.settings import models_dir
 from app.hub import config
 from app.hub.errors import LibraryError
 from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
+from app.settings import models_dir
 
 MANIFEST_NAME = "library.sqlite3"
 SCHEMA_VERSION = 1

@@ -38,7 +38,8 @@ def main() -> int:
         os.environ["HF_ENDPOINT"] = server.url
         from huggingface_hub import hf_hub_download
 
-        from app.hub.download import DownloadRequest, Settings, download
+        from app.hub.download import Settings, download
+        from app.hub.plan import DownloadRequest
         from app.hub.library import Library
 
         size = blob.stat().st_size

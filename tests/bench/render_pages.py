@@ -122,7 +122,9 @@ def wait_for(app, signal, action) -> None:
 def fill_discover_and_downloads(window) -> None:
     """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
     and the Downloads page with one job running and one finished."""
-    from app.hub.download import DownloadRequest, DownloadResult, DownloadTask, Progress
+    from app.hub.download import DownloadResult, Progress
+    from app.hub.download_queue import DownloadTask
+    from app.hub.plan import DownloadRequest
     from app.hub.discover import ModelChoices, QuantChoice
 
     repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"

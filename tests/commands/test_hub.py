@@ -16,7 +16,8 @@ import pytest
 from app import settings
 from app.cli import main
 from app.hub import config
-from app.hub.download import STAGING_DIR_NAME, DownloadRequest
+from app.hub.download import STAGING_DIR_NAME
+from app.hub.plan import DownloadRequest
 from tests.hub.conftest import payload, sha256, write_gguf
 
 ROOT = Path(__file__).resolve().parents[2]

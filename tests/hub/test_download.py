@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from app import settings
-from app.hub.download import (STAGING_DIR_NAME, DownloadManager, DownloadRequest, Downloader, Settings, download,
-                              partial_downloads)
+from app.hub.download import STAGING_DIR_NAME, Downloader, Settings, download, partial_downloads
+from app.hub.download_queue import DownloadManager
+from app.hub.plan import DownloadRequest
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, IntegrityError, NotEnoughDiskSpace,
                             OfflineError, UnsafeFileName)
 from app.hub.library import Library

@@ -61,7 +61,8 @@ def test_copied_import_is_owned_and_rm_frees_the_disk(tmp_path):
 
 
 def test_manifest_is_sqlite_with_what_the_design_asks(hub_env, tmp_path):
-    from app.hub.download import DownloadRequest, download
+    from app.hub.download import download
+    from app.hub.plan import DownloadRequest
 
     gguf = write_gguf(tmp_path / "s-Q4_K_M.gguf")
     commit = hub_env.add_repo("acme/s-GGUF", {gguf.name: gguf}, tags=["gguf"])

@@ -10,7 +10,9 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from app import settings
-from app.hub.download import STAGING_DIR_NAME, DownloadRequest, DownloadTask, Progress, Settings
+from app.hub.download import STAGING_DIR_NAME, Progress, Settings
+from app.hub.download_queue import DownloadTask
+from app.hub.plan import DownloadRequest
 from app.ui.downloads_page import DownloadsPage
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
