@@ -77,7 +77,7 @@ class SamplingSettings:
         """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
         or older version wrote are ignored, ``stop`` may be any sequence."""
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
+        values: dict[str, Any] = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
         return cls(**values)
 
     def validate(self) -> None:

@@ -77,7 +77,8 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
     from app.errors import QuantDeskError
 
     if bool(args.repo) != bool(args.quant):
-        raise QuantDeskError("--repo and --quant go together", "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
+        raise QuantDeskError("--repo and --quant go together",
+                             "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
     if not args.repo:
         return []
     from app.hub.download import download

@@ -301,7 +301,7 @@ class Downloader:
             _inside(files_dir, remote.path)
         on_disk = {f.path: self._part(f).stat().st_size if self._part(f).exists() else
                    (f.size if (files_dir / f.path).exists() else 0) for f in plan.files}
-        resumed = sum(min(v, f.size) for f, v in zip(plan.files, on_disk.values()))
+        resumed = sum(min(v, f.size) for f, v in zip(plan.files, on_disk.values(), strict=True))
         self._check_disk(plan, resumed)
         self._meter = _Meter(plan.total_bytes, 0)
         for remote in plan.files:
@@ -428,7 +428,8 @@ class Downloader:
                 with open(part, "ab") as fh:
                     sink = _Sink(fh, verifier)
                     try:
-                        for chunk in response.iter_raw():  # no chunk_size: httpx would hold back up to a whole chunk on error
+                        # no chunk_size: httpx would hold back up to a whole chunk on error
+                        for chunk in response.iter_raw():
                             if self._stop.is_set():
                                 break
                             if have + received + len(chunk) > remote.size:

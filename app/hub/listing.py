@@ -164,7 +164,7 @@ class RepoListing:
                 return _rows(api.model_info(self.repo_id, revision=self.branch_commit(branch), files_metadata=True))
 
         with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
-            self._branch_files |= dict(zip(wanted, pool.map(files_of, wanted)))
+            self._branch_files |= dict(zip(wanted, pool.map(files_of, wanted), strict=True))
 
     def _read_config(self, commit: str) -> dict[str, Any] | None:
         """config.json of a revision (a few kB, one request); None when it cannot be read: the format then stays

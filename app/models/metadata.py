@@ -334,7 +334,8 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
             fh.seek(start)
             return fh.read(end - start)
 
-        return parse_growing(read, parse_gguf_header, path.name)
+        header: tuple[dict[str, Any], list[TensorInfo], int] = parse_growing(read, parse_gguf_header, path.name)
+        return header
 
 
 def read_gguf_file(path: str | Path) -> ModelMetadata:

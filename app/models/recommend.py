@@ -7,6 +7,7 @@ Verdicts: "full GPU", "partial: N of M layers", "CPU only", "unified memory", "d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,7 +142,7 @@ def _merge_unified(est: Estimate) -> Estimate:
     return est
 
 
-def _largest_ctx(fits_at) -> int | None:
+def _largest_ctx(fits_at: _FitsAt) -> int | None:
     """Largest n_ctx (a multiple of 256, up to the trained length) for which fits_at(n_ctx) holds."""
     lo, hi = CTX_PAD, None
     if not fits_at(lo):
@@ -149,7 +150,7 @@ def _largest_ctx(fits_at) -> int | None:
     return hi if hi else _bisect(fits_at, lo)
 
 
-def _bisect(fits_at, lo: int) -> int:
+def _bisect(fits_at: _FitsAt, lo: int) -> int:
     hi = fits_at.limit
     if fits_at(hi):
         return hi
@@ -164,7 +165,7 @@ def _bisect(fits_at, lo: int) -> int:
 
 
 class _FitsAt:
-    def __init__(self, fn, limit: int) -> None:
+    def __init__(self, fn: Callable[[int], bool], limit: int) -> None:
         self.fn, self.limit = fn, max(CTX_PAD, pad(limit, CTX_PAD))
 
     def __call__(self, n_ctx: int) -> bool:
@@ -175,8 +176,8 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
              kv_type: str = "f16", label: str = "") -> FitResult:
     label = label or meta.source
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
-    base = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
-                bits_per_weight=meta.bits_per_weight)
+    base: dict[str, Any] = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
+                                bits_per_weight=meta.bits_per_weight)
     gpu = main_gpu(hw)
     ram, vram = ram_budget(hw), (vram_budget(gpu) if gpu else None)
     offload_ok = gpu is not None and (gpu.unified or gpu.vendor in ("nvidia", "amd", "intel"))
@@ -217,10 +218,11 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
                          f"{_budget_text(gpu, ram, vram)}")
     elif gpu and gpu.unified:
         result.verdict, result.reason = "unified memory", (
-            f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
+            f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of "
+            f"{(vram or 0) / GiB:.1f} GiB")
     elif ngl >= n_all:
         result.verdict, result.reason = "full GPU", (
-            f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {vram / GiB:.1f} GiB")
+            f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {(vram or 0) / GiB:.1f} GiB")
     elif ngl > 0:
         result.verdict = f"partial: {ngl} of {n_all} layers"
         result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU"
@@ -243,14 +245,14 @@ def _budget_text(gpu: GpuInfo | None, ram: int | None, vram: int | None) -> str:
 def fit_mlx(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, label: str = "") -> FitResult:
     gpu = main_gpu(hw)
     quant = meta.quant.quant if meta.quant else "?"
-    base = dict(label=label or meta.source, format="mlx", quant=quant, file_bytes=meta.weights_bytes,
-                bits_per_weight=meta.bits_per_weight)
+    base: dict[str, Any] = dict(label=label or meta.source, format="mlx", quant=quant,
+                                file_bytes=meta.weights_bytes, bits_per_weight=meta.bits_per_weight)
     apple = gpu is not None and gpu.unified and is_apple(hw)
     try:
         est = estimate_mlx(meta, n_ctx, "unified" if apple else "CPU")
     except UnknownModel as why:
         return FitResult(verdict="unknown", reason=str(why), **base)
-    budget = vram_budget(gpu) if apple else ram_budget(hw)
+    budget = vram_budget(gpu) if apple and gpu else ram_budget(hw)
     limit = meta.context_length or n_ctx
     max_ctx = _largest_ctx(_FitsAt(lambda c: budget is None or estimate_mlx(meta, c).devices[0].total_bytes <= budget,
                                    limit))
@@ -259,9 +261,11 @@ def fit_mlx(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, label: 
                        verdict="", reason="", **base)
     if budget is not None and total > budget:
         result.verdict = "does not fit"
-        result.reason = f"needs {total / GiB:.1f} GiB; {'Metal working-set limit' if apple else 'RAM'} {budget / GiB:.1f} GiB"
+        limit_name = "Metal working-set limit" if apple else "RAM"
+        result.reason = f"needs {total / GiB:.1f} GiB; {limit_name} {budget / GiB:.1f} GiB"
     elif apple:
-        result.verdict, result.reason = "unified memory", f"{total / GiB:.1f} of {budget / GiB:.1f} GiB Metal working set"
+        result.verdict = "unified memory"
+        result.reason = f"{total / GiB:.1f} of {(budget or 0) / GiB:.1f} GiB Metal working set"
     else:
         result.verdict, result.reason = "CPU only", "MLX runs on the CPU here (no Apple GPU)"
     return result
@@ -271,8 +275,9 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
             label: str = "") -> FitResult:
     gpu = main_gpu(hw)
     quant = meta.quant.quant if meta.quant else "?"
-    base = dict(label=label or meta.source, format=meta.format, quant=quant, file_bytes=meta.weights_bytes,
-                bits_per_weight=meta.quant.bits_per_weight if meta.quant else None)
+    base: dict[str, Any] = dict(label=label or meta.source, format=meta.format, quant=quant,
+                                file_bytes=meta.weights_bytes,
+                                bits_per_weight=meta.quant.bits_per_weight if meta.quant else None)
     if gpu is None or gpu.vendor != "nvidia":
         return FitResult(verdict="does not fit", reason=f"{meta.format.upper()} needs an NVIDIA GPU with CUDA", **base)
     if meta.format == "exl3" and gpu.compute_capability and float(gpu.compute_capability) < 8.0:
@@ -289,7 +294,8 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
     result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
                        **base)
     if total > vram:
-        result.verdict, result.reason = "does not fit", f"needs {total / GiB:.1f} GiB of VRAM, {vram / GiB:.1f} GiB available"
+        result.verdict = "does not fit"
+        result.reason = f"needs {total / GiB:.1f} GiB of VRAM, {vram / GiB:.1f} GiB available"
     else:
         result.verdict, result.reason = "full GPU", f"{total / GiB:.1f} of {vram / GiB:.1f} GiB VRAM"
     return result
@@ -320,9 +326,11 @@ def preferred_formats(hw: HardwareProfile, results: list[FitResult]) -> tuple[li
         exl_ready = [f for f in ("exl3", "exl2") if backend_available(hw, f"exllamav{f[-1]}")]
         whole = [r for r in results if r.format in exl_ready and r.verdict == "full GPU"]
         if whole:
-            return exl_ready + ["gguf"], "NVIDIA GPU holds the whole model and ExLlama is installed: EXL is fastest there"
+            return exl_ready + ["gguf"], ("NVIDIA GPU holds the whole model and ExLlama is installed: EXL is fastest "
+                                          "there")
         if exl_ready:
-            return ["gguf"] + exl_ready, "no EXL quant fits entirely in VRAM, so GGUF (which can split layers) comes first"
+            return ["gguf"] + exl_ready, ("no EXL quant fits entirely in VRAM, so GGUF (which can split layers) comes "
+                                          "first")
         return ["gguf"], "ExLlama is not available here, so GGUF through llama.cpp"
     return ["gguf"], "GGUF through llama.cpp runs on this hardware (CPU and any supported GPU)"
 

@@ -359,7 +359,8 @@ class ChatPage(QWidget):
         target = Path(path)
         if not target.suffix:
             target = target.with_suffix(f".{kind}")
-        text = self.store.export_json(self.current.id) if kind == "json" else self.store.export_markdown(self.current.id)
+        export = self.store.export_json if kind == "json" else self.store.export_markdown
+        text = export(self.current.id)
         target.write_text(text, encoding="utf-8")
         return target
 

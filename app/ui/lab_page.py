@@ -587,7 +587,7 @@ class LabPage(QWidget):
     def open_saved(self, result_id: str) -> None:
         try:
             result = self.store.load(result_id)
-        except Exception as exc:
+        except Exception as exc:  # a damaged or foreign file: the page says so and keeps what it shows
             self.status.setText(f"That result cannot be opened: {sentence(exc)}")
             return
         self.show_result(result)
@@ -596,7 +596,7 @@ class LabPage(QWidget):
     def delete_saved(self, result_id: str) -> None:
         try:
             self.store.delete(result_id)
-        except Exception as exc:
+        except Exception as exc:  # a file that cannot go (permissions, gone meanwhile): said, nothing else changes
             self.status.setText(f"That result could not be deleted: {sentence(exc)}")
             return
         if self.result is not None and self.result.id == result_id:
