@@ -3,9 +3,9 @@ change to an observer (the Downloads page forwards it as a signal)."""
 
 from __future__ import annotations
 
-import queue
 import shutil
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,14 +31,15 @@ class DownloadTask:
 
 
 class DownloadManager:
-    """A queue of downloads run one at a time on a worker thread. Observers get every Progress and every state
-    change through ``on_progress(task)`` (called on the worker thread; a GUI adapter forwards it as a signal)."""
+    """A queue of downloads run one at a time on a worker thread, which ends when the queue is empty (the next
+    enqueue or resume starts another). Observers get every Progress and every state change through
+    ``on_progress(task)`` (called on the worker thread; a GUI adapter forwards it as a signal)."""
 
     def __init__(self, on_progress: Callable[[DownloadTask], None] | None = None,
                  settings: Settings | None = None) -> None:
         self._on_progress = on_progress
         self._settings = settings
-        self._queue: queue.Queue[DownloadTask | None] = queue.Queue()
+        self._queue: deque[DownloadTask] = deque()  # guarded by the lock, as the worker's coming and going is
         self._lock = threading.Lock()
         self._tasks: list[DownloadTask] = []
         self._next_id = 1
@@ -54,10 +55,7 @@ class DownloadManager:
             task = DownloadTask(id=self._next_id, request=request)
             self._next_id += 1
             self._tasks.append(task)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="download-queue", daemon=True)
-                self._worker.start()
-        self._queue.put(task)
+            self._submit(task)
         self._notify(task)
         return task
 
@@ -70,11 +68,19 @@ class DownloadManager:
     def resume(self, task: DownloadTask) -> DownloadTask:
         """Queue a paused or failed task again (its partial files are picked up)."""
         if task.state in ("paused", "failed"):
-            task.state, task.error = "queued", None
-            task._finished.clear()
-            self._queue.put(task)
+            with self._lock:
+                task.state, task.error = "queued", None
+                task._finished.clear()
+                self._submit(task)
             self._notify(task)
         return task
+
+    def _submit(self, task: DownloadTask) -> None:
+        """Queue ``task`` (the lock held); start a worker when none is running."""
+        self._queue.append(task)
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="download-queue", daemon=True)
+            self._worker.start()
 
     def _stop(self, task: DownloadTask, discard: bool) -> None:
         with self._lock:
@@ -89,20 +95,26 @@ class DownloadManager:
         self._notify(task)
 
     def shutdown(self, timeout: float = 5.0) -> None:
+        """Pause what is queued or running (partial files kept) and wait for the worker to end."""
         for task in self.tasks:
             if task.state in ("queued", "running"):
                 self.pause(task)
-        self._queue.put(None)
-        if self._worker is not None:
-            self._worker.join(timeout)
+        with self._lock:
+            worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
 
     def _notify(self, task: DownloadTask) -> None:
         if self._on_progress is not None:
             self._on_progress(task)
 
     def _work(self) -> None:
-        while (task := self._queue.get()) is not None:
+        while True:
             with self._lock:
+                if not self._queue:
+                    self._worker = None  # idle: the next enqueue or resume starts another
+                    return
+                task = self._queue.popleft()
                 if task.state != "queued":
                     continue
                 task.state = "running"
