@@ -235,7 +235,7 @@ def fill_lab_and_server(window, work: Path) -> None:
     server.switch.setChecked(True)
     server.switch.blockSignals(False)
     server.state = "starting"
-    server._on_started(Running(_IdleServer(), 8080))
+    server._on_started(0, Running(_IdleServer(), 8080))  # as the start job answers (ticket, result)
     server._on_poll()
 
 
