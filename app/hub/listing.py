@@ -108,6 +108,8 @@ def _hub_errors(repo_id: str, revision: str | None) -> Iterator[None]:
 
 @dataclass
 class RepoListing:
+    """One repo at one revision, as one request fetched it (see the module); ``fetch`` makes one."""
+
     repo_id: str
     revision: str | None  # as asked; None: the default branch
     commit: str
@@ -123,8 +125,8 @@ class RepoListing:
     # -- fetching ------------------------------------------------------------------------------------------
     @classmethod
     def fetch(cls, repo_id: str, revision: str | None = None) -> RepoListing:
-        """The repo at ``revision``: one model_info and one refs call, then the files and branches sorted into
-        quants (a config.json or two read where the tags do not tell the format)."""
+        """The repo at ``revision``: one model_info and one refs call. The files and branches are sorted into quants
+        when first asked (a config.json or two read where the tags do not tell the format)."""
         config.require_online(f"look up {repo_id}")
         api = config.api()
         with _hub_errors(repo_id, revision):
