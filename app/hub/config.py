@@ -116,6 +116,13 @@ def api():
     return HfApi(endpoint=endpoint(), token=token() or False)
 
 
+def file_url(repo_id: str, filename: str, revision: str | None = None) -> str:
+    """Where a file of a repo is read from, on the current endpoint (pin ``revision`` to a commit for a download)."""
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint())
+
+
 def auth_headers() -> dict[str, str]:
     from huggingface_hub.utils import build_hf_headers
 

@@ -1,7 +1,7 @@
 """Resumable, verified downloads from the Hub (Qt-free): one planned request (app.hub.plan) to the end.
 
-huggingface_hub 2.4 gives us the URLs (``hf_hub_url``, through app.hub.remote), auth headers (through
-app.hub.config) and its shared httpx2 session; the transfer is ours, because its own downloader restarts from zero
+huggingface_hub 2.4 gives us the URLs (``hf_hub_url``) and auth headers (both through app.hub.config) and its
+shared httpx2 session; the transfer is ours, because its own downloader restarts from zero
 in every new process, has no cancel and checks only the size.
 
 How a pull runs, once planned:
@@ -41,7 +41,6 @@ from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubErro
                             UnsafeFileName)
 from app.hub.listing import RemoteFile, RepoListing
 from app.hub.plan import DownloadRequest, Plan, check_relative_name, plan_download
-from app.hub.remote import file_url
 from app.settings import models_dir
 
 CHUNK_SIZE = 4 * 1024 * 1024
@@ -353,7 +352,7 @@ class Downloader:
             return
         part = self._part(remote)
         part.parent.mkdir(parents=True, exist_ok=True)
-        url = file_url(plan.request.repo_id, remote.path, plan.commit)
+        url = config.file_url(plan.request.repo_id, remote.path, plan.commit)
         failures = integrity_failures = 0
         verifier: _Verifier | None = None
         counted = 0  # bytes of this file already added to the meter

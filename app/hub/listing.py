@@ -23,20 +23,21 @@ parsed by app.models.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.errors import QuantDeskError
-from app.hub import config, remote
+from app.hub import config
 from app.hub.errors import HubError
 from app.hub.formats import (EXL_FORMATS, exl_branches, exl_format_hint, exl_quant_of, format_of_repo,
                              is_bare_bit_rate, quant_from_name)
 from app.models.detect import folder_format
-from app.models.metadata import ModelMetadata
 from app.models.quants import QuantInfo, parse_exl_config, parse_exl_name, parse_gguf_filename
+
+if TYPE_CHECKING:  # the header readers load on first use: the GUI imports this module at start
+    from app.models.metadata import ModelMetadata
 
 README = "README.md"
 T = TypeVar("T")
@@ -159,6 +160,8 @@ class RepoListing:
         wanted = [b for b in branches if b not in self._branch_files]
         if not wanted:
             return
+        from concurrent.futures import ThreadPoolExecutor
+
         api = config.api()
 
         def files_of(branch: str) -> list[RemoteFile]:
@@ -171,6 +174,8 @@ class RepoListing:
     def _read_config(self, commit: str) -> dict[str, Any] | None:
         """config.json of a revision (a few kB, one request); None when it cannot be read: the format then stays
         what the tags and names say."""
+        from app.hub import remote
+
         try:
             return remote.read_remote_json(self.repo_id, "config.json", commit)
         except QuantDeskError:
@@ -293,6 +298,8 @@ class RepoListing:
     def read_metadata(self, model: ListedModel) -> ModelMetadata:
         """The header of one model, read by Range requests (a GGUF's first bytes; a folder's config.json and
         safetensors headers)."""
+        from app.hub import remote
+
         if model.kind == "gguf":
             return remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
         if model.kind == "folder":
@@ -325,6 +332,8 @@ class RepoListing:
         if self._summary is None:
             self._summary = ""
             if README in self.paths:
+                from app.hub import remote
+
                 try:
                     text = remote.read_remote_text(self.repo_id, README, self.commit)
                 except QuantDeskError:  # a card we cannot read leaves the summary empty, never the listing

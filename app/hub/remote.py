@@ -29,12 +29,6 @@ MAX_JSON = 8 << 20
 _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "ssl", "socket")
 
 
-def file_url(repo_id: str, filename: str, revision: str | None = None) -> str:
-    from huggingface_hub import hf_hub_url
-
-    return hf_hub_url(repo_id, filename, revision=revision, endpoint=config.endpoint())
-
-
 def fetch_range(url: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of ``url``. A server that ignores Range gets its body cut at ``end``."""
     from huggingface_hub.utils import get_session
@@ -78,30 +72,30 @@ def _read_growing(url: str, parse: Callable[[bytes], Any], first: int = FIRST_RA
 
 def read_remote_gguf(repo_id: str, filename: str, revision: str | None = None) -> ModelMetadata:
     """Metadata of a GGUF on the Hub from its header alone (the first shard of a split model)."""
-    url = file_url(repo_id, filename, revision)
+    url = config.file_url(repo_id, filename, revision)
     kv, tensors, data_start = _read_growing(url, parse_gguf_header)
     meta = metadata_from_gguf(kv, tensors, source=f"{repo_id}/{filename}", file_name=filename)
     meta.header_bytes = data_start
     if meta.shard_count > 1:
         for name in gguf_shard_names(filename)[1:]:
-            _, more, _ = _read_growing(file_url(repo_id, name, revision), parse_gguf_header, first=1 << 18)
+            _, more, _ = _read_growing(config.file_url(repo_id, name, revision), parse_gguf_header, first=1 << 18)
             meta.tensors.extend(more)
     return meta
 
 
 def read_remote_safetensors(repo_id: str, filename: str, revision: str | None = None) -> list[TensorInfo]:
-    url = file_url(repo_id, filename, revision)
+    url = config.file_url(repo_id, filename, revision)
     return _read_growing(url, lambda data: parse_safetensors_header(data, filename), first=1 << 16)
 
 
 def read_remote_json(repo_id: str, filename: str, revision: str | None = None) -> dict[str, Any]:
-    data = fetch_range(file_url(repo_id, filename, revision), 0, MAX_JSON)
+    data = fetch_range(config.file_url(repo_id, filename, revision), 0, MAX_JSON)
     return parse_json_object(data, f"{repo_id}/{filename}")
 
 
 def read_remote_text(repo_id: str, filename: str, revision: str | None = None, limit: int = 64 << 10) -> str:
     """The first ``limit`` bytes of a text file (a model card), as text."""
-    return fetch_range(file_url(repo_id, filename, revision), 0, limit).decode("utf-8", errors="replace")
+    return fetch_range(config.file_url(repo_id, filename, revision), 0, limit).decode("utf-8", errors="replace")
 
 
 def read_remote_folder(repo_id: str, files: Iterable[str], revision: str | None, *, source: str, name: str,
