@@ -79,13 +79,6 @@ def load_metadata(model: str):
                            "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
 
 
-def hub_candidates(repo_id: str) -> list[tuple[str, object]]:
-    """Every model in a Hub repo with its metadata (or the error that stopped it): app.hub.listing says which."""
-    from app.hub.listing import RepoListing
-
-    return RepoListing.fetch(repo_id).candidates()
-
-
 def local_candidates(path: Path) -> list[tuple[str, object]]:
     from app.models.metadata import read_model
     from app.models.quants import parse_gguf_filename
@@ -170,6 +163,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from app.hub.listing import RepoListing
     from app.models.recommend import recommend
 
     candidates: list[tuple[str, object]] = []
@@ -178,7 +172,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         if path.exists():
             candidates.extend(local_candidates(path))
         elif _looks_like_repo(item):
-            candidates.extend(hub_candidates(item))
+            candidates.extend(RepoListing.fetch(item).candidates())  # every quant the listing finds
         else:
             raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
     if not candidates:

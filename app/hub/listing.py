@@ -188,7 +188,7 @@ class RepoListing:
         return self._sorted.format
 
     @property
-    def config(self) -> dict[str, Any] | None:
+    def revision_config(self) -> dict[str, Any] | None:
         """The listed revision's config.json, where it was read."""
         return self._sorted.config
 
@@ -304,7 +304,7 @@ class RepoListing:
             return remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
         if model.kind == "folder":
             meta = remote.read_remote_folder(self.repo_id, model.files, self.commit, source=model.label,
-                                             name=self.revision or self.repo_id, folder_config=self.config)
+                                             name=self.revision or self.repo_id, folder_config=self.revision_config)
             bit_rate = self.own_bit_rate
         else:
             branch = model.revision or ""
@@ -318,7 +318,10 @@ class RepoListing:
     def candidates(self, models: list[ListedModel] | None = None) -> list[tuple[str, ModelMetadata | Exception]]:
         """(label, metadata or the error that stopped it) for each model, as the recommender takes them."""
         models = self.models() if models is None else models
-        self.fetch_branches([m.revision or "" for m in models if m.kind == "branch"])
+        try:
+            self.fetch_branches([m.revision or "" for m in models if m.kind == "branch"])  # side by side, once
+        except QuantDeskError:
+            pass  # a branch the Hub would not list: its own read below says so, beside the others
         return [(m.label, _or_error(lambda m=m: self.read_metadata(m))) for m in models]
 
     def download_size(self, model: ListedModel) -> int:
