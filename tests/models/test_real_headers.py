@@ -13,6 +13,7 @@ import gguf
 import pytest
 
 from app.cli import main
+from app.hub.remote import read_remote_gguf
 from app.models.estimate import (
     LlamaCppSettings,
     UnknownModel,
@@ -22,7 +23,6 @@ from app.models.estimate import (
 )
 from app.models.metadata import NeedMoreData, metadata_from_gguf, parse_gguf_header, read_gguf_file
 from app.models.recommend import recommend
-from app.hub.remote import read_remote_gguf
 
 DATA = Path(__file__).parent / "data" / "real-vocab"
 MiB = 1 << 20
