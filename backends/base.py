@@ -15,7 +15,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-import resource
 import sys
 import threading
 import time
@@ -90,6 +89,14 @@ class SamplingSettings:
     max_tokens: int = 512
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
+        """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
+        or older version wrote are ignored, ``stop`` may be any sequence."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
+        return cls(**values)
 
     def validate(self) -> None:
         """Refuse values no engine should see (the local server relies on this too)."""
@@ -314,7 +321,15 @@ def check_token_ids(tokens: Sequence[int], vocab_size: int) -> None:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    """Peak resident memory of this process: ru_maxrss on POSIX (KiB on Linux, bytes on macOS), the peak
+    working set on Windows, which has no ``resource`` module (imported here, never at module level, so the
+    GUI that imports this module for its types starts on Windows too)."""
+    if sys.platform == "win32":
+        import psutil
+
+        return int(psutil.Process().memory_info().peak_wset)
+    import resource
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

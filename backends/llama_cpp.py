@@ -118,7 +118,7 @@ def expert_overrides(patterns: Sequence[str]) -> ctypes.Array:
     The caller keeps it alive as long as the model: llama.cpp keeps the pointer in the model's params."""
     overrides = (_TensorBuftOverride * (len(patterns) + 1))()  # zero-filled: the last entry is the terminator
     buft = _cpu_buffer_type()
-    for entry, pattern in zip(overrides, patterns):
+    for entry, pattern in zip(overrides, patterns, strict=False):  # the terminator entry stays zero
         entry.pattern, entry.buft = pattern.encode(), buft  # the array keeps the bytes alive (ctypes _objects)
     return overrides
 

@@ -4,7 +4,7 @@ llama.cpp has no API for the size of the buffers it allocates per device, but it
 loading (llama-cpp-python 0.3.36, llama.cpp's src/llama-model.cpp, llama-kv-cache.cpp,
 llama-context.cpp):
 
-    llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (unknown id) - 2048 MiB free
+    llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (...) - 2048 MiB free
     load_tensors: layer   7 assigned to device Vulkan0, is_swa = 0      (debug level)
     load_tensors: offloaded 9/17 layers to GPU
     load_tensors:      Vulkan0 model buffer size =    71.12 MiB
@@ -27,6 +27,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from backends.base import DeviceLoad
 
@@ -109,7 +110,7 @@ def parse(text: str) -> LoadLog:
 
 
 @contextlib.contextmanager
-def capturing(llama_cpp) -> Iterator[LoadLog]:
+def capturing(llama_cpp: Any) -> Iterator[LoadLog]:
     """Parse llama.cpp's log while a model loads, still writing every line to stderr (the engine log).
 
     llama.cpp logs through one process-wide callback (``llama_log_set`` also sets ggml's); afterwards
@@ -117,7 +118,6 @@ def capturing(llama_cpp) -> Iterator[LoadLog]:
     log = LoadLog()
     pending = [""]
 
-    @llama_cpp.llama_log_callback
     def on_log(_level: int, text: bytes, _data: ctypes.c_void_p) -> None:
         chunk = text.decode("utf-8", "replace")
         sys.stderr.write(chunk)
@@ -126,7 +126,8 @@ def capturing(llama_cpp) -> Iterator[LoadLog]:
         for line in lines:
             log.feed(line)
 
-    llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+    callback = llama_cpp.llama_log_callback(on_log)  # kept alive until llama-cpp-python's logger is back
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
     try:
         yield log
     finally:

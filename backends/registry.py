@@ -62,7 +62,8 @@ def backend_class(name: str) -> type[Backend]:
     except KeyError:
         raise UnknownBackend(f"no backend named {name!r}; known: {', '.join(names())}") from None
     module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    found: type[Backend] = getattr(importlib.import_module(module_name), class_name)
+    return found
 
 
 def status(name: str) -> BackendStatus:

@@ -19,17 +19,20 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt,
                            SamplingSettings, Scored, Token)
 
+if TYPE_CHECKING:
+    import httpx
+
 DEFAULT_TIMEOUT_S = 10.0  # connecting, and each answer that is not a stream
 DEFAULT_STALL_S = 60.0  # a stream that sends nothing for this long is given up (a long prefill sends nothing)
-_POLL_S = 0.05
-_UNBOUNDED = 1_000_000  # the shared loop's token limit while the server applies the real one  # how often a waiting stream looks at the cancel flag
+_POLL_S = 0.05  # how often a waiting stream looks at the cancel flag
+_UNBOUNDED = 1_000_000  # the shared loop's token limit while the server applies the real one
 _ERROR_BODY_BYTES = 2000
 
 # Servers that take llama.cpp's sampling extras by these names; for the rest only OpenAI's own fields are sent
@@ -93,7 +96,7 @@ class ServerInfo:
 # --- HTTP -------------------------------------------------------------------------------------------
 
 
-def _client(endpoint: Endpoint, *, read_timeout: float | None = None):
+def _client(endpoint: Endpoint, *, read_timeout: float | None = None) -> httpx.Client:
     import httpx
 
     verify: Any = True
@@ -103,7 +106,8 @@ def _client(endpoint: Endpoint, *, read_timeout: float | None = None):
         try:
             verify = ssl.create_default_context(cafile=endpoint.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise GenerationError("connection", f"{endpoint.label}: the CA file {endpoint.ca_file} cannot be used: {exc}",
+            raise GenerationError("connection",
+                                  f"{endpoint.label}: the CA file {endpoint.ca_file} cannot be used: {exc}",
                                   "pick a PEM file with the server's CA certificate") from None
     headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
     timeout = httpx.Timeout(endpoint.timeout_s, read=endpoint.timeout_s if read_timeout is None else read_timeout)
@@ -118,7 +122,8 @@ def describe_transport_error(endpoint: Endpoint, exc: Exception) -> GenerationEr
     where = endpoint.base_url
     text = str(exc)
     if isinstance(exc, httpx.ConnectTimeout):
-        return GenerationError("connection", f"{endpoint.label}: no answer from {where} within {endpoint.timeout_s:g} s",
+        return GenerationError("connection",
+                               f"{endpoint.label}: no answer from {where} within {endpoint.timeout_s:g} s",
                                "check the address and that the server is running and reachable")
     if isinstance(exc, httpx.ConnectError):
         low = text.lower()
@@ -133,7 +138,8 @@ def describe_transport_error(endpoint: Endpoint, exc: Exception) -> GenerationEr
         return GenerationError("connection", f"{endpoint.label}: could not connect to {where} ({text})",
                                "is the server running? Start it, or check the address and port")
     if isinstance(exc, httpx.TimeoutException):
-        return GenerationError("connection", f"{endpoint.label}: {where} did not answer within {endpoint.timeout_s:g} s")
+        return GenerationError("connection",
+                               f"{endpoint.label}: {where} did not answer within {endpoint.timeout_s:g} s")
     return GenerationError("connection", f"{endpoint.label}: the connection to {where} failed ({type(exc).__name__}: "
                                          f"{text})")
 
@@ -190,7 +196,8 @@ def _models_from(data: Any) -> tuple[tuple[RemoteModel, ...], str]:
             continue
         owned_by = str(item.get("owned_by") or "")
         owners.add(owned_by.lower())
-        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+        raw_meta = item.get("meta")
+        meta = raw_meta if isinstance(raw_meta, dict) else {}
         n_ctx = item.get("max_model_len") or meta.get("n_ctx") or meta.get("n_ctx_train")
         models.append(RemoteModel(item["id"], owned_by, int(n_ctx) if isinstance(n_ctx, int) else None))
     kind = "openai-compatible"
@@ -252,9 +259,9 @@ class _Stream:
         self._path = path
         self._body = body
         self._served = served
-        self._queue: queue.Queue = queue.Queue()
-        self._client = None
-        self._response = None
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._client: httpx.Client | None = None
+        self._response: httpx.Response | None = None
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._read, name="remote-stream", daemon=True)
 
@@ -263,8 +270,8 @@ class _Stream:
 
         endpoint = self._endpoint
         try:
-            self._client = _client(endpoint, read_timeout=endpoint.stall_s)
-            with self._client.stream("POST", self._path, json=self._body) as response:
+            self._client = client = _client(endpoint, read_timeout=endpoint.stall_s)
+            with client.stream("POST", self._path, json=self._body) as response:
                 self._response = response
                 if response.status_code != 200:
                     body = response.read()
@@ -408,7 +415,8 @@ class RemoteBackend(Backend):
         return ("n/a: an OpenAI-compatible endpoint returns at most the top few log-probabilities of tokens it chose "
                 "itself, never whole next-token distributions")
 
-    def score(self, request_id: str, *, text: str | None = None, tokens=None, max_tokens: int | None = None,
+    def score(self, request_id: str, *, text: str | None = None, tokens: Sequence[int] | None = None,
+              max_tokens: int | None = None,
               logprobs_path: str = "", vocabulary_path: str = "") -> Scored:
         """Perplexity's input from the server itself: ``/completions`` with ``echo`` and ``logprobs`` gives the
         log-probability of each token of ``text`` as the server tokenized it (vLLM, and llama-cpp-python's server
@@ -499,7 +507,8 @@ class RemoteBackend(Backend):
         if isinstance(timings, dict):
             self._server_stats = {k: v for k, v in timings.items() if isinstance(v, int | float)}
 
-    def generate(self, request_id, messages, sampling, cancelled) -> Iterator[Token | Done]:
+    def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
+                 cancelled: threading.Event) -> Iterator[Token | Done]:
         """The shared loop, with the server's own counts and timings folded into the Done.
 
         The server stops at ``max_tokens`` itself; the loop here is not told the limit, because a chunk may carry

@@ -51,7 +51,7 @@ def bundle(app: Path, name: str, spec: str) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(site / "llama_cpp", target / "site" / "llama_cpp",
                     ignore=lambda _dir, names: [n for n in names if n == "__pycache__" or VERSIONED_COPY.search(n)])
-    manifest["built_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    manifest["built_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     (target / "runtime.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     print(f"runtime {name}: {manifest['backend']}, llama-cpp-python {manifest['llama_cpp_python']}, "

@@ -150,7 +150,8 @@ class HardwareProfile:
 
 # (class, field) -> the dataclass its object (or list of objects) is made of.
 _NESTED: dict[tuple[type, str], type] = {
-    (HardwareProfile, "cpu"): CpuInfo, (HardwareProfile, "gpus"): GpuInfo, (HardwareProfile, "backends"): BackendSupport,
+    (HardwareProfile, "cpu"): CpuInfo, (HardwareProfile, "gpus"): GpuInfo,
+    (HardwareProfile, "backends"): BackendSupport,
     (HardwareProfile, "runtimes"): RuntimeInfo, (RuntimeInfo, "devices"): RuntimeDevice,
 }
 

@@ -81,9 +81,9 @@ def _runtimes() -> list[dict[str, Any]]:
 
 
 def _models_dir() -> str:
-    from app import paths
+    from app import settings
 
-    return str(paths.models_dir())
+    return str(settings.models_dir())
 
 
 def _processor_name() -> str:

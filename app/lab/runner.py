@@ -105,7 +105,8 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
         else:
             seen[v.label] = 1
     if reference is not None:
-        chosen = variants[paths.index(reference if is_remote_ref(reference) else Path(reference).expanduser().resolve())]
+        named = reference if is_remote_ref(reference) else Path(reference).expanduser().resolve()
+        chosen = variants[paths.index(named)]
         if chosen.format == "remote":
             raise QuantDeskError(f"{chosen.label} cannot be the reference: {REMOTE_NO_DISTRIBUTIONS}",
                                  "name a local model as --reference; the remote one is compared against it")

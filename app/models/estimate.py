@@ -361,7 +361,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
         attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
         logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
         blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
-        output_on_host = n_layer < first_gpu_layer or (output_weight is not None and not fits_gpu(output_weight.n_bytes))
+        output_on_host = n_layer < first_gpu_layer or (output_weight is not None
+                                                       and not fits_gpu(output_weight.n_bytes))
         gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
             g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
             kv_on_both=0 < blocks_on_gpu < n_layer,

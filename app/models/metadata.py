@@ -383,7 +383,8 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
             fh.seek(start)
             return fh.read(end - start)
 
-        return parse_growing(read, parse_gguf_header, path.name)
+        header: tuple[dict[str, Any], list[TensorInfo], int] = parse_growing(read, parse_gguf_header, path.name)
+        return header
 
 
 def read_gguf_file(path: str | Path) -> ModelMetadata:
@@ -675,18 +676,24 @@ def metadata_from_config(config: dict[str, Any], tensors: list[TensorInfo], *, s
     return meta
 
 
+def parse_json_object(data: bytes, source: str) -> dict[str, Any]:
+    """A config.json's bytes (from a file or an HTTP read) as a dict, or a sentence naming ``source``."""
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelMetadataError(f"{source} is not valid JSON: {exc}.") from exc
+    if not isinstance(value, dict):
+        raise ModelMetadataError(f"{source} does not hold a JSON object.")
+    return value
+
+
 def read_model_folder(folder: str | Path) -> ModelMetadata:
     """An MLX / EXL2 / EXL3 / safetensors model folder: config.json and every *.safetensors header."""
     folder = Path(folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ModelMetadataError(f"{folder} has no config.json.", "is this a model folder?")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelMetadataError(f"{config_path} is not valid JSON: {exc}.") from exc
-    if not isinstance(config, dict):
-        raise ModelMetadataError(f"{config_path} does not hold a JSON object.")
+    config = parse_json_object(config_path.read_bytes(), str(config_path))
     tensors: list[TensorInfo] = []
     for st in sorted(folder.glob("*.safetensors")):
         tensors.extend(read_safetensors_file(st))

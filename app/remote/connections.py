@@ -161,7 +161,9 @@ def _read_key_file() -> dict[str, str]:
         data = json.loads(key_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _write_key_file(keys: dict[str, str]) -> None:
@@ -292,6 +294,20 @@ class Connections:
         return Endpoint(base_url=connection.base_url, model=model, api_key=self.api_key(connection),
                         ca_file=str(Path(connection.ca_file).expanduser()) if connection.ca_file else "",
                         timeout_s=connection.timeout_s, stall_s=connection.stall_s, name=connection.name)
+
+    def probe(self, connection: Connection) -> dict:
+        """The connection's models, the kind of server and its latency (``remote test``, Settings' Test button);
+        raises EngineError with the sentence when the server cannot be used."""
+        from app.errors import EngineError
+        from backends.base import GenerationError
+        from backends.remote import list_models
+
+        try:
+            info = list_models(self.endpoint(connection))
+        except GenerationError as exc:
+            raise EngineError(exc.message, exc.hint, kind=exc.kind) from None
+        return {"name": connection.name, "kind": info.kind, "latency_ms": round(info.latency_ms, 1),
+                "models": [{"id": m.id, "owned_by": m.owned_by, "n_ctx": m.n_ctx} for m in info.models]}
 
     def endpoint_for(self, ref: str) -> Endpoint:
         name, model = parse_ref(ref)

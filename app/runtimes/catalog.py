@@ -181,7 +181,8 @@ def discover() -> list[Runtime]:
             if any(r.name == runtime.name for r in found):
                 other = next(r for r in found if r.name == runtime.name)
                 runtime = Runtime(runtime.name, runtime.backend, origin, runtime.lib_dir, runtime.site,
-                                  runtime.version, problem=f"its name is taken by the runtime {ORIGIN_WORDS[other.origin]}")
+                                  runtime.version,
+                                  problem=f"its name is taken by the runtime {ORIGIN_WORDS[other.origin]}")
             found.append(runtime)
     return found
 

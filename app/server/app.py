@@ -118,7 +118,7 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
 
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {data}\n\n".encode("utf-8")
+    return f"data: {data}\n\n".encode()
 
 
 class OpenAIServer:

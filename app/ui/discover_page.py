@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QH
 
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
-from app.ui.discover_data import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
+from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, human_bytes, human_memory
 
 PAGE_SIZE = 20
@@ -196,7 +196,8 @@ class DiscoverPage(QWidget):
         self._check_offline()
 
     def _check_offline(self) -> bool:
-        from app.hub.config import is_offline, offline_error
+        from app.hub.config import offline_error
+        from app.settings import is_offline
 
         if is_offline():
             error = offline_error("search the Hub or download")  # names the switch that is on: Settings or a variable

@@ -117,7 +117,8 @@ def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: i
     if not expected or info.gpu_layers >= expected:
         return ""
     if not info.gpu_offload_supported:
-        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but the {info.runtime or info.backend} "
+        engine = info.runtime or info.backend
+        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but the {engine} "
                 "runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU "
                 "runtime on the Hardware page (or: quantdesk runtime build vulkan).")
     return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "

@@ -18,10 +18,8 @@ KEY_STORES = {"keychain": "key in the system keychain", "file": "key in the key 
 
 def list_connection_models(name: str) -> dict:
     """(background) The connection's models and latency, as ``quantdesk remote test`` prints them."""
-    from app.remote.commands import test_connection
-
     store = remote.Connections()
-    return test_connection(store, store.get(name))
+    return store.probe(store.get(name))
 
 
 class ConnectionsPanel(QWidget):
@@ -71,7 +69,8 @@ class ConnectionsPanel(QWidget):
         self.stall_box.setValue(remote.Connection.stall_s)
         self.stall_box.setSuffix(" s silent before giving up")
         self.stall_box.setAccessibleName("Stall limit")
-        self.stall_box.setToolTip("A reply that sends nothing for this long is given up (a long prompt may take a while)")
+        self.stall_box.setToolTip("A reply that sends nothing for this long is given up "
+                                  "(a long prompt may take a while)")
         timeouts.addWidget(self.timeout_box)
         timeouts.addWidget(self.stall_box)
         timeouts.addStretch(1)
@@ -186,7 +185,8 @@ class ConnectionsPanel(QWidget):
 
     @Slot()
     def _on_choose_ca(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "The server's CA certificate", "", "PEM files (*.pem *.crt);;All (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "The server's CA certificate", "",
+                                              "PEM files (*.pem *.crt);;All (*)")
         if path:
             self.ca_edit.setText(path)
 

@@ -135,8 +135,10 @@ def wait_for(app, signal, action) -> None:
 def fill_discover_and_downloads(window) -> None:
     """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
     and the Downloads page with one job running and one finished."""
-    from app.hub.download import DownloadRequest, DownloadResult, DownloadTask, Progress
-    from app.ui.discover_data import ModelChoices, QuantChoice
+    from app.hub.download import DownloadResult, Progress
+    from app.hub.download_queue import DownloadTask
+    from app.hub.plan import DownloadRequest
+    from app.hub.discover import ModelChoices, QuantChoice
 
     repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"
     rows = (("Q3_K_M", 3.81, "full GPU", 4.6, 58.0), ("Q4_K_M", 4.68, "full GPU", 5.5, 47.9),
@@ -246,7 +248,7 @@ def fill_lab_and_server(window, work: Path) -> None:
     server.switch.setChecked(True)
     server.switch.blockSignals(False)
     server.state = "starting"
-    server._on_started(Running(_IdleServer(), 8080))
+    server._on_started(0, Running(_IdleServer(), 8080))  # as the start job answers (ticket, result)
     server._on_poll()
 
 
@@ -261,11 +263,11 @@ def isolate(work: Path) -> None:
 
 def fill_library(work: Path) -> None:
     """A library as a user has it after a few weeks: downloads, a copied import, a model used in place."""
-    from app import paths
+    from app import settings
     from app.hub import config
     from app.hub.library import Library, LibraryEntry
 
-    root = paths.models_dir()
+    root = settings.models_dir()
     library = Library(root)
     usb = work / "usb" / "Mistral-7B-Instruct-v0.3-Q5_K_M.gguf"
     usb.parent.mkdir(parents=True)

@@ -76,8 +76,8 @@ def test_apple_is_unified_memory_and_prefers_mlx():
                         key_length=128, value_length=128, quant=QuantInfo("mlx", "4bit", 4.5),
                         tensors=[TensorInfo("w", (1,), "U32", 5 * GiB)])
     report = recommend([("gguf-q4", _fake_gguf("Q4_K_M", layer_bytes=150 * MiB)), ("mlx-4bit", mlx)], hw)
-    assert report["format_preference"][0] == "mlx"
-    assert report["best"]["format"] == "mlx" and report["best"]["label"] == "mlx-4bit"
+    assert report.format_preference[0] == "mlx"
+    assert report.best.format == "mlx" and report.best.label == "mlx-4bit"
 
 
 def test_recommender_picks_highest_precision_that_fits_fully_and_explains():
@@ -85,15 +85,15 @@ def test_recommender_picks_highest_precision_that_fits_fully_and_explains():
     metas = [(q, _fake_gguf(q, layer_bytes=mb * MiB)) for q, mb in
              (("Q4_K_M", 130), ("Q6_K", 190), ("Q8_0", 240), ("F16", 450))]
     report = recommend(metas, hw)
-    verdicts = {c["label"]: c["verdict"] for c in report["candidates"]}
+    verdicts = {c.label: c.verdict for c in report.candidates}
     assert verdicts["Q4_K_M"] == verdicts["Q6_K"] == "full GPU"
     assert verdicts["F16"].startswith("partial") or verdicts["F16"] == "CPU only"
-    best = report["best_per_format"]["gguf"]
-    full = [c for c in report["candidates"] if c["verdict"] == "full GPU"]
-    assert best["label"] == max(full, key=lambda c: c["bits_per_weight"])["label"]
-    assert best["reason"].endswith(".") and best["quant"] in best["reason"]
-    assert report["load_settings"]["gpu_layers"] == 33
-    json.dumps(report)  # the CLI prints it
+    best = report.best_per_format["gguf"]
+    full = [c for c in report.candidates if c.verdict == "full GPU"]
+    assert best.label == max(full, key=lambda c: c.bits_per_weight).label
+    assert best.reason.endswith(".") and best.quant in best.reason
+    assert report.load_settings.gpu_layers == 33
+    json.dumps(report.to_json())  # the CLI prints it
 
 
 def test_exl_preferred_only_when_it_fits_and_exllama_is_usable():
@@ -103,9 +103,9 @@ def test_exl_preferred_only_when_it_fits_and_exllama_is_usable():
                         tensors=[TensorInfo("w", (1,), "U8", 4 * GiB)])
     gguf = _fake_gguf("Q4_K_M", layer_bytes=130 * MiB)
     ready = _hw([_nvidia(24 * GiB)], backends=[BackendSupport("exllamav3", True)])
-    assert recommend([("exl", exl), ("gguf", gguf)], ready)["best"]["format"] == "exl3"
+    assert recommend([("exl", exl), ("gguf", gguf)], ready).best.format == "exl3"
     no_exllama = _hw([_nvidia(24 * GiB)], backends=[BackendSupport("exllamav3", False, "no CUDA torch")])
-    assert recommend([("exl", exl), ("gguf", gguf)], no_exllama)["best"]["format"] == "gguf"
+    assert recommend([("exl", exl), ("gguf", gguf)], no_exllama).best.format == "gguf"
     assert fit_model(exl, _hw()).verdict == "does not fit"  # no NVIDIA GPU
 
 
@@ -183,10 +183,10 @@ def test_no_split_where_it_cannot_help_or_when_told():
 def test_recommend_names_the_split_and_its_load_settings():
     hw = _hw([_nvidia(8 * GiB)], ram=64 * GiB)
     report = recommend([("moe-q4", _fake_moe())], hw)
-    cand = report["candidates"][0]
-    assert cand["verdict"].startswith("MoE split") and cand["cpu_moe"] == report["load_settings"]["cpu_moe"] > 0
-    assert report["load_settings"]["gpu_layers"] == 49
-    assert "experts of" in report["best"]["reason"] and "system RAM" in report["best"]["reason"]
+    cand = report.candidates[0]
+    assert cand.verdict.startswith("MoE split") and cand.estimate.cpu_moe == report.load_settings.cpu_moe > 0
+    assert report.load_settings.gpu_layers == 49
+    assert "experts of" in report.best.reason and "system RAM" in report.best.reason
 
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.models.estimate import LLAMA_CPP_MODELLED
 from app.models.metadata import RECURRENT_ARCHS
-from app.ui.discover_data import TIERS, starter_list
+from app.hub.discover import TIERS, starter_list
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_AN_ARCHITECTURE = "not-an-architecture"

@@ -33,7 +33,7 @@ def record_nvml() -> dict | None:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:
+    except Exception:  # no NVIDIA driver (or no pynvml) on the machine recorded: nothing to record
         return None
     devices = []
     for i in range(pynvml.nvmlDeviceGetCount()):

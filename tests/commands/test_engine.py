@@ -47,7 +47,7 @@ def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     result = quantdesk("chat", str(bad), "--prompt", "hi")
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        f"quantdesk: model.gguf is not a GGUF file: it starts with b'not ', not b'GGUF' "
+        "quantdesk: model.gguf is not a GGUF file: it starts with b'not ', not b'GGUF' "
         "(the file may be corrupt or an HTML error page saved by a failed download)")
     assert "Traceback" not in result.stderr
     result = quantdesk("chat", str(bad), "--prompt", "hi", "--temperature", "-3")

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
     p.add_argument("--temperature", type=float, default=0.8,
                    help="sampling temperature, 0 always picks the likeliest token (default 0.8)")
-    p.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: keep this much probability (default 0.95)")
+    p.add_argument("--top-p", type=float, default=0.95,
+                   help="nucleus sampling: keep this much probability (default 0.95)")
     p.add_argument("--top-k", type=int, default=40, help="sample among this many likeliest tokens, 0 all (default 40)")
     p.add_argument("--min-p", type=float, default=0.05,
                    help="drop tokens less likely than this times the likeliest one (default 0.05)")

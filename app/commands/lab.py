@@ -77,15 +77,19 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
     from app.errors import QuantDeskError
 
     if bool(args.repo) != bool(args.quant):
-        raise QuantDeskError("--repo and --quant go together", "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
+        raise QuantDeskError("--repo and --quant go together",
+                             "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
     if not args.repo:
         return []
-    from app.hub.download import DownloadRequest, download
+    from app.hub.download import download
+    from app.hub.listing import RepoListing
+    from app.hub.plan import DownloadRequest
 
+    listing = RepoListing.fetch(args.repo)  # listed once for every quant
     paths = []
     for quant in args.quant:
         print(f"fetching {args.repo} {quant}…", file=sys.stderr)
-        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant)).path))
+        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant), listing=listing).path))
     return paths
 
 

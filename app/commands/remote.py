@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from app.errors import EngineError, QuantDeskError
+from app.errors import QuantDeskError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,19 +71,6 @@ def _read_key(args: argparse.Namespace) -> str | None:
     return None
 
 
-def test_connection(connections, connection) -> dict:
-    """List the connection's models; raises EngineError (with the sentence) when the server cannot be used."""
-    from backends.base import GenerationError
-    from backends.remote import list_models
-
-    try:
-        info = list_models(connections.endpoint(connection))
-    except GenerationError as exc:
-        raise EngineError(exc.message, exc.hint, kind=exc.kind) from None
-    return {"name": connection.name, "kind": info.kind, "latency_ms": round(info.latency_ms, 1),
-            "models": [{"id": m.id, "owned_by": m.owned_by, "n_ctx": m.n_ctx} for m in info.models]}
-
-
 def _print_test(result: dict) -> None:
     models = result["models"]
     print(f"{result['name']}: {result['kind']} server, answered in {result['latency_ms']:.0f} ms, "
@@ -102,7 +89,7 @@ def run_add(args: argparse.Namespace) -> int:
                             timeout_s=args.timeout or (previous.timeout_s if previous else Connection.timeout_s),
                             stall_s=args.stall_timeout or (previous.stall_s if previous else Connection.stall_s))
     connection = store.save(connection, api_key=_read_key(args))
-    result = None if args.no_test else test_connection(store, connection)
+    result = None if args.no_test else store.probe(connection)
     if args.json:
         print(json.dumps({"connection": connection.to_json(), "test": result}, indent=1))
     else:
@@ -138,7 +125,7 @@ def run_test(args: argparse.Namespace) -> int:
     from app.remote.connections import Connections
 
     store = Connections()
-    result = test_connection(store, store.get(args.name))
+    result = store.probe(store.get(args.name))
     print(json.dumps(result, indent=1)) if args.json else _print_test(result)
     return 0
 

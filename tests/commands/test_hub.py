@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from app import paths
+from app import settings
 from app.cli import main
 from app.hub import config
-from app.hub.download import STAGING_DIR_NAME, DownloadRequest
+from app.hub.download import STAGING_DIR_NAME
+from app.hub.plan import DownloadRequest
 from tests.hub.conftest import payload, sha256, write_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_pull_killed_at_half_resumes_with_range_and_matching_sha256(hub_env):
     hub_env.add_repo("acme/kill-GGUF", {name: data}, tags=["gguf"])
     # The first transfer stops at half (as if the line went quiet), so the kill lands at a known point.
     hub_env.faults.add(name, "stall", after_bytes=SIZE // 2, seconds=60)
-    part = (paths.models_dir() / STAGING_DIR_NAME / DownloadRequest("acme/kill-GGUF", quant="Q4_K_M").key()
+    part = (settings.models_dir() / STAGING_DIR_NAME / DownloadRequest("acme/kill-GGUF", quant="Q4_K_M").key()
             / "files" / (name + ".part"))
     child = _pull(["acme/kill-GGUF", "--quant", "Q4_K_M"])
     try:
@@ -72,7 +73,7 @@ def test_ctrl_c_leaves_a_resumable_partial_and_says_so(hub_env):
     name = "int-Q4_0.gguf"
     hub_env.add_repo("acme/int-GGUF", {name: payload(SIZE, 8)}, tags=["gguf"])
     hub_env.faults.add(name, "stall", after_bytes=1_000_000, seconds=60)
-    part = (paths.models_dir() / STAGING_DIR_NAME / DownloadRequest("acme/int-GGUF").key() / "files" / (name + ".part"))
+    part = (settings.models_dir() / STAGING_DIR_NAME / DownloadRequest("acme/int-GGUF").key() / "files" / (name + ".part"))
     child = _pull(["acme/int-GGUF"])
     assert _wait_for(lambda: part.exists() and part.stat().st_size >= 1_000_000)
     child.send_signal(signal.SIGINT)
@@ -181,7 +182,7 @@ def test_import_a_single_file_from_a_stick_works_offline(tmp_path, monkeypatch, 
     assert main(["import", str(stick), "--json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)
     assert entry["owned"] and entry["quant"] == "Q4_K_M" and entry["architecture"] == "llama"
-    assert Path(entry["path"]).is_relative_to(paths.models_dir())
+    assert Path(entry["path"]).is_relative_to(settings.models_dir())
     assert entry["files"][0]["sha256"] == sha256(stick)
     assert main(["ls"]) == 0
     assert "local:Stick-Model-Q4_K_M" in capsys.readouterr().out

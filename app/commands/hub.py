@@ -91,24 +91,25 @@ def _search(args) -> int:
 
 
 def _show(args) -> int:
-    from app.hub.search import repo_details
+    from app.hub.listing import RepoListing
 
-    details = repo_details(args.repo, args.revision)
+    listing = RepoListing.fetch(args.repo, args.revision)
     if args.json:
-        print(json.dumps(details.to_json(), indent=1))
+        print(json.dumps(listing.to_json(), indent=1))
         return 0
-    print(f"{details.repo_id} @ {details.commit[:12]}  format {details.format}  licence {details.license or '?'}"
-          f"{'  gated' if details.gated else ''}  updated {details.last_modified or '?'}")
-    if details.summary:
-        print(details.summary)
-    if len(details.branches) > 1:
-        print("branches: " + ", ".join(details.branches))
-    for group in details.quants:
+    print(f"{listing.repo_id} @ {listing.commit[:12]}  format {listing.format}  licence {listing.license or '?'}"
+          f"{'  gated' if listing.gated else ''}  updated {listing.last_modified or '?'}")
+    if listing.summary():
+        print(listing.summary())
+    if len(listing.branches) > 1:
+        print("branches: " + ", ".join(b.name for b in listing.branches))
+    quants = listing.quants()
+    for group in quants:
         where = f"branch {group.revision}: " if group.revision else ""
         print(f"  {group.quant:<10} {_size(group.size):>10}  {where}{', '.join(group.files)}")
-    if not details.quants:
-        for f in details.files:
-            print(f"  {_size(f['size']):>10}  {f['path']}")
+    if not quants:
+        for f in listing.files:
+            print(f"  {_size(f.size):>10}  {f.path}")
     return 0
 
 
@@ -146,7 +147,8 @@ class _Bar:
 
 
 def _pull(args) -> int:
-    from app.hub.download import DownloadRequest, Downloader, partial_downloads
+    from app.hub.download import Downloader, partial_downloads
+    from app.hub.plan import DownloadRequest
 
     request = DownloadRequest(repo_id=args.repo, revision=args.revision, quant=args.quant,
                               files=tuple(args.file or ()))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.hub.errors import RemoteReadError
+from app.hub.remote import read_remote_gguf
 from app.models.metadata import read_gguf_file
-from app.models.remote import RemoteReadError, read_remote_gguf
 from tests.fixtures.hub_server import HubServer
 from tests.models.gguf_builder import ArchSpec, write_gguf
 

@@ -1,16 +1,17 @@
 """What the Discover page and the first run show, worked out without Qt (so it runs in a worker thread and is
 easy to test): the curated starting list, and for one Hub repo every quant with its fit on this machine, the
-memory it needs, its predicted speed, its download size and the request that fetches it."""
+memory it needs, its predicted speed, its download size and the request that fetches it. The repo is listed once
+(app.hub.listing) and each quant's header read once; app.models sizes them."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 
 from app.hardware.profile import HardwareProfile
-from app.hub.download import DownloadRequest
+from app.hub.listing import ListedModel, RepoListing
+from app.hub.plan import DownloadRequest
 
 DEFAULT_N_CTX = 8192
 
@@ -118,45 +119,34 @@ class ModelChoices:
 
 
 def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX) -> ModelChoices:
-    """Every quant of ``repo_id`` fitted to ``hw`` (network: the file list and each quant's header)."""
-    from app.hub import config
-    from app.hub.search import repo_details
-    from app.models.commands import hub_candidates
+    """Every quant of ``repo_id`` fitted to ``hw``. The Hub first (the listing, then each quant's header), then
+    the fit math on what was read."""
     from app.models.recommend import recommend
 
-    config.require_online(f"look up {repo_id}")
-    details = repo_details(repo_id)
-    report = recommend(hub_candidates(repo_id), hw, n_ctx)
-    best_label = (report["best"] or {}).get("label")
-    out = ModelChoices(repo_id=details.repo_id, format=details.format, summary=details.summary,
-                       best_reason=(report["best"] or {}).get("reason", ""), format_reason=report["format_reason"])
-    for cand in report["candidates"]:
-        request, size = _request_for(repo_id, cand["label"], details)
-        memory = sum(d["total_bytes"] for d in cand["devices"]) if cand["devices"] else None
+    listing = RepoListing.fetch(repo_id)
+    models = listing.models()
+    candidates = listing.candidates(models)
+    downloads = {m.label: (download_request(repo_id, m), listing.download_size(m)) for m in models}
+    out = ModelChoices(repo_id=listing.repo_id, format=listing.format, summary=listing.summary())
+
+    report = recommend(candidates, hw, n_ctx)
+    out.best_reason = report.best.reason if report.best else ""
+    out.format_reason = report.format_reason
+    for fit in report.candidates:
+        request, size = downloads[fit.label]
         out.choices.append(QuantChoice(
-            label=cand["label"], quant=cand["quant"], format=cand["format"], verdict=cand["verdict"],
-            reason=cand["reason"], request=request, download_bytes=size, memory_bytes=memory,
-            decode_tok_s=cand["decode_tok_s"], best=cand["label"] == best_label))
+            label=fit.label, quant=fit.quant, format=fit.format, verdict=fit.verdict, reason=fit.reason,
+            request=request, download_bytes=size, memory_bytes=fit.memory_bytes,
+            decode_tok_s=None if fit.decode_tok_s is None else round(fit.decode_tok_s, 1),
+            best=report.best is not None and fit.label == report.best.label))
     out.choices.sort(key=lambda c: (c.format, c.download_bytes))
     return out
 
 
-def _request_for(repo_id: str, label: str, details) -> tuple[DownloadRequest, int]:
-    """The download that fetches the candidate ``label``, and its size in bytes."""
-    sizes = {f["path"]: f["size"] or 0 for f in details.files}
-    if label.startswith(repo_id + "/"):  # one GGUF (the first shard names the quant; fetch every shard)
-        name = label[len(repo_id) + 1:]
-        group = next((g for g in details.quants if name in g.files), None)
-        files = tuple(group.files) if group else (name,)
-        return DownloadRequest(repo_id, files=files), sum(sizes.get(f, 0) for f in files)
-    if label.startswith(repo_id + "@"):  # an EXL2/EXL3 bit rate kept in its own branch
-        branch = label[len(repo_id) + 1:]
-        group = next((g for g in details.quants if g.revision == branch), None)
-        return DownloadRequest(repo_id, revision=branch), group.size if group else 0
-    # a model folder (MLX, safetensors): the whole repo
-    return DownloadRequest(repo_id), sum(size for path, size in sizes.items() if path != ".gitattributes")
-
-
-def is_model_file(path: str | Path) -> bool:
-    path = Path(path)
-    return path.suffix.lower() == ".gguf" or (path.is_dir() and (path / "config.json").is_file())
+def download_request(repo_id: str, model: ListedModel) -> DownloadRequest:
+    """The download that fetches ``model``: a GGUF's files (every shard), a bit-rate branch, or the whole repo."""
+    if model.kind == "gguf":
+        return DownloadRequest(repo_id, files=model.files)
+    if model.kind == "branch":
+        return DownloadRequest(repo_id, revision=model.revision or "main")
+    return DownloadRequest(repo_id)

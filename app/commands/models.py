@@ -80,97 +80,22 @@ def load_metadata(model: str):
         repo_id, _, revision = repo_id.partition("@")  # owner/repo@4.0bpw: one branch of an EXL repo
         if rest:
             from app.hub.config import require_online
-            from app.models.remote import read_remote_gguf
+            from app.hub.remote import read_remote_gguf
 
             require_online(f"read {repo_id} on the Hub")
             return read_remote_gguf(repo_id, rest, revision or None)
-        found = hub_candidates(repo_id, revision or None)
-        if not found:
+        from app.hub.listing import RepoListing
+
+        listing = RepoListing.fetch(repo_id, revision or None)
+        models = listing.models()
+        if not models:
             raise BadModelArgument(f"{repo_id} has no GGUF, MLX or EXL model files we can read.")
-        label, meta = found[0]
+        (_label, meta), = listing.candidates(models[:1])
         if isinstance(meta, Exception):
             raise meta
         return meta
     raise BadModelArgument(f"No such model file or folder: {model}.",
                            "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
-
-
-def hub_candidates(repo_id: str, revision: str | None = None) -> list[tuple[str, object]]:
-    """Every quant in a Hub repo: one entry per GGUF (first shard), the repo's config.json model, and each
-    EXL2/EXL3 branch named for a bit rate (``owner/repo@4.0bpw``; ``@6_5`` too where the repo is known to be EXL,
-    or the branch's own config says so), read from its config and safetensors headers."""
-    from huggingface_hub import HfApi
-
-    from app.hub.config import require_online
-    from app.hub.formats import EXL_FORMATS, exl_branches, exl_format_hint, is_bare_bit_rate
-    from app.models.quants import parse_gguf_filename
-    from app.models.remote import _endpoint, read_remote_gguf
-
-    require_online(f"read {repo_id} on the Hub")
-    api = HfApi(endpoint=_endpoint())
-    try:
-        info = api.model_info(repo_id, revision=revision)  # the file list and the tags in one request
-    except Exception as exc:  # huggingface_hub raises many HTTP error types; one sentence for the user
-        raise BadModelArgument(f"Could not list {repo_id} on the Hub: {exc}.") from exc
-    files = [s.rfilename for s in info.siblings or []]
-    out: list[tuple[str, object]] = []
-    for name in sorted(f for f in files if f.lower().endswith(".gguf")):
-        gguf = parse_gguf_filename(name)
-        if gguf and not gguf.is_first_shard:
-            continue
-        if "mmproj" in name.lower():
-            continue  # vision projector, not a language model
-        try:
-            out.append((f"{repo_id}/{name}", read_remote_gguf(repo_id, name, revision)))
-        except QuantDeskError as exc:
-            out.append((f"{repo_id}/{name}", exc))
-    if out:
-        return out
-    branches: dict = {}
-    unsure: set[str] = set()  # named by a bare number in a repo not known to be EXL: its own config decides
-    if revision is None:  # a named revision is sized alone; otherwise each bit-rate branch is a candidate
-        try:
-            names = [b.name for b in api.list_repo_refs(repo_id).branches]
-        except Exception as exc:  # as above: one sentence
-            raise BadModelArgument(f"Could not list the branches of {repo_id} on the Hub: {exc}.") from exc
-        hint = exl_format_hint(repo_id, info.tags, files)
-        branches = exl_branches(repo_id, names, hint, bare_numbers=True)
-        unsure = set() if hint else {b for b in branches if is_bare_bit_rate(b)}
-    holds_weights = any(f.endswith(".safetensors") for f in files)
-    if "config.json" in files and (holds_weights or not set(branches) - unsure):  # an EXL main: often a config only
-        label = f"{repo_id}@{revision}" if revision else repo_id
-        out.append((label, _hub_folder_metadata(repo_id, files, revision, source=label, name=revision or repo_id)))
-    for branch, quant in branches.items():
-        label = f"{repo_id}@{branch}"
-        try:
-            branch_files = api.list_repo_files(repo_id, revision=branch)
-        except Exception as exc:  # as above: one sentence
-            if branch not in unsure:
-                out.append((label, BadModelArgument(f"Could not list {label} on the Hub: {exc}.")))
-            continue
-        meta = _hub_folder_metadata(repo_id, branch_files, branch, source=label, name=branch)
-        if branch in unsure and (isinstance(meta, Exception) or meta.format not in EXL_FORMATS):
-            continue  # e.g. a version branch "1_0" of a plain repo: not a quant
-        if not isinstance(meta, Exception) and meta.format not in EXL_FORMATS:
-            meta.format, meta.quant = quant.format, quant  # an EXL2 made before exllamav2 wrote quantization_config
-        out.append((label, meta))
-    return out
-
-
-def _hub_folder_metadata(repo_id: str, files: list[str], revision: str | None, source: str, name: str):
-    """ModelMetadata of a model folder on the Hub (config.json + the top-level safetensors headers, read with
-    Range requests), or the error that stopped it."""
-    from app.models.metadata import metadata_from_config
-    from app.models.remote import read_remote_json, read_remote_safetensors
-
-    try:
-        config = read_remote_json(repo_id, "config.json", revision)
-        tensors = []
-        for st in sorted(f for f in files if f.endswith(".safetensors") and "/" not in f):
-            tensors.extend(read_remote_safetensors(repo_id, st, revision))
-        return metadata_from_config(config, tensors, source=source, name=name)
-    except QuantDeskError as exc:
-        return exc
 
 
 def local_candidates(path: Path) -> list[tuple[str, object]]:
@@ -239,7 +164,7 @@ def run_fit(args: argparse.Namespace) -> int:
     meta = load_metadata(args.model)
     result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model,
                        cpu_moe=args.cpu_moe)
-    data = result.to_dict()
+    data = result.to_json()
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
@@ -264,6 +189,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from app.hub.listing import RepoListing
     from app.models.recommend import recommend
 
     candidates: list[tuple[str, object]] = []
@@ -272,25 +198,25 @@ def run_recommend(args: argparse.Namespace) -> int:
         if path.exists():
             candidates.extend(local_candidates(path))
         elif _looks_like_repo(item):
-            candidates.extend(hub_candidates(item))
+            candidates.extend(RepoListing.fetch(item).candidates())  # every quant the listing finds
         else:
             raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
     if not candidates:
         raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
     report = recommend(candidates, _hardware(args), context_length(args.ctx))
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
         return 0
-    print(f"Formats for this machine: {', '.join(report['format_preference'])} ({report['format_reason']}).")
-    for c in report["candidates"]:
-        speed = f", ~{c['decode_tok_s']} tok/s" if c["decode_tok_s"] else ""
-        total = sum(d["total_bytes"] for d in c["devices"])
-        print(f"  {c['quant']:10} {c['verdict']:24} {_gib(total) if c['devices'] else '':>10}{speed}  {c['label']}")
-    for fmt, pick in report["best_per_format"].items():
-        print(f"Best {fmt.upper()}: {pick['label']} — {pick['reason']}")
-    if report["load_settings"]:
-        s = report["load_settings"]
-        experts = f" --cpu-moe {s['cpu_moe']}" if s.get("cpu_moe") else ""
-        print(f"Load settings: --gpu-layers {s['gpu_layers']}{experts} --ctx {s['n_ctx']} "
-              f"(largest that fits: {s['max_ctx']})")
+    print(f"Formats for this machine: {', '.join(report.format_preference)} ({report.format_reason}).")
+    for c in report.candidates:
+        speed = f", ~{round(c.decode_tok_s, 1)} tok/s" if c.decode_tok_s else ""
+        memory = _gib(c.memory_bytes) if c.memory_bytes is not None else ""
+        print(f"  {c.quant:10} {c.verdict:24} {memory:>10}{speed}  {c.label}")
+    for fmt, pick in report.best_per_format.items():
+        print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}")
+    if report.load_settings:
+        load = report.load_settings
+        experts = f" --cpu-moe {load.cpu_moe}" if load.cpu_moe else ""
+        print(f"Load settings: --gpu-layers {load.gpu_layers}{experts} --ctx {load.n_ctx} "
+              f"(largest that fits: {load.max_ctx})")
     return 0
