@@ -8,7 +8,7 @@ import os
 import sys
 
 from app.errors import EngineError
-from app.models.commands import CPU_MOE_HELP, cpu_moe_arg
+from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
