@@ -34,7 +34,7 @@ def _strftime_now(fmt: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _compile(source: str):
+def _compile(source: str) -> Any:  # a jinja2 Template
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -59,8 +59,9 @@ def render(source: str, messages: Sequence[dict[str, str]], *, bos_token: str = 
 
     try:
         template = _compile(source)
-        return template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
-                               add_generation_prompt=add_generation_prompt)
+        rendered: str = template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
+                                        add_generation_prompt=add_generation_prompt)
+        return rendered
     except SecurityError as exc:
         raise TemplateError(f"the chat template tried to reach Python internals and was refused ({exc})") from None
     except TemplateError:

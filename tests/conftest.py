@@ -8,7 +8,8 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-pytest_plugins = ["tests.fixtures.models", "tests.fixtures.hub_server"]
+pytest_plugins = ["pytester", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
+                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes"]
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ imports an inference library; the host does that in its own process.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import itertools
 import os
@@ -179,6 +180,7 @@ class EngineClient:
         # Requests are sent under this lock; a load that needs a fresh host holds new ones back meanwhile.
         self._submitting = threading.Condition()
         self._replacing = False
+        self._runtime_env: dict[str, str] = {}  # the llama.cpp runtime the host imports (app/runtimes)
         self.loaded: Loaded | None = None
 
     # --- process ---
@@ -193,6 +195,7 @@ class EngineClient:
             self.close()
             self.loaded = None
         env = dict(os.environ if self._env is None else self._env)
+        env.update(self._runtime_env)
         root = str(Path(__file__).resolve().parents[2])  # the host imports app/ and backends/ from here
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -298,13 +301,20 @@ class EngineClient:
     # --- requests ---
 
     def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
-             on_progress: Callable[[float], None] | None = None) -> Loaded:
+             on_progress: Callable[[float], None] | None = None, runtime: str | None = None) -> Loaded:
         """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
-        any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed."""
+        any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed.
+        llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load)."""
         from app.models.detect import detect_model
+        from app.remote import connections
         from backends import registry
 
-        ref = detect_model(model_path)
+        options: dict = {}
+        if connections.is_remote_ref(model_path):
+            ref = connections.RemoteModelRef(str(model_path))
+            options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
+        else:
+            ref = detect_model(model_path)
         name = backend or registry.backend_for_format(ref.format)
         status = registry.status(name)
         if not status.availability.available:
@@ -313,11 +323,22 @@ class EngineClient:
         if ref.format not in status.formats:
             raise BackendUnavailable(f"{name} does not run {ref.format} models",
                                      f"it runs {', '.join(status.formats)}")
-        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings or LoadSettings())
+        choice = None
+        if name == "llama.cpp":
+            from app.runtimes import select
+
+            choice = select.for_load(ref.path, runtime)
+            if not choice.name:
+                raise BackendUnavailable(choice.reason)
+        runtime_env = choice.env if choice is not None else {}
+        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings or LoadSettings(), options)
         phase = f"while loading {ref.display_name}"
-        if self.loaded is not None and self.loaded.backend != name:
-            reply, _ = self._submit_to_fresh_host(request, phase)  # one backend per host process
+        if (self.loaded is not None and self.loaded.backend != name) or \
+                (self._proc is not None and runtime_env != self._runtime_env):
+            # one backend and one runtime per host process: another gets a fresh host
+            reply, _ = self._submit_to_fresh_host(request, phase, runtime_env)
         else:
+            self._runtime_env = runtime_env  # the same as the running host's, or the one to start
             reply, _ = self._submit(request, phase, replace_dead=True)
         while True:
             event = self._next_event(reply)
@@ -325,13 +346,17 @@ class EngineClient:
                 if on_progress:
                     on_progress(event.fraction)
             elif isinstance(event, Loaded):
+                if choice is not None:
+                    event = dataclasses.replace(event, runtime=choice.name, runtime_reason=choice.reason)
                 self.loaded = event
                 return event
             elif isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
-    def _submit_to_fresh_host(self, request: Request, phase: str) -> tuple[_Reply, int]:
-        """Let the requests already sent finish, replace the host, and send ``request`` first to the new one."""
+    def _submit_to_fresh_host(self, request: Request, phase: str, runtime_env: dict[str, str]
+                              ) -> tuple[_Reply, int]:
+        """Let the requests already sent finish, replace the host (on ``runtime_env``'s llama.cpp runtime),
+        and send ``request`` first to the new one."""
         with self._submitting:
             self._submitting.wait_for(lambda: not self._replacing)
             self._replacing = True
@@ -340,6 +365,7 @@ class EngineClient:
                 self._inflight.wait_idle()
             self.close()
             self.loaded = None
+            self._runtime_env = runtime_env
             self.start()
         except BaseException:
             with self._submitting:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backends.base import (Done, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings, Message, Progress, Prompt,
-                           SamplingSettings, Scored, Token)
+from backends.base import (DeviceLoad, Done, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings, Message,
+                           Progress, Prompt, SamplingSettings, Scored, Token)
 
 PROTOCOL_VERSION = 1
 
@@ -33,6 +33,9 @@ class LoadRequest:
     backend: str
     model_path: str
     settings: LoadSettings
+    # Backend-specific construction options, e.g. the remote backend's endpoint with its key: they travel
+    # over the host's private pipe, never through argv or the environment, which other processes can read.
+    backend_options: dict[str, Any] = field(default_factory=dict)
     op: Literal["load"] = "load"
 
 
@@ -122,6 +125,8 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
         raise ValueError(f"unknown engine event: {line[:200]!r}")
     if cls is Done:
         data["stats"] = GenerationStats(**data["stats"])
+    elif cls is Loaded:
+        data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
     return cls(**data)
 
 
