@@ -491,6 +491,10 @@ class Backend(abc.ABC):
                     yield Token(request_id, text, (now - t_start) * 1000, count=chunk_tokens)
                     chunk_tokens = 0
                     t_sent = now
+        except Exception:
+            if chunk:  # what arrived before the engine failed stays with the caller, ahead of the error
+                yield Token(request_id, "".join(chunk), ((t_last or clock()) - t_start) * 1000, count=chunk_tokens)
+            raise
         finally:
             stream.close()
         if stop_reason == "eos" and cancelled.is_set():

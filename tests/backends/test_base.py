@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from backends.base import (Availability, Backend, Done, LoadSettings, SamplingSettings, StopStringFilter,
-                           Token, TrailingText)
+from backends.base import (Availability, Backend, Done, GenerationError, LoadSettings, SamplingSettings,
+                           StopStringFilter, Token, TrailingText)
 
 
 def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_a_match():
@@ -72,6 +72,8 @@ class ScriptedBackend(Backend):
             for i, piece in enumerate(self.pieces):
                 if i == self.cancel_after:
                     self.cancelled.set()
+                if isinstance(piece, Exception):
+                    raise piece
                 yield piece
         finally:
             self.closed = True
@@ -119,6 +121,15 @@ def test_a_fast_engines_tokens_arrive_in_chunks_the_first_at_once_with_exact_cou
     # closes the decode phase, so a rate computed from the chunks is the engine's own.
     assert tokens[0].t_ms == pytest.approx(done.stats.ttft_ms)
     assert tokens[-1].t_ms - tokens[0].t_ms == pytest.approx(done.stats.decode_ms)
+
+
+def test_text_held_in_a_chunk_reaches_the_caller_before_the_engines_error():
+    backend = ChunkingBackend(["a", "b", "c", GenerationError("decode", "llama_decode returned -3")])
+    events = []
+    with pytest.raises(GenerationError, match="llama_decode"):
+        for event in backend.generate("r", "hi", SamplingSettings(), threading.Event()):
+            events.append(event)
+    assert [(t.text, t.count) for t in events] == [("a", 1), ("bc", 2)] and backend.closed
 
 
 def test_chunks_end_at_the_limit_a_stop_string_or_a_cancel_with_nothing_lost():
