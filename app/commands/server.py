@@ -32,6 +32,9 @@ def register(subparsers) -> None:
                    help="a web origin (e.g. http://localhost:3000) allowed to call the API from a browser")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="an extra name clients may use in the Host header (e.g. mybox.local)")
+    p.add_argument("--serve-remotes", action="store_true",
+                   help="also serve the models of your remote connections (quantdesk remote ls) as "
+                        "remote:CONNECTION/MODEL; their API keys are never sent to this server's clients")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
@@ -70,9 +73,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
                   + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
                   + f"model id {openai.model_id!r}", file=sys.stderr)
+            if openai.remotes is not None:
+                remote_ids = [m.ref for m in openai.remotes.models()]
+                print(f"also serving {len(remote_ids)} remote model{'s' if len(remote_ids) != 1 else ''}"
+                      + (": " + ", ".join(remote_ids) if remote_ids else "")
+                      + "".join(f"; {name} not reachable: {why}" for name, why in openai.remotes.problems.items()),
+                      file=sys.stderr)
 
         app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
-                         allowed_origins=args.allow_origin, max_pending=args.max_queue, on_ready=announce)
+                         allowed_origins=args.allow_origin, max_pending=args.max_queue,
+                         serve_remotes=args.serve_remotes, on_ready=announce)
         server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
 
         async def serve() -> None:

@@ -4,7 +4,8 @@
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
 events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
-measured in the engine host where the tokens are made.
+measured in the engine host where the tokens are made. With ``serve_remotes`` the server is also a gateway to the
+models of the user's remote connections (app/server/gateway.py), named ``remote:CONNECTION/MODEL``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
+from app.remote.connections import is_remote_ref, parse_ref
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
+from app.server.gateway import RemoteModels
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_json_body)
@@ -38,8 +41,6 @@ _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled
 def model_id(model_path: str) -> str:
     """The id clients send as ``model``: the file or folder name, without .gguf; a remote model keeps the id its own
     server gives it (``remote:box/Qwen/Qwen3-8B`` is served as ``Qwen/Qwen3-8B``)."""
-    from app.remote.connections import is_remote_ref, parse_ref
-
     if is_remote_ref(model_path):
         return parse_ref(model_path)[1]
     name = Path(model_path).name
@@ -124,12 +125,13 @@ def _sse(payload: dict[str, Any] | str) -> bytes:
 class OpenAIServer:
     """The endpoints, over one EngineQueue."""
 
-    def __init__(self, client, *, max_pending: int) -> None:
+    def __init__(self, client, *, max_pending: int, remotes: RemoteModels | None = None) -> None:
         self.client = client
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
         self.queue = EngineQueue(client, max_pending=max_pending)
+        self.remotes = remotes  # None: the local model only
 
     def _loaded(self) -> Loaded:
         """The model served now. Read per request: in the app the engine is the chat's, and the chat
@@ -150,14 +152,27 @@ class OpenAIServer:
         return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
                 "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
 
+    def _remote_card(self, model) -> dict[str, Any]:
+        return {"id": model.ref, "object": "model", "created": self.created, "owned_by": model.connection,
+                "meta": {"backend": "remote", "n_ctx": model.n_ctx}}
+
+    async def _remote_models(self) -> list:
+        return await asyncio.to_thread(self.remotes.models) if self.remotes is not None else []
+
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [self._model_card()] if self.client.loaded else []})
+        cards = [self._model_card()] if self.client.loaded else []
+        cards += [self._remote_card(m) for m in await self._remote_models()]
+        return JSONResponse({"object": "list", "data": cards})
 
     async def model(self, request: Request) -> Response:
-        if request.path_params["model"] != self.model_id:
-            raise ApiError(404, f"the model {request.path_params['model'][:200]!r} is not served here",
-                           param="model", code="model_not_found")
-        return JSONResponse(self._model_card())
+        wanted = request.path_params["model"]
+        if self.client.loaded is not None and wanted == self.model_id:
+            return JSONResponse(self._model_card())
+        remote = next((m for m in await self._remote_models() if m.ref == wanted), None)
+        if remote is None:
+            raise ApiError(404, f"the model {wanted[:200]!r} is not served here", param="model",
+                           code="model_not_found")
+        return JSONResponse(self._remote_card(remote))
 
     async def health(self, request: Request) -> Response:
         loaded = self.client.loaded
@@ -169,21 +184,33 @@ class OpenAIServer:
 
     # --- generation ---
 
-    async def chat_completions(self, request: Request) -> Response:
+    async def _engine_for(self, body: dict[str, Any]) -> tuple[EngineQueue, Loaded, str]:
+        """The queue, loaded model and served id for a request: a remote model it names (a gateway), else the
+        local model."""
+        wanted = body.get("model")
+        if self.remotes is not None and isinstance(wanted, str) and is_remote_ref(wanted) and \
+                (self.client.loaded is None or wanted != self.model_id):
+            engine_queue, loaded = await asyncio.to_thread(self.remotes.engine, wanted)
+            return engine_queue, loaded, wanted
         loaded = self._loaded()
-        served = model_id(loaded.model_path)
-        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
-        return await self._generate(request, parsed, _ChatShape(served))
+        return self.queue, loaded, model_id(loaded.model_path)
+
+    async def chat_completions(self, request: Request) -> Response:
+        body = await read_body(request)
+        engine_queue, loaded, served = await self._engine_for(body)
+        parsed = parse_chat(body, served_id=served, n_ctx=loaded.n_ctx)
+        return await self._generate(request, engine_queue, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:
-        loaded = self._loaded()
-        served = model_id(loaded.model_path)
-        parsed = parse_completion(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
-        return await self._generate(request, parsed, _CompletionShape(served))
+        body = await read_body(request)
+        engine_queue, loaded, served = await self._engine_for(body)
+        parsed = parse_completion(body, served_id=served, n_ctx=loaded.n_ctx)
+        return await self._generate(request, engine_queue, parsed, _CompletionShape(served))
 
-    async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
+    async def _generate(self, request: Request, engine_queue: EngineQueue, parsed: GenerationRequest,
+                        shape: _Shape) -> Response:
         try:
-            job = await self.queue.submit(parsed.messages, parsed.sampling)
+            job = await engine_queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
@@ -328,15 +355,17 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
-               allowed_origins: Iterable[str] = (), max_pending: int = 32,
+               allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
     """The ASGI app over ``client`` (an EngineClient with a model loaded; the caller closes it).
 
     ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
     arrived on always pass). ``allowed_origins``: web origins allowed to call the API from a browser.
-    ``max_pending``: requests running or waiting beyond which the server answers 503.
+    ``max_pending``: requests running or waiting beyond which the server answers 503. ``serve_remotes``: also
+    serve the models of the user's remote connections (a gateway; app/server/gateway.py).
     """
-    server = OpenAIServer(client, max_pending=max_pending)
+    remotes = RemoteModels(max_pending=max_pending) if serve_remotes else None
+    server = OpenAIServer(client, max_pending=max_pending, remotes=remotes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -347,6 +376,8 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
             yield
         finally:
             await asyncio.to_thread(server.queue.close)
+            if remotes is not None:
+                await asyncio.to_thread(remotes.close)
 
     routes = [
         Route("/v1/models", server.models, methods=["GET"]),

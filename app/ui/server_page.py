@@ -68,6 +68,7 @@ class ServeRequest:
     api_key: str | None
     allow_lan: bool
     allowed_origins: tuple[str, ...]
+    serve_remotes: bool = False
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _start_server(engine, request: ServeRequest) -> Running:
     from app.server.thread import ServerThread
 
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
-                     allowed_origins=request.allowed_origins)
+                     allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes)
     server = ServerThread(app, request.host, request.port).start()
     return Running(server, int(server.url.rsplit(":", 1)[1]))
 
@@ -213,6 +214,11 @@ class ServerPage(QWidget):
         self.allow_lan = QCheckBox("Allow other devices on my network (needs an API key of 16+ characters)")
         self.allow_lan.setAccessibleName("Allow other devices on my network")
         form.addRow("", self.allow_lan)
+        self.serve_remotes = QCheckBox("Also serve the models of my remote connections (their keys stay here)")
+        self.serve_remotes.setAccessibleName("Also serve the models of my remote connections")
+        self.serve_remotes.setToolTip("Requests naming remote:CONNECTION/MODEL go to that server; /v1/models lists "
+                                      "them beside the model loaded in Chat. Connections are set in Settings.")
+        form.addRow("", self.serve_remotes)
         self.origins = QLineEdit()
         self.origins.setAccessibleName("Allowed web origins")
         self.origins.setPlaceholderText("e.g. http://localhost:3000 — web pages allowed to call the API")
@@ -267,7 +273,8 @@ class ServerPage(QWidget):
         host = LAN_HOST if allow_lan else LOCAL_HOST
         key = self.api_key.text().strip() or None
         check_bind(host, allow_lan=allow_lan, api_key=key)
-        return ServeRequest(host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()))
+        return ServeRequest(host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()),
+                            self.serve_remotes.isChecked())
 
     def start(self) -> None:
         self.switch.setChecked(True)

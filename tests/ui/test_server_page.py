@@ -224,3 +224,26 @@ def test_when_the_engine_dies_the_server_says_so_and_serves_again_once_chat_relo
     again = httpx.post(f"{page.url}/chat/completions", timeout=60, json=hello)
     assert again.status_code == 200 and again.json()["usage"]["completion_tokens"] == 2
     assert page.engine_pid == window.bridge.engine_pid
+
+
+def test_the_gateway_box_serves_the_remote_connections_models_beside_the_chats(qtbot, window, page, tiny_models):
+    from app.remote.connections import Connection, Connections, model_ref
+    from app.server.app import create_app
+    from app.server.thread import ServerThread
+
+    load_tiny(qtbot, window, tiny_models)
+    # the machine in the next room: a QuantDesk server over the same engine, saved as a connection
+    remote = ServerThread(create_app(window.bridge.client)).start()
+    try:
+        Connections().save(Connection("box", f"{remote.url}/v1"))
+        page.serve_remotes.setChecked(True)
+        switch_on(qtbot, page)
+        models = httpx.get(f"{page.address.text()}/models", timeout=30).json()["data"]
+        assert [m["id"] for m in models] == ["tiny-llama-Q8_0", model_ref("box", "tiny-llama-Q8_0")]
+        switch_off(qtbot, page)
+        page.serve_remotes.setChecked(False)
+        switch_on(qtbot, page)
+        assert [m["id"] for m in httpx.get(f"{page.address.text()}/models").json()["data"]] == ["tiny-llama-Q8_0"]
+        switch_off(qtbot, page)
+    finally:
+        remote.stop()
