@@ -29,7 +29,8 @@ from app.engine import protocol
 from app.engine.protocol import (GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import Done, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings, Scored, Token
+from backends.base import (Done, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt, SamplingSettings,
+                           Scored, Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -144,6 +145,18 @@ class _InFlight:
                 self._changed.notify_all()
         if not head.abandoned:
             head.events.put(event)
+        return True
+
+    def end_waiting(self, request_id: str) -> bool:
+        """End a request the host has not started (one behind the oldest) here and now, as cancelled: its caller
+        gets the Done at once instead of when its turn comes. The host was told too; its own Done for it, in
+        its turn, is dropped. False if no such request waits."""
+        with self._changed:
+            waiting = next((r for i, r in enumerate(self._replies) if i and r.request_id == request_id), None)
+            if waiting is None or waiting.abandoned:
+                return False
+            waiting.abandoned = True
+        waiting.events.put(Done(request_id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
         return True
 
     def end(self) -> None:
@@ -435,13 +448,15 @@ class EngineClient:
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
         ends with a Done whose stop reason is 'cancelled' and which keeps the text so far; a request
-        still waiting for its turn ends so when its turn comes, without running. The host keeps track:
-        a cancel may even arrive before the generation it names."""
+        still waiting for its turn ends so at once, and never runs. The host keeps track: a cancel may
+        even arrive before the generation it names."""
         if self.alive:
             try:
                 self._send(protocol.wire(protocol.CancelRequest(request_id or "*")))
             except EngineCrashed:
-                pass  # the generating thread reports the death
+                return  # the generating thread reports the death
+            if request_id is not None and self._inflight is not None:
+                self._inflight.end_waiting(request_id)
 
     def unload(self) -> None:
         if self.alive:

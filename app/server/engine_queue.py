@@ -63,6 +63,7 @@ class Job:
         self.stream: Iterator[Token | Done] | None = None  # the engine's events, once sent
         self.cancelled = threading.Event()
         self.running = False  # its events are being delivered
+        self.generated_tokens = 0  # so far (written by the delivery thread)
         self.finished = False  # the async side has seen Done or an error
 
     # --- delivery side ---
@@ -129,6 +130,12 @@ class EngineQueue:
     def busy(self) -> bool:
         with self._lock:
             return self._running is not None
+
+    @property
+    def running(self) -> Job | None:
+        """The job being delivered now (the engine may not have started it yet: see its generated_tokens)."""
+        with self._lock:
+            return self._running
 
     def waiting(self) -> list[Job]:
         """The jobs behind the one being delivered, first in line first."""
@@ -205,6 +212,7 @@ class EngineQueue:
         try:
             for event in job.stream:
                 if not isinstance(event, Done):
+                    job.generated_tokens += event.count
                     job.push(event)
                     continue
                 stats = event.stats

@@ -129,7 +129,7 @@ def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_reque
             if isinstance(event, Done):
                 results[request_id] = event
 
-    first = threading.Thread(target=run, args=("first", 1000))
+    first = threading.Thread(target=run, args=("first", 2000))
     first.start()
     assert first_token.wait(30)
     waiting = []
@@ -138,14 +138,17 @@ def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_reque
         waiting.append(threading.Thread(target=run, args=(name, 4, queued)))
         waiting[-1].start()
         assert queued.wait(30)
-    client.cancel("third")  # still waiting for its turn: it ends at once, the engine never sees it
+    client.cancel("third")  # still waiting for its turn: it ends at once, and the engine never runs it
+    waiting[1].join(30)
+    assert "third" in results and first.is_alive()  # its caller did not wait for the requests ahead of it
     for thread in (first, *waiting):
         thread.join(60)
-    assert results["first"].stats.generated_tokens == 1000  # not stopped by the other's cancel
+    assert results["first"].stats.generated_tokens == 2000  # not stopped by the other's cancel
     assert results["third"].stats.stop_reason == "cancelled" and results["third"].text == ""
     assert results["second"].stats.generated_tokens == results["fourth"].stats.generated_tokens == 4
     first_done = log.index(("first", "Done"))
-    assert {name for name, _ in log[:first_done + 1]} == {"first"}  # nobody ran while first did
+    assert {name for name, kind in log[:first_done + 1] if kind == "Token"} == {"first"}  # nobody ran while first did
+    assert [kind for name, kind in log if name == "third"] == ["Done"]
     # The order the host ran them in, from its own log (one timings line per generation it ran): first come,
     # first served, and the cancelled one never ran. (The threads' log above is in the order the threads were
     # scheduled, not the host's.)
