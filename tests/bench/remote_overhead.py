@@ -14,6 +14,7 @@ Goal: remote ÷ local decode tok/s >= 0.95.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 
 from app.engine.client import EngineClient
@@ -40,9 +41,15 @@ def main() -> None:
     local_runs, remote_runs = [], []
     with EngineClient() as local:
         local.load(models.gguf_q4_k_m, LoadSettings(n_ctx=1024))
+        # A connection of its own in the user's list for the length of the run (the remote backend's host finds
+        # connections there), removed again whatever happens.
+        name = f"quantdesk-bench-{os.getpid()}"
         with ServerThread(create_app(local)) as server, EngineClient() as remote:
-            Connections().save(Connection("bench", f"{server.url}/v1"))
-            remote.load(model_ref("bench", model_id(local.loaded.model_path)))
+            Connections().save(Connection(name, f"{server.url}/v1"))
+            try:
+                remote.load(model_ref(name, model_id(local.loaded.model_path)))
+            finally:
+                Connections().remove(name)
             # Random weights may end a reply at once: take the seed (of a few) that talks longest (also a warm-up).
             candidates = [SamplingSettings(max_tokens=args.tokens, seed=seed) for seed in range(8)]
             sampling = max(candidates, key=lambda s: run(local, s).generated_tokens)
