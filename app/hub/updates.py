@@ -181,17 +181,18 @@ def _due(statuses: dict[str, UpdateStatus], group: list[LibraryEntry], now: floa
 
 # -- checking ------------------------------------------------------------------------------------------------
 
-def check_updates(library: Library | None = None, *, force: bool = False, now: float | None = None) -> CheckReport:
-    """Check every downloaded model whose repo is due (``force``: all of them). Raises UpdateChecksOff when the
-    user switched checks off and OfflineError in offline mode, before any request; a repo that cannot be reached
-    is named in ``failures`` and asked again next time."""
+def check_updates(library: Library | None = None, *, force: bool = False, now: float | None = None,
+                  only: str | None = None) -> CheckReport:
+    """Check every downloaded model whose repo is due (``force``: all of them; ``only``: that entry id alone).
+    Raises UpdateChecksOff when the user switched checks off and OfflineError in offline mode, before any
+    request; a repo that cannot be reached is named in ``failures`` and asked again next time."""
     if not enabled():
         raise UpdateChecksOff("Update checks are off (Settings: Check for model updates).",
                               "switch them on in the app's Settings, or set \"check_updates\": true in "
                               f"{settings.settings_path()}")
     library = library or Library()
     now = time.time() if now is None else now
-    entries = [e for e in library.entries(refresh=False) if checkable(e)]
+    entries = [e for e in library.entries(refresh=False) if checkable(e) and only in (None, e.id)]
     statuses = known_updates(library, entries)
     groups: dict[tuple[str, str], list[LibraryEntry]] = {}
     for entry in entries:

@@ -16,31 +16,7 @@ from app.hub.errors import DownloadError, DownloadPaused, IntegrityError, Offlin
 from app.hub.library import Library
 from app.hub.plan import DownloadRequest
 from backends.base import LoadSettings, Message, SamplingSettings
-from tests.fixtures.models import TINY, write_gguf_f16
-from tests.hub.conftest import payload, sha256, write_gguf
-
-REPO = "acme/tiny-llama-GGUF"
-FILE = "tiny-llama-F16.gguf"
-ENTRY = f"{REPO}:F16"
-README = b"---\nlicense: mit\n---\n# Tiny llama\n"
-FIXED_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-@pytest.fixture
-def gguf_repo(hub_env, tiny_models, fast):
-    """The tiny model's F16 GGUF pulled from the stand-in: (server, the installed entry)."""
-    hub_env.add_repo(REPO, {FILE: tiny_models.gguf_f16, "README.md": README}, tags=["gguf"])
-    download(DownloadRequest(REPO, files=(FILE,)), settings=fast)
-    return hub_env, Library().find(ENTRY)
-
-
-@pytest.fixture
-def fixed_template(tiny_models, tmp_path):
-    """The same weights re-uploaded with a repaired chat template, as uploaders do."""
-    (tmp_path / "fixed").mkdir()
-    return write_gguf_f16(TINY, tiny_models.hf, tmp_path / "fixed" / FILE, chat_template=FIXED_TEMPLATE)
-
+from tests.hub.conftest import ENTRY, FILE, README, REPO, payload, sha256, write_gguf
 
 def _api_calls(server) -> list[str]:
     return [r.path for r in server.log if r.path.startswith("/api/")]
