@@ -155,7 +155,8 @@ def _load(library: Library) -> dict[str, UpdateStatus]:
         return {}  # a damaged file only costs one check; it is rewritten whole by the next
 
 
-def _save(library: Library, statuses: dict[str, UpdateStatus]) -> None:
+def remember(library: Library, statuses: dict[str, UpdateStatus]) -> None:
+    """Keep these results (replacing what was kept), written atomically beside the library's manifest."""
     path = _state_path(library)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{STATE_NAME}.{os.getpid()}.tmp")
@@ -212,7 +213,7 @@ def check_updates(library: Library | None = None, *, force: bool = False, now: f
             continue
         for entry in group:
             statuses[entry.id] = compare(entry, listing, now)
-    _save(library, {**_load(library), **statuses})
+    remember(library, {**_load(library), **statuses})
     return report
 
 

@@ -9,6 +9,7 @@ from PySide6.QtCore import QSettings
 from app.chats.store import ChatStore
 from app.ui.engine_bridge import EngineBridge
 from app.ui.window import MainWindow
+from tests.hub.conftest import fast, fixed_template, gguf_repo  # noqa: F401 - fixtures: the Library's update checks
 from tests.ui.engine_double import EngineDouble
 
 
