@@ -176,8 +176,10 @@ def known_updates(library: Library | None = None,
             if e.id in kept and checkable(e) and kept[e.id].local_commit == e.commit_hash}
 
 
-def _due(statuses: dict[str, UpdateStatus], group: list[LibraryEntry], now: float) -> bool:
-    return any(e.id not in statuses or now - statuses[e.id].checked_at >= CHECK_INTERVAL_S for e in group)
+def _due(kept: dict[str, UpdateStatus], group: list[LibraryEntry], now: float) -> bool:
+    """Whether a repo's entries were not all checked within the day (an entry updated since counts as checked:
+    the update fetched the repo's state, and the next daily check confirms it)."""
+    return any(e.id not in kept or now - kept[e.id].checked_at >= CHECK_INTERVAL_S for e in group)
 
 
 # -- checking ------------------------------------------------------------------------------------------------
@@ -198,7 +200,8 @@ def check_updates(library: Library | None = None, *, force: bool = False, now: f
     groups: dict[tuple[str, str], list[LibraryEntry]] = {}
     for entry in entries:
         groups.setdefault((entry.repo_id or "", entry.revision or "main"), []).append(entry)
-    due = {key: group for key, group in groups.items() if force or _due(statuses, group, now)}
+    kept = _load(library)
+    due = {key: group for key, group in groups.items() if force or _due(kept, group, now)}
     report = CheckReport(statuses)
     if not due:
         return report
@@ -213,7 +216,8 @@ def check_updates(library: Library | None = None, *, force: bool = False, now: f
             continue
         for entry in group:
             statuses[entry.id] = compare(entry, listing, now)
-    remember(library, {**_load(library), **statuses})
+    ids = {e.id for e in entries}
+    remember(library, {k: v for k, v in {**kept, **statuses}.items() if k in ids})  # a removed model's go
     return report
 
 

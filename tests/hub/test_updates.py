@@ -130,7 +130,22 @@ def test_the_update_fetches_only_the_changed_file_verifies_it_and_keeps_open_fil
     assert (updated.commit_hash, updated.added_at, updated.path) == (new_commit, entry.added_at, entry.path)
     assert updated.files == [{"path": FILE, "size": fixed_template.stat().st_size, "sha256": sha256(fixed_template)}]
     assert updates.known_updates() == {}  # the kept result described the old commit
+    assert updates.check_updates().asked == []  # the repo was asked today already
     assert _check().statuses[ENTRY].headline == "up to date"
+
+
+def test_a_model_loaded_while_it_updates_keeps_chatting(gguf_repo, fixed_template, fast):
+    server, entry = gguf_repo
+    server.update_repo(REPO, {FILE: fixed_template})
+    status = _check().statuses[ENTRY]
+    hello = [Message("user", "Hello")]
+    with EngineClient() as client:
+        client.load(entry.path, LoadSettings(n_ctx=256))  # llama.cpp maps the file
+        download(updates.update_request(entry, status), settings=fast)
+        events = list(client.generate(hello, SamplingSettings(max_tokens=8, seed=1)))
+        assert events[-1].stats.generated_tokens == 8  # its mapped pages are the old file's, still whole
+        client.load(entry.path, LoadSettings(n_ctx=256))  # and the new file loads in its place
+        assert list(client.generate(hello, SamplingSettings(max_tokens=4, seed=1)))[-1].stats.generated_tokens == 4
 
 
 def _folder_repo(server) -> dict[str, bytes]:
