@@ -14,7 +14,8 @@ How a pull runs, once planned:
 3. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
    ``blob <size>\\0<content>``, the Hub's ETag for them), both hashed while writing.
 4. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
-   staging folder when the target does not exist yet) and registered in the library.
+   staging folder when the target does not exist yet, else one per file: an update's files replace the old ones,
+   whose inodes stay valid for a model loaded from them) and registered in the library, last.
 
 A queue of them, one at a time on a worker thread, is app.hub.download_queue.
 """
