@@ -5,6 +5,7 @@ fetches only what changed, verified, or leaves the old model working when it fai
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,22 @@ def test_a_cancelled_update_keeps_the_old_model(gguf_repo, fixed_template, fast)
         runner.run()
     assert sha256(model) == before and Library().find(ENTRY) == entry
     assert not runner.staging.exists()
+
+
+def test_an_exl_branch_is_checked_and_updated_at_its_branch(hub_env, fast):
+    commits = hub_env.add_exl_repo("acme/Tiny-exl2", "exl2", {"4.0bpw": 4.0, "6.0bpw": 6.0}, tags=["exl2"])
+    download(DownloadRequest("acme/Tiny-exl2", quant="6.0bpw"), settings=fast)
+    entry = Library().find("acme/Tiny-exl2@6.0bpw")
+    assert entry.commit_hash == commits["6.0bpw"]
+    hub_env.update_repo("acme/Tiny-exl2", {"README.md": b"# new card on main\n"})  # main moving is not this model
+    assert not _check().statuses[entry.id].available
+    template = b'{"bos_token": "<1>", "eos_token": "<2>", "model_max_length": 8192, "chat_template": "{{ x }}"}'
+    new_commit = hub_env.update_repo("acme/Tiny-exl2", {"tokenizer_config.json": template}, revision="6.0bpw")
+    hub_env.log.clear()
+    status = _check().statuses[entry.id]
+    assert status.details() == ["tokenizer_config.json: chat template changed"]
+    assert [r.path for r in hub_env.log if r.path.startswith("/api/")] == \
+        ["/api/models/acme/Tiny-exl2/revision/6.0bpw"]
+    download(updates.update_request(entry, status), settings=fast)
+    updated = Library().find(entry.id)
+    assert updated.commit_hash == new_commit and (Path(updated.path) / "tokenizer_config.json").read_bytes() == template
