@@ -195,7 +195,8 @@ def check_updates(library: Library | None = None, *, force: bool = False, now: f
                               f"{settings.settings_path()}")
     library = library or Library()
     now = time.time() if now is None else now
-    entries = [e for e in library.entries(refresh=False) if checkable(e) and only in (None, e.id)]
+    downloaded = [e for e in library.entries(refresh=False) if checkable(e)]
+    entries = [e for e in downloaded if only in (None, e.id)]
     statuses = known_updates(library, entries)
     groups: dict[tuple[str, str], list[LibraryEntry]] = {}
     for entry in entries:
@@ -216,8 +217,8 @@ def check_updates(library: Library | None = None, *, force: bool = False, now: f
             continue
         for entry in group:
             statuses[entry.id] = compare(entry, listing, now)
-    ids = {e.id for e in entries}
-    remember(library, {k: v for k, v in {**kept, **statuses}.items() if k in ids})  # a removed model's go
+    ids = {e.id for e in downloaded}  # the results of models removed since are dropped
+    remember(library, {k: v for k, v in {**kept, **statuses}.items() if k in ids})
     return report
 
 

@@ -61,6 +61,19 @@ def test_same_header_other_weight_bytes_is_a_replaced_file(hub_env, tmp_path, fa
     assert status.reasons == ["file replaced"]
 
 
+def test_checking_one_model_keeps_what_was_found_for_the_others(gguf_repo, fixed_template, hub_env, fast):
+    server, _ = gguf_repo
+    server.update_repo(REPO, {FILE: fixed_template})
+    hub_env.add_repo("acme/w-GGUF", {"w-Q8_0.gguf": payload(4096, 5)}, tags=["gguf"])
+    download(DownloadRequest("acme/w-GGUF", quant="Q8_0"), settings=fast)
+    [other] = [e for e in Library().entries(refresh=False) if e.repo_id == "acme/w-GGUF"]
+    assert set(_check().statuses) == {ENTRY, other.id}
+    server.log.clear()
+    assert set(_check(only=other.id).statuses) == {other.id}
+    assert [r.path for r in server.log if r.path.startswith("/api/")] == ["/api/models/acme/w-GGUF/revision/main"]
+    assert updates.known_updates()[ENTRY].headline == "update available: chat template changed"
+
+
 def test_a_readme_change_is_no_update_but_is_said(gguf_repo):
     server, entry = gguf_repo
     new_commit = server.update_repo(REPO, {"README.md": README + b"\nNow with a longer card.\n"})
