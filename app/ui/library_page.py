@@ -9,6 +9,7 @@ listing, "Check for updates" asks now, and "Update" queues the download of the c
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -360,9 +361,9 @@ class LibraryPage(QWidget):
             text = " · ".join(parts)
             status = self.updates.get(entry.id)
             if status is not None:
-                lines = [f"<b style='color:{UPDATE_COLOUR}'>{html.escape(status.headline)}</b>" if status.available
-                         else html.escape(
-                    f"{status.headline} (checked {_when(status.checked_at)})")]
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(status.checked_at))
+                headline = html.escape(f"{status.headline} (checked {when})")
+                lines = [f"<b style='color:{UPDATE_COLOUR}'>{headline}</b>" if status.available else headline]
                 lines += [html.escape(line) for line in status.details()]
                 text += "<br>" + "<br>".join(lines)
             self.details.setText(text)
@@ -445,9 +446,3 @@ class LibraryPage(QWidget):
         folder = QFileDialog.getExistingDirectory(self, "Watch a folder of models")
         if folder:
             self.watch(folder)
-
-
-def _when(timestamp: float) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))

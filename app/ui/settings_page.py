@@ -32,6 +32,7 @@ class SettingsPage(QScrollArea):
     models_dir_changed = Signal(str)
     default_context_changed = Signal(int)
     theme_changed = Signal(str)
+    update_checks_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -260,7 +261,8 @@ class SettingsPage(QScrollArea):
 
     @Slot(bool)
     def _on_updates_toggled(self, on: bool) -> None:
-        self._save(check_updates=on)
+        if self._save(check_updates=on):
+            self.update_checks_changed.emit(on)
         self.show_settings()
 
     @Slot()

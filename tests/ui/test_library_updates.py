@@ -98,3 +98,15 @@ def test_switched_off_in_settings_the_page_never_asks(qtbot, gguf_repo, fixed_te
     with qtbot.waitSignal(page.checked, timeout=60_000):
         page.check_button.click()
     assert "Update checks are off" in page.status.text() and server.log == []
+
+
+def test_switching_checks_off_takes_the_badges_away(qtbot, make_window, gguf_repo, fixed_template):
+    server, _ = gguf_repo
+    server.update_repo(REPO, {FILE: fixed_template})
+    window = make_window()
+    _wait_for_badge(qtbot, window.library)
+    with qtbot.waitSignal(window.library.changed, timeout=30_000):
+        window.app_settings.updates_box.click()
+    assert window.library.table.item(0, UPDATE_COLUMN).text() == ""
+    window.library.table.selectRow(0)
+    assert not window.library.update_button.isEnabled()
