@@ -53,3 +53,22 @@ def test_update_fetches_the_changed_file_and_then_is_up_to_date(gguf_repo, fixed
     assert sha256(Path(entry.path)) == sha256(fixed_template) and Library().find(ENTRY).commit_hash == new_commit
     assert main(["update", ENTRY]) == 0
     assert f"{ENTRY} is up to date" in capsys.readouterr().out
+
+
+def test_update_that_fails_verification_says_why_and_keeps_the_model(gguf_repo, fixed_template, capsys):
+    server, entry = gguf_repo
+    server.update_repo(REPO, {FILE: fixed_template})
+    server.faults.add(FILE, "wrong_byte", times=-1, offset=4096)
+    before = sha256(Path(entry.path))
+    assert main(["update", ENTRY]) == 1
+    err = capsys.readouterr().err
+    assert f"{FILE} from {REPO} failed verification" in err and "nothing was installed" in err
+    assert sha256(Path(entry.path)) == before and Library().find(ENTRY) == entry
+
+
+def test_online_flag_checks_despite_the_saved_offline_mode(gguf_repo, fixed_template, capsys):
+    server, _ = gguf_repo
+    server.update_repo(REPO, {FILE: fixed_template})
+    settings.update(offline=True)
+    assert main(["ls", "--check-updates", "--online"]) == 0
+    assert "update available: chat template changed" in capsys.readouterr().out
