@@ -41,12 +41,30 @@ def test_a_repaired_chat_template_is_flagged_as_such_with_one_metadata_request(g
     assert sum(r.bytes_sent for r in header_reads) < fixed_template.stat().st_size // 2
 
 
-def test_other_weights_in_the_same_file_are_a_replaced_file(gguf_repo, tiny_models):
-    server, _ = gguf_repo
+def test_other_weights_in_the_same_file_are_a_replaced_file_fetched_whole(gguf_repo, tiny_models, fast):
+    server, entry = gguf_repo
     server.update_repo(REPO, {FILE: tiny_models.gguf_q8_0})  # same name, other tensors
     status = _check().statuses[ENTRY]
     assert status.headline == "update available: file replaced"
     assert status.details() == [f"{FILE}: file replaced"]
+    server.log.clear()
+    result = download(updates.update_request(entry, status), settings=fast)
+    assert sha256(result.path) == sha256(tiny_models.gguf_q8_0)
+    assert server.bytes_sent_for(FILE) == tiny_models.gguf_q8_0.stat().st_size  # the changed file, once
+
+
+def test_a_template_fix_whose_weights_changed_too_is_fetched_whole(gguf_repo, fixed_template, fast):
+    server, entry = gguf_repo
+    data = bytearray(fixed_template.read_bytes())
+    data[-2] ^= 0xFF  # the header says "template only"; one weight byte says otherwise
+    server.update_repo(REPO, {FILE: bytes(data)})
+    status = _check().statuses[ENTRY]
+    assert status.reasons == ["chat template changed"]  # all a header can tell
+    server.log.clear()
+    result = download(updates.update_request(entry, status), settings=fast)
+    assert result.path.read_bytes() == bytes(data)  # the splice did not verify: the whole file was fetched
+    whole = [r for r in server.requests_for(FILE) if "range" not in r.headers and r.status == 200]
+    assert len(whole) == 1 and whole[0].bytes_sent == len(data)
 
 
 def test_same_header_other_weight_bytes_is_a_replaced_file(hub_env, tmp_path, fast):
@@ -137,8 +155,10 @@ def test_the_update_fetches_only_the_changed_file_verifies_it_and_keeps_open_fil
         server.log.clear()
         result = download(updates.update_request(entry, status), settings=fast)
         assert held.read() == old_bytes  # the old inode lives on for whoever has it open
-    assert sha256(result.path) == sha256(fixed_template)
-    assert server.bytes_sent_for(FILE) == fixed_template.stat().st_size  # the changed file, once
+    assert sha256(result.path) == sha256(fixed_template)  # verified against the Hub's sha256
+    reads = server.requests_for(FILE)
+    assert reads and all("range" in r.headers for r in reads)  # a template fix: the new header, not the weights
+    assert server.bytes_sent_for(FILE) < fixed_template.stat().st_size // 2
     assert server.requests_for("README.md") == []  # not part of the model
     updated = Library().find(ENTRY)
     assert (updated.commit_hash, updated.added_at, updated.path) == (new_commit, entry.added_at, entry.path)
@@ -214,9 +234,9 @@ def test_a_file_removed_upstream_is_said_and_removed_by_the_update(hub_env, fast
 
 
 @pytest.mark.parametrize("fault", ["drop", "wrong_byte"])
-def test_a_failed_update_leaves_the_old_model_working(gguf_repo, fixed_template, fast, fault):
+def test_a_failed_update_leaves_the_old_model_working(gguf_repo, tiny_models, fast, fault):
     server, entry = gguf_repo
-    server.update_repo(REPO, {FILE: fixed_template})
+    server.update_repo(REPO, {FILE: tiny_models.gguf_q8_0})  # other weights: the whole file travels
     status = _check().statuses[ENTRY]
     if fault == "drop":  # cut after 1 MB, then at once on every retry: the downloader gives up
         server.faults.add(FILE, "drop", after_bytes=1_000_000)
@@ -237,9 +257,9 @@ def test_a_failed_update_leaves_the_old_model_working(gguf_repo, fixed_template,
     assert events[-1].stats.generated_tokens == 4
 
 
-def test_a_cancelled_update_keeps_the_old_model(gguf_repo, fixed_template, fast):
+def test_a_cancelled_update_keeps_the_old_model(gguf_repo, tiny_models, fast):
     server, entry = gguf_repo
-    server.update_repo(REPO, {FILE: fixed_template})
+    server.update_repo(REPO, {FILE: tiny_models.gguf_q8_0})
     status = _check().statuses[ENTRY]
     server.faults.add(FILE, "stall", after_bytes=500_000, seconds=30)
     model = settings.models_dir() / "acme" / "tiny-llama-GGUF" / FILE
