@@ -18,7 +18,7 @@ from app.errors import QuantDeskError
 # Modules that contribute sub-commands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.engine",  # chat
-    "app.commands.hub",  # search, show, pull, ls, rm, import, login
+    "app.commands.hub",  # search, show, pull, ls, update, rm, import, login
     "app.commands.hardware",  # hw
     "app.commands.runtime",  # runtime ls / build / use / rm
     "app.commands.models",  # inspect, fit, recommend
@@ -27,7 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.remote",  # remote
 )
 # Sub-commands that may reach the Hub: they also take --online after the command name.
-HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench")
+HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench", "ls", "update")
 ONLINE_HELP = "ignore the offline mode saved in Settings for this run (HF_HUB_OFFLINE in the environment still wins)"
 
 

@@ -1,6 +1,6 @@
-"""The app's own settings: models folder, offline mode, default context length, theme; and the two things they
-decide for the whole process, each resolved here and only here: the models folder (``models_dir``) and offline
-mode (``is_offline``, ``apply_offline``).
+"""The app's own settings: models folder, offline mode, default context length, theme, update checks; and the two
+things they decide for the whole process, each resolved here and only here: the models folder (``models_dir``) and
+offline mode (``is_offline``, ``apply_offline``).
 
 One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
 then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
@@ -34,6 +34,7 @@ class Settings:
     offline: bool = False
     default_n_ctx: int = 4096
     theme: str = "system"
+    check_updates: bool = True  # ask the Hub (at most daily) whether downloaded models changed: app.hub.updates
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -44,6 +45,7 @@ class Settings:
             offline=self.offline is True,
             default_n_ctx=min(max(ctx, MIN_CONTEXT), MAX_CONTEXT),
             theme=self.theme if self.theme in THEMES else "system",
+            check_updates=self.check_updates is not False,
             problem=self.problem)
 
     def to_json(self) -> dict:

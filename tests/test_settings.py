@@ -48,7 +48,8 @@ def test_no_token_is_ever_written():
     config.save_token("hf_abcdefghijklmnop")
     settings.update(offline=True)
     assert "hf_" not in settings.settings_path().read_text()
-    assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme"}
+    assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
+                                                                     "check_updates"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -57,6 +58,7 @@ def test_values_out_of_range_are_normalised():
                                                     "models_dir": "  ", "unknown": 1}))
     loaded = settings.load()
     assert (loaded.default_n_ctx, loaded.theme, loaded.offline, loaded.models_dir) == (256, "system", False, None)
+    assert loaded.check_updates is True  # on unless switched off
     assert loaded.problem == ""
 
 

@@ -1,4 +1,4 @@
-"""CLI: ``quantdesk search | show | pull | ls | rm | import | login``."""
+"""CLI: ``quantdesk search | show | pull | ls | update | rm | import | login``."""
 
 from __future__ import annotations
 
@@ -39,9 +39,20 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_pull)
 
-    p = subparsers.add_parser("ls", help="list the local model library")
+    p = subparsers.add_parser("ls", help="list the local model library",
+                              description="List the local model library, with what the last update check found "
+                                          "for downloaded models (the app checks at most daily).")
+    p.add_argument("--check-updates", action="store_true",
+                   help="ask the Hub now whether downloaded models changed (one request per repo)")
     p.add_argument("--json", action="store_true", help="print the models and disk use as JSON")
     p.set_defaults(func=_ls)
+
+    p = subparsers.add_parser("update", help="update a downloaded model to its repo's current files",
+                              description="Check the model's repo now and download only the files that changed, "
+                                          "verified; the old files keep working until every new one is complete.")
+    p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
+    p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
+    p.set_defaults(func=_update)
 
     p = subparsers.add_parser("rm", help="remove a model from the library (deletes the files only where QuantDesk "
                                          "downloaded or copied them)")
@@ -170,22 +181,69 @@ def _pull(args) -> int:
 
 
 def _ls(args) -> int:
+    from app.hub import updates
     from app.hub.library import Library
 
     library = Library()
     entries = library.entries()
+    failures: list[str] = []
+    if args.check_updates:
+        report = updates.check_updates(library, force=True)
+        statuses, failures = report.statuses, report.failures
+    else:
+        statuses = updates.known_updates(library, entries) if updates.enabled() else {}
     if args.json:
-        print(json.dumps({"models": [e.to_json() for e in entries], "disk": library.disk_usage()}, indent=1))
-        return 0
+        print(json.dumps({"models": [e.to_json() for e in entries], "disk": library.disk_usage(),
+                          "updates": {k: s.to_json() for k, s in statuses.items()}, "update_failures": failures},
+                         indent=1))
+        return 1 if failures else 0
     if not entries:
         print("the library is empty (quantdesk pull REPO, or quantdesk import PATH)")
     for e in entries:
         origin = f"{e.repo_id}@{(e.commit_hash or '')[:8]}" if e.repo_id else e.source
         print(f"{e.id:<50} {e.format:<11} {e.quant or '-':<9} {_size(e.size):>9} {e.architecture or '-':<10} "
               f"{origin}  {e.path}")
+        status = statuses.get(e.id)
+        if status is not None and (status.available or args.check_updates):
+            print(f"    {status.headline}" + (f" (quantdesk update {e.id})" if status.available else ""))
+            for line in status.details():
+                print(f"      {line}")
+    for failure in failures:
+        print(f"quantdesk: could not check for updates: {failure}", file=sys.stderr)
     usage = library.disk_usage()
     print(f"{usage['models']} models; {_size(usage['owned_bytes'])} in {usage['models_dir']}, "
           f"{_size(usage['referenced_bytes'])} referenced; {_size(usage['free_bytes'])} free")
+    return 1 if failures else 0
+
+
+def _update(args) -> int:
+    from app.hub import updates
+    from app.hub.download import Downloader
+    from app.hub.library import Library
+
+    entry = Library().find(args.model)
+    if not updates.checkable(entry):
+        from app.hub.errors import LibraryError
+
+        raise LibraryError(f"{entry.name} was not downloaded from a branch of a Hub repo, so it has no updates.",
+                           "only models pulled with `quantdesk pull` (not pinned to a commit) are updated")
+    report = updates.check_updates(force=True, only=entry.id)
+    if report.failures:
+        from app.hub.errors import HubError
+
+        raise HubError(f"Could not check {entry.name} for updates: {report.failures[0]}")
+    status = report.statuses[entry.id]
+    if not status.available:
+        print(json.dumps({"id": entry.id, "updated": False, "commit": entry.commit_hash}) if args.json else
+              f"{entry.id} is up to date" + "".join(f"\n  {line}" for line in status.details()))
+        return 0
+    result = Downloader(updates.update_request(entry, status), _Bar(args.json)).run()
+    if args.json:
+        print(json.dumps({"id": entry.id, "updated": True, "commit": result.commit, "reasons": status.reasons,
+                          "fetched": [f.path for f in result.files]}))
+    else:
+        print(f"updated {entry.id} to {result.commit[:12]} ({', '.join(status.reasons)}); fetched "
+              f"{', '.join(f.path for f in result.files) or 'nothing'}")
     return 0
 
 

@@ -13,8 +13,11 @@ How a pull runs, once planned:
    down so a blocked read returns at once.
 3. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
    ``blob <size>\\0<content>``, the Hub's ETag for them), both hashed while writing.
+   An update's GGUF that differs from the installed one only in its chat template is rebuilt from the new header
+   (read by Range) and the installed tensor data, then verified the same way.
 4. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
-   staging folder when the target does not exist yet) and registered in the library.
+   staging folder when the target does not exist yet, else one per file: an update's files replace the old ones,
+   whose inodes stay valid for a model loaded from them) and registered in the library, last.
 
 A queue of them, one at a time on a worker thread, is app.hub.download_queue.
 """
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from app.errors import QuantDeskError
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError, NotEnoughDiskSpace,
                             UnsafeFileName)
@@ -45,6 +49,7 @@ from app.settings import models_dir
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
+SPLICE_MAX_GROWTH = 1 << 20  # a chat template is kilobytes: a GGUF whose size moved more is not a template fix
 
 
 @dataclass
@@ -352,6 +357,9 @@ class Downloader:
             return
         part = self._part(remote)
         part.parent.mkdir(parents=True, exist_ok=True)
+        if plan.request.update_of and self._splice_new_header(plan, remote, part, final):
+            self._meter.add(remote.size)
+            return
         url = config.file_url(plan.request.repo_id, remote.path, plan.commit)
         failures = integrity_failures = 0
         verifier: _Verifier | None = None
@@ -396,6 +404,52 @@ class Downloader:
                                      "It was deleted and nothing was installed.",
                                      "the server or a proxy is sending a damaged file; try again later")
             self._emit("retrying", remote.path, f"verification failed ({problem}); downloading again")
+
+    def _splice_new_header(self, plan: Plan, remote: RemoteFile, part: Path, final: Path) -> bool:
+        """An update of a GGUF that differs from the installed one only in its chat template (the usual upstream
+        fix) fetches just the new header by Range and puts the installed file's tensor data after it; the result
+        is verified by the Hub's sha256 like any download. False (nothing kept) when the file is not such a
+        change, or the result does not verify (the weights changed too): then the whole file is fetched."""
+        from app.hub import remote as hub_remote
+        from app.models.metadata import read_gguf_header_bytes
+
+        installed = model_folder(plan.request.repo_id, plan.revision) / remote.path
+        if not remote.sha256 or not remote.path.lower().endswith(".gguf") or not installed.is_file() \
+                or abs(remote.size - installed.stat().st_size) > SPLICE_MAX_GROWTH:
+            return False
+        repo_id = plan.request.repo_id
+        try:
+            ours = read_gguf_header_bytes(installed)
+            theirs = hub_remote.read_remote_gguf_bytes(repo_id, remote.path, plan.commit)
+            if not ours.only_chat_template_differs(theirs, installed.stat().st_size, remote.size):
+                return False
+            self._emit("downloading", remote.path, "the new header only: the weights are the installed ones")
+            header = hub_remote.fetch_range(config.file_url(repo_id, remote.path, plan.commit), 0, theirs.data_start)
+        except (QuantDeskError, OSError):  # a header that cannot be read: the whole file is fetched, errors told
+            return False
+        verifier = _Verifier(remote)
+        try:
+            with open(part, "wb") as out, open(installed, "rb") as old:
+                for chunk in self._header_then_data(header, old, ours.data_start):
+                    out.write(chunk)
+                    verifier.update(chunk)
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"Cannot write {part}: {exc.strerror or exc}.",
+                                "free some space, then run the update again") from None
+        self._emit("verifying", remote.path)
+        if verifier.problem() is None:
+            os.replace(part, final)
+            return True
+        part.unlink()
+        return False
+
+    def _header_then_data(self, header: bytes, old, data_start: int):
+        yield header
+        old.seek(data_start)
+        while chunk := old.read(CHUNK_SIZE):
+            self._check_stop()
+            yield chunk
 
     def _hash_existing(self, part: Path, remote: RemoteFile, have: int) -> _Verifier:
         verifier = _Verifier(remote)

@@ -68,6 +68,12 @@ class LibraryEntry:
         return asdict(self)
 
 
+def entry_folder(entry: LibraryEntry) -> Path:
+    """The folder the entry's ``files`` are relative to."""
+    model = Path(entry.path)
+    return model.parent if model.is_file() or entry.format == "gguf" else model
+
+
 def bundled_models_dir() -> Path | None:
     """Models shipped inside an offline package (packaging/build_linux.sh --model) sit in ``models/``
     beside the frozen app binary; they are listed by reference, like a watched folder."""
@@ -82,6 +88,24 @@ def _file_sha256(path: Path) -> str:
         while chunk := fh.read(4 * 1024 * 1024):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _git_blob_id(path: Path) -> str:
+    """The git blob sha1 of a small file, as the Hub names non-LFS files."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def matches_remote(folder: Path, record: dict, remote) -> bool:
+    """Whether the installed file ``record`` (a LibraryEntry.files item) in ``folder`` is the Hub's ``remote``
+    (a RemoteFile): an LFS file by the sha256 verified when it was downloaded, a small file by its git blob id,
+    hashed now (the download recorded no sha256 for it)."""
+    path = folder / record["path"]
+    if record.get("size") != remote.size or not path.is_file():
+        return False
+    if remote.sha256:
+        return (record.get("sha256") or _file_sha256(path)) == remote.sha256
+    return remote.blob_id is None or _git_blob_id(path) == remote.blob_id
 
 
 class Library:
@@ -115,12 +139,23 @@ class Library:
 
     # -- adding ------------------------------------------------------------------------------------------
     def model_path_for(self, folder: Path, plan) -> Path:
-        ggufs = sorted(f.path for f in plan.files if f.path.lower().endswith(".gguf"))
+        ggufs = sorted(f.path for f in plan.model_files if f.path.lower().endswith(".gguf"))
         return folder / ggufs[0] if ggufs else folder
 
+    def installed_as(self, entry_id: str, remote_files: list) -> set[str]:
+        """Which of ``remote_files`` (RemoteFile) the entry has installed exactly as they are: what an update of
+        it keeps rather than fetches."""
+        entry = self.find(entry_id)
+        folder = entry_folder(entry)
+        records = {f["path"]: f for f in entry.files}
+        return {r.path for r in remote_files if r.path in records and matches_remote(folder, records[r.path], r)}
+
     def register_download(self, plan, folder: Path, path: Path) -> LibraryEntry:
-        files = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.files]
+        """Record a finished download. An update (``plan.request.update_of``) rewrites its entry, last, after its
+        new files were moved in, and then deletes the files the model no longer has."""
+        files = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.model_files]
         request = plan.request
+        old = self.find(request.update_of) if request.update_of else None
         if path.is_file():
             quant, arch = describe_gguf(path)
             fmt = "gguf"
@@ -133,10 +168,18 @@ class Library:
                 branch_quant = exl_branches(request.repo_id, [plan.revision], fmt, bare_numbers=True)
                 quant = branch_quant[plan.revision].quant if branch_quant else None
             entry_id = request.repo_id if plan.revision == "main" else f"{request.repo_id}@{plan.revision}"
-        return self._put(LibraryEntry(
-            id=entry_id, name=entry_id, format=fmt, path=str(path), files=files, size=sum(f.size for f in plan.files),
-            source="download", owned=True, added_at=time.time(), repo_id=request.repo_id,
-            revision=plan.revision, commit_hash=plan.commit, quant=quant, architecture=arch))
+        entry = self._put(LibraryEntry(
+            id=old.id if old else entry_id, name=old.name if old else entry_id, format=fmt, path=str(path),
+            files=files, size=sum(f["size"] for f in files), source="download", owned=True,
+            added_at=old.added_at if old else time.time(), repo_id=request.repo_id, revision=plan.revision,
+            commit_hash=plan.commit, quant=quant, architecture=arch))
+        if old is not None:
+            current = {f["path"] for f in files}
+            for gone in (f["path"] for f in old.files if f["path"] not in current):
+                target = folder / gone
+                if target.is_file() and target.resolve().is_relative_to(self.root.resolve()):
+                    target.unlink()
+        return entry
 
     def import_path(self, source: str | Path, copy: bool = True) -> list[LibraryEntry]:
         """Bring in a GGUF file or a model folder, e.g. from a USB stick: copied into the library (hashed while
@@ -306,8 +349,7 @@ class Library:
         entry = self.find(key)
         freed = 0
         if entry.owned:
-            model = Path(entry.path)
-            folder = model.parent if model.is_file() or entry.format == "gguf" else model
+            folder = entry_folder(entry)
             for f in entry.files:
                 target = folder / f["path"]
                 if target.is_file() and target.resolve().is_relative_to(self.root.resolve()):

@@ -125,19 +125,20 @@ class RepoListing:
 
     # -- fetching ------------------------------------------------------------------------------------------
     @classmethod
-    def fetch(cls, repo_id: str, revision: str | None = None) -> RepoListing:
-        """The repo at ``revision``: one model_info and one refs call. The files and branches are sorted into quants
-        when first asked (a config.json or two read where the tags do not tell the format)."""
+    def fetch(cls, repo_id: str, revision: str | None = None, branches: bool = True) -> RepoListing:
+        """The repo at ``revision``: one model_info and one refs call (``branches=False``: the model_info alone,
+        and the listing knows no other branch). The files and branches are sorted into quants when first asked (a
+        config.json or two read where the tags do not tell the format)."""
         config.require_online(f"look up {repo_id}")
         api = config.api()
         with _hub_errors(repo_id, revision):
             info = api.model_info(repo_id, revision=revision, files_metadata=True)
-            refs = api.list_repo_refs(repo_id)
+            refs = api.list_repo_refs(repo_id).branches if branches else []
         card = info.card_data.to_dict() if info.card_data is not None else {}
         listing = cls(repo_id=info.id, revision=revision, commit=info.sha or "",
                       last_modified=info.last_modified.isoformat() if info.last_modified else None,
                       license=card.get("license"), gated=bool(info.gated), tags=list(info.tags or []),
-                      files=_rows(info), branches=[Branch(b.name, b.target_commit) for b in refs.branches])
+                      files=_rows(info), branches=[Branch(b.name, b.target_commit) for b in refs])
         if not listing.commit:
             raise HubError(f"The Hub did not say which commit {repo_id}@{revision or 'main'} is.")
         return listing

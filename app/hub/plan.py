@@ -7,13 +7,15 @@
    pull resumes after a restart (the job's ``job.json`` keeps the plan: app.hub.download).
 3. ``--quant`` names a GGUF quant (its files, every shard) or an EXL2/EXL3 bit rate (the whole branch holding it,
    among the branches the listing counts as bit rates); a repo's own folder is fetched whole.
+4. An update (``update_of`` names the library entry; ``files`` every file the model has at the new commit, see
+   app.hub.updates) fetches only the files that differ from the installed ones: the rest are ``kept``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from app.hub import config
 from app.hub.errors import HubError, UnsafeFileName
@@ -27,9 +29,11 @@ class DownloadRequest:
     revision: str = "main"
     quant: str | None = None
     files: tuple[str, ...] = ()
+    update_of: str = ""  # the library entry this request updates in place (its unchanged files are kept)
 
     def key(self) -> str:
         text = "|".join([self.repo_id, self.revision, (self.quant or "").upper(), ",".join(sorted(self.files))])
+        text += f"|update of {self.update_of}" if self.update_of else ""
         owner_name = self.repo_id.replace("/", "--")
         return f"{owner_name}--{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
@@ -41,25 +45,34 @@ class Plan:
     files: list[RemoteFile]
     repo_format: str = "gguf"
     revision: str = ""  # the branch the files come from: the request's, or the one an EXL --quant names
+    kept: list[RemoteFile] = field(default_factory=list)  # an update's files already installed as they are now
 
     def __post_init__(self) -> None:
         self.revision = self.revision or self.request.revision
 
     def to_json(self) -> dict:
         return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
-                "revision": self.revision, "files": [asdict(f) for f in self.files]}
+                "revision": self.revision, "files": [asdict(f) for f in self.files],
+                "kept": [asdict(f) for f in self.kept]}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
         req = data["request"]
         request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
-                                  files=tuple(req.get("files") or ()))
+                                  files=tuple(req.get("files") or ()), update_of=req.get("update_of") or "")
         return cls(request=request, commit=data["commit"], repo_format=data.get("repo_format", "gguf"),
-                   revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]])
+                   revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]],
+                   kept=[RemoteFile(**f) for f in data.get("kept", [])])
 
     @property
     def total_bytes(self) -> int:
+        """What the download fetches (an update's kept files are not fetched)."""
         return sum(f.size for f in self.files)
+
+    @property
+    def model_files(self) -> list[RemoteFile]:
+        """Every file of the model once installed: the fetched ones and an update's kept ones."""
+        return sorted(self.files + self.kept, key=lambda f: f.path)
 
 
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
@@ -105,7 +118,15 @@ def plan_download(request: DownloadRequest, listing: RepoListing | None = None) 
         check_relative_name(remote.path)
     if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in chosen):
         _refuse_weightless(request, revision, listing)
-    return Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision)
+    kept: list[RemoteFile] = []
+    if request.update_of:
+        from app.hub.library import Library
+
+        installed = Library().installed_as(request.update_of, chosen)
+        kept = [f for f in chosen if f.path in installed]
+        chosen = [f for f in chosen if f.path not in installed]
+    return Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision,
+                kept=kept)
 
 
 def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:

@@ -12,11 +12,13 @@ from typing import Any
 from app.hub import config
 from app.hub.errors import AccessDenied, HubError, RemoteReadError
 from app.models.metadata import (
+    GgufHeaderBytes,
     ModelMetadata,
     TensorInfo,
     metadata_from_config,
     metadata_from_gguf,
     parse_gguf_header,
+    parse_gguf_header_bytes,
     parse_growing,
     parse_json_object,
     parse_safetensors_header,
@@ -81,6 +83,12 @@ def read_remote_gguf(repo_id: str, filename: str, revision: str | None = None) -
             _, more, _ = _read_growing(config.file_url(repo_id, name, revision), parse_gguf_header, first=1 << 18)
             meta.tensors.extend(more)
     return meta
+
+
+def read_remote_gguf_bytes(repo_id: str, filename: str, revision: str | None = None) -> GgufHeaderBytes:
+    """The header of one GGUF on the Hub as raw bytes per key, to compare with a local copy's."""
+    header: GgufHeaderBytes = _read_growing(config.file_url(repo_id, filename, revision), parse_gguf_header_bytes)
+    return header
 
 
 def read_remote_safetensors(repo_id: str, filename: str, revision: str | None = None) -> list[TensorInfo]:

@@ -313,6 +313,47 @@ def parse_gguf_header(data: bytes | memoryview) -> tuple[dict[str, Any], list[Te
 
     Raises NeedMoreData when the prefix is too short, ModelMetadataError when it is not GGUF.
     """
+    return _parse_gguf(data, None)
+
+
+@dataclass(frozen=True)
+class GgufHeaderBytes:
+    """A GGUF header as raw bytes: each key's encoded value (type tag included, long arrays too) and the tensor
+    table, so two headers can be compared byte for byte, key by key (what an update check needs)."""
+
+    values: dict[str, bytes]
+    tensor_table: bytes
+    data_start: int
+
+    def changed_keys(self, other: GgufHeaderBytes) -> set[str]:
+        """Keys added, removed or holding other bytes in ``other``."""
+        return {k for k in self.values.keys() | other.values.keys() if self.values.get(k) != other.values.get(k)}
+
+    def only_chat_template_differs(self, other: GgufHeaderBytes, size: int, other_size: int) -> bool:
+        """Whether a file of ``size`` bytes with this header and one of ``other_size`` with ``other`` differ in
+        their header only in the chat template (``tokenizer.chat_template`` and its named variants): same tensor
+        table and the same length of tensor data after the header. (Whether the data bytes are the same too only
+        a download tells; the file's sha256 then checks them.)"""
+        keys = self.changed_keys(other)
+        return (bool(keys) and all(k.startswith(CHAT_TEMPLATE_KEY) for k in keys)
+                and self.tensor_table == other.tensor_table and size - self.data_start == other_size - other.data_start)
+
+
+def parse_gguf_header_bytes(data: bytes | memoryview) -> GgufHeaderBytes:
+    """The header of a GGUF prefix as raw bytes per key (see GgufHeaderBytes); raises as parse_gguf_header."""
+    raw: dict[str, bytes] = {}
+    _, _, data_start = _parse_gguf(data, raw)
+    table = raw.pop(_TENSOR_TABLE)
+    return GgufHeaderBytes(raw, table, data_start)
+
+
+CHAT_TEMPLATE_KEY = "tokenizer.chat_template"
+_TENSOR_TABLE = "\0tensor table"  # no GGUF key holds a NUL
+
+
+def _parse_gguf(data: bytes | memoryview,
+                raw: dict[str, bytes] | None) -> tuple[dict[str, Any], list[TensorInfo], int]:
+    """parse_gguf_header; with ``raw``, also each key's value bytes and the tensor table's bytes, put there."""
     cur = _Cursor(data)
     magic = bytes(cur.take(4))
     if magic != GGUF_MAGIC:
@@ -326,7 +367,11 @@ def parse_gguf_header(data: bytes | memoryview) -> tuple[dict[str, Any], list[Te
     kv: dict[str, Any] = {}
     for _ in range(n_kv):
         key = cur.string()
+        start = cur.pos
         kv[key] = cur.value(cur.scalar("<I"))
+        if raw is not None:
+            raw[key] = bytes(cur.data[start:cur.pos])
+    table_start = cur.pos
     tensors = []
     for _ in range(n_tensors):
         name = cur.string()
@@ -338,6 +383,8 @@ def parse_gguf_header(data: bytes | memoryview) -> tuple[dict[str, Any], list[Te
         offset = cur.scalar("<Q")  # within the data section
         dtype, n_bytes = _tensor_bytes(shape, type_id)
         tensors.append(TensorInfo(name, shape, dtype, n_bytes, offset))
+    if raw is not None:
+        raw[_TENSOR_TABLE] = bytes(cur.data[table_start:cur.pos])
     alignment = int(kv.get("general.alignment", 32) or 32)
     data_start = (cur.pos + alignment - 1) // alignment * alignment
     return kv, tensors, data_start
@@ -373,6 +420,17 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
     with Qwen2.5's 151,936 tokens on this machine (tens of seconds on a slow disk), for every load,
     library listing and fit check; this skips long arrays and takes a fraction of a second.
     """
+    header: tuple[dict[str, Any], list[TensorInfo], int] = _read_local_header(path, parse_gguf_header)
+    return header
+
+
+def read_gguf_header_bytes(path: str | Path) -> GgufHeaderBytes:
+    """A local GGUF's header as raw bytes per key (see GgufHeaderBytes)."""
+    header: GgufHeaderBytes = _read_local_header(path, parse_gguf_header_bytes)
+    return header
+
+
+def _read_local_header(path: str | Path, parse: Callable[[bytes], Any]) -> Any:
     path = Path(path)
     with path.open("rb") as fh:
         magic = fh.read(4)
@@ -383,8 +441,7 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
             fh.seek(start)
             return fh.read(end - start)
 
-        header: tuple[dict[str, Any], list[TensorInfo], int] = parse_growing(read, parse_gguf_header, path.name)
-        return header
+        return parse_growing(read, parse, path.name)
 
 
 def read_gguf_file(path: str | Path) -> ModelMetadata:

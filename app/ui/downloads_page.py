@@ -157,6 +157,7 @@ class DownloadRow(QFrame):
 
 class DownloadsPage(QWidget):
     chat_requested = Signal(str)  # the path of a finished model
+    installed = Signal(str)  # a job finished: the path of the model now in the library (Library refreshes)
 
     def __init__(self, settings: Settings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -169,6 +170,7 @@ class DownloadsPage(QWidget):
         self._timer.timeout.connect(self._flush)
         self.manager = DownloadManager(self._relay.push, settings)
         self.rows: dict[str, DownloadRow] = {}  # by DownloadRequest.key(): one row per job
+        self._announced: set[int] = set()  # finished tasks whose ``installed`` was sent
         self._build()
         self.restore_partials()
 
@@ -264,6 +266,9 @@ class DownloadsPage(QWidget):
             row = self.rows.get(task.request.key())
             if row is not None and row.task is task:  # not a job this row has since replaced
                 row.update_from(task)
+                if task.state == "done" and task.result is not None and id(task) not in self._announced:
+                    self._announced.add(id(task))
+                    self.installed.emit(str(task.result.path))
 
     def shutdown(self) -> None:
         """Pause what runs: the partial files stay and the next start lists them to resume."""

@@ -1,23 +1,33 @@
 """The Library page: the models on this computer (app.hub.library) with format, quant, size, architecture
 and source; load, delete with confirmation, open folder, import a file or folder (copy or use in place),
-watch a folder, and the disk usage. Every library call (scans, hashing copies, deletes) runs in a worker."""
+watch a folder, and the disk usage. Every library call (scans, hashing copies, deletes) runs in a worker.
+
+Downloaded models show what the last update check (app.hub.updates) found: "update available: chat template
+changed" and the like, each changed file in the details; the page runs the daily check once after its first
+listing, "Check for updates" asks now, and "Update" queues the download of the changed files in Downloads."""
 
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from app.hub import updates
 from app.hub.library import Library, LibraryEntry
+from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes
 
-COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source")
+COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
+UPDATE_COLUMN, SOURCE_COLUMN = COLUMNS.index("Updates"), COLUMNS.index("Source")
+SOURCE_WIDTH = 260
+UPDATE_COLOUR = "#b25e00"  # amber: readable on the light and the dark theme
 SOURCES = {"download": "Downloaded", "import": "Imported (copy)", "reference": "Used in place",
            "hf-cache": "Hugging Face cache", "folder": "Watched folder"}
 
@@ -27,12 +37,32 @@ class Listing:
     entries: list[LibraryEntry]
     usage: dict
     message: str = ""
+    updates: dict[str, UpdateStatus] | None = None  # by entry id: what the last update check found
 
 
 def _listing(root: Path | None, message: str = "", refresh: bool = True) -> Listing:
     library = Library(root)
     entries = library.entries(refresh=refresh)
-    return Listing(entries, library.disk_usage(), message)
+    known = updates.known_updates(library, entries) if updates.enabled() else {}
+    return Listing(entries, library.disk_usage(), message, known)
+
+
+def check_for_updates(root: Path | None, force: bool) -> updates.CheckReport | None:
+    """``force``: ask now (raises when offline or switched off); else the daily check, None when not due."""
+    library = Library(root)
+    return updates.check_updates(library, force=True) if force else updates.check_if_due(library)
+
+
+def check_message(report: updates.CheckReport) -> str:
+    available = report.available
+    if report.failures:
+        return "Could not check for updates: " + "; ".join(report.failures)
+    if not report.asked:
+        return ""
+    if not available:
+        return "Every downloaded model is up to date."
+    names = ", ".join(s.entry_id for s in available)
+    return f"{len(available)} update{'s' if len(available) != 1 else ''} available: {names}."
 
 
 def list_models(root: Path | None) -> Listing:
@@ -96,7 +126,9 @@ def delete_question(entry: LibraryEntry) -> tuple[str, bool]:
 
 class LibraryPage(QWidget):
     load_requested = Signal(str)  # a model path for the Chat page
+    update_requested = Signal(object, str)  # DownloadRequest, a label for the Downloads row
     changed = Signal()  # a listing arrived (tests wait on it)
+    checked = Signal()  # an update check ended (tests wait on it)
 
     def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -104,10 +136,16 @@ class LibraryPage(QWidget):
         self.root = root  # None: app.settings.models_dir() at each call (follows Settings)
         self.entries: list[LibraryEntry] = []
         self.usage: dict = {}
+        self.updates: dict[str, UpdateStatus] = {}
         self.busy = False
+        self.checking = False
+        self._daily_check_done = False
         self._call = BackgroundCall("library")
         self._call.succeeded.connect(self._on_listing)
         self._call.failed.connect(self._on_failed)
+        self._checks = BackgroundCall("update-check")
+        self._checks.succeeded.connect(self._on_checked)
+        self._checks.failed.connect(self._on_check_failed)
         self._build()
         self._update_buttons()
 
@@ -123,14 +161,19 @@ class LibraryPage(QWidget):
         self.watch_button = self._button("Watch folder…", "Add a folder whose models are used in place",
                                          self._on_watch_folder)
         self.refresh_button = self._button("Refresh", "Scan the library again", self.refresh)
+        self.check_button = self._button("Check for updates", "Ask the Hub now whether downloaded models changed",
+                                         self._on_check_now)
         for button in (self.import_file_button, self.import_folder_button, self.watch_button, self.refresh_button):
             top.addWidget(button)
         layout.addLayout(top)
+        usage_row = QHBoxLayout()
         self.usage_label = QLabel("Reading the library…")
         self.usage_label.setObjectName("caption")
         self.usage_label.setAccessibleName("Disk usage")
         self.usage_label.setWordWrap(True)
-        layout.addWidget(self.usage_label)
+        usage_row.addWidget(self.usage_label, 1)
+        usage_row.addWidget(self.check_button)
+        layout.addLayout(usage_row)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setAccessibleName("Models")
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -144,6 +187,9 @@ class LibraryPage(QWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # The source is long and in its tooltip: capped, so the model's name keeps its room beside the update column.
+        header.setSectionResizeMode(SOURCE_COLUMN, QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(SOURCE_COLUMN, SOURCE_WIDTH)
         corner = self.table.findChild(QAbstractButton)
         if corner is not None:
             corner.setAccessibleName("Select all models")
@@ -162,9 +208,10 @@ class LibraryPage(QWidget):
         row.addWidget(self.status, 1)
         self.open_button = self._button("Open folder", "Show the model's files", self._on_open_folder)
         self.delete_button = self._button("Delete…", "Delete the model", self._on_delete)
+        self.update_button = self._button("Update", "Download the model's changed files", self._on_update)
         self.load_button = self._button("Load in chat", "Load the model and chat with it", self._on_load)
         self.load_button.setDefault(True)
-        for button in (self.open_button, self.delete_button, self.load_button):
+        for button in (self.open_button, self.delete_button, self.update_button, self.load_button):
             row.addWidget(button)
         layout.addLayout(row)
 
@@ -202,6 +249,58 @@ class LibraryPage(QWidget):
         self.status.setText(listing.message)
         self._update_buttons()
         self.changed.emit()
+        if not self._daily_check_done:  # once per run of the app; the check itself keeps to once a day
+            self._daily_check_done = True
+            self.check_updates(force=False)
+
+    # --- update checks ---------------------------------------------------------------------------
+
+    def check_updates(self, force: bool = True) -> None:
+        """``force``: ask the Hub now; else the daily check (which asks only when due, online and switched on)."""
+        self.checking = True
+        if force:
+            self.status.setText("Checking for updates…")
+        self._update_buttons()
+        self._checks.start(check_for_updates, self.root, force)
+
+    @Slot()
+    def _on_check_now(self) -> None:
+        self.check_updates(force=True)
+
+    @Slot(int, object)
+    def _on_checked(self, ticket: int, report: updates.CheckReport | None) -> None:
+        self.checking = False
+        if report is not None:
+            self.updates = {**self.updates, **report.statuses}
+            self._show_updates()
+            message = check_message(report)
+            if message:
+                self.status.setText(message)
+        self._update_buttons()
+        self.checked.emit()
+
+    @Slot(int, object)
+    def _on_check_failed(self, ticket: int, error: Exception) -> None:
+        self.checking = False
+        self.status.setText(sentence(error))
+        self._update_buttons()
+        self.checked.emit()
+
+    def _show_updates(self) -> None:
+        bold = QFont()
+        bold.setBold(True)
+        for row, entry in enumerate(self.entries):
+            status = self.updates.get(entry.id)
+            item = QTableWidgetItem(status.headline if status else "")
+            if status is not None:
+                item.setToolTip("\n".join(status.details()) or status.headline)
+                if status.available:
+                    item.setForeground(QBrush(QColor(UPDATE_COLOUR)))
+                    item.setFont(bold)
+                else:
+                    item.setForeground(self.palette().brush(QPalette.ColorRole.PlaceholderText))
+            self.table.setItem(row, UPDATE_COLUMN, item)
+        self._on_selection_changed()
 
     @Slot(int, object)
     def _on_failed(self, ticket: int, error: Exception) -> None:
@@ -212,7 +311,7 @@ class LibraryPage(QWidget):
 
     def show_listing(self, listing: Listing) -> None:
         keep = self.selected.id if self.selected else None
-        self.entries, self.usage = listing.entries, listing.usage
+        self.entries, self.usage, self.updates = listing.entries, listing.usage, listing.updates or {}
         self.table.setRowCount(len(self.entries))
         for row, entry in enumerate(self.entries):
             cells = (entry.name, entry.format.upper(), entry.quant or "—", human_bytes(entry.size),
@@ -225,6 +324,7 @@ class LibraryPage(QWidget):
                 self.table.setItem(row, column, item)
             if entry.id == keep:
                 self.table.selectRow(row)
+        self._show_updates()
         usage = listing.usage
         count = len(self.entries)
         self.usage_label.setText(
@@ -258,7 +358,15 @@ class LibraryPage(QWidget):
                 parts.append(f"from {html.escape(entry.repo_id)}"
                              + (f" at commit {html.escape(entry.commit_hash)}" if entry.commit_hash else ""))
             parts.append(f"{len(entry.files)} file{'s' if len(entry.files) != 1 else ''}")
-            self.details.setText(" · ".join(parts))
+            text = " · ".join(parts)
+            status = self.updates.get(entry.id)
+            if status is not None:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(status.checked_at))
+                headline = html.escape(f"{status.headline} (checked {when})")
+                lines = [f"<b style='color:{UPDATE_COLOUR}'>{headline}</b>" if status.available else headline]
+                lines += [html.escape(line) for line in status.details()]
+                text += "<br>" + "<br>".join(lines)
+            self.details.setText(text)
         elif self.entries:
             self.details.setText("Select a model to load, open or delete it.")
         self._update_buttons()
@@ -267,8 +375,21 @@ class LibraryPage(QWidget):
         chosen = self.selected is not None and not self.busy
         for button in (self.open_button, self.delete_button, self.load_button):
             button.setEnabled(chosen)
+        status = self.updates.get(self.selected.id) if self.selected is not None else None
+        self.update_button.setEnabled(chosen and status is not None and status.available)
         for button in (self.import_file_button, self.import_folder_button, self.watch_button, self.refresh_button):
             button.setEnabled(not self.busy)
+        self.check_button.setEnabled(not self.checking)
+
+    @Slot()
+    def _on_update(self) -> None:
+        entry = self.selected
+        status = self.updates.get(entry.id) if entry is not None else None
+        if entry is None or status is None or not status.available:
+            return
+        self.update_requested.emit(updates.update_request(entry, status),
+                                   f"Update of {entry.name} · {', '.join(status.reasons)}")
+        self.status.setText(f"Updating {entry.name} in Downloads; it stays usable until the new files are in.")
 
     @Slot()
     def _on_load(self, *_: object) -> None:

@@ -1,5 +1,5 @@
-"""The Settings page: models folder, Hugging Face token, offline mode, default context length, theme, and the
-connections to remote engines (app/ui/remote_connections.py).
+"""The Settings page: models folder, Hugging Face token, offline mode, update checks, default context length, theme,
+and the connections to remote engines (app/ui/remote_connections.py).
 
 Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
 login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
@@ -32,6 +32,7 @@ class SettingsPage(QScrollArea):
     models_dir_changed = Signal(str)
     default_context_changed = Signal(int)
     theme_changed = Signal(str)
+    update_checks_changed = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -93,6 +94,13 @@ class SettingsPage(QScrollArea):
         offline_layout.addWidget(self.offline_box)
         form.addRow("Network", self._with_note(offline_layout, "offline_note"))
 
+        self.updates_box = QCheckBox("Check for model updates")
+        self.updates_box.setAccessibleName("Check for model updates")
+        self.updates_box.toggled.connect(self._on_updates_toggled)
+        updates_layout = QVBoxLayout()
+        updates_layout.addWidget(self.updates_box)
+        form.addRow("Updates", self._with_note(updates_layout, "updates_note"))
+
         self.context_box = QSpinBox()
         self.context_box.setRange(app_settings.MIN_CONTEXT, app_settings.MAX_CONTEXT)
         self.context_box.setSingleStep(1024)
@@ -151,6 +159,13 @@ class SettingsPage(QScrollArea):
         self.offline_note.setText(
             "HF_HUB_OFFLINE is set in the environment, so offline mode stays on." if forced else
             "Search and downloads are off; the library and chat work as usual.")
+        self.updates_box.blockSignals(True)
+        self.updates_box.setChecked(s.check_updates)
+        self.updates_box.blockSignals(False)
+        self.updates_note.setText(
+            "Once a day at most, and when you ask: the Hub is sent the name and branch of each repo you downloaded "
+            "from (and a changed GGUF's header is read). Never in offline mode."
+            if s.check_updates else "Off: neither the app nor the quantdesk command asks the Hub about updates.")
         self.context_box.setValue(s.default_n_ctx)
         self.theme_box.blockSignals(True)
         self.theme_box.setCurrentIndex([key for key, _ in THEME_NAMES].index(s.theme))
@@ -242,6 +257,12 @@ class SettingsPage(QScrollArea):
     def _on_offline_toggled(self, on: bool) -> None:
         if self._save(offline=on):
             app_settings.apply_offline(on)
+        self.show_settings()
+
+    @Slot(bool)
+    def _on_updates_toggled(self, on: bool) -> None:
+        if self._save(check_updates=on):
+            self.update_checks_changed.emit(on)
         self.show_settings()
 
     @Slot()

@@ -116,7 +116,10 @@ class MainWindow(QMainWindow):
         self.importer.imported.connect(self._on_chat_requested)
         self.importer.failed.connect(self._on_import_failed)
         self.library.load_requested.connect(self._on_chat_requested)
+        self.library.update_requested.connect(self._on_download_requested)
+        self.downloads.installed.connect(self.library.refresh)
         self.app_settings.models_dir_changed.connect(self.library.refresh)
+        self.app_settings.update_checks_changed.connect(self.library.refresh)  # off: the badges go
         self.app_settings.default_context_changed.connect(self.chat.set_default_context)
         self.app_settings.theme_changed.connect(self._on_theme_changed)
         self._shortcuts()

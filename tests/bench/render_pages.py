@@ -292,6 +292,17 @@ def fill_library(work: Path) -> None:
                                   size, source, owned, 1_700_000_000 + i, repo, "main" if repo else None, commit,
                                   quant, arch))
     config.save_token("hf_render0example0token0QkV2")
+    # Today's update check, kept (so the window asks nothing): the Qwen GGUF's repo re-uploaded it with a new template.
+    from app.hub import updates
+
+    now = time.time()
+    statuses = {e.id: updates.UpdateStatus(e.id, e.repo_id or "", "main", e.commit_hash or "", e.commit_hash or "", now)
+                for e in library.entries(refresh=False) if updates.checkable(e)}
+    qwen = statuses["bartowski/Qwen2.5-7B-Instruct-GGUF:Q4_K_M"]
+    qwen.remote_commit = "0e3f8c1d9b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e"
+    qwen.changes = [updates.FileChange("Qwen2.5-7B-Instruct-Q4_K_M.gguf", "template")]
+    qwen.files = ["Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
+    updates.remember(library, statuses)
 
 
 def main() -> int:

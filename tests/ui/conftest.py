@@ -10,6 +10,7 @@ from app.chats.store import ChatStore
 from app.engine.client import EngineClient
 from app.ui.engine_bridge import EngineBridge
 from app.ui.window import MainWindow
+from tests.hub.conftest import fast, fixed_template, gguf_repo  # noqa: F401 - fixtures: the Library's update checks
 from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
 
