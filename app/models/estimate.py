@@ -53,10 +53,45 @@ LLAMA_CPP_MODELLED = frozenset({
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
 })
-# Hybrids llama.cpp runs whose extra caches (MLA or indexer caches beside linear attention, compressed KV)
-# are not sized here yet; and config.json model types with recurrent layers (MLX / safetensors are not sized).
-UNMODELLED_HYBRIDS = frozenset({"kimi-linear", "kimi-k3", "glm5-next", "qwen4exp", "deepseek4", "minimax-01",
-                                "bailingmoe3"})
+# Every other architecture the bundled llama.cpp knows (src/llama-arch.cpp LLM_ARCH_NAMES), each with why it is
+# not sized: what check_modelled tells the user. tests/models/test_architecture_coverage.py asks llama.cpp for its
+# list and fails on a name found in none of these sets, so a new llama.cpp says which architecture to look at.
+_ENCODER = "an encoder (embeddings or reranking), not a chat model"
+_SPEECH = "a text-to-speech model, not a chat model"
+_DIFFUSION = "a diffusion language model (non-causal), which llama.cpp runs with llama-diffusion-cli, not as a chat"
+_DRAFT = "a draft model for speculative decoding, run beside its target model"
+_PLAIN = ("attention and FFN layers like llama, but its buffers have not been checked against llama.cpp's "
+          "log yet")
+_WINDOW = "sliding-window attention layers whose layout QuantDesk has not checked for it yet"
+_MLA = "compressed (MLA) attention whose cache layout QuantDesk has not checked for it yet"
+_SPARSE = "compressed attention with sparse-attention indexer caches QuantDesk does not size yet"
+_LINEAR = "it mixes linear attention with caches QuantDesk does not size yet"
+LLAMA_CPP_NOT_SIZED: dict[str, str] = {
+    **dict.fromkeys(("bert", "modern-bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2", "jina-bert-v3",
+                     "eurobert", "gemma-embedding", "llama-embed", "t5encoder"), _ENCODER),
+    "t5": "an encoder-decoder (T5), not a decoder-only chat model",
+    "clip": "a vision or audio projector (mmproj), loaded beside a model, never as one",
+    "wavtokenizer-dec": "an audio codec's decoder (speech output), not a chat model",
+    **dict.fromkeys(("pockettts", "qwen3tts"), _SPEECH),
+    **dict.fromkeys(("dream", "llada", "llada-moe", "rnd1"), _DIFFUSION),
+    **dict.fromkeys(("eagle3", "dflash", "gemma4-assistant"), _DRAFT),
+    "gptj": "llama.cpp names it but has no implementation of it (its loader refuses the file)",
+    **dict.fromkeys(("arctic", "bailingmoe", "bailingmoe2", "bitnet", "chameleon", "chatglm", "codeshell", "cogvlm",
+                     "dbrx", "deci", "grok", "grovemoe", "hunyuan-dense", "hunyuan_vl", "hy_v3", "jais", "jais2",
+                     "maincoder", "minimax-m2", "nemotron", "openelm", "plamo", "qwen2vl", "refact", "xverse",
+                     "talkie", "pangu-embedded", "graniteswitch", "hrm_text", "paddleocr", "deepseek2-ocr"), _PLAIN),
+    **dict.fromkeys(("afmoe", "cohere2moe", "exaone-moe", "granite_swa", "laguna", "maple", "mellum", "mimo2",
+                     "muse-glimmer", "plamo3", "smallthinker", "spark2_5", "step35", "phimoe", "nanbeige"), _WINDOW),
+    "llama4": "chunked attention (8192-token chunks on three of four layers) beside MoE, not sized yet",
+    "gemma3n": "per-layer embeddings and KV caches shared between layers, not sized yet",
+    "gemma4": "per-layer embeddings and KV caches shared between layers beside its window layers, not sized yet",
+    **dict.fromkeys(("qwen3vl", "qwen3vlmoe"), "a text model fed deepstack inputs, not checked yet"),
+    **dict.fromkeys(("mistral4", "minicpm3", "plm"), _MLA),
+    **dict.fromkeys(("deepseek32", "glm-dsa", "dots3note", "minimax-m3", "hy_v4"), _SPARSE),
+    **dict.fromkeys(("kimi-linear", "kimi-k3", "glm5-next", "qwen4exp", "deepseek4", "minimax-01", "bailingmoe3"),
+                    _LINEAR),
+}
+# config.json model types with recurrent layers (MLX / safetensors are not sized).
 CONFIG_RECURRENT = frozenset({"mamba", "mamba2", "jamba", "falcon_h1", "falcon-h1", "granitemoehybrid", "lfm2",
                               "lfm2_moe", "nemotron_h", "qwen3_next", "qwen3_5", "qwen3_5_moe", "rwkv6", "rwkv7",
                               "plamo2", "kimi_linear", "minimax"})
@@ -139,13 +174,15 @@ def pad(value: int, multiple: int) -> int:
 
 def check_modelled(meta: ModelMetadata) -> None:
     arch = meta.architecture
-    if meta.format == "gguf" and arch in UNMODELLED_HYBRIDS:
-        raise UnknownModel(f"{arch} mixes linear attention with caches QuantDesk does not size yet.")
+    if meta.format == "gguf" and arch in LLAMA_CPP_NOT_SIZED:
+        raise UnknownModel(f"the {arch} architecture is not modelled by QuantDesk's estimator: "
+                           f"{LLAMA_CPP_NOT_SIZED[arch]}.")
     if meta.format != "gguf" and arch in CONFIG_RECURRENT:
         raise UnknownModel(f"{arch} has recurrent (state-space) layers; QuantDesk sizes them for llama.cpp "
                            f"(GGUF) only.")
     if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED and arch not in RECURRENT_ARCHS:
-        raise UnknownModel(f"the {arch or 'unnamed'} architecture is not modelled by QuantDesk's estimator.")
+        raise UnknownModel(f"the {arch or 'unnamed'} architecture is not modelled by QuantDesk's estimator "
+                           f"(nor known to the bundled llama.cpp).")
     attends = meta.head_count and any(meta.head_count)
     if not meta.block_count or not (attends or (meta.recurrent and all(meta.recurrent.layers))):
         raise UnknownModel("the model's metadata lacks layer or attention-head counts.")
