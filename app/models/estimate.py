@@ -52,6 +52,7 @@ LLAMA_CPP_MODELLED = frozenset({
     "cohere2", "command-r", "gpt-oss", "exaone", "internlm2", "stablelm", "glm4", "glm4moe", "ernie4_5",
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
+    "qwen3vl", "qwen3vlmoe",
 })
 # Every other architecture the bundled llama.cpp knows (src/llama-arch.cpp LLM_ARCH_NAMES), each with why it is
 # not sized: what check_modelled tells the user. tests/models/test_architecture_coverage.py asks llama.cpp for its
@@ -85,7 +86,6 @@ LLAMA_CPP_NOT_SIZED: dict[str, str] = {
     "llama4": "chunked attention (8192-token chunks on three of four layers) beside MoE, not sized yet",
     "gemma3n": "per-layer embeddings and KV caches shared between layers, not sized yet",
     "gemma4": "per-layer embeddings and KV caches shared between layers beside its window layers, not sized yet",
-    **dict.fromkeys(("qwen3vl", "qwen3vlmoe"), "a text model fed deepstack inputs, not checked yet"),
     **dict.fromkeys(("mistral4", "minicpm3", "plm"), _MLA),
     **dict.fromkeys(("deepseek32", "glm-dsa", "dots3note", "minimax-m3", "hy_v4"), _SPARSE),
     **dict.fromkeys(("kimi-linear", "kimi-k3", "glm5-next", "qwen4exp", "deepseek4", "minimax-01", "bailingmoe3"),
@@ -252,6 +252,9 @@ class GraphParts:
     logits: int  # the output layer's logits for a full ubatch
     residual: int  # the residual stream and norms
     embeddings: int  # the ubatch's input embeddings (looked up on the host)
+    # Qwen3-VL: the input embedding padded to (1 + deepstack layers) x n_embd, live until the last deepstack layer
+    # has added its slice (llama.cpp build_inp_embd's ggml_pad; zeros for text tokens)
+    deepstack: int = 0
 
 
 def graph_parts(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> GraphParts:
@@ -271,16 +274,20 @@ def graph_parts(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> GraphPa
     if experts and meta.expert_used_count:
         n_ff_exp = experts[0].shape[1]
         moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
+    embd_inp = n_ub * meta.embedding_length * (1 + meta.deepstack_layers) * f32  # llama.cpp n_embd_inp()
     return GraphParts(scores=scores, attention=scores + n_ub * q_width * f32 * 3, masks=masks, kv_views=kv_views,
                       ffn=n_ub * max(ffn_lengths, default=0) * f32 * 2, moe=moe, logits=n_ub * meta.vocab_size * f32,
-                      residual=n_ub * meta.embedding_length * f32 * 4, embeddings=n_ub * meta.embedding_length * f32)
+                      residual=n_ub * meta.embedding_length * f32 * 4, embeddings=embd_inp,
+                      deepstack=embd_inp if meta.deepstack_layers else 0)
 
 
 def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
     """Peak of llama.cpp's ubatch graph on the CPU alone (ggml-alloc reuses memory, so the largest stage counts)."""
     g = graph_parts(meta, n_ctx, s)
-    # The masks are only live while attention runs; the logits of a full ubatch come after.
-    return int(max(g.attention + g.masks, g.ffn, g.moe, g.logits) + g.residual)
+    # The masks are only live while attention runs; the logits of a full ubatch come after (the deepstack input
+    # is gone by then: Qwen3-VL's deepstack layers are the first ones).
+    return int(max(g.attention + g.masks + g.deepstack, g.ffn + g.deepstack, g.moe + g.deepstack, g.logits)
+               + g.residual)
 
 
 def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu: bool, kv_on_both: bool,
@@ -298,7 +305,9 @@ def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu:
     second one (Llama-3.2-1B shapes at 32k on Vulkan: 4172 MiB of host compute at -ngl 8 for 2048 MiB of
     scores, 2186 at -ngl 0 and 17). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
     attention = g.attention + g.masks
-    gpu = max(attention if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
+    # Qwen3-VL's padded input embedding is host-side (``g.embeddings`` is that wide); the GPU's deepstack layers
+    # read slices of it, taken here as one copy (not measured: the accuracy benchmarks ran on the CPU).
+    gpu = max(attention + g.deepstack if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
               g.logits + output_copy if logits_on_gpu else 0) + g.residual
     if attention_on_gpu and (kv_on_both or not kv_on_gpu):
         gpu += g.kv_views

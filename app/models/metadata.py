@@ -111,6 +111,9 @@ class ModelMetadata:
     # Multi-token-prediction blocks at the end (GGUF nextn_predict_layers): llama.cpp neither loads them nor
     # gives them a cache unless asked to (llama_model_params.load_mtp, off by default).
     nextn_layers: int = 0
+    # Qwen3-VL: the first N layers add a slice of the input embedding (image features) to their output, so the
+    # input embedding is (1 + N) x embedding_length wide (GGUF n_deepstack_layers; llama.cpp n_embd_inp()).
+    deepstack_layers: int = 0
     kv_lora_rank: int = 0  # MLA (DeepSeek-V2/V3): the cache holds the compressed latent
     rope_dim_mla: int = 0  # MLA: rope part of the key, cached next to the latent
     tied_embeddings: bool = False
@@ -187,7 +190,7 @@ class ModelMetadata:
             "swa_layers": sum(self.swa_layers) if self.swa_layers else 0,
             "expert_count": self.expert_count, "expert_used_count": self.expert_used_count,
             "recurrent_layers": sum(self.recurrent.layers) if self.recurrent else 0,
-            "nextn_layers": self.nextn_layers or None,
+            "nextn_layers": self.nextn_layers or None, "deepstack_layers": self.deepstack_layers or None,
             "kv_lora_rank": self.kv_lora_rank or None, "tied_embeddings": self.tied_embeddings,
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
             "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
@@ -622,6 +625,7 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         expert_count=int(_arch_get(kv, arch, "expert_count", 0) or 0),
         expert_used_count=int(_arch_get(kv, arch, "expert_used_count", 0) or 0),
         recurrent=_recurrent_shape(kv, arch, n_layers, n_layers - nextn, n_embd, heads_kv), nextn_layers=nextn,
+        deepstack_layers=int(_arch_get(kv, arch, "n_deepstack_layers", 0) or 0),
         kv_lora_rank=int(_arch_get(kv, arch, "attention.kv_lora_rank", 0) or 0),
         rope_dim_mla=int(_arch_get(kv, arch, "rope.dimension_count", 0) or 0),
         tied_embeddings="output.weight" not in tensor_names and "token_embd.weight" in tensor_names,

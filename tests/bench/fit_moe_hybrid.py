@@ -56,6 +56,15 @@ MODELS = [
      GgufSpec("mamba2-2.7b-shape", "mamba2", n_embd=2560, n_layer=4, n_head=0, n_head_kv=0, n_ff=0,
               vocab_size=50288, ssm_state_size=128, ssm_group_count=1, ssm_heads=80, n_ctx_train=1048576),
      "4 of 64 layers", ("Q8_0",), (0,)),
+    ("Qwen3-VL-8B (deepstack)",
+     GgufSpec("qwen3vl-8b-shape", "qwen3vl", n_embd=4096, n_layer=4, n_head=32, n_head_kv=8, n_ff=12288,
+              vocab_size=151936, head_dim=128, deepstack_layers=3, n_ctx_train=262144),
+     "4 of 36 layers (3 of them deepstack, as in the real first three)", ("Q4_K_M", "Q8_0"), (0,)),
+    ("Qwen3-VL-30B-A3B (deepstack MoE)",
+     GgufSpec("qwen3vlmoe-30b-a3b-shape", "qwen3vlmoe", n_embd=2048, n_layer=4, n_head=32, n_head_kv=4, n_ff=6144,
+              vocab_size=151936, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=768, deepstack_layers=3,
+              n_ctx_train=262144),
+     "4 of 48 layers (3 deepstack), 16 of 128 experts", ("Q4_K_M",), (0, 2, -1)),
 ]
 
 CHILD = r"""

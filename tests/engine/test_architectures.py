@@ -17,6 +17,8 @@ HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How 
     ("tiny_lfm2", LoadSettings(n_ctx=1024)),
     ("tiny_granite_hybrid", LoadSettings(n_ctx=1024)),
     ("tiny_mamba2", LoadSettings(n_ctx=1024)),
+    ("tiny_qwen3vl", LoadSettings(n_ctx=1024)),
+    ("tiny_qwen3vlmoe", LoadSettings(n_ctx=1024, cpu_moe=-1)),
 ])
 def test_the_architecture_loads_and_chats_through_the_engine_host(request, fixture, settings):
     models = request.getfixturevalue(fixture)
@@ -24,7 +26,8 @@ def test_the_architecture_loads_and_chats_through_the_engine_host(request, fixtu
         loaded = client.load(models.gguf_q8_0, settings)
         assert loaded.backend == "llama.cpp" and loaded.n_layers == models.spec.n_layer
         assert loaded.details["architecture"] == models.spec.arch
-        assert loaded.details.get("experts_in_ram", 0) == max(settings.cpu_moe, 0)
+        experts_in_ram = models.spec.n_layer if settings.cpu_moe < 0 else settings.cpu_moe
+        assert loaded.details.get("experts_in_ram", 0) == experts_in_ram
         for turn in range(2):  # a second reply reuses (or, for recurrent state, rebuilds) the cached prompt
             events = list(client.generate(HELLO, SamplingSettings(max_tokens=10, seed=turn)))
             done = events[-1]

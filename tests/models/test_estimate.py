@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.models.estimate import (
@@ -225,6 +227,23 @@ def test_falcon_h1_layers_keep_both_and_mtp_blocks_nothing():
     est = estimate_llama_cpp(mtp, LlamaCppSettings(n_ctx=1024, cpu_repack=False))
     assert est.devices[0].weights_bytes == 2048 * 128 + 2048 * 2048 * 2
     assert est.devices[0].kv_bytes == 1 * 1024 * 2 * 2 * 256 * 2  # layer 3 only: 7 would, but it is MTP
+
+
+# ------------------------------------------------------------------ Qwen3-VL's deepstack input
+
+
+@pytest.mark.parametrize("fixture", ["tiny_qwen3vl", "tiny_qwen3vlmoe"])
+def test_deepstack_widens_the_input_embedding_while_the_first_layers_attend(request, fixture):
+    models = request.getfixturevalue(fixture)
+    spec, meta = models.spec, read_gguf_file(models.gguf_q8_0)
+    assert meta.deepstack_layers == spec.deepstack_layers == 3 and meta.summary()["deepstack_layers"] == 3
+    plain = dataclasses.replace(meta, deepstack_layers=0)
+    settings = LlamaCppSettings(n_ctx=2048)  # attention, not the logits, is the graph's peak here
+    est, without = estimate_llama_cpp(meta, settings), estimate_llama_cpp(plain, settings)
+    # llama.cpp pads the looked-up embedding to (1 + 3) x n_embd for the deepstack slices (zeros for text)
+    assert est.devices[0].compute_bytes - without.devices[0].compute_bytes == 512 * 4 * spec.n_embd * 4
+    assert est.devices[0].kv_bytes == without.devices[0].kv_bytes == spec.n_layer * 2048 * 2 * spec.n_head_kv * spec.hd * 2
+    assert est.devices[0].weights_bytes == without.devices[0].weights_bytes
 
 
 # ------------------------------------------------------------------ MoE experts kept in RAM
