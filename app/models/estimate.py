@@ -4,12 +4,13 @@ llama.cpp (GGUF) follows llama.cpp's own allocation (checked against llama-cpp-p
 log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/bench/fit_moe_hybrid.py):
 - weights: ``-ngl k`` puts layers ``il >= n_layer + 1 - k`` on the GPU, where index ``n_layer`` is the
   output layer, so k = 1 offloads just the output layer; token embeddings always stay on the CPU;
-- KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers hold
-  ``min(n_ctx, pad(n_swa + n_ubatch, 256))`` cells (unless ``swa_full``); layers with no KV heads hold
-  nothing; MLA caches the compressed latent; cache types f16 / q8_0 / q4_0 cost 2, 34/32, 18/32 bytes
-  per element;
+- KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers (and Llama 4's
+  chunked ones, n_swa 8192) hold ``min(n_ctx, pad(n_swa + n_ubatch, 256))`` cells (unless ``swa_full``);
+  layers with no KV heads hold nothing; MLA caches the compressed latent; cache types f16 / q8_0 / q4_0 cost
+  2, 34/32, 18/32 bytes per element;
 - compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
-  expert intermediates, the logits of a full ubatch) plus the attention masks;
+  expert intermediates, the logits of a full ubatch) plus the attention masks (and Qwen3-VL's input embedding,
+  padded for its deepstack layers);
 - output buffer: logits for one sequence on the host; fixed runtime overheads per device;
 - recurrent layers (Mamba, RWKV, LFM2's short convolutions, gated delta nets) keep one F32 r and s state row
   per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
@@ -52,7 +53,7 @@ LLAMA_CPP_MODELLED = frozenset({
     "cohere2", "command-r", "gpt-oss", "exaone", "internlm2", "stablelm", "glm4", "glm4moe", "ernie4_5",
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
-    "qwen3vl", "qwen3vlmoe",
+    "qwen3vl", "qwen3vlmoe", "llama4", "minimax-m2", "qwen2vl",
 })
 # Every other architecture the bundled llama.cpp knows (src/llama-arch.cpp LLM_ARCH_NAMES), each with why it is
 # not sized: what check_modelled tells the user. tests/models/test_architecture_coverage.py asks llama.cpp for its
@@ -79,11 +80,10 @@ LLAMA_CPP_NOT_SIZED: dict[str, str] = {
     "gptj": "llama.cpp names it but has no implementation of it (its loader refuses the file)",
     **dict.fromkeys(("arctic", "bailingmoe", "bailingmoe2", "bitnet", "chameleon", "chatglm", "codeshell", "cogvlm",
                      "dbrx", "deci", "grok", "grovemoe", "hunyuan-dense", "hunyuan_vl", "hy_v3", "jais", "jais2",
-                     "maincoder", "minimax-m2", "nemotron", "openelm", "plamo", "qwen2vl", "refact", "xverse",
+                     "maincoder", "nemotron", "openelm", "plamo", "refact", "xverse",
                      "talkie", "pangu-embedded", "graniteswitch", "hrm_text", "paddleocr", "deepseek2-ocr"), _PLAIN),
     **dict.fromkeys(("afmoe", "cohere2moe", "exaone-moe", "granite_swa", "laguna", "maple", "mellum", "mimo2",
                      "muse-glimmer", "plamo3", "smallthinker", "spark2_5", "step35", "phimoe", "nanbeige"), _WINDOW),
-    "llama4": "chunked attention (8192-token chunks on three of four layers) beside MoE, not sized yet",
     "gemma3n": "per-layer embeddings and KV caches shared between layers, not sized yet",
     "gemma4": "per-layer embeddings and KV caches shared between layers beside its window layers, not sized yet",
     **dict.fromkeys(("mistral4", "minicpm3", "plm"), _MLA),

@@ -495,7 +495,10 @@ def _per_layer(value: Any, n_layers: int, default: int = 0) -> list[int]:
 
 # Sliding-window layer patterns llama.cpp hard-codes per architecture (src/llama-model.cpp,
 # ``hparams.set_swa_pattern(n)``: layer il uses the window when il % n < n - 1).
-SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "exaone4": 4}
+SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "exaone4": 4, "llama4": 4}
+# Chunked attention (src/models/llama4.cpp): llama.cpp fixes the chunk whatever the GGUF says, unless the GGUF's
+# sliding_window is 0 (then every layer attends to all). A chunked layer's cache holds what a window layer's would.
+CHUNKED_WINDOWS = {"llama4": 8192}
 
 
 def _swa_layers(kv: dict[str, Any], arch: str, n_layers: int, window: int, notes: list[str]) -> list[bool]:
@@ -581,6 +584,8 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
     key_len = int(_arch_get(kv, arch, "attention.key_length", head_dim) or head_dim)
     value_len = int(_arch_get(kv, arch, "attention.value_length", head_dim) or head_dim)
     window = int(_arch_get(kv, arch, "attention.sliding_window", 0) or 0)
+    if arch in CHUNKED_WINDOWS and _arch_get(kv, arch, "attention.sliding_window") != 0:
+        window = CHUNKED_WINDOWS[arch]
     tokens = kv.get("tokenizer.ggml.tokens")
     vocab = int(_arch_get(kv, arch, "vocab_size", 0) or (len(tokens) if tokens is not None else 0))
     tensor_names = {t.name for t in tensors}

@@ -65,6 +65,18 @@ MODELS = [
               vocab_size=151936, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=768, deepstack_layers=3,
               n_ctx_train=262144),
      "4 of 48 layers (3 deepstack), 16 of 128 experts", ("Q4_K_M",), (0, 2, -1)),
+    ("Llama-4-Scout-17B-16E (chunked MoE)",
+     GgufSpec("llama4-scout-shape", "llama4", n_embd=5120, n_layer=4, n_head=40, n_head_kv=8, n_ff=16384,
+              vocab_size=202048, head_dim=128, n_expert=2, n_expert_used=1, n_ff_exp=8192, n_ctx_train=262144),
+     "4 of 48 layers (chunked 0-2, full 3, as in the real first four), 2 of 16 experts", ("Q4_K_M",), (0, 2, -1)),
+    ("MiniMax-M2 (sigmoid-routed MoE)",
+     GgufSpec("minimax-m2-shape", "minimax-m2", n_embd=3072, n_layer=4, n_head=48, n_head_kv=8, n_ff=1536,
+              vocab_size=200064, head_dim=128, n_expert=8, n_expert_used=8, n_ff_exp=1536, n_ctx_train=196608),
+     "4 of 62 layers, 8 of 256 experts (all 8 used, as many as the real one uses)", ("Q4_K_M",), (0, 2, -1)),
+    ("Qwen2.5-VL-7B (multi-axis RoPE)",
+     GgufSpec("qwen2.5vl-7b-shape", "qwen2vl", n_embd=3584, n_layer=4, n_head=28, n_head_kv=4, n_ff=18944,
+              vocab_size=152064, n_ctx_train=128000),
+     "4 of 28 layers", ("Q4_K_M",), (0,)),
 ]
 
 CHILD = r"""

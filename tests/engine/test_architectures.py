@@ -19,6 +19,9 @@ HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How 
     ("tiny_mamba2", LoadSettings(n_ctx=1024)),
     ("tiny_qwen3vl", LoadSettings(n_ctx=1024)),
     ("tiny_qwen3vlmoe", LoadSettings(n_ctx=1024, cpu_moe=-1)),
+    ("tiny_llama4", LoadSettings(n_ctx=16384)),  # beyond the 8192-token chunk
+    ("tiny_minimax_m2", LoadSettings(n_ctx=1024, cpu_moe=2)),
+    ("tiny_qwen2vl", LoadSettings(n_ctx=1024)),
 ])
 def test_the_architecture_loads_and_chats_through_the_engine_host(request, fixture, settings):
     models = request.getfixturevalue(fixture)

@@ -102,7 +102,7 @@ def test_every_architecture_named_is_one_llama_cpp_knows(llama_cpp_architectures
 
 
 @pytest.mark.parametrize(("arch", "says"), [
-    ("llama4", "chunked attention"),
+    ("gemma3n", "per-layer embeddings"),
     ("nomic-bert", "an encoder (embeddings or reranking), not a chat model"),
     ("clip", "projector"),
     ("never-heard-of-it", "nor known to the bundled llama.cpp"),

@@ -246,6 +246,37 @@ def test_deepstack_widens_the_input_embedding_while_the_first_layers_attend(requ
     assert est.devices[0].weights_bytes == without.devices[0].weights_bytes
 
 
+# ------------------------------------------------------------------ Llama 4's chunked attention
+
+
+def test_llama4_chunked_layers_cache_one_chunk_and_the_ubatch(tiny_llama4):
+    meta = read_gguf_file(tiny_llama4.gguf_q8_0)
+    spec = tiny_llama4.spec
+    # llama.cpp fixes the chunk at 8192 tokens (the GGUF names none) on three of every four layers
+    assert meta.sliding_window == 8192 and meta.swa_layers == [True, True, True, False]
+    row = 2 * spec.n_head_kv * spec.hd * 2  # K and V, f16
+    for n_ctx, chunked_cells in ((4096, 4096), (16384, 8192 + 512), (65536, 8192 + 512)):
+        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=n_ctx))
+        # as llama.cpp logs it for this file at 16384: 3 layers x 8704 cells (12.75 MiB) + 1 x 16384 (8 MiB)
+        assert est.devices[0].kv_bytes == (3 * chunked_cells + n_ctx) * row
+    assert estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=16384, swa_full=True)).devices[0].kv_bytes == 4 * 16384 * row
+    # the shared expert is no routed one: --cpu-moe moves only the routed experts (llama.cpp's _exps pattern)
+    from app.models.estimate import expert_in_ram
+
+    in_ram = {t.name for t in meta.tensors if expert_in_ram(t.name, 0, -1) and t.name.startswith("blk.0.")}
+    assert in_ram == {f"blk.0.ffn_{part}_exps.weight" for part in ("gate", "up", "down")}
+    assert estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=4096, cpu_moe=-1)).cpu_moe == spec.n_layer
+
+
+def test_a_llama4_gguf_without_chunks_attends_everywhere():
+    from app.models.metadata import metadata_from_gguf
+
+    kv = {"general.architecture": "llama4", "llama4.block_count": 4, "llama4.embedding_length": 256,
+          "llama4.attention.head_count": 4, "llama4.attention.sliding_window": 0, "tokenizer.ggml.tokens": ["a"]}
+    meta = metadata_from_gguf(kv, [], source="mem")
+    assert meta.sliding_window == 0 and meta.swa_layers == [False] * 4  # llama.cpp: swa_type NONE
+
+
 # ------------------------------------------------------------------ MoE experts kept in RAM
 
 
