@@ -53,7 +53,7 @@ LLAMA_CPP_MODELLED = frozenset({
     "cohere2", "command-r", "gpt-oss", "exaone", "internlm2", "stablelm", "glm4", "glm4moe", "ernie4_5",
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
-    "qwen3vl", "qwen3vlmoe", "llama4", "minimax-m2", "qwen2vl",
+    "qwen3vl", "qwen3vlmoe", "llama4", "minimax-m2", "qwen2vl", "bailingmoe2",
 })
 # Every other architecture the bundled llama.cpp knows (src/llama-arch.cpp LLM_ARCH_NAMES), each with why it is
 # not sized: what check_modelled tells the user. tests/models/test_architecture_coverage.py asks llama.cpp for its
@@ -78,7 +78,7 @@ LLAMA_CPP_NOT_SIZED: dict[str, str] = {
     **dict.fromkeys(("dream", "llada", "llada-moe", "rnd1"), _DIFFUSION),
     **dict.fromkeys(("eagle3", "dflash", "gemma4-assistant"), _DRAFT),
     "gptj": "llama.cpp names it but has no implementation of it (its loader refuses the file)",
-    **dict.fromkeys(("arctic", "bailingmoe", "bailingmoe2", "bitnet", "chameleon", "chatglm", "codeshell", "cogvlm",
+    **dict.fromkeys(("arctic", "bailingmoe", "bitnet", "chameleon", "chatglm", "codeshell", "cogvlm",
                      "dbrx", "deci", "grok", "grovemoe", "hunyuan-dense", "hunyuan_vl", "hy_v3", "jais", "jais2",
                      "maincoder", "nemotron", "openelm", "plamo", "refact", "xverse",
                      "talkie", "pangu-embedded", "graniteswitch", "hrm_text", "paddleocr", "deepseek2-ocr"), _PLAIN),

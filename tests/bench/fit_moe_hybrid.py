@@ -77,6 +77,10 @@ MODELS = [
      GgufSpec("qwen2.5vl-7b-shape", "qwen2vl", n_embd=3584, n_layer=4, n_head=28, n_head_kv=4, n_ff=18944,
               vocab_size=152064, n_ctx_train=128000),
      "4 of 28 layers", ("Q4_K_M",), (0,)),
+    ("Ling-mini-2.0 (MoE, dense first)",
+     GgufSpec("ling-mini-2.0-shape", "bailingmoe2", n_embd=2048, n_layer=4, n_head=16, n_head_kv=4, n_ff=5120,
+              vocab_size=157184, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=512, n_ctx_train=32768),
+     "4 of 20 layers (the dense first one and 3 MoE), 16 of 256 experts", ("Q4_K_M",), (0, 2, -1)),
 ]
 
 CHILD = r"""
