@@ -53,7 +53,7 @@ LLAMA_CPP_MODELLED = frozenset({
     "cohere2", "command-r", "gpt-oss", "exaone", "internlm2", "stablelm", "glm4", "glm4moe", "ernie4_5",
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
-    "qwen3vl", "qwen3vlmoe", "llama4", "minimax-m2", "qwen2vl", "bailingmoe2",
+    "qwen3vl", "qwen3vlmoe", "llama4", "minimax-m2", "qwen2vl", "bailingmoe2", "afmoe",
 })
 # Every other architecture the bundled llama.cpp knows (src/llama-arch.cpp LLM_ARCH_NAMES), each with why it is
 # not sized: what check_modelled tells the user. tests/models/test_architecture_coverage.py asks llama.cpp for its
@@ -82,7 +82,7 @@ LLAMA_CPP_NOT_SIZED: dict[str, str] = {
                      "dbrx", "deci", "grok", "grovemoe", "hunyuan-dense", "hunyuan_vl", "hy_v3", "jais", "jais2",
                      "maincoder", "nemotron", "openelm", "plamo", "refact", "xverse",
                      "talkie", "pangu-embedded", "graniteswitch", "hrm_text", "paddleocr", "deepseek2-ocr"), _PLAIN),
-    **dict.fromkeys(("afmoe", "cohere2moe", "exaone-moe", "granite_swa", "laguna", "maple", "mellum", "mimo2",
+    **dict.fromkeys(("cohere2moe", "exaone-moe", "granite_swa", "laguna", "maple", "mellum", "mimo2",
                      "muse-glimmer", "plamo3", "smallthinker", "spark2_5", "step35", "phimoe", "nanbeige"), _WINDOW),
     "gemma3n": "per-layer embeddings and KV caches shared between layers, not sized yet",
     "gemma4": "per-layer embeddings and KV caches shared between layers beside its window layers, not sized yet",

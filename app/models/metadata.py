@@ -495,7 +495,7 @@ def _per_layer(value: Any, n_layers: int, default: int = 0) -> list[int]:
 
 # Sliding-window layer patterns llama.cpp hard-codes per architecture (src/llama-model.cpp,
 # ``hparams.set_swa_pattern(n)``: layer il uses the window when il % n < n - 1).
-SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "exaone4": 4, "llama4": 4}
+SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "exaone4": 4, "llama4": 4, "afmoe": 4}
 # Chunked attention (src/models/llama4.cpp): llama.cpp fixes the chunk whatever the GGUF says, unless the GGUF's
 # sliding_window is 0 (then every layer attends to all). A chunked layer's cache holds what a window layer's would.
 CHUNKED_WINDOWS = {"llama4": 8192}

@@ -79,8 +79,14 @@ MODELS = [
      "4 of 28 layers", ("Q4_K_M",), (0,)),
     ("Ling-mini-2.0 (MoE, dense first)",
      GgufSpec("ling-mini-2.0-shape", "bailingmoe2", n_embd=2048, n_layer=4, n_head=16, n_head_kv=4, n_ff=5120,
-              vocab_size=157184, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=512, n_ctx_train=32768),
+              vocab_size=157184, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=512, dense_layers=1,
+              n_ctx_train=32768),
      "4 of 20 layers (the dense first one and 3 MoE), 16 of 256 experts", ("Q4_K_M",), (0, 2, -1)),
+    ("Trinity-Mini (afmoe: window + MoE)",
+     GgufSpec("trinity-mini-shape", "afmoe", n_embd=2048, n_layer=4, n_head=32, n_head_kv=4, n_ff=6144,
+              vocab_size=200192, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=1024, dense_layers=2,
+              sliding_window=2048, n_ctx_train=131072),
+     "4 of 32 layers (2 dense, 2 MoE; window on 0-2), 16 of 128 experts", ("Q4_K_M",), (0, 2, -1)),
 ]
 
 CHILD = r"""

@@ -23,6 +23,7 @@ HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How 
     ("tiny_minimax_m2", LoadSettings(n_ctx=1024, cpu_moe=2)),
     ("tiny_qwen2vl", LoadSettings(n_ctx=1024)),
     ("tiny_bailingmoe2", LoadSettings(n_ctx=1024, cpu_moe=-1)),
+    ("tiny_afmoe", LoadSettings(n_ctx=1024)),
 ])
 def test_the_architecture_loads_and_chats_through_the_engine_host(request, fixture, settings):
     models = request.getfixturevalue(fixture)
