@@ -4,18 +4,17 @@ file, through huggingface_hub's shared session, URL builder and auth headers."""
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from app.errors import QuantDeskError
 from app.models.metadata import (
     ModelMetadata,
-    ModelMetadataError,
     TensorInfo,
     metadata_from_gguf,
     parse_gguf_header,
     parse_growing,
+    parse_json_object,
     parse_safetensors_header,
 )
 
@@ -106,10 +105,4 @@ def read_remote_safetensors(repo_id: str, filename: str, revision: str | None = 
 def read_remote_json(repo_id: str, filename: str, revision: str | None = None,
                      token: str | bool | None = None) -> dict[str, Any]:
     data = fetch_range(file_url(repo_id, filename, revision), 0, 8 << 20, token)
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelMetadataError(f"{repo_id}/{filename} is not valid JSON: {exc}.") from exc
-    if not isinstance(value, dict):
-        raise ModelMetadataError(f"{repo_id}/{filename} does not hold a JSON object.")
-    return value
+    return parse_json_object(data, f"{repo_id}/{filename}")
