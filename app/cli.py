@@ -74,6 +74,20 @@ def _start_gui() -> int:
     return ui.run()
 
 
+def _unexpected(error: BaseException, where: str) -> int:
+    """An error no code expected: one sentence on stderr, the traceback in the log file."""
+    from app import logs
+
+    path = logs.record_unexpected(error, where)
+    details = f"the details are in {path}" if path else "no log file could be written, so here they are:"
+    print(f"quantdesk: unexpected error ({logs.summary(error)}); {details}", file=sys.stderr)
+    if path is None:
+        import traceback
+
+        traceback.print_exception(error, file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--engine-host"]:
@@ -82,12 +96,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return host_main()
     if not argv:
-        return _start_gui()
+        try:
+            return _start_gui()
+        except Exception as exc:  # a bug before the window could show it (app.ui.crash takes over after)
+            return _unexpected(exc, "the desktop app's start")
     args = build_parser().parse_args(argv)
     if not getattr(args, "func", None):
         build_parser().print_help()
         return 2
     try:
+        from app import logs
+
+        logs.setup()
         apply_settings(online=args.online)
         return int(args.func(args) or 0)
     except QuantDeskError as exc:
@@ -96,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("quantdesk: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: the user gets a sentence, the log keeps the traceback
+        return _unexpected(exc, f"quantdesk {args.command}")
 
 
 if __name__ == "__main__":

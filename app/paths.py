@@ -23,6 +23,11 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
+def log_dir() -> Path:
+    """The log (app.logs): under the user state folder on Linux ($XDG_STATE_HOME/QuantDesk/log)."""
+    return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+
+
 def models_dir() -> Path:
     """The library folder: QUANTDESK_MODELS_DIR, else the one chosen in Settings (app.settings), else the
     default under the data folder."""

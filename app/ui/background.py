@@ -19,6 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from app import logs
 from app.errors import QuantDeskError
 from app.ui.formatting import capitalized
 
@@ -42,6 +43,8 @@ class BackgroundCall(QObject):
         try:
             result = fn(*args)
         except Exception as exc:  # every failure reaches the page, which words it with sentence()
+            if not isinstance(exc, (QuantDeskError, OSError)):  # a bug, not bad input: keep its traceback
+                logs.record_unexpected(exc, f"the background call {self.name}")
             self.failed.emit(ticket, exc)
         else:
             self.succeeded.emit(ticket, result)
