@@ -65,12 +65,25 @@ def apply_settings(online: bool = False) -> None:
 
 def _start_gui() -> int:
     try:
-        ui = importlib.import_module("app.ui.main")
+        platform_check = importlib.import_module("app.ui.platform_check")
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("app.ui"):
+        if exc.name and exc.name.startswith("app.ui"):  # a build without the desktop app
             build_parser().print_help()
             return 0
         raise
+    # Before QtGui loads and a QApplication exists: when Qt cannot open a window, it aborts the process with a
+    # message that names neither the missing package nor the command that installs it.
+    paragraph = platform_check.problem()
+    if paragraph is None:
+        try:
+            ui = importlib.import_module("app.ui.main")
+        except ImportError as exc:  # QtGui itself links libGL, libEGL, libfontconfig ...
+            paragraph = platform_check.import_problem(exc)
+            if paragraph is None:
+                raise
+    if paragraph is not None:
+        print(paragraph, file=sys.stderr)
+        return 1
     return ui.run()
 
 

@@ -64,6 +64,7 @@ or add the folder to your library, once, without copying:
     quantdesk import <this folder> --watch
 EOF
 fi
+install -m 0644 packaging/linux/README.txt "$APP/README.txt"  # the desktop libraries it needs, for the tar.gz
 "$APP/quantdesk" --version >/dev/null  # the bundle starts at all
 
 log "tar.gz"
