@@ -413,6 +413,8 @@ def _per_layer(value: Any, n_layers: int, what: str, default: int = 0) -> list[i
     if isinstance(value, (list, ArrayLength)):
         if len(value) != n_layers:
             raise ModelMetadataError(f"{what} has {len(value)} entries for {n_layers} layers.")
+        if isinstance(value, ArrayLength):  # kept as a length only: the header spent its budget of kept items
+            raise ModelMetadataError(f"{what} comes after more array items than a model header holds; not read.")
         return [whole_number(v, what) for v in value]
     return [whole_number(value, what)] * n_layers
 

@@ -27,6 +27,8 @@ EXPECTED = {
     "string-claims-2pow60-bytes.gguf": "a string claims 1152921504606846976 bytes",
     "architecture-is-a-number.gguf": "general.architecture is 7, not a name",
     "tensor-of-2pow64-elements.gguf": "more elements than llama.cpp can address",
+    # found reading the fix, not by hypothesis: 65,536 kept items first, then a per-layer array (was TypeError)
+    "per-layer-array-past-the-kept-items-budget.gguf": "head_count_kv comes after more array items than a model",
     "safetensors-header-is-a-list.safetensors": "does not hold a JSON object",
     "safetensors-header-nested-100000-deep.safetensors": "nests too deeply to be read",
     "config-architectures-is-an-object": None,  # no architecture named: metadata without one, not an error
