@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 from pathlib import Path
 
 from app import paths
@@ -32,7 +33,7 @@ def setup() -> Path | None:
     root = logging.getLogger()
     for handler in list(root.handlers):
         if isinstance(handler, _LogFile):
-            if Path(handler.baseFilename) == path.resolve():
+            if handler.baseFilename == os.path.abspath(path):  # as logging.FileHandler stores it
                 return path
             root.removeHandler(handler)
             handler.close()
