@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -37,13 +38,18 @@ def reporter(qtbot):
         reporter.dialog.close()
 
 
-def test_a_slot_that_raises_shows_a_sentence_and_keeps_the_traceback_in_the_log(qtbot, make_window, reporter,
-                                                                                tmp_path):
-    window = make_window()
+def _click_the_buggy_command(qtbot, window, reporter):
     button = BuggyCommand()
     window.statusBar().addPermanentWidget(button)
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: reporter.dialog is not None and reporter.dialog.isVisible())
+    return button
+
+
+def test_a_slot_that_raises_shows_a_sentence_and_keeps_the_traceback_in_the_log(qtbot, make_window, reporter,
+                                                                                tmp_path):
+    window = make_window()
+    _click_the_buggy_command(qtbot, window, reporter)
     dialog = reporter.dialog
     assert dialog.message.text() == ("Something went wrong that QuantDesk did not expect (KeyError: 'a key that is "
                                      "not there'). Your chats and models are kept; the last action may not have "
@@ -56,19 +62,14 @@ def test_a_slot_that_raises_shows_a_sentence_and_keeps_the_traceback_in_the_log(
     assert copied.startswith("QuantDesk ") and "Traceback (most recent call last)" in copied
     assert "KeyError: 'a key that is not there'" in copied
     assert dialog.copy_button.text() == "Copied"
-    shot = tmp_path / "crash-dialog.png"
+    # To look at it: QUANTDESK_SHOTS=folder saves it there.
+    shot = Path(os.environ.get("QUANTDESK_SHOTS") or tmp_path) / "crash-dialog.png"
     assert dialog.grab().save(str(shot))
-    if os.environ.get("QUANTDESK_SHOTS"):  # to look at it: QUANTDESK_SHOTS=folder
-        dialog.grab().save(os.path.join(os.environ["QUANTDESK_SHOTS"], "crash-dialog.png"))
     assert window.isVisible()  # the app carries on
 
 
 def test_a_second_error_while_the_dialog_is_open_is_logged_not_stacked(qtbot, make_window, reporter):
-    window = make_window()
-    button = BuggyCommand()
-    window.statusBar().addPermanentWidget(button)
-    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: reporter.dialog is not None and reporter.dialog.isVisible())
+    button = _click_the_buggy_command(qtbot, make_window(), reporter)
     first = reporter.dialog
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: logs.log_file().read_text().count("unexpected error in the desktop app") == 2)
