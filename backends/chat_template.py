@@ -235,13 +235,16 @@ def _compile(source: str):
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class BudgetedSandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset(["+", "*", "**", "%", "//"])
+        intercepted_binops = frozenset(["+", "*", "**", "%"])
 
         def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
             budget = _BUDGET.get()
             budget.step()
-            if op == "**" and isinstance(right, int) and isinstance(left, int) and abs(right) > 64 and abs(left) > 1:
-                raise TemplateError(f"the chat template raised a number to the power {right}")
+            if op == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
+                bits = left.bit_length() * abs(right)
+                if bits > 16 * MAX_ARGUMENT:  # 2**(2**20): a number of 300,000 digits
+                    raise TemplateError(f"the chat template raised a number to the power {right}")
+                budget.text(bits // 3)
             if op == "*":
                 sized = left if hasattr(left, "__len__") else right if hasattr(right, "__len__") else None
                 count = right if sized is left else left

@@ -115,6 +115,7 @@ def test_any_template_renders_or_says_why_within_its_budget(source):
     "{% set s %}{% for i in range(60000) %}" + "x" * 1000 + "{% endfor %}{% endset %}{{ s|length }}",
     "{{ range(3)|batch(10**9, 'x')|list }}",
     "{{ lipsum(100000) }}",
+    "{% set ns = namespace(x=10**60) %}{% for i in range(9) %}{% set ns.x = ns.x ** 60 %}{% endfor %}",
     "{{ ('\n' * 60000)|indent(60000) }}",
 ])
 def test_known_bombs_stop_with_a_sentence(source):
