@@ -70,9 +70,12 @@ _BUDGET: contextvars.ContextVar[_Budget] = contextvars.ContextVar("chat_template
 def _text_size(value: Any) -> int:
     """An upper bound on len(str(value)), charged to the budget as it walks (a list holding one big string
     100,000 times prints as 100,000 copies of it). Stops as soon as the size passes what is left."""
+    budget = _BUDGET.get()
+    budget.step()
+    if isinstance(value, str):  # most printed values: no walk
+        return len(value)
     from jinja2.utils import Namespace
 
-    budget = _BUDGET.get()
     total, stack = 0, [value]
     while stack and total <= budget.chars:
         item = stack.pop()
