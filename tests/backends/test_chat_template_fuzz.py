@@ -15,13 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends import chat_template
+from tests.fixtures.limits import capped_examples
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": "<think>hm</think>Hello"}]
 STEPS, CHARS = 20_000, 1 << 20
 
-
-pytestmark = pytest.mark.usefixtures("address_space_cap")
 
 
 @contextlib.contextmanager
@@ -83,6 +82,7 @@ templates = st.builds(
 
 @settings(max_examples=4 * settings().max_examples)  # bombs are rare among the shapes: more tries
 @given(source=templates)
+@capped_examples
 def test_any_template_renders_or_says_why_within_its_budget(source):
     tracemalloc.start()
     try:
@@ -100,6 +100,7 @@ def test_any_template_renders_or_says_why_within_its_budget(source):
     assert peak < 40 * CHARS + (16 << 20), f"{peak >> 20} MiB"
 
 
+@pytest.mark.usefixtures("address_space_cap")
 @pytest.mark.parametrize("source", [
     "{{ 'x' * 10**10 }}",
     "{% for i in range(60000) %}{% for j in range(60000) %}{% endfor %}{% endfor %}",

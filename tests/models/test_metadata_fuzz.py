@@ -30,12 +30,12 @@ from app.models.metadata import (
     parse_safetensors_header,
     read_model,
 )
+from tests.fixtures.limits import capped_examples
 from tests.models import gguf_bytes as g
 
 MiB = 1 << 20
 # Some found inputs are tens of kB (an array nested 6,000 deep): hypothesis warns before printing them.
-pytestmark = [pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"),
-              pytest.mark.usefixtures("address_space_cap")]
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning")
 
 # Counts and lengths at the edges: around the readers' own limits, the 32/63/64-bit boundaries, and plain lies.
 EXTREME = [0, 1, 2, 255, 4096, 4097, 65535, 1 << 24, (1 << 24) + 1, (1 << 31) - 1, 1 << 31, (1 << 32) - 1,
@@ -137,6 +137,7 @@ def range_reader(data: bytes) -> Callable[[int, int], bytes]:
 
 
 @given(data=gguf_files(), first=st.sampled_from([16, 100, 4096, MiB]))
+@capped_examples
 def test_any_gguf_header_read_by_ranges_gives_metadata_or_our_error(data, first):
     try:
         _bounded(lambda: _metadata(lambda: parse_growing(range_reader(data), parse_gguf_header, "fuzz.gguf",
@@ -146,6 +147,7 @@ def test_any_gguf_header_read_by_ranges_gives_metadata_or_our_error(data, first)
 
 
 @given(data=gguf_files())
+@capped_examples
 def test_any_local_gguf_file_gives_metadata_or_our_error(data, tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz") / "fuzz-Q4_K_M.gguf"
     path.write_bytes(data)
@@ -158,6 +160,7 @@ def test_any_local_gguf_file_gives_metadata_or_our_error(data, tmp_path_factory)
 
 
 @given(data=st.binary(max_size=256))
+@capped_examples
 def test_random_bytes_after_the_magic(data):
     try:
         _metadata(lambda: parse_gguf_header(b"GGUF" + data), "fuzz")
@@ -198,6 +201,7 @@ def safetensors_prefixes(draw) -> bytes:
 
 
 @given(data=safetensors_prefixes())
+@capped_examples
 def test_any_safetensors_header_gives_tensors_or_our_error(data):
     try:
         tensors = _bounded(lambda: parse_growing(range_reader(data), lambda d: parse_safetensors_header(d, "x"),
@@ -224,6 +228,7 @@ configs = st.dictionaries(st.sampled_from(CONFIG_KEYS), json_values | quant_bloc
 
 
 @given(config=configs, name=st.sampled_from(["", "Model-4bit", "x-4.0bpw-exl3", "Model-mxfp4"]))
+@capped_examples
 def test_any_config_gives_metadata_or_our_error(config, name):
     try:
         meta = _bounded(lambda: metadata_from_config(config, [], source="fuzz", name=name), 4096)
@@ -234,6 +239,7 @@ def test_any_config_gives_metadata_or_our_error(config, name):
 
 @given(text=st.sampled_from(["", "{", "[]", "null", "1e999999", '"x"']) | configs.map(json.dumps)
        | st.integers(1, 200_000).map(_deep_json) | st.text(max_size=50))
+@capped_examples
 def test_any_config_file_gives_metadata_or_our_error(text, tmp_path_factory):
     folder = tmp_path_factory.mktemp("model")
     (folder / "config.json").write_text(text, encoding="utf-8")

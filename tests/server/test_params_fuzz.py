@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.server.params import MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion, \
     parse_json_body
+from tests.fixtures.limits import capped_examples
 
 SERVED = "tiny-Q8_0.gguf"
 N_CTX = 2048
@@ -35,8 +35,6 @@ FIELDS = ["model", "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "
 valid_messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]),
                                                  "content": st.text(max_size=20)}), min_size=1, max_size=3)
 
-
-pytestmark = pytest.mark.usefixtures("address_space_cap")
 
 
 @st.composite
@@ -86,6 +84,7 @@ FOUND = [b'{"messages": [{"role": [1], "content": "x"}]}',
 @example(raw=FOUND[0])
 @example(raw=FOUND[1])
 @given(raw=raw_bodies)
+@capped_examples
 def test_any_chat_body_gives_a_request_or_a_4xx(raw):
     assert len(raw) <= MAX_BODY_BYTES
     _check(raw, parse_chat)
@@ -94,5 +93,6 @@ def test_any_chat_body_gives_a_request_or_a_4xx(raw):
 @MORE
 @example(raw=b'{"prompt": "x", "top_p": -1' + b"0" * 400 + b"}")
 @given(raw=raw_bodies)
+@capped_examples
 def test_any_completion_body_gives_a_request_or_a_4xx(raw):
     _check(raw, parse_completion)
