@@ -17,14 +17,38 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
 from app import logs
 from app.errors import QuantDeskError
 from app.ui.formatting import capitalized
 
 
-class BackgroundCall(QObject):
+# QuietAtQuit objects alive when the app quits: freed by the main thread at interpreter exit, never by a worker.
+_KEPT_UNTIL_EXIT: list[QObject] = []
+
+
+class QuietAtQuit(QObject):
+    """A QObject whose signals daemon worker threads emit, made safe for a worker that outlives the event loop.
+    Two ways it crashed the process at exit (SIGSEGV, seen when the app quit right after its window showed,
+    during hardware detection): a result emitted (posted to the GUI thread) while the application was being
+    torn down, and the worker thread dropping the last reference to this object, so the QObject was deleted
+    in the wrong thread while the main thread destroyed the window. From aboutToQuit on, its signals are
+    blocked and it is kept until the interpreter exits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self._on_about_to_quit)
+
+    @Slot()
+    def _on_about_to_quit(self) -> None:
+        self.blockSignals(True)
+        _KEPT_UNTIL_EXIT.append(self)
+
+
+class BackgroundCall(QuietAtQuit):
     succeeded = Signal(int, object)  # ticket, result
     failed = Signal(int, object)  # ticket, the exception (see sentence())
 

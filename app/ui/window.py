@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, Q
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
 from app.hardware.profile import HardwareProfile
+from app.ui.background import QuietAtQuit
 from app.ui.chat_page import ChatPage
 from app.ui.discover_page import DiscoverPage
 from app.ui.downloads_page import DownloadsPage
@@ -42,7 +43,7 @@ QLabel#no { color: #b3261e; font-weight: bold; }
 """
 
 
-class _HardwareProbe(QObject):
+class _HardwareProbe(QuietAtQuit):
     """Runs detection off the GUI thread; the result comes back as a queued signal."""
 
     detected = Signal(object)
