@@ -1,4 +1,4 @@
-"""The ``quantdesk`` command. Each feature's home owns its sub-commands in a module that exposes
+"""The ``quantdesk`` command. Each feature's home has its sub-commands in a module of app/commands that exposes
 ``register(subparsers)``; this file only wires them together and turns errors into sentences.
 
 Imports here stay light: a sub-command imports what it needs when it runs, so ``quantdesk --help``
@@ -17,12 +17,14 @@ from app.errors import QuantDeskError
 
 # Modules that contribute sub-commands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
-    "app.engine.commands",  # chat
-    "app.hub.commands",  # search, show, pull, ls, rm, import, login
-    "app.hardware.commands",  # hw
-    "app.models.commands",  # inspect, fit, recommend
-    "app.server.commands",  # serve
-    "app.lab.commands",  # bench
+    "app.commands.engine",  # chat
+    "app.commands.hub",  # search, show, pull, ls, rm, import, login
+    "app.commands.hardware",  # hw
+    "app.commands.runtime",  # runtime ls / build / use / rm
+    "app.commands.models",  # inspect, fit, recommend
+    "app.commands.server",  # serve
+    "app.commands.lab",  # bench
+    "app.commands.remote",  # remote
 )
 # Sub-commands that may reach the Hub: they also take --online after the command name.
 HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench")
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def apply_settings(online: bool = False) -> None:
     """What the app's saved Settings change in this process, as the GUI applies them at start-up: offline mode
     (unless ``online``; an HF_HUB_OFFLINE from the environment is never cleared). The models folder needs
-    nothing here: app.paths.models_dir() reads the setting at each call."""
+    nothing here: app.settings.models_dir() reads the setting at each call."""
     from app import settings
 
     saved = settings.load()
@@ -108,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.engine.host import main as host_main
 
         return host_main()
+    if argv[:1] == ["--runtime-devices"]:  # the same for a runtime's device probe (app/runtimes/devices.py)
+        from app.runtimes.devices import main as devices_main
+
+        return devices_main(argv[1:])
     if not argv:
         try:
             return _start_gui()

@@ -1,4 +1,6 @@
-"""The app's own settings: models folder, offline mode, default context length, theme.
+"""The app's own settings: models folder, offline mode, default context length, theme; and the two things they
+decide for the whole process, each resolved here and only here: the models folder (``models_dir``) and offline
+mode (``is_offline``, ``apply_offline``).
 
 One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
 then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
@@ -16,13 +18,14 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from app import paths
-from app.hub import config
 
 FILE_NAME = "settings.json"
 THEMES = ("system", "light", "dark")
 MIN_CONTEXT = 256
 MAX_CONTEXT = 1_048_576
 OFFLINE_VAR = "HF_HUB_OFFLINE"
+OFFLINE_VARIABLES = (OFFLINE_VAR, "TRANSFORMERS_OFFLINE")  # huggingface_hub reads HF_HUB_OFFLINE first
+MODELS_DIR_VAR = "QUANTDESK_MODELS_DIR"
 
 
 @dataclass
@@ -55,6 +58,16 @@ CONTEXT_HELP = "context length in tokens (default: the Default context in the ap
 def context_length(asked: int | None) -> int:
     """A command's --ctx as given, else the Default context the user chose in Settings."""
     return asked if asked is not None else load().default_n_ctx
+
+
+def models_dir() -> Path:
+    """The library folder: QUANTDESK_MODELS_DIR, else the one chosen in Settings, else the default under the
+    data folder (read at each call, so a change on the Settings page holds at once)."""
+    override = os.environ.get(MODELS_DIR_VAR)
+    if override:
+        return Path(override)
+    chosen = load().models_dir
+    return Path(chosen).expanduser() if chosen else paths.default_models_dir()
 
 
 def settings_path() -> Path:
@@ -113,16 +126,28 @@ def update(**changes) -> Settings:
 
 
 # --- offline mode ------------------------------------------------------------------------------------
-# The app turns HF_HUB_OFFLINE on for its own requests (app.hub.config reads it at call time). Turning it
-# off clears only a value the app set: one that came from the user's environment stays, and the Settings
-# page says so.
+# The app turns HF_HUB_OFFLINE on for its own requests (read at call time, here). Turning it off clears only
+# a value the app set: one that came from the user's environment stays, and the Settings page says so.
 _set_by_app = False
+
+
+def offline_variable() -> str | None:
+    """The variable that turns offline mode on, if one does."""
+    for var in OFFLINE_VARIABLES:
+        value = os.environ.get(var)
+        if value:
+            return var if value.strip().upper() in {"1", "ON", "YES", "TRUE"} else None
+    return None
+
+
+def is_offline() -> bool:
+    return offline_variable() is not None
 
 
 def apply_offline(on: bool) -> None:
     global _set_by_app
     if on:
-        if not config.is_offline():
+        if not is_offline():
             os.environ[OFFLINE_VAR] = "1"
             _set_by_app = True
     elif _set_by_app and os.environ.get(OFFLINE_VAR) == "1":
@@ -132,7 +157,7 @@ def apply_offline(on: bool) -> None:
 
 def offline_forced_by_environment() -> bool:
     """Offline because of the user's environment, not because of our setting."""
-    return config.is_offline() and not (_set_by_app and os.environ.get(OFFLINE_VAR) == "1")
+    return is_offline() and not (_set_by_app and os.environ.get(OFFLINE_VAR) == "1")
 
 
 def apply_environment(settings: Settings) -> None:

@@ -152,7 +152,8 @@ def nvidia_gpus(nvml: Any) -> list[NvidiaGpu]:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             name = nvml.nvmlDeviceGetName(handle)
             try:
-                capability = tuple(int(x) for x in nvml.nvmlDeviceGetCudaComputeCapability(handle))
+                major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+                capability: tuple[int, int] | None = (int(major), int(minor))
             except Exception:  # very old drivers cannot say; the library will find out at load
                 capability = None
             gpus.append(NvidiaGpu(index, name.decode() if isinstance(name, bytes) else str(name), capability))
@@ -197,7 +198,7 @@ def probe_exllama(package: str, extra: str, min_compute_capability: tuple[int, i
         able = [g for g in gpus if g.compute_capability is None or g.compute_capability >= min_compute_capability]
         if not able:
             want = ".".join(map(str, min_compute_capability))
-            found = ", ".join(f"GPU{g.index} {g.name} is {g.compute_capability[0]}.{g.compute_capability[1]}"
+            found = ", ".join(f"GPU{g.index} {g.name} is {'.'.join(map(str, g.compute_capability or ()))}"
                               for g in gpus)
             return Availability.no(f"the GPU is too old for {package}: it needs {generation} or newer "
                                    f"(compute capability {want}+); {found}",
@@ -377,7 +378,8 @@ def check_gpu_split(split: Sequence[float] | None, device_count: int) -> list[fl
         return None
     values = [float(v) for v in split]
     if any(v < 0 for v in values) or not any(v > 0 for v in values):
-        raise GenerationError("settings", f"GPU split {values} must give each GPU 0 or more GiB, and one GPU more than 0",
+        raise GenerationError("settings",
+                              f"GPU split {values} must give each GPU 0 or more GiB, and one GPU more than 0",
                               "leave it empty to split automatically")
     if len(values) > device_count:
         raise GenerationError("settings", f"GPU split names {len(values)} GPUs but CUDA sees {device_count}",
@@ -439,7 +441,11 @@ class ExLlamaBackendBase(Backend):
     def __init__(self) -> None:
         self._folder: ModelFolder | None = None
         self._n_ctx = 0
-        self._model = self._cache = self._tokenizer = self._generator = None
+        # The engine library's objects (untyped: exllamav2 / exllamav3 ship no type information).
+        self._model: Any = None
+        self._cache: Any = None
+        self._tokenizer: Any = None
+        self._generator: Any = None
         self._stop_token_ids: list[int] = []
 
     def _encode(self, prompt: str, add_bos: bool) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-import resource
 import sys
 import threading
 import time
@@ -52,14 +51,32 @@ class LoadSettings:
     threads: int | None = None  # None: physical cores
     mmap: bool = True
     gpu_split: list[float] | None = None  # GiB per GPU (ExLlama); None: automatic
+    # Mixture-of-experts models (llama.cpp): keep the expert weights of the first N layers in system RAM while
+    # the rest of each layer runs on the GPU; -1 keeps every layer's experts in RAM, 0 none (--n-cpu-moe / --cpu-moe).
+    cpu_moe: int = 0
 
     def validate(self) -> None:
         if self.n_ctx < 16:
             raise ValueError(f"context length must be at least 16 tokens, not {self.n_ctx}")
+        if self.cpu_moe < -1:
+            raise ValueError(f"experts in RAM must be -1 (all), 0 or a number of layers, not {self.cpu_moe}")
         if self.gpu_layers < -1:
             raise ValueError(f"GPU layers must be -1 (all), 0 or more, not {self.gpu_layers}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
+
+
+# llama.cpp's own patterns for --cpu-moe and --n-cpu-moe (common/common.h: LLM_FFN_EXPS_REGEX and
+# llm_ffn_block_regex), matched with std::regex_search against each tensor name: the expert stacks
+# (ffn_up_exps, ffn_gate_exps, ffn_down_exps, fused ffn_gate_up_exps and chunked *_chexps, weights and biases).
+EXPERT_TENSORS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+def expert_tensor_patterns(cpu_moe: int) -> list[str]:
+    """The tensor-name patterns whose tensors stay in system RAM for ``LoadSettings.cpu_moe``."""
+    if cpu_moe < 0:
+        return [EXPERT_TENSORS_REGEX]
+    return [rf"blk\.{il}{EXPERT_TENSORS_REGEX}" for il in range(cpu_moe)]
 
 
 @dataclass
@@ -72,6 +89,14 @@ class SamplingSettings:
     max_tokens: int = 512
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
+        """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
+        or older version wrote are ignored, ``stop`` may be any sequence."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
+        return cls(**values)
 
     def validate(self) -> None:
         """Refuse values no engine should see (the local server relies on this too)."""
@@ -112,6 +137,24 @@ Prompt = Sequence[Message] | str
 
 
 @dataclass(frozen=True)
+class DeviceLoad:
+    """What one device holds after a load, as the engine itself reported it (llama.cpp: its load log)."""
+
+    name: str  # the engine's device name: "Vulkan0", "CUDA0", "Metal"; "CPU" for host memory
+    description: str = ""  # "NVIDIA GeForce RTX 4070", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    layers: int = 0  # transformer blocks placed on it
+    model_bytes: int = 0
+    kv_bytes: int = 0
+    compute_bytes: int = 0
+    output_bytes: int = 0
+    free_bytes_before: int | None = None  # what the device had free when the load started
+
+    @property
+    def total_bytes(self) -> int:
+        return self.model_bytes + self.kv_bytes + self.compute_bytes + self.output_bytes
+
+
+@dataclass(frozen=True)
 class Loaded:
     backend: str
     model_path: str
@@ -122,6 +165,12 @@ class Loaded:
     memory_bytes: dict[str, int]  # device name -> bytes the loaded model holds there
     load_ms: float
     details: dict[str, Any] = field(default_factory=dict)
+    # llama.cpp: the runtime that ran the load (app/runtimes), why it was chosen, and what went where.
+    runtime: str = ""
+    runtime_reason: str = ""
+    devices: tuple[DeviceLoad, ...] = ()  # GPUs first, host memory ("CPU") last
+    offloaded_layers: int | None = None  # llama.cpp's "offloaded N/M layers", the output layer counted
+    offloadable_layers: int | None = None
     type: Literal["loaded"] = "loaded"
 
 
@@ -152,6 +201,9 @@ class GenerationStats:
     decode_ms: float  # first token until the last: the decode phase
     stop_reason: StopReason
     peak_memory_bytes: int
+    # What a remote server reported about the same generation (llama.cpp-style ``timings``), kept beside the
+    # figures measured here; None for local engines.
+    server: dict[str, float] | None = None
 
     @property
     def decode_tokens(self) -> int:
@@ -201,7 +253,7 @@ class Scored:
     """
 
     request_id: str
-    tokens: list[int]
+    tokens: list[int]  # empty where the tokens are made out of reach (a remote server tokenizes itself)
     token_logprobs: list[float]  # log p(tokens[i+1] | tokens[:i+1]): one value fewer than tokens
     vocab_size: int  # width of each distribution
     score_ms: float
@@ -269,7 +321,15 @@ def check_token_ids(tokens: Sequence[int], vocab_size: int) -> None:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    """Peak resident memory of this process: ru_maxrss on POSIX (KiB on Linux, bytes on macOS), the peak
+    working set on Windows, which has no ``resource`` module (imported here, never at module level, so the
+    GUI that imports this module for its types starts on Windows too)."""
+    if sys.platform == "win32":
+        import psutil
+
+        return int(psutil.Process().memory_info().peak_wset)
+    import resource
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
 

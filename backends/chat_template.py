@@ -148,7 +148,8 @@ def _guarded(name: str, function: Any) -> Any:
 
     @functools.wraps(function)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        value, rest = (args[skip], args[skip + 1:]) if len(args) > skip else (None, ())
+        value: Any = args[skip] if len(args) > skip else None
+        rest = args[skip + 1:]
         _check_numbers(list(rest) + list(kwargs.values()))
         budget = _BUDGET.get()
         budget.step(1 + (len(value) if name in _WALKING_FILTERS and hasattr(value, "__len__") else 0))
@@ -232,7 +233,7 @@ def _rewrite(env: Any, source: str) -> Any:
 
 
 @lru_cache(maxsize=8)
-def _compile(source: str):
+def _compile(source: str) -> Any:  # a jinja2 Template
     import jinja2
     from jinja2 import pass_context
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -303,8 +304,9 @@ def render(source: str, messages: Sequence[dict[str, str]], *, bos_token: str = 
     token = _BUDGET.set(_Budget(len(messages), input_chars))
     try:
         template = _compile(source)
-        return template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
-                               add_generation_prompt=add_generation_prompt)
+        rendered: str = template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
+                                        add_generation_prompt=add_generation_prompt)
+        return rendered
     except SecurityError as exc:
         raise TemplateError(f"the chat template tried to reach Python internals and was refused ({exc})") from None
     except TemplateError:

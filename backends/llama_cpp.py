@@ -10,12 +10,13 @@ import contextlib
 import ctypes
 import importlib.util
 import inspect
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template
+from backends import chat_template, llama_cpp_log
 from backends.base import (
     Availability,
     Backend,
@@ -25,6 +26,7 @@ from backends.base import (
     Prompt,
     SamplingSettings,
     check_token_ids,
+    expert_tensor_patterns,
     physical_cores,
 )
 
@@ -72,6 +74,77 @@ def _reporting_load_progress(llama_cpp, kwargs: dict, on_progress: Callable[[flo
         bindings.llama_model_default_params = default_params
 
 
+class _TensorBuftOverride(ctypes.Structure):
+    """llama.h ``struct llama_model_tensor_buft_override {const char *pattern; ggml_backend_buffer_type_t buft;}``.
+    llama-cpp-python 0.3.36 types ``llama_model_params.tensor_buft_overrides`` as a plain pointer and
+    builds no such array itself, so we do."""
+
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
+
+
+def _ggml_function(name: str, argtypes: list, restype):
+    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
+    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
+    does not)."""
+    from llama_cpp import _ctypes_extensions, _ggml
+
+    function = getattr(_ggml.libggml, name, None)
+    if function is None:
+        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+        function = getattr(base, name, None)
+    if function is None:
+        raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+def _cpu_buffer_type() -> int:
+    """The CPU device's buffer type from the runtime's own ggml, as ``--cpu-moe`` passes it: llama.cpp compares
+    the pointer with ggml_backend_cpu_buffer_type() and then still picks the CPU's repacked layout where it can."""
+    dev_by_type = _ggml_function("ggml_backend_dev_by_type", [ctypes.c_int], ctypes.c_void_p)
+    dev_buffer_type = _ggml_function("ggml_backend_dev_buffer_type", [ctypes.c_void_p], ctypes.c_void_p)
+    device = dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
+    buft = dev_buffer_type(device) if device else None
+    if not buft:
+        raise GenerationError("load", "this llama.cpp build has no CPU device to keep the experts on")
+    return buft
+
+
+def expert_overrides(patterns: Sequence[str]) -> ctypes.Array:
+    """A NULL-terminated ``llama_model_tensor_buft_override`` array sending ``patterns`` to the CPU buffer type.
+    The caller keeps it alive as long as the model: llama.cpp keeps the pointer in the model's params."""
+    overrides = (_TensorBuftOverride * (len(patterns) + 1))()  # zero-filled: the last entry is the terminator
+    buft = _cpu_buffer_type()
+    for entry, pattern in zip(overrides, patterns, strict=False):  # the terminator entry stays zero
+        entry.pattern, entry.buft = pattern.encode(), buft  # the array keeps the bytes alive (ctypes _objects)
+    return overrides
+
+
+@contextlib.contextmanager
+def _overriding_tensor_placement(llama_cpp, overrides: ctypes.Array | None):
+    """Hand ``overrides`` to llama.cpp through the default model params ``Llama`` asks for while loading
+    (it takes no tensor-override argument in 0.3.36), as _reporting_load_progress does for its callback."""
+    if overrides is None:
+        yield
+        return
+    bindings = llama_cpp.llama_cpp
+    default_params = bindings.llama_model_default_params
+
+    def params_with_overrides():
+        params = default_params()
+        params.tensor_buft_overrides = ctypes.cast(overrides, ctypes.c_void_p)
+        return params
+
+    bindings.llama_model_default_params = params_with_overrides
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default_params
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
@@ -82,16 +155,29 @@ class LlamaCppBackend(Backend):
         self._bos = self._eos = ""
         self._cancelled: threading.Event | None = None
         self._abort_cb = None  # keep the ctypes callback alive while llama.cpp holds it
+        self._overrides = None  # the tensor-placement array, alive while the model is
 
     @classmethod
     def probe(cls) -> Availability:
-        if importlib.util.find_spec("llama_cpp") is None:
+        from app.runtimes import catalog  # which llama-cpp-python builds exist; none is imported here
+
+        runtime = os.environ.get(catalog.RUNTIME_PATH_VAR)
+        if runtime:  # an engine host started for one runtime must not fall back to another llama_cpp
+            if not (Path(runtime) / "llama_cpp" / "__init__.py").is_file():
+                return Availability.no(f"the llama.cpp runtime in {runtime} holds no llama_cpp package",
+                                       "rebuild it: quantdesk runtime build NAME")
+            return Availability.ok()
+        if importlib.util.find_spec("llama_cpp") is None and not any(not r.problem for r in catalog.discover()):
             return Availability.no("llama-cpp-python is not installed", "pip install 'quantdesk[llama]'")
         return Availability.ok()
 
     def load(self, model_path: str, settings: LoadSettings,
              on_progress: Callable[[float], None] | None = None) -> Loaded:
-        import llama_cpp
+        try:
+            import llama_cpp
+        except (OSError, RuntimeError) as exc:  # llama-cpp-python raises RuntimeError for a library it cannot load
+            raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
+                                  "choose another runtime (quantdesk runtime ls, quantdesk runtime use NAME)") from None
 
         settings.validate()
         kv_type = KV_CACHE_TYPES.get(settings.kv_cache_type)
@@ -111,8 +197,11 @@ class LlamaCppBackend(Backend):
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
+        patterns = expert_tensor_patterns(settings.cpu_moe)
+        self._overrides = expert_overrides(patterns) if patterns else None
         try:
-            with _reporting_load_progress(llama_cpp, kwargs, on_progress):
+            with _reporting_load_progress(llama_cpp, kwargs, on_progress), \
+                    _overriding_tensor_placement(llama_cpp, self._overrides), llama_cpp_log.capturing(llama_cpp) as log:
                 self._llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
@@ -125,7 +214,9 @@ class LlamaCppBackend(Backend):
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
-                   "architecture": metadata.get("general.architecture", "")}
+                   "architecture": metadata.get("general.architecture", ""),
+                   "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
+        details.update(self._experts_in_ram(metadata, settings.cpu_moe))
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -136,17 +227,29 @@ class LlamaCppBackend(Backend):
             raise GenerationError("template", f"{Path(model_path).name}: {exc}",
                                   "the model file's chat template cannot be used") from None
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm.model))
-        gpu_layers = 0
-        if offload_supported and settings.gpu_layers != 0:
-            # -ngl counts the output layer too: k puts the output layer and the last k-1 blocks on the GPU.
-            gpu_layers = n_layers if settings.gpu_layers < 0 else max(min(settings.gpu_layers - 1, n_layers), 0)
+        devices = tuple(log.device_loads(n_layers))
+        gpu_layers = sum(d.layers for d in devices if d.name != llama_cpp_log.HOST)
+        offloaded = log.offloaded
         if on_progress:
             on_progress(1.0)
         return Loaded(
             backend=self.name, model_path=model_path, n_ctx=int(self._llm.n_ctx()), n_layers=n_layers,
             gpu_layers=gpu_layers, gpu_offload_supported=offload_supported,
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000, details=details,
+            devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
+            offloadable_layers=offloaded[1] if offloaded else None,
         )
+
+    @staticmethod
+    def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:
+        """What ``cpu_moe`` did: the expert layers kept in RAM, or why nothing was."""
+        if not cpu_moe:
+            return {}
+        arch = metadata.get("general.architecture", "")
+        n_layers = int(metadata.get(f"{arch}.block_count") or 0)
+        if not int(metadata.get(f"{arch}.expert_count") or 0):
+            return {"experts_in_ram": 0, "experts_note": "not a mixture-of-experts model: experts in RAM ignored"}
+        return {"experts_in_ram": n_layers if cpu_moe < 0 else min(cpu_moe, n_layers)}
 
     def _install_abort_callback(self, llama_cpp) -> None:
         """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
@@ -266,3 +369,4 @@ class LlamaCppBackend(Backend):
         if self._llm is not None:
             llm, self._llm = self._llm, None
             llm.close()
+        self._overrides = None

@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "mlx": "backends.mlx:MlxBackend",
     "exllamav2": "backends.exllamav2:ExLlamaV2Backend",
     "exllamav3": "backends.exllamav3:ExLlamaV3Backend",
+    "remote": "backends.remote:RemoteBackend",
 }
 
 # Which backend runs a format by default, best first.
@@ -29,6 +30,7 @@ FORMAT_BACKENDS: dict[str, tuple[str, ...]] = {
     "safetensors": ("mlx",),
     "exl2": ("exllamav2",),
     "exl3": ("exllamav3",),
+    "remote": ("remote",),
 }
 
 
@@ -60,7 +62,8 @@ def backend_class(name: str) -> type[Backend]:
     except KeyError:
         raise UnknownBackend(f"no backend named {name!r}; known: {', '.join(names())}") from None
     module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    found: type[Backend] = getattr(importlib.import_module(module_name), class_name)
+    return found
 
 
 def status(name: str) -> BackendStatus:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Linux packages: a one-folder app, a tar.gz of it and a .deb.
 #
-#   packaging/build_linux.sh [--python PY] [--model FILE]... [--no-deb]
+#   packaging/build_linux.sh [--python PY] [--model FILE]... [--vulkan-runtime DIR | --no-vulkan] [--no-deb]
 #
 #   --python PY    build with this interpreter (it needs the app's dependencies, llama-cpp-python and
 #                  PyInstaller: `pip install ".[llama,packaging]"`). Default: a fresh venv in
@@ -9,11 +9,18 @@
 #                  mlx) can leak into the package.
 #   --model FILE   put this model file (e.g. a .gguf) into the package, under models/, for machines
 #                  that will never download one. Repeatable. The outputs then carry "-with-models".
+#   --vulkan-runtime DIR  bundle this Vulkan runtime folder (runtime.json + site/, as `quantdesk runtime
+#                  build vulkan` makes one; QUANTDESK_VULKAN_RUNTIME in the environment does the same).
+#                  Default: build it now with `quantdesk runtime build vulkan` (its cached wheel is
+#                  reused; a first build compiles for 15+ minutes and needs glslc, spirv-headers and
+#                  Vulkan headers 1.3.272+, e.g. VULKAN_SDK=DIR).
+#   --no-vulkan    bundle the CPU runtime only.
 #   --no-deb       only the folder and the tar.gz.
 #   DEB_MAINTAINER="Name <mail>" in the environment sets the .deb's Maintainer field.
 #
 # Outputs, in dist/:
-#   quantdesk/                                  the app: run quantdesk/quantdesk
+#   quantdesk/                                  the app: run quantdesk/quantdesk; its llama.cpp runtimes in
+#                                               quantdesk/runtimes/{cpu,vulkan} (app/runtimes)
 #   quantdesk-VERSION-linux-x86_64.tar.gz       that folder as quantdesk-VERSION/
 #   quantdesk_VERSION_amd64.deb                 /opt/quantdesk, /usr/bin/quantdesk, a menu entry and icons
 set -euo pipefail
@@ -24,10 +31,14 @@ cd "$ROOT"
 PYTHON=""
 MODELS=()
 MAKE_DEB=1
+VULKAN_RUNTIME="${QUANTDESK_VULKAN_RUNTIME:-}"
+VULKAN=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --python) PYTHON="$2"; shift 2 ;;
         --model) MODELS+=("$(realpath "$2")"); shift 2 ;;
+        --vulkan-runtime) VULKAN_RUNTIME="$(realpath "$2")"; shift 2 ;;
+        --no-vulkan) VULKAN=0; shift ;;
         --no-deb) MAKE_DEB=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "build_linux.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -65,7 +76,21 @@ or add the folder to your library, once, without copying:
 EOF
 fi
 install -m 0644 packaging/linux/README.txt "$APP/README.txt"  # the desktop libraries it needs, for the tar.gz
+# llama.cpp runtimes, each its own folder beside the program (the spec leaves llama_cpp out of the app).
+log "llama.cpp runtimes"
+RUNTIMES=(cpu=env)
+if [[ $VULKAN == 1 ]]; then
+    if [[ -z "$VULKAN_RUNTIME" ]]; then
+        # The app's own builder, into a data folder of this build (its wheel cache stays the user's).
+        PYTHONPATH="$ROOT" XDG_DATA_HOME="$ROOT/build/xdg-data" "$PYTHON" -m app.cli runtime build vulkan
+        VULKAN_RUNTIME="$ROOT/build/xdg-data/QuantDesk/runtimes/vulkan"
+    fi
+    RUNTIMES+=("vulkan=$VULKAN_RUNTIME")
+fi
+rm -rf "$APP/runtimes"
+"$PYTHON" packaging/bundle_runtimes.py "$APP" "${RUNTIMES[@]}"
 "$APP/quantdesk" --version >/dev/null  # the bundle starts at all
+"$APP/quantdesk" runtime ls  # ... and so does each runtime
 
 log "tar.gz"
 TARBALL="dist/quantdesk-${VERSION}-linux-${ARCH}${SUFFIX}.tar.gz"

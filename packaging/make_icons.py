@@ -59,7 +59,7 @@ def ico(sizes: tuple[int, ...]) -> bytes:
     header = struct.pack("<HHH", 0, 1, len(images))
     offset = len(header) + 16 * len(images)
     directory, payload = b"", b""
-    for size, data in zip(sizes, images):
+    for size, data in zip(sizes, images, strict=True):
         side = 0 if size >= 256 else size  # 0 means 256 in an ICONDIRENTRY
         directory += struct.pack("<BBBBHHII", side, side, 0, 0, 1, 32, len(data), offset + len(payload))
         payload += data

@@ -15,8 +15,10 @@
 # packaging/build_linux.sh there (tar.gz + .deb), delete the clone, unpack the tar.gz, and run the app
 # with `env -i` (minimal PATH, fresh HOME and XDG folders, HF_HUB_OFFLINE=1, no venv, cwd outside any
 # checkout) and, where the kernel lets us, in a network namespace with no network at all:
-#   quantdesk --version; quantdesk hw --json; quantdesk chat TINY.gguf --prompt hi --json
-#   (the frozen engine host); the GUI offscreen until its main window has painted; and
+#   quantdesk --version; quantdesk hw --json; quantdesk runtime ls --json (the bundled CPU and Vulkan
+#   runtimes); quantdesk chat TINY.gguf --prompt hi --json (the frozen engine host) on the CPU runtime,
+#   and on the Vulkan runtime with Mesa's lavapipe as the GPU (QUANTDESK_TEST_SOFTWARE_VULKAN=1; skipped,
+#   saying so, where lavapipe is not installed); the GUI offscreen until its main window has painted; and
 #   `quantdesk search` refusing plainly because it needs the network.
 # Then the .deb's --info and --contents, and its binary run through a /usr/bin-style symlink.
 # Prints sizes and start-up times, cold (the bundle's files evicted from the page cache) and warm;
@@ -77,7 +79,8 @@ tar -xzf "$TARBALL" -C "$RUN"
 APP="$RUN/quantdesk-$VERSION/quantdesk"
 [[ -x "$APP" ]] || fail "no executable at $APP"
 cp "$MODEL" "$RUN/tiny.gguf"
-for data in _internal/resources/icons/quantdesk.svg _internal/llama_cpp/lib/libllama.so; do
+for data in _internal/resources/icons/quantdesk.svg runtimes/cpu/runtime.json runtimes/cpu/site/llama_cpp/lib/libllama.so \
+            runtimes/vulkan/runtime.json runtimes/vulkan/site/llama_cpp/lib/libggml-vulkan.so; do
     [[ -f "$RUN/quantdesk-$VERSION/$data" ]] || fail "the bundle lacks $data"
 done
 
@@ -128,12 +131,31 @@ t=$(date +%s%N); clean "$APP" hw --json > "$RUN/hw.json"; HW_MS=$(ms_since "$t")
 check_json "$RUN/hw.json" "d['cpu']['logical_cores'] >= 1 and d['ram_total_bytes'] > 0 and any(b['name'] == 'llama.cpp' and b['available'] for b in d['backends'])"
 echo "CPU and RAM found, llama.cpp available  (${HW_MS} ms, cold)"
 
-step "quantdesk chat tiny.gguf --prompt hi --json  (the frozen engine host)"
+step "quantdesk runtime ls --json  (the bundled runtimes)"
+clean "$APP" runtime ls --json > "$RUN/runtimes.json"
+check_json "$RUN/runtimes.json" "[(r['name'], r['origin'], r['error']) for r in d['runtimes']] == [('cpu', 'bundled', ''), ('vulkan', 'bundled', '')]"
+echo "cpu and vulkan, both start"
+
+step "quantdesk chat tiny.gguf --prompt hi --json  (the frozen engine host, CPU runtime)"
 t=$(date +%s%N); clean "$APP" chat tiny.gguf --prompt hi --json --max-tokens 16 --seed 1 > "$RUN/chat.json"
 CHAT_MS=$(ms_since "$t")
-check_json "$RUN/chat.json" "d['backend'] == 'llama.cpp' and d['completion_tokens'] > 0 and isinstance(d['text'], str)"
+check_json "$RUN/chat.json" "d['backend'] == 'llama.cpp' and d['runtime'] == 'cpu' and d['completion_tokens'] > 0 and isinstance(d['text'], str)"
 python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(f\"{d['completion_tokens']} tokens at {d['decode_tps']:.0f} tok/s, load {d['load_ms']:.0f} ms\")" "$RUN/chat.json"
 echo "(${CHAT_MS} ms in all)"
+
+step "quantdesk chat through the Vulkan runtime, lavapipe as the GPU"
+if [[ -n "$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null)" ]]; then
+    t=$(date +%s%N)
+    clean QUANTDESK_TEST_SOFTWARE_VULKAN=1 "$APP" chat tiny.gguf --prompt hi --json --max-tokens 16 --seed 1 \
+        > "$RUN/chat-vulkan.json" 2> "$RUN/chat-vulkan.err" || fail "Vulkan chat: $(tail -5 "$RUN/chat-vulkan.err")"
+    VULKAN_MS=$(ms_since "$t")
+    check_json "$RUN/chat-vulkan.json" "d['runtime'] == 'vulkan' and d['completion_tokens'] > 0 and any(v['name'] == 'Vulkan0' and v['layers'] == 2 for v in d['devices']) and d['offloaded_layers'] == d['offloadable_layers']"
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); g = d['devices'][0]; print(f\"{d['completion_tokens']} tokens on {g['description']}, {d['offloaded_layers']}/{d['offloadable_layers']} layers, Vulkan0 buffers {(g['model_bytes'] + g['kv_bytes'] + g['compute_bytes']) / 2**20:.1f} MiB, {d['decode_tps']:.1f} tok/s, load {d['load_ms']:.0f} ms\")" "$RUN/chat-vulkan.json"
+    echo "(${VULKAN_MS} ms in all)"
+else
+    VULKAN_MS="skipped (no lavapipe: apt-get install mesa-vulkan-drivers)"
+    echo "$VULKAN_MS"
+fi
 
 step "GUI offscreen until the main window has painted"
 evict_bundle
@@ -163,12 +185,15 @@ dpkg-deb --info "$DEB" > "$RUN/deb.info"
 dpkg-deb --contents "$DEB" > "$RUN/deb.contents"
 grep -q "^ Package: quantdesk$" "$RUN/deb.info" || fail ".deb control has no Package: quantdesk"
 grep -q "^ Version: $VERSION$" "$RUN/deb.info" || fail ".deb control has the wrong version"
-for path in ./opt/quantdesk/quantdesk ./opt/quantdesk/_internal/llama_cpp/lib/libllama.so \
+for path in ./opt/quantdesk/quantdesk ./opt/quantdesk/runtimes/cpu/site/llama_cpp/lib/libllama.so \
+            ./opt/quantdesk/runtimes/vulkan/site/llama_cpp/lib/libggml-vulkan.so \
             ./usr/share/applications/quantdesk.desktop ./usr/share/icons/hicolor/scalable/apps/quantdesk.svg \
             ./usr/share/icons/hicolor/256x256/apps/quantdesk.png ./usr/share/icons/hicolor/48x48/apps/quantdesk.png; do
     grep -q " $path$" "$RUN/deb.contents" || fail ".deb lacks $path"
 done
 grep -q " ./usr/bin/quantdesk -> /opt/quantdesk/quantdesk$" "$RUN/deb.contents" || fail ".deb lacks the /usr/bin symlink"
+grep -q "^ Depends:.* libvulkan1" "$RUN/deb.info" || fail ".deb does not depend on libvulkan1"
+grep -q "^ Recommends:.* mesa-vulkan-drivers" "$RUN/deb.info" || fail ".deb does not recommend mesa-vulkan-drivers"
 if command -v desktop-file-validate >/dev/null; then
     dpkg-deb --fsys-tarfile "$DEB" | tar -xO ./usr/share/applications/quantdesk.desktop > "$RUN/quantdesk.desktop"
     desktop-file-validate "$RUN/quantdesk.desktop"
@@ -178,12 +203,12 @@ dpkg-deb -x "$DEB" "$RUN/deb-root"
 ln -s "$RUN/deb-root/opt/quantdesk/quantdesk" "$RUN/bin/quantdesk"  # as /usr/bin/quantdesk points into /opt
 out="$(clean "$RUN/bin/quantdesk" --version)"
 [[ "$out" == "quantdesk $VERSION" ]] || fail "the .deb's binary through a symlink said: $out"
-grep -E "^ (Installed-Size|Depends):" "$RUN/deb.info"
+grep -E "^ (Installed-Size|Depends|Recommends):" "$RUN/deb.info"
 echo "control, desktop entry, icons, /usr/bin symlink: ok"
 
 step "summary"
 echo "sizes: folder $FOLDER_SIZE, $(basename "$TARBALL") $(du -h "$TARBALL" | cut -f1), $(basename "$DEB") $(du -h "$DEB" | cut -f1)"
 echo "cold start (bundle evicted from the page cache): --version ${VERSION_MS} ms, hw --json ${HW_MS} ms, GUI to painted window ${GUI_MS} ms"
 echo "warm start (median of 5):                       --version ${VERSION_MED} ms, hw --json ${HW_MED} ms, GUI to painted window ${GUI_MED} ms"
-echo "chat with the tiny model through the frozen engine host: ${CHAT_MS} ms"
+echo "chat with the tiny model through the frozen engine host: CPU runtime ${CHAT_MS} ms, Vulkan runtime on lavapipe ${VULKAN_MS} ms"
 echo "SMOKE OK"

@@ -18,7 +18,8 @@ settings.register_profile("ci", max_examples=120, derandomize=True, database=Non
 settings.register_profile("fuzz", max_examples=20_000, deadline=None, suppress_health_check=_SLOW_INPUTS)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-pytest_plugins = ["tests.fixtures.models", "tests.fixtures.hub_server", "tests.fixtures.limits", "tests.fixtures.xvfb"]
+pytest_plugins = ["pytester", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
+                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb"]
 
 
 @pytest.fixture(autouse=True)

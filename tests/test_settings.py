@@ -1,5 +1,5 @@
 """app.settings: the app's settings file, atomic writes, damaged files kept, offline mode, and the models
-folder that app.paths.models_dir() follows."""
+folder that app.settings.models_dir() follows."""
 
 from __future__ import annotations
 
@@ -85,23 +85,23 @@ def test_failed_write_leaves_the_old_file(monkeypatch):
 
 
 def test_models_dir_follows_the_setting(monkeypatch, tmp_path):
-    assert paths.models_dir() == paths.default_models_dir()
+    assert settings.models_dir() == paths.default_models_dir()
     settings.update(models_dir=str(tmp_path / "big-disk"))
-    assert paths.models_dir() == tmp_path / "big-disk"
+    assert settings.models_dir() == tmp_path / "big-disk"
     monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "env"))
-    assert paths.models_dir() == tmp_path / "env"  # the environment still wins
+    assert settings.models_dir() == tmp_path / "env"  # the environment still wins
     monkeypatch.delenv("QUANTDESK_MODELS_DIR")
     settings.update(models_dir=None)
-    assert paths.models_dir() == paths.default_models_dir()
+    assert settings.models_dir() == paths.default_models_dir()
 
 
 def test_offline_mode_sets_and_clears_the_variable():
-    assert not config.is_offline()
+    assert not settings.is_offline()
     settings.apply_offline(True)
-    assert os.environ[settings.OFFLINE_VAR] == "1" and config.is_offline()
+    assert os.environ[settings.OFFLINE_VAR] == "1" and settings.is_offline()
     assert not settings.offline_forced_by_environment()
     settings.apply_offline(False)
-    assert settings.OFFLINE_VAR not in os.environ and not config.is_offline()
+    assert settings.OFFLINE_VAR not in os.environ and not settings.is_offline()
 
 
 def test_offline_from_the_environment_is_not_cleared(monkeypatch):
@@ -116,4 +116,4 @@ def test_offline_from_the_environment_is_not_cleared(monkeypatch):
 def test_apply_environment_at_start_up():
     settings.update(offline=True)
     settings.apply_environment(settings.load())
-    assert config.is_offline()
+    assert settings.is_offline()

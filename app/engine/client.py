@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import itertools
 import os
 import queue
@@ -111,6 +112,7 @@ class EngineClient:
         self._cancel_sent_for: str | None = None  # the running request a cancel was sent for
         self._ids_lock = threading.Lock()
         self._phase = "while starting"
+        self._runtime_env: dict[str, str] = {}  # the llama.cpp runtime the host imports (app/runtimes)
         self.loaded: Loaded | None = None
 
     # --- process ---
@@ -123,6 +125,7 @@ class EngineClient:
             self.close()
             self.loaded = None
         env = dict(os.environ if self._env is None else self._env)
+        env.update(self._runtime_env)
         root = str(Path(__file__).resolve().parents[2])  # the host imports app/ and backends/ from here
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -190,13 +193,20 @@ class EngineClient:
     # --- requests ---
 
     def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
-             on_progress: Callable[[float], None] | None = None) -> Loaded:
+             on_progress: Callable[[float], None] | None = None, runtime: str | None = None) -> Loaded:
         """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
-        any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed."""
+        any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed.
+        llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load)."""
         from app.models.detect import detect_model
+        from app.remote import connections
         from backends import registry
 
-        ref = detect_model(model_path)
+        options: dict = {}
+        if connections.is_remote_ref(model_path):
+            ref = connections.RemoteModelRef(str(model_path))
+            options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
+        else:
+            ref = detect_model(model_path)
         name = backend or registry.backend_for_format(ref.format)
         status = registry.status(name)
         if not status.availability.available:
@@ -206,23 +216,36 @@ class EngineClient:
             raise BackendUnavailable(f"{name} does not run {ref.format} models",
                                      f"it runs {', '.join(status.formats)}")
         settings = settings or LoadSettings()
-        with self._turns.turn():
-            return self._load(ref, name, settings, on_progress)
+        choice = None
+        if name == "llama.cpp":
+            from app.runtimes import select
 
-    def _load(self, ref, name: str, settings: LoadSettings, on_progress) -> Loaded:
-        if self.loaded is not None and self.loaded.backend != name:
-            self.close()  # one backend per host process: a different engine gets a fresh host
+            choice = select.for_load(ref.path, runtime)
+            if not choice.name:
+                raise BackendUnavailable(choice.reason)
+        with self._turns.turn():
+            return self._load(ref, name, settings, on_progress, choice, options)
+
+    def _load(self, ref, name: str, settings: LoadSettings, on_progress, choice=None, options: dict | None = None
+              ) -> Loaded:
+        runtime_env = choice.env if choice is not None else {}
+        if (self.loaded is not None and self.loaded.backend != name) or \
+                (self._proc is not None and runtime_env != self._runtime_env):
+            self.close()  # one backend and one runtime per host process: another gets a fresh host
             self.loaded = None
+        self._runtime_env = runtime_env
         self.start()
         self._phase = f"while loading {ref.display_name}"
         self._send({"op": "load", "backend": name, "model_path": str(ref.path),
-                    "settings": protocol.settings_to_dict(settings)})
+                    "settings": protocol.settings_to_dict(settings), "backend_options": options})
         while True:
             event = self._next_event()
             if isinstance(event, Progress):
                 if on_progress:
                     on_progress(event.fraction)
             elif isinstance(event, Loaded):
+                if choice is not None:
+                    event = dataclasses.replace(event, runtime=choice.name, runtime_reason=choice.reason)
                 self.loaded = event
                 self._phase = "while idle"
                 return event

@@ -96,7 +96,9 @@ class Host:
             raise GenerationError("unavailable", f"{cls.name} cannot run here: {availability.reason}",
                                   availability.hint)
         self.send(Progress(0.0))
-        backend = cls()
+        # Backend-specific construction options, e.g. the remote backend's endpoint (its key travels over this
+        # private pipe, never through argv or the environment, which other processes can read).
+        backend = cls(**(request.get("backend_options") or {}))
         loaded = backend.load(request["model_path"], settings, on_progress=lambda f: self.send(Progress(f)))
         self._backend = backend
         self.send(loaded)
@@ -140,6 +142,11 @@ class Host:
 
 def main() -> int:
     faulthandler.enable()  # a native crash prints the Python stack to stderr before the process dies
+    from app.runtimes.catalog import RUNTIME_PATH_VAR
+
+    runtime = os.environ.get(RUNTIME_PATH_VAR)
+    if runtime:  # the llama.cpp runtime chosen for this host (app/runtimes): its llama_cpp wins imports
+        sys.path.insert(0, runtime)
     channel = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # stray prints and native stdout now land in the log, not in the event channel
     sys.stdout = sys.stderr

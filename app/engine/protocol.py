@@ -10,7 +10,7 @@ import dataclasses
 import json
 from typing import Any
 
-from backends.base import Done, ErrorEvent, Event, GenerationStats, Loaded, Progress, Scored, Token
+from backends.base import DeviceLoad, Done, ErrorEvent, Event, GenerationStats, Loaded, Progress, Scored, Token
 
 _EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored)}
 
@@ -28,6 +28,8 @@ def decode_event(line: bytes) -> Event:
         raise ValueError(f"unknown engine event: {line[:200]!r}")
     if cls is Done:
         data["stats"] = GenerationStats(**data["stats"])
+    elif cls is Loaded:
+        data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
     return cls(**data)
 
 

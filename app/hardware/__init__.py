@@ -18,7 +18,8 @@ from app.hardware.profile import (BackendSupport, CpuInfo, GpuInfo, HardwareProf
 
 def add_hardware_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hardware", metavar="FILE.json",
-                        help="plan for the machine in FILE (saved with: quantdesk hw --json > FILE) instead of this one")
+                        help="plan for the machine in FILE (saved with: quantdesk hw --json > FILE) instead of "
+                             "this one")
 
 
 def profile_from_args(args: argparse.Namespace) -> HardwareProfile:

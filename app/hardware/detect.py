@@ -13,7 +13,7 @@ from typing import Any
 
 from app.hardware import bandwidth, gpus, hints
 from app.hardware.cpu import parse_sysctl, probe_cpu
-from app.hardware.profile import BackendSupport, HardwareProfile
+from app.hardware.profile import BackendSupport, HardwareProfile, RuntimeInfo, runtime_info_from_dict
 from app.hardware.sources import Sources
 
 PROBE_TIMEOUT_S = 3.0
@@ -52,6 +52,12 @@ def probe_llama_cpp(src: Sources) -> list[str] | None:
     return found
 
 
+def probe_runtimes(src: Sources) -> list[RuntimeInfo] | None:
+    """The llama.cpp runtimes and what each one's ggml sees (None: not known, as in older recordings)."""
+    records = src.runtimes()
+    return None if records is None else [runtime_info_from_dict(r) for r in records]
+
+
 def _metal_cache_file():
     from app import paths
 
@@ -86,6 +92,7 @@ PROBES: dict[str, Probe] = {
     "disk": probe_disk,
     "backends": probe_backends,
     "llama_cpp": probe_llama_cpp,
+    "runtimes": probe_runtimes,
 }
 
 
@@ -145,6 +152,7 @@ def detect(sources: Sources | None = None, *, probes: dict[str, Probe] | None = 
         profile.disk_path, profile.disk_free_bytes = results["disk"]
     profile.backends = results.get("backends", [])
     profile.llama_cpp_gpu_backends = results.get("llama_cpp")
+    profile.runtimes = results.get("runtimes")
 
     if measure_bandwidth:
         profile.ram_bandwidth_gbps = bandwidth.measure_and_cache(profile.cpu.model, profile.ram_total_bytes)

@@ -66,7 +66,7 @@ def _nvidia_gpu(nvml: Any, index: int, driver: str) -> GpuInfo:
             # NVML's memory clock is half the data rate (DDR): bytes/s = bits/8 x MHz x 1e6 x 2.
             gpu.bandwidth_gbps = round(bus_bits / 8 * mem_mhz * 2 / 1000, 1)
             gpu.bandwidth_source = "nvml"
-    except Exception:
+    except Exception:  # a driver that cannot say: the table of known chips below answers instead
         pass
     if gpu.bandwidth_gbps is None:
         for chip, gbps in tables.NVIDIA_BANDWIDTH_GBPS.items():

@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 
 from app.hardware.profile import HardwareProfile
+from app.runtimes.choose import PREFERENCE
 
-LLAMA_PIN = "'llama-cpp-python>=0.3.16,<0.4'"
 # ggml backend library name fragments (libggml-cuda.so, ggml-cuda.dll, libggml-metal.dylib ...) -> backend.
 GGML_GPU_LIBS = {"cuda": "cuda", "metal": "metal", "vulkan": "vulkan", "hip": "hip", "sycl": "sycl",
                  "opencl": "opencl", "musa": "musa"}
 WORKING_SET_SOURCES = {"metal": "Metal's recommendedMaxWorkingSetSize",
                        "iogpu.wired_limit_mb": "set with iogpu.wired_limit_mb",
                        "default rule": "the macOS default, estimated: 2/3 of RAM up to 32 GiB, 3/4 above"}
-CMAKE_FLAG = {"nvidia": ("cuda", "-DGGML_CUDA=on", "CUDA"), "amd": ("hip", "-DGGML_HIP=on", "ROCm/HIP"),
-              "apple": ("metal", "-DGGML_METAL=on", "Metal")}
 
 
 def llama_gpu_backends(lib_files: list[str]) -> list[str] | None:
@@ -48,24 +46,36 @@ def build_hints(p: HardwareProfile) -> list[str]:
 
 
 def _offload_hints(p: HardwareProfile) -> list[str]:
-    libs = p.llama_cpp_gpu_backends
-    if libs is None or not p.gpus or "llama_cpp" in p.absent:
+    """A GPU that no installed llama.cpp runtime can use: say which runtime to build. Judged by what each
+    runtime's ggml saw (``p.runtimes``), else, for a profile without runtime probes, by the app's own
+    llama.cpp build's libraries."""
+    if not p.gpus:
         return []
     hints = []
+    for runtime in p.runtimes or []:
+        if runtime.backend != "cpu" and (runtime.problem or runtime.error):
+            hints.append(f"The {runtime.name} runtime cannot start ({runtime.problem or runtime.error}), so loads "
+                         f"use another: rebuild it with `quantdesk runtime build {runtime.backend}` or remove it "
+                         f"with `quantdesk runtime rm {runtime.name}`.")
+    if p.runtimes is not None:
+        seen = {(d.vendor, r.backend) for r in p.runtimes if not (r.problem or r.error)
+                for d in r.devices if d.type in ("gpu", "igpu") and not d.software}
+        backends_for = {vendor: {b for v, b in seen if v == vendor} for vendor in PREFERENCE}
+    elif p.llama_cpp_gpu_backends is not None and "llama_cpp" not in p.absent:
+        shipped = {"hip": "rocm"}
+        libs = {shipped.get(lib, lib) for lib in p.llama_cpp_gpu_backends}
+        backends_for = {vendor: libs & set(options) for vendor, options in PREFERENCE.items()}
+    else:
+        return hints
     for vendor in dict.fromkeys(g.vendor for g in p.gpus):
-        if vendor not in CMAKE_FLAG:
-            continue
-        needed, flag, api = CMAKE_FLAG[vendor]
-        usable = {needed} | ({"vulkan"} if vendor in ("nvidia", "amd") else set())
-        if usable & set(libs):
+        if vendor not in PREFERENCE or backends_for.get(vendor):
             continue
         names = ", ".join(dict.fromkeys(g.name for g in p.gpus if g.vendor == vendor))
-        shipped = ", ".join(libs) if libs else "CPU only"
-        hints.append(
-            f"{names} is present, but the installed llama.cpp build (llama-cpp-python) has no {api} backend "
-            f"(it ships: {shipped}), so GGUF models will run on the CPU. Rebuild it with {api}: "
-            f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-cache-dir {LLAMA_PIN}'
-            + (' (CMAKE_ARGS="-DGGML_VULKAN=on" builds a Vulkan backend that also offloads)' if "vulkan" in usable else ""))
+        options = PREFERENCE[vendor]
+        builds = " or ".join(f"`quantdesk runtime build {b}`" for b in reversed(options))
+        hints.append(f"{names} is present, but no installed llama.cpp runtime can use it, so GGUF models run on the "
+                     f"CPU. Build one with {builds} (or the Build button on the Hardware page; a first Vulkan build "
+                     "takes about 15 minutes), and QuantDesk uses it from the next load.")
     return hints
 
 

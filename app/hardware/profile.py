@@ -68,6 +68,38 @@ class GpuInfo:
 
 
 @dataclass
+class RuntimeDevice:
+    """A device as one llama.cpp runtime's ggml sees it (app/runtimes/devices.py)."""
+
+    name: str  # ggml's name: "Vulkan0", "CUDA0", "CPU"
+    description: str = ""
+    type: str = ""  # cpu | gpu | igpu | accel
+    memory_total: int = 0
+    memory_free: int = 0  # iGPUs and APUs: the shared budget the driver grants, not only the carve-out
+    vendor: str = ""
+    software: bool = False  # a CPU-type Vulkan device (lavapipe): never "the GPU" outside tests
+    max_tensor_bytes: int | None = None  # Vulkan: the largest tensor a shader may address
+    max_buffer_bytes: int | None = None  # ggml's largest allocation on the device / in its pinned host memory
+    host_max_buffer_bytes: int | None = None
+
+
+@dataclass
+class RuntimeInfo:
+    """One llama.cpp runtime (app/runtimes) and what it saw when it was started for the probe."""
+
+    name: str
+    backend: str  # cpu | vulkan | cuda | rocm | metal
+    origin: str = ""  # environment | bundled | user
+    version: str = ""
+    problem: str = ""  # why the folder is not a usable runtime
+    error: str = ""  # why it could not start, if it could not
+    devices: list[RuntimeDevice] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # what its engine host needs set (tests' lavapipe)
+    size_bytes: int = 0  # on disk
+    built_at: str = ""  # user-built ones
+
+
+@dataclass
 class BackendSupport:
     name: str
     available: bool
@@ -91,6 +123,7 @@ class HardwareProfile:
     schema_version: int = SCHEMA_VERSION
     disk_path: str | None = None  # the folder disk_free_bytes was measured for
     llama_cpp_gpu_backends: list[str] | None = None  # ggml GPU libraries the llama.cpp build ships
+    runtimes: list[RuntimeInfo] | None = None  # None: not probed (a saved or recorded profile)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,7 +148,12 @@ class HardwareProfile:
         return sum(g.usable_bytes() or 0 for g in self.gpus)
 
 
-_NESTED: dict[str, type] = {"cpu": CpuInfo, "gpus": GpuInfo, "backends": BackendSupport}
+# (class, field) -> the dataclass its object (or list of objects) is made of.
+_NESTED: dict[tuple[type, str], type] = {
+    (HardwareProfile, "cpu"): CpuInfo, (HardwareProfile, "gpus"): GpuInfo,
+    (HardwareProfile, "backends"): BackendSupport,
+    (HardwareProfile, "runtimes"): RuntimeInfo, (RuntimeInfo, "devices"): RuntimeDevice,
+}
 
 
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
@@ -128,11 +166,13 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
             continue
         value = data[f.name]
         path = f"{where}.{f.name}"
-        nested = _NESTED.get(f.name) if cls is HardwareProfile else None
+        nested = _NESTED.get((cls, f.name))
         if nested is not None and f.name == "cpu":
             if not isinstance(value, dict):
                 raise ValueError(f"{path} must be an object")
             value = _build(nested, value, path)
+        elif nested is not None and value is None and f.default is None:
+            pass  # an optional list that was not probed
         elif nested is not None:
             if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
                 raise ValueError(f"{path} must be a list of objects")
@@ -164,6 +204,11 @@ def _check_type(value: Any, annotation: Any, path: str) -> None:
             return
     expected = " or ".join(getattr(o, "__name__", str(o)).replace("NoneType", "null") for o in options)
     raise ValueError(f"{path} must be {expected}, not {value!r}")
+
+
+def runtime_info_from_dict(data: dict[str, Any]) -> RuntimeInfo:
+    """A runtime record (app/runtimes/overview.py as_records) as the profile keeps it."""
+    return _build(RuntimeInfo, data, "runtime")
 
 
 def load_profile(path: str | Path) -> HardwareProfile:

@@ -54,20 +54,15 @@ def _llama_cpp_lib_files() -> list[str] | None:
     """File names in the installed llama_cpp package's lib/ folder (None: not installed).
 
     Found with find_spec, never by importing llama_cpp: the app process must not load an engine."""
-    from importlib.util import find_spec
+    from app.runtimes.catalog import environment_package
 
-    try:
-        spec = find_spec("llama_cpp")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
+    package = environment_package()
+    if package is None:
         return None
     names: list[str] = []
-    for location in spec.submodule_search_locations:
-        for sub in ("lib", "."):
-            folder = os.path.join(location, sub)
-            if os.path.isdir(folder):
-                names += [n for n in os.listdir(folder) if not os.path.isdir(os.path.join(folder, n))]
+    for folder in (package / "lib", package):
+        if folder.is_dir():
+            names += [p.name for p in folder.iterdir() if not p.is_dir()]
     return sorted(set(names))
 
 
@@ -77,10 +72,18 @@ def _backend_statuses() -> list[Any]:
     return registry.statuses()
 
 
-def _models_dir() -> str:
-    from app import paths
+def _runtimes() -> list[dict[str, Any]]:
+    """Every llama.cpp runtime (app/runtimes) and the devices it sees, each started in a child process."""
+    from app.runtimes import catalog, overview
 
-    return str(paths.models_dir())
+    runtimes = catalog.discover()
+    return overview.as_records(runtimes, overview.probe_all(runtimes))
+
+
+def _models_dir() -> str:
+    from app import settings
+
+    return str(settings.models_dir())
 
 
 def _processor_name() -> str:
@@ -134,3 +137,4 @@ class Sources:
     backend_statuses: Callable[[], list[Any]] = _backend_statuses
     windows_feature: Callable[[int], bool] = _windows_feature
     mlx_device_info: Callable[[], dict[str, Any]] = _mlx_device_info
+    runtimes: Callable[[], list[dict[str, Any]] | None] = _runtimes  # None: not known (a recording without them)

@@ -1,5 +1,7 @@
 """Hub settings read from the environment at call time (huggingface_hub reads them once at import, which
-would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first imported)."""
+would freeze whatever HF_ENDPOINT / HF_HOME was set when the module was first imported), and the one way to talk
+to the Hub: ``api()`` and ``auth_headers()`` carry the current endpoint and token (HF_TOKEN, else the one saved by
+``quantdesk login``); ``hub_error()`` turns what huggingface_hub raises into our sentences."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import socket
 import urllib.parse
 from pathlib import Path
 
-from app.hub.errors import OfflineError
+from app import settings
+from app.errors import QuantDeskError
+from app.hub.errors import AccessDenied, DownloadError, HubError, OfflineError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -19,32 +23,14 @@ def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
-OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-
-
-def _offline_variable() -> str | None:
-    """The variable that turns offline mode on, if one does (huggingface_hub reads HF_HUB_OFFLINE first)."""
-    for var in OFFLINE_VARIABLES:
-        value = os.environ.get(var)
-        if value:
-            return var if value.strip().upper() in {"1", "ON", "YES", "TRUE"} else None
-    return None
-
-
-def is_offline() -> bool:
-    return _offline_variable() is not None
-
-
 def offline_error(action: str) -> OfflineError:
     """The sentence for an action refused in offline mode, saying how to go online: the app's own setting
     (app.settings sets HF_HUB_OFFLINE for it) is switched off in Settings, a variable of the user's by unsetting it."""
-    from app import settings  # imported here: app.settings builds on this module
-
     if not settings.offline_forced_by_environment():
         return OfflineError(f"Cannot {action}: offline mode is on in QuantDesk's Settings, and this needs the Hub.",
                             "switch it off on the app's Settings page; a quantdesk command given --online goes "
                             "online for that run only; the local library works offline")
-    var = _offline_variable() or "HF_HUB_OFFLINE"
+    var = settings.offline_variable() or settings.OFFLINE_VAR
     return OfflineError(f"Cannot {action}: offline mode is on ({var} is set), and this needs the Hub.",
                         f"unset {var} to go online; the local library works offline")
 
@@ -52,7 +38,7 @@ def offline_error(action: str) -> OfflineError:
 def require_online(action: str) -> None:
     """Raise at once when offline mode is on, or when the Hub cannot be found or reached: huggingface_hub
     would otherwise retry a dead network with backoff for half a minute before saying anything."""
-    if is_offline():
+    if settings.is_offline():
         raise offline_error(action)
     url = urllib.parse.urlsplit(endpoint())
     if not url.hostname or any(os.environ.get(v) for v in PROXY_VARIABLES):
@@ -130,9 +116,47 @@ def api():
     return HfApi(endpoint=endpoint(), token=token() or False)
 
 
+def file_url(repo_id: str, filename: str, revision: str | None = None) -> str:
+    """Where a file of a repo is read from, on the current endpoint (pin ``revision`` to a commit for a download)."""
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint())
+
+
 def auth_headers() -> dict[str, str]:
     from huggingface_hub.utils import build_hf_headers
 
     from app import __version__
 
     return build_hf_headers(token=token() or False, library_name="quantdesk", library_version=__version__)
+
+
+def hub_error(exc: Exception, repo_id: str, revision: str) -> QuantDeskError:
+    """Turn huggingface_hub / httpx errors into our sentences."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):
+        return AccessDenied(f"{repo_id} is gated: the Hub refused access without an accepted licence and a token.",
+                            "accept the terms on the model page, then set HF_TOKEN or run `quantdesk login`")
+    if isinstance(exc, RevisionNotFoundError):
+        return HubError(f"{repo_id} has no revision {revision!r}.", "check the branch, tag or commit name")
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubError(f"{repo_id} was not found on {endpoint()}.",
+                        "check the name; a private repo needs a token")
+    if isinstance(exc, HfHubHTTPError):
+        return HubError(f"The Hub answered an error for {repo_id}: {str(exc).splitlines()[0]}")
+    return DownloadError(f"Cannot reach {endpoint()}: {type(exc).__name__}: {exc}",
+                         "check the network connection, then run the same command again")
+
+
+def api_errors() -> tuple[type[Exception], ...]:
+    """What a call through ``api()`` raises when the Hub or the network fails (for ``except``)."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return HfHubHTTPError, httpx2.HTTPError

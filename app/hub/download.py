@@ -1,24 +1,22 @@
-"""Resumable, verified downloads from the Hub (Qt-free).
+"""Resumable, verified downloads from the Hub (Qt-free): one planned request (app.hub.plan) to the end.
 
-huggingface_hub 2.4 gives us the URLs (``hf_hub_url``), the metadata (``model_info(files_metadata=True)``:
-sizes, LFS sha256, the commit), auth headers and its shared httpx2 session; the transfer is ours, because its
-own downloader restarts from zero in every new process, has no cancel and checks only the size.
+huggingface_hub 2.4 gives us the URLs (``hf_hub_url``) and auth headers (both through app.hub.config) and its
+shared httpx2 session; the transfer is ours, because its own downloader restarts from zero
+in every new process, has no cancel and checks only the size.
 
-How a pull runs:
-1. Names are checked before any request (``check_relative_name``): ``../``, absolute, drive and UNC paths and
-   backslashes are refused.
-2. The revision is resolved to a commit hash once; every file is fetched from that commit (pinned), also when a
-   pull resumes after a restart: the job's sidecar (``job.json`` in its staging folder) remembers it.
-3. Free disk is checked against what is still missing.
-4. Each file streams into ``<staging>/files/<path>.part``. A partial left by a pause, a crash or Ctrl-C resumes
+How a pull runs, once planned:
+1. Free disk is checked against what is still missing.
+2. Each file streams into ``<staging>/files/<path>.part``. A partial left by a pause, a crash or Ctrl-C resumes
    with ``Range: bytes=N-`` (after hashing the N bytes already there); a reply that is not a matching 206 starts
    the file over. Network errors, 5xx and stalls (no byte for ``stall_timeout`` s) retry with exponential
    backoff; 429 waits for its Retry-After. Cancel is a flag checked between chunks, and it also shuts the socket
    down so a blocked read returns at once.
-5. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
+3. Every file is verified: LFS files by the Hub's sha256, small files by their git blob id (sha1 of
    ``blob <size>\\0<content>``, the Hub's ETag for them), both hashed while writing.
-6. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
+4. Only when every file of the set is verified are they moved into the models folder (one ``os.replace`` of the
    staging folder when the target does not exist yet) and registered in the library.
+
+A queue of them, one at a time on a worker thread, is app.hub.download_queue.
 """
 
 from __future__ import annotations
@@ -34,68 +32,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from app import paths
 from app.hub import config
-from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError,
-                            NotEnoughDiskSpace, UnsafeFileName)
-from app.hub.formats import (exl_branches, exl_format_hint, exl_quant_of, format_of_repo, is_bare_bit_rate,
-                             quant_from_name)
+from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError, NotEnoughDiskSpace,
+                            UnsafeFileName)
+from app.hub.listing import RemoteFile, RepoListing
+from app.hub.plan import DownloadRequest, Plan, check_relative_name, plan_download
+from app.settings import models_dir
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str
-    size: int
-    sha256: str | None = None  # LFS files
-    blob_id: str | None = None  # git blob sha1: how small (non-LFS) files are checked
-
-
-@dataclass(frozen=True)
-class DownloadRequest:
-    repo_id: str
-    revision: str = "main"
-    quant: str | None = None
-    files: tuple[str, ...] = ()
-
-    def key(self) -> str:
-        text = "|".join([self.repo_id, self.revision, (self.quant or "").upper(), ",".join(sorted(self.files))])
-        owner_name = self.repo_id.replace("/", "--")
-        return f"{owner_name}--{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-
-
-@dataclass
-class Plan:
-    request: DownloadRequest
-    commit: str
-    files: list[RemoteFile]
-    repo_format: str = "gguf"
-    revision: str = ""  # the branch the files come from: the request's, or the one an EXL --quant names
-
-    def __post_init__(self) -> None:
-        self.revision = self.revision or self.request.revision
-
-    def to_json(self) -> dict:
-        return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
-                "revision": self.revision, "files": [asdict(f) for f in self.files]}
-
-    @classmethod
-    def from_json(cls, data: dict) -> Plan:
-        req = data["request"]
-        request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
-                                  files=tuple(req.get("files") or ()))
-        return cls(request=request, commit=data["commit"], repo_format=data.get("repo_format", "gguf"),
-                   revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]])
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
 
 
 @dataclass
@@ -139,28 +88,6 @@ class Settings:
 
 ProgressCallback = Callable[[Progress], None]
 
-_DRIVE_RE = re.compile(r"^[A-Za-z]:")
-
-
-def check_relative_name(name: str) -> str:
-    """Return ``name`` when it is a plain relative POSIX path; raise UnsafeFileName otherwise."""
-    reason = None
-    if not name or "\x00" in name:
-        reason = "is empty or holds a NUL character"
-    elif "\\" in name:
-        reason = "contains a backslash"
-    elif name.startswith("/"):
-        reason = "is an absolute path"
-    elif _DRIVE_RE.match(name) or ":" in name:
-        reason = "names a drive or holds a colon"
-    elif any(part in ("", ".", "..") for part in name.split("/")):
-        reason = "has '..', '.' or empty parts"
-    if reason:
-        raise UnsafeFileName(f"Refused the file name {name!r}: it {reason} and could land outside the models folder.",
-                             "nothing was downloaded; report the repo to its owner")
-    return name
-
-
 def _inside(root: Path, name: str) -> Path:
     target = (root / name).resolve()
     if not target.is_relative_to(root.resolve()):
@@ -171,135 +98,10 @@ def _inside(root: Path, name: str) -> Path:
 
 def model_folder(repo_id: str, revision: str = "main") -> Path:
     owner, _, name = repo_id.partition("/")
-    folder = paths.models_dir() / check_relative_name(owner) / check_relative_name(name)
+    folder = models_dir() / check_relative_name(owner) / check_relative_name(name)
     if revision not in ("main", "") and not re.fullmatch(r"[0-9a-f]{40}", revision):
         folder = folder.with_name(f"{folder.name}@{revision.replace('/', '_')}")
     return folder
-
-
-# ----------------------------------------------------------------------------------------------- planning
-
-def _hub_error(exc: Exception, repo_id: str, revision: str) -> Exception:
-    """Turn huggingface_hub / httpx errors into our sentences."""
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
-
-    if isinstance(exc, GatedRepoError):
-        return AccessDenied(f"{repo_id} is gated: the Hub refused access without an accepted licence and a token.",
-                            "accept the terms on the model page, then set HF_TOKEN or run `quantdesk login`")
-    if isinstance(exc, RevisionNotFoundError):
-        return HubError(f"{repo_id} has no revision {revision!r}.", "check the branch, tag or commit name")
-    if isinstance(exc, RepositoryNotFoundError):
-        return HubError(f"{repo_id} was not found on {config.endpoint()}.",
-                        "check the name; a private repo needs a token")
-    if isinstance(exc, HfHubHTTPError):
-        return HubError(f"The Hub answered an error for {repo_id}: {str(exc).splitlines()[0]}")
-    return DownloadError(f"Cannot reach {config.endpoint()}: {type(exc).__name__}: {exc}",
-                         "check the network connection, then run the same command again")
-
-
-def plan_download(request: DownloadRequest) -> Plan:
-    """Resolve the request against the Hub: the commit, and the files with sizes and hashes."""
-    for name in request.files:
-        check_relative_name(name)
-    check_relative_name(request.repo_id.partition("/")[0] or "?")
-    config.require_online(f"download {request.repo_id}")
-    import httpx2
-    from huggingface_hub.errors import HfHubHTTPError
-
-    api = config.api()
-    exl_quant = exl_quant_of(request.quant, "", bare_numbers=True) if request.quant and not request.files else None
-    revision = request.revision
-    try:
-        if exl_quant is not None:
-            names = [b.name for b in api.list_repo_refs(request.repo_id).branches]
-            hint = exl_format_hint(request.repo_id)
-            if not hint and any(is_bare_bit_rate(n) for n in names):  # are "6_5" branches bit rates? tags may say
-                shown = api.model_info(request.repo_id, revision=request.revision)
-                hint = exl_format_hint(request.repo_id, shown.tags, [s.rfilename for s in shown.siblings or []])
-            if is_bare_bit_rate(request.quant) and not exl_branches(request.repo_id, names, hint,
-                                                                    bare_numbers=bool(hint)):
-                exl_quant = None  # "4_0" where no branch holds a bit rate: a GGUF quant name, for select_files
-            else:
-                revision = exl_branch_for(request, names, hint)
-        info = api.model_info(request.repo_id, revision=revision, files_metadata=True)
-        listing = [RemoteFile(path=s.rfilename, size=int(s.size or 0),
-                              sha256=s.lfs.sha256 if s.lfs else None, blob_id=s.blob_id)
-                   for s in info.siblings or []]
-        if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in listing):
-            _refuse_weightless(request, revision, [b.name for b in api.list_repo_refs(request.repo_id).branches],
-                               exl_format_hint(request.repo_id, info.tags, [f.path for f in listing]))
-    except (HfHubHTTPError, httpx2.HTTPError) as exc:
-        raise _hub_error(exc, request.repo_id, revision) from None
-    repo_format = format_of_repo(info.tags, [f.path for f in listing])
-    branch_quant = exl_branches(request.repo_id, [revision], repo_format, bare_numbers=exl_quant is not None)
-    if repo_format == "safetensors" and branch_quant:  # untagged, but its branch is named for a bit rate
-        repo_format = branch_quant[revision].format
-    chosen = whole_set(listing) if exl_quant is not None else select_files(request, listing)
-    for remote in chosen:
-        check_relative_name(remote.path)
-    if not info.sha:
-        raise HubError(f"The Hub did not say which commit {request.repo_id}@{revision} is.")
-    return Plan(request=request, commit=info.sha, files=chosen, repo_format=repo_format, revision=revision)
-
-
-def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:
-    """The branch holding the bit rate ``request.quant`` names: EXL2/EXL3 repos keep one quant per branch. An
-    exact branch name wins; otherwise the bits (and head bits, when given) must match one branch alone. Branches
-    named by a bare number (``6_5``) count where ``exl_hint`` (from ``exl_format_hint``) says the repo is EXL."""
-    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
-    wanted = exl_quant_of(request.quant or "", "", bare_numbers=True)
-    matches = [b for b in quants if b.lower() == (request.quant or "").lower()] or [
-        b for b, q in quants.items() if q.bits_per_weight == wanted.bits_per_weight
-        and wanted.head_bits in (None, q.head_bits)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise HubError(f"{request.repo_id} has several {request.quant} branches: {', '.join(matches)}.",
-                       "name one exactly with --quant BRANCH")
-    raise HubError(f"{request.repo_id} has no {request.quant} branch.",
-                   f"available: {', '.join(quants)}" if quants else
-                   "it keeps no bit rates in branches; pull it without --quant, or with --revision")
-
-
-def _refuse_weightless(request: DownloadRequest, revision: str, branches: list[str], exl_hint: str = "") -> None:
-    """The main branch of an EXL repo holds only the card (and measurement.json): installing that as a model
-    would leave nothing to load, so say where the quants are (``6_5``-style branches too where ``exl_hint``, from
-    ``exl_format_hint``, says the repo is EXL)."""
-    quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
-    if quants:
-        raise HubError(f"{request.repo_id}@{revision} holds no model weights: its quants are kept in branches.",
-                       f"pull one with --quant: {', '.join(q.quant for q in quants.values())}")
-
-
-def select_files(request: DownloadRequest, listing: list[RemoteFile]) -> list[RemoteFile]:
-    by_path = {f.path: f for f in listing}
-    if request.files:
-        missing = [name for name in request.files if name not in by_path]
-        if missing:
-            raise HubError(f"{request.repo_id} has no file {missing[0]!r}.",
-                           "see the file list with `quantdesk search` or on the model page")
-        return [by_path[name] for name in request.files]
-    ggufs = [f for f in listing if f.path.lower().endswith(".gguf")]
-    quants = sorted({q for f in ggufs if (q := quant_from_name(f.path))})
-    if request.quant:
-        wanted = request.quant.upper()
-        chosen = [f for f in ggufs if (quant_from_name(f.path) or "").upper() == wanted]
-        if not chosen:
-            raise HubError(f"{request.repo_id} has no {request.quant} file.",
-                           f"available: {', '.join(quants) or 'no GGUF quants'}")
-        return chosen
-    if ggufs:
-        if len(ggufs) == 1 or len(quants) == 1:
-            return ggufs
-        raise HubError(f"{request.repo_id} has several quants; pick one.",
-                       f"use --quant with one of: {', '.join(quants)}")
-    return whole_set(listing)
-
-
-def whole_set(listing: list[RemoteFile]) -> list[RemoteFile]:
-    """A model folder (MLX, safetensors, an EXL branch) is fetched as a whole."""
-    return [f for f in listing if f.path != ".gitattributes"]
 
 
 # ---------------------------------------------------------------------------------------------- transfer
@@ -410,9 +212,10 @@ class Downloader:
     ``pause()`` may be called from any thread."""
 
     def __init__(self, request: DownloadRequest, on_progress: ProgressCallback | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, listing: RepoListing | None = None) -> None:
         self.request = request
         self.settings = settings or Settings()
+        self._listing = listing  # the repo, when the caller listed it already
         self._on_progress = on_progress
         self._stop = threading.Event()
         self._discard = False
@@ -421,7 +224,7 @@ class Downloader:
         self._state, self._file = "queued", ""
         self._emit_lock = threading.RLock()
         self._meter: _Meter | None = None
-        self.staging = paths.models_dir() / STAGING_DIR_NAME / request.key()
+        self.staging = models_dir() / STAGING_DIR_NAME / request.key()
 
     # -- control -----------------------------------------------------------------------------------------
     def pause(self) -> None:
@@ -498,7 +301,7 @@ class Downloader:
             _inside(files_dir, remote.path)
         on_disk = {f.path: self._part(f).stat().st_size if self._part(f).exists() else
                    (f.size if (files_dir / f.path).exists() else 0) for f in plan.files}
-        resumed = sum(min(v, f.size) for f, v in zip(plan.files, on_disk.values()))
+        resumed = sum(min(v, f.size) for f, v in zip(plan.files, on_disk.values(), strict=True))
         self._check_disk(plan, resumed)
         self._meter = _Meter(plan.total_bytes, 0)
         for remote in plan.files:
@@ -522,7 +325,7 @@ class Downloader:
             except (OSError, ValueError, KeyError, TypeError):
                 pass
             shutil.rmtree(self.staging, ignore_errors=True)  # unreadable job: start clean
-        plan = plan_download(self.request)
+        plan = plan_download(self.request, self._listing)
         self.staging.mkdir(parents=True, exist_ok=True)
         tmp = job.with_suffix(".tmp")
         tmp.write_text(json.dumps(plan.to_json(), indent=1), encoding="utf-8")
@@ -549,9 +352,7 @@ class Downloader:
             return
         part = self._part(remote)
         part.parent.mkdir(parents=True, exist_ok=True)
-        from huggingface_hub import hf_hub_url
-
-        url = hf_hub_url(plan.request.repo_id, remote.path, revision=plan.commit, endpoint=config.endpoint())
+        url = config.file_url(plan.request.repo_id, remote.path, plan.commit)
         failures = integrity_failures = 0
         verifier: _Verifier | None = None
         counted = 0  # bytes of this file already added to the meter
@@ -625,7 +426,8 @@ class Downloader:
                 with open(part, "ab") as fh:
                     sink = _Sink(fh, verifier)
                     try:
-                        for chunk in response.iter_raw():  # no chunk_size: httpx would hold back up to a whole chunk on error
+                        # no chunk_size: httpx would hold back up to a whole chunk on error
+                        for chunk in response.iter_raw():
                             if self._stop.is_set():
                                 break
                             if have + received + len(chunk) > remote.size:
@@ -724,14 +526,14 @@ def _gb(n: int) -> str:
 
 
 def download(request: DownloadRequest, on_progress: ProgressCallback | None = None,
-             settings: Settings | None = None) -> DownloadResult:
-    return Downloader(request, on_progress, settings).run()
+             settings: Settings | None = None, listing: RepoListing | None = None) -> DownloadResult:
+    return Downloader(request, on_progress, settings, listing).run()
 
 
 def partial_downloads() -> list[dict]:
     """Paused or interrupted pulls found in the staging folder (for 'resume' lists)."""
     out = []
-    root = paths.models_dir() / STAGING_DIR_NAME
+    root = models_dir() / STAGING_DIR_NAME
     for job in sorted(root.glob("*/job.json")):
         try:
             plan = Plan.from_json(json.loads(job.read_text(encoding="utf-8")))
@@ -742,115 +544,3 @@ def partial_downloads() -> list[dict]:
                     "quant": plan.request.quant, "files": [f.path for f in plan.files],
                     "have": have, "total": plan.total_bytes, "staging": str(job.parent)})
     return out
-
-
-# ------------------------------------------------------------------------------------------------- queue
-
-@dataclass
-class DownloadTask:
-    id: int
-    request: DownloadRequest
-    state: str = "queued"  # queued | running | paused | done | failed | cancelled
-    progress: Progress | None = None
-    result: DownloadResult | None = None
-    error: BaseException | None = None
-    _finished: threading.Event = field(default_factory=threading.Event, repr=False)
-    _runner: Downloader | None = field(default=None, repr=False)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._finished.wait(timeout)
-
-
-class DownloadManager:
-    """A queue of downloads run one at a time on a worker thread. Observers get every Progress and every state
-    change through ``on_progress(task)`` (called on the worker thread; a GUI adapter forwards it as a signal)."""
-
-    def __init__(self, on_progress: Callable[[DownloadTask], None] | None = None,
-                 settings: Settings | None = None) -> None:
-        self._on_progress = on_progress
-        self._settings = settings
-        self._queue: queue.Queue[DownloadTask | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._tasks: list[DownloadTask] = []
-        self._next_id = 1
-        self._worker: threading.Thread | None = None
-
-    @property
-    def tasks(self) -> list[DownloadTask]:
-        with self._lock:
-            return list(self._tasks)
-
-    def enqueue(self, request: DownloadRequest) -> DownloadTask:
-        with self._lock:
-            task = DownloadTask(id=self._next_id, request=request)
-            self._next_id += 1
-            self._tasks.append(task)
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="download-queue", daemon=True)
-                self._worker.start()
-        self._queue.put(task)
-        self._notify(task)
-        return task
-
-    def pause(self, task: DownloadTask) -> None:
-        self._stop(task, discard=False)
-
-    def cancel(self, task: DownloadTask) -> None:
-        self._stop(task, discard=True)
-
-    def resume(self, task: DownloadTask) -> DownloadTask:
-        """Queue a paused or failed task again (its partial files are picked up)."""
-        if task.state in ("paused", "failed"):
-            task.state, task.error = "queued", None
-            task._finished.clear()
-            self._queue.put(task)
-            self._notify(task)
-        return task
-
-    def _stop(self, task: DownloadTask, discard: bool) -> None:
-        with self._lock:
-            runner = task._runner
-            if task.state == "queued":
-                task.state = "cancelled" if discard else "paused"
-                task._finished.set()
-        if runner is not None:
-            runner.cancel() if discard else runner.pause()
-        elif discard:
-            shutil.rmtree(paths.models_dir() / STAGING_DIR_NAME / task.request.key(), ignore_errors=True)
-        self._notify(task)
-
-    def shutdown(self, timeout: float = 5.0) -> None:
-        for task in self.tasks:
-            if task.state in ("queued", "running"):
-                self.pause(task)
-        self._queue.put(None)
-        if self._worker is not None:
-            self._worker.join(timeout)
-
-    def _notify(self, task: DownloadTask) -> None:
-        if self._on_progress is not None:
-            self._on_progress(task)
-
-    def _work(self) -> None:
-        while (task := self._queue.get()) is not None:
-            with self._lock:
-                if task.state != "queued":
-                    continue
-                task.state = "running"
-                task._runner = Downloader(task.request, lambda p, t=task: self._progress(t, p), self._settings)
-            try:
-                task.result = task._runner.run()
-                task.state = "done"
-            except DownloadPaused as exc:
-                task.state = "cancelled" if task._runner._discard else "paused"
-                task.error = exc
-            except Exception as exc:  # noqa: BLE001 - the task carries the error to the UI
-                task.state, task.error = "failed", exc
-            finally:
-                task._runner = None
-                task._finished.set()
-                self._notify(task)
-
-    def _progress(self, task: DownloadTask, progress: Progress) -> None:
-        task.progress = progress
-        self._notify(task)

@@ -17,6 +17,10 @@ class AccessDenied(HubError):
     """A gated or private repo, and no token or a token without access."""
 
 
+class RemoteReadError(HubError):
+    """The Hub (or a mirror) could not serve the bytes we asked for (a header read by HTTP Range)."""
+
+
 class DownloadError(QuantDeskError):
     """A download could not finish (network gave up, server kept failing)."""
 

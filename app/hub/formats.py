@@ -9,7 +9,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from app.models.detect import folder_format
-from app.models.quants import QuantInfo, parse_exl_config, parse_exl_name, parse_gguf_filename, parse_mlx_config
+from app.models.quants import (
+    QuantInfo,
+    parse_exl_config,
+    parse_exl_name,
+    parse_gguf_filename,
+    parse_mlx_config,
+)
 
 FORMATS = ("gguf", "mlx", "safetensors", "exl2", "exl3")
 EXL_FORMATS = ("exl2", "exl3")

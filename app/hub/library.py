@@ -1,6 +1,6 @@
 """The local model library: what is installed, where it came from, and how big it is. Works offline.
 
-Models we own live in ``app.paths.models_dir()`` as ``<owner>/<repo>/<files>`` (``local/<name>`` for imports);
+Models we own live in ``app.settings.models_dir()`` as ``<owner>/<repo>/<files>`` (``local/<name>`` for imports);
 models in the Hugging Face cache and in folders the user points at are used by reference. The manifest is a
 SQLite file inside the models folder (it travels with the folder): one row per model with the repo, the
 commit, the file list with sizes and sha256, format, quant, architecture and path.
@@ -19,10 +19,10 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app import paths
 from app.hub import config
 from app.hub.errors import LibraryError
 from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
+from app.settings import models_dir
 
 MANIFEST_NAME = "library.sqlite3"
 SCHEMA_VERSION = 1
@@ -86,7 +86,7 @@ def _file_sha256(path: Path) -> str:
 
 class Library:
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root else paths.models_dir()
+        self.root = Path(root) if root else models_dir()
 
     # -- storage -----------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:

@@ -37,6 +37,8 @@ from app.lab.results import SPEED_METRICS, BenchResult, BenchSettings, RunSample
 from backends.base import Done, LoadSettings, Message, SamplingSettings
 
 KL_METRICS = ("kl_mean", "kl_median", "kl_p99", "kl_max", "top1_agreement")
+REMOTE_NO_DISTRIBUTIONS = ("an OpenAI-compatible endpoint returns at most the top few log-probabilities of tokens it "
+                           "chose itself, never whole next-token distributions over the reference's tokens")
 # What an engine can do wrong to one variant without the whole bench failing.
 VARIANT_FAILURES = (EngineError, EngineCrashed, BackendUnavailable, ModelFileError)
 CALIBRATION_TOLERANCE = 0.02  # the measured prompt lands within 2 % of --prompt-tokens
@@ -63,6 +65,12 @@ def describe_variant(path: str | Path) -> VariantResult:
     """What a model file or folder is (format, quant, bits per weight, size) before anything is loaded."""
     from app.models.detect import detect_model
     from app.models.metadata import read_model
+    from app.remote import connections
+
+    if connections.is_remote_ref(path):  # its files are on the server: only its name is known here
+        connections.Connections().endpoint_for(str(path))  # an unknown connection is refused now, in words
+        return VariantResult(label=connections.display_name(str(path)), path=str(path), format="remote",
+                             quant="remote", bits_per_weight=None, size_bytes=0)
 
     ref = detect_model(path)
     meta = read_model(ref.path)
@@ -79,9 +87,11 @@ def describe_variant(path: str | Path) -> VariantResult:
 def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None) -> list[VariantResult]:
     """Describe every model once (the reference joins the list if it is not in it), with unique labels,
     the reference first: explicitly named, else the highest bits per weight (the first given on a tie)."""
-    paths: list[Path] = []
+    from app.remote.connections import is_remote_ref
+
+    paths: list[Path | str] = []
     for model in [*models, *([reference] if reference is not None else [])]:
-        resolved = Path(model).expanduser().resolve()
+        resolved = model if is_remote_ref(model) else Path(model).expanduser().resolve()
         if resolved not in paths:
             paths.append(resolved)
     if not paths:
@@ -95,7 +105,11 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
         else:
             seen[v.label] = 1
     if reference is not None:
-        chosen = variants[paths.index(Path(reference).expanduser().resolve())]
+        named = reference if is_remote_ref(reference) else Path(reference).expanduser().resolve()
+        chosen = variants[paths.index(named)]
+        if chosen.format == "remote":
+            raise QuantDeskError(f"{chosen.label} cannot be the reference: {REMOTE_NO_DISTRIBUTIONS}",
+                                 "name a local model as --reference; the remote one is compared against it")
     else:
         chosen = max(variants, key=lambda v: v.bits_per_weight or -1.0)
     chosen.is_reference = True
@@ -179,6 +193,10 @@ class _Bench:
             done = _finish(client.generate([Message("user", corpus.prompt_text(chars, "warm-up"))],
                                            SamplingSettings(max_tokens=2, seed=self.settings.seed)))
             got = done.stats.prompt_tokens
+            if not got:  # a remote server that reports no usage: its prompt cannot be calibrated
+                variant.notes.append("the prompt length could not be calibrated: the engine reported no prompt "
+                                     "token count")
+                break
             if abs(got - target) <= CALIBRATION_TOLERANCE * target:
                 break
             chars = max(int(chars * target / got), 1)
@@ -208,15 +226,20 @@ class _Bench:
             try:
                 with self.client_factory() as client:
                     client.load(variant.path, _load_settings(self.settings, self.settings.quality_context))
+                    if variant.format == "remote":
+                        self.mark(variant, KL_METRICS, REMOTE_NO_DISTRIBUTIONS)
                     try:
                         scored = client.score(text=corpus.perplexity_text(), max_tokens=self.settings.ppl_tokens)
                     except EngineError as exc:
                         if exc.kind != "unavailable":
                             raise
-                        self.mark(variant, ("perplexity", *KL_METRICS), exc.message)
+                        self.mark(variant, ("perplexity", *KL_METRICS) if variant.format != "remote"
+                                  else ("perplexity",), exc.message)
                         continue
                     variant.perplexity = perplexity(scored.token_logprobs)
-                    variant.ppl_tokens = len(scored.tokens)
+                    variant.ppl_tokens = len(scored.token_logprobs) + 1  # the first token has no log-probability
+                    if variant.format == "remote":
+                        continue
                     if variant is reference:
                         for i, prompt in enumerate(corpus.kl_prompts()):
                             s = client.score(text=prompt, logprobs_path=work / f"reference-{i}.npy",

@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.errors import ModelFileError
 
@@ -75,7 +76,7 @@ def _first_gguf(folder: Path) -> Path | None:
     return firsts[0] if firsts else ggufs[0]
 
 
-def folder_format(config: dict) -> str:
+def folder_format(config: dict[str, Any]) -> str:
     quant = config.get("quantization_config") or {}
     method = str(quant.get("quant_method", "")).lower()
     if method in ("exl2", "exl3"):

@@ -1,7 +1,7 @@
 """Memory per device for a model at a context size, from metadata alone.
 
 llama.cpp (GGUF) follows llama.cpp's own allocation (checked against llama-cpp-python 0.3.36's
-log by tests/bench/fit_accuracy.py):
+log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/bench/fit_moe_hybrid.py):
 - weights: ``-ngl k`` puts layers ``il >= n_layer + 1 - k`` on the GPU, where index ``n_layer`` is the
   output layer, so k = 1 offloads just the output layer; token embeddings always stay on the CPU;
 - KV cache per layer on that layer's device: n_ctx is padded to 256; sliding-window layers hold
@@ -10,17 +10,25 @@ log by tests/bench/fit_accuracy.py):
   per element;
 - compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
   expert intermediates, the logits of a full ubatch) plus the attention masks;
-- output buffer: logits for one sequence on the host; fixed runtime overheads per device.
+- output buffer: logits for one sequence on the host; fixed runtime overheads per device;
+- recurrent layers (Mamba, RWKV, LFM2's short convolutions, gated delta nets) keep one F32 r and s state row
+  per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
+  hybrids give only their attention layers a KV cache (Falcon-H1: every layer both);
+- MoE experts kept in RAM (``cpu_moe``: llama.cpp's --n-cpu-moe / --cpu-moe tensor overrides) are CPU weights of
+  a GPU layer: read from RAM by the CPU for each decoded token; a prompt batch copies them to the GPU;
+- multi-token-prediction blocks (nextn_predict_layers) are not loaded and hold no cache.
 MLX: weights + KV (grows in steps of 256; sliding-window layers keep the window) + overhead.
 EXL2/EXL3: bpw × parameters + cache at its bit width + a reserve.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.models.metadata import ModelMetadata
+from app.models.metadata import RECURRENT_ARCHS, ModelMetadata
+from backends.base import EXPERT_TENSORS_REGEX
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -36,7 +44,8 @@ MLX_RUNTIME_BYTES = 300 * MiB
 EXL_RESERVE_BYTES = 600 * MiB  # text-generation-webui users needed ~577 MiB of slack beyond weights + cache
 
 # Architectures whose layers are all attention (or attention + FFN/MoE), i.e. that the math below
-# describes. Anything else (recurrent state, encoder-decoder) gets "unknown" with the reason.
+# describes, plus the recurrent and hybrid ones whose state is sized (metadata.RECURRENT_ARCHS). Anything
+# else (other caches, encoder-decoder) gets "unknown" with the reason.
 LLAMA_CPP_MODELLED = frozenset({
     "llama", "mistral3", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi2",
     "phi3", "starcoder2", "olmo", "olmo2", "olmoe", "granite", "granitemoe", "deepseek", "deepseek2",
@@ -44,8 +53,13 @@ LLAMA_CPP_MODELLED = frozenset({
     "ernie4_5-moe", "smollm3", "minicpm", "baichuan", "falcon", "gptneox", "gpt2", "bloom", "mpt",
     "starcoder", "qwen", "orion", "arcee", "dots1", "seed_oss", "hunyuan-moe", "exaone4", "apertus",
 })
-RECURRENT = frozenset({"mamba", "mamba2", "rwkv6", "rwkv7", "rwkv6qwen2", "arwkv7", "jamba", "falcon-h1",
-                       "granitehybrid", "qwen3next", "lfm2", "nemotron_h", "plamo2", "minimax-m2"})
+# Hybrids llama.cpp runs whose extra caches (MLA or indexer caches beside linear attention, compressed KV)
+# are not sized here yet; and config.json model types with recurrent layers (MLX / safetensors are not sized).
+UNMODELLED_HYBRIDS = frozenset({"kimi-linear", "kimi-k3", "glm5-next", "qwen4exp", "deepseek4", "minimax-01",
+                                "bailingmoe3"})
+CONFIG_RECURRENT = frozenset({"mamba", "mamba2", "jamba", "falcon_h1", "falcon-h1", "granitemoehybrid", "lfm2",
+                              "lfm2_moe", "nemotron_h", "qwen3_next", "qwen3_5", "qwen3_5_moe", "rwkv6", "rwkv7",
+                              "plamo2", "kimi_linear", "minimax"})
 
 
 class UnknownModel(Exception):
@@ -58,16 +72,23 @@ class DeviceUse:
     weights_bytes: int = 0
     kv_bytes: int = 0
     compute_bytes: int = 0
-    other_bytes: int = 0
+    other_bytes: int = 0  # runtime overheads no engine logs (process baseline, driver context)
+    output_bytes: int = 0  # llama.cpp's output (logits) buffer
+    state_bytes: int = 0  # recurrent layers' per-sequence state (llama.cpp's RS buffer)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes
+        return self.buffer_bytes + self.other_bytes
+
+    @property
+    def buffer_bytes(self) -> int:
+        """What llama.cpp allocates and logs on this device: weights, KV, recurrent state, compute and output."""
+        return self.weights_bytes + self.kv_bytes + self.state_bytes + self.compute_bytes + self.output_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
-                "compute_bytes": self.compute_bytes, "other_bytes": self.other_bytes,
-                "total_bytes": self.total_bytes}
+                "state_bytes": self.state_bytes, "compute_bytes": self.compute_bytes,
+                "output_bytes": self.output_bytes, "other_bytes": self.other_bytes, "total_bytes": self.total_bytes}
 
 
 @dataclass
@@ -81,6 +102,18 @@ class LlamaCppSettings:
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
+    cpu_moe: int = 0  # MoE experts kept in RAM: those of the first N layers, -1 all (backends.base.LoadSettings)
+    # A GPU runtime (Vulkan, CUDA, ROCm): llama.cpp offloads a prompt batch's matmuls to the GPU at any -ngl
+    # (op offload), so the GPU holds a compute buffer even at -ngl 0, and the CPU's layers use the GPU's
+    # pinned host buffer type instead of the repack (both measured on Vulkan).
+    gpu_runtime: bool = False
+    # The largest tensor the GPU can address (Vulkan: maxStorageBufferRange, 128 MiB on lavapipe, up to 4 GiB
+    # on most GPUs): a bigger weight stays on the host, a bigger op runs there. None: no limit.
+    gpu_max_tensor_bytes: int | None = None
+    # ggml's largest single allocation for the GPU's compute buffer and for its pinned host one (Vulkan: 1 GiB
+    # blocks). None: one block.
+    gpu_chunk_bytes: int | None = None
+    host_chunk_bytes: int | None = None
 
 
 @dataclass
@@ -94,6 +127,7 @@ class Estimate:
     bytes_per_token_cpu: int = 0  # weights read per decoded token from each side
     bytes_per_token_gpu: int = 0
     notes: list[str] = field(default_factory=list)
+    cpu_moe: int = 0  # how many (leading) layers' experts stay in RAM; 0 for none or a model without experts
 
     def device(self, prefix: str) -> DeviceUse | None:
         return next((d for d in self.devices if d.name.startswith(prefix)), None)
@@ -105,11 +139,15 @@ def pad(value: int, multiple: int) -> int:
 
 def check_modelled(meta: ModelMetadata) -> None:
     arch = meta.architecture
-    if arch in RECURRENT:
-        raise UnknownModel(f"{arch} has recurrent (state-space) layers whose memory QuantDesk does not model yet.")
-    if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED:
+    if meta.format == "gguf" and arch in UNMODELLED_HYBRIDS:
+        raise UnknownModel(f"{arch} mixes linear attention with caches QuantDesk does not size yet.")
+    if meta.format != "gguf" and arch in CONFIG_RECURRENT:
+        raise UnknownModel(f"{arch} has recurrent (state-space) layers; QuantDesk sizes them for llama.cpp "
+                           f"(GGUF) only.")
+    if meta.format == "gguf" and arch not in LLAMA_CPP_MODELLED and arch not in RECURRENT_ARCHS:
         raise UnknownModel(f"the {arch or 'unnamed'} architecture is not modelled by QuantDesk's estimator.")
-    if not meta.block_count or not meta.head_count or not any(meta.head_count):
+    attends = meta.head_count and any(meta.head_count)
+    if not meta.block_count or not (attends or (meta.recurrent and all(meta.recurrent.layers))):
         raise UnknownModel("the model's metadata lacks layer or attention-head counts.")
     if meta.sliding_window and not any(meta.swa_layers) and meta.format != "gguf":
         raise UnknownModel(f"{arch} uses a sliding window whose layer pattern is not known here.")
@@ -123,6 +161,27 @@ def _layer_of(tensor_name: str, n_layer: int) -> int | None:
             or tensor_name.startswith("position_embd") or tensor_name.startswith("per_layer_token_embd"):
         return None
     return n_layer  # output, output_norm, and other top-level tensors belong to the output layer
+
+
+def recurrent_state_bytes(meta: ModelMetadata, il: int) -> int:
+    """llama.cpp's r and s state of layer ``il`` for one sequence (llama-cpp-python runs one, without
+    rollback snapshots: n_rs_seq 0)."""
+    shape = meta.recurrent
+    if shape is None or not shape.layers[il] or il >= meta.block_count - meta.nextn_layers:
+        return 0
+    return shape.layer_bytes
+
+
+_EXPERT_TENSOR = re.compile(EXPERT_TENSORS_REGEX)
+
+
+def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
+    """Whether llama.cpp keeps this tensor in RAM under ``cpu_moe``: one compiled pattern and the block index,
+    equivalent to the per-layer patterns the backend hands over (backends.base.expert_tensor_patterns; a
+    test checks the two agree) and cheap enough for the recommender's many estimates."""
+    if not cpu_moe or layer is None or (0 < cpu_moe <= layer):
+        return False
+    return _EXPERT_TENSOR.search(tensor_name) is not None
 
 
 def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
@@ -143,8 +202,22 @@ def kv_layer_bytes(meta: ModelMetadata, il: int, cells: int, kv_type: str) -> in
     return int(cells * (k_dim + v_dim) * per_elem)
 
 
-def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
-    """Peak of llama.cpp's ubatch graph (ggml-alloc reuses memory, so the largest stage counts)."""
+@dataclass(frozen=True)
+class GraphParts:
+    """The big tensors of llama.cpp's ubatch graph (f32 bytes), from which each device's compute buffer peaks."""
+
+    scores: int  # attention scores of the longest layer (q·kᵀ over n_kv cells; 0 with flash attention)
+    attention: int  # those scores + q, k, v and the attention output of one ubatch
+    masks: int  # the attention masks (one per cache size)
+    kv_views: int  # one layer's K and V cache, as copied to another device that runs its attention
+    ffn: int
+    moe: int
+    logits: int  # the output layer's logits for a full ubatch
+    residual: int  # the residual stream and norms
+    embeddings: int  # the ubatch's input embeddings (looked up on the host)
+
+
+def graph_parts(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> GraphParts:
     n_ub = min(s.n_ubatch, n_ctx)
     f32 = 4
     kinds = {kv_cells(meta, il, n_ctx, s) for il in range(meta.block_count) if meta.layer_kv_heads(il)}
@@ -153,21 +226,57 @@ def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -
     mask_elem = 2 if s.flash_attn else f32
     masks = sum(k * pad(n_ub, 64) * mask_elem for k in kinds)
     q_width = n_head * max(max(meta.layer_key_length(il) for il in range(meta.block_count)), 1)
-    if s.flash_attn:
-        attention = n_ub * q_width * f32 * 3
-    else:
-        attention = n_kv_max * n_ub * n_head * f32 + n_ub * q_width * f32 * 3
+    scores = 0 if s.flash_attn else n_kv_max * n_ub * n_head * f32
+    kv_views = max((kv_layer_bytes(meta, il, n_kv_max, s.kv_type) for il in range(meta.block_count)), default=0)
     ffn_lengths = [t.shape[1] for t in meta.tensors if t.name.endswith("ffn_gate.weight") and len(t.shape) > 1]
-    ffn = n_ub * max(ffn_lengths, default=0) * f32 * 2
     experts = [t for t in meta.tensors if t.name.endswith("ffn_gate_exps.weight") and len(t.shape) > 2]
     moe = 0
     if experts and meta.expert_used_count:
         n_ff_exp = experts[0].shape[1]
         moe = n_ub * n_ff_exp * meta.expert_used_count * f32 * 3 + n_ub * meta.expert_count * f32 * 4
-    logits = n_ub * meta.vocab_size * f32
-    residual = n_ub * meta.embedding_length * f32 * 4
+    return GraphParts(scores=scores, attention=scores + n_ub * q_width * f32 * 3, masks=masks, kv_views=kv_views,
+                      ffn=n_ub * max(ffn_lengths, default=0) * f32 * 2, moe=moe, logits=n_ub * meta.vocab_size * f32,
+                      residual=n_ub * meta.embedding_length * f32 * 4, embeddings=n_ub * meta.embedding_length * f32)
+
+
+def compute_buffer_bytes(meta: ModelMetadata, n_ctx: int, s: LlamaCppSettings) -> int:
+    """Peak of llama.cpp's ubatch graph on the CPU alone (ggml-alloc reuses memory, so the largest stage counts)."""
+    g = graph_parts(meta, n_ctx, s)
     # The masks are only live while attention runs; the logits of a full ubatch come after.
-    return int(max(attention + masks, ffn, moe, logits) + residual)
+    return int(max(g.attention + g.masks, g.ffn, g.moe, g.logits) + g.residual)
+
+
+def split_compute_bytes(g: GraphParts, *, attention_on_gpu: bool, logits_on_gpu: bool, kv_on_both: bool,
+                        kv_on_gpu: bool, output_copy: int = 0, block_copy: int = 0, gpu_chunk: int | None = None,
+                        host_chunk: int | None = None) -> tuple[int, int]:
+    """(GPU, host) compute buffers with a GPU runtime. llama.cpp offloads a prompt batch's matmuls to the
+    GPU whatever -ngl says (op offload), and the scheduler runs the ops around them there too, so the GPU
+    holds the graph's peak; an op whose tensor is larger than the GPU may address runs on the host
+    (Vulkan: maxStorageBufferRange), as do the input embeddings. The device that runs attention gets a
+    copy of the K and V of layers cached on the other, and an op offloaded for a weight kept on the host
+    gets a copy of that weight (``output_copy``: the output layer's, ``block_copy``: a host block's
+    largest). ggml allocates a compute buffer in blocks of at most ``*_chunk`` bytes, a tensor never
+    straddling two; scores bigger than a block get a block of their own, and with layers on both devices
+    (attention interleaved with the other device's work) the next layer found it taken and opened a
+    second one (Llama-3.2-1B shapes at 32k on Vulkan: 4172 MiB of host compute at -ngl 8 for 2048 MiB of
+    scores, 2186 at -ngl 0 and 17). Measured with the Vulkan runtime (tests/bench/fit_accuracy_vulkan.py)."""
+    attention = g.attention + g.masks
+    gpu = max(attention if attention_on_gpu else 0, g.ffn + block_copy, g.moe + block_copy,
+              g.logits + output_copy if logits_on_gpu else 0) + g.residual
+    if attention_on_gpu and (kv_on_both or not kv_on_gpu):
+        gpu += g.kv_views
+    host = g.embeddings
+    if not attention_on_gpu:
+        host += attention + (g.kv_views if kv_on_gpu or kv_on_both else 0)
+    if not logits_on_gpu:
+        host = max(host, g.logits + 2 * g.embeddings)
+    chunk = gpu_chunk if attention_on_gpu else host_chunk
+    if kv_on_both and chunk is not None and g.scores > chunk:
+        if attention_on_gpu:
+            gpu += g.scores
+        else:
+            host += g.scores
+    return int(gpu), int(host)
 
 
 REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
@@ -193,15 +302,34 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     n_ctx = pad(max(settings.n_ctx, 1), CTX_PAD)
     ngl = max(0, min(settings.gpu_layers, n_layer + 1))
     first_gpu_layer = n_layer + 1 - ngl  # layers il >= this (incl. output at n_layer) live on the GPU
+    uses_gpu = settings.gpu_runtime or ngl > 0
+    limit = settings.gpu_max_tensor_bytes
+
+    def fits_gpu(n_bytes: int) -> bool:  # a weight or op tensor the GPU can address; bigger ones stay on the host
+        return limit is None or n_bytes <= limit
+
+    # With a GPU runtime, the CPU's layers go through the GPU's pinned host buffer type, not the repack.
+    repack = settings.cpu_repack and not uses_gpu
     cpu = DeviceUse("CPU")
     gpu = DeviceUse(gpu_name)
     expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
     read_cpu = read_gpu = 0
+    host_block_tensor = 0  # the largest host weight of a block that a GPU prompt batch copies over (see below)
     for tensor in meta.tensors:
         layer = _layer_of(tensor.name, n_layer)
-        on_gpu = layer is not None and layer >= first_gpu_layer
+        if layer is not None and layer >= n_layer - meta.nextn_layers and layer != n_layer:
+            continue  # a multi-token-prediction block: not loaded
+        kept_in_ram = layer is not None and expert_in_ram(tensor.name, layer, settings.cpu_moe)
+        on_gpu = layer is not None and layer >= first_gpu_layer and fits_gpu(tensor.n_bytes) and not kept_in_ram
+        if layer is not None and (layer < first_gpu_layer or kept_in_ram) and layer < n_layer \
+                and fits_gpu(tensor.n_bytes) and not (repack and repacked_bytes(tensor.name, tensor.dtype,
+                                                                                 len(tensor.shape), 1)):
+            # A prompt batch runs this host weight's matmul on the GPU all the same: ggml's scheduler copies it
+            # into the GPU's compute buffer (op offload, ggml-backend.cpp pass 5); a CPU_REPACK layout is not
+            # host memory and stays on the CPU.
+            host_block_tensor = max(host_block_tensor, tensor.n_bytes)
         (gpu if on_gpu else cpu).weights_bytes += tensor.n_bytes
-        if not on_gpu and settings.cpu_repack:
+        if not on_gpu and repack:
             cpu.weights_bytes += repacked_bytes(tensor.name, tensor.dtype, len(tensor.shape), tensor.n_bytes)
         if layer is None:
             read = 0  # an embedding lookup reads one row
@@ -213,30 +341,50 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
             read_gpu += read
         else:
             read_cpu += read
-    if meta.tied_embeddings:
-        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device.
-        embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
-        if embd is not None:
-            if n_layer >= first_gpu_layer:
-                gpu.weights_bytes += embd.n_bytes
-                read_gpu += embd.n_bytes
-            else:
-                read_cpu += embd.n_bytes
+    embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
+    output_weight = embd if meta.tied_embeddings else next((t for t in meta.tensors if t.name == "output.weight"), None)
+    if meta.tied_embeddings and embd is not None:
+        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device (one
+        # the GPU cannot address stays the same mapped copy on the host).
+        if n_layer >= first_gpu_layer and fits_gpu(embd.n_bytes):
+            gpu.weights_bytes += embd.n_bytes
+            read_gpu += embd.n_bytes
+        else:
+            read_cpu += embd.n_bytes
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
-    compute = compute_buffer_bytes(meta, n_ctx, settings)
+        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il)
     output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
-    if ngl:
-        gpu.compute_bytes = compute
-        cpu.compute_bytes = min(compute, settings.n_ubatch * meta.embedding_length * 4 * 2 + output)
+    if uses_gpu:
+        g = graph_parts(meta, n_ctx, settings)
+        attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
+        logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
+        blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
+        output_on_host = n_layer < first_gpu_layer or (output_weight is not None
+                                                       and not fits_gpu(output_weight.n_bytes))
+        gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
+            g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
+            kv_on_both=0 < blocks_on_gpu < n_layer,
+            output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
+            block_copy=host_block_tensor, gpu_chunk=settings.gpu_chunk_bytes,
+            host_chunk=settings.host_chunk_bytes)
         gpu.other_bytes = GPU_RUNTIME_BYTES
     else:
-        cpu.compute_bytes = compute
-    cpu.other_bytes = CPU_RUNTIME_BYTES + output + meta.header_bytes
-    devices = [cpu, gpu] if ngl else [cpu]
+        cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)
+    cpu.output_bytes = output
+    cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
+    devices = [cpu, gpu] if uses_gpu else [cpu]
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
-                    notes=list(meta.notes))
+                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe))
+
+
+def experts_in_ram_layers(meta: ModelMetadata, cpu_moe: int) -> int:
+    """How many layers' experts ``cpu_moe`` keeps in RAM (0 for a model without experts)."""
+    if not meta.expert_count or not cpu_moe:
+        return 0
+    trunk = meta.block_count - meta.nextn_layers
+    return trunk if cpu_moe < 0 else min(cpu_moe, trunk)
 
 
 def _weights_bytes(meta: ModelMetadata) -> int:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.models.fields import MAX_LAYERS, U32_MAX, ModelMetadataError, shown, whole_number
+from app.models.fields import MAX_LAYERS, U32_MAX, shown, whole_number
+from app.models.fields import ModelMetadataError as ModelMetadataError  # re-exported: its readers' error
 from app.models.quants import QuantInfo, parse_exl_config, parse_gguf_filename, parse_mlx_config, quant_method
 
 
@@ -35,6 +36,43 @@ class TensorInfo:
         for d in self.shape:
             n *= int(d)
         return n
+
+
+@dataclass(frozen=True)
+class RecurrentShape:
+    """The per-sequence state of a model's recurrent layers, as llama.cpp sizes it (src/llama-hparams.cpp
+    n_embd_r / n_embd_s: one row of each per layer and sequence, in F32)."""
+
+    layers: tuple[bool, ...]  # per layer: keeps a recurrent state
+    conv_kernel: int = 0  # ssm.conv_kernel (Mamba, gated delta net)
+    inner_size: int = 0  # ssm.inner_size
+    state_size: int = 0  # ssm.state_size
+    group_count: int = 0  # ssm.group_count
+    wkv_head_size: int = 0  # RWKV
+    token_shift_count: int = 2  # RWKV (llama.cpp's default)
+    shortconv_l_cache: int = 0  # LFM2
+    attention_too: bool = False  # Falcon-H1: every layer has both a state and an attention cache
+    n_embd: int = 0
+
+    @property
+    def r_elements(self) -> int:
+        """Rolling (convolution or token-shift) state per layer and sequence."""
+        if self.wkv_head_size:
+            return self.token_shift_count * self.n_embd
+        if self.shortconv_l_cache:
+            return self.n_embd * (self.shortconv_l_cache - 1)
+        return max(self.conv_kernel - 1, 0) * (self.inner_size + 2 * self.group_count * self.state_size)
+
+    @property
+    def s_elements(self) -> int:
+        """Recurrent (SSM / WKV) state per layer and sequence."""
+        if self.wkv_head_size:
+            return self.n_embd * self.wkv_head_size
+        return self.state_size * self.inner_size
+
+    @property
+    def layer_bytes(self) -> int:
+        return (self.r_elements + self.s_elements) * 4  # llama.cpp keeps both in F32
 
 
 @dataclass
@@ -64,6 +102,12 @@ class ModelMetadata:
     swa_layers: list[bool] = field(default_factory=list)  # per layer; True = sliding-window layer
     expert_count: int = 0
     expert_used_count: int = 0
+    # Recurrent layers (state-space, RWKV, short convolution, gated delta net): which layers keep a per-sequence
+    # state instead of (or, in Falcon-H1, beside) a KV cache, and its size; None for attention-only models.
+    recurrent: RecurrentShape | None = None
+    # Multi-token-prediction blocks at the end (GGUF nextn_predict_layers): llama.cpp neither loads them nor
+    # gives them a cache unless asked to (llama_model_params.load_mtp, off by default).
+    nextn_layers: int = 0
     kv_lora_rank: int = 0  # MLA (DeepSeek-V2/V3): the cache holds the compressed latent
     rope_dim_mla: int = 0  # MLA: rope part of the key, cached next to the latent
     tied_embeddings: bool = False
@@ -89,9 +133,13 @@ class ModelMetadata:
         return self.value_length_swa if self.value_length_swa and self.is_swa_layer(il) else self.value_length
 
     def layer_kv_heads(self, il: int) -> int:
-        """KV heads that layer ``il`` caches itself: 0 for a layer without attention or one that
-        shares an earlier layer's cache."""
+        """KV heads that layer ``il`` caches itself: 0 for a layer without attention (a recurrent layer, an
+        unloaded multi-token-prediction block) or one that shares an earlier layer's cache."""
         if il >= self.block_count - self.shared_kv_layers or not self.head_count_kv:
+            return 0
+        if il >= self.block_count - self.nextn_layers:
+            return 0
+        if self.recurrent and self.recurrent.layers[il] and not self.recurrent.attention_too:
             return 0
         return self.head_count_kv[il]
 
@@ -135,6 +183,8 @@ class ModelMetadata:
             "sliding_window": self.sliding_window or None,
             "swa_layers": sum(self.swa_layers) if self.swa_layers else 0,
             "expert_count": self.expert_count, "expert_used_count": self.expert_used_count,
+            "recurrent_layers": sum(self.recurrent.layers) if self.recurrent else 0,
+            "nextn_layers": self.nextn_layers or None,
             "kv_lora_rank": self.kv_lora_rank or None, "tied_embeddings": self.tied_embeddings,
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
             "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
@@ -373,7 +423,8 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
             fh.seek(start)
             return fh.read(end - start)
 
-        return parse_growing(read, parse_gguf_header, path.name)
+        header: tuple[dict[str, Any], list[TensorInfo], int] = parse_growing(read, parse_gguf_header, path.name)
+        return header
 
 
 def read_gguf_file(path: str | Path) -> ModelMetadata:
@@ -437,6 +488,50 @@ def _swa_layers(explicit: Any, arch: str, n_layers: int, window: int, notes: lis
                      "is not known here; every layer is sized as full attention (an over-estimate)")
         return [False] * n_layers
     return [il % pattern < pattern - 1 for il in range(n_layers)]
+
+
+# Architectures with recurrent layers that llama.cpp runs (src/llama-arch.cpp llm_arch_is_recurrent /
+# llm_arch_is_hybrid), and how each marks its recurrent layers (src/models/<arch>.cpp load_arch_hparams).
+RECURRENT_ALL = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
+RECURRENT_WHERE_NO_KV_HEADS = frozenset({"jamba", "granitehybrid", "lfm2", "lfm2moe", "plamo2"})
+RECURRENT_BY_INTERVAL = frozenset({"qwen3next", "qwen35", "qwen35moe"})  # gated delta net; every Nth layer attends
+RECURRENT_ARCHS = RECURRENT_ALL | RECURRENT_WHERE_NO_KV_HEADS | RECURRENT_BY_INTERVAL | {"falcon-h1", "nemotron_h",
+                                                                                         "nemotron_h_moe"}
+
+
+def _recurrent_shape(kv: dict[str, Any], arch: str, label: str, n_layers: int, n_trunk: int, n_embd: int,
+                     heads_kv: list[int]) -> RecurrentShape | None:
+    if arch not in RECURRENT_ARCHS:
+        return None
+
+    def raw(key: str) -> Any:
+        return kv.get(f"{arch}.{key}")
+
+    def get(key: str, default: int = 0) -> int:
+        return whole_number(raw(key), f"{label}: {arch}.{key}") or default
+
+    if arch in RECURRENT_ALL:
+        layers = [True] * n_layers
+    elif arch in RECURRENT_WHERE_NO_KV_HEADS:
+        layers = [h == 0 for h in heads_kv]
+    elif arch in RECURRENT_BY_INTERVAL:
+        explicit = raw("attention.recurrent_layers")
+        if isinstance(explicit, list) and len(explicit) == n_layers:
+            layers = [bool(v) for v in explicit]
+        else:
+            interval = get("full_attention_interval", 4)
+            layers = [il < n_trunk and (il + 1) % interval != 0 for il in range(n_layers)]
+    elif arch == "falcon-h1":
+        layers = [True] * n_layers
+    else:  # nemotron_h: a Mamba-2 layer has neither attention heads nor an FFN (the MLP layers have no KV heads)
+        n_ff = _per_layer(raw("feed_forward_length"), n_layers, f"{label}: {arch}.feed_forward_length")
+        layers = [il < n_trunk and heads_kv[il] == 0 and n_ff[il] == 0 for il in range(n_layers)]
+
+    return RecurrentShape(
+        layers=tuple(layers), conv_kernel=get("ssm.conv_kernel"), inner_size=get("ssm.inner_size"),
+        state_size=get("ssm.state_size"), group_count=get("ssm.group_count"), wkv_head_size=get("wkv.head_size"),
+        token_shift_count=get("token_shift_count", 2), shortconv_l_cache=get("shortconv.l_cache"),
+        attention_too=arch == "falcon-h1", n_embd=n_embd)
 
 
 def _token_id(value: Any) -> int | None:
@@ -507,6 +602,9 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         notes.append("the file holds no tensors (a vocab-only GGUF): hyperparameters and tokenizer only")
     if not 0 <= shared_kv <= n_layers:
         raise ModelMetadataError(f"{label}: {shared_kv} shared-KV layers for {n_layers} layers.")
+    nextn = number("nextn_predict_layers")
+    if not 0 <= nextn <= n_layers:
+        raise ModelMetadataError(f"{label}: {nextn} multi-token-prediction layers for {n_layers} layers.")
     meta = ModelMetadata(
         format="gguf", source=source, architecture=arch, name=str(kv.get("general.name") or ""),
         quant=quant, file_type=file_type, block_count=n_layers,
@@ -517,6 +615,7 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         sliding_window=window, swa_layers=swa_layers,
         expert_count=number("expert_count"),
         expert_used_count=number("expert_used_count"),
+        recurrent=_recurrent_shape(kv, arch, label, n_layers, n_layers - nextn, n_embd, heads_kv), nextn_layers=nextn,
         kv_lora_rank=number("attention.kv_lora_rank"),
         rope_dim_mla=number("rope.dimension_count"),
         tied_embeddings="output.weight" not in tensor_names and "token_embd.weight" in tensor_names,

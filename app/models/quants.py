@@ -129,7 +129,7 @@ def gguf_shard_names(first_shard: str) -> list[str]:
     if not match:
         return [first_shard]
     head = first_shard[: len(first_shard) - len(first_shard.rsplit("/", 1)[-1])] + stem[: match.start()]
-    count = info.shard_count if info else int(match["count"])
+    count = info.shard_count if info and info.shard_count else int(match["count"])
     return [f"{head}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
@@ -225,7 +225,7 @@ def parse_exl_name(name: str, fmt: str = "") -> QuantInfo | None:
     if not match:
         return None
     bpw = float(match["bpw"].replace("_", "."))
-    head = match["head"] or (_HEAD_RE.search(name)["head"] if _HEAD_RE.search(name) else None)
+    head = match["head"] or (head_match["head"] if (head_match := _HEAD_RE.search(name)) else None)
     if not fmt:
         fmt = "exl3" if "exl3" in name.lower() else "exl2"
     return QuantInfo(format=fmt, quant=format_bpw(bpw), bits_per_weight=bpw,

@@ -36,7 +36,12 @@ _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled
 
 
 def model_id(model_path: str) -> str:
-    """The id clients send as ``model``: the file or folder name, without .gguf."""
+    """The id clients send as ``model``: the file or folder name, without .gguf; a remote model keeps the id its own
+    server gives it (``remote:box/Qwen/Qwen3-8B`` is served as ``Qwen/Qwen3-8B``)."""
+    from app.remote.connections import is_remote_ref, parse_ref
+
+    if is_remote_ref(model_path):
+        return parse_ref(model_path)[1]
     name = Path(model_path).name
     return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
@@ -113,7 +118,7 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
 
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {data}\n\n".encode("utf-8")
+    return f"data: {data}\n\n".encode()
 
 
 class OpenAIServer:

@@ -1,4 +1,5 @@
-"""Blocking calls off the GUI thread, their results back on it as queued signals.
+"""Blocking work off the GUI thread, its results back on it as queued signals: the one way app/ui runs a job
+in the background (a Hub search, a hardware probe, a bench, a server start).
 
     call = BackgroundCall("hub-search")           # no Qt parent: the thread keeps it alive
     call.succeeded.connect(self._on_results)      # bound slots of GUI objects (never lambdas)
@@ -6,8 +7,12 @@
     ticket = call.start(fn, *args)                # any callable; the newest ticket is ``call.latest``
 
 Each result carries the ticket of the call that made it, so a page drops answers to questions it no
-longer asks (``ticket != call.latest``). With ``serial=True`` calls run one after another on one thread,
-in the order they were started (library changes must not overtake each other).
+longer asks (``ticket != call.latest``).
+
+Work that reports progress or can be stopped is started with ``start_job(fn, *args)``: it runs
+``fn(job, *args)``, where ``job.report(value)`` sends ``progressed(ticket, value)`` and ``job.cancelled`` is a
+``threading.Event`` that ``call.cancel(ticket)`` sets (the work checks it at its own pace: a flag, never a
+queued call to a busy thread).
 """
 
 from __future__ import annotations
@@ -48,30 +53,71 @@ class QuietAtQuit(QObject):
         _KEPT_UNTIL_EXIT.append(self)
 
 
+class Job:
+    """What a job started with ``BackgroundCall.start_job`` is handed: where to report, whether to stop."""
+
+    def __init__(self, call: BackgroundCall, ticket: int) -> None:
+        self.ticket = ticket
+        self.cancelled = threading.Event()
+        self._call = call
+
+    def report(self, value: Any) -> None:
+        """Progress for the page (any thread): arrives as ``progressed(ticket, value)`` on the GUI thread."""
+        self._call.progressed.emit(self.ticket, value)
+
+
 class BackgroundCall(QuietAtQuit):
     succeeded = Signal(int, object)  # ticket, result
     failed = Signal(int, object)  # ticket, the exception (see sentence())
+    progressed = Signal(int, object)  # ticket, what a job reported
 
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
         self.latest = 0
         self._tickets = itertools.count(1)
+        self._jobs: dict[int, Job] = {}  # running jobs by ticket
+        self._lock = threading.Lock()
 
     def start(self, fn: Callable[..., Any], *args: Any) -> int:
+        """Run ``fn(*args)`` on a new thread."""
         ticket = self.latest = next(self._tickets)
         threading.Thread(target=self._run, args=(ticket, fn, args), name=self.name, daemon=True).start()
         return ticket
+
+    def start_job(self, fn: Callable[..., Any], *args: Any) -> int:
+        """Run ``fn(job, *args)`` on a new thread; the job reports progress and sees a cancel."""
+        ticket = self.latest = next(self._tickets)
+        job = Job(self, ticket)
+        with self._lock:
+            self._jobs[ticket] = job
+        threading.Thread(target=self._run, args=(ticket, fn, (job, *args)), name=self.name, daemon=True).start()
+        return ticket
+
+    def cancel(self, ticket: int | None = None) -> bool:
+        """Ask the job ``ticket`` (the newest when None) to stop; False when it is not running or was asked."""
+        with self._lock:
+            job = self._jobs.get(self.latest if ticket is None else ticket)
+        if job is None or job.cancelled.is_set():
+            return False
+        job.cancelled.set()
+        return True
 
     def _run(self, ticket: int, fn: Callable[..., Any], args: tuple) -> None:
         try:
             result = fn(*args)
         except Exception as exc:  # every failure reaches the page, which words it with sentence()
+            self._forget(ticket)
             if not isinstance(exc, (QuantDeskError, OSError)):  # a bug, not bad input: keep its traceback
                 logs.record_unexpected(exc, f"the background call {self.name}")
             self.failed.emit(ticket, exc)
         else:
+            self._forget(ticket)
             self.succeeded.emit(ticket, result)
+
+    def _forget(self, ticket: int) -> None:
+        with self._lock:
+            self._jobs.pop(ticket, None)
 
 
 def sentence(error: BaseException) -> str:
@@ -92,7 +138,7 @@ def is_offline_error(error: BaseException) -> bool:
 
     if isinstance(error, (OfflineError, ConnectionError, TimeoutError)):
         return True
-    if isinstance(error, DownloadError) and "Cannot reach" in error.message:  # app.hub.download._hub_error's words
+    if isinstance(error, DownloadError) and "Cannot reach" in error.message:  # app.hub.config.hub_error's words
         return True
     names = {cls.__name__ for cls in type(error).__mro__}
     return bool(names & {"ConnectionError", "ConnectError", "ConnectTimeout", "OfflineModeIsEnabled"})

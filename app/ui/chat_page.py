@@ -9,15 +9,16 @@ When the store refuses a write (the disk is full, ...), nothing the user wrote o
 lost: a reply keeps streaming into the view from its ReplyWriter (whose text is the truth), the banner
 says it is not saved yet and why, and it is saved on the next save attempt: the writer's own, "Save
 now" in the banner, a retry every few seconds, or before the next write the page makes. A message
-that cannot be saved is not sent and stays in the composer.
+that cannot be saved is not sent and stays in the composer. The reply's lifecycle and its saving are the
+ReplySession's (app.ui.reply_session); this page shows them and talks to the engine bridge.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
@@ -26,18 +27,18 @@ from app.chats.store import (ChatMessage, ChatStore, ChatStoreError, Conversatio
 from app.errors import EngineCrashed, EngineError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
-from app.ui.chat_settings import ChatSettingsDialog, sampling_from
+from app.ui.chat_settings import ChatSettingsDialog
 from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
+from app.ui.reply_session import ReplySession
 from app.ui.widgets import UndoBar
-from backends.base import Done, LoadSettings, Loaded, Message
+from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
 UNDO_SECONDS = 10
 SEND_TIP = "Send (Enter)"
-SAVE_RETRY_MS = 5000  # a reply the store refused is tried again this often, until it is saved
 
 
 @dataclass
@@ -66,19 +67,13 @@ class ChatPage(QWidget):
         self._estimator = BackgroundCall("load-estimate")
         self._estimator.succeeded.connect(self._on_estimated)
         self._estimator.failed.connect(self._on_estimate_failed)
-        self._writer: ReplyWriter | None = None
-        self._generating = False
-        self._reply_chat: int | None = None  # the conversation the streaming reply belongs to
+        self.reply = ReplySession(self)  # the reply that streams, and those the store refused so far
+        self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
-        self._unsaved: list[ReplyWriter] = []  # replies that ended but the store has refused so far
-        self._save_error: ChatStoreError | None = None  # why a reply is not saved; shown in the banner
-        self._save_retry = QTimer(self)
-        self._save_retry.setInterval(SAVE_RETRY_MS)
-        self._save_retry.timeout.connect(self._on_save_retry)
         self._build()
         bridge.loaded.connect(self._on_loaded)
         bridge.load_progress.connect(self._on_load_progress)
@@ -205,7 +200,9 @@ class ChatPage(QWidget):
         self.model_label, self.load_progress, self.load_button = bar.model_label, bar.load_progress, bar.load_button
         self.context_box, self.gpu_layers_box = bar.context_box, bar.gpu_layers_box
         bar.load_clicked.connect(self._on_load_clicked)
+        bar.remote_clicked.connect(self._on_remote_clicked)
         bar.reload_clicked.connect(self._on_reload_with_settings)
+        bar.runtime_chosen.connect(self._on_runtime_chosen)
         return bar
 
     # --- conversations -------------------------------------------------------------------------
@@ -246,13 +243,7 @@ class ChatPage(QWidget):
         self.current = self.store.conversation(conversation_id)
         self.view.clear()
         for message in self.store.messages(conversation_id):
-            if self._writer is not None and message.id == self._writer.message_id:
-                # The store lags the stream by up to one save interval; the writer has every word.
-                message = replace(message, content=self._writer.text)
-            elif unsaved := next((w for w in self._unsaved if w.message_id == message.id), None):
-                # A reply that ended but is not saved yet: the writer has its words, end state and stats.
-                message = replace(message, content=unsaved.text, state=unsaved.state, stats=unsaved.stats)
-            self._add_bubble(message)
+            self._add_bubble(self.reply.as_written(message))
         self._hide_busy_notice()  # it was about sending in the chat that was open
         self.conversation_changed.emit(conversation_id)
         self._show_stats_source()
@@ -303,17 +294,17 @@ class ChatPage(QWidget):
             return
         conv = self.current
         undo = _DeletedChat(conv.id, conv.title)
-        if self._generating and conv.id == self._reply_chat:
+        if self.reply.streaming and conv.id == self.reply.conversation_id:
             self._pending_delete = conv.id
             self.bridge.stop()
         else:
-            self._save_pending()  # what the undo keeps is the rows as they are: save first what they lack
+            self.reply.save_pending()  # what the undo keeps is the rows as they are: save first what they lack
             try:
                 undo.deleted = self.store.delete_conversation(conv.id)
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
-            undo.unsaved = self._forget_unsaved(conv.id)
+            undo.unsaved = self.reply.forget(conv.id)
         self._undo = undo  # a newer delete makes the older one final
         self.undo_bar.offer(f"Chat “{conv.title}” deleted")
         self.current = None
@@ -335,8 +326,7 @@ class ChatPage(QWidget):
                 self.undo_bar.offer(f"Chat “{undo.title}” deleted")
                 self._show_store_error(exc)
                 return
-            self._unsaved.extend(undo.unsaved)
-            self._save_pending()
+            self.reply.keep(undo.unsaved)
         elif self._pending_delete == undo.conversation_id:
             self._pending_delete = None  # not deleted yet: just keep it (its reply still stops)
         else:
@@ -371,7 +361,8 @@ class ChatPage(QWidget):
         target = Path(path)
         if not target.suffix:
             target = target.with_suffix(f".{kind}")
-        text = self.store.export_json(self.current.id) if kind == "json" else self.store.export_markdown(self.current.id)
+        export = self.store.export_json if kind == "json" else self.store.export_markdown
+        text = export(self.current.id)
         target.write_text(text, encoding="utf-8")
         return target
 
@@ -382,6 +373,14 @@ class ChatPage(QWidget):
         path, _ = QFileDialog.getOpenFileName(self, "Load a model", "", "GGUF models (*.gguf);;All files (*)")
         if path:
             self.open_model(path)
+
+    @Slot()
+    def _on_remote_clicked(self) -> None:
+        from app.ui.remote_connections import RemoteModelDialog
+
+        dialog = RemoteModelDialog(self)
+        if dialog.exec() and dialog.chosen_ref:
+            self.open_model(dialog.chosen_ref)
 
     def set_profile(self, profile: HardwareProfile) -> None:
         self.profile = profile
@@ -439,6 +438,15 @@ class ChatPage(QWidget):
         if self._load_request:
             self.load_model(self._load_request[0], self.model_bar.settings())
 
+    @Slot(str)
+    def _on_runtime_chosen(self, name: str) -> None:
+        """Pin the runtime for this model (app/runtimes/pins.py), then size it up and load it again."""
+        from app.runtimes import pins
+
+        if self._load_request:
+            pins.pin(name, self._load_request[0])
+            self.open_model(self._load_request[0])
+
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
         self.model_bar.set_progress(fraction)
@@ -448,7 +456,8 @@ class ChatPage(QWidget):
         self.loaded = info
         self._show_loaded_model()
         self.stats.set_memory(sum(info.memory_bytes.values()))
-        self.model_bar.watch_process(self.bridge.engine_pid)
+        # A remote model's memory is on its server: this machine's engine process only relays it.
+        self.model_bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
         warning = spill_warning(info, self.prefill, requested)
         if warning:
@@ -465,15 +474,15 @@ class ChatPage(QWidget):
         text = self.composer.toPlainText().strip()
         if not text:
             return
-        if self._generating:
-            if self.current is None or self.current.id != self._reply_chat:
+        if self.reply.streaming:
+            if self.current is None or self.current.id != self.reply.conversation_id:
                 self._show_banner(f"{self._busy_reason()} Your message stays here until then.", reload=False)
                 self._busy_notice = True
             return
         if self.loaded is None:
             self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
             return
-        if not self._save_pending():  # the reply before comes first; the banner says why it cannot
+        if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
             self._show_banner("Your message is not sent yet: it stays in the box below.", reload=False)
             return
         try:
@@ -506,30 +515,29 @@ class ChatPage(QWidget):
                    if m.content and m.id != writer.message_id]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
-        self._writer = writer
+        self.reply.begin(writer, conv.id)
         self._add_bubble(self.store.message(writer.message_id))
-        self._generating = True
-        self._reply_chat = self._stats_chat = conv.id
+        self._stats_chat = conv.id
         self._hide_banner()
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
-        self.bridge.generate(history, sampling_from(conv.sampling))
+        self.bridge.generate(history, SamplingSettings.from_dict(conv.sampling))
 
     @Slot()
     def stop(self) -> None:
-        if self._generating:
+        if self.reply.streaming:
             self.bridge.stop()
 
     @Slot(int)
     def _on_regenerate_requested(self, message_id: int) -> None:
-        if self._generating or self.loaded is None or not self._delete_from(message_id):
+        if self.reply.streaming or self.loaded is None or not self._delete_from(message_id):
             return
         self._generate()
 
     @Slot(int)
     def _on_edit_requested(self, message_id: int) -> None:
-        if self._generating:
+        if self.reply.streaming:
             return
         text = self.store.message(message_id).content
         if self._delete_from(message_id):
@@ -539,39 +547,36 @@ class ChatPage(QWidget):
     def _delete_from(self, message_id: int) -> bool:
         """Delete a message and the ones after it, from the store and the view; False (and the
         banner says why) when the store refuses."""
-        self._save_pending()
+        self.reply.save_pending()
         try:
             self.store.delete_messages_from(message_id)
         except ChatStoreError as exc:
             self._show_store_error(exc)
             return False
-        self._unsaved = [w for w in self._unsaved if w.message_id < message_id
-                         or w.conversation_id != self.current.id]
+        self.reply.drop_from(self.current.id, message_id)
         self.view.remove_from(message_id)
-        self._track_saving()
         return True
 
     def _streaming_bubble(self) -> MessageBubble | None:
         """The streaming reply's bubble while its conversation is open, else None. Looked up each
         time: opening another chat deletes the bubbles of the one before."""
-        return self.view.bubble(self._writer.message_id) if self._writer is not None else None
+        return self.view.bubble(self.reply.writer.message_id) if self.reply.writer is not None else None
 
     @Slot(str, int, float, float)
     def _on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
-        if self._writer is None:
+        if not self.reply.streaming:
             return
-        self._writer.append(text)  # a save the store refuses does not raise: the writer keeps it for later
+        self.reply.append(text)
         if bubble := self._streaming_bubble():
             bubble.append_text(text)
         self.stats.on_progress(count, first_ms, last_ms)
-        self._track_saving()
 
     @Slot(object)
     def _on_done(self, done: Done) -> None:
-        if self._writer is None:
+        if not self.reply.streaming:
             return
         stats = done.stats.to_public_dict()
-        self._writer.finish(stats, text=done.text)
+        self.reply.finish(stats, done.text)
         if bubble := self._streaming_bubble():
             bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
@@ -579,16 +584,16 @@ class ChatPage(QWidget):
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
-        saved = self._writer.interrupt()
+        saved = self.reply.interrupt()
         if bubble := self._streaming_bubble():
-            bubble.finish(self._writer.text, None, "interrupted")
+            bubble.finish(self.reply.writer.text, None, "interrupted")
         self._end_reply()
         return saved
 
     @Slot(object)
     def _on_failed(self, error: EngineError) -> None:
         self.model_bar.hide_progress()
-        if self._writer is not None:
+        if self.reply.streaming:
             self._interrupt_reply()
         else:  # a load that failed: the model loaded before (if any) is still there
             self._show_loaded_model()
@@ -601,7 +606,7 @@ class ChatPage(QWidget):
         self.loaded = None
         self.model_label.setText("No model loaded — the engine stopped")
         kept = "the reply so far is kept and marked interrupted."
-        if self._writer is not None and not self._interrupt_reply():
+        if self.reply.streaming and not self._interrupt_reply():
             notice = f"{error} {capitalized(kept)}"  # the banner goes on to say it is not saved yet
         else:
             notice = f"{error} Your conversation is saved; {kept}"
@@ -609,15 +614,10 @@ class ChatPage(QWidget):
         self._update_controls()
 
     def _end_reply(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None and not writer.saved:
-            self._unsaved.append(writer)
-        self._generating = False
-        self._reply_chat = None
+        self.reply.end()
         if self._pending_delete is not None:  # its reply has stopped (and is saved, where it could be): delete it
             self._delete_stopped_chat(self._pending_delete)
         self._hide_busy_notice()
-        self._track_saving()
         self.refresh_conversations()
         self._show_stats_source()
         self._update_controls()
@@ -632,7 +632,7 @@ class ChatPage(QWidget):
                 self.undo_bar.dismiss()
             self._show_store_error(exc)
             return
-        unsaved = self._forget_unsaved(conversation_id)
+        unsaved = self.reply.forget(conversation_id)
         if self._undo is not None and self._undo.conversation_id == deleted.id:
             self._undo.deleted = deleted
             self._undo.unsaved = unsaved
@@ -643,42 +643,13 @@ class ChatPage(QWidget):
 
     # --- saving what the store refused ---------------------------------------------------------
 
-    def _save_pending(self) -> bool:
-        """Try again to save the replies the store refused; True when nothing is left unsaved."""
-        waiting = [*self._unsaved, *([self._writer] if self._writer and self._writer.error else [])]
-        for writer in waiting:
-            if not writer.save():
-                break  # the store refuses this one: it has no more room for the next
-        self._track_saving()
-        return self._save_error is None
-
-    def _track_saving(self) -> None:
-        """Keep the banner and the retry timer in step with the replies that are not saved."""
-        self._unsaved = [w for w in self._unsaved if not w.saved]
-        writers = [*self._unsaved, *([self._writer] if self._writer else [])]
-        error = next((w.error for w in writers if not w.saved and w.error is not None), None)
-        before, self._save_error = self._save_error, error
-        if error is None:
-            self._save_retry.stop()
-        elif not self._save_retry.isActive():
-            self._save_retry.start()
-        if (before is None) != (error is None) or error is not None and str(error) != str(before):
-            self._render_banner()
-
-    def _forget_unsaved(self, conversation_id: int) -> list[ReplyWriter]:
-        """Its conversation is deleted: nothing left to save them into (until an undo). Returns them."""
-        gone = [w for w in self._unsaved if w.conversation_id == conversation_id]
-        self._unsaved = [w for w in self._unsaved if w.conversation_id != conversation_id]
-        self._track_saving()
-        return gone
+    @Slot(object)
+    def _on_save_problem_changed(self, _error: ChatStoreError | None) -> None:
+        self._render_banner()
 
     @Slot()
     def _on_save_clicked(self) -> None:
-        self._save_pending()
-
-    @Slot()
-    def _on_save_retry(self) -> None:
-        self._save_pending()
+        self.reply.save_pending()
 
     def _title_of(self, conversation_id: int | None) -> str | None:
         if conversation_id is None or conversation_id == self._pending_delete:
@@ -689,7 +660,7 @@ class ChatPage(QWidget):
             return None
 
     def _busy_reason(self) -> str:
-        title = self._title_of(self._reply_chat) or "another chat"
+        title = self._title_of(self.reply.conversation_id) or "another chat"
         return f"A reply is being written in “{title}”: wait for it to finish, or stop it, to send here."
 
     def _show_stats_source(self) -> None:
@@ -701,7 +672,7 @@ class ChatPage(QWidget):
         if title is None:
             self.stats.set_source("")
         else:
-            self.stats.set_source(f"{'Reply being written' if self._generating else 'Last reply'} in “{title}”:")
+            self.stats.set_source(f"{'Reply being written' if self.reply.streaming else 'Last reply'} in “{title}”:")
 
     @Slot(bool)
     def _on_busy_changed(self, _busy: bool) -> None:
@@ -725,30 +696,32 @@ class ChatPage(QWidget):
     def _render_banner(self) -> None:
         text, reload = self._notice or ("", False)
         parts = [text] if text else []
-        if self._save_error is not None:
-            parts.append(f"{capitalized(self._save_error.message)}. The reply is shown here but is not saved yet: "
-                         f"{self._save_error.hint}, then click “Save now” (QuantDesk also tries again every few "
+        if self.reply.save_error is not None:
+            error = self.reply.save_error
+            parts.append(f"{capitalized(error.message)}. The reply is shown here but is not saved yet: "
+                         f"{error.hint}, then click “Save now” (QuantDesk also tries again every few "
                          "seconds).")
         if not parts:
             self.banner.hide()
             return
         self.banner_text.setText(" ".join(parts))
         self.reload_button.setVisible(reload)
-        self.save_button.setVisible(self._save_error is not None)
+        self.save_button.setVisible(self.reply.save_error is not None)
         self.banner.show()
 
     def _update_controls(self) -> None:
         busy = self.bridge.busy
         # The open chat is the one whose reply streams: its settings and title stay as the reply began.
-        streaming_here = self._generating and self.current is not None and self.current.id == self._reply_chat
-        self.send_button.setEnabled(not busy and not self._generating)
-        elsewhere = self._generating and not streaming_here
+        generating = self.reply.streaming
+        streaming_here = generating and self.current is not None and self.current.id == self.reply.conversation_id
+        self.send_button.setEnabled(not busy and not generating)
+        elsewhere = generating and not streaming_here
         self.send_button.setToolTip(self._busy_reason() if elsewhere else SEND_TIP)
-        self.stop_button.setEnabled(self._generating)
-        title = self._title_of(self._reply_chat) if elsewhere else None
+        self.stop_button.setEnabled(generating)
+        title = self._title_of(self.reply.conversation_id) if elsewhere else None
         self.stop_button.setToolTip(f"Stop the reply in “{title}” (Esc)" if title else "Stop the reply (Esc)")
         self.load_button.setEnabled(not busy)
-        self.model_bar.reload_button.setEnabled(not busy and not self._generating and self._load_request is not None)
+        self.model_bar.reload_button.setEnabled(not busy and not generating and self._load_request is not None)
         for button in (self.rename_button, self.export_button):
             button.setEnabled(self.current is not None and not streaming_here)
         self.delete_button.setEnabled(self.current is not None)  # a streaming chat is stopped, then deleted
@@ -758,19 +731,14 @@ class ChatPage(QWidget):
             if "regenerate" in bubble.actions:
                 bubble.actions["regenerate"].setEnabled(can_regenerate)
             if "edit" in bubble.actions:
-                bubble.actions["edit"].setEnabled(not self._generating)
+                bubble.actions["edit"].setEnabled(not generating)
 
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
         deleted while it streamed stays deleted."""
-        self._save_retry.stop()
-        if self._writer is not None:
+        if self.reply.streaming:
             self.bridge.stop()
-            if not self._writer.interrupt():
-                self._unsaved.append(self._writer)
-            self._writer = None
-        for writer in self._unsaved:  # a last try; what a full disk still refuses now cannot be kept
-            writer.save()
+        self.reply.close()
         if self._pending_delete is not None:
             try:
                 self.store.delete_conversation(self._pending_delete)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
                                QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
@@ -14,13 +12,6 @@ from app.ui.formatting import capitalized
 from backends.base import SamplingSettings
 
 NO_PRESET = "(choose a preset)"
-
-
-def sampling_from(saved: dict) -> SamplingSettings:
-    """A conversation's saved sampling; keys a newer or older version wrote are ignored."""
-    known = {f.name for f in dataclasses.fields(SamplingSettings)}
-    values = {k: (tuple(v) if k == "stop" else v) for k, v in saved.items() if k in known}
-    return SamplingSettings(**values)
 
 
 class ChatSettingsDialog(QDialog):
@@ -45,7 +36,7 @@ class ChatSettingsDialog(QDialog):
         self.system_prompt.setPlaceholderText("How the model should behave, e.g. “Answer briefly, in British English.”")
         self.system_prompt.setAccessibleName("System prompt")
         form.addRow("System prompt", self.system_prompt)
-        sampling = sampling_from(conversation.sampling)
+        sampling = SamplingSettings.from_dict(conversation.sampling)
         self.temperature = self._double(form, "Temperature", 0, 2, 0.05, sampling.temperature)
         self.top_p = self._double(form, "Top-p", 0.01, 1, 0.01, sampling.top_p)
         self.min_p = self._double(form, "Min-p", 0, 1, 0.01, sampling.min_p)
@@ -106,7 +97,7 @@ class ChatSettingsDialog(QDialog):
     def apply_preset(self, name: str) -> None:
         preset = next(p for p in self.store.presets() if p.name == name)
         self.system_prompt.setPlainText(preset.system_prompt)
-        values = sampling_from(preset.sampling)
+        values = SamplingSettings.from_dict(preset.sampling)
         self.temperature.setValue(values.temperature)
         self.top_p.setValue(values.top_p)
         self.top_k.setValue(values.top_k)

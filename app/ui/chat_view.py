@@ -333,7 +333,14 @@ class StatsStrip(QFrame):
         self.tps.setText(f"{stats['decode_tps']:.1f} tok/s")
         self.ttft.setText(human_ms(stats["ttft_ms"]))
         self.prompt_tps.setText(f"{stats['prompt_tps']:.0f} tok/s")
-        self.memory.setText(f"peak {human_memory(stats['peak_memory_bytes'])}")
+        self.memory.setText(f"peak {human_memory(stats['peak_memory_bytes'])}" if stats["peak_memory_bytes"]
+                            else "on the server")
+        server_tps = (stats.get("server") or {}).get("predicted_per_second")
+        if server_tps:  # a remote engine: measured here (network included), and what the server measured itself
+            self.tps.setText(f"{stats['decode_tps']:.1f} tok/s · server {server_tps:.1f}")
+            self.tps.setToolTip("Measured here, as the tokens arrive · the server's own figure")
+        else:
+            self.tps.setToolTip("Speed")
 
     def set_source(self, text: str) -> None:
         """Say which chat the figures are from ("" when it is the one on screen)."""

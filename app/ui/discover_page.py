@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QH
 
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
-from app.ui.discover_data import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
+from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, human_bytes, human_memory
 
 PAGE_SIZE = 20
@@ -185,8 +185,10 @@ class DiscoverPage(QWidget):
         self.results.clear()
         for model, likely in starters_for(self.profile, starters):
             fit = "" if self.profile is None else (" · likely fits" if likely else " · likely too large here")
+            vision = " · reads images" if model.modality == "vision" else ""
             item = QListWidgetItem(f"{model.repo_id}\n{model.why}\n{model.format.upper()} · {model.params_b:g}B "
-                                   f"parameters · about {human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
+                                   f"parameters{vision} · for {model.tier} machines · about "
+                                   f"{human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
             item.setData(REPO_ID, model.repo_id)
             self.results.addItem(item)
         self.results.blockSignals(False)
@@ -194,7 +196,8 @@ class DiscoverPage(QWidget):
         self._check_offline()
 
     def _check_offline(self) -> bool:
-        from app.hub.config import is_offline, offline_error
+        from app.hub.config import offline_error
+        from app.settings import is_offline
 
         if is_offline():
             error = offline_error("search the Hub or download")  # names the switch that is on: Settings or a variable

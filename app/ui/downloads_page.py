@@ -17,7 +17,9 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
-from app.hub.download import DownloadManager, DownloadRequest, DownloadTask, Plan, Progress, Settings
+from app.hub.download import Progress, Settings
+from app.hub.download_queue import DownloadManager, DownloadTask
+from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes
 

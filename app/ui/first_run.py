@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QListW
 from app.chats.store import ChatStore
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
-from app.ui.discover_data import starter_list, starters_for
+from app.hub.discover import starter_list, starters_for
 from app.ui.formatting import human_bytes, human_memory
 
 DONE_KEY = "first_run/done"
@@ -166,7 +166,7 @@ class FirstRunDialog(QDialog):
 
     @property
     def offline(self) -> bool:
-        from app.hub.config import is_offline
+        from app.settings import is_offline
 
         return is_offline()
 

@@ -43,6 +43,9 @@ def stats_summary(stats: Mapping[str, Any] | None) -> str:
     parts = [f"{stats.get('generated_tokens', 0)} tokens"]
     if stats.get("decode_tps"):
         parts.append(f"{stats['decode_tps']:.1f} tok/s")
+    server_tps = (stats.get("server") or {}).get("predicted_per_second")
+    if server_tps:  # a remote engine: its server's own figure, beside the one measured here
+        parts.append(f"server says {server_tps:.1f} tok/s")
     if stats.get("ttft_ms") is not None:
         parts.append(f"first token {human_ms(stats['ttft_ms'])}")
     if stats.get("prompt_tps"):
@@ -100,3 +103,7 @@ class SettledMarkdown:
             elif not stripped:
                 self.settled = self._scanned
         return self.settled
+
+
+def layer_count(n: int) -> str:
+    return "1 layer" if n == 1 else f"{n} layers"

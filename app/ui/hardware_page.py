@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QFrame, QGridLayout, QGroupBox, QLabel, QScrollAr
 
 from app.hardware.profile import GpuInfo, HardwareProfile
 from app.ui.formatting import human_bytes, human_memory
+from app.ui.runtimes_panel import RuntimesPanel
 from app.ui.widgets import MemoryBar
 
 # Flags that change which llama.cpp kernels run; shown first and in bold.
@@ -50,9 +51,11 @@ class HardwarePage(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAccessibleName("Hardware")
         self.profile: HardwareProfile | None = None
+        self.runtimes_panel = RuntimesPanel()  # one for the page's life: a build in progress outlives a refresh
         self.show_message("Detecting this machine…")
 
     def show_message(self, text: str) -> None:
+        self.runtimes_panel.setParent(None)  # setWidget deletes the old page and everything still in it
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(32, 24, 32, 24)
@@ -65,6 +68,7 @@ class HardwarePage(QScrollArea):
 
     def set_profile(self, profile: HardwareProfile) -> None:
         self.profile = profile
+        self.runtimes_panel.setParent(None)  # setWidget deletes the old page and everything still in it
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(32, 24, 32, 24)
@@ -130,6 +134,8 @@ class HardwarePage(QScrollArea):
             grid.addWidget(reason, row, 2)
             self.backend_rows[support.name] = reason
         layout.addWidget(backends)
+        self.runtimes_panel.set_profile(profile)
+        layout.addWidget(self.runtimes_panel)
 
         if profile.hints:
             notes = QGroupBox("Worth knowing")

@@ -1,30 +1,30 @@
 """The Quant lab page: compare quants and formats of one model on this machine — speed, memory and
 quality side by side (app/lab does the measuring; this page picks, runs, shows, exports and keeps).
 
-The bench blocks for minutes and starts engine hosts, so it runs on a worker thread; its progress and
-its result come back as queued signals to this page's slots. Cancel sets a threading.Event the bench
-checks between steps: it never waits on the busy worker.
+The bench blocks for minutes and starts engine hosts, so it runs as a background job (app.ui.background); its
+progress and its result come back as queued signals to this page's slots. Cancel sets the job's event, which the
+bench checks between steps: it never waits on the busy worker.
 """
 
 from __future__ import annotations
 
 import html
-import threading
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
-                               QFrame, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem,
-                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSpinBox, QTableWidget,
-                               QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
+                               QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
-from app.ui.background import BackgroundCall, sentence
+from app.remote.connections import is_remote_ref
+from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
 from app.ui.lab_chart import LabCharts
+from app.ui.widgets import button, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 AUTO_REFERENCE = "Highest precision (automatic)"
@@ -94,58 +94,20 @@ def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -
     return f"{when} · {count}\nreference {reference}"
 
 
-class _BenchRunner(QObject):
-    """Runs one bench on a daemon thread; everything it reports arrives as a queued signal."""
+def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
+               store: ResultStore) -> BenchResult:
+    """The bench on a background thread: each step reported, stopped between steps when cancelled."""
+    from app.lab.runner import run_bench
 
-    progress = Signal(object)  # LabProgress
-    finished = Signal(object)  # BenchResult (already saved to the store)
-    failed = Signal(str)  # a sentence
-    cancelled = Signal()
-
-    def start(self, models: list[str], settings: BenchSettings, reference: str | None,
-              cancel: threading.Event, store: ResultStore) -> None:
-        threading.Thread(target=self._run, args=(models, settings, reference, cancel, store), name="quant-lab",
-                         daemon=True).start()
-
-    def _run(self, models: list[str], settings: BenchSettings, reference: str | None,
-             cancel: threading.Event, store: ResultStore) -> None:
-        from app.lab.runner import LabCancelled, run_bench
-        try:
-            result = run_bench(models, settings, reference=reference, on_progress=self.progress.emit, cancel=cancel)
-            store.save(result)
-        except LabCancelled:
-            self.cancelled.emit()
-        except Exception as exc:  # every failure reaches the page as a sentence
-            self.failed.emit(sentence(exc))
-        else:
-            self.finished.emit(result)
+    result = run_bench(models, settings, reference=reference, on_progress=job.report, cancel=job.cancelled)
+    store.save(result)
+    return result
 
 
 def _elide(view: QListWidget) -> None:
     """Long model names end in "…" (the tooltip has them whole) instead of a horizontal scroll bar."""
     view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-
-
-def scrolling_content(page: QWidget) -> QWidget:
-    """The widget to lay the page out in: inside a scroll area, so a small window can still show the
-    page (and the main window keeps the small minimum size it has without it)."""
-    outer = QVBoxLayout(page)
-    outer.setContentsMargins(0, 0, 0, 0)
-    scroll = QScrollArea()
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QFrame.Shape.NoFrame)
-    content = QWidget()
-    scroll.setWidget(content)
-    outer.addWidget(scroll)
-    return content
-
-
-def button(text: str, accessible: str, slot) -> QPushButton:
-    button = QPushButton(text)
-    button.setAccessibleName(accessible)
-    button.clicked.connect(slot)
-    return button
 
 
 def _spin(low: int, high: int, value: int, name: str, tip: str) -> QSpinBox:
@@ -170,8 +132,12 @@ class LabPage(QWidget):
         self.setAccessibleName("Quant lab")
         self.store = store or ResultStore()
         self.result: BenchResult | None = None
-        self._cancel: threading.Event | None = None
-        self._runner: _BenchRunner | None = None
+        self._bench_ticket: int | None = None  # the bench running now
+        self._stopping = False  # cancel was asked: its late progress is not shown
+        self._bench = BackgroundCall("quant-lab")
+        self._bench.progressed.connect(self._on_progress)
+        self._bench.succeeded.connect(self._on_finished)
+        self._bench.failed.connect(self._on_failed)
         self._library_call = BackgroundCall("lab-library")
         self._library_call.succeeded.connect(self._on_library_listed)
         self._library_call.failed.connect(self._on_library_failed)
@@ -275,6 +241,7 @@ class LabPage(QWidget):
         row = QHBoxLayout()
         row.addWidget(button("Add file…", "Add a model file", self._on_add_file_clicked))
         row.addWidget(button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
+        row.addWidget(button("Add remote…", "Add a model on a remote server", self._on_add_remote_clicked))
         row.addStretch(1)
         row.addWidget(button("Refresh", "Refresh the list from the library", self.refresh_library))
         layout.addLayout(row)
@@ -352,7 +319,7 @@ class LabPage(QWidget):
         self.status.setText(f"The library could not be read: {sentence(error)}")
 
     def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
-        resolved = str(Path(path).expanduser().resolve())
+        resolved = path if is_remote_ref(path) else str(Path(path).expanduser().resolve())
         for row in range(self.variants.count()):
             item = self.variants.item(row)
             if item.data(PATH_ROLE) == resolved:
@@ -369,8 +336,13 @@ class LabPage(QWidget):
         return item
 
     def add_paths(self, paths: list[str | Path]) -> None:
-        """Add model files or folders by hand; they come ticked."""
+        """Add model files or folders (or remote:CONNECTION/MODEL references) by hand; they come ticked."""
+        from app.remote.connections import display_name
+
         for path in paths:
+            if is_remote_ref(path):
+                self._add_item(str(path), f"{display_name(str(path))} — remote", checked=True)
+                continue
             p = Path(path)
             kind = "folder" if p.is_dir() else "file"
             size = human_bytes(p.stat().st_size) if p.is_file() else ""
@@ -390,7 +362,8 @@ class LabPage(QWidget):
         self.reference.clear()
         self.reference.addItem(AUTO_REFERENCE, None)
         for path in self.checked_paths():
-            self.reference.addItem(Path(path).name, path)
+            if not is_remote_ref(path):  # a remote model cannot be the reference (no distributions)
+                self.reference.addItem(Path(path).name, path)
         index = self.reference.findData(chosen) if chosen else 0
         self.reference.setCurrentIndex(max(index, 0))
         self.reference.blockSignals(False)
@@ -407,6 +380,14 @@ class LabPage(QWidget):
         self.add_paths(files)
 
     @Slot()
+    def _on_add_remote_clicked(self) -> None:
+        from app.ui.remote_connections import RemoteModelDialog
+
+        dialog = RemoteModelDialog(self)
+        if dialog.exec() and dialog.chosen_ref:
+            self.add_paths([dialog.chosen_ref])
+
+    @Slot()
     def _on_add_folder_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder (MLX, safetensors, EXL)")
         if folder:
@@ -421,7 +402,7 @@ class LabPage(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._cancel is not None
+        return self._bench_ticket is not None
 
     @Slot()
     def run(self) -> None:
@@ -431,21 +412,17 @@ class LabPage(QWidget):
         if not models:
             self.status.setText("Tick at least one variant to measure (two or more to compare them).")
             return
-        self._cancel = threading.Event()
-        self._runner = _BenchRunner()
-        self._runner.progress.connect(self._on_progress)
-        self._runner.finished.connect(self._on_finished)
-        self._runner.failed.connect(self._on_failed)
-        self._runner.cancelled.connect(self._on_cancelled)
+        self._stopping = False
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
         self.status.setText(f"Starting: {len(models)} variant(s), each in a fresh engine host…")
-        self._runner.start(models, self.settings(), self.reference.currentData(), self._cancel, self.store)
+        self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), self.reference.currentData(),
+                                                   self.store)
 
     @Slot()
     def cancel(self) -> None:
-        if self._cancel is not None and not self._cancel.is_set():
-            self._cancel.set()
+        if self.running and self._bench.cancel(self._bench_ticket):
+            self._stopping = True
             self.cancel_button.setEnabled(False)
             self.status.setText("Stopping after the current step…")
 
@@ -456,21 +433,20 @@ class LabPage(QWidget):
             widget.setEnabled(not running)
 
     def _finish_run(self) -> None:
-        self._cancel = None
-        self._runner = None
+        self._bench_ticket = None
         self._set_running(False)
 
-    @Slot(object)
-    def _on_progress(self, p) -> None:
-        if self._cancel is None or self._cancel.is_set():
+    @Slot(int, object)
+    def _on_progress(self, ticket: int, p) -> None:
+        if ticket != self._bench_ticket or self._stopping:
             return
         self.progress.setRange(0, p.total)
         self.progress.setValue(p.step - 1)
         phase = "Speed" if p.phase == "speed" else "Quality"
         self.status.setText(f"{phase} — {p.message}")
 
-    @Slot(object)
-    def _on_finished(self, result: BenchResult) -> None:
+    @Slot(int, object)
+    def _on_finished(self, ticket: int, result: BenchResult) -> None:
         self._finish_run()
         self.progress.setValue(self.progress.maximum())
         failed = [v.label for v in result.variants if v.error]
@@ -480,15 +456,20 @@ class LabPage(QWidget):
         self.refresh_history()
         self.bench_finished.emit(result)
 
-    @Slot(str)
-    def _on_failed(self, message: str) -> None:
+    @Slot(int, object)
+    def _on_failed(self, ticket: int, error: Exception) -> None:
+        from app.lab.runner import LabCancelled
+
+        if isinstance(error, LabCancelled):
+            self._on_cancelled()
+            return
+        message = sentence(error)
         self._finish_run()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.status.setText(f"The bench failed: {message}")
         self.bench_stopped.emit(message)
 
-    @Slot()
     def _on_cancelled(self) -> None:
         self._finish_run()
         self.progress.setRange(0, 1)
@@ -498,8 +479,8 @@ class LabPage(QWidget):
 
     def shutdown(self) -> None:
         """Stop a running bench (at its next step); the engine hosts it started close with it."""
-        if self._cancel is not None:
-            self._cancel.set()
+        if self.running:
+            self._bench.cancel(self._bench_ticket)
 
     # --- results --------------------------------------------------------------------------------
 
@@ -622,7 +603,7 @@ class LabPage(QWidget):
     def open_saved(self, result_id: str) -> None:
         try:
             result = self.store.load(result_id)
-        except Exception as exc:
+        except Exception as exc:  # a damaged or foreign file: the page says so and keeps what it shows
             self.status.setText(f"That result cannot be opened: {sentence(exc)}")
             return
         self.show_result(result)
@@ -631,7 +612,7 @@ class LabPage(QWidget):
     def delete_saved(self, result_id: str) -> None:
         try:
             self.store.delete(result_id)
-        except Exception as exc:
+        except Exception as exc:  # a file that cannot go (permissions, gone meanwhile): said, nothing else changes
             self.status.setText(f"That result could not be deleted: {sentence(exc)}")
             return
         if self.result is not None and self.result.id == result_id:

@@ -101,7 +101,7 @@ class LibraryPage(QWidget):
     def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Library")
-        self.root = root  # None: app.paths.models_dir() at each call (follows Settings)
+        self.root = root  # None: app.settings.models_dir() at each call (follows Settings)
         self.entries: list[LibraryEntry] = []
         self.usage: dict = {}
         self.busy = False

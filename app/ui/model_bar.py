@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtGui import QValidator
+from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QProgressBar, QPushButton,
+                               QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile
-from app.ui.formatting import human_memory, human_ms
+from app.runtimes import report
+from app.ui.formatting import human_memory, human_ms, layer_count
 from backends.base import LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -36,6 +38,11 @@ class Prefill:
     reason: str = ""
     notes: list[str] = field(default_factory=list)
     profile: HardwareProfile | None = None
+    moe: bool = False  # a mixture-of-experts GGUF: its experts can stay in RAM
+    runtime: str = ""  # the llama.cpp runtime planned for: "Vulkan · RTX 4070 (8.0 GiB)"
+    runtimes: list[str] = field(default_factory=list)  # names the user may pin
+    pinned: str | None = None  # this model's pin (or the global one), None: automatic
+    estimated_buffers: dict[str, int] = field(default_factory=dict)  # "Vulkan0" / "CPU" -> llama.cpp buffers
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
@@ -55,20 +62,27 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
     from app.models.metadata import read_model
-    from app.models.recommend import fit_model
+    from app.models.recommend import fit_model, load_cpu_moe
+    from app.remote.connections import is_remote_ref
+    from app.runtimes import pins
 
-    profile = profile or _detect()
     settings = LoadSettings(n_ctx=want_ctx)
+    if is_remote_ref(path):
+        return Prefill(path, settings, reason="it runs on its server", profile=profile)
+    profile = profile or _detect()
+    pin = pins.load().for_model(path)
+    runtime_names = [r.name for r in profile.runtimes or [] if not r.problem]
     try:
         meta = read_model(path)
     except QuantDeskError as exc:
-        return Prefill(path, settings, reason=str(exc), profile=profile)
+        return Prefill(path, settings, reason=str(exc), profile=profile, runtimes=runtime_names,
+                       pinned=pin[0] if pin else None)
     if meta.context_length:
         settings.n_ctx = min(want_ctx, meta.context_length)
-    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     notes = []
     if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf":
-        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0")
+        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0", pin=pin)
         if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
             fit = quantized
             settings.kv_cache_type, settings.flash_attention = "q8_0", True  # a quantized V cache needs it
@@ -76,18 +90,21 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
         else:
             notes.append(f"context lowered from {settings.n_ctx} to {fit.max_ctx} tokens, the most that fits")
             settings.n_ctx = fit.max_ctx
-            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16")
+            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     est = fit.estimate
+    extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
     if est is None:
-        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile)
+        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile, **extra)
     expected_blocks = None
     if meta.format == "gguf":
         # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
         settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
+        settings.cpu_moe = load_cpu_moe(est, meta)
         expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
-                   notes=notes + fit.notes, profile=profile)
+                   notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
+                   estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
 
 
 def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: int) -> str:
@@ -100,18 +117,48 @@ def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: i
     if not expected or info.gpu_layers >= expected:
         return ""
     if not info.gpu_offload_supported:
-        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but this {info.backend} build "
-                "has no GPU support, so every layer runs on the CPU, which is much slower. Reinstall it with GPU "
-                "support (see the Hardware page).")
+        engine = info.runtime or info.backend
+        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but the {engine} "
+                "runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU "
+                "runtime on the Hardware page (or: quantdesk runtime build vulkan).")
     return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "
             "run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.")
+
+
+class ExpertsInRamBox(QSpinBox):
+    """LoadSettings.cpu_moe as words: none (0), the first N layers, all (-1)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRange(-1, 999)
+        self.setPrefix("Experts in RAM: ")
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt's name
+        return {-1: "all", 0: "none", 1: "1 layer"}.get(value, f"{value} layers")
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt's name
+        value = self._parse(text)
+        return 0 if value is None else value
+
+    def validate(self, text: str, pos: int):
+        state = QValidator.State.Acceptable if self._parse(text) is not None else QValidator.State.Intermediate
+        return state, text, pos
+
+    def _parse(self, text: str) -> int | None:
+        words = text.removeprefix(self.prefix()).strip().lower()
+        if words in ("all", "none"):
+            return -1 if words == "all" else 0
+        digits = "".join(ch for ch in words if ch.isdigit())
+        return int(digits) if digits and int(digits) <= self.maximum() else None
 
 
 class ModelBar(QFrame):
     """Shows the model and its settings; the Chat page drives the loading."""
 
     load_clicked = Signal()
+    remote_clicked = Signal()
     reload_clicked = Signal()
+    runtime_chosen = Signal(str)  # a runtime name or "auto", picked by the user for this model
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -133,16 +180,29 @@ class ModelBar(QFrame):
         self.load_progress.setAccessibleName("Loading")
         self.load_progress.hide()
         self.load_button = QPushButton("Load model…")
-        self.load_button.setAccessibleName("Load a model file")
-        self.load_button.setToolTip("Choose a GGUF file or model folder; its settings are filled in for this machine")
-        self.load_button.clicked.connect(self.load_clicked)
+        self.load_button.setAccessibleName("Load a model")
+        self.load_button.setToolTip("A GGUF file or model folder (its settings are filled in for this machine), or a "
+                                    "model on a remote server")
+        load_menu = QMenu(self.load_button)
+        self.load_file_action = load_menu.addAction("Model file…", self.load_clicked.emit)
+        self.load_remote_action = load_menu.addAction("Remote model…", self.remote_clicked.emit)
+        self.load_button.setMenu(load_menu)
         self.reload_button = QPushButton("Reload")
         self.reload_button.setAccessibleName("Reload the model with these settings")
         self.reload_button.setToolTip("Load the same model again with the settings below")
         self.reload_button.setEnabled(False)
         self.reload_button.clicked.connect(self.reload_clicked)
+        self.experts_box = ExpertsInRamBox()
+        self.experts_box.setAccessibleName("MoE experts in RAM")
+        self.experts_box.setToolTip("Mixture-of-experts models: keep the experts of the first N layers in system RAM "
+                                    "and the rest of every layer on the GPU (llama.cpp --n-cpu-moe); only the "
+                                    "experts a token uses are read from RAM")
+        # Beside Reload, where the word-wrapped model label gives way in a narrow window rather than the box.
+        self.experts_box.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.experts_box.hide()  # shown for a MoE model
         top.addWidget(self.model_label, 1)
         top.addWidget(self.load_progress)
+        top.addWidget(self.experts_box)
         top.addWidget(self.reload_button)
         top.addWidget(self.load_button)
         outer.addLayout(top)
@@ -170,6 +230,12 @@ class ModelBar(QFrame):
         self.flash_box.addItems([f"Flash attn {name}" for name, _ in FLASH])
         self.flash_box.setToolTip("Flash attention: auto lets the engine decide")
         self.flash_box.setAccessibleName("Flash attention")
+        self.runtime_box = QComboBox()
+        self.runtime_box.setAccessibleName("Runtime")
+        self.runtime_box.setToolTip("The llama.cpp runtime for this model: auto picks the best for this machine; "
+                                    "another choice is pinned for this model and reloads it")
+        self.runtime_box.addItem("Runtime auto", "auto")
+        self.runtime_box.activated.connect(self._on_runtime_activated)
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("caption")
         self.estimate_label.setAccessibleName("Estimate")
@@ -180,7 +246,7 @@ class ModelBar(QFrame):
         for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.memory_label.setMinimumWidth(150)
-        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box, self.runtime_box):
             row.addWidget(widget)
         row.addSpacing(8)
         row.addWidget(self.estimate_label, 1)
@@ -198,23 +264,43 @@ class ModelBar(QFrame):
     def settings(self) -> LoadSettings:
         return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value(),
                             kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
-                            flash_attention=FLASH[self.flash_box.currentIndex()][1])
+                            flash_attention=FLASH[self.flash_box.currentIndex()][1],
+                            cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0)
 
     def show_settings(self, settings: LoadSettings) -> None:
         self.context_box.setValue(settings.n_ctx)
         self.gpu_layers_box.setValue(settings.gpu_layers)
+        self.experts_box.setValue(settings.cpu_moe)
+        if settings.cpu_moe:
+            self.experts_box.show()
         self.kv_box.setCurrentIndex(KV_TYPES.index(settings.kv_cache_type) if settings.kv_cache_type in KV_TYPES
                                     else 0)
         self.flash_box.setCurrentIndex(next(i for i, (_, v) in enumerate(FLASH) if v == settings.flash_attention))
 
     def show_estimate(self, prefill: Prefill | None) -> None:
+        self.experts_box.setVisible(prefill is not None and prefill.moe)
         if prefill is None:
             self.estimate_label.clear()
             self.estimate_label.setToolTip("")
             return
-        text = prefill.summary()
+        text = prefill.summary() + (f" · {prefill.runtime}" if prefill.runtime else "")
         self.estimate_label.setText(text)
         self.estimate_label.setToolTip("\n".join([prefill.reason, *prefill.notes]).strip())
+        self.show_runtimes(prefill.runtimes, prefill.pinned)
+
+    def show_runtimes(self, names: list[str], pinned: str | None) -> None:
+        """The runtimes to pick from, with this model's pin (or auto) selected."""
+        self.runtime_box.clear()
+        self.runtime_box.addItem("Runtime auto", "auto")
+        for name in names:
+            self.runtime_box.addItem(f"Runtime {name}", name)
+        if pinned and pinned not in names:
+            self.runtime_box.addItem(f"Runtime {pinned} (missing)", pinned)
+        self.runtime_box.setCurrentIndex(max(self.runtime_box.findData(pinned or "auto"), 0))
+
+    @Slot(int)
+    def _on_runtime_activated(self, index: int) -> None:
+        self.runtime_chosen.emit(self.runtime_box.itemData(index))
 
     # --- loading -----------------------------------------------------------------------------------
 
@@ -228,18 +314,46 @@ class ModelBar(QFrame):
 
     def show_loaded(self, info: Loaded | None, prefill: Prefill | None) -> None:
         self.load_progress.hide()
+        remote = info is not None and info.backend == "remote"
+        for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+            box.setEnabled(not remote)  # the server loaded the model with its own settings
         if info is None:
             self.model_label.setText("No model loaded")
             return
-        layers = (f"{info.gpu_layers}/{info.n_layers} layers on GPU" if info.gpu_offload_supported
-                  else "CPU only (this engine build has no GPU support)")
-        memory = human_memory(sum(info.memory_bytes.values()))
-        if prefill is not None and prefill.estimated_bytes is not None and prefill.path == info.model_path:
-            memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
+        if remote:
+            from app.remote.connections import display_name
+
+            d = info.details
+            self.model_label.setText(
+                f"<b>{html.escape(display_name(info.model_path))}</b><br><span style='font-size:small'>"
+                f"remote · {html.escape(str(d.get('server_kind')))} server at {html.escape(str(d.get('endpoint')))} · "
+                f"context {info.n_ctx} · {d.get('latency_ms', 0):.0f} ms away</span>")
+            self.model_label.setToolTip("")
+            return
+        same = prefill is not None and prefill.path == info.model_path
+        if info.devices:  # llama.cpp: runtime, device and layers as llama.cpp reported them
+            where = report.placement(info)
+            devices = report.device_lines(info, prefill.estimated_buffers if same else None)
+        else:
+            where = info.backend + " · " + (f"{info.gpu_layers}/{info.n_layers} layers on GPU"
+                                            if info.gpu_offload_supported else "CPU only")
+            devices = []
+        if info.details.get("experts_in_ram"):
+            where += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
+        if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
+            memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
+            if same and prefill.estimated_buffers:
+                memory += f" (estimated {human_memory(sum(prefill.estimated_buffers.values()))})"
+        else:
+            memory = human_memory(sum(info.memory_bytes.values()))
+            if same and prefill.estimated_bytes is not None:
+                memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
         self.model_label.setText(
             f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
-            f"{html.escape(info.backend)} · context {info.n_ctx} · {layers} · {html.escape(memory)} · "
+            f"{html.escape(where)} · context {info.n_ctx} · {html.escape(memory)} · "
             f"loaded in {human_ms(info.load_ms)}</span>")
+        tips = ([f"Runtime {info.runtime}: {info.runtime_reason}"] if info.runtime else []) + devices
+        self.model_label.setToolTip("\n".join(tips))
 
     def hide_progress(self) -> None:
         self.load_progress.hide()

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import secrets
 import socket
-import threading
 from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication, QObject, QRectF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from app.ui.background import sentence
+from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized
-from app.ui.lab_page import button as _button
-from app.ui.lab_page import scrolling_content as _scrolling
+from app.ui.widgets import button, scrolling_content
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
@@ -79,33 +77,19 @@ class Running:
     port: int
 
 
-class _ServerWorker(QObject):
-    started = Signal(object)  # Running
-    failed = Signal(str)  # a sentence
-    stopped = Signal()
+def _start_server(engine, request: ServeRequest) -> Running:
+    """Off the GUI thread: build the app over the Chat's engine and start serving it."""
+    from app.server.app import create_app
+    from app.server.thread import ServerThread
 
-    def start(self, engine, request: ServeRequest) -> None:
-        threading.Thread(target=self._start, args=(engine, request), name="server-start", daemon=True).start()
+    app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
+                     allowed_origins=request.allowed_origins)
+    server = ServerThread(app, request.host, request.port).start()
+    return Running(server, int(server.url.rsplit(":", 1)[1]))
 
-    def stop(self, running: Running) -> None:
-        threading.Thread(target=self._stop, args=(running,), name="server-stop", daemon=True).start()
 
-    def _start(self, engine, request: ServeRequest) -> None:
-        from app.server.app import create_app
-        from app.server.thread import ServerThread
-
-        try:
-            app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
-                             allowed_origins=request.allowed_origins)
-            server = ServerThread(app, request.host, request.port).start()
-        except Exception as exc:  # every failure reaches the page as a sentence
-            self.failed.emit(sentence(exc))
-            return
-        self.started.emit(Running(server, int(server.url.rsplit(":", 1)[1])))
-
-    def _stop(self, running: Running) -> None:
-        running.server.stop()  # open responses get a moment; the engine is the Chat's and stays
-        self.stopped.emit()
+def _stop_server(running: Running) -> None:
+    running.server.stop()  # open responses get a moment; the engine is the Chat's and stays
 
 
 def lan_address() -> str | None:
@@ -144,10 +128,11 @@ class ServerPage(QWidget):
         self.running: Running | None = None
         self.engine = bridge.shared_engine()
         self._stop_when_started = False
-        self._worker = _ServerWorker()
-        self._worker.started.connect(self._on_started)
-        self._worker.failed.connect(self._on_failed)
-        self._worker.stopped.connect(self._on_stopped)
+        self._starter = BackgroundCall("server-start")  # every failure reaches the page as a sentence
+        self._starter.succeeded.connect(self._on_started)
+        self._starter.failed.connect(self._on_failed)
+        self._stopper = BackgroundCall("server-stop")
+        self._stopper.succeeded.connect(self._on_stopped)
         for signal in (bridge.loaded, bridge.crashed, bridge.failed):
             signal.connect(self._on_engine_changed)
         self._poll = QTimer(self)
@@ -156,7 +141,7 @@ class ServerPage(QWidget):
         if (app := QCoreApplication.instance()) is not None:
             app.aboutToQuit.connect(self.shutdown)
 
-        root = QVBoxLayout(_scrolling(self))
+        root = QVBoxLayout(scrolling_content(self))
         root.setContentsMargins(32, 24, 32, 24)
         root.setSpacing(14)
         root.addWidget(QLabel("<h1>Local server</h1>"))
@@ -188,7 +173,7 @@ class ServerPage(QWidget):
         self.address.setPlaceholderText("shown here while the server is on")
         self.address.setAccessibleName("Server address")
         self.address.setMinimumWidth(320)
-        self.copy_button = _button("Copy", "Copy the server address", self._on_copy_clicked)
+        self.copy_button = button("Copy", "Copy the server address", self._on_copy_clicked)
         self.copy_button.setEnabled(False)
         row.addWidget(self.address, 1)
         row.addWidget(self.copy_button)
@@ -222,7 +207,7 @@ class ServerPage(QWidget):
         self.api_key.setAccessibleName("API key")
         self.api_key.setPlaceholderText("none: any program on this computer may call it")
         key_row.addWidget(self.api_key, 1)
-        key_row.addWidget(_button("Generate", "Generate an API key", self.generate_key))
+        key_row.addWidget(button("Generate", "Generate an API key", self.generate_key))
         form.addRow("API key", key_row)
         self.allow_lan = QCheckBox("Allow other devices on my network (needs an API key of 16+ characters)")
         self.allow_lan.setAccessibleName("Allow other devices on my network")
@@ -317,7 +302,7 @@ class ServerPage(QWidget):
         self._stop_when_started = False
         self.message.setText("")
         self._set_state("starting", "Starting…")
-        self._worker.start(self.engine, request)
+        self._starter.start(_start_server, self.engine, request)
 
     def _refuse(self, text: str) -> None:
         self.switch.blockSignals(True)
@@ -330,7 +315,7 @@ class ServerPage(QWidget):
         running, self.running = self.running, None
         self._poll.stop()
         self._set_state("stopping", "Stopping: finishing open requests…")
-        self._worker.stop(running)
+        self._stopper.start(_stop_server, running)
 
     def _set_state(self, state: str, text: str) -> None:
         self.state = state
@@ -344,8 +329,8 @@ class ServerPage(QWidget):
             self.active.setText("0")
         self.state_changed.emit(state)
 
-    @Slot(object)
-    def _on_started(self, running: Running) -> None:
+    @Slot(int, object)
+    def _on_started(self, ticket: int, running: Running) -> None:
         self.running = running
         url = f"http://{LOCAL_HOST}:{running.port}/v1"
         self._set_state("on", "On")
@@ -363,13 +348,13 @@ class ServerPage(QWidget):
             if self.state == "on":
                 self._begin_stop()
 
-    @Slot(str)
-    def _on_failed(self, text: str) -> None:
+    @Slot(int, object)
+    def _on_failed(self, ticket: int, error: Exception) -> None:
         self._set_state("off", "Off")
-        self._refuse(f"The server could not start: {text}")
+        self._refuse(f"The server could not start: {sentence(error)}")
 
-    @Slot()
-    def _on_stopped(self) -> None:
+    @Slot(int, object)
+    def _on_stopped(self, ticket: int, _nothing: None) -> None:
         self._set_state("off", "Off")
         if self.switch.isChecked():  # switched on again while it was stopping
             self._begin_start()

@@ -1,4 +1,5 @@
-"""The Settings page: models folder, Hugging Face token, offline mode, default context length and theme.
+"""The Settings page: models folder, Hugging Face token, offline mode, default context length, theme, and the
+connections to remote engines (app/ui/remote_connections.py).
 
 Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
 login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
@@ -12,9 +13,9 @@ from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
-from app import paths
 from app import settings as app_settings
 from app.hub import config
+from app.ui.remote_connections import ConnectionsPanel
 
 THEME_NAMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 
@@ -109,6 +110,9 @@ class SettingsPage(QScrollArea):
         self.theme_box.setMaximumWidth(220)
         form.addRow("Theme", self.theme_box)
 
+        self.remote_panel = ConnectionsPanel()
+        form.addRow("Remote engines", self.remote_panel)
+
         self.status = QLabel(self.current.problem)
         self.status.setWordWrap(True)
         self.status.setAccessibleName("Settings status")
@@ -132,7 +136,7 @@ class SettingsPage(QScrollArea):
     def show_settings(self) -> None:
         s = self.current
         env_dir = os.environ.get("QUANTDESK_MODELS_DIR")
-        self.models_dir_label.setText(str(paths.models_dir()))
+        self.models_dir_label.setText(str(app_settings.models_dir()))
         self.models_dir_button.setEnabled(not env_dir)
         self.models_dir_default.setEnabled(not env_dir and s.models_dir is not None)
         self.models_dir_note.setText(
@@ -178,7 +182,7 @@ class SettingsPage(QScrollArea):
 
     @Slot()
     def _on_choose_models_dir(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Models folder", str(paths.models_dir()))
+        folder = QFileDialog.getExistingDirectory(self, "Models folder", str(app_settings.models_dir()))
         if folder:
             self.set_models_dir(folder)
 
@@ -202,7 +206,7 @@ class SettingsPage(QScrollArea):
         if not self._save(models_dir=folder):
             return False
         self.show_settings()
-        self.models_dir_changed.emit(str(paths.models_dir()))
+        self.models_dir_changed.emit(str(app_settings.models_dir()))
         return True
 
     # --- token -------------------------------------------------------------------------------------

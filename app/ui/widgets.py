@@ -1,5 +1,5 @@
 """Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
-undo bar."""
+undo bar; and the helpers pages share to build themselves (a scrolling page, a named button)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,32 @@ from collections import deque
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QPainter, QPalette, QPen, QPolygonF
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy,
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QSizePolicy,
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
+
+
+def scrolling_content(page: QWidget) -> QWidget:
+    """The widget to lay the page out in: inside a scroll area, so a small window can still show the
+    page (and the main window keeps the small minimum size it has without it)."""
+    outer = QVBoxLayout(page)
+    outer.setContentsMargins(0, 0, 0, 0)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    content = QWidget()
+    scroll.setWidget(content)
+    outer.addWidget(scroll)
+    return content
+
+
+def button(text: str, accessible: str, slot) -> QPushButton:
+    """A push button with its accessible name, its click connected to ``slot`` (a bound slot)."""
+    pushed = QPushButton(text)
+    pushed.setAccessibleName(accessible)
+    pushed.clicked.connect(slot)
+    return pushed
 
 
 class Sparkline(QWidget):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
-from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
+from PySide6.QtCore import QSettings, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -13,7 +12,7 @@ from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, Q
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
 from app.hardware.profile import HardwareProfile
-from app.ui.background import QuietAtQuit
+from app.ui.background import BackgroundCall
 from app.ui.chat_page import ChatPage
 from app.ui.discover_page import DiscoverPage
 from app.ui.downloads_page import DownloadsPage
@@ -41,24 +40,6 @@ QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
 QLabel#ok { color: #1b8a3a; font-weight: bold; }
 QLabel#no { color: #b3261e; font-weight: bold; }
 """
-
-
-class _HardwareProbe(QuietAtQuit):
-    """Runs detection off the GUI thread; the result comes back as a queued signal."""
-
-    detected = Signal(object)
-    failed = Signal(str)
-
-    def start(self, detect: Callable[[], HardwareProfile]) -> None:
-        threading.Thread(target=self._run, args=(detect,), name="hardware-probe", daemon=True).start()
-
-    def _run(self, detect: Callable[[], HardwareProfile]) -> None:
-        try:
-            self.detected.emit(detect())
-        except QuantDeskError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # a probe bug must not leave the page saying "Detecting…" forever
-            self.failed.emit(f"Hardware detection failed: {exc!r}")
 
 
 def default_detect() -> HardwareProfile:
@@ -125,9 +106,10 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         # No Qt parent: the probe thread holds its own reference, so a window closed (and deleted)
         # before detection ends leaves the probe alive to emit into nothing instead of raising.
-        self._probe = _HardwareProbe()
-        self._probe.detected.connect(self._on_hardware_detected)
+        self._probe = BackgroundCall("hardware-probe")
+        self._probe.succeeded.connect(self._on_hardware_detected)
         self._probe.failed.connect(self._on_hardware_failed)
+        self.hardware.runtimes_panel.changed.connect(self._on_runtimes_changed)
         self.discover.download_requested.connect(self._on_download_requested)
         self.discover.import_requested.connect(self._on_import_requested)
         self.downloads.chat_requested.connect(self._on_chat_requested)
@@ -168,10 +150,10 @@ class MainWindow(QMainWindow):
         self.sidebar.setCurrentRow(self.sender().property("page"))
 
     def detect_hardware(self, detect: Callable[[], HardwareProfile] = default_detect) -> None:
-        self._probe.start(detect)
+        self._probe.start(detect)  # a probe bug must not leave the page saying "Detecting…" forever: failed says it
 
-    @Slot(object)
-    def _on_hardware_detected(self, profile: HardwareProfile) -> None:
+    @Slot(int, object)
+    def _on_hardware_detected(self, ticket: int, profile: HardwareProfile) -> None:
         self.hardware.set_profile(profile)
         self.chat.set_profile(profile)
         self.discover.set_profile(profile)
@@ -221,8 +203,13 @@ class MainWindow(QMainWindow):
         self.first_run.open()
         return self.first_run
 
-    @Slot(str)
-    def _on_hardware_failed(self, message: str) -> None:
+    @Slot()
+    def _on_runtimes_changed(self) -> None:
+        self.detect_hardware()  # the runtimes' devices, and so every fit, depend on which are installed
+
+    @Slot(int, object)
+    def _on_hardware_failed(self, ticket: int, error: Exception) -> None:
+        message = str(error) if isinstance(error, QuantDeskError) else f"Hardware detection failed: {error!r}"
         self.hardware.show_message(message)
 
     def _restore(self) -> None:

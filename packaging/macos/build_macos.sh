@@ -48,7 +48,10 @@ if [[ ${#MODELS[@]} -gt 0 ]]; then
     mkdir -p "$APP/Contents/Resources/models"
     cp -R "${MODELS[@]}" "$APP/Contents/Resources/models/"
 fi
+log "llama.cpp runtime: metal (the build venv's llama-cpp-python: Metal is on by default on Apple silicon)"
+"$PYTHON" packaging/bundle_runtimes.py "$APP/Contents/Resources" metal=env
 "$APP/Contents/MacOS/quantdesk" --version >/dev/null  # the bundle starts at all
+"$APP/Contents/MacOS/quantdesk" runtime ls  # ... and so does its runtime
 
 log "signing"
 if [[ -n "$SIGN_ID" ]]; then

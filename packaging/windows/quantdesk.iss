@@ -2,6 +2,10 @@
 ;
 ; Build (on Windows, from the repository root, with Inno Setup 6 and a venv holding ".[llama,packaging]"):
 ;   python -m PyInstaller --noconfirm --clean --distpath dist --workpath build\pyinstaller packaging\quantdesk.spec
+;   python -m app.cli runtime build vulkan     (the Vulkan SDK installed: VULKAN_SDK is set by its installer)
+;   python -m app.cli runtime build cuda       (the CUDA 12 toolkit installed: nvcc on PATH)
+;   python packaging\bundle_runtimes.py dist\quantdesk cpu=env vulkan=%LOCALAPPDATA%\QuantDesk\runtimes\vulkan ^
+;          cuda=%LOCALAPPDATA%\QuantDesk\runtimes\cuda
 ;   iscc /DAppVersion=0.1.0 packaging\windows\quantdesk.iss
 ;   iscc /DAppVersion=0.1.0 /DModelsDir=C:\path\to\models packaging\windows\quantdesk.iss   (offline package with models)
 ; Output: dist\quantdesk-<version>-windows-x64-setup.exe
@@ -9,6 +13,9 @@
 ; dist\quantdesk\ holds two programs over one _internal folder (packaging/quantdesk.spec):
 ;   quantdesk.exe      console: the CLI, and the engine host the app starts per model
 ;   quantdesk-gui.exe  windowed: what the Start menu and desktop shortcuts start (no console window)
+; and the llama.cpp runtimes QuantDesk chooses from per load (app/runtimes): runtimes\cpu, runtimes\vulkan
+; (any GPU with a Vulkan driver), runtimes\cuda (CUDA 12, NVIDIA; the CUDA runtime DLLs cudart64_12,
+; cublas64_12 and cublasLt64_12 from the toolkit's bin folder must sit in runtimes\cuda\site\llama_cpp\lib).
 
 #ifndef AppVersion
   #define AppVersion "0.1.0"

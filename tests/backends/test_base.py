@@ -100,3 +100,44 @@ def test_trailing_text_is_released_but_not_counted_and_held_text_is_flushed():
     assert [t.count for t in tokens] == [1, 1, 0]  # '!' released the held 'ST' with it
     assert done.stats.generated_tokens == 2
     assert isinstance(done, Done) and all(isinstance(t, Token) for t in tokens)
+
+
+def test_peak_memory_on_windows_reads_the_peak_working_set_without_resource(monkeypatch):
+    """Windows has no ``resource``; psutil's Windows build reports the peak working set (a recorded pmem)."""
+    import sys
+    from collections import namedtuple
+
+    from backends import base
+
+    pmem = namedtuple("pmem", "rss vms num_page_faults peak_wset wset peak_paged_pool paged_pool "
+                              "peak_nonpaged_pool nonpaged_pool pagefile peak_pagefile private")
+    recorded = pmem(rss=1_228_800_000, vms=1_404_239_872, num_page_faults=417_332, peak_wset=1_540_096_000,
+                    wset=1_228_800_000, peak_paged_pool=612_520, paged_pool=598_312, peak_nonpaged_pool=48_624,
+                    nonpaged_pool=41_288, pagefile=1_404_239_872, peak_pagefile=1_611_939_840,
+                    private=1_404_239_872)
+
+    class Process:
+        def memory_info(self):
+            return recorded
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setitem(sys.modules, "psutil", type(sys)("psutil"))
+    monkeypatch.setattr(sys.modules["psutil"], "Process", Process, raising=False)
+    monkeypatch.setitem(sys.modules, "resource", None)  # any import of it now raises
+    assert base.peak_rss_bytes() == 1_540_096_000
+
+
+def test_peak_memory_on_this_machine_is_in_bytes():
+    import psutil
+
+    from backends.base import peak_rss_bytes
+
+    resident = psutil.Process().memory_info().rss
+    # bytes, not KiB (a factor of 1024 off); the kernel updates the high-water mark lazily, so not ">= resident"
+    assert resident / 2 < peak_rss_bytes() < resident * 4
+
+
+def test_sampling_settings_from_a_saved_dict_ignores_unknown_keys_and_takes_any_stop_sequence():
+    saved = {"temperature": 0.2, "stop": ["</s>", "###"], "mirostat": 2, "max_tokens": 64}
+    assert SamplingSettings.from_dict(saved) == SamplingSettings(temperature=0.2, stop=("</s>", "###"), max_tokens=64)
+    assert SamplingSettings.from_dict({}) == SamplingSettings()

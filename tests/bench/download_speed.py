@@ -38,7 +38,8 @@ def main() -> int:
         os.environ["HF_ENDPOINT"] = server.url
         from huggingface_hub import hf_hub_download
 
-        from app.hub.download import DownloadRequest, Settings, download
+        from app.hub.download import Settings, download
+        from app.hub.plan import DownloadRequest
         from app.hub.library import Library
 
         size = blob.stat().st_size
@@ -53,7 +54,7 @@ def main() -> int:
             t0 = time.perf_counter()
             result = download(DownloadRequest("bench/big-GGUF", quant="Q4_K_M"), settings=Settings(disk_reserve=0))
             ours.append(time.perf_counter() - t0)
-            Library().remove(f"bench/big-GGUF:Q4_K_M")
+            Library().remove("bench/big-GGUF:Q4_K_M")
             assert not result.path.exists()
             print(f"round {round_no + 1}: hf_hub_download {size / theirs[-1] / 1e6:7.0f} MB/s   "
                   f"quantdesk (sha256-verified) {size / ours[-1] / 1e6:7.0f} MB/s", flush=True)

@@ -51,7 +51,7 @@ def raw_llama(path: str, threads: int, n_ctx: int):
 
     def run(sampling: SamplingSettings) -> tuple[float, int]:
         times = []
-        for token in llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
+        for _token in llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
                                   temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty):
             times.append(time.perf_counter())
             if len(times) >= sampling.max_tokens:

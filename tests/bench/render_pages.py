@@ -24,14 +24,15 @@ sys.path.insert(0, str(ROOT))
 from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from app.chats.store import ChatStore  # noqa: E402
-from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile  # noqa: E402
+from app.hardware.profile import (BackendSupport, CpuInfo, GpuInfo, HardwareProfile, RuntimeDevice,  # noqa: E402
+                                  RuntimeInfo)
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.formatting import human_bytes  # noqa: E402
 from app.ui.main import application  # noqa: E402
 from app.ui.model_bar import Prefill  # noqa: E402
 from app.ui.theme import ThemeFollower  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
-from backends.base import (Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
+from backends.base import (DeviceLoad, Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
                            SamplingSettings, Token)
 
 GB = 10**9
@@ -66,8 +67,15 @@ class ScriptedEngine:
     loaded: Loaded | None = None  # what the local server reads, as from the real EngineClient
 
     def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
+        gpu = "NVIDIA GeForce RTX 4070 Laptop GPU"
         self.loaded = Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
-                             {"cuda:0": int(5.3 * GB), "cpu": int(0.6 * GB)}, 2140.0)
+                             {"cpu": int(0.6 * GB)}, 2140.0, runtime="vulkan",
+                             runtime_reason=f"{gpu} runs on the Vulkan runtime (no CUDA runtime is installed: "
+                                            "`quantdesk runtime build cuda` is usually faster)",
+                             devices=(DeviceLoad("Vulkan0", gpu, 28, int(4.17 * 2**30), 448 * 2**20, 304 * 2**20, 0,
+                                                 int(7.2 * 2**30)),
+                                      DeviceLoad("CPU", "", 0, 292 * 2**20, 0, 23 * 2**20, 2**20)),
+                             offloaded_layers=29, offloadable_layers=29)
         return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
@@ -94,13 +102,18 @@ def sample_laptop() -> HardwareProfile:
         gpus=[GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070 Laptop GPU", 8 * 2**30, int(7.2 * 2**30),
                       driver="560.35.03", compute_capability="8.9", bandwidth_gbps=256.0)],
         disk_free_bytes=412 * GB, disk_path="/home/ada/models",
+        runtimes=[RuntimeInfo("cpu", "cpu", "environment", "0.3.36", size_bytes=25 * 2**20,
+                              devices=[RuntimeDevice("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)]),
+                  RuntimeInfo("vulkan", "vulkan", "user", "0.3.36", size_bytes=151 * 2**20,
+                              built_at="2026-11-20T18:02:11+01:00",
+                              devices=[RuntimeDevice("Vulkan0", "NVIDIA GeForce RTX 4070 Laptop GPU", "gpu", 8 * 2**30,
+                                                     int(7.2 * 2**30), "nvidia", False, 2**32 - 1),
+                                       RuntimeDevice("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)])],
         backends=[BackendSupport("llama.cpp", True),
                   BackendSupport("mlx", False, "MLX runs on Apple Silicon (and on Linux CPUs with mlx[cpu])",
                                  "pip install 'quantdesk[mlx]'"),
                   BackendSupport("exllamav2", False, "exllamav2 is not installed", "pip install 'quantdesk[exl2]'"),
-                  BackendSupport("exllamav3", False, "exllamav3 is not installed", "pip install 'quantdesk[exl3]'")],
-        hints=["Your llama.cpp build has no CUDA support, so the RTX 4070 sits idle: reinstall llama-cpp-python "
-               "with CMAKE_ARGS=\"-DGGML_CUDA=on\" to run models up to 8 GB on the GPU."])
+                  BackendSupport("exllamav3", False, "exllamav3 is not installed", "pip install 'quantdesk[exl3]'")])
 
 
 def settle(app, ms: int = 80) -> None:
@@ -122,8 +135,10 @@ def wait_for(app, signal, action) -> None:
 def fill_discover_and_downloads(window) -> None:
     """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
     and the Downloads page with one job running and one finished."""
-    from app.hub.download import DownloadRequest, DownloadResult, DownloadTask, Progress
-    from app.ui.discover_data import ModelChoices, QuantChoice
+    from app.hub.download import DownloadResult, Progress
+    from app.hub.download_queue import DownloadTask
+    from app.hub.plan import DownloadRequest
+    from app.hub.discover import ModelChoices, QuantChoice
 
     repo = "Qwen/Qwen2.5-7B-Instruct-GGUF"
     rows = (("Q3_K_M", 3.81, "full GPU", 4.6, 58.0), ("Q4_K_M", 4.68, "full GPU", 5.5, 47.9),
@@ -233,7 +248,7 @@ def fill_lab_and_server(window, work: Path) -> None:
     server.switch.setChecked(True)
     server.switch.blockSignals(False)
     server.state = "starting"
-    server._on_started(Running(_IdleServer(), 8080))
+    server._on_started(0, Running(_IdleServer(), 8080))  # as the start job answers (ticket, result)
     server._on_poll()
 
 
@@ -248,11 +263,11 @@ def isolate(work: Path) -> None:
 
 def fill_library(work: Path) -> None:
     """A library as a user has it after a few weeks: downloads, a copied import, a model used in place."""
-    from app import paths
+    from app import settings
     from app.hub import config
     from app.hub.library import Library, LibraryEntry
 
-    root = paths.models_dir()
+    root = settings.models_dir()
     library = Library(root)
     usb = work / "usb" / "Mistral-7B-Instruct-v0.3-Q5_K_M.gguf"
     usb.parent.mkdir(parents=True)
@@ -304,7 +319,9 @@ def main() -> int:
     window.library.select("bartowski/Qwen2.5-7B-Instruct-GGUF:Q4_K_M")
     # The estimate the model bar shows beside what loaded (what prefill_for gives for this file on the laptop).
     chat.prefill = Prefill(MODEL, LoadSettings(n_ctx=8192), estimated_bytes=int(5.6 * 2**30), expected_gpu_blocks=28,
-                           verdict="full GPU", reason="all 29 layers on GPU0: 5.6 of 7.2 GiB")
+                           verdict="full GPU", reason="all 29 layers on Vulkan0: 5.6 of 7.2 GiB",
+                           runtime="Vulkan · NVIDIA GeForce RTX 4070 Laptop GPU (8.0 GiB)", runtimes=["cpu", "vulkan"],
+                           estimated_buffers={"Vulkan0": int(4.87 * 2**30), "CPU": 330 * 2**20})
     chat.model_bar.show_estimate(chat.prefill)
     wait_for(app, bridge.loaded, lambda: chat.load_model(MODEL, LoadSettings(n_ctx=8192)))
     chat.new_conversation()

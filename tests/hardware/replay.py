@@ -124,4 +124,5 @@ def recorded_sources(name: str, models_dir: str | None = None) -> Sources:
         backend_statuses=lambda: statuses,
         windows_feature=lambda code: code in features,
         mlx_device_info=mlx_device_info,
+        runtimes=lambda: machine.get("runtimes"),
     )

@@ -65,10 +65,10 @@ def test_real_machine_profile_round_trips_through_json(real_profile, tmp_path):
 
 
 def test_real_machine_disk_is_measured_where_models_go(real_profile):
-    from app import paths
+    from app import settings
 
     # The isolated models folder does not exist yet: its nearest existing parent is measured.
-    assert Path(paths.models_dir()).is_relative_to(real_profile.disk_path)
+    assert Path(settings.models_dir()).is_relative_to(real_profile.disk_path)
     assert real_profile.disk_free_bytes == pytest.approx(shutil.disk_usage(real_profile.disk_path).free, rel=0.01)
 
 

@@ -20,7 +20,8 @@ DRIVER = textwrap.dedent("""
     import hashlib, json, os, sys, threading, time
     from pathlib import Path
     from app.errors import QuantDeskError
-    from app.hub.download import STAGING_DIR_NAME, Downloader, DownloadRequest, Settings
+    from app.hub.download import STAGING_DIR_NAME, Downloader, Settings
+    from app.hub.plan import DownloadRequest
 
     repo, name, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
     models = Path(os.environ["QUANTDESK_MODELS_DIR"])

@@ -8,9 +8,10 @@ import threading
 
 import pytest
 
-from app import paths
-from app.hub.download import (STAGING_DIR_NAME, DownloadManager, DownloadRequest, Downloader, Settings, download,
-                              partial_downloads)
+from app import settings
+from app.hub.download import STAGING_DIR_NAME, Downloader, Settings, download, partial_downloads
+from app.hub.download_queue import DownloadManager
+from app.hub.plan import DownloadRequest
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, IntegrityError, NotEnoughDiskSpace,
                             OfflineError, UnsafeFileName)
 from app.hub.library import Library
@@ -37,7 +38,7 @@ def _content_gets(server, name=FILE):
 def _nothing_installed(repo_id=REPO):
     assert Library().entries(refresh=False) == []
     owner, name = repo_id.split("/")
-    target = paths.models_dir() / owner / name
+    target = settings.models_dir() / owner / name
     assert not target.exists() or not any(target.iterdir())
 
 
@@ -46,12 +47,12 @@ def test_clean_download_is_verified_pinned_and_registered(repo, fast):
     result = download(DownloadRequest(REPO, quant="Q4_K_M"), settings=fast)
     assert result.commit == commit
     assert sha256(result.path) == sha256(data)
-    assert result.path == paths.models_dir() / "acme" / "tiny-GGUF" / FILE
+    assert result.path == settings.models_dir() / "acme" / "tiny-GGUF" / FILE
     resolves = [r for r in server.requests_for(FILE) if "/resolve/" in r.path]
     assert resolves and all(f"/resolve/{commit}/" in r.path for r in resolves)  # pinned, not "main"
     entry = Library().find(f"{REPO}:Q4_K_M")
     assert (entry.commit_hash, entry.size, entry.files[0]["sha256"]) == (commit, SIZE, sha256(data))
-    assert not (paths.models_dir() / STAGING_DIR_NAME / DownloadRequest(REPO, quant="Q4_K_M").key()).exists()
+    assert not (settings.models_dir() / STAGING_DIR_NAME / DownloadRequest(REPO, quant="Q4_K_M").key()).exists()
 
 
 def test_connection_dropped_mid_file_resumes_with_range(repo, fast):
@@ -115,7 +116,7 @@ def test_html_page_forever_installs_nothing(repo, fast):
     with pytest.raises(DownloadError, match="web page instead of the file"):
         download(DownloadRequest(REPO, quant="Q4_K_M"), settings=fast)
     _nothing_installed()
-    staged = [p for p in (paths.models_dir() / STAGING_DIR_NAME).rglob("*.part") if p.stat().st_size]
+    staged = [p for p in (settings.models_dir() / STAGING_DIR_NAME).rglob("*.part") if p.stat().st_size]
     assert staged == []  # not one byte of the page reached the partial
 
 
@@ -133,7 +134,7 @@ def test_a_file_that_never_matches_its_sha256_is_not_installed(repo, fast):
     with pytest.raises(IntegrityError, match="sha256 .* does not match the Hub's"):
         download(DownloadRequest(REPO, quant="Q4_K_M"), settings=fast)
     _nothing_installed()
-    assert list((paths.models_dir() / STAGING_DIR_NAME).rglob(FILE + "*")) == []
+    assert list((settings.models_dir() / STAGING_DIR_NAME).rglob(FILE + "*")) == []
 
 
 def test_small_non_lfs_file_is_checked_by_its_git_blob_id(hub_env, fast):
@@ -176,7 +177,7 @@ def test_names_escaping_the_models_folder_are_refused_before_any_file_request(hu
     with pytest.raises(UnsafeFileName, match="Refused the file name"):
         download(DownloadRequest("evil/repo"), settings=fast)
     assert not [r for r in hub_env.log if "/resolve/" in r.path or r.path.startswith("/lfs/")]
-    assert not (paths.models_dir().parent / "escape.safetensors").exists()
+    assert not (settings.models_dir().parent / "escape.safetensors").exists()
 
 
 def test_a_user_given_unsafe_name_is_refused_before_any_request(hub_env, fast):
@@ -195,8 +196,8 @@ def test_offline_mode_refuses_without_connecting(repo, fast, monkeypatch):
 
 def test_disk_space_is_checked_before_the_start(repo, fast):
     server, _, _ = repo
-    paths.models_dir().mkdir(parents=True)
-    free = shutil.disk_usage(paths.models_dir()).free
+    settings.models_dir().mkdir(parents=True)
+    free = shutil.disk_usage(settings.models_dir()).free
     tight = Settings(**{**fast.__dict__, "disk_reserve": free})
     with pytest.raises(NotEnoughDiskSpace, match=r"need 3\.0 MB, .* free"):
         download(DownloadRequest(REPO, quant="Q4_K_M"), settings=tight)
@@ -217,7 +218,7 @@ def _pause_at(downloader: Downloader, fraction: float):
     def run():
         try:
             outcome["result"] = downloader.run()
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - the test reads whatever ended the run
             outcome["error"] = exc
 
     thread = threading.Thread(target=run)

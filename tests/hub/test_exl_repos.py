@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.hub.download import DownloadRequest, exl_branch_for
+from app.hub.plan import DownloadRequest, exl_branch_for
 from app.hub.errors import HubError
 from tests.fixtures.hub_server import EXL_TINY, exl_branch_files, exl_safetensors
 from tests.hub.conftest import sha256

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from app import paths
+from app import settings
 from app.hub.config import hf_hub_cache
 from app.hub.library import MANIFEST_NAME, Library
 from tests.hub.conftest import sha256, write_gguf
@@ -56,17 +56,18 @@ def test_copied_import_is_owned_and_rm_frees_the_disk(tmp_path):
     assert usage["owned_bytes"] == src.stat().st_size and usage["models"] == 1
     _, freed = Library().remove("local:x-Q6_K")
     assert freed == src.stat().st_size
-    assert not (paths.models_dir() / "local" / "x-Q6_K").exists()
+    assert not (settings.models_dir() / "local" / "x-Q6_K").exists()
     assert Library().disk_usage()["owned_bytes"] == 0
 
 
 def test_manifest_is_sqlite_with_what_the_design_asks(hub_env, tmp_path):
-    from app.hub.download import DownloadRequest, download
+    from app.hub.download import download
+    from app.hub.plan import DownloadRequest
 
     gguf = write_gguf(tmp_path / "s-Q4_K_M.gguf")
     commit = hub_env.add_repo("acme/s-GGUF", {gguf.name: gguf}, tags=["gguf"])
     download(DownloadRequest("acme/s-GGUF"))
-    with sqlite3.connect(paths.models_dir() / MANIFEST_NAME) as conn:
+    with sqlite3.connect(settings.models_dir() / MANIFEST_NAME) as conn:
         row = conn.execute("SELECT repo_id, commit_hash, format, quant, architecture, files, size FROM models").fetchone()
     assert row[:5] == ("acme/s-GGUF", commit, "gguf", "Q4_K_M", "llama")
     assert json.loads(row[5]) == [{"path": gguf.name, "size": gguf.stat().st_size, "sha256": sha256(gguf)}]

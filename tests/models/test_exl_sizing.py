@@ -66,15 +66,15 @@ def _gpu(name: str, vram: int, capability: str) -> GpuInfo:
 def test_exl_is_preferred_when_the_whole_model_fits_and_the_backend_runs(monkeypatch):
     hw = _hw_from_probes(monkeypatch, recorded_nvml("rtx4090-desktop"), _gpu("RTX 4090", 24 * GiB, "8.9"))
     report = recommend([("exl", _exl()), ("gguf", _fake_gguf("Q4_K_M", layer_bytes=130 * MiB))], hw)
-    assert report["best"]["format"] == "exl3"
-    assert report["format_preference"][:2] == ["exl3", "exl2"]
+    assert report.best.format == "exl3"
+    assert report.format_preference[:2] == ["exl3", "exl2"]
 
 
 def test_gguf_comes_first_when_no_exl_quant_fits_in_vram(monkeypatch):
     hw = _hw_from_probes(monkeypatch, recorded_nvml("rtx3060-laptop-windows"), _gpu("RTX 3060 Laptop", 6 * GiB, "8.6"))
     report = recommend([("exl", _exl(weights=8 * GiB)), ("gguf", _fake_gguf("Q4_K_M", layer_bytes=130 * MiB))], hw)
-    assert report["format_preference"][0] == "gguf"
-    assert report["best"]["format"] == "gguf"
+    assert report.format_preference[0] == "gguf"
+    assert report.best.format == "gguf"
 
 
 def test_exl3_is_not_recommended_on_a_gpu_older_than_ampere(monkeypatch):
@@ -82,8 +82,8 @@ def test_exl3_is_not_recommended_on_a_gpu_older_than_ampere(monkeypatch):
     assert not next(b for b in hw.backends if b.name == "exllamav3").available
     report = recommend([("exl3", _exl("exl3")), ("exl2", _exl("exl2")),
                         ("gguf", _fake_gguf("Q4_K_M", layer_bytes=130 * MiB))], hw)
-    assert report["best"]["format"] == "exl2"  # exllamav2 runs on Turing; EXL3 does not
-    assert "exl3" not in report["format_preference"]
+    assert report.best.format == "exl2"  # exllamav2 runs on Turing; EXL3 does not
+    assert "exl3" not in report.format_preference
 
 
 def test_no_exl_without_a_usable_backend(monkeypatch):
@@ -91,4 +91,4 @@ def test_no_exl_without_a_usable_backend(monkeypatch):
     backends = [BackendSupport(s.name, s.availability.available) for s in registry.statuses()]
     hw = _hw([_gpu("RTX 4090", 24 * GiB, "8.9")], backends=backends)
     report = recommend([("exl", _exl()), ("gguf", _fake_gguf("Q4_K_M", layer_bytes=130 * MiB))], hw)
-    assert report["best"]["format"] == "gguf" and report["format_preference"] == ["gguf"]
+    assert report.best.format == "gguf" and report.format_preference == ["gguf"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.models.metadata import ModelMetadataError, read_model, read_safetensors_file
-from app.models.remote import read_remote_gguf
+from app.hub.remote import read_remote_gguf
 from tests.fixtures.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[2]

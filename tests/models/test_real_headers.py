@@ -13,6 +13,7 @@ import gguf
 import pytest
 
 from app.cli import main
+from app.hub.remote import read_remote_gguf
 from app.models.estimate import (
     LlamaCppSettings,
     UnknownModel,
@@ -22,7 +23,6 @@ from app.models.estimate import (
 )
 from app.models.metadata import NeedMoreData, metadata_from_gguf, parse_gguf_header, read_gguf_file
 from app.models.recommend import recommend
-from app.models.remote import read_remote_gguf
 
 DATA = Path(__file__).parent / "data" / "real-vocab"
 MiB = 1 << 20
@@ -172,8 +172,8 @@ def test_cli_inspect_and_fit(tmp_path, capsys):
 def test_recommend_never_picks_a_vocab_only_file():
     candidates = [(name, read_gguf_file(DATA / name)) for name in FILES]
     report = recommend(candidates, _hardware(), 4096)
-    assert {c["verdict"] for c in report["candidates"]} == {"unknown"}
-    assert not report["best_per_format"] and not report.get("best")
+    assert {c.verdict for c in report.candidates} == {"unknown"}
+    assert not report.best_per_format and report.best is None
 
 
 # ------------------------------------------------------------------ Gemma 4: per-layer header layout

@@ -139,7 +139,7 @@ def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(s
 
     results, outcomes, after = asyncio.run(scenario())
     modes = [mode for mode, _, _ in plans]
-    for mode, result in zip(modes, results):
+    for mode, result in zip(modes, results, strict=True):
         expected = {"finish": {"stop", "length"}, "drop_mid_stream": {"dropped mid-stream"},
                     "drop_any_time": {"stop", "length", "dropped"}}[mode]
         assert result in expected, (mode, result)

@@ -479,7 +479,7 @@ def test_a_reply_the_full_disk_refuses_streams_on_says_so_and_save_now_saves_it_
     assert not chat.banner.isVisible()
     saved = chat.store.message(reply_id)
     assert (saved.content, saved.state, saved.stats) == (text, "complete", stats)
-    assert not chat._save_retry.isActive()
+    assert not chat.reply.retry_timer.isActive()
 
 
 def test_a_message_the_full_disk_refuses_is_not_sent_and_stays_in_the_composer(qtbot, make_window):
@@ -555,13 +555,13 @@ def test_a_crash_on_a_full_disk_keeps_the_reply_and_the_retry_saves_it_once_ther
     assert "Cannot save the reply: the disk that holds the chat database is full." in notice
     assert chat.reload_button.isVisible() and chat.save_button.isVisible()
     assert chat.view.bubble(reply_id).markdown == kept and "interrupted" in chat.view.bubble(reply_id).meta.text()
-    assert chat._save_retry.isActive()
+    assert chat.reply.retry_timer.isActive()
 
-    chat._save_retry.setInterval(20)
+    chat.reply.retry_timer.setInterval(20)
     free_space(chat.store)
     qtbot.waitUntil(lambda: not chat.save_button.isVisible(), timeout=5_000)
     assert "not saved" not in chat.banner_text.text() and "The engine stopped unexpectedly" in chat.banner_text.text()
     assert chat.reload_button.isVisible()
     saved = chat.store.message(reply_id)
     assert (saved.content, saved.state) == (kept, "interrupted")
-    assert not chat._save_retry.isActive()
+    assert not chat.reply.retry_timer.isActive()

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
-from app.ui.discover_data import badge, starter_list
+from app.hub.discover import badge, starter_list, starters_for
 from app.ui.discover_page import PAGE_SIZE, DiscoverPage
 from tests.ui.tiny_hub import TINY_REPO, cpu_only, nvidia, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
@@ -41,15 +41,19 @@ def test_the_first_screen_is_the_curated_starting_list_and_says_so(qtbot):
     assert "starting list" in page.list_title.text() and "not a ranking" in page.list_title.text()
     formats = [m.format for m in starter_list().models]
     assert {"gguf", "mlx"} <= set(formats) and all(m.why for m in starter_list().models)
-    # Not a Mac: GGUF first, MLX after; a 7B at 4 bits is marked as likely too large for 2 GiB of RAM.
+    # Not a Mac: of the models likely to fit, GGUF first and MLX after, then those likely too large; a 120B
+    # is marked as likely too large for 3 GiB of RAM.
     order = listed(page)
-    assert max(order.index(m.repo_id) for m in starter_list().models if m.format == "gguf") < min(
-        order.index(m.repo_id) for m in starter_list().models if m.format == "mlx")
-    small = make_page(qtbot, cpu_only(2))
+    fitting = [m for m, likely in starters_for(cpu_only(16), starter_list()) if likely]
+    assert max(order.index(m.repo_id) for m in fitting if m.format == "gguf") < min(
+        order.index(m.repo_id) for m in fitting if m.format == "mlx")
+    assert {m.format for m in fitting} == {"gguf", "mlx"} and order[:len(fitting)] == [m.repo_id for m in fitting]
+    small = make_page(qtbot, cpu_only(4))
     texts = {small.results.item(i).data(Qt.ItemDataRole.UserRole): small.results.item(i).text()
              for i in range(small.results.count())}
-    assert "likely too large" in texts["Qwen/Qwen2.5-7B-Instruct-GGUF"]
-    assert "likely fits" in texts["bartowski/Llama-3.2-1B-Instruct-GGUF"]
+    assert "likely too large" in texts["ggml-org/gpt-oss-120b-GGUF"]
+    assert "likely fits" in texts["LiquidAI/LFM2-2.6B-GGUF"] and "for small machines" in texts["LiquidAI/LFM2-2.6B-GGUF"]
+    assert "reads images" in texts["ggml-org/gemma-3-4b-it-GGUF"]
 
 
 def test_search_filters_sorts_and_pages(qtbot, hub_env):
@@ -173,3 +177,43 @@ def test_a_missing_repo_is_a_sentence(qtbot, hub_env):
     with qtbot.waitSignal(page.answered, timeout=30_000):
         page.open_model("acme/no-such-model")
     assert "acme/no-such-model was not found" in page.status_label.text()
+
+
+def test_badges_name_the_moe_split():
+    assert badge("MoE split: experts of 12 of 48 layers in RAM") == "GPU + experts in RAM"
+    assert badge("partial: 20 of 49 layers, experts in RAM") == "Partial: 20 of 49 layers on GPU, experts in RAM"
+    assert badge("partial: 3 of 5 layers") == "Partial: 3 of 5 layers on GPU"
+
+
+def _api_calls(hub, repo_id: str) -> dict[str, int]:
+    """model_info calls per revision ("" for the default one) and refs calls, as the Hub stand-in saw them."""
+    counts: dict[str, int] = {}
+    for r in hub.log:
+        if r.path == f"/api/models/{repo_id}/refs":
+            counts["refs"] = counts.get("refs", 0) + 1
+        elif r.path == f"/api/models/{repo_id}" or r.path.startswith(f"/api/models/{repo_id}/revision/"):
+            revision = r.path.removeprefix(f"/api/models/{repo_id}").removeprefix("/revision/")
+            counts[revision] = counts.get(revision, 0) + 1
+    return counts
+
+
+def test_opening_a_repo_asks_the_hub_once_for_the_repo_and_once_for_its_branches(qtbot, tiny_hub):
+    page = make_page(qtbot, cpu_only())
+    open_and_wait(qtbot, page, TINY_REPO)
+    assert page.table.rowCount() == 2
+    assert _api_calls(tiny_hub, TINY_REPO) == {"": 1, "refs": 1}
+    headers = [r for r in tiny_hub.log if r.file and r.file.endswith(".gguf")]
+    assert {r.file for r in headers} == {"tiny-llama-Q8_0.gguf", "tiny-llama-Q4_K_M.gguf"}
+    assert all(r.headers.get("range") for r in headers)  # headers only, by Range
+
+
+def test_opening_an_exl_repo_lists_each_branch_once(qtbot, hub_env):
+    from tests.fixtures.hub_server import LLAMA_3_8B
+
+    repo = "turbo/Llama-3-8B-exl2"
+    commits = hub_env.add_exl_repo(repo, "exl2", {"4.0bpw": 4.0, "6.0bpw": 6.0}, shape=LLAMA_3_8B, tags=["exl2"],
+                                   with_data=False)
+    page = make_page(qtbot, nvidia(24))
+    open_and_wait(qtbot, page, repo)
+    assert {c.quant for c in page.choices.choices} == {"4.0bpw", "6.0bpw"}
+    assert _api_calls(hub_env, repo) == {"": 1, "refs": 1, commits["4.0bpw"]: 1, commits["6.0bpw"]: 1}

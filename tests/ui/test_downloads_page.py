@@ -9,8 +9,10 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from app import paths
-from app.hub.download import STAGING_DIR_NAME, DownloadRequest, DownloadTask, Progress, Settings
+from app import settings
+from app.hub.download import STAGING_DIR_NAME, Progress, Settings
+from app.hub.download_queue import DownloadTask
+from app.hub.plan import DownloadRequest
 from app.ui.downloads_page import DownloadsPage
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
@@ -52,7 +54,7 @@ def tiny_size() -> int:
 
 
 def staging() -> Path:
-    return paths.models_dir() / STAGING_DIR_NAME / REQUEST.key()
+    return settings.models_dir() / STAGING_DIR_NAME / REQUEST.key()
 
 
 def test_a_finished_download_says_where_and_offers_chat(qtbot, tiny_hub, tiny_models):

@@ -20,7 +20,7 @@ from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the ti
 def find_and_download(qtbot, window) -> str:
     """Search the Hub for the tiny model, open it, download its best quant; returns that quant."""
     discover = window.discover
-    with qtbot.waitSignal(window._probe.detected, timeout=30_000):
+    with qtbot.waitSignal(window._probe.succeeded, timeout=30_000):
         window.detect_hardware()  # this machine, as detected
     window.show_page("Discover")
     qtbot.keyClicks(discover.search_box, "tiny-llama")

@@ -9,7 +9,7 @@ from PySide6.QtCore import QObject, QTimer, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import paths
+from app import settings
 from app.hub import config
 from app.ui.library_page import LibraryPage, delete_question
 from tests.ui.engine_double import EngineDouble
@@ -55,7 +55,7 @@ def test_empty_library_says_what_to_do_and_shows_the_disk(qtbot):
     assert page.table.rowCount() == 0
     assert "Download one from Discover" in page.details.text()
     usage = page.usage_label.text()
-    assert "0 models" in usage and str(paths.models_dir()) in usage and "free of" in usage
+    assert "0 models" in usage and str(settings.models_dir()) in usage and "free of" in usage
     assert not page.load_button.isEnabled() and not page.delete_button.isEnabled()
 
 
@@ -66,7 +66,7 @@ def test_import_copy_lists_the_model_and_delete_frees_the_disk(qtbot, tiny_model
     [row] = row_texts(page)
     assert row[0] == "tiny-llama-Q8_0" and row[1:3] == ["GGUF", "Q8_0"] and row[4] == "llama"
     assert row[5] == "Imported (copy)" and row[3].endswith("MB")
-    copied = paths.models_dir() / "local" / "tiny-llama-Q8_0" / "tiny-llama-Q8_0.gguf"
+    copied = settings.models_dir() / "local" / "tiny-llama-Q8_0" / "tiny-llama-Q8_0.gguf"
     assert copied.is_file() and tiny_models.gguf_q8_0.is_file()
     page.table.selectRow(0)
     assert page.load_button.isEnabled() and str(copied) in page.details.text()
@@ -84,7 +84,7 @@ def test_cancelled_delete_keeps_everything(qtbot, tiny_models):
     page.table.selectRow(0)
     DialogAnswer("Cancel")
     page.delete_button.click()
-    assert page.table.rowCount() == 1 and (paths.models_dir() / "local" / "tiny-llama-Q8_0").is_dir()
+    assert page.table.rowCount() == 1 and (settings.models_dir() / "local" / "tiny-llama-Q8_0").is_dir()
 
 
 def test_in_place_and_watched_models_are_never_deleted(qtbot, tiny_models, tmp_path):

@@ -151,3 +151,57 @@ def test_real_engine_memory_is_sampled_live_and_stops_with_the_engine(qtbot, rea
         window.chat.composer.setPlainText("hello")
         window.chat.send()  # the next request finds the engine gone
     assert not bar.memory_timer.isActive() and bar.memory_label.text() == ""
+
+
+def test_a_moe_too_big_for_the_gpu_prefills_experts_in_ram_and_shows_what_loaded(qtbot, real_window, tiny_moe):
+    from app.models.estimate import LlamaCppSettings, estimate_llama_cpp
+
+    meta = read_model(tiny_moe.gguf_q8_0)
+
+    def on_gpu(cpu_moe: int) -> int:
+        est = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=2048, gpu_layers=99, cpu_moe=cpu_moe), "GPU0")
+        return est.device("GPU").total_bytes
+
+    vram = (on_gpu(0) + on_gpu(1)) // 2  # the whole model does not fit; with one layer's experts in RAM it does
+    profile = machine(gpu=rtx(vram))
+    prefill = prefill_for(str(tiny_moe.gguf_q8_0), profile, 2048)
+    assert prefill.moe and prefill.settings.cpu_moe == 1 and prefill.settings.gpu_layers == -1
+    assert prefill.verdict == "MoE split: experts of 1 of 4 layers in RAM"
+
+    window = real_window()
+    window.chat.set_profile(profile)
+    window.chat.set_default_context(2048)
+    loaded = open_and_load(qtbot, window, tiny_moe.gguf_q8_0)
+    bar = window.chat.model_bar
+    assert loaded.details["experts_in_ram"] == 1  # the engine got cpu_moe=1 (a CPU build: the layers stay here)
+    assert not bar.experts_box.isHidden() and bar.experts_box.text() == "Experts in RAM: 1 layer"
+    assert "MoE split" in bar.estimate_label.text() and "experts of 1 layer in RAM" in bar.model_label.text()
+    bar.experts_box.setValue(-1)
+    assert bar.experts_box.text() == "Experts in RAM: all" and bar.settings().cpu_moe == -1
+
+
+def test_a_dense_model_hides_the_experts_control(tiny_models):
+    prefill = prefill_for(str(tiny_models.gguf_q8_0), machine(gpu=rtx(1 * GiB)), 2048)
+    assert not prefill.moe and prefill.settings.cpu_moe == 0
+
+
+def test_the_runtime_menu_pins_a_runtime_for_this_model_and_loads_it_again(qtbot, make_window, tiny_models):
+    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+    from app.runtimes import pins
+
+    engine = EngineDouble()
+    window = make_window(engine)
+    profile = machine()
+    cpu = RuntimeDevice("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
+    profile.runtimes = [RuntimeInfo("cpu", "cpu", "environment", devices=[cpu]),
+                        RuntimeInfo("vulkan", "vulkan", "user", devices=[cpu])]
+    window.chat.set_profile(profile)
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    box = window.chat.model_bar.runtime_box
+    assert [box.itemText(i) for i in range(box.count())] == ["Runtime auto", "Runtime cpu", "Runtime vulkan"]
+    assert box.currentText() == "Runtime auto"
+    loads = len(engine.loads)
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        box.activated.emit(box.findData("vulkan"))
+    assert pins.load().for_model(tiny_models.gguf_q8_0) == ("vulkan", "for this model")
+    assert len(engine.loads) == loads + 1 and box.currentText() == "Runtime vulkan"

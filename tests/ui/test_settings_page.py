@@ -32,10 +32,10 @@ def test_models_folder_change_is_persisted_and_followed(qtbot, tmp_path):
     with qtbot.waitSignal(page.models_dir_changed) as changed:
         assert page.set_models_dir(str(tmp_path / "models"))
     assert changed.args == [str(tmp_path / "models")]
-    assert paths.models_dir() == tmp_path / "models" and app_settings.load().models_dir == str(tmp_path / "models")
+    assert app_settings.models_dir() == tmp_path / "models" and app_settings.load().models_dir == str(tmp_path / "models")
     assert make_page(qtbot).models_dir_label.text() == str(tmp_path / "models")  # a restart keeps it
     page.models_dir_default.click()
-    assert paths.models_dir() == paths.default_models_dir()
+    assert app_settings.models_dir() == paths.default_models_dir()
 
 
 def test_a_folder_that_cannot_hold_models_changes_nothing(qtbot, tmp_path):
@@ -44,7 +44,7 @@ def test_a_folder_that_cannot_hold_models_changes_nothing(qtbot, tmp_path):
     blocker.write_text("x")
     assert not page.set_models_dir(str(blocker / "models"))
     assert "cannot hold models" in page.status.text() and "unchanged" in page.status.text()
-    assert paths.models_dir() == paths.default_models_dir()
+    assert app_settings.models_dir() == paths.default_models_dir()
 
 
 def test_models_folder_from_the_environment_is_said(qtbot, monkeypatch, tmp_path):
@@ -81,7 +81,7 @@ def test_masking_never_shows_a_short_token():
 def test_offline_mode_sets_the_variable_and_is_persisted(qtbot):
     page = make_page(qtbot)
     page.offline_box.setChecked(True)
-    assert os.environ["HF_HUB_OFFLINE"] == "1" and config.is_offline() and app_settings.load().offline
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and app_settings.is_offline() and app_settings.load().offline
     page.offline_box.setChecked(False)
     assert "HF_HUB_OFFLINE" not in os.environ and not app_settings.load().offline
 

@@ -67,7 +67,7 @@ def test_hardware_page_shows_memory_flags_backends_and_hints(qtbot, make_window)
 
 def test_hardware_detection_runs_off_the_gui_thread_and_fills_the_page(qtbot, make_window):
     window = make_window()
-    with qtbot.waitSignal(window._probe.detected, timeout=10_000):
+    with qtbot.waitSignal(window._probe.succeeded, timeout=10_000):
         window.detect_hardware(_profile)
     assert window.hardware.profile.cpu.model == "Test CPU 9000"
 

@@ -33,7 +33,7 @@ def record_nvml() -> dict | None:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:
+    except Exception:  # no NVIDIA driver (or no pynvml) on the machine recorded: nothing to record
         return None
     devices = []
     for i in range(pynvml.nvmlDeviceGetCount()):
@@ -85,6 +85,7 @@ def main(name: str) -> None:
         "virtual_memory": {"total": vm.total, "available": vm.available},
         "disk_free": shutil.disk_usage(os.path.expanduser("~")).free,
         "llama_cpp_lib_files": src.llama_cpp_lib_files(),
+        "runtimes": src.runtimes(),
         "backends": [{"name": s.name, "available": s.availability.available, "reason": s.availability.reason}
                      for s in src.backend_statuses()],
     }

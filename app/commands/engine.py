@@ -1,0 +1,170 @@
+"""``quantdesk chat``: talk to a model in the terminal, or answer one prompt (optionally as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from app.errors import EngineError
+from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
+from app.settings import CONTEXT_HELP, context_length
+from backends.base import Done, GenerationStats, LoadSettings, Message, SamplingSettings
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("chat", help="chat with a local model (GGUF file or model folder)",
+                              description="Chat with a model in its own engine process. Without --prompt it is "
+                                          "interactive: /reset clears the history, /exit or Ctrl-D quits, "
+                                          "Ctrl-C stops a reply.")
+    p.add_argument("model", help="a .gguf file, a model folder (MLX, safetensors) or remote:CONNECTION/MODEL")
+    p.add_argument("--backend", help="engine to use (default: follows from the format)")
+    p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "
+                                     "automatic choice)")
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
+    p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    p.add_argument("--prompt", help="answer this once and exit")
+    p.add_argument("--system", help="system prompt")
+    p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="sampling temperature, 0 always picks the likeliest token (default 0.8)")
+    p.add_argument("--top-p", type=float, default=0.95,
+                   help="nucleus sampling: keep this much probability (default 0.95)")
+    p.add_argument("--top-k", type=int, default=40, help="sample among this many likeliest tokens, 0 all (default 40)")
+    p.add_argument("--min-p", type=float, default=0.05,
+                   help="drop tokens less likely than this times the likeliest one (default 0.05)")
+    p.add_argument("--repeat-penalty", type=float, default=1.1,
+                   help="discourage tokens already in the conversation, 1 off (default 1.1)")
+    p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
+    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
+    p.set_defaults(func=run)
+
+
+def stats_line(stats: GenerationStats) -> str:
+    line = (f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms · prompt {stats.prompt_tps:.1f} tok/s "
+            f"({stats.prompt_tokens} tokens) · {stats.generated_tokens} tokens · {stats.stop_reason}")
+    server_tps = (stats.server or {}).get("predicted_per_second")
+    if server_tps:  # a remote engine: ours are measured here, the server's own figure beside them
+        line = f"{line} · server says {server_tps:.1f} tok/s"
+    return line
+
+
+def _sampling(args) -> SamplingSettings:
+    return SamplingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
+                            repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed,
+                            stop=tuple(args.stop))
+
+
+def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: bool) -> Done:
+    """Stream one reply; Ctrl-C cancels it and keeps what was generated."""
+    stream = client.generate(history, sampling)
+    done = None
+    while done is None:
+        try:
+            for event in stream:
+                if isinstance(event, Done):
+                    done = event
+                elif echo and event.text:
+                    sys.stdout.write(event.text)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            client.cancel()  # the stream goes on to a Done with stop reason 'cancelled'
+    return done
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.engine.client import EngineClient
+
+    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
+                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe)
+    sampling = _sampling(args)
+    try:
+        sampling.validate()
+        settings.validate()
+    except ValueError as exc:
+        raise EngineError(str(exc), kind="settings") from None
+    history = [Message("system", args.system)] if args.system else []
+    with EngineClient() as client:
+        loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
+        if not args.json:
+            print(loaded_summary(loaded), file=sys.stderr)
+        if args.prompt is not None:
+            history.append(Message("user", args.prompt))
+            done = _reply(client, history, sampling, echo=not args.json)
+            if args.json:
+                print(json.dumps(_json_result(loaded, done), indent=2))
+            else:
+                print()
+                print(stats_line(done.stats), file=sys.stderr)
+            return 0
+        return _interactive(client, history, sampling)
+
+
+def loaded_summary(loaded) -> str:
+    """What loaded where: a remote model's server; for llama.cpp the runtime, its GPU and the layers on it, then a
+    line per device; the experts kept in RAM."""
+    from app.runtimes import report
+
+    if loaded.backend == "remote":
+        d = loaded.details
+        return (f"loaded {d.get('model')} from {d.get('connection')} ({d.get('server_kind')} server at "
+                f"{d.get('endpoint')}, {d.get('latency_ms', 0):.0f} ms away) · context {loaded.n_ctx}")
+    experts = ""
+    if loaded.details.get("experts_in_ram"):
+        n = loaded.details["experts_in_ram"]
+        experts = f" · experts of {n} layer{'s' if n != 1 else ''} in RAM"
+    if not loaded.devices:
+        where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
+            else "CPU only (this build of the engine cannot use a GPU)"
+        return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
+                f"context {loaded.n_ctx} · {where}{experts}")
+    lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
+             f"context {loaded.n_ctx}{experts}"]
+    if loaded.runtime:
+        lines.append(f"  runtime {loaded.runtime}: {loaded.runtime_reason}")
+    lines += [f"  {line}" for line in report.device_lines(loaded)]
+    return "\n".join(lines)
+
+
+def _json_result(loaded, done: Done) -> dict:
+    s = done.stats
+    return {
+        "text": done.text, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+        "ttft_ms": s.ttft_ms, "prompt_ms": s.prompt_ms, "prompt_tps": s.prompt_tps, "decode_ms": s.decode_ms,
+        "decode_tps": s.decode_tps, "stop_reason": s.stop_reason, "peak_memory_bytes": s.peak_memory_bytes,
+        "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
+        "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
+        "experts_in_ram": loaded.details.get("experts_in_ram", 0),
+        "server_timings": s.server,
+        "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
+        "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
+        "devices": [dataclasses.asdict(d) for d in loaded.devices],
+    }
+
+
+def _interactive(client, history: list[Message], sampling: SamplingSettings) -> int:
+    base = list(history)
+    while True:
+        try:
+            line = input("> ")
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return 0
+        if line.strip() in ("/exit", "/quit"):
+            return 0
+        if line.strip() == "/reset":
+            history[:] = base
+            print("(history cleared)", file=sys.stderr)
+            continue
+        if not line.strip():
+            continue
+        history.append(Message("user", line))
+        done = _reply(client, history, sampling, echo=True)
+        history.append(Message("assistant", done.text))
+        print()
+        print(stats_line(done.stats), file=sys.stderr)

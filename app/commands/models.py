@@ -1,0 +1,222 @@
+"""``quantdesk inspect``, ``quantdesk fit`` and ``quantdesk recommend``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from app.errors import QuantDeskError
+from app.settings import CONTEXT_HELP, context_length
+
+GiB = 1 << 30
+
+
+class BadModelArgument(QuantDeskError):
+    """MODEL names neither a local file/folder nor a Hub repo we can read."""
+
+
+CPU_MOE_HELP = ("mixture-of-experts models: keep the experts of the first N layers in system RAM and the rest of "
+                "every layer on the GPU, or 'all' (llama.cpp's --n-cpu-moe / --cpu-moe)")
+
+
+def cpu_moe_arg(text: str) -> int:
+    """``--cpu-moe N|all`` as ``LoadSettings.cpu_moe`` (-1 for all)."""
+    if text.strip().lower() == "all":
+        return -1
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--cpu-moe takes a number of layers or 'all', not {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from app.hardware import add_hardware_argument
+
+    model_help = ("a .gguf file, a model folder, a Hub repo (owner/name: its first quant; owner/name@BRANCH: one "
+                  "EXL2/EXL3 branch) or a Hub file (owner/name/file.gguf)")
+    p = subparsers.add_parser("inspect", help="show a model's metadata (a local file or folder, or a Hub repo or file)")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--json", action="store_true", help="print the metadata as JSON")
+    p.set_defaults(func=run_inspect)
+
+    p = subparsers.add_parser("fit", help="memory per device for MODEL at a context size, and the verdict")
+    p.add_argument("model", metavar="MODEL", help=model_help)
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
+    p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type (default f16)")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, metavar="N|all",
+                   help=CPU_MOE_HELP + "; default: chosen when the model does not fit the GPU whole")
+    add_hardware_argument(p)
+    p.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    p.set_defaults(func=run_fit)
+
+    p = subparsers.add_parser("recommend", help="which quant of a repo, folder or list fits this machine best")
+    p.add_argument("models", nargs="+", metavar="REPO_ID|PATH",
+                   help="Hub repo ids (owner/name) and local files or folders; each quant in them is a candidate")
+    p.add_argument("--ctx", type=int, help=f"{CONTEXT_HELP}; planned for")
+    add_hardware_argument(p)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run_recommend)
+
+
+def _looks_like_repo(text: str) -> bool:
+    return text.count("/") >= 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
+
+
+def load_metadata(model: str):
+    """A local file/folder, ``owner/repo/file.gguf``, ``owner/repo`` (its first GGUF or bit-rate branch) or
+    ``owner/repo@branch`` on the Hub."""
+    from app.models.metadata import read_model
+
+    if Path(model).exists():
+        return read_model(model)
+    if _looks_like_repo(model):
+        parts = model.split("/")
+        repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
+        repo_id, _, revision = repo_id.partition("@")  # owner/repo@4.0bpw: one branch of an EXL repo
+        if rest:
+            from app.hub.config import require_online
+            from app.hub.remote import read_remote_gguf
+
+            require_online(f"read {repo_id} on the Hub")
+            return read_remote_gguf(repo_id, rest, revision or None)
+        from app.hub.listing import RepoListing
+
+        listing = RepoListing.fetch(repo_id, revision or None)
+        models = listing.models()
+        if not models:
+            raise BadModelArgument(f"{repo_id} has no GGUF, MLX or EXL model files we can read.")
+        (_label, meta), = listing.candidates(models[:1])
+        if isinstance(meta, Exception):
+            raise meta
+        return meta
+    raise BadModelArgument(f"No such model file or folder: {model}.",
+                           "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
+
+
+def local_candidates(path: Path) -> list[tuple[str, object]]:
+    from app.models.metadata import read_model
+    from app.models.quants import parse_gguf_filename
+
+    if path.is_dir() and not (path / "config.json").is_file():
+        out: list[tuple[str, object]] = []
+        for gguf in sorted(path.rglob("*.gguf")):
+            info = parse_gguf_filename(gguf.name)
+            if (info and not info.is_first_shard) or "mmproj" in gguf.name.lower():
+                continue
+            try:
+                out.append((str(gguf), read_model(gguf)))
+            except QuantDeskError as exc:
+                out.append((str(gguf), exc))
+        for sub in sorted(p.parent for p in path.rglob("config.json")):
+            try:
+                out.append((str(sub), read_model(sub)))
+            except QuantDeskError as exc:
+                out.append((str(sub), exc))
+        return out
+    try:
+        return [(str(path), read_model(path))]
+    except QuantDeskError as exc:
+        return [(str(path), exc)]
+
+
+def _hardware(args: argparse.Namespace):
+    from app.hardware import profile_from_args
+
+    return profile_from_args(args)
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    meta = load_metadata(args.model)
+    summary = meta.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    for key, value in summary.items():
+        if key == "quant_info" or value in (None, [], ""):
+            continue
+        if key == "weights_bytes":
+            value = _gib(value)
+        print(f"{key:18} {value}")
+    return 0
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    from app.models.recommend import fit_model
+
+    gpu_layers = args.gpu_layers
+    if gpu_layers != "auto":
+        try:
+            gpu_layers = int(gpu_layers)
+        except ValueError as exc:
+            raise BadModelArgument(f"--gpu-layers takes a number or 'auto', not {args.gpu_layers!r}.") from exc
+    args.ctx = context_length(args.ctx)
+    if args.ctx < 1:
+        raise BadModelArgument("--ctx must be a positive number of tokens.")
+    meta = load_metadata(args.model)
+    result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model,
+                       cpu_moe=args.cpu_moe)
+    data = result.to_json()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"{result.label}: {result.verdict} — {result.reason}")
+    for dev in data["devices"]:
+        state = f", recurrent state {_gib(dev['state_bytes'])}" if dev["state_bytes"] else ""
+        print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}{state}, "
+              f"compute {_gib(dev['compute_bytes'])}, output {_gib(dev['output_bytes'])}, other "
+              f"{_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+    if data["runtime"]:
+        print(f"  planned for the {data['runtime']} runtime")
+    if data["gpu_layers"] is not None:
+        n = data["cpu_moe"]
+        experts = f", experts of {n} layer{'s' if n != 1 else ''} in RAM" if n else ""
+        print(f"  gpu layers {data['gpu_layers']} of {data['n_layers']}{experts}, n_ctx {data['n_ctx']}, "
+              f"largest context that fits: {data['max_ctx']}")
+    if data["decode_tok_s"]:
+        print(f"  predicted decode: ~{data['decode_tok_s']} tok/s")
+    for note in data["notes"]:
+        print(f"  note: {note}")
+    return 0
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    from app.hub.listing import RepoListing
+    from app.models.recommend import recommend
+
+    candidates: list[tuple[str, object]] = []
+    for item in args.models:
+        path = Path(item)
+        if path.exists():
+            candidates.extend(local_candidates(path))
+        elif _looks_like_repo(item):
+            candidates.extend(RepoListing.fetch(item).candidates())  # every quant the listing finds
+        else:
+            raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
+    if not candidates:
+        raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
+    report = recommend(candidates, _hardware(args), context_length(args.ctx))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0
+    print(f"Formats for this machine: {', '.join(report.format_preference)} ({report.format_reason}).")
+    for c in report.candidates:
+        speed = f", ~{round(c.decode_tok_s, 1)} tok/s" if c.decode_tok_s else ""
+        memory = _gib(c.memory_bytes) if c.memory_bytes is not None else ""
+        print(f"  {c.quant:10} {c.verdict:24} {memory:>10}{speed}  {c.label}")
+    for fmt, pick in report.best_per_format.items():
+        print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}")
+    if report.load_settings:
+        load = report.load_settings
+        experts = f" --cpu-moe {load.cpu_moe}" if load.cpu_moe else ""
+        print(f"Load settings: --gpu-layers {load.gpu_layers}{experts} --ctx {load.n_ctx} "
+              f"(largest that fits: {load.max_ctx})")
+    return 0

@@ -1,0 +1,94 @@
+"""``quantdesk serve``: an OpenAI-compatible API for one local model, on this machine only by default."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from app.errors import EngineError
+from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
+from app.settings import CONTEXT_HELP, context_length
+from backends.base import LoadSettings
+
+API_KEY_ENV = "QUANTDESK_API_KEY"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 only by default)",
+        description="Serve one model over the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions). "
+                    "It listens on 127.0.0.1 only; another address needs --allow-lan and an API key. "
+                    "Requests from web pages of other origins are refused unless listed with --allow-origin.")
+    p.add_argument("--model", required=True, help="a .gguf file or a model folder (chosen here, never by a request)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--api-key", help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV}, which "
+                                      "keeps the key out of the process list)")
+    p.add_argument("--allow-lan", action="store_true",
+                   help="allow listening on a non-loopback address (needs an API key of 16+ characters)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web origin (e.g. http://localhost:3000) allowed to call the API from a browser")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="an extra name clients may use in the Host header (e.g. mybox.local)")
+    p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
+    p.add_argument("--backend", help="engine to use (default: follows from the format)")
+    p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
+    p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
+    p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.engine.client import EngineClient
+    from app.server.guard import check_bind
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    check_bind(args.host, allow_lan=args.allow_lan, api_key=api_key)  # before any work: refuse fast
+    if not 0 <= args.port <= 65535:
+        raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
+    if args.max_queue < 1:
+        raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
+    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
+                            cpu_moe=args.cpu_moe)
+    try:
+        settings.validate()
+    except ValueError as exc:
+        raise EngineError(str(exc), kind="settings") from None
+
+    from app.server.app import create_app
+    from app.server.thread import _NotifyingServer, bound_url, server_config
+
+    with EngineClient() as client:
+        loaded = client.load(args.model, settings, backend=args.backend)
+
+        def announce(openai) -> None:
+            # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
+            experts = loaded.details.get("experts_in_ram")
+            print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
+                  + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
+                  + f"model id {openai.model_id!r}", file=sys.stderr)
+
+        app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
+                         allowed_origins=args.allow_origin, max_pending=args.max_queue, on_ready=announce)
+        server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
+
+        async def serve() -> None:
+            task = asyncio.create_task(server.serve())
+            await asyncio.to_thread(server.ready.wait)
+            if server.started:
+                key_note = "an API key is required" if api_key else "no API key"
+                print(f"serving on {bound_url(server)}/v1 ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
+            await task
+
+        try:
+            asyncio.run(serve())
+        except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the Ctrl-C it caught
+            print("server stopped", file=sys.stderr)
+        except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
+            if exc.code:
+                raise EngineError(f"could not listen on {args.host}:{args.port}", "is the port already in use?",
+                                  kind="serve") from None
+    return 0

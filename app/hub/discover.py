@@ -1,0 +1,152 @@
+"""What the Discover page and the first run show, worked out without Qt (so it runs in a worker thread and is
+easy to test): the curated starting list, and for one Hub repo every quant with its fit on this machine, the
+memory it needs, its predicted speed, its download size and the request that fetches it. The repo is listed once
+(app.hub.listing) and each quant's header read once; app.models sizes them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+
+from app.hardware.profile import HardwareProfile
+from app.hub.listing import ListedModel, RepoListing
+from app.hub.plan import DownloadRequest
+
+DEFAULT_N_CTX = 8192
+
+
+TIERS = ("small", "laptop", "16 GB", "24 GB+")  # the machines the starting list covers
+
+
+@dataclass(frozen=True)
+class StarterModel:
+    repo_id: str
+    format: str  # gguf | mlx
+    architecture: str  # llama.cpp's general.architecture for GGUF, config.json model_type for MLX
+    tier: str  # one of TIERS: the smallest machine it is picked for
+    modality: str  # text | vision (reads images where the engine supports it)
+    params_b: float
+    approx_q4_bytes: int
+    why: str
+
+
+@dataclass(frozen=True)
+class StarterList:
+    about: str
+    updated: str
+    models: list[StarterModel]
+
+
+def starter_list() -> StarterList:
+    """The curated first screen (resources/catalog/starter_models.json): a starting list, said to be one."""
+    text = resources.files("resources").joinpath("catalog", "starter_models.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    return StarterList(about=data["about"], updated=data["updated"],
+                       models=[StarterModel(**entry) for entry in data["models"]])
+
+
+def starters_for(hw: HardwareProfile | None, starters: StarterList) -> list[tuple[StarterModel, bool]]:
+    """The starting list ordered for this machine: (model, likely fits) with MLX first on Apple Silicon and
+    last elsewhere, the ones that likely fit before those that do not. "Likely" is a rough size check; the
+    exact fit of every quant is worked out when a model is opened."""
+    from app.models.recommend import is_apple, main_gpu, ram_budget, vram_budget
+
+    apple = hw is not None and is_apple(hw)
+    budget = None
+    if hw is not None:
+        gpu = main_gpu(hw)
+        budget = max(ram_budget(hw) or 0, vram_budget(gpu) if gpu else 0) or None
+
+    def likely(model: StarterModel) -> bool:
+        # weights plus ~30 % for the context cache and compute buffers at a few thousand tokens
+        return budget is None or model.approx_q4_bytes * 1.3 <= budget
+
+    ranked = [(m, likely(m)) for m in starters.models if apple or m.format != "mlx"]
+    ranked += [(m, likely(m)) for m in starters.models if not apple and m.format == "mlx"]
+    return sorted(ranked, key=lambda pair: (not pair[1], (pair[0].format == "mlx") != apple))
+
+
+BADGES = {"full GPU": "Full GPU", "unified memory": "Unified memory", "CPU only": "CPU",
+          "does not fit": "Too large", "unknown": "Unknown"}
+
+
+def badge(verdict: str) -> str:
+    """The short fit badge: Full GPU / GPU + experts in RAM / Partial: N of M layers on GPU / CPU / Unified memory /
+    Too large."""
+    if verdict.startswith("MoE split"):
+        return "GPU + experts in RAM"
+    if verdict.startswith("partial"):
+        layers, _, experts = verdict.split(":", 1)[1].strip().partition(", ")
+        return f"Partial: {layers} on GPU" + (f", {experts}" if experts else "")
+    return BADGES.get(verdict, verdict)
+
+
+@dataclass
+class QuantChoice:
+    label: str  # as the recommender names it: owner/repo/file.gguf, owner/repo@branch or owner/repo
+    quant: str
+    format: str
+    verdict: str
+    reason: str
+    request: DownloadRequest
+    download_bytes: int
+    memory_bytes: int | None  # every device added up at DEFAULT_N_CTX; None when it could not be worked out
+    decode_tok_s: float | None
+    best: bool = False
+
+    @property
+    def badge(self) -> str:
+        return badge(self.verdict)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict not in ("does not fit", "unknown")
+
+
+@dataclass
+class ModelChoices:
+    repo_id: str
+    format: str
+    summary: str
+    choices: list[QuantChoice] = field(default_factory=list)
+    best_reason: str = ""  # one sentence: why the best pick is the best
+    format_reason: str = ""
+
+    @property
+    def best(self) -> QuantChoice | None:
+        return next((c for c in self.choices if c.best), None)
+
+
+def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX) -> ModelChoices:
+    """Every quant of ``repo_id`` fitted to ``hw``. The Hub first (the listing, then each quant's header), then
+    the fit math on what was read."""
+    from app.models.recommend import recommend
+
+    listing = RepoListing.fetch(repo_id)
+    models = listing.models()
+    candidates = listing.candidates(models)
+    downloads = {m.label: (download_request(repo_id, m), listing.download_size(m)) for m in models}
+    out = ModelChoices(repo_id=listing.repo_id, format=listing.format, summary=listing.summary())
+
+    report = recommend(candidates, hw, n_ctx)
+    out.best_reason = report.best.reason if report.best else ""
+    out.format_reason = report.format_reason
+    for fit in report.candidates:
+        request, size = downloads[fit.label]
+        out.choices.append(QuantChoice(
+            label=fit.label, quant=fit.quant, format=fit.format, verdict=fit.verdict, reason=fit.reason,
+            request=request, download_bytes=size, memory_bytes=fit.memory_bytes,
+            decode_tok_s=None if fit.decode_tok_s is None else round(fit.decode_tok_s, 1),
+            best=report.best is not None and fit.label == report.best.label))
+    out.choices.sort(key=lambda c: (c.format, c.download_bytes))
+    return out
+
+
+def download_request(repo_id: str, model: ListedModel) -> DownloadRequest:
+    """The download that fetches ``model``: a GGUF's files (every shard), a bit-rate branch, or the whole repo."""
+    if model.kind == "gguf":
+        return DownloadRequest(repo_id, files=model.files)
+    if model.kind == "branch":
+        return DownloadRequest(repo_id, revision=model.revision or "main")
+    return DownloadRequest(repo_id)

@@ -1,0 +1,100 @@
+"""Every runtime with what it sees, its size and whether loads use it: ``quantdesk runtime ls`` and the
+Hardware page show the same rows. Each runtime is started in its own child, all at once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from app.runtimes import catalog, choose, devices, pins
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Row:
+    runtime: catalog.Runtime
+    probe: devices.Probe
+    size_bytes: int
+    in_use: bool  # what a load without a per-model pin gets now
+
+
+@dataclass(frozen=True)
+class Overview:
+    rows: list[Row]
+    choice: choose.Choice  # the choice for a model without its own pin
+    model_pins: dict[str, str]
+    problem: str = ""  # an unreadable pins file
+
+
+def probe_all(runtimes: list[catalog.Runtime]) -> dict[str, devices.Probe]:
+    """Start every runtime in its own child, all at once."""
+    with ThreadPoolExecutor(max_workers=max(len(runtimes), 1)) as pool:
+        found = pool.map(lambda r: devices.Probe(error=r.problem) if r.problem else devices.probe(r.lib_dir), runtimes)
+        return dict(zip([r.name for r in runtimes], found, strict=True))
+
+
+def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]) -> list[dict]:
+    """Runtimes and their probes as plain data (the hardware profile's ``runtimes``)."""
+    return [{"name": r.name, "backend": r.backend, "origin": r.origin, "version": r.version, "problem": r.problem,
+             "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
+
+
+def overview(machine_gpus: list[tuple[str, str]] | None = None) -> Overview:
+    from app.runtimes.select import machine_gpus as detect_gpus
+
+    runtimes = catalog.discover()
+    probes = probe_all(runtimes)
+    sizes = {r.name: r.size_bytes() for r in runtimes}
+    saved = pins.load()
+    gpus = detect_gpus() if machine_gpus is None else machine_gpus
+    choice = choose.choose(runtimes, lambda r: probes[r.name], gpus, saved.for_model(None))
+    rows = [Row(r, probes[r.name], sizes[r.name], r.name == choice.name) for r in runtimes]
+    return Overview(rows, choice, dict(saved.models), saved.problem)
+
+
+def device_text(d: devices.Device) -> str:
+    kind = {"gpu": "discrete GPU", "igpu": "integrated GPU", "cpu": "CPU", "accel": "accelerator"}.get(d.type, d.type)
+    if d.software:
+        kind = "software Vulkan device (a CPU; tests only)"
+    memory = f"{d.memory_free / GIB:.1f} of {d.memory_total / GIB:.1f} GiB free" if d.memory_total else "memory unknown"
+    return f"{d.name}: {d.description or d.name} ({kind}, {memory})"
+
+
+def table(view: Overview) -> str:
+    lines = []
+    for row in view.rows:
+        r = row.runtime
+        mark = "*" if row.in_use else " "
+        origin = catalog.ORIGIN_WORDS[r.origin]
+        lines.append(f"{mark} {r.name:<8} {choose.backend_words(r.backend):<7} llama-cpp-python {r.version or '?':<8} "
+                     f"{row.size_bytes / (1 << 20):6.0f} MiB  {origin}")
+        if r.problem:
+            lines.append(f"    broken: {r.problem}")
+        elif not row.probe.ok:
+            lines.append(f"    cannot start: {row.probe.error}")
+        else:
+            lines += [f"    {device_text(d)}" for d in row.probe.devices]
+        if r.built_at:
+            lines.append(f"    built {r.built_at}" + (f", log {r.log}" if r.log else ""))
+    if not view.rows:
+        lines.append("no llama.cpp runtime is installed (pip install 'quantdesk[llama]')")
+    lines.append("")
+    lines.append(f"* loads use {view.choice.name or 'nothing'}: {view.choice.reason}")
+    for model, name in sorted(view.model_pins.items()):
+        lines.append(f"  {name} is pinned for {model}")
+    if view.problem:
+        lines.append(f"  ({view.problem})")
+    return "\n".join(lines)
+
+
+def to_json(view: Overview) -> dict:
+    return {
+        "runtimes": [{"name": row.runtime.name, "backend": row.runtime.backend, "origin": row.runtime.origin,
+                      "version": row.runtime.version, "folder": str(row.runtime.folder or row.runtime.lib_dir.parent),
+                      "size_bytes": row.size_bytes, "in_use": row.in_use, "problem": row.runtime.problem,
+                      "built_at": row.runtime.built_at, "cmake_args": row.runtime.cmake_args, "log": row.runtime.log,
+                      **row.probe.to_dict()} for row in view.rows],
+        "choice": {"name": view.choice.name, "reason": view.choice.reason},
+        "model_pins": view.model_pins,
+    }

@@ -1,0 +1,261 @@
+"""The Hardware page's llama.cpp runtimes: what each sees, which one loads use and why, and Use / Remove /
+Build, the GUI twins of ``quantdesk runtime use | rm | build`` (app/runtimes). The work runs on worker
+threads; ``changed`` asks the window to detect the hardware again when a runtime came or went."""
+
+from __future__ import annotations
+
+import html
+import threading
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+                               QVBoxLayout, QWidget)
+
+from app.hardware.profile import HardwareProfile, RuntimeInfo
+from app.runtimes.choose import PREFERENCE, backend_words
+from app.ui.background import BackgroundCall, QuietAtQuit, sentence
+from app.ui.formatting import human_memory
+
+ORIGINS = {"environment": "the app's own", "bundled": "bundled", "user": "built here"}
+KINDS = {"gpu": "discrete GPU", "igpu": "integrated GPU", "cpu": "CPU", "accel": "accelerator"}
+
+
+def buildable(profile: HardwareProfile) -> list[str]:
+    """Runtimes worth offering to build on this machine: the ones its GPUs can use, Vulkan everywhere
+    but macOS, Metal on macOS; never one that is installed."""
+    installed = {r.backend for r in profile.runtimes or [] if not (r.problem or r.error)}
+    wanted = ["metal"] if profile.os == "darwin" else ["vulkan"]
+    for gpu in profile.gpus:
+        wanted += [b for b in PREFERENCE.get(gpu.vendor, ()) if b not in wanted]
+    return [b for b in wanted if b not in installed]
+
+
+def device_text(d) -> str:
+    kind = "software Vulkan device, a CPU (tests only)" if d.software else KINDS.get(d.type, d.type)
+    memory = f", {human_memory(d.memory_free)} of {human_memory(d.memory_total)} free" if d.memory_total else ""
+    return f"{d.name}: {d.description or d.name} ({kind}{memory})"
+
+
+class _BuildJob(QuietAtQuit):
+    """One runtime build on a worker thread; progress and the outcome come back as queued signals."""
+
+    progress = Signal(object)  # app.runtimes.build.Progress
+    planned = Signal(object)  # app.runtimes.build.Plan
+    finished = Signal(object)  # the Runtime, or the exception
+
+    def start(self, backend: str) -> None:
+        threading.Thread(target=self._run, args=(backend,), name=f"runtime-build-{backend}", daemon=True).start()
+
+    def _run(self, backend: str) -> None:
+        from app.runtimes import build
+
+        try:
+            result = build.build(backend, on_progress=self.progress.emit, on_plan=self.planned.emit)
+        except Exception as exc:  # every failure becomes a sentence on the page
+            result = exc
+        self.finished.emit(result)
+
+
+class RuntimesPanel(QGroupBox):
+    changed = Signal()  # a runtime was built, removed or pinned
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("llama.cpp runtimes", parent)
+        self.setAccessibleName("llama.cpp runtimes")
+        self._layout = QVBoxLayout(self)
+        self._layout.setSpacing(8)
+        self._actions = BackgroundCall("runtime-action")
+        self._actions.succeeded.connect(self._on_action_done)
+        self._actions.failed.connect(self._on_action_failed)
+        self._job: _BuildJob | None = None
+        self.rows: dict[str, QLabel] = {}
+        self.buttons: dict[str, QPushButton] = {}
+        self.choice_label = QLabel()
+        self.status_label = QLabel()
+        self.progress = QProgressBar()
+
+    def set_profile(self, profile: HardwareProfile) -> None:
+        from app.models.recommend import runtime_choice
+        from app.runtimes import pins
+
+        while self._layout.count():
+            item = self._layout.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+            elif item.layout() is not None:
+                _clear(item.layout())
+        self.rows, self.buttons = {}, {}
+        if profile.runtimes is None:
+            self._layout.addWidget(_plain("The runtimes were not probed for this profile."))
+            return
+        pinned = pins.load().default
+        choice = runtime_choice(profile, (pinned, "for every model") if pinned else None)
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(12)
+        grid.setColumnStretch(1, 1)
+        for row, runtime in enumerate(profile.runtimes):
+            in_use = choice is not None and choice.name == runtime.name
+            mark = QLabel("●" if in_use else "○")
+            mark.setAccessibleName("in use" if in_use else "not in use")
+            mark.setObjectName("ok" if in_use else "caption")
+            grid.addWidget(mark, row, 0, Qt.AlignmentFlag.AlignTop)
+            text = _runtime_text(runtime, in_use)
+            label = QLabel(text)
+            label.setWordWrap(True)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            label.setAccessibleName(f"runtime {runtime.name}")
+            grid.addWidget(label, row, 1)
+            self.rows[runtime.name] = label
+            buttons = QHBoxLayout()
+            use = QPushButton("Use" if pinned != runtime.name else "Pinned")
+            use.setEnabled(pinned != runtime.name and not (runtime.problem or runtime.error))
+            use.setToolTip(f"Load every model with the {runtime.name} runtime (quantdesk runtime use {runtime.name})")
+            use.setAccessibleName(f"Use {runtime.name}")
+            use.clicked.connect(lambda _=False, n=runtime.name: self._start(_pin, n))
+            buttons.addWidget(use)
+            self.buttons[f"use {runtime.name}"] = use
+            if runtime.origin == "user":
+                remove = QPushButton("Remove")
+                remove.setAccessibleName(f"Remove {runtime.name}")
+                remove.setToolTip(f"Delete this runtime's folder (quantdesk runtime rm {runtime.name})")
+                remove.clicked.connect(lambda _=False, n=runtime.name: self._start(_remove, n))
+                buttons.addWidget(remove)
+                self.buttons[f"remove {runtime.name}"] = remove
+            grid.addLayout(buttons, row, 2, Qt.AlignmentFlag.AlignTop)
+        self._layout.addLayout(grid)
+        words = f"Loads use <b>{html.escape(choice.name or 'nothing')}</b>: {html.escape(choice.reason)}." \
+            if choice is not None else ""
+        self.choice_label = QLabel(words)
+        self.choice_label.setWordWrap(True)
+        self.choice_label.setAccessibleName("Runtime choice")
+        footer = QHBoxLayout()
+        footer.addWidget(self.choice_label, 1)
+        if pinned:
+            auto = QPushButton("Choose automatically")
+            auto.setAccessibleName("Choose the runtime automatically")
+            auto.clicked.connect(lambda: self._start(_pin, "auto"))
+            footer.addWidget(auto)
+            self.buttons["auto"] = auto
+        self._layout.addLayout(footer)
+        build_row = QHBoxLayout()
+        offers = buildable(profile)
+        if offers:
+            build_row.addWidget(QLabel("Build:"))
+        for backend in offers:
+            button = QPushButton(f"{backend_words(backend)} runtime")
+            button.setAccessibleName(f"Build the {backend} runtime")
+            button.setToolTip(f"Compile llama.cpp for {backend_words(backend)} on this machine "
+                              f"(quantdesk runtime build {backend}); the log is kept")
+            button.clicked.connect(lambda _=False, b=backend: self.start_build(b))
+            button.setEnabled(self._job is None)
+            build_row.addWidget(button)
+            self.buttons[f"build {backend}"] = button
+        build_row.addStretch(1)
+        self._layout.addLayout(build_row)
+        self.progress = QProgressBar()
+        self.progress.setAccessibleName("Runtime build progress")
+        self.progress.setVisible(self._job is not None)
+        self.status_label = QLabel(self.status_label.text() if self._job is not None else "")
+        self.status_label.setWordWrap(True)
+        self.status_label.setAccessibleName("Runtime status")
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._layout.addWidget(self.progress)
+        self._layout.addWidget(self.status_label)
+
+    # --- actions ------------------------------------------------------------------------------------
+
+    def _start(self, fn, name: str) -> None:
+        for button in self.buttons.values():
+            button.setEnabled(False)
+        self._actions.start(fn, name)
+
+    @Slot(int, object)
+    def _on_action_done(self, _ticket: int, message: str) -> None:
+        self.status_label.setText(message)
+        self.changed.emit()
+
+    @Slot(int, object)
+    def _on_action_failed(self, _ticket: int, error: Exception) -> None:
+        self.status_label.setText(sentence(error))
+        self.changed.emit()
+
+    def start_build(self, backend: str) -> None:
+        if self._job is not None:
+            return
+        for key, button in self.buttons.items():
+            if key.startswith("build"):
+                button.setEnabled(False)
+        self._job = _BuildJob()
+        self._job.progress.connect(self._on_build_progress)
+        self._job.planned.connect(self._on_build_planned)
+        self._job.finished.connect(self._on_build_finished)
+        self.progress.setRange(0, 0)
+        self.progress.show()
+        self.status_label.setText(f"Checking what the {backend_words(backend)} build needs…")
+        self._job.start(backend)
+
+    @Slot(object)
+    def _on_build_planned(self, plan) -> None:
+        if not plan.missing:
+            self.status_label.setText(f"Building the {backend_words(plan.backend)} runtime: {plan.estimate_text()}.")
+
+    @Slot(object)
+    def _on_build_progress(self, progress) -> None:
+        if progress.total:
+            self.progress.setRange(0, progress.total)
+            self.progress.setValue(progress.step)
+            left = f", about {progress.remaining_s / 60:.0f} min left" if progress.remaining_s is not None else ""
+            self.status_label.setText(f"Compiling: step {progress.step} of {progress.total}{left}.")
+        else:
+            self.progress.setRange(0, 0)
+            self.status_label.setText(f"{progress.phase.capitalize()}…")
+
+    @Slot(object)
+    def _on_build_finished(self, result) -> None:
+        self._job = None
+        self.progress.hide()
+        if isinstance(result, Exception):
+            self.status_label.setText(sentence(result))
+        else:
+            self.status_label.setText(f"Built the {result.name} runtime; loads can use it now. Log: {result.log}")
+        self.changed.emit()
+
+
+def _pin(name: str) -> str:
+    from app.runtimes import pins
+
+    pins.pin(name)
+    return "Runtimes are chosen automatically again." if name == "auto" else f"Every model now loads with {name}."
+
+
+def _remove(name: str) -> str:
+    from app.runtimes import build
+
+    build.remove(name)
+    return f"Removed the {name} runtime."
+
+
+def _runtime_text(runtime: RuntimeInfo, in_use: bool) -> str:
+    head = (f"<b>{html.escape(runtime.name)}</b> · {backend_words(runtime.backend)} · llama-cpp-python "
+            f"{html.escape(runtime.version or '?')} · {ORIGINS.get(runtime.origin, runtime.origin)}"
+            f" · {human_memory(runtime.size_bytes)} on disk" + (" · <b>in use</b>" if in_use else ""))
+    if runtime.problem or runtime.error:
+        return head + f"<br>cannot start: {html.escape(runtime.problem or runtime.error)}"
+    seen = [html.escape(device_text(d)) for d in runtime.devices]
+    return head + "<br><span style='font-size:small'>" + "<br>".join(seen or ["no device"]) + "</span>"
+
+
+def _plain(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
+def _clear(layout) -> None:
+    while layout.count():
+        item = layout.takeAt(0)
+        if item.widget() is not None:
+            item.widget().deleteLater()
+        elif item.layout() is not None:
+            _clear(item.layout())

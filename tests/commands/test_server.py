@@ -1,0 +1,131 @@
+"""``quantdesk serve`` as a user runs it, and a server whose engine dies under it."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from app.engine.client import EngineClient
+from backends.base import LoadSettings
+from tests.server.conftest import openai_queue
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "serve-cli-key-0123456789"
+
+
+def _lines(stream, sink: queue.Queue) -> None:
+    for line in stream:
+        sink.put(line.rstrip("\n"))
+    sink.put(None)
+
+
+def _serve(model, *extra: str) -> tuple[subprocess.Popen, queue.Queue]:
+    """``quantdesk serve --model MODEL --port 0 --ctx 512 EXTRA...`` with its key; its stderr lines in a queue."""
+    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", "0", "--ctx",
+                             "512", *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    return proc, lines
+
+
+def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_models):
+    proc, lines = _serve(tiny_models.gguf_q8_0)
+    try:
+        seen = []
+        while (line := lines.get(timeout=240)) is not None:
+            seen.append(line)
+            if match := re.search(r"serving on (http://127\.0\.0\.1:\d+)/v1 \(an API key is required\)", line):
+                url = match.group(1)
+                break
+        else:
+            pytest.fail(f"serve ended before listening: {seen}")
+        assert any("model id 'tiny-llama-Q8_0'" in line for line in seen)
+
+        assert httpx.get(f"{url}/v1/models").status_code == 401
+        with openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
+            reply = client.chat.completions.create(model="tiny-llama-Q8_0", max_tokens=4,
+                                                   messages=[{"role": "user", "content": "Hi"}])
+            assert reply.usage.completion_tokens >= 1 or reply.choices[0].finish_reason == "stop"
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        rest = []
+        while (line := lines.get(timeout=30)) is not None:
+            rest.append(line)
+        assert "server stopped" in rest and not [line for line in rest if "Traceback" in line]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def test_a_dead_engine_becomes_503_and_the_server_lives_on(serve, tiny_models):
+    with EngineClient() as doomed:
+        doomed.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
+        server = serve(doomed)
+        url = f"{server.url}/v1/chat/completions"
+        body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+        assert httpx.post(url, json=body).status_code == 200
+        os.kill(doomed.pid, signal.SIGKILL)  # dead or dying: either way the next request must learn it
+        reply = httpx.post(url, json=body)
+        assert reply.status_code == 503
+        assert reply.json()["error"]["code"] == "engine_crashed" and "engine" in reply.json()["error"]["message"]
+        health = httpx.get(f"{server.url}/health")
+        assert health.status_code == 503 and health.json()["status"] == "engine_down"
+        assert httpx.get(f"{server.url}/v1/models").status_code == 200  # the server itself still answers
+        server.stop()
+
+
+def test_a_stream_whose_engine_dies_ends_with_an_error_event(serve, tiny_models):
+    with EngineClient() as doomed:
+        doomed.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
+        server = serve(doomed)
+        body = {"messages": [{"role": "system", "content": "You are terse."},
+                             {"role": "user", "content": "Hello there! How are you?"}],
+                "seed": 2, "max_tokens": 400, "stream": True}
+        events = []
+        with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as reply:
+            assert reply.status_code == 200
+            for line in reply.iter_lines():
+                if line.startswith("data: "):
+                    events.append(line[6:])
+                    if len(events) == 3:
+                        os.kill(doomed.pid, signal.SIGKILL)
+        assert '"engine_crashed"' in events[-1] and events[-1].startswith('{"error"')
+        assert "[DONE]" not in events
+        engine_queue = openai_queue(server)
+        assert engine_queue.wait_finished(1, timeout=60)
+        assert engine_queue.outcomes()[-1].stop_reason == "error"
+        server.stop()
+
+
+def test_serve_keeps_moe_experts_in_ram_when_asked(tiny_moe):
+    proc, lines = _serve(tiny_moe.gguf_q8_0, "--cpu-moe", "all")
+    try:
+        seen = []
+        while (line := lines.get(timeout=240)) is not None and "serving on" not in line:
+            seen.append(line)
+        assert line is not None, seen
+        assert any("experts of 4 layers in RAM" in s and "model id" in s for s in seen), seen
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        while lines.get(timeout=30) is not None:  # the reader thread is done with the pipe
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()

@@ -1,0 +1,157 @@
+"""Remote engines against real OpenAI-compatible servers started here: QuantDesk's own server and llama-cpp-python's
+(``llama_cpp.server``), each reached through a real engine host exactly as the Chat reaches a local model."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from app.engine.client import EngineClient
+from app.errors import EngineError
+from app.remote.connections import Connection, Connections, model_ref
+from app.server.app import create_app, model_id
+from app.server.thread import ServerThread
+from backends.base import Done, LoadSettings, Message, SamplingSettings
+
+GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, seed=1)
+CHAT = [Message("system", "You are terse."), Message("user", "Name three colours.")]
+
+
+def reply(client: EngineClient, messages=CHAT, sampling=GREEDY) -> Done:
+    return next(e for e in client.generate(messages, sampling) if isinstance(e, Done))
+
+
+@pytest.fixture(scope="module")
+def local_engine(tiny_models):
+    with EngineClient() as client:
+        client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
+        yield client
+
+
+@pytest.fixture
+def quantdesk_server(local_engine):
+    server = ServerThread(create_app(local_engine, api_key="qd-key-0123456789abcdef")).start()
+    Connections().save(Connection("qd", f"{server.url}/v1"), api_key="qd-key-0123456789abcdef")
+    yield model_ref("qd", model_id(local_engine.loaded.model_path))
+    server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def llama_cpp_server_process(tiny_models, tmp_path_factory, *options: str):
+    """llama-cpp-python's own OpenAI-compatible server in its own process on the tiny model; yields its /v1 URL."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama-server") / "log.txt"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_models.gguf_q8_0),
+                                 "--model_alias", "tiny", "--n_ctx", "512", "--host", "127.0.0.1",
+                                 "--port", str(port), *options], stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)  # a process starting up: nothing to wait on but its port
+        else:
+            proc.kill()
+            pytest.fail(f"llama_cpp.server did not start: {log.read_text()[-2000:]}")
+        yield url
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_server(tiny_models, tmp_path_factory):
+    yield from llama_cpp_server_process(tiny_models, tmp_path_factory)
+
+
+def test_a_model_behind_quantdesks_server_answers_as_it_does_locally(local_engine, quantdesk_server):
+    expected = reply(local_engine)
+    with EngineClient() as client:
+        loaded = client.load(quantdesk_server)
+        assert loaded.backend == "remote" and loaded.n_ctx == 512  # the server said its context
+        assert loaded.details["server_kind"] == "quantdesk" and loaded.details["connection"] == "qd"
+        done = reply(client)
+    assert done.text == expected.text  # greedy: the remote path changes nothing in the text
+    assert done.stats.generated_tokens == expected.stats.generated_tokens
+    assert done.stats.prompt_tokens == expected.stats.prompt_tokens
+    assert done.stats.server["predicted_n"] == expected.stats.generated_tokens  # the server's own timings
+    assert done.stats.decode_tps > 0 and done.stats.ttft_ms > 0
+
+
+def test_a_raw_prompt_through_quantdesks_completions(local_engine, quantdesk_server):
+    expected = next(e for e in local_engine.generate("Once upon a time", GREEDY) if isinstance(e, Done))
+    with EngineClient() as client:
+        client.load(quantdesk_server)
+        done = next(e for e in client.generate("Once upon a time", GREEDY) if isinstance(e, Done))
+    assert done.text == expected.text
+
+
+def test_stop_ends_a_remote_reply_within_200_ms_and_the_engine_serves_again(local_engine, quantdesk_server):
+    long = SamplingSettings(max_tokens=2000, seed=3)
+    with EngineClient() as client:
+        client.load(quantdesk_server)
+        stream = client.generate(CHAT, long, request_id="chat-1")
+        next(stream)  # the first token is here
+        t_cancel = time.monotonic()
+        client.cancel("chat-1")
+        done = next(e for e in stream if isinstance(e, Done))
+        assert time.monotonic() - t_cancel < 0.2
+        assert done.stats.stop_reason == "cancelled" and done.stats.generated_tokens < 400
+        assert reply(client).stats.stop_reason in ("eos", "length")
+
+
+def test_a_wrong_key_is_refused_in_words(quantdesk_server):
+    Connections().save(Connection("qd", Connections().get("qd").base_url), api_key="not-the-key-at-all")
+    with EngineClient() as client, pytest.raises(EngineError) as caught:
+        client.load(quantdesk_server)
+    assert caught.value.kind == "auth" and "qd refused the API key (401" in caught.value.message
+
+
+def test_llama_cpp_pythons_server_is_a_remote_engine(llama_cpp_server, local_engine):
+    Connections().save(Connection("lcp", llama_cpp_server))
+    with EngineClient() as client:
+        loaded = client.load(model_ref("lcp", "tiny"))
+        assert loaded.details["server_kind"] == "llama.cpp"
+        done = reply(client)
+        assert done.text and done.stats.generated_tokens > 0 and done.stats.decode_tps > 0
+        raw = next(e for e in client.generate("Once upon a time", GREEDY) if isinstance(e, Done))
+        assert raw.text
+
+
+def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_server):
+    """The local server over a remote engine: the remote's key goes only to the remote, the local client's key only
+    to the local server, and the answers carry neither."""
+    import openai
+
+    faulty_server.api_key = "remote-key-aaaaaaaaaaaa"
+    Connections().save(Connection("stub", faulty_server.url), api_key="remote-key-aaaaaaaaaaaa")
+    with EngineClient() as client:
+        client.load(model_ref("stub", "stub-model"))
+        server = ServerThread(create_app(client, api_key="local-key-bbbbbbbbbbbbbbbb")).start()
+        try:
+            local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
+            served = [m.id for m in local.models.list().data]
+            assert served == ["stub-model"]  # the id the remote server gives it
+            stream = local.chat.completions.create(model=served[0], stream=True,
+                                                   messages=[{"role": "user", "content": "hi"}])
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+            whole = local.chat.completions.with_raw_response.create(
+                model=served[0], messages=[{"role": "user", "content": "hi"}])
+        finally:
+            server.stop()
+    assert text == "Hello from the remote server."
+    assert [h["authorization"] for h in faulty_server.headers] == ["Bearer remote-key-aaaaaaaaaaaa"] * 2
+    answer = whole.http_response.text + str(dict(whole.http_response.headers))
+    assert "remote-key" not in answer and "local-key" not in answer
