@@ -44,9 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    from app.runtimes import overview
+    from app.runtimes import overview, select
 
-    rows = overview.overview()
+    rows = overview.overview(select.machine_gpus())
     if args.json:
         print(json.dumps(overview.to_json(rows), indent=2))
         return 0

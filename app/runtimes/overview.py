@@ -40,15 +40,14 @@ def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]
              "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
 
 
-def overview(machine_gpus: list[tuple[str, str]] | None = None) -> Overview:
-    from app.runtimes.select import machine_gpus as detect_gpus
-
+def overview(machine_gpus: list[tuple[str, str]]) -> Overview:
+    """``machine_gpus``: (vendor, name) of this machine's GPUs (``select.machine_gpus()``; passed in, since the
+    hardware probes import this module)."""
     runtimes = catalog.discover()
     probes = probe_all(runtimes)
     sizes = {r.name: r.size_bytes() for r in runtimes}
     saved = pins.load()
-    gpus = detect_gpus() if machine_gpus is None else machine_gpus
-    choice = choose.choose(runtimes, lambda r: probes[r.name], gpus, saved.for_model(None))
+    choice = choose.choose(runtimes, lambda r: probes[r.name], machine_gpus, saved.for_model(None))
     rows = [Row(r, probes[r.name], sizes[r.name], r.name == choice.name) for r in runtimes]
     return Overview(rows, choice, dict(saved.models), saved.problem)
 

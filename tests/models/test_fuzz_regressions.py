@@ -13,7 +13,6 @@ import pytest
 
 from app.models.metadata import ModelMetadataError, read_model, read_safetensors_file
 from app.hub.remote import read_remote_gguf
-from tests.fixtures.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ = Path(__file__).parent / "data" / "fuzz"
@@ -59,18 +58,10 @@ def test_each_found_input_reads_to_its_sentence(name):
     assert "\n" not in str(error.value)
 
 
-@pytest.fixture(scope="module")
-def hub():
-    server = HubServer().start()
-    yield server
-    server.stop()
-
-
 @pytest.mark.usefixtures("address_space_cap")
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.endswith(".gguf")))
-def test_each_found_gguf_read_through_range_requests(name, hub, monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", hub.url)
-    hub.add_repo(f"fuzz/{name[:-5]}", files={"model-Q4_0.gguf": FUZZ / name})
+def test_each_found_gguf_read_through_range_requests(name, hub_env):
+    hub_env.add_repo(f"fuzz/{name[:-5]}", files={"model-Q4_0.gguf": FUZZ / name})
     with pytest.raises(ModelMetadataError, match=EXPECTED[name]):
         read_remote_gguf(f"fuzz/{name[:-5]}", "model-Q4_0.gguf")
 
