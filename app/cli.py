@@ -114,6 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.runtimes.devices import main as devices_main
 
         return devices_main(argv[1:])
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C at any point, also while a command's modules are still being imported
+        print("quantdesk: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     if not argv:
         try:
             return _start_gui()
@@ -132,9 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuantDeskError as exc:
         print(f"quantdesk: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("quantdesk: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:  # a bug: the user gets a sentence, the log keeps the traceback
         return _unexpected(exc, f"quantdesk {args.command}")
 

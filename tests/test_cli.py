@@ -67,3 +67,29 @@ def test_the_log_rotates(isolated_user_state):
     assert path.stat().st_size <= logs.MAX_BYTES
     assert sorted(p.name for p in path.parent.iterdir()) == ["quantdesk.log", "quantdesk.log.1", "quantdesk.log.2",
                                                             "quantdesk.log.3"]
+
+
+# Ctrl-C while the commands' modules are still loading: a real SIGINT, raised at a known point of the start.
+INTERRUPTED_START = """
+import signal, sys
+
+class InterruptOnImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "app.commands.hub":
+            signal.raise_signal(signal.SIGINT)  # Python's handler raises KeyboardInterrupt inside this import
+        return None
+
+sys.meta_path.insert(0, InterruptOnImport())
+from app.cli import main
+raise SystemExit(main(["pull", "acme/some-GGUF"]))
+"""
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line_not_a_traceback():
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED_START], capture_output=True, text=True, timeout=60,
+                            env=os.environ.copy())
+    assert (result.returncode, result.stderr) == (130, "quantdesk: interrupted\n")
