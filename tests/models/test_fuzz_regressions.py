@@ -13,6 +13,8 @@ import pytest
 
 from app.models.metadata import ModelMetadataError, read_model, read_safetensors_file
 from app.hub.remote import read_remote_gguf
+from app.models.recommend import fit_model
+from tests.models.test_metadata_fuzz import MACHINE
 
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ = Path(__file__).parent / "data" / "fuzz"
@@ -31,6 +33,8 @@ EXPECTED = {
     "safetensors-header-is-a-list.safetensors": "does not hold a JSON object",
     "safetensors-header-nested-100000-deep.safetensors": "nests too deeply to be read",
     "config-architectures-is-an-object": None,  # no architecture named: metadata without one, not an error
+    # a tensor "blk.x.…" made `quantdesk fit` fail reading its block number (ValueError in the estimator)
+    "tensor-named-blk-x.gguf": None,
     "config-layers-2pow63": "num_hidden_layers is 9223372036854775808; expected a whole number from 0 to 4,096",
     "config-heads-is-a-string": "num_attention_heads is ':'; expected a whole number",
     "config-mlx-bits-null": "quantization bits is None; expected a whole number from 1 to 64",
@@ -47,11 +51,19 @@ def test_every_file_has_its_expected_sentence():
     assert sorted(p.name for p in FUZZ.iterdir() if p.name != "README.md") == sorted(EXPECTED)
 
 
+# The inputs that read: what `quantdesk fit` plans for them (on a machine with a 24 GiB GPU).
+PLANNED = {"config-architectures-is-an-object": ("unknown", "lacks layer or attention-head counts"),
+           "tensor-named-blk-x.gguf": ("full GPU", "")}
+
+
 @pytest.mark.usefixtures("address_space_cap")
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_found_input_reads_to_its_sentence(name):
     if EXPECTED[name] is None:
-        assert _read(FUZZ / name).architecture == ""
+        meta = _read(FUZZ / name)
+        result = fit_model(meta, MACHINE, n_ctx=4096)
+        verdict, reason = PLANNED[name]
+        assert result.verdict == verdict and reason in result.reason
         return
     with pytest.raises(ModelMetadataError, match=EXPECTED[name]) as error:
         _read(FUZZ / name)
@@ -62,6 +74,9 @@ def test_each_found_input_reads_to_its_sentence(name):
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.endswith(".gguf")))
 def test_each_found_gguf_read_through_range_requests(name, hub_env):
     hub_env.add_repo(f"fuzz/{name[:-5]}", files={"model-Q4_0.gguf": FUZZ / name})
+    if EXPECTED[name] is None:
+        assert read_remote_gguf(f"fuzz/{name[:-5]}", "model-Q4_0.gguf").tensors == _read(FUZZ / name).tensors
+        return
     with pytest.raises(ModelMetadataError, match=EXPECTED[name]):
         read_remote_gguf(f"fuzz/{name[:-5]}", "model-Q4_0.gguf")
 

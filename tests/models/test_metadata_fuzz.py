@@ -11,15 +11,19 @@ the hypothesis profile (tests/conftest.py): small and fixed by default, ``HYPOTH
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import tracemalloc
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
+from app.hub.errors import HubError
+from app.hub.remote import read_remote_gguf
 from app.models.metadata import (
     ModelMetadata,
     ModelMetadataError,
@@ -30,6 +34,7 @@ from app.models.metadata import (
     parse_safetensors_header,
     read_model,
 )
+from app.models.recommend import fit_model
 from tests.fixtures.limits import capped_examples
 from tests.models import gguf_bytes as g
 
@@ -71,18 +76,22 @@ deep = st.integers(1, 6000).map(g.nested_array)
 hostile_values = values | deep | st.builds(lambda code, raw: g.Value(code, raw), st.integers(13, 1 << 32),
                                            st.binary(max_size=8))
 
-ARCH = b"llama"
-MODEL_KEYS = [b"general.architecture", b"general.alignment", b"general.file_type", b"general.name", b"split.count",
-              b"tokenizer.ggml.tokens", b"tokenizer.chat_template", b"tokenizer.ggml.bos_token_id",
-              b"tokenizer.ggml.eos_token_id"] + [ARCH + b"." + k for k in (
-                  b"block_count", b"context_length", b"embedding_length", b"attention.head_count",
-                  b"attention.head_count_kv", b"attention.key_length", b"attention.value_length",
-                  b"attention.sliding_window", b"attention.sliding_window_pattern", b"attention.key_length_swa",
-                  b"attention.value_length_swa", b"attention.shared_kv_layers", b"vocab_size", b"expert_count",
-                  b"expert_used_count", b"attention.kv_lora_rank", b"rope.dimension_count")]
-keys = st.sampled_from(MODEL_KEYS) | st.binary(max_size=24)
+# A plain transformer, and main's recurrent and hybrid families (each marks its recurrent layers its own way).
+ARCHS = [b"llama", b"mamba2", b"lfm2", b"qwen35", b"nemotron_h", b"falcon-h1"]
+GENERAL_KEYS = [b"general.architecture", b"general.alignment", b"general.file_type", b"general.name", b"split.count",
+                b"tokenizer.ggml.tokens", b"tokenizer.chat_template", b"tokenizer.ggml.bos_token_id",
+                b"tokenizer.ggml.eos_token_id"]
+ARCH_KEYS = [b"block_count", b"context_length", b"embedding_length", b"feed_forward_length", b"attention.head_count",
+             b"attention.head_count_kv", b"attention.key_length", b"attention.value_length",
+             b"attention.sliding_window", b"attention.sliding_window_pattern", b"attention.key_length_swa",
+             b"attention.value_length_swa", b"attention.shared_kv_layers", b"vocab_size", b"expert_count",
+             b"expert_used_count", b"attention.kv_lora_rank", b"rope.dimension_count", b"nextn_predict_layers",
+             b"ssm.conv_kernel", b"ssm.inner_size", b"ssm.state_size", b"ssm.group_count", b"wkv.head_size",
+             b"token_shift_count", b"shortconv.l_cache", b"full_attention_interval", b"attention.recurrent_layers"]
 dims = st.sampled_from([0, 1, 32, 64, 256]) | st.sampled_from(EXTREME) | st.integers(0, (1 << 64) - 1)
-tensors = st.builds(g.Tensor, name=st.sampled_from([b"token_embd.weight", b"output.weight", b"blk.0.attn_q.weight"])
+tensors = st.builds(g.Tensor, name=st.sampled_from([b"token_embd.weight", b"output.weight", b"blk.0.attn_q.weight",
+                                                    b"blk.1.ffn_up_exps.weight", b"blk.x.attn_k.weight", b"blk.",
+                                                    b"blk.99999999999.ssm_a", b"blk.-1.attn_v.weight"])
                     | st.binary(max_size=16), dims=st.lists(dims, max_size=5),
                     ggml_type=st.integers(0, 40) | st.sampled_from([(1 << 32) - 1]), offset=extreme_ints,
                     claimed_dims=st.none() | st.none() | st.sampled_from([0, 5, 9, 255, (1 << 32) - 1]))
@@ -92,8 +101,11 @@ tensors = st.builds(g.Tensor, name=st.sampled_from([b"token_embd.weight", b"outp
 def gguf_files(draw) -> bytes:
     """A real two-layer model header with some of its fields replaced or added, hostile counts in the
     header, and now and then cut short or followed by junk."""
-    header = g.minimal_model(ARCH)
+    arch = draw(st.sampled_from(ARCHS))
+    header = g.minimal_model(arch)
     kv = dict(header.kv)
+    keys = st.sampled_from(GENERAL_KEYS) | st.sampled_from(ARCH_KEYS).map(lambda k: arch + b"." + k) \
+        | st.binary(max_size=24)
     for key, value in draw(st.lists(st.tuples(keys, hostile_values), max_size=6)):
         kv[key] = value
     header.kv = list(kv.items())
@@ -125,10 +137,23 @@ def _is_sentence(error: Exception) -> None:
     assert text and "\n" not in text and len(text) < 2000, text
 
 
+# What `quantdesk fit` plans for: a machine with a 24 GiB NVIDIA GPU, so that layers are split between devices.
+MACHINE = HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=64 << 30,
+                          ram_available_bytes=64 << 30, ram_bandwidth_gbps=50.0, gpus=[GpuInfo(
+                              index=0, vendor="nvidia", name="RTX", vram_total_bytes=24 << 30,
+                              vram_free_bytes=24 << 30, compute_capability="8.9", bandwidth_gbps=1000.0)])
+
+
+def _used(meta: ModelMetadata) -> None:
+    """What the commands do with metadata: `inspect --json` prints its summary, `fit` plans a load (a verdict of
+    "unknown" with its reason where the estimator does not model it)."""
+    json.dumps(meta.summary())
+    json.dumps(fit_model(meta, MACHINE, n_ctx=4096).to_json())
+
+
 def _metadata(read: Callable[[], tuple], source: str) -> None:
     kv, tensors, _ = read()
-    meta = metadata_from_gguf(kv, tensors, source=source, file_name="fuzz-Q4_K_M.gguf")
-    json.dumps(meta.summary())  # what `quantdesk inspect --json` prints
+    _used(metadata_from_gguf(kv, tensors, source=source, file_name="fuzz-Q4_K_M.gguf"))
 
 
 def range_reader(data: bytes) -> Callable[[int, int], bytes]:
@@ -146,6 +171,41 @@ def test_any_gguf_header_read_by_ranges_gives_metadata_or_our_error(data, first)
         _is_sentence(exc)
 
 
+SHARDED = "fuzz-Q4_K_M-00001-of-00002.gguf"
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # one Hub stand-in, a repo per example
+@given(data=gguf_files(), name=st.sampled_from(["fuzz-Q4_K_M.gguf", SHARDED]), second_shard=st.booleans())
+@capped_examples
+def test_any_gguf_on_the_hub_gives_metadata_or_our_error(data, name, second_shard, hub_reader):
+    """app.hub.remote's reader itself, over HTTP Range requests to the Hub stand-in: the growing reads, a server
+    that answers fewer bytes than asked at the end of the file, and the other shards of a split model."""
+    files = {name: data}
+    if name == SHARDED and second_shard:
+        files[SHARDED.replace("00001-of", "00002-of")] = data
+    repo_id = f"fuzz/m{next(_repo_numbers)}"
+    hub_reader.add_repo(repo_id, files=files)
+    try:
+        _used(_bounded(lambda: read_remote_gguf(repo_id, name), len(data)))
+    except (ModelMetadataError, HubError) as exc:
+        _is_sentence(exc)
+    finally:
+        hub_reader.repos.pop(repo_id)  # the stand-in keeps no example's bytes into the next
+        hub_reader.log.clear()
+
+
+_repo_numbers = itertools.count()
+
+
+@pytest.fixture
+def hub_reader(hub_env):
+    """The Hub stand-in, read once through app.hub.remote before the examples: the first request's imports and
+    HTTP session (17 MiB) are not an example's memory."""
+    hub_env.add_repo("fuzz/warm-up", files={"warm-up-Q4_K_M.gguf": g.header_bytes(g.minimal_model())})
+    read_remote_gguf("fuzz/warm-up", "warm-up-Q4_K_M.gguf")
+    return hub_env
+
+
 @given(data=gguf_files())
 @capped_examples
 def test_any_local_gguf_file_gives_metadata_or_our_error(data, tmp_path_factory):
@@ -154,7 +214,7 @@ def test_any_local_gguf_file_gives_metadata_or_our_error(data, tmp_path_factory)
     try:
         meta = _bounded(lambda: read_model(path), len(data))
         assert isinstance(meta, ModelMetadata)
-        json.dumps(meta.summary())
+        _used(meta)
     except ModelMetadataError as exc:
         _is_sentence(exc)
 
@@ -232,7 +292,7 @@ configs = st.dictionaries(st.sampled_from(CONFIG_KEYS), json_values | quant_bloc
 def test_any_config_gives_metadata_or_our_error(config, name):
     try:
         meta = _bounded(lambda: metadata_from_config(config, [], source="fuzz", name=name), 4096)
-        json.dumps(meta.summary())
+        _used(meta)
     except ModelMetadataError as exc:
         _is_sentence(exc)
 
