@@ -34,7 +34,7 @@ from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar
+from app.ui.widgets import UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -577,6 +577,9 @@ class ChatPage(QWidget):
             bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
         self._end_reply()
+        # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
+        ended = "Reply stopped" if done.stats.stop_reason == "cancelled" else "Reply done"
+        announce(self.view, f"{ended}: {done.text.strip()}" if done.text.strip() else f"{ended}, empty.")
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
