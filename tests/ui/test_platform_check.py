@@ -39,18 +39,28 @@ def test_without_a_display_the_app_says_so_and_that_the_cli_works():
                              "line works without a window: `quantdesk --help` lists its commands.\n")
 
 
-def test_the_window_opens_on_a_real_x_server(xvfb):
-    result = _start(_gui_env(DISPLAY=xvfb, QUANTDESK_EXIT_AFTER_SHOWN="1"))
+@pytest.fixture
+def x_display(xvfb) -> str:
+    """An X server Qt's xcb plugin can use: where the plugin's libraries are missing, the test is skipped with
+    the check's own paragraph (which names the packages; CI installs them, .ci/run)."""
+    paragraph = platform_check.problem({"DISPLAY": xvfb})
+    if paragraph is not None:
+        pytest.skip(paragraph)
+    return xvfb
+
+
+def test_the_window_opens_on_a_real_x_server(x_display):
+    result = _start(_gui_env(DISPLAY=x_display, QUANTDESK_EXIT_AFTER_SHOWN="1"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("quantdesk: main window shown")
 
 
 @needs_namespaces
-def test_missing_xcb_libraries_get_our_paragraph_not_qts(xvfb, tmp_path):
+def test_missing_xcb_libraries_get_our_paragraph_not_qts(x_display, tmp_path):
     plugin = platform_check.plugin_file("xcb", {})
     hidden = ["libxcb-cursor.so.0", "libxkbcommon-x11.so.0"]
     folder = library_folder(hidden[0], plugin)
-    env = _gui_env(DISPLAY=xvfb)
+    env = _gui_env(DISPLAY=x_display)
     # The hiding is real: Qt alone, in the same namespace, fails the way issue 21 describes.
     qt_alone = run_without(hidden, folder, tmp_path / "qt", [sys.executable, "-c",
                                                              "from PySide6.QtWidgets import QApplication\n"
