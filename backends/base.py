@@ -280,10 +280,14 @@ class TrailingText(str):
 
 
 class StopStringFilter:
-    """Holds back text that might be the start of a stop string; cuts the text at a full match."""
+    """Holds back text that might be the start of a stop string; cuts the text at a full match.
+
+    Only the tail is ever scanned: the text held back (shorter than the longest stop string) and the
+    new piece, never the reply so far."""
 
     def __init__(self, stops: Sequence[str]) -> None:
         self._stops = tuple(s for s in stops if s)
+        self.active = bool(self._stops)  # without stop strings the loop need not call feed() at all
         self._pending = ""
         self.matched = False
 
@@ -345,6 +349,9 @@ def physical_cores() -> int:
 
 class Backend(abc.ABC):
     """One inference engine. An instance owns at most one loaded model, on one thread."""
+
+    # Tokens are handed out in chunks at most this often (the first one at once): see ``generate``.
+    COALESCE_S: ClassVar[float] = 0.010
 
     name: ClassVar[str]
     formats: ClassVar[tuple[str, ...]]  # model formats it runs: gguf, mlx, safetensors, exl2, exl3
@@ -434,13 +441,24 @@ class Backend(abc.ABC):
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
                  cancelled: threading.Event) -> Iterator[Token | Done]:
-        """The shared generation loop: yields a Token per generated token, then one Done."""
+        """The shared generation loop: yields Token events, then one Done.
+
+        Tokens are timed one by one, but handed out in chunks: the first token at once, then whatever came
+        in the last ``COALESCE_S`` with each later token, and the rest before the Done. A fast engine
+        (thousands of tokens a second) then costs the event channel, the client and the GUI a hundred
+        small messages a second instead of one per token; a slow one still sends every token as it comes.
+        """
         clock = time.perf_counter
         t_start = clock()
         stops = StopStringFilter(sampling.stop)
-        pieces: list[str] = []
+        max_tokens = sampling.max_tokens
+        coalesce_s = self.COALESCE_S
+        pieces: list[str] = []  # the whole released text, for the Done
+        chunk: list[str] = []  # released text not handed out yet
+        chunk_tokens = 0
         generated = 0
         t_first = t_last = None
+        t_sent = -coalesce_s  # the first token goes out at once
         stop_reason: StopReason = "eos"
         self.prompt_tokens = 0
         self._t_prefill = None
@@ -448,31 +466,47 @@ class Backend(abc.ABC):
         try:
             for raw in stream:
                 now = clock()
-                is_token = not isinstance(raw, TrailingText)
-                if is_token:
+                if type(raw) is not TrailingText:
                     generated += 1
-                    t_first = t_first or now
+                    chunk_tokens += 1
+                    if t_first is None:
+                        t_first = now
                     t_last = now
-                text = stops.feed(raw)
-                pieces.append(text)
-                yield Token(request_id, text, (now - t_start) * 1000, count=int(is_token))
+                text = stops.feed(raw) if stops.active else raw
+                if text:
+                    chunk.append(text)
                 if stops.matched:
                     stop_reason = "stop"
                     break
-                if generated >= sampling.max_tokens:
+                if generated >= max_tokens:
                     stop_reason = "length"
                     break
                 if cancelled.is_set():
                     stop_reason = "cancelled"
                     break
+                if now - t_sent >= coalesce_s:
+                    text = "".join(chunk)
+                    pieces.append(text)
+                    chunk.clear()
+                    yield Token(request_id, text, (now - t_start) * 1000, count=chunk_tokens)
+                    chunk_tokens = 0
+                    t_sent = now
+        except Exception:
+            if chunk:  # what arrived before the engine failed stays with the caller, ahead of the error
+                yield Token(request_id, "".join(chunk), ((t_last or clock()) - t_start) * 1000, count=chunk_tokens)
+            raise
         finally:
             stream.close()
         if stop_reason == "eos" and cancelled.is_set():
             stop_reason = "cancelled"  # the backend ended early because of the cancel (e.g. during prefill)
         tail = stops.flush() if not stops.matched else ""
         if tail:
-            pieces.append(tail)
-            yield Token(request_id, tail, (clock() - t_start) * 1000, count=0)
+            chunk.append(tail)
+        if chunk or chunk_tokens:
+            text = "".join(chunk)
+            pieces.append(text)
+            t_chunk = t_last if chunk_tokens and t_last is not None else clock()  # held-back text alone: now
+            yield Token(request_id, text, (t_chunk - t_start) * 1000, count=chunk_tokens)
         t_first = t_first or clock()
         t_last = t_last or t_first
         stats = GenerationStats(

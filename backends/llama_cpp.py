@@ -11,6 +11,7 @@ import ctypes
 import importlib.util
 import inspect
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -145,6 +146,29 @@ def _overriding_tensor_placement(llama_cpp, overrides: ctypes.Array | None):
         bindings.llama_model_default_params = default_params
 
 
+class _Pieces(dict):
+    """token -> the bytes it prints, or None for an end-of-generation token; each token is asked of
+    llama.cpp once, the first time it is generated (a dict hit afterwards). Special tokens print nothing,
+    as in ``Llama.detokenize``."""
+
+    def __init__(self, llama_cpp, vocab) -> None:
+        super().__init__()
+        self._llama_cpp, self._vocab = llama_cpp, vocab
+
+    def __missing__(self, token: int) -> bytes | None:
+        llama_cpp, vocab = self._llama_cpp, self._vocab
+        piece = None
+        if not llama_cpp.llama_vocab_is_eog(vocab, token):
+            buffer = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+            if n < 0:  # longer than the buffer: -n is its length
+                buffer = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+            piece = buffer.raw[:n]
+        self[token] = piece
+        return piece
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
@@ -154,7 +178,9 @@ class LlamaCppBackend(Backend):
         self._template = ""
         self._bos = self._eos = ""
         self._cancelled: threading.Event | None = None
-        self._abort_cb = None  # keep the ctypes callback alive while llama.cpp holds it
+        self._abort_cb = self._no_abort_cb = None  # keep the ctypes callbacks alive while llama.cpp holds them
+        self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
+        self._pieces: dict[int, bytes | None] = {}
         self._overrides = None  # the tensor-placement array, alive while the model is
 
     @classmethod
@@ -206,7 +232,9 @@ class LlamaCppBackend(Backend):
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
                                   "see the engine log for llama.cpp's reason") from None
-        self._install_abort_callback(llama_cpp)
+        self._make_abort_callback(llama_cpp)
+        self._kv_tokens = []
+        self._pieces = _Pieces(llama_cpp, self._llm._model.vocab)
         metadata = self._llm.metadata
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
@@ -251,7 +279,7 @@ class LlamaCppBackend(Backend):
             return {"experts_in_ram": 0, "experts_note": "not a mixture-of-experts model: experts in RAM ignored"}
         return {"experts_in_ram": n_layers if cpu_moe < 0 else min(cpu_moe, n_layers)}
 
-    def _install_abort_callback(self, llama_cpp) -> None:
+    def _make_abort_callback(self, llama_cpp) -> None:
         """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
 
         @llama_cpp.ggml_abort_callback
@@ -259,7 +287,7 @@ class LlamaCppBackend(Backend):
             return bool(self._cancelled is not None and self._cancelled.is_set())
 
         self._abort_cb = should_abort
-        llama_cpp.llama_set_abort_callback(self._llm.ctx, should_abort, None)
+        self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
 
     def _token_text(self, token: int) -> str:
         if token < 0:
@@ -275,7 +303,69 @@ class LlamaCppBackend(Backend):
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
 
+    def _sampler_chain(self, llama_cpp, sampling: SamplingSettings):
+        """llama.cpp's native sampler chain, built as llama-cpp-python's ``Llama._init_sampler`` builds it
+        (so a seed gives the same reply as through ``Llama.generate``): repetition penalty over the last
+        ``last_n_tokens_size`` (64) generated tokens, then greedy, or top-k, top-p, min-p, temperature
+        and a seeded draw. Without a seed llama.cpp draws a random one."""
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = llama_cpp.llama_sampler_chain_add
+        add(chain, llama_cpp.llama_sampler_init_penalties(self._llm.n_vocab(), self._llm.last_n_tokens_size,
+                                                          sampling.repeat_penalty, 0.0, 0.0))
+        if sampling.temperature == 0:
+            add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            add(chain, llama_cpp.llama_sampler_init_top_k(sampling.top_k))
+            add(chain, llama_cpp.llama_sampler_init_top_p(sampling.top_p, 1))
+            add(chain, llama_cpp.llama_sampler_init_min_p(sampling.min_p, 1))
+            add(chain, llama_cpp.llama_sampler_init_temp(sampling.temperature))
+            seed = llama_cpp.LLAMA_DEFAULT_SEED if sampling.seed is None else sampling.seed
+            add(chain, llama_cpp.llama_sampler_init_dist(seed))
+        return chain
+
+    def _decode(self, llama_cpp, tokens: Sequence[int]) -> int:
+        """Evaluate ``tokens`` after what the KV cache holds, n_batch at a time; llama_decode's status."""
+        ctx, n_batch = self._llm.ctx, self._llm.n_batch
+        for start in range(0, len(tokens), n_batch):
+            chunk = tokens[start:start + n_batch]
+            ids = (llama_cpp.llama_token * len(chunk))(*chunk)  # referenced until llama_decode returns
+            status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk)))
+            if status != 0:
+                return status
+            self._kv_tokens.extend(chunk)
+        return 0
+
+    def _forget_kv(self, llama_cpp) -> None:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._llm.ctx), True)
+        self._kv_tokens = []
+
+    def _prefill(self, llama_cpp, tokens: list[int]) -> int:
+        """Bring the KV cache to ``tokens``, reusing the longest prefix it already holds (the earlier turns
+        of a chat), as ``Llama.generate`` does; llama_decode's status. Cancel can interrupt it through the
+        abort callback, which is installed for the prompt only: llama.cpp calls it after every graph
+        node, and a Python call per node would cost each generated token far more than the token loop."""
+        ctx = self._llm.ctx
+        cached = self._kv_tokens
+        reuse = 0
+        for a, b in zip(cached, tokens, strict=False):  # the common prefix
+            if a != b:
+                break
+            reuse += 1
+        reuse = min(reuse, len(tokens) - 1)  # at least one token to decode: its logits pick the first token
+        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), -1, reuse, -1):
+            del cached[reuse:]
+        else:  # nothing to reuse, or a recurrent model's state cannot be cut back
+            self._forget_kv(llama_cpp)
+            reuse = 0
+        llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
+        try:
+            return self._decode(llama_cpp, tokens[reuse:])
+        finally:
+            llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
+
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
+        """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native
+        sampler chain, and each token's bytes looked up once per model."""
         import llama_cpp
 
         if self._llm is None:
@@ -285,39 +375,63 @@ class LlamaCppBackend(Backend):
         if self._bos and prompt.startswith(self._bos):
             prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
-        if len(tokens) >= llm.n_ctx():
+        n_ctx = llm.n_ctx()
+        if len(tokens) >= n_ctx:
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
-                                             f"holds {llm.n_ctx()}", "start a new chat or load with a larger context")
+                                             f"holds {n_ctx}", "start a new chat or load with a larger context")
         self.prompt_tokens = len(tokens)
-        if sampling.seed is not None:
-            llm.set_seed(sampling.seed)
-        vocab = llm._model.vocab
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.mark_prefill_start()
-        generator = llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
-                                 temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty)
+        ctx, pieces, kv_tokens = llm.ctx, self._pieces, None
+        decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        chain = self._sampler_chain(llama_cpp, sampling)
         try:
-            for token in generator:
-                if llama_cpp.llama_vocab_is_eog(vocab, token):
+            self.mark_prefill_start()
+            status = self._prefill(llama_cpp, tokens)
+            n_past = len(tokens)
+            kv_tokens = self._kv_tokens
+            next_token = (llama_cpp.llama_token * 1)()
+            one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
+            while status == 0:
+                token = sample(chain, ctx, -1)
+                piece = pieces[token]
+                if piece is None:  # end of generation
                     return
-                yield utf8.decode(llm.detokenize([token]))
-                if len(tokens) + 1 >= llm.n_ctx():
+                yield utf8(piece)
+                n_past += 1
+                if n_past >= n_ctx:
                     return  # context full: end the reply rather than fail the next decode
-                tokens.append(token)
-        except RuntimeError as exc:
+                next_token[0] = token
+                status = decode(ctx, one)
+                if status == 0:
+                    kv_tokens.append(token)
             if self._cancelled is not None and self._cancelled.is_set():
-                llm.reset()  # the aborted decode left the KV cache half-written
+                self._forget_kv(llama_cpp)  # an aborted decode leaves the KV cache half-written
                 return
-            raise GenerationError("decode", f"llama.cpp failed while generating: {exc}") from None
+            self._forget_kv(llama_cpp)
+            raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
+                                  "see the engine log for llama.cpp's reason")
         finally:
-            generator.close()
+            llama_cpp.llama_sampler_free(chain)
 
     def generate(self, request_id, messages, sampling, cancelled):
+        import llama_cpp
+
         self._cancelled = cancelled
+        if self._llm is not None:
+            llama_cpp.llama_perf_context_reset(self._llm.ctx)
         try:
             yield from super().generate(request_id, messages, sampling, cancelled)
         finally:
             self._cancelled = None
+            if self._llm is not None:
+                self._log_timings(llama_cpp, request_id)
+
+    def _log_timings(self, llama_cpp, request_id: str) -> None:
+        """llama.cpp's own timers for this reply, one line in the engine log (stderr): what the engine itself
+        spent, beside the stats QuantDesk shows (tests/bench/token_loop.py compares the two)."""
+        perf = llama_cpp.llama_perf_context(self._llm.ctx)
+        print(f"[{request_id}] llama.cpp timings: prompt {perf.n_p_eval} tokens in {perf.t_p_eval_ms:.3f} ms, "
+              f"decode {perf.n_eval} tokens in {perf.t_eval_ms:.3f} ms", file=sys.stderr, flush=True)
 
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.
@@ -341,6 +455,7 @@ class LlamaCppBackend(Backend):
         logits = np.empty((len(tokens), n_vocab), dtype=np.float32)
         llm.reset()
         llm._ctx.kv_cache_clear()
+        self._kv_tokens = []  # the chat's prefix is gone from the cache
         try:
             for start in range(0, len(tokens), llm.n_batch):
                 chunk = list(tokens[start:start + llm.n_batch])

@@ -94,8 +94,11 @@ class MlxBackend(Backend):
             raise GenerationError("template", message) from None
 
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
+        """mlx-lm's token loop without its per-token bookkeeping: ``generate_step`` and the tokenizer's
+        streaming detokenizer driven directly, as ``stream_generate`` drives them (same sampler, same text),
+        minus the response object, timings and peak-memory query it makes for every token."""
         import mlx.core as mx
-        from mlx_lm import stream_generate
+        from mlx_lm.generate import generate_step, generation_stream, wired_limit
         from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
         if self._model is None:
@@ -114,17 +117,21 @@ class MlxBackend(Backend):
                                min_p=sampling.min_p, top_k=sampling.top_k)
         processors = make_logits_processors(
             repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
+        detokenizer = self._tokenizer.detokenizer
+        eos = self._tokenizer.eos_token_ids
         self.mark_prefill_start()
-        # One more than we need: the shared loop stops at max_tokens itself, so mlx-lm's own length
-        # cut (which holds the last token back for its final response) never comes first.
+        # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
-        for response in stream_generate(self._model, self._tokenizer, tokens, max_tokens=limit,
-                                        sampler=sampler, logits_processors=processors):
-            if response.finish_reason == "stop":  # the end-of-sequence token: only the detokenizer's rest
-                if response.text:
-                    yield TrailingText(response.text)
-                return
-            yield response.text
+        with wired_limit(self._model, [generation_stream]):
+            for token, _ in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
+                                          logits_processors=processors):
+                if token in eos:
+                    break
+                detokenizer.add_token(token)
+                yield detokenizer.last_segment
+        detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
+        if rest := detokenizer.last_segment:
+            yield TrailingText(rest)
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 

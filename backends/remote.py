@@ -400,6 +400,9 @@ class RemoteBackend(Backend):
 
     name = "remote"
     formats = ("remote",)
+    # Every piece goes out as it arrives: a network stream can stall at any moment, and a piece held back for
+    # the next one would wait out the stall (a local engine's next token is never more than a token away).
+    COALESCE_S = 0.0
 
     def __init__(self, endpoint: dict[str, Any] | Endpoint | None = None) -> None:
         self.endpoint = endpoint if isinstance(endpoint, Endpoint) or endpoint is None else Endpoint.from_dict(endpoint)

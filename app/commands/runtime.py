@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_ls(args: argparse.Namespace) -> int:
     from app.runtimes import overview, select
 
-    rows = overview.overview(select.machine_gpus())
+    rows = select.overview()
     if args.json:
         print(json.dumps(overview.to_json(rows), indent=2))
         return 0

@@ -1,17 +1,19 @@
 """The parent side of an engine host: start it, load, stream, cancel, and turn its death into a sentence.
 
-The client is blocking and may be shared by threads: the GUI's chat worker and the local server's queue
-use one host, so one model sits in memory once. Requests (load, generate, score, unload) take turns,
-first come first served; ``cancel(request_id)`` may be called from any thread and stops only that
-request, running or still waiting. Nothing here imports an inference library; the host does that in
-its own process.
+The client is blocking and may be shared by threads: the app makes one and hands it to the chat and to
+the local server, so one model sits in memory once. Each request (load, generate, score, unload) goes to
+the host as it is made, and the host serves them one at a time in that order: the host's queue is the
+only one. Its events come back on one reader thread, which hands each to the request the host is
+serving (always the oldest one not finished). ``cancel(request_id)`` may be called from any thread and
+stops only that request, running or still waiting; the host itself keeps track of which. Nothing here
+imports an inference library; the host does that in its own process.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
+import io
 import itertools
 import os
 import queue
@@ -21,14 +23,17 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from app.engine import protocol
+from app.engine.protocol import (GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
+                                 UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import (Done, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
-                           SamplingSettings, Scored, Token)
+from backends.base import Done, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings, Scored, Token
 
 _EOF = object()
 STDERR_LINES = 200
+HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
 # Words engines print when an allocation fails: llama.cpp/ggml, CUDA, Metal, the C++ runtime, Python.
 _OOM_MARKERS = ("out of memory", "failed to allocate", "bad_alloc", "memoryerror", "cudamalloc failed",
@@ -67,58 +72,123 @@ def describe_exit(returncode: int | None, stderr_tail: Sequence[str], phase: str
     return EngineCrashed(message, hint, returncode=returncode, stderr_tail=tuple(stderr_tail), phase=phase)
 
 
-class _Turns:
-    """First come, first served use of the one host (a plain Lock wakes waiters in no particular order)."""
+class EngineClientLike(Protocol):
+    """An engine as the chat bridge (app/ui/engine_bridge.py) and the local server (app/server) use it:
+    EngineClient, or a test double with the same calls and events."""
 
-    def __init__(self) -> None:
+    loaded: Loaded | None  # the model the host holds (None: none, or the host died)
+
+    @property
+    def alive(self) -> bool: ...
+    @property
+    def pid(self) -> int | None: ...
+    def start(self) -> Any: ...
+    def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
+             on_progress: Callable[[float], None] | None = None) -> Loaded: ...
+    def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
+                 on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]: ...
+    def cancel(self, request_id: str | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+class _Reply:
+    """One request the host has been sent and has not finished: the event reader queues its events here,
+    the thread that made the request takes them."""
+
+    def __init__(self, request_id: str, phase: str, host: _InFlight) -> None:
+        self.request_id = request_id
+        self.phase = phase  # for the sentence if the host dies while serving it
+        self.host = host
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
+
+
+class _InFlight:
+    """The requests one host process has been sent and not finished, oldest first. The host serves them in
+    that order, so every event it sends belongs to the oldest one (the request ids it carries say the same)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
         self._changed = threading.Condition()
-        self._next_ticket = 0
-        self._serving = 0
+        self._replies: collections.deque[_Reply] = collections.deque()
+        self.ended = False  # the host's event stream is over: it died, or was shut down
+        self.phase_at_end = "while starting"
+        self.hello: queue.SimpleQueue = queue.SimpleQueue()  # the Hello, or _EOF
 
-    @contextlib.contextmanager
-    def turn(self, on_wait: Callable[[int], None] | None = None):
-        """Hold the host; ``on_wait(requests ahead)`` is called first when others are ahead of this one."""
+    def add(self, reply: _Reply, send: Callable[[], None]) -> int:
+        """Queue ``reply`` and ``send`` its request, in one step so that this order is the pipe's; returns
+        how many requests are ahead of it."""
         with self._changed:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            ahead = ticket - self._serving
-        if ahead and on_wait is not None:
-            on_wait(ahead)
+            if self.ended:
+                raise EOFError
+            ahead = len(self._replies)
+            self._replies.append(reply)
+            try:
+                send()
+            except BaseException:
+                self._replies.remove(reply)
+                raise
+            return ahead
+
+    def deliver(self, event: Any) -> bool:
+        """Hand an event to the request it belongs to; False if it belongs to none."""
+        if isinstance(event, protocol.Hello):
+            self.hello.put(event)
+            return True
         with self._changed:
-            self._changed.wait_for(lambda: self._serving == ticket)
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._serving += 1
+            head = self._replies[0] if self._replies else None
+            if head is None or getattr(event, "request_id", head.request_id) != head.request_id:
+                return False
+            if isinstance(event, protocol.FINAL_EVENTS):
+                self._replies.popleft()
                 self._changed.notify_all()
+        if not head.abandoned:
+            head.events.put(event)
+        return True
+
+    def end(self) -> None:
+        """The host's stream ended: every request still waiting learns it."""
+        with self._changed:
+            self.ended = True
+            if self._replies:
+                self.phase_at_end = self._replies[0].phase
+            elif self.phase_at_end == "while starting" and not self.hello.empty():
+                self.phase_at_end = "while idle"
+            replies = list(self._replies)
+            self._replies.clear()
+            self._changed.notify_all()
+        self.hello.put(_EOF)
+        for reply in replies:
+            reply.events.put(_EOF)
+
+    def wait_idle(self) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._replies or self.ended)
 
 
 class EngineClient:
-    """One engine host process. Use as a context manager, or call ``close()``."""
+    """One engine host process at a time. Use as a context manager, or call ``close()``."""
 
     _ids = itertools.count(1)
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._env = env
         self._proc: subprocess.Popen | None = None
-        self._events: queue.Queue = queue.Queue()
+        self._inflight: _InFlight | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._write_lock = threading.Lock()
-        self._current_id: str | None = None
-        self._turns = _Turns()
-        self._queued_ids: set[str] = set()  # generations waiting for their turn
-        self._cancelled_ids: set[str] = set()  # ... and those of them cancelled before it came
-        self._cancel_sent_for: str | None = None  # the running request a cancel was sent for
-        self._ids_lock = threading.Lock()
-        self._phase = "while starting"
+        # Requests are sent under this lock; a load that needs a fresh host holds new ones back meanwhile.
+        self._submitting = threading.Condition()
+        self._replacing = False
         self._runtime_env: dict[str, str] = {}  # the llama.cpp runtime the host imports (app/runtimes)
         self.loaded: Loaded | None = None
 
     # --- process ---
 
     def start(self) -> EngineClient:
-        """Start the host; a host that died is replaced by a fresh one (the model must be loaded again)."""
+        """Start the host and wait for its hello; a host that died is replaced by a fresh one (the model must
+        be loaded again). Raises EngineError if the host speaks another protocol version, EngineCrashed if it
+        dies on the way."""
         if self.alive:
             return self
         if self._proc is not None:
@@ -130,15 +200,32 @@ class EngineClient:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=env, bufsize=0)
-        self._events = queue.Queue()  # per process: a dead host's end-of-stream must not reach its successor
-        self._events_reader = threading.Thread(target=self._read_events, args=(self._proc, self._events),
+        # Per process: a dead host's end-of-stream must not reach its successor's requests.
+        self._inflight = _InFlight(self._proc)
+        self._events_reader = threading.Thread(target=self._read_events, args=(self._proc, self._inflight),
                                                daemon=True, name="engine-events")
         self._events_reader.start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(self._proc,), daemon=True,
                                                name="engine-stderr")
         self._stderr_reader.start()
-        self._phase = "while idle"
+        self._expect_hello(self._inflight)
         return self
+
+    def _expect_hello(self, inflight: _InFlight) -> None:
+        try:
+            hello = inflight.hello.get(timeout=HELLO_TIMEOUT_S)
+        except queue.Empty:
+            self.close()
+            raise EngineError(f"the engine did not start within {HELLO_TIMEOUT_S} s", "see the engine log",
+                              kind="protocol") from None
+        if hello is _EOF:
+            raise self._crashed(inflight)
+        try:
+            protocol.check_hello(hello)
+        except protocol.ProtocolMismatch as exc:
+            self.close()
+            raise EngineError(f"{exc}: the app and its engine come from different QuantDesk versions",
+                              "reinstall QuantDesk", kind="protocol") from None
 
     @property
     def pid(self) -> int | None:
@@ -152,42 +239,63 @@ class EngineClient:
         return list(self._stderr)
 
     # Each reader closes its own pipe at the end of the stream; close() never does, so that no pipe is
-    # closed under a reader still draining the host's last output.
+    # closed under a reader still draining the host's last output. The pipes are unbuffered (bufsize=0, for
+    # stdin's sake), and an unbuffered file reads a line one byte per system call: the readers put a buffer
+    # in front (a read returns whatever has arrived, so nothing waits for a full buffer).
 
-    def _read_events(self, proc: subprocess.Popen, events: queue.Queue) -> None:
-        with proc.stdout:
-            for line in proc.stdout:
+    def _read_events(self, proc: subprocess.Popen, inflight: _InFlight) -> None:
+        with io.BufferedReader(proc.stdout) as lines:  # closes the pipe too
+            for line in lines:
                 try:
-                    events.put(protocol.decode_event(line))
+                    event = protocol.decode_event(line)
                 except ValueError:
                     self._stderr.append(f"[quantdesk] unreadable engine event: {line[:200]!r}")
-        events.put(_EOF)
+                    continue
+                if not inflight.deliver(event):
+                    self._stderr.append(f"[quantdesk] engine event for no request: {line[:200]!r}")
+        inflight.end()
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
-        with proc.stderr:
-            for raw in proc.stderr:
+        with io.BufferedReader(proc.stderr) as lines:
+            for raw in lines:
                 self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
-    def _send(self, request: dict) -> None:
-        if self._proc is None:
-            self.start()
+    def _send(self, message: dict[str, Any]) -> None:
+        """Write one request line (its wire form: see protocol.encode)."""
         try:
             with self._write_lock:
-                self._proc.stdin.write(protocol.encode(request))
+                self._proc.stdin.write(protocol.encode(message))
                 self._proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise self._crashed() from None
+        except (BrokenPipeError, OSError, AttributeError):
+            raise self._crashed(self._inflight) from None
 
-    def _crashed(self) -> EngineCrashed:
-        returncode = self._proc.wait(timeout=10) if self._proc else None
+    def _crashed(self, inflight: _InFlight | None) -> EngineCrashed:
+        proc = inflight.proc if inflight else self._proc
+        returncode = proc.wait(timeout=10) if proc else None
         self._stderr_reader.join(timeout=2)  # let it drain the dying process's last lines
-        return describe_exit(returncode, self.stderr_tail(), self._phase)
+        return describe_exit(returncode, self.stderr_tail(), inflight.phase_at_end if inflight else "while idle")
 
-    def _next_event(self):
-        event = self._events.get()
+    def _submit(self, request: Request, phase: str, *, replace_dead: bool = False) -> tuple[_Reply, int]:
+        """Send a request now; its reply, and how many requests are ahead of it in the host's queue. A host
+        is started if none was, or (``replace_dead``) if the last one died."""
+        with self._submitting:
+            self._submitting.wait_for(lambda: not self._replacing)
+            if self._proc is None or (replace_dead and not self.alive):
+                self.start()
+            return self._add(request, phase)
+
+    def _add(self, request: Request, phase: str) -> tuple[_Reply, int]:
+        reply = _Reply(request.id, phase, self._inflight)
+        try:
+            return reply, reply.host.add(reply, lambda: self._send(protocol.wire(request)))
+        except EOFError:
+            raise self._crashed(reply.host) from None
+
+    def _next_event(self, reply: _Reply):
+        event = reply.events.get()
         if event is _EOF:
-            self._events.put(_EOF)  # every later call sees the death too
-            raise self._crashed()
+            reply.events.put(_EOF)  # every later call sees the death too
+            raise self._crashed(reply.host)
         return event
 
     # --- requests ---
@@ -215,7 +323,6 @@ class EngineClient:
         if ref.format not in status.formats:
             raise BackendUnavailable(f"{name} does not run {ref.format} models",
                                      f"it runs {', '.join(status.formats)}")
-        settings = settings or LoadSettings()
         choice = None
         if name == "llama.cpp":
             from app.runtimes import select
@@ -223,23 +330,18 @@ class EngineClient:
             choice = select.for_load(ref.path, runtime)
             if not choice.name:
                 raise BackendUnavailable(choice.reason)
-        with self._turns.turn():
-            return self._load(ref, name, settings, on_progress, choice, options)
-
-    def _load(self, ref, name: str, settings: LoadSettings, on_progress, choice=None, options: dict | None = None
-              ) -> Loaded:
         runtime_env = choice.env if choice is not None else {}
+        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings or LoadSettings(), options)
+        phase = f"while loading {ref.display_name}"
         if (self.loaded is not None and self.loaded.backend != name) or \
                 (self._proc is not None and runtime_env != self._runtime_env):
-            self.close()  # one backend and one runtime per host process: another gets a fresh host
-            self.loaded = None
-        self._runtime_env = runtime_env
-        self.start()
-        self._phase = f"while loading {ref.display_name}"
-        self._send({"op": "load", "backend": name, "model_path": str(ref.path),
-                    "settings": protocol.settings_to_dict(settings), "backend_options": options})
+            # one backend and one runtime per host process: another gets a fresh host
+            reply, _ = self._submit_to_fresh_host(request, phase, runtime_env)
+        else:
+            self._runtime_env = runtime_env  # the same as the running host's, or the one to start
+            reply, _ = self._submit(request, phase, replace_dead=True)
         while True:
-            event = self._next_event()
+            event = self._next_event(reply)
             if isinstance(event, Progress):
                 if on_progress:
                     on_progress(event.fraction)
@@ -247,76 +349,72 @@ class EngineClient:
                 if choice is not None:
                     event = dataclasses.replace(event, runtime=choice.name, runtime_reason=choice.reason)
                 self.loaded = event
-                self._phase = "while idle"
                 return event
             elif isinstance(event, ErrorEvent):
-                self._phase = "while idle"
                 raise EngineError(event.message, event.hint, kind=event.kind)
+
+    def _submit_to_fresh_host(self, request: Request, phase: str, runtime_env: dict[str, str]
+                              ) -> tuple[_Reply, int]:
+        """Let the requests already sent finish, replace the host (on ``runtime_env``'s llama.cpp runtime),
+        and send ``request`` first to the new one."""
+        with self._submitting:
+            self._submitting.wait_for(lambda: not self._replacing)
+            self._replacing = True
+        try:
+            if self._inflight is not None:
+                self._inflight.wait_idle()
+            self.close()
+            self.loaded = None
+            self._runtime_env = runtime_env
+            self.start()
+        except BaseException:
+            with self._submitting:
+                self._replacing = False
+                self._submitting.notify_all()
+            raise
+        with self._submitting:
+            self._replacing = False
+            self._submitting.notify_all()
+            return self._add(request, phase)
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
-        """Stream Token events, then one Done, once the requests before this one are through (``on_wait`` is
-        told how many there are, if any). Closing the iterator early cancels the generation. Bad sampling
-        settings raise here, before any wait."""
+        """Send a generation now and stream its Token events, then one Done. It runs once the requests before
+        it are through (``on_wait`` is told how many there are, if any). Closing the iterator early cancels
+        the generation. Bad sampling settings raise here, before anything is sent."""
         sampling = sampling or SamplingSettings()
         try:
             sampling.validate()
         except ValueError as exc:
             raise EngineError(str(exc), kind="settings") from None
-        request_id = request_id or f"r{next(self._ids)}"
-        with self._ids_lock:  # from here on, cancel(request_id) is honoured, even before the first next()
-            self._queued_ids.add(request_id)
-        return self._generate_in_turn(messages, sampling, request_id, on_wait)
+        request = GenerateRequest(request_id or f"r{next(self._ids)}",
+                                  messages if isinstance(messages, str) else list(messages), sampling)
+        reply, ahead = self._submit(request, "during generation")
+        if ahead and on_wait is not None:
+            on_wait(ahead)
+        return self._events(reply)
 
-    def _generate_in_turn(self, messages: Prompt, sampling: SamplingSettings, request_id: str,
-                          on_wait: Callable[[int], None] | None) -> Iterator[Token | Done]:
-        try:
-            # The turn ends before the Done is handed out: a consumer that stops reading at the Done
-            # (as every loop over this stream does) must not keep the engine from the next request.
-            with self._turns.turn(on_wait):
-                with self._ids_lock:  # from queued to running in one step, so no cancel falls in between
-                    self._queued_ids.discard(request_id)
-                    cancelled = request_id in self._cancelled_ids
-                    self._current_id = None if cancelled else request_id
-                if cancelled:  # stopped while it waited: the engine never sees it
-                    done = Done(request_id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0))
-                else:
-                    done = yield from self._generate(messages, sampling, request_id)
-            yield done
-        finally:
-            with self._ids_lock:
-                self._queued_ids.discard(request_id)
-                self._cancelled_ids.discard(request_id)
-
-    def _generate(self, messages: Prompt, sampling: SamplingSettings, request_id: str):
-        """Yields the Tokens and returns the Done."""
-        self._phase = "during generation"
-        payload = {"prompt": messages} if isinstance(messages, str) else {"messages": [m.__dict__ for m in messages]}
-        self._send({"op": "generate", "id": request_id, **payload,
-                    "sampling": protocol.settings_to_dict(sampling)})
-        finished = resent = False
+    def _events(self, reply: _Reply) -> Iterator[Token | Done]:
+        finished = False
         try:
             while True:
-                event = self._next_event()
-                if isinstance(event, Token) and event.request_id == request_id:
-                    # The host drops a cancel that reaches it before it has started this request; once a
-                    # token is here it has, so a cancel sent earlier goes again, once.
-                    if not resent and self._cancel_sent_for == request_id:
-                        self._send({"op": "cancel", "id": request_id})
-                        resent = True
+                event = self._next_event(reply)
+                if isinstance(event, Token):
                     yield event
-                elif isinstance(event, Done) and event.request_id == request_id:
+                elif isinstance(event, Done):
                     finished = True
-                    return event  # handed out by _generate_in_turn once this request's state is cleared
+                    yield event
+                    return
                 elif isinstance(event, ErrorEvent):
                     finished = True
                     raise EngineError(event.message, event.hint, kind=event.kind)
+        except EngineCrashed:
+            finished = True
+            raise
         finally:
-            self._current_id = self._cancel_sent_for = None
-            if not finished and self.alive:
-                self._drain(request_id)
-            if self._phase == "during generation":
-                self._phase = "while idle"
+            if not finished:  # the consumer stopped early: stop the engine too, and drop the rest
+                reply.abandoned = True
+                self.cancel(reply.request_id)
 
     def score(self, *, text: str | None = None, tokens: Sequence[int] | None = None, max_tokens: int | None = None,
               logprobs_path: str | Path = "", vocabulary_path: str | Path = "") -> Scored:
@@ -324,58 +422,32 @@ class EngineClient:
         Raises EngineError with kind 'unavailable' where the backend exposes no logits."""
         if (text is None) == (tokens is None):
             raise ValueError("score takes text or tokens, not both")
-        with self._turns.turn():
-            return self._score(text, tokens, max_tokens, logprobs_path, vocabulary_path)
-
-    def _score(self, text, tokens, max_tokens, logprobs_path, vocabulary_path) -> Scored:
-        request_id = f"s{next(self._ids)}"
-        phase, self._phase = self._phase, "while scoring"
-        self._send({"op": "score", "id": request_id, "text": text, "tokens": list(tokens) if tokens is not None
-                    else None, "max_tokens": max_tokens, "logprobs_path": str(logprobs_path or ""),
-                    "vocabulary_path": str(vocabulary_path or "")})
-        try:
-            while True:
-                event = self._next_event()
-                if isinstance(event, Scored) and event.request_id == request_id:
-                    return event
-                if isinstance(event, ErrorEvent):
-                    raise EngineError(event.message, event.hint, kind=event.kind)
-        finally:
-            self._phase = phase
-
-    def _drain(self, request_id: str) -> None:
-        """A consumer stopped early: cancel and swallow the rest of this request's events."""
-        self._send({"op": "cancel", "id": request_id})
+        request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
+                               str(logprobs_path or ""), str(vocabulary_path or ""))
+        reply, _ = self._submit(request, "while scoring")
         while True:
-            event = self._next_event()
-            if isinstance(event, (Done, ErrorEvent)) and getattr(event, "request_id", request_id) == request_id:
-                return
+            event = self._next_event(reply)
+            if isinstance(event, Scored):
+                return event
+            if isinstance(event, ErrorEvent):
+                raise EngineError(event.message, event.hint, kind=event.kind)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
         ends with a Done whose stop reason is 'cancelled' and which keeps the text so far; a request
-        still waiting for its turn ends so at once, without reaching the engine."""
-        with self._ids_lock:
-            if request_id in self._queued_ids:
-                self._cancelled_ids.add(request_id)
-                return
-            running = self._current_id
-            if request_id is None:
-                request_id = running
-            if request_id is None or request_id != running:
-                return
-            self._cancel_sent_for = request_id
+        still waiting for its turn ends so when its turn comes, without running. The host keeps track:
+        a cancel may even arrive before the generation it names."""
         if self.alive:
             try:
-                self._send({"op": "cancel", "id": request_id})
+                self._send(protocol.wire(protocol.CancelRequest(request_id or "*")))
             except EngineCrashed:
                 pass  # the generating thread reports the death
 
     def unload(self) -> None:
-        with self._turns.turn():
-            if self.alive:
-                self._send({"op": "unload"})
-            self.loaded = None
+        if self.alive:
+            reply, _ = self._submit(UnloadRequest(f"u{next(self._ids)}"), "while unloading")
+            self._next_event(reply)
+        self.loaded = None
 
     def close(self, timeout: float = 5.0) -> None:
         """Shut the host down; kill it if it does not go in time. Idempotent."""
@@ -385,7 +457,7 @@ class EngineClient:
         if proc.poll() is None:
             try:
                 with self._write_lock:
-                    proc.stdin.write(protocol.encode({"op": "shutdown"}))
+                    proc.stdin.write(protocol.encode(ShutdownRequest()))
                     proc.stdin.close()
             except OSError:
                 pass

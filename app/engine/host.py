@@ -1,9 +1,11 @@
 """The engine host: the child process that owns one model.
 
 It imports exactly one backend (chosen by the first ``load``), keeps the model on this process's main
-thread for its whole life (MLX requires it; llama.cpp contexts are not shareable), and answers one
-request at a time. A reader thread takes requests from stdin so that ``cancel`` is seen while a
-generation runs: it only sets a flag that the generation loop checks between tokens.
+thread for its whole life (MLX requires it; llama.cpp contexts are not shareable), and serves requests
+one at a time, in the order they arrive: this queue is the only one between the app's users of the
+engine (the chat and the local server). A reader thread takes requests from stdin so that ``cancel`` is
+seen while a generation runs: it sets the running generation's flag, which the loop checks between
+tokens, or remembers the id of one that has not started, which then ends as cancelled without running.
 
 stdout is the event channel. Native libraries print to fd 1 too, so the channel is moved to a
 private duplicate of fd 1 and fd 1 is pointed at stderr before any backend is imported.
@@ -13,8 +15,9 @@ Run as ``python -m app.engine.host`` (or, frozen, ``quantdesk --engine-host``).
 
 from __future__ import annotations
 
+import collections
 import faulthandler
-import json
+import logging
 import os
 import queue
 import sys
@@ -23,15 +26,32 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from backends.base import Backend, ErrorEvent, GenerationError, LoadSettings, Message, Progress, SamplingSettings
+from app.engine.protocol import (CancelRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
+                                 UnloadRequest)
+from backends.base import Backend, Done, ErrorEvent, GenerationError, GenerationStats, Progress
+
+# Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
+# parent cannot always know), so only the latest are kept.
+REMEMBERED_CANCELS = 1024
+
+
+class _Unreadable:
+    """A line that is not a request: answered with an error in its turn."""
+
+    id = ""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 class Host:
     def __init__(self, channel: BinaryIO) -> None:
         self._channel = channel
-        self._requests: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._cancelled = threading.Event()
+        self._requests: queue.Queue[Request | _Unreadable] = queue.Queue()
+        self._lock = threading.Lock()  # the running id, its flag and the remembered cancels change together
+        self._cancelled = threading.Event()  # the running generation's
         self._current_id: str | None = None
+        self._cancelled_ids: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._backend: Backend | None = None
 
     # --- I/O ---
@@ -44,95 +64,111 @@ class Host:
         """Reader thread: cancel acts at once, everything else queues for the model thread."""
         for line in stream:
             try:
-                request = json.loads(line)
-            except ValueError:
-                self._requests.put({"op": "_bad", "line": line[:200].decode("utf-8", "replace")})
+                request = protocol.decode_request(line)
+            except ValueError as exc:
+                self._requests.put(_Unreadable(str(exc)))
                 continue
-            if request.get("op") == "cancel":
-                if request.get("id") in (self._current_id, "*"):
-                    self._cancelled.set()
-                continue
-            self._requests.put(request)
-        self._requests.put({"op": "shutdown"})  # the parent is gone: stdin closed
+            if isinstance(request, CancelRequest):
+                self.cancel(request.id)
+            else:
+                self._requests.put(request)
+        self._requests.put(ShutdownRequest())  # the parent is gone: stdin closed
+
+    def cancel(self, request_id: str) -> None:
+        """Stop the running generation if it is ``request_id`` (or any, for "*"); otherwise remember the id,
+        so that the generation ends as cancelled when its turn comes, without running."""
+        with self._lock:
+            if request_id in (self._current_id, "*"):
+                self._cancelled.set()
+            else:
+                self._cancelled_ids[request_id] = None
+                while len(self._cancelled_ids) > REMEMBERED_CANCELS:
+                    self._cancelled_ids.popitem(last=False)
 
     # --- the model thread ---
 
     def serve(self) -> None:
         while True:
             request = self._requests.get()
-            op = request.get("op")
-            if op == "shutdown":
+            if isinstance(request, ShutdownRequest):
                 self._unload()
                 return
             try:
-                handler = getattr(self, f"_op_{op}", None)
-                if handler is None:
-                    raise GenerationError("request", f"unknown request {op!r}")
-                handler(request)
+                self._handle(request)
             except GenerationError as exc:
-                self.send(ErrorEvent(exc.kind, exc.message, exc.hint, request.get("id", "")))
+                self.send(ErrorEvent(exc.kind, exc.message, exc.hint, request.id))
             except MemoryError:
                 self.send(ErrorEvent("memory", "the engine ran out of memory", "try a smaller quant or context",
-                                     request.get("id", "")))
+                                     request.id))
             except Exception as exc:  # a bug or an engine failure the process survived: report, carry on
                 traceback.print_exc()
-                self.send(ErrorEvent("internal", f"{type(exc).__name__}: {exc}", "", request.get("id", "")))
+                self.send(ErrorEvent("internal", f"{type(exc).__name__}: {exc}", "", request.id))
 
-    def _op__bad(self, request: dict[str, Any]) -> None:
-        raise GenerationError("request", f"unreadable request: {request['line']!r}")
+    def _handle(self, request: Request | _Unreadable) -> None:
+        if isinstance(request, LoadRequest):
+            self._load(request)
+        elif isinstance(request, GenerateRequest):
+            self._generate(request)
+        elif isinstance(request, ScoreRequest):
+            self._score(request)
+        elif isinstance(request, UnloadRequest):
+            self._unload()
+            self.send(protocol.Unloaded(request.id))
+        else:
+            raise GenerationError("request", request.reason)
 
-    def _op_load(self, request: dict[str, Any]) -> None:
+    def _load(self, request: LoadRequest) -> None:
         from backends import registry
 
         self._unload()
-        settings = protocol.settings_from_dict(LoadSettings, request.get("settings", {}))
+        settings = request.settings
         try:
             settings.validate()
         except ValueError as exc:
             raise GenerationError("settings", str(exc)) from None
-        cls = registry.backend_class(request["backend"])
+        cls = registry.backend_class(request.backend)
         availability = cls.probe()
         if not availability.available:
             raise GenerationError("unavailable", f"{cls.name} cannot run here: {availability.reason}",
                                   availability.hint)
         self.send(Progress(0.0))
-        # Backend-specific construction options, e.g. the remote backend's endpoint (its key travels over this
-        # private pipe, never through argv or the environment, which other processes can read).
-        backend = cls(**(request.get("backend_options") or {}))
-        loaded = backend.load(request["model_path"], settings, on_progress=lambda f: self.send(Progress(f)))
+        backend = cls(  # backend-specific options, e.g. the remote endpoint (see LoadRequest.backend_options)
+            **(request.backend_options or {}))
+        loaded = backend.load(request.model_path, settings, on_progress=lambda f: self.send(Progress(f)))
         self._backend = backend
         self.send(loaded)
 
-    def _op_generate(self, request: dict[str, Any]) -> None:
+    def _generate(self, request: GenerateRequest) -> None:
         if self._backend is None:
             raise GenerationError("state", "no model is loaded")
-        sampling = protocol.settings_from_dict(SamplingSettings, request.get("sampling", {}))
         try:
-            sampling.validate()
+            request.sampling.validate()
         except ValueError as exc:
             raise GenerationError("settings", str(exc)) from None
-        # A "prompt" string goes to the model as it is; "messages" go through its chat template.
-        messages = request["prompt"] if isinstance(request.get("prompt"), str) else \
-            [Message(m["role"], m["content"]) for m in request["messages"]]
-        self._current_id = request["id"]
-        self._cancelled.clear()
+        with self._lock:
+            cancelled_before = request.id in self._cancelled_ids
+            if cancelled_before:
+                del self._cancelled_ids[request.id]
+            else:
+                self._current_id = request.id
+                self._cancelled.clear()
+        if cancelled_before:  # stopped while it waited: the model never sees it
+            self.send(Done(request.id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
+            return
         try:
-            for event in self._backend.generate(request["id"], messages, sampling, self._cancelled):
+            for event in self._backend.generate(request.id, request.prompt, request.sampling, self._cancelled):
                 self.send(event)
         finally:
-            self._current_id = None
+            with self._lock:
+                self._current_id = None
 
-    def _op_score(self, request: dict[str, Any]) -> None:
+    def _score(self, request: ScoreRequest) -> None:
         """The quant lab's scoring pass (Backend.score); bulky results go to the files the parent named."""
         if self._backend is None:
             raise GenerationError("state", "no model is loaded")
         self.send(self._backend.score(
-            request["id"], text=request.get("text"), tokens=request.get("tokens"),
-            max_tokens=request.get("max_tokens"), logprobs_path=request.get("logprobs_path", ""),
-            vocabulary_path=request.get("vocabulary_path", "")))
-
-    def _op_unload(self, request: dict[str, Any]) -> None:
-        self._unload()
+            request.id, text=request.text, tokens=request.tokens, max_tokens=request.max_tokens,
+            logprobs_path=request.logprobs_path, vocabulary_path=request.vocabulary_path))
 
     def _unload(self) -> None:
         if self._backend is not None:
@@ -151,10 +187,17 @@ def main() -> int:
     os.dup2(2, 1)  # stray prints and native stdout now land in the log, not in the event channel
     sys.stdout = sys.stderr
     host = Host(channel)
+    host.send(protocol.Hello(protocol.PROTOCOL_VERSION, os.getpid()))
     threading.Thread(target=host.read_requests, args=(sys.stdin.buffer,), daemon=True,
                      name="engine-requests").start()
     host.serve()
-    return 0
+    # Out at once: after a shutdown request the reader thread may still be blocked reading stdin, and
+    # interpreter finalization aborts the process when a daemon thread holds stdin's buffer lock ("could
+    # not acquire lock ... at interpreter shutdown"). The model is unloaded and every event written (the
+    # channel is unbuffered) by now; what logging holds is flushed here.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,124 @@
-"""The parent <-> engine-host wire format: one JSON object per line.
+"""The parent <-> engine-host wire format: one JSON object per line, typed at both ends.
 
-Requests are small dicts with an ``op``; events are the typed dataclasses of backends.base, sent as
-``dataclasses.asdict`` (each carries its ``type``) and rebuilt here into the same types.
+Requests are the frozen dataclasses below, each tagged with its ``op``; events are the typed dataclasses
+of backends.base (each tagged with its ``type``) plus the two the protocol itself needs, ``Hello`` and
+``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
+
+The host serves the requests it reads one at a time, in order, and ends each with exactly one final
+event (``Loaded``, ``Done``, ``Scored``, ``Unloaded`` or an ``ErrorEvent``); every event in between
+belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
+answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
+from different releases refuse each other with a sentence instead of misreading each other.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from backends.base import DeviceLoad, Done, ErrorEvent, Event, GenerationStats, Loaded, Progress, Scored, Token
+from backends.base import (DeviceLoad, Done, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings, Message,
+                           Progress, Prompt, SamplingSettings, Scored, Token)
 
-_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored)}
+PROTOCOL_VERSION = 1
+
+
+# --- requests (parent -> host)
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    id: str
+    backend: str
+    model_path: str
+    settings: LoadSettings
+    # Backend-specific construction options, e.g. the remote backend's endpoint with its key: they travel
+    # over the host's private pipe, never through argv or the environment, which other processes can read.
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    op: Literal["load"] = "load"
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    id: str
+    prompt: Prompt  # messages go through the model's chat template; a string goes to the model as it is
+    sampling: SamplingSettings
+    op: Literal["generate"] = "generate"
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    id: str
+    text: str | None = None
+    tokens: list[int] | None = None
+    max_tokens: int | None = None
+    logprobs_path: str = ""
+    vocabulary_path: str = ""
+    op: Literal["score"] = "score"
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    id: str  # a generation's id, running or not started yet; "*" for whichever runs now
+    op: Literal["cancel"] = "cancel"
+
+
+@dataclass(frozen=True)
+class UnloadRequest:
+    id: str
+    op: Literal["unload"] = "unload"
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    op: Literal["shutdown"] = "shutdown"
+
+
+Request = LoadRequest | GenerateRequest | ScoreRequest | CancelRequest | UnloadRequest | ShutdownRequest
+_REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, CancelRequest,
+                                                            UnloadRequest, ShutdownRequest)}
+
+
+# --- events of the protocol itself (host -> parent)
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The host's first line: which protocol it speaks, and its process id."""
+
+    protocol: int
+    pid: int
+    type: Literal["hello"] = "hello"
+
+
+@dataclass(frozen=True)
+class Unloaded:
+    request_id: str
+    type: Literal["unloaded"] = "unloaded"
+
+
+_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Hello,
+                                                          Unloaded)}
+FINAL_EVENTS = (Loaded, Done, Scored, Unloaded, ErrorEvent)  # each request ends with exactly one of these
+
+
+class ProtocolMismatch(ValueError):
+    """The other side speaks another protocol version."""
 
 
 def encode(obj: Any) -> bytes:
-    """A request dict or an event dataclass as one line of JSON."""
+    """A request or an event as one line of JSON."""
     payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def decode_event(line: bytes) -> Event:
+def wire(request: Request) -> dict[str, Any]:
+    """A request as the plain dict that goes on the wire."""
+    return dataclasses.asdict(request)
+
+
+def decode_event(line: bytes) -> Event | Hello | Unloaded:
     data = json.loads(line)
     cls = _EVENT_TYPES.get(data.get("type"))
     if cls is None:
@@ -33,8 +130,35 @@ def decode_event(line: bytes) -> Event:
     return cls(**data)
 
 
-def settings_to_dict(settings: Any) -> dict[str, Any]:
-    return dataclasses.asdict(settings)
+def decode_request(line: bytes) -> Request:
+    """One request line, typed; ValueError with the reason for a line that is not one."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise ValueError(f"unreadable request {line[:200]!r}: {exc}") from None
+    try:
+        cls = _REQUEST_TYPES.get(data.get("op")) if isinstance(data, dict) else None
+        if cls is None:
+            raise ValueError(f"unknown request {line[:200]!r}")
+        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        if cls is LoadRequest:
+            values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
+        elif cls is GenerateRequest:
+            values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
+            prompt = values.get("prompt")
+            if not isinstance(prompt, str):
+                values["prompt"] = [Message(m["role"], m["content"]) for m in prompt]
+        return cls(**values)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None
+
+
+def check_hello(event: Hello) -> Hello:
+    """The host's Hello, if it speaks this protocol; ProtocolMismatch with the sentence if not."""
+    if event.protocol != PROTOCOL_VERSION:
+        raise ProtocolMismatch(f"the engine host speaks protocol version {event.protocol}, "
+                               f"this QuantDesk speaks version {PROTOCOL_VERSION}")
+    return event
 
 
 def settings_from_dict(cls: type, data: dict[str, Any]):

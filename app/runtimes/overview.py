@@ -1,12 +1,13 @@
 """Every runtime with what it sees, its size and whether loads use it: ``quantdesk runtime ls`` and the
-Hardware page show the same rows. Each runtime is started in its own child, all at once."""
+Hardware page show the same rows (built by ``select.overview``). Each runtime is started in its own child,
+all at once."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from app.runtimes import catalog, choose, devices, pins
+from app.runtimes import catalog, choose, devices
 
 GIB = 1 << 30
 
@@ -38,18 +39,6 @@ def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]
     """Runtimes and their probes as plain data (the hardware profile's ``runtimes``)."""
     return [{"name": r.name, "backend": r.backend, "origin": r.origin, "version": r.version, "problem": r.problem,
              "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
-
-
-def overview(machine_gpus: list[tuple[str, str]]) -> Overview:
-    """``machine_gpus``: (vendor, name) of this machine's GPUs (``select.machine_gpus()``; passed in, since the
-    hardware probes import this module)."""
-    runtimes = catalog.discover()
-    probes = probe_all(runtimes)
-    sizes = {r.name: r.size_bytes() for r in runtimes}
-    saved = pins.load()
-    choice = choose.choose(runtimes, lambda r: probes[r.name], machine_gpus, saved.for_model(None))
-    rows = [Row(r, probes[r.name], sizes[r.name], r.name == choice.name) for r in runtimes]
-    return Overview(rows, choice, dict(saved.models), saved.problem)
 
 
 def device_text(d: devices.Device) -> str:

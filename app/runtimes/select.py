@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from app.runtimes import catalog, devices, pins
+from app.runtimes import overview as overview_rows
 from app.runtimes.choose import Choice, choose
 
 
@@ -44,3 +45,16 @@ def for_load(model_path: str | Path | None = None, requested: str | None = None)
     choice = choose(runtimes, probe_runtime, machine_gpus(), pin)
     runtime = catalog.find(choice.name, runtimes) if choice.name else None
     return dataclasses.replace(choice, runtime_env=runtime.host_env()) if runtime is not None else choice
+
+
+def overview(gpus_present: list[tuple[str, str]] | None = None) -> overview_rows.Overview:
+    """Every runtime, probed, with the choice a load without its own pin gets now (``quantdesk runtime ls``,
+    the Hardware page); ``gpus_present`` stands in for the machine's GPUs."""
+    runtimes = catalog.discover()
+    probes = overview_rows.probe_all(runtimes)
+    sizes = {r.name: r.size_bytes() for r in runtimes}
+    saved = pins.load()
+    gpus = machine_gpus() if gpus_present is None else gpus_present
+    choice = choose(runtimes, lambda r: probes[r.name], gpus, saved.for_model(None))
+    rows = [overview_rows.Row(r, probes[r.name], sizes[r.name], r.name == choice.name) for r in runtimes]
+    return overview_rows.Overview(rows, choice, dict(saved.models), saved.problem)

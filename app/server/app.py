@@ -183,7 +183,7 @@ class OpenAIServer:
 
     async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
         try:
-            job = self.queue.submit(parsed.messages, parsed.sampling)
+            job = await self.queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))

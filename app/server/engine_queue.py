@@ -1,10 +1,11 @@
-"""One engine, many HTTP requests: a FIFO of jobs served by one worker thread.
+"""The server's generations on the one engine: sent at once, delivered in order.
 
-The EngineClient is blocking and serves one generation at a time, so a single worker thread owns its
-``generate`` iteration and takes jobs in arrival order (fair: first come, first served). Each job hands its
-events to the asyncio side through ``loop.call_soon_threadsafe``. A job whose HTTP client went away is
-cancelled: still queued, it is skipped without touching the engine; running, ``client.cancel()`` stops it
-between tokens and the worker moves on to the next job once the engine has said Done.
+The engine host serves requests one at a time in the order they reach it, the app's chat included: that
+is the only queue. A job is sent to it as soon as it is accepted (on one submitting thread, so arrival
+order is kept without ever blocking the event loop), and one delivery thread reads the jobs' events, job
+after job, handing them to the asyncio side through ``loop.call_soon_threadsafe``. A job whose HTTP
+client went away is cancelled by id, wherever it is: the host stops it between tokens, or skips it when
+its turn comes, and the delivery moves on once the engine has said Done.
 
 Qt-free and asyncio-light: nothing here imports a web framework.
 """
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import itertools
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from backends.base import Done, Prompt, SamplingSettings, Token
 
@@ -29,7 +33,7 @@ class QueueFull(QuantDeskError):
 
 
 class RequestCancelled(QuantDeskError):
-    """The client went away before its job reached the engine."""
+    """The client went away before its job reached the model."""
 
 
 class ServerStopping(QuantDeskError):
@@ -56,11 +60,12 @@ class Job:
         self._loop = loop
         self._owner = owner
         self._events: asyncio.Queue = asyncio.Queue()
+        self.stream: Iterator[Token | Done] | None = None  # the engine's events, once sent
         self.cancelled = threading.Event()
-        self.running = False
+        self.running = False  # its events are being delivered
         self.finished = False  # the async side has seen Done or an error
 
-    # --- worker side ---
+    # --- delivery side ---
 
     def push(self, item: Token | Done | BaseException) -> None:
         try:
@@ -81,26 +86,27 @@ class Job:
         return item
 
     def cancel(self) -> None:
-        """The client went away (or the server stops): skip the job, or stop its generation. Idempotent."""
+        """The client went away (or the server stops): stop the job, wherever it is. Idempotent."""
         if self.finished or self.cancelled.is_set():
             return
         self.cancelled.set()
-        self._owner._cancel_running(self)
+        self._owner.client.cancel(self.id)  # thread-safe, and only this job's: the chat shares the engine
 
 
 class EngineQueue:
-    """Runs generations on one EngineClient, one at a time, in arrival order."""
+    """The server's generations on one engine client, delivered one job after another in arrival order."""
 
-    def __init__(self, client, max_pending: int = 32, history: int = 256) -> None:
+    def __init__(self, client: EngineClientLike, max_pending: int = 32, history: int = 256) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be at least 1, not {max_pending}")
         self.client = client
         self.max_pending = max_pending
-        self._jobs: queue.Queue = queue.Queue()
+        self._sender = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-submit")
+        self._deliveries: queue.Queue = queue.Queue()  # sent jobs, in the order the engine serves them
         self._lock = threading.Lock()
-        self._pending = 0  # queued + running
+        self._pending = 0  # accepted and not finished
         self._running: Job | None = None
-        self._waiting: dict[str, Job] = {}  # queued, in arrival order (dicts keep insertion order)
+        self._waiting: dict[str, Job] = {}  # behind the running one, in arrival order (dicts keep it)
         self._closing = False
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
@@ -110,7 +116,7 @@ class EngineQueue:
 
     def start(self) -> EngineQueue:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="engine-queue", daemon=True)
+            self._thread = threading.Thread(target=self._deliver, name="engine-delivery", daemon=True)
             self._thread.start()
         return self
 
@@ -125,7 +131,7 @@ class EngineQueue:
             return self._running is not None
 
     def waiting(self) -> list[Job]:
-        """The queued jobs, first in line first."""
+        """The jobs behind the one being delivered, first in line first."""
         with self._lock:
             return list(self._waiting.values())
 
@@ -138,10 +144,11 @@ class EngineQueue:
         with self._finished:
             return self._finished.wait_for(lambda: self.finished_count >= count, timeout)
 
-    def submit(self, messages: Prompt, sampling: SamplingSettings) -> Job:
-        """Queue a generation (call from the event loop). Raises QueueFull, ServerStopping, EngineCrashed."""
+    async def submit(self, messages: Prompt, sampling: SamplingSettings) -> Job:
+        """Accept a generation and send it to the engine. Raises QueueFull, ServerStopping, EngineCrashed."""
         if not self.client.alive:
             raise EngineCrashed("the engine is not running", "restart the server to load the model again")
+        loop = asyncio.get_running_loop()
         with self._lock:
             if self._closing or self._thread is None:
                 raise ServerStopping("the server is not running requests")
@@ -149,69 +156,79 @@ class EngineQueue:
                 raise QueueFull(f"{self._pending} requests are already waiting for the engine",
                                 "retry in a moment")
             self._pending += 1
-            job = Job(f"q{next(self._ids)}", messages, sampling, asyncio.get_running_loop(), self)
+            job = Job(f"q{next(self._ids)}", messages, sampling, loop, self)
             self._waiting[job.id] = job
-        self._jobs.put(job)
+        try:
+            sent = loop.run_in_executor(self._sender, self._send, job)
+        except RuntimeError:  # the submitting thread is gone: close() ran meanwhile
+            self._finish(job, None)
+            raise ServerStopping("the server is shutting down") from None
+        try:
+            await asyncio.shield(sent)  # a handler cancelled meanwhile must not unsend a job being sent
+        except asyncio.CancelledError:
+            job.cancel()  # sent all the same: the engine skips it, the delivery finishes it
+            raise
         return job
 
-    def _cancel_running(self, job: Job) -> None:
-        with self._lock:
-            running = self._running is job
-        if running:
-            # thread-safe, and only this job's: the engine may be shared with the app's chat
-            self.client.cancel(job.id)  # the worker also re-checks after each event (see _run)
+    def _send(self, job: Job) -> None:
+        """On the submitting thread: one job at a time, so the engine gets them in arrival order."""
+        try:
+            job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id)
+        except BaseException:
+            self._finish(job, None)  # it never reached the engine
+            raise
+        self._deliveries.put(job)
 
-    def _work(self) -> None:
+    def _finish(self, job: Job, outcome: Outcome | None) -> None:
+        with self._finished:
+            self._waiting.pop(job.id, None)
+            if self._running is job:
+                self._running = None
+            self._pending -= 1
+            if outcome is not None:
+                self._outcomes.append(outcome)
+                self.finished_count += 1
+            self._finished.notify_all()
+
+    def _deliver(self) -> None:
         while True:
-            job = self._jobs.get()
+            job = self._deliveries.get()
             if job is _STOP:
                 return
-            outcome = Outcome(job.id, "skipped", 0)
-            try:
-                with self._lock:
-                    del self._waiting[job.id]
-                    stop = self._closing
-                    if not stop and not job.cancelled.is_set():
-                        self._running = job
-                        job.running = True
-                if stop:
-                    job.push(ServerStopping("the server is shutting down"))
-                elif not job.running:  # its handler still awaits an answer: end it, or it waits forever
-                    job.push(RequestCancelled("the client went away while the request was queued"))
-                elif job.running:
-                    outcome = self._run(job)
-            finally:
-                with self._finished:
-                    self._running = None
-                    self._pending -= 1
-                    self._outcomes.append(outcome)
-                    self.finished_count += 1
-                    self._finished.notify_all()
+            with self._lock:
+                self._waiting.pop(job.id, None)
+                self._running = job
+                job.running = True
+            self._finish(job, self._run(job))
 
     def _run(self, job: Job) -> Outcome:
-        cancel_sent = False
         try:
-            for event in self.client.generate(job.messages, job.sampling, request_id=job.id):
+            for event in job.stream:
+                if not isinstance(event, Done):
+                    job.push(event)
+                    continue
+                stats = event.stats
+                if stats.stop_reason == "cancelled" and stats.prompt_tokens == 0:  # the model never saw it
+                    job.push(ServerStopping("the server is shutting down") if self._closing else
+                             RequestCancelled("the client went away while the request was queued"))
+                    return Outcome(job.id, "skipped", 0)
                 job.push(event)
-                if isinstance(event, Done):
-                    return Outcome(job.id, event.stats.stop_reason, event.stats.generated_tokens)
-                # A cancel that arrived before the engine knew this request's id was not delivered.
-                if job.cancelled.is_set() and not cancel_sent:
-                    self.client.cancel(job.id)
-                    cancel_sent = True
+                return Outcome(job.id, stats.stop_reason, stats.generated_tokens)
         except (EngineError, EngineCrashed) as exc:
             job.push(exc)
-        except Exception as exc:  # a bug must not kill the worker and strand every later request
+        except Exception as exc:  # a bug must not kill the delivery and strand every later request
             job.push(EngineError(f"internal error: {type(exc).__name__}: {exc}", kind="internal"))
         return Outcome(job.id, "error", 0)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Refuse new jobs, fail the queued ones, stop the running one and end the worker. Idempotent."""
+        """Refuse new jobs, cancel every accepted one (the engine skips those not started) and end the
+        delivery once the engine has answered them. Idempotent."""
         with self._lock:
             self._closing = True
-            running = self._running
-        if running is not None:
-            running.cancel()
+            jobs = [job for job in (self._running, *self._waiting.values()) if job is not None]
+        for job in jobs:
+            job.cancel()
+        self._sender.shutdown(wait=True)
         if self._thread is not None:
-            self._jobs.put(_STOP)
+            self._deliveries.put(_STOP)
             self._thread.join(timeout)

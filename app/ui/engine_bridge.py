@@ -7,9 +7,12 @@ while none is pending, and the GUI drains the buffer at most every ``COALESCE_MS
 therefore costs the GUI one small update per frame, whatever its token rate, and each update carries
 only the new text.
 
-Stop never goes through the worker's (busy) event loop: ``stop()`` calls ``client.cancel(request_id)``,
-which is thread-safe, straight from the GUI thread. It names the chat's own request because the local
-server shares this engine (``shared_engine()``): a Stop in the chat never stops a server request.
+The client is made once by the app and handed to the bridge, which owns it from then on (a crashed
+host is replaced by the client itself on the next request), and to the local server, which shares it
+(``client``): one model in memory, one queue in the engine host. Stop never goes through the worker's
+(busy) event loop: ``stop()`` calls ``client.cancel(request_id)``, which is thread-safe, straight from
+the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
+honours it whether the request is running, waiting, or not even there yet.
 """
 
 from __future__ import annotations
@@ -17,34 +20,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
+from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 COALESCE_MS = 30
-
-
-class EngineClientLike(Protocol):
-    """What the bridge needs from app.engine.client.EngineClient."""
-
-    def start(self) -> None: ...
-    def load(self, model_path: str, settings: LoadSettings, *,
-             on_progress: Callable[[float], None] | None = None) -> Loaded: ...
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str | None = None,
-                 on_wait: Callable[[int], None] | None = None) -> Iterable[Token | Done]: ...
-    def cancel(self, request_id: str | None = None) -> None: ...
-    def close(self) -> None: ...
-
-
-def default_client_factory() -> EngineClientLike:
-    # Imported here so the GUI starts without the engine package, which lands separately.
-    from app.engine.client import EngineClient
-
-    return EngineClient()
 
 
 class TokenBuffer:
@@ -89,7 +73,7 @@ class TokenBuffer:
 
 
 class _Worker(QObject):
-    """Lives on the worker thread; owns the client. Its slots block for as long as the client does."""
+    """Lives on the worker thread; its slots block for as long as the client does."""
 
     loaded = Signal(object)  # Loaded
     load_progress = Signal(float)
@@ -99,55 +83,14 @@ class _Worker(QObject):
     tokens_pending = Signal()
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
-    def __init__(self, client_factory: Callable[[], EngineClientLike], buffer: TokenBuffer) -> None:
+    def __init__(self, client: EngineClientLike, buffer: TokenBuffer) -> None:
         super().__init__()
-        self._client_factory = client_factory
+        self._client = client
         self._buffer = buffer
-        self._client_lock = threading.Lock()
-        self._client: EngineClientLike | None = None
-        self._request_id: str | None = None  # the chat's generation: asked for, queued or running
-        self._stop_requested: str | None = None  # ... and stopped, maybe before the engine heard of it
-
-    @property
-    def client(self) -> EngineClientLike | None:
-        with self._client_lock:
-            return self._client
-
-    def expect(self, request_id: str) -> None:
-        """Called from the GUI thread as it asks for a generation, so a Stop right after is not lost."""
-        with self._client_lock:
-            self._request_id, self._stop_requested = request_id, None
-
-    def cancel(self) -> None:
-        """Called from the GUI thread: stop the chat's own generation, if one is under way."""
-        with self._client_lock:
-            client, request_id = self._client, self._request_id
-            self._stop_requested = request_id
-        if client is not None and request_id is not None:
-            client.cancel(request_id)
-
-    def _ensure_client(self) -> EngineClientLike:
-        with self._client_lock:
-            client = self._client
-        if client is None:
-            client = self._client_factory()
-            client.start()
-            with self._client_lock:
-                self._client = client
-        return client
-
-    def _drop_client(self) -> None:
-        with self._client_lock:
-            client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except QuantDeskError:
-                pass  # it is already dead; closing is only tidying up
 
     def _report(self, exc: QuantDeskError) -> None:
         if isinstance(exc, EngineCrashed):
-            self._drop_client()
+            self._close_client()  # tidy up the dead host; the next request starts a fresh one
             self.crashed.emit(exc)
         else:
             self.failed.emit(exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
@@ -155,21 +98,15 @@ class _Worker(QObject):
     @Slot(str, object)
     def load(self, model_path: str, settings: LoadSettings) -> None:
         try:
-            self.loaded.emit(self._ensure_client().load(model_path, settings, on_progress=self.load_progress.emit))
+            self.loaded.emit(self._client.load(model_path, settings, on_progress=self.load_progress.emit))
         except QuantDeskError as exc:
             self._report(exc)
 
     @Slot(object, object, str)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str) -> None:
         try:
-            client = self._ensure_client()
-            events: Iterator[Token | Done] = iter(client.generate(messages, sampling, request_id=request_id,
-                                                                  on_wait=self.waiting.emit))
-            with self._client_lock:  # a Stop that came before the client knew the request
-                stopped = self._stop_requested == request_id
-            if stopped:
-                client.cancel(request_id)
-            for event in events:
+            for event in self._client.generate(messages, sampling, request_id=request_id,
+                                               on_wait=self.waiting.emit):
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
@@ -177,51 +114,16 @@ class _Worker(QObject):
                     self.done.emit(event)
         except QuantDeskError as exc:
             self._report(exc)
-        finally:
-            with self._client_lock:
-                if self._request_id == request_id:
-                    self._request_id = self._stop_requested = None
 
     @Slot()
     def close(self) -> None:
-        self._drop_client()
+        self._close_client()
 
-
-class SharedEngine:
-    """The bridge's engine as the local server (app/server) sees it: the same host process as the chat,
-    whichever one is current (a crash replaces it on the next chat request). Requests from both take
-    turns in the EngineClient; cancel names the request, so neither side stops the other's."""
-
-    def __init__(self, worker: _Worker) -> None:
-        self._worker = worker
-
-    def _client(self) -> EngineClientLike:
-        client = self._worker.client
-        if client is None:
-            raise EngineCrashed("no engine is running", "load a model in Chat")
-        return client
-
-    @property
-    def loaded(self) -> Loaded | None:
-        client = self._worker.client
-        return getattr(client, "loaded", None) if client is not None else None
-
-    @property
-    def alive(self) -> bool:
-        client = self._worker.client
-        return client is not None and bool(getattr(client, "alive", True))
-
-    @property
-    def pid(self) -> int | None:
-        return getattr(self._worker.client, "pid", None)
-
-    def generate(self, messages, sampling: SamplingSettings, request_id: str | None = None):
-        return self._client().generate(messages, sampling, request_id=request_id)
-
-    def cancel(self, request_id: str | None = None) -> None:
-        client = self._worker.client
-        if client is not None and request_id is not None:
-            client.cancel(request_id)
+    def _close_client(self) -> None:
+        try:
+            self._client.close()
+        except QuantDeskError:
+            pass  # it is already dead; closing is only tidying up
 
 
 class EngineBridge(QObject):
@@ -242,16 +144,17 @@ class EngineBridge(QObject):
     _request_generate = Signal(object, object, str)
     _request_close = Signal()
 
-    def __init__(self, client_factory: Callable[[], EngineClientLike] = default_client_factory,
-                 parent: QObject | None = None) -> None:
+    def __init__(self, client: EngineClientLike, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.client = client  # shared with the local server (app/ui/server_page.py)
         self._buffer = TokenBuffer()
         self._request_ids = itertools.count(1)
+        self._request_id: str | None = None  # the chat's generation, from asked for until it ends
         self._busy = False
         self._last_flush = 0.0
         self._thread = QThread()
         self._thread.setObjectName("engine-bridge")
-        self._worker = _Worker(client_factory, self._buffer)
+        self._worker = _Worker(client, self._buffer)
         self._worker.moveToThread(self._thread)
         self._thread.finished.connect(self._worker.deleteLater)
         # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread.
@@ -283,11 +186,7 @@ class EngineBridge(QObject):
     @property
     def engine_pid(self) -> int | None:
         """The engine host's process id, when one runs (for the memory figures and for tests)."""
-        return getattr(self._worker.client, "pid", None)
-
-    def shared_engine(self) -> SharedEngine:
-        """This engine for the local server, so a model is in memory once (see SharedEngine)."""
-        return SharedEngine(self._worker)
+        return self.client.pid
 
     def load(self, model_path: str, settings: LoadSettings) -> None:
         self._set_busy(True)
@@ -297,19 +196,20 @@ class EngineBridge(QObject):
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
-        request_id = f"chat-{next(self._request_ids)}"
-        self._worker.expect(request_id)
-        self._request_generate.emit(list(messages), sampling, request_id)
+        self._request_id = f"chat-{next(self._request_ids)}"
+        self._request_generate.emit(list(messages), sampling, self._request_id)
 
     def stop(self) -> None:
-        """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'."""
-        self._worker.cancel()
+        """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at
+        any moment: the engine honours it even if the request has not reached it yet."""
+        if self._request_id is not None:
+            self.client.cancel(self._request_id)
 
     def shutdown(self, timeout_ms: int = 10_000) -> None:
         """Stop, close the client and end the worker thread. Idempotent."""
         if not self._thread.isRunning():
             return
-        self._worker.cancel()
+        self.stop()
         self._request_close.emit()
         self._thread.quit()
         self._thread.wait(timeout_ms)
@@ -342,17 +242,20 @@ class EngineBridge(QObject):
     @Slot(object)
     def _on_done(self, done: Done) -> None:
         self._flush_tokens()
+        self._request_id = None
         self._set_busy(False)
         self.done.emit(done)
 
     @Slot(object)
     def _on_failed(self, error: EngineError) -> None:
         self._flush_tokens()
+        self._request_id = None
         self._set_busy(False)
         self.failed.emit(error)
 
     @Slot(object)
     def _on_crashed(self, error: EngineCrashed) -> None:
         self._flush_tokens()
+        self._request_id = None
         self._set_busy(False)
         self.crashed.emit(error)

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
+from app.engine.client import EngineClient
 from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
@@ -50,7 +51,7 @@ def app_icon() -> QIcon:
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
                  settings: QSettings | None = None) -> MainWindow:
-    return MainWindow(store or ChatStore(), bridge or EngineBridge(), settings or window_settings())
+    return MainWindow(store or ChatStore(), bridge or EngineBridge(EngineClient()), settings or window_settings())
 
 
 class _QuitAfterFirstPaint(QObject):
@@ -86,7 +87,7 @@ def _run_window(app: QApplication) -> int:
     user_settings = app_settings.load()
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
     app.theme = ThemeFollower(app, user_settings.theme)
-    bridge = EngineBridge()
+    bridge = EngineBridge(EngineClient())  # the one engine client: the chat's, lent to the local server
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
         quit_after_paint = _QuitAfterFirstPaint(window)

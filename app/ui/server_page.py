@@ -1,10 +1,11 @@
 """The Local server page: a switch that serves one local model over the OpenAI API (app/server), with
 its address, port, API key, the LAN switch, allowed web origins and a live count of active requests.
 
-The server serves the model loaded in Chat, through the Chat's own engine host (EngineBridge's
-shared_engine): the model is in memory once, chat and API requests take turns first come first served,
-and loading another model in Chat changes what the server serves. Starting and stopping the listener take
-a moment, so they run on a worker thread and report back as queued signals; the switch never waits.
+The server serves the model loaded in Chat, through the Chat's own engine client (the EngineBridge's
+``client``): the model is in memory once, chat and API requests take turns first come first served in the
+engine host's queue, and loading another model in Chat changes what the server serves. Starting and
+stopping the listener take a moment, so they run on a worker thread and report back as queued signals; the
+switch never waits.
 """
 
 from __future__ import annotations
@@ -121,12 +122,12 @@ class ServerPage(QWidget):
     failed = Signal(str)
 
     def __init__(self, bridge, parent: QWidget | None = None) -> None:
-        """``bridge``: the Chat's EngineBridge; the server serves through its engine."""
+        """``bridge``: the Chat's EngineBridge; the server serves through its engine client."""
         super().__init__(parent)
         self.setAccessibleName("Local server")
         self.state = "off"
         self.running: Running | None = None
-        self.engine = bridge.shared_engine()
+        self.engine = bridge.client
         self._stop_when_started = False
         self._starter = BackgroundCall("server-start")  # every failure reaches the page as a sentence
         self._starter.succeeded.connect(self._on_started)

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from backends.base import (Availability, Backend, Done, LoadSettings, SamplingSettings, StopStringFilter,
-                           Token, TrailingText)
+from backends.base import (Availability, Backend, Done, GenerationError, LoadSettings, SamplingSettings,
+                           StopStringFilter, Token, TrailingText)
 
 
 def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_a_match():
@@ -45,10 +45,12 @@ def test_load_validation():
 
 
 class ScriptedBackend(Backend):
-    """A backend whose 'engine' is a list of token texts: for the shared loop's own logic."""
+    """A backend whose 'engine' is a list of token texts: for the shared loop's own logic, one event per
+    token (the chunking by time has its own tests below)."""
 
     name = "scripted"
     formats = ("test",)
+    COALESCE_S = 0.0
 
     def __init__(self, pieces, cancel_after=None):
         self.pieces = pieces
@@ -70,6 +72,8 @@ class ScriptedBackend(Backend):
             for i, piece in enumerate(self.pieces):
                 if i == self.cancel_after:
                     self.cancelled.set()
+                if isinstance(piece, Exception):
+                    raise piece
                 yield piece
         finally:
             self.closed = True
@@ -100,6 +104,44 @@ def test_trailing_text_is_released_but_not_counted_and_held_text_is_flushed():
     assert [t.count for t in tokens] == [1, 1, 0]  # '!' released the held 'ST' with it
     assert done.stats.generated_tokens == 2
     assert isinstance(done, Done) and all(isinstance(t, Token) for t in tokens)
+
+
+class ChunkingBackend(ScriptedBackend):
+    """The same, with a chunking window no test outlasts: what the client gets from a fast engine."""
+
+    COALESCE_S = 3600.0
+
+
+def test_a_fast_engines_tokens_arrive_in_chunks_the_first_at_once_with_exact_counts_and_times():
+    pieces = [f"t{i} " for i in range(50)]
+    tokens, done = _run(ChunkingBackend(pieces), SamplingSettings())
+    assert [(t.text, t.count) for t in tokens] == [("t0 ", 1), ("".join(pieces[1:]), 49)]
+    assert done.text == "".join(pieces) and done.stats.generated_tokens == 50 and done.stats.stop_reason == "eos"
+    # Each chunk is stamped with its last token's time: the first is the time to first token, the last
+    # closes the decode phase, so a rate computed from the chunks is the engine's own.
+    assert tokens[0].t_ms == pytest.approx(done.stats.ttft_ms)
+    assert tokens[-1].t_ms - tokens[0].t_ms == pytest.approx(done.stats.decode_ms)
+
+
+def test_text_held_in_a_chunk_reaches_the_caller_before_the_engines_error():
+    backend = ChunkingBackend(["a", "b", "c", GenerationError("decode", "llama_decode returned -3")])
+    events = []
+    with pytest.raises(GenerationError, match="llama_decode"):
+        for event in backend.generate("r", "hi", SamplingSettings(), threading.Event()):
+            events.append(event)
+    assert [(t.text, t.count) for t in events] == [("a", 1), ("bc", 2)] and backend.closed
+
+
+def test_chunks_end_at_the_limit_a_stop_string_or_a_cancel_with_nothing_lost():
+    tokens, done = _run(ChunkingBackend(["a", "b", "c", "d"]), SamplingSettings(max_tokens=3))
+    assert [(t.text, t.count) for t in tokens] == [("a", 1), ("bc", 2)] and done.stats.stop_reason == "length"
+    tokens, done = _run(ChunkingBackend(["a", "b", "STO", "P", "e"]), SamplingSettings(stop=("STOP",)))
+    assert [(t.text, t.count) for t in tokens] == [("a", 1), ("b", 3)] and done.text == "ab"
+    assert done.stats.stop_reason == "stop"
+    tokens, done = _run(ChunkingBackend(["a", "b", "c", "d"], cancel_after=2), SamplingSettings())
+    assert [(t.text, t.count) for t in tokens] == [("a", 1), ("bc", 2)] and done.stats.stop_reason == "cancelled"
+    tokens, done = _run(ChunkingBackend(["x", "ST", TrailingText("!")]), SamplingSettings(stop=("STOP",)))
+    assert [(t.text, t.count) for t in tokens] == [("x", 1), ("ST!", 1)] and done.text == "xST!"
 
 
 def test_peak_memory_on_windows_reads_the_peak_working_set_without_resource(monkeypatch):

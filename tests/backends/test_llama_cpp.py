@@ -1,5 +1,7 @@
-"""llama.cpp's tensor placement for mixture-of-experts models: what QuantDesk asks for is what llama.cpp does,
-read back from llama.cpp's own log of the tensors it moved."""
+"""The llama.cpp backend's token loop on llama.cpp's low-level API, in this process on the tiny model:
+it samples what ``Llama.generate`` samples, reuses the previous turn's KV prefix, stops at a full context,
+and lets a cancel interrupt the prompt; and its tensor placement for mixture-of-experts models: what QuantDesk
+asks for is what llama.cpp does, read back from llama.cpp's own log of the tensors it moved."""
 
 from __future__ import annotations
 
@@ -10,12 +12,105 @@ import pytest
 
 from backends.base import Done, LoadSettings, Message, SamplingSettings, expert_tensor_patterns
 
+llama_cpp = pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")
+
+from backends.llama_cpp import LlamaCppBackend  # noqa: E402
+
+STORY = [Message("user", "Tell me a story about a fox.")]
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_models):
+    backend = LlamaCppBackend()
+    backend.load(str(tiny_models.gguf_q4_k_m), LoadSettings(n_ctx=2048, threads=2, gpu_layers=0))
+    yield backend
+    backend.unload()
+
+
+def _generate(backend, messages, sampling, cancelled=None):
+    *_, done = backend.generate("r", messages, sampling, cancelled or threading.Event())
+    return done
+
+
+def _through_llama_generate(backend, sampling, *turns) -> list[str]:
+    """Each prompt's reply from llama-cpp-python's own high-level loop, as the backend ran before it drove
+    llama.cpp itself: one turn after the other, Llama.generate reusing the KV prefix as it goes."""
+    llm = backend._llm
+    llm.reset()
+    replies = []
+    for messages in turns:
+        tokens = llm.tokenize(backend._render(messages).encode(), add_bos=True, special=True)
+        if sampling.seed is not None:
+            llm.set_seed(sampling.seed)
+        out = []
+        for token in llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
+                                  temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token) or len(out) == sampling.max_tokens:
+                break
+            out.append(token)
+        replies.append(llm.detokenize(out).decode("utf-8", "replace"))
+    backend._forget_kv(llama_cpp)  # Llama.generate used the context behind the backend's back
+    return replies
+
+
+@pytest.mark.parametrize("params", [
+    dict(temperature=0.0),
+    dict(temperature=0.0, repeat_penalty=1.0),
+    dict(seed=7),
+    dict(seed=3, temperature=1.3, top_k=0, top_p=1.0, min_p=0.0),
+    dict(seed=4, temperature=0.7, top_k=5, top_p=0.8, min_p=0.1, repeat_penalty=1.3),
+], ids=["greedy", "greedy-no-penalty", "seeded-defaults", "seeded-hot", "seeded-narrow"])
+def test_the_native_loop_samples_what_llama_generate_samples(backend, params):
+    sampling = SamplingSettings(max_tokens=150, **params)
+    done = _generate(backend, STORY, sampling)
+    assert done.stats.generated_tokens > 20
+    assert [done.text] == _through_llama_generate(backend, sampling, STORY)
+
+
+def test_a_second_turn_evaluates_only_what_is_new_as_llama_generate_did(backend):
+    greedy = SamplingSettings(temperature=0.0, max_tokens=60)
+    first = _generate(backend, STORY, greedy)
+    second_turn = [*STORY, Message("assistant", first.text), Message("user", "And then?")]
+    llama_cpp.llama_perf_context_reset(backend._llm.ctx)
+    second = _generate(backend, second_turn, greedy)
+    evaluated = llama_cpp.llama_perf_context(backend._llm.ctx).n_p_eval
+    assert evaluated < second.stats.prompt_tokens // 2, (evaluated, second.stats.prompt_tokens)
+    # Llama.generate, given the same two turns, keeps the same prefix and so answers the same (a prefix
+    # evaluated token by token is not bit-equal to one evaluated in a batch: from scratch may differ).
+    assert _through_llama_generate(backend, greedy, STORY, second_turn) == [first.text, second.text]
+
+
+def test_a_reply_ends_where_the_context_is_full(tiny_models):
+    backend = LlamaCppBackend()
+    backend.load(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=256, threads=2, gpu_layers=0))
+    try:
+        done = _generate(backend, STORY, SamplingSettings(temperature=0.0, max_tokens=1000))
+        assert done.stats.generated_tokens == 256 - done.stats.prompt_tokens
+        assert done.stats.stop_reason == "eos"
+        again = _generate(backend, STORY, SamplingSettings(temperature=0.0, max_tokens=1000))
+        assert again.text == done.text  # the full cache was cut back to the prompt, not left broken
+    finally:
+        backend.unload()
+
+
+def test_a_cancel_interrupts_the_prompt_and_the_next_request_starts_clean(backend):
+    greedy = SamplingSettings(temperature=0.0, max_tokens=20)
+    long = [Message("user", "The quick brown fox jumps over the lazy dog. " * 120)]
+    cancelled = threading.Event()
+    cancelled.set()  # already set: llama.cpp's abort callback stops the prompt's evaluation at once
+    done = _generate(backend, long, greedy, cancelled)
+    assert done.stats.stop_reason == "cancelled" and done.stats.generated_tokens == 0
+    assert backend._kv_tokens == []  # a half-evaluated prompt is not reused
+    (expected,) = _through_llama_generate(backend, greedy, long)
+    assert _generate(backend, long, greedy).text == expected
+
+
+# --- mixture-of-experts tensor placement
+
 OVERRIDDEN = re.compile(r"tensor blk\.(\d+)\.(ffn_\w+_exps)\.weight \(.*\) buffer type overridden to CPU")
 
 
 def _load_and_chat(path, settings: LoadSettings):
-    from backends.llama_cpp import LlamaCppBackend
-
     backend = LlamaCppBackend()
     info = backend.load(str(path), settings)
     try:

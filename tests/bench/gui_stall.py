@@ -46,6 +46,10 @@ class SyntheticEngine:
         self.tokens = tokens
         self.rate = rate
 
+    alive = True
+    pid = None
+    loaded: Loaded | None = None
+
     def start(self) -> None: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
@@ -137,9 +141,9 @@ def wait(signal, action, timeout_ms: int = 300_000) -> list:
     return got
 
 
-def measure(name: str, factory, model_path: str, tokens: int, work: Path) -> dict:
+def measure(name: str, client, model_path: str, tokens: int, work: Path) -> dict:
     store = ChatStore(work / f"{name}.sqlite3")
-    bridge = EngineBridge(factory)
+    bridge = EngineBridge(client)
     window = MainWindow(store, bridge, QSettings(str(work / "w.ini"), QSettings.Format.IniFormat))
     window.resize(1280, 800)
     window.show()
@@ -191,12 +195,13 @@ def main() -> int:
             from tests.fixtures.models import TINY, build_model_set
 
             gguf = str(build_model_set(TINY).gguf_q8_0)
-            results.append(measure("real engine, tiny GGUF Q8_0", EngineBridge.__init__.__defaults__[0], gguf,
-                                   args.tokens, work))
+            from app.engine.client import EngineClient
+
+            results.append(measure("real engine, tiny GGUF Q8_0", EngineClient(), gguf, args.tokens, work))
         except ImportError as exc:
             print(f"real engine skipped: {exc}")
         results.append(measure(f"synthetic, {args.synthetic_rate:.0f} tok/s",
-                               lambda: SyntheticEngine(args.synthetic_tokens, args.synthetic_rate), "synthetic",
+                               SyntheticEngine(args.synthetic_tokens, args.synthetic_rate), "synthetic",
                                args.synthetic_tokens, work))
     print(f"{'source':30} {'tokens':>7} {'engine tok/s':>12} {'GUI tok/s':>10} {'updates':>8} "
           f"{'stall streaming':>16} {'p99':>8} {'of it CPU':>10} {'send':>8} {'cold send':>10}")

@@ -60,11 +60,13 @@ class ScriptedEngine:
     def __init__(self) -> None:
         self.reply = REPLY
 
+    alive = True
+    pid = None
+    loaded: Loaded | None = None  # what the local server reads, as from the real EngineClient
+
     def start(self) -> None: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
-
-    loaded: Loaded | None = None  # what the local server reads, as from the real EngineClient
 
     def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
         gpu = "NVIDIA GeForce RTX 4070 Laptop GPU"
@@ -309,7 +311,7 @@ def main() -> int:
         conv = store.create_conversation(title, model_path=MODEL)
         store.add_message(conv.id, "user", text)
         store.add_message(conv.id, "assistant", "…", stats={"generated_tokens": 300, "decode_tps": 47.9})
-    bridge = EngineBridge(ScriptedEngine)
+    bridge = EngineBridge(ScriptedEngine())
     window = MainWindow(store, bridge, QSettings(str(work / "window.ini"), QSettings.Format.IniFormat))
     window.resize(1280, 800)
     window.show()

@@ -3,7 +3,7 @@
 Same engine host, same model, prompt, sampling and seed (so the same tokens), runs alternating server/direct
 so drift on a noisy machine hits both. Both sides time the pieces of text as they arrive: the direct side as
 EngineClient Token events, the server side as SSE chunks in the official ``openai`` client over a real
-socket on 127.0.0.1. Decode rate = (pieces - 1) / (last piece - first piece); TTFT is request to first piece.
+socket on 127.0.0.1. Decode rate = (tokens - 1) / (last piece - first piece); TTFT is request to first piece.
 
     python -m tests.bench.server_overhead [--runs 5] [--tokens 64] [--spec qwen2.5-0.5b-shape]
 
@@ -27,29 +27,35 @@ from tests.fixtures.models import SPECS, build_model_set
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
-def _rate(times: list[float]) -> float:
-    return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+def _rate(times: list[float], tokens: int) -> float:
+    """Tokens after the first over the time from the first piece of text to the last (tokens come in chunks)."""
+    return (tokens - 1) / (times[-1] - times[0]) if len(times) > 1 and tokens > 1 else 0.0
 
 
 def direct_run(client: EngineClient, sampling: SamplingSettings) -> tuple[float, float, int]:
-    start, times = time.perf_counter(), []
+    start, times, tokens = time.perf_counter(), [], 0
     for event in client.generate([Message("user", PROMPT)], sampling):
         if isinstance(event, Token) and event.text:
             times.append(time.perf_counter())
-    return _rate(times), (times[0] - start) * 1000 if times else 0.0, len(times)
+        if isinstance(event, Token):
+            tokens += event.count
+    return _rate(times, tokens), (times[0] - start) * 1000 if times else 0.0, tokens
 
 
 def server_run(oai: openai.OpenAI, model: str, sampling: SamplingSettings) -> tuple[float, float, int]:
-    start, times = time.perf_counter(), []
+    start, times, tokens = time.perf_counter(), [], 0
     stream = oai.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}], stream=True,
                                          max_tokens=sampling.max_tokens, seed=sampling.seed,
                                          temperature=sampling.temperature, top_p=sampling.top_p,
+                                         stream_options={"include_usage": True},
                                          extra_body={"top_k": sampling.top_k, "min_p": sampling.min_p,
                                                      "repeat_penalty": sampling.repeat_penalty})
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             times.append(time.perf_counter())
-    return _rate(times), (times[0] - start) * 1000 if times else 0.0, len(times)
+        if chunk.usage:
+            tokens = chunk.usage.completion_tokens
+    return _rate(times, tokens), (times[0] - start) * 1000 if times else 0.0, tokens
 
 
 def main() -> None:
@@ -73,7 +79,7 @@ def main() -> None:
                 direct.append(direct_run(client, sampling))
                 served.append(server_run(oai, name, sampling))
     print(f"model: {args.spec} Q4_K_M shapes, random weights; {args.runs} alternating runs, "
-          f"pieces/run {min(r[2] for r in direct + served)}-{max(r[2] for r in direct + served)}")
+          f"tokens/run {min(r[2] for r in direct + served)}-{max(r[2] for r in direct + served)}")
     for label, runs in (("EngineClient direct", direct), ("server + openai client", served)):
         rates, ttfts = [r[0] for r in runs], [r[1] for r in runs]
         print(f"  {label:<24} median {statistics.median(rates):7.2f} tok/s  (min {min(rates):.2f}, "

@@ -133,21 +133,24 @@ def test_two_threads_sharing_a_client_take_turns_and_cancel_only_their_own_reque
     first.start()
     assert first_token.wait(30)
     waiting = []
-    for name in ("second", "third"):  # each queued before the next starts: this is their order
+    for name in ("second", "third", "fourth"):  # each queued before the next starts: this is their order
         queued = threading.Event()
         waiting.append(threading.Thread(target=run, args=(name, 4, queued)))
         waiting[-1].start()
         assert queued.wait(30)
-    client.cancel("second")  # still waiting for its turn: it ends at once, the engine never sees it
+    client.cancel("third")  # still waiting for its turn: it ends at once, the engine never sees it
     for thread in (first, *waiting):
         thread.join(60)
     assert results["first"].stats.generated_tokens == 1000  # not stopped by the other's cancel
-    assert results["second"].stats.stop_reason == "cancelled" and results["second"].text == ""
-    assert results["third"].stats.generated_tokens == 4
-    order = [name for name, _ in log]
+    assert results["third"].stats.stop_reason == "cancelled" and results["third"].text == ""
+    assert results["second"].stats.generated_tokens == results["fourth"].stats.generated_tokens == 4
     first_done = log.index(("first", "Done"))
-    assert set(order[:first_done + 1]) == {"first"}  # nobody ran while first did
-    assert order.index("second") < order.index("third")  # first come, first served
+    assert {name for name, _ in log[:first_done + 1]} == {"first"}  # nobody ran while first did
+    # The order the host ran them in, from its own log (one timings line per generation it ran): first come,
+    # first served, and the cancelled one never ran. (The threads' log above is in the order the threads were
+    # scheduled, not the host's.)
+    ran = [line.split("]")[0].lstrip("[") for line in client.stderr_tail() if "llama.cpp timings" in line]
+    assert ran[-3:] == ["first", "second", "fourth"] and "third" not in ran
 
 
 def test_a_cancel_sent_before_the_host_has_started_the_request_still_stops_it(client, tiny_models):
@@ -288,3 +291,28 @@ def test_a_raw_prompt_reaches_the_model_without_the_chat_template(client, tiny_m
     assert done.stats.prompt_tokens == expected  # no <|im_start|> turn wrapped around it
     _, chat = _collect(client.generate([Message("user", raw)], SamplingSettings(max_tokens=3)))
     assert chat.stats.prompt_tokens > expected
+
+
+def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(monkeypatch):
+    other = ("import app.engine.protocol as p; p.PROTOCOL_VERSION = 99; "  # a host from another release
+             "from app.engine.host import main; main()")
+    monkeypatch.setattr("app.engine.client.host_command", lambda: [sys.executable, "-c", other])
+    client = EngineClient()
+    with pytest.raises(EngineError) as refused:
+        client.start()
+    assert refused.value.kind == "protocol"
+    assert str(refused.value) == ("the engine host speaks protocol version 99, this QuantDesk speaks version 1: the "
+                                  "app and its engine come from different QuantDesk versions (reinstall QuantDesk)")
+    assert not client.alive and client.pid is None  # the stranger was sent away
+
+
+def test_events_reach_their_own_request_when_the_chat_and_another_user_share_the_host(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=2048))
+    # Sent one after the other before either is read: the host queues the second behind the first.
+    first = client.generate(HELLO, SamplingSettings(max_tokens=30, seed=1), request_id="a")
+    second = client.generate("Once upon a time", SamplingSettings(max_tokens=7, seed=1), request_id="b")
+    tokens_b, done_b = _collect(second)  # read first: its events wait until the first request is through
+    tokens_a, done_a = _collect(first)
+    assert {t.request_id for t in tokens_a} == {"a"} and done_a.stats.generated_tokens == 30
+    assert {t.request_id for t in tokens_b} == {"b"} and done_b.stats.generated_tokens == 7
+    assert done_b.stats.prompt_tokens < done_a.stats.prompt_tokens  # b's raw prompt, not a's chat

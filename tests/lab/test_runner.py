@@ -141,8 +141,7 @@ def test_a_backend_without_logits_answers_scoring_with_an_honest_label():
     channel = io.BytesIO()  # the real host's score op turns it into an error event, and lives on
     host = Host(channel)
     host._backend = _NoLogitsBackend()
-    host._requests.put({"op": "score", "id": "s1", "text": "hello"})
-    host._requests.put({"op": "shutdown"})
+    host.read_requests(io.BytesIO(b'{"op": "score", "id": "s1", "text": "hello"}\n'))  # then end of input
     host.serve()
     event = json.loads(channel.getvalue())
     assert event == {"type": "error", "kind": "unavailable", "message": "n/a: no-logits exposes no next-token logits",

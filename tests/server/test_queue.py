@@ -152,3 +152,47 @@ def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(s
     assert after.choices[0].finish_reason in ("stop", "length")
     assert engine.alive and engine.pid == pid
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+
+
+def test_api_requests_reach_the_engines_queue_at_once_so_the_chat_gets_in_line_behind_them(serve, tiny_models):
+    """One queue, the engine host's: a request the server accepted is already in line there, so a chat request
+    made after it waits behind it (with two queues in series the chat could overtake it)."""
+    import threading
+
+    from app.engine.client import EngineClient
+    from backends.base import Done, LoadSettings, Message, SamplingSettings
+
+    with EngineClient() as engine:
+        engine.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=16384))  # room for a reply that only a cancel ends
+        server = serve(engine)
+        queue = openai_queue(server)
+        url = f"{server.url}/v1/chat/completions"
+        running, stop_running, answers = threading.Event(), threading.Event(), {}
+
+        def long_stream():
+            with httpx.stream("POST", url, timeout=240, json={"messages": HELLO, "max_tokens": 16000,
+                                                              "stream": True, "seed": 2}) as response:
+                for _line in response.iter_lines():
+                    running.set()
+                    if stop_running.is_set():
+                        return  # hangs up: the server cancels it
+
+        def short():
+            answers["short"] = httpx.post(url, timeout=240, json=SHORT)
+
+        threads = [threading.Thread(target=long_stream, daemon=True)]
+        threads[0].start()
+        assert running.wait(120)
+        threads.append(threading.Thread(target=short, daemon=True))
+        threads[1].start()
+        asyncio.run(wait_until(lambda: [job.stream is not None for job in queue.waiting()] == [True]))  # sent
+        ahead: list[int] = []
+        chat = engine.generate([Message("user", "Hi")], SamplingSettings(max_tokens=3), on_wait=ahead.append)
+        assert ahead == [2]  # the running API request and the waiting one
+        stop_running.set()
+        done = [event for event in chat if isinstance(event, Done)][0]
+        for thread in threads:
+            thread.join(120)
+        assert done.stats.generated_tokens == 3
+        assert answers["short"].status_code == 200
+        assert [o.stop_reason for o in queue.outcomes()][0] == "cancelled"

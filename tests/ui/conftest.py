@@ -7,9 +7,10 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.chats.store import ChatStore
+from app.engine.client import EngineClient
 from app.ui.engine_bridge import EngineBridge
 from app.ui.window import MainWindow
-from tests.ui.engine_double import EngineDouble
+from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
 
 @pytest.fixture
@@ -41,8 +42,7 @@ def make_window(build_window):
     """make_window(engines...) -> MainWindow; each engine double serves one engine start."""
 
     def make(*engines: EngineDouble, db=None) -> MainWindow:
-        queue = list(engines) or [EngineDouble()]
-        return build_window(EngineBridge(lambda: queue.pop(0)), db)
+        return build_window(EngineBridge(SuccessiveEngines(*(engines or [EngineDouble()]))), db)
 
     return make
 
@@ -50,4 +50,4 @@ def make_window(build_window):
 @pytest.fixture
 def real_window(build_window):
     """real_window() -> MainWindow whose bridge starts real engine hosts (same store and settings each time)."""
-    return lambda: build_window(EngineBridge())
+    return lambda: build_window(EngineBridge(EngineClient()))

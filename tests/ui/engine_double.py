@@ -1,5 +1,5 @@
-"""A stand-in for app.engine.client.EngineClient with the same calls and events, for tests that
-must steer the engine exactly (hold a reply mid-way, crash on cue). It runs in-process on the
+"""Stand-ins for app.engine.client.EngineClient (EngineClientLike) with the same calls and events, for
+tests that must steer the engine exactly (hold a reply mid-way, crash on cue). They run in-process on the
 bridge's worker thread; the real client runs a child process (see tests/ui/test_chat_real_engine.py)."""
 
 from __future__ import annotations
@@ -21,22 +21,31 @@ class EngineDouble:
         self.release = threading.Event()
         self.holding = threading.Event()  # set while generation waits at the hold point
         self._cancelled = threading.Event()
-        self.started = self.closed = False
+        self.started = self.closed = self.crashed = False
+        self.loaded: Loaded | None = None
+        self.pid: int | None = None  # no process to watch
         self.loads: list[tuple[str, LoadSettings]] = []
         self.load_steps: tuple[float, ...] = (0.0, 0.5, 1.0)  # progress reported while loading
         self.requests: list[list[Message]] = []
 
-    def start(self) -> None:
+    @property
+    def alive(self) -> bool:
+        return self.started and not (self.closed or self.crashed)
+
+    def start(self) -> EngineDouble:
         self.started = True
+        return self
 
     def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
+        self.started = True  # as EngineClient.load starts its host
         if self.fail_load:
             raise EngineError(self.fail_load, kind="load")
         self.loads.append((model_path, settings))
         for fraction in self.load_steps:
             if on_progress:
                 on_progress(fraction)
-        return Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
+        self.loaded = Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
+        return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
                  on_wait=None) -> Iterator[Token | Done]:
@@ -46,6 +55,8 @@ class EngineDouble:
         reason = "eos"
         for i, piece in enumerate(self.reply):
             if self.crash_after is not None and i == self.crash_after:
+                self.crashed = True
+                self.loaded = None
                 raise EngineCrashed("The engine stopped unexpectedly (killed by signal 9).",
                                     returncode=-9, stderr_tail=("Killed",), phase="generate")
             if self.hold_after is not None and i == self.hold_after:
@@ -66,3 +77,45 @@ class EngineDouble:
 
     def close(self) -> None:
         self.closed = True
+
+
+class SuccessiveEngines:
+    """One client over a series of engine doubles, as EngineClient is one client over a series of host
+    processes: ``start()`` while none is alive (at first, after a crash) moves on to the next double."""
+
+    def __init__(self, *engines: EngineDouble) -> None:
+        self._engines = list(engines)
+        self.current: EngineDouble | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.current is not None and self.current.alive
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def loaded(self) -> Loaded | None:
+        return self.current.loaded if self.current is not None else None
+
+    def start(self) -> SuccessiveEngines:
+        if not self.alive:
+            if self.current is not None:
+                self.current.close()
+            self.current = self._engines.pop(0).start()
+        return self
+
+    def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
+        return self.start().current.load(model_path, settings, on_progress=on_progress)
+
+    def generate(self, messages, sampling, request_id: str = "r1", on_wait=None) -> Iterator[Token | Done]:
+        return self.start().current.generate(messages, sampling, request_id, on_wait)
+
+    def cancel(self, request_id: str | None = None) -> None:
+        if self.current is not None:
+            self.current.cancel(request_id)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()

@@ -9,7 +9,7 @@ import pytest
 from app.errors import EngineCrashed, EngineError
 from app.ui.engine_bridge import EngineBridge, TokenBuffer
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
-from tests.ui.engine_double import EngineDouble
+from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def make_bridge(qtbot):
     bridges = []
 
     def make(double: EngineDouble) -> EngineBridge:
-        bridge = EngineBridge(lambda: double)
+        bridge = EngineBridge(double)
         bridges.append(bridge)
         return bridge
 
@@ -76,8 +76,7 @@ def test_tokens_show_before_the_reply_ends_and_stop_cancels(qtbot, make_bridge):
 
 def test_a_crash_is_reported_and_the_next_request_starts_a_new_engine(qtbot, make_bridge):
     engines = [EngineDouble(["x", "y", "z"], crash_after=2), EngineDouble(["ok"])]
-    created = iter(engines)
-    bridge = EngineBridge(lambda: next(created))
+    bridge = EngineBridge(SuccessiveEngines(*engines))
     try:
         rec = Recorder(bridge)
         with qtbot.waitSignal(bridge.crashed, timeout=10_000) as crashed:
@@ -87,7 +86,7 @@ def test_a_crash_is_reported_and_the_next_request_starts_a_new_engine(qtbot, mak
         assert engines[0].closed and not bridge.busy
         with qtbot.waitSignal(bridge.done, timeout=10_000):
             bridge.generate([Message("user", "again")], SamplingSettings())
-        assert engines[1].started
+        assert engines[1].started  # the same client, on a fresh engine
     finally:
         bridge.shutdown()
 
