@@ -154,9 +154,13 @@ def check_modelled(meta: ModelMetadata) -> None:
 
 
 def _layer_of(tensor_name: str, n_layer: int) -> int | None:
-    """Block index of a GGUF tensor; n_layer for the output layer; None for the input layer."""
+    """Block index of a GGUF tensor; n_layer for the output layer (and for a ``blk.`` name without a block
+    number, which llama.cpp would not load either); None for the input layer."""
     if tensor_name.startswith("blk."):
-        return int(tensor_name.split(".", 2)[1])
+        index = tensor_name.split(".", 2)[1]
+        if index.isascii() and index.isdigit() and len(index) < 10:
+            return int(index)
+        return n_layer
     if tensor_name.startswith("token_embd") or tensor_name.startswith("token_types") \
             or tensor_name.startswith("position_embd") or tensor_name.startswith("per_layer_token_embd"):
         return None

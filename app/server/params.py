@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_MESSAGES = 4096
 MAX_STOP_CHARS = 256
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: larger values mean nothing more
+_FLOAT_MAX = sys.float_info.max
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -67,12 +69,20 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def _shown(value: Any) -> str:
+    """A request value as an error message quotes it: cut short (a body may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _number(body: dict, name: str, default: float) -> float:
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad_param(name, f"{name} must be a number, not {value!r}", "invalid_type")
+    # An int from JSON may have thousands of digits: compare it, never float() it (OverflowError).
+    finite = isinstance(value, int) and abs(value) <= _FLOAT_MAX or isinstance(value, float) and math.isfinite(value)
+    if isinstance(value, bool) or not finite:
+        raise bad_param(name, f"{name} must be a number, not {_shown(value)}", "invalid_type")
     return float(value)
 
 
@@ -81,7 +91,7 @@ def _integer(body: dict, name: str, default: int | None) -> int | None:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_param(name, f"{name} must be an integer, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be an integer, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -90,7 +100,7 @@ def _flag(body: dict, name: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise bad_param(name, f"{name} must be true or false, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be true or false, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -210,10 +220,11 @@ def parse_chat(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
     for i, message in enumerate(raw):
         if not isinstance(message, dict):
             raise bad_param(f"messages[{i}]", "each message must be an object", "invalid_type")
-        role = _ROLES.get(message.get("role"))
+        role = message.get("role")
+        role = _ROLES.get(role) if isinstance(role, str) else None  # a list or an object is no key of _ROLES
         if role is None:
             raise bad_param(f"messages[{i}].role", f"role must be one of {', '.join(_ROLES)}, "
-                                                   f"not {str(message.get('role'))[:50]!r}")
+                                                   f"not {_shown(message.get('role'))}")
         messages.append(Message(role, _content(message, i)))
     stream = _flag(body, "stream")
     return GenerationRequest(messages, _sampling(body, n_ctx, n_ctx), stream, _stream_options(body, stream))

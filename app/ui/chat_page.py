@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
@@ -33,7 +34,7 @@ from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar
+from app.ui.widgets import UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -75,14 +76,9 @@ class ChatPage(QWidget):
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
         self._build()
-        bridge.loaded.connect(self._on_loaded)
-        bridge.load_progress.connect(self._on_load_progress)
-        bridge.tokens.connect(self._on_tokens)
-        bridge.done.connect(self._on_done)
-        bridge.failed.connect(self._on_failed)
-        bridge.crashed.connect(self._on_crashed)
-        bridge.busy_changed.connect(self._on_busy_changed)
-        bridge.waiting.connect(self.stats.show_waiting)
+        for signal, slot in self._bridge_slots():
+            signal.connect(slot)
+        self._hears_bridge = True
         self.refresh_conversations()
         self._update_controls()
 
@@ -581,6 +577,9 @@ class ChatPage(QWidget):
             bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
         self._end_reply()
+        # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
+        ended = "Reply stopped" if done.stats.stop_reason == "cancelled" else "Reply done"
+        announce(self.view, f"{ended}: {done.text.strip()}" if done.text.strip() else f"{ended}, empty.")
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
@@ -733,12 +732,25 @@ class ChatPage(QWidget):
             if "edit" in bubble.actions:
                 bubble.actions["edit"].setEnabled(not generating)
 
+    def _bridge_slots(self) -> list[tuple[Any, Any]]:
+        bridge = self.bridge
+        return [(bridge.loaded, self._on_loaded), (bridge.load_progress, self._on_load_progress),
+                (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
+                (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
+                (bridge.waiting, self.stats.show_waiting)]
+
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
-        deleted while it streamed stays deleted."""
+        deleted while it streamed stays deleted. From here on the page no longer hears the bridge: what the
+        engine still sends (its busy state as the stopped reply ends) would reach a page whose store the
+        caller closes next."""
         if self.reply.streaming:
             self.bridge.stop()
         self.reply.close()
+        if self._hears_bridge:
+            self._hears_bridge = False
+            for signal, slot in self._bridge_slots():
+                signal.disconnect(slot)
         if self._pending_delete is not None:
             try:
                 self.store.delete_conversation(self._pending_delete)
