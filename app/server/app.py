@@ -83,7 +83,7 @@ def engine_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, EngineError):
         if exc.kind == "context":
             return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
-        if exc.kind in ("settings", "request", "template"):
+        if exc.kind in ("settings", "request", "template", "image", "vision"):
             return ApiError(400, str(exc), code=exc.kind)
         return ApiError(500, str(exc), type="server_error", code=exc.kind)
     return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error", code="internal")
@@ -172,7 +172,8 @@ class OpenAIServer:
     async def chat_completions(self, request: Request) -> Response:
         loaded = self._loaded()
         served = model_id(loaded.model_path)
-        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
+        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx,
+                            sees_images="vision" in loaded.details)
         return await self._generate(request, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:
