@@ -141,6 +141,7 @@ class RepoListing:
     branches: list[Branch]
     _branch_files: dict[str, list[RemoteFile]] = field(default_factory=dict, repr=False)
     _summary: str | None = field(default=None, repr=False)
+    _projector_infos: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- fetching ------------------------------------------------------------------------------------------
     @classmethod
@@ -327,7 +328,15 @@ class RepoListing:
         from app.hub import remote
 
         if model.kind == "gguf":
-            return remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
+            meta = remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
+            projectors = self.projectors_for(model.files[0])
+            if projectors:  # sized with the projector a pull fetches with it (the first: see app.hub.plan)
+                try:
+                    meta.projector = self._projector_info(projectors[0].path)
+                except QuantDeskError as exc:  # the model is still sized; the note says what was left out
+                    meta.notes.append(f"the vision projector {projectors[0].path} could not be read ({exc}); "
+                                      "not counted")
+            return meta
         if model.kind == "folder":
             meta = remote.read_remote_folder(self.repo_id, model.files, self.commit, source=model.label,
                                              name=self.revision or self.repo_id, folder_config=self.revision_config)
@@ -349,6 +358,14 @@ class RepoListing:
         except QuantDeskError:
             pass  # a branch the Hub would not list: its own read below says so, beside the others
         return [(m.label, _or_error(lambda m=m: self.read_metadata(m))) for m in models]
+
+    def _projector_info(self, path: str) -> Any:
+        """A projector's header, read by Range once per listing (every quant of the repo shares it)."""
+        if path not in self._projector_infos:
+            from app.hub import remote
+
+            self._projector_infos[path] = remote.read_remote_projector(self.repo_id, path, self.commit)
+        return self._projector_infos[path]
 
     def download_size(self, model: ListedModel) -> int:
         """Bytes a download of ``model`` fetches: its files; a branch's weights, as ``quants`` sizes it."""

@@ -121,6 +121,9 @@ class ModelMetadata:
     shard_count: int = 1
     header_bytes: int = 0  # bytes before tensor data (GGUF)
     notes: list[str] = field(default_factory=list)
+    # The vision projector that loads with it (app.models.vision.ProjectorInfo), where one was found: the
+    # estimator counts its weights, its compute buffer and the context an image takes.
+    projector: Any = None
 
     @property
     def weights_bytes(self) -> int:

@@ -78,6 +78,7 @@ class ProjectorInfo:
     max_pixels: int  # dynamic-resolution families: the most pixels an image is resized to (0: fixed size)
     weights_bytes: int
     precision: str  # F16, Q8_0, … (the most common tensor type by bytes)
+    class_token: bool = False  # a CLIP class embedding (v.class_embd): one more position in the encoder
 
     @property
     def patches_per_side(self) -> int:
@@ -97,19 +98,19 @@ class ProjectorInfo:
         """Positions the vision encoder attends over for one image (its largest graph)."""
         if self.max_pixels and self.patch_size:
             return self.max_pixels // (self.patch_size ** 2)
-        return self.patches_per_side ** 2 + 1  # + a class embedding, where the family has one
+        return self.patches_per_side ** 2 + (1 if self.class_token else 0)
 
     def compute_bytes(self) -> int:
-        """The encoder's compute buffer for one image, as ggml's allocator sizes it: the live activations of
-        one block (hidden states, the fused q/k/v, the MLP's hidden layer, all F32) and the attention scores
-        (heads x positions², F32, and their softmax), plus the image in F32 and the projector's output.
-        Measured against llama.cpp's "compute buffer size" line by tests/bench/fit_vision.py."""
+        """The encoder's compute buffer for one image, as ggml's allocator sizes it with flash attention (libmtmd's
+        default where the device has it, as on CPUs): at its peak a block holds the MLP's hidden layer and three
+        hidden-state-wide tensors per position, and one positions x positions F32 tile. Fitted to llama.cpp's
+        "compute buffer size" line on ViT-B/16 and ViT-L/14-336 shapes by tests/bench/fit_vision.py (within 4 %)."""
         n = self.encoder_positions
-        activations = n * (4 * self.n_embd + 2 * self.n_ff) * 4
-        scores = 2 * self.n_head * n * n * 4
-        pixels = 3 * max(self.image_size, 1) ** 2 * 4
-        output = self.image_tokens * max(self.output_width, self.n_embd) * 4
-        return activations + scores + pixels + output
+        return n * (self.n_ff + 3 * self.n_embd) * 4 + n * n * 4
+
+    def embeddings_bytes(self) -> int:
+        """One encoded image, F32, as libmtmd holds it until the text model has decoded it."""
+        return self.image_tokens * self.output_width * 4
 
 
 def is_projector(kv: dict[str, Any]) -> bool:
@@ -154,6 +155,7 @@ def projector_from_header(kv: dict[str, Any], tensors: list[TensorInfo], file_na
         merge=merge, max_pixels=_int(kv, "clip.vision.image_max_pixels"),
         weights_bytes=sum(t.n_bytes for t in tensors),
         precision=max(by_type, key=lambda k: by_type[k]) if by_type else "",
+        class_token="v.class_embd" in by_name,
     )
 
 
@@ -210,3 +212,20 @@ def find_projector(model_path: str | Path) -> Path | None:
             continue
         paired.append((info, path))
     return min(paired, key=lambda pair: _precision_rank(pair[0]))[1] if paired else None
+
+
+def with_projector(meta: ModelMetadata, projector: str | Path | None = None) -> ModelMetadata:
+    """``meta`` with the projector that loads with it attached for the estimator: ``projector`` when named (checked
+    against the model), else the one beside a local GGUF that pairs with it, if any."""
+    if meta.format != "gguf":
+        return meta
+    if projector is not None:
+        info = read_projector(projector)
+        check_pair(meta, info)
+        meta.projector = info
+        return meta
+    path = Path(meta.source)
+    if path.is_file():
+        found = find_projector(path)
+        meta.projector = read_projector(found) if found else None
+    return meta

@@ -118,3 +118,8 @@ def test_discover_says_sees_images_and_its_download_brings_the_projector(vision_
     assert q8.download_bytes == tiny_vision.text.gguf_q8_0.stat().st_size + tiny_vision.mmproj_f16.stat().st_size
     result = download(q8.request, settings=fast)
     assert result.projector == "mmproj-tiny-F16.gguf" and result.path.with_name(result.projector).exists()
+    vision_repo.add_repo("acme/TinyText-GGUF", {"tiny-Q8_0.gguf": tiny_vision.text.gguf_q8_0}, tags=["gguf"])
+    (text_only,) = model_choices("acme/TinyText-GGUF", cpu_only()).choices
+    projector = vision.read_projector(tiny_vision.mmproj_f16)  # the fit counts what the projector needs
+    assert q8.memory_bytes - text_only.memory_bytes == \
+        projector.weights_bytes + projector.compute_bytes() + projector.embeddings_bytes()

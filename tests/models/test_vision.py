@@ -62,3 +62,38 @@ def test_the_projector_beside_a_model_is_found_f16_first_and_a_wrong_one_skipped
     for projector in (tiny_vision.mmproj_f32, tiny_vision.mmproj_f16):
         shutil.copy(projector, tmp_path)
     assert vision.find_projector(model) == tmp_path / tiny_vision.mmproj_f16.name
+
+
+def test_the_estimate_counts_the_projector_where_libmtmd_puts_it(tiny_vision):
+    from app.models.estimate import LlamaCppSettings, estimate_llama_cpp
+
+    plain = read_model(tiny_vision.text.gguf_q8_0)
+    seeing = vision.with_projector(read_model(tiny_vision.text.gguf_q8_0), tiny_vision.mmproj_f16)
+    projector = seeing.projector
+    expected = projector.weights_bytes + projector.compute_bytes() + projector.embeddings_bytes()
+    on_cpu = estimate_llama_cpp(seeing, LlamaCppSettings(n_ctx=512))
+    assert on_cpu.devices[0].vision_bytes == expected and on_cpu.image_tokens == 16
+    assert sum(d.total_bytes for d in on_cpu.devices) == \
+        sum(d.total_bytes for d in estimate_llama_cpp(plain, LlamaCppSettings(n_ctx=512)).devices) + expected
+    offloaded = estimate_llama_cpp(seeing, LlamaCppSettings(n_ctx=512, gpu_layers=99, gpu_runtime=True))
+    assert [d.vision_bytes for d in offloaded.devices] == [0, expected]  # the GPU, with the layers
+
+
+def test_fit_says_sees_images_and_counts_the_projector_beside_the_model(tiny_vision, tmp_path, capsys):
+    import json
+
+    from app.cli import main
+
+    model = tmp_path / tiny_vision.text.gguf_q8_0.name
+    shutil.copy(tiny_vision.text.gguf_q8_0, model)
+    assert main(["fit", str(model), "--ctx", "512", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["image_tokens"] == 0
+    shutil.copy(tiny_vision.mmproj_f16, tmp_path)
+    assert main(["fit", str(model), "--ctx", "512", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["image_tokens"] == 16 and sum(d["vision_bytes"] for d in fit["devices"]) > 332_000
+    assert main(["fit", str(model), "--ctx", "512"]) == 0
+    assert "sees images: vision projector mmproj-tiny-llava-mmproj-F16.gguf (mlp), 16 context tokens an image" \
+        in capsys.readouterr().out
+    assert main(["fit", str(model), "--mmproj", str(tiny_vision.mmproj_wide)]) == 1
+    assert "mmproj-wide-llava-mmproj-F16.gguf does not fit tiny-llama-Q8_0.gguf" in capsys.readouterr().err
