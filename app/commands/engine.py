@@ -171,7 +171,8 @@ def loaded_summary(loaded) -> str:
                 f"context {loaded.n_ctx} · {where}{experts}")
     vision = loaded.details.get("vision")
     if vision:
-        experts += f" · sees images ({vision['projector']}, {vision['image_tokens']} tokens an image)"
+        tokens = f", {vision['image_tokens']} tokens an image" if vision.get("image_tokens") else ""
+        experts += f" · sees images ({vision['projector']}{tokens})"
     lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
              f"context {loaded.n_ctx}{experts}"]
     if loaded.runtime:

@@ -49,3 +49,17 @@ def test_a_wrong_projector_is_refused_before_any_engine_starts(tiny_vision):
         assert client._proc is None  # no host was started
     finally:
         client.close()
+
+
+def test_an_mlx_vision_model_takes_an_image_through_mlx_vlm(tiny_mlx_vision, tmp_path):
+    picture = to_base64(write_test_png(tmp_path / "p.png").read_bytes())
+    with EngineClient() as client:
+        loaded = client.load(tiny_mlx_vision, LoadSettings(n_ctx=512))
+        assert loaded.backend == "mlx" and loaded.details["vision"] == {
+            "projector": "mlx-vlm", "projector_type": "llava", "image_tokens": 16}
+        with_image = _done(client, [Message("user", "What is this?", (picture,))])
+        text_only = _done(client, [Message("user", "What is this?")])
+        assert with_image.stats.generated_tokens == 6
+        assert with_image.stats.prompt_tokens == text_only.stats.prompt_tokens + 16 + 1  # the image and its line
+        with pytest.raises(EngineError, match="image 1: the PNG image is truncated"):
+            _done(client, [Message("user", "x", (to_base64(b"\x89PNG\r\n\x1a\n" + bytes(30)),))])
