@@ -8,12 +8,14 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import hashlib
 import importlib.util
 import inspect
 import os
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -441,6 +443,8 @@ class LlamaCppBackend(Backend):
                 if not bitmap:
                     raise GenerationError("image", f"image {n}: llama.cpp could not take it")
                 bitmaps.append(bitmap)
+                # the image's chunk carries this id: the next prompt with the same image reuses its KV cells
+                mtmd_cpp.mtmd_bitmap_set_id(bitmap, hashlib.sha256(encoded.encode()).hexdigest().encode())
             text = prompt.encode("utf-8")
             inp = mtmd_cpp.mtmd_input_text()
             inp.text, inp.text_len, inp.add_special, inp.parse_special = text, len(text), True, True
@@ -457,22 +461,63 @@ class LlamaCppBackend(Backend):
                 mtmd_cpp.mtmd_bitmap_free(bitmap)
 
     def _prefill_media(self, llama_cpp, chunks) -> int:
-        """Evaluate a prompt with images from an empty KV cache: text chunks decoded, each image encoded by the
-        projector and its embeddings decoded (mtmd_helper_eval_chunks); llama_decode's status. The cache then
-        holds image positions no token list can name, so the next prompt starts from scratch too."""
+        """Bring the KV cache to a prompt with images, reusing the longest prefix it already holds (an image is
+        named in ``_kv_tokens`` by a marker per position made from its id, so the earlier turns of a chat with the
+        same images are neither re-encoded nor decoded again); text chunks are decoded, each image encoded by the
+        projector and its embeddings decoded (mtmd_helper_eval_chunk_single); llama_decode's status. Models with
+        M-RoPE (Qwen-VL: an image's positions are not one per cell) start from an empty cache each time."""
         from llama_cpp import mtmd_cpp
 
         ctx = self._llm.ctx
-        self._forget_kv(llama_cpp)
+        pieces = []  # (chunk, the units it puts in the cache, whether it is text)
+        for i in range(mtmd_cpp.mtmd_input_chunks_size(chunks)):
+            chunk = mtmd_cpp.mtmd_input_chunks_get(chunks, i)
+            if mtmd_cpp.mtmd_input_chunk_get_type(chunk) == mtmd_cpp.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t()
+                tokens = mtmd_cpp.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                pieces.append((chunk, list(tokens[:n.value]), True))
+            else:
+                marker = -1 - (zlib.crc32(mtmd_cpp.mtmd_input_chunk_get_id(chunk) or b"") & 0x3FFFFFFF)
+                pieces.append((chunk, [marker] * int(mtmd_cpp.mtmd_input_chunk_get_n_pos(chunk)), False))
+        units = [u for _, piece, _ in pieces for u in piece]
+        reuse = 0
+        if not mtmd_cpp.mtmd_decode_use_mrope(self._mtmd):
+            for a, b in zip(self._kv_tokens, units, strict=False):
+                if a != b:
+                    break
+                reuse += 1
+            reuse = min(reuse, len(units) - 1)
+            start = 0
+            for _, piece, is_text in pieces:  # never into the middle of an image: it is evaluated whole
+                if not is_text and start < reuse < start + len(piece):
+                    reuse = start
+                start += len(piece)
+        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), -1, reuse, -1):
+            del self._kv_tokens[reuse:]
+        else:
+            self._forget_kv(llama_cpp)
+            reuse = 0
         llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
         try:
-            n_past = llama_cpp.llama_pos(0)
-            status = mtmd_cpp.mtmd_helper_eval_chunks(self._mtmd, ctx, chunks, 0, 0, self._llm.n_batch, True,
-                                                      ctypes.byref(n_past))
+            position = 0
+            for index, (chunk, piece, is_text) in enumerate(pieces):
+                end = position + len(piece)
+                if end > reuse:
+                    if is_text:
+                        status = self._decode(llama_cpp, piece[max(reuse - position, 0):])
+                    else:
+                        n_past = llama_cpp.llama_pos(0)
+                        status = mtmd_cpp.mtmd_helper_eval_chunk_single(
+                            self._mtmd, ctx, chunk, position, 0, self._llm.n_batch, index == len(pieces) - 1,
+                            ctypes.byref(n_past))
+                        if status == 0:
+                            self._kv_tokens.extend(piece)
+                    if status != 0:
+                        return int(status)
+                position = end
         finally:
             llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
-        self._kv_tokens = [-1] * int(n_past.value)  # positions no real token matches: no prefix is reused
-        return int(status)
+        return 0
 
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native

@@ -88,3 +88,18 @@ def test_a_model_without_projector_says_it_does_not_see_images(tiny_vision, pict
             _done(backend, [Message("user", "look", (pictures[0],))])
     finally:
         backend.unload()
+
+
+def test_the_next_turn_reuses_the_image_in_the_kv_cache_and_answers_as_from_scratch(backend, pictures):
+    import llama_cpp
+
+    first = [Message("user", "What is in the picture?", (pictures[0],))]
+    reply = _done(backend, first)
+    second = [*first, Message("assistant", reply.text), Message("user", "And its colours?")]
+    again = _done(backend, second)
+    evaluated = llama_cpp.llama_perf_context(backend._llm.ctx).n_p_eval  # this request's prompt work
+    assert evaluated < again.stats.prompt_tokens - TINY_PROJECTOR.image_tokens  # the image was not decoded again
+    backend._forget_kv(llama_cpp)
+    assert _done(backend, second).text == again.text  # the same tokens as from an empty cache
+    other = _done(backend, [Message("user", "What is in the picture?", (pictures[1],))])
+    assert other.text == _done(backend, [Message("user", "What is in the picture?", (pictures[1],))]).text
