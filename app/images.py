@@ -114,8 +114,13 @@ def decode_rgb(data: bytes) -> tuple[int, int, bytes]:
         with Image.open(io.BytesIO(data), formats=[info.format.upper()]) as image:
             image.load()
             rgb = image.convert("RGB")
-    except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise ImageError(f"the {info.format.upper()} image cannot be decoded: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - Pillow's decoders answer damaged input with OSError, SyntaxError,
+        # EOFError, struct.error, IndexError…: each means the file cannot be decoded, which is the sentence
+        if isinstance(exc, UnidentifiedImageError | Image.DecompressionBombError | OSError | ValueError):
+            reason = str(exc)
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        raise ImageError(f"the {info.format.upper()} image cannot be decoded: {reason}") from None
     return rgb.width, rgb.height, rgb.tobytes()
 
 

@@ -147,8 +147,11 @@ class OpenAIServer:
 
     def _model_card(self) -> dict[str, Any]:
         loaded = self._loaded()
+        meta = {"backend": loaded.backend, "n_ctx": loaded.n_ctx}
+        if loaded.details.get("vision"):
+            meta["vision"] = True  # takes image_url parts
         return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
-                "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
+                "owned_by": "quantdesk", "meta": meta}
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self._model_card()] if self.client.loaded else []})

@@ -60,6 +60,7 @@ def _huge(png: bytes) -> bytes:
 def test_the_openai_client_sends_an_image_and_the_model_answers(server, vision_engine, png):
     with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as oai:
         name = model_id(vision_engine.loaded.model_path)
+        assert oai.models.retrieve(name).meta["vision"] is True
         plain = oai.chat.completions.create(model=name, messages=[{"role": "user", "content": "What is in this picture?"}],
                                             temperature=0, max_tokens=8)
         seen = oai.chat.completions.create(model=name, messages=[_ask(_data_url(png))], temperature=0, max_tokens=8)
