@@ -26,6 +26,7 @@ from backends.base import (
     GenerationError,
     Loaded,
     LoadSettings,
+    Message,
     Prompt,
     SamplingSettings,
     check_token_ids,
@@ -182,6 +183,16 @@ def _checked_projector(model_path: str, mmproj: str):
     except ModelFileError as exc:
         raise GenerationError("projector", exc.message, exc.hint) from None
     return projector
+
+
+def _content(message: Message, marker: str) -> str:
+    """A message's text for the template, with one media marker per image ahead of it (libmtmd puts each image's
+    embeddings where its marker is). In a prompt with images a marker typed in any text is dropped, or images and
+    markers would not pair up."""
+    if not marker:
+        return message.content
+    text = message.content.replace(marker, "")
+    return marker * len(message.images) + "\n" + text if message.images else text
 
 
 class LlamaCppBackend(Backend):
@@ -343,24 +354,17 @@ class LlamaCppBackend(Backend):
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
             return messages
+        marker = ""
+        if any(m.images for m in messages):
+            from llama_cpp import mtmd_cpp
+
+            marker = mtmd_cpp.mtmd_default_marker().decode()
         try:
             return chat_template.render(self._template,
-                                        [{"role": m.role, "content": self._content(m)} for m in messages],
+                                        [{"role": m.role, "content": _content(m, marker)} for m in messages],
                                         bos_token=self._bos, eos_token=self._eos)
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
-
-    @staticmethod
-    def _content(message) -> str:
-        """A message's text for the template, with one media marker per image ahead of it (mtmd puts each image's
-        embeddings where its marker is); a marker typed by the user is dropped, or images and markers would not
-        pair up."""
-        if not message.images:
-            return message.content
-        from llama_cpp import mtmd_cpp
-
-        marker = mtmd_cpp.mtmd_default_marker().decode()
-        return marker * len(message.images) + "\n" + message.content.replace(marker, "")
 
     def _sampler_chain(self, llama_cpp, sampling: SamplingSettings):
         """llama.cpp's native sampler chain, built as llama-cpp-python's ``Llama._init_sampler`` builds it

@@ -103,3 +103,12 @@ def test_the_next_turn_reuses_the_image_in_the_kv_cache_and_answers_as_from_scra
     assert _done(backend, second).text == again.text  # the same tokens as from an empty cache
     other = _done(backend, [Message("user", "What is in the picture?", (pictures[1],))])
     assert other.text == _done(backend, [Message("user", "What is in the picture?", (pictures[1],))]).text
+
+
+def test_a_media_marker_typed_in_the_text_is_not_taken_for_an_image(backend, pictures):
+    from llama_cpp import mtmd_cpp
+
+    marker = mtmd_cpp.mtmd_default_marker().decode()
+    done = _done(backend, [Message("user", f"what does {marker} mean?"),
+                           Message("assistant", "a marker"), Message("user", f"and here {marker}?", (pictures[0],))])
+    assert done.stats.generated_tokens == 12
