@@ -2,10 +2,12 @@
 
 Every field we read is type-checked here and the sampling values go through
 ``SamplingSettings.validate()``; anything we cannot honour (several choices, tools, log-probs) is
-refused with a 400 that names the parameter rather than silently ignored. Images come as ``image_url`` content
-parts holding a ``data:`` URL; they are checked (format, size, dimensions from the header, then decoded) here,
-and a URL to fetch is refused: the server never reaches out to the network for a request. Unknown fields are ignored, as
+refused with a 400 that names the parameter rather than silently ignored. Unknown fields are ignored, as
 OpenAI clients send extras (``user``, ``metadata``) that change nothing here.
+
+Images come as ``image_url`` content parts holding a ``data:`` URL, for a model that sees them; each is checked
+here (format, size and dimensions from its header, then decoded whole: app/images). A URL to fetch is refused:
+the server never reaches out to the network for a request.
 """
 
 from __future__ import annotations

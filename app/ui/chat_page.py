@@ -502,7 +502,7 @@ class ChatPage(QWidget):
     def attach_image(self, data: bytes, name: str) -> bool:
         """Add an image to the next message, checked from its header first (app/images); a text-only model
         says so now, before anything is sent."""
-        from app.images import ImageError, image_info
+        from app.images import image_info
 
         if self.loaded is not None and not self._sees_images():
             self._show_banner(self._no_vision_sentence(), reload=False)
