@@ -581,6 +581,9 @@ class ChatStore:
         for msg in self.messages(conversation_id):
             heading = {"user": "You", "assistant": "Assistant", "system": "System"}[msg.role]
             parts.append(f"## {heading}\n\n{msg.content}\n")
+            if msg.images:
+                names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
+                parts.append(f"*(images: {names})*\n")
             if msg.state == "interrupted":
                 parts.append("*(reply interrupted)*\n")
         return "\n".join(parts)
