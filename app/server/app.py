@@ -175,8 +175,11 @@ class OpenAIServer:
     async def chat_completions(self, request: Request) -> Response:
         loaded = self._loaded()
         served = model_id(loaded.model_path)
-        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx,
-                            sees_images="vision" in loaded.details)
+        body = await read_body(request)
+        # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
+        # event loop and the replies streaming to other clients.
+        parsed = await asyncio.to_thread(parse_chat, body, served_id=served, n_ctx=loaded.n_ctx,
+                                         sees_images="vision" in loaded.details)
         return await self._generate(request, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:
