@@ -149,6 +149,8 @@ def run_inspect(args: argparse.Namespace) -> int:
             continue
         if key == "weights_bytes":
             value = _gib(value)
+        if key == "sees_images":
+            value = f"{value['projector']} ({value['projector_type']}, {value['image_tokens']} tokens an image)"
         print(f"{key:18} {value}")
     return 0
 

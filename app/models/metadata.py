@@ -195,6 +195,9 @@ class ModelMetadata:
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
             "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id, "notes": list(self.notes),
+            "sees_images": None if self.projector is None else {
+                "projector": self.projector.file_name, "projector_type": self.projector.projector_type,
+                "image_tokens": self.projector.image_tokens},
         }
 
 

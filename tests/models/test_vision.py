@@ -92,6 +92,9 @@ def test_fit_says_sees_images_and_counts_the_projector_beside_the_model(tiny_vis
     assert main(["fit", str(model), "--ctx", "512", "--json"]) == 0
     fit = json.loads(capsys.readouterr().out)
     assert fit["image_tokens"] == 16 and sum(d["vision_bytes"] for d in fit["devices"]) > 332_000
+    assert main(["inspect", str(model), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sees_images"] == {
+        "projector": tiny_vision.mmproj_f16.name, "projector_type": "mlp", "image_tokens": 16}
     assert main(["fit", str(model), "--ctx", "512"]) == 0
     assert "sees images: vision projector mmproj-tiny-llava-mmproj-F16.gguf (mlp), 16 context tokens an image" \
         in capsys.readouterr().out
