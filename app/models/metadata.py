@@ -118,6 +118,9 @@ class ModelMetadata:
     shard_count: int = 1
     header_bytes: int = 0  # bytes before tensor data (GGUF)
     notes: list[str] = field(default_factory=list)
+    # The vision projector that loads with it (app.models.vision.ProjectorInfo), where one was found: the
+    # estimator counts its weights, its compute buffer and the context an image takes.
+    projector: Any = None
 
     @property
     def weights_bytes(self) -> int:
@@ -189,6 +192,9 @@ class ModelMetadata:
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
             "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id, "notes": list(self.notes),
+            "sees_images": None if self.projector is None else {
+                "projector": self.projector.file_name, "projector_type": self.projector.projector_type,
+                "image_tokens": self.projector.image_tokens},
         }
 
 
