@@ -54,6 +54,8 @@ class LoadSettings:
     # Mixture-of-experts models (llama.cpp): keep the expert weights of the first N layers in system RAM while
     # the rest of each layer runs on the GPU; -1 keeps every layer's experts in RAM, 0 none (--n-cpu-moe / --cpu-moe).
     cpu_moe: int = 0
+    # A vision projector (mmproj GGUF) loaded beside a llama.cpp model, so its chats take images; "" for none.
+    mmproj: str = ""
 
     def validate(self) -> None:
         if self.n_ctx < 16:
@@ -125,6 +127,9 @@ class SamplingSettings:
 class Message:
     role: str  # system | user | assistant
     content: str
+    # Images that come with the message, before its text: each a PNG, JPEG or WebP file, base64-encoded (the
+    # engine protocol is JSON lines). Only a model loaded with a vision projector takes them.
+    images: tuple[str, ...] = ()
 
 
 # What a generation starts from: a conversation, rendered through the model's chat template, or a raw
@@ -355,6 +360,7 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     formats: ClassVar[tuple[str, ...]]  # model formats it runs: gguf, mlx, safetensors, exl2, exl3
+    takes_projector: ClassVar[bool] = False  # loads a vision projector (LoadSettings.mmproj) beside the model
 
     @classmethod
     @abc.abstractmethod
@@ -376,6 +382,10 @@ class Backend(abc.ABC):
 
     def unload(self) -> None:
         """Free the model. Idempotent."""
+
+    def sees_images(self) -> bool:
+        """Whether the loaded model takes images (a llama.cpp model loaded with its vision projector)."""
+        return False
 
     def memory_in_use(self) -> dict[str, int]:
         """Bytes per device: for the CPU the process's peak resident size (right after a load, the model's

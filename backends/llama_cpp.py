@@ -8,12 +8,14 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import hashlib
 import importlib.util
 import inspect
 import os
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from backends.base import (
     GenerationError,
     Loaded,
     LoadSettings,
+    Message,
     Prompt,
     SamplingSettings,
     check_token_ids,
@@ -169,9 +172,33 @@ class _Pieces(dict):
         return piece
 
 
+def _checked_projector(model_path: str, mmproj: str):
+    """The projector's header, checked against the model's before either loads (app/models/vision)."""
+    from app.errors import ModelFileError
+    from app.models import metadata, vision
+
+    try:
+        projector = vision.read_projector(mmproj)
+        vision.check_pair(metadata.read_model(model_path), projector)
+    except ModelFileError as exc:
+        raise GenerationError("projector", exc.message, exc.hint) from None
+    return projector
+
+
+def _content(message: Message, marker: str) -> str:
+    """A message's text for the template, with one media marker per image ahead of it (libmtmd puts each image's
+    embeddings where its marker is). In a prompt with images a marker typed in any text is dropped, or images and
+    markers would not pair up."""
+    if not marker:
+        return message.content
+    text = message.content.replace(marker, "")
+    return marker * len(message.images) + "\n" + text if message.images else text
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
+    takes_projector = True
 
     def __init__(self) -> None:
         self._llm = None
@@ -182,6 +209,7 @@ class LlamaCppBackend(Backend):
         self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
         self._pieces: dict[int, bytes | None] = {}
         self._overrides = None  # the tensor-placement array, alive while the model is
+        self._mtmd = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
 
     @classmethod
     def probe(cls) -> Availability:
@@ -223,6 +251,7 @@ class LlamaCppBackend(Backend):
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
+        projector = _checked_projector(model_path, settings.mmproj) if settings.mmproj else None
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = expert_overrides(patterns) if patterns else None
         try:
@@ -232,6 +261,8 @@ class LlamaCppBackend(Backend):
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
                                   "see the engine log for llama.cpp's reason") from None
+        if projector is not None:
+            self._mtmd = self._load_projector(settings, projector)
         self._make_abort_callback(llama_cpp)
         self._kv_tokens = []
         self._pieces = _Pieces(llama_cpp, self._llm._model.vocab)
@@ -245,6 +276,9 @@ class LlamaCppBackend(Backend):
                    "architecture": metadata.get("general.architecture", ""),
                    "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
         details.update(self._experts_in_ram(metadata, settings.cpu_moe))
+        if projector is not None:
+            details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
+                                 "image_tokens": projector.image_tokens}
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -267,6 +301,29 @@ class LlamaCppBackend(Backend):
             devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
             offloadable_layers=offloaded[1] if offloaded else None,
         )
+
+    def _load_projector(self, settings: LoadSettings, projector):
+        """llama.cpp's multimodal context (libmtmd) for the projector, on the model just loaded: it encodes images
+        into embeddings the text model decodes. On the GPU when the model's layers are there."""
+        from llama_cpp import mtmd_cpp
+
+        params = mtmd_cpp.mtmd_context_params_default()
+        params.use_gpu = settings.gpu_layers != 0
+        params.n_threads = settings.threads or physical_cores()
+        params.print_timings = False
+        ctx = mtmd_cpp.mtmd_init_from_file(settings.mmproj.encode(), self._llm.model, params)
+        if not ctx:
+            self.unload()
+            raise GenerationError("projector", f"llama.cpp could not load the vision projector {projector.file_name}",
+                                  "see the engine log for llama.cpp's reason")
+        if not mtmd_cpp.mtmd_support_vision(ctx):
+            mtmd_cpp.mtmd_free(ctx)
+            self.unload()
+            raise GenerationError("projector", f"{projector.file_name} has no vision encoder")
+        return ctx
+
+    def sees_images(self) -> bool:
+        return self._mtmd is not None
 
     @staticmethod
     def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:
@@ -297,8 +354,14 @@ class LlamaCppBackend(Backend):
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
             return messages
+        marker = ""
+        if any(m.images for m in messages):
+            from llama_cpp import mtmd_cpp
+
+            marker = mtmd_cpp.mtmd_default_marker().decode()
         try:
-            return chat_template.render(self._template, [{"role": m.role, "content": m.content} for m in messages],
+            return chat_template.render(self._template,
+                                        [{"role": m.role, "content": _content(m, marker)} for m in messages],
                                         bos_token=self._bos, eos_token=self._eos)
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
@@ -363,6 +426,103 @@ class LlamaCppBackend(Backend):
         finally:
             llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
 
+    def _media_chunks(self, prompt: str, images: Sequence[str]):
+        """The prompt cut by libmtmd into text chunks and image chunks (each image decoded and checked first,
+        app/images); the caller frees them with mtmd_input_chunks_free."""
+        from llama_cpp import mtmd_cpp
+
+        from app import images as image_files
+
+        if self._mtmd is None:
+            raise GenerationError("vision", "this model does not see images: it was loaded without a vision projector",
+                                  "remove the image, or load a vision model with its mmproj file")
+        bitmaps = []
+        try:
+            for n, encoded in enumerate(images, 1):
+                try:
+                    width, height, rgb = image_files.decode_rgb(image_files.from_base64(encoded))
+                except image_files.ImageError as exc:
+                    raise GenerationError("image", f"image {n}: {exc.message}") from None
+                bitmap = mtmd_cpp.mtmd_bitmap_init(width, height, (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb))
+                if not bitmap:
+                    raise GenerationError("image", f"image {n}: llama.cpp could not take it")
+                bitmaps.append(bitmap)
+                # the image's chunk carries this id: the next prompt with the same image reuses its KV cells
+                mtmd_cpp.mtmd_bitmap_set_id(bitmap, hashlib.sha256(encoded.encode()).hexdigest().encode())
+            text = prompt.encode("utf-8")
+            inp = mtmd_cpp.mtmd_input_text()
+            inp.text, inp.text_len, inp.add_special, inp.parse_special = text, len(text), True, True
+            chunks = mtmd_cpp.mtmd_input_chunks_init()
+            array = (mtmd_cpp.mtmd_bitmap_p_ctypes * len(bitmaps))(*bitmaps)
+            status = mtmd_cpp.mtmd_tokenize(self._mtmd, chunks, ctypes.byref(inp), array, len(bitmaps))
+            if status != 0:
+                mtmd_cpp.mtmd_input_chunks_free(chunks)
+                raise GenerationError("image", f"llama.cpp could not place the images in the prompt (mtmd_tokenize "
+                                               f"returned {status})", "see the engine log for llama.cpp's reason")
+            return chunks
+        finally:
+            for bitmap in bitmaps:  # the chunks hold their own copies of the images' tokens
+                mtmd_cpp.mtmd_bitmap_free(bitmap)
+
+    def _prefill_media(self, llama_cpp, chunks) -> int:
+        """Bring the KV cache to a prompt with images, reusing the longest prefix it already holds (an image is
+        named in ``_kv_tokens`` by a marker per position made from its id, so the earlier turns of a chat with the
+        same images are neither re-encoded nor decoded again); text chunks are decoded, each image encoded by the
+        projector and its embeddings decoded (mtmd_helper_eval_chunk_single); llama_decode's status. Models with
+        M-RoPE (Qwen-VL: an image's positions are not one per cell) start from an empty cache each time."""
+        from llama_cpp import mtmd_cpp
+
+        ctx = self._llm.ctx
+        pieces = []  # (chunk, the units it puts in the cache, whether it is text)
+        for i in range(mtmd_cpp.mtmd_input_chunks_size(chunks)):
+            chunk = mtmd_cpp.mtmd_input_chunks_get(chunks, i)
+            if mtmd_cpp.mtmd_input_chunk_get_type(chunk) == mtmd_cpp.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t()
+                tokens = mtmd_cpp.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                pieces.append((chunk, list(tokens[:n.value]), True))
+            else:
+                marker = -1 - (zlib.crc32(mtmd_cpp.mtmd_input_chunk_get_id(chunk) or b"") & 0x3FFFFFFF)
+                pieces.append((chunk, [marker] * int(mtmd_cpp.mtmd_input_chunk_get_n_pos(chunk)), False))
+        units = [u for _, piece, _ in pieces for u in piece]
+        reuse = 0
+        if not mtmd_cpp.mtmd_decode_use_mrope(self._mtmd):
+            for a, b in zip(self._kv_tokens, units, strict=False):
+                if a != b:
+                    break
+                reuse += 1
+            reuse = min(reuse, len(units) - 1)
+            start = 0
+            for _, piece, is_text in pieces:  # never into the middle of an image: it is evaluated whole
+                if not is_text and start < reuse < start + len(piece):
+                    reuse = start
+                start += len(piece)
+        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), -1, reuse, -1):
+            del self._kv_tokens[reuse:]
+        else:
+            self._forget_kv(llama_cpp)
+            reuse = 0
+        llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
+        try:
+            position = 0
+            for index, (chunk, piece, is_text) in enumerate(pieces):
+                end = position + len(piece)
+                if end > reuse:
+                    if is_text:
+                        status = self._decode(llama_cpp, piece[max(reuse - position, 0):])
+                    else:
+                        n_past = llama_cpp.llama_pos(0)
+                        status = mtmd_cpp.mtmd_helper_eval_chunk_single(
+                            self._mtmd, ctx, chunk, position, 0, self._llm.n_batch, index == len(pieces) - 1,
+                            ctypes.byref(n_past))
+                        if status == 0:
+                            self._kv_tokens.extend(piece)
+                    if status != 0:
+                        return int(status)
+                position = end
+        finally:
+            llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
+        return 0
+
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native
         sampler chain, and each token's bytes looked up once per model."""
@@ -374,20 +534,28 @@ class LlamaCppBackend(Backend):
         prompt = self._render(messages)
         if self._bos and prompt.startswith(self._bos):
             prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
-        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
+        media = self._media_chunks(prompt, images) if images else None  # text and image chunks (mtmd)
+        tokens = [] if media else llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        n_prompt = len(tokens)
         n_ctx = llm.n_ctx()
-        if len(tokens) >= n_ctx:
-            raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
-                                             f"holds {n_ctx}", "start a new chat or load with a larger context")
-        self.prompt_tokens = len(tokens)
-        ctx, pieces, kv_tokens = llm.ctx, self._pieces, None
-        decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-        chain = self._sampler_chain(llama_cpp, sampling)
+        chain = None
         try:
+            if media:
+                from llama_cpp import mtmd_cpp
+
+                n_prompt = int(mtmd_cpp.mtmd_helper_get_n_pos(media))
+            if n_prompt >= n_ctx:
+                raise GenerationError("context", f"the conversation is {n_prompt} tokens long but the context "
+                                                 f"holds {n_ctx}", "start a new chat or load with a larger context")
+            self.prompt_tokens = n_prompt
+            ctx, pieces, kv_tokens = llm.ctx, self._pieces, None
+            decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
+            utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+            chain = self._sampler_chain(llama_cpp, sampling)
             self.mark_prefill_start()
-            status = self._prefill(llama_cpp, tokens)
-            n_past = len(tokens)
+            status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
+            n_past = n_prompt
             kv_tokens = self._kv_tokens
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
@@ -411,7 +579,12 @@ class LlamaCppBackend(Backend):
             raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
                                   "see the engine log for llama.cpp's reason")
         finally:
-            llama_cpp.llama_sampler_free(chain)
+            if chain is not None:
+                llama_cpp.llama_sampler_free(chain)
+            if media:
+                from llama_cpp import mtmd_cpp
+
+                mtmd_cpp.mtmd_input_chunks_free(media)
 
     def generate(self, request_id, messages, sampling, cancelled):
         import llama_cpp
@@ -481,6 +654,11 @@ class LlamaCppBackend(Backend):
                 for i in range(self._llm.n_vocab())]
 
     def unload(self) -> None:
+        if self._mtmd is not None:
+            from llama_cpp import mtmd_cpp
+
+            mtmd, self._mtmd = self._mtmd, None
+            mtmd_cpp.mtmd_free(mtmd)
         if self._llm is not None:
             llm, self._llm = self._llm, None
             llm.close()

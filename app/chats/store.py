@@ -19,7 +19,7 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from app import paths
 from app.errors import QuantDeskError
+from app.images import ImageInfo
 
 MessageState = Literal["complete", "streaming", "interrupted"]
 Role = Literal["system", "user", "assistant"]
@@ -84,7 +85,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         END""",
         "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')",
     ),
-    # 3: conversation branches. Each message has a parent (NULL for the first of a conversation); editing or
+    # 3: images attached to messages: the files live in ``attachments/`` beside the database, named by their
+    # sha256 (the same picture twice is one file); a row per image, in order, deleted with its message.
+    (
+        """CREATE TABLE attachments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            file TEXT NOT NULL,
+            media_type TEXT NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL
+        )""",
+        "CREATE INDEX attachments_by_message ON attachments(message_id, position)",
+    ),
+    # 4: conversation branches. Each message has a parent (NULL for the first of a conversation); editing or
     # regenerating adds a sibling instead of deleting. The conversation's leaf is the last message of the branch
     # on show. Old conversations become one chain, their last message the leaf.
     (
@@ -124,6 +139,15 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """An image kept with a message: ``path`` is its file under the store's ``attachments/`` folder."""
+    path: Path
+    media_type: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     id: int
     conversation_id: int
@@ -132,6 +156,7 @@ class ChatMessage:
     created: float
     stats: dict[str, Any] | None = None
     state: MessageState = "complete"
+    images: tuple[Attachment, ...] = ()
     parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
 
 
@@ -157,6 +182,7 @@ class DeletedConversation:
     """The rows ``ChatStore.delete_conversation`` removed, column for column (kept in memory for undo)."""
     row: dict[str, Any]
     messages: tuple[dict[str, Any], ...]
+    attachments: tuple[dict[str, Any], ...] = ()
 
     @property
     def id(self) -> int:
@@ -176,10 +202,10 @@ def _conversation(row: sqlite3.Row) -> Conversation:
                         json.loads(row["sampling_json"]), row["model_path"])
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], row["parent_id"])
+                       stats, row["state"], images, row["parent_id"])
 
 
 def _fts_query(text: str) -> str:
@@ -207,6 +233,7 @@ class ChatStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self.recovered_interrupted = self._mark_abandoned_streams()
+            self.purge_attachments()
         except (sqlite3.DatabaseError, ChatStoreError) as exc:
             self._db.close()
             if isinstance(exc, ChatStoreError):
@@ -305,6 +332,48 @@ class ChatStore:
             return "gone", f"the chat database {self.path} cannot be opened any more", f"check that {folder} is there"
         return None
 
+    @property
+    def attachments_dir(self) -> Path:
+        return self.path.parent / "attachments"
+
+    def purge_attachments(self) -> int:
+        """Delete the image files no message refers to any more (a deleted chat's, once its undo is over, or
+        files written for a message that was never saved); returns how many went."""
+        folder = self.attachments_dir
+        if not folder.is_dir():
+            return 0
+        kept = {r[0] for r in self._db.execute("SELECT DISTINCT file FROM attachments")}
+        removed = 0
+        for path in folder.iterdir():
+            if path.name not in kept:
+                try:
+                    path.unlink()
+                    removed += 1
+                except OSError:
+                    pass  # in use or read-only: tried again next time
+        return removed
+
+    def _store_image(self, data: bytes) -> tuple[str, ImageInfo]:
+        """Write an image under ``attachments/`` (temp file, then rename), named by its sha256; checked first."""
+        import hashlib
+        import os
+
+        from app.images import image_info
+
+        info = image_info(data)
+        name = f"{hashlib.sha256(data).hexdigest()}.{info.format}"
+        target = self.attachments_dir / name
+        if not target.exists():
+            try:
+                self.attachments_dir.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_suffix(".tmp")
+                tmp.write_bytes(data)
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise ChatStoreError(f"cannot keep the image: {exc.strerror}",
+                                     f"check the disk with {self.attachments_dir}") from exc
+        return name, info
+
     def _mark_abandoned_streams(self) -> int:
         cur = self._db.execute("UPDATE messages SET state='interrupted' WHERE state='streaming'")
         return cur.rowcount
@@ -377,15 +446,20 @@ class ChatStore:
                 raise NotFound(f"conversation {conversation_id} does not exist")
             messages = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
                                         (conversation_id,)).fetchall()
+            attachments = self._db.execute(
+                "SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id=? "
+                "ORDER BY a.id", (conversation_id,)).fetchall()
             self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
-        return DeletedConversation(dict(row), tuple(dict(m) for m in messages))
+        # The image files stay until purge_attachments: an undo puts the rows back and finds them.
+        return DeletedConversation(dict(row), tuple(dict(m) for m in messages), tuple(dict(a) for a in attachments))
 
     def restore_conversation(self, deleted: DeletedConversation) -> Conversation:
         """Put back a deleted conversation with the same ids, settings, timestamps and messages
         (undo). The ids are free: AUTOINCREMENT never hands a deleted id out again."""
         try:
             with self._writing(f"restore the chat “{deleted.title}”"), self._transaction():
-                for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages)):
+                for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages),
+                                    ("attachments", deleted.attachments)):
                     for row in rows:
                         # Column names come from our own table's rows, never from input.
                         columns = ", ".join(row)
@@ -406,9 +480,11 @@ class ChatStore:
         return self.message(message_id)
 
     def _insert_message(self, conversation_id: int, role: Role, content: str, state: MessageState,
-                        stats: dict[str, Any] | None, parent_id: int | None = AT_LEAF) -> int:
-        """INSERT inside the caller's transaction, as a child of ``parent_id`` (by default the leaf of the branch
-        on show; None: a first message), and make it the leaf; bumps the conversation's ``updated``."""
+                        stats: dict[str, Any] | None, images: Sequence[tuple[str, ImageInfo]] = (),
+                        parent_id: int | None = AT_LEAF) -> int:
+        """INSERT inside the caller's transaction (with the rows of its images, already stored), as a child of
+        ``parent_id`` (by default the leaf of the branch on show; None: a first message), and make it the leaf;
+        bumps the conversation's ``updated``."""
         now = self._clock()
         if parent_id == AT_LEAF:
             parent_id = self._leaf_id(conversation_id)
@@ -421,6 +497,10 @@ class ChatStore:
                 (conversation_id, role, content, now, json.dumps(stats) if stats else None, state, parent_id))
         except sqlite3.IntegrityError as exc:
             raise NotFound(f"conversation {conversation_id} does not exist") from exc
+        for position, (name, info) in enumerate(images):
+            self._db.execute("INSERT INTO attachments(message_id, position, file, media_type, width, height)"
+                             " VALUES (?, ?, ?, ?, ?, ?)",
+                             (cur.lastrowid, position, name, info.media_type, info.width, info.height))
         self._db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?",
                          (now, cur.lastrowid, conversation_id))
         return cur.lastrowid
@@ -431,11 +511,21 @@ class ChatStore:
             raise NotFound(f"conversation {conversation_id} does not exist")
         return row["leaf_id"]
 
+    def _images(self, message_ids: list[int]) -> dict[int, tuple[Attachment, ...]]:
+        found: dict[int, list[Attachment]] = {}
+        if message_ids:
+            marks = ", ".join("?" * len(message_ids))
+            for r in self._db.execute(f"SELECT * FROM attachments WHERE message_id IN ({marks}) "
+                                      "ORDER BY message_id, position", message_ids):
+                found.setdefault(r["message_id"], []).append(
+                    Attachment(self.attachments_dir / r["file"], r["media_type"], r["width"], r["height"]))
+        return {k: tuple(v) for k, v in found.items()}
+
     def message(self, message_id: int) -> ChatMessage:
         row = self._db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
         if row is None:
             raise NotFound(f"message {message_id} does not exist")
-        return _message(row)
+        return _message(row, self._images([message_id]).get(message_id, ()))
 
     def messages(self, conversation_id: int) -> list[ChatMessage]:
         """The branch on show, first message first: the leaf and its ancestors."""
@@ -444,13 +534,18 @@ class ChatStore:
                    SELECT leaf_id FROM conversations WHERE id=?
                    UNION ALL SELECT m.parent_id FROM messages m JOIN branch b ON m.id = b.id
                    WHERE m.parent_id IS NOT NULL)
-               SELECT m.* FROM messages m JOIN branch b ON m.id = b.id ORDER BY m.id""", (conversation_id,))
-        return [_message(r) for r in rows]
+               SELECT m.* FROM messages m JOIN branch b ON m.id = b.id ORDER BY m.id""", (conversation_id,)).fetchall()
+        return self._with_images(rows)
 
     def all_messages(self, conversation_id: int) -> list[ChatMessage]:
         """Every message of every branch, in the order they were written."""
-        rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,))
-        return [_message(r) for r in rows]
+        rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
+                                (conversation_id,)).fetchall()
+        return self._with_images(rows)
+
+    def _with_images(self, rows: list[sqlite3.Row]) -> list[ChatMessage]:
+        images = self._images([r["id"] for r in rows])
+        return [_message(r, images.get(r["id"], ())) for r in rows]
 
     def branches(self, message_id: int) -> Branches:
         """``message_id`` among its siblings (the other answers to its parent, or the other first messages)."""
@@ -510,18 +605,21 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
-    def begin_reply(self, conversation_id: int, *, prompt: str | None = None, after: int | None = AT_LEAF,
-                    min_interval_s: float = 0.25, min_chars: int = 2000,
+    def begin_reply(self, conversation_id: int, *, prompt: str | None = None, images: Sequence[bytes] = (),
+                    after: int | None = AT_LEAF, min_interval_s: float = 0.25, min_chars: int = 2000,
                     monotonic: Callable[[], float] = time.monotonic) -> ReplyWriter:
         """Start an assistant message in state ``streaming``; feed it with ``ReplyWriter.append``.
-        With ``prompt``, the user's message goes in first, in the same transaction: both are saved
-        or neither is (``ReplyWriter.prompt_id`` is its id). ``after``: the message the new one follows (by
-        default the leaf of the branch on show); naming an earlier one starts a new branch there (an edited
-        message resent, a reply written again), None before the first message."""
+        With ``prompt``, the user's message goes in first (with its ``images``: PNG, JPEG or WebP files, kept
+        under ``attachments/``), in the same transaction: both are saved or neither is (``ReplyWriter.prompt_id``
+        is its id). An image that is not one raises ``app.images.ImageError`` before anything is saved.
+        ``after``: the message the new one follows (by default the leaf of the branch on show); naming an earlier
+        one starts a new branch there (an edited message resent, a reply written again), None before the first
+        message."""
+        stored = [self._store_image(data) for data in images] if prompt is not None else []
         with self._writing("save your message" if prompt is not None else "start the reply"), self._transaction():
             prompt_id = None if prompt is None else self._insert_message(conversation_id, "user", prompt,
-                                                                         "complete", None, after)
-            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None,
+                                                                         "complete", None, stored, after)
+            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None, (),
                                             prompt_id if prompt_id is not None else after)
         return ReplyWriter(self, reply_id, min_interval_s=min_interval_s, min_chars=min_chars, monotonic=monotonic,
                            conversation_id=conversation_id, prompt_id=prompt_id)
@@ -555,7 +653,9 @@ class ChatStore:
         conv = self.conversation(conversation_id)
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
-                "messages": [{k: v for k, v in asdict(m).items() if k != "conversation_id"}
+                "messages": [{k: v for k, v in asdict(m).items() if k not in ("conversation_id", "images")}
+                             | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
+                                             "height": a.height} for a in m.images]} if m.images else {})
                              for m in self.all_messages(conversation_id)],
                 "branch_on_show": on_show}
         return json.dumps(data, indent=2, ensure_ascii=False)
@@ -570,6 +670,9 @@ class ChatStore:
         for msg in self.messages(conversation_id):
             heading = {"user": "You", "assistant": "Assistant", "system": "System"}[msg.role]
             parts.append(f"## {heading}\n\n{msg.content}\n")
+            if msg.images:
+                names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
+                parts.append(f"*(images: {names})*\n")
             if msg.state == "interrupted":
                 parts.append("*(reply interrupted)*\n")
         return "\n".join(parts)

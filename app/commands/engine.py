@@ -27,6 +27,11 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="attach a PNG, JPEG or WebP image to the first message (repeatable); needs a vision model")
+    p.add_argument("--mmproj", metavar="FILE",
+                   help="the vision projector to load with a GGUF model (default: the mmproj file beside it that "
+                        "pairs with it)")
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
@@ -80,8 +85,9 @@ def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: 
 def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
 
+    images = _read_images(args.image)
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe)
+                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images))
     sampling = _sampling(args)
     try:
         sampling.validate()
@@ -94,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)
         if args.prompt is not None:
-            history.append(Message("user", args.prompt))
+            history.append(Message("user", args.prompt, images))
             done = _reply(client, history, sampling, echo=not args.json)
             if args.json:
                 print(json.dumps(_json_result(loaded, done), indent=2))
@@ -102,7 +108,47 @@ def run(args: argparse.Namespace) -> int:
                 print()
                 print(stats_line(done.stats), file=sys.stderr)
             return 0
-        return _interactive(client, history, sampling)
+        return _interactive(client, history, sampling, images)
+
+
+def _read_images(paths: list[str]) -> tuple[str, ...]:
+    """The --image files, checked from their headers (app/images) and base64-encoded for the engine."""
+    from pathlib import Path
+
+    from app import images
+    from app.errors import ModelFileError
+
+    encoded = []
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ModelFileError(f"cannot read the image {path}: {exc.strerror}") from None
+        try:
+            images.image_info(data)
+        except images.ImageError as exc:
+            raise images.ImageError(f"{path}: {exc.message}") from None
+        encoded.append(images.to_base64(data))
+    return tuple(encoded)
+
+
+def _projector(args: argparse.Namespace, images: tuple[str, ...]) -> str:
+    """The vision projector for this run: --mmproj, else the one beside a GGUF model that pairs with it (only
+    when images are attached: a text chat need not load it). A model without one cannot take --image."""
+    from pathlib import Path
+
+    from app.models import vision
+
+    if args.mmproj:
+        return str(args.mmproj)
+    if not images:
+        return ""
+    model = Path(args.model)
+    found = vision.find_projector(model) if model.suffix == ".gguf" and model.is_file() else None
+    if found is None:
+        raise EngineError(f"{model.name} does not see images: no vision projector (mmproj GGUF) that pairs with "
+                          "it lies beside it", "pass --mmproj FILE, or chat without --image", kind="vision")
+    return str(found)
 
 
 def loaded_summary(loaded) -> str:
@@ -123,6 +169,10 @@ def loaded_summary(loaded) -> str:
             else "CPU only (this build of the engine cannot use a GPU)"
         return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
                 f"context {loaded.n_ctx} · {where}{experts}")
+    vision = loaded.details.get("vision")
+    if vision:
+        tokens = f", {vision['image_tokens']} tokens an image" if vision.get("image_tokens") else ""
+        experts += f" · sees images ({vision['projector']}{tokens})"
     lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
              f"context {loaded.n_ctx}{experts}"]
     if loaded.runtime:
@@ -140,6 +190,7 @@ def _json_result(loaded, done: Done) -> dict:
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
+        "vision": loaded.details.get("vision"),
         "server_timings": s.server,
         "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
         "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
@@ -147,7 +198,7 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, history: list[Message], sampling: SamplingSettings) -> int:
+def _interactive(client, history: list[Message], sampling: SamplingSettings, images: tuple[str, ...] = ()) -> int:
     base = list(history)
     while True:
         try:
@@ -163,7 +214,8 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings) -> 
             continue
         if not line.strip():
             continue
-        history.append(Message("user", line))
+        history.append(Message("user", line, images))
+        images = ()  # the images go with the first message
         done = _reply(client, history, sampling, echo=True)
         history.append(Message("assistant", done.text))
         print()

@@ -328,6 +328,11 @@ class EngineClient:
             options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
         else:
             ref = detect_model(model_path)
+        settings = settings or LoadSettings()
+        if settings.mmproj:  # a projector that does not pair is refused here, before any engine work
+            from app.models import metadata, vision
+
+            vision.check_pair(metadata.read_model(ref.path), vision.read_projector(settings.mmproj))
         name = backend or registry.backend_for_format(ref.format)
         status = registry.status(name)
         if not status.availability.available:
@@ -344,7 +349,7 @@ class EngineClient:
             if not choice.name:
                 raise BackendUnavailable(choice.reason)
         runtime_env = choice.env if choice is not None else {}
-        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings or LoadSettings(), options)
+        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings, options)
         phase = f"while loading {ref.display_name}"
         if (self.loaded is not None and self.loaded.backend != name) or \
                 (self._proc is not None and runtime_env != self._runtime_env):

@@ -147,7 +147,7 @@ def decode_request(line: bytes) -> Request:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt = values.get("prompt")
             if not isinstance(prompt, str):
-                values["prompt"] = [Message(m["role"], m["content"]) for m in prompt]
+                values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("images") or ())) for m in prompt]
         return cls(**values)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None

@@ -84,7 +84,7 @@ def engine_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, EngineError):
         if exc.kind == "context":
             return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
-        if exc.kind in ("settings", "request", "template"):
+        if exc.kind in ("settings", "request", "template", "image", "vision"):
             return ApiError(400, str(exc), code=exc.kind)
         return ApiError(500, str(exc), type="server_error", code=exc.kind)
     return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error", code="internal")
@@ -149,8 +149,11 @@ class OpenAIServer:
 
     def _model_card(self) -> dict[str, Any]:
         loaded = self._loaded()
+        meta = {"backend": loaded.backend, "n_ctx": loaded.n_ctx}
+        if loaded.details.get("vision"):
+            meta["vision"] = True  # takes image_url parts
         return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
-                "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
+                "owned_by": "quantdesk", "meta": meta}
 
     def _remote_card(self, model) -> dict[str, Any]:
         return {"id": model.ref, "object": "model", "created": self.created, "owned_by": model.connection,
@@ -198,7 +201,10 @@ class OpenAIServer:
     async def chat_completions(self, request: Request) -> Response:
         body = await read_body(request)
         engine_queue, loaded, served = await self._engine_for(body)
-        parsed = parse_chat(body, served_id=served, n_ctx=loaded.n_ctx)
+        # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
+        # event loop and the replies streaming to other clients.
+        parsed = await asyncio.to_thread(parse_chat, body, served_id=served, n_ctx=loaded.n_ctx,
+                                         sees_images="vision" in loaded.details)
         return await self._generate(request, engine_queue, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:

@@ -1,24 +1,32 @@
 """Request bodies of the OpenAI API, checked before anything reaches the engine.
 
 Every field we read is type-checked here and the sampling values go through
-``SamplingSettings.validate()``; anything we cannot honour (several choices, tools, log-probs, images) is
+``SamplingSettings.validate()``; anything we cannot honour (several choices, tools, log-probs) is
 refused with a 400 that names the parameter rather than silently ignored. Unknown fields are ignored, as
 OpenAI clients send extras (``user``, ``metadata``) that change nothing here.
+
+Images come as ``image_url`` content parts holding a ``data:`` URL, for a model that sees them; each is checked
+here (format, size and dimensions from its header, then decoded whole: app/images). A URL to fetch is refused:
+the server never reaches out to the network for a request.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+from app import images
 from backends.base import Message, Prompt, SamplingSettings
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
+MAX_IMAGES = 8  # per request
 MAX_MESSAGES = 4096
 MAX_STOP_CHARS = 256
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: larger values mean nothing more
+_FLOAT_MAX = sys.float_info.max
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -67,12 +75,20 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def _shown(value: Any) -> str:
+    """A request value as an error message quotes it: cut short (a body may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _number(body: dict, name: str, default: float) -> float:
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad_param(name, f"{name} must be a number, not {value!r}", "invalid_type")
+    # An int from JSON may have thousands of digits: compare it, never float() it (OverflowError).
+    finite = isinstance(value, int) and abs(value) <= _FLOAT_MAX or isinstance(value, float) and math.isfinite(value)
+    if isinstance(value, bool) or not finite:
+        raise bad_param(name, f"{name} must be a number, not {_shown(value)}", "invalid_type")
     return float(value)
 
 
@@ -81,7 +97,7 @@ def _integer(body: dict, name: str, default: int | None) -> int | None:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_param(name, f"{name} must be an integer, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be an integer, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -90,7 +106,7 @@ def _flag(body: dict, name: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise bad_param(name, f"{name} must be true or false, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be true or false, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -178,23 +194,54 @@ _COMMON_UNSUPPORTED = {"n": 1, "logprobs": False, "presence_penalty": 0, "freque
                        "logit_bias": None}
 
 
-def _content(message: dict, index: int) -> str:
+def _image(part: dict, param: str) -> str:
+    """An ``image_url`` part's image as base64, checked: a ``data:`` URL of a PNG, JPEG or WebP image within the
+    limits that decodes whole (app/images)."""
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    if not isinstance(url, str):
+        raise bad_param(param, "image_url must be an object with a url", "invalid_type")
+    if not url.startswith("data:"):
+        raise bad_param(param, "this server does not fetch images from URLs; send the image itself as a data: URL "
+                               "(data:image/png;base64,...)", "unsupported_image_url")
+    header, comma, payload = url.partition(",")
+    if not comma or not header.endswith(";base64"):
+        raise bad_param(param, "the image's data: URL must be base64-encoded (data:image/png;base64,...)",
+                        "invalid_image")
+    if len(payload) > (images.MAX_IMAGE_BYTES * 4) // 3 + 4:
+        raise bad_param(param, f"the image is larger than {images.MAX_IMAGE_BYTES >> 20} MiB", "image_too_large")
+    try:
+        images.decode_rgb(images.from_base64(payload))
+    except images.ImageError as exc:
+        raise bad_param(param, exc.message, "invalid_image") from None
+    return payload
+
+
+def _content(message: dict, index: int, sees_images: bool) -> tuple[str, tuple[str, ...]]:
+    """A message's text and its images (base64): the images go to the model ahead of the message's text."""
     content = message.get("content")
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # the array form: only text parts can reach a text model
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_param(f"messages[{index}].content", "only text content parts are supported",
-                                "unsupported_content")
-            parts.append(part["text"])
-        return "".join(parts)
-    raise bad_param(f"messages[{index}].content", "content must be a string or a list of text parts",
+        return content, ()
+    if isinstance(content, list):  # the array form: text parts and image_url parts
+        parts, found = [], []
+        for j, part in enumerate(content):
+            param = f"messages[{index}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif kind == "image_url":
+                if not sees_images:  # said before any decoding
+                    raise bad_param(param, "the model served here does not see images (it was loaded without a "
+                                           "vision projector)", "model_without_vision")
+                found.append(_image(part, param))
+            else:
+                raise bad_param(param, "content parts must be text or image_url parts", "unsupported_content")
+        return "".join(parts), tuple(found)
+    raise bad_param(f"messages[{index}].content", "content must be a string or a list of text and image_url parts",
                     "invalid_type")
 
 
-def parse_chat(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
+def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = False) -> GenerationRequest:
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "tools": None, "functions": None, "top_logprobs": None,
                                "audio": None, "modalities": None})
@@ -207,14 +254,21 @@ def parse_chat(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
     if len(raw) > MAX_MESSAGES:
         raise bad_param("messages", f"at most {MAX_MESSAGES} messages are accepted")
     messages = []
+    n_images = 0
     for i, message in enumerate(raw):
         if not isinstance(message, dict):
             raise bad_param(f"messages[{i}]", "each message must be an object", "invalid_type")
-        role = _ROLES.get(message.get("role"))
+        role = message.get("role")
+        role = _ROLES.get(role) if isinstance(role, str) else None  # a list or an object is no key of _ROLES
         if role is None:
             raise bad_param(f"messages[{i}].role", f"role must be one of {', '.join(_ROLES)}, "
-                                                   f"not {str(message.get('role'))[:50]!r}")
-        messages.append(Message(role, _content(message, i)))
+                                                   f"not {_shown(message.get('role'))}")
+        text, attached = _content(message, i, sees_images)
+        n_images += len(attached)
+        if n_images > MAX_IMAGES:
+            raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
+                            "too_many_images")
+        messages.append(Message(role, text, attached))
     stream = _flag(body, "stream")
     return GenerationRequest(messages, _sampling(body, n_ctx, n_ctx), stream, _stream_options(body, stream))
 

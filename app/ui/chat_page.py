@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
@@ -25,15 +26,16 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, Q
 from app.chats.store import (AT_LEAF, ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation,
                              NotFound, ReplyWriter)
 from app.errors import EngineCrashed, EngineError
+from app.images import ImageError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog
-from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
+from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar
+from app.ui.widgets import UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -76,14 +78,9 @@ class ChatPage(QWidget):
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
         self._build()
-        bridge.loaded.connect(self._on_loaded)
-        bridge.load_progress.connect(self._on_load_progress)
-        bridge.tokens.connect(self._on_tokens)
-        bridge.done.connect(self._on_done)
-        bridge.failed.connect(self._on_failed)
-        bridge.crashed.connect(self._on_crashed)
-        bridge.busy_changed.connect(self._on_busy_changed)
-        bridge.waiting.connect(self.stats.show_waiting)
+        for signal, slot in self._bridge_slots():
+            signal.connect(slot)
+        self._hears_bridge = True
         self.refresh_conversations()
         self._update_controls()
 
@@ -173,10 +170,18 @@ class ChatPage(QWidget):
         layout.addWidget(self.view, 1)
         self.stats = StatsStrip()
         layout.addWidget(self.stats)
+        self.attachments = AttachmentStrip()
+        layout.addWidget(self.attachments)
         composer_row = QHBoxLayout()
         composer_row.setContentsMargins(12, 8, 12, 12)
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
+        self.composer.image_given.connect(self._on_image_given)
+        self.attach_button = QPushButton("Image…")
+        self.attach_button.setAccessibleName("Attach an image")
+        self.attach_button.setToolTip("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the message "
+                                      "box); the model must see images")
+        self.attach_button.clicked.connect(self._on_attach_clicked)
         self.send_button = QPushButton("Send")
         self.send_button.setAccessibleName("Send message")
         self.send_button.setToolTip(SEND_TIP)
@@ -189,6 +194,7 @@ class ChatPage(QWidget):
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attach_button)
         composer_row.addWidget(self.composer, 1)
         composer_row.addLayout(buttons)
         layout.addLayout(composer_row)
@@ -343,6 +349,7 @@ class ChatPage(QWidget):
     @Slot()
     def _on_undo_expired(self) -> None:
         self._undo = None  # the rows it kept are let go; a pending delete still happens
+        self.store.purge_attachments()  # and the deleted chat's image files with them
 
     @Slot()
     def _on_chat_settings_clicked(self) -> None:
@@ -472,12 +479,59 @@ class ChatPage(QWidget):
     def _show_loaded_model(self) -> None:
         self.model_bar.show_loaded(self.loaded, self.prefill)
 
+    # --- images --------------------------------------------------------------------------------
+
+    @Slot()
+    def _on_attach_clicked(self) -> None:
+        patterns = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "", f"Images ({patterns})")
+        for path in paths:
+            self.attach_file(path)
+
+    def attach_file(self, path: str | Path) -> bool:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            self._show_banner(f"Cannot read the image {Path(path).name}: {exc.strerror}.", reload=False)
+            return False
+        return self.attach_image(data, Path(path).name)
+
+    @Slot(bytes, str)
+    def _on_image_given(self, data: bytes, name: str) -> None:
+        self.attach_image(data, name)
+
+    def attach_image(self, data: bytes, name: str) -> bool:
+        """Add an image to the next message, checked from its header first (app/images); a text-only model
+        says so now, before anything is sent."""
+        from app.images import image_info
+
+        if self.loaded is not None and not self._sees_images():
+            self._show_banner(self._no_vision_sentence(), reload=False)
+            return False
+        try:
+            info = image_info(data)
+        except ImageError as exc:
+            self._show_banner(f"{name}: {capitalized(exc.message)}.", reload=False)
+            return False
+        self.attachments.add(data, f"{name} ({info.width} × {info.height})")
+        self._hide_banner()
+        return True
+
+    def _sees_images(self) -> bool:
+        return self.loaded is not None and bool(self.loaded.details.get("vision"))
+
+    def _no_vision_sentence(self) -> str:
+        name = Path(self.loaded.model_path).name if self.loaded else "the model"
+        return (f"{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF "
+                "file) is not beside it. Load a vision model to send images; your message stays here.")
+
     # --- sending -------------------------------------------------------------------------------
 
     @Slot()
     def send(self) -> None:
         text = self.composer.toPlainText().strip()
-        if not text:
+        images = list(self.attachments.images)
+        if not text and not images:
             return
         if self.reply.streaming:
             if self.current is None or self.current.id != self.reply.conversation_id:
@@ -487,6 +541,9 @@ class ChatPage(QWidget):
         if self.loaded is None:
             self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
             return
+        if images and not self._sees_images():  # before anything is saved or sent
+            self._show_banner(self._no_vision_sentence(), reload=False)
+            return
         if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
             self._show_banner("Your message is not sent yet: it stays in the box below.", reload=False)
             return
@@ -494,18 +551,22 @@ class ChatPage(QWidget):
             if self.current is None:
                 self.current = self.store.create_conversation(model_path=self.loaded.model_path)
             if not self.store.messages(self.current.id):
-                self.store.rename(self.current.id, _title_from(text))
+                self.store.rename(self.current.id, _title_from(text or "Image"))
             self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
             # The message and its reply's row in one transaction: a message never waits without one. An edited
             # message goes beside the one it replaces (a new branch); the old one stays a click away.
             after = self._edit_after[1] if self._edit_after and self._edit_after[0] == self.current.id else AT_LEAF
-            writer = self.store.begin_reply(self.current.id, prompt=text, after=after)
+            writer = self.store.begin_reply(self.current.id, prompt=text, images=images, after=after)
         except ChatStoreError as exc:
             self.refresh_conversations()
             self._show_banner(f"{capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
                               "again.", reload=False)
             return
+        except ImageError as exc:
+            self._show_banner(f"{capitalized(exc.message)}. Your message stays in the box below.", reload=False)
+            return
         self.composer.clear()
+        self.attachments.clear()
         self._edit_after = None
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
@@ -521,8 +582,8 @@ class ChatPage(QWidget):
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
-        history = [Message(m.role, m.content) for m in self.store.messages(conv.id)
-                   if m.content and m.id != writer.message_id]
+        history = [Message(m.role, m.content, _encoded(m.images)) for m in self.store.messages(conv.id)
+                   if (m.content or m.images) and m.id != writer.message_id]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
         self.reply.begin(writer, conv.id)
@@ -557,6 +618,12 @@ class ChatPage(QWidget):
         self._edit_after = (message.conversation_id, message.parent_id)
         self.view.remove_from(message_id)
         self.composer.setPlainText(message.content)
+        self.attachments.clear()
+        for n, image in enumerate(message.images, 1):
+            try:
+                self.attachments.add(image.path.read_bytes(), f"image {n} ({image.width} × {image.height})")
+            except OSError:
+                continue
         self.composer.setFocus()
 
     @Slot(int)
@@ -607,6 +674,9 @@ class ChatPage(QWidget):
             bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
         self._end_reply()
+        # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
+        ended = "Reply stopped" if done.stats.stop_reason == "cancelled" else "Reply done"
+        announce(self.view, f"{ended}: {done.text.strip()}" if done.text.strip() else f"{ended}, empty.")
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
@@ -759,18 +829,44 @@ class ChatPage(QWidget):
             if "edit" in bubble.actions:
                 bubble.actions["edit"].setEnabled(not generating)
 
+    def _bridge_slots(self) -> list[tuple[Any, Any]]:
+        bridge = self.bridge
+        return [(bridge.loaded, self._on_loaded), (bridge.load_progress, self._on_load_progress),
+                (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
+                (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
+                (bridge.waiting, self.stats.show_waiting)]
+
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
-        deleted while it streamed stays deleted."""
+        deleted while it streamed stays deleted. From here on the page no longer hears the bridge: what the
+        engine still sends (its busy state as the stopped reply ends) would reach a page whose store the
+        caller closes next."""
         if self.reply.streaming:
             self.bridge.stop()
         self.reply.close()
+        if self._hears_bridge:
+            self._hears_bridge = False
+            for signal, slot in self._bridge_slots():
+                signal.disconnect(slot)
         if self._pending_delete is not None:
             try:
                 self.store.delete_conversation(self._pending_delete)
             except ChatStoreError:
                 pass  # closing: it stays, and shows again next time
             self._pending_delete = None
+
+
+def _encoded(images) -> tuple[str, ...]:
+    """A message's kept images as the engine takes them (base64); one whose file is gone is left out."""
+    from app.images import to_base64
+
+    out = []
+    for image in images:
+        try:
+            out.append(to_base64(image.path.read_bytes()))
+        except OSError:
+            continue  # removed from the data folder by hand: the rest of the chat still goes
+    return tuple(out)
 
 
 def _title_from(text: str, limit: int = 48) -> str:

@@ -52,3 +52,32 @@ def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     assert "Traceback" not in result.stderr
     result = quantdesk("chat", str(bad), "--prompt", "hi", "--temperature", "-3")
     assert result.returncode == 1 and "temperature must be between 0 and 10" in result.stderr
+
+
+def test_chat_with_images_finds_the_projector_beside_the_model(tiny_vision, tmp_path):
+    import shutil
+
+    from tests.fixtures.models import write_test_png
+
+    model = tmp_path / tiny_vision.text.gguf_q8_0.name
+    shutil.copy(tiny_vision.text.gguf_q8_0, model)
+    picture = write_test_png(tmp_path / "picture.png")
+    result = quantdesk("chat", str(model), "--prompt", "what is it?", "--image", str(picture), "--image",
+                       str(picture), "--json", "--max-tokens", "5", "--ctx", "512")
+    assert result.returncode == 1 and "does not see images" in result.stderr and "--mmproj" in result.stderr
+    shutil.copy(tiny_vision.mmproj_f16, tmp_path)
+    result = quantdesk("chat", str(model), "--prompt", "what is it?", "--image", str(picture), "--image",
+                       str(picture), "--json", "--max-tokens", "5", "--ctx", "512")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["vision"]["projector"] == tiny_vision.mmproj_f16.name
+    assert out["completion_tokens"] == 5 and out["prompt_tokens"] > 2 * 16  # two images of 16 tokens each
+
+
+def test_chat_refuses_a_file_that_is_not_an_image_before_loading(tiny_vision, tmp_path):
+    notes = tmp_path / "notes.png"
+    notes.write_text("not a picture")
+    result = quantdesk("chat", str(tiny_vision.text.gguf_q8_0), "--prompt", "x", "--image", str(notes),
+                       "--mmproj", str(tiny_vision.mmproj_f16))
+    assert result.returncode == 1 and "notes.png: this is not a PNG, JPEG or WebP image" in result.stderr
+    assert "llama" not in result.stderr  # no engine ran

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from app.errors import EngineCrashed, EngineError
 from backends.base import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token
@@ -44,7 +45,9 @@ class EngineDouble:
         for fraction in self.load_steps:
             if on_progress:
                 on_progress(fraction)
-        self.loaded = Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
+        vision = {"vision": {"projector": Path(settings.mmproj).name, "image_tokens": 16}} if settings.mmproj else {}
+        self.loaded = Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5,
+                             details=vision)  # as llama.cpp reports a projector it loaded
         return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",

@@ -441,6 +441,17 @@ def test_a_chat_deleted_while_it_streams_stays_deleted_when_the_window_closes(qt
     assert [c.id for c in chat.store.conversations()] == [other]
 
 
+def test_what_the_engine_sends_after_the_window_closed_does_not_reach_the_closed_store(qtbot, make_window):
+    """The app closes the chat store right after the window; the engine may still be ending the stopped reply
+    (it ended after the store closed, and the page read the store for its Stop button's tooltip)."""
+    window, engine, _story, _other = story_beside_another_chat(qtbot, make_window, SlowToStop)
+    select_chat(qtbot, window.chat, "Other chat")  # the reply streams in a chat that is not open
+    window.close()
+    window.chat.store.close()
+    with qtbot.waitSignal(window.bridge.busy_changed, timeout=10_000):
+        engine.release.set()
+
+
 def test_an_engine_crash_while_another_chat_is_open_keeps_the_reply_so_far_in_its_chat(qtbot, make_window):
     window, engine, story, other = story_beside_another_chat(qtbot, make_window, crash_after=3)
     chat = window.chat
