@@ -33,8 +33,9 @@ MessageState = Literal["complete", "streaming", "interrupted"]
 Role = Literal["system", "user", "assistant"]
 
 DB_FILENAME = "chats.sqlite3"
+AT_LEAF = -1  # where a new message goes by default: after the last message of the branch on show
 EXPORT_FORMAT = "quantdesk-chat"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: every branch's messages, each with its parent_id, and the ids of the branch on show
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -98,6 +99,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX attachments_by_message ON attachments(message_id, position)",
     ),
+    # 4: conversation branches. Each message has a parent (NULL for the first of a conversation); editing or
+    # regenerating adds a sibling instead of deleting. The conversation's leaf is the last message of the branch
+    # on show. Old conversations become one chain, their last message the leaf.
+    (
+        "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE",
+        """UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p
+               WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)""",
+        "CREATE INDEX messages_by_parent ON messages(parent_id)",
+        "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
+        """UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m
+               WHERE m.conversation_id = conversations.id)""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -144,6 +157,17 @@ class ChatMessage:
     stats: dict[str, Any] | None = None
     state: MessageState = "complete"
     images: tuple[Attachment, ...] = ()
+    parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
+
+
+@dataclass(frozen=True)
+class Branches:
+    """Where a message stands among its siblings (the messages with the same parent): ``index`` of ``count``,
+    1-based, and the siblings' ids in the order they were written."""
+
+    index: int
+    count: int
+    ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -181,7 +205,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images)
+                       stats, row["state"], images, row["parent_id"])
 
 
 def _fts_query(text: str) -> str:
@@ -450,28 +474,42 @@ class ChatStore:
 
     def add_message(self, conversation_id: int, role: Role, content: str, *,
                     state: MessageState = "complete", stats: dict[str, Any] | None = None) -> ChatMessage:
+        """Append a message to the branch on show."""
         with self._writing("save the message"), self._transaction():
             message_id = self._insert_message(conversation_id, role, content, state, stats)
         return self.message(message_id)
 
     def _insert_message(self, conversation_id: int, role: Role, content: str, state: MessageState,
-                        stats: dict[str, Any] | None, images: Sequence[tuple[str, ImageInfo]] = ()) -> int:
-        """INSERT inside the caller's transaction (with the rows of its images, already stored); bumps the
-        conversation's ``updated``."""
+                        stats: dict[str, Any] | None, images: Sequence[tuple[str, ImageInfo]] = (),
+                        parent_id: int | None = AT_LEAF) -> int:
+        """INSERT inside the caller's transaction (with the rows of its images, already stored), as a child of
+        ``parent_id`` (by default the leaf of the branch on show; None: a first message), and make it the leaf;
+        bumps the conversation's ``updated``."""
         now = self._clock()
+        if parent_id == AT_LEAF:
+            parent_id = self._leaf_id(conversation_id)
+        elif parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
+            raise NotFound(f"message {parent_id} is not in conversation {conversation_id}")
         try:
             cur = self._db.execute(
-                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state))
+                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state, parent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state, parent_id))
         except sqlite3.IntegrityError as exc:
             raise NotFound(f"conversation {conversation_id} does not exist") from exc
         for position, (name, info) in enumerate(images):
             self._db.execute("INSERT INTO attachments(message_id, position, file, media_type, width, height)"
                              " VALUES (?, ?, ?, ?, ?, ?)",
                              (cur.lastrowid, position, name, info.media_type, info.width, info.height))
-        self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
+        self._db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?",
+                         (now, cur.lastrowid, conversation_id))
         return cur.lastrowid
+
+    def _leaf_id(self, conversation_id: int) -> int | None:
+        row = self._db.execute("SELECT leaf_id FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"conversation {conversation_id} does not exist")
+        return row["leaf_id"]
 
     def _images(self, message_ids: list[int]) -> dict[int, tuple[Attachment, ...]]:
         found: dict[int, list[Attachment]] = {}
@@ -490,10 +528,63 @@ class ChatStore:
         return _message(row, self._images([message_id]).get(message_id, ()))
 
     def messages(self, conversation_id: int) -> list[ChatMessage]:
+        """The branch on show, first message first: the leaf and its ancestors."""
+        rows = self._db.execute(
+            """WITH RECURSIVE branch(id) AS (
+                   SELECT leaf_id FROM conversations WHERE id=?
+                   UNION ALL SELECT m.parent_id FROM messages m JOIN branch b ON m.id = b.id
+                   WHERE m.parent_id IS NOT NULL)
+               SELECT m.* FROM messages m JOIN branch b ON m.id = b.id ORDER BY m.id""", (conversation_id,)).fetchall()
+        return self._with_images(rows)
+
+    def all_messages(self, conversation_id: int) -> list[ChatMessage]:
+        """Every message of every branch, in the order they were written."""
         rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
                                 (conversation_id,)).fetchall()
+        return self._with_images(rows)
+
+    def _with_images(self, rows: list[sqlite3.Row]) -> list[ChatMessage]:
         images = self._images([r["id"] for r in rows])
         return [_message(r, images.get(r["id"], ())) for r in rows]
+
+    def branches(self, message_id: int) -> Branches:
+        """``message_id`` among its siblings (the other answers to its parent, or the other first messages)."""
+        msg = self.message(message_id)
+        if msg.parent_id is None:
+            rows = self._db.execute("SELECT id FROM messages WHERE conversation_id=? AND parent_id IS NULL ORDER BY id",
+                                    (msg.conversation_id,))
+        else:
+            rows = self._db.execute("SELECT id FROM messages WHERE parent_id=? ORDER BY id", (msg.parent_id,))
+        ids = tuple(r["id"] for r in rows)
+        return Branches(ids.index(message_id) + 1, len(ids), ids)
+
+    def show_branch(self, message_id: int) -> list[ChatMessage]:
+        """Show the branch through ``message_id``: down to its newest descendants (the newest child at each
+        step). Returns the branch now on show."""
+        msg = self.message(message_id)
+        leaf = message_id
+        while (child := self._db.execute("SELECT max(id) AS id FROM messages WHERE parent_id=?",
+                                         (leaf,)).fetchone()["id"]) is not None:
+            leaf = child
+        with self._writing("switch branches"):
+            self._db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (leaf, msg.conversation_id))
+        return self.messages(msg.conversation_id)
+
+    def delete_branch(self, message_id: int) -> list[ChatMessage]:
+        """Delete a message and everything written after it on its branches (its descendants); the branch on
+        show becomes a neighbouring sibling's, or ends at the parent when it had none. Returns that branch."""
+        msg = self.message(message_id)
+        siblings = self.branches(message_id).ids
+        neighbour = next((i for i in reversed(siblings) if i < message_id), None) or \
+            next((i for i in siblings if i > message_id), None)
+        on_show = any(m.id == message_id for m in self.messages(msg.conversation_id))
+        with self._writing("delete the branch"), self._transaction():
+            self._db.execute("DELETE FROM messages WHERE id=?", (message_id,))  # descendants: ON DELETE CASCADE
+            if on_show and neighbour is None:
+                self._db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (msg.parent_id, msg.conversation_id))
+        if on_show and neighbour is not None:
+            return self.show_branch(neighbour)
+        return self.messages(msg.conversation_id)
 
     def update_message(self, message_id: int, *, content: str | None = None,
                        state: MessageState | None = None, stats: dict[str, Any] | None = None) -> None:
@@ -514,26 +605,22 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
-    def delete_messages_from(self, message_id: int) -> int:
-        """Delete a message and every later one of its conversation (regenerate, edit and resend)."""
-        msg = self.message(message_id)
-        with self._writing("delete the messages"):
-            cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?",
-                                   (msg.conversation_id, message_id))
-        return cur.rowcount
-
     def begin_reply(self, conversation_id: int, *, prompt: str | None = None, images: Sequence[bytes] = (),
-                    min_interval_s: float = 0.25, min_chars: int = 2000,
+                    after: int | None = AT_LEAF, min_interval_s: float = 0.25, min_chars: int = 2000,
                     monotonic: Callable[[], float] = time.monotonic) -> ReplyWriter:
         """Start an assistant message in state ``streaming``; feed it with ``ReplyWriter.append``.
         With ``prompt``, the user's message goes in first (with its ``images``: PNG, JPEG or WebP files, kept
         under ``attachments/``), in the same transaction: both are saved or neither is (``ReplyWriter.prompt_id``
-        is its id). An image that is not one raises ``app.images.ImageError`` before anything is saved."""
+        is its id). An image that is not one raises ``app.images.ImageError`` before anything is saved.
+        ``after``: the message the new one follows (by default the leaf of the branch on show); naming an earlier
+        one starts a new branch there (an edited message resent, a reply written again), None before the first
+        message."""
         stored = [self._store_image(data) for data in images] if prompt is not None else []
         with self._writing("save your message" if prompt is not None else "start the reply"), self._transaction():
             prompt_id = None if prompt is None else self._insert_message(conversation_id, "user", prompt,
-                                                                         "complete", None, stored)
-            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None)
+                                                                         "complete", None, stored, after)
+            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None, (),
+                                            prompt_id if prompt_id is not None else after)
         return ReplyWriter(self, reply_id, min_interval_s=min_interval_s, min_chars=min_chars, monotonic=monotonic,
                            conversation_id=conversation_id, prompt_id=prompt_id)
 
@@ -564,11 +651,13 @@ class ChatStore:
 
     def export_json(self, conversation_id: int) -> str:
         conv = self.conversation(conversation_id)
+        on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items() if k not in ("conversation_id", "images")}
                              | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
                                              "height": a.height} for a in m.images]} if m.images else {})
-                             for m in self.messages(conversation_id)]}
+                             for m in self.all_messages(conversation_id)],
+                "branch_on_show": on_show}
         return json.dumps(data, indent=2, ensure_ascii=False)
 
     def export_markdown(self, conversation_id: int) -> str:

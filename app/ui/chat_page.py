@@ -23,8 +23,8 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from app.chats.store import (ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation, NotFound,
-                             ReplyWriter)
+from app.chats.store import (AT_LEAF, ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation,
+                             NotFound, ReplyWriter)
 from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
@@ -61,6 +61,7 @@ class ChatPage(QWidget):
         self.store = store
         self.bridge = bridge
         self.current: Conversation | None = None
+        self._edit_after: tuple[int, int | None] | None = None  # (conversation, parent) of a message being edited
         self.loaded: Loaded | None = None
         self._load_request: tuple[str, LoadSettings] | None = None
         self.profile: HardwareProfile | None = None  # from the window's probe; detected by the estimator if None
@@ -247,6 +248,7 @@ class ChatPage(QWidget):
 
     def open_conversation(self, conversation_id: int) -> None:
         self.current = self.store.conversation(conversation_id)
+        self._edit_after = None  # an edit not resent is abandoned: the branch on show is shown whole again
         self.view.clear()
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
@@ -257,8 +259,11 @@ class ChatPage(QWidget):
 
     def _add_bubble(self, message: ChatMessage) -> MessageBubble:
         bubble = self.view.add(message)
+        bubble.set_branches(self.store.branches(message.id))
         bubble.edit_requested.connect(self._on_edit_requested)
         bubble.regenerate_requested.connect(self._on_regenerate_requested)
+        bubble.branch_requested.connect(self._on_branch_requested)
+        bubble.delete_branch_requested.connect(self._on_delete_branch_requested)
         return bubble
 
     @Slot(QListWidgetItem, QListWidgetItem)
@@ -548,8 +553,10 @@ class ChatPage(QWidget):
             if not self.store.messages(self.current.id):
                 self.store.rename(self.current.id, _title_from(text or "Image"))
             self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
-            # The message and its reply's row in one transaction: a message never waits without one.
-            writer = self.store.begin_reply(self.current.id, prompt=text, images=images)
+            # The message and its reply's row in one transaction: a message never waits without one. An edited
+            # message goes beside the one it replaces (a new branch); the old one stays a click away.
+            after = self._edit_after[1] if self._edit_after and self._edit_after[0] == self.current.id else AT_LEAF
+            writer = self.store.begin_reply(self.current.id, prompt=text, images=images, after=after)
         except ChatStoreError as exc:
             self.refresh_conversations()
             self._show_banner(f"{capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
@@ -560,15 +567,18 @@ class ChatPage(QWidget):
             return
         self.composer.clear()
         self.attachments.clear()
+        self._edit_after = None
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
         self._generate(writer)
 
-    def _generate(self, writer: ReplyWriter | None = None) -> None:
+    def _generate(self, writer: ReplyWriter | None = None, after: int | None = AT_LEAF) -> None:
+        """Stream a reply into ``writer``, or into a new reply after ``after`` (by default the end of the branch on
+        show; an earlier message: a new version of the reply that followed it)."""
         conv = self.store.conversation(self.current.id)
         if writer is None:
             try:
-                writer = self.store.begin_reply(conv.id)
+                writer = self.store.begin_reply(conv.id, after=after)
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
@@ -592,40 +602,53 @@ class ChatPage(QWidget):
 
     @Slot(int)
     def _on_regenerate_requested(self, message_id: int) -> None:
-        if self.reply.streaming or self.loaded is None or not self._delete_from(message_id):
+        """Write the reply again, as a new version beside this one (the old one stays a click away)."""
+        if self.reply.streaming or self.loaded is None or not self.reply.save_pending():
             return
-        self._generate()
+        parent = self.store.message(message_id).parent_id
+        self.view.remove_from(message_id)
+        self._generate(after=parent)
 
     @Slot(int)
     def _on_edit_requested(self, message_id: int) -> None:
+        """Put the message in the box; sent, it becomes a new version beside this one."""
         if self.reply.streaming:
             return
         message = self.store.message(message_id)
-        images = []
-        for n, image in enumerate(message.images, 1):  # read now: the files go once nothing refers to them
+        self._edit_after = (message.conversation_id, message.parent_id)
+        self.view.remove_from(message_id)
+        self.composer.setPlainText(message.content)
+        self.attachments.clear()
+        for n, image in enumerate(message.images, 1):
             try:
-                images.append((image.path.read_bytes(), f"image {n} ({image.width} × {image.height})"))
+                self.attachments.add(image.path.read_bytes(), f"image {n} ({image.width} × {image.height})")
             except OSError:
                 continue
-        if self._delete_from(message_id):
-            self.composer.setPlainText(message.content)
-            self.attachments.clear()
-            for data, name in images:
-                self.attachments.add(data, name)
-            self.composer.setFocus()
+        self.composer.setFocus()
 
-    def _delete_from(self, message_id: int) -> bool:
-        """Delete a message and the ones after it, from the store and the view; False (and the
-        banner says why) when the store refuses."""
-        self.reply.save_pending()
+    @Slot(int)
+    def _on_branch_requested(self, message_id: int) -> None:
+        if self.reply.streaming or self.current is None:
+            return
         try:
-            self.store.delete_messages_from(message_id)
+            self.store.show_branch(message_id)
         except ChatStoreError as exc:
             self._show_store_error(exc)
-            return False
-        self.reply.drop_from(self.current.id, message_id)
-        self.view.remove_from(message_id)
-        return True
+            return
+        self.open_conversation(self.current.id)
+
+    @Slot(int)
+    def _on_delete_branch_requested(self, message_id: int) -> None:
+        if self.reply.streaming or self.current is None:
+            return
+        self.reply.save_pending()
+        try:
+            self.store.delete_branch(message_id)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return
+        self.reply.drop_deleted(self.current.id, {m.id for m in self.store.all_messages(self.current.id)})
+        self.open_conversation(self.current.id)
 
     def _streaming_bubble(self) -> MessageBubble | None:
         """The streaming reply's bubble while its conversation is open, else None. Looked up each

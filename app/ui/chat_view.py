@@ -11,7 +11,7 @@ from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPa
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
                                QToolButton, QVBoxLayout, QWidget)
 
-from app.chats.store import ChatMessage
+from app.chats.store import Branches, ChatMessage
 from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, stats_summary,
                                with_copy_links)
 from app.ui.widgets import AutoHeightBrowser, Sparkline
@@ -66,6 +66,8 @@ class MessageBubble(QFrame):
     copy_requested = Signal(str)
     edit_requested = Signal(int)  # message id
     regenerate_requested = Signal(int)
+    branch_requested = Signal(int)  # the sibling's message id to show instead of this one
+    delete_branch_requested = Signal(int)  # message id: it and what follows it on its branches
 
     def __init__(self, message: ChatMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -85,6 +87,36 @@ class MessageBubble(QFrame):
         self.meta.setObjectName("meta")
         header.addWidget(self.title)
         header.addWidget(self.meta, 1)
+        # "‹ 2/3 ›": the other versions of this message (edited and resent, or written again), one branch each.
+        self.branches = Branches(1, 1, (message.id,))
+        self.branch_bar = QWidget()
+        self.branch_bar.setAccessibleName("Versions of this message")
+        bar = QHBoxLayout(self.branch_bar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.setSpacing(0)
+        self.previous_branch = QToolButton()
+        self.previous_branch.setText("‹")
+        self.previous_branch.setToolTip("Show the previous version of this message and what followed it")
+        self.previous_branch.setAccessibleName("Previous version")
+        self.branch_position = QLabel()
+        self.branch_position.setAccessibleName("Version")
+        self.next_branch = QToolButton()
+        self.next_branch.setText("›")
+        self.next_branch.setToolTip("Show the next version of this message and what followed it")
+        self.next_branch.setAccessibleName("Next version")
+        self.delete_branch = QToolButton()
+        self.delete_branch.setText("Delete version")
+        self.delete_branch.setToolTip("Delete this version of the message and everything that followed it")
+        self.delete_branch.setAccessibleName("Delete this version")
+        for widget in (self.previous_branch, self.branch_position, self.next_branch, self.delete_branch):
+            if isinstance(widget, QToolButton):
+                widget.setAutoRaise(True)
+            bar.addWidget(widget)
+        self.previous_branch.clicked.connect(lambda: self._on_branch_step(-1))
+        self.next_branch.clicked.connect(lambda: self._on_branch_step(1))
+        self.delete_branch.clicked.connect(lambda: self.delete_branch_requested.emit(self.message_id))
+        self.branch_bar.setVisible(False)
+        header.addWidget(self.branch_bar)
         self.actions: dict[str, QToolButton] = {}
         for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here"),
                           ("regenerate", "Write this reply again")):
@@ -208,6 +240,20 @@ class MessageBubble(QFrame):
         self.state = state
         note = {"streaming": "writing…", "interrupted": "interrupted — the reply was cut off"}.get(state, "")
         self.meta.setText("  ".join(p for p in (stats_summary(stats), note) if p))
+
+    def set_branches(self, branches: Branches) -> None:
+        """Where this message stands among its versions; the arrows show only when there are several."""
+        self.branches = branches
+        self.branch_position.setText(f"{branches.index}/{branches.count}")
+        self.branch_position.setAccessibleName(f"Version {branches.index} of {branches.count}")
+        self.previous_branch.setEnabled(branches.index > 1)
+        self.next_branch.setEnabled(branches.index < branches.count)
+        self.branch_bar.setVisible(branches.count > 1)
+
+    def _on_branch_step(self, step: int) -> None:
+        index = self.branches.index - 1 + step
+        if 0 <= index < self.branches.count:
+            self.branch_requested.emit(self.branches.ids[index])
 
     @Slot()
     def _on_copy_clicked(self) -> None:

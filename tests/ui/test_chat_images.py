@@ -123,4 +123,9 @@ def test_edit_and_resend_brings_the_images_back_to_the_composer(qtbot, make_wind
     assert engine.requests[-1][-1].images == (to_base64(picture.read_bytes()),)
     qtbot.mouseClick(chat.view.bubbles[0].actions["edit"], Qt.MouseButton.LeftButton)
     assert chat.composer.toPlainText() == "look" and chat.attachments.images == [picture.read_bytes()]
-    assert chat.store.messages(chat.current.id) == []
+    # The old version stays in the store (a branch) until the edited one is sent beside it, with the images.
+    assert chat.view.bubbles == [] and [m.content for m in chat.store.messages(chat.current.id)] == ["look", "seen"]
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert engine.requests[-1] == engine.requests[-2]  # the same message and picture, sent again
+    assert chat.view.bubbles[0].branch_position.text() == "2/2" and len(chat.view.bubbles[0].images) == 1
