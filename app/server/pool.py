@@ -65,6 +65,7 @@ class PoolSettings:
     force: bool = False  # load past the budget (and past the fit check), with the risk logged in words
     serve_remotes: bool = False
     load: LoadSettings = field(default_factory=LoadSettings)  # context and threads of on-demand loads
+    profile_path: str | None = None  # plan for the machine saved in this file (quantdesk hw --json), not this one
 
 
 @dataclass(frozen=True)
@@ -208,9 +209,10 @@ class EnginePool:
 
     def profile(self):
         if self._profile is None:
-            from app.hardware.detect import detect
+            from app.hardware import detect, load_profile
 
-            self._profile = detect()
+            path = self.settings.profile_path
+            self._profile = load_profile(path) if path else detect()
         return self._profile
 
     def primary_estimate(self) -> int:

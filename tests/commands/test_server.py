@@ -29,9 +29,9 @@ def _lines(stream, sink: queue.Queue) -> None:
     sink.put(None)
 
 
-def _serve(model, *extra: str) -> tuple[subprocess.Popen, queue.Queue]:
+def _serve(model, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, queue.Queue]:
     """``quantdesk serve --model MODEL --port 0 --ctx 512 EXTRA...`` with its key; its stderr lines in a queue."""
-    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", "0", "--ctx",
                              "512", *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True)
@@ -129,3 +129,50 @@ def test_serve_keeps_moe_experts_in_ram_when_asked(tiny_moe):
             proc.kill()
             proc.wait()
         proc.stderr.close()
+
+
+def test_serve_loads_library_models_on_request_within_its_budget(tiny_models, tmp_path, monkeypatch):
+    from app.hub.library import Library
+
+    models = tmp_path / "models"
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(models))
+    Library().import_path(tiny_models.gguf_f16, copy=False)
+    proc, lines = _serve(tiny_models.gguf_q8_0, "--load-on-demand", "--memory-budget", "64", "--idle-ttl", "30")
+    try:
+        seen = []
+        while (line := lines.get(timeout=240)) is not None:
+            seen.append(line)
+            if match := re.search(r"serving on (http://127\.0\.0\.1:\d+)/v1", line):
+                url = match.group(1)
+                break
+        else:
+            pytest.fail(f"serve ended before listening: {seen}")
+        assert "library models load on request (memory budget 64.0 GiB (as set); idle ones unload after 30 s)" \
+            in seen
+        with openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
+            reply = client.chat.completions.create(model="tiny-llama-F16", max_tokens=3,
+                                                   messages=[{"role": "user", "content": "Hi"}])
+            assert reply.model == "tiny-llama-F16"
+            loaded = {m.id: m.meta["loaded"] for m in client.models.list().data}
+        assert loaded == {"tiny-llama-Q8_0": True, "tiny-llama-F16": True}
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        while lines.get(timeout=30) is not None:
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def test_serve_refuses_flags_out_of_range_before_loading(tiny_models):
+    for flags, words in ((("--memory-budget", "0"), "--memory-budget must be more than 0 GiB"),
+                         (("--idle-ttl", "-1"), "--idle-ttl must be more than 0 seconds")):
+        proc, lines = _serve(tiny_models.gguf_q8_0, *flags)
+        assert proc.wait(timeout=60) != 0
+        said = []
+        while (line := lines.get(timeout=30)) is not None:
+            said.append(line)
+        proc.stderr.close()
+        assert any(words in line for line in said), said
