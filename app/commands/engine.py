@@ -82,8 +82,8 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
         return
     name = Path(model).name
     if not args.force:
-        raise EngineError(fit_refusal(name, fit, "--force"), kind="fit")
-    print(fit_warning(name, fit), file=sys.stderr)
+        raise EngineError(fit_refusal(name, fit.reason, "--force"), kind="fit")
+    print(fit_warning(name, fit.reason), file=sys.stderr)
 
 
 def stats_line(stats: GenerationStats) -> str:

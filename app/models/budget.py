@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.hardware.profile import HardwareProfile
-from app.models.recommend import FitResult, main_gpu, ram_budget, vram_budget
+from app.models.recommend import main_gpu, ram_budget, vram_budget
 
 GiB = 1 << 30
 RISK = ("past it the system may swap and slow to a crawl, or run out of memory, which ends the engine process "
@@ -34,13 +34,14 @@ def free_memory_bytes(hw: HardwareProfile) -> int | None:
     return sum(known) if known else None
 
 
-def fit_refusal(name: str, fit: FitResult, how_to_force: str) -> str:
-    """A load the fit check says does not fit: why, and how to load it anyway with what risk."""
-    return f"{name} does not fit this machine: {fit.reason}. {how_to_force} loads it anyway: {RISK}."
+def fit_refusal(name: str, reason: str, how_to_force: str) -> str:
+    """A load the fit check says does not fit (``reason``: its FitResult's): why, and how to load it anyway with
+    what risk."""
+    return f"{name} does not fit this machine: {reason}. {how_to_force} loads it anyway: {RISK}."
 
 
-def fit_warning(name: str, fit: FitResult) -> str:
-    return f"Loading {name} anyway, though it does not fit this machine ({fit.reason}): {RISK}."
+def fit_warning(name: str, reason: str) -> str:
+    return f"Loading {name} anyway, though it does not fit this machine ({reason}): {RISK}."
 
 
 @dataclass(frozen=True)

@@ -356,9 +356,9 @@ class EnginePool:
         then refuse in words, or go on past the budget with ``force`` (said in words, in the log)."""
         if plan.fit is not None and not plan.fit.fits:
             if not self.settings.force:
-                raise ApiError(507, fit_refusal(served, plan.fit, FORCE_FLAG), type="server_error",
+                raise ApiError(507, fit_refusal(served, plan.fit.reason, FORCE_FLAG), type="server_error",
                                code="insufficient_memory")
-            self._warn(fit_warning(served, plan.fit))
+            self._warn(fit_warning(served, plan.fit.reason))
         budget = self.budget_bytes()
         if budget is None:
             return  # nothing to count against; the fit check above is all there is
