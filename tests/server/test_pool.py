@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from app.hub.library import Library
+from app.server.params import ApiError
 from app.server.pool import EnginePool, PoolSettings
 from backends.base import LoadSettings
 from tests.server.conftest import N_CTX, wait_until
@@ -221,4 +222,20 @@ def test_a_request_for_a_model_being_unloaded_waits_and_loads_it_again(engine, l
     finally:
         for client in made:
             client.gate.set()
+        pool.close()
+
+
+def test_a_model_that_fits_once_busy_ones_are_done_is_a_503_to_retry_and_loads_after(engine, library, estimates):
+    budget = estimates["primary"] + estimates["tiny-llama-F16"]  # room for one library model at a time
+    pool = EnginePool(engine, None, pool_settings(memory_budget_bytes=budget))  # type: ignore[arg-type]
+    try:
+        busy = pool.acquire("tiny-llama-Q4_K_M")  # a request answering on it holds its lease
+        with pytest.raises(ApiError) as caught:
+            pool.acquire("tiny-llama-F16")
+        assert caught.value.status == 503 and caught.value.headers == {"Retry-After": "5"}
+        assert "answering requests now; retry when they are done" in str(caught.value)
+        busy.release()
+        pool.acquire("tiny-llama-F16").release()
+        assert [e.served for e in pool.loaded_engines()] == ["tiny-llama-F16"]
+    finally:
         pool.close()
