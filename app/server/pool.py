@@ -468,7 +468,7 @@ class EnginePool:
     def health(self) -> dict[str, Any]:
         engines = self.loaded_engines()
         return {"loaded": ([self.primary_id()] if self.primary_id() else []) + [e.served for e in engines],
-                "memory_budget_bytes": self._budget,
+                "memory_budget_bytes": self.budget_bytes() if self.settings.load_on_demand else None,
                 "memory_estimate_bytes": self.primary_estimate() + sum(e.estimate_bytes for e in engines),
                 "warnings": list(self.warnings)}
 
