@@ -169,24 +169,21 @@ class OpenAIServer:
         return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
-        body = await read_body(request)
-        lease = await self._engine_for(body)
-        try:
-            parsed = parse_chat(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx)
-        except BaseException:
-            lease.release()
-            raise
-        return await self._generate(request, lease, parsed, _ChatShape(lease.served))
+        return await self._answer(request, parse_chat, _ChatShape)
 
     async def completions(self, request: Request) -> Response:
+        return await self._answer(request, parse_completion, _CompletionShape)
+
+    async def _answer(self, request: Request, parse: Callable[..., GenerationRequest],
+                      shape: type[_Shape]) -> Response:
         body = await read_body(request)
         lease = await self._engine_for(body)
         try:
-            parsed = parse_completion(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx)
+            parsed = parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx)
         except BaseException:
             lease.release()
             raise
-        return await self._generate(request, lease, parsed, _CompletionShape(lease.served))
+        return await self._generate(request, lease, parsed, shape(lease.served))
 
     async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
         """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
