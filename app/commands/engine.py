@@ -64,7 +64,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
     read, is left to the engine."""
     from app.errors import QuantDeskError
     from app.hardware import profile_from_args
-    from app.models.budget import fit_refusal, fit_warning
+    from app.models.budget import fit_refusal, fit_warning, too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model
     from app.remote.connections import is_remote_ref
@@ -78,7 +78,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
     fit = fit_model(meta, profile_from_args(args), settings.n_ctx,
                     "auto" if settings.gpu_layers < 0 else settings.gpu_layers, settings.kv_cache_type,
                     cpu_moe=settings.cpu_moe or None)
-    if fit.fits:
+    if not too_large(fit):
         return
     name = Path(model).name
     if not args.force:

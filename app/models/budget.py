@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.hardware.profile import HardwareProfile
-from app.models.recommend import main_gpu, ram_budget, vram_budget
+from app.models.recommend import FitResult, main_gpu, ram_budget, vram_budget
 
 GiB = 1 << 30
 RISK = ("past it the system may swap and slow to a crawl, or run out of memory, which ends the engine process "
@@ -32,6 +32,12 @@ def free_memory_bytes(hw: HardwareProfile) -> int | None:
     parts = [ram_budget(hw), vram_budget(gpu) if gpu is not None else None]
     known = [p for p in parts if p]
     return sum(known) if known else None
+
+
+def too_large(fit: FitResult) -> bool:
+    """The fit check says the model does not fit in this machine's memory (not: cannot run here at all, such as EXL
+    without an NVIDIA GPU, which no override changes and the engine words itself)."""
+    return not fit.fits and fit.estimate is not None
 
 
 def fit_refusal(name: str, reason: str, how_to_force: str) -> str:

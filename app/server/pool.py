@@ -32,7 +32,7 @@ from typing import Any
 
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
-from app.models.budget import BudgetCheck, fit_refusal, fit_warning, free_memory_bytes, gib
+from app.models.budget import BudgetCheck, fit_refusal, fit_warning, free_memory_bytes, gib, too_large
 from app.remote.connections import is_remote_ref
 from app.server.engine_queue import EngineQueue
 from app.server.gateway import LIST_TTL_S, RemoteModels
@@ -354,7 +354,7 @@ class EnginePool:
     def _make_room(self, served: str, plan: Plan) -> None:
         """Under the load lock: unload idle models, least recently used first, until ``plan`` fits the budget;
         then refuse in words, or go on past the budget with ``force`` (said in words, in the log)."""
-        if plan.fit is not None and not plan.fit.fits:
+        if plan.fit is not None and too_large(plan.fit):
             if not self.settings.force:
                 raise ApiError(507, fit_refusal(served, plan.fit.reason, FORCE_FLAG), type="server_error",
                                code="insufficient_memory")
@@ -451,8 +451,8 @@ class EnginePool:
                     plan = self.plan(path)
                 except ApiError:
                     continue
-                if plan.fit is not None and not plan.fit.fits and not self.settings.force:
-                    continue
+                if plan.fit is not None and not plan.fit.fits and not (self.settings.force and too_large(plan.fit)):
+                    continue  # it cannot load here (too large, or no engine for it)
                 budget = self.budget_bytes()
                 if budget is not None and plan.estimate_bytes > budget and not self.settings.force:
                     continue

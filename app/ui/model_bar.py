@@ -63,6 +63,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
     from app.models.metadata import read_model
+    from app.models.budget import too_large
     from app.models.recommend import fit_model, load_cpu_moe
     from app.remote.connections import is_remote_ref
     from app.runtimes import pins
@@ -105,7 +106,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
                    notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
-                   fits=fit.fits,
+                   fits=not too_large(fit),
                    estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
 
 
