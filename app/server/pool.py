@@ -136,6 +136,7 @@ class EnginePool:
         self._profile = profile
         self._budget: int | None = self.settings.memory_budget_bytes
         self._primary_estimate: tuple[str, int] | None = None  # (model path, bytes)
+        self._plans: dict[str, Plan] = {}  # library path -> its plan with the server's settings
         self._engines: dict[str, _Engine] = {}
         self._lock = threading.Lock()  # the engines dict and the leases; held briefly
         self._loading = threading.Lock()  # one load or unload at a time; held for as long as it takes
@@ -187,6 +188,7 @@ class EnginePool:
             found = []
         with self._lock:
             self._library, self._library_at = found, time.monotonic()
+            self._plans = {}  # a file may have changed too
         return list(found)
 
     def budget_bytes(self) -> int | None:
@@ -233,11 +235,19 @@ class EnginePool:
 
     def plan(self, path: str, base: LoadSettings | None = None) -> Plan:
         """Load settings and estimate for a library model, from its header and the fit check (as the Chat's model
-        bar fills them in): the most GPU layers that fit, the server's context (or the model's, if shorter)."""
+        bar fills them in): the most GPU layers that fit, the server's context (or the model's, if shorter). With the
+        server's settings, kept until the library is listed again: /v1/models plans every library model."""
+        if base is not None:
+            return self._make_plan(path, base)
+        plan = self._plans.get(path)
+        if plan is None:
+            plan = self._plans[path] = self._make_plan(path, self.settings.load)
+        return plan
+
+    def _make_plan(self, path: str, base: LoadSettings) -> Plan:
         from app.models.metadata import read_model
         from app.models.recommend import fit_model, load_cpu_moe
 
-        base = base or self.settings.load
         try:
             meta = read_model(path)
         except QuantDeskError as exc:
