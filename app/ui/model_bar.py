@@ -62,8 +62,8 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
-    from app.models.metadata import read_model
     from app.models.budget import too_large
+    from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
     from app.remote.connections import is_remote_ref
     from app.runtimes import pins
