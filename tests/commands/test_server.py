@@ -169,3 +169,20 @@ def test_serve_refuses_flags_out_of_range_before_loading(tiny_models):
             said.append(line)
         proc.stderr.close()
         assert any(words in line for line in said), said
+
+
+def test_serve_checks_its_model_against_the_machine_as_chat_does(tiny_models, tmp_path):
+    from app.hardware.profile import CpuInfo, HardwareProfile
+
+    small = tmp_path / "small.json"
+    small.write_text(HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=16 << 20,
+                                     ram_available_bytes=16 << 20).to_json())
+    with _serving(tiny_models.gguf_q8_0, "--hardware", str(small)) as (proc, lines):
+        assert proc.wait(timeout=60) != 0
+        said = " ".join(iter(lambda: lines.get(timeout=30), None))
+    assert "tiny-llama-Q8_0.gguf does not fit this machine" in said and "--force loads it anyway" in said
+    with _serving(tiny_models.gguf_q8_0, "--hardware", str(small), "--force") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(line.startswith("Loading tiny-llama-Q8_0.gguf anyway, though it does not fit") for line in seen)
+        assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {KEY}"}).json()["status"] == "ok"
+        _ctrl_c(proc, lines)
