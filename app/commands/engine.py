@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
@@ -32,6 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--mmproj", metavar="FILE",
                    help="the vision projector to load with a GGUF model (default: the mmproj file beside it that "
                         "pairs with it)")
+    add_force_arguments(p)
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
@@ -48,6 +50,47 @@ def register(subparsers) -> None:
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
     p.set_defaults(func=run)
+
+
+FORCE_HELP = ("load the model even when the fit check says it does not fit this machine (the memory budget): "
+              "the system may swap or run out of memory, which ends the engine process")
+
+
+def add_force_arguments(p: argparse.ArgumentParser, force_help: str = FORCE_HELP) -> None:
+    from app.hardware import add_hardware_argument
+
+    p.add_argument("--force", action="store_true", help=force_help)
+    add_hardware_argument(p)
+
+
+def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> None:
+    """The fit check before a load, as the Chat's: a model that does not fit this machine is refused in words,
+    or with --force loaded anyway with the risk said on stderr. A remote model, or one whose header cannot be
+    read, is left to the engine."""
+    from app.errors import QuantDeskError
+    from app.hardware import profile_from_args
+    from app.models.budget import fit_refusal, fit_warning, too_large
+    from app.models.metadata import read_model
+    from app.models.recommend import fit_model
+    from app.remote.connections import is_remote_ref
+
+    if is_remote_ref(model):
+        return
+    from app.models.vision import with_projector
+
+    try:
+        meta = with_projector(read_model(model), settings.mmproj or None)  # a vision model counts its projector
+    except QuantDeskError:
+        return  # the engine says what is wrong with it, as before
+    fit = fit_model(meta, profile_from_args(args), settings.n_ctx,
+                    "auto" if settings.gpu_layers < 0 else settings.gpu_layers, settings.kv_cache_type,
+                    cpu_moe=settings.cpu_moe or None)
+    if not too_large(fit):
+        return
+    name = Path(model).name
+    if not args.force:
+        raise EngineError(fit_refusal(name, fit.reason, "--force"), kind="fit")
+    print(fit_warning(name, fit.reason), file=sys.stderr)
 
 
 def stats_line(stats: GenerationStats) -> str:
@@ -95,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
+    check_fit(args.model, settings, args)
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:

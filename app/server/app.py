@@ -4,19 +4,20 @@
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
 events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
-measured in the engine host where the tokens are made. With ``serve_remotes`` the server is also a gateway to the
-models of the user's remote connections (app/server/gateway.py), named ``remote:CONNECTION/MODEL``.
+measured in the engine host where the tokens are made. A request's ``model`` picks the engine from the pool
+(app/server/pool.py): the primary model, a library model loaded on demand when allowed, or with ``serve_remotes`` a
+model of the user's remote connections (app/server/gateway.py), named ``remote:CONNECTION/MODEL``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,24 +28,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
-from app.remote.connections import is_remote_ref, parse_ref
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
-from app.server.gateway import RemoteModels
 from app.server.guard import Guard
+from app.server.pool import EnginePool, Lease, PoolSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_json_body)
-from backends.base import Done, GenerationStats, Loaded
+from backends.base import Done, GenerationStats
 
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
-
-
-def model_id(model_path: str) -> str:
-    """The id clients send as ``model``: the file or folder name, without .gguf; a remote model keeps the id its own
-    server gives it (``remote:box/Qwen/Qwen3-8B`` is served as ``Qwen/Qwen3-8B``)."""
-    if is_remote_ref(model_path):
-        return parse_ref(model_path)[1]
-    name = Path(model_path).name
-    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
 def timings(stats: GenerationStats) -> dict[str, float | int]:
@@ -123,101 +114,86 @@ def _sse(payload: dict[str, Any] | str) -> bytes:
 
 
 class OpenAIServer:
-    """The endpoints, over one EngineQueue."""
+    """The endpoints, over the engine pool: the primary model's EngineQueue, and the pool's other engines."""
 
-    def __init__(self, client, *, max_pending: int, remotes: RemoteModels | None = None) -> None:
+    def __init__(self, client, *, max_pending: int, pool: PoolSettings | None = None) -> None:
         self.client = client
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
         self.queue = EngineQueue(client, max_pending=max_pending)
-        self.remotes = remotes  # None: the local model only
+        self.pool = EnginePool(client, self.queue, pool, max_pending=max_pending)
 
-    def _loaded(self) -> Loaded:
-        """The model served now. Read per request: in the app the engine is the chat's, and the chat
-        may load another model (or lose its engine) while the server runs."""
-        loaded = self.client.loaded
-        if loaded is None:
-            raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
-        return loaded
+    @property
+    def remotes(self):
+        """The remote connections' models (a gateway), or None."""
+        return self.pool.remotes
 
     @property
     def model_id(self) -> str:
-        return model_id(self._loaded().model_path)
+        """The primary model's id. Read per request: in the app the engine is the chat's, and the chat may load
+        another model (or lose its engine) while the server runs."""
+        loaded = self.client.loaded
+        if loaded is None:
+            raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
+        return model_id(loaded.model_path)
 
     # --- plain endpoints ---
 
-    def _model_card(self) -> dict[str, Any]:
-        loaded = self._loaded()
-        meta = {"backend": loaded.backend, "n_ctx": loaded.n_ctx}
-        if loaded.details.get("vision"):
-            meta["vision"] = True  # takes image_url parts
-        return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
-                "owned_by": "quantdesk", "meta": meta}
-
-    def _remote_card(self, model) -> dict[str, Any]:
-        return {"id": model.ref, "object": "model", "created": self.created, "owned_by": model.connection,
-                "meta": {"backend": "remote", "n_ctx": model.n_ctx}}
-
-    async def _remote_models(self) -> list:
-        return await asyncio.to_thread(self.remotes.models) if self.remotes is not None else []
-
     async def models(self, request: Request) -> Response:
-        cards = [self._model_card()] if self.client.loaded else []
-        cards += [self._remote_card(m) for m in await self._remote_models()]
+        cards = await asyncio.to_thread(self.pool.cards, self.created)
         return JSONResponse({"object": "list", "data": cards})
 
     async def model(self, request: Request) -> Response:
         wanted = request.path_params["model"]
-        if self.client.loaded is not None and wanted == self.model_id:
-            return JSONResponse(self._model_card())
-        remote = next((m for m in await self._remote_models() if m.ref == wanted), None)
-        if remote is None:
+        cards = await asyncio.to_thread(self.pool.cards, self.created)
+        card = next((c for c in cards if c["id"] == wanted), None)
+        if card is None:
             raise ApiError(404, f"the model {wanted[:200]!r} is not served here", param="model",
                            code="model_not_found")
-        return JSONResponse(self._remote_card(remote))
+        return JSONResponse(card)
 
     async def health(self, request: Request) -> Response:
         loaded = self.client.loaded
         alive = self.client.alive and loaded is not None
         return JSONResponse({"status": "ok" if alive else "engine_down",
                              "model": model_id(loaded.model_path) if loaded else None,
-                             "busy": self.queue.busy, "pending": self.queue.pending},
+                             "busy": self.queue.busy, "pending": self.queue.pending,
+                             **await asyncio.to_thread(self.pool.health)},
                             status_code=200 if alive else 503)
 
     # --- generation ---
 
-    async def _engine_for(self, body: dict[str, Any]) -> tuple[EngineQueue, Loaded, str]:
-        """The queue, loaded model and served id for a request: a remote model it names (a gateway), else the
-        local model."""
-        wanted = body.get("model")
-        if self.remotes is not None and isinstance(wanted, str) and is_remote_ref(wanted) and \
-                (self.client.loaded is None or wanted != self.model_id):
-            engine_queue, loaded = await asyncio.to_thread(self.remotes.engine, wanted)
-            return engine_queue, loaded, wanted
-        loaded = self._loaded()
-        return self.queue, loaded, model_id(loaded.model_path)
+    async def _engine_for(self, body: dict[str, Any]) -> Lease:
+        """The engine for a request's ``model`` (app/server/pool.py), leased until its answer is over."""
+        return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
-        body = await read_body(request)
-        engine_queue, loaded, served = await self._engine_for(body)
-        # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
-        # event loop and the replies streaming to other clients.
-        parsed = await asyncio.to_thread(parse_chat, body, served_id=served, n_ctx=loaded.n_ctx,
-                                         sees_images="vision" in loaded.details)
-        return await self._generate(request, engine_queue, parsed, _ChatShape(served))
+        return await self._answer(request, parse_chat, _ChatShape, images=True)
 
     async def completions(self, request: Request) -> Response:
-        body = await read_body(request)
-        engine_queue, loaded, served = await self._engine_for(body)
-        parsed = parse_completion(body, served_id=served, n_ctx=loaded.n_ctx)
-        return await self._generate(request, engine_queue, parsed, _CompletionShape(served))
+        return await self._answer(request, parse_completion, _CompletionShape)
 
-    async def _generate(self, request: Request, engine_queue: EngineQueue, parsed: GenerationRequest,
-                        shape: _Shape) -> Response:
+    async def _answer(self, request: Request, parse: Callable[..., GenerationRequest],
+                      shape: type[_Shape], *, images: bool = False) -> Response:
+        body = await read_body(request)
+        lease = await self._engine_for(body)
         try:
-            job = await engine_queue.submit(parsed.messages, parsed.sampling)
+            # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
+            # event loop and the replies streaming to other clients.
+            options = {"sees_images": "vision" in lease.loaded.details} if images else {}
+            parsed = await asyncio.to_thread(parse, body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, **options)
+        except BaseException:
+            lease.release()
+            raise
+        return await self._generate(request, lease, parsed, shape(lease.served))
+
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
+        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+        try:
+            job = await lease.queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
+            lease.release()
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
         finished = False
@@ -227,7 +203,7 @@ class OpenAIServer:
             first = await self._next(job)
             if parsed.stream:
                 finished = True  # the stream owns the job and the watcher from here
-                return StreamingResponse(self._stream(job, first, watcher, parsed, shape),
+                return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
                                          media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
             event = first
@@ -238,6 +214,7 @@ class OpenAIServer:
             if not finished:
                 watcher.cancel()
                 job.cancel()
+                lease.release()
 
     @staticmethod
     async def _next(job: Job):
@@ -247,7 +224,7 @@ class OpenAIServer:
             raise engine_api_error(exc) from None
 
     async def _stream(self, job: Job, first, watcher: asyncio.Task, parsed: GenerationRequest,
-                      shape: _Shape) -> AsyncIterator[bytes]:
+                      shape: _Shape, lease: Lease) -> AsyncIterator[bytes]:
         try:
             yield _sse(shape.opening())
             event = first
@@ -267,6 +244,7 @@ class OpenAIServer:
             # Runs on completion and on disconnect (Starlette cancels the stream when the client goes).
             watcher.cancel()
             job.cancel()
+            lease.release()
 
 
 class _Shape:
@@ -362,28 +340,31 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
-               on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
-    """The ASGI app over ``client`` (an EngineClient with a model loaded; the caller closes it).
+               pool: PoolSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
+    """The ASGI app over ``client`` (an EngineClient with a model loaded, the primary model; the caller closes it).
 
     ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
     arrived on always pass). ``allowed_origins``: web origins allowed to call the API from a browser.
-    ``max_pending``: requests running or waiting beyond which the server answers 503. ``serve_remotes``: also
-    serve the models of the user's remote connections (a gateway; app/server/gateway.py).
+    ``max_pending``: requests running or waiting (per model) beyond which the server answers 503.
+    ``serve_remotes``: also serve the models of the user's remote connections (a gateway; app/server/gateway.py).
+    ``pool``: on-demand loads of library models, the memory budget, the idle unload, load anyway
+    (app/server/pool.py); its ``serve_remotes`` is set from the argument of that name.
     """
-    remotes = RemoteModels(max_pending=max_pending) if serve_remotes else None
-    server = OpenAIServer(client, max_pending=max_pending, remotes=remotes)
+    settings = pool or PoolSettings()
+    settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
+    server = OpenAIServer(client, max_pending=max_pending, pool=settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         server.queue.start()
+        server.pool.start()
         if on_ready:
             on_ready(server)
         try:
             yield
         finally:
             await asyncio.to_thread(server.queue.close)
-            if remotes is not None:
-                await asyncio.to_thread(remotes.close)
+            await asyncio.to_thread(server.pool.close)
 
     routes = [
         Route("/v1/models", server.models, methods=["GET"]),

@@ -77,6 +77,8 @@ class ChatPage(QWidget):
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
+        self._blocked_load: Prefill | None = None  # a load the fit check held back; the banner offers “Load anyway”
+        self._forced_warning = ""  # the risk, said once the model loaded anyway is loaded
         self._build()
         for signal, slot in self._bridge_slots():
             signal.connect(slot)
@@ -161,7 +163,12 @@ class ChatPage(QWidget):
         self.save_button.setAccessibleName("Save the reply now")
         self.save_button.setToolTip("Try again to save the reply that is not saved yet")
         self.save_button.clicked.connect(self._on_save_clicked)
+        self.load_anyway_button = QPushButton("Load anyway")
+        self.load_anyway_button.setAccessibleName("Load the model anyway")
+        self.load_anyway_button.setToolTip("Load it past what the fit check counts as free on this machine")
+        self.load_anyway_button.clicked.connect(self._on_load_anyway_clicked)
         banner_layout.addWidget(self.banner_text, 1)
+        banner_layout.addWidget(self.load_anyway_button)
         banner_layout.addWidget(self.save_button)
         banner_layout.addWidget(self.reload_button)
         self.banner.hide()
@@ -403,7 +410,8 @@ class ChatPage(QWidget):
             self.context_box.setValue(n_ctx)
 
     def open_model(self, path: str) -> None:
-        """Fill in the load settings from the estimator for this machine (in a worker), then load."""
+        """Fill in the load settings from the estimator for this machine (in a worker), then load: a model the fit
+        check says does not fit waits for “Load anyway” (the same override as ``quantdesk chat --force``)."""
         self._hide_banner()
         self.model_bar.show_loading(f"Sizing up {Path(path).name}…")
         self.load_button.setEnabled(False)
@@ -417,7 +425,28 @@ class ChatPage(QWidget):
             self.profile = prefill.profile
         self.prefill = prefill
         self.model_bar.show_estimate(prefill)
+        if not prefill.fits:
+            from app.models.budget import fit_refusal
+
+            self.model_bar.hide_progress()
+            self.model_bar.show_settings(prefill.settings)
+            self._show_loaded_model()
+            self._update_controls()
+            self._show_banner(fit_refusal(Path(prefill.path).name, prefill.reason, "“Load anyway”") + " Or pick a "
+                              "smaller quant, or a shorter context.", reload=False)
+            self._blocked_load = prefill  # after the banner: showing it forgets any load it held back
+            self._render_banner()
+            return
         self.load_model(prefill.path, prefill.settings)
+
+    @Slot()
+    def _on_load_anyway_clicked(self) -> None:
+        from app.models.budget import fit_warning
+
+        prefill = self._blocked_load
+        if prefill is not None:  # with the settings the bar shows: the prefill's, or what the user made of them
+            self.load_model(prefill.path, self.model_bar.settings())
+            self._forced_warning = fit_warning(Path(prefill.path).name, prefill.reason)
 
     @Slot(int, object)
     def _on_estimate_failed(self, ticket: int, error: Exception) -> None:
@@ -431,6 +460,7 @@ class ChatPage(QWidget):
         return self.model_bar.settings()
 
     def load_model(self, path: str, settings: LoadSettings) -> None:
+        self._forced_warning = ""
         self._load_request = (path, settings)
         if self.prefill is not None and self.prefill.path != path:
             self.prefill = None
@@ -471,7 +501,8 @@ class ChatPage(QWidget):
         # A remote model's memory is on its server: this machine's engine process only relays it.
         self.model_bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
-        warning = spill_warning(info, self.prefill, requested)
+        warning = " ".join(w for w in (self._forced_warning, spill_warning(info, self.prefill, requested)) if w)
+        self._forced_warning = ""
         if warning:
             self._show_banner(warning, reload=False)
         self._update_controls()
@@ -779,11 +810,13 @@ class ChatPage(QWidget):
         that stays said (after ``text``) until it is saved."""
         self._busy_notice = False
         self._notice = (text, reload)
+        self._blocked_load = None
         self._render_banner()
 
     def _hide_banner(self) -> None:
         self._busy_notice = False
         self._notice = None
+        self._blocked_load = None
         self._render_banner()
 
     def _show_store_error(self, error: ChatStoreError) -> None:
@@ -802,6 +835,7 @@ class ChatPage(QWidget):
             return
         self.banner_text.setText(" ".join(parts))
         self.reload_button.setVisible(reload)
+        self.load_anyway_button.setVisible(self._blocked_load is not None and bool(text))
         self.save_button.setVisible(self.reply.save_error is not None)
         self.banner.show()
 

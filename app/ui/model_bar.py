@@ -43,6 +43,7 @@ class Prefill:
     runtimes: list[str] = field(default_factory=list)  # names the user may pin
     pinned: str | None = None  # this model's pin (or the global one), None: automatic
     estimated_buffers: dict[str, int] = field(default_factory=dict)  # "Vulkan0" / "CPU" -> llama.cpp buffers
+    fits: bool = True  # False: the fit check says it does not fit this machine; it loads only when the user says so
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
@@ -61,6 +62,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
+    from app.models.budget import too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
     from app.remote.connections import is_remote_ref
@@ -99,7 +101,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
             fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     est = fit.estimate
     extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
-    if est is None:
+    if est is None:  # "unknown": nothing to hold the load back with
         return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile, **extra)
     expected_blocks = None
     if meta.format == "gguf":
@@ -110,6 +112,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
                    notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
+                   fits=not too_large(fit),
                    estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
 
 

@@ -81,3 +81,31 @@ def test_chat_refuses_a_file_that_is_not_an_image_before_loading(tiny_vision, tm
                        "--mmproj", str(tiny_vision.mmproj_f16))
     assert result.returncode == 1 and "notes.png: this is not a PNG, JPEG or WebP image" in result.stderr
     assert "llama" not in result.stderr  # no engine ran
+
+
+def _small_machine(tmp_path, ram_bytes: int) -> str:
+    """A saved profile (as `quantdesk hw --json` writes) of a machine with only ``ram_bytes`` free."""
+    from app.hardware.profile import CpuInfo, HardwareProfile
+
+    hw = HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=ram_bytes,
+                         ram_available_bytes=ram_bytes)
+    path = tmp_path / "small.json"
+    path.write_text(hw.to_json())
+    return str(path)
+
+
+def test_chat_refuses_a_model_that_does_not_fit_and_says_how_to_load_it_anyway(tiny_models, tmp_path):
+    small = _small_machine(tmp_path, 16 << 20)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--hardware", small)
+    assert result.returncode != 0 and result.stdout == ""
+    assert "tiny-llama-Q8_0.gguf does not fit this machine: needs" in result.stderr
+    assert "--force loads it anyway: past it the system may swap" in result.stderr
+
+
+def test_chat_force_loads_past_the_fit_check_with_the_risk_in_words(tiny_models, tmp_path):
+    small = _small_machine(tmp_path, 16 << 20)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--max-tokens", "3", "--force",
+                       "--hardware", small)
+    assert result.returncode == 0, result.stderr
+    assert "Loading tiny-llama-Q8_0.gguf anyway, though it does not fit this machine (needs" in result.stderr
+    assert "run out of memory" in result.stderr and result.stdout.strip()
