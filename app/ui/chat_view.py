@@ -59,6 +59,15 @@ def png_bytes(image: QImage) -> bytes:
     return bytes(buffer.data().data())
 
 
+def _flat_button(text: str, tip: str, name: str) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tip)
+    button.setAccessibleName(name)
+    button.setAutoRaise(True)
+    return button
+
+
 class MessageBubble(QFrame):
     """One message. While a reply streams, its settled paragraphs are rendered as Markdown as they
     complete and only the paragraph being written is plain text; each update costs O(new text)."""
@@ -94,23 +103,15 @@ class MessageBubble(QFrame):
         bar = QHBoxLayout(self.branch_bar)
         bar.setContentsMargins(0, 0, 0, 0)
         bar.setSpacing(0)
-        self.previous_branch = QToolButton()
-        self.previous_branch.setText("‹")
-        self.previous_branch.setToolTip("Show the previous version of this message and what followed it")
-        self.previous_branch.setAccessibleName("Previous version")
+        self.previous_branch = _flat_button("‹", "Show the previous version of this message and what followed it",
+                                            "Previous version")
         self.branch_position = QLabel()
         self.branch_position.setAccessibleName("Version")
-        self.next_branch = QToolButton()
-        self.next_branch.setText("›")
-        self.next_branch.setToolTip("Show the next version of this message and what followed it")
-        self.next_branch.setAccessibleName("Next version")
-        self.delete_branch = QToolButton()
-        self.delete_branch.setText("Delete version")
-        self.delete_branch.setToolTip("Delete this version of the message and everything that followed it")
-        self.delete_branch.setAccessibleName("Delete this version")
+        self.next_branch = _flat_button("›", "Show the next version of this message and what followed it",
+                                        "Next version")
+        self.delete_branch = _flat_button("Delete version", "Delete this version of the message and everything that "
+                                          "followed it", "Delete this version")
         for widget in (self.previous_branch, self.branch_position, self.next_branch, self.delete_branch):
-            if isinstance(widget, QToolButton):
-                widget.setAutoRaise(True)
             bar.addWidget(widget)
         self.previous_branch.clicked.connect(lambda: self._on_branch_step(-1))
         self.next_branch.clicked.connect(lambda: self._on_branch_step(1))
@@ -118,15 +119,11 @@ class MessageBubble(QFrame):
         self.branch_bar.setVisible(False)
         header.addWidget(self.branch_bar)
         self.actions: dict[str, QToolButton] = {}
-        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here"),
+        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here (the old version stays)"),
                           ("regenerate", "Write this reply again")):
             if name == "edit" and message.role != "user" or name == "regenerate" and message.role != "assistant":
                 continue
-            button = QToolButton()
-            button.setText(name.capitalize())
-            button.setToolTip(tip)
-            button.setAccessibleName(f"{name.capitalize()} message")
-            button.setAutoRaise(True)
+            button = _flat_button(name.capitalize(), tip, f"{name.capitalize()} message")
             button.clicked.connect(getattr(self, f"_on_{name}_clicked"))
             header.addWidget(button)
             self.actions[name] = button

@@ -86,6 +86,7 @@ class Running:
 
     server: object  # app.server.thread.ServerThread
     port: int
+    pool: object = None  # app.server.pool.EnginePool: the models it holds beside the Chat's
 
 
 def _start_server(engine, request: ServeRequest) -> Running:
@@ -102,7 +103,7 @@ def _start_server(engine, request: ServeRequest) -> Running:
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
                      allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool)
     server = ServerThread(app, request.host, request.port).start()
-    return Running(server, int(server.url.rsplit(":", 1)[1]))
+    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool)
 
 
 def _stop_server(running: Running) -> None:
@@ -428,7 +429,9 @@ class ServerPage(QWidget):
     def _on_poll(self) -> None:
         if self.running is not None:
             self.active.setText(str(self.running.server.active_requests))
-            pool = self.running.server.app.state.openai.pool
+            pool = self.running.pool
+            if pool is None:
+                return
             self.also_loaded.setText(", ".join(e.served for e in pool.loaded_engines()) or
                                      ("none yet" if pool.settings.load_on_demand else ""))
             if pool.warnings:  # a model loaded past the budget: the risk, in words
