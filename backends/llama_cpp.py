@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template, llama_cpp_log
+from backends import chat_template, llama_cpp_log, tool_calls
 from backends.base import (
     Availability,
     Backend,
@@ -149,29 +149,115 @@ def _overriding_tensor_placement(llama_cpp, overrides: ctypes.Array | None):
 class _Pieces(dict):
     """token -> the bytes it prints, or None for an end-of-generation token; each token is asked of
     llama.cpp once, the first time it is generated (a dict hit afterwards). Special tokens print nothing,
-    as in ``Llama.detokenize``."""
+    as in ``Llama.detokenize``, unless ``special``: tool calls are marked by special tokens in some models'
+    syntax (Mistral's ``[TOOL_CALLS]``, gpt-oss's ``<|channel|>``), which the reply must then keep."""
 
-    def __init__(self, llama_cpp, vocab) -> None:
+    def __init__(self, llama_cpp, vocab, special: bool = False) -> None:
         super().__init__()
-        self._llama_cpp, self._vocab = llama_cpp, vocab
+        self._llama_cpp, self._vocab, self._special = llama_cpp, vocab, special
 
     def __missing__(self, token: int) -> bytes | None:
         llama_cpp, vocab = self._llama_cpp, self._vocab
         piece = None
         if not llama_cpp.llama_vocab_is_eog(vocab, token):
             buffer = ctypes.create_string_buffer(64)
-            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, self._special)
             if n < 0:  # longer than the buffer: -n is its length
                 buffer = ctypes.create_string_buffer(-n)
-                n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+                n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, self._special)
             piece = buffer.raw[:n]
         self[token] = piece
         return piece
 
 
+# JSON forbids raw control characters in strings; llama.cpp's own converter (common/json-schema-to-grammar.cpp)
+# excludes them, llama-cpp-python's Python port (0.3.36) still allows them, so a random or careless model writes
+# strings that json.loads(strict) refuses. The port's rule, and llama.cpp's:
+_LOOSE_JSON_CHAR = 'char ::= [^"\\\\] |'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
+
+
+def json_grammar(schema: dict, prefix: str = "", suffix: str = "") -> tuple[str, str]:
+    """GBNF for ``prefix`` + JSON valid against ``schema`` + ``suffix``, and the name of its root rule, built
+    by llama-cpp-python's port of llama.cpp's json_schema_to_grammar."""
+    import json
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        grammar = json_schema_to_gbnf(json.dumps(schema))
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # the converter's ways of refusing a schema
+        raise GenerationError("request", f"the JSON schema cannot be turned into a grammar: {exc}") from None
+    grammar = grammar.replace(_LOOSE_JSON_CHAR, _JSON_CHAR)
+    if not prefix and not suffix:
+        return grammar, "root"
+    return f"qd-wrapped ::= {json.dumps(prefix)} root {json.dumps(suffix)}\n{grammar}", "qd-wrapped"
+
+
+class _GrammarSampler:
+    """Grammar-constrained sampling as llama.cpp's own ``common_sampler_sample`` does it (common/sampling.cpp):
+    the chain picks a token from the raw candidates, the grammar checks that one token alone, and only when it is
+    refused are all candidates run through the grammar and the chain again. Checking the whole vocabulary against
+    the grammar at every token (the grammar as one more link of the chain, as ``Llama._init_sampler`` does) walks
+    every token's text through the grammar: milliseconds a token at a 152k vocabulary. The candidates live in one
+    array allocated per reply; both samplers are told the token taken (``llama_sampler_accept``)."""
+
+    def __init__(self, llama_cpp, llm, chain, grammar_text: str, root: str) -> None:
+        import numpy as np
+
+        self._lib, self._ctx, self._chain = llama_cpp, llm.ctx, chain
+        self._grammar = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar_text.encode("utf-8"),
+                                                             root.encode("utf-8"))
+        if not self._grammar:
+            raise GenerationError("request", "llama.cpp refused the grammar built from the JSON schema",
+                                  "see the engine log for llama.cpp's reason")
+        n_vocab = llm.n_vocab()
+        self._n_vocab = n_vocab
+        self._data = (llama_cpp.llama_token_data * n_vocab)()
+        self._view = np.ctypeslib.as_array(self._data)  # id, logit, p: numpy fills the C array in place
+        self._ids = np.arange(n_vocab, dtype=np.int32)
+        self._all = llama_cpp.llama_token_data_array(self._data, n_vocab, -1, False)
+        self._one_data = (llama_cpp.llama_token_data * 1)()
+        self._one = llama_cpp.llama_token_data_array(self._one_data, 1, -1, False)
+        self._np = np
+
+    def _fill(self) -> None:
+        logits = self._np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        view = self._view
+        view["id"] = self._ids
+        view["logit"] = logits
+        view["p"] = 0.0
+        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
+
+    def sample(self, _chain, _ctx, _idx) -> int:
+        """``llama_sampler_sample``'s signature, so the token loop calls either the same way."""
+        lib, everything = self._lib, ctypes.byref(self._all)
+        self._fill()
+        lib.llama_sampler_apply(self._chain, everything)
+        token = int(self._view["id"][self._all.selected])
+        one = self._one_data[0]
+        one.id, one.logit, one.p = token, 1.0, 0.0
+        self._one.size, self._one.selected, self._one.sorted = 1, -1, False
+        lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
+        if one.logit == float("-inf"):  # the grammar refuses it: choose among what the grammar allows
+            self._fill()
+            lib.llama_sampler_apply(self._grammar, everything)
+            lib.llama_sampler_apply(self._chain, everything)
+            token = int(self._view["id"][self._all.selected])
+        lib.llama_sampler_accept(self._grammar, token)
+        lib.llama_sampler_accept(self._chain, token)
+        return token
+
+    def free(self) -> None:
+        if self._grammar:
+            self._lib.llama_sampler_free(self._grammar)
+            self._grammar = None
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
+    structured_output = True
 
     def __init__(self) -> None:
         self._llm = None
@@ -181,6 +267,7 @@ class LlamaCppBackend(Backend):
         self._abort_cb = self._no_abort_cb = None  # keep the ctypes callbacks alive while llama.cpp holds them
         self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
         self._pieces: dict[int, bytes | None] = {}
+        self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text, for replies that may call tools
         self._overrides = None  # the tensor-placement array, alive while the model is
 
     @classmethod
@@ -235,11 +322,14 @@ class LlamaCppBackend(Backend):
         self._make_abort_callback(llama_cpp)
         self._kv_tokens = []
         self._pieces = _Pieces(llama_cpp, self._llm._model.vocab)
+        self._special_pieces = _Pieces(llama_cpp, self._llm._model.vocab, special=True)
         metadata = self._llm.metadata
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
         self._template = metadata.get("tokenizer.chat_template") or ""
+        self.tool_format = tool_calls.template_format(self._template)
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
+                   "tool_format": self.tool_format,
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
                    "architecture": metadata.get("general.architecture", ""),
@@ -294,12 +384,12 @@ class LlamaCppBackend(Backend):
             return ""
         return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def _render(self, messages: Prompt) -> str:
+    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
         if isinstance(messages, str):
             return messages
         try:
-            return chat_template.render(self._template, [{"role": m.role, "content": m.content} for m in messages],
-                                        bos_token=self._bos, eos_token=self._eos)
+            return chat_template.render(self._template, [m.template_dict() for m in messages],
+                                        bos_token=self._bos, eos_token=self._eos, tools=tools)
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
 
@@ -371,7 +461,7 @@ class LlamaCppBackend(Backend):
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
         llm = self._llm
-        prompt = self._render(messages)
+        prompt = self._render(messages, sampling.tools)
         if self._bos and prompt.startswith(self._bos):
             prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
         tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
@@ -380,10 +470,20 @@ class LlamaCppBackend(Backend):
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
                                              f"holds {n_ctx}", "start a new chat or load with a larger context")
         self.prompt_tokens = len(tokens)
-        ctx, pieces, kv_tokens = llm.ctx, self._pieces, None
+        ctx, kv_tokens = llm.ctx, None
+        pieces = self._special_pieces if sampling.tools else self._pieces
         decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         chain = self._sampler_chain(llama_cpp, sampling)
+        grammar = None
+        if sampling.json_schema is not None:
+            try:
+                rules = json_grammar(sampling.json_schema, sampling.json_prefix, sampling.json_suffix)
+                grammar = _GrammarSampler(llama_cpp, llm, chain, *rules)
+            except BaseException:
+                llama_cpp.llama_sampler_free(chain)
+                raise
+            sample = grammar.sample
         try:
             self.mark_prefill_start()
             status = self._prefill(llama_cpp, tokens)
@@ -411,6 +511,8 @@ class LlamaCppBackend(Backend):
             raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
                                   "see the engine log for llama.cpp's reason")
         finally:
+            if grammar is not None:
+                grammar.free()
             llama_cpp.llama_sampler_free(chain)
 
     def generate(self, request_id, messages, sampling, cancelled):

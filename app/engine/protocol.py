@@ -147,7 +147,8 @@ def decode_request(line: bytes) -> Request:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt = values.get("prompt")
             if not isinstance(prompt, str):
-                values["prompt"] = [Message(m["role"], m["content"]) for m in prompt]
+                values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("tool_calls") or ()),
+                                            m.get("tool_call_id", ""), m.get("name", "")) for m in prompt]
         return cls(**values)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None
@@ -164,6 +165,7 @@ def check_hello(event: Hello) -> Hello:
 def settings_from_dict(cls: type, data: dict[str, Any]):
     known = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in data.items() if k in known}
-    if "stop" in values:
-        values["stop"] = tuple(values["stop"])
+    for name in ("stop", "tools"):
+        if name in values:
+            values[name] = tuple(values[name])
     return cls(**values)

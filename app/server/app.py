@@ -30,7 +30,9 @@ from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelle
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_json_body)
+from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats, Loaded
+from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
 
@@ -172,7 +174,8 @@ class OpenAIServer:
     async def chat_completions(self, request: Request) -> Response:
         loaded = self._loaded()
         served = model_id(loaded.model_path)
-        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
+        parsed = parse_chat(await read_body(request), served_id=served, n_ctx=loaded.n_ctx,
+                            tool_format=loaded.details.get("tool_format", ""))
         return await self._generate(request, parsed, _ChatShape(served))
 
     async def completions(self, request: Request) -> Response:
@@ -200,7 +203,8 @@ class OpenAIServer:
             event = first
             while not isinstance(event, Done):
                 event = await self._next(job)
-            return JSONResponse(shape.whole(event.text, event.stats))
+            reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+            return JSONResponse(shape.whole(reply, event.stats))
         finally:
             if not finished:
                 watcher.cancel()
@@ -217,16 +221,23 @@ class OpenAIServer:
                       shape: _Shape) -> AsyncIterator[bytes]:
         try:
             yield _sse(shape.opening())
+            reader = ReplyStream(parsed.tool_format)
             event = first
             while not isinstance(event, Done):
-                if event.text:
-                    yield _sse(shape.piece(event.text))
+                text = reader.feed(event.text) if event.text else ""
+                if text:
+                    yield _sse(shape.piece(text))
                 try:
                     event = await self._next(job)
                 except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
                     yield _sse(exc.body())
                     return
-            yield _sse(shape.closing(event.stats))
+            rest = reader.finish()
+            if rest.content:
+                yield _sse(shape.piece(rest.content))
+            for index, call in enumerate(rest.tool_calls):
+                yield _sse(shape.tool_call_piece(index, call))
+            yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
             if parsed.include_usage:
                 yield _sse(shape.usage_chunk(event.stats))
             yield _sse("[DONE]")
@@ -252,7 +263,7 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": [{"index": 0, **choice}], **extra}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
         raise NotImplementedError
 
     def opening(self) -> dict[str, Any]:
@@ -261,7 +272,10 @@ class _Shape:
     def piece(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        raise NotImplementedError  # only chat replies carry tool calls
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
@@ -274,10 +288,13 @@ class _ChatShape(_Shape):
     object_chunk = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, {"message": {"role": "assistant", "content": text},
-                                                  "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["content"] = reply.content or None  # as OpenAI answers a reply that only calls tools
+            message["tool_calls"] = [_tool_call_json(call) for call in reply.tool_calls]
+        return self._envelope(self.object_whole, {"message": message, "logprobs": None,
+                                                  "finish_reason": _finish_reason(stats, bool(reply.tool_calls))},
                               usage=usage(stats), timings=timings(stats))
 
     def opening(self) -> dict[str, Any]:
@@ -288,10 +305,24 @@ class _ChatShape(_Shape):
         return self._envelope(self.object_chunk, {"delta": {"content": text}, "logprobs": None,
                                                   "finish_reason": None})
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        # One chunk per call, arguments whole: the reply is read once complete (backends/tool_calls.py).
+        return self._envelope(self.object_chunk, {"delta": {"tool_calls": [{"index": index,
+                                                                            **_tool_call_json(call)}]},
+                                                  "logprobs": None, "finish_reason": None})
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+                                                  "finish_reason": _finish_reason(stats, called_tools)},
                               timings=timings(stats))
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _finish_reason(stats: GenerationStats, called_tools: bool) -> str:
+    return "tool_calls" if called_tools else _FINISH_REASONS[stats.stop_reason]
 
 
 class _CompletionShape(_Shape):
@@ -302,14 +333,14 @@ class _CompletionShape(_Shape):
     def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
         return {"text": text, "logprobs": None, "finish_reason": finish_reason}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, self._choice(text, _FINISH_REASONS[stats.stop_reason]),
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_whole, self._choice(reply.content, _FINISH_REASONS[stats.stop_reason]),
                               usage=usage(stats), timings=timings(stats))
 
     def piece(self, text: str) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice(text, None))
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[stats.stop_reason]),
                               timings=timings(stats))
 
