@@ -294,7 +294,18 @@ class Scored:
     type: Literal["scored"] = "scored"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent | Scored
+@dataclass(frozen=True)
+class Embedded:
+    """Embeddings of a batch of texts (``Backend.embed``), in order, each normalized to unit length."""
+
+    request_id: str
+    vectors: list[list[float]]
+    prompt_tokens: int
+    embed_ms: float
+    type: Literal["embedded"] = "embedded"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded
 
 
 class GenerationError(Exception):
@@ -467,6 +478,11 @@ class Backend(abc.ABC):
                 json.dump(self.vocabulary(), f, ensure_ascii=False)
         return Scored(request_id, ids, [float(x) for x in token_logprobs], int(logprobs.shape[1]),
                       (clock() - t0) * 1000, logprobs_path, vocabulary_path)
+
+    # --- embeddings: a backend that loads embedding models implements ``embed``.
+
+    def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
+        raise GenerationError("request", f"{self.name} makes no embeddings", "serve a GGUF embedding model")
 
     prompt_tokens: int = 0
     _t_prefill: float | None = None

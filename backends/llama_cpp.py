@@ -21,6 +21,7 @@ from backends import chat_template, llama_cpp_log, tool_calls
 from backends.base import (
     Availability,
     Backend,
+    Embedded,
     GenerationError,
     Loaded,
     LoadSettings,
@@ -194,6 +195,23 @@ def json_grammar(schema: dict, prefix: str = "", suffix: str = "") -> tuple[str,
     return f"qd-wrapped ::= {json.dumps(prefix)} root {json.dumps(suffix)}\n{grammar}", "qd-wrapped"
 
 
+_POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama.h enum llama_pooling_type
+
+
+def _declared_pooling(model_path: str) -> int:
+    """The pooling an embedding model's GGUF declares (``{arch}.pooling_type``); 0 for a chat model (none)."""
+    from app.errors import ModelFileError
+    from app.models.metadata import read_gguf_header
+
+    try:
+        kv, _, _ = read_gguf_header(model_path)
+    except (OSError, ModelFileError):
+        return 0  # llama.cpp's own load says what is wrong with the file
+    arch = kv.get("general.architecture", "")
+    pooling = kv.get(f"{arch}.pooling_type")
+    return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0
+
+
 class _GrammarSampler:
     """Grammar-constrained sampling as llama.cpp's own ``common_sampler_sample`` does it (common/sampling.cpp):
     the chain picks a token from the raw candidates, the grammar checks that one token alone, and only when it is
@@ -269,6 +287,7 @@ class LlamaCppBackend(Backend):
         self._pieces: dict[int, bytes | None] = {}
         self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text, for replies that may call tools
         self._overrides = None  # the tensor-placement array, alive while the model is
+        self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
 
     @classmethod
     def probe(cls) -> Availability:
@@ -310,6 +329,9 @@ class LlamaCppBackend(Backend):
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
+        self._pooling = _declared_pooling(model_path)
+        if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
+            kwargs["embedding"] = True
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = expert_overrides(patterns) if patterns else None
         try:
@@ -335,6 +357,9 @@ class LlamaCppBackend(Backend):
                    "architecture": metadata.get("general.architecture", ""),
                    "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
         details.update(self._experts_in_ram(metadata, settings.cpu_moe))
+        if self._pooling:
+            details.update(embedding=True, pooling=_POOLING_NAMES.get(self._pooling, str(self._pooling)),
+                           embedding_length=int(self._llm.n_embd()))
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -460,6 +485,9 @@ class LlamaCppBackend(Backend):
 
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
+        if self._pooling:
+            raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
+                                  "ask /v1/embeddings, or load a chat model")
         llm = self._llm
         prompt = self._render(messages, sampling.tools)
         if self._bos and prompt.startswith(self._bos):
@@ -534,6 +562,24 @@ class LlamaCppBackend(Backend):
         perf = llama_cpp.llama_perf_context(self._llm.ctx)
         print(f"[{request_id}] llama.cpp timings: prompt {perf.n_p_eval} tokens in {perf.t_p_eval_ms:.3f} ms, "
               f"decode {perf.n_eval} tokens in {perf.t_eval_ms:.3f} ms", file=sys.stderr, flush=True)
+
+    def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
+        """Each text's pooled embedding, unit length; the texts go to llama.cpp together, as many sequences of one
+        batch as fit (``Llama.embed``)."""
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        if not self._pooling:
+            raise GenerationError("request", "the loaded model is not an embedding model (its GGUF declares no "
+                                             "pooling)", "serve a GGUF embedding model")
+        t0 = time.perf_counter()
+        longest = max((len(self._llm.tokenize(t.encode("utf-8"))) for t in texts), default=0)
+        if longest > self._llm.n_batch:
+            raise GenerationError("context", f"a text is {longest} tokens long but the model embeds at most "
+                                             f"{self._llm.n_batch} at once", "split the text")
+        vectors, tokens = self._llm.embed(list(texts), normalize=True, truncate=False, return_count=True)
+        self._kv_tokens = []  # embedding cleared the cache
+        return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
+                        (time.perf_counter() - t0) * 1000)
 
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.

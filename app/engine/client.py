@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.engine import protocol
-from app.engine.protocol import (GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
+from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import Done, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings, Scored, Token
+from backends.base import (Done, Embedded, ErrorEvent, Loaded, LoadSettings, Progress, Prompt, SamplingSettings, Scored,
+                           Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -87,6 +88,7 @@ class EngineClientLike(Protocol):
              on_progress: Callable[[float], None] | None = None) -> Loaded: ...
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]: ...
+    def embed(self, texts: Sequence[str]) -> Embedded: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -428,6 +430,17 @@ class EngineClient:
         while True:
             event = self._next_event(reply)
             if isinstance(event, Scored):
+                return event
+            if isinstance(event, ErrorEvent):
+                raise EngineError(event.message, event.hint, kind=event.kind)
+
+    def embed(self, texts: Sequence[str]) -> Embedded:
+        """Embeddings of ``texts`` from a loaded embedding model, in order. Raises EngineError (kind 'request' for a
+        model that makes none, 'context' for a text longer than the model takes)."""
+        reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
+        while True:
+            event = self._next_event(reply)
+            if isinstance(event, Embedded):
                 return event
             if isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)

@@ -3,16 +3,19 @@
 ``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
-events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
+events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model), and
+``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
 measured in the engine host where the tokens are made.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import secrets
+import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -29,7 +32,7 @@ from app.errors import EngineCrashed, EngineError
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_json_body)
+                               parse_embeddings, parse_json_body)
 from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats, Loaded
 from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
@@ -118,6 +121,12 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
             return
 
 
+def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "float":
+        return vector
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
@@ -183,6 +192,24 @@ class OpenAIServer:
         served = model_id(loaded.model_path)
         parsed = parse_completion(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
         return await self._generate(request, parsed, _CompletionShape(served))
+
+    async def embeddings(self, request: Request) -> Response:
+        loaded = self._loaded()
+        served = model_id(loaded.model_path)
+        if not loaded.details.get("embedding"):
+            raise ApiError(400, f"{served} is not an embedding model (its GGUF declares no pooling)",
+                           param="model", code="not_an_embedding_model")
+        parsed = parse_embeddings(await read_body(request), served_id=served,
+                                  n_embd=loaded.details["embedding_length"])
+        try:  # the engine serves it in its turn, after what the chat and other requests sent before
+            embedded = await asyncio.to_thread(self.client.embed, parsed.texts)
+        except Exception as exc:
+            raise engine_api_error(exc) from None
+        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(vector, parsed.encoding_format)}
+                for i, vector in enumerate(embedded.vectors)]
+        return JSONResponse({"object": "list", "data": data, "model": served,
+                             "usage": {"prompt_tokens": embedded.prompt_tokens,
+                                       "total_tokens": embedded.prompt_tokens}})
 
     async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
         try:
@@ -384,6 +411,7 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
         Route("/v1/models/{model:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/v1/embeddings", server.embeddings, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

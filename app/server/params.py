@@ -395,3 +395,34 @@ def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationReq
     # A raw completion: the prompt reaches the model as it is, without the chat template.
     return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx), stream,
                              _stream_options(body, stream))
+
+
+MAX_EMBED_INPUTS = 2048  # OpenAI's own limit per request
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    texts: list[str]
+    encoding_format: str  # float | base64 (little-endian float32, what the openai client asks for by default)
+
+
+def parse_embeddings(body: dict, *, served_id: str, n_embd: int) -> EmbeddingRequest:
+    check_model(body, served_id)
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise bad_param("input", "input must be a string or a non-empty list of strings (token arrays are not "
+                                 "supported)", "invalid_type")
+    if len(texts) > MAX_EMBED_INPUTS:
+        raise bad_param("input", f"at most {MAX_EMBED_INPUTS} inputs are accepted in one request")
+    if any(not t for t in texts):
+        raise bad_param("input", "an input may not be empty")
+    encoding = body.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        raise bad_param("encoding_format", 'encoding_format must be "float" or "base64"')
+    dimensions = _integer(body, "dimensions", None)
+    if dimensions is not None and dimensions != n_embd:
+        raise bad_param("dimensions", f"this model's embeddings have {n_embd} dimensions; it cannot give "
+                                      f"{dimensions}", "unsupported_parameter")
+    return EmbeddingRequest(texts, encoding)
