@@ -3,9 +3,9 @@
 ``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
-events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model), and
-``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
-measured in the engine host where the tokens are made.
+events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model),
+Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``. Responses carry ``usage``
+and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
+from app.server import anthropic
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
@@ -193,6 +194,40 @@ class OpenAIServer:
         parsed = parse_completion(await read_body(request), served_id=served, n_ctx=loaded.n_ctx)
         return await self._generate(request, parsed, _CompletionShape(served))
 
+    async def messages(self, request: Request) -> Response:
+        """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
+        try:
+            loaded = self._loaded()
+            served = model_id(loaded.model_path)
+            parsed = anthropic.parse_messages(await read_body(request), served_id=served, n_ctx=loaded.n_ctx,
+                                              tool_format=loaded.details.get("tool_format", ""))
+            job, first, watcher = await self.start_job(request, parsed)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        shape = anthropic.MessageShape(served)
+        if parsed.stream:
+            async def events() -> AsyncIterator[bytes]:
+                try:
+                    async for chunk in shape.stream(first, lambda: self.next_event(job), parsed.tool_format):
+                        yield chunk
+                finally:  # on completion and on disconnect
+                    watcher.cancel()
+                    job.cancel()
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            event = first
+            while not isinstance(event, Done):
+                event = await self.next_event(job)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        finally:
+            watcher.cancel()
+            job.cancel()
+        reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+        return JSONResponse(shape.whole(reply, event.stats))
+
     async def embeddings(self, request: Request) -> Response:
         loaded = self._loaded()
         served = model_id(loaded.model_path)
@@ -211,34 +246,40 @@ class OpenAIServer:
                              "usage": {"prompt_tokens": embedded.prompt_tokens,
                                        "total_tokens": embedded.prompt_tokens}})
 
-    async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
+    async def start_job(self, request: Request, parsed: GenerationRequest) -> tuple[Job, Any, asyncio.Task]:
+        """Submit a generation and wait for its first event, so that an engine refusal (a prompt longer than the
+        context, a model without tool support) is a proper 400 rather than an error inside a 200 stream. The
+        caller owns the job and the watcher that cancels it when the client goes."""
         try:
             job = await self.queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
-        finished = False
         try:
-            # Wait for the first event before answering, so that an engine refusal (prompt longer than
-            # the context) is a proper 400 rather than an error inside a 200 stream.
-            first = await self._next(job)
-            if parsed.stream:
-                finished = True  # the stream owns the job and the watcher from here
-                return StreamingResponse(self._stream(job, first, watcher, parsed, shape),
-                                         media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return job, await self.next_event(job), watcher
+        except BaseException:
+            watcher.cancel()
+            job.cancel()
+            raise
+
+    async def _generate(self, request: Request, parsed: GenerationRequest, shape: _Shape) -> Response:
+        job, first, watcher = await self.start_job(request, parsed)
+        if parsed.stream:  # the stream owns the job and the watcher from here
+            return StreamingResponse(self._stream(job, first, watcher, parsed, shape),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
             event = first
             while not isinstance(event, Done):
-                event = await self._next(job)
+                event = await self.next_event(job)
             reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
             return JSONResponse(shape.whole(reply, event.stats))
         finally:
-            if not finished:
-                watcher.cancel()
-                job.cancel()
+            watcher.cancel()
+            job.cancel()
 
     @staticmethod
-    async def _next(job: Job):
+    async def next_event(job: Job):
         try:
             return await job.next()
         except Exception as exc:
@@ -255,7 +296,7 @@ class OpenAIServer:
                 if text:
                     yield _sse(shape.piece(text))
                 try:
-                    event = await self._next(job)
+                    event = await self.next_event(job)
                 except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
                     yield _sse(exc.body())
                     return
@@ -412,6 +453,7 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/embeddings", server.embeddings, methods=["POST"]),
+        Route("/v1/messages", server.messages, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
