@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from backends import tool_calls
 from backends.base import (
     Availability,
     Backend,
@@ -30,14 +31,56 @@ from backends.base import (
 )
 
 
+def _json_lark(schema: dict, prefix: str, suffix: str) -> str:
+    """llguidance's Lark grammar for ``prefix`` + JSON valid against ``schema`` + ``suffix``. JSON is compact
+    (llguidance allows any whitespace by default, which a weak model fills a reply with), as llama.cpp's
+    grammar keeps it to one optional space."""
+    schema = {**schema, "x-guidance": {"whitespace_flexible": False, "whitespace_pattern": " ?"}}
+    return f"start: {json.dumps(prefix)} body {json.dumps(suffix)}\nbody: %json {json.dumps(schema)}"
+
+
+class _GrammarProcessor:
+    """An mlx-lm logits processor holding the reply to a grammar with llguidance: before each token the matcher is
+    told the tokens sampled since its last call and its mask of allowed tokens is applied to the logits (numpy
+    bit-unpacking and ``mx.where``: llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
+
+    def __init__(self, matcher, n_vocab: int, n_prompt: int) -> None:
+        import llguidance.numpy
+        import numpy as np
+
+        self._matcher, self._n_vocab, self._seen = matcher, n_vocab, n_prompt
+        self._bitmask = llguidance.numpy.allocate_token_bitmask(1, n_vocab)
+        self._fill = llguidance.numpy.fill_next_token_bitmask
+        self._np = np
+
+    def __call__(self, tokens, logits):
+        import mlx.core as mx
+
+        np, matcher = self._np, self._matcher
+        if matcher.is_stopped():  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
+            return logits
+        if tokens.size > self._seen:
+            matcher.consume_tokens(tokens[self._seen:].tolist())
+            self._seen = tokens.size
+        if matcher.is_error():
+            raise GenerationError("request", f"the grammar failed: {matcher.get_error()}")
+        self._fill(matcher, self._bitmask)
+        allowed = np.unpackbits(self._bitmask.view(np.uint8), bitorder="little")[: logits.shape[-1]]
+        return mx.where(mx.array(allowed.astype(bool)), logits, -mx.inf)
+
+
 class MlxBackend(Backend):
     name = "mlx"
     formats = ("mlx", "safetensors")
+    # Through llguidance (the mlx extra): it compiles JSON schemas itself, runs on any CPU (Rust, numpy masks),
+    # and needs no torch, unlike outlines and xgrammar; see docs/architecture.md.
+    structured_output = True
 
     def __init__(self) -> None:
         self._model = None
         self._tokenizer = None
         self._n_ctx = 0
+        self._ll_tokenizer = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -61,6 +104,7 @@ class MlxBackend(Backend):
             self._model, self._tokenizer = mlx_lm.load(str(folder))
         except (OSError, ValueError, KeyError) as exc:
             raise GenerationError("load", f"mlx-lm could not load {folder.name}: {exc}") from None
+        self.tool_format = tool_calls.template_format(getattr(self._tokenizer, "chat_template", None) or "")
         try:  # refuse a broken or hostile template now, not at the first message
             self._render([Message("user", "hi")])
         except GenerationError:
@@ -76,16 +120,17 @@ class MlxBackend(Backend):
             backend=self.name, model_path=model_path, n_ctx=settings.n_ctx, n_layers=n_layers,
             gpu_layers=n_layers if gpu else 0, gpu_offload_supported=gpu,
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
-            details={"bits": quant.get("bits"), "group_size": quant.get("group_size"),
+            details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device())},
         )
 
-    def _render(self, messages: Prompt) -> str:
+    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
         if isinstance(messages, str):
             return messages
         try:
-            return self._tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
-                                                       add_generation_prompt=True, tokenize=False)
+            return self._tokenizer.apply_chat_template([m.template_dict() for m in messages],
+                                                       tools=list(tools) or None, add_generation_prompt=True,
+                                                       tokenize=False)
         except Exception as exc:  # transformers renders in jinja2's sandbox: SecurityError and friends
             if type(exc).__name__ == "SecurityError":
                 message = f"the chat template tried to reach Python internals and was refused ({exc})"
@@ -103,7 +148,7 @@ class MlxBackend(Backend):
 
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
-        prompt = self._render(messages)
+        prompt = self._render(messages, sampling.tools)
         bos = self._tokenizer.bos_token
         # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
         tokens = self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos))
@@ -117,6 +162,8 @@ class MlxBackend(Backend):
                                min_p=sampling.min_p, top_k=sampling.top_k)
         processors = make_logits_processors(
             repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
+        if sampling.json_schema is not None:  # first, so the penalty sees only what the grammar allows
+            processors.insert(0, self._grammar(sampling, len(tokens)))
         detokenizer = self._tokenizer.detokenizer
         eos = self._tokenizer.eos_token_ids
         self.mark_prefill_start()
@@ -132,6 +179,23 @@ class MlxBackend(Backend):
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
+
+    def _grammar(self, sampling: SamplingSettings, n_prompt: int) -> _GrammarProcessor:
+        try:
+            import llguidance
+            import llguidance.hf
+        except ImportError:
+            raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
+                                  "pip install 'quantdesk[mlx]'") from None
+        n_vocab = int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self._tokenizer._tokenizer)
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=n_vocab,
+                                                              eos_token=sorted(self._tokenizer.eos_token_ids))
+        matcher = llguidance.LLMatcher(self._ll_tokenizer, _json_lark(sampling.json_schema, sampling.json_prefix,
+                                                                      sampling.json_suffix), log_level=0)
+        if matcher.is_error():
+            raise GenerationError("request", f"the JSON schema cannot be turned into a grammar: {matcher.get_error()}")
+        return _GrammarProcessor(matcher, n_vocab, n_prompt)
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 

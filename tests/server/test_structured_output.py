@@ -117,3 +117,24 @@ def test_a_loose_schema_may_use_keywords_the_grammar_does_not_enforce(oai, model
                                         response_format=_schema_format({"type": "integer", "minimum": 3},
                                                                        strict=False))
     assert isinstance(json.loads(reply.choices[0].message.content), int)
+
+
+@pytest.fixture(scope="module")
+def mlx_engine(tiny_models):
+    with EngineClient() as client:
+        client.load(tiny_models.mlx_4bit, LoadSettings(n_ctx=N_CTX))
+        yield client
+
+
+def test_mlx_json_schema_replies_validate_through_llguidance(mlx_engine):
+    server = ServerThread(create_app(mlx_engine)).start()
+    try:
+        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
+            name = model_id(mlx_engine.loaded.model_path)
+            for seed in range(3):  # MLX's Linux CPU build is slow: fewer seeds than on llama.cpp
+                reply = client.chat.completions.create(model=name, messages=ASK, seed=seed, max_tokens=400,
+                                                       response_format=_schema_format(PERSON))
+                assert reply.choices[0].finish_reason == "stop", (seed, reply.choices[0].message.content)
+                jsonschema.validate(json.loads(reply.choices[0].message.content), PERSON)
+    finally:
+        server.stop()
