@@ -111,7 +111,7 @@ def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
         return ""
     if kind == "tool":
         name = choice.get("name")
-        if name not in {t["function"]["name"] for t in tools}:
+        if not isinstance(name, str) or name not in {t["function"]["name"] for t in tools}:
             raise bad_param("tool_choice.name", f"tool_choice names {str(name)[:64]!r}, which is not among the tools")
         return name
     raise bad_param("tool_choice", 'tool_choice type must be "auto", "any", "tool" or "none"')

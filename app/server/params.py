@@ -241,7 +241,8 @@ def _assistant_tool_calls(message: dict, index: int) -> tuple[dict[str, Any], ..
 def chat_message(message: Any, i: int) -> Message:
     if not isinstance(message, dict):
         raise bad_param(f"messages[{i}]", "each message must be an object", "invalid_type")
-    role = _ROLES.get(message.get("role"))
+    role = message.get("role")
+    role = _ROLES.get(role) if isinstance(role, str) else None  # a list or an object is no key of _ROLES
     if role is None:
         raise bad_param(f"messages[{i}].role", f"role must be one of {', '.join(_ROLES)}, "
                                                f"not {str(message.get('role'))[:50]!r}")
@@ -294,7 +295,7 @@ def parse_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]]:
 def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
     """"none", "auto", or the name of the function to call ("" for any: "required")."""
     choice = body.get("tool_choice")
-    if choice is None or choice == "auto":
+    if choice is None or choice == "auto":  # comparisons only: a list or an object is never hashed
         return "auto"
     if choice == "none":
         return "none"
@@ -302,7 +303,7 @@ def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
         return ""
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
         name = choice["function"].get("name")
-        if name not in {t["function"]["name"] for t in tools}:
+        if not isinstance(name, str) or name not in {t["function"]["name"] for t in tools}:
             raise bad_param("tool_choice", f"tool_choice names {str(name)[:64]!r}, which is not among the tools")
         return name
     raise bad_param("tool_choice", 'tool_choice must be "none", "auto", "required" or '
