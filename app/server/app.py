@@ -159,8 +159,13 @@ class OpenAIServer:
 
     def _model_card(self) -> dict[str, Any]:
         loaded = self._loaded()
+        meta: dict[str, Any] = {"backend": loaded.backend, "n_ctx": loaded.n_ctx}
+        if loaded.details.get("tool_format"):
+            meta["tool_format"] = loaded.details["tool_format"]  # the model takes tools, written in this syntax
+        if loaded.details.get("embedding"):
+            meta.update(embedding=True, embedding_length=loaded.details["embedding_length"])
         return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
-                "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
+                "owned_by": "quantdesk", "meta": meta}
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self._model_card()] if self.client.loaded else []})

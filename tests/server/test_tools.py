@@ -43,8 +43,10 @@ def tool_api(tool_engine):
     server.stop()
 
 
-def test_the_model_reports_its_tool_syntax(tool_engine):
+def test_the_model_reports_its_tool_syntax(tool_engine, tool_api):
     assert tool_engine.loaded.details["tool_format"] == "hermes"
+    api, name = tool_api
+    assert api.models.retrieve(name).meta["tool_format"] == "hermes"
 
 
 def test_a_forced_call_comes_back_as_tool_calls(tool_api):
