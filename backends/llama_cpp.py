@@ -215,12 +215,21 @@ def _declared_pooling(model_path: str) -> int:
 class _GrammarSampler:
     """Grammar-constrained sampling as llama.cpp's own ``common_sampler_sample`` does it (common/sampling.cpp):
     the chain picks a token from the raw candidates, the grammar checks that one token alone, and only when it is
-    refused are all candidates run through the grammar and the chain again. Checking the whole vocabulary against
-    the grammar at every token (the grammar as one more link of the chain, as ``Llama._init_sampler`` does) walks
-    every token's text through the grammar: milliseconds a token at a 152k vocabulary. The candidates live in one
-    array allocated per reply; both samplers are told the token taken (``llama_sampler_accept``)."""
+    refused is the choice made again among what the grammar allows. Checking the whole vocabulary against the
+    grammar at every token (the grammar as one more link of the chain, as ``Llama._init_sampler`` does) walks every
+    token's text through the grammar: milliseconds a token at a 152k vocabulary.
 
-    def __init__(self, llama_cpp, llm, chain, grammar_text: str, root: str) -> None:
+    The second choice is where the time goes, so it starts small, and exactly: after the repetition penalty, the
+    grammar checks only the ``SHORTLIST`` likeliest tokens. The chain after the penalty (greedy, or top-k then
+    top-p, min-p, temperature, draw) only ever looks at the k best allowed tokens (1 for greedy), and no token
+    outside the shortlist is likelier than one inside it; so when the shortlist holds k allowed tokens, the chain
+    run on it picks what it would pick from the whole vocabulary. Otherwise (a structural position, where few tokens
+    fit; top-k off) the whole vocabulary goes through the grammar, as llama.cpp does. The candidates live in arrays
+    allocated per reply; the chain and the grammar are told the token taken (``llama_sampler_accept``)."""
+
+    SHORTLIST = 256
+
+    def __init__(self, llama_cpp, llm, chain, grammar_text: str, root: str, sampling: SamplingSettings) -> None:
         import numpy as np
 
         self._lib, self._ctx, self._chain = llama_cpp, llm.ctx, chain
@@ -229,12 +238,21 @@ class _GrammarSampler:
         if not self._grammar:
             raise GenerationError("request", "llama.cpp refused the grammar built from the JSON schema",
                                   "see the engine log for llama.cpp's reason")
+        # The chain's links, applied one by one on a resample: the penalty first, then the rest.
+        self._links = [llama_cpp.llama_sampler_chain_get(chain, i)
+                       for i in range(llama_cpp.llama_sampler_chain_n(chain))]
+        # How many allowed tokens the choice after the penalty looks at (None: all of them, top-k off).
+        self._needed = 1 if sampling.temperature == 0 else (sampling.top_k or None)
         n_vocab = llm.n_vocab()
         self._n_vocab = n_vocab
         self._data = (llama_cpp.llama_token_data * n_vocab)()
         self._view = np.ctypeslib.as_array(self._data)  # id, logit, p: numpy fills the C array in place
         self._ids = np.arange(n_vocab, dtype=np.int32)
         self._all = llama_cpp.llama_token_data_array(self._data, n_vocab, -1, False)
+        self._short_n = min(max(self.SHORTLIST, 4 * (self._needed or 0)), n_vocab)
+        self._short_data = (llama_cpp.llama_token_data * self._short_n)()
+        self._short_view = np.ctypeslib.as_array(self._short_data)
+        self._short = llama_cpp.llama_token_data_array(self._short_data, self._short_n, -1, False)
         self._one_data = (llama_cpp.llama_token_data * 1)()
         self._one = llama_cpp.llama_token_data_array(self._one_data, 1, -1, False)
         self._np = np
@@ -258,13 +276,30 @@ class _GrammarSampler:
         self._one.size, self._one.selected, self._one.sorted = 1, -1, False
         lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
         if one.logit == float("-inf"):  # the grammar refuses it: choose among what the grammar allows
-            self._fill()
-            lib.llama_sampler_apply(self._grammar, everything)
-            lib.llama_sampler_apply(self._chain, everything)
-            token = int(self._view["id"][self._all.selected])
+            token = self._resample()
         lib.llama_sampler_accept(self._grammar, token)
         lib.llama_sampler_accept(self._chain, token)
         return token
+
+    def _resample(self) -> int:
+        lib, np = self._lib, self._np
+        self._fill()
+        penalty, rest = self._links[0], self._links[1:]
+        lib.llama_sampler_apply(penalty, ctypes.byref(self._all))
+        if self._needed is not None and self._short_n < self._n_vocab:
+            view, short, n = self._view, self._short_view, self._short_n
+            likeliest = np.argpartition(view["logit"], self._n_vocab - n)[self._n_vocab - n:]
+            short[:] = view[likeliest]
+            self._short.size, self._short.selected, self._short.sorted = n, -1, False
+            lib.llama_sampler_apply(self._grammar, ctypes.byref(self._short))
+            if np.count_nonzero(short["logit"] != -np.inf) >= self._needed:
+                for link in rest:
+                    lib.llama_sampler_apply(link, ctypes.byref(self._short))
+                return int(short["id"][self._short.selected])
+        lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+        for link in rest:
+            lib.llama_sampler_apply(link, ctypes.byref(self._all))
+        return int(self._view["id"][self._all.selected])
 
     def free(self) -> None:
         if self._grammar:
@@ -507,7 +542,7 @@ class LlamaCppBackend(Backend):
         if sampling.json_schema is not None:
             try:
                 rules = json_grammar(sampling.json_schema, sampling.json_prefix, sampling.json_suffix)
-                grammar = _GrammarSampler(llama_cpp, llm, chain, *rules)
+                grammar = _GrammarSampler(llama_cpp, llm, chain, *rules, sampling)
             except BaseException:
                 llama_cpp.llama_sampler_free(chain)
                 raise
