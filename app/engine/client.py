@@ -427,9 +427,13 @@ class EngineClient:
         request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
                                str(logprobs_path or ""), str(vocabulary_path or ""))
         reply, _ = self._submit(request, "while scoring")
+        return self._answer(reply, Scored)
+
+    def _answer(self, reply: _Reply, answer: type[Scored] | type[Embedded]):
+        """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError."""
         while True:
             event = self._next_event(reply)
-            if isinstance(event, Scored):
+            if isinstance(event, answer):
                 return event
             if isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
@@ -438,12 +442,7 @@ class EngineClient:
         """Embeddings of ``texts`` from a loaded embedding model, in order. Raises EngineError (kind 'request' for a
         model that makes none, 'context' for a text longer than the model takes)."""
         reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
-        while True:
-            event = self._next_event(reply)
-            if isinstance(event, Embedded):
-                return event
-            if isinstance(event, ErrorEvent):
-                raise EngineError(event.message, event.hint, kind=event.kind)
+        return self._answer(reply, Embedded)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

@@ -8,10 +8,9 @@ import httpx
 import jsonschema
 import pytest
 
-from app.engine.client import EngineClient
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import LoadSettings
+from tests.server.conftest import loaded_engine
 
 KEY = "qd-key-0123456789abcdef"
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
@@ -22,9 +21,7 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 @pytest.fixture(scope="module")
 def tool_engine(tiny_tool_model):
-    with EngineClient() as client:
-        client.load(tiny_tool_model, LoadSettings(n_ctx=2048))
-        yield client
+    yield from loaded_engine(tiny_tool_model, n_ctx=2048)
 
 
 @pytest.fixture

@@ -57,7 +57,8 @@ MORE = settings(max_examples=300, deadline=None)
 def test_any_tools_or_response_format_give_a_request_or_a_4xx(messages, tools, tool_choice, response_format):
     body = {"messages": messages, "tools": tools, "tool_choice": tool_choice, "response_format": response_format}
     for tool_format in ("hermes", "harmony", ""):
-        request = _four_hundred(lambda b: parse_chat(b, served_id=SERVED, n_ctx=512, tool_format=tool_format), body)
+        request = _four_hundred(lambda b, fmt=tool_format: parse_chat(b, served_id=SERVED, n_ctx=512, tool_format=fmt),
+                                body)
         if request is not None:
             assert isinstance(request, GenerationRequest)
             request.sampling.validate()

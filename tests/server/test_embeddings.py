@@ -8,29 +8,21 @@ import math
 import openai
 import pytest
 
-from app.engine.client import EngineClient
 from app.errors import EngineError
-from app.server.app import create_app, model_id
-from app.server.thread import ServerThread
-from backends.base import LoadSettings
 from tests.fixtures.models import TINY
+from tests.server.conftest import loaded_engine, openai_client
 
 TEXTS = ["Local models run on laptops.", "The quick brown fox jumps over the lazy dog.", "Hello there!"]
 
 
 @pytest.fixture(scope="module")
 def embed_engine(tiny_embedding_model):
-    with EngineClient() as client:
-        client.load(tiny_embedding_model, LoadSettings(n_ctx=512))
-        yield client
+    yield from loaded_engine(tiny_embedding_model)
 
 
 @pytest.fixture
 def embed_api(embed_engine):
-    server = ServerThread(create_app(embed_engine)).start()
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
-        yield client, model_id(embed_engine.loaded.model_path)
-    server.stop()
+    yield from openai_client(embed_engine)
 
 
 def test_the_load_reports_an_embedding_model_with_its_pooling(embed_engine):

@@ -9,11 +9,7 @@ import jsonschema
 import openai
 import pytest
 
-from app.engine.client import EngineClient
-from app.server.app import create_app, model_id
-from app.server.thread import ServerThread
-from backends.base import LoadSettings
-from tests.server.conftest import N_CTX
+from tests.server.conftest import loaded_engine, openai_client
 
 # Every field bounded, so that even a random model's reply ends inside max_tokens (the grammar then allows only
 # the end-of-turn token).
@@ -39,16 +35,12 @@ def _schema_format(schema: dict, strict: bool = True) -> dict:
 
 @pytest.fixture(scope="module", params=["gguf_q8_0", "gguf_q4_k_m"])
 def quant_engine(request, tiny_models):
-    with EngineClient() as client:
-        client.load(getattr(tiny_models, request.param), LoadSettings(n_ctx=N_CTX))
-        yield client
+    yield from loaded_engine(getattr(tiny_models, request.param))
 
 
 @pytest.fixture
-def quant_server(quant_engine):
-    server = ServerThread(create_app(quant_engine)).start()
-    yield server, model_id(quant_engine.loaded.model_path)
-    server.stop()
+def quant_api(quant_engine):
+    yield from openai_client(quant_engine)
 
 
 @pytest.fixture
@@ -57,15 +49,14 @@ def oai(server) -> openai.OpenAI:
         yield client
 
 
-def test_json_schema_replies_validate_over_20_seeds(quant_server):
-    server, name = quant_server
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
-        for seed in range(20):
-            reply = client.chat.completions.create(model=name, messages=ASK, seed=seed, max_tokens=400,
-                                                   response_format=_schema_format(PERSON))
-            choice = reply.choices[0]
-            assert choice.finish_reason == "stop", (seed, choice.message.content)
-            jsonschema.validate(json.loads(choice.message.content), PERSON)
+def test_json_schema_replies_validate_over_20_seeds(quant_api):
+    client, name = quant_api
+    for seed in range(20):
+        reply = client.chat.completions.create(model=name, messages=ASK, seed=seed, max_tokens=400,
+                                               response_format=_schema_format(PERSON))
+        choice = reply.choices[0]
+        assert choice.finish_reason == "stop", (seed, choice.message.content)
+        jsonschema.validate(json.loads(choice.message.content), PERSON)
 
 
 def test_a_streamed_json_schema_reply_validates_too(oai, model_name):
@@ -121,20 +112,18 @@ def test_a_loose_schema_may_use_keywords_the_grammar_does_not_enforce(oai, model
 
 @pytest.fixture(scope="module")
 def mlx_engine(tiny_models):
-    with EngineClient() as client:
-        client.load(tiny_models.mlx_4bit, LoadSettings(n_ctx=N_CTX))
-        yield client
+    yield from loaded_engine(tiny_models.mlx_4bit)
 
 
-def test_mlx_json_schema_replies_validate_through_llguidance(mlx_engine):
-    server = ServerThread(create_app(mlx_engine)).start()
-    try:
-        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
-            name = model_id(mlx_engine.loaded.model_path)
-            for seed in range(3):  # MLX's Linux CPU build is slow: fewer seeds than on llama.cpp
-                reply = client.chat.completions.create(model=name, messages=ASK, seed=seed, max_tokens=400,
-                                                       response_format=_schema_format(PERSON))
-                assert reply.choices[0].finish_reason == "stop", (seed, reply.choices[0].message.content)
-                jsonschema.validate(json.loads(reply.choices[0].message.content), PERSON)
-    finally:
-        server.stop()
+@pytest.fixture
+def mlx_api(mlx_engine):
+    yield from openai_client(mlx_engine)
+
+
+def test_mlx_json_schema_replies_validate_through_llguidance(mlx_api):
+    client, name = mlx_api
+    for seed in range(3):  # MLX's Linux CPU build is slow: fewer seeds than on llama.cpp
+        reply = client.chat.completions.create(model=name, messages=ASK, seed=seed, max_tokens=400,
+                                               response_format=_schema_format(PERSON))
+        assert reply.choices[0].finish_reason == "stop", (seed, reply.choices[0].message.content)
+        jsonschema.validate(json.loads(reply.choices[0].message.content), PERSON)

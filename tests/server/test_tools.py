@@ -10,10 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from app.engine.client import EngineClient
-from app.server.app import create_app, model_id
-from app.server.thread import ServerThread
-from backends.base import LoadSettings
+from tests.server.conftest import loaded_engine, openai_client
 
 WEATHER_ARGS = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
                                                  "unit": {"enum": ["celsius", "fahrenheit"]}},
@@ -30,17 +27,12 @@ FORCE_WEATHER = {"type": "function", "function": {"name": "get_weather"}}
 
 @pytest.fixture(scope="module")
 def tool_engine(tiny_tool_model):
-    with EngineClient() as client:
-        client.load(tiny_tool_model, LoadSettings(n_ctx=2048))  # the tools in the system prompt take ~700 tokens
-        yield client
+    yield from loaded_engine(tiny_tool_model, n_ctx=2048)  # the tools in the system prompt take ~700 tokens
 
 
 @pytest.fixture
 def tool_api(tool_engine):
-    server = ServerThread(create_app(tool_engine)).start()
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
-        yield client, model_id(tool_engine.loaded.model_path)
-    server.stop()
+    yield from openai_client(tool_engine)
 
 
 def test_the_model_reports_its_tool_syntax(tool_engine, tool_api):
