@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template, llama_cpp_log, tool_calls
+from backends import chat_template, json_schema, llama_cpp_log, tool_calls
 from backends.base import (
     Availability,
     Backend,
@@ -171,30 +171,6 @@ class _Pieces(dict):
         return piece
 
 
-# JSON forbids raw control characters in strings; llama.cpp's own converter (common/json-schema-to-grammar.cpp)
-# excludes them, llama-cpp-python's Python port (0.3.36) still allows them, so a random or careless model writes
-# strings that json.loads(strict) refuses. The port's rule, and llama.cpp's:
-_LOOSE_JSON_CHAR = 'char ::= [^"\\\\] |'
-_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |'
-
-
-def json_grammar(schema: dict, prefix: str = "", suffix: str = "") -> tuple[str, str]:
-    """GBNF for ``prefix`` + JSON valid against ``schema`` + ``suffix``, and the name of its root rule, built
-    by llama-cpp-python's port of llama.cpp's json_schema_to_grammar."""
-    import json
-
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    try:
-        grammar = json_schema_to_gbnf(json.dumps(schema))
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # the converter's ways of refusing a schema
-        raise GenerationError("request", f"the JSON schema cannot be turned into a grammar: {exc}") from None
-    grammar = grammar.replace(_LOOSE_JSON_CHAR, _JSON_CHAR)
-    if not prefix and not suffix:
-        return grammar, "root"
-    return f"qd-wrapped ::= {json.dumps(prefix)} root {json.dumps(suffix)}\n{grammar}", "qd-wrapped"
-
-
 _POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama.h enum llama_pooling_type
 
 
@@ -212,99 +188,63 @@ def _declared_pooling(model_path: str) -> int:
     return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0
 
 
-class _GrammarSampler:
-    """Grammar-constrained sampling as llama.cpp's own ``common_sampler_sample`` does it (common/sampling.cpp):
-    the chain picks a token from the raw candidates, the grammar checks that one token alone, and only when it is
-    refused is the choice made again among what the grammar allows. Checking the whole vocabulary against the
-    grammar at every token (the grammar as one more link of the chain, as ``Llama._init_sampler`` does) walks every
-    token's text through the grammar: milliseconds a token at a 152k vocabulary.
+def _guidance_tokenizer(llguidance, llama_cpp, vocab, n_vocab: int):
+    """llguidance's view of a llama.cpp vocabulary, and its end-of-generation tokens (``<|im_end|>`` as well as
+    ``<|endoftext|>``), as ``llguidance.llamacpp.lltokenizer_from_vocab`` builds it (every token's bytes, control
+    tokens marked with a leading 0xff, llama.cpp's own tokenizer for text) but with llama_vocab_get_attr: that helper
+    still calls the deprecated llama_token_get_attr."""
+    buffer = ctypes.create_string_buffer(16 * 1024)
+    tokens, end_of_turn = [], []
+    for token in range(n_vocab):
+        n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
+        piece = buffer.raw[:max(n, 0)]
+        attr = llama_cpp.llama_vocab_get_attr(vocab, token)
+        if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+                                                         and piece.startswith(b"<") and piece.endswith(b">")):
+            piece = b"\xff" + piece
+        tokens.append(piece)
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            end_of_turn.append(token)
+    tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+    return llguidance.LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
+                                                eos_token=end_of_turn, slices=None), frozenset(end_of_turn)
 
-    The second choice is where the time goes, so it starts small, and exactly: after the repetition penalty, the
-    grammar checks only the ``SHORTLIST`` likeliest tokens. The chain after the penalty (greedy, or top-k then
-    top-p, min-p, temperature, draw) only ever looks at the k best allowed tokens (1 for greedy), and no token
-    outside the shortlist is likelier than one inside it; so when the shortlist holds k allowed tokens, the chain
-    run on it picks what it would pick from the whole vocabulary. Otherwise (a structural position, where few tokens
-    fit; top-k off) the whole vocabulary goes through the grammar, as llama.cpp does. The candidates live in arrays
-    allocated per reply; the chain and the grammar are told the token taken (``llama_sampler_accept``)."""
 
-    SHORTLIST = 256
+class _GuidedSampler:
+    """The native sampler chain held to a grammar (backends/json_schema.TokenMask, llguidance): before each token the
+    tokens the grammar refuses get a logit of -inf, then the chain chooses as always: llama.cpp's "grammar first"
+    order, with a mask that costs tens of microseconds instead of a grammar walk over the vocabulary. The candidates
+    live in one array allocated per reply, filled from the logits with numpy; the chain and the matcher are told the
+    token taken, as ``llama_sampler_sample`` tells the chain."""
 
-    def __init__(self, llama_cpp, llm, chain, grammar_text: str, root: str, sampling: SamplingSettings) -> None:
+    def __init__(self, llama_cpp, llm, chain, mask: json_schema.TokenMask) -> None:
         import numpy as np
 
-        self._lib, self._ctx, self._chain = llama_cpp, llm.ctx, chain
-        self._grammar = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, grammar_text.encode("utf-8"),
-                                                             root.encode("utf-8"))
-        if not self._grammar:
-            raise GenerationError("request", "llama.cpp refused the grammar built from the JSON schema",
-                                  "see the engine log for llama.cpp's reason")
-        # The chain's links, applied one by one on a resample: the penalty first, then the rest.
-        self._links = [llama_cpp.llama_sampler_chain_get(chain, i)
-                       for i in range(llama_cpp.llama_sampler_chain_n(chain))]
-        # How many allowed tokens the choice after the penalty looks at (None: all of them, top-k off).
-        self._needed = 1 if sampling.temperature == 0 else (sampling.top_k or None)
+        self._lib, self._ctx, self._chain, self._mask = llama_cpp, llm.ctx, chain, mask
         n_vocab = llm.n_vocab()
         self._n_vocab = n_vocab
         self._data = (llama_cpp.llama_token_data * n_vocab)()
         self._view = np.ctypeslib.as_array(self._data)  # id, logit, p: numpy fills the C array in place
         self._ids = np.arange(n_vocab, dtype=np.int32)
         self._all = llama_cpp.llama_token_data_array(self._data, n_vocab, -1, False)
-        self._short_n = min(max(self.SHORTLIST, 4 * (self._needed or 0)), n_vocab)
-        self._short_data = (llama_cpp.llama_token_data * self._short_n)()
-        self._short_view = np.ctypeslib.as_array(self._short_data)
-        self._short = llama_cpp.llama_token_data_array(self._short_data, self._short_n, -1, False)
-        self._one_data = (llama_cpp.llama_token_data * 1)()
-        self._one = llama_cpp.llama_token_data_array(self._one_data, 1, -1, False)
         self._np = np
-
-    def _fill(self) -> None:
-        logits = self._np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
-        view = self._view
-        view["id"] = self._ids
-        view["logit"] = logits
-        view["p"] = 0.0
-        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
 
     def sample(self, _chain, _ctx, _idx) -> int:
         """``llama_sampler_sample``'s signature, so the token loop calls either the same way."""
-        lib, everything = self._lib, ctypes.byref(self._all)
-        self._fill()
-        lib.llama_sampler_apply(self._chain, everything)
-        token = int(self._view["id"][self._all.selected])
-        one = self._one_data[0]
-        one.id, one.logit, one.p = token, 1.0, 0.0
-        self._one.size, self._one.selected, self._one.sorted = 1, -1, False
-        lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
-        if one.logit == float("-inf"):  # the grammar refuses it: choose among what the grammar allows
-            token = self._resample()
-        lib.llama_sampler_accept(self._grammar, token)
+        lib, np, view = self._lib, self._np, self._view
+        view["id"] = self._ids
+        view["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        view["p"] = 0.0
+        view["logit"][self._mask.allowed() == 0] = -np.inf
+        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
+        lib.llama_sampler_apply(self._chain, ctypes.byref(self._all))
+        token = int(view["id"][self._all.selected])
+        try:
+            self._mask.take([token])
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
         lib.llama_sampler_accept(self._chain, token)
         return token
-
-    def _resample(self) -> int:
-        lib, np = self._lib, self._np
-        self._fill()
-        penalty, rest = self._links[0], self._links[1:]
-        lib.llama_sampler_apply(penalty, ctypes.byref(self._all))
-        if self._needed is not None and self._short_n < self._n_vocab:
-            view, short, n = self._view, self._short_view, self._short_n
-            likeliest = np.argpartition(view["logit"], self._n_vocab - n)[self._n_vocab - n:]
-            short[:] = view[likeliest]
-            self._short.size, self._short.selected, self._short.sorted = n, -1, False
-            lib.llama_sampler_apply(self._grammar, ctypes.byref(self._short))
-            if np.count_nonzero(short["logit"] != -np.inf) >= self._needed:
-                for link in rest:
-                    lib.llama_sampler_apply(link, ctypes.byref(self._short))
-                return int(short["id"][self._short.selected])
-        lib.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
-        for link in rest:
-            lib.llama_sampler_apply(link, ctypes.byref(self._all))
-        return int(self._view["id"][self._all.selected])
-
-    def free(self) -> None:
-        if self._grammar:
-            self._lib.llama_sampler_free(self._grammar)
-            self._grammar = None
 
 
 class LlamaCppBackend(Backend):
@@ -323,6 +263,7 @@ class LlamaCppBackend(Backend):
         self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text, for replies that may call tools
         self._overrides = None  # the tensor-placement array, alive while the model is
         self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
+        self._ll_tokenizer = None  # llguidance's view of the vocabulary, for structured output
 
     @classmethod
     def probe(cls) -> Availability:
@@ -378,6 +319,7 @@ class LlamaCppBackend(Backend):
                                   "see the engine log for llama.cpp's reason") from None
         self._make_abort_callback(llama_cpp)
         self._kv_tokens = []
+        self._ll_tokenizer = None
         self._pieces = _Pieces(llama_cpp, self._llm._model.vocab)
         self._special_pieces = _Pieces(llama_cpp, self._llm._model.vocab, special=True)
         metadata = self._llm.metadata
@@ -537,16 +479,10 @@ class LlamaCppBackend(Backend):
         pieces = self._special_pieces if sampling.tools else self._pieces
         decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        mask = self._token_mask(llama_cpp, sampling) if sampling.json_schema is not None else None
         chain = self._sampler_chain(llama_cpp, sampling)
-        grammar = None
-        if sampling.json_schema is not None:
-            try:
-                rules = json_grammar(sampling.json_schema, sampling.json_prefix, sampling.json_suffix)
-                grammar = _GrammarSampler(llama_cpp, llm, chain, *rules, sampling)
-            except BaseException:
-                llama_cpp.llama_sampler_free(chain)
-                raise
-            sample = grammar.sample
+        if mask is not None:
+            sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
         try:
             self.mark_prefill_start()
             status = self._prefill(llama_cpp, tokens)
@@ -574,9 +510,25 @@ class LlamaCppBackend(Backend):
             raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
                                   "see the engine log for llama.cpp's reason")
         finally:
-            if grammar is not None:
-                grammar.free()
             llama_cpp.llama_sampler_free(chain)
+
+    def _token_mask(self, llama_cpp, sampling: SamplingSettings) -> json_schema.TokenMask:
+        """The grammar for ``sampling``'s JSON schema, on llguidance's view of this model's vocabulary (built at the
+        first structured reply, about a second at 150k tokens, then kept with the model)."""
+        try:
+            import llguidance
+        except ImportError:
+            raise GenerationError("request", "structured output needs llguidance, which is not installed",
+                                  "pip install 'quantdesk[llama]'") from None
+        n_vocab = self._llm.n_vocab()
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = _guidance_tokenizer(llguidance, llama_cpp, self._llm._model.vocab, n_vocab)
+        tokenizer, ends = self._ll_tokenizer
+        try:
+            return json_schema.TokenMask(tokenizer, sampling.json_schema, sampling.json_prefix, sampling.json_suffix,
+                                         n_vocab, ends)
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
 
     def generate(self, request_id, messages, sampling, cancelled):
         import llama_cpp

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import tool_calls
+from backends import json_schema, tool_calls
 from backends.base import (
     Availability,
     Backend,
@@ -31,49 +31,34 @@ from backends.base import (
 )
 
 
-def _json_lark(schema: dict, prefix: str, suffix: str) -> str:
-    """llguidance's Lark grammar for ``prefix`` + JSON valid against ``schema`` + ``suffix``. JSON is compact
-    (llguidance allows any whitespace by default, which a weak model fills a reply with), as llama.cpp's
-    grammar keeps it to one optional space."""
-    schema = {**schema, "x-guidance": {"whitespace_flexible": False, "whitespace_pattern": " ?"}}
-    return f"start: {json.dumps(prefix)} body {json.dumps(suffix)}\nbody: %json {json.dumps(schema)}"
-
-
 class _GrammarProcessor:
-    """An mlx-lm logits processor holding the reply to a grammar with llguidance: before each token the matcher is
-    told the tokens sampled since its last call and its mask of allowed tokens is applied to the logits (numpy
-    bit-unpacking and ``mx.where``: llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
+    """An mlx-lm logits processor holding the reply to a grammar (backends/json_schema.TokenMask, llguidance): the
+    matcher is told the tokens sampled since its last call, and the tokens it refuses get -inf (``mx.where``:
+    llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
 
-    def __init__(self, matcher, n_vocab: int, n_prompt: int) -> None:
-        import llguidance.numpy
-        import numpy as np
-
-        self._matcher, self._n_vocab, self._seen = matcher, n_vocab, n_prompt
-        self._bitmask = llguidance.numpy.allocate_token_bitmask(1, n_vocab)
-        self._fill = llguidance.numpy.fill_next_token_bitmask
-        self._np = np
+    def __init__(self, mask: json_schema.TokenMask, n_prompt: int) -> None:
+        self._mask, self._seen = mask, n_prompt
 
     def __call__(self, tokens, logits):
         import mlx.core as mx
 
-        np, matcher = self._np, self._matcher
-        if matcher.is_stopped():  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
+        if self._mask.stopped:  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
             return logits
         if tokens.size > self._seen:
-            matcher.consume_tokens(tokens[self._seen:].tolist())
+            try:
+                self._mask.take(tokens[self._seen:].tolist())
+            except ValueError as exc:
+                raise GenerationError("request", str(exc)) from None
             self._seen = tokens.size
-        if matcher.is_error():
-            raise GenerationError("request", f"the grammar failed: {matcher.get_error()}")
-        self._fill(matcher, self._bitmask)
-        allowed = np.unpackbits(self._bitmask.view(np.uint8), bitorder="little")[: logits.shape[-1]]
+        allowed = self._mask.allowed()[: logits.shape[-1]]
         return mx.where(mx.array(allowed.astype(bool)), logits, -mx.inf)
 
 
 class MlxBackend(Backend):
     name = "mlx"
     formats = ("mlx", "safetensors")
-    # Through llguidance (the mlx extra): it compiles JSON schemas itself, runs on any CPU (Rust, numpy masks),
-    # and needs no torch, unlike outlines and xgrammar; see docs/architecture.md.
+    # Through llguidance (backends/json_schema.py), as llama.cpp: it runs on any CPU (Rust, numpy masks) and needs
+    # no torch, unlike outlines and xgrammar; see docs/architecture.md.
     structured_output = True
 
     def __init__(self) -> None:
@@ -182,7 +167,6 @@ class MlxBackend(Backend):
 
     def _grammar(self, sampling: SamplingSettings, n_prompt: int) -> _GrammarProcessor:
         try:
-            import llguidance
             import llguidance.hf
         except ImportError:
             raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
@@ -191,11 +175,12 @@ class MlxBackend(Backend):
         if self._ll_tokenizer is None:
             self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=n_vocab,
                                                               eos_token=sorted(self._tokenizer.eos_token_ids))
-        matcher = llguidance.LLMatcher(self._ll_tokenizer, _json_lark(sampling.json_schema, sampling.json_prefix,
-                                                                      sampling.json_suffix), log_level=0)
-        if matcher.is_error():
-            raise GenerationError("request", f"the JSON schema cannot be turned into a grammar: {matcher.get_error()}")
-        return _GrammarProcessor(matcher, n_vocab, n_prompt)
+        try:
+            mask = json_schema.TokenMask(self._ll_tokenizer, sampling.json_schema, sampling.json_prefix,
+                                         sampling.json_suffix, n_vocab, frozenset(self._tokenizer.eos_token_ids))
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+        return _GrammarProcessor(mask, n_prompt)
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 

@@ -1,19 +1,20 @@
-"""llama.cpp's grammar-constrained sampling (backends/llama_cpp._GrammarSampler) on the real tiny model: the
-shortlist that makes a refused token cheap to replace changes no token, and the grammar holds every reply."""
+"""llama.cpp held to a grammar (backends/llama_cpp._GuidedSampler, llguidance's token mask) on the real tiny model:
+the chain still chooses (a seed repeats its reply), and text around the JSON is part of the grammar."""
 
 from __future__ import annotations
 
 import json
 import threading
 
+import jsonschema
 import pytest
 
-from backends import llama_cpp as llama_cpp_backend
-from backends.base import Done, LoadSettings, Message, SamplingSettings
-from backends.llama_cpp import LlamaCppBackend, json_grammar
+from backends.base import Done, GenerationError, LoadSettings, Message, SamplingSettings
+from backends.llama_cpp import LlamaCppBackend
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
-                                           "n": {"type": "integer"}, "ok": {"type": "boolean"}},
+                                           "n": {"type": "integer", "minimum": 1, "maximum": 99},
+                                           "ok": {"type": "boolean"}},
           "required": ["name", "n", "ok"], "additionalProperties": False}
 ASK = [Message("user", "Describe yourself as JSON.")]
 
@@ -26,43 +27,28 @@ def backend(tiny_models):
     backend.unload()
 
 
-def _text(backend, sampling) -> str:
-    return next(e for e in backend.generate("r", ASK, sampling, threading.Event()) if isinstance(e, Done)).text
+def _done(backend, sampling) -> Done:
+    return next(e for e in backend.generate("r", ASK, sampling, threading.Event()) if isinstance(e, Done))
 
 
-@pytest.mark.parametrize("sampling", [
-    {"temperature": 0.0}, {"temperature": 0.8, "top_k": 40}, {"temperature": 1.5, "top_k": 5, "min_p": 0.0},
-], ids=["greedy", "top-k 40", "top-k 5"])
-def test_the_shortlist_picks_what_the_whole_vocabulary_picks(backend, monkeypatch, sampling):
-    resample = llama_cpp_backend._GrammarSampler._resample
-    ways = {"shortlist": 0, "whole": 0}
-
-    def counted(self):
-        self._short.selected = -1  # the chain sets it only when it chose from the shortlist
-        token = resample(self)
-        ways["shortlist" if self._short.selected >= 0 else "whole"] += 1
-        return token
-
-    monkeypatch.setattr(llama_cpp_backend._GrammarSampler, "_resample", counted)
-    replies = {}
-    for shortlist in (16, 10**9):  # 10**9: never a shortlist, every refused token goes the whole way
-        monkeypatch.setattr(llama_cpp_backend._GrammarSampler, "SHORTLIST", shortlist)
-        replies[shortlist] = [_text(backend, SamplingSettings(seed=seed, max_tokens=120, json_schema=SCHEMA,
-                                                              **sampling)) for seed in range(4)]
-        if shortlist == 16:
-            assert ways["shortlist"] and ways["whole"], ways  # both ways were taken
-    assert replies[16] == replies[10**9]
-    for text in replies[16]:
-        assert set(json.loads(text)) == {"name", "n", "ok"}
-
-
-def test_json_strings_exclude_control_characters_as_json_does():
-    grammar, root = json_grammar({"type": "string"})
-    assert root == "root" and r'[^"\\\x7F\x00-\x1F]' in grammar
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8}, {"temperature": 1.5, "top_k": 5}],
+                         ids=["greedy", "default", "hot"])
+def test_every_reply_is_valid_and_a_seed_repeats_it(backend, sampling):
+    for seed in range(3):
+        first = _done(backend, SamplingSettings(seed=seed, max_tokens=120, json_schema=SCHEMA, **sampling))
+        again = _done(backend, SamplingSettings(seed=seed, max_tokens=120, json_schema=SCHEMA, **sampling))
+        assert first.text == again.text and first.stats.stop_reason == "eos"
+        jsonschema.validate(json.loads(first.text), SCHEMA)
 
 
 def test_text_around_the_json_is_part_of_the_grammar(backend):
-    text = _text(backend, SamplingSettings(seed=3, max_tokens=120, json_schema=SCHEMA, json_prefix="<out>",
-                                           json_suffix="</out>"))
+    text = _done(backend, SamplingSettings(seed=3, max_tokens=120, json_schema=SCHEMA, json_prefix="<out>",
+                                           json_suffix="</out>")).text
     assert text.startswith("<out>") and text.endswith("</out>")
-    json.loads(text[len("<out>"):-len("</out>")])
+    jsonschema.validate(json.loads(text[len("<out>"):-len("</out>")]), SCHEMA)
+
+
+def test_a_schema_llguidance_cannot_compile_is_refused_in_words_and_the_model_goes_on(backend):
+    with pytest.raises(GenerationError, match="cannot be turned into a grammar.*uniqueItems"):
+        _done(backend, SamplingSettings(max_tokens=8, json_schema={"type": "array", "uniqueItems": True}))
+    assert _done(backend, SamplingSettings(seed=1, max_tokens=4)).stats.generated_tokens == 4
