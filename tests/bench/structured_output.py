@@ -1,9 +1,9 @@
-"""Benchmark: decode tok/s of a reply held to a JSON schema (llama.cpp's grammar) ÷ the same reply without one.
+"""Benchmark: decode tok/s of a reply held to a JSON schema (a grammar) ÷ the same reply without one, on llama.cpp.
 
 One engine host, one model; runs alternate with / without the schema so drift on a noisy machine hits both. The
-schema is one unbounded string, so both replies run to --tokens (the random model never ends a turn by itself)
-and the grammar works at every token: the check of the sampled token, and a whole-vocabulary pass wherever the
-grammar refuses it (a quote or a control character inside the string). Rates are the host's own (decode tok/s).
+schema is one unbounded string: the grammar (llguidance's token mask, backends/json_schema.py) works at every
+token, and the random model, which never writes JSON by itself, is held to it all the way (it may close the string
+early and end). Rates are the host's own (decode tok/s).
 
     python -m tests.bench.structured_output [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--quant Q4_K_M]
 
