@@ -295,17 +295,32 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-def render(source: str, messages: Sequence[dict[str, str]], *, bos_token: str = "", eos_token: str = "",
-           add_generation_prompt: bool = True) -> str:
-    """Render ``messages`` with the template ``source``; TemplateError on any failure, with the reason."""
+def declares_tools(source: str) -> bool:
+    """Whether the template reads the ``tools`` variable, i.e. can show the model the tools it may call."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return "tools" in meta.find_undeclared_variables(jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
+                                                         .parse(source))
+    except jinja2.TemplateError:
+        return False
+
+
+def render(source: str, messages: Sequence[dict[str, Any]], *, bos_token: str = "", eos_token: str = "",
+           add_generation_prompt: bool = True, tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """Render ``messages`` with the template ``source``; TemplateError on any failure, with the reason.
+    ``tools`` (OpenAI's list of function tools) reaches the template as Hugging Face passes it: None for none."""
     from jinja2.exceptions import SecurityError, TemplateError as JinjaTemplateError
 
-    input_chars = len(bos_token) + len(eos_token) + sum(len(str(v)) for m in messages for v in m.values())
+    input_chars = (len(bos_token) + len(eos_token) + sum(len(str(v)) for m in messages for v in m.values())
+                   + (len(str(tools)) if tools else 0))  # a template prints the tools it is given
     token = _BUDGET.set(_Budget(len(messages), input_chars))
     try:
         template = _compile(source)
         rendered: str = template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
-                                        add_generation_prompt=add_generation_prompt)
+                                        add_generation_prompt=add_generation_prompt,
+                                        tools=list(tools) if tools else None)
         return rendered
     except SecurityError as exc:
         raise TemplateError(f"the chat template tried to reach Python internals and was refused ({exc})") from None

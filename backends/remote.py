@@ -400,6 +400,7 @@ class RemoteBackend(Backend):
 
     name = "remote"
     formats = ("remote",)
+    structured_output = True  # forwarded as response_format: the remote server holds the reply to the schema
     # Every piece goes out as it arrives: a network stream can stall at any moment, and a piece held back for
     # the next one would wait out the stall (a local engine's next token is never more than a token away).
     COALESCE_S = 0.0
@@ -512,6 +513,12 @@ class RemoteBackend(Backend):
             body["seed"] = sampling.seed
         if sampling.stop:
             body["stop"] = list(sampling.stop)
+        if sampling.json_schema is not None:
+            if sampling.json_prefix or sampling.json_suffix:  # a forced tool call in a local model's own syntax
+                raise GenerationError("request", "a remote model cannot be held to a local tool-call syntax")
+            # The server's own constrained decoding (llama-server, vLLM and OpenAI take OpenAI's response_format).
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "reply", "schema": sampling.json_schema, "strict": True}}
         for ours, theirs in SAMPLING_EXTRAS.get(self.server.kind, {}).items():
             body[theirs] = getattr(sampling, ours)
         if isinstance(messages, str):

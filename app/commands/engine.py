@@ -1,4 +1,5 @@
-"""``quantdesk chat``: talk to a model in the terminal, or answer one prompt (optionally as JSON)."""
+"""``quantdesk chat``: talk to a model in the terminal, or answer one prompt (optionally as JSON, optionally held
+to a JSON Schema)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
+    p.add_argument("--json-schema", metavar="FILE", help="answer with JSON valid against the JSON Schema in FILE "
+                                                         "(held by the engine's grammar)")
     p.set_defaults(func=run)
 
 
@@ -105,7 +108,23 @@ def stats_line(stats: GenerationStats) -> str:
 def _sampling(args) -> SamplingSettings:
     return SamplingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                             repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed,
-                            stop=tuple(args.stop))
+                            stop=tuple(args.stop), json_schema=_schema_file(args.json_schema))
+
+
+def _schema_file(path: str | None) -> dict | None:
+    """The JSON Schema in ``path``, or a sentence saying why it cannot be used."""
+    if path is None:
+        return None
+    try:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EngineError(f"cannot read the JSON schema {path}: {exc.strerror or exc}", kind="settings") from None
+    except ValueError as exc:
+        raise EngineError(f"{path} is not valid JSON: {exc}", kind="settings") from None
+    if not isinstance(schema, dict):
+        raise EngineError(f"{path} holds no JSON Schema object", "a schema is a JSON object such as "
+                                                                 '{"type": "object", ...}', kind="settings")
+    return schema
 
 
 def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: bool) -> Done:
@@ -131,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     images = _read_images(args.image)
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
                             kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images))
-    sampling = _sampling(args)
+    sampling = _sampling(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     try:
         sampling.validate()
         settings.validate()

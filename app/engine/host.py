@@ -26,8 +26,8 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from app.engine.protocol import (CancelRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
-                                 UnloadRequest)
+from app.engine.protocol import (CancelRequest, EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest,
+                                 ShutdownRequest, UnloadRequest)
 from backends.base import Backend, Done, ErrorEvent, GenerationError, GenerationStats, Progress
 
 # Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
@@ -111,6 +111,10 @@ class Host:
             self._generate(request)
         elif isinstance(request, ScoreRequest):
             self._score(request)
+        elif isinstance(request, EmbedRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            self.send(self._backend.embed(request.id, request.texts))
         elif isinstance(request, UnloadRequest):
             self._unload()
             self.send(protocol.Unloaded(request.id))

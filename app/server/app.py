@@ -3,19 +3,23 @@
 ``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
-events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
-measured in the engine host where the tokens are made. A request's ``model`` picks the engine from the pool
-(app/server/pool.py): the primary model, a library model loaded on demand when allowed, or with ``serve_remotes`` a
-model of the user's remote connections (app/server/gateway.py), named ``remote:CONNECTION/MODEL``.
+events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model),
+Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``. Responses carry ``usage``
+and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
+``model`` picks the engine from the pool (app/server/pool.py): the primary model, a library model loaded on demand
+when allowed, or with ``serve_remotes`` a model of the user's remote connections (app/server/gateway.py), named
+``remote:CONNECTION/MODEL``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
 import secrets
+import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
@@ -28,12 +32,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
+from app.server import anthropic
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.pool import EnginePool, Lease, PoolSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_json_body)
+                               parse_embeddings, parse_json_body)
+from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats
+from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
 
@@ -108,6 +115,12 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
             return
 
 
+def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "float":
+        return vector
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
@@ -169,55 +182,132 @@ class OpenAIServer:
         return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
-        return await self._answer(request, parse_chat, _ChatShape, images=True)
+        return await self._answer(request, parse_chat, _ChatShape, chat=True)
 
     async def completions(self, request: Request) -> Response:
         return await self._answer(request, parse_completion, _CompletionShape)
 
     async def _answer(self, request: Request, parse: Callable[..., GenerationRequest],
-                      shape: type[_Shape], *, images: bool = False) -> Response:
+                      shape: type[_Shape], *, chat: bool = False) -> Response:
         body = await read_body(request)
         lease = await self._engine_for(body)
         try:
+            details = lease.loaded.details
+            options = {"sees_images": "vision" in details, "tool_format": details.get("tool_format", "")} if chat \
+                else {}
             # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
             # event loop and the replies streaming to other clients.
-            options = {"sees_images": "vision" in lease.loaded.details} if images else {}
             parsed = await asyncio.to_thread(parse, body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, **options)
         except BaseException:
             lease.release()
             raise
         return await self._generate(request, lease, parsed, shape(lease.served))
 
-    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
-        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+    async def messages(self, request: Request) -> Response:
+        """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
+        try:
+            body = await read_body(request)
+            lease = await self._engine_for(body)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        try:
+            parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
+                                              tool_format=lease.loaded.details.get("tool_format", ""))
+            job, first, watcher = await self.start_job(request, lease, parsed)
+        except ApiError as exc:
+            lease.release()
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        except BaseException:
+            lease.release()
+            raise
+        shape = anthropic.MessageShape(lease.served)
+        if parsed.stream:
+            async def events() -> AsyncIterator[bytes]:
+                try:
+                    async for chunk in shape.stream(first, lambda: self.next_event(job), parsed.tool_format):
+                        yield chunk
+                finally:  # on completion and on disconnect
+                    watcher.cancel()
+                    job.cancel()
+                    lease.release()
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            event = first
+            while not isinstance(event, Done):
+                event = await self.next_event(job)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        finally:
+            watcher.cancel()
+            job.cancel()
+            lease.release()
+        reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+        return JSONResponse(shape.whole(reply, event.stats))
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await read_body(request)
+        lease = await self._engine_for(body)
+        try:
+            loaded, served = lease.loaded, lease.served
+            if not loaded.details.get("embedding"):
+                raise ApiError(400, f"{served} is not an embedding model (its GGUF declares no pooling)",
+                               param="model", code="not_an_embedding_model")
+            parsed = parse_embeddings(body, served_id=served, n_embd=loaded.details["embedding_length"])
+            try:  # the engine serves it in its turn, after what the chat and other requests sent before
+                embedded = await asyncio.to_thread(lease.queue.client.embed, parsed.texts)
+            except Exception as exc:
+                raise engine_api_error(exc) from None
+        finally:
+            lease.release()
+        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(vector, parsed.encoding_format)}
+                for i, vector in enumerate(embedded.vectors)]
+        return JSONResponse({"object": "list", "data": data, "model": served,
+                             "usage": {"prompt_tokens": embedded.prompt_tokens,
+                                       "total_tokens": embedded.prompt_tokens}})
+
+    async def start_job(self, request: Request, lease: Lease, parsed: GenerationRequest
+                        ) -> tuple[Job, Any, asyncio.Task]:
+        """Submit a generation to the lease's engine and wait for its first event, so that an engine refusal (a
+        prompt longer than the context, a model without tool support) is a proper 400 rather than an error inside
+        a 200 stream. The caller owns the job, the watcher that cancels it when the client goes, and the lease."""
         try:
             job = await lease.queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
-            lease.release()
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
-        finished = False
         try:
-            # Wait for the first event before answering, so that an engine refusal (prompt longer than
-            # the context) is a proper 400 rather than an error inside a 200 stream.
-            first = await self._next(job)
-            if parsed.stream:
-                finished = True  # the stream owns the job and the watcher from here
-                return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
-                                         media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return job, await self.next_event(job), watcher
+        except BaseException:
+            watcher.cancel()
+            job.cancel()
+            raise
+
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
+        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+        try:
+            job, first, watcher = await self.start_job(request, lease, parsed)
+        except BaseException:
+            lease.release()
+            raise
+        if parsed.stream:  # the stream owns the job, the watcher and the lease from here
+            return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
             event = first
             while not isinstance(event, Done):
-                event = await self._next(job)
-            return JSONResponse(shape.whole(event.text, event.stats))
+                event = await self.next_event(job)
+            reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+            return JSONResponse(shape.whole(reply, event.stats))
         finally:
-            if not finished:
-                watcher.cancel()
-                job.cancel()
-                lease.release()
+            watcher.cancel()
+            job.cancel()
+            lease.release()
 
     @staticmethod
-    async def _next(job: Job):
+    async def next_event(job: Job):
         try:
             return await job.next()
         except Exception as exc:
@@ -227,16 +317,23 @@ class OpenAIServer:
                       shape: _Shape, lease: Lease) -> AsyncIterator[bytes]:
         try:
             yield _sse(shape.opening())
+            reader = ReplyStream(parsed.tool_format)
             event = first
             while not isinstance(event, Done):
-                if event.text:
-                    yield _sse(shape.piece(event.text))
+                text = reader.feed(event.text) if event.text else ""
+                if text:
+                    yield _sse(shape.piece(text))
                 try:
-                    event = await self._next(job)
+                    event = await self.next_event(job)
                 except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
                     yield _sse(exc.body())
                     return
-            yield _sse(shape.closing(event.stats))
+            rest = reader.finish()
+            if rest.content:
+                yield _sse(shape.piece(rest.content))
+            for index, call in enumerate(rest.tool_calls):
+                yield _sse(shape.tool_call_piece(index, call))
+            yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
             if parsed.include_usage:
                 yield _sse(shape.usage_chunk(event.stats))
             yield _sse("[DONE]")
@@ -263,7 +360,7 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": [{"index": 0, **choice}], **extra}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
         raise NotImplementedError
 
     def opening(self) -> dict[str, Any]:
@@ -272,7 +369,10 @@ class _Shape:
     def piece(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        raise NotImplementedError  # only chat replies carry tool calls
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
@@ -285,10 +385,13 @@ class _ChatShape(_Shape):
     object_chunk = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, {"message": {"role": "assistant", "content": text},
-                                                  "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["content"] = reply.content or None  # as OpenAI answers a reply that only calls tools
+            message["tool_calls"] = [_tool_call_json(call) for call in reply.tool_calls]
+        return self._envelope(self.object_whole, {"message": message, "logprobs": None,
+                                                  "finish_reason": _finish_reason(stats, bool(reply.tool_calls))},
                               usage=usage(stats), timings=timings(stats))
 
     def opening(self) -> dict[str, Any]:
@@ -299,10 +402,24 @@ class _ChatShape(_Shape):
         return self._envelope(self.object_chunk, {"delta": {"content": text}, "logprobs": None,
                                                   "finish_reason": None})
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        # One chunk per call, arguments whole: the reply is read once complete (backends/tool_calls.py).
+        return self._envelope(self.object_chunk, {"delta": {"tool_calls": [{"index": index,
+                                                                            **_tool_call_json(call)}]},
+                                                  "logprobs": None, "finish_reason": None})
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+                                                  "finish_reason": _finish_reason(stats, called_tools)},
                               timings=timings(stats))
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _finish_reason(stats: GenerationStats, called_tools: bool) -> str:
+    return "tool_calls" if called_tools else _FINISH_REASONS[stats.stop_reason]
 
 
 class _CompletionShape(_Shape):
@@ -313,14 +430,14 @@ class _CompletionShape(_Shape):
     def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
         return {"text": text, "logprobs": None, "finish_reason": finish_reason}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, self._choice(text, _FINISH_REASONS[stats.stop_reason]),
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_whole, self._choice(reply.content, _FINISH_REASONS[stats.stop_reason]),
                               usage=usage(stats), timings=timings(stats))
 
     def piece(self, text: str) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice(text, None))
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[stats.stop_reason]),
                               timings=timings(stats))
 
@@ -371,6 +488,8 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
         Route("/v1/models/{model:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/v1/embeddings", server.embeddings, methods=["POST"]),
+        Route("/v1/messages", server.messages, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

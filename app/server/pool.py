@@ -443,7 +443,7 @@ class EnginePool:
         loaded = self.primary.loaded
         if loaded is not None:
             cards.append(_card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
-                               primary=True, estimate=self.primary_estimate(), vision="vision" in loaded.details))
+                               primary=True, estimate=self.primary_estimate(), details=loaded.details))
         engines = self.loaded_engines()
         for engine in engines:
             info = engine.client.loaded
@@ -451,7 +451,7 @@ class EnginePool:
                 continue
             owner = engine.served.split("/", 1)[0].removeprefix("remote:") if engine.kind == "remote" else "quantdesk"
             cards.append(_card(engine.served, created, info.backend, info.n_ctx, loaded=True,
-                               estimate=engine.estimate_bytes, owned_by=owner, vision="vision" in info.details))
+                               estimate=engine.estimate_bytes, owned_by=owner, details=info.details))
         served = {c["id"] for c in cards}
         if self.settings.load_on_demand:
             for name, path in self.library_models():
@@ -484,14 +484,21 @@ class EnginePool:
 
 
 def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded: bool, estimate: int = 0,
-          primary: bool = False, owned_by: str = "quantdesk", vision: bool = False) -> dict[str, Any]:
+          primary: bool = False, owned_by: str = "quantdesk", details: dict[str, Any] | None = None
+          ) -> dict[str, Any]:
+    """A /v1/models card; ``details``: a loaded model's (Loaded.details), for what it can do."""
     meta: dict[str, Any] = {"backend": backend, "n_ctx": n_ctx, "loaded": loaded}
     if backend != "remote":
         meta["memory_estimate_bytes"] = estimate
     if primary:
         meta["primary"] = True
-    if vision:
+    details = details or {}
+    if "vision" in details:
         meta["vision"] = True  # takes image_url parts
+    if details.get("tool_format"):
+        meta["tool_format"] = details["tool_format"]  # takes tools, written in this syntax
+    if details.get("embedding"):
+        meta.update(embedding=True, embedding_length=details["embedding_length"])
     return {"id": served, "object": "model", "created": created, "owned_by": owned_by, "meta": meta}
 
 

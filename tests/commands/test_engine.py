@@ -26,6 +26,30 @@ def test_chat_prompt_json_prints_text_and_stats(tiny_models):
     assert out["prompt_tokens"] > 0 and out["decode_tps"] > 0 and out["backend"] == "llama.cpp"
 
 
+def test_chat_json_schema_holds_the_reply_to_the_schema(tiny_models, tmp_path):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]},
+                                               "count": {"type": "integer"}},
+              "required": ["colour", "count"], "additionalProperties": False}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    result = quantdesk("chat", str(tiny_models.gguf_q4_k_m), "--prompt", "Pick a colour.", "--json",
+                       "--json-schema", str(tmp_path / "schema.json"), "--max-tokens", "200", "--seed", "5")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["stop_reason"] == "eos"
+    jsonschema.validate(json.loads(out["text"]), schema)
+
+
+def test_chat_json_schema_file_problems_are_sentences(tiny_models, tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, words in (("missing.json", "cannot read the JSON schema"), ("bad.json", "is not valid JSON"),
+                        ("list.json", "holds no JSON Schema object")):
+        result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--json-schema", str(tmp_path / name))
+        assert result.returncode != 0 and words in result.stderr and "Traceback" not in result.stderr
+
+
 def test_chat_prompt_streams_text_then_a_stats_line(tiny_models):
     result = quantdesk("chat", str(tiny_models.mlx_4bit), "--prompt", "hi", "--max-tokens", "5")
     assert result.returncode == 0, result.stderr[-2000:]

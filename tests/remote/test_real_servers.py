@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -110,6 +111,19 @@ def test_stop_ends_a_remote_reply_within_200_ms_and_the_engine_serves_again(loca
         assert time.monotonic() - t_cancel < 0.2
         assert done.stats.stop_reason == "cancelled" and done.stats.generated_tokens < 400
         assert reply(client).stats.stop_reason in ("eos", "length")
+
+
+def test_a_json_schema_travels_to_the_remote_server_as_response_format(local_engine, quantdesk_server):
+    """The remote server holds the reply to the schema (QuantDesk's, here, with its grammar): the same text as
+    the local engine held to it."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+              "additionalProperties": False}
+    sampling = SamplingSettings(temperature=0.0, max_tokens=40, json_schema=schema)
+    expected = reply(local_engine, sampling=sampling)
+    with EngineClient() as client:
+        client.load(quantdesk_server)
+        done = reply(client, sampling=sampling)
+    assert done.text == expected.text and isinstance(json.loads(done.text)["ok"], bool)
 
 
 def test_a_wrong_key_is_refused_in_words(quantdesk_server):

@@ -102,7 +102,7 @@ def test_a_prompt_longer_than_the_context_is_a_400_and_the_engine_goes_on(oai, m
 
 
 def test_unknown_routes_and_methods_answer_in_openai_error_shape(server):
-    missing = httpx.get(f"{server.url}/v1/embeddings")
+    missing = httpx.get(f"{server.url}/v1/audio/speech")
     assert missing.status_code == 404 and set(missing.json()["error"]) == {"message", "type", "param", "code"}
     wrong = httpx.get(f"{server.url}/v1/chat/completions")
     assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"

@@ -200,13 +200,14 @@ BAD_BODIES = [
     ({"n": 2}, "n"),
     ({"logprobs": True}, "logprobs"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # this model's template has none
+    ({"response_format": {"type": "xml"}}, "response_format"),
     ({"stream": "yes"}, "stream"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
     ({"messages": []}, "messages"),
     ({"messages": "Hi"}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages[0].content[0]"),  # the tiny model here has no projector (tests/server/test_vision.py has one)
     ({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "x"}]}]}, "messages[0].content[0]"),

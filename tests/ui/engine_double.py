@@ -28,6 +28,7 @@ class EngineDouble:
         self.loads: list[tuple[str, LoadSettings]] = []
         self.load_steps: tuple[float, ...] = (0.0, 0.5, 1.0)  # progress reported while loading
         self.requests: list[list[Message]] = []
+        self.samplings: list[SamplingSettings] = []  # what each generation was asked with
 
     @property
     def alive(self) -> bool:
@@ -53,6 +54,7 @@ class EngineDouble:
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
                  on_wait=None) -> Iterator[Token | Done]:
         self.requests.append(list(messages))
+        self.samplings.append(sampling)
         self._cancelled.clear()
         sent: list[str] = []
         reason = "eos"
