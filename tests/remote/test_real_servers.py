@@ -154,8 +154,8 @@ def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_serve
     with EngineClient() as client:
         client.load(model_ref("stub", "stub-model"))
         server = ServerThread(create_app(client, api_key="local-key-bbbbbbbbbbbbbbbb")).start()
+        local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
         try:
-            local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
             served = [m.id for m in local.models.list().data]
             assert served == ["stub-model"]  # the id the remote server gives it
             stream = local.chat.completions.create(model=served[0], stream=True,
@@ -164,6 +164,7 @@ def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_serve
             whole = local.chat.completions.with_raw_response.create(
                 model=served[0], messages=[{"role": "user", "content": "hi"}])
         finally:
+            local.close()
             server.stop()
     assert text == "Hello from the remote server."
     assert [h["authorization"] for h in faulty_server.headers] == ["Bearer remote-key-aaaaaaaaaaaa"] * 2

@@ -32,8 +32,20 @@ def gateway(serve) -> ServerThread:
     return serve(api_key=GATEWAY_KEY, serve_remotes=True)
 
 
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients():
+    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
 def client_of(server: ServerThread) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=GATEWAY_KEY, max_retries=0)
+    _clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key=GATEWAY_KEY, max_retries=0))
+    return _clients[-1]
 
 
 def test_models_lists_the_local_model_and_each_remote_one_without_any_key(gateway, remote, model_name):

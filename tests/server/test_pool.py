@@ -53,8 +53,20 @@ def pool_settings(**options) -> PoolSettings:
     return PoolSettings(**{"load_on_demand": True, "load": LoadSettings(n_ctx=N_CTX), **options})
 
 
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients():
+    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
 def api(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    _clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0))
+    return _clients[-1]
 
 
 def ask(server, model: str) -> str:
