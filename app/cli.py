@@ -67,13 +67,40 @@ def apply_settings(online: bool = False) -> None:
 
 def _start_gui() -> int:
     try:
-        ui = importlib.import_module("app.ui.main")
+        platform_check = importlib.import_module("app.ui.platform_check")
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("app.ui"):
+        if exc.name and exc.name.startswith("app.ui"):  # a build without the desktop app
             build_parser().print_help()
             return 0
         raise
+    # Before QtGui loads and a QApplication exists: when Qt cannot open a window, it aborts the process with a
+    # message that names neither the missing package nor the command that installs it.
+    paragraph = platform_check.problem()
+    if paragraph is None:
+        try:
+            ui = importlib.import_module("app.ui.main")
+        except ImportError as exc:  # QtGui itself links libGL, libEGL, libfontconfig ...
+            paragraph = platform_check.import_problem(exc)
+            if paragraph is None:
+                raise
+    if paragraph is not None:
+        print(paragraph, file=sys.stderr)
+        return 1
     return ui.run()
+
+
+def _unexpected(error: BaseException, where: str) -> int:
+    """An error no code expected: one sentence on stderr, the traceback in the log file."""
+    from app import logs
+
+    path = logs.record_unexpected(error, where)
+    details = f"the details are in {path}" if path else "no log file could be written, so here they are:"
+    print(f"quantdesk: unexpected error ({logs.summary(error)}); {details}", file=sys.stderr)
+    if path is None:
+        import traceback
+
+        traceback.print_exception(error, file=sys.stderr)
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,21 +114,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.runtimes.devices import main as devices_main
 
         return devices_main(argv[1:])
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C at any point, also while a command's modules are still being imported
+        print("quantdesk: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     if not argv:
-        return _start_gui()
+        try:
+            return _start_gui()
+        except Exception as exc:  # a bug before the window could show it (app.ui.crash takes over after)
+            return _unexpected(exc, "the desktop app's start")
     args = build_parser().parse_args(argv)
     if not getattr(args, "func", None):
         build_parser().print_help()
         return 2
     try:
+        from app import logs
+
+        logs.setup()
         apply_settings(online=args.online)
         return int(args.func(args) or 0)
     except QuantDeskError as exc:
         print(f"quantdesk: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("quantdesk: interrupted", file=sys.stderr)
-        return 130
+    except Exception as exc:  # a bug: the user gets a sentence, the log keeps the traceback
+        return _unexpected(exc, f"quantdesk {args.command}")
 
 
 if __name__ == "__main__":

@@ -23,5 +23,10 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
+def log_dir() -> Path:
+    """The log (app.logs): under the user state folder on Linux ($XDG_STATE_HOME/QuantDesk/log)."""
+    return Path(platformdirs.user_log_dir(APP_NAME, appauthor=False))
+
+
 def default_models_dir() -> Path:
     return data_dir() / "models"

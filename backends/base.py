@@ -54,6 +54,8 @@ class LoadSettings:
     # Mixture-of-experts models (llama.cpp): keep the expert weights of the first N layers in system RAM while
     # the rest of each layer runs on the GPU; -1 keeps every layer's experts in RAM, 0 none (--n-cpu-moe / --cpu-moe).
     cpu_moe: int = 0
+    # A vision projector (mmproj GGUF) loaded beside a llama.cpp model, so its chats take images; "" for none.
+    mmproj: str = ""
 
     def validate(self) -> None:
         if self.n_ctx < 16:
@@ -89,13 +91,22 @@ class SamplingSettings:
     max_tokens: int = 512
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # Structured output: the reply is JSON valid against this JSON Schema (``{"type": "object"}``: any object),
+    # enforced by the engine's grammar-constrained decoding; ``json_prefix`` and ``json_suffix`` are literal text
+    # around it (a forced tool call in the model's own syntax: ``<tool_call>\n`` … ``\n</tool_call>``).
+    json_schema: dict[str, Any] | None = None
+    json_prefix: str = ""
+    json_suffix: str = ""
+    # Tools the model may call, as OpenAI's ``tools`` list ({"type": "function", "function": {...}}): they reach the
+    # chat template as ``tools``, as Hugging Face's apply_chat_template passes them.
+    tools: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
         """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
-        or older version wrote are ignored, ``stop`` may be any sequence."""
+        or older version wrote are ignored, ``stop`` and ``tools`` may be any sequence."""
         known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {k: (tuple(v) if k == "stop" else v) for k, v in data.items() if k in known}
+        values: dict[str, Any] = {k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in data.items() if k in known}
         return cls(**values)
 
     def validate(self) -> None:
@@ -117,14 +128,40 @@ class SamplingSettings:
             problems.append(f"seed must be between 0 and 2**32-1, not {self.seed}")
         if len(self.stop) > 16 or any(not s for s in self.stop):
             problems.append("stop takes at most 16 non-empty strings")
+        if self.json_schema is not None and not isinstance(self.json_schema, dict):
+            problems.append("json_schema must be a JSON Schema object")
+        if (self.json_prefix or self.json_suffix) and self.json_schema is None:
+            problems.append("json_prefix and json_suffix need a json_schema")
         if problems:
             raise ValueError("; ".join(problems))
 
 
+_TUPLE_FIELDS = ("stop", "tools")
+
+
 @dataclass(frozen=True)
 class Message:
-    role: str  # system | user | assistant
+    role: str  # system | user | assistant | tool
     content: str
+    # Images that come with the message, before its text: each a PNG, JPEG or WebP file, base64-encoded (the
+    # engine protocol is JSON lines). Only a model loaded with a vision projector takes them.
+    images: tuple[str, ...] = ()
+    # An assistant turn's tool calls, as chat templates read them: [{"id", "type": "function", "function":
+    # {"name", "arguments": {...}}}] (arguments as an object, as Hugging Face templates expect).
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_call_id: str = ""  # a tool turn: the call it answers
+    name: str = ""  # a tool turn: the function that answered
+
+    def template_dict(self) -> dict[str, Any]:
+        """The message as a chat template reads it: only the fields it has."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name:
+            out["name"] = self.name
+        return out
 
 
 # What a generation starts from: a conversation, rendered through the model's chat template, or a raw
@@ -262,7 +299,18 @@ class Scored:
     type: Literal["scored"] = "scored"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent | Scored
+@dataclass(frozen=True)
+class Embedded:
+    """Embeddings of a batch of texts (``Backend.embed``), in order, each normalized to unit length."""
+
+    request_id: str
+    vectors: list[list[float]]
+    prompt_tokens: int
+    embed_ms: float
+    type: Literal["embedded"] = "embedded"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded
 
 
 class GenerationError(Exception):
@@ -355,6 +403,11 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     formats: ClassVar[tuple[str, ...]]  # model formats it runs: gguf, mlx, safetensors, exl2, exl3
+    takes_projector: ClassVar[bool] = False  # loads a vision projector (LoadSettings.mmproj) beside the model
+    # Whether it can hold a reply to SamplingSettings.json_schema (grammar-constrained decoding).
+    structured_output: ClassVar[bool] = False
+    # The loaded model's tool-call syntax (backends/tool_calls.py), "" when its chat template declares no tools.
+    tool_format: str = ""
 
     @classmethod
     @abc.abstractmethod
@@ -376,6 +429,10 @@ class Backend(abc.ABC):
 
     def unload(self) -> None:
         """Free the model. Idempotent."""
+
+    def sees_images(self) -> bool:
+        """Whether the loaded model takes images (a llama.cpp model loaded with its vision projector)."""
+        return False
 
     def memory_in_use(self) -> dict[str, int]:
         """Bytes per device: for the CPU the process's peak resident size (right after a load, the model's
@@ -432,8 +489,22 @@ class Backend(abc.ABC):
         return Scored(request_id, ids, [float(x) for x in token_logprobs], int(logprobs.shape[1]),
                       (clock() - t0) * 1000, logprobs_path, vocabulary_path)
 
+    # --- embeddings: a backend that loads embedding models implements ``embed``.
+
+    def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
+        raise GenerationError("request", f"{self.name} makes no embeddings", "serve a GGUF embedding model")
+
     prompt_tokens: int = 0
     _t_prefill: float | None = None
+
+    def check_request(self, sampling: SamplingSettings) -> None:
+        """Refuse, in words, what this engine and model cannot do, before any work."""
+        if sampling.json_schema is not None and not self.structured_output:
+            raise GenerationError("request", f"{self.name} cannot hold a reply to a JSON schema",
+                                  "load a GGUF model (llama.cpp) for structured output")
+        if sampling.tools and not self.tool_format:
+            raise GenerationError("template", "this model's chat template has no tool support, so it cannot be "
+                                              "given tools", "use a model whose chat template declares tools")
 
     def mark_prefill_start(self) -> None:
         """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
@@ -450,6 +521,7 @@ class Backend(abc.ABC):
         """
         clock = time.perf_counter
         t_start = clock()
+        self.check_request(sampling)
         stops = StopStringFilter(sampling.stop)
         max_tokens = sampling.max_tokens
         coalesce_s = self.COALESCE_S

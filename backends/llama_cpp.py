@@ -8,22 +8,26 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import hashlib
 import importlib.util
 import inspect
 import os
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template, llama_cpp_log
+from backends import chat_template, json_schema, llama_cpp_log, tool_calls
 from backends.base import (
     Availability,
     Backend,
+    Embedded,
     GenerationError,
     Loaded,
     LoadSettings,
+    Message,
     Prompt,
     SamplingSettings,
     check_token_ids,
@@ -149,29 +153,131 @@ def _overriding_tensor_placement(llama_cpp, overrides: ctypes.Array | None):
 class _Pieces(dict):
     """token -> the bytes it prints, or None for an end-of-generation token; each token is asked of
     llama.cpp once, the first time it is generated (a dict hit afterwards). Special tokens print nothing,
-    as in ``Llama.detokenize``."""
+    as in ``Llama.detokenize``, unless ``special``: tool calls are marked by special tokens in some models'
+    syntax (Mistral's ``[TOOL_CALLS]``, gpt-oss's ``<|channel|>``), which the reply must then keep."""
 
-    def __init__(self, llama_cpp, vocab) -> None:
+    def __init__(self, llama_cpp, vocab, special: bool = False) -> None:
         super().__init__()
-        self._llama_cpp, self._vocab = llama_cpp, vocab
+        self._llama_cpp, self._vocab, self._special = llama_cpp, vocab, special
 
     def __missing__(self, token: int) -> bytes | None:
         llama_cpp, vocab = self._llama_cpp, self._vocab
         piece = None
         if not llama_cpp.llama_vocab_is_eog(vocab, token):
             buffer = ctypes.create_string_buffer(64)
-            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+            n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, self._special)
             if n < 0:  # longer than the buffer: -n is its length
                 buffer = ctypes.create_string_buffer(-n)
-                n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, False)
+                n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, self._special)
             piece = buffer.raw[:n]
         self[token] = piece
         return piece
 
 
+def _checked_projector(model_path: str, mmproj: str):
+    """The projector's header, checked against the model's before either loads (app/models/vision)."""
+    from app.errors import ModelFileError
+    from app.models import metadata, vision
+
+    try:
+        projector = vision.read_projector(mmproj)
+        vision.check_pair(metadata.read_model(model_path), projector)
+    except ModelFileError as exc:
+        raise GenerationError("projector", exc.message, exc.hint) from None
+    return projector
+
+
+def _content(message: Message, marker: str) -> str:
+    """A message's text for the template, with one media marker per image ahead of it (libmtmd puts each image's
+    embeddings where its marker is). In a prompt with images a marker typed in any text is dropped, or images and
+    markers would not pair up."""
+    if not marker:
+        return message.content
+    text = message.content.replace(marker, "")
+    return marker * len(message.images) + "\n" + text if message.images else text
+
+
+_POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama.h enum llama_pooling_type
+
+
+def _declared_pooling(model_path: str) -> int:
+    """The pooling an embedding model's GGUF declares (``{arch}.pooling_type``); 0 for a chat model (none)."""
+    from app.errors import ModelFileError
+    from app.models.metadata import read_gguf_header
+
+    try:
+        kv, _, _ = read_gguf_header(model_path)
+    except (OSError, ModelFileError):
+        return 0  # llama.cpp's own load says what is wrong with the file
+    arch = kv.get("general.architecture", "")
+    pooling = kv.get(f"{arch}.pooling_type")
+    return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0
+
+
+def _guidance_tokenizer(llguidance, llama_cpp, vocab, n_vocab: int):
+    """llguidance's view of a llama.cpp vocabulary, and its end-of-generation tokens (``<|im_end|>`` as well as
+    ``<|endoftext|>``), as ``llguidance.llamacpp.lltokenizer_from_vocab`` builds it (every token's bytes, control
+    tokens marked with a leading 0xff, llama.cpp's own tokenizer for text) but with llama_vocab_get_attr: that helper
+    still calls the deprecated llama_token_get_attr."""
+    buffer = ctypes.create_string_buffer(16 * 1024)
+    tokens, end_of_turn = [], []
+    for token in range(n_vocab):
+        n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
+        piece = buffer.raw[:max(n, 0)]
+        attr = llama_cpp.llama_vocab_get_attr(vocab, token)
+        if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+                                                         and piece.startswith(b"<") and piece.endswith(b">")):
+            piece = b"\xff" + piece
+        tokens.append(piece)
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            end_of_turn.append(token)
+    tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
+    return llguidance.LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
+                                                eos_token=end_of_turn, slices=None), frozenset(end_of_turn)
+
+
+class _GuidedSampler:
+    """The native sampler chain held to a grammar (backends/json_schema.TokenMask, llguidance): before each token the
+    tokens the grammar refuses get a logit of -inf, then the chain chooses as always: llama.cpp's "grammar first"
+    order, with a mask that costs tens of microseconds instead of a grammar walk over the vocabulary. The candidates
+    live in one array allocated per reply, filled from the logits with numpy; the chain and the matcher are told the
+    token taken, as ``llama_sampler_sample`` tells the chain."""
+
+    def __init__(self, llama_cpp, llm, chain, mask: json_schema.TokenMask) -> None:
+        import numpy as np
+
+        self._lib, self._ctx, self._chain, self._mask = llama_cpp, llm.ctx, chain, mask
+        n_vocab = llm.n_vocab()
+        self._n_vocab = n_vocab
+        self._data = (llama_cpp.llama_token_data * n_vocab)()
+        self._view = np.ctypeslib.as_array(self._data)  # id, logit, p: numpy fills the C array in place
+        self._ids = np.arange(n_vocab, dtype=np.int32)
+        self._all = llama_cpp.llama_token_data_array(self._data, n_vocab, -1, False)
+        self._np = np
+
+    def sample(self, _chain, _ctx, _idx) -> int:
+        """``llama_sampler_sample``'s signature, so the token loop calls either the same way."""
+        lib, np, view = self._lib, self._np, self._view
+        view["id"] = self._ids
+        view["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        view["p"] = 0.0
+        view["logit"][self._mask.allowed() == 0] = -np.inf
+        self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
+        lib.llama_sampler_apply(self._chain, ctypes.byref(self._all))
+        token = int(view["id"][self._all.selected])
+        try:
+            self._mask.take([token])
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+        lib.llama_sampler_accept(self._chain, token)
+        return token
+
+
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
     formats = ("gguf",)
+    takes_projector = True
+    structured_output = True
 
     def __init__(self) -> None:
         self._llm = None
@@ -181,7 +287,11 @@ class LlamaCppBackend(Backend):
         self._abort_cb = self._no_abort_cb = None  # keep the ctypes callbacks alive while llama.cpp holds them
         self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
         self._pieces: dict[int, bytes | None] = {}
+        self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text, for replies that may call tools
         self._overrides = None  # the tensor-placement array, alive while the model is
+        self._mtmd = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
+        self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
+        self._ll_tokenizer = None  # llguidance's view of the vocabulary, for structured output
 
     @classmethod
     def probe(cls) -> Availability:
@@ -223,6 +333,10 @@ class LlamaCppBackend(Backend):
         )
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
+        projector = _checked_projector(model_path, settings.mmproj) if settings.mmproj else None
+        self._pooling = _declared_pooling(model_path)
+        if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
+            kwargs["embedding"] = True
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = expert_overrides(patterns) if patterns else None
         try:
@@ -232,19 +346,31 @@ class LlamaCppBackend(Backend):
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
             raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
                                   "see the engine log for llama.cpp's reason") from None
+        if projector is not None:
+            self._mtmd = self._load_projector(settings, projector)
         self._make_abort_callback(llama_cpp)
         self._kv_tokens = []
+        self._ll_tokenizer = None
         self._pieces = _Pieces(llama_cpp, self._llm._model.vocab)
+        self._special_pieces = _Pieces(llama_cpp, self._llm._model.vocab, special=True)
         metadata = self._llm.metadata
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
         self._template = metadata.get("tokenizer.chat_template") or ""
+        self.tool_format = tool_calls.template_format(self._template)
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
+                   "tool_format": self.tool_format,
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
                    "n_params": int(llama_cpp.llama_model_n_params(self._llm.model)),
                    "architecture": metadata.get("general.architecture", ""),
                    "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
         details.update(self._experts_in_ram(metadata, settings.cpu_moe))
+        if projector is not None:
+            details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
+                                 "image_tokens": projector.image_tokens}
+        if self._pooling:
+            details.update(embedding=True, pooling=_POOLING_NAMES.get(self._pooling, str(self._pooling)),
+                           embedding_length=int(self._llm.n_embd()))
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -267,6 +393,29 @@ class LlamaCppBackend(Backend):
             devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
             offloadable_layers=offloaded[1] if offloaded else None,
         )
+
+    def _load_projector(self, settings: LoadSettings, projector):
+        """llama.cpp's multimodal context (libmtmd) for the projector, on the model just loaded: it encodes images
+        into embeddings the text model decodes. On the GPU when the model's layers are there."""
+        from llama_cpp import mtmd_cpp
+
+        params = mtmd_cpp.mtmd_context_params_default()
+        params.use_gpu = settings.gpu_layers != 0
+        params.n_threads = settings.threads or physical_cores()
+        params.print_timings = False
+        ctx = mtmd_cpp.mtmd_init_from_file(settings.mmproj.encode(), self._llm.model, params)
+        if not ctx:
+            self.unload()
+            raise GenerationError("projector", f"llama.cpp could not load the vision projector {projector.file_name}",
+                                  "see the engine log for llama.cpp's reason")
+        if not mtmd_cpp.mtmd_support_vision(ctx):
+            mtmd_cpp.mtmd_free(ctx)
+            self.unload()
+            raise GenerationError("projector", f"{projector.file_name} has no vision encoder")
+        return ctx
+
+    def sees_images(self) -> bool:
+        return self._mtmd is not None
 
     @staticmethod
     def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:
@@ -294,12 +443,18 @@ class LlamaCppBackend(Backend):
             return ""
         return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def _render(self, messages: Prompt) -> str:
+    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
         if isinstance(messages, str):
             return messages
+        marker = ""
+        if any(m.images for m in messages):
+            from llama_cpp import mtmd_cpp
+
+            marker = mtmd_cpp.mtmd_default_marker().decode()
         try:
-            return chat_template.render(self._template, [{"role": m.role, "content": m.content} for m in messages],
-                                        bos_token=self._bos, eos_token=self._eos)
+            return chat_template.render(self._template,
+                                        [{**m.template_dict(), "content": _content(m, marker)} for m in messages],
+                                        bos_token=self._bos, eos_token=self._eos, tools=tools)
         except chat_template.TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
 
@@ -363,6 +518,103 @@ class LlamaCppBackend(Backend):
         finally:
             llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
 
+    def _media_chunks(self, prompt: str, images: Sequence[str]):
+        """The prompt cut by libmtmd into text chunks and image chunks (each image decoded and checked first,
+        app/images); the caller frees them with mtmd_input_chunks_free."""
+        from llama_cpp import mtmd_cpp
+
+        from app import images as image_files
+
+        if self._mtmd is None:
+            raise GenerationError("vision", "this model does not see images: it was loaded without a vision projector",
+                                  "remove the image, or load a vision model with its mmproj file")
+        bitmaps = []
+        try:
+            for n, encoded in enumerate(images, 1):
+                try:
+                    width, height, rgb = image_files.decode_rgb(image_files.from_base64(encoded))
+                except image_files.ImageError as exc:
+                    raise GenerationError("image", f"image {n}: {exc.message}") from None
+                bitmap = mtmd_cpp.mtmd_bitmap_init(width, height, (ctypes.c_ubyte * len(rgb)).from_buffer_copy(rgb))
+                if not bitmap:
+                    raise GenerationError("image", f"image {n}: llama.cpp could not take it")
+                bitmaps.append(bitmap)
+                # the image's chunk carries this id: the next prompt with the same image reuses its KV cells
+                mtmd_cpp.mtmd_bitmap_set_id(bitmap, hashlib.sha256(encoded.encode()).hexdigest().encode())
+            text = prompt.encode("utf-8")
+            inp = mtmd_cpp.mtmd_input_text()
+            inp.text, inp.text_len, inp.add_special, inp.parse_special = text, len(text), True, True
+            chunks = mtmd_cpp.mtmd_input_chunks_init()
+            array = (mtmd_cpp.mtmd_bitmap_p_ctypes * len(bitmaps))(*bitmaps)
+            status = mtmd_cpp.mtmd_tokenize(self._mtmd, chunks, ctypes.byref(inp), array, len(bitmaps))
+            if status != 0:
+                mtmd_cpp.mtmd_input_chunks_free(chunks)
+                raise GenerationError("image", f"llama.cpp could not place the images in the prompt (mtmd_tokenize "
+                                               f"returned {status})", "see the engine log for llama.cpp's reason")
+            return chunks
+        finally:
+            for bitmap in bitmaps:  # the chunks hold their own copies of the images' tokens
+                mtmd_cpp.mtmd_bitmap_free(bitmap)
+
+    def _prefill_media(self, llama_cpp, chunks) -> int:
+        """Bring the KV cache to a prompt with images, reusing the longest prefix it already holds (an image is
+        named in ``_kv_tokens`` by a marker per position made from its id, so the earlier turns of a chat with the
+        same images are neither re-encoded nor decoded again); text chunks are decoded, each image encoded by the
+        projector and its embeddings decoded (mtmd_helper_eval_chunk_single); llama_decode's status. Models with
+        M-RoPE (Qwen-VL: an image's positions are not one per cell) start from an empty cache each time."""
+        from llama_cpp import mtmd_cpp
+
+        ctx = self._llm.ctx
+        pieces = []  # (chunk, the units it puts in the cache, whether it is text)
+        for i in range(mtmd_cpp.mtmd_input_chunks_size(chunks)):
+            chunk = mtmd_cpp.mtmd_input_chunks_get(chunks, i)
+            if mtmd_cpp.mtmd_input_chunk_get_type(chunk) == mtmd_cpp.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                n = ctypes.c_size_t()
+                tokens = mtmd_cpp.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                pieces.append((chunk, list(tokens[:n.value]), True))
+            else:
+                marker = -1 - (zlib.crc32(mtmd_cpp.mtmd_input_chunk_get_id(chunk) or b"") & 0x3FFFFFFF)
+                pieces.append((chunk, [marker] * int(mtmd_cpp.mtmd_input_chunk_get_n_pos(chunk)), False))
+        units = [u for _, piece, _ in pieces for u in piece]
+        reuse = 0
+        if not mtmd_cpp.mtmd_decode_use_mrope(self._mtmd):
+            for a, b in zip(self._kv_tokens, units, strict=False):
+                if a != b:
+                    break
+                reuse += 1
+            reuse = min(reuse, len(units) - 1)
+            start = 0
+            for _, piece, is_text in pieces:  # never into the middle of an image: it is evaluated whole
+                if not is_text and start < reuse < start + len(piece):
+                    reuse = start
+                start += len(piece)
+        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), -1, reuse, -1):
+            del self._kv_tokens[reuse:]
+        else:
+            self._forget_kv(llama_cpp)
+            reuse = 0
+        llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
+        try:
+            position = 0
+            for index, (chunk, piece, is_text) in enumerate(pieces):
+                end = position + len(piece)
+                if end > reuse:
+                    if is_text:
+                        status = self._decode(llama_cpp, piece[max(reuse - position, 0):])
+                    else:
+                        n_past = llama_cpp.llama_pos(0)
+                        status = mtmd_cpp.mtmd_helper_eval_chunk_single(
+                            self._mtmd, ctx, chunk, position, 0, self._llm.n_batch, index == len(pieces) - 1,
+                            ctypes.byref(n_past))
+                        if status == 0:
+                            self._kv_tokens.extend(piece)
+                    if status != 0:
+                        return int(status)
+                position = end
+        finally:
+            llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
+        return 0
+
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native
         sampler chain, and each token's bytes looked up once per model."""
@@ -370,24 +622,39 @@ class LlamaCppBackend(Backend):
 
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
+        if self._pooling:
+            raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
+                                  "ask /v1/embeddings, or load a chat model")
         llm = self._llm
-        prompt = self._render(messages)
+        prompt = self._render(messages, sampling.tools)
         if self._bos and prompt.startswith(self._bos):
             prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
-        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
+        media = self._media_chunks(prompt, images) if images else None  # text and image chunks (mtmd)
+        tokens = [] if media else llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        n_prompt = len(tokens)
         n_ctx = llm.n_ctx()
-        if len(tokens) >= n_ctx:
-            raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
-                                             f"holds {n_ctx}", "start a new chat or load with a larger context")
-        self.prompt_tokens = len(tokens)
-        ctx, pieces, kv_tokens = llm.ctx, self._pieces, None
-        decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-        chain = self._sampler_chain(llama_cpp, sampling)
+        chain = None
         try:
+            if media:
+                from llama_cpp import mtmd_cpp
+
+                n_prompt = int(mtmd_cpp.mtmd_helper_get_n_pos(media))
+            if n_prompt >= n_ctx:
+                raise GenerationError("context", f"the conversation is {n_prompt} tokens long but the context "
+                                                 f"holds {n_ctx}", "start a new chat or load with a larger context")
+            self.prompt_tokens = n_prompt
+            ctx, kv_tokens = llm.ctx, None
+            pieces = self._special_pieces if sampling.tools else self._pieces
+            decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
+            utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+            mask = self._token_mask(llama_cpp, sampling) if sampling.json_schema is not None else None
+            chain = self._sampler_chain(llama_cpp, sampling)
+            if mask is not None:
+                sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
             self.mark_prefill_start()
-            status = self._prefill(llama_cpp, tokens)
-            n_past = len(tokens)
+            status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
+            n_past = n_prompt
             kv_tokens = self._kv_tokens
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
@@ -411,7 +678,30 @@ class LlamaCppBackend(Backend):
             raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
                                   "see the engine log for llama.cpp's reason")
         finally:
-            llama_cpp.llama_sampler_free(chain)
+            if chain is not None:
+                llama_cpp.llama_sampler_free(chain)
+            if media:
+                from llama_cpp import mtmd_cpp
+
+                mtmd_cpp.mtmd_input_chunks_free(media)
+
+    def _token_mask(self, llama_cpp, sampling: SamplingSettings) -> json_schema.TokenMask:
+        """The grammar for ``sampling``'s JSON schema, on llguidance's view of this model's vocabulary (built at the
+        first structured reply, about a second at 150k tokens, then kept with the model)."""
+        try:
+            import llguidance
+        except ImportError:
+            raise GenerationError("request", "structured output needs llguidance, which is not installed",
+                                  "pip install 'quantdesk[llama]'") from None
+        n_vocab = self._llm.n_vocab()
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = _guidance_tokenizer(llguidance, llama_cpp, self._llm._model.vocab, n_vocab)
+        tokenizer, ends = self._ll_tokenizer
+        try:
+            return json_schema.TokenMask(tokenizer, sampling.json_schema, sampling.json_prefix, sampling.json_suffix,
+                                         n_vocab, ends)
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
 
     def generate(self, request_id, messages, sampling, cancelled):
         import llama_cpp
@@ -432,6 +722,24 @@ class LlamaCppBackend(Backend):
         perf = llama_cpp.llama_perf_context(self._llm.ctx)
         print(f"[{request_id}] llama.cpp timings: prompt {perf.n_p_eval} tokens in {perf.t_p_eval_ms:.3f} ms, "
               f"decode {perf.n_eval} tokens in {perf.t_eval_ms:.3f} ms", file=sys.stderr, flush=True)
+
+    def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
+        """Each text's pooled embedding, unit length; the texts go to llama.cpp together, as many sequences of one
+        batch as fit (``Llama.embed``)."""
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        if not self._pooling:
+            raise GenerationError("request", "the loaded model is not an embedding model (its GGUF declares no "
+                                             "pooling)", "serve a GGUF embedding model")
+        t0 = time.perf_counter()
+        longest = max((len(self._llm.tokenize(t.encode("utf-8"))) for t in texts), default=0)
+        if longest > self._llm.n_batch:
+            raise GenerationError("context", f"a text is {longest} tokens long but the model embeds at most "
+                                             f"{self._llm.n_batch} at once", "split the text")
+        vectors, tokens = self._llm.embed(list(texts), normalize=True, truncate=False, return_count=True)
+        self._kv_tokens = []  # embedding cleared the cache
+        return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
+                        (time.perf_counter() - t0) * 1000)
 
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.
@@ -481,6 +789,11 @@ class LlamaCppBackend(Backend):
                 for i in range(self._llm.n_vocab())]
 
     def unload(self) -> None:
+        if self._mtmd is not None:
+            from llama_cpp import mtmd_cpp
+
+            mtmd, self._mtmd = self._mtmd, None
+            mtmd_cpp.mtmd_free(mtmd)
         if self._llm is not None:
             llm, self._llm = self._llm, None
             llm.close()

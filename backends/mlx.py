@@ -1,5 +1,6 @@
 """MLX through mlx-lm: MLX and Hugging Face safetensors folders, on Apple Silicon (Metal) or the CPU
-build on Linux.
+build on Linux. A vision model (its config.json has a ``vision_config``) runs through mlx-vlm instead, when it is
+installed, and takes images.
 
 MLX keeps per-thread state (streams, the wired-memory limit): everything here runs on the engine
 host's one model thread, the thread that loaded the model.
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from backends import json_schema, tool_calls
 from backends.base import (
     Availability,
     Backend,
@@ -30,14 +32,42 @@ from backends.base import (
 )
 
 
+class _GrammarProcessor:
+    """An mlx-lm logits processor holding the reply to a grammar (backends/json_schema.TokenMask, llguidance): the
+    matcher is told the tokens sampled since its last call, and the tokens it refuses get -inf (``mx.where``:
+    llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
+
+    def __init__(self, mask: json_schema.TokenMask, n_prompt: int) -> None:
+        self._mask, self._seen = mask, n_prompt
+
+    def __call__(self, tokens, logits):
+        import mlx.core as mx
+
+        if self._mask.stopped:  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
+            return logits
+        if tokens.size > self._seen:
+            try:
+                self._mask.take(tokens[self._seen:].tolist())
+            except ValueError as exc:
+                raise GenerationError("request", str(exc)) from None
+            self._seen = tokens.size
+        allowed = self._mask.allowed()[: logits.shape[-1]]
+        return mx.where(mx.array(allowed.astype(bool)), logits, -mx.inf)
+
+
 class MlxBackend(Backend):
     name = "mlx"
     formats = ("mlx", "safetensors")
+    # Through llguidance (backends/json_schema.py), as llama.cpp: it runs on any CPU (Rust, numpy masks) and needs
+    # no torch, unlike outlines and xgrammar; see docs/architecture.md.
+    structured_output = True
 
     def __init__(self) -> None:
         self._model = None
         self._tokenizer = None
+        self._processor = None  # mlx-vlm's processor, for a vision model
         self._n_ctx = 0
+        self._ll_tokenizer = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -58,9 +88,13 @@ class MlxBackend(Backend):
         folder = Path(model_path)
         try:
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            self._model, self._tokenizer = mlx_lm.load(str(folder))
+            if "vision_config" in config:
+                self._load_vision(folder)
+            else:
+                self._model, self._tokenizer = mlx_lm.load(str(folder))
         except (OSError, ValueError, KeyError) as exc:
             raise GenerationError("load", f"mlx-lm could not load {folder.name}: {exc}") from None
+        self.tool_format = tool_calls.template_format(getattr(self._tokenizer, "chat_template", None) or "")
         try:  # refuse a broken or hostile template now, not at the first message
             self._render([Message("user", "hi")])
         except GenerationError:
@@ -76,16 +110,37 @@ class MlxBackend(Backend):
             backend=self.name, model_path=model_path, n_ctx=settings.n_ctx, n_layers=n_layers,
             gpu_layers=n_layers if gpu else 0, gpu_offload_supported=gpu,
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
-            details={"bits": quant.get("bits"), "group_size": quant.get("group_size"),
-                     "architecture": config.get("model_type", ""), "device": str(mx.default_device())},
+            details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
+                     "architecture": config.get("model_type", ""), "device": str(mx.default_device()),
+                     **({"vision": _vision_details(config)} if self._processor else {})},
         )
 
-    def _render(self, messages: Prompt) -> str:
+    def _load_vision(self, folder: Path) -> None:
+        """A vision model through mlx-vlm: the model and its processor (image processor and tokenizer)."""
+        if importlib.util.find_spec("mlx_vlm") is None:
+            raise GenerationError("unavailable", f"{folder.name} is an MLX vision model: it needs mlx-vlm",
+                                  "pip install 'quantdesk[mlx-vision]'")
+        import mlx_vlm
+
+        self._model, self._processor = mlx_vlm.load(str(folder))
+        self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
+        _keep_tokenizer_options_from_images(self._processor)
+
+    def sees_images(self) -> bool:
+        return self._processor is not None
+
+    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
         if isinstance(messages, str):
             return messages
         try:
-            return self._tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
-                                                       add_generation_prompt=True, tokenize=False)
+            if self._processor is not None:  # a vision model's template places each image (content parts)
+                parts = [{"role": m.role, "content": [{"type": "image"} for _ in m.images]
+                          + [{"type": "text", "text": m.content}]} for m in messages]
+                renderer = self._processor if getattr(self._processor, "chat_template", None) else self._tokenizer
+                return renderer.apply_chat_template(parts, add_generation_prompt=True, tokenize=False)
+            return self._tokenizer.apply_chat_template([m.template_dict() for m in messages],
+                                                       tools=list(tools) or None, add_generation_prompt=True,
+                                                       tokenize=False)
         except Exception as exc:  # transformers renders in jinja2's sandbox: SecurityError and friends
             if type(exc).__name__ == "SecurityError":
                 message = f"the chat template tried to reach Python internals and was refused ({exc})"
@@ -103,7 +158,10 @@ class MlxBackend(Backend):
 
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
-        prompt = self._render(messages)
+        if self._processor is not None:
+            yield from self._stream_vision(messages, sampling)
+            return
+        prompt = self._render(messages, sampling.tools)
         bos = self._tokenizer.bos_token
         # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
         tokens = self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos))
@@ -117,6 +175,8 @@ class MlxBackend(Backend):
                                min_p=sampling.min_p, top_k=sampling.top_k)
         processors = make_logits_processors(
             repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
+        if sampling.json_schema is not None:  # first, so the penalty sees only what the grammar allows
+            processors.insert(0, self._grammar(sampling, len(tokens)))
         detokenizer = self._tokenizer.detokenizer
         eos = self._tokenizer.eos_token_ids
         self.mark_prefill_start()
@@ -132,6 +192,58 @@ class MlxBackend(Backend):
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
+
+    def _stream_vision(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
+        """A vision model's tokens through mlx-vlm's ``stream_generate`` (it encodes the images and merges their
+        features into the prompt), images decoded and checked by app/images first."""
+        if sampling.json_schema is not None:
+            raise GenerationError("request", "structured output is not available for MLX vision models (mlx-vlm "
+                                             "takes no logits processor)", "use a GGUF of the model with llama.cpp")
+        import mlx_vlm
+        from PIL import Image
+
+        from app import images as image_files
+
+        pictures = []
+        for n, encoded in enumerate([] if isinstance(messages, str) else [i for m in messages for i in m.images], 1):
+            try:
+                width, height, rgb = image_files.decode_rgb(image_files.from_base64(encoded))
+            except image_files.ImageError as exc:
+                raise GenerationError("image", f"image {n}: {exc.message}") from None
+            pictures.append(Image.frombytes("RGB", (width, height), rgb))
+        prompt = self._render(messages)
+        self.mark_prefill_start()
+        try:
+            for result in mlx_vlm.stream_generate(
+                    self._model, self._processor, prompt, image=pictures or None,
+                    max_tokens=min(sampling.max_tokens + 1, self._n_ctx), temperature=sampling.temperature,
+                    top_p=sampling.top_p, top_k=sampling.top_k or None, min_p=sampling.min_p, seed=sampling.seed,
+                    repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None):
+                self.prompt_tokens = result.prompt_tokens
+                if result.prompt_tokens >= self._n_ctx:
+                    raise GenerationError("context", f"the conversation is {result.prompt_tokens} tokens long but "
+                                                     f"the context holds {self._n_ctx}",
+                                          "start a new chat or load with a larger context")
+                yield result.text
+        except ValueError as exc:  # mlx-vlm's sentence for a prompt and images it cannot put together
+            raise GenerationError("image", f"mlx-vlm could not take the prompt: {exc}") from None
+
+    def _grammar(self, sampling: SamplingSettings, n_prompt: int) -> _GrammarProcessor:
+        try:
+            import llguidance.hf
+        except ImportError:
+            raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
+                                  "pip install 'quantdesk[mlx]'") from None
+        n_vocab = int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self._tokenizer._tokenizer)
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=n_vocab,
+                                                              eos_token=sorted(self._tokenizer.eos_token_ids))
+        try:
+            mask = json_schema.TokenMask(self._ll_tokenizer, sampling.json_schema, sampling.json_prefix,
+                                         sampling.json_suffix, n_vocab, frozenset(self._tokenizer.eos_token_ids))
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+        return _GrammarProcessor(mask, n_prompt)
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 
@@ -187,6 +299,39 @@ class MlxBackend(Backend):
         if self._model is not None:
             import mlx.core as mx
 
-            self._model = self._tokenizer = None
+            self._model = self._tokenizer = self._processor = None
             gc.collect()
             mx.clear_cache()
+
+
+def _vision_details(config: dict) -> dict:
+    """What the model bar and the CLI say about an MLX vision model: mlx-vlm runs it; a fixed-size vision tower's
+    image takes (side / patch)² tokens (0 where the config does not say)."""
+    vision = config.get("vision_config") or {}
+    size, patch = vision.get("image_size"), vision.get("patch_size")
+    tokens = (size // patch) ** 2 if isinstance(size, int) and isinstance(patch, int) and patch else 0
+    return {"projector": "mlx-vlm", "projector_type": config.get("model_type", ""), "image_tokens": tokens}
+
+
+# Tokenizer options mlx-vlm hands to every processor call; transformers 5 image processors refuse them
+# (https://github.com/Blaizzy/mlx-vlm/issues/870, fixed there for PaliGemma only, not LLaVA in 0.7.10).
+_TOKENIZER_OPTIONS = ("padding", "padding_side", "add_special_tokens", "truncation", "max_length")
+
+
+def _keep_tokenizer_options_from_images(processor) -> None:
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is not None:
+        processor.image_processor = _ImagesOnly(image_processor)
+
+
+class _ImagesOnly:
+    """An image processor that drops the tokenizer's options before the call (see _TOKENIZER_OPTIONS)."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def __call__(self, images, *args, **kwargs):
+        return self._inner(images, *args, **{k: v for k, v in kwargs.items() if k not in _TOKENIZER_OPTIONS})
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)

@@ -15,6 +15,7 @@ Nothing here imports the app: the connection (URL, key, CA file, timeouts) arriv
 from __future__ import annotations
 
 import json
+import math
 import queue
 import socket
 import threading
@@ -144,11 +145,42 @@ def describe_transport_error(endpoint: Endpoint, exc: Exception) -> GenerationEr
                                          f"{text})")
 
 
+def _json(data: bytes | str) -> Any:
+    """A server's JSON; ValueError for anything unreadable, also for nesting deeper than Python's stack (which
+    json reports as RecursionError)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _count(value: Any) -> int | None:
+    """A token count or a context length from a server: a whole number >= 0, else None (not a bool, not text)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _choices(payload: Any) -> list[dict[str, Any]]:
+    """The choices of an answer or a stream chunk; what is not an object is left out."""
+    found = payload.get("choices") if isinstance(payload, dict) else None
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _logprob(value: Any) -> float | None:
+    """A token's log-probability from a server: a finite number, else None (a JSON integer may be huge)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _server_message(body: bytes) -> str:
     """The message inside an error body (OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``), else the text."""
     text = body[:_ERROR_BODY_BYTES].decode("utf-8", "replace").strip()
     try:
-        data = json.loads(text)
+        data = _json(text)
     except ValueError:
         return text[:300]
     if isinstance(data, dict):
@@ -198,8 +230,8 @@ def _models_from(data: Any) -> tuple[tuple[RemoteModel, ...], str]:
         owners.add(owned_by.lower())
         raw_meta = item.get("meta")
         meta = raw_meta if isinstance(raw_meta, dict) else {}
-        n_ctx = item.get("max_model_len") or meta.get("n_ctx") or meta.get("n_ctx_train")
-        models.append(RemoteModel(item["id"], owned_by, int(n_ctx) if isinstance(n_ctx, int) else None))
+        n_ctx = _count(item.get("max_model_len") or meta.get("n_ctx") or meta.get("n_ctx_train"))
+        models.append(RemoteModel(item["id"], owned_by, n_ctx or None))
     kind = "openai-compatible"
     if "quantdesk" in owners:
         kind = "quantdesk"
@@ -224,7 +256,7 @@ def list_models(endpoint: Endpoint) -> ServerInfo:
     if response.status_code != 200:
         raise describe_status(endpoint, response.status_code, response.content, dict(response.headers))
     try:
-        models, kind = _models_from(response.json())
+        models, kind = _models_from(_json(response.content))
     except ValueError:
         raise GenerationError("protocol", f"{endpoint.label}: {endpoint.base_url}/models did not answer with an "
                                           "OpenAI model list", "is this the server's /v1 address?") from None
@@ -237,15 +269,16 @@ def list_models(endpoint: Endpoint) -> ServerInfo:
 _END = object()
 
 
-def _as_chunk(whole: dict[str, Any]) -> dict[str, Any]:
+def _as_chunk(whole: Any) -> dict[str, Any]:
     """A whole (not streamed) completion in the shape of one stream chunk: the reply arrives as one piece."""
+    if not isinstance(whole, dict):
+        raise ValueError("not a JSON object")
     choices = []
-    for choice in whole.get("choices") or ():
-        if isinstance(choice, dict):
-            message = choice.get("message")
-            text = message.get("content") if isinstance(message, dict) else choice.get("text")
-            choices.append({"index": 0, "delta": {"content": text}, "text": text,
-                            "finish_reason": choice.get("finish_reason")})
+    for choice in _choices(whole):
+        message = choice.get("message")
+        text = message.get("content") if isinstance(message, dict) else choice.get("text")
+        choices.append({"index": 0, "delta": {"content": text}, "text": text,
+                        "finish_reason": choice.get("finish_reason")})
     return {"choices": choices, "usage": whole.get("usage"), "timings": whole.get("timings")}
 
 
@@ -280,7 +313,7 @@ class _Stream:
                                                     served))
                     return
                 if response.headers.get("content-type", "").startswith("application/json"):
-                    self._queue.put(_as_chunk(json.loads(response.read())))  # a server that does not stream
+                    self._queue.put(_as_chunk(_json(response.read())))  # a server that does not stream
                     return
                 finished = False  # a finish_reason arrived: a missing [DONE] after it loses nothing
                 for line in response.iter_lines():
@@ -290,13 +323,14 @@ class _Stream:
                     if data == "[DONE]":
                         return
                     try:
-                        payload = json.loads(data)
+                        payload = _json(data)
                     except ValueError:
+                        payload = None
+                    if not isinstance(payload, dict):
                         self._queue.put(GenerationError("protocol", f"{endpoint.label} sent an unreadable event: "
                                                                     f"{data[:120]!r}"))
                         return
-                    finished = finished or any(isinstance(c, dict) and c.get("finish_reason")
-                                               for c in payload.get("choices") or ())
+                    finished = finished or any(c.get("finish_reason") for c in _choices(payload))
                     self._queue.put(payload)
             if not finished:
                 self._queue.put(GenerationError("stream", f"{endpoint.label} ended the reply without finishing it",
@@ -366,6 +400,7 @@ class RemoteBackend(Backend):
 
     name = "remote"
     formats = ("remote",)
+    structured_output = True  # forwarded as response_format: the remote server holds the reply to the schema
     # Every piece goes out as it arrives: a network stream can stall at any moment, and a piece held back for
     # the next one would wait out the stall (a local engine's next token is never more than a token away).
     COALESCE_S = 0.0
@@ -447,14 +482,17 @@ class RemoteBackend(Backend):
             raise GenerationError("unavailable", f"n/a: {endpoint.label} returned no prompt log-probabilities "
                                                  f"({error.message})")
         try:
-            logprobs = response.json()["choices"][0]["logprobs"]
+            logprobs = _json(response.content)["choices"][0]["logprobs"]
             offsets, values = logprobs["text_offset"], logprobs["token_logprobs"]
+            if not (isinstance(offsets, list) and isinstance(values, list)):
+                raise TypeError("not lists")
         except (ValueError, KeyError, IndexError, TypeError):
             raise GenerationError("unavailable", f"n/a: {endpoint.label} returned no prompt log-probabilities "
                                                  "(its answer has no echoed logprobs)") from None
         # The echo holds the prompt's tokens and then the one generated token; the first token has no value.
-        prompt = [v for offset, v in zip(offsets, values, strict=False) if offset < len(text)]
-        scored = [float(v) for v in prompt[1:] if isinstance(v, int | float)]
+        prompt = [v for offset, v in zip(offsets, values, strict=False) if _count(offset) is not None
+                  and offset < len(text)]
+        scored = [v for v in map(_logprob, prompt[1:]) if v is not None]
         if max_tokens is not None:
             scored = scored[: max(max_tokens - 1, 0)]
         if len(scored) < 1:
@@ -475,6 +513,12 @@ class RemoteBackend(Backend):
             body["seed"] = sampling.seed
         if sampling.stop:
             body["stop"] = list(sampling.stop)
+        if sampling.json_schema is not None:
+            if sampling.json_prefix or sampling.json_suffix:  # a forced tool call in a local model's own syntax
+                raise GenerationError("request", "a remote model cannot be held to a local tool-call syntax")
+            # The server's own constrained decoding (llama-server, vLLM and OpenAI take OpenAI's response_format).
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "reply", "schema": sampling.json_schema, "strict": True}}
         for ours, theirs in SAMPLING_EXTRAS.get(self.server.kind, {}).items():
             body[theirs] = getattr(sampling, ours)
         if isinstance(messages, str):
@@ -492,23 +536,25 @@ class RemoteBackend(Backend):
         self.mark_prefill_start()
         for payload in stream.events(self._cancelled):
             self._note_usage(payload)
-            for choice in payload.get("choices") or ():
-                if isinstance(choice, dict):
-                    self._finish_reason = choice.get("finish_reason") or self._finish_reason
-                    part = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
-                    if isinstance(part, str) and part:
-                        yield part
+            for choice in _choices(payload):
+                reason = choice.get("finish_reason")
+                self._finish_reason = reason if isinstance(reason, str) and reason else self._finish_reason
+                delta = choice.get("delta")
+                part = (delta.get("content") if isinstance(delta, dict) else None) if chat else choice.get("text")
+                if isinstance(part, str) and part:
+                    yield part
 
     def _note_usage(self, payload: dict[str, Any]) -> None:
         usage = payload.get("usage")
         if isinstance(usage, dict):
-            if isinstance(usage.get("prompt_tokens"), int):
-                self.prompt_tokens = usage["prompt_tokens"]
-            if isinstance(usage.get("completion_tokens"), int):
-                self._completion_tokens = usage["completion_tokens"]
+            if (prompt_tokens := _count(usage.get("prompt_tokens"))) is not None:
+                self.prompt_tokens = prompt_tokens
+            if (completion_tokens := _count(usage.get("completion_tokens"))) is not None:
+                self._completion_tokens = completion_tokens
         timings = payload.get("timings")
         if isinstance(timings, dict):
-            self._server_stats = {k: v for k, v in timings.items() if isinstance(v, int | float)}
+            self._server_stats = {k: v for k, v in timings.items()
+                                  if isinstance(v, int | float) and not isinstance(v, bool)}
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
                  cancelled: threading.Event) -> Iterator[Token | Done]:

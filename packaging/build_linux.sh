@@ -75,6 +75,7 @@ or add the folder to your library, once, without copying:
     quantdesk import <this folder> --watch
 EOF
 fi
+install -m 0644 packaging/linux/README.txt "$APP/README.txt"  # the desktop libraries it needs, for the tar.gz
 # llama.cpp runtimes, each its own folder beside the program (the spec leaves llama_cpp out of the app).
 log "llama.cpp runtimes"
 RUNTIMES=(cpu=env)

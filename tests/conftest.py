@@ -5,11 +5,21 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+# Property-based tests (hypothesis): a small fixed budget by default, so CI time stays the same run to run and
+# a failure reproduces; HYPOTHESIS_PROFILE=fuzz for a long local hunt (README, "Tests and benchmarks").
+# No deadline: these machines are shared and noisy; the readers bound their own work instead.
+_SLOW_INPUTS = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile("ci", max_examples=120, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=_SLOW_INPUTS)
+settings.register_profile("fuzz", max_examples=20_000, deadline=None, suppress_health_check=_SLOW_INPUTS)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
 pytest_plugins = ["pytester", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
-                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes"]
+                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb"]
 
 
 @pytest.fixture(autouse=True)

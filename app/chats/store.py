@@ -19,7 +19,7 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,13 +27,15 @@ from typing import Any, Literal
 
 from app import paths
 from app.errors import QuantDeskError
+from app.images import ImageInfo
 
 MessageState = Literal["complete", "streaming", "interrupted"]
 Role = Literal["system", "user", "assistant"]
 
 DB_FILENAME = "chats.sqlite3"
+AT_LEAF = -1  # where a new message goes by default: after the last message of the branch on show
 EXPORT_FORMAT = "quantdesk-chat"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: every branch's messages, each with its parent_id, and the ids of the branch on show
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -83,6 +85,32 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         END""",
         "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')",
     ),
+    # 3: images attached to messages: the files live in ``attachments/`` beside the database, named by their
+    # sha256 (the same picture twice is one file); a row per image, in order, deleted with its message.
+    (
+        """CREATE TABLE attachments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            file TEXT NOT NULL,
+            media_type TEXT NOT NULL,
+            width INTEGER NOT NULL,
+            height INTEGER NOT NULL
+        )""",
+        "CREATE INDEX attachments_by_message ON attachments(message_id, position)",
+    ),
+    # 4: conversation branches. Each message has a parent (NULL for the first of a conversation); editing or
+    # regenerating adds a sibling instead of deleting. The conversation's leaf is the last message of the branch
+    # on show. Old conversations become one chain, their last message the leaf.
+    (
+        "ALTER TABLE messages ADD COLUMN parent_id INTEGER REFERENCES messages(id) ON DELETE CASCADE",
+        """UPDATE messages SET parent_id = (SELECT max(p.id) FROM messages p
+               WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id)""",
+        "CREATE INDEX messages_by_parent ON messages(parent_id)",
+        "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
+        """UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m
+               WHERE m.conversation_id = conversations.id)""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -111,6 +139,15 @@ class Conversation:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """An image kept with a message: ``path`` is its file under the store's ``attachments/`` folder."""
+    path: Path
+    media_type: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     id: int
     conversation_id: int
@@ -119,6 +156,18 @@ class ChatMessage:
     created: float
     stats: dict[str, Any] | None = None
     state: MessageState = "complete"
+    images: tuple[Attachment, ...] = ()
+    parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
+
+
+@dataclass(frozen=True)
+class Branches:
+    """Where a message stands among its siblings (the messages with the same parent): ``index`` of ``count``,
+    1-based, and the siblings' ids in the order they were written."""
+
+    index: int
+    count: int
+    ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -133,6 +182,7 @@ class DeletedConversation:
     """The rows ``ChatStore.delete_conversation`` removed, column for column (kept in memory for undo)."""
     row: dict[str, Any]
     messages: tuple[dict[str, Any], ...]
+    attachments: tuple[dict[str, Any], ...] = ()
 
     @property
     def id(self) -> int:
@@ -152,10 +202,10 @@ def _conversation(row: sqlite3.Row) -> Conversation:
                         json.loads(row["sampling_json"]), row["model_path"])
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"])
+                       stats, row["state"], images, row["parent_id"])
 
 
 def _fts_query(text: str) -> str:
@@ -183,6 +233,7 @@ class ChatStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self.recovered_interrupted = self._mark_abandoned_streams()
+            self.purge_attachments()
         except (sqlite3.DatabaseError, ChatStoreError) as exc:
             self._db.close()
             if isinstance(exc, ChatStoreError):
@@ -281,6 +332,48 @@ class ChatStore:
             return "gone", f"the chat database {self.path} cannot be opened any more", f"check that {folder} is there"
         return None
 
+    @property
+    def attachments_dir(self) -> Path:
+        return self.path.parent / "attachments"
+
+    def purge_attachments(self) -> int:
+        """Delete the image files no message refers to any more (a deleted chat's, once its undo is over, or
+        files written for a message that was never saved); returns how many went."""
+        folder = self.attachments_dir
+        if not folder.is_dir():
+            return 0
+        kept = {r[0] for r in self._db.execute("SELECT DISTINCT file FROM attachments")}
+        removed = 0
+        for path in folder.iterdir():
+            if path.name not in kept:
+                try:
+                    path.unlink()
+                    removed += 1
+                except OSError:
+                    pass  # in use or read-only: tried again next time
+        return removed
+
+    def _store_image(self, data: bytes) -> tuple[str, ImageInfo]:
+        """Write an image under ``attachments/`` (temp file, then rename), named by its sha256; checked first."""
+        import hashlib
+        import os
+
+        from app.images import image_info
+
+        info = image_info(data)
+        name = f"{hashlib.sha256(data).hexdigest()}.{info.format}"
+        target = self.attachments_dir / name
+        if not target.exists():
+            try:
+                self.attachments_dir.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_suffix(".tmp")
+                tmp.write_bytes(data)
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise ChatStoreError(f"cannot keep the image: {exc.strerror}",
+                                     f"check the disk with {self.attachments_dir}") from exc
+        return name, info
+
     def _mark_abandoned_streams(self) -> int:
         cur = self._db.execute("UPDATE messages SET state='interrupted' WHERE state='streaming'")
         return cur.rowcount
@@ -353,15 +446,20 @@ class ChatStore:
                 raise NotFound(f"conversation {conversation_id} does not exist")
             messages = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
                                         (conversation_id,)).fetchall()
+            attachments = self._db.execute(
+                "SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id=? "
+                "ORDER BY a.id", (conversation_id,)).fetchall()
             self._db.execute("DELETE FROM conversations WHERE id=?", (conversation_id,))
-        return DeletedConversation(dict(row), tuple(dict(m) for m in messages))
+        # The image files stay until purge_attachments: an undo puts the rows back and finds them.
+        return DeletedConversation(dict(row), tuple(dict(m) for m in messages), tuple(dict(a) for a in attachments))
 
     def restore_conversation(self, deleted: DeletedConversation) -> Conversation:
         """Put back a deleted conversation with the same ids, settings, timestamps and messages
         (undo). The ids are free: AUTOINCREMENT never hands a deleted id out again."""
         try:
             with self._writing(f"restore the chat “{deleted.title}”"), self._transaction():
-                for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages)):
+                for table, rows in (("conversations", (deleted.row,)), ("messages", deleted.messages),
+                                    ("attachments", deleted.attachments)):
                     for row in rows:
                         # Column names come from our own table's rows, never from input.
                         columns = ", ".join(row)
@@ -376,33 +474,117 @@ class ChatStore:
 
     def add_message(self, conversation_id: int, role: Role, content: str, *,
                     state: MessageState = "complete", stats: dict[str, Any] | None = None) -> ChatMessage:
+        """Append a message to the branch on show."""
         with self._writing("save the message"), self._transaction():
             message_id = self._insert_message(conversation_id, role, content, state, stats)
         return self.message(message_id)
 
     def _insert_message(self, conversation_id: int, role: Role, content: str, state: MessageState,
-                        stats: dict[str, Any] | None) -> int:
-        """INSERT inside the caller's transaction; bumps the conversation's ``updated``."""
+                        stats: dict[str, Any] | None, images: Sequence[tuple[str, ImageInfo]] = (),
+                        parent_id: int | None = AT_LEAF) -> int:
+        """INSERT inside the caller's transaction (with the rows of its images, already stored), as a child of
+        ``parent_id`` (by default the leaf of the branch on show; None: a first message), and make it the leaf;
+        bumps the conversation's ``updated``."""
         now = self._clock()
+        if parent_id == AT_LEAF:
+            parent_id = self._leaf_id(conversation_id)
+        elif parent_id is not None and self.message(parent_id).conversation_id != conversation_id:
+            raise NotFound(f"message {parent_id} is not in conversation {conversation_id}")
         try:
             cur = self._db.execute(
-                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state))
+                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state, parent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state, parent_id))
         except sqlite3.IntegrityError as exc:
             raise NotFound(f"conversation {conversation_id} does not exist") from exc
-        self._db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, conversation_id))
+        for position, (name, info) in enumerate(images):
+            self._db.execute("INSERT INTO attachments(message_id, position, file, media_type, width, height)"
+                             " VALUES (?, ?, ?, ?, ?, ?)",
+                             (cur.lastrowid, position, name, info.media_type, info.width, info.height))
+        self._db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?",
+                         (now, cur.lastrowid, conversation_id))
         return cur.lastrowid
+
+    def _leaf_id(self, conversation_id: int) -> int | None:
+        row = self._db.execute("SELECT leaf_id FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"conversation {conversation_id} does not exist")
+        return row["leaf_id"]
+
+    def _images(self, message_ids: list[int]) -> dict[int, tuple[Attachment, ...]]:
+        found: dict[int, list[Attachment]] = {}
+        if message_ids:
+            marks = ", ".join("?" * len(message_ids))
+            for r in self._db.execute(f"SELECT * FROM attachments WHERE message_id IN ({marks}) "
+                                      "ORDER BY message_id, position", message_ids):
+                found.setdefault(r["message_id"], []).append(
+                    Attachment(self.attachments_dir / r["file"], r["media_type"], r["width"], r["height"]))
+        return {k: tuple(v) for k, v in found.items()}
 
     def message(self, message_id: int) -> ChatMessage:
         row = self._db.execute("SELECT * FROM messages WHERE id=?", (message_id,)).fetchone()
         if row is None:
             raise NotFound(f"message {message_id} does not exist")
-        return _message(row)
+        return _message(row, self._images([message_id]).get(message_id, ()))
 
     def messages(self, conversation_id: int) -> list[ChatMessage]:
-        rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id", (conversation_id,))
-        return [_message(r) for r in rows]
+        """The branch on show, first message first: the leaf and its ancestors."""
+        rows = self._db.execute(
+            """WITH RECURSIVE branch(id) AS (
+                   SELECT leaf_id FROM conversations WHERE id=?
+                   UNION ALL SELECT m.parent_id FROM messages m JOIN branch b ON m.id = b.id
+                   WHERE m.parent_id IS NOT NULL)
+               SELECT m.* FROM messages m JOIN branch b ON m.id = b.id ORDER BY m.id""", (conversation_id,)).fetchall()
+        return self._with_images(rows)
+
+    def all_messages(self, conversation_id: int) -> list[ChatMessage]:
+        """Every message of every branch, in the order they were written."""
+        rows = self._db.execute("SELECT * FROM messages WHERE conversation_id=? ORDER BY id",
+                                (conversation_id,)).fetchall()
+        return self._with_images(rows)
+
+    def _with_images(self, rows: list[sqlite3.Row]) -> list[ChatMessage]:
+        images = self._images([r["id"] for r in rows])
+        return [_message(r, images.get(r["id"], ())) for r in rows]
+
+    def branches(self, message_id: int) -> Branches:
+        """``message_id`` among its siblings (the other answers to its parent, or the other first messages)."""
+        msg = self.message(message_id)
+        if msg.parent_id is None:
+            rows = self._db.execute("SELECT id FROM messages WHERE conversation_id=? AND parent_id IS NULL ORDER BY id",
+                                    (msg.conversation_id,))
+        else:
+            rows = self._db.execute("SELECT id FROM messages WHERE parent_id=? ORDER BY id", (msg.parent_id,))
+        ids = tuple(r["id"] for r in rows)
+        return Branches(ids.index(message_id) + 1, len(ids), ids)
+
+    def show_branch(self, message_id: int) -> list[ChatMessage]:
+        """Show the branch through ``message_id``: down to its newest descendants (the newest child at each
+        step). Returns the branch now on show."""
+        msg = self.message(message_id)
+        leaf = message_id
+        while (child := self._db.execute("SELECT max(id) AS id FROM messages WHERE parent_id=?",
+                                         (leaf,)).fetchone()["id"]) is not None:
+            leaf = child
+        with self._writing("switch branches"):
+            self._db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (leaf, msg.conversation_id))
+        return self.messages(msg.conversation_id)
+
+    def delete_branch(self, message_id: int) -> list[ChatMessage]:
+        """Delete a message and everything written after it on its branches (its descendants); the branch on
+        show becomes a neighbouring sibling's, or ends at the parent when it had none. Returns that branch."""
+        msg = self.message(message_id)
+        siblings = self.branches(message_id).ids
+        neighbour = next((i for i in reversed(siblings) if i < message_id), None) or \
+            next((i for i in siblings if i > message_id), None)
+        on_show = any(m.id == message_id for m in self.messages(msg.conversation_id))
+        with self._writing("delete the branch"), self._transaction():
+            self._db.execute("DELETE FROM messages WHERE id=?", (message_id,))  # descendants: ON DELETE CASCADE
+            if on_show and neighbour is None:
+                self._db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (msg.parent_id, msg.conversation_id))
+        if on_show and neighbour is not None:
+            return self.show_branch(neighbour)
+        return self.messages(msg.conversation_id)
 
     def update_message(self, message_id: int, *, content: str | None = None,
                        state: MessageState | None = None, stats: dict[str, Any] | None = None) -> None:
@@ -423,23 +605,22 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
-    def delete_messages_from(self, message_id: int) -> int:
-        """Delete a message and every later one of its conversation (regenerate, edit and resend)."""
-        msg = self.message(message_id)
-        with self._writing("delete the messages"):
-            cur = self._db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?",
-                                   (msg.conversation_id, message_id))
-        return cur.rowcount
-
-    def begin_reply(self, conversation_id: int, *, prompt: str | None = None, min_interval_s: float = 0.25,
-                    min_chars: int = 2000, monotonic: Callable[[], float] = time.monotonic) -> ReplyWriter:
+    def begin_reply(self, conversation_id: int, *, prompt: str | None = None, images: Sequence[bytes] = (),
+                    after: int | None = AT_LEAF, min_interval_s: float = 0.25, min_chars: int = 2000,
+                    monotonic: Callable[[], float] = time.monotonic) -> ReplyWriter:
         """Start an assistant message in state ``streaming``; feed it with ``ReplyWriter.append``.
-        With ``prompt``, the user's message goes in first, in the same transaction: both are saved
-        or neither is (``ReplyWriter.prompt_id`` is its id)."""
+        With ``prompt``, the user's message goes in first (with its ``images``: PNG, JPEG or WebP files, kept
+        under ``attachments/``), in the same transaction: both are saved or neither is (``ReplyWriter.prompt_id``
+        is its id). An image that is not one raises ``app.images.ImageError`` before anything is saved.
+        ``after``: the message the new one follows (by default the leaf of the branch on show); naming an earlier
+        one starts a new branch there (an edited message resent, a reply written again), None before the first
+        message."""
+        stored = [self._store_image(data) for data in images] if prompt is not None else []
         with self._writing("save your message" if prompt is not None else "start the reply"), self._transaction():
             prompt_id = None if prompt is None else self._insert_message(conversation_id, "user", prompt,
-                                                                         "complete", None)
-            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None)
+                                                                         "complete", None, stored, after)
+            reply_id = self._insert_message(conversation_id, "assistant", "", "streaming", None, (),
+                                            prompt_id if prompt_id is not None else after)
         return ReplyWriter(self, reply_id, min_interval_s=min_interval_s, min_chars=min_chars, monotonic=monotonic,
                            conversation_id=conversation_id, prompt_id=prompt_id)
 
@@ -470,9 +651,13 @@ class ChatStore:
 
     def export_json(self, conversation_id: int) -> str:
         conv = self.conversation(conversation_id)
+        on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
-                "messages": [{k: v for k, v in asdict(m).items() if k != "conversation_id"}
-                             for m in self.messages(conversation_id)]}
+                "messages": [{k: v for k, v in asdict(m).items() if k not in ("conversation_id", "images")}
+                             | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
+                                             "height": a.height} for a in m.images]} if m.images else {})
+                             for m in self.all_messages(conversation_id)],
+                "branch_on_show": on_show}
         return json.dumps(data, indent=2, ensure_ascii=False)
 
     def export_markdown(self, conversation_id: int) -> str:
@@ -485,6 +670,9 @@ class ChatStore:
         for msg in self.messages(conversation_id):
             heading = {"user": "You", "assistant": "Assistant", "system": "System"}[msg.role]
             parts.append(f"## {heading}\n\n{msg.content}\n")
+            if msg.images:
+                names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
+                parts.append(f"*(images: {names})*\n")
             if msg.state == "interrupted":
                 parts.append("*(reply interrupted)*\n")
         return "\n".join(parts)

@@ -1,4 +1,5 @@
-"""``quantdesk chat``: talk to a model in the terminal, or answer one prompt (optionally as JSON)."""
+"""``quantdesk chat``: talk to a model in the terminal, or answer one prompt (optionally as JSON, optionally held
+to a JSON Schema)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
@@ -27,6 +29,12 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="attach a PNG, JPEG or WebP image to the first message (repeatable); needs a vision model")
+    p.add_argument("--mmproj", metavar="FILE",
+                   help="the vision projector to load with a GGUF model (default: the mmproj file beside it that "
+                        "pairs with it)")
+    add_force_arguments(p)
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
@@ -42,7 +50,50 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
+    p.add_argument("--json-schema", metavar="FILE", help="answer with JSON valid against the JSON Schema in FILE "
+                                                         "(held by the engine's grammar)")
     p.set_defaults(func=run)
+
+
+FORCE_HELP = ("load the model even when the fit check says it does not fit this machine (the memory budget): "
+              "the system may swap or run out of memory, which ends the engine process")
+
+
+def add_force_arguments(p: argparse.ArgumentParser, force_help: str = FORCE_HELP) -> None:
+    from app.hardware import add_hardware_argument
+
+    p.add_argument("--force", action="store_true", help=force_help)
+    add_hardware_argument(p)
+
+
+def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> None:
+    """The fit check before a load, as the Chat's: a model that does not fit this machine is refused in words,
+    or with --force loaded anyway with the risk said on stderr. A remote model, or one whose header cannot be
+    read, is left to the engine."""
+    from app.errors import QuantDeskError
+    from app.hardware import profile_from_args
+    from app.models.budget import fit_refusal, fit_warning, too_large
+    from app.models.metadata import read_model
+    from app.models.recommend import fit_model
+    from app.remote.connections import is_remote_ref
+
+    if is_remote_ref(model):
+        return
+    from app.models.vision import with_projector
+
+    try:
+        meta = with_projector(read_model(model), settings.mmproj or None)  # a vision model counts its projector
+    except QuantDeskError:
+        return  # the engine says what is wrong with it, as before
+    fit = fit_model(meta, profile_from_args(args), settings.n_ctx,
+                    "auto" if settings.gpu_layers < 0 else settings.gpu_layers, settings.kv_cache_type,
+                    cpu_moe=settings.cpu_moe or None)
+    if not too_large(fit):
+        return
+    name = Path(model).name
+    if not args.force:
+        raise EngineError(fit_refusal(name, fit.reason, "--force"), kind="fit")
+    print(fit_warning(name, fit.reason), file=sys.stderr)
 
 
 def stats_line(stats: GenerationStats) -> str:
@@ -57,7 +108,23 @@ def stats_line(stats: GenerationStats) -> str:
 def _sampling(args) -> SamplingSettings:
     return SamplingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                             repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed,
-                            stop=tuple(args.stop))
+                            stop=tuple(args.stop), json_schema=_schema_file(args.json_schema))
+
+
+def _schema_file(path: str | None) -> dict | None:
+    """The JSON Schema in ``path``, or a sentence saying why it cannot be used."""
+    if path is None:
+        return None
+    try:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EngineError(f"cannot read the JSON schema {path}: {exc.strerror or exc}", kind="settings") from None
+    except ValueError as exc:
+        raise EngineError(f"{path} is not valid JSON: {exc}", kind="settings") from None
+    if not isinstance(schema, dict):
+        raise EngineError(f"{path} holds no JSON Schema object", "a schema is a JSON object such as "
+                                                                 '{"type": "object", ...}', kind="settings")
+    return schema
 
 
 def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: bool) -> Done:
@@ -80,21 +147,23 @@ def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: 
 def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
 
+    images = _read_images(args.image)
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe)
-    sampling = _sampling(args)
+                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images))
+    sampling = _sampling(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     try:
         sampling.validate()
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
+    check_fit(args.model, settings, args)
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)
         if args.prompt is not None:
-            history.append(Message("user", args.prompt))
+            history.append(Message("user", args.prompt, images))
             done = _reply(client, history, sampling, echo=not args.json)
             if args.json:
                 print(json.dumps(_json_result(loaded, done), indent=2))
@@ -102,7 +171,47 @@ def run(args: argparse.Namespace) -> int:
                 print()
                 print(stats_line(done.stats), file=sys.stderr)
             return 0
-        return _interactive(client, history, sampling)
+        return _interactive(client, history, sampling, images)
+
+
+def _read_images(paths: list[str]) -> tuple[str, ...]:
+    """The --image files, checked from their headers (app/images) and base64-encoded for the engine."""
+    from pathlib import Path
+
+    from app import images
+    from app.errors import ModelFileError
+
+    encoded = []
+    for path in paths:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ModelFileError(f"cannot read the image {path}: {exc.strerror}") from None
+        try:
+            images.image_info(data)
+        except images.ImageError as exc:
+            raise images.ImageError(f"{path}: {exc.message}") from None
+        encoded.append(images.to_base64(data))
+    return tuple(encoded)
+
+
+def _projector(args: argparse.Namespace, images: tuple[str, ...]) -> str:
+    """The vision projector for this run: --mmproj, else the one beside a GGUF model that pairs with it (only
+    when images are attached: a text chat need not load it). A model without one cannot take --image."""
+    from pathlib import Path
+
+    from app.models import vision
+
+    if args.mmproj:
+        return str(args.mmproj)
+    if not images:
+        return ""
+    model = Path(args.model)
+    found = vision.find_projector(model) if model.suffix == ".gguf" and model.is_file() else None
+    if found is None:
+        raise EngineError(f"{model.name} does not see images: no vision projector (mmproj GGUF) that pairs with "
+                          "it lies beside it", "pass --mmproj FILE, or chat without --image", kind="vision")
+    return str(found)
 
 
 def loaded_summary(loaded) -> str:
@@ -123,6 +232,10 @@ def loaded_summary(loaded) -> str:
             else "CPU only (this build of the engine cannot use a GPU)"
         return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
                 f"context {loaded.n_ctx} · {where}{experts}")
+    vision = loaded.details.get("vision")
+    if vision:
+        tokens = f", {vision['image_tokens']} tokens an image" if vision.get("image_tokens") else ""
+        experts += f" · sees images ({vision['projector']}{tokens})"
     lines = [f"loaded {loaded.model_path} in {loaded.load_ms:.0f} ms · {report.placement(loaded)} · "
              f"context {loaded.n_ctx}{experts}"]
     if loaded.runtime:
@@ -140,6 +253,7 @@ def _json_result(loaded, done: Done) -> dict:
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
+        "vision": loaded.details.get("vision"),
         "server_timings": s.server,
         "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
         "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
@@ -147,7 +261,7 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, history: list[Message], sampling: SamplingSettings) -> int:
+def _interactive(client, history: list[Message], sampling: SamplingSettings, images: tuple[str, ...] = ()) -> int:
     base = list(history)
     while True:
         try:
@@ -163,7 +277,8 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings) -> 
             continue
         if not line.strip():
             continue
-        history.append(Message("user", line))
+        history.append(Message("user", line, images))
+        images = ()  # the images go with the first message
         done = _reply(client, history, sampling, echo=True)
         history.append(Message("assistant", done.text))
         print()

@@ -36,6 +36,11 @@ def register(subparsers) -> None:
     which.add_argument("--file", action="append", help="fetch this file of the repo only (repeatable)")
     p.add_argument("--revision", default="main",
                    help="branch, tag or commit to download (default: main; an EXL2/EXL3 --quant picks its own branch)")
+    projector = p.add_mutually_exclusive_group()
+    projector.add_argument("--mmproj", metavar="FILE",
+                           help="the vision projector to fetch with a GGUF (default: the F16 one beside it, checked "
+                                "against the model before downloading)")
+    projector.add_argument("--no-mmproj", action="store_true", help="fetch a vision model's GGUF without its projector")
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_pull)
 
@@ -117,7 +122,8 @@ def _show(args) -> int:
     quants = listing.quants()
     for group in quants:
         where = f"branch {group.revision}: " if group.revision else ""
-        print(f"  {group.quant:<10} {_size(group.size):>10}  {where}{', '.join(group.files)}")
+        sees = f"  · sees images with {' or '.join(group.projectors)}" if group.projectors else ""
+        print(f"  {group.quant:<10} {_size(group.size):>10}  {where}{', '.join(group.files)}{sees}")
     if not quants:
         for f in listing.files:
             print(f"  {_size(f.size):>10}  {f.path}")
@@ -162,7 +168,7 @@ def _pull(args) -> int:
     from app.hub.plan import DownloadRequest
 
     request = DownloadRequest(repo_id=args.repo, revision=args.revision, quant=args.quant,
-                              files=tuple(args.file or ()))
+                              files=tuple(args.file or ()), projector="" if args.no_mmproj else args.mmproj)
     runner = Downloader(request, _Bar(args.json))
     try:
         result = runner.run()
@@ -174,9 +180,14 @@ def _pull(args) -> int:
         return 130
     if args.json:
         print(json.dumps({"repo_id": result.repo_id, "commit": result.commit, "path": str(result.path),
-                          "files": [f.path for f in result.files], "resumed_bytes": result.resumed_bytes}))
+                          "files": [f.path for f in result.files], "resumed_bytes": result.resumed_bytes,
+                          "projector": result.projector or None, "other_projectors": list(result.other_projectors)}))
     else:
         print(f"installed {result.repo_id} @ {result.commit[:12]} -> {result.path}")
+        if result.projector:
+            others = f"; also in the repo: {', '.join(result.other_projectors)} (--mmproj FILE)" \
+                if result.other_projectors else ""
+            print(f"sees images: with the vision projector {result.projector}{others}")
     return 0
 
 
@@ -201,8 +212,9 @@ def _ls(args) -> int:
         print("the library is empty (quantdesk pull REPO, or quantdesk import PATH)")
     for e in entries:
         origin = f"{e.repo_id}@{(e.commit_hash or '')[:8]}" if e.repo_id else e.source
+        sees = f"  sees images ({e.projector})" if e.projector else ""
         print(f"{e.id:<50} {e.format:<11} {e.quant or '-':<9} {_size(e.size):>9} {e.architecture or '-':<10} "
-              f"{origin}  {e.path}")
+              f"{origin}  {e.path}{sees}")
         status = statuses.get(e.id)
         if status is not None and (status.available or args.check_updates):
             print(f"    {status.headline}" + (f" (quantdesk update {e.id})" if status.available else ""))

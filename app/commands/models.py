@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16", help="KV cache type (default f16)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, metavar="N|all",
                    help=CPU_MOE_HELP + "; default: chosen when the model does not fit the GPU whole")
+    p.add_argument("--mmproj", metavar="FILE", help="count this vision projector with the model (default: the one "
+                                                    "beside a local GGUF that pairs with it)")
     add_hardware_argument(p)
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(func=run_fit)
@@ -71,9 +73,10 @@ def load_metadata(model: str):
     """A local file/folder, ``owner/repo/file.gguf``, ``owner/repo`` (its first GGUF or bit-rate branch) or
     ``owner/repo@branch`` on the Hub."""
     from app.models.metadata import read_model
+    from app.models.vision import with_projector
 
     if Path(model).exists():
-        return read_model(model)
+        return with_projector(read_model(model))
     if _looks_like_repo(model):
         parts = model.split("/")
         repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
@@ -101,6 +104,7 @@ def load_metadata(model: str):
 def local_candidates(path: Path) -> list[tuple[str, object]]:
     from app.models.metadata import read_model
     from app.models.quants import parse_gguf_filename
+    from app.models.vision import with_projector
 
     if path.is_dir() and not (path / "config.json").is_file():
         out: list[tuple[str, object]] = []
@@ -109,7 +113,7 @@ def local_candidates(path: Path) -> list[tuple[str, object]]:
             if (info and not info.is_first_shard) or "mmproj" in gguf.name.lower():
                 continue
             try:
-                out.append((str(gguf), read_model(gguf)))
+                out.append((str(gguf), with_projector(read_model(gguf))))
             except QuantDeskError as exc:
                 out.append((str(gguf), exc))
         for sub in sorted(p.parent for p in path.rglob("config.json")):
@@ -119,7 +123,7 @@ def local_candidates(path: Path) -> list[tuple[str, object]]:
                 out.append((str(sub), exc))
         return out
     try:
-        return [(str(path), read_model(path))]
+        return [(str(path), with_projector(read_model(path)))]
     except QuantDeskError as exc:
         return [(str(path), exc)]
 
@@ -145,8 +149,14 @@ def run_inspect(args: argparse.Namespace) -> int:
             continue
         if key == "weights_bytes":
             value = _gib(value)
+        if key == "sees_images":
+            value = f"{value['projector']} ({value['projector_type']}, {value['image_tokens']} tokens an image)"
         print(f"{key:18} {value}")
     return 0
+
+
+def vision_part(dev: dict) -> str:
+    return f", vision projector {_gib(dev['vision_bytes'])}" if dev.get("vision_bytes") else ""
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -162,6 +172,10 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.ctx < 1:
         raise BadModelArgument("--ctx must be a positive number of tokens.")
     meta = load_metadata(args.model)
+    if args.mmproj:
+        from app.models.vision import with_projector
+
+        with_projector(meta, args.mmproj)
     result = fit_model(meta, _hardware(args), args.ctx, gpu_layers, args.kv_type, label=args.model,
                        cpu_moe=args.cpu_moe)
     data = result.to_json()
@@ -173,7 +187,10 @@ def run_fit(args: argparse.Namespace) -> int:
         state = f", recurrent state {_gib(dev['state_bytes'])}" if dev["state_bytes"] else ""
         print(f"  {dev['name']:24} weights {_gib(dev['weights_bytes'])}, KV {_gib(dev['kv_bytes'])}{state}, "
               f"compute {_gib(dev['compute_bytes'])}, output {_gib(dev['output_bytes'])}, other "
-              f"{_gib(dev['other_bytes'])} = {_gib(dev['total_bytes'])}")
+              f"{_gib(dev['other_bytes'])}{vision_part(dev)} = {_gib(dev['total_bytes'])}")
+    if meta.projector is not None:
+        print(f"  sees images: vision projector {meta.projector.file_name} ({meta.projector.projector_type}), "
+              f"{data['image_tokens']} context tokens an image")
     if data["runtime"]:
         print(f"  planned for the {data['runtime']} runtime")
     if data["gpu_layers"] is not None:

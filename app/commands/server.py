@@ -8,10 +8,12 @@ import os
 import sys
 
 from app.errors import EngineError
+from app.commands.engine import FORCE_HELP, add_force_arguments, check_fit
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
+DEFAULT_IDLE_TTL_S = 600.0  # app.server.pool's; not imported here so that `quantdesk --help` stays light
 API_KEY_ENV = "QUANTDESK_API_KEY"
 
 
@@ -35,6 +37,17 @@ def register(subparsers) -> None:
     p.add_argument("--serve-remotes", action="store_true",
                    help="also serve the models of your remote connections (quantdesk remote ls) as "
                         "remote:CONNECTION/MODEL; their API keys are never sent to this server's clients")
+    p.add_argument("--load-on-demand", action="store_true",
+                   help="let a request naming a library model (quantdesk ls) load it in an engine of its own, when it "
+                        "fits the memory budget (off by default: only --model is served)")
+    p.add_argument("--memory-budget", type=float, metavar="GIB",
+                   help="memory the server's local models may take together, in GiB (default: what the fit check "
+                        "finds free when the server starts, plus the --model's estimate)")
+    p.add_argument("--idle-ttl", type=float, default=DEFAULT_IDLE_TTL_S, metavar="SECONDS",
+                   help=f"unload a model loaded on demand after this long without a request (default "
+                        f"{DEFAULT_IDLE_TTL_S:g}); --model stays loaded")
+    add_force_arguments(p, FORCE_HELP + "; with --load-on-demand, loads go past --memory-budget too (idle models "
+                           "still unload first)")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
@@ -54,14 +67,20 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:
         raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
+    if args.memory_budget is not None and args.memory_budget <= 0:
+        raise EngineError(f"--memory-budget must be more than 0 GiB, not {args.memory_budget:g}", kind="settings")
+    if args.idle_ttl <= 0:
+        raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
                             cpu_moe=args.cpu_moe)
     try:
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
+    check_fit(args.model, settings, args)
 
     from app.server.app import create_app
+    from app.server.pool import PoolSettings
     from app.server.thread import _NotifyingServer, bound_url, server_config
 
     with EngineClient() as client:
@@ -73,6 +92,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
                   + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
                   + f"model id {openai.model_id!r}", file=sys.stderr)
+            pool = openai.pool
+            if pool.settings.load_on_demand:
+                print(f"library models load on request ({pool.budget_words()}; idle ones unload after "
+                      f"{pool.settings.idle_ttl_s:g} s" + ("; --force: loads go past the budget" if args.force else "")
+                      + ")", file=sys.stderr)
             if openai.remotes is not None:
                 remote_ids = [m.ref for m in openai.remotes.models()]
                 print(f"also serving {len(remote_ids)} remote model{'s' if len(remote_ids) != 1 else ''}"
@@ -82,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
         app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
                          allowed_origins=args.allow_origin, max_pending=args.max_queue,
-                         serve_remotes=args.serve_remotes, on_ready=announce)
+                         serve_remotes=args.serve_remotes, on_ready=announce, pool=PoolSettings(
+                             load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
+                             memory_budget_bytes=None if args.memory_budget is None else
+                             int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
         server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
 
         async def serve() -> None:

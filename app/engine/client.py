@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.engine import protocol
-from app.engine.protocol import (GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
+from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import (Done, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt, SamplingSettings,
-                           Scored, Token)
+from backends.base import (Done, Embedded, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
+                           SamplingSettings, Scored, Token)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -88,6 +88,7 @@ class EngineClientLike(Protocol):
              on_progress: Callable[[float], None] | None = None) -> Loaded: ...
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]: ...
+    def embed(self, texts: Sequence[str]) -> Embedded: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -328,6 +329,11 @@ class EngineClient:
             options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
         else:
             ref = detect_model(model_path)
+        settings = settings or LoadSettings()
+        if settings.mmproj:  # a projector that does not pair is refused here, before any engine work
+            from app.models import metadata, vision
+
+            vision.check_pair(metadata.read_model(ref.path), vision.read_projector(settings.mmproj))
         name = backend or registry.backend_for_format(ref.format)
         status = registry.status(name)
         if not status.availability.available:
@@ -344,7 +350,7 @@ class EngineClient:
             if not choice.name:
                 raise BackendUnavailable(choice.reason)
         runtime_env = choice.env if choice is not None else {}
-        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings or LoadSettings(), options)
+        request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings, options)
         phase = f"while loading {ref.display_name}"
         if (self.loaded is not None and self.loaded.backend != name) or \
                 (self._proc is not None and runtime_env != self._runtime_env):
@@ -438,12 +444,22 @@ class EngineClient:
         request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
                                str(logprobs_path or ""), str(vocabulary_path or ""))
         reply, _ = self._submit(request, "while scoring")
+        return self._answer(reply, Scored)
+
+    def _answer(self, reply: _Reply, answer: type[Scored] | type[Embedded]):
+        """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError."""
         while True:
             event = self._next_event(reply)
-            if isinstance(event, Scored):
+            if isinstance(event, answer):
                 return event
             if isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
+
+    def embed(self, texts: Sequence[str]) -> Embedded:
+        """Embeddings of ``texts`` from a loaded embedding model, in order. Raises EngineError (kind 'request' for a
+        model that makes none, 'context' for a text longer than the model takes)."""
+        reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
+        return self._answer(reply, Embedded)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

@@ -26,8 +26,8 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from app.engine.protocol import (CancelRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
-                                 UnloadRequest)
+from app.engine.protocol import (CancelRequest, EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest,
+                                 ShutdownRequest, UnloadRequest)
 from backends.base import Backend, Done, ErrorEvent, GenerationError, GenerationStats, Progress
 
 # Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
@@ -111,6 +111,10 @@ class Host:
             self._generate(request)
         elif isinstance(request, ScoreRequest):
             self._score(request)
+        elif isinstance(request, EmbedRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            self.send(self._backend.embed(request.id, request.texts))
         elif isinstance(request, UnloadRequest):
             self._unload()
             self.send(protocol.Unloaded(request.id))
@@ -131,6 +135,9 @@ class Host:
         if not availability.available:
             raise GenerationError("unavailable", f"{cls.name} cannot run here: {availability.reason}",
                                   availability.hint)
+        if settings.mmproj and not cls.takes_projector:
+            raise GenerationError("projector", f"{cls.name} does not load a vision projector ({settings.mmproj})",
+                                  "vision projectors (mmproj GGUF files) run with llama.cpp")
         self.send(Progress(0.0))
         backend = cls(  # backend-specific options, e.g. the remote endpoint (see LoadRequest.backend_options)
             **(request.backend_options or {}))
@@ -145,6 +152,10 @@ class Host:
             request.sampling.validate()
         except ValueError as exc:
             raise GenerationError("settings", str(exc)) from None
+        if not isinstance(request.prompt, str) and any(m.images for m in request.prompt) \
+                and not self._backend.sees_images():
+            raise GenerationError("vision", "this model does not see images: it was loaded without a vision projector",
+                                  "remove the image, or load a vision model with its mmproj file")
         with self._lock:
             cancelled_before = request.id in self._cancelled_ids
             if cancelled_before:

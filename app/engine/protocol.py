@@ -5,7 +5,7 @@ of backends.base (each tagged with its ``type``) plus the two the protocol itsel
 ``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
 
 The host serves the requests it reads one at a time, in order, and ends each with exactly one final
-event (``Loaded``, ``Done``, ``Scored``, ``Unloaded`` or an ``ErrorEvent``); every event in between
+event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Unloaded`` or an ``ErrorEvent``); every event in between
 belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
 answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
 from different releases refuse each other with a sentence instead of misreading each other.
@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backends.base import (DeviceLoad, Done, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings, Message,
-                           Progress, Prompt, SamplingSettings, Scored, Token)
+from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
+                           Message, Progress, Prompt, SamplingSettings, Scored, Token)
 
 PROTOCOL_VERSION = 1
 
@@ -59,6 +59,13 @@ class ScoreRequest:
 
 
 @dataclass(frozen=True)
+class EmbedRequest:
+    id: str
+    texts: list[str]  # embedded together, as one batch where the context allows
+    op: Literal["embed"] = "embed"
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     id: str  # a generation's id, running or not started yet; "*" for whichever runs now
     op: Literal["cancel"] = "cancel"
@@ -75,9 +82,10 @@ class ShutdownRequest:
     op: Literal["shutdown"] = "shutdown"
 
 
-Request = LoadRequest | GenerateRequest | ScoreRequest | CancelRequest | UnloadRequest | ShutdownRequest
-_REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, CancelRequest,
-                                                            UnloadRequest, ShutdownRequest)}
+Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CancelRequest | UnloadRequest
+           | ShutdownRequest)
+_REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, EmbedRequest,
+                                                            CancelRequest, UnloadRequest, ShutdownRequest)}
 
 
 # --- events of the protocol itself (host -> parent)
@@ -98,9 +106,9 @@ class Unloaded:
     type: Literal["unloaded"] = "unloaded"
 
 
-_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Hello,
-                                                          Unloaded)}
-FINAL_EVENTS = (Loaded, Done, Scored, Unloaded, ErrorEvent)  # each request ends with exactly one of these
+_EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Embedded,
+                                                          Hello, Unloaded)}
+FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Unloaded, ErrorEvent)  # each request ends with exactly one of these
 
 
 class ProtocolMismatch(ValueError):
@@ -147,7 +155,9 @@ def decode_request(line: bytes) -> Request:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt = values.get("prompt")
             if not isinstance(prompt, str):
-                values["prompt"] = [Message(m["role"], m["content"]) for m in prompt]
+                values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("images") or ()),
+                                            tuple(m.get("tool_calls") or ()), m.get("tool_call_id", ""),
+                                            m.get("name", "")) for m in prompt]
         return cls(**values)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None
@@ -164,6 +174,7 @@ def check_hello(event: Hello) -> Hello:
 def settings_from_dict(cls: type, data: dict[str, Any]):
     known = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in data.items() if k in known}
-    if "stop" in values:
-        values["stop"] = tuple(values["stop"])
+    for name in ("stop", "tools"):
+        if name in values:
+            values[name] = tuple(values[name])
     return cls(**values)

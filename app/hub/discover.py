@@ -94,6 +94,7 @@ class QuantChoice:
     memory_bytes: int | None  # every device added up at DEFAULT_N_CTX; None when it could not be worked out
     decode_tok_s: float | None
     best: bool = False
+    projector: str = ""  # the vision projector a download fetches with it ("" for a text-only model)
 
     @property
     def badge(self) -> str:
@@ -126,7 +127,8 @@ def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX)
     listing = RepoListing.fetch(repo_id)
     models = listing.models()
     candidates = listing.candidates(models)
-    downloads = {m.label: (download_request(repo_id, m), listing.download_size(m)) for m in models}
+    downloads = {m.label: (download_request(repo_id, m, listing), listing.download_size(m)) for m in models}
+    projector_sizes = {f.path: f.size for f in listing.projectors}
     out = ModelChoices(repo_id=listing.repo_id, format=listing.format, summary=listing.summary())
 
     report = recommend(candidates, hw, n_ctx)
@@ -134,19 +136,22 @@ def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX)
     out.format_reason = report.format_reason
     for fit in report.candidates:
         request, size = downloads[fit.label]
+        projector = request.projector or ""
         out.choices.append(QuantChoice(
             label=fit.label, quant=fit.quant, format=fit.format, verdict=fit.verdict, reason=fit.reason,
-            request=request, download_bytes=size, memory_bytes=fit.memory_bytes,
+            request=request, download_bytes=size + projector_sizes.get(projector, 0), memory_bytes=fit.memory_bytes,
             decode_tok_s=None if fit.decode_tok_s is None else round(fit.decode_tok_s, 1),
-            best=report.best is not None and fit.label == report.best.label))
+            best=report.best is not None and fit.label == report.best.label, projector=projector))
     out.choices.sort(key=lambda c: (c.format, c.download_bytes))
     return out
 
 
-def download_request(repo_id: str, model: ListedModel) -> DownloadRequest:
-    """The download that fetches ``model``: a GGUF's files (every shard), a bit-rate branch, or the whole repo."""
+def download_request(repo_id: str, model: ListedModel, listing: RepoListing | None = None) -> DownloadRequest:
+    """The download that fetches ``model``: a GGUF's files (every shard) and its default vision projector, a bit-rate
+    branch, or the whole repo."""
     if model.kind == "gguf":
-        return DownloadRequest(repo_id, files=model.files)
+        projectors = listing.projectors_for(model.files[0]) if listing is not None else []
+        return DownloadRequest(repo_id, files=model.files, projector=projectors[0].path if projectors else None)
     if model.kind == "branch":
         return DownloadRequest(repo_id, revision=model.revision or "main")
     return DownloadRequest(repo_id)

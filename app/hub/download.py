@@ -76,6 +76,8 @@ class DownloadResult:
     path: Path  # the model: the GGUF (first shard) or the folder
     folder: Path
     resumed_bytes: int = 0  # bytes that were already on disk from an earlier run
+    projector: str = ""  # the vision projector fetched with the model (a path in the repo), "" for none
+    other_projectors: tuple[str, ...] = ()  # the repo's other projectors for it: the choice the pull made
 
 
 @dataclass
@@ -572,7 +574,8 @@ class Downloader:
         library.register_download(plan, target, path)
         shutil.rmtree(self.staging, ignore_errors=True)
         return DownloadResult(repo_id=plan.request.repo_id, commit=plan.commit, files=plan.files, path=path,
-                              folder=target, resumed_bytes=resumed)
+                              folder=target, resumed_bytes=resumed, projector=plan.projector,
+                              other_projectors=plan.other_projectors)
 
 
 def _gb(n: int) -> str:

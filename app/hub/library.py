@@ -19,9 +19,11 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.errors import ModelFileError
 from app.hub import config
 from app.hub.errors import LibraryError
 from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
+from app.hub.listing import is_projector
 from app.settings import models_dir
 
 MANIFEST_NAME = "library.sqlite3"
@@ -64,8 +66,24 @@ class LibraryEntry:
     quant: str | None = None
     architecture: str | None = None
 
+    @property
+    def projector(self) -> str | None:
+        """The vision projector kept with the model (its path relative to the model's folder), if any."""
+        return next((f["path"] for f in self.files if is_projector(f["path"])), None)
+
     def to_json(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"projector": self.projector}
+
+
+def _projector_beside(model: Path) -> list[str]:
+    """The projector lying beside a GGUF that pairs with it, as a file of the model (app.models.vision)."""
+    from app.models import vision
+
+    try:
+        found = vision.find_projector(model)
+    except ModelFileError:  # a model whose header cannot be read is listed without one; loading it says why
+        return []
+    return [found.name] if found else []
 
 
 def entry_folder(entry: LibraryEntry) -> Path:
@@ -139,7 +157,8 @@ class Library:
 
     # -- adding ------------------------------------------------------------------------------------------
     def model_path_for(self, folder: Path, plan) -> Path:
-        ggufs = sorted(f.path for f in plan.model_files if f.path.lower().endswith(".gguf"))
+        ggufs = sorted(f.path for f in plan.model_files
+                       if f.path.lower().endswith(".gguf") and not is_projector(f.path))
         return folder / ggufs[0] if ggufs else folder
 
     def installed_as(self, entry_id: str, remote_files: list) -> set[str]:
@@ -205,21 +224,21 @@ class Library:
             if source.suffix.lower() != ".gguf":
                 raise LibraryError(f"{source.name} is not a model file QuantDesk can import.",
                                    "import a .gguf file or a model folder")
-            return [("gguf", source, [source.name])]
+            return [("gguf", source, [source.name, *_projector_beside(source)])]
         found = []
         if (source / "config.json").exists() and any(source.glob("*.safetensors")):
             files = sorted(str(p.relative_to(source)) for p in source.rglob("*") if p.is_file())
             found.append(("folder", source, files))
             return found
-        ggufs = sorted(p for p in source.glob("*.gguf") if p.is_file())
+        ggufs = sorted(p for p in source.glob("*.gguf") if p.is_file() and not is_projector(p.name))
         groups: dict[str, list[Path]] = {}
         for p in ggufs:
             from app.models.quants import gguf_shard_names
 
             groups.setdefault(gguf_shard_names(str(p))[0], []).append(p)
         for first, members in groups.items():
-            found.append(("gguf", Path(first) if Path(first).exists() else members[0],
-                          sorted(m.name for m in members)))
+            model = Path(first) if Path(first).exists() else members[0]
+            found.append(("gguf", model, sorted(m.name for m in members) + _projector_beside(model)))
         for sub in sorted(p for p in source.iterdir() if p.is_dir() and not p.name.startswith(".")):
             found.extend(self._models_in(sub))
         return found

@@ -6,7 +6,9 @@ lab.
 call (the branches), then sorts the files and branches into quants by one rule for every format:
 
 - GGUF: files grouped by the quant their names carry, the shards of a split model together. Vision projectors
-  (``mmproj-*.gguf``) are no quant: they are kept apart in ``projectors``, for the model they belong to.
+  (``mmproj-*.gguf``) are no quant: they are kept apart in ``projectors``, and each quant group lists the ones
+  in its folder (``QuantGroup.projectors``, the default first: F16, as llama.cpp's converter writes it), the
+  pair a pull fetches together (app.hub.plan checks the two headers before any byte moves).
 - MLX, plain safetensors: the listed revision is one model folder.
 - EXL2 / EXL3: a branch holds one bit rate when its name says so (``4.0bpw``, ``6_5bpw-h8``); a branch named by a
   bare number (``6_5``, as bartowski names them) does where the repo is known to be EXL (its tags, its name, EXL2's
@@ -63,6 +65,7 @@ class QuantGroup:
     files: list[str]
     size: int  # GGUF: its files; EXL: its weights (the safetensors), as a GGUF quant's size is
     revision: str | None = None  # the branch holding it (EXL2/EXL3); None: the revision listed
+    projectors: list[str] = field(default_factory=list)  # vision projectors beside it, the default first
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,24 @@ def _rows(info: Any) -> list[RemoteFile]:
                        blob_id=s.blob_id) for s in info.siblings or []]
 
 
-def _is_projector(path: str) -> bool:
+def is_projector(path: str) -> bool:
     return path.lower().endswith(".gguf") and "mmproj" in path.lower()
+
+
+def _folder(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+_PROJECTOR_PRECISIONS = ("f16", "bf16", "f32")  # preferred in this order; then quantized ones, largest first
+
+
+def projector_rank(path: str, size: int = 0) -> tuple[int, int, str]:
+    """Sort key for projectors: F16 first (llama.cpp's converter default; a quantized vision encoder loses more
+    than it saves), then BF16, F32, then quantized ones, larger (more precise) first."""
+    name = path.rpartition("/")[2].lower().removesuffix(".gguf")
+    tokens = set(name.replace("_", "-").replace(".", "-").split("-")) | {name.rpartition("-")[2]}
+    rank = next((i for i, p in enumerate(_PROJECTOR_PRECISIONS) if p in tokens), len(_PROJECTOR_PRECISIONS))
+    return rank, -size, path
 
 
 def _holds_weights(files: list[RemoteFile]) -> bool:
@@ -122,6 +141,7 @@ class RepoListing:
     branches: list[Branch]
     _branch_files: dict[str, list[RemoteFile]] = field(default_factory=dict, repr=False)
     _summary: str | None = field(default=None, repr=False)
+    _projector_infos: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- fetching ------------------------------------------------------------------------------------------
     @classmethod
@@ -248,16 +268,23 @@ class RepoListing:
     @property
     def projectors(self) -> list[RemoteFile]:
         """Vision projectors (``mmproj-*.gguf``): not models of their own; they go with a GGUF model."""
-        return [f for f in self.files if _is_projector(f.path)]
+        return [f for f in self.files if is_projector(f.path)]
+
+    def projectors_for(self, model_path: str) -> list[RemoteFile]:
+        """The projectors that go with a GGUF: those in its folder of the repo, the default first."""
+        return sorted((f for f in self.projectors if _folder(f.path) == _folder(model_path)),
+                      key=lambda f: projector_rank(f.path, f.size))
 
     def gguf_groups(self) -> list[QuantGroup]:
         groups: dict[str, QuantGroup] = {}
         for f in self.files:
-            quant = quant_from_name(f.path) if f.path.endswith(".gguf") and not _is_projector(f.path) else None
+            quant = quant_from_name(f.path) if f.path.endswith(".gguf") and not is_projector(f.path) else None
             if quant:
                 group = groups.setdefault(quant, QuantGroup(quant=quant, files=[], size=0))
                 group.files.append(f.path)
                 group.size += f.size
+        for group in groups.values():
+            group.projectors = [f.path for f in self.projectors_for(group.files[0])]
         return list(groups.values())
 
     def quants(self) -> list[QuantGroup]:
@@ -279,7 +306,7 @@ class RepoListing:
         sizes = {f.path: f.size for f in self.files}
         groups = {name: g for g in self.gguf_groups() for name in g.files}
         out = []
-        for name in sorted(p for p in self.paths if p.lower().endswith(".gguf") and not _is_projector(p)):
+        for name in sorted(p for p in self.paths if p.lower().endswith(".gguf") and not is_projector(p)):
             info = parse_gguf_filename(name)
             if info and not info.is_first_shard:
                 continue
@@ -302,7 +329,15 @@ class RepoListing:
         from app.hub import remote
 
         if model.kind == "gguf":
-            return remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
+            meta = remote.read_remote_gguf(self.repo_id, model.files[0], self.commit)
+            projectors = self.projectors_for(model.files[0])
+            if projectors:  # sized with the projector a pull fetches with it (the first: see app.hub.plan)
+                try:
+                    meta.projector = self._projector_info(projectors[0].path)
+                except QuantDeskError as exc:  # the model is still sized; the note says what was left out
+                    meta.notes.append(f"the vision projector {projectors[0].path} could not be read ({exc}); "
+                                      "not counted")
+            return meta
         if model.kind == "folder":
             meta = remote.read_remote_folder(self.repo_id, model.files, self.commit, source=model.label,
                                              name=self.revision or self.repo_id, folder_config=self.revision_config)
@@ -324,6 +359,14 @@ class RepoListing:
         except QuantDeskError:
             pass  # a branch the Hub would not list: its own read below says so, beside the others
         return [(m.label, _or_error(lambda m=m: self.read_metadata(m))) for m in models]
+
+    def _projector_info(self, path: str) -> Any:
+        """A projector's header, read by Range once per listing (every quant of the repo shares it)."""
+        if path not in self._projector_infos:
+            from app.hub import remote
+
+            self._projector_infos[path] = remote.read_remote_projector(self.repo_id, path, self.commit)
+        return self._projector_infos[path]
 
     def download_size(self, model: ListedModel) -> int:
         """Bytes a download of ``model`` fetches: its files; a branch's weights, as ``quants`` sizes it."""
@@ -351,6 +394,7 @@ class RepoListing:
                 "license": self.license, "gated": self.gated, "format": self.format,
                 "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in self.files],
                 "quants": [asdict(g) for g in self.quants()], "branches": [b.name for b in self.branches],
+                "projectors": [f.path for f in self.projectors],
                 "summary": self.summary() if with_summary else ""}
 
 

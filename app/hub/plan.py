@@ -9,6 +9,9 @@
    among the branches the listing counts as bit rates); a repo's own folder is fetched whole.
 4. An update (``update_of`` names the library entry; ``files`` every file the model has at the new commit, see
    app.hub.updates) fetches only the files that differ from the installed ones: the rest are ``kept``.
+5. A GGUF with vision projectors beside it in the repo comes with one (the request's, else the first of
+   ``RepoListing.projectors_for``: F16 by default), checked against the model from the two headers (read by
+   Range) before any byte moves: a pair that cannot work is refused here, not after the download.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from app.hub import config
 from app.hub.errors import HubError, UnsafeFileName
 from app.hub.formats import exl_branches, exl_quant_of, is_bare_bit_rate, quant_from_name
-from app.hub.listing import RemoteFile, RepoListing
+from app.hub.listing import RemoteFile, RepoListing, is_projector
 
 
 @dataclass(frozen=True)
@@ -30,9 +33,13 @@ class DownloadRequest:
     quant: str | None = None
     files: tuple[str, ...] = ()
     update_of: str = ""  # the library entry this request updates in place (its unchanged files are kept)
+    projector: str | None = None  # the vision projector to fetch with a GGUF: None the default one, "" none
 
     def key(self) -> str:
-        text = "|".join([self.repo_id, self.revision, (self.quant or "").upper(), ",".join(sorted(self.files))])
+        parts = [self.repo_id, self.revision, (self.quant or "").upper(), ",".join(sorted(self.files))]
+        if self.projector is not None:  # keeps the keys of requests made before projectors were fetched
+            parts.append(f"projector={self.projector}")
+        text = "|".join(parts)
         text += f"|update of {self.update_of}" if self.update_of else ""
         owner_name = self.repo_id.replace("/", "--")
         return f"{owner_name}--{hashlib.sha1(text.encode()).hexdigest()[:12]}"
@@ -46,6 +53,8 @@ class Plan:
     repo_format: str = "gguf"
     revision: str = ""  # the branch the files come from: the request's, or the one an EXL --quant names
     kept: list[RemoteFile] = field(default_factory=list)  # an update's files already installed as they are now
+    projector: str = ""  # the vision projector among ``files`` ("" for none)
+    other_projectors: tuple[str, ...] = ()  # the ones it could have been (shown with the choice)
 
     def __post_init__(self) -> None:
         self.revision = self.revision or self.request.revision
@@ -53,16 +62,19 @@ class Plan:
     def to_json(self) -> dict:
         return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
                 "revision": self.revision, "files": [asdict(f) for f in self.files],
-                "kept": [asdict(f) for f in self.kept]}
+                "kept": [asdict(f) for f in self.kept], "projector": self.projector,
+                "other_projectors": list(self.other_projectors)}
 
     @classmethod
     def from_json(cls, data: dict) -> Plan:
         req = data["request"]
         request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
-                                  files=tuple(req.get("files") or ()), update_of=req.get("update_of") or "")
+                                  files=tuple(req.get("files") or ()), update_of=req.get("update_of") or "",
+                                  projector=req.get("projector"))
         return cls(request=request, commit=data["commit"], repo_format=data.get("repo_format", "gguf"),
                    revision=data.get("revision", ""), files=[RemoteFile(**f) for f in data["files"]],
-                   kept=[RemoteFile(**f) for f in data.get("kept", [])])
+                   kept=[RemoteFile(**f) for f in data.get("kept", [])], projector=data.get("projector", ""),
+                   other_projectors=tuple(data.get("other_projectors") or ()))
 
     @property
     def total_bytes(self) -> int:
@@ -118,15 +130,51 @@ def plan_download(request: DownloadRequest, listing: RepoListing | None = None) 
         check_relative_name(remote.path)
     if not request.files and not any(f.path.endswith((".safetensors", ".gguf")) for f in chosen):
         _refuse_weightless(request, revision, listing)
-    kept: list[RemoteFile] = []
+    plan = Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision)
+    if exl_quant is None and (not request.files or request.projector):  # named files: only the projector named
+        _add_projector(plan, listing)
     if request.update_of:
         from app.hub.library import Library
 
-        installed = Library().installed_as(request.update_of, chosen)
-        kept = [f for f in chosen if f.path in installed]
-        chosen = [f for f in chosen if f.path not in installed]
-    return Plan(request=request, commit=commit, files=chosen, repo_format=listing.format, revision=revision,
-                kept=kept)
+        installed = Library().installed_as(request.update_of, plan.files)
+        plan.kept = [f for f in plan.files if f.path in installed]
+        plan.files = [f for f in plan.files if f.path not in installed]
+    return plan
+
+
+def _add_projector(plan: Plan, listing: RepoListing) -> None:
+    """Fetch a GGUF's vision projector with it: the one asked for, else the first in its folder that pairs with the
+    model, checked from the two headers (read by Range) before any byte moves."""
+    from app.hub import remote
+    from app.models import vision
+
+    models = [f for f in plan.files if f.path.lower().endswith(".gguf") and not is_projector(f.path)]
+    wanted = plan.request.projector
+    if not models or wanted == "":
+        return
+    candidates = listing.projectors_for(models[0].path)
+    if wanted is not None:
+        by_path = {f.path: f for f in listing.projectors}
+        if wanted not in by_path:
+            raise HubError(f"{plan.request.repo_id} has no vision projector {wanted!r}.",
+                           f"available: {', '.join(by_path) or 'none'}")
+        candidates = [by_path[wanted]]
+    if not candidates:
+        return
+    model = remote.read_remote_gguf(plan.request.repo_id, models[0].path, plan.commit)
+    refusals = []
+    for projector in candidates:
+        check_relative_name(projector.path)
+        try:
+            vision.check_pair(model, remote.read_remote_projector(plan.request.repo_id, projector.path, plan.commit))
+        except vision.ProjectorError as exc:
+            refusals.append(exc)
+            continue
+        plan.files.append(projector)
+        plan.projector = projector.path
+        plan.other_projectors = tuple(f.path for f in listing.projectors_for(models[0].path) if f != projector)
+        return
+    raise refusals[0]
 
 
 def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str = "") -> str:
@@ -165,7 +213,7 @@ def select_files(request: DownloadRequest, listing: list[RemoteFile]) -> list[Re
             raise HubError(f"{request.repo_id} has no file {missing[0]!r}.",
                            "see the file list with `quantdesk search` or on the model page")
         return [by_path[name] for name in request.files]
-    ggufs = [f for f in listing if f.path.lower().endswith(".gguf")]
+    ggufs = [f for f in listing if f.path.lower().endswith(".gguf") and not is_projector(f.path)]
     quants = sorted({q for f in ggufs if (q := quant_from_name(f.path))})
     if request.quant:
         wanted = request.quant.upper()

@@ -7,7 +7,7 @@ The bytes are parsed by app.models.metadata, which never touches the network its
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.hub import config
 from app.hub.errors import AccessDenied, HubError, RemoteReadError
@@ -24,6 +24,9 @@ from app.models.metadata import (
     parse_safetensors_header,
 )
 from app.models.quants import gguf_shard_names
+
+if TYPE_CHECKING:
+    from app.models.vision import ProjectorInfo
 
 FIRST_RANGE = 1 << 20  # most headers fit; Llama-3-style 128k-token vocabularies need ~3 MiB
 MAX_HEADER = 256 << 20
@@ -89,6 +92,14 @@ def read_remote_gguf_bytes(repo_id: str, filename: str, revision: str | None = N
     """The header of one GGUF on the Hub as raw bytes per key, to compare with a local copy's."""
     header: GgufHeaderBytes = _read_growing(config.file_url(repo_id, filename, revision), parse_gguf_header_bytes)
     return header
+
+
+def read_remote_projector(repo_id: str, filename: str, revision: str | None = None) -> ProjectorInfo:
+    """A vision projector on the Hub from its header alone (app.models.vision reads it)."""
+    from app.models import vision
+
+    kv, tensors, _ = _read_growing(config.file_url(repo_id, filename, revision), parse_gguf_header)
+    return vision.projector_from_header(kv, tensors, filename)
 
 
 def read_remote_safetensors(repo_id: str, filename: str, revision: str | None = None) -> list[TensorInfo]:

@@ -110,10 +110,11 @@ class DeviceUse:
     other_bytes: int = 0  # runtime overheads no engine logs (process baseline, driver context)
     output_bytes: int = 0  # llama.cpp's output (logits) buffer
     state_bytes: int = 0  # recurrent layers' per-sequence state (llama.cpp's RS buffer)
+    vision_bytes: int = 0  # a vision projector: its weights and its compute buffer for one image (libmtmd)
 
     @property
     def total_bytes(self) -> int:
-        return self.buffer_bytes + self.other_bytes
+        return self.buffer_bytes + self.other_bytes + self.vision_bytes
 
     @property
     def buffer_bytes(self) -> int:
@@ -123,7 +124,8 @@ class DeviceUse:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "weights_bytes": self.weights_bytes, "kv_bytes": self.kv_bytes,
                 "state_bytes": self.state_bytes, "compute_bytes": self.compute_bytes,
-                "output_bytes": self.output_bytes, "other_bytes": self.other_bytes, "total_bytes": self.total_bytes}
+                "output_bytes": self.output_bytes, "other_bytes": self.other_bytes, "vision_bytes": self.vision_bytes,
+                "total_bytes": self.total_bytes}
 
 
 @dataclass
@@ -163,6 +165,7 @@ class Estimate:
     bytes_per_token_gpu: int = 0
     notes: list[str] = field(default_factory=list)
     cpu_moe: int = 0  # how many (leading) layers' experts stay in RAM; 0 for none or a model without experts
+    image_tokens: int = 0  # context tokens one image takes, with a vision projector (0: none)
 
     def device(self, prefix: str) -> DeviceUse | None:
         return next((d for d in self.devices if d.name.startswith(prefix)), None)
@@ -191,9 +194,13 @@ def check_modelled(meta: ModelMetadata) -> None:
 
 
 def _layer_of(tensor_name: str, n_layer: int) -> int | None:
-    """Block index of a GGUF tensor; n_layer for the output layer; None for the input layer."""
+    """Block index of a GGUF tensor; n_layer for the output layer (and for a ``blk.`` name without a block
+    number, which llama.cpp would not load either); None for the input layer."""
     if tensor_name.startswith("blk."):
-        return int(tensor_name.split(".", 2)[1])
+        index = tensor_name.split(".", 2)[1]
+        if index.isascii() and index.isdigit() and len(index) < 10:
+            return int(index)
+        return n_layer
     if tensor_name.startswith("token_embd") or tensor_name.startswith("token_types") \
             or tensor_name.startswith("position_embd") or tensor_name.startswith("per_layer_token_embd"):
         return None
@@ -421,8 +428,16 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     cpu.output_bytes = output
     cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
     devices = [cpu, gpu] if uses_gpu else [cpu]
+    image_tokens = 0
+    if meta.projector is not None:
+        # libmtmd puts the projector on the GPU whenever the model uses one (backends/llama_cpp.py asks for the GPU
+        # unless -ngl 0); its encoder's compute buffer sits beside its weights.
+        (gpu if uses_gpu and ngl > 0 else cpu).vision_bytes = meta.projector.weights_bytes + \
+            meta.projector.compute_bytes() + meta.projector.embeddings_bytes()
+        image_tokens = meta.projector.image_tokens
     return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
-                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe))
+                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe),
+                    image_tokens=image_tokens)
 
 
 def experts_in_ram_layers(meta: ModelMetadata, cpu_moe: int) -> int:

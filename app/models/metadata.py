@@ -17,12 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelFileError
+from app.models.fields import MAX_LAYERS, U32_MAX, shown, whole_number
+from app.models.fields import ModelMetadataError as ModelMetadataError  # re-exported: its readers' error
 from app.models.quants import QuantInfo, parse_exl_config, parse_gguf_filename, parse_mlx_config, quant_method
-
-
-class ModelMetadataError(ModelFileError):
-    """A model's header or config is missing, truncated or malformed."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +121,9 @@ class ModelMetadata:
     shard_count: int = 1
     header_bytes: int = 0  # bytes before tensor data (GGUF)
     notes: list[str] = field(default_factory=list)
+    # The vision projector that loads with it (app.models.vision.ProjectorInfo), where one was found: the
+    # estimator counts its weights, its compute buffer and the context an image takes.
+    projector: Any = None
 
     @property
     def weights_bytes(self) -> int:
@@ -195,6 +195,9 @@ class ModelMetadata:
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
             "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id, "notes": list(self.notes),
+            "sees_images": None if self.projector is None else {
+                "projector": self.projector.file_name, "projector_type": self.projector.projector_type,
+                "image_tokens": self.projector.image_tokens},
         }
 
 
@@ -217,6 +220,14 @@ _U64 = struct.Struct("<Q")
 # Arrays longer than this are kept as their length only (token lists, merges): the estimator needs
 # the count, and a 150k-entry Python list per header read would cost memory for nothing.
 _KEEP_ARRAY_MAX = 4096
+# Items kept over the whole header: per-layer values and small vocabularies stay far below it; past it, arrays
+# are kept as lengths, so a header of many short arrays cannot turn into millions of Python objects.
+_KEEP_ITEMS_MAX = 1 << 16
+# Real headers hold tens of keys; ggml's own reader allows more, but each key costs a dict entry here.
+_MAX_KEYS = 1 << 16
+_MAX_TENSORS = 1 << 24
+_MAX_DIMS = 4  # GGML_MAX_DIMS
+_INT64_MAX = (1 << 63) - 1
 
 
 class NeedMoreData(Exception):
@@ -241,6 +252,7 @@ class _Cursor:
     def __init__(self, data: bytes | memoryview) -> None:
         self.data = memoryview(data)
         self.pos = 0
+        self.kept_items = 0
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
@@ -276,19 +288,30 @@ class _Cursor:
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
-            item_type, count = self.scalar("<I"), self.scalar("<Q")
-            if count > 1 << 32:
-                raise ModelMetadataError(f"GGUF header is corrupt: an array claims {count} items.")
-            if count > _KEEP_ARRAY_MAX:
-                if item_type in _SCALARS:
-                    self.take(struct.calcsize(_SCALARS[item_type]) * count)
-                elif item_type == _STRING:
-                    self.skip_strings(count)
-                else:
-                    raise ModelMetadataError(f"GGUF header has an array of unsupported type {item_type}.")
-                return ArrayLength(count)
-            return [self.value(item_type) for _ in range(count)]
+            return self.array()
         raise ModelMetadataError(f"GGUF header has a value of unknown type {vtype}.")
+
+    def array(self) -> list[Any] | ArrayLength:
+        item_type, count = self.scalar("<I"), self.scalar("<Q")
+        if item_type == _ARRAY:
+            # ggml's reader refuses arrays of arrays (ggml/src/gguf.cpp). Reading them item by item recursed
+            # once per level: a header nested a few thousand deep ended in a RecursionError.
+            raise ModelMetadataError("GGUF header holds an array of arrays, which llama.cpp cannot read either.")
+        if item_type != _STRING and item_type not in _SCALARS:
+            raise ModelMetadataError(f"GGUF header has an array of unknown type {item_type}.")
+        if count > 1 << 32:
+            raise ModelMetadataError(f"GGUF header is corrupt: an array claims {count} items.")
+        if count > _KEEP_ARRAY_MAX or self.kept_items + count > _KEEP_ITEMS_MAX:
+            if item_type == _STRING:
+                self.skip_strings(count)
+            else:
+                self.take(struct.calcsize(_SCALARS[item_type]) * count)
+            return ArrayLength(count)
+        self.kept_items += count
+        if item_type == _STRING:
+            return [self.string() for _ in range(count)]
+        fmt = _SCALARS[item_type]
+        return list(struct.unpack(f"<{count}{fmt[1]}", self.take(struct.calcsize(fmt) * count)))
 
 
 def _ggml_type_name(type_id: int) -> tuple[str, int, int]:
@@ -303,18 +326,35 @@ def _ggml_type_name(type_id: int) -> tuple[str, int, int]:
     return qtype.name, block, size
 
 
-def _tensor_bytes(shape: tuple[int, ...], type_id: int) -> tuple[str, int]:
-    name, block, size = _ggml_type_name(type_id)
+def _tensor_bytes(name: str, shape: tuple[int, ...], type_id: int) -> tuple[str, int]:
+    """The ggml type name and data size of a tensor, checked the way ggml checks it before loading."""
+    type_name, block, size = _ggml_type_name(type_id)
     n = 1
     for d in shape:
         n *= d
-    return name, n // block * size
+    if any(d > _INT64_MAX for d in shape) or n > _INT64_MAX:
+        raise ModelMetadataError(f"GGUF header is corrupt: tensor {shown(name)} has shape {shape}, more elements "
+                                 "than llama.cpp can address.")
+    if shape and shape[0] % block:
+        raise ModelMetadataError(f"GGUF header is corrupt: tensor {shown(name)} has rows of {shape[0]} elements, "
+                                 f"not a multiple of {type_name}'s block of {block}.")
+    return type_name, n // block * size
+
+
+def _alignment(kv: dict[str, Any]) -> int:
+    alignment = kv.get("general.alignment", 32)
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 \
+            or alignment & (alignment - 1) or alignment > U32_MAX:
+        raise ModelMetadataError(f"GGUF header is corrupt: general.alignment is {shown(alignment)}, "
+                                 "not a power of two.")
+    return alignment
 
 
 def parse_gguf_header(data: bytes | memoryview) -> tuple[dict[str, Any], list[TensorInfo], int]:
     """Parse a GGUF header from a byte prefix: (key/values, tensors, offset where tensor data starts).
 
-    Raises NeedMoreData when the prefix is too short, ModelMetadataError when it is not GGUF.
+    Raises NeedMoreData when the prefix is too short, ModelMetadataError when it is not GGUF or breaks a rule
+    ggml's own reader enforces (counts, duplicate names, nested arrays, shapes, alignment).
     """
     return _parse_gguf(data, None)
 
@@ -365,30 +405,36 @@ def _parse_gguf(data: bytes | memoryview,
     if version not in (2, 3):
         raise ModelMetadataError(f"Unsupported GGUF version {version}.", "QuantDesk reads GGUF v2 and v3")
     n_tensors, n_kv = cur.scalar("<Q"), cur.scalar("<Q")
-    if n_tensors > 1 << 24 or n_kv > 1 << 24:
+    if n_tensors > _MAX_TENSORS or n_kv > _MAX_KEYS:
         raise ModelMetadataError("GGUF header is corrupt: implausible tensor or key count.")
     kv: dict[str, Any] = {}
     for _ in range(n_kv):
         key = cur.string()
+        if key in kv:
+            raise ModelMetadataError(f"GGUF header is corrupt: the key {shown(key)} appears twice.")
         start = cur.pos
         kv[key] = cur.value(cur.scalar("<I"))
         if raw is not None:
             raw[key] = bytes(cur.data[start:cur.pos])
+    alignment = _alignment(kv)
     table_start = cur.pos
     tensors = []
+    names: set[str] = set()
     for _ in range(n_tensors):
         name = cur.string()
+        if name in names:
+            raise ModelMetadataError(f"GGUF header is corrupt: two tensors are named {shown(name)}.")
+        names.add(name)
         n_dims = cur.scalar("<I")
-        if n_dims > 8:
-            raise ModelMetadataError(f"GGUF header is corrupt: tensor {name} has {n_dims} dimensions.")
+        if n_dims > _MAX_DIMS:
+            raise ModelMetadataError(f"GGUF header is corrupt: tensor {shown(name)} has {n_dims} dimensions.")
         shape = tuple(cur.scalar("<Q") for _ in range(n_dims))
         type_id = cur.scalar("<I")
         offset = cur.scalar("<Q")  # within the data section
-        dtype, n_bytes = _tensor_bytes(shape, type_id)
+        dtype, n_bytes = _tensor_bytes(name, shape, type_id)
         tensors.append(TensorInfo(name, shape, dtype, n_bytes, offset))
     if raw is not None:
         raw[_TENSOR_TABLE] = bytes(cur.data[table_start:cur.pos])
-    alignment = int(kv.get("general.alignment", 32) or 32)
     data_start = (cur.pos + alignment - 1) // alignment * alignment
     return kv, tensors, data_start
 
@@ -478,19 +524,16 @@ def _add_local_shards(meta: ModelMetadata, first: Path) -> None:
                           "weights counted from the first shard only")
 
 
-def _arch_get(kv: dict[str, Any], arch: str, key: str, default: Any = None) -> Any:
-    return kv.get(f"{arch}.{key}", default)
-
-
-def _per_layer(value: Any, n_layers: int, default: int = 0) -> list[int]:
+def _per_layer(value: Any, n_layers: int, what: str, default: int = 0) -> list[int]:
     if value is None:
         return [default] * n_layers
-    if isinstance(value, list):
-        values = [int(v) for v in value]
-        if len(values) != n_layers:
-            raise ModelMetadataError(f"GGUF per-layer value has {len(values)} entries for {n_layers} layers.")
-        return values
-    return [int(value)] * n_layers
+    if isinstance(value, (list, ArrayLength)):
+        if len(value) != n_layers:
+            raise ModelMetadataError(f"{what} has {len(value)} entries for {n_layers} layers.")
+        if isinstance(value, ArrayLength):  # kept as a length only: the header spent its budget of kept items
+            raise ModelMetadataError(f"{what} comes after more array items than a model header holds; not read.")
+        return [whole_number(v, what) for v in value]
+    return [whole_number(value, what)] * n_layers
 
 
 # Sliding-window layer patterns llama.cpp hard-codes per architecture (src/llama-model.cpp,
@@ -501,14 +544,13 @@ SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "exaone4":
 CHUNKED_WINDOWS = {"llama4": 8192}
 
 
-def _swa_layers(kv: dict[str, Any], arch: str, n_layers: int, window: int, notes: list[str]) -> list[bool]:
-    explicit = _arch_get(kv, arch, "attention.sliding_window_pattern")
+def _swa_layers(explicit: Any, arch: str, n_layers: int, window: int, notes: list[str]) -> list[bool]:
     if isinstance(explicit, list) and len(explicit) == n_layers:
         return [bool(v) for v in explicit]
     if not window:
         return [False] * n_layers
     pattern = SWA_PATTERNS.get(arch)
-    if isinstance(explicit, int) and explicit > 0:
+    if isinstance(explicit, int) and not isinstance(explicit, bool) and explicit > 0:
         pattern = explicit
     if pattern is None:
         notes.append(f"{arch} declares a sliding window of {window} but llama.cpp's layer pattern for it "
@@ -526,23 +568,23 @@ RECURRENT_ARCHS = RECURRENT_ALL | RECURRENT_WHERE_NO_KV_HEADS | RECURRENT_BY_INT
                                                                                          "nemotron_h_moe"}
 
 
-def _recurrent_shape(kv: dict[str, Any], arch: str, n_layers: int, n_trunk: int, n_embd: int,
+def _recurrent_shape(kv: dict[str, Any], arch: str, label: str, n_layers: int, n_trunk: int, n_embd: int,
                      heads_kv: list[int]) -> RecurrentShape | None:
     if arch not in RECURRENT_ARCHS:
         return None
 
+    def raw(key: str) -> Any:
+        return kv.get(f"{arch}.{key}")
+
     def get(key: str, default: int = 0) -> int:
-        value = _arch_get(kv, arch, key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ModelMetadataError(f"GGUF key {arch}.{key} is {value!r}, not a size.")
-        return int(value) or default
+        return whole_number(raw(key), f"{label}: {arch}.{key}") or default
 
     if arch in RECURRENT_ALL:
         layers = [True] * n_layers
     elif arch in RECURRENT_WHERE_NO_KV_HEADS:
         layers = [h == 0 for h in heads_kv]
     elif arch in RECURRENT_BY_INTERVAL:
-        explicit = _arch_get(kv, arch, "attention.recurrent_layers")
+        explicit = raw("attention.recurrent_layers")
         if isinstance(explicit, list) and len(explicit) == n_layers:
             layers = [bool(v) for v in explicit]
         else:
@@ -551,7 +593,7 @@ def _recurrent_shape(kv: dict[str, Any], arch: str, n_layers: int, n_trunk: int,
     elif arch == "falcon-h1":
         layers = [True] * n_layers
     else:  # nemotron_h: a Mamba-2 layer has neither attention heads nor an FFN (the MLP layers have no KV heads)
-        n_ff = _per_layer(_arch_get(kv, arch, "feed_forward_length"), n_layers)
+        n_ff = _per_layer(raw("feed_forward_length"), n_layers, f"{label}: {arch}.feed_forward_length")
         layers = [il < n_trunk and heads_kv[il] == 0 and n_ff[il] == 0 for il in range(n_layers)]
 
     return RecurrentShape(
@@ -562,32 +604,45 @@ def _recurrent_shape(kv: dict[str, Any], arch: str, n_layers: int, n_trunk: int,
 
 
 def _token_id(value: Any) -> int | None:
-    """A token id from GGUF or config.json (config.json may give a list of eos ids: the first counts)."""
+    """A token id from GGUF or config.json (config.json may give a list of eos ids: the first counts);
+    None for anything that is not one."""
     if isinstance(value, list):
         value = value[0] if value else None
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= U32_MAX else None
 
 
 def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source: str,
                        file_name: str = "") -> ModelMetadata:
-    arch = str(kv.get("general.architecture") or "")
+    label = file_name or source
+    arch = kv.get("general.architecture")
     if not arch:
-        raise ModelMetadataError(f"{file_name or source} has no general.architecture key.",
-                                 "the GGUF header is incomplete")
-    n_layers = int(_arch_get(kv, arch, "block_count", 0) or 0)
+        raise ModelMetadataError(f"{label} has no general.architecture key.", "the GGUF header is incomplete")
+    if not isinstance(arch, str):
+        raise ModelMetadataError(f"{label}: general.architecture is {shown(arch)}, not a name.")
+
+    def raw(key: str) -> Any:
+        return kv.get(f"{arch}.{key}")
+
+    def number(key: str, default: int = 0, high: int = U32_MAX) -> int:
+        """An architecture key; as before, a missing key and a 0 both mean ``default``."""
+        return whole_number(raw(key), f"{label}: {arch}.{key}", high=high) or default
+
+    n_layers = number("block_count", high=MAX_LAYERS)
     notes: list[str] = []
-    n_embd = int(_arch_get(kv, arch, "embedding_length", 0) or 0)
-    heads = _per_layer(_arch_get(kv, arch, "attention.head_count"), n_layers)
-    heads_kv_raw = _arch_get(kv, arch, "attention.head_count_kv")
-    heads_kv = _per_layer(heads_kv_raw, n_layers) if heads_kv_raw is not None else list(heads)
+    n_embd = number("embedding_length")
+    heads = _per_layer(raw("attention.head_count"), n_layers, f"{label}: {arch}.attention.head_count")
+    heads_kv = (_per_layer(raw("attention.head_count_kv"), n_layers, f"{label}: {arch}.attention.head_count_kv")
+                if raw("attention.head_count_kv") is not None else list(heads))
     head_dim = n_embd // heads[0] if heads and heads[0] else 0
-    key_len = int(_arch_get(kv, arch, "attention.key_length", head_dim) or head_dim)
-    value_len = int(_arch_get(kv, arch, "attention.value_length", head_dim) or head_dim)
-    window = int(_arch_get(kv, arch, "attention.sliding_window", 0) or 0)
-    if arch in CHUNKED_WINDOWS and _arch_get(kv, arch, "attention.sliding_window") != 0:
+    key_len = number("attention.key_length", head_dim)
+    value_len = number("attention.value_length", head_dim)
+    window = number("attention.sliding_window")
+    if arch in CHUNKED_WINDOWS and raw("attention.sliding_window") != 0:  # 0 turns the chunks off
         window = CHUNKED_WINDOWS[arch]
     tokens = kv.get("tokenizer.ggml.tokens")
-    vocab = int(_arch_get(kv, arch, "vocab_size", 0) or (len(tokens) if tokens is not None else 0))
+    vocab = number("vocab_size") or (len(tokens) if isinstance(tokens, (list, ArrayLength)) else 0)
     tensor_names = {t.name for t in tensors}
     if not vocab:
         embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
@@ -597,8 +652,9 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
     if file_type_id is not None:
         import gguf
 
+        file_type_id = whole_number(file_type_id, f"{label}: general.file_type")
         try:
-            file_type = gguf.LlamaFileType(int(file_type_id)).name
+            file_type = gguf.LlamaFileType(file_type_id).name
         except ValueError:
             file_type = str(file_type_id)
     quant = parse_gguf_filename(file_name) if file_name else None
@@ -608,36 +664,37 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         name = file_type.replace("MOSTLY_", "").replace("ALL_", "")
         quant = QuantInfo(format="gguf", quant=name, bits_per_weight=gguf_bits_per_weight(name))
     template = kv.get("tokenizer.chat_template")
-    swa_layers = _swa_layers(kv, arch, n_layers, window, notes)
-    key_len_swa = int(_arch_get(kv, arch, "attention.key_length_swa", 0) or 0)
-    value_len_swa = int(_arch_get(kv, arch, "attention.value_length_swa", 0) or 0)
-    shared_kv = int(_arch_get(kv, arch, "attention.shared_kv_layers", 0) or 0)
-    if not tensors and int(kv.get("split.count", 1) or 1) == 1:
+    swa_layers = _swa_layers(raw("attention.sliding_window_pattern"), arch, n_layers, window, notes)
+    key_len_swa = number("attention.key_length_swa")
+    value_len_swa = number("attention.value_length_swa")
+    shared_kv = number("attention.shared_kv_layers")
+    shard_count = whole_number(kv.get("split.count"), f"{label}: split.count", high=99_999) or 1  # NNNNN-of-NNNNN
+    if not tensors and shard_count == 1:
         notes.append("the file holds no tensors (a vocab-only GGUF): hyperparameters and tokenizer only")
     if not 0 <= shared_kv <= n_layers:
-        raise ModelMetadataError(f"{file_name or source}: {shared_kv} shared-KV layers for {n_layers} layers.")
-    nextn = int(_arch_get(kv, arch, "nextn_predict_layers", 0) or 0)
+        raise ModelMetadataError(f"{label}: {shared_kv} shared-KV layers for {n_layers} layers.")
+    nextn = number("nextn_predict_layers")
     if not 0 <= nextn <= n_layers:
-        raise ModelMetadataError(f"{file_name or source}: {nextn} multi-token-prediction layers for {n_layers} layers.")
+        raise ModelMetadataError(f"{label}: {nextn} multi-token-prediction layers for {n_layers} layers.")
     meta = ModelMetadata(
         format="gguf", source=source, architecture=arch, name=str(kv.get("general.name") or ""),
         quant=quant, file_type=file_type, block_count=n_layers,
-        context_length=int(_arch_get(kv, arch, "context_length", 0) or 0),
+        context_length=number("context_length"),
         embedding_length=n_embd, vocab_size=vocab, head_count=heads, head_count_kv=heads_kv,
         key_length=key_len, value_length=value_len, key_length_swa=key_len_swa if key_len_swa != key_len else 0,
         value_length_swa=value_len_swa if value_len_swa != value_len else 0, shared_kv_layers=shared_kv,
         sliding_window=window, swa_layers=swa_layers,
-        expert_count=int(_arch_get(kv, arch, "expert_count", 0) or 0),
-        expert_used_count=int(_arch_get(kv, arch, "expert_used_count", 0) or 0),
-        recurrent=_recurrent_shape(kv, arch, n_layers, n_layers - nextn, n_embd, heads_kv), nextn_layers=nextn,
-        deepstack_layers=int(_arch_get(kv, arch, "n_deepstack_layers", 0) or 0),
-        kv_lora_rank=int(_arch_get(kv, arch, "attention.kv_lora_rank", 0) or 0),
-        rope_dim_mla=int(_arch_get(kv, arch, "rope.dimension_count", 0) or 0),
+        expert_count=number("expert_count"),
+        expert_used_count=number("expert_used_count"),
+        recurrent=_recurrent_shape(kv, arch, label, n_layers, n_layers - nextn, n_embd, heads_kv), nextn_layers=nextn,
+        deepstack_layers=number("n_deepstack_layers"),
+        kv_lora_rank=number("attention.kv_lora_rank"),
+        rope_dim_mla=number("rope.dimension_count"),
         tied_embeddings="output.weight" not in tensor_names and "token_embd.weight" in tensor_names,
         chat_template=template if isinstance(template, str) else None,
         bos_token_id=_token_id(kv.get("tokenizer.ggml.bos_token_id")),
         eos_token_id=_token_id(kv.get("tokenizer.ggml.eos_token_id")),
-        tensors=list(tensors), shard_count=int(kv.get("split.count", 1) or 1), notes=notes,
+        tensors=list(tensors), shard_count=shard_count, notes=notes,
     )
     return meta
 
@@ -648,28 +705,44 @@ _SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U
                             "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
 
 
+def parse_json_object(raw: bytes | str, what: str) -> dict[str, Any]:
+    """JSON text that must hold an object (config.json, a safetensors header), or ModelMetadataError."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:  # json's own signal for nesting deeper than the interpreter's stack
+        raise ModelMetadataError(f"{what} nests too deeply to be read.") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, a number of more than 4,300 digits
+        raise ModelMetadataError(f"{what} is not valid JSON: {exc}.") from None
+    if not isinstance(value, dict):
+        raise ModelMetadataError(f"{what} does not hold a JSON object.")
+    return value
+
+
 def parse_safetensors_header(data: bytes, name: str = "") -> list[TensorInfo]:
     """Tensors of a safetensors file from its first bytes (8-byte length + JSON header)."""
+    label = name or "safetensors file"
     if len(data) < 8:
         raise NeedMoreData(8)
     (length,) = struct.unpack("<Q", data[:8])
     if length > 100 << 20:
-        raise ModelMetadataError(f"{name or 'safetensors file'}: header claims {length} bytes; not safetensors.")
+        raise ModelMetadataError(f"{label}: header claims {length} bytes; not safetensors.")
     if len(data) < 8 + length:
         raise NeedMoreData(8 + length)
-    try:
-        header = json.loads(bytes(data[8:8 + length]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelMetadataError(f"{name or 'safetensors file'} has a malformed header: {exc}.") from exc
+    header = parse_json_object(bytes(data[8:8 + length]), f"the header of {label}")
     tensors = []
     for tname, info in header.items():
         if tname == "__metadata__":
             continue
-        try:
-            start, end = info["data_offsets"]
-            tensors.append(TensorInfo(tname, tuple(info["shape"]), str(info["dtype"]), int(end) - int(start)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelMetadataError(f"{name}: tensor {tname} has a malformed entry.") from exc
+        what = f"{label}: tensor {shown(tname)}"
+        if not isinstance(info, dict) or not isinstance(info.get("dtype"), str) \
+                or not isinstance(info.get("shape"), list) or not isinstance(info.get("data_offsets"), list) \
+                or len(info["data_offsets"]) != 2:
+            raise ModelMetadataError(f"{what} has a malformed entry.")
+        shape = tuple(whole_number(d, f"{what}: a dimension", high=_INT64_MAX) for d in info["shape"])
+        start, end = (whole_number(o, f"{what}: an offset", high=_INT64_MAX) for o in info["data_offsets"])
+        if end < start:
+            raise ModelMetadataError(f"{what} ends at {end}, before it starts at {start}.")
+        tensors.append(TensorInfo(tname, shape, info["dtype"], end - start))
     return tensors
 
 
@@ -707,50 +780,47 @@ def metadata_from_config(config: dict[str, Any], tensors: list[TensorInfo], *, s
         if method:
             quant = QuantInfo(format="safetensors", quant=method, bits_per_weight=None)
     cfg = _text_config(config)
-    archs = config.get("architectures") or []
-    arch = str(cfg.get("model_type") or config.get("model_type") or (archs[0] if archs else ""))
-    n_layers = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or 0)
-    n_embd = int(cfg.get("hidden_size") or 0)
-    heads = int(cfg.get("num_attention_heads") or 0)
-    heads_kv = cfg.get("num_key_value_heads")
-    heads_kv = int(heads if heads_kv is None else heads_kv)
-    head_dim = int(cfg.get("head_dim") or (n_embd // heads if heads else 0))
-    window = int(cfg.get("sliding_window") or 0) if cfg.get("use_sliding_window", True) else 0
+    label = f"{name or source}: config.json"
+
+    def number(*keys: str, high: int = U32_MAX) -> int:
+        """The first of ``keys`` that is set (and not 0), checked; 0 when none is."""
+        key = next((k for k in keys if cfg.get(k)), keys[0])
+        return whole_number(cfg.get(key), f"{label} {key}", high=high)
+
+    archs = config.get("architectures")
+    first_arch = archs[0] if isinstance(archs, list) and archs else ""
+    arch = next((a for a in (cfg.get("model_type"), config.get("model_type"), first_arch) if a and isinstance(a, str)),
+                "")
+    n_layers = number("num_hidden_layers", "n_layer", high=MAX_LAYERS)
+    n_embd = number("hidden_size")
+    heads = number("num_attention_heads")
+    heads_kv = heads if cfg.get("num_key_value_heads") is None else number("num_key_value_heads")
+    head_dim = number("head_dim") or (n_embd // heads if heads else 0)
+    window = number("sliding_window") if cfg.get("use_sliding_window", True) else 0
     layer_types = cfg.get("layer_types")
     notes: list[str] = []
     if isinstance(layer_types, list) and len(layer_types) == n_layers:
         swa = [t == "sliding_attention" for t in layer_types]
     else:
-        swa = _swa_layers({}, arch, n_layers, window, notes) if window else [False] * n_layers
+        swa = _swa_layers(None, arch, n_layers, window, notes) if window else [False] * n_layers
         pattern = cfg.get("sliding_window_pattern")
-        if window and isinstance(pattern, int) and pattern > 0:
+        if window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
             swa = [il % pattern < pattern - 1 for il in range(n_layers)]
     meta = ModelMetadata(
         format=fmt, source=source, architecture=arch, name=name, quant=quant, block_count=n_layers,
-        context_length=int(cfg.get("max_position_embeddings") or 0), embedding_length=n_embd,
-        vocab_size=int(cfg.get("vocab_size") or 0), head_count=[heads] * n_layers,
+        context_length=number("max_position_embeddings"), embedding_length=n_embd,
+        vocab_size=number("vocab_size"), head_count=[heads] * n_layers,
         head_count_kv=[heads_kv] * n_layers, key_length=head_dim, value_length=head_dim,
         sliding_window=window if any(swa) else 0, swa_layers=swa,
-        expert_count=int(cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts") or 0),
-        expert_used_count=int(cfg.get("num_experts_per_tok") or 0),
-        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
-        rope_dim_mla=int(cfg.get("qk_rope_head_dim") or 0),
+        expert_count=number("num_experts", "num_local_experts", "n_routed_experts"),
+        expert_used_count=number("num_experts_per_tok"),
+        kv_lora_rank=number("kv_lora_rank"),
+        rope_dim_mla=number("qk_rope_head_dim"),
         tied_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
         bos_token_id=_token_id(cfg.get("bos_token_id")), eos_token_id=_token_id(cfg.get("eos_token_id")),
         tensors=list(tensors), notes=notes,
     )
     return meta
-
-
-def parse_json_object(data: bytes, source: str) -> dict[str, Any]:
-    """A config.json's bytes (from a file or an HTTP read) as a dict, or a sentence naming ``source``."""
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelMetadataError(f"{source} is not valid JSON: {exc}.") from exc
-    if not isinstance(value, dict):
-        raise ModelMetadataError(f"{source} does not hold a JSON object.")
-    return value
 
 
 def read_model_folder(folder: str | Path) -> ModelMetadata:

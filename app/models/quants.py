@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.models.fields import real_number, whole_number
+
 # Nominal average bits per weight of each GGUF file type (whole-file, embeddings included).
 GGUF_FILE_TYPE_BPW: dict[str, float] = {
     "F32": 32.0, "F16": 16.0, "BF16": 16.0,
@@ -188,8 +190,9 @@ def parse_mlx_config(config: dict[str, Any], name: str = "") -> QuantInfo:
         short = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(dtype, dtype)
         return QuantInfo(format="mlx", quant=short, bits_per_weight=32.0 if short == "f32" else 16.0,
                          base_name=base, variant=variant)
-    bits = int(quant["bits"])
-    group = int(quant.get("group_size", 64))
+    label = f"{name or 'config.json'}: quantization"
+    bits = whole_number(quant["bits"], f"{label} bits", low=1, high=64, default=None)
+    group = whole_number(quant.get("group_size", 64), f"{label} group_size", low=1, high=1 << 20, default=None)
     mode = str(quant.get("mode", "affine"))
     overrides = [v for v in quant.values() if isinstance(v, dict) and "bits" in v]
     label = mode if mode in _MLX_MODE_BITS else f"{bits}bit"
@@ -241,9 +244,11 @@ def parse_exl_config(config: dict[str, Any], name: str = "") -> QuantInfo | None
     if bits is None:
         from_name = parse_exl_name(name, method) if name else None
         return from_name
-    head = quant.get("head_bits")
-    return QuantInfo(format=method, quant=format_bpw(float(bits)), bits_per_weight=float(bits),
-                     head_bits=int(head) if head else None, variant=f"h{head}" if head else "")
+    label = f"{name or 'config.json'}: quantization_config"
+    bpw = real_number(bits, f"{label} bits", low=1, high=64)
+    head = whole_number(quant.get("head_bits"), f"{label} head_bits", high=64)
+    return QuantInfo(format=method, quant=format_bpw(bpw), bits_per_weight=bpw,
+                     head_bits=head or None, variant=f"h{head}" if head else "")
 
 
 def quant_method(config: dict[str, Any]) -> str:

@@ -82,6 +82,7 @@ class FitResult:
             "file_bytes": self.file_bytes,
             "bits_per_weight": None if self.bits_per_weight is None else round(self.bits_per_weight, 2),
             "notes": self.notes + (est.notes if est else []), "runtime": self.runtime,
+            "image_tokens": est.image_tokens if est else 0,
         }
 
 

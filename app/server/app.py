@@ -3,20 +3,25 @@
 ``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
 picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
 ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
-events or not), and ``GET /health``. Responses carry ``usage`` and a llama.cpp-style ``timings`` object,
-measured in the engine host where the tokens are made. With ``serve_remotes`` the server is also a gateway to the
-models of the user's remote connections (app/server/gateway.py), named ``remote:CONNECTION/MODEL``.
+events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model),
+Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``. Responses carry ``usage``
+and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
+``model`` picks the engine from the pool (app/server/pool.py): the primary model, a library model loaded on demand
+when allowed, or with ``serve_remotes`` a model of the user's remote connections (app/server/gateway.py), named
+``remote:CONNECTION/MODEL``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import dataclasses
 import json
 import secrets
+import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,24 +32,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
-from app.remote.connections import is_remote_ref, parse_ref
+from app.server import anthropic
 from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
-from app.server.gateway import RemoteModels
 from app.server.guard import Guard
+from app.server.pool import EnginePool, Lease, PoolSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_json_body)
-from backends.base import Done, GenerationStats, Loaded
+                               parse_embeddings, parse_json_body)
+from app.server.replies import ReplyStream
+from backends.base import Done, GenerationStats
+from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
-
-
-def model_id(model_path: str) -> str:
-    """The id clients send as ``model``: the file or folder name, without .gguf; a remote model keeps the id its own
-    server gives it (``remote:box/Qwen/Qwen3-8B`` is served as ``Qwen/Qwen3-8B``)."""
-    if is_remote_ref(model_path):
-        return parse_ref(model_path)[1]
-    name = Path(model_path).name
-    return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
 def timings(stats: GenerationStats) -> dict[str, float | int]:
@@ -84,7 +82,7 @@ def engine_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, EngineError):
         if exc.kind == "context":
             return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
-        if exc.kind in ("settings", "request", "template"):
+        if exc.kind in ("settings", "request", "template", "image", "vision"):
             return ApiError(400, str(exc), code=exc.kind)
         return ApiError(500, str(exc), type="server_error", code=exc.kind)
     return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error", code="internal")
@@ -117,143 +115,225 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
             return
 
 
+def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "float":
+        return vector
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
 
 
 class OpenAIServer:
-    """The endpoints, over one EngineQueue."""
+    """The endpoints, over the engine pool: the primary model's EngineQueue, and the pool's other engines."""
 
-    def __init__(self, client, *, max_pending: int, remotes: RemoteModels | None = None) -> None:
+    def __init__(self, client, *, max_pending: int, pool: PoolSettings | None = None) -> None:
         self.client = client
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
         self.queue = EngineQueue(client, max_pending=max_pending)
-        self.remotes = remotes  # None: the local model only
+        self.pool = EnginePool(client, self.queue, pool, max_pending=max_pending)
 
-    def _loaded(self) -> Loaded:
-        """The model served now. Read per request: in the app the engine is the chat's, and the chat
-        may load another model (or lose its engine) while the server runs."""
-        loaded = self.client.loaded
-        if loaded is None:
-            raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
-        return loaded
+    @property
+    def remotes(self):
+        """The remote connections' models (a gateway), or None."""
+        return self.pool.remotes
 
     @property
     def model_id(self) -> str:
-        return model_id(self._loaded().model_path)
+        """The primary model's id. Read per request: in the app the engine is the chat's, and the chat may load
+        another model (or lose its engine) while the server runs."""
+        loaded = self.client.loaded
+        if loaded is None:
+            raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
+        return model_id(loaded.model_path)
 
     # --- plain endpoints ---
 
-    def _model_card(self) -> dict[str, Any]:
-        loaded = self._loaded()
-        return {"id": model_id(loaded.model_path), "object": "model", "created": self.created,
-                "owned_by": "quantdesk", "meta": {"backend": loaded.backend, "n_ctx": loaded.n_ctx}}
-
-    def _remote_card(self, model) -> dict[str, Any]:
-        return {"id": model.ref, "object": "model", "created": self.created, "owned_by": model.connection,
-                "meta": {"backend": "remote", "n_ctx": model.n_ctx}}
-
-    async def _remote_models(self) -> list:
-        return await asyncio.to_thread(self.remotes.models) if self.remotes is not None else []
-
     async def models(self, request: Request) -> Response:
-        cards = [self._model_card()] if self.client.loaded else []
-        cards += [self._remote_card(m) for m in await self._remote_models()]
+        cards = await asyncio.to_thread(self.pool.cards, self.created)
         return JSONResponse({"object": "list", "data": cards})
 
     async def model(self, request: Request) -> Response:
         wanted = request.path_params["model"]
-        if self.client.loaded is not None and wanted == self.model_id:
-            return JSONResponse(self._model_card())
-        remote = next((m for m in await self._remote_models() if m.ref == wanted), None)
-        if remote is None:
+        cards = await asyncio.to_thread(self.pool.cards, self.created)
+        card = next((c for c in cards if c["id"] == wanted), None)
+        if card is None:
             raise ApiError(404, f"the model {wanted[:200]!r} is not served here", param="model",
                            code="model_not_found")
-        return JSONResponse(self._remote_card(remote))
+        return JSONResponse(card)
 
     async def health(self, request: Request) -> Response:
         loaded = self.client.loaded
         alive = self.client.alive and loaded is not None
         return JSONResponse({"status": "ok" if alive else "engine_down",
                              "model": model_id(loaded.model_path) if loaded else None,
-                             "busy": self.queue.busy, "pending": self.queue.pending},
+                             "busy": self.queue.busy, "pending": self.queue.pending,
+                             **await asyncio.to_thread(self.pool.health)},
                             status_code=200 if alive else 503)
 
     # --- generation ---
 
-    async def _engine_for(self, body: dict[str, Any]) -> tuple[EngineQueue, Loaded, str]:
-        """The queue, loaded model and served id for a request: a remote model it names (a gateway), else the
-        local model."""
-        wanted = body.get("model")
-        if self.remotes is not None and isinstance(wanted, str) and is_remote_ref(wanted) and \
-                (self.client.loaded is None or wanted != self.model_id):
-            engine_queue, loaded = await asyncio.to_thread(self.remotes.engine, wanted)
-            return engine_queue, loaded, wanted
-        loaded = self._loaded()
-        return self.queue, loaded, model_id(loaded.model_path)
+    async def _engine_for(self, body: dict[str, Any]) -> Lease:
+        """The engine for a request's ``model`` (app/server/pool.py), leased until its answer is over."""
+        return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
-        body = await read_body(request)
-        engine_queue, loaded, served = await self._engine_for(body)
-        parsed = parse_chat(body, served_id=served, n_ctx=loaded.n_ctx)
-        return await self._generate(request, engine_queue, parsed, _ChatShape(served))
+        return await self._answer(request, parse_chat, _ChatShape, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        body = await read_body(request)
-        engine_queue, loaded, served = await self._engine_for(body)
-        parsed = parse_completion(body, served_id=served, n_ctx=loaded.n_ctx)
-        return await self._generate(request, engine_queue, parsed, _CompletionShape(served))
+        return await self._answer(request, parse_completion, _CompletionShape)
 
-    async def _generate(self, request: Request, engine_queue: EngineQueue, parsed: GenerationRequest,
-                        shape: _Shape) -> Response:
+    async def _answer(self, request: Request, parse: Callable[..., GenerationRequest],
+                      shape: type[_Shape], *, chat: bool = False) -> Response:
+        body = await read_body(request)
+        lease = await self._engine_for(body)
         try:
-            job = await engine_queue.submit(parsed.messages, parsed.sampling)
+            details = lease.loaded.details
+            options = {"sees_images": "vision" in details, "tool_format": details.get("tool_format", "")} if chat \
+                else {}
+            # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
+            # event loop and the replies streaming to other clients.
+            parsed = await asyncio.to_thread(parse, body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, **options)
+        except BaseException:
+            lease.release()
+            raise
+        return await self._generate(request, lease, parsed, shape(lease.served))
+
+    async def messages(self, request: Request) -> Response:
+        """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
+        try:
+            body = await read_body(request)
+            lease = await self._engine_for(body)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        try:
+            parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
+                                              tool_format=lease.loaded.details.get("tool_format", ""))
+            job, first, watcher = await self.start_job(request, lease, parsed)
+        except ApiError as exc:
+            lease.release()
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        except BaseException:
+            lease.release()
+            raise
+        shape = anthropic.MessageShape(lease.served)
+        if parsed.stream:
+            async def events() -> AsyncIterator[bytes]:
+                try:
+                    async for chunk in shape.stream(first, lambda: self.next_event(job), parsed.tool_format):
+                        yield chunk
+                finally:  # on completion and on disconnect
+                    watcher.cancel()
+                    job.cancel()
+                    lease.release()
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            event = first
+            while not isinstance(event, Done):
+                event = await self.next_event(job)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        finally:
+            watcher.cancel()
+            job.cancel()
+            lease.release()
+        reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+        return JSONResponse(shape.whole(reply, event.stats))
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await read_body(request)
+        lease = await self._engine_for(body)
+        try:
+            loaded, served = lease.loaded, lease.served
+            if not loaded.details.get("embedding"):
+                raise ApiError(400, f"{served} is not an embedding model (its GGUF declares no pooling)",
+                               param="model", code="not_an_embedding_model")
+            parsed = parse_embeddings(body, served_id=served, n_embd=loaded.details["embedding_length"])
+            try:  # the engine serves it in its turn, after what the chat and other requests sent before
+                embedded = await asyncio.to_thread(lease.queue.client.embed, parsed.texts)
+            except Exception as exc:
+                raise engine_api_error(exc) from None
+        finally:
+            lease.release()
+        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(vector, parsed.encoding_format)}
+                for i, vector in enumerate(embedded.vectors)]
+        return JSONResponse({"object": "list", "data": data, "model": served,
+                             "usage": {"prompt_tokens": embedded.prompt_tokens,
+                                       "total_tokens": embedded.prompt_tokens}})
+
+    async def start_job(self, request: Request, lease: Lease, parsed: GenerationRequest
+                        ) -> tuple[Job, Any, asyncio.Task]:
+        """Submit a generation to the lease's engine and wait for its first event, so that an engine refusal (a
+        prompt longer than the context, a model without tool support) is a proper 400 rather than an error inside
+        a 200 stream. The caller owns the job, the watcher that cancels it when the client goes, and the lease."""
+        try:
+            job = await lease.queue.submit(parsed.messages, parsed.sampling)
         except Exception as exc:
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
-        finished = False
         try:
-            # Wait for the first event before answering, so that an engine refusal (prompt longer than
-            # the context) is a proper 400 rather than an error inside a 200 stream.
-            first = await self._next(job)
-            if parsed.stream:
-                finished = True  # the stream owns the job and the watcher from here
-                return StreamingResponse(self._stream(job, first, watcher, parsed, shape),
-                                         media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return job, await self.next_event(job), watcher
+        except BaseException:
+            watcher.cancel()
+            job.cancel()
+            raise
+
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
+        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+        try:
+            job, first, watcher = await self.start_job(request, lease, parsed)
+        except BaseException:
+            lease.release()
+            raise
+        if parsed.stream:  # the stream owns the job, the watcher and the lease from here
+            return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
             event = first
             while not isinstance(event, Done):
-                event = await self._next(job)
-            return JSONResponse(shape.whole(event.text, event.stats))
+                event = await self.next_event(job)
+            reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
+            return JSONResponse(shape.whole(reply, event.stats))
         finally:
-            if not finished:
-                watcher.cancel()
-                job.cancel()
+            watcher.cancel()
+            job.cancel()
+            lease.release()
 
     @staticmethod
-    async def _next(job: Job):
+    async def next_event(job: Job):
         try:
             return await job.next()
         except Exception as exc:
             raise engine_api_error(exc) from None
 
     async def _stream(self, job: Job, first, watcher: asyncio.Task, parsed: GenerationRequest,
-                      shape: _Shape) -> AsyncIterator[bytes]:
+                      shape: _Shape, lease: Lease) -> AsyncIterator[bytes]:
         try:
             yield _sse(shape.opening())
+            reader = ReplyStream(parsed.tool_format)
             event = first
             while not isinstance(event, Done):
-                if event.text:
-                    yield _sse(shape.piece(event.text))
+                text = reader.feed(event.text) if event.text else ""
+                if text:
+                    yield _sse(shape.piece(text))
                 try:
-                    event = await self._next(job)
+                    event = await self.next_event(job)
                 except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
                     yield _sse(exc.body())
                     return
-            yield _sse(shape.closing(event.stats))
+            rest = reader.finish()
+            if rest.content:
+                yield _sse(shape.piece(rest.content))
+            for index, call in enumerate(rest.tool_calls):
+                yield _sse(shape.tool_call_piece(index, call))
+            yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
             if parsed.include_usage:
                 yield _sse(shape.usage_chunk(event.stats))
             yield _sse("[DONE]")
@@ -261,6 +341,7 @@ class OpenAIServer:
             # Runs on completion and on disconnect (Starlette cancels the stream when the client goes).
             watcher.cancel()
             job.cancel()
+            lease.release()
 
 
 class _Shape:
@@ -279,7 +360,7 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": [{"index": 0, **choice}], **extra}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
         raise NotImplementedError
 
     def opening(self) -> dict[str, Any]:
@@ -288,7 +369,10 @@ class _Shape:
     def piece(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        raise NotImplementedError  # only chat replies carry tool calls
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
@@ -301,10 +385,13 @@ class _ChatShape(_Shape):
     object_chunk = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, {"message": {"role": "assistant", "content": text},
-                                                  "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["content"] = reply.content or None  # as OpenAI answers a reply that only calls tools
+            message["tool_calls"] = [_tool_call_json(call) for call in reply.tool_calls]
+        return self._envelope(self.object_whole, {"message": message, "logprobs": None,
+                                                  "finish_reason": _finish_reason(stats, bool(reply.tool_calls))},
                               usage=usage(stats), timings=timings(stats))
 
     def opening(self) -> dict[str, Any]:
@@ -315,10 +402,24 @@ class _ChatShape(_Shape):
         return self._envelope(self.object_chunk, {"delta": {"content": text}, "logprobs": None,
                                                   "finish_reason": None})
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
+        # One chunk per call, arguments whole: the reply is read once complete (backends/tool_calls.py).
+        return self._envelope(self.object_chunk, {"delta": {"tool_calls": [{"index": index,
+                                                                            **_tool_call_json(call)}]},
+                                                  "logprobs": None, "finish_reason": None})
+
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _FINISH_REASONS[stats.stop_reason]},
+                                                  "finish_reason": _finish_reason(stats, called_tools)},
                               timings=timings(stats))
+
+
+def _tool_call_json(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _finish_reason(stats: GenerationStats, called_tools: bool) -> str:
+    return "tool_calls" if called_tools else _FINISH_REASONS[stats.stop_reason]
 
 
 class _CompletionShape(_Shape):
@@ -329,14 +430,14 @@ class _CompletionShape(_Shape):
     def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
         return {"text": text, "logprobs": None, "finish_reason": finish_reason}
 
-    def whole(self, text: str, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, self._choice(text, _FINISH_REASONS[stats.stop_reason]),
+    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+        return self._envelope(self.object_whole, self._choice(reply.content, _FINISH_REASONS[stats.stop_reason]),
                               usage=usage(stats), timings=timings(stats))
 
     def piece(self, text: str) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice(text, None))
 
-    def closing(self, stats: GenerationStats) -> dict[str, Any]:
+    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
         return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[stats.stop_reason]),
                               timings=timings(stats))
 
@@ -356,34 +457,39 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
-               on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
-    """The ASGI app over ``client`` (an EngineClient with a model loaded; the caller closes it).
+               pool: PoolSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
+    """The ASGI app over ``client`` (an EngineClient with a model loaded, the primary model; the caller closes it).
 
     ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
     arrived on always pass). ``allowed_origins``: web origins allowed to call the API from a browser.
-    ``max_pending``: requests running or waiting beyond which the server answers 503. ``serve_remotes``: also
-    serve the models of the user's remote connections (a gateway; app/server/gateway.py).
+    ``max_pending``: requests running or waiting (per model) beyond which the server answers 503.
+    ``serve_remotes``: also serve the models of the user's remote connections (a gateway; app/server/gateway.py).
+    ``pool``: on-demand loads of library models, the memory budget, the idle unload, load anyway
+    (app/server/pool.py); its ``serve_remotes`` is set from the argument of that name.
     """
-    remotes = RemoteModels(max_pending=max_pending) if serve_remotes else None
-    server = OpenAIServer(client, max_pending=max_pending, remotes=remotes)
+    settings = pool or PoolSettings()
+    settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
+    server = OpenAIServer(client, max_pending=max_pending, pool=settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         server.queue.start()
+        server.pool.start()
         if on_ready:
             on_ready(server)
         try:
             yield
         finally:
             await asyncio.to_thread(server.queue.close)
-            if remotes is not None:
-                await asyncio.to_thread(remotes.close)
+            await asyncio.to_thread(server.pool.close)
 
     routes = [
         Route("/v1/models", server.models, methods=["GET"]),
         Route("/v1/models/{model:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/v1/embeddings", server.embeddings, methods=["POST"]),
+        Route("/v1/messages", server.messages, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -8,7 +8,8 @@ the server as "same-origin"). The defences here, in the order a request meets th
    on, or a name the operator listed; with the server's port. A rebinding page sends its own domain.
 2. Origin: a browser request from another origin is refused and gets no CORS headers; only the same
    origin and origins the operator listed pass. Preflights (OPTIONS) are answered only for listed origins.
-3. API key: when one is set, ``Authorization: Bearer <key>`` compared in constant time.
+3. API key: when one is set, ``Authorization: Bearer <key>`` (or Anthropic's ``x-api-key``) compared in constant
+   time.
 
 The bind policy: loopback by default; any other address needs an explicit switch *and* a key.
 """
@@ -26,7 +27,7 @@ from app.server.params import ApiError
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MIN_LAN_KEY_CHARS = 16
 CORS_METHODS = "GET, POST, OPTIONS"
-CORS_HEADERS = "Authorization, Content-Type"
+CORS_HEADERS = "Authorization, Content-Type, X-Api-Key, Anthropic-Version"
 
 
 class UnsafeBind(QuantDeskError):
@@ -138,12 +139,14 @@ class Guard:
     def _check_key(self, scope) -> None:
         if self._key is None:
             return
-        auth = _header(scope, b"authorization") or ""
-        scheme, _, token = auth.partition(" ")
+        auth = _header(scope, b"authorization")
+        if auth is None and _header(scope, b"x-api-key") is not None:  # Anthropic's clients send the key so
+            auth = f"Bearer {_header(scope, b'x-api-key')}"
+        scheme, _, token = (auth or "").partition(" ")
         # compare_digest on bytes: constant time in the length of the secret whatever the input.
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8", "replace"),
                                                                  self._key):
-            raise ApiError(401, "missing or incorrect API key (send Authorization: Bearer <key>)",
+            raise ApiError(401, "missing or incorrect API key (send Authorization: Bearer <key>, or x-api-key)",
                            code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
 

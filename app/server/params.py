@@ -1,25 +1,40 @@
 """Request bodies of the OpenAI API, checked before anything reaches the engine.
 
 Every field we read is type-checked here and the sampling values go through
-``SamplingSettings.validate()``; anything we cannot honour (several choices, tools, log-probs, images) is
-refused with a 400 that names the parameter rather than silently ignored. Unknown fields are ignored, as
+``SamplingSettings.validate()``; anything we cannot honour (several choices, log-probs, a schema keyword the
+grammar cannot enforce) is refused with a 400 that names the parameter rather than silently ignored. Tools and
+``response_format`` become ``SamplingSettings`` fields: the tools reach the model's chat template, a forced tool
+call or a JSON schema becomes a schema the engine's grammar holds the reply to. Unknown fields are ignored, as
 OpenAI clients send extras (``user``, ``metadata``) that change nothing here.
+
+Images come as ``image_url`` content parts holding a ``data:`` URL, for a model that sees them; each is checked
+here (format, size and dimensions from its header, then decoded whole: app/images). A URL to fetch is refused:
+the server never reaches out to the network for a request.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+from app import images
+from backends import json_schema, tool_calls
 from backends.base import Message, Prompt, SamplingSettings
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
+MAX_IMAGES = 8  # per request
 MAX_MESSAGES = 4096
 MAX_STOP_CHARS = 256
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: larger values mean nothing more
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_FLOAT_MAX = sys.float_info.max
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+MAX_TOOLS = 128
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's rule (dots too, as MCP tool names use them)
 
 
 class ApiError(Exception):
@@ -51,6 +66,7 @@ class GenerationRequest:
     sampling: SamplingSettings
     stream: bool
     include_usage: bool
+    tool_format: str = ""  # read the reply's tool calls in this syntax (backends/tool_calls.py); "": no tools
 
 
 def _refuse_constant(name: str):
@@ -67,12 +83,20 @@ def parse_json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def _shown(value: Any) -> str:
+    """A request value as an error message quotes it: cut short (a body may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _number(body: dict, name: str, default: float) -> float:
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad_param(name, f"{name} must be a number, not {value!r}", "invalid_type")
+    # An int from JSON may have thousands of digits: compare it, never float() it (OverflowError).
+    finite = isinstance(value, int) and abs(value) <= _FLOAT_MAX or isinstance(value, float) and math.isfinite(value)
+    if isinstance(value, bool) or not finite:
+        raise bad_param(name, f"{name} must be a number, not {_shown(value)}", "invalid_type")
     return float(value)
 
 
@@ -81,7 +105,7 @@ def _integer(body: dict, name: str, default: int | None) -> int | None:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise bad_param(name, f"{name} must be an integer, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be an integer, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -90,7 +114,7 @@ def _flag(body: dict, name: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise bad_param(name, f"{name} must be true or false, not {value!r}", "invalid_type")
+        raise bad_param(name, f"{name} must be true or false, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -178,45 +202,243 @@ _COMMON_UNSUPPORTED = {"n": 1, "logprobs": False, "presence_penalty": 0, "freque
                        "logit_bias": None}
 
 
-def _content(message: dict, index: int) -> str:
+def _image(part: dict, param: str) -> str:
+    """An ``image_url`` part's image as base64, checked: a ``data:`` URL of a PNG, JPEG or WebP image within the
+    limits that decodes whole (app/images)."""
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    if not isinstance(url, str):
+        raise bad_param(param, "image_url must be an object with a url", "invalid_type")
+    if not url.startswith("data:"):
+        raise bad_param(param, "this server does not fetch images from URLs; send the image itself as a data: URL "
+                               "(data:image/png;base64,...)", "unsupported_image_url")
+    header, comma, payload = url.partition(",")
+    if not comma or not header.endswith(";base64"):
+        raise bad_param(param, "the image's data: URL must be base64-encoded (data:image/png;base64,...)",
+                        "invalid_image")
+    if len(payload) > (images.MAX_IMAGE_BYTES * 4) // 3 + 4:
+        raise bad_param(param, f"the image is larger than {images.MAX_IMAGE_BYTES >> 20} MiB", "image_too_large")
+    try:
+        images.decode_rgb(images.from_base64(payload))
+    except images.ImageError as exc:
+        raise bad_param(param, exc.message, "invalid_image") from None
+    return payload
+
+
+def _content(message: dict, index: int, sees_images: bool) -> tuple[str, tuple[str, ...]]:
+    """A message's text and its images (base64): the images go to the model ahead of the message's text."""
     content = message.get("content")
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # the array form: only text parts can reach a text model
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_param(f"messages[{index}].content", "only text content parts are supported",
-                                "unsupported_content")
-            parts.append(part["text"])
-        return "".join(parts)
-    raise bad_param(f"messages[{index}].content", "content must be a string or a list of text parts",
+        return content, ()
+    if content is None and message.get("role") == "assistant" and message.get("tool_calls"):
+        return "", ()  # an assistant turn that only called tools
+    if isinstance(content, list):  # the array form: text parts and image_url parts
+        parts, found = [], []
+        for j, part in enumerate(content):
+            param = f"messages[{index}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif kind == "image_url":
+                if not sees_images:  # said before any decoding
+                    raise bad_param(param, "the model served here does not see images (it was loaded without a "
+                                           "vision projector)", "model_without_vision")
+                found.append(_image(part, param))
+            else:
+                raise bad_param(param, "content parts must be text or image_url parts", "unsupported_content")
+        return "".join(parts), tuple(found)
+    raise bad_param(f"messages[{index}].content", "content must be a string or a list of text and image_url parts",
                     "invalid_type")
 
 
-def parse_chat(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
+def json_arguments(value: Any, param: str) -> dict[str, Any]:
+    """A call's arguments as the object chat templates expect: OpenAI sends them as JSON text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value, parse_constant=_refuse_constant) if value.strip() else {}
+        except (ValueError, RecursionError):
+            raise bad_param(param, "the arguments of a tool call must be a JSON object (as text)") from None
+    if not isinstance(value, dict):
+        raise bad_param(param, "the arguments of a tool call must be a JSON object", "invalid_type")
+    return value
+
+
+def _assistant_tool_calls(message: dict, index: int) -> tuple[dict[str, Any], ...]:
+    calls = message.get("tool_calls")
+    if calls is None:
+        return ()
+    where = f"messages[{index}].tool_calls"
+    if not isinstance(calls, list):
+        raise bad_param(where, "tool_calls must be a list", "invalid_type")
+    out = []
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise bad_param(f"{where}[{j}]", "each tool call needs a function with a name", "invalid_type")
+        call_id = call.get("id", "")
+        if not isinstance(call_id, str):
+            raise bad_param(f"{where}[{j}].id", "a tool call's id must be a string", "invalid_type")
+        out.append({"id": call_id, "type": "function",
+                    "function": {"name": function["name"],
+                                 "arguments": json_arguments(function.get("arguments"),
+                                                             f"{where}[{j}].function.arguments")}})
+    return tuple(out)
+
+
+def chat_message(message: Any, i: int, sees_images: bool = False) -> Message:
+    if not isinstance(message, dict):
+        raise bad_param(f"messages[{i}]", "each message must be an object", "invalid_type")
+    role = message.get("role")
+    role = _ROLES.get(role) if isinstance(role, str) else None  # a list or an object is no key of _ROLES
+    if role is None:
+        raise bad_param(f"messages[{i}].role", f"role must be one of {', '.join(_ROLES)}, "
+                                               f"not {_shown(message.get('role'))}")
+    content, attached = _content(message, i, sees_images)
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad_param(f"messages[{i}].tool_call_id", "a tool message needs the tool_call_id it answers",
+                            "invalid_type")
+        name = message.get("name", "")
+        return Message(role, content, attached, tool_call_id=call_id, name=name if isinstance(name, str) else "")
+    if role == "assistant":
+        return Message(role, content, attached, tool_calls=_assistant_tool_calls(message, i))
+    return Message(role, content, attached)
+
+
+def parse_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]]:
+    """OpenAI's function tools, checked: [{"type": "function", "function": {"name", "description"?,
+    "parameters"?}}]."""
+    if not isinstance(tools, list):
+        raise bad_param(param, "tools must be a list", "invalid_type")
+    if len(tools) > MAX_TOOLS:
+        raise bad_param(param, f"at most {MAX_TOOLS} tools are accepted")
+    out, names = [], set()
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise bad_param(f"{param}[{i}]", "each tool must be {\"type\": \"function\", \"function\": {...}}",
+                            "invalid_type")
+        name = function.get("name")
+        if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+            raise bad_param(f"{param}[{i}].function.name", "a function name is 1 to 64 letters, digits, "
+                                                          "underscores, dots or dashes")
+        if name in names:
+            raise bad_param(f"{param}[{i}].function.name", f"the function name {name!r} is given twice")
+        names.add(name)
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise bad_param(f"{param}[{i}].function.parameters", "parameters must be a JSON Schema object",
+                            "invalid_type")
+        description = function.get("description")
+        if description is not None and not isinstance(description, str):
+            raise bad_param(f"{param}[{i}].function.description", "description must be a string", "invalid_type")
+        clean = {"name": name, **({"description": description} if description else {}),
+                 **({"parameters": parameters} if parameters is not None else {})}
+        out.append({"type": "function", "function": clean})
+    return out
+
+
+def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
+    """"none", "auto", or the name of the function to call ("" for any: "required")."""
+    choice = body.get("tool_choice")
+    if choice is None or choice == "auto":  # comparisons only: a list or an object is never hashed
+        return "auto"
+    if choice == "none":
+        return "none"
+    if choice == "required":
+        return ""
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+        if not isinstance(name, str) or name not in {t["function"]["name"] for t in tools}:
+            raise bad_param("tool_choice", f"tool_choice names {str(name)[:64]!r}, which is not among the tools")
+        return name
+    raise bad_param("tool_choice", 'tool_choice must be "none", "auto", "required" or '
+                                   '{"type": "function", "function": {"name": ...}}')
+
+
+def checked_schema(schema: Any, param: str, *, strict: bool) -> dict[str, Any]:
+    """A strict schema the grammar enforces whole, or a 400 naming what it would not; a loose one is marked so
+    that the grammar holds what it can."""
+    if not isinstance(schema, dict):
+        raise bad_param(param, "the schema must be a JSON Schema object", "invalid_type")
+    if not strict:
+        return json_schema.lenient(schema)
+    problems = json_schema.unenforced(schema)
+    if problems:
+        raise bad_param(param, "strict output cannot be guaranteed: the grammar does not enforce "
+                               f"{'; '.join(problems[:5])}", "unsupported_schema")
+    return schema
+
+
+def response_schema(response_format: Any) -> dict[str, Any] | None:
+    """The JSON schema ``response_format`` asks for: None for text, ``{"type": "object"}`` for json_object."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise bad_param("response_format.json_schema", "json_schema needs a schema", "invalid_type")
+        strict = spec.get("strict", False)
+        if not isinstance(strict, bool):
+            raise bad_param("response_format.json_schema.strict", "strict must be true or false", "invalid_type")
+        return checked_schema(spec["schema"], "response_format.json_schema.schema", strict=strict)
+    raise bad_param("response_format", 'response_format type must be "text", "json_object" or "json_schema"')
+
+
+def with_tools(sampling: SamplingSettings, tools: list[dict[str, Any]], choice: str | None, tool_format: str
+               ) -> tuple[SamplingSettings, str]:
+    """``sampling`` with the tools for the template and, for a forced call, the grammar's schema; and the syntax
+    to read the reply's calls in ("" where the reply cannot hold any)."""
+    if not tools or choice == "none":
+        return sampling, ""
+    if not tool_format:
+        raise bad_param("tools", "the served model's chat template has no tool support, so it cannot be given "
+                                 "tools", "unsupported_parameter")
+    sampling = dataclasses.replace(sampling, tools=tuple(tools))
+    if choice == "auto":
+        return sampling, tool_format
+    if sampling.json_schema is not None:
+        raise bad_param("tool_choice", "a forced tool call and response_format cannot both shape the reply")
+    try:
+        schema, prefix, suffix = tool_calls.forced_call(tool_format, tools, choice or None)
+    except tool_calls.ToolChoiceError as exc:
+        raise bad_param("tool_choice", str(exc)) from None
+    return dataclasses.replace(sampling, json_schema=schema, json_prefix=prefix, json_suffix=suffix), tool_format
+
+
+def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = False,
+               tool_format: str = "") -> GenerationRequest:
+    """``sees_images``: the served model takes images; ``tool_format``: its tool-call syntax (Loaded.details), ""
+    where it has none."""
     check_model(body, served_id)
-    _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "tools": None, "functions": None, "top_logprobs": None,
+    _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "functions": None, "top_logprobs": None,
                                "audio": None, "modalities": None})
-    response_format = body.get("response_format")
-    if response_format is not None and response_format != {"type": "text"}:
-        raise bad_param("response_format", "only the text response format is supported", "unsupported_parameter")
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_param("messages", "messages must be a non-empty list", "invalid_type")
     if len(raw) > MAX_MESSAGES:
         raise bad_param("messages", f"at most {MAX_MESSAGES} messages are accepted")
-    messages = []
-    for i, message in enumerate(raw):
-        if not isinstance(message, dict):
-            raise bad_param(f"messages[{i}]", "each message must be an object", "invalid_type")
-        role = _ROLES.get(message.get("role"))
-        if role is None:
-            raise bad_param(f"messages[{i}].role", f"role must be one of {', '.join(_ROLES)}, "
-                                                   f"not {str(message.get('role'))[:50]!r}")
-        messages.append(Message(role, _content(message, i)))
+    messages = [chat_message(message, i, sees_images) for i, message in enumerate(raw)]
+    n_images = 0
+    for i, message in enumerate(messages):
+        n_images += len(message.images)
+        if n_images > MAX_IMAGES:
+            raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
+                            "too_many_images")
     stream = _flag(body, "stream")
-    return GenerationRequest(messages, _sampling(body, n_ctx, n_ctx), stream, _stream_options(body, stream))
+    _flag(body, "parallel_tool_calls")  # checked only: every call in a reply is read back
+    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx),
+                                   json_schema=response_schema(body.get("response_format")))
+    tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
+    choice = _tool_choice(body, tools) if tools else None
+    sampling, reads_tools = with_tools(sampling, tools, choice, tool_format)
+    return GenerationRequest(messages, sampling, stream, _stream_options(body, stream), reads_tools)
 
 
 def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
@@ -232,3 +454,34 @@ def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationReq
     # A raw completion: the prompt reaches the model as it is, without the chat template.
     return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx), stream,
                              _stream_options(body, stream))
+
+
+MAX_EMBED_INPUTS = 2048  # OpenAI's own limit per request
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    texts: list[str]
+    encoding_format: str  # float | base64 (little-endian float32, what the openai client asks for by default)
+
+
+def parse_embeddings(body: dict, *, served_id: str, n_embd: int) -> EmbeddingRequest:
+    check_model(body, served_id)
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise bad_param("input", "input must be a string or a non-empty list of strings (token arrays are not "
+                                 "supported)", "invalid_type")
+    if len(texts) > MAX_EMBED_INPUTS:
+        raise bad_param("input", f"at most {MAX_EMBED_INPUTS} inputs are accepted in one request")
+    if any(not t for t in texts):
+        raise bad_param("input", "an input may not be empty")
+    encoding = body.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        raise bad_param("encoding_format", 'encoding_format must be "float" or "base64"')
+    dimensions = _integer(body, "dimensions", None)
+    if dimensions is not None and dimensions != n_embd:
+        raise bad_param("dimensions", f"this model's embeddings have {n_embd} dimensions; it cannot give "
+                                      f"{dimensions}", "unsupported_parameter")
+    return EmbeddingRequest(texts, encoding)

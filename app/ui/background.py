@@ -22,10 +22,35 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
+from app import logs
 from app.errors import QuantDeskError
 from app.ui.formatting import capitalized
+
+
+# QuietAtQuit objects alive when the app quits: freed by the main thread at interpreter exit, never by a worker.
+_KEPT_UNTIL_EXIT: list[QObject] = []
+
+
+class QuietAtQuit(QObject):
+    """A QObject whose signals daemon worker threads emit, made safe for a worker that outlives the event loop.
+    Two ways it crashed the process at exit (SIGSEGV, seen when the app quit right after its window showed,
+    during hardware detection): a result emitted (posted to the GUI thread) while the application was being
+    torn down, and the worker thread dropping the last reference to this object, so the QObject was deleted
+    in the wrong thread while the main thread destroyed the window. From aboutToQuit on, its signals are
+    blocked and it is kept until the interpreter exits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self._on_about_to_quit)
+
+    @Slot()
+    def _on_about_to_quit(self) -> None:
+        self.blockSignals(True)
+        _KEPT_UNTIL_EXIT.append(self)
 
 
 class Job:
@@ -41,7 +66,7 @@ class Job:
         self._call.progressed.emit(self.ticket, value)
 
 
-class BackgroundCall(QObject):
+class BackgroundCall(QuietAtQuit):
     succeeded = Signal(int, object)  # ticket, result
     failed = Signal(int, object)  # ticket, the exception (see sentence())
     progressed = Signal(int, object)  # ticket, what a job reported
@@ -83,6 +108,8 @@ class BackgroundCall(QObject):
             result = fn(*args)
         except Exception as exc:  # every failure reaches the page, which words it with sentence()
             self._forget(ticket)
+            if not isinstance(exc, (QuantDeskError, OSError)):  # a bug, not bad input: keep its traceback
+                logs.record_unexpected(exc, f"the background call {self.name}")
             self.failed.emit(ticket, exc)
         else:
             self._forget(ticket)

@@ -17,23 +17,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
-from app.chats.store import (ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation, NotFound,
-                             ReplyWriter)
+from app.chats.store import (AT_LEAF, ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation,
+                             NotFound, ReplyWriter)
 from app.errors import EngineCrashed, EngineError
+from app.images import ImageError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog
-from app.ui.chat_view import Composer, MessageBubble, MessageView, StatsStrip
+from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar
+from app.ui.widgets import UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -59,6 +61,7 @@ class ChatPage(QWidget):
         self.store = store
         self.bridge = bridge
         self.current: Conversation | None = None
+        self._edit_after: tuple[int, int | None] | None = None  # (conversation, parent) of a message being edited
         self.loaded: Loaded | None = None
         self._load_request: tuple[str, LoadSettings] | None = None
         self.profile: HardwareProfile | None = None  # from the window's probe; detected by the estimator if None
@@ -74,15 +77,12 @@ class ChatPage(QWidget):
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
+        self._blocked_load: Prefill | None = None  # a load the fit check held back; the banner offers “Load anyway”
+        self._forced_warning = ""  # the risk, said once the model loaded anyway is loaded
         self._build()
-        bridge.loaded.connect(self._on_loaded)
-        bridge.load_progress.connect(self._on_load_progress)
-        bridge.tokens.connect(self._on_tokens)
-        bridge.done.connect(self._on_done)
-        bridge.failed.connect(self._on_failed)
-        bridge.crashed.connect(self._on_crashed)
-        bridge.busy_changed.connect(self._on_busy_changed)
-        bridge.waiting.connect(self.stats.show_waiting)
+        for signal, slot in self._bridge_slots():
+            signal.connect(slot)
+        self._hears_bridge = True
         self.refresh_conversations()
         self._update_controls()
 
@@ -163,7 +163,12 @@ class ChatPage(QWidget):
         self.save_button.setAccessibleName("Save the reply now")
         self.save_button.setToolTip("Try again to save the reply that is not saved yet")
         self.save_button.clicked.connect(self._on_save_clicked)
+        self.load_anyway_button = QPushButton("Load anyway")
+        self.load_anyway_button.setAccessibleName("Load the model anyway")
+        self.load_anyway_button.setToolTip("Load it past what the fit check counts as free on this machine")
+        self.load_anyway_button.clicked.connect(self._on_load_anyway_clicked)
         banner_layout.addWidget(self.banner_text, 1)
+        banner_layout.addWidget(self.load_anyway_button)
         banner_layout.addWidget(self.save_button)
         banner_layout.addWidget(self.reload_button)
         self.banner.hide()
@@ -172,10 +177,18 @@ class ChatPage(QWidget):
         layout.addWidget(self.view, 1)
         self.stats = StatsStrip()
         layout.addWidget(self.stats)
+        self.attachments = AttachmentStrip()
+        layout.addWidget(self.attachments)
         composer_row = QHBoxLayout()
         composer_row.setContentsMargins(12, 8, 12, 12)
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
+        self.composer.image_given.connect(self._on_image_given)
+        self.attach_button = QPushButton("Image…")
+        self.attach_button.setAccessibleName("Attach an image")
+        self.attach_button.setToolTip("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the message "
+                                      "box); the model must see images")
+        self.attach_button.clicked.connect(self._on_attach_clicked)
         self.send_button = QPushButton("Send")
         self.send_button.setAccessibleName("Send message")
         self.send_button.setToolTip(SEND_TIP)
@@ -188,6 +201,7 @@ class ChatPage(QWidget):
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attach_button)
         composer_row.addWidget(self.composer, 1)
         composer_row.addLayout(buttons)
         layout.addLayout(composer_row)
@@ -241,6 +255,7 @@ class ChatPage(QWidget):
 
     def open_conversation(self, conversation_id: int) -> None:
         self.current = self.store.conversation(conversation_id)
+        self._edit_after = None  # an edit not resent is abandoned: the branch on show is shown whole again
         self.view.clear()
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
@@ -251,8 +266,11 @@ class ChatPage(QWidget):
 
     def _add_bubble(self, message: ChatMessage) -> MessageBubble:
         bubble = self.view.add(message)
+        bubble.set_branches(self.store.branches(message.id))
         bubble.edit_requested.connect(self._on_edit_requested)
         bubble.regenerate_requested.connect(self._on_regenerate_requested)
+        bubble.branch_requested.connect(self._on_branch_requested)
+        bubble.delete_branch_requested.connect(self._on_delete_branch_requested)
         return bubble
 
     @Slot(QListWidgetItem, QListWidgetItem)
@@ -338,6 +356,7 @@ class ChatPage(QWidget):
     @Slot()
     def _on_undo_expired(self) -> None:
         self._undo = None  # the rows it kept are let go; a pending delete still happens
+        self.store.purge_attachments()  # and the deleted chat's image files with them
 
     @Slot()
     def _on_chat_settings_clicked(self) -> None:
@@ -391,7 +410,8 @@ class ChatPage(QWidget):
             self.context_box.setValue(n_ctx)
 
     def open_model(self, path: str) -> None:
-        """Fill in the load settings from the estimator for this machine (in a worker), then load."""
+        """Fill in the load settings from the estimator for this machine (in a worker), then load: a model the fit
+        check says does not fit waits for “Load anyway” (the same override as ``quantdesk chat --force``)."""
         self._hide_banner()
         self.model_bar.show_loading(f"Sizing up {Path(path).name}…")
         self.load_button.setEnabled(False)
@@ -405,7 +425,28 @@ class ChatPage(QWidget):
             self.profile = prefill.profile
         self.prefill = prefill
         self.model_bar.show_estimate(prefill)
+        if not prefill.fits:
+            from app.models.budget import fit_refusal
+
+            self.model_bar.hide_progress()
+            self.model_bar.show_settings(prefill.settings)
+            self._show_loaded_model()
+            self._update_controls()
+            self._show_banner(fit_refusal(Path(prefill.path).name, prefill.reason, "“Load anyway”") + " Or pick a "
+                              "smaller quant, or a shorter context.", reload=False)
+            self._blocked_load = prefill  # after the banner: showing it forgets any load it held back
+            self._render_banner()
+            return
         self.load_model(prefill.path, prefill.settings)
+
+    @Slot()
+    def _on_load_anyway_clicked(self) -> None:
+        from app.models.budget import fit_warning
+
+        prefill = self._blocked_load
+        if prefill is not None:  # with the settings the bar shows: the prefill's, or what the user made of them
+            self.load_model(prefill.path, self.model_bar.settings())
+            self._forced_warning = fit_warning(Path(prefill.path).name, prefill.reason)
 
     @Slot(int, object)
     def _on_estimate_failed(self, ticket: int, error: Exception) -> None:
@@ -419,6 +460,7 @@ class ChatPage(QWidget):
         return self.model_bar.settings()
 
     def load_model(self, path: str, settings: LoadSettings) -> None:
+        self._forced_warning = ""
         self._load_request = (path, settings)
         if self.prefill is not None and self.prefill.path != path:
             self.prefill = None
@@ -459,7 +501,8 @@ class ChatPage(QWidget):
         # A remote model's memory is on its server: this machine's engine process only relays it.
         self.model_bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
         requested = self._load_request[1].gpu_layers if self._load_request else 0
-        warning = spill_warning(info, self.prefill, requested)
+        warning = " ".join(w for w in (self._forced_warning, spill_warning(info, self.prefill, requested)) if w)
+        self._forced_warning = ""
         if warning:
             self._show_banner(warning, reload=False)
         self._update_controls()
@@ -467,12 +510,59 @@ class ChatPage(QWidget):
     def _show_loaded_model(self) -> None:
         self.model_bar.show_loaded(self.loaded, self.prefill)
 
+    # --- images --------------------------------------------------------------------------------
+
+    @Slot()
+    def _on_attach_clicked(self) -> None:
+        patterns = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "", f"Images ({patterns})")
+        for path in paths:
+            self.attach_file(path)
+
+    def attach_file(self, path: str | Path) -> bool:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            self._show_banner(f"Cannot read the image {Path(path).name}: {exc.strerror}.", reload=False)
+            return False
+        return self.attach_image(data, Path(path).name)
+
+    @Slot(bytes, str)
+    def _on_image_given(self, data: bytes, name: str) -> None:
+        self.attach_image(data, name)
+
+    def attach_image(self, data: bytes, name: str) -> bool:
+        """Add an image to the next message, checked from its header first (app/images); a text-only model
+        says so now, before anything is sent."""
+        from app.images import image_info
+
+        if self.loaded is not None and not self._sees_images():
+            self._show_banner(self._no_vision_sentence(), reload=False)
+            return False
+        try:
+            info = image_info(data)
+        except ImageError as exc:
+            self._show_banner(f"{name}: {capitalized(exc.message)}.", reload=False)
+            return False
+        self.attachments.add(data, f"{name} ({info.width} × {info.height})")
+        self._hide_banner()
+        return True
+
+    def _sees_images(self) -> bool:
+        return self.loaded is not None and bool(self.loaded.details.get("vision"))
+
+    def _no_vision_sentence(self) -> str:
+        name = Path(self.loaded.model_path).name if self.loaded else "the model"
+        return (f"{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF "
+                "file) is not beside it. Load a vision model to send images; your message stays here.")
+
     # --- sending -------------------------------------------------------------------------------
 
     @Slot()
     def send(self) -> None:
         text = self.composer.toPlainText().strip()
-        if not text:
+        images = list(self.attachments.images)
+        if not text and not images:
             return
         if self.reply.streaming:
             if self.current is None or self.current.id != self.reply.conversation_id:
@@ -482,6 +572,9 @@ class ChatPage(QWidget):
         if self.loaded is None:
             self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
             return
+        if images and not self._sees_images():  # before anything is saved or sent
+            self._show_banner(self._no_vision_sentence(), reload=False)
+            return
         if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
             self._show_banner("Your message is not sent yet: it stays in the box below.", reload=False)
             return
@@ -489,30 +582,39 @@ class ChatPage(QWidget):
             if self.current is None:
                 self.current = self.store.create_conversation(model_path=self.loaded.model_path)
             if not self.store.messages(self.current.id):
-                self.store.rename(self.current.id, _title_from(text))
+                self.store.rename(self.current.id, _title_from(text or "Image"))
             self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
-            # The message and its reply's row in one transaction: a message never waits without one.
-            writer = self.store.begin_reply(self.current.id, prompt=text)
+            # The message and its reply's row in one transaction: a message never waits without one. An edited
+            # message goes beside the one it replaces (a new branch); the old one stays a click away.
+            after = self._edit_after[1] if self._edit_after and self._edit_after[0] == self.current.id else AT_LEAF
+            writer = self.store.begin_reply(self.current.id, prompt=text, images=images, after=after)
         except ChatStoreError as exc:
             self.refresh_conversations()
             self._show_banner(f"{capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
                               "again.", reload=False)
             return
+        except ImageError as exc:
+            self._show_banner(f"{capitalized(exc.message)}. Your message stays in the box below.", reload=False)
+            return
         self.composer.clear()
+        self.attachments.clear()
+        self._edit_after = None
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
         self._generate(writer)
 
-    def _generate(self, writer: ReplyWriter | None = None) -> None:
+    def _generate(self, writer: ReplyWriter | None = None, after: int | None = AT_LEAF) -> None:
+        """Stream a reply into ``writer``, or into a new reply after ``after`` (by default the end of the branch on
+        show; an earlier message: a new version of the reply that followed it)."""
         conv = self.store.conversation(self.current.id)
         if writer is None:
             try:
-                writer = self.store.begin_reply(conv.id)
+                writer = self.store.begin_reply(conv.id, after=after)
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
-        history = [Message(m.role, m.content) for m in self.store.messages(conv.id)
-                   if m.content and m.id != writer.message_id]
+        history = [Message(m.role, m.content, _encoded(m.images)) for m in self.store.messages(conv.id)
+                   if (m.content or m.images) and m.id != writer.message_id]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
         self.reply.begin(writer, conv.id)
@@ -531,31 +633,53 @@ class ChatPage(QWidget):
 
     @Slot(int)
     def _on_regenerate_requested(self, message_id: int) -> None:
-        if self.reply.streaming or self.loaded is None or not self._delete_from(message_id):
+        """Write the reply again, as a new version beside this one (the old one stays a click away)."""
+        if self.reply.streaming or self.loaded is None or not self.reply.save_pending():
             return
-        self._generate()
+        parent = self.store.message(message_id).parent_id
+        self.view.remove_from(message_id)
+        self._generate(after=parent)
 
     @Slot(int)
     def _on_edit_requested(self, message_id: int) -> None:
+        """Put the message in the box; sent, it becomes a new version beside this one."""
         if self.reply.streaming:
             return
-        text = self.store.message(message_id).content
-        if self._delete_from(message_id):
-            self.composer.setPlainText(text)
-            self.composer.setFocus()
+        message = self.store.message(message_id)
+        self._edit_after = (message.conversation_id, message.parent_id)
+        self.view.remove_from(message_id)
+        self.composer.setPlainText(message.content)
+        self.attachments.clear()
+        for n, image in enumerate(message.images, 1):
+            try:
+                self.attachments.add(image.path.read_bytes(), f"image {n} ({image.width} × {image.height})")
+            except OSError:
+                continue
+        self.composer.setFocus()
 
-    def _delete_from(self, message_id: int) -> bool:
-        """Delete a message and the ones after it, from the store and the view; False (and the
-        banner says why) when the store refuses."""
-        self.reply.save_pending()
+    @Slot(int)
+    def _on_branch_requested(self, message_id: int) -> None:
+        if self.reply.streaming or self.current is None:
+            return
         try:
-            self.store.delete_messages_from(message_id)
+            self.store.show_branch(message_id)
         except ChatStoreError as exc:
             self._show_store_error(exc)
-            return False
-        self.reply.drop_from(self.current.id, message_id)
-        self.view.remove_from(message_id)
-        return True
+            return
+        self.open_conversation(self.current.id)
+
+    @Slot(int)
+    def _on_delete_branch_requested(self, message_id: int) -> None:
+        if self.reply.streaming or self.current is None:
+            return
+        self.reply.save_pending()
+        try:
+            self.store.delete_branch(message_id)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return
+        self.reply.drop_deleted(self.current.id, {m.id for m in self.store.all_messages(self.current.id)})
+        self.open_conversation(self.current.id)
 
     def _streaming_bubble(self) -> MessageBubble | None:
         """The streaming reply's bubble while its conversation is open, else None. Looked up each
@@ -581,6 +705,9 @@ class ChatPage(QWidget):
             bubble.finish(done.text, stats, "complete")
         self.stats.on_done(stats)
         self._end_reply()
+        # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
+        ended = "Reply stopped" if done.stats.stop_reason == "cancelled" else "Reply done"
+        announce(self.view, f"{ended}: {done.text.strip()}" if done.text.strip() else f"{ended}, empty.")
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
@@ -683,11 +810,13 @@ class ChatPage(QWidget):
         that stays said (after ``text``) until it is saved."""
         self._busy_notice = False
         self._notice = (text, reload)
+        self._blocked_load = None
         self._render_banner()
 
     def _hide_banner(self) -> None:
         self._busy_notice = False
         self._notice = None
+        self._blocked_load = None
         self._render_banner()
 
     def _show_store_error(self, error: ChatStoreError) -> None:
@@ -706,6 +835,7 @@ class ChatPage(QWidget):
             return
         self.banner_text.setText(" ".join(parts))
         self.reload_button.setVisible(reload)
+        self.load_anyway_button.setVisible(self._blocked_load is not None and bool(text))
         self.save_button.setVisible(self.reply.save_error is not None)
         self.banner.show()
 
@@ -733,18 +863,44 @@ class ChatPage(QWidget):
             if "edit" in bubble.actions:
                 bubble.actions["edit"].setEnabled(not generating)
 
+    def _bridge_slots(self) -> list[tuple[Any, Any]]:
+        bridge = self.bridge
+        return [(bridge.loaded, self._on_loaded), (bridge.load_progress, self._on_load_progress),
+                (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
+                (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
+                (bridge.waiting, self.stats.show_waiting)]
+
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
-        deleted while it streamed stays deleted."""
+        deleted while it streamed stays deleted. From here on the page no longer hears the bridge: what the
+        engine still sends (its busy state as the stopped reply ends) would reach a page whose store the
+        caller closes next."""
         if self.reply.streaming:
             self.bridge.stop()
         self.reply.close()
+        if self._hears_bridge:
+            self._hears_bridge = False
+            for signal, slot in self._bridge_slots():
+                signal.disconnect(slot)
         if self._pending_delete is not None:
             try:
                 self.store.delete_conversation(self._pending_delete)
             except ChatStoreError:
                 pass  # closing: it stays, and shows again next time
             self._pending_delete = None
+
+
+def _encoded(images) -> tuple[str, ...]:
+    """A message's kept images as the engine takes them (base64); one whose file is gone is left out."""
+    from app.images import to_base64
+
+    out = []
+    for image in images:
+        try:
+            out.append(to_base64(image.path.read_bytes()))
+        except OSError:
+            continue  # removed from the data folder by hand: the rest of the chat still goes
+    return tuple(out)
 
 
 def _title_from(text: str, limit: int = 48) -> str:

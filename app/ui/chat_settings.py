@@ -1,9 +1,12 @@
-"""Per-chat settings: system prompt and sampling, with named presets to start from or save to."""
+"""Per-chat settings: system prompt, sampling and "answer as JSON with this schema", with named presets to start
+from or save to."""
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
                                QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
@@ -58,6 +61,18 @@ class ChatSettingsDialog(QDialog):
         self.seed.setSpecialValueText("random")
         self.seed.setAccessibleName("Seed")
         form.addRow("Seed", self.seed)
+        # Structured output: the engine's grammar holds every reply of this chat to the schema.
+        self.json_answer = QCheckBox("Answer as JSON with this schema")
+        self.json_answer.setAccessibleName("Answer as JSON with a schema")
+        self.json_schema = QPlainTextEdit()
+        self.json_schema.setAccessibleName("JSON schema of the answers")
+        self.json_schema.setPlaceholderText('{"type": "object", "properties": {"answer": {"type": "string"}}, '
+                                            '"required": ["answer"]}')
+        self.json_schema.setMaximumHeight(110)
+        self.json_answer.toggled.connect(self.json_schema.setEnabled)
+        self._show_schema(sampling.json_schema)
+        form.addRow(self.json_answer)
+        form.addRow(self.json_schema)
         layout.addLayout(form)
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
         self.error.setObjectName("no")
@@ -88,11 +103,32 @@ class ChatSettingsDialog(QDialog):
         for preset in self.store.presets():
             self.preset_box.addItem(preset.name)
 
+    def _show_schema(self, schema: dict | None) -> None:
+        self.json_answer.setChecked(schema is not None)
+        self.json_schema.setEnabled(schema is not None)
+        if schema is not None:
+            self.json_schema.setPlainText(json.dumps(schema, indent=2, ensure_ascii=False))
+
+    def schema(self) -> dict | None:
+        """The schema typed, when "answer as JSON" is on; ValueError with the sentence when it is no schema."""
+        if not self.json_answer.isChecked():
+            return None
+        text = self.json_schema.toPlainText().strip() or '{"type": "object"}'  # empty: any JSON object
+        try:
+            schema = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"the JSON schema is not valid JSON ({exc})") from None
+        if not isinstance(schema, dict):
+            raise ValueError("the JSON schema must be an object, such as {\"type\": \"object\"}")
+        return schema
+
     def sampling(self) -> dict:
+        """The settings as the store keeps them; ValueError when the schema typed is not one."""
         seed = self.seed.value()
         return {"temperature": self.temperature.value(), "top_p": self.top_p.value(), "top_k": self.top_k.value(),
                 "min_p": self.min_p.value(), "repeat_penalty": self.repeat_penalty.value(),
-                "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed}
+                "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
+                "json_schema": self.schema()}
 
     def apply_preset(self, name: str) -> None:
         preset = next(p for p in self.store.presets() if p.name == name)
@@ -105,6 +141,7 @@ class ChatSettingsDialog(QDialog):
         self.repeat_penalty.setValue(values.repeat_penalty)
         self.max_tokens.setValue(values.max_tokens)
         self.seed.setValue(-1 if values.seed is None else values.seed)
+        self._show_schema(values.json_schema)
 
     def save_preset(self, name: str) -> None:
         self.store.save_preset(name, system_prompt=self.system_prompt.toPlainText(), sampling=self.sampling())
@@ -125,6 +162,10 @@ class ChatSettingsDialog(QDialog):
             write()
         except ChatStoreError as exc:
             self.error.setText(f"Not saved: {exc.message}." + (f" {capitalized(exc.hint)}." if exc.hint else ""))
+            self.error.show()
+            return False
+        except ValueError as exc:  # the schema typed is not one
+            self.error.setText(f"Not saved: {exc}.")
             self.error.show()
             return False
         self.error.hide()

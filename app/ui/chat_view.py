@@ -3,19 +3,69 @@ live stats strip."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QUrl, Signal, Slot
-from PySide6.QtGui import (QGuiApplication, QKeyEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor,
-                           QTextDocument, QTextFormat)
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPalette, QPixmap, QTextBlockFormat,
+                           QTextCharFormat, QTextCursor, QTextDocument, QTextFormat)
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
                                QToolButton, QVBoxLayout, QWidget)
 
-from app.chats.store import ChatMessage
+from app.chats.store import Branches, ChatMessage
 from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, stats_summary,
                                with_copy_links)
 from app.ui.widgets import AutoHeightBrowser, Sparkline
 
 COPY_SCHEME = "quantdesk-copy"
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+THUMBNAIL_HEIGHT = 96  # pixels: a message's images, and those waiting in the composer
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+
+
+def thumbnail(source: bytes | Path, height: int = THUMBNAIL_HEIGHT) -> QPixmap:
+    """A small copy of an image, decoded at that size where the format allows (QImageReader's scaled read);
+    an empty pixmap when Qt cannot read it (the file was removed, or Qt lacks the format's plugin)."""
+    if isinstance(source, Path):
+        reader = QImageReader(str(source))
+    else:
+        buffer = QBuffer()
+        buffer.setData(QByteArray(source))
+        buffer.open(QIODevice.OpenModeFlag.ReadOnly)
+        reader = QImageReader(buffer)
+    size = reader.size()
+    if size.isValid() and size.height() > height:
+        reader.setScaledSize(QSize(max(1, size.width() * height // size.height()), height))
+    image = reader.read()
+    return QPixmap.fromImage(image) if not image.isNull() else QPixmap()
+
+
+def image_label(pixmap: QPixmap, name: str) -> QLabel:
+    label = QLabel()
+    label.setObjectName("thumbnail")
+    label.setAccessibleName(name)
+    if pixmap.isNull():
+        label.setText("(image missing)")
+    else:
+        label.setPixmap(pixmap)
+    label.setToolTip(name)
+    return label
+
+
+def png_bytes(image: QImage) -> bytes:
+    """A pasted image (Qt hands it over decoded) as a PNG file."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    return bytes(buffer.data().data())
+
+
+def _flat_button(text: str, tip: str, name: str) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tip)
+    button.setAccessibleName(name)
+    button.setAutoRaise(True)
+    return button
 
 
 class MessageBubble(QFrame):
@@ -25,6 +75,8 @@ class MessageBubble(QFrame):
     copy_requested = Signal(str)
     edit_requested = Signal(int)  # message id
     regenerate_requested = Signal(int)
+    branch_requested = Signal(int)  # the sibling's message id to show instead of this one
+    delete_branch_requested = Signal(int)  # message id: it and what follows it on its branches
 
     def __init__(self, message: ChatMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -44,20 +96,49 @@ class MessageBubble(QFrame):
         self.meta.setObjectName("meta")
         header.addWidget(self.title)
         header.addWidget(self.meta, 1)
+        # "‹ 2/3 ›": the other versions of this message (edited and resent, or written again), one branch each.
+        self.branches = Branches(1, 1, (message.id,))
+        self.branch_bar = QWidget()
+        self.branch_bar.setAccessibleName("Versions of this message")
+        bar = QHBoxLayout(self.branch_bar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.setSpacing(0)
+        self.previous_branch = _flat_button("‹", "Show the previous version of this message and what followed it",
+                                            "Previous version")
+        self.branch_position = QLabel()
+        self.branch_position.setAccessibleName("Version")
+        self.next_branch = _flat_button("›", "Show the next version of this message and what followed it",
+                                        "Next version")
+        self.delete_branch = _flat_button("Delete version", "Delete this version of the message and everything that "
+                                          "followed it", "Delete this version")
+        for widget in (self.previous_branch, self.branch_position, self.next_branch, self.delete_branch):
+            bar.addWidget(widget)
+        self.previous_branch.clicked.connect(lambda: self._on_branch_step(-1))
+        self.next_branch.clicked.connect(lambda: self._on_branch_step(1))
+        self.delete_branch.clicked.connect(lambda: self.delete_branch_requested.emit(self.message_id))
+        self.branch_bar.setVisible(False)
+        header.addWidget(self.branch_bar)
         self.actions: dict[str, QToolButton] = {}
-        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here"),
+        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here (the old version stays)"),
                           ("regenerate", "Write this reply again")):
             if name == "edit" and message.role != "user" or name == "regenerate" and message.role != "assistant":
                 continue
-            button = QToolButton()
-            button.setText(name.capitalize())
-            button.setToolTip(tip)
-            button.setAccessibleName(f"{name.capitalize()} message")
-            button.setAutoRaise(True)
+            button = _flat_button(name.capitalize(), tip, f"{name.capitalize()} message")
             button.clicked.connect(getattr(self, f"_on_{name}_clicked"))
             header.addWidget(button)
             self.actions[name] = button
         layout.addLayout(header)
+        self.images: list[QLabel] = []
+        if message.images:
+            row = QHBoxLayout()
+            row.setSpacing(6)
+            for n, image in enumerate(message.images, 1):
+                label = image_label(thumbnail(image.path), f"Image {n} of {len(message.images)}: "
+                                                           f"{image.width} × {image.height}")
+                row.addWidget(label)
+                self.images.append(label)
+            row.addStretch(1)
+            layout.addLayout(row)
         self.body = AutoHeightBrowser()
         self.body.setOpenLinks(False)
         self.body.setAccessibleName(f"{ROLE_TITLES[message.role]} message text")
@@ -157,6 +238,20 @@ class MessageBubble(QFrame):
         note = {"streaming": "writing…", "interrupted": "interrupted — the reply was cut off"}.get(state, "")
         self.meta.setText("  ".join(p for p in (stats_summary(stats), note) if p))
 
+    def set_branches(self, branches: Branches) -> None:
+        """Where this message stands among its versions; the arrows show only when there are several."""
+        self.branches = branches
+        self.branch_position.setText(f"{branches.index}/{branches.count}")
+        self.branch_position.setAccessibleName(f"Version {branches.index} of {branches.count}")
+        self.previous_branch.setEnabled(branches.index > 1)
+        self.next_branch.setEnabled(branches.index < branches.count)
+        self.branch_bar.setVisible(branches.count > 1)
+
+    def _on_branch_step(self, step: int) -> None:
+        index = self.branches.index - 1 + step
+        if 0 <= index < self.branches.count:
+            self.branch_requested.emit(self.branches.ids[index])
+
     @Slot()
     def _on_copy_clicked(self) -> None:
         self.copy_requested.emit(self._markdown)
@@ -234,10 +329,71 @@ class MessageView(QScrollArea):
             self.verticalScrollBar().setValue(maximum)
 
 
+class AttachmentStrip(QFrame):
+    """Images waiting to go with the next message: a thumbnail each with a button that removes it."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachments")
+        self.setAccessibleName("Attached images")
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(12, 6, 12, 0)
+        self._row.setSpacing(8)
+        self._row.addStretch(1)
+        self.images: list[bytes] = []
+        self._items: list[QWidget] = []
+        self.hide()
+
+    def add(self, data: bytes, name: str) -> None:
+        """Attach one image (checked by the caller: app.images.image_info)."""
+        item = QWidget()
+        column = QVBoxLayout(item)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(image_label(thumbnail(data, THUMBNAIL_HEIGHT // 2 + 16), name))
+        remove = QToolButton()
+        remove.setText("Remove")
+        remove.setAccessibleName(f"Remove {name}")
+        remove.setAutoRaise(True)
+        remove.clicked.connect(self._on_remove_clicked)
+        column.addWidget(remove)
+        self._row.insertWidget(self._row.count() - 1, item)
+        item.show()  # at once: a layout shows a child added to a visible parent only on the next event loop turn
+        self.images.append(data)
+        self._items.append(item)
+        self.show()
+        self.changed.emit()
+
+    def remove(self, index: int) -> None:
+        item = self._items.pop(index)
+        self.images.pop(index)
+        item.deleteLater()
+        self.setVisible(bool(self.images))
+        self.changed.emit()
+
+    def clear(self) -> None:
+        while self.images:
+            self.remove(len(self.images) - 1)
+
+    @property
+    def remove_buttons(self) -> list[QToolButton]:
+        return [item.findChild(QToolButton) for item in self._items]
+
+    @Slot()
+    def _on_remove_clicked(self) -> None:
+        button = self.sender()
+        index = next(i for i, item in enumerate(self._items) if item.isAncestorOf(button))
+        self.remove(index)
+
+
 class Composer(QPlainTextEdit):
-    """The input box: Enter sends, Shift+Enter starts a new line."""
+    """The input box: Enter sends, Shift+Enter starts a new line. Images pasted or dropped on it are handed out
+    (``image_given``: the file's bytes and a name) instead of being inserted as text."""
 
     submitted = Signal()
+    image_given = Signal(bytes, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -253,6 +409,28 @@ class Composer(QPlainTextEdit):
             self.submitted.emit()
             return
         super().keyPressEvent(event)
+
+    @staticmethod
+    def _image_files(source: QMimeData) -> list[Path]:
+        return [Path(url.toLocalFile()) for url in source.urls()
+                if url.isLocalFile() and url.toLocalFile().lower().endswith(IMAGE_SUFFIXES)]
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt's name)
+        return source.hasImage() or bool(self._image_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name): paste and drop both land here
+        files = self._image_files(source)
+        if files:
+            for path in files:
+                try:
+                    self.image_given.emit(path.read_bytes(), path.name)
+                except OSError:
+                    self.image_given.emit(b"", path.name)  # the page says it cannot be read
+            return
+        if source.hasImage():
+            self.image_given.emit(png_bytes(QImage(source.imageData())), "pasted image")
+            return
+        super().insertFromMimeData(source)
 
 
 class StatsStrip(QFrame):

@@ -331,10 +331,12 @@ class DiscoverPage(QWidget):
     def _fill_row(self, row: int, choice: QuantChoice) -> None:
         speed = f"~{choice.decode_tok_s:.0f} tok/s" if choice.decode_tok_s else "—"
         memory = human_memory(choice.memory_bytes) if choice.memory_bytes else "—"
-        cells = (choice.quant, choice.format.upper(), choice.badge, memory, speed, human_bytes(choice.download_bytes))
+        quant = f"{choice.quant} · sees images" if choice.projector else choice.quant
+        cells = (quant, choice.format.upper(), choice.badge, memory, speed, human_bytes(choice.download_bytes))
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            item.setToolTip(choice.reason)
+            item.setToolTip(choice.reason + (f" Sees images: downloads with the vision projector {choice.projector}."
+                                             if choice.projector else ""))
             if choice.best:
                 item.setBackground(QBrush(BEST_BACKGROUND))
                 font = QFont(item.font())

@@ -9,10 +9,11 @@ from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import __version__, paths
+from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
 from app.engine.client import EngineClient
+from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
 from app.ui.window import MainWindow
@@ -67,6 +68,16 @@ class _QuitAfterFirstPaint(QObject):
 
 def run() -> int:
     app = application()
+    logs.setup()
+    crash_reporter = CrashReporter(app)
+    crash_reporter.install()
+    try:
+        return _run_window(app)
+    finally:
+        crash_reporter.uninstall()
+
+
+def _run_window(app: QApplication) -> int:
     try:
         store = ChatStore()
     except ChatStoreError as exc:

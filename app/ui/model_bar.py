@@ -43,6 +43,7 @@ class Prefill:
     runtimes: list[str] = field(default_factory=list)  # names the user may pin
     pinned: str | None = None  # this model's pin (or the global one), None: automatic
     estimated_buffers: dict[str, int] = field(default_factory=dict)  # "Vulkan0" / "CPU" -> llama.cpp buffers
+    fits: bool = True  # False: the fit check says it does not fit this machine; it loads only when the user says so
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
@@ -61,6 +62,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
     q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
     from app.errors import QuantDeskError
+    from app.models.budget import too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
     from app.remote.connections import is_remote_ref
@@ -79,6 +81,12 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
                        pinned=pin[0] if pin else None)
     if meta.context_length:
         settings.n_ctx = min(want_ctx, meta.context_length)
+    if meta.format == "gguf":  # a vision model's projector lying beside it loads with it, and is sized with it
+        from app.models.vision import find_projector, read_projector
+
+        projector = find_projector(path)
+        settings.mmproj = str(projector) if projector else ""
+        meta.projector = read_projector(projector) if projector else None
     fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     notes = []
     if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf":
@@ -93,7 +101,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
             fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     est = fit.estimate
     extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
-    if est is None:
+    if est is None:  # "unknown": nothing to hold the load back with
         return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile, **extra)
     expected_blocks = None
     if meta.format == "gguf":
@@ -104,6 +112,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
                    notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
+                   fits=not too_large(fit),
                    estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
 
 
@@ -162,6 +171,7 @@ class ModelBar(QFrame):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._mmproj = ""  # the vision projector of the model being shown (LoadSettings.mmproj)
         self.setObjectName("modelBar")
         # A narrow window clips the last controls rather than forcing the whole window wider (as the stats strip).
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -265,9 +275,11 @@ class ModelBar(QFrame):
         return LoadSettings(n_ctx=self.context_box.value(), gpu_layers=self.gpu_layers_box.value(),
                             kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
                             flash_attention=FLASH[self.flash_box.currentIndex()][1],
-                            cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0)
+                            cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0,
+                            mmproj=self._mmproj)
 
     def show_settings(self, settings: LoadSettings) -> None:
+        self._mmproj = settings.mmproj  # no widget of its own: the projector found beside the model stays with it
         self.context_box.setValue(settings.n_ctx)
         self.gpu_layers_box.setValue(settings.gpu_layers)
         self.experts_box.setValue(settings.cpu_moe)
@@ -340,6 +352,10 @@ class ModelBar(QFrame):
             devices = []
         if info.details.get("experts_in_ram"):
             where += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
+        if info.details.get("vision"):
+            where += " · sees images"
+            devices = [f"Vision projector {info.details['vision']['projector']}: "
+                       f"{info.details['vision']['image_tokens']} context tokens an image", *devices]
         if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
             memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
             if same and prefill.estimated_buffers:

@@ -107,9 +107,10 @@ class ReplySession(QObject):
         self.unsaved.extend(writers)
         self.save_pending()
 
-    def drop_from(self, conversation_id: int, message_id: int) -> None:
-        """The messages from ``message_id`` on were deleted: their unsaved replies go with them."""
-        self.unsaved = [w for w in self.unsaved if w.message_id < message_id or w.conversation_id != conversation_id]
+    def drop_deleted(self, conversation_id: int, remaining_ids: set[int]) -> None:
+        """Messages of that conversation were deleted (a branch): their unsaved replies go with them."""
+        self.unsaved = [w for w in self.unsaved
+                        if w.conversation_id != conversation_id or w.message_id in remaining_ids]
         self.track()
 
     def close(self) -> None:

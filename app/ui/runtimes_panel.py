@@ -7,13 +7,13 @@ from __future__ import annotations
 import html
 import threading
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile, RuntimeInfo
 from app.runtimes.choose import PREFERENCE, backend_words
-from app.ui.background import BackgroundCall, sentence
+from app.ui.background import BackgroundCall, QuietAtQuit, sentence
 from app.ui.formatting import human_memory
 
 ORIGINS = {"environment": "the app's own", "bundled": "bundled", "user": "built here"}
@@ -36,7 +36,7 @@ def device_text(d) -> str:
     return f"{d.name}: {d.description or d.name} ({kind}{memory})"
 
 
-class _BuildJob(QObject):
+class _BuildJob(QuietAtQuit):
     """One runtime build on a worker thread; progress and the outcome come back as queued signals."""
 
     progress = Signal(object)  # app.runtimes.build.Progress

@@ -1,5 +1,7 @@
 """The Local server page: a switch that serves one local model over the OpenAI API (app/server), with
-its address, port, API key, the LAN switch, allowed web origins and a live count of active requests.
+its address, port, API key, the LAN switch, allowed web origins and a live count of active requests; with
+"Load library models on demand", requests naming another library model load it in an engine of its own within a
+memory budget, and idle ones unload (app/server/pool.py).
 
 The server serves the model loaded in Chat, through the Chat's own engine client (the EngineBridge's
 ``client``): the model is in memory once, chat and API requests take turns first come first served in the
@@ -16,12 +18,13 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QSpinBox,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized
 from app.ui.widgets import button, scrolling_content
+from backends.base import LoadSettings
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
@@ -29,6 +32,8 @@ LOCAL_HOST = "127.0.0.1"
 SHARED_ENGINE_NOTE = ("It serves the model loaded in Chat, from the same engine: the model is in memory once, "
                       "and chat and API requests take turns.")
 NO_MODEL = "Load a model in Chat first: the server serves the model the Chat has loaded"
+ON_DEMAND_NOTE = ("With “Load library models on demand”, a request naming another model of your library loads it in "
+                  "an engine of its own, within the memory budget; models idle for a while unload (the Chat's never).")
 
 
 class ToggleSwitch(QCheckBox):
@@ -69,6 +74,10 @@ class ServeRequest:
     allow_lan: bool
     allowed_origins: tuple[str, ...]
     serve_remotes: bool = False
+    load_on_demand: bool = False
+    memory_budget_gib: float | None = None  # None: what the fit check finds free, plus the Chat model's estimate
+    idle_ttl_s: float = 600.0
+    force: bool = False
 
 
 @dataclass
@@ -77,17 +86,24 @@ class Running:
 
     server: object  # app.server.thread.ServerThread
     port: int
+    pool: object = None  # app.server.pool.EnginePool: the models it holds beside the Chat's
 
 
 def _start_server(engine, request: ServeRequest) -> Running:
     """Off the GUI thread: build the app over the Chat's engine and start serving it."""
     from app.server.app import create_app
+    from app.server.pool import PoolSettings
     from app.server.thread import ServerThread
+    from app.settings import context_length
 
+    budget = None if request.memory_budget_gib is None else int(request.memory_budget_gib * (1 << 30))
+    pool = PoolSettings(load_on_demand=request.load_on_demand, memory_budget_bytes=budget,
+                        idle_ttl_s=request.idle_ttl_s, force=request.force,
+                        load=LoadSettings(n_ctx=context_length(None)))
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
-                     allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes)
+                     allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool)
     server = ServerThread(app, request.host, request.port).start()
-    return Running(server, int(server.url.rsplit(":", 1)[1]))
+    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool)
 
 
 def _stop_server(running: Running) -> None:
@@ -149,7 +165,7 @@ class ServerPage(QWidget):
         root.addWidget(QLabel("<h1>Local server</h1>"))
         intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
                        "/v1/completions), so other apps and scripts on this computer can use it.<br>"
-                       f"{SHARED_ENGINE_NOTE}")
+                       f"{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}")
         intro.setWordWrap(True)
         intro.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(intro)
@@ -189,6 +205,10 @@ class ServerPage(QWidget):
         self.model.setAccessibleName("Model served")
         self.model.setWordWrap(True)
         address_layout.addRow("Model", self.model)
+        self.also_loaded = QLabel("")  # the models loaded on demand, while the server is on
+        self.also_loaded.setAccessibleName("Also loaded")
+        self.also_loaded.setWordWrap(True)
+        address_layout.addRow("Also loaded", self.also_loaded)
         self.active = QLabel("0")
         self.active.setAccessibleName("Active requests")
         address_layout.addRow("Active requests", self.active)
@@ -219,6 +239,36 @@ class ServerPage(QWidget):
         self.serve_remotes.setToolTip("Requests naming remote:CONNECTION/MODEL go to that server; /v1/models lists "
                                       "them beside the model loaded in Chat. Connections are set in Settings.")
         form.addRow("", self.serve_remotes)
+        self.load_on_demand = QCheckBox("Load library models on demand (each in its own engine, within the memory "
+                                        "budget)")
+        self.load_on_demand.setAccessibleName("Load library models on demand")
+        self.load_on_demand.setToolTip("A request naming a model of your library that is not loaded loads it; off, "
+                                       "such a request is refused and only the Chat's model is served")
+        form.addRow("", self.load_on_demand)
+        self.memory_budget = QDoubleSpinBox()
+        self.memory_budget.setAccessibleName("Memory budget")
+        self.memory_budget.setRange(0, 4096)
+        self.memory_budget.setDecimals(1)
+        self.memory_budget.setSuffix(" GiB")
+        self.memory_budget.setSpecialValueText("automatic: what the fit check finds free")
+        self.memory_budget.setToolTip("Memory the served models may take together, the Chat's included")
+        self.memory_budget.setFixedWidth(300)
+        form.addRow("Memory budget", self.memory_budget)
+        self.idle_minutes = QSpinBox()
+        self.idle_minutes.setAccessibleName("Unload idle models after")
+        self.idle_minutes.setRange(1, 24 * 60)
+        self.idle_minutes.setValue(10)
+        self.idle_minutes.setSuffix(" min without a request")
+        self.idle_minutes.setFixedWidth(300)
+        form.addRow("Unload idle models after", self.idle_minutes)
+        self.force = QCheckBox("Load anyway, past the memory budget")
+        self.force.setAccessibleName("Load anyway, past the memory budget")
+        self.force.setToolTip("Idle models still unload first. Past the budget the system may swap and slow to a "
+                              "crawl, or run out of memory, which ends that model's engine (the same as "
+                              "quantdesk serve --force)")
+        form.addRow("", self.force)
+        self.load_on_demand.toggled.connect(self._on_load_on_demand_toggled)
+        self._on_load_on_demand_toggled(False)
         self.origins = QLineEdit()
         self.origins.setAccessibleName("Allowed web origins")
         self.origins.setPlaceholderText("e.g. http://localhost:3000 — web pages allowed to call the API")
@@ -274,7 +324,14 @@ class ServerPage(QWidget):
         key = self.api_key.text().strip() or None
         check_bind(host, allow_lan=allow_lan, api_key=key)
         return ServeRequest(host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()),
-                            self.serve_remotes.isChecked())
+                            self.serve_remotes.isChecked(), self.load_on_demand.isChecked(),
+                            self.memory_budget.value() or None, self.idle_minutes.value() * 60.0,
+                            self.force.isChecked())
+
+    @Slot(bool)
+    def _on_load_on_demand_toggled(self, on: bool) -> None:
+        for widget in (self.memory_budget, self.idle_minutes, self.force):
+            widget.setEnabled(on)
 
     def start(self) -> None:
         self.switch.setChecked(True)
@@ -331,6 +388,7 @@ class ServerPage(QWidget):
         self.settings_box.setEnabled(state == "off")
         self.switch.setEnabled(state != "stopping")
         if state != "on":
+            self.also_loaded.clear()
             self.address.clear()
             self.copy_button.setEnabled(False)
             self.lan_line.setVisible(False)
@@ -371,6 +429,13 @@ class ServerPage(QWidget):
     def _on_poll(self) -> None:
         if self.running is not None:
             self.active.setText(str(self.running.server.active_requests))
+            pool = self.running.pool
+            if pool is None:
+                return
+            self.also_loaded.setText(", ".join(e.served for e in pool.loaded_engines()) or
+                                     ("none yet" if pool.settings.load_on_demand else ""))
+            if pool.warnings:  # a model loaded past the budget: the risk, in words
+                self.message.setText(pool.warnings[-1])
 
     @Slot()
     def _on_copy_clicked(self) -> None:

@@ -1,5 +1,6 @@
 """Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
-undo bar; and the helpers pages share to build themselves (a scrolling page, a named button)."""
+undo bar; and the helpers pages share to build themselves (a scrolling page, a named button, an announcement
+for screen readers)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import html
 from collections import deque
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor, QPainter, QPalette, QPen, QPolygonF
+from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QSizePolicy,
                                QTextBrowser, QVBoxLayout, QWidget)
 
@@ -34,6 +35,17 @@ def button(text: str, accessible: str, slot) -> QPushButton:
     pushed.setAccessibleName(accessible)
     pushed.clicked.connect(slot)
     return pushed
+
+
+ANNOUNCEMENT_CHARS = 2000  # a screen reader reads an announcement whole: a long reply is announced by its start
+
+
+def announce(source: QWidget, text: str) -> None:
+    """Have screen readers say ``text`` (politely: after what they are saying), on behalf of ``source``: for
+    what changes without the focus moving there, as a reply that finishes streaming."""
+    if len(text) > ANNOUNCEMENT_CHARS:
+        text = text[: ANNOUNCEMENT_CHARS - 1].rstrip() + "…"
+    QAccessible.updateAccessibility(QAccessibleAnnouncementEvent(source, text))
 
 
 class Sparkline(QWidget):

@@ -356,15 +356,12 @@ def main() -> int:
     settle(app)
     window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
     window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
-    try:
-        from app.hardware.detection import detect
+    from app.hardware.detect import detect  # this machine, as the app sees it (the module is no longer optional)
 
-        window.hardware.set_profile(detect())
-        window.show_page("Hardware")
-        settle(app)
-        window.grab().save(str(args.out / f"hardware-this-machine{suffix}.png"))
-    except ImportError:
-        pass
+    window.hardware.set_profile(detect())
+    window.show_page("Hardware")
+    settle(app)
+    window.grab().save(str(args.out / f"hardware-this-machine{suffix}.png"))
     window.server.shutdown()
     window.close()
     bridge.shutdown()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.chats import store as store_module
-from app.chats.store import SCHEMA_VERSION, ChatStore, ChatStoreError, NotFound
+from app.chats.store import SCHEMA_VERSION, Branches, ChatStore, ChatStoreError, NotFound
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,12 +82,87 @@ def test_rename_update_and_delete_cascades(store):
         store.add_message(conv.id, "user", "to nowhere")
 
 
-def test_delete_messages_from_keeps_the_earlier_ones(store):
+def _chat(store, *texts):
+    """A conversation of alternating user/assistant messages; it and their ids."""
     conv = store.create_conversation()
-    ids = [store.add_message(conv.id, role, text).id
-           for role, text in (("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"))]
-    assert store.delete_messages_from(ids[2]) == 2
-    assert [m.content for m in store.messages(conv.id)] == ["a", "b"]
+    return conv, [store.add_message(conv.id, "user" if i % 2 == 0 else "assistant", text).id
+                  for i, text in enumerate(texts)]
+
+
+def _shown(store, conv) -> list[str]:
+    return [m.content for m in store.messages(conv.id)]
+
+
+def test_a_reply_written_again_is_a_sibling_branch_and_both_stay(store):
+    conv, (a, b, c, d) = _chat(store, "a", "b", "c", "d")
+    writer = store.begin_reply(conv.id, after=c)  # write d again
+    writer.finish(text="d2")
+    assert _shown(store, conv) == ["a", "b", "c", "d2"]
+    assert store.branches(writer.message_id) == Branches(2, 2, (d, writer.message_id))
+    assert store.branches(b).count == 1
+    assert _shown(store, conv) == [m.content for m in store.messages(conv.id)]
+    assert [m.content for m in store.show_branch(d)] == ["a", "b", "c", "d"]  # back to the first reply
+    assert _shown(store, conv) == ["a", "b", "c", "d"]
+
+
+def test_an_edited_message_resent_branches_at_its_parent_and_switching_shows_the_newest_descendants(store):
+    conv, (a, b, c, d) = _chat(store, "a", "b", "c", "d")
+    edited = store.begin_reply(conv.id, prompt="c, edited", after=b)
+    edited.finish(text="e")
+    store.add_message(conv.id, "user", "f")
+    assert _shown(store, conv) == ["a", "b", "c, edited", "e", "f"]
+    assert store.branches(edited.prompt_id) == Branches(2, 2, (c, edited.prompt_id))
+    assert [m.content for m in store.show_branch(c)] == ["a", "b", "c", "d"]
+    assert [m.content for m in store.show_branch(edited.prompt_id)] == ["a", "b", "c, edited", "e", "f"]
+
+
+def test_a_first_message_edited_starts_a_second_root(store):
+    conv, (a, b) = _chat(store, "a", "b")
+    other = store.begin_reply(conv.id, prompt="a2", after=None)
+    assert store.branches(other.prompt_id) == Branches(2, 2, (a, other.prompt_id))
+    assert [m.parent_id for m in store.messages(conv.id)] == [None, other.prompt_id]
+
+
+def test_deleting_a_branch_deletes_its_descendants_and_shows_a_neighbour(store):
+    conv, (a, b, c, d) = _chat(store, "a", "b", "c", "d")
+    second = store.begin_reply(conv.id, prompt="c2", after=b)
+    second.finish(text="d2")
+    third = store.begin_reply(conv.id, prompt="c3", after=b)
+    third.finish(text="d3")
+    store.show_branch(second.prompt_id)
+    assert [m.content for m in store.delete_branch(second.prompt_id)] == ["a", "b", "c", "d"]  # the one before
+    assert store.branches(c).ids == (c, third.prompt_id)
+    with pytest.raises(NotFound):
+        store.message(second.message_id)  # its reply went with it
+    # deleting a branch not on show leaves the one on show
+    assert [m.content for m in store.delete_branch(third.prompt_id)] == ["a", "b", "c", "d"]
+    # the only one left: the branch on show ends at the parent
+    assert [m.content for m in store.delete_branch(c)] == ["a", "b"]
+    assert store.add_message(conv.id, "user", "next").parent_id == b
+
+
+def test_branches_are_exported_with_their_parents_and_the_branch_on_show(store):
+    conv, (a, b) = _chat(store, "a", "b")
+    again = store.begin_reply(conv.id, after=a)
+    again.finish(text="b2")
+    data = json.loads(store.export_json(conv.id))
+    assert [(m["content"], m["parent_id"]) for m in data["messages"]] == [("a", None), ("b", a), ("b2", a)]
+    assert data["branch_on_show"] == [a, again.message_id] and data["version"] == 2
+    assert "b2" in store.export_markdown(conv.id) and "\nb\n" not in store.export_markdown(conv.id)
+
+
+def test_branches_survive_a_restart_and_a_deleted_chat_restored(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    with ChatStore(path) as s:
+        conv, (a, b) = _chat(s, "a", "b")
+        again = s.begin_reply(conv.id, after=a)
+        again.finish(text="b2")
+        s.show_branch(b)
+        deleted = s.delete_conversation(conv.id)
+        s.restore_conversation(deleted)
+    with ChatStore(path) as s:
+        assert [m.content for m in s.messages(conv.id)] == ["a", "b"]
+        assert s.branches(b) == Branches(1, 2, (b, again.message_id))
 
 
 def test_a_deleted_conversation_is_restored_exactly_as_it_was(tmp_path):
@@ -248,6 +323,25 @@ def test_migrates_an_older_schema_and_keeps_its_data(tmp_path):
         [conv] = s.conversations()
         assert conv.title == "from v1"
         assert [c.id for c in s.search("wombat")] == [conv.id]  # backfilled into the new index
+        assert [m.content for m in s.messages(conv.id)] == ["ancient wombat"]  # one branch, its leaf set
+
+
+def test_an_old_linear_chat_becomes_one_branch(tmp_path):
+    path = tmp_path / "v2.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    for migration in store_module.MIGRATIONS[:2]:
+        for statement in migration:
+            db.execute(statement)
+    db.execute("PRAGMA user_version=2")
+    db.execute("INSERT INTO conversations(title, created, updated) VALUES ('old', 1, 1)")
+    for i, role in enumerate(("user", "assistant", "user", "assistant")):
+        db.execute("INSERT INTO messages(conversation_id, role, content, created) VALUES (1, ?, ?, ?)", (role, f"m{i}", i))
+    db.close()
+    with ChatStore(path) as s:
+        messages = s.messages(1)
+        assert [m.content for m in messages] == ["m0", "m1", "m2", "m3"]
+        assert [m.parent_id for m in messages] == [None, 1, 2, 3]
+        assert s.add_message(1, "user", "m4").parent_id == 4
 
 
 def test_a_failing_migration_leaves_the_old_database_untouched(tmp_path, monkeypatch):
@@ -294,7 +388,7 @@ def test_export_markdown_and_json(store):
     assert md.index("## You\n\nFirst prime?") < md.index("## Assistant\n\nIt is **2**, and") < md.index(
         "*(reply interrupted)*")
     data = json.loads(store.export_json(conv.id))
-    assert data["format"] == "quantdesk-chat" and data["version"] == 1
+    assert data["format"] == "quantdesk-chat" and data["version"] == 2
     assert data["conversation"]["title"] == "Primes"
     assert [(m["role"], m["content"], m["state"]) for m in data["messages"]] == [
         ("user", "First prime?", "complete"), ("assistant", "It is **2**, and", "interrupted")]

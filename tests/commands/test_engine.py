@@ -26,6 +26,30 @@ def test_chat_prompt_json_prints_text_and_stats(tiny_models):
     assert out["prompt_tokens"] > 0 and out["decode_tps"] > 0 and out["backend"] == "llama.cpp"
 
 
+def test_chat_json_schema_holds_the_reply_to_the_schema(tiny_models, tmp_path):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]},
+                                               "count": {"type": "integer"}},
+              "required": ["colour", "count"], "additionalProperties": False}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    result = quantdesk("chat", str(tiny_models.gguf_q4_k_m), "--prompt", "Pick a colour.", "--json",
+                       "--json-schema", str(tmp_path / "schema.json"), "--max-tokens", "200", "--seed", "5")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["stop_reason"] == "eos"
+    jsonschema.validate(json.loads(out["text"]), schema)
+
+
+def test_chat_json_schema_file_problems_are_sentences(tiny_models, tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, words in (("missing.json", "cannot read the JSON schema"), ("bad.json", "is not valid JSON"),
+                        ("list.json", "holds no JSON Schema object")):
+        result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--json-schema", str(tmp_path / name))
+        assert result.returncode != 0 and words in result.stderr and "Traceback" not in result.stderr
+
+
 def test_chat_prompt_streams_text_then_a_stats_line(tiny_models):
     result = quantdesk("chat", str(tiny_models.mlx_4bit), "--prompt", "hi", "--max-tokens", "5")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -52,3 +76,60 @@ def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     assert "Traceback" not in result.stderr
     result = quantdesk("chat", str(bad), "--prompt", "hi", "--temperature", "-3")
     assert result.returncode == 1 and "temperature must be between 0 and 10" in result.stderr
+
+
+def test_chat_with_images_finds_the_projector_beside_the_model(tiny_vision, tmp_path):
+    import shutil
+
+    from tests.fixtures.models import write_test_png
+
+    model = tmp_path / tiny_vision.text.gguf_q8_0.name
+    shutil.copy(tiny_vision.text.gguf_q8_0, model)
+    picture = write_test_png(tmp_path / "picture.png")
+    result = quantdesk("chat", str(model), "--prompt", "what is it?", "--image", str(picture), "--image",
+                       str(picture), "--json", "--max-tokens", "5", "--ctx", "512")
+    assert result.returncode == 1 and "does not see images" in result.stderr and "--mmproj" in result.stderr
+    shutil.copy(tiny_vision.mmproj_f16, tmp_path)
+    result = quantdesk("chat", str(model), "--prompt", "what is it?", "--image", str(picture), "--image",
+                       str(picture), "--json", "--max-tokens", "5", "--ctx", "512")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["vision"]["projector"] == tiny_vision.mmproj_f16.name
+    assert out["completion_tokens"] == 5 and out["prompt_tokens"] > 2 * 16  # two images of 16 tokens each
+
+
+def test_chat_refuses_a_file_that_is_not_an_image_before_loading(tiny_vision, tmp_path):
+    notes = tmp_path / "notes.png"
+    notes.write_text("not a picture")
+    result = quantdesk("chat", str(tiny_vision.text.gguf_q8_0), "--prompt", "x", "--image", str(notes),
+                       "--mmproj", str(tiny_vision.mmproj_f16))
+    assert result.returncode == 1 and "notes.png: this is not a PNG, JPEG or WebP image" in result.stderr
+    assert "llama" not in result.stderr  # no engine ran
+
+
+def _small_machine(tmp_path, ram_bytes: int) -> str:
+    """A saved profile (as `quantdesk hw --json` writes) of a machine with only ``ram_bytes`` free."""
+    from app.hardware.profile import CpuInfo, HardwareProfile
+
+    hw = HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=ram_bytes,
+                         ram_available_bytes=ram_bytes)
+    path = tmp_path / "small.json"
+    path.write_text(hw.to_json())
+    return str(path)
+
+
+def test_chat_refuses_a_model_that_does_not_fit_and_says_how_to_load_it_anyway(tiny_models, tmp_path):
+    small = _small_machine(tmp_path, 16 << 20)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--hardware", small)
+    assert result.returncode != 0 and result.stdout == ""
+    assert "tiny-llama-Q8_0.gguf does not fit this machine: needs" in result.stderr
+    assert "--force loads it anyway: past it the system may swap" in result.stderr
+
+
+def test_chat_force_loads_past_the_fit_check_with_the_risk_in_words(tiny_models, tmp_path):
+    small = _small_machine(tmp_path, 16 << 20)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--max-tokens", "3", "--force",
+                       "--hardware", small)
+    assert result.returncode == 0, result.stderr
+    assert "Loading tiny-llama-Q8_0.gguf anyway, though it does not fit this machine (needs" in result.stderr
+    assert "run out of memory" in result.stderr and result.stdout.strip()

@@ -38,6 +38,16 @@ def _wait_for(predicate, timeout: float = 30.0) -> bool:
     return False
 
 
+def _finish(child: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """The child's output once it exits; killed (and its output so far) when it does not within ``timeout``."""
+    try:
+        return child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        return out, err + f"\n[the test killed the pull: it was still running after {timeout:g} s]"
+
+
 def test_pull_killed_at_half_resumes_with_range_and_matching_sha256(hub_env):
     data = payload(SIZE, 7)
     name = "kill-Q4_K_M.gguf"
@@ -48,7 +58,7 @@ def test_pull_killed_at_half_resumes_with_range_and_matching_sha256(hub_env):
             / "files" / (name + ".part"))
     child = _pull(["acme/kill-GGUF", "--quant", "Q4_K_M"])
     try:
-        assert _wait_for(lambda: part.exists() and part.stat().st_size >= SIZE // 2), child.stderr
+        assert _wait_for(lambda: part.exists() and part.stat().st_size >= SIZE // 2, timeout=120)
     finally:
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=10)  # also closes the pipes
@@ -58,7 +68,7 @@ def test_pull_killed_at_half_resumes_with_range_and_matching_sha256(hub_env):
     sent_before = hub_env.bytes_sent_for(name)
 
     again = _pull(["acme/kill-GGUF", "--quant", "Q4_K_M"])
-    out, err = again.communicate(timeout=60)
+    out, err = _finish(again, timeout=120)
     assert again.returncode == 0, err
     result = json.loads(out)
     assert result["resumed_bytes"] == kept
@@ -75,10 +85,17 @@ def test_ctrl_c_leaves_a_resumable_partial_and_says_so(hub_env):
     hub_env.faults.add(name, "stall", after_bytes=1_000_000, seconds=60)
     part = (settings.models_dir() / STAGING_DIR_NAME / DownloadRequest("acme/int-GGUF").key() / "files" / (name + ".part"))
     child = _pull(["acme/int-GGUF"])
-    assert _wait_for(lambda: part.exists() and part.stat().st_size >= 1_000_000)
-    child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=20)
-    assert child.returncode == 130
+    try:
+        reached = _wait_for(lambda: part.exists() and part.stat().st_size >= 1_000_000, timeout=120)
+        if reached:
+            child.send_signal(signal.SIGINT)
+        out, err = _finish(child, timeout=60)
+    finally:
+        if child.poll() is None:  # never leave the child (and its stalled download) running: a hang, a leak
+            child.kill()
+            child.communicate()
+    assert reached, f"the partial file never reached 1 MB; the pull said: {err[-2000:]}"
+    assert child.returncode == 130, err[-2000:]
     assert "Run the same command again to resume" in err and "1.0 MB of 4.0 MB kept" in err
     assert part.stat().st_size == 1_000_000
 

@@ -33,7 +33,7 @@ def test_fit_json_shape(tiny_ggufs, tmp_path, capsys):
     assert data["n_ctx"] == 4096 and data["gpu_layers"] == 2 and data["verdict"] == "partial: 2 of 3 layers"
     assert [d["name"] for d in data["devices"]] == ["CPU", "GPU0 (RTX)"]
     for dev in data["devices"]:
-        parts = ("weights_bytes", "kv_bytes", "compute_bytes", "output_bytes", "other_bytes", "state_bytes")
+        parts = ("weights_bytes", "kv_bytes", "compute_bytes", "output_bytes", "other_bytes", "state_bytes", "vision_bytes")
         assert set(dev) == {"name", "total_bytes", *parts}
         assert dev["total_bytes"] == sum(dev[k] for k in parts)
     assert main(["fit", str(tiny_ggufs["llama"]), "--hardware", hw, "--json"]) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -29,9 +30,9 @@ def _lines(stream, sink: queue.Queue) -> None:
     sink.put(None)
 
 
-def _serve(model, *extra: str) -> tuple[subprocess.Popen, queue.Queue]:
+def _serve(model, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, queue.Queue]:
     """``quantdesk serve --model MODEL --port 0 --ctx 512 EXTRA...`` with its key; its stderr lines in a queue."""
-    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "QUANTDESK_API_KEY": KEY, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--model", str(model), "--port", "0", "--ctx",
                              "512", *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True)
@@ -40,17 +41,43 @@ def _serve(model, *extra: str) -> tuple[subprocess.Popen, queue.Queue]:
     return proc, lines
 
 
-def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_models):
-    proc, lines = _serve(tiny_models.gguf_q8_0)
+@contextlib.contextmanager
+def _serving(model, *extra: str):
+    """``_serve`` as a context: serve is killed if a test left it running, and its pipe closed."""
+    proc, lines = _serve(model, *extra)
     try:
-        seen = []
-        while (line := lines.get(timeout=240)) is not None:
-            seen.append(line)
-            if match := re.search(r"serving on (http://127\.0\.0\.1:\d+)/v1 \(an API key is required\)", line):
-                url = match.group(1)
-                break
-        else:
-            pytest.fail(f"serve ended before listening: {seen}")
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+def _listening(lines: queue.Queue) -> tuple[str, list[str]]:
+    """Read serve's stderr up to "serving on URL": the URL and every line before it."""
+    seen = []
+    while (line := lines.get(timeout=240)) is not None:
+        seen.append(line)
+        if match := re.search(r"serving on (http://127\.0\.0\.1:\d+)/v1", line):
+            return match.group(1), seen
+    pytest.fail(f"serve ended before listening: {seen}")
+
+
+def _ctrl_c(proc: subprocess.Popen, lines: queue.Queue) -> list[str]:
+    """Stop serve as a user does; it must exit cleanly. Its last lines, once the reader is done with the pipe."""
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    rest = []
+    while (line := lines.get(timeout=30)) is not None:
+        rest.append(line)
+    return rest
+
+
+def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_models):
+    with _serving(tiny_models.gguf_q8_0) as (proc, lines):
+        url, seen = _listening(lines)
+        assert seen[-1].endswith("(an API key is required); Ctrl-C stops")
         assert any("model id 'tiny-llama-Q8_0'" in line for line in seen)
 
         assert httpx.get(f"{url}/v1/models").status_code == 401
@@ -59,17 +86,8 @@ def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_mod
                                                    messages=[{"role": "user", "content": "Hi"}])
             assert reply.usage.completion_tokens >= 1 or reply.choices[0].finish_reason == "stop"
 
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-        rest = []
-        while (line := lines.get(timeout=30)) is not None:
-            rest.append(line)
+        rest = _ctrl_c(proc, lines)
         assert "server stopped" in rest and not [line for line in rest if "Traceback" in line]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
 
 
 def test_a_dead_engine_becomes_503_and_the_server_lives_on(serve, tiny_models):
@@ -113,19 +131,58 @@ def test_a_stream_whose_engine_dies_ends_with_an_error_event(serve, tiny_models)
 
 
 def test_serve_keeps_moe_experts_in_ram_when_asked(tiny_moe):
-    proc, lines = _serve(tiny_moe.gguf_q8_0, "--cpu-moe", "all")
-    try:
+    with _serving(tiny_moe.gguf_q8_0, "--cpu-moe", "all") as (proc, lines):
         seen = []
         while (line := lines.get(timeout=240)) is not None and "serving on" not in line:
             seen.append(line)
         assert line is not None, seen
         assert any("experts of 4 layers in RAM" in s and "model id" in s for s in seen), seen
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-        while lines.get(timeout=30) is not None:  # the reader thread is done with the pipe
-            pass
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _ctrl_c(proc, lines)
+
+
+def test_serve_loads_library_models_on_request_within_its_budget(tiny_models, tmp_path, monkeypatch):
+    from app.hub.library import Library
+
+    models = tmp_path / "models"
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(models))
+    Library().import_path(tiny_models.gguf_f16, copy=False)
+    with _serving(tiny_models.gguf_q8_0, "--load-on-demand", "--memory-budget", "64", "--idle-ttl", "30") as (proc, lines):
+        url, seen = _listening(lines)
+        assert "library models load on request (memory budget 64.0 GiB (as set); idle ones unload after 30 s)" \
+            in seen
+        with openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
+            reply = client.chat.completions.create(model="tiny-llama-F16", max_tokens=3,
+                                                   messages=[{"role": "user", "content": "Hi"}])
+            assert reply.model == "tiny-llama-F16"
+            loaded = {m.id: m.meta["loaded"] for m in client.models.list().data}
+        assert loaded == {"tiny-llama-Q8_0": True, "tiny-llama-F16": True}
+        _ctrl_c(proc, lines)
+
+
+def test_serve_refuses_flags_out_of_range_before_loading(tiny_models):
+    for flags, words in ((("--memory-budget", "0"), "--memory-budget must be more than 0 GiB"),
+                         (("--idle-ttl", "-1"), "--idle-ttl must be more than 0 seconds")):
+        proc, lines = _serve(tiny_models.gguf_q8_0, *flags)
+        assert proc.wait(timeout=60) != 0
+        said = []
+        while (line := lines.get(timeout=30)) is not None:
+            said.append(line)
         proc.stderr.close()
+        assert any(words in line for line in said), said
+
+
+def test_serve_checks_its_model_against_the_machine_as_chat_does(tiny_models, tmp_path):
+    from app.hardware.profile import CpuInfo, HardwareProfile
+
+    small = tmp_path / "small.json"
+    small.write_text(HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=16 << 20,
+                                     ram_available_bytes=16 << 20).to_json())
+    with _serving(tiny_models.gguf_q8_0, "--hardware", str(small)) as (proc, lines):
+        assert proc.wait(timeout=60) != 0
+        said = " ".join(iter(lambda: lines.get(timeout=30), None))
+    assert "tiny-llama-Q8_0.gguf does not fit this machine" in said and "--force loads it anyway" in said
+    with _serving(tiny_models.gguf_q8_0, "--hardware", str(small), "--force") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(line.startswith("Loading tiny-llama-Q8_0.gguf anyway, though it does not fit") for line in seen)
+        assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {KEY}"}).json()["status"] == "ok"
+        _ctrl_c(proc, lines)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -112,6 +113,19 @@ def test_stop_ends_a_remote_reply_within_200_ms_and_the_engine_serves_again(loca
         assert reply(client).stats.stop_reason in ("eos", "length")
 
 
+def test_a_json_schema_travels_to_the_remote_server_as_response_format(local_engine, quantdesk_server):
+    """The remote server holds the reply to the schema (QuantDesk's, here, with its grammar): the same text as
+    the local engine held to it."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+              "additionalProperties": False}
+    sampling = SamplingSettings(temperature=0.0, max_tokens=40, json_schema=schema)
+    expected = reply(local_engine, sampling=sampling)
+    with EngineClient() as client:
+        client.load(quantdesk_server)
+        done = reply(client, sampling=sampling)
+    assert done.text == expected.text and isinstance(json.loads(done.text)["ok"], bool)
+
+
 def test_a_wrong_key_is_refused_in_words(quantdesk_server):
     Connections().save(Connection("qd", Connections().get("qd").base_url), api_key="not-the-key-at-all")
     with EngineClient() as client, pytest.raises(EngineError) as caught:
@@ -140,8 +154,8 @@ def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_serve
     with EngineClient() as client:
         client.load(model_ref("stub", "stub-model"))
         server = ServerThread(create_app(client, api_key="local-key-bbbbbbbbbbbbbbbb")).start()
+        local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
         try:
-            local = openai.OpenAI(base_url=f"{server.url}/v1", api_key="local-key-bbbbbbbbbbbbbbbb")
             served = [m.id for m in local.models.list().data]
             assert served == ["stub-model"]  # the id the remote server gives it
             stream = local.chat.completions.create(model=served[0], stream=True,
@@ -150,6 +164,7 @@ def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_serve
             whole = local.chat.completions.with_raw_response.create(
                 model=served[0], messages=[{"role": "user", "content": "hi"}])
         finally:
+            local.close()
             server.stop()
     assert text == "Hello from the remote server."
     assert [h["authorization"] for h in faulty_server.headers] == ["Bearer remote-key-aaaaaaaaaaaa"] * 2

@@ -17,6 +17,26 @@ from backends.base import LoadSettings
 N_CTX = 512
 
 
+def loaded_engine(model_path, n_ctx: int = N_CTX):
+    """An engine host with ``model_path`` loaded, for a module-scoped fixture to yield from."""
+    with EngineClient() as client:
+        client.load(model_path, LoadSettings(n_ctx=n_ctx))
+        yield client
+
+
+def openai_client(engine, **options):
+    """A server over ``engine`` and the official openai client on it, with the served model's id; for a fixture to
+    yield from."""
+    import openai
+
+    server = ServerThread(create_app(engine, **options)).start()
+    try:
+        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
+            yield client, model_id(engine.loaded.model_path)
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def engine(tiny_models):
     """One engine host for a test module: servers come and go over it, as over the GUI's engine."""

@@ -27,7 +27,8 @@ def test_model_id_is_the_file_or_folder_name():
 def test_models_lists_the_served_model_only(oai, engine, model_name):
     models = oai.models.list().data
     assert [m.id for m in models] == [model_name]
-    assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX}
+    assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX, "loaded": True, "primary": True,
+                              "memory_estimate_bytes": sum(engine.loaded.memory_bytes.values())}
     assert oai.models.retrieve(model_name).id == model_name
     with pytest.raises(openai.NotFoundError):
         oai.models.retrieve("another-model")
@@ -101,7 +102,7 @@ def test_a_prompt_longer_than_the_context_is_a_400_and_the_engine_goes_on(oai, m
 
 
 def test_unknown_routes_and_methods_answer_in_openai_error_shape(server):
-    missing = httpx.get(f"{server.url}/v1/embeddings")
+    missing = httpx.get(f"{server.url}/v1/audio/speech")
     assert missing.status_code == 404 and set(missing.json()["error"]) == {"message", "type", "param", "code"}
     wrong = httpx.get(f"{server.url}/v1/chat/completions")
     assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
@@ -109,4 +110,7 @@ def test_unknown_routes_and_methods_answer_in_openai_error_shape(server):
 
 def test_health_reports_the_model_and_an_idle_queue(server, model_name):
     health = httpx.get(f"{server.url}/health").json()
-    assert health == {"status": "ok", "model": model_name, "busy": False, "pending": 0}
+    assert health | {"memory_estimate_bytes": 0} == {"status": "ok", "model": model_name, "busy": False, "pending": 0,
+                                                     "loaded": [model_name], "memory_budget_bytes": None,
+                                                     "memory_estimate_bytes": 0, "warnings": []}
+    assert health["memory_estimate_bytes"] > 0

@@ -32,8 +32,20 @@ def gateway(serve) -> ServerThread:
     return serve(api_key=GATEWAY_KEY, serve_remotes=True)
 
 
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients():
+    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
 def client_of(server: ServerThread) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=GATEWAY_KEY, max_retries=0)
+    _clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key=GATEWAY_KEY, max_retries=0))
+    return _clients[-1]
 
 
 def test_models_lists_the_local_model_and_each_remote_one_without_any_key(gateway, remote, model_name):
@@ -59,13 +71,13 @@ def test_a_request_naming_a_remote_model_is_answered_by_it_streamed_and_not(engi
     completion = api.completions.create(model=remote, prompt="Once upon a time", temperature=0, max_tokens=8)
     assert completion.choices[0].text
     # the remote's engine host is started once and kept for the next requests
-    assert len(gateway.app.state.openai.remotes.queues()) == 1
+    assert [e.served for e in gateway.app.state.openai.pool.loaded_engines()] == [remote]
 
 
 def test_the_local_model_is_served_as_before(gateway, remote, model_name):
     answer = client_of(gateway).chat.completions.create(model=model_name, messages=CHAT, max_tokens=4)
     assert answer.model == model_name and answer.choices[0].message.content is not None
-    assert gateway.app.state.openai.remotes.queues() == []  # no remote engine was started for it
+    assert gateway.app.state.openai.pool.loaded_engines() == []  # no remote engine was started for it
 
 
 def test_a_model_no_connection_lists_is_a_404_in_words(gateway, remote):
@@ -96,8 +108,8 @@ def test_without_the_gateway_a_remote_reference_is_not_served(serve, remote, mod
 def test_the_remote_engines_stop_with_the_gateway(serve, remote):
     gateway = serve(serve_remotes=True)
     client_of(gateway).chat.completions.create(model=remote, messages=CHAT, max_tokens=2)
-    remotes = gateway.app.state.openai.remotes
-    (client, _queue), = remotes._engines.values()
-    pid = client.pid
+    pool = gateway.app.state.openai.pool
+    engine, = pool.loaded_engines()
+    pid = engine.client.pid
     gateway.stop()
-    assert not client.alive and pid is not None and remotes.queues() == []
+    assert not engine.client.alive and pid is not None and pool.loaded_engines() == []

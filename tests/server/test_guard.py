@@ -10,6 +10,7 @@ import pytest
 
 from app.cli import main
 from app.server.guard import check_bind, is_loopback, UnsafeBind
+from app.server.params import MAX_BODY_BYTES
 from tests.server.conftest import N_CTX, openai_queue
 
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
@@ -199,15 +200,17 @@ BAD_BODIES = [
     ({"n": 2}, "n"),
     ({"logprobs": True}, "logprobs"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # this model's template has none
+    ({"response_format": {"type": "xml"}}, "response_format"),
     ({"stream": "yes"}, "stream"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
     ({"messages": []}, "messages"),
     ({"messages": "Hi"}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-     "messages[0].content"),
+     "messages[0].content[0]"),  # the tiny model here has no projector (tests/server/test_vision.py has one)
+    ({"messages": [{"role": "user", "content": [{"type": "audio", "audio": "x"}]}]}, "messages[0].content[0]"),
     ({"messages": [{"role": "user", "content": None}]}, "messages[0].content"),
 ]
 
@@ -230,7 +233,7 @@ def test_bad_parameters_are_400_before_the_engine(server, change, param):
     (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),
     (json.dumps(CHAT).encode(), "text/plain", 415),
     (json.dumps(CHAT).encode(), "application/x-www-form-urlencoded", 415),
-    (b'{"prompt": "' + b"x" * (5 * 1024 * 1024) + b'"}', "application/json", 413),
+    (b'{"prompt": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}', "application/json", 413),
 ])
 def test_malformed_bodies_are_refused(server, raw, content_type, status):
     reply = httpx.post(f"{server.url}/v1/chat/completions", content=raw, headers={"Content-Type": content_type})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from app.errors import EngineCrashed, EngineError
 from backends.base import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token
@@ -27,6 +28,7 @@ class EngineDouble:
         self.loads: list[tuple[str, LoadSettings]] = []
         self.load_steps: tuple[float, ...] = (0.0, 0.5, 1.0)  # progress reported while loading
         self.requests: list[list[Message]] = []
+        self.samplings: list[SamplingSettings] = []  # what each generation was asked with
 
     @property
     def alive(self) -> bool:
@@ -44,12 +46,15 @@ class EngineDouble:
         for fraction in self.load_steps:
             if on_progress:
                 on_progress(fraction)
-        self.loaded = Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5)
+        vision = {"vision": {"projector": Path(settings.mmproj).name, "image_tokens": 16}} if settings.mmproj else {}
+        self.loaded = Loaded("double", model_path, settings.n_ctx, 4, 0, False, {"cpu": 123 * 2**20}, 12.5,
+                             details=vision)  # as llama.cpp reports a projector it loaded
         return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
                  on_wait=None) -> Iterator[Token | Done]:
         self.requests.append(list(messages))
+        self.samplings.append(sampling)
         self._cancelled.clear()
         sent: list[str] = []
         reason = "eos"

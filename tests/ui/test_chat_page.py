@@ -127,7 +127,7 @@ def test_system_prompt_and_sampling_of_the_chat_are_used(qtbot, make_window):
     assert [(m.role, m.content) for m in engine.requests[0]] == [("system", "Talk like a pirate."), ("user", "Hi")]
 
 
-def test_edit_and_resend_replaces_the_later_messages(qtbot, make_window):
+def test_edit_and_resend_makes_a_new_version_beside_the_old_one(qtbot, make_window):
     engine = EngineDouble(["ok"])
     window = make_window(engine)
     chat = window.chat
@@ -135,12 +135,59 @@ def test_edit_and_resend_replaces_the_later_messages(qtbot, make_window):
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
         type_and_send(qtbot, chat, "Frist question")
     qtbot.mouseClick(chat.view.bubbles[0].actions["edit"], Qt.MouseButton.LeftButton)
-    assert chat.composer.toPlainText() == "Frist question"
+    assert chat.composer.toPlainText() == "Frist question" and chat.view.bubbles == []
     chat.composer.selectAll()
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
         type_and_send(qtbot, chat, "First question")
     assert [(m.role, m.content) for m in chat.store.messages(chat.current.id)] == [
         ("user", "First question"), ("assistant", "ok")]
+    assert [m.content for m in engine.requests[-1]] == ["First question"]  # the old version is not sent
+    first = chat.view.bubbles[0]
+    assert first.branch_bar.isVisible() and first.branch_position.text() == "2/2"
+    assert not chat.view.bubbles[1].branch_bar.isVisible()  # one reply to this version
+
+
+def test_branches_switch_delete_and_survive_a_restart(qtbot, make_window):
+    engine = EngineDouble(["first ", "reply"])
+    window = make_window(engine)
+    chat = window.chat
+    window.show_page("Chat")
+    load(qtbot, window)
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        type_and_send(qtbot, chat, "Tell me a story")
+    for pieces in (["second ", "reply"], ["third ", "reply"]):  # written again twice: three versions
+        engine.reply = pieces
+        with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+            qtbot.mouseClick(chat.view.bubbles[-1].actions["regenerate"], Qt.MouseButton.LeftButton)
+    reply = chat.view.bubbles[-1]
+    assert reply.markdown == "third reply" and reply.branch_position.text() == "3/3"
+    assert not reply.next_branch.isEnabled() and reply.previous_branch.isEnabled()
+    assert [m.content for m in engine.requests[-1]] == ["Tell me a story"]  # no old version is sent
+
+    qtbot.mouseClick(reply.previous_branch, Qt.MouseButton.LeftButton)
+    reply = chat.view.bubbles[-1]
+    assert reply.markdown == "second reply" and reply.branch_position.text() == "2/3"
+    # The next message follows the version on show.
+    engine.reply = ["fine"]
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        type_and_send(qtbot, chat, "Shorter please")
+    assert [m.content for m in engine.requests[-1]] == ["Tell me a story", "second reply", "Shorter please"]
+
+    qtbot.mouseClick(chat.view.bubbles[1].delete_branch, Qt.MouseButton.LeftButton)  # "second reply" and after
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell me a story", "first reply"]
+    assert chat.view.bubbles[1].branch_position.text() == "1/2"
+    qtbot.mouseClick(chat.view.bubbles[1].next_branch, Qt.MouseButton.LeftButton)
+    assert [b.markdown for b in chat.view.bubbles] == ["Tell me a story", "third reply"]
+    conversation_id = chat.current.id
+    window.close()
+
+    again = make_window(EngineDouble())
+    again.chat.open_conversation(conversation_id)
+    bubbles = again.chat.view.bubbles
+    assert [b.markdown for b in bubbles] == ["Tell me a story", "third reply"]
+    assert bubbles[1].branch_position.text() == "2/2"
+    qtbot.mouseClick(bubbles[1].previous_branch, Qt.MouseButton.LeftButton)
+    assert [b.markdown for b in again.chat.view.bubbles] == ["Tell me a story", "first reply"]
 
 
 def test_new_rename_search_and_delete_conversations(qtbot, make_window):
@@ -392,6 +439,17 @@ def test_a_chat_deleted_while_it_streams_stays_deleted_when_the_window_closes(qt
     window.close()
     engine.release.set()
     assert [c.id for c in chat.store.conversations()] == [other]
+
+
+def test_what_the_engine_sends_after_the_window_closed_does_not_reach_the_closed_store(qtbot, make_window):
+    """The app closes the chat store right after the window; the engine may still be ending the stopped reply
+    (it ended after the store closed, and the page read the store for its Stop button's tooltip)."""
+    window, engine, _story, _other = story_beside_another_chat(qtbot, make_window, SlowToStop)
+    select_chat(qtbot, window.chat, "Other chat")  # the reply streams in a chat that is not open
+    window.close()
+    window.chat.store.close()
+    with qtbot.waitSignal(window.bridge.busy_changed, timeout=10_000):
+        engine.release.set()
 
 
 def test_an_engine_crash_while_another_chat_is_open_keeps_the_reply_so_far_in_its_chat(qtbot, make_window):

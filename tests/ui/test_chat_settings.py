@@ -82,3 +82,47 @@ def test_settings_a_full_disk_refuses_keep_the_dialog_open_with_what_was_typed(q
     dialog.accept()
     assert not dialog.isVisible() and not dialog.error.isVisible()
     assert store.conversation(conv.id).system_prompt == prompt
+
+
+PICK = {"type": "object", "properties": {"colour": {"enum": ["red", "green"]}}, "required": ["colour"]}
+
+
+def test_answer_as_json_saves_the_schema_and_the_next_reply_is_held_to_it(qtbot, make_window, tmp_path):
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model("/models/tiny.gguf", LoadSettings())
+    chat.new_conversation()
+    dialog = ChatSettingsDialog(chat.store, chat.current, window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert not dialog.json_answer.isChecked() and not dialog.json_schema.isEnabled()
+    dialog.json_answer.setChecked(True)
+    assert dialog.json_schema.isEnabled()
+    dialog.json_schema.setPlainText(json.dumps(PICK))
+    dialog.grab().save(str(tmp_path / "chat_settings_json.png"))
+    dialog.accept()
+    assert chat.store.conversation(chat.current.id).sampling["json_schema"] == PICK
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClicks(chat.composer, "Pick one.")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert engine.samplings[0].json_schema == PICK  # what the engine was asked to hold the reply to
+    reopened = ChatSettingsDialog(chat.store, chat.store.conversation(chat.current.id), window)
+    qtbot.addWidget(reopened)
+    assert reopened.json_answer.isChecked() and json.loads(reopened.json_schema.toPlainText()) == PICK
+
+
+def test_a_schema_that_is_not_json_keeps_the_dialog_open_and_says_why(qtbot, make_window):
+    window = make_window()
+    store = window.chat.store
+    conv = store.create_conversation("one")
+    dialog = ChatSettingsDialog(store, conv, window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.json_answer.setChecked(True)
+    dialog.json_schema.setPlainText('{"type": "object",')
+    dialog.accept()
+    assert dialog.isVisible() and "Not saved: the JSON schema is not valid JSON" in dialog.error.text()
+    assert dialog.json_schema.toPlainText() == '{"type": "object",' and "json_schema" not in store.conversation(
+        conv.id).sampling

@@ -205,3 +205,28 @@ def test_the_runtime_menu_pins_a_runtime_for_this_model_and_loads_it_again(qtbot
         box.activated.emit(box.findData("vulkan"))
     assert pins.load().for_model(tiny_models.gguf_q8_0) == ("vulkan", "for this model")
     assert len(engine.loads) == loads + 1 and box.currentText() == "Runtime vulkan"
+
+
+def test_a_model_that_does_not_fit_waits_for_load_anyway_then_loads_with_the_risk_said(qtbot, real_window,
+                                                                                         tiny_models):
+    window = real_window()
+    window.chat.set_profile(machine(ram_available=16 << 20))  # a machine with 16 MiB free: the fit check says no
+    chat = window.chat
+    chat.open_model(str(tiny_models.gguf_q8_0))
+    qtbot.waitUntil(lambda: chat.load_anyway_button.isVisible(), timeout=60_000)
+    said = chat.banner_text.text()
+    assert said.startswith("tiny-llama-Q8_0.gguf does not fit this machine: needs ")
+    assert "“Load anyway” loads it anyway: past it the system may swap" in said
+    assert chat.loaded is None and window.bridge.engine_pid is None  # nothing was loaded
+    assert chat.load_button.isEnabled() and not chat.reload_button.isVisible()
+    if shots := os.environ.get("QUANTDESK_SHOTS"):
+        window.grab().save(os.path.join(shots, "load_anyway_offered.png"))
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_anyway_button.click()
+    assert chat.loaded is not None and not chat.load_anyway_button.isVisible()
+    assert chat.banner_text.text().startswith("Loading tiny-llama-Q8_0.gguf anyway, though it does not fit this "
+                                              "machine (needs ")
+    if shots:
+        window.grab().save(os.path.join(shots, "load_anyway_loaded.png"))
+    chat.open_model(str(tiny_models.gguf_q8_0))  # sized up again: the override was for that one load
+    qtbot.waitUntil(lambda: chat.load_anyway_button.isVisible(), timeout=60_000)

@@ -247,3 +247,33 @@ def test_the_gateway_box_serves_the_remote_connections_models_beside_the_chats(q
         switch_off(qtbot, page)
     finally:
         remote.stop()
+
+
+def test_the_on_demand_box_lets_requests_load_library_models_beside_the_chats(qtbot, window, page, tiny_models,
+                                                                             tmp_path, monkeypatch):
+    from app.hub.library import Library
+
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
+    Library().import_path(tiny_models.gguf_f16, copy=False)
+    load_tiny(qtbot, window, tiny_models)
+    assert not page.load_on_demand.isChecked() and not page.memory_budget.isEnabled()  # off by default
+    switch_on(qtbot, page)
+    body = {"model": "tiny-llama-F16", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
+    refused = httpx.post(f"{page.address.text()}/chat/completions", json=body, timeout=60)
+    assert refused.status_code == 404 and "--load-on-demand" in refused.json()["error"]["message"]
+    switch_off(qtbot, page)
+
+    page.load_on_demand.setChecked(True)
+    assert page.memory_budget.isEnabled() and page.force.isEnabled()
+    page.memory_budget.setValue(64)
+    switch_on(qtbot, page)
+    answer = httpx.post(f"{page.address.text()}/chat/completions", json=body, timeout=120)
+    assert answer.status_code == 200 and answer.json()["model"] == "tiny-llama-F16"
+    qtbot.waitUntil(lambda: page.also_loaded.text() == "tiny-llama-F16", timeout=10_000)
+    models = {m["id"]: m["meta"]["loaded"] for m in httpx.get(f"{page.address.text()}/models").json()["data"]}
+    assert models == {"tiny-llama-Q8_0": True, "tiny-llama-F16": True}
+    if shots := os.environ.get("QUANTDESK_SHOTS"):
+        window.grab().save(os.path.join(shots, "server_on_demand.png"))
+    engine, = page.running.server.app.state.openai.pool.loaded_engines()
+    switch_off(qtbot, page)
+    assert not engine.client.alive and window.bridge.client.alive  # its host closed; the Chat's model stays

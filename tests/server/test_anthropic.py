@@ -1,0 +1,106 @@
+"""Anthropic's Messages API through the official ``anthropic`` client (2.x takes sampling values only as extra_body): text streamed and not, a tool round trip
+(tool_use, tool_result) on the tiny model with Qwen 2.5's tool-declaring template, errors in Anthropic's shape."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+import jsonschema
+import pytest
+
+from app.server.app import create_app, model_id
+from app.server.thread import ServerThread
+from tests.server.conftest import loaded_engine
+
+KEY = "qd-key-0123456789abcdef"
+WEATHER = {"name": "get_weather", "description": "The weather in a city.",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
+                            "required": ["city"], "additionalProperties": False}}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.fixture(scope="module")
+def tool_engine(tiny_tool_model):
+    yield from loaded_engine(tiny_tool_model, n_ctx=2048)
+
+
+@pytest.fixture
+def claude(tool_engine):
+    """The anthropic client against a server that wants a key: the client sends it as x-api-key."""
+    server = ServerThread(create_app(tool_engine, api_key=KEY)).start()
+    with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=120) as client:
+        yield client, model_id(tool_engine.loaded.model_path)
+    server.stop()
+
+
+def test_a_message_has_text_usage_and_a_stop_reason(claude):
+    api, name = claude
+    message = api.messages.create(model=name, max_tokens=12, system="You are terse.", messages=ASK,
+                                  extra_body={"temperature": 0})
+    assert message.type == "message" and message.role == "assistant" and message.model == name
+    assert message.id.startswith("msg_") and message.content[0].type == "text" and message.content[0].text
+    assert message.stop_reason in ("end_turn", "max_tokens")
+    assert message.usage.input_tokens > 5 and 0 < message.usage.output_tokens <= 12
+
+
+def test_the_stream_says_the_same_as_the_whole_message(claude):
+    api, name = claude
+    whole = api.messages.create(model=name, max_tokens=12, messages=ASK, extra_body={"temperature": 0})
+    with api.messages.stream(model=name, max_tokens=12, messages=ASK, extra_body={"temperature": 0}) as stream:
+        texts = list(stream.text_stream)
+        final = stream.get_final_message()
+    assert "".join(texts) == whole.content[0].text == final.content[0].text
+    assert final.stop_reason == whole.stop_reason and final.usage.output_tokens == whole.usage.output_tokens
+
+
+def test_a_tool_round_trip_streamed_and_not(claude):
+    api, name = claude
+    first = api.messages.create(model=name, max_tokens=200, messages=ASK, tools=[WEATHER],
+                                tool_choice={"type": "tool", "name": "get_weather"}, extra_body={"temperature": 0.7})
+    assert first.stop_reason == "tool_use"
+    (use,) = [b for b in first.content if b.type == "tool_use"]
+    assert use.name == "get_weather" and use.id
+    jsonschema.validate(use.input, WEATHER["input_schema"])
+    with api.messages.stream(model=name, max_tokens=200, messages=ASK, tools=[WEATHER],
+                             tool_choice={"type": "any"}, extra_body={"temperature": 0.7}) as stream:
+        streamed = stream.get_final_message()
+    assert streamed.stop_reason == "tool_use" and streamed.content[-1].type == "tool_use"
+    jsonschema.validate(streamed.content[-1].input, WEATHER["input_schema"])
+    history = [*ASK, {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "18 C"}]}]
+    answer = api.messages.create(model=name, max_tokens=8, messages=history, tools=[WEATHER],
+                                 extra_body={"temperature": 0})
+    assert answer.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens  # all of it got there
+    assert answer.stop_reason in ("end_turn", "max_tokens", "tool_use")
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ({"extra_body": {"temperature": 1.5}}, "temperature must be between 0 and 1"),
+    ({"messages": [{"role": "system", "content": "x"}]}, 'role "user" or "assistant"'),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "'image' blocks"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_time"}}, "not among the tools"),
+    ({"model": "claude-sonnet-4"}, "is not served here"),
+])
+def test_bad_requests_are_400s_in_anthropics_shape_and_the_engine_goes_on(claude, extra, words):
+    api, name = claude
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        api.messages.create(**{"model": name, "max_tokens": 4, "messages": ASK, **extra})
+    assert caught.value.status_code in (400, 404)
+    assert caught.value.body["type"] == "error" and words in caught.value.body["error"]["message"]
+    assert api.messages.create(model=name, max_tokens=2, messages=ASK).content
+
+
+def test_a_raw_request_without_max_tokens_is_told_so(claude):
+    """The SDK itself insists on max_tokens; other clients get the sentence."""
+    api, name = claude
+    response = httpx.post(f"{api.base_url}/v1/messages", json={"model": name, "messages": ASK},
+                          headers={"x-api-key": KEY})
+    assert response.status_code == 400
+    assert response.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                          "message": "max_tokens is required (max_tokens)"}}
+
+
+def test_a_wrong_key_is_refused(claude, tool_engine):
+    api, name = claude
+    with pytest.raises(anthropic.AuthenticationError):
+        api.with_options(api_key="wrong-key-0123456789").messages.create(model=name, max_tokens=2, messages=ASK)
