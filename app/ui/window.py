@@ -195,7 +195,7 @@ class MainWindow(QMainWindow):
     def _on_download_requested(self, request: object, label: str) -> None:
         row = self.downloads.enqueue(request, label)
         self.show_page("Downloads")
-        row.focus_action()  # on its row (not the first row's) when the focus came along, e.g. from Discover
+        row.focus_action()  # on the new job, not on the first row, where QStackedLayout would put it
 
     @Slot(str)
     def _on_chat_requested(self, model_path: str) -> None:
