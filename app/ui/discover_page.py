@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtCore import QEvent, QItemSelectionModel, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
@@ -42,6 +42,7 @@ class DiscoverPage(QWidget):
         self.profile: HardwareProfile | None = None
         self.choices: ModelChoices | None = None
         self._pending_repo: str | None = None  # opened before the hardware was known
+        self._focus_quants = False  # Enter on a model before its quants arrived: they take the focus when they do
         self._query: tuple[str, str | None, str] | None = None
         self._offset = 0
         self._searcher = BackgroundCall("hub-search")
@@ -64,6 +65,7 @@ class DiscoverPage(QWidget):
         self.search_box.setPlaceholderText("Search the Hugging Face Hub, e.g. llama 3.2 instruct")
         self.search_box.setAccessibleName("Search the Hub")
         self.search_box.returnPressed.connect(self.search)
+        self.search_box.installEventFilter(self)  # Down goes on to the results
         self.format_box = QComboBox()
         self.format_box.setAccessibleName("Format")
         for text, value in FORMATS:
@@ -106,6 +108,7 @@ class DiscoverPage(QWidget):
         self.results.setAlternatingRowColors(True)  # items run to three lines: keep them apart
         self.results.setSpacing(2)
         self.results.currentItemChanged.connect(self._on_result_selected)
+        self.results.itemActivated.connect(self._on_result_activated)  # Enter (or a double click): to its quants
         self.more_button = QPushButton("More results")
         self.more_button.clicked.connect(self.more)
         self.starters_button = QPushButton("Starting list")
@@ -143,6 +146,8 @@ class DiscoverPage(QWidget):
             corner.setAccessibleName("Select all quants")
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setTabKeyNavigation(False)  # arrows pick a quant; Tab goes on to the Download buttons
+        self.table.activated.connect(self._on_quant_activated)  # Enter (or a double click) downloads that quant
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         right_layout.addWidget(self.model_title)
@@ -157,6 +162,15 @@ class DiscoverPage(QWidget):
         outer.addWidget(splitter, 1)
         self.best_label.hide()
         self.table.hide()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if (watched is self.search_box and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
+                and event.key() == Qt.Key.Key_Down and self.results.count()):
+            if self.results.currentRow() < 0:
+                self.results.setCurrentRow(0)
+            self.results.setFocus(Qt.FocusReason.TabFocusReason)
+            return True
+        return super().eventFilter(watched, event)
 
     def _set_offline(self, text: str) -> None:
         self.offline_label.setText(text)
@@ -265,8 +279,22 @@ class DiscoverPage(QWidget):
 
     @Slot(QListWidgetItem, QListWidgetItem)
     def _on_result_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
+        self._focus_quants = False  # Enter was pressed on another model
         if item is not None:
             self.open_model(item.data(REPO_ID))
+
+    @Slot(QListWidgetItem)
+    def _on_result_activated(self, item: QListWidgetItem) -> None:
+        if self.choices is not None and self.choices.repo_id == item.data(REPO_ID) and self.table.isVisible():
+            self.focus_quants()
+        else:
+            self._focus_quants = True  # its quants are on their way (opened when it became current)
+
+    def focus_quants(self) -> None:
+        """The keyboard focus to the quants table, on the best pick (or the first row)."""
+        self._focus_quants = False
+        self.table.selectRow(self._best_row())
+        self.table.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def open_model(self, repo_id: str) -> None:
         """Show every quant of ``repo_id`` with its fit (worked out in a worker thread)."""
@@ -325,8 +353,13 @@ class DiscoverPage(QWidget):
         self.table.setRowCount(len(choices.choices))
         for row, choice in enumerate(choices.choices):
             self._fill_row(row, choice)
-        self.table.setCurrentItem(None)  # the highlight belongs to the best pick, not to the first row
+        # The highlight belongs to the best pick, not to the first row: no selection, but the keyboard starts there.
+        self.table.clearSelection()
+        self.table.selectionModel().setCurrentIndex(self.table.model().index(self._best_row(), 0),
+                                                    QItemSelectionModel.SelectionFlag.NoUpdate)
         self.table.show()
+        if self._focus_quants:
+            self.focus_quants()
 
     def _fill_row(self, row: int, choice: QuantChoice) -> None:
         speed = f"~{choice.decode_tok_s:.0f} tok/s" if choice.decode_tok_s else "—"
@@ -350,9 +383,16 @@ class DiscoverPage(QWidget):
         button.clicked.connect(self._on_download_clicked)
         self.table.setCellWidget(row, len(COLUMNS) - 1, button)
 
+    def _best_row(self) -> int:
+        return next((row for row, choice in enumerate(self.choices.choices) if choice.best), 0)
+
     def download_button(self, quant: str) -> QPushButton:
         row = next(i for i, c in enumerate(self.choices.choices) if c.quant == quant)
         return self.table.cellWidget(row, len(COLUMNS) - 1)
+
+    @Slot(QModelIndex)
+    def _on_quant_activated(self, index: QModelIndex) -> None:
+        self.download(self.choices.choices[index.row()])
 
     @Slot()
     def _on_download_clicked(self) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea,
+                               QVBoxLayout, QWidget)
 
 from app.hub.download import Progress, Settings
 from app.hub.download_queue import DownloadManager, DownloadTask
@@ -24,6 +24,8 @@ from app.ui.background import sentence
 from app.ui.formatting import human_bytes
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
+# The button that takes the keyboard focus when a row gets it, or when the one that had it goes: what comes next.
+FOCUS_ORDER = ("chat", "resume", "retry", "pause", "cancel", "folder")
 STATE_WORDS = {"queued": "Waiting", "resolving": "Looking up the files", "downloading": "Downloading",
                "retrying": "Retrying", "verifying": "Checking", "installing": "Installing", "done": "Finished",
                "paused": "Paused", "failed": "Failed", "cancelled": "Cancelled"}
@@ -130,8 +132,17 @@ class DownloadRow(QFrame):
         active = state in ("queued", "running")
         visible = {"pause": active, "cancel": active or state == "paused", "resume": state == "paused",
                    "retry": state in ("failed", "cancelled"), "folder": state == "done", "chat": state == "done"}
+        had_focus = self.isAncestorOf(QApplication.focusWidget())
         for key, button in self.buttons.items():
             button.setVisible(visible[key])
+        if had_focus and not self.isAncestorOf(QApplication.focusWidget()):
+            self.focus_action()  # its button went (Pause, once finished): the focus stays on this job
+
+    def focus_action(self) -> None:
+        """The keyboard focus to this job's likeliest next action ("Chat with it" once finished)."""
+        button = next((self.buttons[key] for key in FOCUS_ORDER if not self.buttons[key].isHidden()), None)
+        if button is not None:
+            button.setFocus(Qt.FocusReason.OtherFocusReason)
 
     @staticmethod
     def _detail(task: DownloadTask, progress: Progress | None, done: int, total: int) -> str:

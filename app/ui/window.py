@@ -18,6 +18,7 @@ from app.ui.discover_page import DiscoverPage
 from app.ui.downloads_page import DownloadsPage
 from app.ui.engine_bridge import EngineBridge
 from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
+from app.ui.focus_ring import FocusRingFollower
 from app.ui.hardware_page import HardwarePage
 from app.ui.library_page import LibraryPage
 from app.ui.settings_page import SettingsPage
@@ -40,6 +41,17 @@ QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
 QLabel#ok { color: #1b8a3a; font-weight: bold; }
 QLabel#no { color: #b3261e; font-weight: bold; }
 """
+
+
+def focus_chain(page: QWidget) -> list[QWidget]:
+    """The widgets inside ``page`` that Tab stops at, in Tab order (hidden ones too: the caller checks)."""
+    found = []
+    widget = page.nextInFocusChain()
+    while widget is not page:  # the chain is a ring through the whole window
+        if page.isAncestorOf(widget) and widget.focusPolicy().value & Qt.FocusPolicy.TabFocus.value:
+            found.append(widget)
+        widget = widget.nextInFocusChain()
+    return found
 
 
 def default_detect() -> HardwareProfile:
@@ -123,6 +135,7 @@ class MainWindow(QMainWindow):
         self.app_settings.default_context_changed.connect(self.chat.set_default_context)
         self.app_settings.theme_changed.connect(self._on_theme_changed)
         self._shortcuts()
+        self.focus_ring = FocusRingFollower(self)
         self._restore()
         self.library.refresh()
 
@@ -151,6 +164,19 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_page_shortcut(self) -> None:
         self.sidebar.setCurrentRow(self.sender().property("page"))
+        self.focus_page()
+
+    def focus_page(self) -> None:
+        """Put the keyboard focus in the current page: where it was last, else the page's first field.
+
+        Switching pages from inside one already does this (QStackedLayout moves the focus along); a shortcut
+        pressed in the sidebar, or a page that must start somewhere particular, needs it said."""
+        page = self.stack.currentWidget()
+        first = {self.chat: self.chat.composer}.get(page)
+        for widget in (page.focusWidget(), first, *focus_chain(page)):
+            if widget is not None and widget.isVisibleTo(self) and widget.isEnabled():
+                widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
+                return
 
     def detect_hardware(self, detect: Callable[[], HardwareProfile] = default_detect) -> None:
         self._probe.start(detect)  # a probe bug must not leave the page saying "Detecting…" forever: failed says it
@@ -167,12 +193,14 @@ class MainWindow(QMainWindow):
 
     @Slot(object, str)
     def _on_download_requested(self, request: object, label: str) -> None:
-        self.downloads.enqueue(request, label)
+        row = self.downloads.enqueue(request, label)
         self.show_page("Downloads")
+        row.focus_action()  # on the new job, not on the first row, where QStackedLayout would put it
 
     @Slot(str)
     def _on_chat_requested(self, model_path: str) -> None:
         self.show_page("Chat")
+        self.chat.composer.setFocus(Qt.FocusReason.OtherFocusReason)  # type while it loads
         self.chat.open_model(model_path)  # settings prefilled from the estimator, then loaded
 
     @Slot(str)
@@ -221,11 +249,13 @@ class MainWindow(QMainWindow):
             self.resize(1280, 800)
         page = self.settings.value("window/page", "Chat")
         self.show_page(page if page in PAGES else "Chat")
+        self.focus_page()  # the page's first field has the focus once the window shows, not the sidebar
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/page", self.current_page)
         self.settings.sync()
+        self.focus_ring.stop()
         self.chat.shutdown()
         self.downloads.shutdown()
         if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
