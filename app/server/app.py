@@ -42,11 +42,6 @@ from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats
 from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
-# Streamed text goes out in chunks at most this often, the first at once: each chunk costs the server an event
-# and the client a parse (~0.8 ms a chunk measured for server and openai client together, which on a small machine
-# comes out of llama.cpp's cores). Only for local engines, whose next token is never more than a token away; a
-# remote engine's stream can stall at any moment, so its pieces go out as they come.
-SSE_COALESCE_S = 0.040
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
 
 
@@ -297,8 +292,7 @@ class OpenAIServer:
             lease.release()
             raise
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease,
-                                                  0.0 if lease.loaded.backend == "remote" else SSE_COALESCE_S),
+            return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
@@ -320,31 +314,20 @@ class OpenAIServer:
             raise engine_api_error(exc) from None
 
     async def _stream(self, job: Job, first, watcher: asyncio.Task, parsed: GenerationRequest,
-                      shape: _Shape, lease: Lease, coalesce_s: float) -> AsyncIterator[bytes]:
+                      shape: _Shape, lease: Lease) -> AsyncIterator[bytes]:
         try:
             yield _sse(shape.opening())
             reader = ReplyStream(parsed.tool_format)
-            held: list[str] = []  # text not sent yet: it goes with the next chunk
-            sent_at = -coalesce_s  # the first text goes out at once
             event = first
             while not isinstance(event, Done):
                 text = reader.feed(event.text) if event.text else ""
                 if text:
-                    held.append(text)
-                    now = time.monotonic()
-                    if now - sent_at >= coalesce_s:
-                        yield _sse(shape.piece("".join(held)))
-                        held.clear()
-                        sent_at = now
+                    yield _sse(shape.piece(text))
                 try:
                     event = await self.next_event(job)
                 except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
-                    if held:
-                        yield _sse(shape.piece("".join(held)))
                     yield _sse(exc.body())
                     return
-            if held:
-                yield _sse(shape.piece("".join(held)))
             rest = reader.finish()
             if rest.content:
                 yield _sse(shape.piece(rest.content))

@@ -65,18 +65,6 @@ def test_streamed_chat_matches_the_whole_reply_and_ends_with_usage(oai, model_na
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
 
 
-def test_a_long_streamed_reply_comes_in_chunks_with_nothing_lost(oai, model_name):
-    """Text is streamed in chunks at most every SSE_COALESCE_S (the first at once): the held text is never lost,
-    neither at the end nor before the closing chunk. (How many chunks depends on the machine's speed:
-    tests/bench/token_loop.py --server counts them.)"""
-    long = {"temperature": 0.0, "max_tokens": 300}
-    whole = oai.chat.completions.create(model=model_name, messages=HELLO, **long)
-    chunks = list(oai.chat.completions.create(model=model_name, messages=HELLO, stream=True, **long))
-    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
-    assert "".join(pieces) == whole.choices[0].message.content
-    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
-
-
 def test_max_tokens_ends_the_reply_with_finish_reason_length(oai, model_name):
     reply = oai.chat.completions.create(model=model_name, messages=HELLO, temperature=0.0, max_tokens=3)
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 3

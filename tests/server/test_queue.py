@@ -105,15 +105,14 @@ def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(s
     queue = openai_queue(server)
     pid = engine.pid
     rng = random.Random(20261)
-    # A client leaving mid-stream leaves after the first content chunk: later ones come at most every
-    # SSE_COALESCE_S, so on a fast engine a long reply may hold only a few.
-    plans = [(rng.choice(["finish", "drop_mid_stream", "drop_any_time"]), rng.uniform(0, 2)) for _ in range(50)]
+    plans = [(rng.choice(["finish", "drop_mid_stream", "drop_any_time"]), rng.randint(1, 3), rng.uniform(0, 2))
+             for _ in range(50)]
 
     async def one_client(client, plan):
-        mode, patience = plan
+        mode, chunks_before_drop, patience = plan
         if mode == "drop_any_time":  # gives up after a random while: queued, mid-stream or already done
             try:
-                return await asyncio.wait_for(one_client(client, ("finish", 0)), patience)
+                return await asyncio.wait_for(one_client(client, ("finish", 0, 0)), patience)
             except TimeoutError:
                 return "dropped"
         body = LONG if mode == "drop_mid_stream" else {**SHORT, "seed": rng.randint(0, 1000)}
@@ -125,7 +124,7 @@ def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(s
                 content += 1
             if chunk.choices and chunk.choices[0].finish_reason:
                 finish = chunk.choices[0].finish_reason
-            if mode == "drop_mid_stream" and content == 1:
+            if mode == "drop_mid_stream" and content == chunks_before_drop:
                 await stream.close()
                 return "dropped mid-stream"
         return finish
@@ -140,7 +139,7 @@ def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(s
             return results, outcomes, after
 
     results, outcomes, after = asyncio.run(scenario())
-    modes = [mode for mode, _ in plans]
+    modes = [mode for mode, _, _ in plans]
     for mode, result in zip(modes, results, strict=True):
         expected = {"finish": {"stop", "length"}, "drop_mid_stream": {"dropped mid-stream"},
                     "drop_any_time": {"stop", "length", "dropped"}}[mode]
