@@ -21,7 +21,6 @@ the commit it was pulled at, and how?
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from typing import Any
 
 from app import settings
 from app.errors import QuantDeskError
+from app.files import write_text_atomic
 from app.hub import config
 from app.hub.errors import HubError, OfflineError
 from app.hub.library import Library, LibraryEntry, entry_folder, matches_remote
@@ -157,12 +157,8 @@ def _load(library: Library) -> dict[str, UpdateStatus]:
 
 def remember(library: Library, statuses: dict[str, UpdateStatus]) -> None:
     """Keep these results (replacing what was kept), written atomically beside the library's manifest."""
-    path = _state_path(library)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{STATE_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"statuses": {k: asdict(v) for k, v in statuses.items()}}, indent=1),
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(_state_path(library),
+                      json.dumps({"statuses": {k: asdict(v) for k, v in statuses.items()}}, indent=1))
 
 
 def known_updates(library: Library | None = None,

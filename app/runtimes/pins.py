@@ -8,11 +8,11 @@ counts as "no pins" (the automatic choice), with the reason in ``Pins.problem``.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app import paths
+from app.files import write_text_atomic
 
 FILE_NAME = "runtimes.json"
 AUTO = "auto"
@@ -57,15 +57,7 @@ def load() -> Pins:
 
 
 def save(pins: Pins) -> Path:
-    path = pins_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"default": pins.default, "models": pins.models}, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(pins_path(), json.dumps({"default": pins.default, "models": pins.models}, indent=2) + "\n")
 
 
 def pin(name: str, model_path: str | Path | None = None) -> Pins:
