@@ -681,11 +681,12 @@ class LlamaCppBackend(Backend):
             decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
             utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
             mask = self._token_mask(llama_cpp, sampling) if sampling.json_schema is not None else None
-            chain = self._sampler_chain(llama_cpp, sampling)
-            if mask is not None:
-                sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
-            elif sampling.temperature == 0:
+            if mask is None and sampling.temperature == 0:  # no chain: the argmax off the logits row
                 sample = _GreedySampler(llama_cpp, llm, sampling.repeat_penalty).sample
+            else:
+                chain = self._sampler_chain(llama_cpp, sampling)
+                if mask is not None:
+                    sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
             self.mark_prefill_start()
             status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
             n_past = n_prompt
