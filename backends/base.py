@@ -511,20 +511,22 @@ class Backend(abc.ABC):
         self._t_prefill = time.perf_counter()
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
-                 cancelled: threading.Event) -> Iterator[Token | Done]:
+                 cancelled: threading.Event, events_every_s: float | None = None) -> Iterator[Token | Done]:
         """The shared generation loop: yields Token events, then one Done.
 
         Tokens are timed one by one, but handed out in chunks: the first token at once, then whatever came
-        in the last ``COALESCE_S`` with each later token, and the rest before the Done. A fast engine
+        in the last ``COALESCE_S`` (or ``events_every_s``, when the caller asks for another window: the
+        server asks for its stream's) with each later token, and the rest before the Done. A fast engine
         (thousands of tokens a second) then costs the event channel, the client and the GUI a hundred
         small messages a second instead of one per token; a slow one still sends every token as it comes.
+        A backend that never holds tokens back (``COALESCE_S`` 0: a remote stream can stall) keeps so.
         """
         clock = time.perf_counter
         t_start = clock()
         self.check_request(sampling)
         stops = StopStringFilter(sampling.stop)
         max_tokens = sampling.max_tokens
-        coalesce_s = self.COALESCE_S
+        coalesce_s = self.COALESCE_S if events_every_s is None or not self.COALESCE_S else events_every_s
         pieces: list[str] = []  # the whole released text, for the Done
         chunk: list[str] = []  # released text not handed out yet
         chunk_tokens = 0

@@ -738,14 +738,14 @@ class LlamaCppBackend(Backend):
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
 
-    def generate(self, request_id, messages, sampling, cancelled):
+    def generate(self, request_id, messages, sampling, cancelled, events_every_s=None):
         import llama_cpp
 
         self._cancelled = cancelled
         if self._llm is not None:
             llama_cpp.llama_perf_context_reset(self._llm.ctx)
         try:
-            yield from super().generate(request_id, messages, sampling, cancelled)
+            yield from super().generate(request_id, messages, sampling, cancelled, events_every_s)
         finally:
             self._cancelled = None
             if self._llm is not None:

@@ -557,7 +557,7 @@ class RemoteBackend(Backend):
                                   if isinstance(v, int | float) and not isinstance(v, bool)}
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
-                 cancelled: threading.Event) -> Iterator[Token | Done]:
+                 cancelled: threading.Event, events_every_s: float | None = None) -> Iterator[Token | Done]:
         """The shared loop, with the server's own counts and timings folded into the Done.
 
         The server stops at ``max_tokens`` itself; the loop here is not told the limit, because a chunk may carry
@@ -567,7 +567,8 @@ class RemoteBackend(Backend):
         self._max_tokens = sampling.max_tokens
         self._finish_reason = ""
         try:
-            for event in super().generate(request_id, messages, replace(sampling, max_tokens=_UNBOUNDED), cancelled):
+            for event in super().generate(request_id, messages, replace(sampling, max_tokens=_UNBOUNDED), cancelled,
+                                         events_every_s):
                 if isinstance(event, Done):
                     stats = event.stats
                     if self._completion_tokens is not None and stats.stop_reason != "cancelled":

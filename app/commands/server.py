@@ -13,7 +13,10 @@ from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
-DEFAULT_IDLE_TTL_S = 600.0  # app.server.pool's; not imported here so that `quantdesk --help` stays light
+# app.server.pool's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
+# that they agree).
+DEFAULT_IDLE_TTL_S = 600.0
+STREAM_EVERY_S = 0.040
 API_KEY_ENV = "QUANTDESK_API_KEY"
 
 
@@ -49,6 +52,10 @@ def register(subparsers) -> None:
     add_force_arguments(p, FORCE_HELP + "; with --load-on-demand, loads go past --memory-budget too (idle models "
                            "still unload first)")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
+    p.add_argument("--stream-every-ms", type=float, default=STREAM_EVERY_S * 1000, metavar="MS",
+                   help=f"send a streamed reply's tokens in chunks at most this often (default "
+                        f"{STREAM_EVERY_S * 1000:g}; 0: every token in its own chunk); usage counts are exact "
+                        "either way")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
@@ -71,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--memory-budget must be more than 0 GiB, not {args.memory_budget:g}", kind="settings")
     if args.idle_ttl <= 0:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
+    if not 0 <= args.stream_every_ms <= 1000:
+        raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
                             cpu_moe=args.cpu_moe)
     try:
@@ -106,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
         app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
                          allowed_origins=args.allow_origin, max_pending=args.max_queue,
-                         serve_remotes=args.serve_remotes, on_ready=announce, pool=PoolSettings(
+                         serve_remotes=args.serve_remotes, on_ready=announce,
+                         stream_every_s=args.stream_every_ms / 1000, pool=PoolSettings(
                              load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
                              memory_budget_bytes=None if args.memory_budget is None else
                              int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))

@@ -87,7 +87,8 @@ class EngineClientLike(Protocol):
     def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
              on_progress: Callable[[float], None] | None = None) -> Loaded: ...
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
-                 on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]: ...
+                 on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
+                 ) -> Iterator[Token | Done]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
@@ -397,17 +398,20 @@ class EngineClient:
             return self._add(request, phase)
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
-                 on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
+                 on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
+                 ) -> Iterator[Token | Done]:
         """Send a generation now and stream its Token events, then one Done. It runs once the requests before
         it are through (``on_wait`` is told how many there are, if any). Closing the iterator early cancels
-        the generation. Bad sampling settings raise here, before anything is sent."""
+        the generation. Bad sampling settings raise here, before anything is sent. ``events_every_s``: how
+        often the host hands out tokens (None: the backend's own window; see Backend.generate)."""
         sampling = sampling or SamplingSettings()
         try:
             sampling.validate()
         except ValueError as exc:
             raise EngineError(str(exc), kind="settings") from None
         request = GenerateRequest(request_id or f"r{next(self._ids)}",
-                                  messages if isinstance(messages, str) else list(messages), sampling)
+                                  messages if isinstance(messages, str) else list(messages), sampling,
+                                  events_every_s)
         reply, ahead = self._submit(request, "during generation")
         if ahead and on_wait is not None:
             on_wait(ahead)

@@ -167,7 +167,8 @@ class Host:
             self.send(Done(request.id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
             return
         try:
-            for event in self._backend.generate(request.id, request.prompt, request.sampling, self._cancelled):
+            for event in self._backend.generate(request.id, request.prompt, request.sampling, self._cancelled,
+                                                 request.events_every_s):
                 self.send(event)
         finally:
             with self._lock:

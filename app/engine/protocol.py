@@ -44,6 +44,9 @@ class GenerateRequest:
     id: str
     prompt: Prompt  # messages go through the model's chat template; a string goes to the model as it is
     sampling: SamplingSettings
+    # How often the host hands out the reply's tokens (None: the backend's own window, Backend.COALESCE_S). The
+    # server asks for its stream's window: one event per SSE chunk, not one per token.
+    events_every_s: float | None = None
     op: Literal["generate"] = "generate"
 
 

@@ -42,6 +42,12 @@ from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats
 from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
+# A streamed reply's tokens go out in chunks at most this often, the first token at once. Each chunk costs the
+# engine host a pipe write, the server an event and an SSE write and the client a parse: about 0.9 ms of CPU for
+# server and openai client together (tests/bench/token_loop.py --server), which on a small machine comes out of
+# llama.cpp's own cores. 40 ms is 25 updates a second, smoother than reading speed; usage counts stay exact. The
+# window is the engine host's (one event per chunk); remote engines never hold a piece back (backends/remote.py).
+STREAM_EVERY_S = 0.040
 _FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
 
 
@@ -129,8 +135,10 @@ def _sse(payload: dict[str, Any] | str) -> bytes:
 class OpenAIServer:
     """The endpoints, over the engine pool: the primary model's EngineQueue, and the pool's other engines."""
 
-    def __init__(self, client, *, max_pending: int, pool: PoolSettings | None = None) -> None:
+    def __init__(self, client, *, max_pending: int, pool: PoolSettings | None = None,
+                 stream_every_s: float = STREAM_EVERY_S) -> None:
         self.client = client
+        self.stream_every_s = stream_every_s
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
@@ -273,7 +281,8 @@ class OpenAIServer:
         prompt longer than the context, a model without tool support) is a proper 400 rather than an error inside
         a 200 stream. The caller owns the job, the watcher that cancels it when the client goes, and the lease."""
         try:
-            job = await lease.queue.submit(parsed.messages, parsed.sampling)
+            job = await lease.queue.submit(parsed.messages, parsed.sampling,
+                                           self.stream_every_s if parsed.stream else None)
         except Exception as exc:
             raise engine_api_error(exc) from None
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
@@ -457,7 +466,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
-               pool: PoolSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
+               pool: PoolSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
+               stream_every_s: float = STREAM_EVERY_S) -> Starlette:
     """The ASGI app over ``client`` (an EngineClient with a model loaded, the primary model; the caller closes it).
 
     ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
@@ -466,10 +476,11 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
     ``serve_remotes``: also serve the models of the user's remote connections (a gateway; app/server/gateway.py).
     ``pool``: on-demand loads of library models, the memory budget, the idle unload, load anyway
     (app/server/pool.py); its ``serve_remotes`` is set from the argument of that name.
+    ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
     """
     settings = pool or PoolSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
-    server = OpenAIServer(client, max_pending=max_pending, pool=settings)
+    server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -53,10 +53,11 @@ class Job:
     """One generation request: the async side awaits ``next()``; any thread may ``cancel()``."""
 
     def __init__(self, job_id: str, messages: Prompt, sampling: SamplingSettings,
-                 loop: asyncio.AbstractEventLoop, owner: EngineQueue) -> None:
+                 loop: asyncio.AbstractEventLoop, owner: EngineQueue, events_every_s: float | None = None) -> None:
         self.id = job_id
         self.messages = messages if isinstance(messages, str) else list(messages)
         self.sampling = sampling
+        self.events_every_s = events_every_s  # the engine's window for this job's tokens (None: its own)
         self._loop = loop
         self._owner = owner
         self._events: asyncio.Queue = asyncio.Queue()
@@ -151,8 +152,9 @@ class EngineQueue:
         with self._finished:
             return self._finished.wait_for(lambda: self.finished_count >= count, timeout)
 
-    async def submit(self, messages: Prompt, sampling: SamplingSettings) -> Job:
-        """Accept a generation and send it to the engine. Raises QueueFull, ServerStopping, EngineCrashed."""
+    async def submit(self, messages: Prompt, sampling: SamplingSettings, events_every_s: float | None = None) -> Job:
+        """Accept a generation and send it to the engine, which hands its tokens out every ``events_every_s``
+        (None: the engine's own window). Raises QueueFull, ServerStopping, EngineCrashed."""
         if not self.client.alive:
             raise EngineCrashed("the engine is not running", "restart the server to load the model again")
         loop = asyncio.get_running_loop()
@@ -163,7 +165,7 @@ class EngineQueue:
                 raise QueueFull(f"{self._pending} requests are already waiting for the engine",
                                 "retry in a moment")
             self._pending += 1
-            job = Job(f"q{next(self._ids)}", messages, sampling, loop, self)
+            job = Job(f"q{next(self._ids)}", messages, sampling, loop, self, events_every_s)
             self._waiting[job.id] = job
         try:
             sent = loop.run_in_executor(self._sender, self._send, job)
@@ -180,7 +182,8 @@ class EngineQueue:
     def _send(self, job: Job) -> None:
         """On the submitting thread: one job at a time, so the engine gets them in arrival order."""
         try:
-            job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id)
+            job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id,
+                                              events_every_s=job.events_every_s)
         except BaseException:
             self._finish(job, None)  # it never reached the engine
             raise

@@ -110,7 +110,7 @@ def test_a_dead_engine_becomes_503_and_the_server_lives_on(serve, tiny_models):
 def test_a_stream_whose_engine_dies_ends_with_an_error_event(serve, tiny_models):
     with EngineClient() as doomed:
         doomed.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
-        server = serve(doomed)
+        server = serve(doomed, stream_every_s=0)  # every token its own chunk: the engine dies mid-stream
         body = {"messages": [{"role": "system", "content": "You are terse."},
                              {"role": "user", "content": "Hello there! How are you?"}],
                 "seed": 2, "max_tokens": 400, "stream": True}
@@ -161,7 +161,8 @@ def test_serve_loads_library_models_on_request_within_its_budget(tiny_models, tm
 
 def test_serve_refuses_flags_out_of_range_before_loading(tiny_models):
     for flags, words in ((("--memory-budget", "0"), "--memory-budget must be more than 0 GiB"),
-                         (("--idle-ttl", "-1"), "--idle-ttl must be more than 0 seconds")):
+                         (("--idle-ttl", "-1"), "--idle-ttl must be more than 0 seconds"),
+                         (("--stream-every-ms", "-5"), "--stream-every-ms must be from 0 to 1000")):
         proc, lines = _serve(tiny_models.gguf_q8_0, *flags)
         assert proc.wait(timeout=60) != 0
         said = []
@@ -186,3 +187,12 @@ def test_serve_checks_its_model_against_the_machine_as_chat_does(tiny_models, tm
         assert any(line.startswith("Loading tiny-llama-Q8_0.gguf anyway, though it does not fit") for line in seen)
         assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {KEY}"}).json()["status"] == "ok"
         _ctrl_c(proc, lines)
+
+
+def test_serve_defaults_are_the_servers_own():
+    """app/commands/server.py keeps copies so that `quantdesk --help` need not import the server."""
+    from app.commands import server as command
+    from app.server.app import STREAM_EVERY_S
+    from app.server.pool import DEFAULT_IDLE_TTL_S
+
+    assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S) == (STREAM_EVERY_S, DEFAULT_IDLE_TTL_S)

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from app.server.app import model_id
+from app.server.app import STREAM_EVERY_S, model_id
 from tests.server.conftest import N_CTX, openai_queue
 
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there! How are you?"}]
@@ -63,6 +63,27 @@ def test_streamed_chat_matches_the_whole_reply_and_ends_with_usage(oai, model_na
     assert len(finals) == 1 and finals[0].choices[0].finish_reason == whole.choices[0].finish_reason
     assert finals[0].model_extra["timings"]["predicted_n"] == whole.usage.completion_tokens
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_a_long_streamed_reply_comes_in_chunks_with_nothing_lost(serve, model_name):
+    """Tokens go out in chunks at most every STREAM_EVERY_S (the engine host's window for the request), the first at
+    once; with 0 every token has its own chunk. Text, finish reason and usage are the same either way. (The tiny model
+    makes 400 tokens in well under a second here, so 40 ms chunks carry many of them each.)"""
+    long = {"temperature": 0.0, "max_tokens": 400, "seed": 2}
+    replies = {}
+    for every in (STREAM_EVERY_S, 0):
+        with openai.OpenAI(base_url=f"{serve(stream_every_s=every).url}/v1", api_key="unused", max_retries=0) as oai:
+            whole = oai.chat.completions.create(model=model_name, messages=HELLO, **long)
+            chunks = list(oai.chat.completions.create(model=model_name, messages=HELLO, stream=True,
+                                                      stream_options={"include_usage": True}, **long))
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert "".join(pieces) == whole.choices[0].message.content
+        assert chunks[-2].choices[0].finish_reason == whole.choices[0].finish_reason
+        assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+        replies[every] = whole.usage.completion_tokens, len(pieces), whole.choices[0].message.content
+    (tokens, chunked, text), (tokens_0, one_by_one, text_0) = replies[STREAM_EVERY_S], replies[0]
+    assert (tokens, text) == (tokens_0, text_0)
+    assert chunked < tokens / 4 and one_by_one > tokens / 2  # a few tokens print nothing (control tokens)
 
 
 def test_max_tokens_ends_the_reply_with_finish_reason_length(oai, model_name):

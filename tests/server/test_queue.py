@@ -23,7 +23,8 @@ def _async_openai(server) -> openai.AsyncOpenAI:
                               http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=100)))
 
 
-def test_a_client_that_disconnects_mid_stream_cancels_its_generation(server, model_name):
+def test_a_client_that_disconnects_mid_stream_cancels_its_generation(serve, model_name):
+    server = serve(stream_every_s=0)  # every token its own chunk: the tiny model's reply is over in a few 40 ms ones
     queue = openai_queue(server)
 
     async def scenario():
@@ -101,7 +102,7 @@ def test_requests_run_in_arrival_order_and_a_full_queue_answers_503(serve, gated
 
 @pytest.mark.timeout(600)
 def test_50_streaming_clients_with_random_disconnects_leave_the_server_healthy(serve, engine, model_name):
-    server = serve(max_pending=64)
+    server = serve(max_pending=64, stream_every_s=0)  # every token its own chunk, so a client can leave anywhere
     queue = openai_queue(server)
     pid = engine.pid
     rng = random.Random(20261)

@@ -114,8 +114,9 @@ class SuccessiveEngines:
     def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
         return self.start().current.load(model_path, settings, on_progress=on_progress)
 
-    def generate(self, messages, sampling, request_id: str = "r1", on_wait=None) -> Iterator[Token | Done]:
-        return self.start().current.generate(messages, sampling, request_id, on_wait)
+    def generate(self, messages, sampling, request_id: str = "r1", on_wait=None,
+                 events_every_s=None) -> Iterator[Token | Done]:
+        return self.start().current.generate(messages, sampling, request_id, on_wait, events_every_s)
 
     def cancel(self, request_id: str | None = None) -> None:
         if self.current is not None:
