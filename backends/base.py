@@ -238,6 +238,7 @@ class GenerationStats:
     decode_ms: float  # first token until the last: the decode phase
     stop_reason: StopReason
     peak_memory_bytes: int
+    stop_string: str = ""  # which of the request's stop strings ended the reply (stop_reason "stop"); "" if unknown
     # What a remote server reported about the same generation (llama.cpp-style ``timings``), kept beside the
     # figures measured here; None for local engines.
     server: dict[str, float] | None = None
@@ -337,16 +338,16 @@ class StopStringFilter:
         self._stops = tuple(s for s in stops if s)
         self.active = bool(self._stops)  # without stop strings the loop need not call feed() at all
         self._pending = ""
-        self.matched = False
+        self.matched = ""  # the stop string that cut the text, once one has
 
     def feed(self, text: str) -> str:
         """Return what can be released now."""
         if not self._stops:
             return text
         self._pending += text
-        cut = min((i for i in (self._pending.find(s) for s in self._stops) if i >= 0), default=-1)
+        cut, stop = min(((i, s) for s in self._stops if (i := self._pending.find(s)) >= 0), default=(-1, ""))
         if cut >= 0:
-            self.matched = True
+            self.matched = stop
             released, self._pending = self._pending[:cut], ""
             return released
         hold = 0
@@ -591,5 +592,6 @@ class Backend(abc.ABC):
             decode_ms=(t_last - t_first) * 1000,
             stop_reason=stop_reason,
             peak_memory_bytes=self.peak_memory_bytes(),
+            stop_string=stops.matched,
         )
         yield Done(request_id, "".join(pieces), stats)

@@ -147,6 +147,12 @@ def _stop_reason(stats: GenerationStats, called_tools: bool) -> str:
     return "tool_use" if called_tools else _STOP_REASONS[stats.stop_reason]
 
 
+def _stop_sequence(stats: GenerationStats) -> str | None:
+    """The stop sequence that ended the reply, as Anthropic reports it (null when none did, or a remote engine's
+    server did not say which)."""
+    return stats.stop_string or None if stats.stop_reason == "stop" else None
+
+
 def _tool_use(call: ToolCall) -> dict[str, Any]:
     return {"type": "tool_use", "id": call.id, "name": call.name, "input": json.loads(call.arguments)}
 
@@ -158,15 +164,16 @@ class MessageShape:
         self.model = model
         self.id = f"msg_{secrets.token_hex(12)}"
 
-    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int]
-                 ) -> dict[str, Any]:
+    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int],
+                 stop_sequence: str | None = None) -> dict[str, Any]:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
+                "stop_reason": stop_reason, "stop_sequence": stop_sequence, "usage": usage}
 
     def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
         content = ([{"type": "text", "text": reply.content}] if reply.content or not reply.tool_calls else [])
         content += [_tool_use(call) for call in reply.tool_calls]
-        return self._message(content, _stop_reason(stats, bool(reply.tool_calls)), _usage(stats))
+        return self._message(content, _stop_reason(stats, bool(reply.tool_calls)), _usage(stats),
+                             _stop_sequence(stats))
 
     async def stream(self, first: Any, next_event: Callable[[], Awaitable[Any]], tool_format: str
                      ) -> AsyncIterator[bytes]:
@@ -212,7 +219,7 @@ class MessageShape:
         stats = event.stats
         yield _event("message_delta", {"type": "message_delta",
                                        "delta": {"stop_reason": _stop_reason(stats, bool(rest.tool_calls)),
-                                                 "stop_sequence": None},
+                                                 "stop_sequence": _stop_sequence(stats)},
                                        "usage": _usage(stats)})
         yield _event("message_stop", {"type": "message_stop"})
 

@@ -132,6 +132,31 @@ def _sse(payload: dict[str, Any] | str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
+class _EventStream(StreamingResponse):
+    """A server-sent event stream that lets go of its job and its lease however it ends: done, failed, or the client
+    gone — also gone before the body started, when Starlette cancels the response without ever running the body's
+    generator (whose own ``finally`` then never runs, and an on-demand model would stay "in use" for good)."""
+
+    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
+def _closer(watcher: asyncio.Task, job: Job, lease: Lease) -> Callable[[], None]:
+    def close() -> None:
+        watcher.cancel()
+        job.cancel()
+        lease.release()
+    return close
+
+
 class OpenAIServer:
     """The endpoints, over the engine pool: the primary model's EngineQueue, and the pool's other engines."""
 
@@ -230,17 +255,8 @@ class OpenAIServer:
             raise
         shape = anthropic.MessageShape(lease.served)
         if parsed.stream:
-            async def events() -> AsyncIterator[bytes]:
-                try:
-                    async for chunk in shape.stream(first, lambda: self.next_event(job), parsed.tool_format):
-                        yield chunk
-                finally:  # on completion and on disconnect
-                    watcher.cancel()
-                    job.cancel()
-                    lease.release()
-
-            return StreamingResponse(events(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return _EventStream(shape.stream(first, lambda: self.next_event(job), parsed.tool_format),
+                                _closer(watcher, job, lease))
         try:
             event = first
             while not isinstance(event, Done):
@@ -264,7 +280,8 @@ class OpenAIServer:
                                param="model", code="not_an_embedding_model")
             parsed = parse_embeddings(body, served_id=served, n_embd=loaded.details["embedding_length"])
             try:  # the engine serves it in its turn, after what the chat and other requests sent before
-                embedded = await asyncio.to_thread(lease.queue.client.embed, parsed.texts)
+                with lease.queue.counted():
+                    embedded = await asyncio.to_thread(lease.queue.client.embed, parsed.texts)
             except Exception as exc:
                 raise engine_api_error(exc) from None
         finally:
@@ -301,9 +318,7 @@ class OpenAIServer:
             lease.release()
             raise
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return StreamingResponse(self._stream(job, first, watcher, parsed, shape, lease),
-                                     media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return _EventStream(self._stream(job, first, parsed, shape), _closer(watcher, job, lease))
         try:
             event = first
             while not isinstance(event, Done):
@@ -322,35 +337,28 @@ class OpenAIServer:
         except Exception as exc:
             raise engine_api_error(exc) from None
 
-    async def _stream(self, job: Job, first, watcher: asyncio.Task, parsed: GenerationRequest,
-                      shape: _Shape, lease: Lease) -> AsyncIterator[bytes]:
-        try:
-            yield _sse(shape.opening())
-            reader = ReplyStream(parsed.tool_format)
-            event = first
-            while not isinstance(event, Done):
-                text = reader.feed(event.text) if event.text else ""
-                if text:
-                    yield _sse(shape.piece(text))
-                try:
-                    event = await self.next_event(job)
-                except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
-                    yield _sse(exc.body())
-                    return
-            rest = reader.finish()
-            if rest.content:
-                yield _sse(shape.piece(rest.content))
-            for index, call in enumerate(rest.tool_calls):
-                yield _sse(shape.tool_call_piece(index, call))
-            yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
-            if parsed.include_usage:
-                yield _sse(shape.usage_chunk(event.stats))
-            yield _sse("[DONE]")
-        finally:
-            # Runs on completion and on disconnect (Starlette cancels the stream when the client goes).
-            watcher.cancel()
-            job.cancel()
-            lease.release()
+    async def _stream(self, job: Job, first, parsed: GenerationRequest, shape: _Shape) -> AsyncIterator[bytes]:
+        yield _sse(shape.opening())
+        reader = ReplyStream(parsed.tool_format)
+        event = first
+        while not isinstance(event, Done):
+            text = reader.feed(event.text) if event.text else ""
+            if text:
+                yield _sse(shape.piece(text))
+            try:
+                event = await self.next_event(job)
+            except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
+                yield _sse(exc.body())
+                return
+        rest = reader.finish()
+        if rest.content:
+            yield _sse(shape.piece(rest.content))
+        for index, call in enumerate(rest.tool_calls):
+            yield _sse(shape.tool_call_piece(index, call))
+        yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
+        if parsed.include_usage:
+            yield _sse(shape.usage_chunk(event.stats))
+        yield _sse("[DONE]")
 
 
 class _Shape:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import queue
 import threading
@@ -159,12 +160,7 @@ class EngineQueue:
             raise EngineCrashed("the engine is not running", "restart the server to load the model again")
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._closing or self._thread is None:
-                raise ServerStopping("the server is not running requests")
-            if self._pending >= self.max_pending:
-                raise QueueFull(f"{self._pending} requests are already waiting for the engine",
-                                "retry in a moment")
-            self._pending += 1
+            self._admit()
             job = Job(f"q{next(self._ids)}", messages, sampling, loop, self, events_every_s)
             self._waiting[job.id] = job
         try:
@@ -178,6 +174,27 @@ class EngineQueue:
             job.cancel()  # sent all the same: the engine skips it, the delivery finishes it
             raise
         return job
+
+    def _admit(self) -> None:
+        """Count one more request against ``max_pending`` (the lock held). Raises ServerStopping, QueueFull."""
+        if self._closing or self._thread is None:
+            raise ServerStopping("the server is not running requests")
+        if self._pending >= self.max_pending:
+            raise QueueFull(f"{self._pending} requests are already waiting for the engine", "retry in a moment")
+        self._pending += 1
+
+    @contextlib.contextmanager
+    def counted(self) -> Iterator[None]:
+        """A request the engine serves in its turn outside these jobs (embeddings), counted against
+        ``max_pending`` while it runs or waits. Raises ServerStopping, QueueFull."""
+        with self._lock:
+            self._admit()
+        try:
+            yield
+        finally:
+            with self._finished:
+                self._pending -= 1
+                self._finished.notify_all()
 
     def _send(self, job: Job) -> None:
         """On the submitting thread: one job at a time, so the engine gets them in arrival order."""

@@ -53,6 +53,20 @@ def test_the_stream_says_the_same_as_the_whole_message(claude):
     assert final.stop_reason == whole.stop_reason and final.usage.output_tokens == whole.usage.output_tokens
 
 
+def test_a_stop_sequence_ends_the_message_and_is_named(claude):
+    api, name = claude
+    greedy = {"model": name, "max_tokens": 12, "messages": ASK, "extra_body": {"temperature": 0}}
+    text = api.messages.create(**greedy).content[0].text
+    stop = text[4:7]  # one the model is sure to write, beside one it never does
+    assert len(stop) == 3, text
+    message = api.messages.create(**greedy, stop_sequences=["never-said-stop", stop])
+    assert message.stop_reason == "stop_sequence" and message.stop_sequence == stop
+    assert message.content[0].text == text[:text.index(stop)]
+    with api.messages.stream(**greedy, stop_sequences=["never-said-stop", stop]) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
+
+
 def test_a_tool_round_trip_streamed_and_not(claude):
     api, name = claude
     first = api.messages.create(model=name, max_tokens=200, messages=ASK, tools=[WEATHER],

@@ -10,7 +10,9 @@ import pytest
 
 from app.errors import EngineError
 from tests.fixtures.models import TINY
-from tests.server.conftest import loaded_engine, openai_client
+from app.server.app import create_app, model_id
+from app.server.thread import ServerThread
+from tests.server.conftest import loaded_engine, openai_client, openai_queue
 
 TEXTS = ["Local models run on laptops.", "The quick brown fox jumps over the lazy dog.", "Hello there!"]
 
@@ -92,3 +94,17 @@ def test_an_embedding_model_refuses_to_chat_and_a_chat_model_to_embed(embed_api,
             chat_api.embeddings.create(model=model_name, input="hi")
     with pytest.raises(EngineError, match="not an embedding model"):
         server.app.state.openai.client.embed(["hi"])
+
+
+
+def test_embedding_requests_count_against_the_queue_limit(embed_engine):
+    """An embedding waits for the engine like a generation does, so it is one of ``max_pending``: with the queue
+    full it is a 503 to retry, and once there is room it is served."""
+    with ServerThread(create_app(embed_engine, max_pending=1)) as server, \
+            openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as api:
+        name = model_id(embed_engine.loaded.model_path)
+        with openai_queue(server).counted():  # one request in the engine's line already
+            with pytest.raises(openai.APIStatusError) as refused:
+                api.embeddings.create(model=name, input=TEXTS)
+            assert refused.value.status_code == 503 and refused.value.body["code"] == "queue_full"
+        assert len(api.embeddings.create(model=name, input=TEXTS).data) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import httpx
@@ -198,3 +199,49 @@ def test_api_requests_reach_the_engines_queue_at_once_so_the_chat_gets_in_line_b
         assert done.stats.generated_tokens == 3
         assert answers["short"].status_code == 200
         assert [o.stop_reason for o in queue.outcomes()][0] == "cancelled"
+
+
+def test_a_client_gone_before_its_stream_starts_gives_its_model_back(serve, tiny_models, tmp_path, monkeypatch):
+    """The client leaves after the first token exists but before the response's body starts: Starlette then
+    cancels the response before it runs the body's generator, whose own ``finally`` never runs. The lease on the
+    model must be let go all the same, or an on-demand model stays "in use" and never unloads. (Driven at the ASGI
+    level: the moment is too short to hit through a socket.)"""
+    from app.hub.library import Library
+    from app.server.pool import PoolSettings
+    from backends.base import LoadSettings
+
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
+    Library().import_path(tiny_models.gguf_f16, copy=False)
+    server = serve(pool=PoolSettings(load_on_demand=True, load=LoadSettings(n_ctx=N_CTX)))
+    body = json.dumps({"model": "tiny-llama-F16", "stream": True, **SHORT}).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+             "query_string": b"", "root_path": "", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 50000),
+             "headers": [(b"host", b"127.0.0.1:8080"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())]}
+    sent: list[dict] = []
+
+    async def scenario():
+        receives = 0
+        never = asyncio.Event()
+
+        async def receive():
+            nonlocal receives
+            receives += 1
+            if receives == 1:
+                return {"type": "http.request", "body": body, "more_body": False}
+            if receives == 2:  # the disconnect watcher: the client is still there while the first token comes
+                await never.wait()
+            return {"type": "http.disconnect"}  # the response's own listener: gone before the first chunk
+
+        async def send(message):
+            sent.append(message)
+            await asyncio.sleep(0)  # the transport waits (as uvicorn's does when the socket's buffer is full)
+
+        await server.app(scope, receive, send)
+
+    asyncio.run(scenario())
+    pool = server.app.state.openai.pool
+    engine, = pool.loaded_engines()
+    assert engine.served == "tiny-llama-F16" and engine.users == 0
+    assert not any(m["type"] == "http.response.body" and m.get("body") for m in sent)
