@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
 from app import logs
@@ -52,6 +53,17 @@ class QuietAtQuit(QObject):
         self.blockSignals(True)
         _KEPT_UNTIL_EXIT.append(self)
 
+    def emit_from_worker(self, signal_name: str, *args: Any) -> None:
+        """Emit one of this object's signals from a worker thread. A third way the exit caught workers out: at
+        interpreter exit PySide6's own clean-up deletes every QObject while daemon workers may still be finishing
+        (a hardware probe when the app quits at once), and the emit raised "Signal source has been deleted" with
+        a traceback on the terminal. The result has nobody to go to then; any other error is raised."""
+        try:
+            getattr(self, signal_name).emit(*args)
+        except RuntimeError:
+            if shiboken6.isValid(self):
+                raise
+
 
 class Job:
     """What a job started with ``BackgroundCall.start_job`` is handed: where to report, whether to stop."""
@@ -63,7 +75,7 @@ class Job:
 
     def report(self, value: Any) -> None:
         """Progress for the page (any thread): arrives as ``progressed(ticket, value)`` on the GUI thread."""
-        self._call.progressed.emit(self.ticket, value)
+        self._call.emit_from_worker("progressed", self.ticket, value)
 
 
 class BackgroundCall(QuietAtQuit):
@@ -110,10 +122,10 @@ class BackgroundCall(QuietAtQuit):
             self._forget(ticket)
             if not isinstance(exc, (QuantDeskError, OSError)):  # a bug, not bad input: keep its traceback
                 logs.record_unexpected(exc, f"the background call {self.name}")
-            self.failed.emit(ticket, exc)
+            self.emit_from_worker("failed", ticket, exc)
         else:
             self._forget(ticket)
-            self.succeeded.emit(ticket, result)
+            self.emit_from_worker("succeeded", ticket, result)
 
     def _forget(self, ticket: int) -> None:
         with self._lock:

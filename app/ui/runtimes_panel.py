@@ -50,10 +50,11 @@ class _BuildJob(QuietAtQuit):
         from app.runtimes import build
 
         try:
-            result = build.build(backend, on_progress=self.progress.emit, on_plan=self.planned.emit)
+            result = build.build(backend, on_progress=lambda *done: self.emit_from_worker("progress", *done),
+                                 on_plan=lambda plan: self.emit_from_worker("planned", plan))
         except Exception as exc:  # every failure becomes a sentence on the page
             result = exc
-        self.finished.emit(result)
+        self.emit_from_worker("finished", result)
 
 
 class RuntimesPanel(QGroupBox):

@@ -17,3 +17,4 @@ def test_gui_reports_its_painted_window_and_quits() -> None:
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("quantdesk: main window shown")
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]  # e.g. a worker finishing at exit

@@ -84,3 +84,33 @@ def test_a_plain_call_gets_its_ticket_and_the_newest_is_latest(qtbot, wired):
         second = call.start(int, "not a number")
     assert (call.latest, page.results, page.errors[0][0]) == (second, [(first, 3)], second)
     assert isinstance(page.errors[0][1], ValueError)
+
+
+def test_a_worker_finishing_after_its_object_was_deleted_says_nothing(qtbot):
+    """At interpreter exit PySide6 deletes every QObject while a daemon worker may still be finishing (the
+    hardware probe when the app quits at once): its result then goes nowhere, without a traceback."""
+    import shiboken6
+
+    call = BackgroundCall("late")
+    finished = threading.Event()
+    results: list[BaseException | None] = []
+
+    def late_result() -> str:
+        finished.wait(30)
+        return "too late"
+
+    original_emit = call.emit_from_worker
+
+    def watched(*args):
+        try:
+            original_emit(*args)
+            results.append(None)
+        except BaseException as exc:  # noqa: BLE001 - what the worker thread would have printed
+            results.append(exc)
+
+    call.emit_from_worker = watched  # type: ignore[method-assign]
+    call.start(late_result)
+    shiboken6.delete(call)
+    finished.set()
+    qtbot.waitUntil(lambda: bool(results), timeout=30_000)
+    assert results == [None]
