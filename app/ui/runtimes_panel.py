@@ -108,9 +108,12 @@ class RuntimesPanel(QGroupBox):
             grid.addWidget(label, row, 1)
             self.rows[runtime.name] = label
             buttons = QHBoxLayout()
-            use = QPushButton("Use" if pinned != runtime.name else "Pinned")
+            # The runtime chosen automatically is in use already: its button pins it ("Always use"), so a
+            # plain "Use" on it read as if it were not.
+            use = QPushButton("Pinned" if pinned == runtime.name else "Always use" if in_use else "Use")
             use.setEnabled(pinned != runtime.name and not (runtime.problem or runtime.error))
-            use.setToolTip(f"Load every model with the {runtime.name} runtime (quantdesk runtime use {runtime.name})")
+            use.setToolTip(f"Load every model with the {runtime.name} runtime, whatever the automatic choice "
+                           f"(quantdesk runtime use {runtime.name})")
             use.setAccessibleName(f"Use {runtime.name}")
             use.clicked.connect(lambda _=False, n=runtime.name: self._start(_pin, n))
             buttons.addWidget(use)

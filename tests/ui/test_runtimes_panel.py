@@ -34,6 +34,8 @@ def test_each_runtime_with_what_it_sees_and_the_one_loads_use(qtbot):
                                                 "the Vulkan runtime")
     assert sorted(k for k in panel.buttons if k.startswith("build")) == ["build cuda"]  # vulkan is there already
     assert "remove vulkan" in panel.buttons and "remove cpu" not in panel.buttons
+    # the automatic choice is in use already: its button pins it rather than offering to "use" it
+    assert [panel.buttons[f"use {name}"].text() for name in ("vulkan", "cpu")] == ["Always use", "Use"]
 
 
 def test_use_pins_a_runtime_and_remove_deletes_one(qtbot, environment_site):
