@@ -53,7 +53,8 @@ class FocusRing(QFocusFrame):
 
 
 class FocusRingFollower(QObject):
-    """Keeps one FocusRing on the focused widget inside ``window`` (dialogs keep their style's own marks).
+    """Keeps one FocusRing on the focused widget inside ``window`` or one of its dialogs (a window whose parent
+    chain leads to it: chat settings, remote connections, a message box).
 
     The ring lives in the window or in a scroll area's viewport; when that viewport is deleted the ring goes with
     it, and the next focus change makes a new one. ``stop`` (the window closing) lets go of the application's
@@ -81,9 +82,19 @@ class FocusRingFollower(QObject):
     @Slot(QWidget, QWidget)
     def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
         window = self.parent()
-        shown = new is not None and new.window() is window
+        shown = new is not None and _belongs_to(new.window(), window)
         if self.ring is None or not isValid(self.ring):
             if not shown:
                 return
-            self.ring = FocusRing(window)
+            self.ring = FocusRing(window)  # QFocusFrame moves itself into the focused widget's window
         self.ring.setWidget(new if shown else None)
+
+
+def _belongs_to(top: QWidget, window: QWidget) -> bool:
+    """``top`` is ``window`` or a dialog opened over it (parented to it, directly or through another dialog)."""
+    while top is not None:
+        if top is window:
+            return True
+        parent = top.parentWidget()
+        top = parent.window() if parent is not None else None
+    return False

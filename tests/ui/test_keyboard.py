@@ -128,3 +128,30 @@ def test_search_download_and_chat_with_the_keyboard_alone(qtbot, real_window, ti
     messages = chat.store.messages(chat.current.id)
     assert [(m.role, m.content) for m in messages] == [("user", "Hello there"), ("assistant", done.args[0].text)]
     assert reply.markdown == done.args[0].text and focused() is chat.composer  # ready for the next message
+
+
+def test_the_focus_ring_follows_into_a_dialog_and_back(qtbot, make_window):
+    from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLineEdit, QVBoxLayout
+
+    window = make_window()
+    dialog = QDialog(window)
+    field = QLineEdit(dialog)
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, dialog)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(field)
+    layout.addWidget(buttons)
+    dialog.show()
+    dialog.activateWindow()
+    field.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is field)
+    press(qtbot, Key.Key_Tab)
+    button = focused()
+    assert button in buttons.buttons()
+    ring = window.focus_ring.ring
+    assert ring.widget() is button and ring.isVisible() and ring.window() is dialog and ring.size() == button.size()
+    dialog.close()
+    window.activateWindow()
+    window.sidebar.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.sidebar)
+    ring = window.focus_ring.ring
+    assert ring.widget() is window.sidebar and ring.window() is window
