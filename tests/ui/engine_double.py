@@ -52,7 +52,7 @@ class EngineDouble:
         return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
-                 on_wait=None) -> Iterator[Token | Done]:
+                 on_wait=None, events_every_s: float | None = None) -> Iterator[Token | Done]:
         self.requests.append(list(messages))
         self.samplings.append(sampling)
         self._cancelled.clear()
