@@ -1,0 +1,89 @@
+"""The UI's languages: every tr() string has its German translation, the compiled .qm files are what lrelease makes
+of the .ts files, and with German chosen the real window, Qt's own buttons, numbers and dates are German."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+
+import pytest
+from PySide6.QtWidgets import QDialogButtonBox
+
+from app.ui import translations
+from app.ui.formatting import human_memory, short_date_time, stats_summary, tokens_per_second
+from app.ui.translations import chosen_language, install, uninstall
+
+
+@pytest.fixture
+def language(qapp, monkeypatch):
+    """language("de") -> installs that language as app.ui.main does at start-up; taken off after the test."""
+    done = []
+
+    def choose(code: str) -> translations.Installed:
+        monkeypatch.setenv(translations.LANGUAGE_VAR, code)
+        installed = install(chosen_language("system"))
+        done.append(installed)
+        return installed
+
+    yield choose
+    for installed in reversed(done):
+        uninstall(installed)
+
+
+@pytest.mark.parametrize("ts", translations.ts_files(), ids=lambda p: p.name)
+def test_every_ui_string_has_its_translation(ts, tmp_path):
+    fresh = tmp_path / ts.name
+    shutil.copy(ts, fresh)
+    translations.run_lupdate(fresh)  # what the sources hold now, merged with the translations we have
+    missing = translations.unfinished(fresh)
+    assert not missing, (f"{len(missing)} strings of app/ui lack a translation in {ts.name}: run "
+                         f"`python -m app.ui.translations update` and translate them: {missing}")
+
+
+@pytest.mark.parametrize("ts", translations.ts_files(), ids=lambda p: p.name)
+def test_each_qm_is_what_lrelease_makes_of_its_ts(ts, tmp_path):
+    compiled = tmp_path / ts.with_suffix(".qm").name
+    translations.run_lrelease(ts, compiled)
+    assert compiled.read_bytes() == ts.with_suffix(".qm").read_bytes(), (
+        f"{ts.with_suffix('.qm').name} is stale: run `python -m app.ui.translations update`")
+
+
+def test_the_language_comes_from_the_environment_then_the_setting(monkeypatch):
+    monkeypatch.delenv(translations.LANGUAGE_VAR, raising=False)
+    assert chosen_language("de") == "de"
+    assert chosen_language("en") == "en"
+    monkeypatch.setenv(translations.LANGUAGE_VAR, "de")
+    assert chosen_language("en") == "de"
+    monkeypatch.setenv(translations.LANGUAGE_VAR, "xx")  # one we lack: the system's, else English
+    assert chosen_language("de") in translations.LANGUAGE_NAMES
+
+
+def test_german_window_buttons_numbers_and_dates(language, make_window):
+    installed = language("de")
+    window = make_window()
+    titles = [window.sidebar.item(i).text() for i in range(window.sidebar.count())]
+    assert titles == ["Entdecken", "Downloads", "Bibliothek", "Chat", "Hardware", "Labor", "Server", "Einstellungen"]
+    assert window.app_settings.token_save.text() == "Token speichern"
+    assert window.app_settings.language_box.currentText() == "Wie das System"
+    assert window.downloads.empty_label.text().startswith("Es wird nichts heruntergeladen.")
+    assert window.chat.stats.tps.text() == "– Tok./s"
+    if installed.qt_translations:  # PySide6-Essentials ships Qt's own: the standard buttons speak German too
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        assert buttons.button(QDialogButtonBox.StandardButton.Cancel).text() == "Abbrechen"
+    assert tokens_per_second(12.5) == "12,5 Tok./s"
+    assert human_memory(1.2 * 2**30) == "1,2 GiB"
+    assert stats_summary({"generated_tokens": 3, "decode_tps": 33.3}) == "3 Tokens · 33,3 Tok./s"
+    assert short_date_time(datetime(2026, 11, 24, 16, 5)) == "24.11.26 16:05"
+    assert window.chat.stats.tr("after %n server request(s)", "", 2) == "nach 2 Server-Anfragen"
+
+
+def test_english_changes_nothing(language, make_window):
+    language("en")
+    window = make_window()
+    titles = [window.sidebar.item(i).text() for i in range(window.sidebar.count())]
+    assert titles == ["Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings"]
+    assert window.app_settings.token_save.text() == "Save token"
+    assert tokens_per_second(12.5) == "12.5 tok/s"
+    assert human_memory(1.2 * 2**30) == "1.2 GiB"
+    assert window.chat.stats.tr("after %n server request(s)", "", 1) == "after 1 server request"  # English plurals
+    assert window.chat.stats.tr("after %n server request(s)", "", 2) == "after 2 server requests"
