@@ -22,7 +22,7 @@ from app.lab.results import BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
-from app.ui.formatting import human_bytes, human_memory, human_ms
+from app.ui.formatting import human_bytes, human_memory, human_ms, short_date_time
 from app.ui.lab_chart import LabCharts
 from app.ui.widgets import button, scrolling_content
 
@@ -87,7 +87,7 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
 def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
     """Two lines for the history list: when and how many variants, then the reference."""
     try:
-        when = datetime.fromisoformat(created_at).astimezone().strftime("%Y-%m-%d %H:%M")
+        when = short_date_time(datetime.fromisoformat(created_at))
     except ValueError:
         when = created_at
     count = f"{len(variants)} variant" + ("s" if len(variants) != 1 else "")

@@ -9,7 +9,6 @@ listing, "Check for updates" asks now, and "Update" queues the download of the c
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from app.hub import updates
 from app.hub.library import Library, LibraryEntry
 from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
-from app.ui.formatting import human_bytes
+from app.ui.formatting import human_bytes, short_date_time
 
 COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
 UPDATE_COLUMN, SOURCE_COLUMN = COLUMNS.index("Updates"), COLUMNS.index("Source")
@@ -361,7 +360,7 @@ class LibraryPage(QWidget):
             text = " · ".join(parts)
             status = self.updates.get(entry.id)
             if status is not None:
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(status.checked_at))
+                when = short_date_time(status.checked_at)
                 headline = html.escape(f"{status.headline} (checked {when})")
                 lines = [f"<b style='color:{UPDATE_COLOUR}'>{headline}</b>" if status.available else headline]
                 lines += [html.escape(line) for line in status.details()]
