@@ -19,14 +19,24 @@ def capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def number(value: float, decimals: int = 0) -> str:
-    """A figure with the locale's decimal sign: 12.5 → "12,5" in German."""
+def number(value: float, decimals: int | None = 0) -> str:
+    """A figure with the locale's decimal sign: 12.5 → "12,5" in German; ``decimals=None``: as many as it has
+    (up to 6 significant digits, like Python's ``:g``)."""
+    if decimals is None:
+        return QLocale().toString(float(value), "g", 6)
     return QLocale().toString(float(value), "f", decimals)
 
 
+def grouped(count: int) -> str:
+    """A large count with the locale's digit grouping: 1234567 → "1,234,567" ("1.234.567" in German)."""
+    locale = QLocale()
+    locale.setNumberOptions(locale.numberOptions() & ~QLocale.NumberOption.OmitGroupSeparator)
+    return locale.toString(int(count))
+
+
 def percent(fraction: float, decimals: int = 0) -> str:
-    """0.125 → "12.5 %" ("12,5 %" in German); the space before % is the usual typography in both."""
-    return QCoreApplication.translate("formatting", "{value} %").format(value=number(fraction * 100, decimals))
+    """0.125 → "12.5%" ("12,5 %" in German, with the space German typography puts before %)."""
+    return QCoreApplication.translate("formatting", "{value}%").format(value=number(fraction * 100, decimals))
 
 
 def tokens_per_second(value: float, decimals: int = 1) -> str:

@@ -130,7 +130,7 @@ class HardwarePage(QScrollArea):
         self.backend_rows: dict[str, QLabel] = {}
         for row, support in enumerate(profile.backends):
             mark = QLabel("✔" if support.available else "✘")
-            mark.setAccessibleName("available" if support.available else "unavailable")
+            mark.setAccessibleName(self.tr("available") if support.available else self.tr("unavailable"))
             mark.setObjectName("ok" if support.available else "no")
             why = support.reason if not support.available else "ready"
             if support.hint:

@@ -3,15 +3,22 @@ of the .ts files, and with German chosen the real window, Qt's own buttons, numb
 
 from __future__ import annotations
 
+import re
 import shutil
+import xml.etree.ElementTree as ET
 from datetime import datetime
 
 import pytest
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtWidgets import QApplication, QDialogButtonBox
 
+from app import cli
+from app import settings as app_settings
 from app.ui import translations
 from app.ui.formatting import human_memory, short_date_time, stats_summary, tokens_per_second
+from app.ui.settings_page import SettingsPage
 from app.ui.translations import chosen_language, install, uninstall
+from app.ui.window import MainWindow
 
 
 @pytest.fixture
@@ -46,6 +53,22 @@ def test_each_qm_is_what_lrelease_makes_of_its_ts(ts, tmp_path):
     translations.run_lrelease(ts, compiled)
     assert compiled.read_bytes() == ts.with_suffix(".qm").read_bytes(), (
         f"{ts.with_suffix('.qm').name} is stale: run `python -m app.ui.translations update`")
+
+
+def placeholders(text: str) -> set[str]:
+    """{name}, {name:.1f}, {name!r} -> "name"; %n too: .format() raises on a name the source does not fill."""
+    return {m.group(1) for m in re.finditer(r"(?<!\{)\{(\w*)[^{}]*\}", text)} | ({"%n"} if "%n" in text else set())
+
+
+@pytest.mark.parametrize("ts", translations.ts_files(), ids=lambda p: p.name)
+def test_translations_keep_the_placeholders_of_their_source(ts):
+    wrong = []
+    for message in ET.parse(ts).getroot().iter("message"):
+        source = message.findtext("source", "")
+        translation = message.find("translation")
+        forms = [f.text or "" for f in translation] if len(translation) else [translation.text or ""]
+        wrong += [(source, form) for form in forms if placeholders(form) != placeholders(source)]
+    assert not wrong, f"translations whose {{placeholders}} differ from their source: {wrong}"
 
 
 def test_the_language_comes_from_the_environment_then_the_setting(monkeypatch):
@@ -87,3 +110,44 @@ def test_english_changes_nothing(language, make_window):
     assert human_memory(1.2 * 2**30) == "1.2 GiB"
     assert window.chat.stats.tr("after %n server request(s)", "", 1) == "after 1 server request"  # English plurals
     assert window.chat.stats.tr("after %n server request(s)", "", 2) == "after 2 server requests"
+
+
+class Looker(QObject):
+    """Reads the sidebar of the main window once it is shown, then closes it (the app quits with it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    @Slot()
+    def look(self) -> None:
+        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+        if not windows:
+            QTimer.singleShot(20, self.look)
+            return
+        self.seen.append(windows[0].sidebar.item(0).text())
+        windows[0].close()
+
+
+def test_the_app_starts_in_the_language_of_its_settings_and_leaves_none_behind(qtbot, monkeypatch):
+    monkeypatch.delenv(translations.LANGUAGE_VAR, raising=False)
+    app_settings.update(language="de")
+    looker = Looker()
+    QTimer.singleShot(0, looker.look)
+    assert cli.main([]) == 0
+    assert looker.seen == ["Entdecken"]
+    assert tokens_per_second(1.5) == "1.5 tok/s"  # the run's translators and locale are gone with it
+
+
+def test_a_language_change_in_settings_says_when_it_takes_effect(qtbot, monkeypatch):
+    monkeypatch.delenv(translations.LANGUAGE_VAR, raising=False)
+    page = SettingsPage()
+    qtbot.addWidget(page)
+    page.language_box.setCurrentIndex(page.language_box.findText("Deutsch"))
+    assert app_settings.load().language == "de"
+    assert page.language_note.text() == "Takes effect when QuantDesk starts again."
+    page.language_box.setCurrentIndex(page.language_box.findText("Follow the system"))
+    assert app_settings.load().language == "system"
+    monkeypatch.setenv(translations.LANGUAGE_VAR, "de")
+    page.show_settings()
+    assert page.language_note.text() == "QUANTDESK_LANGUAGE=de in the environment wins over this setting."
