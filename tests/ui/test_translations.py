@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 
 import pytest
-from PySide6.QtCore import QObject, QTimer, Slot
-from PySide6.QtWidgets import QApplication, QDialogButtonBox
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QDialogButtonBox
 
 from app import cli
 from app import settings as app_settings
@@ -18,7 +18,7 @@ from app.ui import translations
 from app.ui.formatting import human_memory, short_date_time, stats_summary, tokens_per_second
 from app.ui.settings_page import SettingsPage
 from app.ui.translations import chosen_language, install, uninstall
-from app.ui.window import MainWindow
+from tests.ui.test_main import Closer
 
 
 @pytest.fixture
@@ -90,9 +90,10 @@ def test_german_window_buttons_numbers_and_dates(language, make_window):
     assert window.app_settings.language_box.currentText() == "Wie das System"
     assert window.downloads.empty_label.text().startswith("Es wird nichts heruntergeladen.")
     assert window.chat.stats.tps.text() == "– Tok./s"
-    if installed.qt_translations:  # PySide6-Essentials ships Qt's own: the standard buttons speak German too
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        assert buttons.button(QDialogButtonBox.StandardButton.Cancel).text() == "Abbrechen"
+    # PySide6-Essentials ships Qt's own translations (PySide6/Qt/translations): the standard buttons speak German too
+    assert installed.qt_translations, "qtbase_de.qm was not found under QLibraryInfo's TranslationsPath"
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+    assert buttons.button(QDialogButtonBox.StandardButton.Cancel).text() == "Abbrechen"
     assert tokens_per_second(12.5) == "12,5 Tok./s"
     assert human_memory(1.2 * 2**30) == "1,2 GiB"
     assert stats_summary({"generated_tokens": 3, "decode_tps": 33.3}) == "3 Tokens · 33,3 Tok./s"
@@ -112,30 +113,13 @@ def test_english_changes_nothing(language, make_window):
     assert window.chat.stats.tr("after %n server request(s)", "", 2) == "after 2 server requests"
 
 
-class Looker(QObject):
-    """Reads the sidebar of the main window once it is shown, then closes it (the app quits with it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[str] = []
-
-    @Slot()
-    def look(self) -> None:
-        windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
-        if not windows:
-            QTimer.singleShot(20, self.look)
-            return
-        self.seen.append(windows[0].sidebar.item(0).text())
-        windows[0].close()
-
-
 def test_the_app_starts_in_the_language_of_its_settings_and_leaves_none_behind(qtbot, monkeypatch):
     monkeypatch.delenv(translations.LANGUAGE_VAR, raising=False)
     app_settings.update(language="de")
-    looker = Looker()
-    QTimer.singleShot(0, looker.look)
+    closer = Closer()
+    QTimer.singleShot(0, closer.close_when_shown)
     assert cli.main([]) == 0
-    assert looker.seen == ["Entdecken"]
+    assert [window.sidebar.item(0).text() for window in closer.seen] == ["Entdecken"]
     assert tokens_per_second(1.5) == "1.5 tok/s"  # the run's translators and locale are gone with it
 
 
