@@ -310,8 +310,20 @@
         <translation>Temperatur</translation>
     </message>
     <message>
+        <source>Top-p</source>
+        <translation>Top-p</translation>
+    </message>
+    <message>
+        <source>Min-p</source>
+        <translation>Min-p</translation>
+    </message>
+    <message>
         <source>Repeat penalty</source>
         <translation>Wiederholungsstrafe</translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation>aus</translation>
     </message>
     <message>
         <source>Top-k</source>
@@ -324,6 +336,10 @@
     <message>
         <source>Max reply tokens</source>
         <translation>Max. Antwort-Tokens</translation>
+    </message>
+    <message>
+        <source>random</source>
+        <translation>zufällig</translation>
     </message>
     <message>
         <source>Seed</source>

@@ -3,10 +3,12 @@ of the .ts files, and with German chosen the real window, Qt's own buttons, numb
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import xml.etree.ElementTree as ET
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QTimer
@@ -135,3 +137,36 @@ def test_a_language_change_in_settings_says_when_it_takes_effect(qtbot, monkeypa
     monkeypatch.setenv(translations.LANGUAGE_VAR, "de")
     page.show_settings()
     assert page.language_note.text() == "QUANTDESK_LANGUAGE=de in the environment wins over this setting."
+
+
+# Calls whose text argument the user sees; a literal there (other than the exceptions below) was not wrapped in tr().
+SHOWN_BY = {"setText", "setToolTip", "setAccessibleName", "setAccessibleDescription", "setPlaceholderText",
+            "setWindowTitle", "setTitle", "addRow", "addItem", "addItems", "setStatusTip", "showMessage", "QLabel",
+            "QPushButton", "QCheckBox", "QGroupBox", "QRadioButton", "QListWidgetItem", "QTableWidgetItem", "addTab",
+            "announce", "setSuffix", "setPrefix", "setSpecialValueText", "addAction", "addButton", "setFormat"}
+NOT_WORDS = {"QuantDesk", "gpu-box", "http://192.168.1.20:8080/v1", "GGUF", "MLX", "EXL2", "EXL3", "CPU"}
+UI = Path(translations.__file__).parent
+
+
+def untranslated_literals(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in SHOWN_BY:
+            continue
+        for arg in node.args[:1]:
+            words = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else "".join(
+                part.value for part in arg.values if isinstance(part, ast.Constant)) if isinstance(
+                arg, ast.JoinedStr) else ""
+            is_json = words.startswith("{")  # an example of what to type
+            if re.search(r"[A-Za-z]{2,}", re.sub(r"<[^>]*>", "", words)) and words not in NOT_WORDS and not is_json:
+                found.append(f"{path.name}:{node.lineno}: {words!r}")
+    return found
+
+
+def test_shown_text_in_app_ui_goes_through_tr():
+    found = [hit for path in sorted(UI.glob("*.py")) if path.name != "platform_check.py"  # runs before Qt
+             for hit in untranslated_literals(path)]
+    assert not found, f"wrap these in self.tr() / QCoreApplication.translate(), then run the update command: {found}"
