@@ -1,6 +1,6 @@
-"""The app's own settings: models folder, offline mode, default context length, theme, update checks; and the two
-things they decide for the whole process, each resolved here and only here: the models folder (``models_dir``) and
-offline mode (``is_offline``, ``apply_offline``).
+"""The app's own settings: models folder, offline mode, default context length, theme, language, update checks; and
+the two things they decide for the whole process, each resolved here and only here: the models folder
+(``models_dir``) and offline mode (``is_offline``, ``apply_offline``).
 
 One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
 then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
@@ -21,6 +21,7 @@ from app import paths
 
 FILE_NAME = "settings.json"
 THEMES = ("system", "light", "dark")
+LANGUAGES = ("system", "en", "de")  # the app's own translations (resources/translations); "system": the OS locale
 MIN_CONTEXT = 256
 MAX_CONTEXT = 1_048_576
 OFFLINE_VAR = "HF_HUB_OFFLINE"
@@ -34,6 +35,7 @@ class Settings:
     offline: bool = False
     default_n_ctx: int = 4096
     theme: str = "system"
+    language: str = "system"  # read once at start-up (app.ui.translations.install)
     check_updates: bool = True  # ask the Hub (at most daily) whether downloaded models changed: app.hub.updates
     problem: str = ""  # why the file could not be read (not saved)
 
@@ -45,6 +47,7 @@ class Settings:
             offline=self.offline is True,
             default_n_ctx=min(max(ctx, MIN_CONTEXT), MAX_CONTEXT),
             theme=self.theme if self.theme in THEMES else "system",
+            language=self.language if self.language in LANGUAGES else "system",
             check_updates=self.check_updates is not False,
             problem=self.problem)
 

@@ -49,16 +49,17 @@ def test_no_token_is_ever_written():
     settings.update(offline=True)
     assert "hf_" not in settings.settings_path().read_text()
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
-                                                                     "check_updates"}
+                                                                     "language", "check_updates"}
 
 
 def test_values_out_of_range_are_normalised():
     settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
-    settings.settings_path().write_text(json.dumps({"default_n_ctx": 12, "theme": "purple", "offline": "yes",
-                                                    "models_dir": "  ", "unknown": 1}))
+    settings.settings_path().write_text(json.dumps({"default_n_ctx": 12, "theme": "purple", "language": "xx",
+                                                    "offline": "yes", "models_dir": "  ", "unknown": 1}))
     loaded = settings.load()
     assert (loaded.default_n_ctx, loaded.theme, loaded.offline, loaded.models_dir) == (256, "system", False, None)
     assert loaded.check_updates is True  # on unless switched off
+    assert loaded.language == "system"  # one QuantDesk has no translation for
     assert loaded.problem == ""
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
 
@@ -40,7 +40,7 @@ from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
 UNDO_SECONDS = 10
-SEND_TIP = "Send (Enter)"
+SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
 
 @dataclass
@@ -99,34 +99,34 @@ class ChatPage(QWidget):
         side.setObjectName("conversationPanel")
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(8, 8, 8, 8)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
-        self.new_button.setAccessibleName("New chat")
+        self.new_button = QPushButton(self.tr("New chat"))
+        self.new_button.setToolTip(self.tr("Start a new conversation (Ctrl+N)"))
+        self.new_button.setAccessibleName(self.tr("New chat"))
         self.new_button.clicked.connect(self.new_conversation)
         self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText("Search chats")
-        self.search_box.setAccessibleName("Search chats")
+        self.search_box.setPlaceholderText(self.tr("Search chats"))
+        self.search_box.setAccessibleName(self.tr("Search chats"))
         self.search_box.setClearButtonEnabled(True)
         self.search_box.textChanged.connect(self._on_search_changed)
         self.conversation_list = QListWidget()
-        self.conversation_list.setAccessibleName("Conversations")
+        self.conversation_list.setAccessibleName(self.tr("Conversations"))
         self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
         row = QHBoxLayout()
-        self.rename_button = QPushButton("Rename")
-        self.rename_button.setAccessibleName("Rename chat")
+        self.rename_button = QPushButton(self.tr("Rename"))
+        self.rename_button.setAccessibleName(self.tr("Rename chat"))
         self.rename_button.clicked.connect(self._on_rename_clicked)
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setAccessibleName("Delete chat")
+        self.delete_button = QPushButton(self.tr("Delete"))
+        self.delete_button.setAccessibleName(self.tr("Delete chat"))
         self.delete_button.clicked.connect(self._on_delete_clicked)
-        self.export_button = QPushButton("Export…")
-        self.export_button.setAccessibleName("Export chat")
-        self.export_button.setToolTip("Save this chat as Markdown or JSON")
+        self.export_button = QPushButton(self.tr("Export…"))
+        self.export_button.setAccessibleName(self.tr("Export chat"))
+        self.export_button.setToolTip(self.tr("Save this chat as Markdown or JSON"))
         self.export_button.clicked.connect(self._on_export_clicked)
-        self.chat_settings_button = QPushButton("Options…")  # not "Settings": that is the app's page
-        self.chat_settings_button.setAccessibleName("Chat settings")
-        self.chat_settings_button.setToolTip("System prompt, sampling and presets for this chat")
+        self.chat_settings_button = QPushButton(self.tr("Options…"))  # not "Settings": that is the app's page
+        self.chat_settings_button.setAccessibleName(self.tr("Chat settings"))
+        self.chat_settings_button.setToolTip(self.tr("System prompt, sampling and presets for this chat"))
         self.chat_settings_button.clicked.connect(self._on_chat_settings_clicked)
         second_row = QHBoxLayout()
         for layout, buttons in ((row, (self.rename_button, self.delete_button)),
@@ -155,17 +155,17 @@ class ChatPage(QWidget):
         banner_layout = QHBoxLayout(self.banner)
         self.banner_text = QLabel()
         self.banner_text.setWordWrap(True)
-        self.banner_text.setAccessibleName("Notice")
-        self.reload_button = QPushButton("Reload model")
-        self.reload_button.setAccessibleName("Reload model")
+        self.banner_text.setAccessibleName(self.tr("Notice"))
+        self.reload_button = QPushButton(self.tr("Reload model"))
+        self.reload_button.setAccessibleName(self.tr("Reload model"))
         self.reload_button.clicked.connect(self._on_reload_clicked)
-        self.save_button = QPushButton("Save now")
-        self.save_button.setAccessibleName("Save the reply now")
-        self.save_button.setToolTip("Try again to save the reply that is not saved yet")
+        self.save_button = QPushButton(self.tr("Save now"))
+        self.save_button.setAccessibleName(self.tr("Save the reply now"))
+        self.save_button.setToolTip(self.tr("Try again to save the reply that is not saved yet"))
         self.save_button.clicked.connect(self._on_save_clicked)
-        self.load_anyway_button = QPushButton("Load anyway")
-        self.load_anyway_button.setAccessibleName("Load the model anyway")
-        self.load_anyway_button.setToolTip("Load it past what the fit check counts as free on this machine")
+        self.load_anyway_button = QPushButton(self.tr("Load anyway"))
+        self.load_anyway_button.setAccessibleName(self.tr("Load the model anyway"))
+        self.load_anyway_button.setToolTip(self.tr("Load it past what the fit check counts as free on this machine"))
         self.load_anyway_button.clicked.connect(self._on_load_anyway_clicked)
         banner_layout.addWidget(self.banner_text, 1)
         banner_layout.addWidget(self.load_anyway_button)
@@ -184,19 +184,19 @@ class ChatPage(QWidget):
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
         self.composer.image_given.connect(self._on_image_given)
-        self.attach_button = QPushButton("Image…")
-        self.attach_button.setAccessibleName("Attach an image")
-        self.attach_button.setToolTip("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the message "
-                                      "box); the model must see images")
+        self.attach_button = QPushButton(self.tr("Image…"))
+        self.attach_button.setAccessibleName(self.tr("Attach an image"))
+        self.attach_button.setToolTip(self.tr("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the "
+                                              "message box); the model must see images"))
         self.attach_button.clicked.connect(self._on_attach_clicked)
-        self.send_button = QPushButton("Send")
-        self.send_button.setAccessibleName("Send message")
-        self.send_button.setToolTip(SEND_TIP)
+        self.send_button = QPushButton(self.tr("Send"))
+        self.send_button.setAccessibleName(self.tr("Send message"))
+        self.send_button.setToolTip(self.tr(SEND_TIP))
         self.send_button.setDefault(True)
         self.send_button.clicked.connect(self.send)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setAccessibleName("Stop the reply")
-        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button = QPushButton(self.tr("Stop"))
+        self.stop_button.setAccessibleName(self.tr("Stop the reply"))
+        self.stop_button.setToolTip(self.tr("Stop the reply (Esc)"))
         self.stop_button.clicked.connect(self.stop)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
@@ -286,7 +286,7 @@ class ChatPage(QWidget):
     def _on_rename_clicked(self) -> None:
         if self.current is None:
             return
-        title, ok = QInputDialog.getText(self, "Rename chat", "New name:", text=self.current.title)
+        title, ok = QInputDialog.getText(self, self.tr("Rename chat"), self.tr("New name:"), text=self.current.title)
         if ok and title.strip():
             self.rename_current(title.strip())
 
@@ -324,7 +324,7 @@ class ChatPage(QWidget):
                 return
             undo.unsaved = self.reply.forget(conv.id)
         self._undo = undo  # a newer delete makes the older one final
-        self.undo_bar.offer(f"Chat “{conv.title}” deleted")
+        self.undo_bar.offer(self.tr("Chat “{title}” deleted").format(title=conv.title))
         self.current = None
         self.view.clear()
         self.refresh_conversations()
@@ -341,7 +341,7 @@ class ChatPage(QWidget):
                 self.store.restore_conversation(undo.deleted)
             except ChatStoreError as exc:
                 self._undo = undo  # still there to undo once the store takes it
-                self.undo_bar.offer(f"Chat “{undo.title}” deleted")
+                self.undo_bar.offer(self.tr("Chat “{title}” deleted").format(title=undo.title))
                 self._show_store_error(exc)
                 return
             self.reply.keep(undo.unsaved)
@@ -371,8 +371,8 @@ class ChatPage(QWidget):
     def _on_export_clicked(self) -> None:
         if self.current is None:
             return
-        path, chosen = QFileDialog.getSaveFileName(self, "Export chat", _title_from(self.current.title, 40),
-                                                   "Markdown (*.md);;JSON (*.json)")
+        path, chosen = QFileDialog.getSaveFileName(self, self.tr("Export chat"), _title_from(self.current.title, 40),
+                                                   self.tr("Markdown (*.md);;JSON (*.json)"))
         if path:
             self.export_current(path, "json" if chosen.startswith("JSON") or path.endswith(".json") else "md")
 
@@ -389,7 +389,8 @@ class ChatPage(QWidget):
 
     @Slot()
     def _on_load_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Load a model", "", "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Load a model"), "",
+                                              self.tr("GGUF models (*.gguf);;All files (*)"))
         if path:
             self.open_model(path)
 
@@ -413,7 +414,7 @@ class ChatPage(QWidget):
         """Fill in the load settings from the estimator for this machine (in a worker), then load: a model the fit
         check says does not fit waits for “Load anyway” (the same override as ``quantdesk chat --force``)."""
         self._hide_banner()
-        self.model_bar.show_loading(f"Sizing up {Path(path).name}…")
+        self.model_bar.show_loading(self.tr("Sizing up {name}…").format(name=Path(path).name))
         self.load_button.setEnabled(False)
         self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx)
 
@@ -432,8 +433,8 @@ class ChatPage(QWidget):
             self.model_bar.show_settings(prefill.settings)
             self._show_loaded_model()
             self._update_controls()
-            self._show_banner(fit_refusal(Path(prefill.path).name, prefill.reason, "“Load anyway”") + " Or pick a "
-                              "smaller quant, or a shorter context.", reload=False)
+            self._show_banner(fit_refusal(Path(prefill.path).name, prefill.reason, self.tr("“Load anyway”"))
+                              + self.tr(" Or pick a smaller quant, or a shorter context."), reload=False)
             self._blocked_load = prefill  # after the banner: showing it forgets any load it held back
             self._render_banner()
             return
@@ -467,7 +468,7 @@ class ChatPage(QWidget):
             self.model_bar.show_estimate(None)
         self.model_bar.show_settings(settings)
         self._hide_banner()
-        self.model_bar.show_loading(f"Loading {Path(path).name}…")
+        self.model_bar.show_loading(self.tr("Loading {name}…").format(name=Path(path).name))
         self.bridge.load(path, settings)
 
     @Slot()
@@ -515,7 +516,8 @@ class ChatPage(QWidget):
     @Slot()
     def _on_attach_clicked(self) -> None:
         patterns = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "", f"Images ({patterns})")
+        paths, _ = QFileDialog.getOpenFileNames(self, self.tr("Attach images"), "", self.tr("Images ({patterns})")
+                                                .format(patterns=patterns))
         for path in paths:
             self.attach_file(path)
 
@@ -523,7 +525,8 @@ class ChatPage(QWidget):
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            self._show_banner(f"Cannot read the image {Path(path).name}: {exc.strerror}.", reload=False)
+            self._show_banner(self.tr("Cannot read the image {name}: {reason}.").format(
+                name=Path(path).name, reason=exc.strerror), reload=False)
             return False
         return self.attach_image(data, Path(path).name)
 
@@ -552,9 +555,10 @@ class ChatPage(QWidget):
         return self.loaded is not None and bool(self.loaded.details.get("vision"))
 
     def _no_vision_sentence(self) -> str:
-        name = Path(self.loaded.model_path).name if self.loaded else "the model"
-        return (f"{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF "
-                "file) is not beside it. Load a vision model to send images; your message stays here.")
+        name = Path(self.loaded.model_path).name if self.loaded else self.tr("the model")
+        return (self.tr("{name} does not see images: it is a text-only model, or its vision projector (an mmproj "
+                        "GGUF file) is not beside it. Load a vision model to send images; your message stays here.")
+                        .format(name=name))
 
     # --- sending -------------------------------------------------------------------------------
 
@@ -566,23 +570,24 @@ class ChatPage(QWidget):
             return
         if self.reply.streaming:
             if self.current is None or self.current.id != self.reply.conversation_id:
-                self._show_banner(f"{self._busy_reason()} Your message stays here until then.", reload=False)
+                self._show_banner(self.tr("{busy_reason} Your message stays here until then.")
+                                  .format(busy_reason=self._busy_reason()), reload=False)
                 self._busy_notice = True
             return
         if self.loaded is None:
-            self._show_banner("Load a model first: choose a GGUF file with “Load model…”.", reload=False)
+            self._show_banner(self.tr("Load a model first: choose a GGUF file with “Load model…”."), reload=False)
             return
         if images and not self._sees_images():  # before anything is saved or sent
             self._show_banner(self._no_vision_sentence(), reload=False)
             return
         if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
-            self._show_banner("Your message is not sent yet: it stays in the box below.", reload=False)
+            self._show_banner(self.tr("Your message is not sent yet: it stays in the box below."), reload=False)
             return
         try:
             if self.current is None:
                 self.current = self.store.create_conversation(model_path=self.loaded.model_path)
             if not self.store.messages(self.current.id):
-                self.store.rename(self.current.id, _title_from(text or "Image"))
+                self.store.rename(self.current.id, _title_from(text or self.tr("Image")))
             self.store.update_settings(self.current.id, model_path=self.loaded.model_path)
             # The message and its reply's row in one transaction: a message never waits without one. An edited
             # message goes beside the one it replaces (a new branch); the old one stays a click away.
@@ -590,11 +595,12 @@ class ChatPage(QWidget):
             writer = self.store.begin_reply(self.current.id, prompt=text, images=images, after=after)
         except ChatStoreError as exc:
             self.refresh_conversations()
-            self._show_banner(f"{capitalized(exc.message)}. It stays in the box below: {exc.hint}, then send it "
-                              "again.", reload=False)
+            self._show_banner(self.tr("{message}. It stays in the box below: {hint}, then send it again.")
+                              .format(message=capitalized(exc.message), hint=exc.hint), reload=False)
             return
         except ImageError as exc:
-            self._show_banner(f"{capitalized(exc.message)}. Your message stays in the box below.", reload=False)
+            self._show_banner(self.tr("{message}. Your message stays in the box below.")
+                              .format(message=capitalized(exc.message)), reload=False)
             return
         self.composer.clear()
         self.attachments.clear()
@@ -652,7 +658,8 @@ class ChatPage(QWidget):
         self.attachments.clear()
         for n, image in enumerate(message.images, 1):
             try:
-                self.attachments.add(image.path.read_bytes(), f"image {n} ({image.width} × {image.height})")
+                self.attachments.add(image.path.read_bytes(), self.tr("image {n} ({width} × {height})").format(
+                    n=n, width=image.width, height=image.height))
             except OSError:
                 continue
         self.composer.setFocus()
@@ -706,8 +713,9 @@ class ChatPage(QWidget):
         self.stats.on_done(stats)
         self._end_reply()
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
-        ended = "Reply stopped" if done.stats.stop_reason == "cancelled" else "Reply done"
-        announce(self.view, f"{ended}: {done.text.strip()}" if done.text.strip() else f"{ended}, empty.")
+        ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")
+        announce(self.view, self.tr("{ended}: {text}").format(ended=ended, text=done.text.strip())
+                 if done.text.strip() else self.tr("{ended}, empty.").format(ended=ended))
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
@@ -731,12 +739,12 @@ class ChatPage(QWidget):
         self.model_bar.hide_progress()
         self.model_bar.watch_process(None)
         self.loaded = None
-        self.model_label.setText("No model loaded — the engine stopped")
-        kept = "the reply so far is kept and marked interrupted."
+        self.model_label.setText(self.tr("No model loaded — the engine stopped"))
+        kept = self.tr("the reply so far is kept and marked interrupted.")
         if self.reply.streaming and not self._interrupt_reply():
             notice = f"{error} {capitalized(kept)}"  # the banner goes on to say it is not saved yet
         else:
-            notice = f"{error} Your conversation is saved; {kept}"
+            notice = self.tr("{error} Your conversation is saved; {kept}").format(error=error, kept=kept)
         self._show_banner(notice, reload=self._load_request is not None)
         self._update_controls()
 
@@ -787,8 +795,9 @@ class ChatPage(QWidget):
             return None
 
     def _busy_reason(self) -> str:
-        title = self._title_of(self.reply.conversation_id) or "another chat"
-        return f"A reply is being written in “{title}”: wait for it to finish, or stop it, to send here."
+        title = self._title_of(self.reply.conversation_id) or self.tr("another chat")
+        return self.tr("A reply is being written in “{title}”: wait for it to finish, or stop it, to send "
+                       "here.").format(title=title)
 
     def _show_stats_source(self) -> None:
         """The stats strip shows the latest reply, whichever chat it is in; say which when it is not
@@ -799,7 +808,9 @@ class ChatPage(QWidget):
         if title is None:
             self.stats.set_source("")
         else:
-            self.stats.set_source(f"{'Reply being written' if self.reply.streaming else 'Last reply'} in “{title}”:")
+            source = self.tr("Reply being written in “{title}”:") if self.reply.streaming else self.tr(
+                "Last reply in “{title}”:")
+            self.stats.set_source(source.format(title=title))
 
     @Slot(bool)
     def _on_busy_changed(self, _busy: bool) -> None:
@@ -827,9 +838,9 @@ class ChatPage(QWidget):
         parts = [text] if text else []
         if self.reply.save_error is not None:
             error = self.reply.save_error
-            parts.append(f"{capitalized(error.message)}. The reply is shown here but is not saved yet: "
-                         f"{error.hint}, then click “Save now” (QuantDesk also tries again every few "
-                         "seconds).")
+            parts.append(self.tr("{message}. The reply is shown here but is not saved yet: {hint}, then click “Save "
+                                 "now” (QuantDesk also tries again every few seconds).")
+                                 .format(message=capitalized(error.message), hint=error.hint))
         if not parts:
             self.banner.hide()
             return
@@ -846,10 +857,11 @@ class ChatPage(QWidget):
         streaming_here = generating and self.current is not None and self.current.id == self.reply.conversation_id
         self.send_button.setEnabled(not busy and not generating)
         elsewhere = generating and not streaming_here
-        self.send_button.setToolTip(self._busy_reason() if elsewhere else SEND_TIP)
+        self.send_button.setToolTip(self._busy_reason() if elsewhere else self.tr(SEND_TIP))
         self.stop_button.setEnabled(generating)
         title = self._title_of(self.reply.conversation_id) if elsewhere else None
-        self.stop_button.setToolTip(f"Stop the reply in “{title}” (Esc)" if title else "Stop the reply (Esc)")
+        self.stop_button.setToolTip(self.tr("Stop the reply in “{title}” (Esc)").format(title=title) if title
+                                    else self.tr("Stop the reply (Esc)"))
         self.load_button.setEnabled(not busy)
         self.model_bar.reload_button.setEnabled(not busy and not generating and self._load_request is not None)
         for button in (self.rename_button, self.export_button):

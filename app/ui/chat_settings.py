@@ -22,50 +22,51 @@ class ChatSettingsDialog(QDialog):
         super().__init__(parent)
         self.store = store
         self.conversation = conversation
-        self.setWindowTitle(f"Settings for “{conversation.title}”")
-        self.setAccessibleName("Chat settings")
+        self.setWindowTitle(self.tr("Settings for “{title}”").format(title=conversation.title))
+        self.setAccessibleName(self.tr("Chat settings"))
         layout = QVBoxLayout(self)
         preset_row = QHBoxLayout()
         self.preset_box = QComboBox()
-        self.preset_box.setAccessibleName("Preset")
+        self.preset_box.setAccessibleName(self.tr("Preset"))
         self.preset_box.activated.connect(self._on_preset_chosen)
-        self.save_preset_button = QPushButton("Save as preset…")
+        self.save_preset_button = QPushButton(self.tr("Save as preset…"))
         self.save_preset_button.clicked.connect(self._on_save_preset_clicked)
         preset_row.addWidget(self.preset_box, 1)
         preset_row.addWidget(self.save_preset_button)
         layout.addLayout(preset_row)
         form = QFormLayout()
         self.system_prompt = QPlainTextEdit(conversation.system_prompt)
-        self.system_prompt.setPlaceholderText("How the model should behave, e.g. “Answer briefly, in British English.”")
-        self.system_prompt.setAccessibleName("System prompt")
-        form.addRow("System prompt", self.system_prompt)
+        self.system_prompt.setPlaceholderText(self.tr("How the model should behave, e.g. “Answer briefly, in British "
+                                                      "English.”"))
+        self.system_prompt.setAccessibleName(self.tr("System prompt"))
+        form.addRow(self.tr("System prompt"), self.system_prompt)
         sampling = SamplingSettings.from_dict(conversation.sampling)
-        self.temperature = self._double(form, "Temperature", 0, 2, 0.05, sampling.temperature)
-        self.top_p = self._double(form, "Top-p", 0.01, 1, 0.01, sampling.top_p)
-        self.min_p = self._double(form, "Min-p", 0, 1, 0.01, sampling.min_p)
-        self.repeat_penalty = self._double(form, "Repeat penalty", 0.5, 2, 0.01, sampling.repeat_penalty)
+        self.temperature = self._double(form, self.tr("Temperature"), 0, 2, 0.05, sampling.temperature)
+        self.top_p = self._double(form, self.tr("Top-p"), 0.01, 1, 0.01, sampling.top_p)
+        self.min_p = self._double(form, self.tr("Min-p"), 0, 1, 0.01, sampling.min_p)
+        self.repeat_penalty = self._double(form, self.tr("Repeat penalty"), 0.5, 2, 0.01, sampling.repeat_penalty)
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1000)
         self.top_k.setValue(sampling.top_k)
-        self.top_k.setSpecialValueText("off")
-        self.top_k.setAccessibleName("Top-k")
-        form.addRow("Top-k", self.top_k)
+        self.top_k.setSpecialValueText(self.tr("off"))
+        self.top_k.setAccessibleName(self.tr("Top-k"))
+        form.addRow(self.tr("Top-k"), self.top_k)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 1_000_000)
         self.max_tokens.setValue(sampling.max_tokens)
-        self.max_tokens.setAccessibleName("Maximum reply length in tokens")
-        form.addRow("Max reply tokens", self.max_tokens)
+        self.max_tokens.setAccessibleName(self.tr("Maximum reply length in tokens"))
+        form.addRow(self.tr("Max reply tokens"), self.max_tokens)
         self.seed = QSpinBox()
         self.seed.setRange(-1, 2**31 - 1)
         self.seed.setValue(-1 if sampling.seed is None else sampling.seed)
-        self.seed.setSpecialValueText("random")
-        self.seed.setAccessibleName("Seed")
-        form.addRow("Seed", self.seed)
+        self.seed.setSpecialValueText(self.tr("random"))
+        self.seed.setAccessibleName(self.tr("Seed"))
+        form.addRow(self.tr("Seed"), self.seed)
         # Structured output: the engine's grammar holds every reply of this chat to the schema.
-        self.json_answer = QCheckBox("Answer as JSON with this schema")
-        self.json_answer.setAccessibleName("Answer as JSON with a schema")
+        self.json_answer = QCheckBox(self.tr("Answer as JSON with this schema"))
+        self.json_answer.setAccessibleName(self.tr("Answer as JSON with a schema"))
         self.json_schema = QPlainTextEdit()
-        self.json_schema.setAccessibleName("JSON schema of the answers")
+        self.json_schema.setAccessibleName(self.tr("JSON schema of the answers"))
         self.json_schema.setPlaceholderText('{"type": "object", "properties": {"answer": {"type": "string"}}, '
                                             '"required": ["answer"]}')
         self.json_schema.setMaximumHeight(110)
@@ -77,7 +78,7 @@ class ChatSettingsDialog(QDialog):
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
         self.error.setObjectName("no")
         self.error.setWordWrap(True)
-        self.error.setAccessibleName("Why the settings were not saved")
+        self.error.setAccessibleName(self.tr("Why the settings were not saved"))
         self.error.hide()
         layout.addWidget(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -117,9 +118,9 @@ class ChatSettingsDialog(QDialog):
         try:
             schema = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"the JSON schema is not valid JSON ({exc})") from None
+            raise ValueError(self.tr("the JSON schema is not valid JSON ({exc})").format(exc=exc)) from None
         if not isinstance(schema, dict):
-            raise ValueError("the JSON schema must be an object, such as {\"type\": \"object\"}")
+            raise ValueError(self.tr("the JSON schema must be an object, such as {\"type\": \"object\"}"))
         return schema
 
     def sampling(self) -> dict:
@@ -161,11 +162,12 @@ class ChatSettingsDialog(QDialog):
         try:
             write()
         except ChatStoreError as exc:
-            self.error.setText(f"Not saved: {exc.message}." + (f" {capitalized(exc.hint)}." if exc.hint else ""))
+            self.error.setText(self.tr("Not saved: {message}.").format(message=exc.message)
+                               + (f" {capitalized(exc.hint)}." if exc.hint else ""))
             self.error.show()
             return False
         except ValueError as exc:  # the schema typed is not one
-            self.error.setText(f"Not saved: {exc}.")
+            self.error.setText(self.tr("Not saved: {exc}.").format(exc=exc))
             self.error.show()
             return False
         self.error.hide()
@@ -178,6 +180,6 @@ class ChatSettingsDialog(QDialog):
 
     @Slot()
     def _on_save_preset_clicked(self) -> None:
-        name, ok = QInputDialog.getText(self, "Save preset", "Preset name:")
+        name, ok = QInputDialog.getText(self, self.tr("Save preset"), self.tr("Preset name:"))
         if ok and name.strip():
             self._saved(lambda: self.save_preset(name))

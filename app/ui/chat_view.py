@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QIODevice, QMimeData, QSize, Qt,
+                            QUrl, Signal, Slot)
 from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPalette, QPixmap, QTextBlockFormat,
                            QTextCharFormat, QTextCursor, QTextDocument, QTextFormat)
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
                                QToolButton, QVBoxLayout, QWidget)
 
 from app.chats.store import Branches, ChatMessage
-from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, stats_summary,
+from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, number, stats_summary,
+                               tokens_per_second, tokens_per_second_unknown,
                                with_copy_links)
 from app.ui.widgets import AutoHeightBrowser, Sparkline
 
 COPY_SCHEME = "quantdesk-copy"
-ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+ROLE_TITLES = {"user": QT_TRANSLATE_NOOP("MessageBubble", "You"),
+               "assistant": QT_TRANSLATE_NOOP("MessageBubble", "Assistant"),
+               "system": QT_TRANSLATE_NOOP("MessageBubble", "System")}  # shown through MessageBubble.tr
 THUMBNAIL_HEIGHT = 96  # pixels: a message's images, and those waiting in the composer
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 
@@ -44,7 +48,7 @@ def image_label(pixmap: QPixmap, name: str) -> QLabel:
     label.setObjectName("thumbnail")
     label.setAccessibleName(name)
     if pixmap.isNull():
-        label.setText("(image missing)")
+        label.setText(QCoreApplication.translate("chat_view", "(image missing)"))
     else:
         label.setPixmap(pixmap)
     label.setToolTip(name)
@@ -86,12 +90,12 @@ class MessageBubble(QFrame):
         self._markdown = ""
         self.setObjectName(f"bubble_{message.role}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setAccessibleName(f"{ROLE_TITLES[message.role]} message")
+        self.setAccessibleName(self.tr("{role} message").format(role=self.tr(ROLE_TITLES[message.role])))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
         header = QHBoxLayout()
-        self.title = QLabel(f"<b>{ROLE_TITLES[message.role]}</b>")
+        self.title = QLabel(f"<b>{self.tr(ROLE_TITLES[message.role])}</b>")
         self.meta = QLabel()
         self.meta.setObjectName("meta")
         header.addWidget(self.title)
@@ -99,18 +103,18 @@ class MessageBubble(QFrame):
         # "‹ 2/3 ›": the other versions of this message (edited and resent, or written again), one branch each.
         self.branches = Branches(1, 1, (message.id,))
         self.branch_bar = QWidget()
-        self.branch_bar.setAccessibleName("Versions of this message")
+        self.branch_bar.setAccessibleName(self.tr("Versions of this message"))
         bar = QHBoxLayout(self.branch_bar)
         bar.setContentsMargins(0, 0, 0, 0)
         bar.setSpacing(0)
-        self.previous_branch = _flat_button("‹", "Show the previous version of this message and what followed it",
-                                            "Previous version")
+        self.previous_branch = _flat_button("‹", self.tr("Show the previous version of this message and what "
+                                                         "followed it"), self.tr("Previous version"))
         self.branch_position = QLabel()
-        self.branch_position.setAccessibleName("Version")
-        self.next_branch = _flat_button("›", "Show the next version of this message and what followed it",
-                                        "Next version")
-        self.delete_branch = _flat_button("Delete version", "Delete this version of the message and everything that "
-                                          "followed it", "Delete this version")
+        self.branch_position.setAccessibleName(self.tr("Version"))
+        self.next_branch = _flat_button("›", self.tr("Show the next version of this message and what followed it"),
+                                        self.tr("Next version"))
+        self.delete_branch = _flat_button(self.tr("Delete version"), self.tr(
+                "Delete this version of the message and everything that followed it"), self.tr("Delete this version"))
         for widget in (self.previous_branch, self.branch_position, self.next_branch, self.delete_branch):
             bar.addWidget(widget)
         self.previous_branch.clicked.connect(lambda: self._on_branch_step(-1))
@@ -119,11 +123,15 @@ class MessageBubble(QFrame):
         self.branch_bar.setVisible(False)
         header.addWidget(self.branch_bar)
         self.actions: dict[str, QToolButton] = {}
-        for name, tip in (("copy", "Copy this message"), ("edit", "Edit and resend from here (the old version stays)"),
-                          ("regenerate", "Write this reply again")):
+        for name, text, tip, accessible in (
+                ("copy", self.tr("Copy"), self.tr("Copy this message"), self.tr("Copy message")),
+                ("edit", self.tr("Edit"), self.tr("Edit and resend from here (the old version stays)"),
+                 self.tr("Edit message")),
+                ("regenerate", self.tr("Regenerate"), self.tr("Write this reply again"),
+                 self.tr("Regenerate message"))):
             if name == "edit" and message.role != "user" or name == "regenerate" and message.role != "assistant":
                 continue
-            button = _flat_button(name.capitalize(), tip, f"{name.capitalize()} message")
+            button = _flat_button(text, tip, accessible)
             button.clicked.connect(getattr(self, f"_on_{name}_clicked"))
             header.addWidget(button)
             self.actions[name] = button
@@ -133,15 +141,15 @@ class MessageBubble(QFrame):
             row = QHBoxLayout()
             row.setSpacing(6)
             for n, image in enumerate(message.images, 1):
-                label = image_label(thumbnail(image.path), f"Image {n} of {len(message.images)}: "
-                                                           f"{image.width} × {image.height}")
+                label = image_label(thumbnail(image.path), self.tr("Image {n} of {len}: {width} × {height}")
+                                    .format(n=n, len=len(message.images), width=image.width, height=image.height))
                 row.addWidget(label)
                 self.images.append(label)
             row.addStretch(1)
             layout.addLayout(row)
         self.body = AutoHeightBrowser()
         self.body.setOpenLinks(False)
-        self.body.setAccessibleName(f"{ROLE_TITLES[message.role]} message text")
+        self.body.setAccessibleName(self.tr("{role} message text").format(role=self.tr(ROLE_TITLES[message.role])))
         self.body.anchorClicked.connect(self._on_anchor_clicked)
         layout.addWidget(self.body)
         self._settler = SettledMarkdown()
@@ -235,14 +243,16 @@ class MessageBubble(QFrame):
 
     def set_meta(self, stats: dict | None, state: str) -> None:
         self.state = state
-        note = {"streaming": "writing…", "interrupted": "interrupted — the reply was cut off"}.get(state, "")
+        note = {"streaming": self.tr("writing…"),
+                "interrupted": self.tr("interrupted — the reply was cut off")}.get(state, "")
         self.meta.setText("  ".join(p for p in (stats_summary(stats), note) if p))
 
     def set_branches(self, branches: Branches) -> None:
         """Where this message stands among its versions; the arrows show only when there are several."""
         self.branches = branches
         self.branch_position.setText(f"{branches.index}/{branches.count}")
-        self.branch_position.setAccessibleName(f"Version {branches.index} of {branches.count}")
+        self.branch_position.setAccessibleName(self.tr("Version {index} of {count}").format(index=branches.index,
+                                                                                            count=branches.count))
         self.previous_branch.setEnabled(branches.index > 1)
         self.next_branch.setEnabled(branches.index < branches.count)
         self.branch_bar.setVisible(branches.count > 1)
@@ -280,7 +290,7 @@ class MessageView(QScrollArea):
         super().__init__(parent)
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setAccessibleName("Messages")
+        self.setAccessibleName(self.tr("Messages"))
         self._column = QWidget()
         self._layout = QVBoxLayout(self._column)
         self._layout.setContentsMargins(16, 12, 16, 12)
@@ -337,7 +347,7 @@ class AttachmentStrip(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("attachments")
-        self.setAccessibleName("Attached images")
+        self.setAccessibleName(self.tr("Attached images"))
         self._row = QHBoxLayout(self)
         self._row.setContentsMargins(12, 6, 12, 0)
         self._row.setSpacing(8)
@@ -354,8 +364,8 @@ class AttachmentStrip(QFrame):
         column.setSpacing(2)
         column.addWidget(image_label(thumbnail(data, THUMBNAIL_HEIGHT // 2 + 16), name))
         remove = QToolButton()
-        remove.setText("Remove")
-        remove.setAccessibleName(f"Remove {name}")
+        remove.setText(self.tr("Remove"))
+        remove.setAccessibleName(self.tr("Remove {name}").format(name=name))
         remove.setAutoRaise(True)
         remove.clicked.connect(self._on_remove_clicked)
         column.addWidget(remove)
@@ -397,8 +407,8 @@ class Composer(QPlainTextEdit):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setPlaceholderText("Message the model — Enter sends, Shift+Enter for a new line")
-        self.setAccessibleName("Message input")
+        self.setPlaceholderText(self.tr("Message the model — Enter sends, Shift+Enter for a new line"))
+        self.setAccessibleName(self.tr("Message input"))
         self.setTabChangesFocus(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setFixedHeight(76)
@@ -428,7 +438,7 @@ class Composer(QPlainTextEdit):
                     self.image_given.emit(b"", path.name)  # the page says it cannot be read
             return
         if source.hasImage():
-            self.image_given.emit(png_bytes(QImage(source.imageData())), "pasted image")
+            self.image_given.emit(png_bytes(QImage(source.imageData())), self.tr("pasted image"))
             return
         super().insertFromMimeData(source)
 
@@ -439,7 +449,7 @@ class StatsStrip(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("statsStrip")
-        self.setAccessibleName("Generation statistics")
+        self.setAccessibleName(self.tr("Generation statistics"))
         # A narrow window clips the last figures rather than forcing the whole window wider.
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.setMinimumWidth(0)
@@ -451,20 +461,20 @@ class StatsStrip(QFrame):
         self.source = QLabel()
         self.source.setObjectName("caption")
         self.source.setTextFormat(Qt.TextFormat.PlainText)  # it quotes a chat title
-        self.source.setAccessibleName("Figures of")
+        self.source.setAccessibleName(self.tr("Figures of"))
         self.source.hide()
         column.addWidget(self.source)
         layout = QHBoxLayout()
         layout.setSpacing(16)
         column.addLayout(layout)
-        self.tps = self._field(layout, "Speed", "— tok/s")
+        self.tps = self._field(layout, self.tr("Speed"), tokens_per_second_unknown())
         self.sparkline = Sparkline()
-        self.sparkline.setAccessibleName("Speed over time")
+        self.sparkline.setAccessibleName(self.tr("Speed over time"))
         layout.addWidget(self.sparkline)
-        self.ttft = self._field(layout, "First token", "—")
-        self.prompt_tps = self._field(layout, "Prompt", "— tok/s")
-        self.tokens = self._field(layout, "Tokens", "0")
-        self.memory = self._field(layout, "Memory", "—")
+        self.ttft = self._field(layout, self.tr("First token"), "—")
+        self.prompt_tps = self._field(layout, self.tr("Prompt"), tokens_per_second_unknown())
+        self.tokens = self._field(layout, self.tr("Tokens"), "0")
+        self.memory = self._field(layout, self.tr("Memory"), "—")
         layout.addStretch(1)
         self._last_sample: tuple[int, float] | None = None
 
@@ -484,21 +494,21 @@ class StatsStrip(QFrame):
     def start_reply(self) -> None:
         self.sparkline.clear()
         self._last_sample = None
-        self.tps.setText("— tok/s")
+        self.tps.setText(tokens_per_second_unknown())
         self.ttft.setText("…")
-        self.prompt_tps.setText("— tok/s")
+        self.prompt_tps.setText(tokens_per_second_unknown())
         self.tokens.setText("0")
 
     def show_waiting(self, ahead: int) -> None:
         """The reply waits for the local server's requests (they share the engine); tokens replace this."""
-        self.ttft.setText(f"after {ahead} server request{'s' if ahead > 1 else ''}")
+        self.ttft.setText(self.tr("after %n server request(s)", "", ahead))
 
     def on_progress(self, count: int, first_ms: float, last_ms: float) -> None:
         """Live figures from engine timestamps (measured where tokens are made, not where they land)."""
         self.tokens.setText(str(count))
         self.ttft.setText(human_ms(first_ms))
         if count > 1 and last_ms > first_ms:
-            self.tps.setText(f"{(count - 1) / ((last_ms - first_ms) / 1000):.1f} tok/s")
+            self.tps.setText(tokens_per_second((count - 1) / ((last_ms - first_ms) / 1000)))
         if self._last_sample is None:
             self._last_sample = (count, last_ms)
         elif last_ms - self._last_sample[1] >= 100:  # one point per 0.1 s keeps the line readable
@@ -508,17 +518,18 @@ class StatsStrip(QFrame):
 
     def on_done(self, stats: dict) -> None:
         self.tokens.setText(str(stats["generated_tokens"]))
-        self.tps.setText(f"{stats['decode_tps']:.1f} tok/s")
+        self.tps.setText(tokens_per_second(stats["decode_tps"]))
         self.ttft.setText(human_ms(stats["ttft_ms"]))
-        self.prompt_tps.setText(f"{stats['prompt_tps']:.0f} tok/s")
-        self.memory.setText(f"peak {human_memory(stats['peak_memory_bytes'])}" if stats["peak_memory_bytes"]
-                            else "on the server")
+        self.prompt_tps.setText(tokens_per_second(stats["prompt_tps"], 0))
+        self.memory.setText(self.tr("peak {memory}").format(memory=human_memory(stats["peak_memory_bytes"]))
+                            if stats["peak_memory_bytes"] else self.tr("on the server"))
         server_tps = (stats.get("server") or {}).get("predicted_per_second")
         if server_tps:  # a remote engine: measured here (network included), and what the server measured itself
-            self.tps.setText(f"{stats['decode_tps']:.1f} tok/s · server {server_tps:.1f}")
-            self.tps.setToolTip("Measured here, as the tokens arrive · the server's own figure")
+            self.tps.setText(self.tr("{speed} · server {server_speed}").format(
+                speed=tokens_per_second(stats["decode_tps"]), server_speed=number(server_tps, 1)))
+            self.tps.setToolTip(self.tr("Measured here, as the tokens arrive · the server's own figure"))
         else:
-            self.tps.setToolTip("Speed")
+            self.tps.setToolTip(self.tr("Speed"))
 
     def set_source(self, text: str) -> None:
         """Say which chat the figures are from ("" when it is the one on screen)."""

@@ -25,25 +25,26 @@ from app import __version__, logs
 class CrashDialog(QDialog):
     def __init__(self, error: BaseException, log_path: Path | None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("QuantDesk: unexpected error")
+        self.setWindowTitle(self.tr("QuantDesk: unexpected error"))
         self.setObjectName("crashDialog")
         self.details = details_text(error)
         icon = QLabel()
         icon.setPixmap(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxCritical).pixmap(48, 48))
-        self.message = QLabel(f"Something went wrong that QuantDesk did not expect ({logs.summary(error)}). "
-                              "Your chats and models are kept; the last action may not have finished.")
+        self.message = QLabel(self.tr("Something went wrong that QuantDesk did not expect ({summary}). Your chats "
+                                      "and models are kept; the last action may not have finished.")
+                                      .format(summary=logs.summary(error)))
         self.message.setWordWrap(True)
-        where = (f"The details are in {log_path}" if log_path else
-                 "The details could not be written to the log file; copy them from here.")
+        where = (self.tr("The details are in {log_path}").format(log_path=log_path) if log_path else
+                 self.tr("The details could not be written to the log file; copy them from here."))
         self.where = QLabel(where)
         self.where.setWordWrap(True)
         self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.copy_button = QPushButton("Copy details")
+        self.copy_button = QPushButton(self.tr("Copy details"))
         self.copy_button.clicked.connect(self._on_copy)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.addButton(self.copy_button, QDialogButtonBox.ButtonRole.ActionRole)
         if log_path:
-            self.folder_button = buttons.addButton("Open log folder", QDialogButtonBox.ButtonRole.ActionRole)
+            self.folder_button = buttons.addButton(self.tr("Open log folder"), QDialogButtonBox.ButtonRole.ActionRole)
             self.folder_button.clicked.connect(self._on_open_folder)
         self._log_path = log_path
         buttons.rejected.connect(self.reject)
@@ -61,7 +62,7 @@ class CrashDialog(QDialog):
     @Slot()
     def _on_copy(self) -> None:
         QGuiApplication.clipboard().setText(self.details)
-        self.copy_button.setText("Copied")
+        self.copy_button.setText(self.tr("Copied"))
 
     @Slot()
     def _on_open_folder(self) -> None:
@@ -73,7 +74,7 @@ def details_text(error: BaseException) -> str:
     """What "Copy details" copies: versions, then the traceback."""
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return (f"QuantDesk {__version__}, Python {platform.python_version()}, PySide6 {pyside_version}, "
-            f"{platform.platform()}\n\n{trace}")
+            f"{platform.platform()}\n\n{trace}")  # for a bug report: stays English
 
 
 class CrashReporter(QObject):
@@ -108,13 +109,13 @@ class CrashReporter(QObject):
         if isinstance(error, KeyboardInterrupt):  # Ctrl+C in the terminal that started the app
             QApplication.quit()
             return
-        self.report(error.with_traceback(trace), "the desktop app")
+        self.report(error.with_traceback(trace), self.tr("the desktop app"))
 
     def _on_thread_excepthook(self, args: threading.ExceptHookArgs) -> None:
         if args.exc_value is None or isinstance(args.exc_value, SystemExit):
             return
-        name = args.thread.name if args.thread else "a thread"
-        self._thread_error.emit(args.exc_value, f"thread {name}")
+        name = args.thread.name if args.thread else self.tr("a thread")
+        self._thread_error.emit(args.exc_value, self.tr("thread {name}").format(name=name))
 
     @Slot(object, str)
     def _on_thread_error(self, error: BaseException, where: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QEvent, QItemSelectionModel, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QItemSelectionModel, QModelIndex, QObject, Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QTableWidget,
@@ -15,13 +15,19 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QH
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
-from app.ui.formatting import capitalized, human_bytes, human_memory
+from app.ui.formatting import capitalized, grouped, human_bytes, human_memory, number, tokens_per_second
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
-FORMATS = (("Any format", None), ("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2"), ("EXL3", "exl3"))
-SORTS = (("Most downloaded", "downloads"), ("Most liked", "likes"), ("Recently updated", "recent"))
-COLUMNS = ("Quant", "Format", "Fit on this machine", "Memory needed", "Speed", "Size", "")
+# The words below are shown through DiscoverPage.tr.
+FORMATS = ((QT_TRANSLATE_NOOP("DiscoverPage", "Any format"), None), ("GGUF", "gguf"), ("MLX", "mlx"), ("EXL2", "exl2"),
+           ("EXL3", "exl3"))
+SORTS = ((QT_TRANSLATE_NOOP("DiscoverPage", "Most downloaded"), "downloads"),
+         (QT_TRANSLATE_NOOP("DiscoverPage", "Most liked"), "likes"),
+         (QT_TRANSLATE_NOOP("DiscoverPage", "Recently updated"), "recent"))
+COLUMNS = (QT_TRANSLATE_NOOP("DiscoverPage", "Quant"), QT_TRANSLATE_NOOP("DiscoverPage", "Format"),
+           QT_TRANSLATE_NOOP("DiscoverPage", "Fit on this machine"), QT_TRANSLATE_NOOP("DiscoverPage", "Memory needed"),
+           QT_TRANSLATE_NOOP("DiscoverPage", "Speed"), QT_TRANSLATE_NOOP("DiscoverPage", "Size"), "")
 BEST_BACKGROUND = QColor(46, 160, 67, 48)  # a light green wash that reads on light and dark palettes
 
 
@@ -38,7 +44,7 @@ class DiscoverPage(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setAccessibleName("Discover")
+        self.setAccessibleName(self.tr("Discover"))
         self.profile: HardwareProfile | None = None
         self.choices: ModelChoices | None = None
         self._pending_repo: str | None = None  # opened before the hardware was known
@@ -59,22 +65,22 @@ class DiscoverPage(QWidget):
     def _build(self) -> None:
         outer = QVBoxLayout(self)
         outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel("<h1>Discover</h1>"))
+        outer.addWidget(QLabel(self.tr("<h1>Discover</h1>")))
         row = QHBoxLayout()
         self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText("Search the Hugging Face Hub, e.g. llama 3.2 instruct")
-        self.search_box.setAccessibleName("Search the Hub")
+        self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub, e.g. llama 3.2 instruct"))
+        self.search_box.setAccessibleName(self.tr("Search the Hub"))
         self.search_box.returnPressed.connect(self.search)
         self.search_box.installEventFilter(self)  # Down goes on to the results
         self.format_box = QComboBox()
-        self.format_box.setAccessibleName("Format")
+        self.format_box.setAccessibleName(self.tr("Format"))
         for text, value in FORMATS:
-            self.format_box.addItem(text, value)
+            self.format_box.addItem(self.tr(text), value)
         self.sort_box = QComboBox()
-        self.sort_box.setAccessibleName("Sort by")
+        self.sort_box.setAccessibleName(self.tr("Sort by"))
         for text, value in SORTS:
-            self.sort_box.addItem(text, value)
-        self.search_button = QPushButton("Search")
+            self.sort_box.addItem(self.tr(text), value)
+        self.search_button = QPushButton(self.tr("Search"))
         self.search_button.clicked.connect(self.search)
         row.addWidget(self.search_box, 1)
         row.addWidget(self.format_box)
@@ -86,8 +92,8 @@ class DiscoverPage(QWidget):
         self.offline_label.setObjectName("offlineMessage")
         self.offline_label.setWordWrap(True)
         self.offline_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.import_button = QPushButton("Import a model file…")
-        self.import_button.setAccessibleName("Import a model file you already have")
+        self.import_button = QPushButton(self.tr("Import a model file…"))
+        self.import_button.setAccessibleName(self.tr("Import a model file you already have"))
         self.import_button.clicked.connect(self.import_requested)
         offline_row = QHBoxLayout()
         offline_row.addWidget(self.offline_label, 1)
@@ -103,16 +109,16 @@ class DiscoverPage(QWidget):
         self.list_title = QLabel()
         self.list_title.setWordWrap(True)
         self.results = QListWidget()
-        self.results.setAccessibleName("Models")
+        self.results.setAccessibleName(self.tr("Models"))
         self.results.setWordWrap(True)
         self.results.setAlternatingRowColors(True)  # items run to three lines: keep them apart
         self.results.setSpacing(2)
         self.results.currentItemChanged.connect(self._on_result_selected)
         self.results.itemActivated.connect(self._on_result_activated)  # Enter (or a double click): to its quants
-        self.more_button = QPushButton("More results")
+        self.more_button = QPushButton(self.tr("More results"))
         self.more_button.clicked.connect(self.more)
-        self.starters_button = QPushButton("Starting list")
-        self.starters_button.setAccessibleName("Show the curated starting list")
+        self.starters_button = QPushButton(self.tr("Starting list"))
+        self.starters_button.setAccessibleName(self.tr("Show the curated starting list"))
         self.starters_button.clicked.connect(self.show_starters)
         buttons = QHBoxLayout()
         buttons.addWidget(self.starters_button)
@@ -125,25 +131,25 @@ class DiscoverPage(QWidget):
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(12, 0, 0, 0)
-        self.model_title = QLabel("<h2>Pick a model</h2>")
+        self.model_title = QLabel(self.tr("<h2>Pick a model</h2>"))
         self.model_title.setWordWrap(True)
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
         self.summary_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.status_label = QLabel("Choose a model on the left to see every quant and whether it fits this "
-                                   "machine.")
+        self.status_label = QLabel(self.tr("Choose a model on the left to see every quant and whether it fits this "
+                                           "machine."))
         self.status_label.setWordWrap(True)
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         self.best_label = QLabel()
         self.best_label.setObjectName("bestPick")
         self.best_label.setWordWrap(True)
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setAccessibleName("Quants of this model")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setAccessibleName(self.tr("Quants of this model"))
+        self.table.setHorizontalHeaderLabels([self.tr(column) if column else "" for column in COLUMNS])
         self.table.verticalHeader().hide()
         self.table.setCornerButtonEnabled(False)
         for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner: named for screen readers
-            corner.setAccessibleName("Select all quants")
+            corner.setAccessibleName(self.tr("Select all quants"))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setTabKeyNavigation(False)  # arrows pick a quant; Tab goes on to the Download buttons
@@ -193,16 +199,20 @@ class DiscoverPage(QWidget):
         starters = starter_list()
         self._query = None
         self._searcher.latest = 0  # a search still running is no longer wanted
-        self.list_title.setText(f"<b>Good starting models</b><br><span style='font-size:small'>"
-                                f"{html.escape(starters.about)} (List from {starters.updated}.)</span>")
+        self.list_title.setText(self.tr("<b>Good starting models</b><br><span style='font-size:small'>{about} (List "
+                                        "from {updated}.)</span>").format(about=html.escape(starters.about),
+                                                                          updated=starters.updated))
         self.results.blockSignals(True)
         self.results.clear()
         for model, likely in starters_for(self.profile, starters):
-            fit = "" if self.profile is None else (" · likely fits" if likely else " · likely too large here")
-            vision = " · reads images" if model.modality == "vision" else ""
-            item = QListWidgetItem(f"{model.repo_id}\n{model.why}\n{model.format.upper()} · {model.params_b:g}B "
-                                   f"parameters{vision} · for {model.tier} machines · about "
-                                   f"{human_bytes(model.approx_q4_bytes)} at 4 bits{fit}")
+            fit = "" if self.profile is None else (self.tr(" · likely fits") if likely else self.tr(
+                    " · likely too large here"))
+            vision = self.tr(" · reads images") if model.modality == "vision" else ""
+            item = QListWidgetItem(self.tr("{repo_id}\n{why}\n{format} · {params}B parameters{vision} · for "
+                                           "{tier} machines · about {size} at 4 bits{fit}")
+                                   .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
+                                           params=number(model.params_b, None), vision=vision, tier=model.tier,
+                                           size=human_bytes(model.approx_q4_bytes), fit=fit))
             item.setData(REPO_ID, model.repo_id)
             self.results.addItem(item)
         self.results.blockSignals(False)
@@ -214,9 +224,11 @@ class DiscoverPage(QWidget):
         from app.settings import is_offline
 
         if is_offline():
-            error = offline_error("search the Hub or download")  # names the switch that is on: Settings or a variable
-            self._set_offline(f"{error.message} Import a model file you already have (a .gguf file or a model "
-                              f"folder), or {error.hint.split(';')[0]}.")
+            # names the switch that is on: Settings or a variable
+            error = offline_error(self.tr("search the Hub or download"))
+            self._set_offline(self.tr("{message} Import a model file you already have (a .gguf file or a model "
+                                      "folder), or {split}.").format(message=error.message,
+                                                                     split=error.hint.split(';')[0]))
             return True
         self._set_offline("")
         return False
@@ -227,10 +239,12 @@ class DiscoverPage(QWidget):
         self._offset = 0
         self.results.clear()
         text = self._query[0]
-        self.list_title.setText(f"<b>Searching for “{html.escape(text)}”…</b>" if text else "<b>Searching…</b>")
+        self.list_title.setText(self.tr("<b>Searching for “{text}”…</b>").format(text=html.escape(text)) if text
+                                else self.tr(
+                "<b>Searching…</b>"))
         self.more_button.hide()
         if self._check_offline():
-            self.list_title.setText("<b>Search needs the Hub, and this computer is offline.</b>")
+            self.list_title.setText(self.tr("<b>Search needs the Hub, and this computer is offline.</b>"))
             return
         self._searcher.start(_search, *self._query, 0)
 
@@ -248,17 +262,19 @@ class DiscoverPage(QWidget):
         self._offset += len(found)
         for summary in found:
             detail = " · ".join(part for part in (
-                summary.format.upper(), f"{summary.downloads:,} downloads" if summary.downloads is not None else "",
-                f"{summary.likes:,} likes" if summary.likes is not None else "",
-                "gated: needs a token" if summary.gated else "") if part)
-            item = QListWidgetItem(f"{summary.repo_id}\n{detail}")
+                summary.format.upper(),
+                self.tr("{count} downloads").format(count=grouped(summary.downloads))
+                if summary.downloads is not None else "",
+                self.tr("{count} likes").format(count=grouped(summary.likes)) if summary.likes is not None else "",
+                self.tr("gated: needs a token") if summary.gated else "") if part)
+            item = QListWidgetItem(self.tr("{repo_id}\n{detail}").format(repo_id=summary.repo_id, detail=detail))
             item.setData(REPO_ID, summary.repo_id)
             self.results.addItem(item)
         text = self._query[0]
         shown = self.results.count()
-        self.list_title.setText(f"<b>{shown} model{'s' if shown != 1 else ''}"
-                                + (f" for “{html.escape(text)}”" if text else "") + "</b>"
-                                + ("" if shown else "<br>Nothing matched; try fewer words or another format."))
+        self.list_title.setText("<b>" + self.tr("%n model(s)", "", shown)
+                                + (self.tr(" for “{text}”").format(text=html.escape(text)) if text else "") + "</b>"
+                                + ("" if shown else self.tr("<br>Nothing matched; try fewer words or another format.")))
         self.more_button.setEnabled(True)
         self.more_button.setVisible(len(found) == PAGE_SIZE)
         self.answered.emit()
@@ -268,11 +284,12 @@ class DiscoverPage(QWidget):
         if ticket != self._searcher.latest:
             return
         self.more_button.setEnabled(True)
-        self.list_title.setText("<b>The search failed.</b>")
+        self.list_title.setText(self.tr("<b>The search failed.</b>"))
         if is_offline_error(error):
-            self._set_offline(sentence(error) + " Without the Hub you can still import a model file you have.")
+            self._set_offline(sentence(error) + self.tr(" Without the Hub you can still import a model file you have."))
         else:
-            self.list_title.setText(f"<b>The search failed.</b><br>{html.escape(sentence(error))}")
+            self.list_title.setText(self.tr("<b>The search failed.</b><br>{error}")
+                                    .format(error=html.escape(sentence(error))))
         self.answered.emit()
 
     # --- one model -----------------------------------------------------------------------------
@@ -299,21 +316,21 @@ class DiscoverPage(QWidget):
     def open_model(self, repo_id: str) -> None:
         """Show every quant of ``repo_id`` with its fit (worked out in a worker thread)."""
         self.choices = None
-        self.model_title.setText(f"<h2>{html.escape(repo_id)}</h2>")
+        self.model_title.setText(self.tr("<h2>{repo_id}</h2>").format(repo_id=html.escape(repo_id)))
         self.summary_label.clear()
         self.best_label.hide()
         self.table.hide()
         self.table.setRowCount(0)
         if self._check_offline():
-            self.status_label.setText("Offline: the quants of this model cannot be listed.")
+            self.status_label.setText(self.tr("Offline: the quants of this model cannot be listed."))
             return
         if self.profile is None:
             self._pending_repo = repo_id
-            self.status_label.setText("Waiting for hardware detection to finish, then every quant is checked "
-                                      "against this machine…")
+            self.status_label.setText(self.tr("Waiting for hardware detection to finish, then every quant is checked "
+                                              "against this machine…"))
             return
         self._pending_repo = None
-        self.status_label.setText("Reading every quant from the Hub and checking it against this machine…")
+        self.status_label.setText(self.tr("Reading every quant from the Hub and checking it against this machine…"))
         self._fitter.start(model_choices, repo_id, self.profile)
 
     @Slot(int, object)
@@ -328,27 +345,29 @@ class DiscoverPage(QWidget):
             return
         self.status_label.setText(sentence(error))
         if is_offline_error(error):
-            self._set_offline("The Hub cannot be reached. You can still import a model file you already have.")
+            self._set_offline(self.tr("The Hub cannot be reached. You can still import a model file you already have."))
         self.answered.emit()
 
     def show_choices(self, choices: ModelChoices) -> None:
         self.choices = choices
-        self.model_title.setText(f"<h2>{html.escape(choices.repo_id)}</h2>")
+        self.model_title.setText(self.tr("<h2>{repo_id}</h2>").format(repo_id=html.escape(choices.repo_id)))
         self.summary_label.setText(choices.summary)
         self.summary_label.setVisible(bool(choices.summary))
         if not choices.choices:
-            self.status_label.setText(f"{choices.repo_id} holds no GGUF, MLX or EXL model files QuantDesk can run.")
+            self.status_label.setText(self.tr("{repo_id} holds no GGUF, MLX or EXL model files QuantDesk can run.")
+                                      .format(repo_id=choices.repo_id))
             return
-        self.status_label.setText(f"{len(choices.choices)} quant{'s' if len(choices.choices) != 1 else ''}, "
-                                  f"checked against this machine at {DEFAULT_N_CTX:,} tokens of context. "
-                                  f"{capitalized(choices.format_reason)}.")
+        self.status_label.setText(self.tr("%n quant(s), checked against this machine at {n_ctx} tokens of context. "
+                                          "{reason}.", "", len(choices.choices))
+                                  .format(n_ctx=grouped(DEFAULT_N_CTX), reason=capitalized(choices.format_reason)))
         best = choices.best
         if best is not None:
-            self.best_label.setText(f"<b>Best pick for this machine: {html.escape(best.quant)} "
-                                    f"({best.format.upper()})</b> — {html.escape(choices.best_reason)}")
+            self.best_label.setText(self.tr("<b>Best pick for this machine: {quant} ({format})</b> — {best_reason}")
+                                    .format(quant=html.escape(best.quant), format=best.format.upper(),
+                                            best_reason=html.escape(choices.best_reason)))
             self.best_label.show()
         else:
-            self.best_label.setText("<b>No quant of this model fits this machine.</b> Try a smaller model.")
+            self.best_label.setText(self.tr("<b>No quant of this model fits this machine.</b> Try a smaller model."))
             self.best_label.show()
         self.table.setRowCount(len(choices.choices))
         for row, choice in enumerate(choices.choices):
@@ -362,13 +381,14 @@ class DiscoverPage(QWidget):
             self.focus_quants()
 
     def _fill_row(self, row: int, choice: QuantChoice) -> None:
-        speed = f"~{choice.decode_tok_s:.0f} tok/s" if choice.decode_tok_s else "—"
+        speed = "~" + tokens_per_second(choice.decode_tok_s, 0) if choice.decode_tok_s else "—"
         memory = human_memory(choice.memory_bytes) if choice.memory_bytes else "—"
-        quant = f"{choice.quant} · sees images" if choice.projector else choice.quant
+        quant = self.tr("{quant} · sees images").format(quant=choice.quant) if choice.projector else choice.quant
         cells = (quant, choice.format.upper(), choice.badge, memory, speed, human_bytes(choice.download_bytes))
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            item.setToolTip(choice.reason + (f" Sees images: downloads with the vision projector {choice.projector}."
+            item.setToolTip(choice.reason + (self.tr(" Sees images: downloads with the vision projector {projector}.")
+                                             .format(projector=choice.projector)
                                              if choice.projector else ""))
             if choice.best:
                 item.setBackground(QBrush(BEST_BACKGROUND))
@@ -376,9 +396,10 @@ class DiscoverPage(QWidget):
                 font.setBold(True)
                 item.setFont(font)
             self.table.setItem(row, column, item)
-        button = QPushButton("Download")
-        button.setAccessibleName(f"Download {choice.quant}")
-        button.setToolTip(choice.reason if choice.fits else f"Does not fit this machine: {choice.reason}")
+        button = QPushButton(self.tr("Download"))
+        button.setAccessibleName(self.tr("Download {quant}").format(quant=choice.quant))
+        button.setToolTip(choice.reason if choice.fits else self.tr("Does not fit this machine: {reason}")
+                          .format(reason=choice.reason))
         button.setProperty("row", row)
         button.clicked.connect(self._on_download_clicked)
         self.table.setCellWidget(row, len(COLUMNS) - 1, button)

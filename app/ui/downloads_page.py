@@ -12,7 +12,7 @@ import json
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QObject, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea,
                                QVBoxLayout, QWidget)
@@ -21,24 +21,31 @@ from app.hub.download import Progress, Settings
 from app.hub.download_queue import DownloadManager, DownloadTask
 from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
-from app.ui.formatting import human_bytes
+from app.ui.formatting import human_bytes, number
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
 # The button that takes the keyboard focus when a row gets it, or when the one that had it goes: what comes next.
 FOCUS_ORDER = ("chat", "resume", "retry", "pause", "cancel", "folder")
-STATE_WORDS = {"queued": "Waiting", "resolving": "Looking up the files", "downloading": "Downloading",
-               "retrying": "Retrying", "verifying": "Checking", "installing": "Installing", "done": "Finished",
-               "paused": "Paused", "failed": "Failed", "cancelled": "Cancelled"}
+STATE_WORDS = {"queued": QT_TRANSLATE_NOOP("downloads_page", "Waiting"),
+               "resolving": QT_TRANSLATE_NOOP("downloads_page", "Looking up the files"),
+               "downloading": QT_TRANSLATE_NOOP("downloads_page", "Downloading"),
+               "retrying": QT_TRANSLATE_NOOP("downloads_page", "Retrying"),
+               "verifying": QT_TRANSLATE_NOOP("downloads_page", "Checking"),
+               "installing": QT_TRANSLATE_NOOP("downloads_page", "Installing"),
+               "done": QT_TRANSLATE_NOOP("downloads_page", "Finished"),
+               "paused": QT_TRANSLATE_NOOP("downloads_page", "Paused"),
+               "failed": QT_TRANSLATE_NOOP("downloads_page", "Failed"),
+               "cancelled": QT_TRANSLATE_NOOP("downloads_page", "Cancelled")}  # shown through translate()
 
 
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return ""
     if seconds < 60:
-        return f"{seconds:.0f} s left"
+        return QCoreApplication.translate("downloads_page", "{seconds} s left").format(seconds=number(seconds))
     if seconds < 3600:
-        return f"{seconds / 60:.0f} min left"
-    return f"{seconds / 3600:.1f} h left"
+        return QCoreApplication.translate("downloads_page", "{minutes} min left").format(minutes=number(seconds / 60))
+    return QCoreApplication.translate("downloads_page", "{hours} h left").format(hours=number(seconds / 3600, 1))
 
 
 class _ProgressRelay(QObject):
@@ -89,7 +96,7 @@ class DownloadRow(QFrame):
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(False)
-        self.bar.setAccessibleName(f"Progress of {label}")
+        self.bar.setAccessibleName(self.tr("Progress of {label}").format(label=label))
         self.detail = QLabel()
         self.detail.setObjectName("caption")
         self.detail.setWordWrap(True)
@@ -97,10 +104,11 @@ class DownloadRow(QFrame):
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         buttons = QHBoxLayout()
         self.buttons: dict[str, QPushButton] = {}
-        for key, text in (("pause", "Pause"), ("resume", "Resume"), ("cancel", "Cancel"), ("retry", "Retry"),
-                          ("folder", "Open folder"), ("chat", "Chat with it")):
+        for key, text in (("pause", self.tr("Pause")), ("resume", self.tr("Resume")), ("cancel", self.tr("Cancel")),
+                          ("retry", self.tr("Retry")), ("folder", self.tr("Open folder")),
+                          ("chat", self.tr("Chat with it"))):
             button = QPushButton(text)
-            button.setAccessibleName(f"{text} {label}")
+            button.setAccessibleName(self.tr("{text} {label}").format(text=text, label=label))
             button.setProperty("action", key)
             button.clicked.connect(self._on_button)
             buttons.addWidget(button)
@@ -122,7 +130,7 @@ class DownloadRow(QFrame):
         progress: Progress | None = task.progress
         state = task.state
         shown = progress.state if state == "running" and progress else state
-        self.state_label.setText(STATE_WORDS.get(shown, shown))
+        self.state_label.setText(QCoreApplication.translate("downloads_page", STATE_WORDS.get(shown, shown)))
         done, total = (progress.done, progress.total) if progress else (0, 0)
         if state == "done":
             self.bar.setValue(1000)
@@ -148,16 +156,21 @@ class DownloadRow(QFrame):
     def _detail(task: DownloadTask, progress: Progress | None, done: int, total: int) -> str:
         state = task.state
         if state == "done" and task.result is not None:
-            return f"Saved to {task.result.path}"
+            return QCoreApplication.translate("downloads_page", "Saved to {path}").format(path=task.result.path)
         if state == "failed":
-            return sentence(task.error) if task.error else "The download failed."
+            return sentence(task.error) if task.error else QCoreApplication.translate("downloads_page",
+                                                                                      "The download failed.")
         if state == "cancelled":
-            return "Cancelled; the partial files were deleted."
-        amount = f"{human_bytes(done)} of {human_bytes(total)}" if total else ""
+            return QCoreApplication.translate("downloads_page", "Cancelled; the partial files were deleted.")
+        amount = QCoreApplication.translate("downloads_page", "{done} of {total}").format(
+            done=human_bytes(done), total=human_bytes(total)) if total else ""
         if state == "paused":
-            return (f"{amount} kept. " if amount else "") + "Resume continues where it stopped."
+            return (QCoreApplication.translate("downloads_page", "{amount} kept. ").format(amount=amount) if amount
+                    else "") + QCoreApplication.translate("downloads_page", "Resume continues where it stopped.")
         if progress is None:
-            return "Waiting for the download before it to finish." if state == "queued" else ""
+            if state != "queued":
+                return ""
+            return QCoreApplication.translate("downloads_page", "Waiting for the download before it to finish.")
         parts = [amount]
         if progress.state == "downloading" and progress.speed > 0:
             parts += [f"{human_bytes(progress.speed)}/s", eta_text(progress.eta)]
@@ -172,7 +185,7 @@ class DownloadsPage(QWidget):
 
     def __init__(self, settings: Settings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setAccessibleName("Downloads")
+        self.setAccessibleName(self.tr("Downloads"))
         self._relay = _ProgressRelay()
         self._relay.pending.connect(self._on_pending)
         self._timer = QTimer(self)
@@ -188,8 +201,9 @@ class DownloadsPage(QWidget):
     def _build(self) -> None:
         outer = QVBoxLayout(self)
         outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel("<h1>Downloads</h1>"))
-        self.empty_label = QLabel("Nothing is downloading. Pick a model on the Discover page and choose Download.")
+        outer.addWidget(QLabel(self.tr("<h1>Downloads</h1>")))
+        self.empty_label = QLabel(self.tr("Nothing is downloading. Pick a model on the Discover page and choose "
+                                          "Download."))
         self.empty_label.setWordWrap(True)
         outer.addWidget(self.empty_label)
         scroll = QScrollArea()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QPushButton, QStackedWidget, QVBoxLayout, QWidget)
 
@@ -42,24 +42,34 @@ def hardware_summary(profile: HardwareProfile) -> str:
     """A few plain lines (HTML) about what matters for running models here."""
     from app.models.recommend import is_apple, main_gpu
 
-    lines = [f"<b>{html.escape(profile.cpu.model or 'Unknown CPU')}</b>, "
-             f"{profile.cpu.logical_cores or '?'} threads"]
+    cpu = profile.cpu.model or QCoreApplication.translate("first_run", "Unknown CPU")
+    lines = [QCoreApplication.translate("first_run", "<b>{cpu}</b>, {threads} threads")
+             .format(cpu=html.escape(cpu), threads=profile.cpu.logical_cores or "?")]
     if profile.ram_total_bytes:
-        lines.append(f"{human_memory(profile.ram_total_bytes)} of RAM"
-                     + (f" ({human_memory(profile.ram_available_bytes)} free now)"
+        lines.append(QCoreApplication.translate("first_run", "{ram} of RAM")
+                     .format(ram=human_memory(profile.ram_total_bytes))
+                     + (QCoreApplication.translate("first_run", " ({free} free now)")
+                        .format(free=human_memory(profile.ram_available_bytes))
                         if profile.ram_available_bytes else ""))
     gpu = main_gpu(profile)
     if gpu is not None:
-        memory = human_memory(gpu.vram_total_bytes) if gpu.vram_total_bytes else "unknown memory"
-        lines.append(f"GPU: {html.escape(gpu.name)} ({'unified memory' if gpu.unified else memory})")
+        memory = human_memory(gpu.vram_total_bytes) if gpu.vram_total_bytes else QCoreApplication.translate(
+            "first_run", "unknown memory")
+        if gpu.unified:
+            memory = QCoreApplication.translate("first_run", "unified memory")
+        lines.append(QCoreApplication.translate("first_run", "GPU: {name} ({memory})")
+                     .format(name=html.escape(gpu.name), memory=memory))
     else:
-        lines.append("No GPU QuantDesk can use: models run on the CPU from RAM (small models do that well).")
+        lines.append(QCoreApplication.translate("first_run", "No GPU QuantDesk can use: models run on the CPU from "
+                                                             "RAM (small models do that well)."))
     ready = [b.name for b in profile.backends if b.available]
-    lines.append("Engines ready: " + (", ".join(ready) if ready else "none yet (see the Hardware page)"))
+    lines.append(QCoreApplication.translate("first_run", "Engines ready: ") + (", ".join(ready) if ready else (
+        QCoreApplication.translate("first_run", "none yet (see the Hardware page)"))))
     if profile.disk_free_bytes is not None:
-        lines.append(f"{human_bytes(profile.disk_free_bytes)} free for models")
+        lines.append(QCoreApplication.translate("first_run", "{free} free for models")
+                     .format(free=human_bytes(profile.disk_free_bytes)))
     if is_apple(profile):
-        lines.append("Apple Silicon: MLX models run natively; GGUF works too.")
+        lines.append(QCoreApplication.translate("first_run", "Apple Silicon: MLX models run natively; GGUF works too."))
     return "<br>".join(lines)
 
 
@@ -76,7 +86,8 @@ class ImportFlow(QObject):
         self._call.failed.connect(self._on_failed)
 
     def ask(self, parent: QWidget | None = None) -> None:
-        path, _ = QFileDialog.getOpenFileName(parent, "Import a model", "", "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(parent, self.tr("Import a model"), "", self.tr(
+                "GGUF models (*.gguf);;All files (*)"))
         if path:
             self.start(path)
 
@@ -101,7 +112,8 @@ def _import(path: str) -> str:
     if not entries:
         from app.hub.errors import LibraryError
 
-        raise LibraryError(f"No model was found in {path}.", "choose a .gguf file or a model folder")
+        raise LibraryError(QCoreApplication.translate("first_run", "No model was found in {path}.").format(path=path),
+                           QCoreApplication.translate("first_run", "choose a .gguf file or a model folder"))
     return entries[0].path
 
 
@@ -113,8 +125,8 @@ class FirstRunDialog(QDialog):
         super().__init__(parent)
         self.settings = settings
         self.profile: HardwareProfile | None = None
-        self.setWindowTitle("Welcome to QuantDesk")
-        self.setAccessibleName("Welcome")
+        self.setWindowTitle(self.tr("Welcome to QuantDesk"))
+        self.setAccessibleName(self.tr("Welcome"))
         self.resize(640, 480)
         layout = QVBoxLayout(self)
         self.steps = QStackedWidget()
@@ -122,12 +134,12 @@ class FirstRunDialog(QDialog):
 
         machine = QWidget()
         machine_layout = QVBoxLayout(machine)
-        machine_layout.addWidget(QLabel("<h2>Welcome — this is your machine</h2>"))
-        self.hardware_label = QLabel("Detecting this machine…")
+        machine_layout.addWidget(QLabel(self.tr("<h2>Welcome — this is your machine</h2>")))
+        self.hardware_label = QLabel(self.tr("Detecting this machine…"))
         self.hardware_label.setWordWrap(True)
         machine_layout.addWidget(self.hardware_label)
-        machine_layout.addWidget(QLabel("Next: models that suit it. You download one, then chat with it; "
-                                        "nothing leaves this computer."))
+        machine_layout.addWidget(QLabel(self.tr("Next: models that suit it. You download one, then chat with it; "
+                                                "nothing leaves this computer.")))
         machine_layout.addStretch(1)
         self.steps.addWidget(machine)
 
@@ -136,7 +148,7 @@ class FirstRunDialog(QDialog):
         self.models_title = QLabel()
         self.models_title.setWordWrap(True)
         self.models = QListWidget()
-        self.models.setAccessibleName("Recommended models")
+        self.models.setAccessibleName(self.tr("Recommended models"))
         self.models.setWordWrap(True)
         self.models.itemDoubleClicked.connect(self._on_choose_clicked)
         models_layout.addWidget(self.models_title)
@@ -144,18 +156,18 @@ class FirstRunDialog(QDialog):
         self.steps.addWidget(models)
 
         buttons = QHBoxLayout()
-        self.skip_button = QPushButton("Skip")
-        self.skip_button.setAccessibleName("Skip the welcome")
+        self.skip_button = QPushButton(self.tr("Skip"))
+        self.skip_button.setAccessibleName(self.tr("Skip the welcome"))
         self.skip_button.clicked.connect(self.skip)
-        self.back_button = QPushButton("Back")
+        self.back_button = QPushButton(self.tr("Back"))
         self.back_button.clicked.connect(self._on_back)
-        self.next_button = QPushButton("Next")
+        self.next_button = QPushButton(self.tr("Next"))
         self.next_button.clicked.connect(self._on_next)
-        self.choose_button = QPushButton("See its quants")
-        self.choose_button.setAccessibleName("Open the chosen model to download it")
+        self.choose_button = QPushButton(self.tr("See its quants"))
+        self.choose_button.setAccessibleName(self.tr("Open the chosen model to download it"))
         self.choose_button.clicked.connect(self._on_choose_clicked)
-        self.import_button = QPushButton("Import a file…")
-        self.import_button.setAccessibleName("Import a model file you already have")
+        self.import_button = QPushButton(self.tr("Import a file…"))
+        self.import_button.setAccessibleName(self.tr("Import a model file you already have"))
         self.import_button.clicked.connect(self._on_import_clicked)
         buttons.addWidget(self.skip_button)
         buttons.addStretch(1)
@@ -179,19 +191,20 @@ class FirstRunDialog(QDialog):
         self.models.clear()
         if self.offline:
             self.models_title.setText(
-                "<h2>You are offline</h2>HF_HUB_OFFLINE is set, so nothing can be downloaded. Import a model "
-                "file you already have (a .gguf file, e.g. from a USB stick); it opens in the Chat page.")
+                self.tr("<h2>You are offline</h2>HF_HUB_OFFLINE is set, so nothing can be downloaded. Import a model "
+                        "file you already have (a .gguf file, e.g. from a USB stick); it opens in the Chat page."))
             self.models.hide()
             return
         self.models.show()
         self.models_title.setText(
-            "<h2>Models for this machine</h2>A hand-picked starting list (not a ranking), ordered for this "
-            "machine. Pick one: the next screen shows every quant with whether it fits, and the best one.")
+            self.tr("<h2>Models for this machine</h2>A hand-picked starting list (not a ranking), ordered for this "
+                    "machine. Pick one: the next screen shows every quant with whether it fits, and the best one."))
         for model, likely in starters_for(self.profile, starter_list()):
             if self.profile is not None and not likely:
                 continue
-            item = QListWidgetItem(f"{model.repo_id} — {model.why}\n{model.format.upper()}, about "
-                                   f"{human_bytes(model.approx_q4_bytes)} at 4 bits")
+            item = QListWidgetItem(self.tr("{repo_id} — {why}\n{format}, about {size} at 4 bits")
+                                   .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
+                                           size=human_bytes(model.approx_q4_bytes)))
             item.setData(REPO_ID, model.repo_id)
             self.models.addItem(item)
         if self.models.count():

@@ -1,15 +1,51 @@
-"""Numbers as people read them (no Qt here, so these are easy to test)."""
+"""Numbers, sizes and dates as people read them, in the user's language: digits through the default QLocale
+(set at start-up by app.ui.translations.install: "12,5 Tok./s" and "1,2 GiB" in German), words through Qt's
+translations."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QDateTime, QLocale
+
+ISO_SHORT = "yyyy-MM-dd HH:mm"  # where the locale has no usable format of its own (the C/POSIX locale)
 
 
 def capitalized(text: str) -> str:
     """The first letter upper-case: our error messages start lower-case to read inside other sentences."""
     return text[:1].upper() + text[1:]
+
+
+def number(value: float, decimals: int | None = 0) -> str:
+    """A figure with the locale's decimal sign: 12.5 → "12,5" in German; ``decimals=None``: as many as it has
+    (up to 6 significant digits, like Python's ``:g``)."""
+    if decimals is None:
+        return QLocale().toString(float(value), "g", 6)
+    return QLocale().toString(float(value), "f", decimals)
+
+
+def grouped(count: int) -> str:
+    """A large count with the locale's digit grouping: 1234567 → "1,234,567" ("1.234.567" in German)."""
+    locale = QLocale()
+    locale.setNumberOptions(locale.numberOptions() & ~QLocale.NumberOption.OmitGroupSeparator)
+    return locale.toString(int(count))
+
+
+def percent(fraction: float, decimals: int = 0) -> str:
+    """0.125 → "12.5%" ("12,5 %" in German, with the space German typography puts before %)."""
+    return QCoreApplication.translate("formatting", "{value}%").format(value=number(fraction * 100, decimals))
+
+
+def tokens_per_second(value: float, decimals: int = 1) -> str:
+    return QCoreApplication.translate("formatting", "{value} tok/s").format(value=number(value, decimals))
+
+
+def tokens_per_second_unknown() -> str:
+    """The speed field before there is a figure."""
+    return QCoreApplication.translate("formatting", "— tok/s")
 
 
 def human_bytes(n: int | float | None) -> str:
@@ -24,34 +60,48 @@ def human_memory(n: int | float | None) -> str:
 
 def _scaled(n: int | float | None, base: int, units: tuple[str, ...]) -> str:
     if n is None:
-        return "unknown"
+        return QCoreApplication.translate("formatting", "unknown")
     for unit in units[:-1]:
         if abs(n) < base:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{number(n, 0 if unit == 'B' else 1)} {unit}"
         n /= base
-    return f"{n:.1f} {units[-1]}"
+    return f"{number(n, 1)} {units[-1]}"
 
 
 def human_ms(ms: float) -> str:
-    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+    return f"{number(ms, 0)} ms" if ms < 1000 else f"{number(ms / 1000, 2)} s"
+
+
+def short_date_time(when: datetime | float) -> str:
+    """A date and time in the locale's short format ("24.11.26 16:00" in German), from a datetime (naive ones
+    are local time) or seconds since the epoch."""
+    seconds = when if isinstance(when, int | float) else when.timestamp()
+    moment = QDateTime.fromMSecsSinceEpoch(round(seconds * 1000))
+    locale = QLocale()
+    if locale.language() == QLocale.Language.C:
+        return moment.toString(ISO_SHORT)
+    return locale.toString(moment, QLocale.FormatType.ShortFormat)
 
 
 def stats_summary(stats: Mapping[str, Any] | None) -> str:
     """One line for a finished reply, from GenerationStats.to_public_dict()."""
     if not stats:
         return ""
-    parts = [f"{stats.get('generated_tokens', 0)} tokens"]
+    parts = [QCoreApplication.translate("formatting", "{count} tokens").format(count=stats.get("generated_tokens", 0))]
     if stats.get("decode_tps"):
-        parts.append(f"{stats['decode_tps']:.1f} tok/s")
+        parts.append(tokens_per_second(stats["decode_tps"]))
     server_tps = (stats.get("server") or {}).get("predicted_per_second")
     if server_tps:  # a remote engine: its server's own figure, beside the one measured here
-        parts.append(f"server says {server_tps:.1f} tok/s")
+        parts.append(QCoreApplication.translate("formatting", "server says {speed}").format(
+            speed=tokens_per_second(server_tps)))
     if stats.get("ttft_ms") is not None:
-        parts.append(f"first token {human_ms(stats['ttft_ms'])}")
+        parts.append(QCoreApplication.translate("formatting", "first token {time}").format(
+            time=human_ms(stats["ttft_ms"])))
     if stats.get("prompt_tps"):
-        parts.append(f"prompt {stats['prompt_tps']:.0f} tok/s")
-    reason = {"cancelled": "stopped", "length": "hit max tokens", "stop": "", "eos": ""}.get(
-        stats.get("stop_reason", ""), "")
+        parts.append(QCoreApplication.translate("formatting", "prompt {speed}").format(
+            speed=tokens_per_second(stats["prompt_tps"], 0)))
+    reason = {"cancelled": QCoreApplication.translate("formatting", "stopped"),
+              "length": QCoreApplication.translate("formatting", "hit max tokens")}.get(stats.get("stop_reason", ""))
     if reason:
         parts.append(reason)
     return " · ".join(parts)
@@ -71,9 +121,10 @@ def with_copy_links(markdown: str, scheme: str, first_index: int = 0) -> str:
     """Add a "Copy code" link after each fenced block; the link's target is ``scheme:<index>``,
     counting from ``first_index`` (a streamed reply is rendered a piece at a time)."""
     out, last = [], 0
+    copy = QCoreApplication.translate("formatting", "Copy code")
     for index, match in enumerate(_FENCE.finditer(markdown), start=first_index):
         out.append(markdown[last:match.end()])
-        out.append(f"\n\n[Copy code]({scheme}:{index})\n")
+        out.append(f"\n\n[{copy}]({scheme}:{index})\n")
         last = match.end()
     out.append(markdown[last:])
     return "".join(out)
@@ -106,4 +157,7 @@ class SettledMarkdown:
 
 
 def layer_count(n: int) -> str:
-    return "1 layer" if n == 1 else f"{n} layers"
+    # Two forms, as English and German have; a language with more would need self.tr's %n plurals here.
+    if n == 1:
+        return QCoreApplication.translate("formatting", "1 layer")
+    return QCoreApplication.translate("formatting", "{count} layers").format(count=n)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtWidgets import (QFrame, QGridLayout, QGroupBox, QLabel, QScrollArea, QVBoxLayout,
                                QWidget)
 
 from app.hardware.profile import GpuInfo, HardwareProfile
-from app.ui.formatting import human_bytes, human_memory
+from app.ui.formatting import human_bytes, human_memory, number
 from app.ui.runtimes_panel import RuntimesPanel
 from app.ui.widgets import MemoryBar
 
@@ -25,15 +25,17 @@ def _used(total: int | None, free: int | None) -> int | None:
 def _gpu_note(gpu: GpuInfo) -> str:
     parts = [gpu.vendor.upper() if gpu.vendor != "apple" else "Apple"]
     if gpu.unified:
-        parts.append("unified memory")
+        parts.append(QCoreApplication.translate("hardware_page", "unified memory"))
     if gpu.working_set_limit_bytes:
-        parts.append(f"GPU may use up to {human_memory(gpu.working_set_limit_bytes)}")
+        parts.append(QCoreApplication.translate("hardware_page", "GPU may use up to {memory}")
+                     .format(memory=human_memory(gpu.working_set_limit_bytes)))
     if gpu.compute_capability:
-        parts.append(f"compute {gpu.compute_capability}")
+        parts.append(QCoreApplication.translate("hardware_page", "compute {compute_capability}")
+                     .format(compute_capability=gpu.compute_capability))
     if gpu.driver:
-        parts.append(f"driver {gpu.driver}")
+        parts.append(QCoreApplication.translate("hardware_page", "driver {driver}").format(driver=gpu.driver))
     if gpu.bandwidth_gbps:
-        parts.append(f"{gpu.bandwidth_gbps:.0f} GB/s")
+        parts.append(f"{number(gpu.bandwidth_gbps)} GB/s")
     return " · ".join(parts)
 
 
@@ -49,17 +51,17 @@ class HardwarePage(QScrollArea):
         super().__init__(parent)
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setAccessibleName("Hardware")
+        self.setAccessibleName(self.tr("Hardware"))
         self.profile: HardwareProfile | None = None
         self.runtimes_panel = RuntimesPanel()  # one for the page's life: a build in progress outlives a refresh
-        self.show_message("Detecting this machine…")
+        self.show_message(self.tr("Detecting this machine…"))
 
     def show_message(self, text: str) -> None:
         self.runtimes_panel.setParent(None)  # setWidget deletes the old page and everything still in it
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(32, 24, 32, 24)
-        layout.addWidget(QLabel("<h1>Hardware</h1>"))
+        layout.addWidget(QLabel(self.tr("<h1>Hardware</h1>")))
         self.status_label = QLabel(text)
         self.status_label.setWordWrap(True)
         layout.addWidget(self.status_label)
@@ -74,20 +76,23 @@ class HardwarePage(QScrollArea):
         layout.setContentsMargins(32, 24, 32, 24)
         layout.setSpacing(16)
         cpu = profile.cpu
-        cores = f"{cpu.physical_cores or '?'} cores / {cpu.logical_cores or '?'} threads"
-        layout.addWidget(QLabel("<h1>Hardware</h1>"))
-        summary = QLabel(f"<b>{html.escape(cpu.model or 'Unknown CPU')}</b> — {cores} · "
+        cores = self.tr("{cores} cores / {threads} threads").format(cores=cpu.physical_cores or "?",
+                                                                   threads=cpu.logical_cores or "?")
+        layout.addWidget(QLabel(self.tr("<h1>Hardware</h1>")))
+        summary = QLabel(f"<b>{html.escape(cpu.model or self.tr('Unknown CPU'))}</b> — {cores} · "
                          f"{html.escape(profile.os)} {html.escape(profile.arch)}")
         summary.setWordWrap(True)
-        summary.setAccessibleName("Summary")
+        summary.setAccessibleName(self.tr("Summary"))
         layout.addWidget(summary)
 
-        memory = QGroupBox("Memory")
+        memory = QGroupBox(self.tr("Memory"))
         mem_layout = QVBoxLayout(memory)
         mem_layout.setSpacing(12)
-        self.memory_bars = [MemoryBar("System RAM", _used(profile.ram_total_bytes, profile.ram_available_bytes),
+        self.memory_bars = [MemoryBar(self.tr("System RAM"), _used(profile.ram_total_bytes,
+                                                                   profile.ram_available_bytes),
                                       profile.ram_total_bytes,
-                                      f"{human_memory(profile.ram_available_bytes)} available"
+                                      self.tr("{memory} available").format(
+                                          memory=human_memory(profile.ram_available_bytes))
                                       if profile.ram_available_bytes is not None else "")]
         for gpu in profile.gpus:
             self.memory_bars.append(MemoryBar(gpu.name, _used(gpu.vram_total_bytes, gpu.vram_free_bytes),
@@ -95,34 +100,37 @@ class HardwarePage(QScrollArea):
         for bar in self.memory_bars:
             mem_layout.addWidget(bar)
         if not profile.gpus:
-            mem_layout.addWidget(_plain("No supported GPU was found: models run on the CPU, from system RAM."))
+            mem_layout.addWidget(_plain(self.tr(
+                "No supported GPU was found: models run on the CPU, from system RAM.")))
         if profile.disk_free_bytes is not None:
-            where = f" on {profile.disk_path}" if profile.disk_path else ""
-            self.disk_label = _plain(f"Disk for models: {human_bytes(profile.disk_free_bytes)} free{where}")
+            where = self.tr(" on {disk_path}").format(disk_path=profile.disk_path) if profile.disk_path else ""
+            self.disk_label = _plain(self.tr("Disk for models: {free} free{where}")
+                                     .format(free=human_bytes(profile.disk_free_bytes), where=where))
             mem_layout.addWidget(self.disk_label)
         layout.addWidget(memory)
 
-        flags = QGroupBox("CPU features")
+        flags = QGroupBox(self.tr("CPU features"))
         flags_layout = QVBoxLayout(flags)
         ordered = [f for f in KEY_FLAGS if f in cpu.flags] + sorted(f for f in cpu.flags if f not in KEY_FLAGS)
         text = " ".join(f"<b>{html.escape(f)}</b>" if f in KEY_FLAGS else html.escape(f) for f in ordered)
-        self.flags_label = QLabel(text or "No CPU feature flags were found.")
+        self.flags_label = QLabel(text or self.tr("No CPU feature flags were found."))
         self.flags_label.setWordWrap(True)
-        self.flags_label.setAccessibleName("CPU features")
+        self.flags_label.setAccessibleName(self.tr("CPU features"))
         self.flags_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         flags_layout.addWidget(self.flags_label)
         if profile.ram_bandwidth_gbps:
-            flags_layout.addWidget(QLabel(f"Measured memory bandwidth: {profile.ram_bandwidth_gbps:.1f} GB/s"))
+            flags_layout.addWidget(QLabel(self.tr("Measured memory bandwidth: {bandwidth} GB/s")
+                                          .format(bandwidth=number(profile.ram_bandwidth_gbps, 1))))
         layout.addWidget(flags)
 
-        backends = QGroupBox("Inference engines")
+        backends = QGroupBox(self.tr("Inference engines"))
         grid = QGridLayout(backends)
         grid.setHorizontalSpacing(16)
         grid.setColumnStretch(2, 1)
         self.backend_rows: dict[str, QLabel] = {}
         for row, support in enumerate(profile.backends):
             mark = QLabel("✔" if support.available else "✘")
-            mark.setAccessibleName("available" if support.available else "unavailable")
+            mark.setAccessibleName(self.tr("available") if support.available else self.tr("unavailable"))
             mark.setObjectName("ok" if support.available else "no")
             why = support.reason if not support.available else "ready"
             if support.hint:
@@ -138,14 +146,15 @@ class HardwarePage(QScrollArea):
         layout.addWidget(self.runtimes_panel)
 
         if profile.hints:
-            notes = QGroupBox("Worth knowing")
+            notes = QGroupBox(self.tr("Worth knowing"))
             notes_layout = QVBoxLayout(notes)
             for hint in profile.hints:
                 notes_layout.addWidget(_plain(f"• {hint}"))
             layout.addWidget(notes)
         if profile.absent:
             # Mostly "no such GPU here": evidence for a bug report, not news, so it stays small and grey.
-            details = _plain("Probe details: " + "; ".join(f"{part}: {why}" for part, why in profile.absent.items()))
+            details = _plain(self.tr("Probe details: ") + "; ".join(f"{part}: {why}" for part, why in
+                                                                    profile.absent.items()))
             details.setObjectName("caption")
             layout.addWidget(details)
         layout.addStretch(1)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QSizePolicy, QWidget
 
 from app.lab.results import BenchResult, VariantResult
-from app.ui.formatting import human_memory
+from app.ui.formatting import human_memory, tokens_per_second
 
 REFERENCE_COLOUR = "#2e9d57"
 
@@ -51,11 +51,12 @@ def quality_axis(result: BenchResult) -> QualityAxis:
     """KL divergence where any variant has it (it measures the loss directly); else perplexity above the
     reference's; else nothing to plot."""
     if any(v.kl_mean is not None for v in result.variants):
-        return QualityAxis("kl_mean", "KL from the reference (nats/token)")
+        return QualityAxis("kl_mean", QCoreApplication.translate("lab_chart", "KL from the reference (nats/token)"))
     reference = result.variants[0] if result.variants else None
     if reference is not None and reference.perplexity is not None and any(
             v.perplexity is not None for v in result.variants[1:]):
-        return QualityAxis("delta_perplexity", "perplexity above the reference's")
+        return QualityAxis("delta_perplexity", QCoreApplication.translate("lab_chart",
+                "perplexity above the reference's"))
     return QualityAxis("", "")
 
 
@@ -79,11 +80,14 @@ def speed_quality_points(result: BenchResult) -> tuple[QualityAxis, list[Point],
         speed = v.speed.get("decode_tps")
         loss = _loss(v, axis, reference) if axis.metric else None
         if v.error:
-            missing.append(f"{v.label}: failed — {v.error}")
+            missing.append(QCoreApplication.translate("lab_chart", "{label}: failed — {error}")
+                           .format(label=v.label, error=v.error))
         elif speed is None:
             missing.append(f"{v.label}: {v.unavailable.get('decode_tps', 'no generation speed')}")
         elif loss is None:
-            why = v.unavailable.get("kl_mean" if axis.metric == "kl_mean" else "perplexity") or "no quality figure"
+            why = v.unavailable.get("kl_mean" if axis.metric == "kl_mean"
+                                    else "perplexity") or QCoreApplication.translate("lab_chart",
+                    "no quality figure")
             missing.append(f"{v.label}: {why}")
         else:
             points.append(Point(v.label, speed.median, speed.low, speed.high, loss, v.is_reference))
@@ -96,7 +100,10 @@ def memory_rows(result: BenchResult) -> tuple[list[MemoryRow], list[str]]:
     for v in result.variants:
         spread = v.speed.get("peak_memory_bytes")
         if spread is None:
-            missing.append(f"{v.label}: " + (f"failed — {v.error}" if v.error else "no memory figure"))
+            missing.append(f"{v.label}: " + (QCoreApplication.translate("lab_chart", "failed — {error}")
+                                             .format(error=v.error) if v.error
+                                             else QCoreApplication.translate("lab_chart",
+                    "no memory figure")))
         else:
             rows.append(MemoryRow(v.label, int(spread.median), int(spread.low), int(spread.high), v.size_bytes,
                                   v.is_reference))
@@ -153,8 +160,8 @@ def tick_text(value: float) -> str:
 class _Chart(QWidget):
     """Common painting: a title, an empty-state sentence, a caption listing what is left out."""
 
-    title = ""
-    empty_text = "Run a bench, or open a past result, to see this chart."
+    title = ""  # these texts are shown through translate("lab_chart", ...)
+    empty_text = QT_TRANSLATE_NOOP("lab_chart", "Run a bench, or open a past result, to see this chart.")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -201,12 +208,14 @@ class _Chart(QWidget):
         painter.setFont(title_font)
         painter.setPen(text)
         line = QFontMetricsF(title_font).height()
-        title = self.title + (f" — {self.prefix.rstrip('-_. /')}" if self.prefix else "")
+        title = QCoreApplication.translate("lab_chart", self.title) + (
+            f" — {self.prefix.rstrip('-_. /')}" if self.prefix else "")
         painter.drawText(QRectF(12, 8, self.width() - 24, line), Qt.AlignmentFlag.AlignLeft,
                          QFontMetricsF(title_font).elidedText(title, Qt.TextElideMode.ElideRight, self.width() - 24))
         painter.setFont(self.font())
         fm = QFontMetricsF(self.font())
-        notes = [f"Not shown: {m}" for m in self.missing]
+        # translate(), not self.tr(): a base class's tr() looks in the subclass's context on older PySide6
+        notes = [QCoreApplication.translate("lab_chart", "Not shown: {reason}").format(reason=m) for m in self.missing]
         bottom = self.height() - 6.0
         painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
         for note in reversed(notes[-3:]):
@@ -225,31 +234,33 @@ class _Chart(QWidget):
 class SpeedQualityChart(_Chart):
     """Quality loss (y) against generation tok/s (x): up-left is worse and slower, down-right is the goal."""
 
-    title = "Quality loss against speed (best: low and right)"
+    title = QT_TRANSLATE_NOOP("lab_chart", "Quality loss against speed (best: low and right)")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.axis = QualityAxis("", "")
         self.points: list[Point] = []
-        self.setAccessibleName("Chart: quality loss against generation speed")
+        self.setAccessibleName(self.tr("Chart: quality loss against generation speed"))
 
     def _prepare(self) -> None:
         if self.result is None:
             self.axis, self.points, self.missing = QualityAxis("", ""), [], []
         else:
             self.axis, self.points, self.missing = speed_quality_points(self.result)
-        self.setAccessibleDescription("; ".join(f"{p.label}: {p.x:.1f} tok/s, loss {tick_text(p.y)}"
+        self.setAccessibleDescription("; ".join(self.tr("{label}: {speed}, loss {loss}")
+                                                .format(label=p.label, speed=tokens_per_second(p.x),
+                                                        loss=tick_text(p.y))
                                                 for p in self.points))
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         painter, area = self._begin()
         if self.result is None:
-            return self._empty(painter, area, self.empty_text)
+            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
         if not self.axis.metric:
-            return self._empty(painter, area, "No quality figures in this result (the quality pass was "
-                                              "skipped or could not run), so there is nothing to plot.")
+            return self._empty(painter, area, self.tr("No quality figures in this result (the quality pass was "
+                                                      "skipped or could not run), so there is nothing to plot."))
         if not self.points:
-            return self._empty(painter, area, "No variant has both a generation speed and a quality figure.")
+            return self._empty(painter, area, self.tr("No variant has both a generation speed and a quality figure."))
         fm = QFontMetricsF(self.font())
         x_ticks = nice_ticks(0.0, max(p.x_high for p in self.points) * 1.08)
         top_loss = max(p.y for p in self.points)
@@ -279,7 +290,8 @@ class SpeedQualityChart(_Chart):
             painter.drawText(QRectF(px(tick) - 40, plot.bottom() + 3, 80, fm.height()),
                              Qt.AlignmentFlag.AlignHCenter, tick_text(tick))
         painter.drawText(QRectF(plot.left(), plot.bottom() + fm.height() + 6, plot.width(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter, "generation tok/s (median; bars: fastest and slowest run)")
+                         Qt.AlignmentFlag.AlignHCenter, self.tr("generation tok/s (median; bars: fastest and slowest "
+                                                                "run)"))
         painter.save()
         painter.translate(area.left(), plot.center().y())
         painter.rotate(-90)
@@ -305,7 +317,7 @@ class SpeedQualityChart(_Chart):
             painter.setBrush(colour)
             painter.drawEllipse(centre, 5.5, 5.5)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            label = self.short(p.label) + (" (reference)" if p.is_reference else "")
+            label = self.short(p.label) + (self.tr(" (reference)") if p.is_reference else "")
             box = self._place(QSizeF(fm.horizontalAdvance(label), fm.height()), centre, plot, placed)
             placed.append(box)
             painter.setPen(text)
@@ -335,12 +347,12 @@ class SpeedQualityChart(_Chart):
 class MemoryChart(_Chart):
     """Peak memory of the engine process per variant: the median as a bar, the range as a whisker."""
 
-    title = "Peak memory per variant"
+    title = QT_TRANSLATE_NOOP("lab_chart", "Peak memory per variant")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.rows: list[MemoryRow] = []
-        self.setAccessibleName("Chart: peak memory per variant")
+        self.setAccessibleName(self.tr("Chart: peak memory per variant"))
 
     def _prepare(self) -> None:
         self.rows, self.missing = memory_rows(self.result) if self.result is not None else ([], [])
@@ -349,11 +361,11 @@ class MemoryChart(_Chart):
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         painter, area = self._begin()
         if self.result is None:
-            return self._empty(painter, area, self.empty_text)
+            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
         if not self.rows:
-            return self._empty(painter, area, "No variant has a memory figure.")
+            return self._empty(painter, area, self.tr("No variant has a memory figure."))
         fm = QFontMetricsF(self.font())
-        names = [self.short(r.label) + (" (ref)" if r.is_reference else "") for r in self.rows]
+        names = [self.short(r.label) + (self.tr(" (ref)") if r.is_reference else "") for r in self.rows]
         label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.4)
         value_width = fm.horizontalAdvance("0000.0 MiB  ") + 4
         top = max(r.high for r in self.rows) or 1
@@ -389,7 +401,7 @@ class MemoryChart(_Chart):
         painter.setPen(muted)
         painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
                          Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText("engine RAM peak: median of the runs, whisker min–max",
+                         fm.elidedText(self.tr("engine RAM peak: median of the runs, whisker min–max"),
                                        Qt.TextElideMode.ElideRight, area.width()))
         painter.end()
 

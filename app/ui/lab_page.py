@@ -12,7 +12,7 @@ import html
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
@@ -22,41 +22,50 @@ from app.lab.results import BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
-from app.ui.formatting import human_bytes, human_memory, human_ms
+from app.ui.formatting import human_bytes, human_memory, human_ms, number, percent, short_date_time
 from app.ui.lab_chart import LabCharts
 from app.ui.widgets import button, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
-AUTO_REFERENCE = "Highest precision (automatic)"
+AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
 
-# (header, metric, how to show a value, tooltip of the column)
+# (header, metric, tooltip of the column); the words are shown through LabPage.tr
 COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("Load", "load_ms", "Time to load the model in a fresh engine host"),
-    ("Prompt tok/s", "prompt_tps", "Prompt processing speed"),
-    ("Gen tok/s", "decode_tps", "Generation speed, after the first token"),
-    ("TTFT", "ttft_ms", "Time to the first generated token"),
-    ("Peak memory", "peak_memory_bytes", "The engine process's peak RAM during the run"),
-    ("Perplexity", "perplexity", "On the bundled text; lower is better"),
-    ("KL", "kl_mean", "Mean KL divergence of next-token distributions from the reference (nats/token); 0 is "
-                      "identical"),
-    ("Top-1", "top1_agreement", "How often the variant's most likely next token is the reference's"),
+    (QT_TRANSLATE_NOOP("LabPage", "Load"), "load_ms",
+     QT_TRANSLATE_NOOP("LabPage", "Time to load the model in a fresh engine host")),
+    (QT_TRANSLATE_NOOP("LabPage", "Prompt tok/s"), "prompt_tps",
+     QT_TRANSLATE_NOOP("LabPage", "Prompt processing speed")),
+    (QT_TRANSLATE_NOOP("LabPage", "Gen tok/s"), "decode_tps",
+     QT_TRANSLATE_NOOP("LabPage", "Generation speed, after the first token")),
+    (QT_TRANSLATE_NOOP("LabPage", "TTFT"), "ttft_ms",
+     QT_TRANSLATE_NOOP("LabPage", "Time to the first generated token")),
+    (QT_TRANSLATE_NOOP("LabPage", "Peak memory"), "peak_memory_bytes",
+     QT_TRANSLATE_NOOP("LabPage", "The engine process's peak RAM during the run")),
+    (QT_TRANSLATE_NOOP("LabPage", "Perplexity"), "perplexity",
+     QT_TRANSLATE_NOOP("LabPage", "On the bundled text; lower is better")),
+    (QT_TRANSLATE_NOOP("LabPage", "KL"), "kl_mean",
+     QT_TRANSLATE_NOOP("LabPage", "Mean KL divergence of next-token distributions from the reference (nats/token); "
+                                  "0 is identical")),
+    (QT_TRANSLATE_NOOP("LabPage", "Top-1"), "top1_agreement",
+     QT_TRANSLATE_NOOP("LabPage", "How often the variant's most likely next token is the reference's")),
 )
-HEADERS = ("Variant", "Quant", "Backend", "Size", *(c[0] for c in COLUMNS))
+HEADERS = (QT_TRANSLATE_NOOP("LabPage", "Variant"), QT_TRANSLATE_NOOP("LabPage", "Quant"),
+           QT_TRANSLATE_NOOP("LabPage", "Backend"), QT_TRANSLATE_NOOP("LabPage", "Size"), *(c[0] for c in COLUMNS))
 
 
 def figure_text(metric: str, value: float) -> str:
     if metric in ("load_ms", "ttft_ms"):
         return human_ms(value)
     if metric in ("prompt_tps", "decode_tps"):
-        return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+        return number(value, 1) if value < 100 else number(value, 0)
     if metric == "peak_memory_bytes":
         return human_memory(value)
     if metric == "perplexity":
-        return f"{value:.2f}"
+        return number(value, 2)
     if metric == "kl_mean":
         return "0" if value == 0 else f"{value:.3g}"
     if metric == "top1_agreement":
-        return f"{value:.1%}"
+        return percent(value, 1)
     return f"{value:g}"
 
 
@@ -70,28 +79,36 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
         return "n/a", v.unavailable.get(metric, "n/a: not measured")
     spread = v.speed.get(metric)
     if spread is not None:
-        runs = f"{spread.n} run" + ("s" if spread.n != 1 else "")
-        return figure_text(metric, value), (f"median {figure_text(metric, spread.median)}, min–max "
-                                            f"{figure_text(metric, spread.low)} – {figure_text(metric, spread.high)} "
-                                            f"over {runs}")
+        runs = QCoreApplication.translate("lab_page", "1 run") if spread.n == 1 else QCoreApplication.translate(
+            "lab_page", "{count} runs").format(count=spread.n)
+        return figure_text(metric, value), (QCoreApplication.translate("lab_page",
+                "median {median}, min–max {low} – {high} over {runs}")
+                .format(median=figure_text(metric, spread.median), low=figure_text(metric, spread.low),
+                        high=figure_text(metric, spread.high), runs=runs))
     if metric in ("kl_mean",) and v.kl_positions:
-        return figure_text(metric, value), (f"mean over {v.kl_positions} positions; median {v.kl_median:.3g}, "
-                                            f"99th percentile {v.kl_p99:.3g}, max {v.kl_max:.3g}")
+        return figure_text(metric, value), (QCoreApplication.translate("lab_page",
+                "mean over {kl_positions} positions; median {kl_median:.3g}, 99th percentile {kl_p99:.3g}, max "
+                "{kl_max:.3g}").format(kl_positions=v.kl_positions, kl_median=v.kl_median, kl_p99=v.kl_p99,
+                                       kl_max=v.kl_max))
     if metric == "top1_agreement" and v.kl_positions:
-        return figure_text(metric, value), f"over {v.kl_positions} positions of the prompt set"
+        return figure_text(metric, value), QCoreApplication.translate("lab_page",
+                "over {kl_positions} positions of the prompt set").format(kl_positions=v.kl_positions)
     if metric == "perplexity" and v.ppl_tokens:
-        return figure_text(metric, value), f"over {v.ppl_tokens} tokens of the bundled text"
+        return figure_text(metric, value), QCoreApplication.translate("lab_page",
+                "over {ppl_tokens} tokens of the bundled text").format(ppl_tokens=v.ppl_tokens)
     return figure_text(metric, value), ""
 
 
 def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
     """Two lines for the history list: when and how many variants, then the reference."""
     try:
-        when = datetime.fromisoformat(created_at).astimezone().strftime("%Y-%m-%d %H:%M")
+        when = short_date_time(datetime.fromisoformat(created_at))
     except ValueError:
         when = created_at
-    count = f"{len(variants)} variant" + ("s" if len(variants) != 1 else "")
-    return f"{when} · {count}\nreference {reference}"
+    count = QCoreApplication.translate("lab_page", "1 variant") if len(variants) == 1 else QCoreApplication.translate(
+        "lab_page", "{count} variants").format(count=len(variants))
+    return QCoreApplication.translate("lab_page", "{when} · {count}\nreference {reference}").format(
+        when=when, count=count, reference=reference)
 
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
@@ -129,7 +146,7 @@ class LabPage(QWidget):
 
     def __init__(self, store: ResultStore | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setAccessibleName("Quant lab")
+        self.setAccessibleName(self.tr("Quant lab"))
         self.store = store or ResultStore()
         self.result: BenchResult | None = None
         self._bench_ticket: int | None = None  # the bench running now
@@ -146,10 +163,11 @@ class LabPage(QWidget):
         root = QVBoxLayout(scrolling_content(self))
         root.setContentsMargins(24, 16, 24, 14)
         root.setSpacing(10)
-        heading = QLabel("<h1>Quant lab</h1>")
-        intro = QLabel("Compare quants and formats of one model on this machine: load time, prompt and generation "
-                       "speed, time to first token and peak memory, and quality against the highest-precision "
-                       "variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.")
+        heading = QLabel(self.tr("<h1>Quant lab</h1>"))
+        intro = QLabel(self.tr("Compare quants and formats of one model on this machine: load time, prompt and "
+                               "generation speed, time to first token and peak memory, and quality against the "
+                               "highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run "
+                               "uses a fresh engine host."))
         intro.setWordWrap(True)
         intro.setObjectName("caption")
         root.addWidget(heading)
@@ -163,20 +181,20 @@ class LabPage(QWidget):
         root.addLayout(top)
 
         run_row = QHBoxLayout()
-        self.run_button = button("Run bench", "Run the bench", self.run)
+        self.run_button = button(self.tr("Run bench"), self.tr("Run the bench"), self.run)
         self.run_button.setDefault(True)
-        self.cancel_button = button("Cancel", "Cancel the bench", self.cancel)
+        self.cancel_button = button(self.tr("Cancel"), self.tr("Cancel the bench"), self.cancel)
         self.cancel_button.setEnabled(False)
         self.progress = QProgressBar()
-        self.progress.setAccessibleName("Bench progress")
+        self.progress.setAccessibleName(self.tr("Bench progress"))
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setTextVisible(True)
-        self.progress.setFormat("%v of %m steps")
-        self.status = QLabel("Tick two or more variants of one model, then run.")
+        self.progress.setFormat(self.tr("%v of %m steps"))
+        self.status = QLabel(self.tr("Tick two or more variants of one model, then run."))
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
-        self.status.setAccessibleName("Bench status")
+        self.status.setAccessibleName(self.tr("Bench status"))
         run_row.addWidget(self.run_button)
         run_row.addWidget(self.cancel_button)
         run_row.addWidget(self.progress, 1)
@@ -184,19 +202,19 @@ class LabPage(QWidget):
         root.addWidget(self.status)
 
         self.tabs = QTabWidget()
-        self.tabs.setAccessibleName("Results")
+        self.tabs.setAccessibleName(self.tr("Results"))
         self.table = QTableWidget(0, len(HEADERS))
-        self.table.setAccessibleName("Results table")
-        self.table.setHorizontalHeaderLabels(HEADERS)
+        self.table.setAccessibleName(self.tr("Results table"))
+        self.table.setHorizontalHeaderLabels([self.tr(header) for header in HEADERS])
         for index, (_header, _metric, tip) in enumerate(COLUMNS, start=4):
-            self.table.horizontalHeaderItem(index).setToolTip(tip)
+            self.table.horizontalHeaderItem(index).setToolTip(self.tr(tip))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
         self.table.setCornerButtonEnabled(False)
         self.table.setWordWrap(False)  # a long sentence ends in "…"; its tooltip and the notes hold it whole
         for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner button
-            corner.setAccessibleName("Select all rows")
+            corner.setAccessibleName(self.tr("Select all rows"))
         self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -210,15 +228,16 @@ class LabPage(QWidget):
         self.notes.setWordWrap(True)
         table_layout.addWidget(self.notes)
         self.charts = LabCharts()
-        self.tabs.addTab(table_tab, "Table")
-        self.tabs.addTab(self.charts, "Charts")
+        self.tabs.addTab(table_tab, self.tr("Table"))
+        self.tabs.addTab(self.charts, self.tr("Charts"))
         exports = QWidget()
         export_row = QHBoxLayout(exports)
         export_row.setContentsMargins(0, 0, 0, 2)
         self.export_buttons = [
-            button("Export CSV…", "Export the result as CSV", self._on_export_csv_clicked),
-            button("Export JSON…", "Export the result as JSON", self._on_export_json_clicked),
-            button("Save charts as PNG…", "Save the charts as a PNG image", self._on_export_png_clicked),
+            button(self.tr("Export CSV…"), self.tr("Export the result as CSV"), self._on_export_csv_clicked),
+            button(self.tr("Export JSON…"), self.tr("Export the result as JSON"), self._on_export_json_clicked),
+            button(self.tr("Save charts as PNG…"), self.tr("Save the charts as a PNG image"),
+                   self._on_export_png_clicked),
         ]
         for export_button in self.export_buttons:
             export_button.setEnabled(False)
@@ -230,60 +249,63 @@ class LabPage(QWidget):
     # --- the three boxes ------------------------------------------------------------------------
 
     def _variants_box(self) -> QGroupBox:
-        box = QGroupBox("Variants")
+        box = QGroupBox(self.tr("Variants"))
         layout = QVBoxLayout(box)
         self.variants = QListWidget()
-        self.variants.setAccessibleName("Variants to compare")
+        self.variants.setAccessibleName(self.tr("Variants to compare"))
         self.variants.itemChanged.connect(self._on_variant_changed)
         self.variants.setMinimumHeight(120)
         _elide(self.variants)
         layout.addWidget(self.variants, 1)
         row = QHBoxLayout()
-        row.addWidget(button("Add file…", "Add a model file", self._on_add_file_clicked))
-        row.addWidget(button("Add folder…", "Add a model folder", self._on_add_folder_clicked))
-        row.addWidget(button("Add remote…", "Add a model on a remote server", self._on_add_remote_clicked))
+        row.addWidget(button(self.tr("Add file…"), self.tr("Add a model file"), self._on_add_file_clicked))
+        row.addWidget(button(self.tr("Add folder…"), self.tr("Add a model folder"), self._on_add_folder_clicked))
+        row.addWidget(button(self.tr("Add remote…"), self.tr("Add a model on a remote server"),
+                             self._on_add_remote_clicked))
         row.addStretch(1)
-        row.addWidget(button("Refresh", "Refresh the list from the library", self.refresh_library))
+        row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"), self.refresh_library))
         layout.addLayout(row)
         return box
 
     def _settings_box(self) -> QGroupBox:
-        box = QGroupBox("Settings")
+        box = QGroupBox(self.tr("Settings"))
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         defaults = BenchSettings()
         self.reference = QComboBox()
-        self.reference.setAccessibleName("Reference variant")
-        self.reference.setToolTip("Quality is measured against this variant")
-        self.reference.addItem(AUTO_REFERENCE, None)
-        self.prompt_tokens = _spin(16, 32768, defaults.prompt_tokens, "Prompt tokens",
-                                   "Length of the measured prompt, in the variant's tokens")
-        self.gen_tokens = _spin(1, 8192, defaults.gen_tokens, "Generated tokens", "Tokens generated per run")
-        self.reps = _spin(1, 100, defaults.reps, "Repetitions",
-                          "Measured runs per variant; the table shows their median")
-        self.quality = QCheckBox("Measure quality (perplexity, KL, top-1)")
+        self.reference.setAccessibleName(self.tr("Reference variant"))
+        self.reference.setToolTip(self.tr("Quality is measured against this variant"))
+        self.reference.addItem(self.tr(AUTO_REFERENCE), None)
+        self.prompt_tokens = _spin(16, 32768, defaults.prompt_tokens, self.tr("Prompt tokens"),
+                                   self.tr("Length of the measured prompt, in the variant's tokens"))
+        self.gen_tokens = _spin(1, 8192, defaults.gen_tokens, self.tr("Generated tokens"),
+                                self.tr("Tokens generated per run"))
+        self.reps = _spin(1, 100, defaults.reps, self.tr("Repetitions"),
+                          self.tr("Measured runs per variant; the table shows their median"))
+        self.quality = QCheckBox(self.tr("Measure quality (perplexity, KL, top-1)"))
         self.quality.setChecked(defaults.quality)
-        self.quality.setAccessibleName("Measure quality")
-        form.addRow("Reference", self.reference)
-        form.addRow("Prompt tokens", self.prompt_tokens)
-        form.addRow("Generated tokens", self.gen_tokens)
-        form.addRow("Repetitions", self.reps)
+        self.quality.setAccessibleName(self.tr("Measure quality"))
+        form.addRow(self.tr("Reference"), self.reference)
+        form.addRow(self.tr("Prompt tokens"), self.prompt_tokens)
+        form.addRow(self.tr("Generated tokens"), self.gen_tokens)
+        form.addRow(self.tr("Repetitions"), self.reps)
         form.addRow(self.quality)
         return box
 
     def _history_box(self) -> QGroupBox:
-        box = QGroupBox("Past results")
+        box = QGroupBox(self.tr("Past results"))
         layout = QVBoxLayout(box)
         self.history = QListWidget()
-        self.history.setAccessibleName("Past results")
+        self.history.setAccessibleName(self.tr("Past results"))
         _elide(self.history)
         self.history.setAlternatingRowColors(True)  # two lines per result: keep the results apart
         self.history.itemActivated.connect(self._on_history_activated)
         self.history.currentItemChanged.connect(self._on_history_selection)
         layout.addWidget(self.history, 1)
         row = QHBoxLayout()
-        self.open_button = button("Open", "Open the selected past result", self._on_open_clicked)
-        self.delete_button = button("Delete…", "Delete the selected past result", self._on_delete_clicked)
+        self.open_button = button(self.tr("Open"), self.tr("Open the selected past result"), self._on_open_clicked)
+        self.delete_button = button(self.tr("Delete…"), self.tr("Delete the selected past result"),
+                                    self._on_delete_clicked)
         self.open_button.setEnabled(False)
         self.delete_button.setEnabled(False)
         row.addWidget(self.open_button)
@@ -311,12 +333,12 @@ class LabPage(QWidget):
         for entry in entries:
             self._add_item(entry.path, entry_text(entry), checked=False)
         if not entries and self.variants.count() == 0:
-            self.status.setText("No models in the library yet: add model files or folders by hand, "
-                                "or download some from Discover.")
+            self.status.setText(self.tr("No models in the library yet: add model files or folders by hand, or "
+                                        "download some from Discover."))
 
     @Slot(int, object)
     def _on_library_failed(self, ticket: int, error: object) -> None:
-        self.status.setText(f"The library could not be read: {sentence(error)}")
+        self.status.setText(self.tr("The library could not be read: {error}").format(error=sentence(error)))
 
     def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
         resolved = path if is_remote_ref(path) else str(Path(path).expanduser().resolve())
@@ -341,7 +363,8 @@ class LabPage(QWidget):
 
         for path in paths:
             if is_remote_ref(path):
-                self._add_item(str(path), f"{display_name(str(path))} — remote", checked=True)
+                self._add_item(str(path), self.tr("{display_name} — remote")
+                               .format(display_name=display_name(str(path))), checked=True)
                 continue
             p = Path(path)
             kind = "folder" if p.is_dir() else "file"
@@ -360,7 +383,7 @@ class LabPage(QWidget):
         chosen = self.reference.currentData()
         self.reference.blockSignals(True)
         self.reference.clear()
-        self.reference.addItem(AUTO_REFERENCE, None)
+        self.reference.addItem(self.tr(AUTO_REFERENCE), None)
         for path in self.checked_paths():
             if not is_remote_ref(path):  # a remote model cannot be the reference (no distributions)
                 self.reference.addItem(Path(path).name, path)
@@ -371,12 +394,13 @@ class LabPage(QWidget):
     def set_reference(self, path: str | Path | None) -> None:
         index = self.reference.findData(str(Path(path).resolve())) if path else 0
         if index < 0:
-            raise ValueError(f"{path} is not a ticked variant")
+            raise ValueError(self.tr("{path} is not a ticked variant").format(path=path))
         self.reference.setCurrentIndex(index)
 
     @Slot()
     def _on_add_file_clicked(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, "Add model files", "", "GGUF models (*.gguf);;All files (*)")
+        files, _ = QFileDialog.getOpenFileNames(self, self.tr("Add model files"), "", self.tr(
+                "GGUF models (*.gguf);;All files (*)"))
         self.add_paths(files)
 
     @Slot()
@@ -389,7 +413,7 @@ class LabPage(QWidget):
 
     @Slot()
     def _on_add_folder_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Add a model folder (MLX, safetensors, EXL)")
+        folder = QFileDialog.getExistingDirectory(self, self.tr("Add a model folder (MLX, safetensors, EXL)"))
         if folder:
             self.add_paths([folder])
 
@@ -410,12 +434,12 @@ class LabPage(QWidget):
             return
         models = self.checked_paths()
         if not models:
-            self.status.setText("Tick at least one variant to measure (two or more to compare them).")
+            self.status.setText(self.tr("Tick at least one variant to measure (two or more to compare them)."))
             return
         self._stopping = False
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
-        self.status.setText(f"Starting: {len(models)} variant(s), each in a fresh engine host…")
+        self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "", len(models)))
         self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), self.reference.currentData(),
                                                    self.store)
 
@@ -424,7 +448,7 @@ class LabPage(QWidget):
         if self.running and self._bench.cancel(self._bench_ticket):
             self._stopping = True
             self.cancel_button.setEnabled(False)
-            self.status.setText("Stopping after the current step…")
+            self.status.setText(self.tr("Stopping after the current step…"))
 
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
@@ -442,16 +466,17 @@ class LabPage(QWidget):
             return
         self.progress.setRange(0, p.total)
         self.progress.setValue(p.step - 1)
-        phase = "Speed" if p.phase == "speed" else "Quality"
-        self.status.setText(f"{phase} — {p.message}")
+        phase = self.tr("Speed") if p.phase == "speed" else self.tr("Quality")
+        self.status.setText(self.tr("{phase} — {message}").format(phase=phase, message=p.message))
 
     @Slot(int, object)
     def _on_finished(self, ticket: int, result: BenchResult) -> None:
         self._finish_run()
         self.progress.setValue(self.progress.maximum())
         failed = [v.label for v in result.variants if v.error]
-        self.status.setText(f"Finished and saved ({result.id})." + (
-            f" Could not measure: {', '.join(failed)} — hover over its row for why." if failed else ""))
+        self.status.setText(self.tr("Finished and saved ({id}).").format(id=result.id) + (
+            self.tr(" Could not measure: {variants} — hover over its row for why.").format(variants=", ".join(failed))
+                                                                                          if failed else ""))
         self.show_result(result)
         self.refresh_history()
         self.bench_finished.emit(result)
@@ -467,14 +492,14 @@ class LabPage(QWidget):
         self._finish_run()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.status.setText(f"The bench failed: {message}")
+        self.status.setText(self.tr("The bench failed: {message}").format(message=message))
         self.bench_stopped.emit(message)
 
     def _on_cancelled(self) -> None:
         self._finish_run()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.status.setText("Cancelled: nothing was saved.")
+        self.status.setText(self.tr("Cancelled: nothing was saved."))
         self.bench_stopped.emit("cancelled")
 
     def shutdown(self) -> None:
@@ -497,20 +522,20 @@ class LabPage(QWidget):
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
         self.table.setRowCount(len(result.variants))
         for row, v in enumerate(result.variants):
-            name = QTableWidgetItem(v.label + ("  (reference)" if v.is_reference else ""))
+            name = QTableWidgetItem(v.label + (self.tr("  (reference)") if v.is_reference else ""))
             name.setToolTip(v.path + (f"\n{v.error}" if v.error else ""))
             if v.is_reference:
                 font = QFont(name.font())
                 font.setBold(True)
                 name.setFont(font)
-            bpw = f" · {v.bits_per_weight:g} bpw" if v.bits_per_weight else ""
+            bpw = f" · {number(v.bits_per_weight, None)} bpw" if v.bits_per_weight else ""
             fixed = [name, QTableWidgetItem(v.quant), QTableWidgetItem(v.backend or "—"),
                      QTableWidgetItem(human_bytes(v.size_bytes))]
             fixed[1].setToolTip(f"{v.format}{bpw}")
             for column, item in enumerate(fixed):
                 self.table.setItem(row, column, item)
             if v.error:  # one sentence across the figures instead of a row of "failed"
-                item = QTableWidgetItem(f"not measured: {v.error}")
+                item = QTableWidgetItem(self.tr("not measured: {error}").format(error=v.error))
                 item.setToolTip(v.error)
                 item.setForeground(QColor(muted))
                 item.setData(Qt.ItemDataRole.SizeHintRole, QSize(40, 24))  # the span's width, not the column's
@@ -527,12 +552,15 @@ class LabPage(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 self.table.setItem(row, column, item)
         s = result.settings
-        lines = [f"Result {result.id}: medians of {s.reps} run(s) per variant (hover over a figure for its "
-                 f"range); prompt ≈{s.prompt_tokens} tokens, {s.gen_tokens} generated; quality against "
-                 f"{result.reference}" + ("." if s.quality else " — quality pass skipped.")]
+        lines = [self.tr("Result {id}: medians of %n run(s) per variant (hover over a figure for its range); "
+                         "prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}", "",
+                         s.reps)
+                 .format(id=result.id, prompt_tokens=s.prompt_tokens, gen_tokens=s.gen_tokens,
+                         reference=result.reference) + ("." if s.quality else self.tr(" — quality pass skipped."))]
         reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
                                 if s.quality)
-        lines += [f"{v.label}: not measured — {v.error}" for v in result.variants if v.error]
+        lines += [self.tr("{label}: not measured — {error}").format(label=v.label,
+                                                                    error=v.error) for v in result.variants if v.error]
         lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
         self.notes.setText("\n".join(lines))
 
@@ -543,7 +571,7 @@ class LabPage(QWidget):
         from app.lab import export
 
         if self.result is None:
-            raise ValueError("there is no result to export")
+            raise ValueError(self.tr("there is no result to export"))
         path = Path(path)
         if kind == "csv":
             path.write_text(export.to_csv(self.result), encoding="utf-8")
@@ -551,34 +579,35 @@ class LabPage(QWidget):
             path.write_text(export.to_json(self.result) + "\n", encoding="utf-8")
         elif kind == "png":
             if not self.charts.save_png(str(path)):
-                raise OSError(f"the image could not be written to {path}")
+                raise OSError(self.tr("the image could not be written to {path}").format(path=path))
         else:
-            raise ValueError(f"unknown export kind {kind!r}")
+            raise ValueError(self.tr("unknown export kind {kind!r}").format(kind=kind))
         return path
 
     def _export_with_dialog(self, kind: str, pattern: str) -> None:
         if self.result is None:
             return
         suggested = f"quant-lab-{self.result.id}.{kind}"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export as {kind.upper()}", suggested, pattern)
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export as {kind}").format(kind=kind.upper()), suggested,
+                                              pattern)
         if not path:
             return
         try:
-            self.status.setText(f"Saved {self.export(path, kind)}.")
+            self.status.setText(self.tr("Saved {path}.").format(path=self.export(path, kind)))
         except OSError as exc:
-            self.status.setText(f"Could not save: {sentence(exc)}")
+            self.status.setText(self.tr("Could not save: {error}").format(error=sentence(exc)))
 
     @Slot()
     def _on_export_csv_clicked(self) -> None:
-        self._export_with_dialog("csv", "CSV (*.csv)")
+        self._export_with_dialog("csv", self.tr("CSV (*.csv)"))
 
     @Slot()
     def _on_export_json_clicked(self) -> None:
-        self._export_with_dialog("json", "JSON (*.json)")
+        self._export_with_dialog("json", self.tr("JSON (*.json)"))
 
     @Slot()
     def _on_export_png_clicked(self) -> None:
-        self._export_with_dialog("png", "PNG image (*.png)")
+        self._export_with_dialog("png", self.tr("PNG image (*.png)"))
 
     # --- history --------------------------------------------------------------------------------
 
@@ -591,7 +620,7 @@ class LabPage(QWidget):
             item.setToolTip("\n".join((saved.id, *saved.variants)))
             self.history.addItem(item)
         if self.history.count() == 0:
-            placeholder = QListWidgetItem("No saved results yet.")
+            placeholder = QListWidgetItem(self.tr("No saved results yet."))
             placeholder.setFlags(Qt.ItemFlag.NoItemFlags)
             self.history.addItem(placeholder)
         self.history_changed.emit()
@@ -604,20 +633,20 @@ class LabPage(QWidget):
         try:
             result = self.store.load(result_id)
         except Exception as exc:  # a damaged or foreign file: the page says so and keeps what it shows
-            self.status.setText(f"That result cannot be opened: {sentence(exc)}")
+            self.status.setText(self.tr("That result cannot be opened: {error}").format(error=sentence(exc)))
             return
         self.show_result(result)
-        self.status.setText(f"Showing the saved result {result_id}.")
+        self.status.setText(self.tr("Showing the saved result {result_id}.").format(result_id=result_id))
 
     def delete_saved(self, result_id: str) -> None:
         try:
             self.store.delete(result_id)
         except Exception as exc:  # a file that cannot go (permissions, gone meanwhile): said, nothing else changes
-            self.status.setText(f"That result could not be deleted: {sentence(exc)}")
+            self.status.setText(self.tr("That result could not be deleted: {error}").format(error=sentence(exc)))
             return
         if self.result is not None and self.result.id == result_id:
             self.show_result(None)
-        self.status.setText(f"Deleted the saved result {result_id}.")
+        self.status.setText(self.tr("Deleted the saved result {result_id}.").format(result_id=result_id))
         self.refresh_history()
 
     def _selected_id(self) -> str | None:
@@ -645,8 +674,9 @@ class LabPage(QWidget):
         result_id = self._selected_id()
         if result_id is None:
             return
-        self.confirm = QMessageBox(QMessageBox.Icon.Question, "Delete this result?",
-                                   f"Delete the saved bench result {html.escape(result_id)}? This cannot be undone.",
+        self.confirm = QMessageBox(QMessageBox.Icon.Question, self.tr("Delete this result?"),
+                                   self.tr("Delete the saved bench result {result_id}? This cannot be undone.")
+                                   .format(result_id=html.escape(result_id)),
                                    QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
         self.confirm.setProperty("result_id", result_id)
         self.confirm.finished.connect(self._on_delete_answered)

@@ -9,11 +9,10 @@ listing, "Check for updates" asks now, and "Update" queues the download of the c
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -22,14 +21,21 @@ from app.hub import updates
 from app.hub.library import Library, LibraryEntry
 from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
-from app.ui.formatting import human_bytes
+from app.ui.formatting import human_bytes, short_date_time
 
-COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
+# Shown through LibraryPage.tr; also the columns' keys.
+COLUMNS = (QT_TRANSLATE_NOOP("LibraryPage", "Model"), QT_TRANSLATE_NOOP("LibraryPage", "Format"),
+           QT_TRANSLATE_NOOP("LibraryPage", "Quant"), QT_TRANSLATE_NOOP("LibraryPage", "Size"),
+           QT_TRANSLATE_NOOP("LibraryPage", "Architecture"), QT_TRANSLATE_NOOP("LibraryPage", "Source"),
+           QT_TRANSLATE_NOOP("LibraryPage", "Updates"))
 UPDATE_COLUMN, SOURCE_COLUMN = COLUMNS.index("Updates"), COLUMNS.index("Source")
 SOURCE_WIDTH = 260
 UPDATE_COLOUR = "#b25e00"  # amber: readable on the light and the dark theme
-SOURCES = {"download": "Downloaded", "import": "Imported (copy)", "reference": "Used in place",
-           "hf-cache": "Hugging Face cache", "folder": "Watched folder"}
+SOURCES = {"download": QT_TRANSLATE_NOOP("library_page", "Downloaded"),
+           "import": QT_TRANSLATE_NOOP("library_page", "Imported (copy)"),
+           "reference": QT_TRANSLATE_NOOP("library_page", "Used in place"),
+           "hf-cache": QT_TRANSLATE_NOOP("library_page", "Hugging Face cache"),
+           "folder": QT_TRANSLATE_NOOP("library_page", "Watched folder")}  # shown through translate()
 
 
 @dataclass
@@ -56,13 +62,16 @@ def check_for_updates(root: Path | None, force: bool) -> updates.CheckReport | N
 def check_message(report: updates.CheckReport) -> str:
     available = report.available
     if report.failures:
-        return "Could not check for updates: " + "; ".join(report.failures)
+        return QCoreApplication.translate("library_page", "Could not check for updates: ") + "; ".join(report.failures)
     if not report.asked:
         return ""
     if not available:
-        return "Every downloaded model is up to date."
+        return QCoreApplication.translate("library_page", "Every downloaded model is up to date.")
     names = ", ".join(s.entry_id for s in available)
-    return f"{len(available)} update{'s' if len(available) != 1 else ''} available: {names}."
+    if len(available) == 1:
+        return QCoreApplication.translate("library_page", "1 update available: {names}.").format(names=names)
+    return QCoreApplication.translate("library_page", "{count} updates available: {names}.").format(
+        count=len(available), names=names)
 
 
 def list_models(root: Path | None) -> Listing:
@@ -72,26 +81,38 @@ def list_models(root: Path | None) -> Listing:
 def import_models(root: Path | None, path: str, copy: bool) -> Listing:
     added = Library(root).import_path(path, copy=copy)
     names = ", ".join(e.name for e in added)
-    verb = "Imported" if copy else "Added (used in place)"
+    verb = QCoreApplication.translate("library_page", "Imported") if copy else QCoreApplication.translate(
+        "library_page", "Added (used in place)")
     return _listing(root, f"{verb}: {names}.")
 
 
 def watch_folder(root: Path | None, folder: str) -> Listing:
     found = Library(root).add_folder(folder)
-    return _listing(root, f"Watching {folder}: {len(found)} model{'s' if len(found) != 1 else ''} found.")
+    found_text = QCoreApplication.translate("library_page", "Watching {folder}: 1 model found.") if len(found) == 1 \
+        else QCoreApplication.translate("library_page", "Watching {folder}: {count} models found.")
+    return _listing(root, found_text.format(folder=folder, count=len(found)))
 
 
 def remove_model(root: Path | None, entry_id: str) -> Listing:
     entry, freed = Library(root).remove(entry_id)
     if freed:
-        message = f"Deleted {entry.name}; {human_bytes(freed)} freed."
+        message = QCoreApplication.translate("library_page",
+                                             "Deleted {name}; {freed} freed.").format(name=entry.name,
+                                                                                      freed=human_bytes(freed))
     else:
-        message = f"Removed {entry.name} from the library; its files were left where they are."
+        message = QCoreApplication.translate("library_page", "Removed {name} from the library; its files were left "
+                                                             "where they are.").format(name=entry.name)
     return _listing(root, message, refresh=False)  # a rescan would list a referenced model again at once
 
 
+def file_count(count: int) -> str:
+    if count == 1:
+        return QCoreApplication.translate("library_page", "1 file")
+    return QCoreApplication.translate("library_page", "{count} files").format(count=count)
+
+
 def source_text(entry: LibraryEntry) -> str:
-    text = SOURCES.get(entry.source, entry.source)
+    text = QCoreApplication.translate("library_page", SOURCES.get(entry.source, entry.source))
     if entry.source in ("reference", "folder"):
         text += f" · {model_folder(entry)}"
     if entry.repo_id:
@@ -109,19 +130,31 @@ def model_folder(entry: LibraryEntry) -> Path:
 def delete_question(entry: LibraryEntry) -> tuple[str, bool]:
     """What deleting this entry will and will not delete, and whether it frees disk space."""
     size = human_bytes(entry.size)
-    files = f"{len(entry.files)} file{'s' if len(entry.files) != 1 else ''}"
+    files = file_count(len(entry.files))
     folder = model_folder(entry)
     if entry.owned:
-        return (f"Delete {entry.name}? Its {files} ({size}) in {folder} will be deleted, freeing {size}. "
-                "This cannot be undone.", True)
+        return (QCoreApplication.translate("library_page", "Delete {name}? Its {files} ({size}) in {folder} will be "
+                                                           "deleted, freeing {size}. This cannot be undone.")
+                                                           .format(name=entry.name, files=files, size=size,
+                                                                   folder=folder), True)
     if entry.source == "hf-cache":
-        return (f"{entry.name} is in the Hugging Face cache ({folder}), shared with other tools. QuantDesk will "
-                f"not delete those {files} ({size}); it only stops listing the model until the next scan finds "
-                "it again. To free the space, delete it from the cache with `hf cache delete`.", False)
-    where = "a watched folder" if entry.source == "folder" else "its own folder"
-    again = " It will be listed again while the folder is watched." if entry.source == "folder" else ""
-    return (f"{entry.name} is used in place from {where} ({folder}). Removing it from the library deletes no "
-            f"files: its {files} ({size}) stay where they are.{again}", False)
+        return (QCoreApplication.translate("library_page", "{name} is in the Hugging Face cache ({folder}), shared "
+                                                           "with other tools. QuantDesk will not delete those "
+                                                           "{files} ({size}); it only stops listing the model until "
+                                                           "the next scan finds it again. To free the space, delete "
+                                                           "it from the cache with `hf cache delete`.")
+                                                           .format(name=entry.name, folder=folder, files=files,
+                                                                   size=size), False)
+    if entry.source == "folder":
+        where = QCoreApplication.translate("library_page", "a watched folder")
+        again = QCoreApplication.translate("library_page", " It will be listed again while the folder is watched.")
+    else:
+        where, again = QCoreApplication.translate("library_page", "its own folder"), ""
+    return (QCoreApplication.translate("library_page", "{name} is used in place from {where} ({folder}). Removing it "
+                                                       "from the library deletes no files: its {files} ({size}) stay "
+                                                       "where they are.{again}").format(name=entry.name, where=where,
+                                                                                        folder=folder, files=files,
+                                                                                        size=size, again=again), False)
 
 
 class LibraryPage(QWidget):
@@ -132,7 +165,7 @@ class LibraryPage(QWidget):
 
     def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setAccessibleName("Library")
+        self.setAccessibleName(self.tr("Library"))
         self.root = root  # None: app.settings.models_dir() at each call (follows Settings)
         self.entries: list[LibraryEntry] = []
         self.usage: dict = {}
@@ -153,30 +186,34 @@ class LibraryPage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 18, 24, 18)
         top = QHBoxLayout()
-        title = QLabel("<h1>Library</h1>")
+        title = QLabel(self.tr("<h1>Library</h1>"))
         top.addWidget(title)
         top.addStretch(1)
-        self.import_file_button = self._button("Import file…", "Import a GGUF model file", self._on_import_file)
-        self.import_folder_button = self._button("Import folder…", "Import a model folder", self._on_import_folder)
-        self.watch_button = self._button("Watch folder…", "Add a folder whose models are used in place",
+        self.import_file_button = self._button(self.tr("Import file…"), self.tr("Import a GGUF model file"),
+                                               self._on_import_file)
+        self.import_folder_button = self._button(self.tr("Import folder…"), self.tr("Import a model folder"),
+                                                 self._on_import_folder)
+        self.watch_button = self._button(self.tr("Watch folder…"),
+                                         self.tr("Add a folder whose models are used in place"),
                                          self._on_watch_folder)
-        self.refresh_button = self._button("Refresh", "Scan the library again", self.refresh)
-        self.check_button = self._button("Check for updates", "Ask the Hub now whether downloaded models changed",
+        self.refresh_button = self._button(self.tr("Refresh"), self.tr("Scan the library again"), self.refresh)
+        self.check_button = self._button(self.tr("Check for updates"), self.tr(
+                "Ask the Hub now whether downloaded models changed"),
                                          self._on_check_now)
         for button in (self.import_file_button, self.import_folder_button, self.watch_button, self.refresh_button):
             top.addWidget(button)
         layout.addLayout(top)
         usage_row = QHBoxLayout()
-        self.usage_label = QLabel("Reading the library…")
+        self.usage_label = QLabel(self.tr("Reading the library…"))
         self.usage_label.setObjectName("caption")
-        self.usage_label.setAccessibleName("Disk usage")
+        self.usage_label.setAccessibleName(self.tr("Disk usage"))
         self.usage_label.setWordWrap(True)
         usage_row.addWidget(self.usage_label, 1)
         usage_row.addWidget(self.check_button)
         layout.addLayout(usage_row)
         self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setAccessibleName("Models")
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setAccessibleName(self.tr("Models"))
+        self.table.setHorizontalHeaderLabels([self.tr(column) for column in COLUMNS])
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -192,24 +229,26 @@ class LibraryPage(QWidget):
         header.resizeSection(SOURCE_COLUMN, SOURCE_WIDTH)
         corner = self.table.findChild(QAbstractButton)
         if corner is not None:
-            corner.setAccessibleName("Select all models")
+            corner.setAccessibleName(self.tr("Select all models"))
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.table.itemDoubleClicked.connect(self._on_load)
         layout.addWidget(self.table, 1)
         self.details = QLabel("")
         self.details.setWordWrap(True)
-        self.details.setAccessibleName("Model details")
+        self.details.setAccessibleName(self.tr("Model details"))
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.details)
         row = QHBoxLayout()
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        self.status.setAccessibleName("Library status")
+        self.status.setAccessibleName(self.tr("Library status"))
         row.addWidget(self.status, 1)
-        self.open_button = self._button("Open folder", "Show the model's files", self._on_open_folder)
-        self.delete_button = self._button("Delete…", "Delete the model", self._on_delete)
-        self.update_button = self._button("Update", "Download the model's changed files", self._on_update)
-        self.load_button = self._button("Load in chat", "Load the model and chat with it", self._on_load)
+        self.open_button = self._button(self.tr("Open folder"), self.tr("Show the model's files"), self._on_open_folder)
+        self.delete_button = self._button(self.tr("Delete…"), self.tr("Delete the model"), self._on_delete)
+        self.update_button = self._button(self.tr("Update"), self.tr("Download the model's changed files"),
+                                          self._on_update)
+        self.load_button = self._button(self.tr("Load in chat"), self.tr("Load the model and chat with it"),
+                                        self._on_load)
         self.load_button.setDefault(True)
         for button in (self.open_button, self.delete_button, self.update_button, self.load_button):
             row.addWidget(button)
@@ -231,16 +270,17 @@ class LibraryPage(QWidget):
 
     @Slot()
     def refresh(self) -> None:
-        self._start("Scanning…", list_models)
+        self._start(self.tr("Scanning…"), list_models)
 
     def import_path(self, path: str, copy: bool) -> None:
-        self._start(f"{'Copying' if copy else 'Adding'} {Path(path).name}…", import_models, path, copy)
+        self._start((self.tr("Copying {name}…") if copy else self.tr("Adding {name}…")).format(name=Path(path).name),
+                    import_models, path, copy)
 
     def watch(self, folder: str) -> None:
-        self._start(f"Scanning {folder}…", watch_folder, folder)
+        self._start(self.tr("Scanning {folder}…").format(folder=folder), watch_folder, folder)
 
     def delete(self, entry: LibraryEntry) -> None:
-        self._start(f"Deleting {entry.name}…", remove_model, entry.id)
+        self._start(self.tr("Deleting {name}…").format(name=entry.name), remove_model, entry.id)
 
     @Slot(int, object)
     def _on_listing(self, ticket: int, listing: Listing) -> None:
@@ -259,7 +299,7 @@ class LibraryPage(QWidget):
         """``force``: ask the Hub now; else the daily check (which asks only when due, online and switched on)."""
         self.checking = True
         if force:
-            self.status.setText("Checking for updates…")
+            self.status.setText(self.tr("Checking for updates…"))
         self._update_buttons()
         self._checks.start(check_for_updates, self.root, force)
 
@@ -328,13 +368,15 @@ class LibraryPage(QWidget):
         usage = listing.usage
         count = len(self.entries)
         self.usage_label.setText(
-            f"{count} model{'s' if count != 1 else ''} · {human_bytes(usage['owned_bytes'])} in the models folder "
-            f"{usage['models_dir']}" + (f", {human_bytes(usage['referenced_bytes'])} used in place"
-                                        if usage["referenced_bytes"] else "")
-            + f" · {human_bytes(usage['free_bytes'])} free of {human_bytes(usage['total_bytes'])} on that disk")
+            self.tr("%n model(s) · {owned} in the models folder {folder}", "", count)
+            .format(owned=human_bytes(usage["owned_bytes"]), folder=usage["models_dir"])
+            + (self.tr(", {size} used in place").format(size=human_bytes(usage["referenced_bytes"]))
+               if usage["referenced_bytes"] else "")
+            + self.tr(" · {free} free of {total} on that disk").format(free=human_bytes(usage["free_bytes"]),
+                                                                        total=human_bytes(usage["total_bytes"])))
         if not self.entries:
-            self.details.setText("No models yet. Download one from Discover, or import a GGUF file or a model "
-                                 "folder you already have.")
+            self.details.setText(self.tr("No models yet. Download one from Discover, or import a GGUF file or a "
+                                         "model folder you already have."))
         self._on_selection_changed()
 
     # --- selection and actions ---------------------------------------------------------------------
@@ -355,20 +397,22 @@ class LibraryPage(QWidget):
         if entry is not None:
             parts = [f"<b>{html.escape(entry.name)}</b> — {html.escape(entry.path)}"]
             if entry.repo_id:
-                parts.append(f"from {html.escape(entry.repo_id)}"
-                             + (f" at commit {html.escape(entry.commit_hash)}" if entry.commit_hash else ""))
-            parts.append(f"{len(entry.files)} file{'s' if len(entry.files) != 1 else ''}")
+                parts.append(self.tr("from {repo_id}").format(repo_id=html.escape(entry.repo_id))
+                             + (self.tr(" at commit {commit_hash}").format(commit_hash=html.escape(entry.commit_hash))
+                                if entry.commit_hash else ""))
+            parts.append(file_count(len(entry.files)))
             text = " · ".join(parts)
             status = self.updates.get(entry.id)
             if status is not None:
-                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(status.checked_at))
-                headline = html.escape(f"{status.headline} (checked {when})")
+                when = short_date_time(status.checked_at)
+                headline = html.escape(self.tr("{headline} (checked {when})").format(headline=status.headline,
+                                                                                     when=when))
                 lines = [f"<b style='color:{UPDATE_COLOUR}'>{headline}</b>" if status.available else headline]
                 lines += [html.escape(line) for line in status.details()]
                 text += "<br>" + "<br>".join(lines)
             self.details.setText(text)
         elif self.entries:
-            self.details.setText("Select a model to load, open or delete it.")
+            self.details.setText(self.tr("Select a model to load, open or delete it."))
         self._update_buttons()
 
     def _update_buttons(self) -> None:
@@ -388,8 +432,10 @@ class LibraryPage(QWidget):
         if entry is None or status is None or not status.available:
             return
         self.update_requested.emit(updates.update_request(entry, status),
-                                   f"Update of {entry.name} · {', '.join(status.reasons)}")
-        self.status.setText(f"Updating {entry.name} in Downloads; it stays usable until the new files are in.")
+                                   self.tr("Update of {name} · {reasons}").format(name=entry.name,
+                                                                                  reasons=", ".join(status.reasons)))
+        self.status.setText(self.tr("Updating {name} in Downloads; it stays usable until the new files are in.")
+                            .format(name=entry.name))
 
     @Slot()
     def _on_load(self, *_: object) -> None:
@@ -407,10 +453,11 @@ class LibraryPage(QWidget):
         if entry is None:
             return
         text, frees = delete_question(entry)
-        confirm = QMessageBox(QMessageBox.Icon.Warning, "Delete model" if frees else "Remove model", text,
+        confirm = QMessageBox(QMessageBox.Icon.Warning, self.tr("Delete model") if frees else self.tr("Remove model"),
+                              text,
                               parent=self)
         confirm.setObjectName("confirmDelete")
-        action = confirm.addButton("Delete" if frees else "Remove from library",
+        action = confirm.addButton(self.tr("Delete") if frees else self.tr("Remove from library"),
                                    QMessageBox.ButtonRole.DestructiveRole)
         confirm.setDefaultButton(confirm.addButton(QMessageBox.StandardButton.Cancel))
         confirm.exec()
@@ -419,23 +466,23 @@ class LibraryPage(QWidget):
 
     @Slot()
     def _on_import_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a model file", "", "GGUF models (*.gguf)")
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Import a model file"), "", self.tr("GGUF models (*.gguf)"))
         if path:
             self._ask_copy(path)
 
     @Slot()
     def _on_import_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Import a model folder")
+        path = QFileDialog.getExistingDirectory(self, self.tr("Import a model folder"))
         if path:
             self._ask_copy(path)
 
     def _ask_copy(self, path: str) -> None:
-        box = QMessageBox(QMessageBox.Icon.Question, "Import",
-                          f"Copy {Path(path).name} into the models folder, or use it where it is? A copy keeps "
-                          "working when the original is moved or its drive is unplugged; using it in place takes "
-                          "no extra disk space.", parent=self)
-        copy = box.addButton("Copy into the library", QMessageBox.ButtonRole.AcceptRole)
-        in_place = box.addButton("Use in place", QMessageBox.ButtonRole.AcceptRole)
+        box = QMessageBox(QMessageBox.Icon.Question, self.tr("Import"),
+                          self.tr("Copy {name} into the models folder, or use it where it is? A copy keeps working "
+                                  "when the original is moved or its drive is unplugged; using it in place takes no "
+                                  "extra disk space.").format(name=Path(path).name), parent=self)
+        copy = box.addButton(self.tr("Copy into the library"), QMessageBox.ButtonRole.AcceptRole)
+        in_place = box.addButton(self.tr("Use in place"), QMessageBox.ButtonRole.AcceptRole)
         box.addButton(QMessageBox.StandardButton.Cancel)
         box.exec()
         if box.clickedButton() in (copy, in_place):
@@ -443,6 +490,6 @@ class LibraryPage(QWidget):
 
     @Slot()
     def _on_watch_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Watch a folder of models")
+        folder = QFileDialog.getExistingDirectory(self, self.tr("Watch a folder of models"))
         if folder:
             self.watch(folder)

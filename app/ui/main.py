@@ -16,6 +16,7 @@ from app.engine.client import EngineClient
 from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
+from app.ui.translations import chosen_language, install, uninstall
 from app.ui.window import MainWindow
 
 
@@ -78,13 +79,22 @@ def run() -> int:
 
 
 def _run_window(app: QApplication) -> int:
+    user_settings = app_settings.load()
+    # Before the first widget: texts are translated as widgets are built (a change in Settings needs a restart).
+    installed = install(chosen_language(user_settings.language))
+    try:
+        return _run_main_window(app, user_settings)
+    finally:
+        uninstall(installed)  # back to how it was: run() may be called again in this process (tests do)
+
+
+def _run_main_window(app: QApplication, user_settings: app_settings.Settings) -> int:
     try:
         store = ChatStore()
     except ChatStoreError as exc:
         QMessageBox.critical(None, "QuantDesk", str(exc))
         return 1
     settings = window_settings()
-    user_settings = app_settings.load()
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
     app.theme = ThemeFollower(app, user_settings.theme)
     bridge = EngineBridge(EngineClient())  # the one engine client: the chat's, lent to the local server

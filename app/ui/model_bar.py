@@ -11,14 +11,14 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QProgressBar, QPushButton,
                                QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile
 from app.runtimes import report
-from app.ui.formatting import human_memory, human_ms, layer_count
+from app.ui.formatting import human_memory, human_ms, layer_count, number
 from backends.base import LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -47,8 +47,11 @@ class Prefill:
 
     def summary(self) -> str:
         if self.estimated_bytes is None:
-            return f"No estimate: {self.reason}" if self.reason else "No estimate"
-        return f"Estimated {human_memory(self.estimated_bytes)} · {self.verdict}"
+            if self.reason:
+                return QCoreApplication.translate("model_bar", "No estimate: {reason}").format(reason=self.reason)
+            return QCoreApplication.translate("model_bar", "No estimate")
+        return QCoreApplication.translate("model_bar", "Estimated {memory} · {verdict}").format(
+            memory=human_memory(self.estimated_bytes), verdict=self.verdict)
 
 
 def _detect() -> HardwareProfile:
@@ -70,7 +73,8 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
 
     settings = LoadSettings(n_ctx=want_ctx)
     if is_remote_ref(path):
-        return Prefill(path, settings, reason="it runs on its server", profile=profile)
+        return Prefill(path, settings, reason=QCoreApplication.translate("model_bar", "it runs on its server"),
+                       profile=profile)
     profile = profile or _detect()
     pin = pins.load().for_model(path)
     runtime_names = [r.name for r in profile.runtimes or [] if not r.problem]
@@ -94,9 +98,12 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
         if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
             fit = quantized
             settings.kv_cache_type, settings.flash_attention = "q8_0", True  # a quantized V cache needs it
-            notes.append(f"a q8_0 KV cache keeps the context at {settings.n_ctx} tokens")
+            notes.append(QCoreApplication.translate("model_bar",
+                    "a q8_0 KV cache keeps the context at {n_ctx} tokens").format(n_ctx=settings.n_ctx))
         else:
-            notes.append(f"context lowered from {settings.n_ctx} to {fit.max_ctx} tokens, the most that fits")
+            notes.append(QCoreApplication.translate("model_bar",
+                    "context lowered from {n_ctx} to {max_ctx} tokens, the most that fits")
+                         .format(n_ctx=settings.n_ctx, max_ctx=fit.max_ctx))
             settings.n_ctx = fit.max_ctx
             fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
     est = fit.estimate
@@ -127,11 +134,17 @@ def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: i
         return ""
     if not info.gpu_offload_supported:
         engine = info.runtime or info.backend
-        return (f"The estimate put {expected} of {info.n_layers} layers on the GPU, but the {engine} "
-                "runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU "
-                "runtime on the Hardware page (or: quantdesk runtime build vulkan).")
-    return (f"Only {info.gpu_layers} of {info.n_layers} layers fit on the GPU ({expected} were expected); the rest "
-            "run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.")
+        return (QCoreApplication.translate("model_bar", "The estimate put {expected} of {n_layers} layers on the "
+                                                        "GPU, but the {engine} runtime has no GPU support, so every "
+                                                        "layer runs on the CPU, which is much slower. Build a GPU "
+                                                        "runtime on the Hardware page (or: quantdesk runtime build "
+                                                        "vulkan).").format(expected=expected, n_layers=info.n_layers,
+                                                                           engine=engine))
+    return (QCoreApplication.translate("model_bar", "Only {gpu_layers} of {n_layers} layers fit on the GPU "
+                                                    "({expected} were expected); the rest run on the CPU, which is "
+                                                    "slower. Free GPU memory, or pick a smaller quant or a shorter "
+                                                    "context.").format(gpu_layers=info.gpu_layers,
+                                                                       n_layers=info.n_layers, expected=expected))
 
 
 class ExpertsInRamBox(QSpinBox):
@@ -140,9 +153,10 @@ class ExpertsInRamBox(QSpinBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setRange(-1, 999)
-        self.setPrefix("Experts in RAM: ")
+        self.setPrefix(self.tr("Experts in RAM: "))
 
     def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt's name
+        # English on purpose: _parse reads these words back as the user types them
         return {-1: "all", 0: "none", 1: "1 layer"}.get(value, f"{value} layers")
 
     def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt's name
@@ -180,33 +194,33 @@ class ModelBar(QFrame):
         outer.setContentsMargins(12, 8, 12, 8)
         outer.setSpacing(6)
         top = QHBoxLayout()
-        self.model_label = QLabel("No model loaded")
-        self.model_label.setAccessibleName("Loaded model")
+        self.model_label = QLabel(self.tr("No model loaded"))
+        self.model_label.setAccessibleName(self.tr("Loaded model"))
         self.model_label.setWordWrap(True)
         self.model_label.setTextFormat(Qt.TextFormat.RichText)
         self.load_progress = QProgressBar()
         self.load_progress.setRange(0, 100)
         self.load_progress.setFixedWidth(140)
-        self.load_progress.setAccessibleName("Loading")
+        self.load_progress.setAccessibleName(self.tr("Loading"))
         self.load_progress.hide()
-        self.load_button = QPushButton("Load model…")
-        self.load_button.setAccessibleName("Load a model")
-        self.load_button.setToolTip("A GGUF file or model folder (its settings are filled in for this machine), or a "
-                                    "model on a remote server")
+        self.load_button = QPushButton(self.tr("Load model…"))
+        self.load_button.setAccessibleName(self.tr("Load a model"))
+        self.load_button.setToolTip(self.tr("A GGUF file or model folder (its settings are filled in for this "
+                                            "machine), or a model on a remote server"))
         load_menu = QMenu(self.load_button)
-        self.load_file_action = load_menu.addAction("Model file…", self.load_clicked.emit)
-        self.load_remote_action = load_menu.addAction("Remote model…", self.remote_clicked.emit)
+        self.load_file_action = load_menu.addAction(self.tr("Model file…"), self.load_clicked.emit)
+        self.load_remote_action = load_menu.addAction(self.tr("Remote model…"), self.remote_clicked.emit)
         self.load_button.setMenu(load_menu)
-        self.reload_button = QPushButton("Reload")
-        self.reload_button.setAccessibleName("Reload the model with these settings")
-        self.reload_button.setToolTip("Load the same model again with the settings below")
+        self.reload_button = QPushButton(self.tr("Reload"))
+        self.reload_button.setAccessibleName(self.tr("Reload the model with these settings"))
+        self.reload_button.setToolTip(self.tr("Load the same model again with the settings below"))
         self.reload_button.setEnabled(False)
         self.reload_button.clicked.connect(self.reload_clicked)
         self.experts_box = ExpertsInRamBox()
-        self.experts_box.setAccessibleName("MoE experts in RAM")
-        self.experts_box.setToolTip("Mixture-of-experts models: keep the experts of the first N layers in system RAM "
-                                    "and the rest of every layer on the GPU (llama.cpp --n-cpu-moe); only the "
-                                    "experts a token uses are read from RAM")
+        self.experts_box.setAccessibleName(self.tr("MoE experts in RAM"))
+        self.experts_box.setToolTip(self.tr("Mixture-of-experts models: keep the experts of the first N layers in "
+                                            "system RAM and the rest of every layer on the GPU (llama.cpp "
+                                            "--n-cpu-moe); only the experts a token uses are read from RAM"))
         # Beside Reload, where the word-wrapped model label gives way in a narrow window rather than the box.
         self.experts_box.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
         self.experts_box.hide()  # shown for a MoE model
@@ -223,36 +237,37 @@ class ModelBar(QFrame):
         self.context_box.setRange(256, 1_048_576)
         self.context_box.setSingleStep(1024)
         self.context_box.setValue(LoadSettings().n_ctx)
-        self.context_box.setPrefix("Context ")
-        self.context_box.setAccessibleName("Context length")
+        self.context_box.setPrefix(self.tr("Context "))
+        self.context_box.setAccessibleName(self.tr("Context length"))
         self.gpu_layers_box = QSpinBox()
         self.gpu_layers_box.setRange(-1, 999)
         self.gpu_layers_box.setValue(-1)
-        self.gpu_layers_box.setSpecialValueText("GPU layers: all")
-        self.gpu_layers_box.setPrefix("GPU layers ")
-        self.gpu_layers_box.setAccessibleName("GPU layers")
-        self.gpu_layers_box.setToolTip("Layers to offload to the GPU (llama.cpp -ngl); 0 runs on the CPU only")
+        self.gpu_layers_box.setSpecialValueText(self.tr("GPU layers: all"))
+        self.gpu_layers_box.setPrefix(self.tr("GPU layers "))
+        self.gpu_layers_box.setAccessibleName(self.tr("GPU layers"))
+        self.gpu_layers_box.setToolTip(self.tr("Layers to offload to the GPU (llama.cpp -ngl); 0 runs on the CPU only"))
         self.kv_box = QComboBox()
-        self.kv_box.addItems([f"KV {t}" for t in KV_TYPES])
-        self.kv_box.setAccessibleName("KV cache type")
-        self.kv_box.setToolTip("A quantized cache (q8_0, q4_0) takes less memory and needs flash attention")
+        self.kv_box.addItems([self.tr("KV {type}").format(type=t) for t in KV_TYPES])
+        self.kv_box.setAccessibleName(self.tr("KV cache type"))
+        self.kv_box.setToolTip(self.tr("A quantized cache (q8_0, q4_0) takes less memory and needs flash attention"))
         self.flash_box = QComboBox()
-        self.flash_box.addItems([f"Flash attn {name}" for name, _ in FLASH])
-        self.flash_box.setToolTip("Flash attention: auto lets the engine decide")
-        self.flash_box.setAccessibleName("Flash attention")
+        self.flash_box.addItems([self.tr("Flash attn {name}").format(name=name) for name, _ in FLASH])
+        self.flash_box.setToolTip(self.tr("Flash attention: auto lets the engine decide"))
+        self.flash_box.setAccessibleName(self.tr("Flash attention"))
         self.runtime_box = QComboBox()
-        self.runtime_box.setAccessibleName("Runtime")
-        self.runtime_box.setToolTip("The llama.cpp runtime for this model: auto picks the best for this machine; "
-                                    "another choice is pinned for this model and reloads it")
-        self.runtime_box.addItem("Runtime auto", "auto")
+        self.runtime_box.setAccessibleName(self.tr("Runtime"))
+        self.runtime_box.setToolTip(self.tr("The llama.cpp runtime for this model: auto picks the best for this "
+                                            "machine; another choice is pinned for this model and reloads it"))
+        self.runtime_box.addItem(self.tr("Runtime auto"), "auto")
         self.runtime_box.activated.connect(self._on_runtime_activated)
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("caption")
-        self.estimate_label.setAccessibleName("Estimate")
+        self.estimate_label.setAccessibleName(self.tr("Estimate"))
         self.memory_label = QLabel("")
         self.memory_label.setObjectName("caption")
-        self.memory_label.setAccessibleName("Engine memory")
-        self.memory_label.setToolTip("Memory the engine process holds now (resident set), sampled every second")
+        self.memory_label.setAccessibleName(self.tr("Engine memory"))
+        self.memory_label.setToolTip(self.tr("Memory the engine process holds now (resident set), sampled every "
+                                             "second"))
         for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.memory_label.setMinimumWidth(150)
@@ -303,11 +318,11 @@ class ModelBar(QFrame):
     def show_runtimes(self, names: list[str], pinned: str | None) -> None:
         """The runtimes to pick from, with this model's pin (or auto) selected."""
         self.runtime_box.clear()
-        self.runtime_box.addItem("Runtime auto", "auto")
+        self.runtime_box.addItem(self.tr("Runtime auto"), "auto")
         for name in names:
-            self.runtime_box.addItem(f"Runtime {name}", name)
+            self.runtime_box.addItem(self.tr("Runtime {name}").format(name=name), name)
         if pinned and pinned not in names:
-            self.runtime_box.addItem(f"Runtime {pinned} (missing)", pinned)
+            self.runtime_box.addItem(self.tr("Runtime {pinned} (missing)").format(pinned=pinned), pinned)
         self.runtime_box.setCurrentIndex(max(self.runtime_box.findData(pinned or "auto"), 0))
 
     @Slot(int)
@@ -330,16 +345,18 @@ class ModelBar(QFrame):
         for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
             box.setEnabled(not remote)  # the server loaded the model with its own settings
         if info is None:
-            self.model_label.setText("No model loaded")
+            self.model_label.setText(self.tr("No model loaded"))
             return
         if remote:
             from app.remote.connections import display_name
 
             d = info.details
             self.model_label.setText(
-                f"<b>{html.escape(display_name(info.model_path))}</b><br><span style='font-size:small'>"
-                f"remote · {html.escape(str(d.get('server_kind')))} server at {html.escape(str(d.get('endpoint')))} · "
-                f"context {info.n_ctx} · {d.get('latency_ms', 0):.0f} ms away</span>")
+                self.tr("<b>{name}</b><br><span style='font-size:small'>remote · {kind} server at {endpoint} · "
+                        "context {n_ctx} · {latency} ms away</span>")
+                .format(name=html.escape(display_name(info.model_path)), kind=html.escape(str(d.get("server_kind"))),
+                        endpoint=html.escape(str(d.get("endpoint"))), n_ctx=info.n_ctx,
+                        latency=number(d.get("latency_ms", 0))))
             self.model_label.setToolTip("")
             return
         same = prefill is not None and prefill.path == info.model_path
@@ -347,28 +364,36 @@ class ModelBar(QFrame):
             where = report.placement(info)
             devices = report.device_lines(info, prefill.estimated_buffers if same else None)
         else:
-            where = info.backend + " · " + (f"{info.gpu_layers}/{info.n_layers} layers on GPU"
-                                            if info.gpu_offload_supported else "CPU only")
+            where = info.backend + " · " + (self.tr("{gpu_layers}/{n_layers} layers on GPU")
+                                            .format(gpu_layers=info.gpu_layers, n_layers=info.n_layers)
+                                            if info.gpu_offload_supported else self.tr("CPU only"))
             devices = []
         if info.details.get("experts_in_ram"):
-            where += f" · experts of {layer_count(info.details['experts_in_ram'])} in RAM"
+            where += self.tr(" · experts of {layers} in RAM").format(
+                layers=layer_count(info.details["experts_in_ram"]))
         if info.details.get("vision"):
-            where += " · sees images"
-            devices = [f"Vision projector {info.details['vision']['projector']}: "
-                       f"{info.details['vision']['image_tokens']} context tokens an image", *devices]
+            where += self.tr(" · sees images")
+            devices = [self.tr("Vision projector {projector}: {image_tokens} context tokens an image")
+                       .format(projector=info.details['vision']['projector'],
+                               image_tokens=info.details['vision']['image_tokens']), *devices]
         if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
-            memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
+            memory = self.tr("{memory} in buffers").format(memory=human_memory(sum(d.total_bytes
+                                                                                   for d in info.devices)))
             if same and prefill.estimated_buffers:
-                memory += f" (estimated {human_memory(sum(prefill.estimated_buffers.values()))})"
+                memory += self.tr(" (estimated {memory})").format(
+                    memory=human_memory(sum(prefill.estimated_buffers.values())))
         else:
             memory = human_memory(sum(info.memory_bytes.values()))
             if same and prefill.estimated_bytes is not None:
-                memory += f" (estimated {human_memory(prefill.estimated_bytes)})"
+                memory += self.tr(" (estimated {memory})").format(memory=human_memory(prefill.estimated_bytes))
         self.model_label.setText(
-            f"<b>{html.escape(Path(info.model_path).name)}</b><br><span style='font-size:small'>"
-            f"{html.escape(where)} · context {info.n_ctx} · {html.escape(memory)} · "
-            f"loaded in {human_ms(info.load_ms)}</span>")
-        tips = ([f"Runtime {info.runtime}: {info.runtime_reason}"] if info.runtime else []) + devices
+            self.tr("<b>{name}</b><br><span style='font-size:small'>{where} · context {n_ctx} · {memory} · loaded in "
+                    "{load_ms}</span>").format(name=html.escape(Path(info.model_path).name), where=html.escape(where),
+                                               n_ctx=info.n_ctx, memory=html.escape(memory),
+                                               load_ms=human_ms(info.load_ms)))
+        tips = ([self.tr("Runtime {runtime}: {runtime_reason}").format(runtime=info.runtime,
+                                                                       runtime_reason=info.runtime_reason)]
+                if info.runtime else []) + devices
         self.model_label.setToolTip("\n".join(tips))
 
     def hide_progress(self) -> None:
@@ -398,4 +423,4 @@ class ModelBar(QFrame):
             self.memory_timer.stop()
             self.memory_label.clear()
             return
-        self.memory_label.setText(f"Engine process: {human_memory(rss)}")
+        self.memory_label.setText(self.tr("Engine process: {rss}").format(rss=human_memory(rss)))

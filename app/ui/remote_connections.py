@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
                                QWidget)
@@ -13,7 +13,9 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpin
 from app.remote import connections as remote
 from app.ui.background import BackgroundCall, sentence
 
-KEY_STORES = {"keychain": "key in the system keychain", "file": "key in the key file (0600)", "": "no key"}
+KEY_STORES = {"keychain": QT_TRANSLATE_NOOP("ConnectionsPanel", "key in the system keychain"),
+              "file": QT_TRANSLATE_NOOP("ConnectionsPanel", "key in the key file (0600)"),
+              "": QT_TRANSLATE_NOOP("ConnectionsPanel", "no key")}  # shown through ConnectionsPanel.tr
 
 
 def list_connection_models(name: str) -> dict:
@@ -29,11 +31,11 @@ class ConnectionsPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setAccessibleName("Remote engines")
+        self.setAccessibleName(self.tr("Remote engines"))
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         self.list = QListWidget()
-        self.list.setAccessibleName("Remote connections")
+        self.list.setAccessibleName(self.tr("Remote connections"))
         self.list.setMaximumHeight(110)
         self.list.currentItemChanged.connect(self._on_selected)
         column.addWidget(self.list)
@@ -41,20 +43,20 @@ class ConnectionsPanel(QWidget):
         form = QFormLayout()
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("gpu-box")
-        self.name_edit.setAccessibleName("Connection name")
+        self.name_edit.setAccessibleName(self.tr("Connection name"))
         self.url_edit = QLineEdit()
         self.url_edit.setPlaceholderText("http://192.168.1.20:8080/v1")
-        self.url_edit.setAccessibleName("Server address")
+        self.url_edit.setAccessibleName(self.tr("Server address"))
         self.key_edit = QLineEdit()
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setAccessibleName("API key")
-        self.key_edit.setPlaceholderText("optional; leave empty to keep the stored key")
+        self.key_edit.setAccessibleName(self.tr("API key"))
+        self.key_edit.setPlaceholderText(self.tr("optional; leave empty to keep the stored key"))
         ca_row = QHBoxLayout()
         self.ca_edit = QLineEdit()
-        self.ca_edit.setPlaceholderText("optional: the server's CA certificate (PEM)")
-        self.ca_edit.setAccessibleName("CA file")
-        self.ca_button = QPushButton("Choose…")
-        self.ca_button.setAccessibleName("Choose a CA file")
+        self.ca_edit.setPlaceholderText(self.tr("optional: the server's CA certificate (PEM)"))
+        self.ca_edit.setAccessibleName(self.tr("CA file"))
+        self.ca_button = QPushButton(self.tr("Choose…"))
+        self.ca_button.setAccessibleName(self.tr("Choose a CA file"))
         self.ca_button.clicked.connect(self._on_choose_ca)
         ca_row.addWidget(self.ca_edit, 1)
         ca_row.addWidget(self.ca_button)
@@ -62,40 +64,40 @@ class ConnectionsPanel(QWidget):
         self.timeout_box = QDoubleSpinBox()
         self.timeout_box.setRange(0.5, 600)
         self.timeout_box.setValue(remote.Connection.timeout_s)
-        self.timeout_box.setSuffix(" s to connect")
-        self.timeout_box.setAccessibleName("Connect timeout")
+        self.timeout_box.setSuffix(self.tr(" s to connect"))
+        self.timeout_box.setAccessibleName(self.tr("Connect timeout"))
         self.stall_box = QDoubleSpinBox()
         self.stall_box.setRange(1, 3600)
         self.stall_box.setValue(remote.Connection.stall_s)
-        self.stall_box.setSuffix(" s silent before giving up")
-        self.stall_box.setAccessibleName("Stall limit")
-        self.stall_box.setToolTip("A reply that sends nothing for this long is given up "
-                                  "(a long prompt may take a while)")
+        self.stall_box.setSuffix(self.tr(" s silent before giving up"))
+        self.stall_box.setAccessibleName(self.tr("Stall limit"))
+        self.stall_box.setToolTip(self.tr("A reply that sends nothing for this long is given up (a long prompt may "
+                                          "take a while)"))
         timeouts.addWidget(self.timeout_box)
         timeouts.addWidget(self.stall_box)
         timeouts.addStretch(1)
-        form.addRow("Name", self.name_edit)
-        form.addRow("Address", self.url_edit)
-        form.addRow("API key", self.key_edit)
-        form.addRow("TLS", ca_row)
-        form.addRow("Timeouts", timeouts)
+        form.addRow(self.tr("Name"), self.name_edit)
+        form.addRow(self.tr("Address"), self.url_edit)
+        form.addRow(self.tr("API key"), self.key_edit)
+        form.addRow(self.tr("TLS"), ca_row)
+        form.addRow(self.tr("Timeouts"), timeouts)
         column.addLayout(form)
 
         buttons = QHBoxLayout()
-        self.new_button = QPushButton("New")
-        self.new_button.setAccessibleName("New connection")
+        self.new_button = QPushButton(self.tr("New"))
+        self.new_button.setAccessibleName(self.tr("New connection"))
         self.new_button.clicked.connect(self._on_new)
-        self.save_button = QPushButton("Save and test")
-        self.save_button.setAccessibleName("Save and test the connection")
+        self.save_button = QPushButton(self.tr("Save and test"))
+        self.save_button.setAccessibleName(self.tr("Save and test the connection"))
         self.save_button.clicked.connect(self._on_save)
-        self.test_button = QPushButton("Test")
-        self.test_button.setAccessibleName("Test the connection")
+        self.test_button = QPushButton(self.tr("Test"))
+        self.test_button.setAccessibleName(self.tr("Test the connection"))
         self.test_button.clicked.connect(self._on_test)
-        self.remove_button = QPushButton("Remove")
-        self.remove_button.setAccessibleName("Remove the connection")
+        self.remove_button = QPushButton(self.tr("Remove"))
+        self.remove_button.setAccessibleName(self.tr("Remove the connection"))
         self.remove_button.clicked.connect(self._on_remove)
-        self.forget_key_button = QPushButton("Forget key")
-        self.forget_key_button.setAccessibleName("Forget the stored API key")
+        self.forget_key_button = QPushButton(self.tr("Forget key"))
+        self.forget_key_button.setAccessibleName(self.tr("Forget the stored API key"))
         self.forget_key_button.clicked.connect(self._on_forget_key)
         for button in (self.new_button, self.save_button, self.test_button, self.forget_key_button, self.remove_button):
             buttons.addWidget(button)
@@ -104,7 +106,7 @@ class ConnectionsPanel(QWidget):
         self.result = QLabel()
         self.result.setWordWrap(True)
         self.result.setTextFormat(Qt.TextFormat.PlainText)
-        self.result.setAccessibleName("Connection test result")
+        self.result.setAccessibleName(self.tr("Connection test result"))
         column.addWidget(self.result)
         self.storage_note = QLabel(remote.key_storage_sentence())
         self.storage_note.setObjectName("caption")
@@ -127,7 +129,8 @@ class ConnectionsPanel(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for connection in saved:
-            item = QListWidgetItem(f"{connection.name} — {connection.base_url} — {KEY_STORES[connection.key_store]}")
+            item = QListWidgetItem(f"{connection.name} — {connection.base_url} — "
+                                   f"{self.tr(KEY_STORES[connection.key_store])}")
             item.setData(Qt.ItemDataRole.UserRole, connection.name)
             item.setToolTip("\n".join(connection.warnings()))
             self.list.addItem(item)
@@ -165,8 +168,8 @@ class ConnectionsPanel(QWidget):
         self.name_edit.setText(connection.name)
         self.url_edit.setText(connection.base_url)
         self.key_edit.clear()
-        self.key_edit.setPlaceholderText("stored; type to replace it" if connection.has_key
-                                         else "optional; none stored")
+        self.key_edit.setPlaceholderText(self.tr("stored; type to replace it") if connection.has_key
+                                         else self.tr("optional; none stored"))
         self.ca_edit.setText(connection.ca_file)
         self.timeout_box.setValue(connection.timeout_s)
         self.stall_box.setValue(connection.stall_s)
@@ -179,14 +182,14 @@ class ConnectionsPanel(QWidget):
         self.list.setCurrentItem(None)
         for edit in (self.name_edit, self.url_edit, self.key_edit, self.ca_edit):
             edit.clear()
-        self.key_edit.setPlaceholderText("optional")
+        self.key_edit.setPlaceholderText(self.tr("optional"))
         self.result.clear()
         self.name_edit.setFocus()
 
     @Slot()
     def _on_choose_ca(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "The server's CA certificate", "",
-                                              "PEM files (*.pem *.crt);;All (*)")
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("The server's CA certificate"), "",
+                                              self.tr("PEM files (*.pem *.crt);;All (*)"))
         if path:
             self.ca_edit.setText(path)
 
@@ -199,7 +202,8 @@ class ConnectionsPanel(QWidget):
         try:
             saved = remote.Connections().save(connection, api_key=key or None)
         except (remote.RemoteConnectionError, OSError) as exc:
-            self.result.setText(f"Not saved: {sentence(exc)}")  # what was typed stays in the fields
+            # what was typed stays in the fields
+            self.result.setText(self.tr("Not saved: {error}").format(error=sentence(exc)))
             return
         self.key_edit.clear()
         self.refresh(select=saved.name)
@@ -212,17 +216,19 @@ class ConnectionsPanel(QWidget):
         name = self.selected_name()
         if name is None:
             return
-        self.result.setText(f"Asking {name} for its models…")
+        self.result.setText(self.tr("Asking {name} for its models…").format(name=name))
         self._tester.start(list_connection_models, name)
 
     @Slot(int, object)
     def _on_tested(self, ticket: int, result: dict) -> None:
         if ticket != self._tester.latest:
             return
-        models = ", ".join(m["id"] for m in result["models"][:6]) or "no models"
-        more = f" and {len(result['models']) - 6} more" if len(result["models"]) > 6 else ""
-        self.result.setText(f"{result['name']} answered in {result['latency_ms']:.0f} ms: a {result['kind']} server "
-                            f"with {models}{more}.")
+        models = ", ".join(m["id"] for m in result["models"][:6]) or self.tr("no models")
+        more = self.tr(" and {count} more").format(count=len(result["models"]) - 6) if len(result["models"]) > 6 \
+            else ""
+        self.result.setText(self.tr("{name} answered in {latency_ms:.0f} ms: a {kind} server with {models}{more}.")
+                            .format(name=result['name'], latency_ms=result['latency_ms'], kind=result['kind'],
+                                    models=models, more=more))
 
     @Slot(int, object)
     def _on_test_failed(self, ticket: int, error: Exception) -> None:
@@ -238,7 +244,7 @@ class ConnectionsPanel(QWidget):
         store.save(store.get(name), api_key="")
         self.refresh(select=name)
         self._on_selected(self.list.currentItem(), None)
-        self.result.setText(f"The API key of {name} is forgotten.")
+        self.result.setText(self.tr("The API key of {name} is forgotten.").format(name=name))
 
     @Slot()
     def _on_remove(self) -> None:
@@ -252,7 +258,7 @@ class ConnectionsPanel(QWidget):
             return
         self._on_new()
         self.refresh()
-        self.result.setText(f"Removed {name} and its key.")
+        self.result.setText(self.tr("Removed {name} and its key.").format(name=name))
         self.changed.emit()
 
 
@@ -261,26 +267,26 @@ class RemoteModelDialog(QDialog):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Load a remote model")
-        self.setAccessibleName("Load a remote model")
+        self.setWindowTitle(self.tr("Load a remote model"))
+        self.setAccessibleName(self.tr("Load a remote model"))
         self.chosen_ref = ""
         column = QVBoxLayout(self)
         self.connection_box = QComboBox()
-        self.connection_box.setAccessibleName("Connection")
+        self.connection_box.setAccessibleName(self.tr("Connection"))
         self.models = QListWidget()
-        self.models.setAccessibleName("Models on the server")
+        self.models.setAccessibleName(self.tr("Models on the server"))
         self.models.itemDoubleClicked.connect(self._on_accept)
         self.models.currentItemChanged.connect(self._on_model_selected)
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.setTextFormat(Qt.TextFormat.PlainText)
-        self.status.setAccessibleName("Status")
+        self.status.setAccessibleName(self.tr("Status"))
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.load_button = self.buttons.addButton("Load", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.load_button = self.buttons.addButton(self.tr("Load"), QDialogButtonBox.ButtonRole.AcceptRole)
         self.load_button.setEnabled(False)
         self.buttons.accepted.connect(self._on_accept)
         self.buttons.rejected.connect(self.reject)
-        column.addWidget(QLabel("Connection"))
+        column.addWidget(QLabel(self.tr("Connection")))
         column.addWidget(self.connection_box)
         column.addWidget(self.models, 1)
         column.addWidget(self.status)
@@ -299,13 +305,13 @@ class RemoteModelDialog(QDialog):
         if names:
             self._on_connection_changed(names[0])
         elif not self.status.text():
-            self.status.setText("No remote connections yet: add one in Settings → Remote engines.")
+            self.status.setText(self.tr("No remote connections yet: add one in Settings → Remote engines."))
 
     @Slot(str)
     def _on_connection_changed(self, name: str) -> None:
         self.models.clear()
         self.load_button.setEnabled(False)
-        self.status.setText(f"Asking {name} for its models…")
+        self.status.setText(self.tr("Asking {name} for its models…").format(name=name))
         self._lister.start(list_connection_models, name)
 
     @Slot(int, object)
@@ -313,11 +319,12 @@ class RemoteModelDialog(QDialog):
         if ticket != self._lister.latest:
             return
         for model in result["models"]:
-            ctx = f" · context {model['n_ctx']}" if model["n_ctx"] else ""
+            ctx = self.tr(" · context {n_ctx}").format(n_ctx=model['n_ctx']) if model["n_ctx"] else ""
             item = QListWidgetItem(f"{model['id']}{ctx}")
             item.setData(Qt.ItemDataRole.UserRole, remote.model_ref(result["name"], model["id"]))
             self.models.addItem(item)
-        self.status.setText(f"A {result['kind']} server, {result['latency_ms']:.0f} ms away.")
+        self.status.setText(self.tr("A {kind} server, {latency_ms:.0f} ms away.").format(kind=result['kind'],
+                                                                                         latency_ms=result['latency_ms']))
         if self.models.count():
             self.models.setCurrentRow(0)
 

@@ -7,17 +7,22 @@ from __future__ import annotations
 import html
 import threading
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile, RuntimeInfo
 from app.runtimes.choose import PREFERENCE, backend_words
 from app.ui.background import BackgroundCall, QuietAtQuit, sentence
-from app.ui.formatting import human_memory
+from app.ui.formatting import human_memory, number
 
-ORIGINS = {"environment": "the app's own", "bundled": "bundled", "user": "built here"}
-KINDS = {"gpu": "discrete GPU", "igpu": "integrated GPU", "cpu": "CPU", "accel": "accelerator"}
+# Shown through translate("runtimes_panel", ...).
+ORIGINS = {"environment": QT_TRANSLATE_NOOP("runtimes_panel", "the app's own"),
+           "bundled": QT_TRANSLATE_NOOP("runtimes_panel", "bundled"),
+           "user": QT_TRANSLATE_NOOP("runtimes_panel", "built here")}
+KINDS = {"gpu": QT_TRANSLATE_NOOP("runtimes_panel", "discrete GPU"),
+         "igpu": QT_TRANSLATE_NOOP("runtimes_panel", "integrated GPU"), "cpu": "CPU",
+         "accel": QT_TRANSLATE_NOOP("runtimes_panel", "accelerator")}
 
 
 def buildable(profile: HardwareProfile) -> list[str]:
@@ -31,8 +36,10 @@ def buildable(profile: HardwareProfile) -> list[str]:
 
 
 def device_text(d) -> str:
-    kind = "software Vulkan device, a CPU (tests only)" if d.software else KINDS.get(d.type, d.type)
-    memory = f", {human_memory(d.memory_free)} of {human_memory(d.memory_total)} free" if d.memory_total else ""
+    kind = QCoreApplication.translate("runtimes_panel", "software Vulkan device, a CPU (tests only)") if d.software \
+        else QCoreApplication.translate("runtimes_panel", KINDS.get(d.type, d.type))
+    memory = QCoreApplication.translate("runtimes_panel", ", {free} of {total} free").format(
+        free=human_memory(d.memory_free), total=human_memory(d.memory_total)) if d.memory_total else ""
     return f"{d.name}: {d.description or d.name} ({kind}{memory})"
 
 
@@ -61,8 +68,8 @@ class RuntimesPanel(QGroupBox):
     changed = Signal()  # a runtime was built, removed or pinned
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("llama.cpp runtimes", parent)
-        self.setAccessibleName("llama.cpp runtimes")
+        super().__init__(QCoreApplication.translate("RuntimesPanel", "llama.cpp runtimes"), parent)
+        self.setAccessibleName(self.tr("llama.cpp runtimes"))
         self._layout = QVBoxLayout(self)
         self._layout.setSpacing(8)
         self._actions = BackgroundCall("runtime-action")
@@ -87,56 +94,59 @@ class RuntimesPanel(QGroupBox):
                 _clear(item.layout())
         self.rows, self.buttons = {}, {}
         if profile.runtimes is None:
-            self._layout.addWidget(_plain("The runtimes were not probed for this profile."))
+            self._layout.addWidget(_plain(self.tr("The runtimes were not probed for this profile.")))
             return
         pinned = pins.load().default
-        choice = runtime_choice(profile, (pinned, "for every model") if pinned else None)
+        choice = runtime_choice(profile, (pinned, self.tr("for every model")) if pinned else None)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
         grid.setColumnStretch(1, 1)
         for row, runtime in enumerate(profile.runtimes):
             in_use = choice is not None and choice.name == runtime.name
             mark = QLabel("●" if in_use else "○")
-            mark.setAccessibleName("in use" if in_use else "not in use")
+            mark.setAccessibleName(self.tr("in use") if in_use else self.tr("not in use"))
             mark.setObjectName("ok" if in_use else "caption")
             grid.addWidget(mark, row, 0, Qt.AlignmentFlag.AlignTop)
             text = _runtime_text(runtime, in_use)
             label = QLabel(text)
             label.setWordWrap(True)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            label.setAccessibleName(f"runtime {runtime.name}")
+            label.setAccessibleName(self.tr("runtime {name}").format(name=runtime.name))
             grid.addWidget(label, row, 1)
             self.rows[runtime.name] = label
             buttons = QHBoxLayout()
             # The runtime chosen automatically is in use already: its button pins it ("Always use"), so a
             # plain "Use" on it read as if it were not.
-            use = QPushButton("Pinned" if pinned == runtime.name else "Always use" if in_use else "Use")
+            use = QPushButton(self.tr("Pinned") if pinned == runtime.name
+                              else self.tr("Always use") if in_use else self.tr("Use"))
             use.setEnabled(pinned != runtime.name and not (runtime.problem or runtime.error))
-            use.setToolTip(f"Load every model with the {runtime.name} runtime, whatever the automatic choice "
-                           f"(quantdesk runtime use {runtime.name})")
-            use.setAccessibleName(f"Use {runtime.name}")
+            use.setToolTip(self.tr("Load every model with the {name} runtime, whatever the automatic choice "
+                                   "(quantdesk runtime use {name})").format(name=runtime.name))
+            use.setAccessibleName(self.tr("Use {name}").format(name=runtime.name))
             use.clicked.connect(lambda _=False, n=runtime.name: self._start(_pin, n))
             buttons.addWidget(use)
             self.buttons[f"use {runtime.name}"] = use
             if runtime.origin == "user":
-                remove = QPushButton("Remove")
-                remove.setAccessibleName(f"Remove {runtime.name}")
-                remove.setToolTip(f"Delete this runtime's folder (quantdesk runtime rm {runtime.name})")
+                remove = QPushButton(self.tr("Remove"))
+                remove.setAccessibleName(self.tr("Remove {name}").format(name=runtime.name))
+                remove.setToolTip(self.tr("Delete this runtime's folder (quantdesk runtime rm {name})")
+                                  .format(name=runtime.name))
                 remove.clicked.connect(lambda _=False, n=runtime.name: self._start(_remove, n))
                 buttons.addWidget(remove)
                 self.buttons[f"remove {runtime.name}"] = remove
             grid.addLayout(buttons, row, 2, Qt.AlignmentFlag.AlignTop)
         self._layout.addLayout(grid)
-        words = f"Loads use <b>{html.escape(choice.name or 'nothing')}</b>: {html.escape(choice.reason)}." \
+        words = self.tr("Loads use <b>{name}</b>: {reason}.").format(
+            name=html.escape(choice.name or self.tr("nothing")), reason=html.escape(choice.reason)) \
             if choice is not None else ""
         self.choice_label = QLabel(words)
         self.choice_label.setWordWrap(True)
-        self.choice_label.setAccessibleName("Runtime choice")
+        self.choice_label.setAccessibleName(self.tr("Runtime choice"))
         footer = QHBoxLayout()
         footer.addWidget(self.choice_label, 1)
         if pinned:
-            auto = QPushButton("Choose automatically")
-            auto.setAccessibleName("Choose the runtime automatically")
+            auto = QPushButton(self.tr("Choose automatically"))
+            auto.setAccessibleName(self.tr("Choose the runtime automatically"))
             auto.clicked.connect(lambda: self._start(_pin, "auto"))
             footer.addWidget(auto)
             self.buttons["auto"] = auto
@@ -144,12 +154,13 @@ class RuntimesPanel(QGroupBox):
         build_row = QHBoxLayout()
         offers = buildable(profile)
         if offers:
-            build_row.addWidget(QLabel("Build:"))
+            build_row.addWidget(QLabel(self.tr("Build:")))
         for backend in offers:
-            button = QPushButton(f"{backend_words(backend)} runtime")
-            button.setAccessibleName(f"Build the {backend} runtime")
-            button.setToolTip(f"Compile llama.cpp for {backend_words(backend)} on this machine "
-                              f"(quantdesk runtime build {backend}); the log is kept")
+            button = QPushButton(self.tr("{backend_words} runtime").format(backend_words=backend_words(backend)))
+            button.setAccessibleName(self.tr("Build the {backend} runtime").format(backend=backend))
+            button.setToolTip(self.tr("Compile llama.cpp for {backend_words} on this machine (quantdesk runtime "
+                                      "build {backend}); the log is kept").format(backend_words=backend_words(backend),
+                                                                                  backend=backend))
             button.clicked.connect(lambda _=False, b=backend: self.start_build(b))
             button.setEnabled(self._job is None)
             build_row.addWidget(button)
@@ -157,11 +168,11 @@ class RuntimesPanel(QGroupBox):
         build_row.addStretch(1)
         self._layout.addLayout(build_row)
         self.progress = QProgressBar()
-        self.progress.setAccessibleName("Runtime build progress")
+        self.progress.setAccessibleName(self.tr("Runtime build progress"))
         self.progress.setVisible(self._job is not None)
         self.status_label = QLabel(self.status_label.text() if self._job is not None else "")
         self.status_label.setWordWrap(True)
-        self.status_label.setAccessibleName("Runtime status")
+        self.status_label.setAccessibleName(self.tr("Runtime status"))
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._layout.addWidget(self.progress)
         self._layout.addWidget(self.status_label)
@@ -195,21 +206,27 @@ class RuntimesPanel(QGroupBox):
         self._job.finished.connect(self._on_build_finished)
         self.progress.setRange(0, 0)
         self.progress.show()
-        self.status_label.setText(f"Checking what the {backend_words(backend)} build needs…")
+        self.status_label.setText(self.tr("Checking what the {backend_words} build needs…")
+                                  .format(backend_words=backend_words(backend)))
         self._job.start(backend)
 
     @Slot(object)
     def _on_build_planned(self, plan) -> None:
         if not plan.missing:
-            self.status_label.setText(f"Building the {backend_words(plan.backend)} runtime: {plan.estimate_text()}.")
+            self.status_label.setText(self.tr("Building the {backend_words} runtime: {estimate_text}.")
+                                      .format(backend_words=backend_words(plan.backend),
+                                              estimate_text=plan.estimate_text()))
 
     @Slot(object)
     def _on_build_progress(self, progress) -> None:
         if progress.total:
             self.progress.setRange(0, progress.total)
             self.progress.setValue(progress.step)
-            left = f", about {progress.remaining_s / 60:.0f} min left" if progress.remaining_s is not None else ""
-            self.status_label.setText(f"Compiling: step {progress.step} of {progress.total}{left}.")
+            left = self.tr(", about {minutes} min left").format(minutes=number(progress.remaining_s / 60)) \
+                if progress.remaining_s is not None else ""
+            self.status_label.setText(self.tr("Compiling: step {step} of {total}{left}.").format(step=progress.step,
+                                                                                                 total=progress.total,
+                                                                                                 left=left))
         else:
             self.progress.setRange(0, 0)
             self.status_label.setText(f"{progress.phase.capitalize()}…")
@@ -221,7 +238,8 @@ class RuntimesPanel(QGroupBox):
         if isinstance(result, Exception):
             self.status_label.setText(sentence(result))
         else:
-            self.status_label.setText(f"Built the {result.name} runtime; loads can use it now. Log: {result.log}")
+            self.status_label.setText(self.tr("Built the {name} runtime; loads can use it now. Log: {log}")
+                                      .format(name=result.name, log=result.log))
         self.changed.emit()
 
 
@@ -229,24 +247,31 @@ def _pin(name: str) -> str:
     from app.runtimes import pins
 
     pins.pin(name)
-    return "Runtimes are chosen automatically again." if name == "auto" else f"Every model now loads with {name}."
+    if name == "auto":
+        return QCoreApplication.translate("runtimes_panel", "Runtimes are chosen automatically again.")
+    return QCoreApplication.translate("runtimes_panel", "Every model now loads with {name}.").format(name=name)
 
 
 def _remove(name: str) -> str:
     from app.runtimes import build
 
     build.remove(name)
-    return f"Removed the {name} runtime."
+    return QCoreApplication.translate("runtimes_panel", "Removed the {name} runtime.").format(name=name)
 
 
 def _runtime_text(runtime: RuntimeInfo, in_use: bool) -> str:
-    head = (f"<b>{html.escape(runtime.name)}</b> · {backend_words(runtime.backend)} · llama-cpp-python "
-            f"{html.escape(runtime.version or '?')} · {ORIGINS.get(runtime.origin, runtime.origin)}"
-            f" · {human_memory(runtime.size_bytes)} on disk" + (" · <b>in use</b>" if in_use else ""))
+    origin = QCoreApplication.translate("runtimes_panel", ORIGINS.get(runtime.origin, runtime.origin))
+    head = (QCoreApplication.translate("runtimes_panel", "<b>{name}</b> · {backend} · llama-cpp-python {version} · "
+                                                         "{origin} · {size} on disk")
+            .format(name=html.escape(runtime.name), backend=backend_words(runtime.backend),
+                    version=html.escape(runtime.version or "?"), origin=origin, size=human_memory(runtime.size_bytes))
+            + (QCoreApplication.translate("runtimes_panel", " · <b>in use</b>") if in_use else ""))
     if runtime.problem or runtime.error:
-        return head + f"<br>cannot start: {html.escape(runtime.problem or runtime.error)}"
+        return head + QCoreApplication.translate("runtimes_panel", "<br>cannot start: {problem}").format(
+            problem=html.escape(runtime.problem or runtime.error))
     seen = [html.escape(device_text(d)) for d in runtime.devices]
-    return head + "<br><span style='font-size:small'>" + "<br>".join(seen or ["no device"]) + "</span>"
+    seen = seen or [QCoreApplication.translate("runtimes_panel", "no device")]
+    return head + "<br><span style='font-size:small'>" + "<br>".join(seen) + "</span>"
 
 
 def _plain(text: str) -> QLabel:

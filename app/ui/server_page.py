@@ -16,24 +16,27 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QSpinBox, QVBoxLayout, QWidget)
 
 from app.ui.background import BackgroundCall, sentence
-from app.ui.formatting import capitalized
+from app.ui.formatting import capitalized, grouped
 from app.ui.widgets import button, scrolling_content
 from backends.base import LoadSettings
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
 LOCAL_HOST = "127.0.0.1"
-SHARED_ENGINE_NOTE = ("It serves the model loaded in Chat, from the same engine: the model is in memory once, "
-                      "and chat and API requests take turns.")
-NO_MODEL = "Load a model in Chat first: the server serves the model the Chat has loaded"
-ON_DEMAND_NOTE = ("With “Load library models on demand”, a request naming another model of your library loads it in "
-                  "an engine of its own, within the memory budget; models idle for a while unload (the Chat's never).")
+# Shown through ServerPage.tr.
+SHARED_ENGINE_NOTE = QT_TRANSLATE_NOOP("ServerPage", "It serves the model loaded in Chat, from the same engine: the "
+                                                     "model is in memory once, and chat and API requests take turns.")
+NO_MODEL = QT_TRANSLATE_NOOP("ServerPage",
+                             "Load a model in Chat first: the server serves the model the Chat has loaded")
+ON_DEMAND_NOTE = QT_TRANSLATE_NOOP("ServerPage", "With “Load library models on demand”, a request naming another model "
+                                                 "of your library loads it in an engine of its own, within the memory "
+                                                 "budget; models idle for a while unload (the Chat's never).")
 
 
 class ToggleSwitch(QCheckBox):
@@ -128,8 +131,9 @@ def parse_origins(text: str) -> tuple[str, ...]:
         origin = raw.rstrip("/")
         scheme, sep, rest = origin.partition("://")
         if not sep or scheme not in ("http", "https") or not rest or "/" in rest:
-            raise ValueError(f"“{raw}” is not a web origin: write it as http://host:port "
-                             "(for example http://localhost:3000), without a path")
+            raise ValueError(QCoreApplication.translate("server_page",
+                    "“{raw}” is not a web origin: write it as http://host:port (for example http://localhost:3000), "
+                    "without a path").format(raw=raw))
         origins.append(origin)
     return tuple(origins)
 
@@ -141,7 +145,7 @@ class ServerPage(QWidget):
     def __init__(self, bridge, parent: QWidget | None = None) -> None:
         """``bridge``: the Chat's EngineBridge; the server serves through its engine client."""
         super().__init__(parent)
-        self.setAccessibleName("Local server")
+        self.setAccessibleName(self.tr("Local server"))
         self.state = "off"
         self.running: Running | None = None
         self.engine = bridge.client
@@ -162,10 +166,12 @@ class ServerPage(QWidget):
         root = QVBoxLayout(scrolling_content(self))
         root.setContentsMargins(32, 24, 32, 24)
         root.setSpacing(14)
-        root.addWidget(QLabel("<h1>Local server</h1>"))
-        intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
-                       "/v1/completions), so other apps and scripts on this computer can use it.<br>"
-                       f"{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}")
+        root.addWidget(QLabel(self.tr("<h1>Local server</h1>")))
+        intro = QLabel(self.tr("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
+                               "/v1/completions), so other apps and scripts on this computer can use "
+                               "it.<br>{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}")
+                               .format(SHARED_ENGINE_NOTE=self.tr(SHARED_ENGINE_NOTE),
+                                       ON_DEMAND_NOTE=self.tr(ON_DEMAND_NOTE)))
         intro.setWordWrap(True)
         intro.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(intro)
@@ -173,106 +179,108 @@ class ServerPage(QWidget):
         switch_row = QHBoxLayout()
         switch_row.setSpacing(12)
         self.switch = ToggleSwitch()
-        self.switch.setAccessibleName("Serve the model")
-        self.switch.setToolTip("Start or stop the server")
+        self.switch.setAccessibleName(self.tr("Serve the model"))
+        self.switch.setToolTip(self.tr("Start or stop the server"))
         self.switch.toggled.connect(self._on_switch_toggled)
-        self.state_label = QLabel("<b>Off</b>")
-        self.state_label.setAccessibleName("Server state")
+        self.state_label = QLabel(self.tr("<b>Off</b>"))
+        self.state_label.setAccessibleName(self.tr("Server state"))
         switch_row.addWidget(self.switch)
         switch_row.addWidget(self.state_label)
         switch_row.addStretch(1)
         root.addLayout(switch_row)
 
-        address_box = QGroupBox("Address")
+        address_box = QGroupBox(self.tr("Address"))
         address_layout = QFormLayout(address_box)
         row = QHBoxLayout()
         self.address = QLineEdit()
         self.address.setReadOnly(True)
-        self.address.setPlaceholderText("shown here while the server is on")
-        self.address.setAccessibleName("Server address")
+        self.address.setPlaceholderText(self.tr("shown here while the server is on"))
+        self.address.setAccessibleName(self.tr("Server address"))
         self.address.setMinimumWidth(320)
-        self.copy_button = button("Copy", "Copy the server address", self._on_copy_clicked)
+        self.copy_button = button(self.tr("Copy"), self.tr("Copy the server address"), self._on_copy_clicked)
         self.copy_button.setEnabled(False)
         row.addWidget(self.address, 1)
         row.addWidget(self.copy_button)
-        address_layout.addRow("Base URL", row)
+        address_layout.addRow(self.tr("Base URL"), row)
         self.lan_line = QLabel("")
         self.lan_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.lan_line.setAccessibleName("Address on the network")
+        self.lan_line.setAccessibleName(self.tr("Address on the network"))
         self.lan_line.setVisible(False)
         address_layout.addRow("", self.lan_line)
         self.model = QLabel()  # live, not a setting: whatever the Chat has loaded
-        self.model.setAccessibleName("Model served")
+        self.model.setAccessibleName(self.tr("Model served"))
         self.model.setWordWrap(True)
-        address_layout.addRow("Model", self.model)
+        address_layout.addRow(self.tr("Model"), self.model)
         self.also_loaded = QLabel("")  # the models loaded on demand, while the server is on
-        self.also_loaded.setAccessibleName("Also loaded")
+        self.also_loaded.setAccessibleName(self.tr("Also loaded"))
         self.also_loaded.setWordWrap(True)
-        address_layout.addRow("Also loaded", self.also_loaded)
+        address_layout.addRow(self.tr("Also loaded"), self.also_loaded)
         self.active = QLabel("0")
-        self.active.setAccessibleName("Active requests")
-        address_layout.addRow("Active requests", self.active)
+        self.active.setAccessibleName(self.tr("Active requests"))
+        address_layout.addRow(self.tr("Active requests"), self.active)
         address_box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(address_box)
 
-        box = QGroupBox("Settings (applied when the server starts)")
+        box = QGroupBox(self.tr("Settings (applied when the server starts)"))
         form = QFormLayout(box)
         self.port = QSpinBox()
         self.port.setRange(0, 65535)
         self.port.setValue(8080)
-        self.port.setSpecialValueText("any free port")
-        self.port.setAccessibleName("Port")
+        self.port.setSpecialValueText(self.tr("any free port"))
+        self.port.setAccessibleName(self.tr("Port"))
         self.port.setFixedWidth(160)
-        form.addRow("Port", self.port)
+        form.addRow(self.tr("Port"), self.port)
         key_row = QHBoxLayout()
         self.api_key = QLineEdit()
-        self.api_key.setAccessibleName("API key")
-        self.api_key.setPlaceholderText("none: any program on this computer may call it")
+        self.api_key.setAccessibleName(self.tr("API key"))
+        self.api_key.setPlaceholderText(self.tr("none: any program on this computer may call it"))
         key_row.addWidget(self.api_key, 1)
-        key_row.addWidget(button("Generate", "Generate an API key", self.generate_key))
-        form.addRow("API key", key_row)
-        self.allow_lan = QCheckBox("Allow other devices on my network (needs an API key of 16+ characters)")
-        self.allow_lan.setAccessibleName("Allow other devices on my network")
+        key_row.addWidget(button(self.tr("Generate"), self.tr("Generate an API key"), self.generate_key))
+        form.addRow(self.tr("API key"), key_row)
+        self.allow_lan = QCheckBox(self.tr("Allow other devices on my network (needs an API key of 16+ characters)"))
+        self.allow_lan.setAccessibleName(self.tr("Allow other devices on my network"))
         form.addRow("", self.allow_lan)
-        self.serve_remotes = QCheckBox("Also serve the models of my remote connections (their keys stay here)")
-        self.serve_remotes.setAccessibleName("Also serve the models of my remote connections")
-        self.serve_remotes.setToolTip("Requests naming remote:CONNECTION/MODEL go to that server; /v1/models lists "
-                                      "them beside the model loaded in Chat. Connections are set in Settings.")
+        self.serve_remotes = QCheckBox(self.tr("Also serve the models of my remote connections (their keys stay here)"))
+        self.serve_remotes.setAccessibleName(self.tr("Also serve the models of my remote connections"))
+        self.serve_remotes.setToolTip(self.tr("Requests naming remote:CONNECTION/MODEL go to that server; /v1/models "
+                                              "lists them beside the model loaded in Chat. Connections are set in "
+                                              "Settings."))
         form.addRow("", self.serve_remotes)
-        self.load_on_demand = QCheckBox("Load library models on demand (each in its own engine, within the memory "
-                                        "budget)")
-        self.load_on_demand.setAccessibleName("Load library models on demand")
-        self.load_on_demand.setToolTip("A request naming a model of your library that is not loaded loads it; off, "
-                                       "such a request is refused and only the Chat's model is served")
+        self.load_on_demand = QCheckBox(self.tr("Load library models on demand (each in its own engine, within the "
+                                                "memory budget)"))
+        self.load_on_demand.setAccessibleName(self.tr("Load library models on demand"))
+        self.load_on_demand.setToolTip(self.tr("A request naming a model of your library that is not loaded loads "
+                                               "it; off, such a request is refused and only the Chat's model is "
+                                               "served"))
         form.addRow("", self.load_on_demand)
         self.memory_budget = QDoubleSpinBox()
-        self.memory_budget.setAccessibleName("Memory budget")
+        self.memory_budget.setAccessibleName(self.tr("Memory budget"))
         self.memory_budget.setRange(0, 4096)
         self.memory_budget.setDecimals(1)
-        self.memory_budget.setSuffix(" GiB")
-        self.memory_budget.setSpecialValueText("automatic: what the fit check finds free")
-        self.memory_budget.setToolTip("Memory the served models may take together, the Chat's included")
+        self.memory_budget.setSuffix(self.tr(" GiB"))
+        self.memory_budget.setSpecialValueText(self.tr("automatic: what the fit check finds free"))
+        self.memory_budget.setToolTip(self.tr("Memory the served models may take together, the Chat's included"))
         self.memory_budget.setFixedWidth(300)
-        form.addRow("Memory budget", self.memory_budget)
+        form.addRow(self.tr("Memory budget"), self.memory_budget)
         self.idle_minutes = QSpinBox()
-        self.idle_minutes.setAccessibleName("Unload idle models after")
+        self.idle_minutes.setAccessibleName(self.tr("Unload idle models after"))
         self.idle_minutes.setRange(1, 24 * 60)
         self.idle_minutes.setValue(10)
-        self.idle_minutes.setSuffix(" min without a request")
+        self.idle_minutes.setSuffix(self.tr(" min without a request"))
         self.idle_minutes.setFixedWidth(300)
-        form.addRow("Unload idle models after", self.idle_minutes)
-        self.force = QCheckBox("Load anyway, past the memory budget")
-        self.force.setAccessibleName("Load anyway, past the memory budget")
-        self.force.setToolTip("Idle models still unload first. Past the budget the system may swap and slow to a "
-                              "crawl, or run out of memory, which ends that model's engine (the same as "
-                              "quantdesk serve --force)")
+        form.addRow(self.tr("Unload idle models after"), self.idle_minutes)
+        self.force = QCheckBox(self.tr("Load anyway, past the memory budget"))
+        self.force.setAccessibleName(self.tr("Load anyway, past the memory budget"))
+        self.force.setToolTip(self.tr("Idle models still unload first. Past the budget the system may swap and slow "
+                                      "to a crawl, or run out of memory, which ends that model's engine (the same as "
+                                      "quantdesk serve --force)"))
         form.addRow("", self.force)
         self.load_on_demand.toggled.connect(self._on_load_on_demand_toggled)
         self._on_load_on_demand_toggled(False)
         self.origins = QLineEdit()
-        self.origins.setAccessibleName("Allowed web origins")
-        self.origins.setPlaceholderText("e.g. http://localhost:3000 — web pages allowed to call the API")
-        form.addRow("Allowed origins", self.origins)
+        self.origins.setAccessibleName(self.tr("Allowed web origins"))
+        self.origins.setPlaceholderText(self.tr("e.g. http://localhost:3000 — web pages allowed to call the API"))
+        form.addRow(self.tr("Allowed origins"), self.origins)
         self.settings_box = box
         box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(box)
@@ -281,7 +289,7 @@ class ServerPage(QWidget):
         self.message.setObjectName("no")
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
-        self.message.setAccessibleName("Server message")
+        self.message.setAccessibleName(self.tr("Server message"))
         self.message.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(self.message)
         root.addStretch(1)
@@ -296,16 +304,18 @@ class ServerPage(QWidget):
         loaded = self.engine.loaded if self.engine.alive else None
         if loaded is None:
             return ""
-        return f"{model_id(loaded.model_path)} with {loaded.backend} (context {loaded.n_ctx:,} tokens)"
+        return self.tr("{model} with {backend} (context {n_ctx} tokens)").format(
+            model=model_id(loaded.model_path), backend=loaded.backend, n_ctx=grouped(loaded.n_ctx))
 
     @Slot()
     @Slot(object)
     def _on_engine_changed(self, _event: object = None) -> None:
         served = self.served()
-        self.model.setText(f"{served}, loaded in Chat" if served else f"{NO_MODEL}.")
+        self.model.setText(self.tr("{served}, loaded in Chat").format(served=served) if served
+                           else f"{self.tr(NO_MODEL)}.")
         if self.state == "on":
-            self._set_state("on", f"On — serving {served}" if served else
-                            "On — no model is loaded in Chat: requests are answered 503 until one is")
+            self._set_state("on", self.tr("On — serving {served}").format(served=served) if served else
+                            self.tr("On — no model is loaded in Chat: requests are answered 503 until one is"))
 
     @Slot()
     def generate_key(self) -> None:
@@ -318,7 +328,7 @@ class ServerPage(QWidget):
         from app.server.guard import check_bind
 
         if not self.served():
-            raise ValueError(NO_MODEL)
+            raise ValueError(self.tr(NO_MODEL))
         allow_lan = self.allow_lan.isChecked()
         host = LAN_HOST if allow_lan else LOCAL_HOST
         key = self.api_key.text().strip() or None
@@ -347,10 +357,10 @@ class ServerPage(QWidget):
             self._begin_stop()
         elif on and self.state == "starting":
             self._stop_when_started = False
-            self._set_state("starting", "Starting…")
+            self._set_state("starting", self.tr("Starting…"))
         elif not on and self.state == "starting":
             self._stop_when_started = True
-            self._set_state("starting", "Starting… it will stop as soon as it has started.")
+            self._set_state("starting", self.tr("Starting… it will stop as soon as it has started."))
 
     def _begin_start(self) -> None:
         from app.server.guard import UnsafeBind
@@ -358,15 +368,16 @@ class ServerPage(QWidget):
         try:
             request = self.request()
         except UnsafeBind as exc:
-            self._refuse(f"{capitalized(exc.message)}. Set an API key of at least 16 characters "
-                         "(Generate makes one), or untick “Allow other devices on my network”.")
+            self._refuse(self.tr("{message}. Set an API key of at least 16 characters (Generate makes one), or "
+                                 "untick “Allow other devices on my network”.")
+                                 .format(message=capitalized(exc.message)))
             return
         except ValueError as exc:
             self._refuse(f"{exc}.")
             return
         self._stop_when_started = False
         self.message.setText("")
-        self._set_state("starting", "Starting…")
+        self._set_state("starting", self.tr("Starting…"))
         self._starter.start(_start_server, self.engine, request)
 
     def _refuse(self, text: str) -> None:
@@ -379,7 +390,7 @@ class ServerPage(QWidget):
     def _begin_stop(self) -> None:
         running, self.running = self.running, None
         self._poll.stop()
-        self._set_state("stopping", "Stopping: finishing open requests…")
+        self._set_state("stopping", self.tr("Stopping: finishing open requests…"))
         self._stopper.start(_stop_server, running)
 
     def _set_state(self, state: str, text: str) -> None:
@@ -399,14 +410,15 @@ class ServerPage(QWidget):
     def _on_started(self, ticket: int, running: Running) -> None:
         self.running = running
         url = f"http://{LOCAL_HOST}:{running.port}/v1"
-        self._set_state("on", "On")
+        self._set_state("on", self.tr("On"))
         self._on_engine_changed()
         self.address.setText(url)
         self.copy_button.setEnabled(True)
         if self.allow_lan.isChecked():
             lan = lan_address()
-            self.lan_line.setText(f"Other devices: http://{lan}:{running.port}/v1 (with the API key)" if lan else
-                                  "Other devices: this computer's network address could not be found.")
+            self.lan_line.setText(self.tr("Other devices: http://{lan}:{port}/v1 (with the API key)")
+                                  .format(lan=lan, port=running.port) if lan else
+                                  self.tr("Other devices: this computer's network address could not be found."))
             self.lan_line.setVisible(True)
         self._poll.start()
         if self._stop_when_started or not self.switch.isChecked():
@@ -416,12 +428,12 @@ class ServerPage(QWidget):
 
     @Slot(int, object)
     def _on_failed(self, ticket: int, error: Exception) -> None:
-        self._set_state("off", "Off")
-        self._refuse(f"The server could not start: {sentence(error)}")
+        self._set_state("off", self.tr("Off"))
+        self._refuse(self.tr("The server could not start: {error}").format(error=sentence(error)))
 
     @Slot(int, object)
     def _on_stopped(self, ticket: int, _nothing: None) -> None:
-        self._set_state("off", "Off")
+        self._set_state("off", self.tr("Off"))
         if self.switch.isChecked():  # switched on again while it was stopping
             self._begin_start()
 
@@ -433,19 +445,19 @@ class ServerPage(QWidget):
             if pool is None:
                 return
             self.also_loaded.setText(", ".join(e.served for e in pool.loaded_engines()) or
-                                     ("none yet" if pool.settings.load_on_demand else ""))
+                                     (self.tr("none yet") if pool.settings.load_on_demand else ""))
             if pool.warnings:  # a model loaded past the budget: the risk, in words
                 self.message.setText(pool.warnings[-1])
 
     @Slot()
     def _on_copy_clicked(self) -> None:
         QGuiApplication.clipboard().setText(self.address.text())
-        self.copy_button.setText("Copied")
+        self.copy_button.setText(self.tr("Copied"))
         QTimer.singleShot(1500, self._on_copy_feedback_over)
 
     @Slot()
     def _on_copy_feedback_over(self) -> None:
-        self.copy_button.setText("Copy")
+        self.copy_button.setText(self.tr("Copy"))
 
     @property
     def url(self) -> str:

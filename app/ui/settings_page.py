@@ -9,15 +9,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
+from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
 
-THEME_NAMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
+THEME_NAMES = (("system", QT_TRANSLATE_NOOP("SettingsPage", "Follow the system")),
+               ("light", QT_TRANSLATE_NOOP("SettingsPage", "Light")),
+               ("dark", QT_TRANSLATE_NOOP("SettingsPage", "Dark")))
+# Each language in its own words, so a user who cannot read the current one still finds theirs.
+LANGUAGE_CHOICES = (("system", QT_TRANSLATE_NOOP("SettingsPage", "Follow the system")),
+                    *((code, name) for code, name in LANGUAGE_NAMES.items()))
 
 
 def masked(token: str) -> str:
@@ -38,13 +44,14 @@ class SettingsPage(QScrollArea):
         super().__init__(parent)
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setAccessibleName("Settings")
+        self.setAccessibleName(self.tr("Settings"))
         self.current = app_settings.load()
+        self.shown_language = chosen_language(self.current.language)  # what this run shows (read at start-up)
         page = QWidget()
         page.setMaximumWidth(900)  # long lines of settings are hard to follow on a wide window
         outer = QVBoxLayout(page)
         outer.setContentsMargins(32, 24, 32, 24)
-        outer.addWidget(QLabel("<h1>Settings</h1>"))
+        outer.addWidget(QLabel(self.tr("<h1>Settings</h1>")))
         form = QFormLayout()
         form.setVerticalSpacing(16)
         form.setHorizontalSpacing(18)
@@ -52,32 +59,32 @@ class SettingsPage(QScrollArea):
 
         folder_row = QHBoxLayout()
         self.models_dir_label = QLabel()
-        self.models_dir_label.setAccessibleName("Models folder")
+        self.models_dir_label.setAccessibleName(self.tr("Models folder"))
         self.models_dir_label.setWordWrap(True)
-        self.models_dir_button = QPushButton("Change…")
-        self.models_dir_button.setAccessibleName("Change the models folder")
+        self.models_dir_button = QPushButton(self.tr("Change…"))
+        self.models_dir_button.setAccessibleName(self.tr("Change the models folder"))
         self.models_dir_button.clicked.connect(self._on_choose_models_dir)
-        self.models_dir_default = QPushButton("Use default")
-        self.models_dir_default.setAccessibleName("Use the default models folder")
+        self.models_dir_default = QPushButton(self.tr("Use default"))
+        self.models_dir_default.setAccessibleName(self.tr("Use the default models folder"))
         self.models_dir_default.clicked.connect(self._on_default_models_dir)
         folder_row.addWidget(self.models_dir_label, 1)
         folder_row.addWidget(self.models_dir_button)
         folder_row.addWidget(self.models_dir_default)
-        form.addRow("Models folder", self._with_note(folder_row, "models_dir_note"))
+        form.addRow(self.tr("Models folder"), self._with_note(folder_row, "models_dir_note"))
 
         token_row = QHBoxLayout()
         self.token_status = QLabel()
-        self.token_status.setAccessibleName("Hugging Face token status")
+        self.token_status.setAccessibleName(self.tr("Hugging Face token status"))
         self.token_edit = QLineEdit()
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.token_edit.setPlaceholderText("hf_… (for gated and private models)")
-        self.token_edit.setAccessibleName("Hugging Face token")
+        self.token_edit.setPlaceholderText(self.tr("hf_… (for gated and private models)"))
+        self.token_edit.setAccessibleName(self.tr("Hugging Face token"))
         self.token_edit.returnPressed.connect(self._on_save_token)
-        self.token_save = QPushButton("Save token")
-        self.token_save.setAccessibleName("Save the Hugging Face token")
+        self.token_save = QPushButton(self.tr("Save token"))
+        self.token_save.setAccessibleName(self.tr("Save the Hugging Face token"))
         self.token_save.clicked.connect(self._on_save_token)
-        self.token_remove = QPushButton("Remove")
-        self.token_remove.setAccessibleName("Remove the stored Hugging Face token")
+        self.token_remove = QPushButton(self.tr("Remove"))
+        self.token_remove.setAccessibleName(self.tr("Remove the stored Hugging Face token"))
         self.token_remove.clicked.connect(self._on_remove_token)
         token_row.addWidget(self.token_edit, 1)
         token_row.addWidget(self.token_save)
@@ -85,45 +92,54 @@ class SettingsPage(QScrollArea):
         token_box = QVBoxLayout()
         token_box.addWidget(self.token_status)
         token_box.addLayout(token_row)
-        form.addRow("Hugging Face token", self._with_note(token_box, "token_note"))
+        form.addRow(self.tr("Hugging Face token"), self._with_note(token_box, "token_note"))
 
-        self.offline_box = QCheckBox("Offline mode: never contact the Hugging Face Hub")
-        self.offline_box.setAccessibleName("Offline mode")
+        self.offline_box = QCheckBox(self.tr("Offline mode: never contact the Hugging Face Hub"))
+        self.offline_box.setAccessibleName(self.tr("Offline mode"))
         self.offline_box.toggled.connect(self._on_offline_toggled)
         offline_layout = QVBoxLayout()
         offline_layout.addWidget(self.offline_box)
-        form.addRow("Network", self._with_note(offline_layout, "offline_note"))
+        form.addRow(self.tr("Network"), self._with_note(offline_layout, "offline_note"))
 
-        self.updates_box = QCheckBox("Check for model updates")
-        self.updates_box.setAccessibleName("Check for model updates")
+        self.updates_box = QCheckBox(self.tr("Check for model updates"))
+        self.updates_box.setAccessibleName(self.tr("Check for model updates"))
         self.updates_box.toggled.connect(self._on_updates_toggled)
         updates_layout = QVBoxLayout()
         updates_layout.addWidget(self.updates_box)
-        form.addRow("Updates", self._with_note(updates_layout, "updates_note"))
+        form.addRow(self.tr("Updates"), self._with_note(updates_layout, "updates_note"))
 
         self.context_box = QSpinBox()
         self.context_box.setRange(app_settings.MIN_CONTEXT, app_settings.MAX_CONTEXT)
         self.context_box.setSingleStep(1024)
-        self.context_box.setSuffix(" tokens")
-        self.context_box.setAccessibleName("Default context length")
-        self.context_box.setToolTip("Models load with this context, or the largest that fits this machine")
+        self.context_box.setSuffix(self.tr(" tokens"))
+        self.context_box.setAccessibleName(self.tr("Default context length"))
+        self.context_box.setToolTip(self.tr("Models load with this context, or the largest that fits this machine"))
         self.context_box.editingFinished.connect(self._on_context_changed)
         self.context_box.setMaximumWidth(220)
-        form.addRow("Default context", self.context_box)
+        form.addRow(self.tr("Default context"), self.context_box)
 
         self.theme_box = QComboBox()
-        self.theme_box.addItems([name for _, name in THEME_NAMES])
-        self.theme_box.setAccessibleName("Theme")
+        self.theme_box.addItems([self.tr(name) for _, name in THEME_NAMES])
+        self.theme_box.setAccessibleName(self.tr("Theme"))
         self.theme_box.currentIndexChanged.connect(self._on_theme_changed)
         self.theme_box.setMaximumWidth(220)
-        form.addRow("Theme", self.theme_box)
+        form.addRow(self.tr("Theme"), self.theme_box)
+
+        self.language_box = QComboBox()
+        self.language_box.addItems([self.tr(LANGUAGE_CHOICES[0][1])] + [name for _, name in LANGUAGE_CHOICES[1:]])
+        self.language_box.setAccessibleName(self.tr("Language"))
+        self.language_box.currentIndexChanged.connect(self._on_language_changed)
+        self.language_box.setMaximumWidth(220)
+        language_layout = QVBoxLayout()
+        language_layout.addWidget(self.language_box)
+        form.addRow(self.tr("Language"), self._with_note(language_layout, "language_note"))
 
         self.remote_panel = ConnectionsPanel()
-        form.addRow("Remote engines", self.remote_panel)
+        form.addRow(self.tr("Remote engines"), self.remote_panel)
 
         self.status = QLabel(self.current.problem)
         self.status.setWordWrap(True)
-        self.status.setAccessibleName("Settings status")
+        self.status.setAccessibleName(self.tr("Settings status"))
         outer.addWidget(self.status)
         outer.addStretch(1)
         self.setWidget(page)
@@ -148,8 +164,8 @@ class SettingsPage(QScrollArea):
         self.models_dir_button.setEnabled(not env_dir)
         self.models_dir_default.setEnabled(not env_dir and s.models_dir is not None)
         self.models_dir_note.setText(
-            "Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting." if env_dir else
-            "New downloads and imports go here. Models already in another folder stay there.")
+            self.tr("Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.") if env_dir else
+            self.tr("New downloads and imports go here. Models already in another folder stay there."))
         self._show_token()
         forced = app_settings.offline_forced_by_environment()
         self.offline_box.blockSignals(True)
@@ -157,47 +173,56 @@ class SettingsPage(QScrollArea):
         self.offline_box.setEnabled(not forced)
         self.offline_box.blockSignals(False)
         self.offline_note.setText(
-            "HF_HUB_OFFLINE is set in the environment, so offline mode stays on." if forced else
-            "Search and downloads are off; the library and chat work as usual.")
+            self.tr("HF_HUB_OFFLINE is set in the environment, so offline mode stays on.") if forced else
+            self.tr("Search and downloads are off; the library and chat work as usual."))
         self.updates_box.blockSignals(True)
         self.updates_box.setChecked(s.check_updates)
         self.updates_box.blockSignals(False)
         self.updates_note.setText(
-            "Once a day at most, and when you ask: the Hub is sent the name and branch of each repo you downloaded "
-            "from (and a changed GGUF's header is read). Never in offline mode."
-            if s.check_updates else "Off: neither the app nor the quantdesk command asks the Hub about updates.")
+            self.tr("Once a day at most, and when you ask: the Hub is sent the name and branch of each repo you "
+                    "downloaded from (and a changed GGUF's header is read). Never in offline mode.")
+            if s.check_updates else self.tr("Off: neither the app nor the quantdesk command asks the Hub about "
+                                            "updates."))
         self.context_box.setValue(s.default_n_ctx)
         self.theme_box.blockSignals(True)
         self.theme_box.setCurrentIndex([key for key, _ in THEME_NAMES].index(s.theme))
         self.theme_box.blockSignals(False)
+        self.language_box.blockSignals(True)
+        self.language_box.setCurrentIndex([key for key, _ in LANGUAGE_CHOICES].index(s.language))
+        self.language_box.blockSignals(False)
+        self._show_language_note()
 
     def _show_token(self) -> None:
         from_env = next((v for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if (os.environ.get(v) or "").strip()), None)
         token = config.token()
         stored = config.token_path().is_file()
         if token:
-            self.token_status.setText(f"In use: {masked(token)}" + (f" (from {from_env})" if from_env else ""))
+            self.token_status.setText(self.tr("In use: {masked}")
+                                      .format(masked=masked(token)) + (self.tr(" (from {from_env})")
+                                                                       .format(from_env=from_env) if from_env else ""))
         else:
-            self.token_status.setText("No token: public models only.")
+            self.token_status.setText(self.tr("No token: public models only."))
         self.token_remove.setEnabled(stored)
         self.token_note.setText(
-            f"{from_env} in the environment wins over a stored token." if from_env else
-            f"Stored where huggingface_hub's login keeps it ({config.token_path()}), readable by you only.")
+            self.tr("{variable} in the environment wins over a stored token.").format(variable=from_env) if from_env
+            else self.tr("Stored where huggingface_hub's login keeps it ({path}), readable by you only.").format(
+                path=config.token_path()))
 
     def _save(self, **changes) -> bool:
         try:
             self.current = app_settings.update(**changes)
         except OSError as exc:
-            self.status.setText(f"Could not save the settings: {exc.strerror or exc} ({exc.filename or ''}).")
+            self.status.setText(self.tr("Could not save the settings: {reason} ({path}).")
+                                .format(reason=exc.strerror or exc, path=exc.filename or ""))
             return False
-        self.status.setText("Saved.")
+        self.status.setText(self.tr("Saved."))
         return True
 
     # --- models folder -----------------------------------------------------------------------------
 
     @Slot()
     def _on_choose_models_dir(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Models folder", str(app_settings.models_dir()))
+        folder = QFileDialog.getExistingDirectory(self, self.tr("Models folder"), str(app_settings.models_dir()))
         if folder:
             self.set_models_dir(folder)
 
@@ -214,8 +239,8 @@ class SettingsPage(QScrollArea):
                 probe.write_bytes(b"")
                 probe.unlink()
             except OSError as exc:
-                self.status.setText(f"{target} cannot hold models: {exc.strerror or exc}. The models folder is "
-                                    "unchanged.")
+                self.status.setText(self.tr("{target} cannot hold models: {reason}. The models folder is unchanged.")
+                                    .format(target=target, reason=exc.strerror or exc))
                 return False
             folder = str(target.resolve())
         if not self._save(models_dir=folder):
@@ -230,26 +255,27 @@ class SettingsPage(QScrollArea):
     def _on_save_token(self) -> None:
         token = self.token_edit.text().strip()
         if not token:
-            self.status.setText("Paste a token first (from huggingface.co/settings/tokens).")
+            self.status.setText(self.tr("Paste a token first (from huggingface.co/settings/tokens)."))
             return
         if any(c.isspace() for c in token) or not token.isascii():
-            self.status.setText("That does not look like a Hugging Face token: it has spaces or unusual "
-                                "characters. Nothing was saved.")
+            self.status.setText(self.tr("That does not look like a Hugging Face token: it has spaces or unusual "
+                                        "characters. Nothing was saved."))
             return
         try:
             config.save_token(token)
         except OSError as exc:
-            self.status.setText(f"Could not store the token: {exc.strerror or exc}. Your typing is kept.")
+            self.status.setText(self.tr("Could not store the token: {reason}. Your typing is kept.")
+                                .format(reason=exc.strerror or exc))
             return
         self.token_edit.clear()
         self._show_token()
-        self.status.setText("Token saved.")
+        self.status.setText(self.tr("Token saved."))
 
     @Slot()
     def _on_remove_token(self) -> None:
         config.forget_token()
         self._show_token()
-        self.status.setText("Token removed.")
+        self.status.setText(self.tr("Token removed."))
 
     # --- offline, defaults, theme ------------------------------------------------------------------
 
@@ -270,6 +296,25 @@ class SettingsPage(QScrollArea):
         value = self.context_box.value()
         if value != self.current.default_n_ctx and self._save(default_n_ctx=value):
             self.default_context_changed.emit(value)
+
+    def _show_language_note(self) -> None:
+        forced = os.environ.get(LANGUAGE_VAR)
+        showing = chosen_language(self.current.language) if not forced else None
+        if forced:
+            note = self.tr("{variable}={value} in the environment wins over this setting.").format(
+                variable=LANGUAGE_VAR, value=forced)
+        elif showing != self.shown_language:
+            note = self.tr("Takes effect when QuantDesk starts again.")
+        else:
+            note = self.tr("Menus, buttons and messages of the app; models answer in the language you write in.")
+        self.language_note.setText(note)
+
+    @Slot(int)
+    def _on_language_changed(self, index: int) -> None:
+        # Read at start-up only: the pages build their texts once, and retranslating every label, tooltip and
+        # composed sentence live would need each page to rebuild them (a retranslate pass per widget).
+        if self._save(language=LANGUAGE_CHOICES[index][0]):
+            self._show_language_note()
 
     @Slot(int)
     def _on_theme_changed(self, index: int) -> None:

@@ -102,10 +102,11 @@ class MemoryBar(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(3)
         if total:
-            figures = f"{human_memory(used)} in use of {human_memory(total)}" if used is not None else (
+            figures = self.tr("{used} in use of {total}").format(
+                used=human_memory(used), total=human_memory(total)) if used is not None else (
                 human_memory(total))
         else:
-            figures = "size unknown"
+            figures = self.tr("size unknown")
         self.label = QLabel(f"<b>{html.escape(title)}</b> — {figures}")
         self.label.setTextFormat(Qt.TextFormat.RichText)
         self.label.setWordWrap(True)
@@ -117,7 +118,7 @@ class MemoryBar(QWidget):
             self.bar.setValue(int(1000 * used / total) if used is not None else 0)
             self.bar.setTextVisible(False)
             self.bar.setFixedHeight(10)
-            self.bar.setAccessibleName(f"{title} memory")
+            self.bar.setAccessibleName(self.tr("{title} memory").format(title=title))
             self.bar.setAccessibleDescription(figures)
             layout.addWidget(self.bar)
         if note:
@@ -164,9 +165,9 @@ class UndoBar(QFrame):
         self.label = QLabel()
         self.label.setTextFormat(Qt.TextFormat.PlainText)  # it quotes user text (chat titles)
         self.label.setWordWrap(True)
-        self.label.setAccessibleName("Undo notice")
-        self.undo_button = QPushButton("Undo")
-        self.undo_button.setAccessibleName("Undo")
+        self.label.setAccessibleName(self.tr("Undo notice"))
+        self.undo_button = QPushButton(self.tr("Undo"))
+        self.undo_button.setAccessibleName(self.tr("Undo"))
         self.undo_button.setMinimumWidth(56)
         self.undo_button.clicked.connect(self._on_undo_clicked)
         layout.addWidget(self.label, 1)
@@ -180,7 +181,7 @@ class UndoBar(QFrame):
     def offer(self, text: str) -> None:
         """Show ``text`` with the Undo button, for the bar's time from now (a newer offer replaces it)."""
         self.label.setText(text)
-        self.undo_button.setToolTip(f"{text} — undo")
+        self.undo_button.setToolTip(self.tr("{text} — undo").format(text=text))
         self.show()
         self.timer.start()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QSettings, Qt, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QSettings, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -26,6 +26,13 @@ from app.ui.lab_page import LabPage
 from app.ui.server_page import ServerPage
 
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
+# The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
+PAGE_TITLES = {"Discover": QT_TRANSLATE_NOOP("MainWindow", "Discover"),
+               "Downloads": QT_TRANSLATE_NOOP("MainWindow", "Downloads"),
+               "Library": QT_TRANSLATE_NOOP("MainWindow", "Library"), "Chat": QT_TRANSLATE_NOOP("MainWindow", "Chat"),
+               "Hardware": QT_TRANSLATE_NOOP("MainWindow", "Hardware"), "Lab": QT_TRANSLATE_NOOP("MainWindow", "Lab"),
+               "Server": QT_TRANSLATE_NOOP("MainWindow", "Server"),
+               "Settings": QT_TRANSLATE_NOOP("MainWindow", "Settings")}
 
 STYLE = """
 QLabel#brand { font-size: 15pt; font-weight: 600; padding: 0 0 6px 18px; }
@@ -71,7 +78,7 @@ class MainWindow(QMainWindow):
         self.setStyleSheet(STYLE)
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
-        self.sidebar.setAccessibleName("Navigation")
+        self.sidebar.setAccessibleName(self.tr("Navigation"))
         self.stack = QStackedWidget()
         self.chat = ChatPage(store, bridge)
         self.hardware = HardwarePage()
@@ -95,8 +102,9 @@ class MainWindow(QMainWindow):
             "Settings": self.app_settings,
         }
         for name in PAGES:
-            item = QListWidgetItem(name)
-            item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{name} page")
+            title = self.tr(PAGE_TITLES[name])
+            item = QListWidgetItem(title)
+            item.setData(Qt.ItemDataRole.AccessibleTextRole, self.tr("{page} page").format(page=title))
             self.sidebar.addItem(item)
             self.stack.addWidget(self.pages[name])
         self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
@@ -240,7 +248,8 @@ class MainWindow(QMainWindow):
 
     @Slot(int, object)
     def _on_hardware_failed(self, ticket: int, error: Exception) -> None:
-        message = str(error) if isinstance(error, QuantDeskError) else f"Hardware detection failed: {error!r}"
+        message = str(error) if isinstance(error, QuantDeskError) else self.tr(
+            "Hardware detection failed: {error!r}").format(error=error)
         self.hardware.show_message(message)
 
     def _restore(self) -> None:

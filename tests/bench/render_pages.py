@@ -31,6 +31,7 @@ from app.ui.formatting import human_bytes  # noqa: E402
 from app.ui.main import application  # noqa: E402
 from app.ui.model_bar import Prefill  # noqa: E402
 from app.ui.theme import ThemeFollower  # noqa: E402
+from app.ui.translations import chosen_language, install  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
 from backends.base import (DeviceLoad, Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
                            SamplingSettings, Token)
@@ -312,6 +313,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     app = application([sys.argv[0], "-platform", "offscreen"])
+    install(chosen_language("system"))  # as the app starts: QUANTDESK_LANGUAGE=de renders the German pages
     ThemeFollower(app, "dark" if args.dark else "light")
     work = Path(tempfile.mkdtemp(prefix="quantdesk-render-"))
     isolate(work)

@@ -4,14 +4,26 @@ EngineDouble where a test must steer it."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QTranslator
 
 from app.chats.store import ChatStore
 from app.engine.client import EngineClient
 from app.ui.engine_bridge import EngineBridge
+from app.ui.translations import translations_dir
 from app.ui.window import MainWindow
 from tests.hub.conftest import fast, fixed_template, gguf_repo  # noqa: F401 - fixtures: the Library's update checks
 from tests.ui.engine_double import EngineDouble, SuccessiveEngines
+
+
+@pytest.fixture(autouse=True, scope="session")
+def english_plurals(qapp):
+    """The English forms of the "%n ..." strings, which the app loads at start-up (app.ui.translations.install):
+    without them Qt shows the source text, "1 server request(s)"."""
+    translator = QTranslator()
+    assert translator.load(str(translations_dir() / "quantdesk_en.qm"))
+    qapp.installTranslator(translator)
+    yield
+    qapp.removeTranslator(translator)
 
 
 @pytest.fixture

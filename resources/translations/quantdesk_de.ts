@@ -1,0 +1,3404 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="de_DE">
+<context>
+    <name>AttachmentStrip</name>
+    <message>
+        <source>Attached images</source>
+        <translation>Angehängte Bilder</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove {name}</source>
+        <translation>{name} entfernen</translation>
+    </message>
+</context>
+<context>
+    <name>ChatPage</name>
+    <message>
+        <source>Send (Enter)</source>
+        <translation>Senden (Eingabe)</translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>Neuer Chat</translation>
+    </message>
+    <message>
+        <source>Start a new conversation (Ctrl+N)</source>
+        <translation>Eine neue Unterhaltung beginnen (Strg+N)</translation>
+    </message>
+    <message>
+        <source>Search chats</source>
+        <translation>Chats durchsuchen</translation>
+    </message>
+    <message>
+        <source>Conversations</source>
+        <translation>Unterhaltungen</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>Umbenennen</translation>
+    </message>
+    <message>
+        <source>Rename chat</source>
+        <translation>Chat umbenennen</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>Löschen</translation>
+    </message>
+    <message>
+        <source>Delete chat</source>
+        <translation>Chat löschen</translation>
+    </message>
+    <message>
+        <source>Export…</source>
+        <translation>Exportieren …</translation>
+    </message>
+    <message>
+        <source>Export chat</source>
+        <translation>Chat exportieren</translation>
+    </message>
+    <message>
+        <source>Save this chat as Markdown or JSON</source>
+        <translation>Diesen Chat als Markdown oder JSON speichern</translation>
+    </message>
+    <message>
+        <source>Options…</source>
+        <translation>Optionen …</translation>
+    </message>
+    <message>
+        <source>Chat settings</source>
+        <translation>Chat-Einstellungen</translation>
+    </message>
+    <message>
+        <source>System prompt, sampling and presets for this chat</source>
+        <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
+    </message>
+    <message>
+        <source>Notice</source>
+        <translation>Hinweis</translation>
+    </message>
+    <message>
+        <source>Reload model</source>
+        <translation>Modell neu laden</translation>
+    </message>
+    <message>
+        <source>Save now</source>
+        <translation>Jetzt speichern</translation>
+    </message>
+    <message>
+        <source>Save the reply now</source>
+        <translation>Die Antwort jetzt speichern</translation>
+    </message>
+    <message>
+        <source>Try again to save the reply that is not saved yet</source>
+        <translation>Erneut versuchen, die noch nicht gespeicherte Antwort zu speichern</translation>
+    </message>
+    <message>
+        <source>Load anyway</source>
+        <translation>Trotzdem laden</translation>
+    </message>
+    <message>
+        <source>Load the model anyway</source>
+        <translation>Das Modell trotzdem laden</translation>
+    </message>
+    <message>
+        <source>Load it past what the fit check counts as free on this machine</source>
+        <translation>Über das hinaus laden, was die Passprüfung auf diesem Rechner als frei zählt</translation>
+    </message>
+    <message>
+        <source>Image…</source>
+        <translation>Bild …</translation>
+    </message>
+    <message>
+        <source>Attach an image</source>
+        <translation>Ein Bild anhängen</translation>
+    </message>
+    <message>
+        <source>Attach a PNG, JPEG or WebP image (or paste one, or drop it on the message box); the model must see images</source>
+        <translation>Ein PNG-, JPEG- oder WebP-Bild anhängen (oder einfügen oder auf das Nachrichtenfeld ziehen); das Modell muss Bilder verstehen</translation>
+    </message>
+    <message>
+        <source>Send</source>
+        <translation>Senden</translation>
+    </message>
+    <message>
+        <source>Send message</source>
+        <translation>Nachricht senden</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>Stopp</translation>
+    </message>
+    <message>
+        <source>Stop the reply</source>
+        <translation>Die Antwort anhalten</translation>
+    </message>
+    <message>
+        <source>Stop the reply (Esc)</source>
+        <translation>Die Antwort anhalten (Esc)</translation>
+    </message>
+    <message>
+        <source>New name:</source>
+        <translation>Neuer Name:</translation>
+    </message>
+    <message>
+        <source>Chat “{title}” deleted</source>
+        <translation>Chat „{title}“ gelöscht</translation>
+    </message>
+    <message>
+        <source>Markdown (*.md);;JSON (*.json)</source>
+        <translation>Markdown (*.md);;JSON (*.json)</translation>
+    </message>
+    <message>
+        <source>Load a model</source>
+        <translation>Ein Modell laden</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Sizing up {name}…</source>
+        <translation>{name} wird eingeschätzt …</translation>
+    </message>
+    <message>
+        <source>“Load anyway”</source>
+        <translation>„Trotzdem laden“</translation>
+    </message>
+    <message>
+        <source> Or pick a smaller quant, or a shorter context.</source>
+        <translation> Oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
+    </message>
+    <message>
+        <source>Loading {name}…</source>
+        <translation>{name} wird geladen …</translation>
+    </message>
+    <message>
+        <source>Attach images</source>
+        <translation>Bilder anhängen</translation>
+    </message>
+    <message>
+        <source>Images ({patterns})</source>
+        <translation>Bilder ({patterns})</translation>
+    </message>
+    <message>
+        <source>Cannot read the image {name}: {reason}.</source>
+        <translation>Das Bild {name} kann nicht gelesen werden: {reason}.</translation>
+    </message>
+    <message>
+        <source>the model</source>
+        <translation>das Modell</translation>
+    </message>
+    <message>
+        <source>{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF file) is not beside it. Load a vision model to send images; your message stays here.</source>
+        <translation>{name} versteht keine Bilder: Es ist ein reines Textmodell, oder sein Vision-Projektor (eine mmproj-GGUF-Datei) liegt nicht daneben. Laden Sie ein Vision-Modell, um Bilder zu senden; Ihre Nachricht bleibt hier.</translation>
+    </message>
+    <message>
+        <source>{busy_reason} Your message stays here until then.</source>
+        <translation>{busy_reason} Ihre Nachricht bleibt bis dahin hier.</translation>
+    </message>
+    <message>
+        <source>Load a model first: choose a GGUF file with “Load model…”.</source>
+        <translation>Laden Sie zuerst ein Modell: Wählen Sie eine GGUF-Datei mit „Modell laden …“.</translation>
+    </message>
+    <message>
+        <source>Your message is not sent yet: it stays in the box below.</source>
+        <translation>Ihre Nachricht ist noch nicht gesendet: Sie bleibt im Feld unten.</translation>
+    </message>
+    <message>
+        <source>Image</source>
+        <translation>Bild</translation>
+    </message>
+    <message>
+        <source>{message}. It stays in the box below: {hint}, then send it again.</source>
+        <translation>{message}. Sie bleibt im Feld unten: {hint}, dann senden Sie sie erneut.</translation>
+    </message>
+    <message>
+        <source>{message}. Your message stays in the box below.</source>
+        <translation>{message}. Ihre Nachricht bleibt im Feld unten.</translation>
+    </message>
+    <message>
+        <source>image {n} ({width} × {height})</source>
+        <translation>Bild {n} ({width} × {height})</translation>
+    </message>
+    <message>
+        <source>Reply stopped</source>
+        <translation>Antwort angehalten</translation>
+    </message>
+    <message>
+        <source>Reply done</source>
+        <translation>Antwort fertig</translation>
+    </message>
+    <message>
+        <source>{ended}: {text}</source>
+        <translation>{ended}: {text}</translation>
+    </message>
+    <message>
+        <source>{ended}, empty.</source>
+        <translation>{ended}, leer.</translation>
+    </message>
+    <message>
+        <source>No model loaded — the engine stopped</source>
+        <translation>Kein Modell geladen – die Engine wurde beendet</translation>
+    </message>
+    <message>
+        <source>the reply so far is kept and marked interrupted.</source>
+        <translation>die bisherige Antwort bleibt erhalten und ist als unterbrochen markiert.</translation>
+    </message>
+    <message>
+        <source>{error} Your conversation is saved; {kept}</source>
+        <translation>{error} Ihre Unterhaltung ist gespeichert; {kept}</translation>
+    </message>
+    <message>
+        <source>another chat</source>
+        <translation>einem anderen Chat</translation>
+    </message>
+    <message>
+        <source>A reply is being written in “{title}”: wait for it to finish, or stop it, to send here.</source>
+        <translation>In „{title}“ wird gerade eine Antwort geschrieben: Warten Sie, bis sie fertig ist, oder halten Sie sie an, um hier zu senden.</translation>
+    </message>
+    <message>
+        <source>Reply being written in “{title}”:</source>
+        <translation>Antwort in Arbeit in „{title}“:</translation>
+    </message>
+    <message>
+        <source>Last reply in “{title}”:</source>
+        <translation>Letzte Antwort in „{title}“:</translation>
+    </message>
+    <message>
+        <source>{message}. The reply is shown here but is not saved yet: {hint}, then click “Save now” (QuantDesk also tries again every few seconds).</source>
+        <translation>{message}. Die Antwort wird hier angezeigt, ist aber noch nicht gespeichert: {hint}, dann klicken Sie auf „Jetzt speichern“ (QuantDesk versucht es auch alle paar Sekunden erneut).</translation>
+    </message>
+    <message>
+        <source>Stop the reply in “{title}” (Esc)</source>
+        <translation>Die Antwort in „{title}“ anhalten (Esc)</translation>
+    </message>
+</context>
+<context>
+    <name>ChatSettingsDialog</name>
+    <message>
+        <source>Settings for “{title}”</source>
+        <translation>Einstellungen für „{title}“</translation>
+    </message>
+    <message>
+        <source>Chat settings</source>
+        <translation>Chat-Einstellungen</translation>
+    </message>
+    <message>
+        <source>Preset</source>
+        <translation>Vorlage</translation>
+    </message>
+    <message>
+        <source>Save as preset…</source>
+        <translation>Als Vorlage speichern …</translation>
+    </message>
+    <message>
+        <source>How the model should behave, e.g. “Answer briefly, in British English.”</source>
+        <translation>Wie sich das Modell verhalten soll, z. B. „Antworte kurz und auf Deutsch.“</translation>
+    </message>
+    <message>
+        <source>System prompt</source>
+        <translation>Systemprompt</translation>
+    </message>
+    <message>
+        <source>Temperature</source>
+        <translation>Temperatur</translation>
+    </message>
+    <message>
+        <source>Top-p</source>
+        <translation>Top-p</translation>
+    </message>
+    <message>
+        <source>Min-p</source>
+        <translation>Min-p</translation>
+    </message>
+    <message>
+        <source>Repeat penalty</source>
+        <translation>Wiederholungsstrafe</translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation>aus</translation>
+    </message>
+    <message>
+        <source>Top-k</source>
+        <translation>Top-k</translation>
+    </message>
+    <message>
+        <source>Maximum reply length in tokens</source>
+        <translation>Maximale Antwortlänge in Tokens</translation>
+    </message>
+    <message>
+        <source>Max reply tokens</source>
+        <translation>Max. Antwort-Tokens</translation>
+    </message>
+    <message>
+        <source>random</source>
+        <translation>zufällig</translation>
+    </message>
+    <message>
+        <source>Seed</source>
+        <translation>Seed</translation>
+    </message>
+    <message>
+        <source>Answer as JSON with this schema</source>
+        <translation>Als JSON nach diesem Schema antworten</translation>
+    </message>
+    <message>
+        <source>Answer as JSON with a schema</source>
+        <translation>Als JSON nach einem Schema antworten</translation>
+    </message>
+    <message>
+        <source>JSON schema of the answers</source>
+        <translation>JSON-Schema der Antworten</translation>
+    </message>
+    <message>
+        <source>Why the settings were not saved</source>
+        <translation>Warum die Einstellungen nicht gespeichert wurden</translation>
+    </message>
+    <message>
+        <source>the JSON schema is not valid JSON ({exc})</source>
+        <translation>das JSON-Schema ist kein gültiges JSON ({exc})</translation>
+    </message>
+    <message>
+        <source>the JSON schema must be an object, such as {&quot;type&quot;: &quot;object&quot;}</source>
+        <translation>das JSON-Schema muss ein Objekt sein, etwa {&quot;type&quot;: &quot;object&quot;}</translation>
+    </message>
+    <message>
+        <source>Not saved: {message}.</source>
+        <translation>Nicht gespeichert: {message}.</translation>
+    </message>
+    <message>
+        <source>Not saved: {exc}.</source>
+        <translation>Nicht gespeichert: {exc}.</translation>
+    </message>
+    <message>
+        <source>Save preset</source>
+        <translation>Vorlage speichern</translation>
+    </message>
+    <message>
+        <source>Preset name:</source>
+        <translation>Name der Vorlage:</translation>
+    </message>
+</context>
+<context>
+    <name>Composer</name>
+    <message>
+        <source>Message the model — Enter sends, Shift+Enter for a new line</source>
+        <translation>Nachricht an das Modell – Eingabe sendet, Umschalt+Eingabe für eine neue Zeile</translation>
+    </message>
+    <message>
+        <source>Message input</source>
+        <translation>Nachrichteneingabe</translation>
+    </message>
+    <message>
+        <source>pasted image</source>
+        <translation>eingefügtes Bild</translation>
+    </message>
+</context>
+<context>
+    <name>ConnectionsPanel</name>
+    <message>
+        <source>key in the system keychain</source>
+        <translation>Schlüssel im Schlüsselbund des Systems</translation>
+    </message>
+    <message>
+        <source>key in the key file (0600)</source>
+        <translation>Schlüssel in der Schlüsseldatei (0600)</translation>
+    </message>
+    <message>
+        <source>no key</source>
+        <translation>kein Schlüssel</translation>
+    </message>
+    <message>
+        <source>Remote engines</source>
+        <translation>Entfernte Engines</translation>
+    </message>
+    <message>
+        <source>Remote connections</source>
+        <translation>Entfernte Verbindungen</translation>
+    </message>
+    <message>
+        <source>Connection name</source>
+        <translation>Name der Verbindung</translation>
+    </message>
+    <message>
+        <source>Server address</source>
+        <translation>Serveradresse</translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation>API-Schlüssel</translation>
+    </message>
+    <message>
+        <source>optional; leave empty to keep the stored key</source>
+        <translation>optional; leer lassen, um den gespeicherten Schlüssel zu behalten</translation>
+    </message>
+    <message>
+        <source>optional: the server&apos;s CA certificate (PEM)</source>
+        <translation>optional: das CA-Zertifikat des Servers (PEM)</translation>
+    </message>
+    <message>
+        <source>CA file</source>
+        <translation>CA-Datei</translation>
+    </message>
+    <message>
+        <source>Choose…</source>
+        <translation>Auswählen …</translation>
+    </message>
+    <message>
+        <source>Choose a CA file</source>
+        <translation>Eine CA-Datei auswählen</translation>
+    </message>
+    <message>
+        <source> s to connect</source>
+        <translation> s zum Verbinden</translation>
+    </message>
+    <message>
+        <source>Connect timeout</source>
+        <translation>Zeitlimit für den Verbindungsaufbau</translation>
+    </message>
+    <message>
+        <source> s silent before giving up</source>
+        <translation> s Stille bis zum Aufgeben</translation>
+    </message>
+    <message>
+        <source>Stall limit</source>
+        <translation>Stillstandsgrenze</translation>
+    </message>
+    <message>
+        <source>A reply that sends nothing for this long is given up (a long prompt may take a while)</source>
+        <translation>Eine Antwort, die so lange nichts sendet, wird aufgegeben (ein langer Prompt kann eine Weile dauern)</translation>
+    </message>
+    <message>
+        <source>Name</source>
+        <translation>Name</translation>
+    </message>
+    <message>
+        <source>Address</source>
+        <translation>Adresse</translation>
+    </message>
+    <message>
+        <source>TLS</source>
+        <translation>TLS</translation>
+    </message>
+    <message>
+        <source>Timeouts</source>
+        <translation>Zeitlimits</translation>
+    </message>
+    <message>
+        <source>New</source>
+        <translation>Neu</translation>
+    </message>
+    <message>
+        <source>New connection</source>
+        <translation>Neue Verbindung</translation>
+    </message>
+    <message>
+        <source>Save and test</source>
+        <translation>Speichern und testen</translation>
+    </message>
+    <message>
+        <source>Save and test the connection</source>
+        <translation>Die Verbindung speichern und testen</translation>
+    </message>
+    <message>
+        <source>Test</source>
+        <translation>Testen</translation>
+    </message>
+    <message>
+        <source>Test the connection</source>
+        <translation>Die Verbindung testen</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove the connection</source>
+        <translation>Die Verbindung entfernen</translation>
+    </message>
+    <message>
+        <source>Forget key</source>
+        <translation>Schlüssel vergessen</translation>
+    </message>
+    <message>
+        <source>Forget the stored API key</source>
+        <translation>Den gespeicherten API-Schlüssel vergessen</translation>
+    </message>
+    <message>
+        <source>Connection test result</source>
+        <translation>Ergebnis des Verbindungstests</translation>
+    </message>
+    <message>
+        <source>stored; type to replace it</source>
+        <translation>gespeichert; zum Ersetzen neu eingeben</translation>
+    </message>
+    <message>
+        <source>optional; none stored</source>
+        <translation>optional; keiner gespeichert</translation>
+    </message>
+    <message>
+        <source>optional</source>
+        <translation>optional</translation>
+    </message>
+    <message>
+        <source>The server&apos;s CA certificate</source>
+        <translation>Das CA-Zertifikat des Servers</translation>
+    </message>
+    <message>
+        <source>PEM files (*.pem *.crt);;All (*)</source>
+        <translation>PEM-Dateien (*.pem *.crt);;Alle (*)</translation>
+    </message>
+    <message>
+        <source>Not saved: {error}</source>
+        <translation>Nicht gespeichert: {error}</translation>
+    </message>
+    <message>
+        <source>Asking {name} for its models…</source>
+        <translation>{name} wird nach seinen Modellen gefragt …</translation>
+    </message>
+    <message>
+        <source>no models</source>
+        <translation>keinen Modellen</translation>
+    </message>
+    <message>
+        <source> and {count} more</source>
+        <translation> und {count} weiteren</translation>
+    </message>
+    <message>
+        <source>{name} answered in {latency_ms:.0f} ms: a {kind} server with {models}{more}.</source>
+        <translation>{name} hat in {latency_ms:.0f} ms geantwortet: ein {kind}-Server mit {models}{more}.</translation>
+    </message>
+    <message>
+        <source>The API key of {name} is forgotten.</source>
+        <translation>Der API-Schlüssel von {name} ist vergessen.</translation>
+    </message>
+    <message>
+        <source>Removed {name} and its key.</source>
+        <translation>{name} und sein Schlüssel wurden entfernt.</translation>
+    </message>
+</context>
+<context>
+    <name>CrashDialog</name>
+    <message>
+        <source>QuantDesk: unexpected error</source>
+        <translation>QuantDesk: unerwarteter Fehler</translation>
+    </message>
+    <message>
+        <source>Something went wrong that QuantDesk did not expect ({summary}). Your chats and models are kept; the last action may not have finished.</source>
+        <translation>Etwas ist schiefgegangen, womit QuantDesk nicht gerechnet hat ({summary}). Ihre Chats und Modelle bleiben erhalten; die letzte Aktion wurde möglicherweise nicht abgeschlossen.</translation>
+    </message>
+    <message>
+        <source>The details are in {log_path}</source>
+        <translation>Die Details stehen in {log_path}</translation>
+    </message>
+    <message>
+        <source>The details could not be written to the log file; copy them from here.</source>
+        <translation>Die Details konnten nicht in die Protokolldatei geschrieben werden; kopieren Sie sie von hier.</translation>
+    </message>
+    <message>
+        <source>Copy details</source>
+        <translation>Details kopieren</translation>
+    </message>
+    <message>
+        <source>Open log folder</source>
+        <translation>Protokollordner öffnen</translation>
+    </message>
+    <message>
+        <source>Copied</source>
+        <translation>Kopiert</translation>
+    </message>
+</context>
+<context>
+    <name>CrashReporter</name>
+    <message>
+        <source>the desktop app</source>
+        <translation>die Desktop-App</translation>
+    </message>
+    <message>
+        <source>a thread</source>
+        <translation>ein Thread</translation>
+    </message>
+    <message>
+        <source>thread {name}</source>
+        <translation>Thread {name}</translation>
+    </message>
+</context>
+<context>
+    <name>DiscoverPage</name>
+    <message>
+        <source>Any format</source>
+        <translation>Jedes Format</translation>
+    </message>
+    <message>
+        <source>Most downloaded</source>
+        <translation>Meist heruntergeladen</translation>
+    </message>
+    <message>
+        <source>Most liked</source>
+        <translation>Beliebteste</translation>
+    </message>
+    <message>
+        <source>Recently updated</source>
+        <translation>Zuletzt aktualisiert</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>Quantisierung</translation>
+    </message>
+    <message>
+        <source>Format</source>
+        <translation>Format</translation>
+    </message>
+    <message>
+        <source>Fit on this machine</source>
+        <translation>Passt auf diesen Rechner</translation>
+    </message>
+    <message>
+        <source>Memory needed</source>
+        <translation>Benötigter Speicher</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>Tempo</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>Größe</translation>
+    </message>
+    <message>
+        <source>Discover</source>
+        <translation>Entdecken</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Discover&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Entdecken&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Search the Hugging Face Hub, e.g. llama 3.2 instruct</source>
+        <translation>Den Hugging Face Hub durchsuchen, z. B. llama 3.2 instruct</translation>
+    </message>
+    <message>
+        <source>Search the Hub</source>
+        <translation>Den Hub durchsuchen</translation>
+    </message>
+    <message>
+        <source>Sort by</source>
+        <translation>Sortieren nach</translation>
+    </message>
+    <message>
+        <source>Search</source>
+        <translation>Suchen</translation>
+    </message>
+    <message>
+        <source>Import a model file…</source>
+        <translation>Eine Modelldatei importieren …</translation>
+    </message>
+    <message>
+        <source>Import a model file you already have</source>
+        <translation>Eine vorhandene Modelldatei importieren</translation>
+    </message>
+    <message>
+        <source>Models</source>
+        <translation>Modelle</translation>
+    </message>
+    <message>
+        <source>More results</source>
+        <translation>Weitere Ergebnisse</translation>
+    </message>
+    <message>
+        <source>Starting list</source>
+        <translation>Startliste</translation>
+    </message>
+    <message>
+        <source>Show the curated starting list</source>
+        <translation>Die kuratierte Startliste anzeigen</translation>
+    </message>
+    <message>
+        <source>&lt;h2&gt;Pick a model&lt;/h2&gt;</source>
+        <translation>&lt;h2&gt;Wählen Sie ein Modell&lt;/h2&gt;</translation>
+    </message>
+    <message>
+        <source>Choose a model on the left to see every quant and whether it fits this machine.</source>
+        <translation>Wählen Sie links ein Modell, um jede Quantisierung zu sehen und ob sie auf diesen Rechner passt.</translation>
+    </message>
+    <message>
+        <source>Quants of this model</source>
+        <translation>Quantisierungen dieses Modells</translation>
+    </message>
+    <message>
+        <source>Select all quants</source>
+        <translation>Alle Quantisierungen auswählen</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Good starting models&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;{about} (List from {updated}.)&lt;/span&gt;</source>
+        <translation>&lt;b&gt;Gute Modelle für den Einstieg&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;{about} (Stand der Liste: {updated}.)&lt;/span&gt;</translation>
+    </message>
+    <message>
+        <source> · likely fits</source>
+        <translation> · passt wahrscheinlich</translation>
+    </message>
+    <message>
+        <source> · likely too large here</source>
+        <translation> · hier wahrscheinlich zu groß</translation>
+    </message>
+    <message>
+        <source> · reads images</source>
+        <translation> · versteht Bilder</translation>
+    </message>
+    <message>
+        <source>{repo_id}
+{why}
+{format} · {params}B parameters{vision} · for {tier} machines · about {size} at 4 bits{fit}</source>
+        <translation>{repo_id}
+{why}
+{format} · {params} Mrd. Parameter{vision} · für Rechner der Klasse {tier} · etwa {size} bei 4 Bit{fit}</translation>
+    </message>
+    <message>
+        <source>search the Hub or download</source>
+        <translation>den Hub durchsuchen oder herunterladen</translation>
+    </message>
+    <message>
+        <source>{message} Import a model file you already have (a .gguf file or a model folder), or {split}.</source>
+        <translation>{message} Importieren Sie eine vorhandene Modelldatei (eine .gguf-Datei oder einen Modellordner), oder {split}.</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Searching for “{text}”…&lt;/b&gt;</source>
+        <translation>&lt;b&gt;Suche nach „{text}“ …&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Searching…&lt;/b&gt;</source>
+        <translation>&lt;b&gt;Suche …&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Search needs the Hub, and this computer is offline.&lt;/b&gt;</source>
+        <translation>&lt;b&gt;Die Suche braucht den Hub, und dieser Rechner ist offline.&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>{count} downloads</source>
+        <translation>{count} Downloads</translation>
+    </message>
+    <message>
+        <source>{count} likes</source>
+        <translation>{count} Likes</translation>
+    </message>
+    <message>
+        <source>gated: needs a token</source>
+        <translation>zugangsbeschränkt: braucht ein Token</translation>
+    </message>
+    <message>
+        <source>{repo_id}
+{detail}</source>
+        <translation>{repo_id}
+{detail}</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n model(s)</source>
+        <translation>
+            <numerusform>%n Modell</numerusform>
+            <numerusform>%n Modelle</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> for “{text}”</source>
+        <translation> für „{text}“</translation>
+    </message>
+    <message>
+        <source>&lt;br&gt;Nothing matched; try fewer words or another format.</source>
+        <translation>&lt;br&gt;Nichts gefunden; versuchen Sie weniger Wörter oder ein anderes Format.</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;The search failed.&lt;/b&gt;</source>
+        <translation>&lt;b&gt;Die Suche ist fehlgeschlagen.&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source> Without the Hub you can still import a model file you have.</source>
+        <translation> Ohne den Hub können Sie weiterhin eine vorhandene Modelldatei importieren.</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;The search failed.&lt;/b&gt;&lt;br&gt;{error}</source>
+        <translation>&lt;b&gt;Die Suche ist fehlgeschlagen.&lt;/b&gt;&lt;br&gt;{error}</translation>
+    </message>
+    <message>
+        <source>&lt;h2&gt;{repo_id}&lt;/h2&gt;</source>
+        <translation>&lt;h2&gt;{repo_id}&lt;/h2&gt;</translation>
+    </message>
+    <message>
+        <source>Offline: the quants of this model cannot be listed.</source>
+        <translation>Offline: Die Quantisierungen dieses Modells können nicht aufgelistet werden.</translation>
+    </message>
+    <message>
+        <source>Waiting for hardware detection to finish, then every quant is checked against this machine…</source>
+        <translation>Warten auf die Hardware-Erkennung, danach wird jede Quantisierung mit diesem Rechner abgeglichen …</translation>
+    </message>
+    <message>
+        <source>Reading every quant from the Hub and checking it against this machine…</source>
+        <translation>Jede Quantisierung wird vom Hub gelesen und mit diesem Rechner abgeglichen …</translation>
+    </message>
+    <message>
+        <source>The Hub cannot be reached. You can still import a model file you already have.</source>
+        <translation>Der Hub ist nicht erreichbar. Sie können weiterhin eine vorhandene Modelldatei importieren.</translation>
+    </message>
+    <message>
+        <source>{repo_id} holds no GGUF, MLX or EXL model files QuantDesk can run.</source>
+        <translation>{repo_id} enthält keine GGUF-, MLX- oder EXL-Modelldateien, die QuantDesk ausführen kann.</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n quant(s), checked against this machine at {n_ctx} tokens of context. {reason}.</source>
+        <translation>
+            <numerusform>%n Quantisierung, mit diesem Rechner abgeglichen bei {n_ctx} Tokens Kontext. {reason}.</numerusform>
+            <numerusform>%n Quantisierungen, mit diesem Rechner abgeglichen bei {n_ctx} Tokens Kontext. {reason}.</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Best pick for this machine: {quant} ({format})&lt;/b&gt; — {best_reason}</source>
+        <translation>&lt;b&gt;Beste Wahl für diesen Rechner: {quant} ({format})&lt;/b&gt; – {best_reason}</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;No quant of this model fits this machine.&lt;/b&gt; Try a smaller model.</source>
+        <translation>&lt;b&gt;Keine Quantisierung dieses Modells passt auf diesen Rechner.&lt;/b&gt; Versuchen Sie ein kleineres Modell.</translation>
+    </message>
+    <message>
+        <source>{quant} · sees images</source>
+        <translation>{quant} · versteht Bilder</translation>
+    </message>
+    <message>
+        <source> Sees images: downloads with the vision projector {projector}.</source>
+        <translation> Versteht Bilder: wird mit dem Vision-Projektor {projector} heruntergeladen.</translation>
+    </message>
+    <message>
+        <source>Download</source>
+        <translation>Herunterladen</translation>
+    </message>
+    <message>
+        <source>Download {quant}</source>
+        <translation>{quant} herunterladen</translation>
+    </message>
+    <message>
+        <source>Does not fit this machine: {reason}</source>
+        <translation>Passt nicht auf diesen Rechner: {reason}</translation>
+    </message>
+</context>
+<context>
+    <name>DownloadRow</name>
+    <message>
+        <source>Progress of {label}</source>
+        <translation>Fortschritt von {label}</translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation>Pausieren</translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation>Fortsetzen</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>Abbrechen</translation>
+    </message>
+    <message>
+        <source>Retry</source>
+        <translation>Erneut versuchen</translation>
+    </message>
+    <message>
+        <source>Open folder</source>
+        <translation>Ordner öffnen</translation>
+    </message>
+    <message>
+        <source>Chat with it</source>
+        <translation>Damit chatten</translation>
+    </message>
+    <message>
+        <source>{text} {label}</source>
+        <translation>{text}: {label}</translation>
+    </message>
+</context>
+<context>
+    <name>DownloadsPage</name>
+    <message>
+        <source>Downloads</source>
+        <translation>Downloads</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Downloads&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Downloads&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Nothing is downloading. Pick a model on the Discover page and choose Download.</source>
+        <translation>Es wird nichts heruntergeladen. Wählen Sie auf der Seite „Entdecken“ ein Modell und dann „Herunterladen“.</translation>
+    </message>
+</context>
+<context>
+    <name>ExpertsInRamBox</name>
+    <message>
+        <source>Experts in RAM: </source>
+        <translation>Experten im RAM: </translation>
+    </message>
+</context>
+<context>
+    <name>FirstRunDialog</name>
+    <message>
+        <source>Welcome to QuantDesk</source>
+        <translation>Willkommen bei QuantDesk</translation>
+    </message>
+    <message>
+        <source>Welcome</source>
+        <translation>Willkommen</translation>
+    </message>
+    <message>
+        <source>&lt;h2&gt;Welcome — this is your machine&lt;/h2&gt;</source>
+        <translation>&lt;h2&gt;Willkommen – das ist Ihr Rechner&lt;/h2&gt;</translation>
+    </message>
+    <message>
+        <source>Detecting this machine…</source>
+        <translation>Dieser Rechner wird erkannt …</translation>
+    </message>
+    <message>
+        <source>Next: models that suit it. You download one, then chat with it; nothing leaves this computer.</source>
+        <translation>Als Nächstes: Modelle, die dazu passen. Sie laden eines herunter und chatten dann damit; nichts verlässt diesen Rechner.</translation>
+    </message>
+    <message>
+        <source>Recommended models</source>
+        <translation>Empfohlene Modelle</translation>
+    </message>
+    <message>
+        <source>Skip</source>
+        <translation>Überspringen</translation>
+    </message>
+    <message>
+        <source>Skip the welcome</source>
+        <translation>Die Begrüßung überspringen</translation>
+    </message>
+    <message>
+        <source>Back</source>
+        <translation>Zurück</translation>
+    </message>
+    <message>
+        <source>Next</source>
+        <translation>Weiter</translation>
+    </message>
+    <message>
+        <source>See its quants</source>
+        <translation>Quantisierungen ansehen</translation>
+    </message>
+    <message>
+        <source>Open the chosen model to download it</source>
+        <translation>Das gewählte Modell öffnen, um es herunterzuladen</translation>
+    </message>
+    <message>
+        <source>Import a file…</source>
+        <translation>Eine Datei importieren …</translation>
+    </message>
+    <message>
+        <source>Import a model file you already have</source>
+        <translation>Eine vorhandene Modelldatei importieren</translation>
+    </message>
+    <message>
+        <source>&lt;h2&gt;You are offline&lt;/h2&gt;HF_HUB_OFFLINE is set, so nothing can be downloaded. Import a model file you already have (a .gguf file, e.g. from a USB stick); it opens in the Chat page.</source>
+        <translation>&lt;h2&gt;Sie sind offline&lt;/h2&gt;HF_HUB_OFFLINE ist gesetzt, daher kann nichts heruntergeladen werden. Importieren Sie eine vorhandene Modelldatei (eine .gguf-Datei, z. B. von einem USB-Stick); sie öffnet sich auf der Seite „Chat“.</translation>
+    </message>
+    <message>
+        <source>&lt;h2&gt;Models for this machine&lt;/h2&gt;A hand-picked starting list (not a ranking), ordered for this machine. Pick one: the next screen shows every quant with whether it fits, and the best one.</source>
+        <translation>&lt;h2&gt;Modelle für diesen Rechner&lt;/h2&gt;Eine handverlesene Startliste (keine Rangliste), für diesen Rechner sortiert. Wählen Sie eines: Der nächste Schritt zeigt jede Quantisierung, ob sie passt, und die beste.</translation>
+    </message>
+    <message>
+        <source>{repo_id} — {why}
+{format}, about {size} at 4 bits</source>
+        <translation>{repo_id} – {why}
+{format}, etwa {size} bei 4 Bit</translation>
+    </message>
+</context>
+<context>
+    <name>HardwarePage</name>
+    <message>
+        <source>Hardware</source>
+        <translation>Hardware</translation>
+    </message>
+    <message>
+        <source>Detecting this machine…</source>
+        <translation>Dieser Rechner wird erkannt …</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Hardware&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Hardware&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>{cores} cores / {threads} threads</source>
+        <translation>{cores} Kerne / {threads} Threads</translation>
+    </message>
+    <message>
+        <source>Summary</source>
+        <translation>Übersicht</translation>
+    </message>
+    <message>
+        <source>Memory</source>
+        <translation>Speicher</translation>
+    </message>
+    <message>
+        <source>System RAM</source>
+        <translation>Arbeitsspeicher</translation>
+    </message>
+    <message>
+        <source>{memory} available</source>
+        <translation>{memory} verfügbar</translation>
+    </message>
+    <message>
+        <source>No supported GPU was found: models run on the CPU, from system RAM.</source>
+        <translation>Keine unterstützte GPU gefunden: Modelle laufen auf der CPU, aus dem Arbeitsspeicher.</translation>
+    </message>
+    <message>
+        <source> on {disk_path}</source>
+        <translation> auf {disk_path}</translation>
+    </message>
+    <message>
+        <source>Disk for models: {free} free{where}</source>
+        <translation>Speicherplatz für Modelle: {free} frei{where}</translation>
+    </message>
+    <message>
+        <source>CPU features</source>
+        <translation>CPU-Funktionen</translation>
+    </message>
+    <message>
+        <source>No CPU feature flags were found.</source>
+        <translation>Keine CPU-Funktionsmerkmale gefunden.</translation>
+    </message>
+    <message>
+        <source>Measured memory bandwidth: {bandwidth} GB/s</source>
+        <translation>Gemessene Speicherbandbreite: {bandwidth} GB/s</translation>
+    </message>
+    <message>
+        <source>Inference engines</source>
+        <translation>Inferenz-Engines</translation>
+    </message>
+    <message>
+        <source>available</source>
+        <translation>verfügbar</translation>
+    </message>
+    <message>
+        <source>unavailable</source>
+        <translation>nicht verfügbar</translation>
+    </message>
+    <message>
+        <source>Worth knowing</source>
+        <translation>Gut zu wissen</translation>
+    </message>
+    <message>
+        <source>Probe details: </source>
+        <translation>Details der Erkennung: </translation>
+    </message>
+</context>
+<context>
+    <name>ImportFlow</name>
+    <message>
+        <source>Import a model</source>
+        <translation>Ein Modell importieren</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+</context>
+<context>
+    <name>LabPage</name>
+    <message>
+        <source>Highest precision (automatic)</source>
+        <translation>Höchste Genauigkeit (automatisch)</translation>
+    </message>
+    <message>
+        <source>Load</source>
+        <translation>Laden</translation>
+    </message>
+    <message>
+        <source>Time to load the model in a fresh engine host</source>
+        <translation>Zeit zum Laden des Modells in einem frischen Engine-Prozess</translation>
+    </message>
+    <message>
+        <source>Prompt tok/s</source>
+        <translation>Prompt Tok./s</translation>
+    </message>
+    <message>
+        <source>Prompt processing speed</source>
+        <translation>Tempo der Prompt-Verarbeitung</translation>
+    </message>
+    <message>
+        <source>Gen tok/s</source>
+        <translation>Gen. Tok./s</translation>
+    </message>
+    <message>
+        <source>Generation speed, after the first token</source>
+        <translation>Generierungstempo nach dem ersten Token</translation>
+    </message>
+    <message>
+        <source>TTFT</source>
+        <translation>TTFT</translation>
+    </message>
+    <message>
+        <source>Time to the first generated token</source>
+        <translation>Zeit bis zum ersten erzeugten Token</translation>
+    </message>
+    <message>
+        <source>Peak memory</source>
+        <translation>Spitzenspeicher</translation>
+    </message>
+    <message>
+        <source>The engine process&apos;s peak RAM during the run</source>
+        <translation>Der höchste RAM-Verbrauch des Engine-Prozesses während des Laufs</translation>
+    </message>
+    <message>
+        <source>Perplexity</source>
+        <translation>Perplexität</translation>
+    </message>
+    <message>
+        <source>On the bundled text; lower is better</source>
+        <translation>Auf dem mitgelieferten Text; niedriger ist besser</translation>
+    </message>
+    <message>
+        <source>KL</source>
+        <translation>KL</translation>
+    </message>
+    <message>
+        <source>Mean KL divergence of next-token distributions from the reference (nats/token); 0 is identical</source>
+        <translation>Mittlere KL-Divergenz der Verteilungen des nächsten Tokens gegenüber der Referenz (nats/Token); 0 ist identisch</translation>
+    </message>
+    <message>
+        <source>Top-1</source>
+        <translation>Top-1</translation>
+    </message>
+    <message>
+        <source>How often the variant&apos;s most likely next token is the reference&apos;s</source>
+        <translation>Wie oft das wahrscheinlichste nächste Token der Variante das der Referenz ist</translation>
+    </message>
+    <message>
+        <source>Variant</source>
+        <translation>Variante</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>Quantisierung</translation>
+    </message>
+    <message>
+        <source>Backend</source>
+        <translation>Backend</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>Größe</translation>
+    </message>
+    <message>
+        <source>Quant lab</source>
+        <translation>Quantisierungslabor</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Quant lab&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Quantisierungslabor&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Compare quants and formats of one model on this machine: load time, prompt and generation speed, time to first token and peak memory, and quality against the highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.</source>
+        <translation>Vergleichen Sie Quantisierungen und Formate eines Modells auf diesem Rechner: Ladezeit, Prompt- und Generierungstempo, Zeit bis zum ersten Token und Spitzenspeicher sowie die Qualität gegenüber der genauesten Variante (Perplexität, KL-Divergenz, Top-1-Übereinstimmung). Jeder Lauf nutzt einen frischen Engine-Prozess.</translation>
+    </message>
+    <message>
+        <source>Run bench</source>
+        <translation>Messung starten</translation>
+    </message>
+    <message>
+        <source>Run the bench</source>
+        <translation>Die Messung starten</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>Abbrechen</translation>
+    </message>
+    <message>
+        <source>Cancel the bench</source>
+        <translation>Die Messung abbrechen</translation>
+    </message>
+    <message>
+        <source>Bench progress</source>
+        <translation>Fortschritt der Messung</translation>
+    </message>
+    <message>
+        <source>%v of %m steps</source>
+        <translation>%v von %m Schritten</translation>
+    </message>
+    <message>
+        <source>Tick two or more variants of one model, then run.</source>
+        <translation>Haken Sie zwei oder mehr Varianten eines Modells an und starten Sie dann.</translation>
+    </message>
+    <message>
+        <source>Bench status</source>
+        <translation>Status der Messung</translation>
+    </message>
+    <message>
+        <source>Results</source>
+        <translation>Ergebnisse</translation>
+    </message>
+    <message>
+        <source>Results table</source>
+        <translation>Ergebnistabelle</translation>
+    </message>
+    <message>
+        <source>Select all rows</source>
+        <translation>Alle Zeilen auswählen</translation>
+    </message>
+    <message>
+        <source>Table</source>
+        <translation>Tabelle</translation>
+    </message>
+    <message>
+        <source>Charts</source>
+        <translation>Diagramme</translation>
+    </message>
+    <message>
+        <source>Export CSV…</source>
+        <translation>CSV exportieren …</translation>
+    </message>
+    <message>
+        <source>Export the result as CSV</source>
+        <translation>Das Ergebnis als CSV exportieren</translation>
+    </message>
+    <message>
+        <source>Export JSON…</source>
+        <translation>JSON exportieren …</translation>
+    </message>
+    <message>
+        <source>Export the result as JSON</source>
+        <translation>Das Ergebnis als JSON exportieren</translation>
+    </message>
+    <message>
+        <source>Save charts as PNG…</source>
+        <translation>Diagramme als PNG speichern …</translation>
+    </message>
+    <message>
+        <source>Save the charts as a PNG image</source>
+        <translation>Die Diagramme als PNG-Bild speichern</translation>
+    </message>
+    <message>
+        <source>Variants</source>
+        <translation>Varianten</translation>
+    </message>
+    <message>
+        <source>Variants to compare</source>
+        <translation>Zu vergleichende Varianten</translation>
+    </message>
+    <message>
+        <source>Add file…</source>
+        <translation>Datei hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model file</source>
+        <translation>Eine Modelldatei hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add folder…</source>
+        <translation>Ordner hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model folder</source>
+        <translation>Einen Modellordner hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add remote…</source>
+        <translation>Entferntes hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model on a remote server</source>
+        <translation>Ein Modell auf einem entfernten Server hinzufügen</translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation>Aktualisieren</translation>
+    </message>
+    <message>
+        <source>Refresh the list from the library</source>
+        <translation>Die Liste aus der Bibliothek aktualisieren</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>Einstellungen</translation>
+    </message>
+    <message>
+        <source>Reference variant</source>
+        <translation>Referenzvariante</translation>
+    </message>
+    <message>
+        <source>Quality is measured against this variant</source>
+        <translation>Die Qualität wird gegen diese Variante gemessen</translation>
+    </message>
+    <message>
+        <source>Prompt tokens</source>
+        <translation>Prompt-Tokens</translation>
+    </message>
+    <message>
+        <source>Length of the measured prompt, in the variant&apos;s tokens</source>
+        <translation>Länge des gemessenen Prompts, in Tokens der Variante</translation>
+    </message>
+    <message>
+        <source>Generated tokens</source>
+        <translation>Erzeugte Tokens</translation>
+    </message>
+    <message>
+        <source>Tokens generated per run</source>
+        <translation>Pro Lauf erzeugte Tokens</translation>
+    </message>
+    <message>
+        <source>Repetitions</source>
+        <translation>Wiederholungen</translation>
+    </message>
+    <message>
+        <source>Measured runs per variant; the table shows their median</source>
+        <translation>Gemessene Läufe pro Variante; die Tabelle zeigt ihren Median</translation>
+    </message>
+    <message>
+        <source>Measure quality (perplexity, KL, top-1)</source>
+        <translation>Qualität messen (Perplexität, KL, Top-1)</translation>
+    </message>
+    <message>
+        <source>Measure quality</source>
+        <translation>Qualität messen</translation>
+    </message>
+    <message>
+        <source>Reference</source>
+        <translation>Referenz</translation>
+    </message>
+    <message>
+        <source>Past results</source>
+        <translation>Frühere Ergebnisse</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>Öffnen</translation>
+    </message>
+    <message>
+        <source>Open the selected past result</source>
+        <translation>Das ausgewählte frühere Ergebnis öffnen</translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation>Löschen …</translation>
+    </message>
+    <message>
+        <source>Delete the selected past result</source>
+        <translation>Das ausgewählte frühere Ergebnis löschen</translation>
+    </message>
+    <message>
+        <source>No models in the library yet: add model files or folders by hand, or download some from Discover.</source>
+        <translation>Noch keine Modelle in der Bibliothek: Fügen Sie Modelldateien oder -ordner von Hand hinzu oder laden Sie welche über „Entdecken“ herunter.</translation>
+    </message>
+    <message>
+        <source>The library could not be read: {error}</source>
+        <translation>Die Bibliothek konnte nicht gelesen werden: {error}</translation>
+    </message>
+    <message>
+        <source>{display_name} — remote</source>
+        <translation>{display_name} – entfernt</translation>
+    </message>
+    <message>
+        <source>{path} is not a ticked variant</source>
+        <translation>{path} ist keine angehakte Variante</translation>
+    </message>
+    <message>
+        <source>Add model files</source>
+        <translation>Modelldateien hinzufügen</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Add a model folder (MLX, safetensors, EXL)</source>
+        <translation>Einen Modellordner hinzufügen (MLX, safetensors, EXL)</translation>
+    </message>
+    <message>
+        <source>Tick at least one variant to measure (two or more to compare them).</source>
+        <translation>Haken Sie mindestens eine Variante zum Messen an (zwei oder mehr, um sie zu vergleichen).</translation>
+    </message>
+    <message numerus="yes">
+        <source>Starting: %n variant(s), each in a fresh engine host…</source>
+        <translation>
+            <numerusform>Start: %n Variante, in einem frischen Engine-Prozess …</numerusform>
+            <numerusform>Start: %n Varianten, jede in einem frischen Engine-Prozess …</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>Result {id}: medians of %n run(s) per variant (hover over a figure for its range); prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}</source>
+        <translation>
+            <numerusform>Ergebnis {id}: Mediane aus %n Lauf pro Variante (für die Spanne über einen Wert fahren); Prompt ≈{prompt_tokens} Tokens, {gen_tokens} erzeugt; Qualität gegenüber {reference}</numerusform>
+            <numerusform>Ergebnis {id}: Mediane aus %n Läufen pro Variante (für die Spanne über einen Wert fahren); Prompt ≈{prompt_tokens} Tokens, {gen_tokens} erzeugt; Qualität gegenüber {reference}</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Stopping after the current step…</source>
+        <translation>Hält nach dem aktuellen Schritt an …</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>Tempo</translation>
+    </message>
+    <message>
+        <source>Quality</source>
+        <translation>Qualität</translation>
+    </message>
+    <message>
+        <source>{phase} — {message}</source>
+        <translation>{phase} – {message}</translation>
+    </message>
+    <message>
+        <source>Finished and saved ({id}).</source>
+        <translation>Fertig und gespeichert ({id}).</translation>
+    </message>
+    <message>
+        <source> Could not measure: {variants} — hover over its row for why.</source>
+        <translation> Nicht messbar: {variants} – fahren Sie über die Zeile, um den Grund zu sehen.</translation>
+    </message>
+    <message>
+        <source>The bench failed: {message}</source>
+        <translation>Die Messung ist fehlgeschlagen: {message}</translation>
+    </message>
+    <message>
+        <source>Cancelled: nothing was saved.</source>
+        <translation>Abgebrochen: Nichts wurde gespeichert.</translation>
+    </message>
+    <message>
+        <source>  (reference)</source>
+        <translation>  (Referenz)</translation>
+    </message>
+    <message>
+        <source>not measured: {error}</source>
+        <translation>nicht gemessen: {error}</translation>
+    </message>
+    <message>
+        <source> — quality pass skipped.</source>
+        <translation> – Qualitätsmessung übersprungen.</translation>
+    </message>
+    <message>
+        <source>{label}: not measured — {error}</source>
+        <translation>{label}: nicht gemessen – {error}</translation>
+    </message>
+    <message>
+        <source>there is no result to export</source>
+        <translation>es gibt kein Ergebnis zum Exportieren</translation>
+    </message>
+    <message>
+        <source>the image could not be written to {path}</source>
+        <translation>das Bild konnte nicht nach {path} geschrieben werden</translation>
+    </message>
+    <message>
+        <source>unknown export kind {kind!r}</source>
+        <translation>unbekannte Exportart {kind!r}</translation>
+    </message>
+    <message>
+        <source>Export as {kind}</source>
+        <translation>Als {kind} exportieren</translation>
+    </message>
+    <message>
+        <source>Saved {path}.</source>
+        <translation>{path} gespeichert.</translation>
+    </message>
+    <message>
+        <source>Could not save: {error}</source>
+        <translation>Speichern nicht möglich: {error}</translation>
+    </message>
+    <message>
+        <source>CSV (*.csv)</source>
+        <translation>CSV (*.csv)</translation>
+    </message>
+    <message>
+        <source>JSON (*.json)</source>
+        <translation>JSON (*.json)</translation>
+    </message>
+    <message>
+        <source>PNG image (*.png)</source>
+        <translation>PNG-Bild (*.png)</translation>
+    </message>
+    <message>
+        <source>No saved results yet.</source>
+        <translation>Noch keine gespeicherten Ergebnisse.</translation>
+    </message>
+    <message>
+        <source>That result cannot be opened: {error}</source>
+        <translation>Dieses Ergebnis kann nicht geöffnet werden: {error}</translation>
+    </message>
+    <message>
+        <source>Showing the saved result {result_id}.</source>
+        <translation>Das gespeicherte Ergebnis {result_id} wird angezeigt.</translation>
+    </message>
+    <message>
+        <source>That result could not be deleted: {error}</source>
+        <translation>Dieses Ergebnis konnte nicht gelöscht werden: {error}</translation>
+    </message>
+    <message>
+        <source>Deleted the saved result {result_id}.</source>
+        <translation>Das gespeicherte Ergebnis {result_id} wurde gelöscht.</translation>
+    </message>
+    <message>
+        <source>Delete this result?</source>
+        <translation>Dieses Ergebnis löschen?</translation>
+    </message>
+    <message>
+        <source>Delete the saved bench result {result_id}? This cannot be undone.</source>
+        <translation>Das gespeicherte Messergebnis {result_id} löschen? Das lässt sich nicht rückgängig machen.</translation>
+    </message>
+</context>
+<context>
+    <name>LibraryPage</name>
+    <message>
+        <source>Model</source>
+        <translation>Modell</translation>
+    </message>
+    <message>
+        <source>Format</source>
+        <translation>Format</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>Quantisierung</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>Größe</translation>
+    </message>
+    <message>
+        <source>Architecture</source>
+        <translation>Architektur</translation>
+    </message>
+    <message>
+        <source>Source</source>
+        <translation>Herkunft</translation>
+    </message>
+    <message>
+        <source>Updates</source>
+        <translation>Updates</translation>
+    </message>
+    <message>
+        <source>Library</source>
+        <translation>Bibliothek</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Library&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Bibliothek&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Import file…</source>
+        <translation>Datei importieren …</translation>
+    </message>
+    <message>
+        <source>Import a GGUF model file</source>
+        <translation>Eine GGUF-Modelldatei importieren</translation>
+    </message>
+    <message>
+        <source>Import folder…</source>
+        <translation>Ordner importieren …</translation>
+    </message>
+    <message>
+        <source>Import a model folder</source>
+        <translation>Einen Modellordner importieren</translation>
+    </message>
+    <message>
+        <source>Watch folder…</source>
+        <translation>Ordner beobachten …</translation>
+    </message>
+    <message>
+        <source>Add a folder whose models are used in place</source>
+        <translation>Einen Ordner hinzufügen, dessen Modelle an Ort und Stelle genutzt werden</translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation>Aktualisieren</translation>
+    </message>
+    <message>
+        <source>Scan the library again</source>
+        <translation>Die Bibliothek neu einlesen</translation>
+    </message>
+    <message>
+        <source>Check for updates</source>
+        <translation>Nach Updates suchen</translation>
+    </message>
+    <message>
+        <source>Ask the Hub now whether downloaded models changed</source>
+        <translation>Jetzt beim Hub nachfragen, ob sich heruntergeladene Modelle geändert haben</translation>
+    </message>
+    <message>
+        <source>Reading the library…</source>
+        <translation>Die Bibliothek wird gelesen …</translation>
+    </message>
+    <message>
+        <source>Disk usage</source>
+        <translation>Speicherbelegung</translation>
+    </message>
+    <message>
+        <source>Models</source>
+        <translation>Modelle</translation>
+    </message>
+    <message>
+        <source>Select all models</source>
+        <translation>Alle Modelle auswählen</translation>
+    </message>
+    <message>
+        <source>Model details</source>
+        <translation>Modelldetails</translation>
+    </message>
+    <message>
+        <source>Library status</source>
+        <translation>Status der Bibliothek</translation>
+    </message>
+    <message>
+        <source>Open folder</source>
+        <translation>Ordner öffnen</translation>
+    </message>
+    <message>
+        <source>Show the model&apos;s files</source>
+        <translation>Die Dateien des Modells anzeigen</translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation>Löschen …</translation>
+    </message>
+    <message>
+        <source>Delete the model</source>
+        <translation>Das Modell löschen</translation>
+    </message>
+    <message>
+        <source>Update</source>
+        <translation>Aktualisieren</translation>
+    </message>
+    <message>
+        <source>Download the model&apos;s changed files</source>
+        <translation>Die geänderten Dateien des Modells herunterladen</translation>
+    </message>
+    <message>
+        <source>Load in chat</source>
+        <translation>Im Chat laden</translation>
+    </message>
+    <message>
+        <source>Load the model and chat with it</source>
+        <translation>Das Modell laden und damit chatten</translation>
+    </message>
+    <message>
+        <source>Scanning…</source>
+        <translation>Wird eingelesen …</translation>
+    </message>
+    <message>
+        <source>Copying {name}…</source>
+        <translation>{name} wird kopiert …</translation>
+    </message>
+    <message>
+        <source>Adding {name}…</source>
+        <translation>{name} wird hinzugefügt …</translation>
+    </message>
+    <message>
+        <source>Scanning {folder}…</source>
+        <translation>{folder} wird eingelesen …</translation>
+    </message>
+    <message>
+        <source>Deleting {name}…</source>
+        <translation>{name} wird gelöscht …</translation>
+    </message>
+    <message>
+        <source>Checking for updates…</source>
+        <translation>Suche nach Updates …</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n model(s) · {owned} in the models folder {folder}</source>
+        <translation>
+            <numerusform>%n Modell · {owned} im Modellordner {folder}</numerusform>
+            <numerusform>%n Modelle · {owned} im Modellordner {folder}</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>, {size} used in place</source>
+        <translation>, {size} an Ort und Stelle genutzt</translation>
+    </message>
+    <message>
+        <source> · {free} free of {total} on that disk</source>
+        <translation> · {free} von {total} frei auf diesem Laufwerk</translation>
+    </message>
+    <message>
+        <source>No models yet. Download one from Discover, or import a GGUF file or a model folder you already have.</source>
+        <translation>Noch keine Modelle. Laden Sie eines über „Entdecken“ herunter oder importieren Sie eine vorhandene GGUF-Datei oder einen Modellordner.</translation>
+    </message>
+    <message>
+        <source>from {repo_id}</source>
+        <translation>aus {repo_id}</translation>
+    </message>
+    <message>
+        <source> at commit {commit_hash}</source>
+        <translation> bei Commit {commit_hash}</translation>
+    </message>
+    <message>
+        <source>{headline} (checked {when})</source>
+        <translation>{headline} (geprüft {when})</translation>
+    </message>
+    <message>
+        <source>Select a model to load, open or delete it.</source>
+        <translation>Wählen Sie ein Modell, um es zu laden, zu öffnen oder zu löschen.</translation>
+    </message>
+    <message>
+        <source>Update of {name} · {reasons}</source>
+        <translation>Update von {name} · {reasons}</translation>
+    </message>
+    <message>
+        <source>Updating {name} in Downloads; it stays usable until the new files are in.</source>
+        <translation>{name} wird unter „Downloads“ aktualisiert; es bleibt nutzbar, bis die neuen Dateien da sind.</translation>
+    </message>
+    <message>
+        <source>Delete model</source>
+        <translation>Modell löschen</translation>
+    </message>
+    <message>
+        <source>Remove model</source>
+        <translation>Modell entfernen</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>Löschen</translation>
+    </message>
+    <message>
+        <source>Remove from library</source>
+        <translation>Aus der Bibliothek entfernen</translation>
+    </message>
+    <message>
+        <source>Import a model file</source>
+        <translation>Eine Modelldatei importieren</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf)</source>
+        <translation>GGUF-Modelle (*.gguf)</translation>
+    </message>
+    <message>
+        <source>Import</source>
+        <translation>Importieren</translation>
+    </message>
+    <message>
+        <source>Copy {name} into the models folder, or use it where it is? A copy keeps working when the original is moved or its drive is unplugged; using it in place takes no extra disk space.</source>
+        <translation>{name} in den Modellordner kopieren oder dort nutzen, wo es liegt? Eine Kopie funktioniert weiter, wenn das Original verschoben oder sein Laufwerk getrennt wird; die Nutzung an Ort und Stelle braucht keinen zusätzlichen Speicherplatz.</translation>
+    </message>
+    <message>
+        <source>Copy into the library</source>
+        <translation>In die Bibliothek kopieren</translation>
+    </message>
+    <message>
+        <source>Use in place</source>
+        <translation>An Ort und Stelle nutzen</translation>
+    </message>
+    <message>
+        <source>Watch a folder of models</source>
+        <translation>Einen Ordner mit Modellen beobachten</translation>
+    </message>
+</context>
+<context>
+    <name>MainWindow</name>
+    <message>
+        <source>Discover</source>
+        <translation>Entdecken</translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation>Downloads</translation>
+    </message>
+    <message>
+        <source>Library</source>
+        <translation>Bibliothek</translation>
+    </message>
+    <message>
+        <source>Chat</source>
+        <translation>Chat</translation>
+    </message>
+    <message>
+        <source>Hardware</source>
+        <translation>Hardware</translation>
+    </message>
+    <message>
+        <source>Lab</source>
+        <translation>Labor</translation>
+    </message>
+    <message>
+        <source>Server</source>
+        <translation>Server</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>Einstellungen</translation>
+    </message>
+    <message>
+        <source>Navigation</source>
+        <translation>Navigation</translation>
+    </message>
+    <message>
+        <source>{page} page</source>
+        <translation>Seite {page}</translation>
+    </message>
+    <message>
+        <source>Hardware detection failed: {error!r}</source>
+        <translation>Die Hardware-Erkennung ist fehlgeschlagen: {error!r}</translation>
+    </message>
+</context>
+<context>
+    <name>MemoryBar</name>
+    <message>
+        <source>{used} in use of {total}</source>
+        <translation>{used} von {total} belegt</translation>
+    </message>
+    <message>
+        <source>size unknown</source>
+        <translation>Größe unbekannt</translation>
+    </message>
+    <message>
+        <source>{title} memory</source>
+        <translation>Speicher: {title}</translation>
+    </message>
+</context>
+<context>
+    <name>MemoryChart</name>
+    <message>
+        <source>Chart: peak memory per variant</source>
+        <translation>Diagramm: Spitzenspeicher pro Variante</translation>
+    </message>
+    <message>
+        <source>No variant has a memory figure.</source>
+        <translation>Keine Variante hat einen Speicherwert.</translation>
+    </message>
+    <message>
+        <source> (ref)</source>
+        <translation> (Ref.)</translation>
+    </message>
+    <message>
+        <source>engine RAM peak: median of the runs, whisker min–max</source>
+        <translation>RAM-Spitze der Engine: Median der Läufe, Antenne Min.–Max.</translation>
+    </message>
+</context>
+<context>
+    <name>MessageBubble</name>
+    <message>
+        <source>You</source>
+        <translation>Sie</translation>
+    </message>
+    <message>
+        <source>Assistant</source>
+        <translation>Assistent</translation>
+    </message>
+    <message>
+        <source>System</source>
+        <translation>System</translation>
+    </message>
+    <message>
+        <source>{role} message</source>
+        <translation>Nachricht: {role}</translation>
+    </message>
+    <message>
+        <source>Versions of this message</source>
+        <translation>Versionen dieser Nachricht</translation>
+    </message>
+    <message>
+        <source>Show the previous version of this message and what followed it</source>
+        <translation>Die vorige Version dieser Nachricht und was darauf folgte anzeigen</translation>
+    </message>
+    <message>
+        <source>Previous version</source>
+        <translation>Vorige Version</translation>
+    </message>
+    <message>
+        <source>Version</source>
+        <translation>Version</translation>
+    </message>
+    <message>
+        <source>Show the next version of this message and what followed it</source>
+        <translation>Die nächste Version dieser Nachricht und was darauf folgte anzeigen</translation>
+    </message>
+    <message>
+        <source>Next version</source>
+        <translation>Nächste Version</translation>
+    </message>
+    <message>
+        <source>Delete version</source>
+        <translation>Version löschen</translation>
+    </message>
+    <message>
+        <source>Delete this version of the message and everything that followed it</source>
+        <translation>Diese Version der Nachricht und alles, was darauf folgte, löschen</translation>
+    </message>
+    <message>
+        <source>Delete this version</source>
+        <translation>Diese Version löschen</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>Kopieren</translation>
+    </message>
+    <message>
+        <source>Copy this message</source>
+        <translation>Diese Nachricht kopieren</translation>
+    </message>
+    <message>
+        <source>Copy message</source>
+        <translation>Nachricht kopieren</translation>
+    </message>
+    <message>
+        <source>Edit</source>
+        <translation>Bearbeiten</translation>
+    </message>
+    <message>
+        <source>Edit and resend from here (the old version stays)</source>
+        <translation>Bearbeiten und ab hier neu senden (die alte Version bleibt erhalten)</translation>
+    </message>
+    <message>
+        <source>Edit message</source>
+        <translation>Nachricht bearbeiten</translation>
+    </message>
+    <message>
+        <source>Regenerate</source>
+        <translation>Neu erzeugen</translation>
+    </message>
+    <message>
+        <source>Write this reply again</source>
+        <translation>Diese Antwort neu schreiben lassen</translation>
+    </message>
+    <message>
+        <source>Regenerate message</source>
+        <translation>Nachricht neu erzeugen</translation>
+    </message>
+    <message>
+        <source>Image {n} of {len}: {width} × {height}</source>
+        <translation>Bild {n} von {len}: {width} × {height}</translation>
+    </message>
+    <message>
+        <source>{role} message text</source>
+        <translation>Nachrichtentext: {role}</translation>
+    </message>
+    <message>
+        <source>writing…</source>
+        <translation>schreibt …</translation>
+    </message>
+    <message>
+        <source>interrupted — the reply was cut off</source>
+        <translation>unterbrochen – die Antwort wurde abgeschnitten</translation>
+    </message>
+    <message>
+        <source>Version {index} of {count}</source>
+        <translation>Version {index} von {count}</translation>
+    </message>
+</context>
+<context>
+    <name>MessageView</name>
+    <message>
+        <source>Messages</source>
+        <translation>Nachrichten</translation>
+    </message>
+</context>
+<context>
+    <name>ModelBar</name>
+    <message>
+        <source>No model loaded</source>
+        <translation>Kein Modell geladen</translation>
+    </message>
+    <message>
+        <source>Loaded model</source>
+        <translation>Geladenes Modell</translation>
+    </message>
+    <message>
+        <source>Loading</source>
+        <translation>Lädt</translation>
+    </message>
+    <message>
+        <source>Load model…</source>
+        <translation>Modell laden …</translation>
+    </message>
+    <message>
+        <source>Load a model</source>
+        <translation>Ein Modell laden</translation>
+    </message>
+    <message>
+        <source>A GGUF file or model folder (its settings are filled in for this machine), or a model on a remote server</source>
+        <translation>Eine GGUF-Datei oder ein Modellordner (die Einstellungen werden für diesen Rechner ausgefüllt) oder ein Modell auf einem entfernten Server</translation>
+    </message>
+    <message>
+        <source>Model file…</source>
+        <translation>Modelldatei …</translation>
+    </message>
+    <message>
+        <source>Remote model…</source>
+        <translation>Entferntes Modell …</translation>
+    </message>
+    <message>
+        <source>Reload</source>
+        <translation>Neu laden</translation>
+    </message>
+    <message>
+        <source>Reload the model with these settings</source>
+        <translation>Das Modell mit diesen Einstellungen neu laden</translation>
+    </message>
+    <message>
+        <source>Load the same model again with the settings below</source>
+        <translation>Dasselbe Modell mit den Einstellungen unten erneut laden</translation>
+    </message>
+    <message>
+        <source>MoE experts in RAM</source>
+        <translation>MoE-Experten im RAM</translation>
+    </message>
+    <message>
+        <source>Mixture-of-experts models: keep the experts of the first N layers in system RAM and the rest of every layer on the GPU (llama.cpp --n-cpu-moe); only the experts a token uses are read from RAM</source>
+        <translation>Mixture-of-Experts-Modelle: die Experten der ersten N Schichten im Arbeitsspeicher halten und den Rest jeder Schicht auf der GPU (llama.cpp --n-cpu-moe); nur die Experten, die ein Token nutzt, werden aus dem RAM gelesen</translation>
+    </message>
+    <message>
+        <source>Context </source>
+        <translation>Kontext </translation>
+    </message>
+    <message>
+        <source>Context length</source>
+        <translation>Kontextlänge</translation>
+    </message>
+    <message>
+        <source>GPU layers: all</source>
+        <translation>GPU-Schichten: alle</translation>
+    </message>
+    <message>
+        <source>GPU layers </source>
+        <translation>GPU-Schichten </translation>
+    </message>
+    <message>
+        <source>GPU layers</source>
+        <translation>GPU-Schichten</translation>
+    </message>
+    <message>
+        <source>Layers to offload to the GPU (llama.cpp -ngl); 0 runs on the CPU only</source>
+        <translation>Schichten, die auf die GPU ausgelagert werden (llama.cpp -ngl); 0 läuft nur auf der CPU</translation>
+    </message>
+    <message>
+        <source>KV {type}</source>
+        <translation>KV {type}</translation>
+    </message>
+    <message>
+        <source>KV cache type</source>
+        <translation>Typ des KV-Caches</translation>
+    </message>
+    <message>
+        <source>A quantized cache (q8_0, q4_0) takes less memory and needs flash attention</source>
+        <translation>Ein quantisierter Cache (q8_0, q4_0) braucht weniger Speicher und setzt Flash Attention voraus</translation>
+    </message>
+    <message>
+        <source>Flash attn {name}</source>
+        <translation>Flash Attn. {name}</translation>
+    </message>
+    <message>
+        <source>Flash attention: auto lets the engine decide</source>
+        <translation>Flash Attention: „auto“ überlässt der Engine die Entscheidung</translation>
+    </message>
+    <message>
+        <source>Flash attention</source>
+        <translation>Flash Attention</translation>
+    </message>
+    <message>
+        <source>Runtime</source>
+        <translation>Laufzeit</translation>
+    </message>
+    <message>
+        <source>The llama.cpp runtime for this model: auto picks the best for this machine; another choice is pinned for this model and reloads it</source>
+        <translation>Die llama.cpp-Laufzeit für dieses Modell: „auto“ wählt die beste für diesen Rechner; eine andere Wahl wird für dieses Modell festgelegt und lädt es neu</translation>
+    </message>
+    <message>
+        <source>Runtime auto</source>
+        <translation>Laufzeit auto</translation>
+    </message>
+    <message>
+        <source>Estimate</source>
+        <translation>Schätzung</translation>
+    </message>
+    <message>
+        <source>Engine memory</source>
+        <translation>Speicher der Engine</translation>
+    </message>
+    <message>
+        <source>Memory the engine process holds now (resident set), sampled every second</source>
+        <translation>Speicher, den der Engine-Prozess gerade belegt (Resident Set), jede Sekunde gemessen</translation>
+    </message>
+    <message>
+        <source>Runtime {name}</source>
+        <translation>Laufzeit {name}</translation>
+    </message>
+    <message>
+        <source>Runtime {pinned} (missing)</source>
+        <translation>Laufzeit {pinned} (fehlt)</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;{name}&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;remote · {kind} server at {endpoint} · context {n_ctx} · {latency} ms away&lt;/span&gt;</source>
+        <translation>&lt;b&gt;{name}&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;entfernt · {kind}-Server unter {endpoint} · Kontext {n_ctx} · {latency} ms entfernt&lt;/span&gt;</translation>
+    </message>
+    <message>
+        <source>{gpu_layers}/{n_layers} layers on GPU</source>
+        <translation>{gpu_layers}/{n_layers} Schichten auf der GPU</translation>
+    </message>
+    <message>
+        <source>CPU only</source>
+        <translation>nur CPU</translation>
+    </message>
+    <message>
+        <source> · experts of {layers} in RAM</source>
+        <translation> · Experten von {layers} im RAM</translation>
+    </message>
+    <message>
+        <source> · sees images</source>
+        <translation> · versteht Bilder</translation>
+    </message>
+    <message>
+        <source>Vision projector {projector}: {image_tokens} context tokens an image</source>
+        <translation>Vision-Projektor {projector}: {image_tokens} Kontext-Tokens pro Bild</translation>
+    </message>
+    <message>
+        <source>{memory} in buffers</source>
+        <translation>{memory} in Puffern</translation>
+    </message>
+    <message>
+        <source> (estimated {memory})</source>
+        <translation> (geschätzt {memory})</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;{name}&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;{where} · context {n_ctx} · {memory} · loaded in {load_ms}&lt;/span&gt;</source>
+        <translation>&lt;b&gt;{name}&lt;/b&gt;&lt;br&gt;&lt;span style=&apos;font-size:small&apos;&gt;{where} · Kontext {n_ctx} · {memory} · geladen in {load_ms}&lt;/span&gt;</translation>
+    </message>
+    <message>
+        <source>Runtime {runtime}: {runtime_reason}</source>
+        <translation>Laufzeit {runtime}: {runtime_reason}</translation>
+    </message>
+    <message>
+        <source>Engine process: {rss}</source>
+        <translation>Engine-Prozess: {rss}</translation>
+    </message>
+</context>
+<context>
+    <name>RemoteModelDialog</name>
+    <message>
+        <source>Load a remote model</source>
+        <translation>Ein entferntes Modell laden</translation>
+    </message>
+    <message>
+        <source>Connection</source>
+        <translation>Verbindung</translation>
+    </message>
+    <message>
+        <source>Models on the server</source>
+        <translation>Modelle auf dem Server</translation>
+    </message>
+    <message>
+        <source>Status</source>
+        <translation>Status</translation>
+    </message>
+    <message>
+        <source>Load</source>
+        <translation>Laden</translation>
+    </message>
+    <message>
+        <source>No remote connections yet: add one in Settings → Remote engines.</source>
+        <translation>Noch keine entfernten Verbindungen: Fügen Sie eine unter Einstellungen → Entfernte Engines hinzu.</translation>
+    </message>
+    <message>
+        <source>Asking {name} for its models…</source>
+        <translation>{name} wird nach seinen Modellen gefragt …</translation>
+    </message>
+    <message>
+        <source> · context {n_ctx}</source>
+        <translation> · Kontext {n_ctx}</translation>
+    </message>
+    <message>
+        <source>A {kind} server, {latency_ms:.0f} ms away.</source>
+        <translation>Ein {kind}-Server, {latency_ms:.0f} ms entfernt.</translation>
+    </message>
+</context>
+<context>
+    <name>RuntimesPanel</name>
+    <message>
+        <source>llama.cpp runtimes</source>
+        <translation>llama.cpp-Laufzeiten</translation>
+    </message>
+    <message>
+        <source>The runtimes were not probed for this profile.</source>
+        <translation>Die Laufzeiten wurden für dieses Profil nicht geprüft.</translation>
+    </message>
+    <message>
+        <source>for every model</source>
+        <translation>für jedes Modell</translation>
+    </message>
+    <message>
+        <source>in use</source>
+        <translation>in Verwendung</translation>
+    </message>
+    <message>
+        <source>not in use</source>
+        <translation>nicht in Verwendung</translation>
+    </message>
+    <message>
+        <source>runtime {name}</source>
+        <translation>Laufzeit {name}</translation>
+    </message>
+    <message>
+        <source>Use</source>
+        <translation>Verwenden</translation>
+    </message>
+    <message>
+        <source>Pinned</source>
+        <translation>Festgelegt</translation>
+    </message>
+    <message>
+        <source>Load every model with the {name} runtime (quantdesk runtime use {name})</source>
+        <translation>Jedes Modell mit der Laufzeit {name} laden (quantdesk runtime use {name})</translation>
+    </message>
+    <message>
+        <source>Use {name}</source>
+        <translation>{name} verwenden</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove {name}</source>
+        <translation>{name} entfernen</translation>
+    </message>
+    <message>
+        <source>Delete this runtime&apos;s folder (quantdesk runtime rm {name})</source>
+        <translation>Den Ordner dieser Laufzeit löschen (quantdesk runtime rm {name})</translation>
+    </message>
+    <message>
+        <source>Loads use &lt;b&gt;{name}&lt;/b&gt;: {reason}.</source>
+        <translation>Geladen wird mit &lt;b&gt;{name}&lt;/b&gt;: {reason}.</translation>
+    </message>
+    <message>
+        <source>nothing</source>
+        <translation>nichts</translation>
+    </message>
+    <message>
+        <source>Runtime choice</source>
+        <translation>Wahl der Laufzeit</translation>
+    </message>
+    <message>
+        <source>Choose automatically</source>
+        <translation>Automatisch wählen</translation>
+    </message>
+    <message>
+        <source>Choose the runtime automatically</source>
+        <translation>Die Laufzeit automatisch wählen</translation>
+    </message>
+    <message>
+        <source>Build:</source>
+        <translation>Bauen:</translation>
+    </message>
+    <message>
+        <source>{backend_words} runtime</source>
+        <translation>Laufzeit {backend_words}</translation>
+    </message>
+    <message>
+        <source>Build the {backend} runtime</source>
+        <translation>Die Laufzeit {backend} bauen</translation>
+    </message>
+    <message>
+        <source>Compile llama.cpp for {backend_words} on this machine (quantdesk runtime build {backend}); the log is kept</source>
+        <translation>llama.cpp für {backend_words} auf diesem Rechner kompilieren (quantdesk runtime build {backend}); das Protokoll wird aufbewahrt</translation>
+    </message>
+    <message>
+        <source>Runtime build progress</source>
+        <translation>Fortschritt beim Bau der Laufzeit</translation>
+    </message>
+    <message>
+        <source>Runtime status</source>
+        <translation>Status der Laufzeit</translation>
+    </message>
+    <message>
+        <source>Checking what the {backend_words} build needs…</source>
+        <translation>Es wird geprüft, was der Bau für {backend_words} braucht …</translation>
+    </message>
+    <message>
+        <source>Building the {backend_words} runtime: {estimate_text}.</source>
+        <translation>Die Laufzeit {backend_words} wird gebaut: {estimate_text}.</translation>
+    </message>
+    <message>
+        <source>, about {minutes} min left</source>
+        <translation>, noch etwa {minutes} min</translation>
+    </message>
+    <message>
+        <source>Compiling: step {step} of {total}{left}.</source>
+        <translation>Kompilieren: Schritt {step} von {total}{left}.</translation>
+    </message>
+    <message>
+        <source>Built the {name} runtime; loads can use it now. Log: {log}</source>
+        <translation>Die Laufzeit {name} ist gebaut; Ladevorgänge können sie jetzt nutzen. Protokoll: {log}</translation>
+    </message>
+</context>
+<context>
+    <name>ServerPage</name>
+    <message>
+        <source>It serves the model loaded in Chat, from the same engine: the model is in memory once, and chat and API requests take turns.</source>
+        <translation>Er stellt das im Chat geladene Modell aus derselben Engine bereit: Das Modell liegt nur einmal im Speicher, und Chat- und API-Anfragen wechseln sich ab.</translation>
+    </message>
+    <message>
+        <source>Load a model in Chat first: the server serves the model the Chat has loaded</source>
+        <translation>Laden Sie zuerst im Chat ein Modell: Der Server stellt das Modell bereit, das der Chat geladen hat</translation>
+    </message>
+    <message>
+        <source>With “Load library models on demand”, a request naming another model of your library loads it in an engine of its own, within the memory budget; models idle for a while unload (the Chat&apos;s never).</source>
+        <translation>Mit „Bibliotheksmodelle bei Bedarf laden“ lädt eine Anfrage, die ein anderes Modell Ihrer Bibliothek nennt, dieses in einer eigenen Engine, innerhalb des Speicherbudgets; Modelle, die eine Weile ungenutzt sind, werden entladen (das des Chats nie).</translation>
+    </message>
+    <message>
+        <source>Local server</source>
+        <translation>Lokaler Server</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Local server&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Lokaler Server&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions), so other apps and scripts on this computer can use it.&lt;br&gt;{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}</source>
+        <translation>Ein lokales Modell über eine OpenAI-kompatible API bereitstellen (/v1/models, /v1/chat/completions, /v1/completions), damit andere Apps und Skripte auf diesem Rechner es nutzen können.&lt;br&gt;{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}</translation>
+    </message>
+    <message>
+        <source>Serve the model</source>
+        <translation>Das Modell bereitstellen</translation>
+    </message>
+    <message>
+        <source>Start or stop the server</source>
+        <translation>Den Server starten oder beenden</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Off&lt;/b&gt;</source>
+        <translation>&lt;b&gt;Aus&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>Server state</source>
+        <translation>Serverzustand</translation>
+    </message>
+    <message>
+        <source>Address</source>
+        <translation>Adresse</translation>
+    </message>
+    <message>
+        <source>shown here while the server is on</source>
+        <translation>wird hier angezeigt, solange der Server läuft</translation>
+    </message>
+    <message>
+        <source>Server address</source>
+        <translation>Serveradresse</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>Kopieren</translation>
+    </message>
+    <message>
+        <source>Copy the server address</source>
+        <translation>Die Serveradresse kopieren</translation>
+    </message>
+    <message>
+        <source>Base URL</source>
+        <translation>Basis-URL</translation>
+    </message>
+    <message>
+        <source>Address on the network</source>
+        <translation>Adresse im Netzwerk</translation>
+    </message>
+    <message>
+        <source>Model served</source>
+        <translation>Bereitgestelltes Modell</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>Modell</translation>
+    </message>
+    <message>
+        <source>Also loaded</source>
+        <translation>Außerdem geladen</translation>
+    </message>
+    <message>
+        <source>Active requests</source>
+        <translation>Aktive Anfragen</translation>
+    </message>
+    <message>
+        <source>Settings (applied when the server starts)</source>
+        <translation>Einstellungen (gelten ab dem Start des Servers)</translation>
+    </message>
+    <message>
+        <source>any free port</source>
+        <translation>beliebiger freier Port</translation>
+    </message>
+    <message>
+        <source>Port</source>
+        <translation>Port</translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation>API-Schlüssel</translation>
+    </message>
+    <message>
+        <source>none: any program on this computer may call it</source>
+        <translation>keiner: jedes Programm auf diesem Rechner darf ihn aufrufen</translation>
+    </message>
+    <message>
+        <source>Generate</source>
+        <translation>Erzeugen</translation>
+    </message>
+    <message>
+        <source>Generate an API key</source>
+        <translation>Einen API-Schlüssel erzeugen</translation>
+    </message>
+    <message>
+        <source>Allow other devices on my network (needs an API key of 16+ characters)</source>
+        <translation>Andere Geräte im Netzwerk zulassen (API-Schlüssel ab 16 Zeichen nötig)</translation>
+    </message>
+    <message>
+        <source>Allow other devices on my network</source>
+        <translation>Andere Geräte in meinem Netzwerk zulassen</translation>
+    </message>
+    <message>
+        <source>Also serve the models of my remote connections (their keys stay here)</source>
+        <translation>Auch Modelle entfernter Verbindungen bereitstellen (Schlüssel bleiben hier)</translation>
+    </message>
+    <message>
+        <source>Also serve the models of my remote connections</source>
+        <translation>Auch die Modelle meiner entfernten Verbindungen bereitstellen</translation>
+    </message>
+    <message>
+        <source>Requests naming remote:CONNECTION/MODEL go to that server; /v1/models lists them beside the model loaded in Chat. Connections are set in Settings.</source>
+        <translation>Anfragen, die remote:VERBINDUNG/MODELL nennen, gehen an diesen Server; /v1/models listet sie neben dem im Chat geladenen Modell. Verbindungen richten Sie in den Einstellungen ein.</translation>
+    </message>
+    <message>
+        <source>Load library models on demand (each in its own engine, within the memory budget)</source>
+        <translation>Bibliotheksmodelle bei Bedarf laden (je eigene Engine, im Speicherbudget)</translation>
+    </message>
+    <message>
+        <source>Load library models on demand</source>
+        <translation>Bibliotheksmodelle bei Bedarf laden</translation>
+    </message>
+    <message>
+        <source>A request naming a model of your library that is not loaded loads it; off, such a request is refused and only the Chat&apos;s model is served</source>
+        <translation>Eine Anfrage, die ein nicht geladenes Modell Ihrer Bibliothek nennt, lädt es; ausgeschaltet wird eine solche Anfrage abgelehnt und nur das Modell des Chats bereitgestellt</translation>
+    </message>
+    <message>
+        <source>Memory budget</source>
+        <translation>Speicherbudget</translation>
+    </message>
+    <message>
+        <source> GiB</source>
+        <translation> GiB</translation>
+    </message>
+    <message>
+        <source>automatic: what the fit check finds free</source>
+        <translation>automatisch (was laut Passprüfung frei ist)</translation>
+    </message>
+    <message>
+        <source>Memory the served models may take together, the Chat&apos;s included</source>
+        <translation>Speicher, den die bereitgestellten Modelle zusammen belegen dürfen, das des Chats eingeschlossen</translation>
+    </message>
+    <message>
+        <source>Unload idle models after</source>
+        <translation>Ungenutzte Modelle entladen nach</translation>
+    </message>
+    <message>
+        <source> min without a request</source>
+        <translation> min ohne Anfrage</translation>
+    </message>
+    <message>
+        <source>Load anyway, past the memory budget</source>
+        <translation>Trotzdem laden, über das Speicherbudget hinaus</translation>
+    </message>
+    <message>
+        <source>Idle models still unload first. Past the budget the system may swap and slow to a crawl, or run out of memory, which ends that model&apos;s engine (the same as quantdesk serve --force)</source>
+        <translation>Ungenutzte Modelle werden trotzdem zuerst entladen. Über dem Budget kann das System auslagern und sehr langsam werden oder keinen Speicher mehr haben, was die Engine dieses Modells beendet (wie quantdesk serve --force)</translation>
+    </message>
+    <message>
+        <source>Allowed web origins</source>
+        <translation>Erlaubte Web-Origins</translation>
+    </message>
+    <message>
+        <source>e.g. http://localhost:3000 — web pages allowed to call the API</source>
+        <translation>z. B. http://localhost:3000 – Webseiten, die die API aufrufen dürfen</translation>
+    </message>
+    <message>
+        <source>Allowed origins</source>
+        <translation>Erlaubte Origins</translation>
+    </message>
+    <message>
+        <source>Server message</source>
+        <translation>Servermeldung</translation>
+    </message>
+    <message>
+        <source>{model} with {backend} (context {n_ctx} tokens)</source>
+        <translation>{model} mit {backend} (Kontext {n_ctx} Tokens)</translation>
+    </message>
+    <message>
+        <source>{served}, loaded in Chat</source>
+        <translation>{served}, im Chat geladen</translation>
+    </message>
+    <message>
+        <source>On — serving {served}</source>
+        <translation>An – stellt {served} bereit</translation>
+    </message>
+    <message>
+        <source>On — no model is loaded in Chat: requests are answered 503 until one is</source>
+        <translation>An – im Chat ist kein Modell geladen: Anfragen werden mit 503 beantwortet, bis eines geladen ist</translation>
+    </message>
+    <message>
+        <source>Starting…</source>
+        <translation>Startet …</translation>
+    </message>
+    <message>
+        <source>Starting… it will stop as soon as it has started.</source>
+        <translation>Startet … er wird beendet, sobald er gestartet ist.</translation>
+    </message>
+    <message>
+        <source>{message}. Set an API key of at least 16 characters (Generate makes one), or untick “Allow other devices on my network”.</source>
+        <translation>{message}. Legen Sie einen API-Schlüssel mit mindestens 16 Zeichen fest („Erzeugen“ erstellt einen) oder entfernen Sie den Haken bei „Andere Geräte in meinem Netzwerk zulassen“.</translation>
+    </message>
+    <message>
+        <source>Stopping: finishing open requests…</source>
+        <translation>Wird beendet: offene Anfragen werden abgeschlossen …</translation>
+    </message>
+    <message>
+        <source>On</source>
+        <translation>An</translation>
+    </message>
+    <message>
+        <source>Other devices: http://{lan}:{port}/v1 (with the API key)</source>
+        <translation>Andere Geräte: http://{lan}:{port}/v1 (mit dem API-Schlüssel)</translation>
+    </message>
+    <message>
+        <source>Other devices: this computer&apos;s network address could not be found.</source>
+        <translation>Andere Geräte: Die Netzwerkadresse dieses Rechners wurde nicht gefunden.</translation>
+    </message>
+    <message>
+        <source>Off</source>
+        <translation>Aus</translation>
+    </message>
+    <message>
+        <source>The server could not start: {error}</source>
+        <translation>Der Server konnte nicht starten: {error}</translation>
+    </message>
+    <message>
+        <source>none yet</source>
+        <translation>noch keine</translation>
+    </message>
+    <message>
+        <source>Copied</source>
+        <translation>Kopiert</translation>
+    </message>
+</context>
+<context>
+    <name>SettingsPage</name>
+    <message>
+        <source>Follow the system</source>
+        <translation>Wie das System</translation>
+    </message>
+    <message>
+        <source>Light</source>
+        <translation>Hell</translation>
+    </message>
+    <message>
+        <source>Dark</source>
+        <translation>Dunkel</translation>
+    </message>
+    <message>
+        <source>Settings</source>
+        <translation>Einstellungen</translation>
+    </message>
+    <message>
+        <source>&lt;h1&gt;Settings&lt;/h1&gt;</source>
+        <translation>&lt;h1&gt;Einstellungen&lt;/h1&gt;</translation>
+    </message>
+    <message>
+        <source>Models folder</source>
+        <translation>Modellordner</translation>
+    </message>
+    <message>
+        <source>Change…</source>
+        <translation>Ändern …</translation>
+    </message>
+    <message>
+        <source>Change the models folder</source>
+        <translation>Den Modellordner ändern</translation>
+    </message>
+    <message>
+        <source>Use default</source>
+        <translation>Standard verwenden</translation>
+    </message>
+    <message>
+        <source>Use the default models folder</source>
+        <translation>Den Standard-Modellordner verwenden</translation>
+    </message>
+    <message>
+        <source>Hugging Face token status</source>
+        <translation>Status des Hugging-Face-Tokens</translation>
+    </message>
+    <message>
+        <source>hf_… (for gated and private models)</source>
+        <translation>hf_… (für zugangsbeschränkte und private Modelle)</translation>
+    </message>
+    <message>
+        <source>Hugging Face token</source>
+        <translation>Hugging-Face-Token</translation>
+    </message>
+    <message>
+        <source>Save token</source>
+        <translation>Token speichern</translation>
+    </message>
+    <message>
+        <source>Save the Hugging Face token</source>
+        <translation>Das Hugging-Face-Token speichern</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove the stored Hugging Face token</source>
+        <translation>Das gespeicherte Hugging-Face-Token entfernen</translation>
+    </message>
+    <message>
+        <source>Offline mode: never contact the Hugging Face Hub</source>
+        <translation>Offline-Modus: nie mit dem Hugging Face Hub verbinden</translation>
+    </message>
+    <message>
+        <source>Offline mode</source>
+        <translation>Offline-Modus</translation>
+    </message>
+    <message>
+        <source>Network</source>
+        <translation>Netzwerk</translation>
+    </message>
+    <message>
+        <source>Check for model updates</source>
+        <translation>Nach Modell-Updates suchen</translation>
+    </message>
+    <message>
+        <source>Updates</source>
+        <translation>Updates</translation>
+    </message>
+    <message>
+        <source> tokens</source>
+        <translation> Tokens</translation>
+    </message>
+    <message>
+        <source>Default context length</source>
+        <translation>Standard-Kontextlänge</translation>
+    </message>
+    <message>
+        <source>Models load with this context, or the largest that fits this machine</source>
+        <translation>Modelle laden mit diesem Kontext oder dem größten, der auf diesen Rechner passt</translation>
+    </message>
+    <message>
+        <source>Default context</source>
+        <translation>Standard-Kontext</translation>
+    </message>
+    <message>
+        <source>Theme</source>
+        <translation>Design</translation>
+    </message>
+    <message>
+        <source>Language</source>
+        <translation>Sprache</translation>
+    </message>
+    <message>
+        <source>Remote engines</source>
+        <translation>Entfernte Engines</translation>
+    </message>
+    <message>
+        <source>Settings status</source>
+        <translation>Status der Einstellungen</translation>
+    </message>
+    <message>
+        <source>Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.</source>
+        <translation>Durch QUANTDESK_MODELS_DIR in der Umgebung festgelegt; das hat Vorrang vor dieser Einstellung.</translation>
+    </message>
+    <message>
+        <source>New downloads and imports go here. Models already in another folder stay there.</source>
+        <translation>Neue Downloads und Importe landen hier. Modelle in einem anderen Ordner bleiben dort.</translation>
+    </message>
+    <message>
+        <source>HF_HUB_OFFLINE is set in the environment, so offline mode stays on.</source>
+        <translation>HF_HUB_OFFLINE ist in der Umgebung gesetzt, daher bleibt der Offline-Modus an.</translation>
+    </message>
+    <message>
+        <source>Search and downloads are off; the library and chat work as usual.</source>
+        <translation>Suche und Downloads sind aus; Bibliothek und Chat funktionieren wie gewohnt.</translation>
+    </message>
+    <message>
+        <source>Once a day at most, and when you ask: the Hub is sent the name and branch of each repo you downloaded from (and a changed GGUF&apos;s header is read). Never in offline mode.</source>
+        <translation>Höchstens einmal am Tag und wenn Sie es anfordern: Der Hub erhält Namen und Branch jedes Repos, aus dem Sie heruntergeladen haben (und der Header einer geänderten GGUF-Datei wird gelesen). Nie im Offline-Modus.</translation>
+    </message>
+    <message>
+        <source>Off: neither the app nor the quantdesk command asks the Hub about updates.</source>
+        <translation>Aus: Weder die App noch der Befehl quantdesk fragt den Hub nach Updates.</translation>
+    </message>
+    <message>
+        <source>In use: {masked}</source>
+        <translation>In Verwendung: {masked}</translation>
+    </message>
+    <message>
+        <source> (from {from_env})</source>
+        <translation> (aus {from_env})</translation>
+    </message>
+    <message>
+        <source>No token: public models only.</source>
+        <translation>Kein Token: nur öffentliche Modelle.</translation>
+    </message>
+    <message>
+        <source>{variable} in the environment wins over a stored token.</source>
+        <translation>{variable} in der Umgebung hat Vorrang vor einem gespeicherten Token.</translation>
+    </message>
+    <message>
+        <source>Stored where huggingface_hub&apos;s login keeps it ({path}), readable by you only.</source>
+        <translation>Gespeichert, wo die Anmeldung von huggingface_hub es ablegt ({path}), nur für Sie lesbar.</translation>
+    </message>
+    <message>
+        <source>Could not save the settings: {reason} ({path}).</source>
+        <translation>Die Einstellungen konnten nicht gespeichert werden: {reason} ({path}).</translation>
+    </message>
+    <message>
+        <source>Saved.</source>
+        <translation>Gespeichert.</translation>
+    </message>
+    <message>
+        <source>{target} cannot hold models: {reason}. The models folder is unchanged.</source>
+        <translation>{target} kann keine Modelle aufnehmen: {reason}. Der Modellordner bleibt unverändert.</translation>
+    </message>
+    <message>
+        <source>Paste a token first (from huggingface.co/settings/tokens).</source>
+        <translation>Fügen Sie zuerst ein Token ein (von huggingface.co/settings/tokens).</translation>
+    </message>
+    <message>
+        <source>That does not look like a Hugging Face token: it has spaces or unusual characters. Nothing was saved.</source>
+        <translation>Das sieht nicht nach einem Hugging-Face-Token aus: Es enthält Leerzeichen oder ungewöhnliche Zeichen. Nichts wurde gespeichert.</translation>
+    </message>
+    <message>
+        <source>Could not store the token: {reason}. Your typing is kept.</source>
+        <translation>Das Token konnte nicht gespeichert werden: {reason}. Ihre Eingabe bleibt erhalten.</translation>
+    </message>
+    <message>
+        <source>Token saved.</source>
+        <translation>Token gespeichert.</translation>
+    </message>
+    <message>
+        <source>Token removed.</source>
+        <translation>Token entfernt.</translation>
+    </message>
+    <message>
+        <source>{variable}={value} in the environment wins over this setting.</source>
+        <translation>{variable}={value} in der Umgebung hat Vorrang vor dieser Einstellung.</translation>
+    </message>
+    <message>
+        <source>Takes effect when QuantDesk starts again.</source>
+        <translation>Wird beim nächsten Start von QuantDesk wirksam.</translation>
+    </message>
+    <message>
+        <source>Menus, buttons and messages of the app; models answer in the language you write in.</source>
+        <translation>Menüs, Schaltflächen und Meldungen der App; Modelle antworten in der Sprache, in der Sie schreiben.</translation>
+    </message>
+</context>
+<context>
+    <name>SpeedQualityChart</name>
+    <message>
+        <source>Chart: quality loss against generation speed</source>
+        <translation>Diagramm: Qualitätsverlust gegen Generierungstempo</translation>
+    </message>
+    <message>
+        <source>{label}: {speed}, loss {loss}</source>
+        <translation>{label}: {speed}, Verlust {loss}</translation>
+    </message>
+    <message>
+        <source>No quality figures in this result (the quality pass was skipped or could not run), so there is nothing to plot.</source>
+        <translation>Dieses Ergebnis hat keine Qualitätswerte (die Qualitätsmessung wurde übersprungen oder konnte nicht laufen), daher gibt es nichts darzustellen.</translation>
+    </message>
+    <message>
+        <source>No variant has both a generation speed and a quality figure.</source>
+        <translation>Keine Variante hat sowohl ein Generierungstempo als auch einen Qualitätswert.</translation>
+    </message>
+    <message>
+        <source>generation tok/s (median; bars: fastest and slowest run)</source>
+        <translation>Generierung Tok./s (Median; Balken: schnellster und langsamster Lauf)</translation>
+    </message>
+    <message>
+        <source> (reference)</source>
+        <translation> (Referenz)</translation>
+    </message>
+</context>
+<context>
+    <name>StatsStrip</name>
+    <message>
+        <source>Generation statistics</source>
+        <translation>Statistik der Generierung</translation>
+    </message>
+    <message>
+        <source>Figures of</source>
+        <translation>Werte von</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>Tempo</translation>
+    </message>
+    <message>
+        <source>Speed over time</source>
+        <translation>Tempo im Verlauf</translation>
+    </message>
+    <message>
+        <source>First token</source>
+        <translation>Erstes Token</translation>
+    </message>
+    <message>
+        <source>Prompt</source>
+        <translation>Prompt</translation>
+    </message>
+    <message>
+        <source>Tokens</source>
+        <translation>Tokens</translation>
+    </message>
+    <message>
+        <source>Memory</source>
+        <translation>Speicher</translation>
+    </message>
+    <message numerus="yes">
+        <source>after %n server request(s)</source>
+        <translation>
+            <numerusform>nach %n Server-Anfrage</numerusform>
+            <numerusform>nach %n Server-Anfragen</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>peak {memory}</source>
+        <translation>Spitze {memory}</translation>
+    </message>
+    <message>
+        <source>on the server</source>
+        <translation>auf dem Server</translation>
+    </message>
+    <message>
+        <source>{speed} · server {server_speed}</source>
+        <translation>{speed} · Server {server_speed}</translation>
+    </message>
+    <message>
+        <source>Measured here, as the tokens arrive · the server&apos;s own figure</source>
+        <translation>Hier gemessen, während die Tokens eintreffen · der eigene Wert des Servers</translation>
+    </message>
+</context>
+<context>
+    <name>UndoBar</name>
+    <message>
+        <source>Undo notice</source>
+        <translation>Hinweis zum Rückgängigmachen</translation>
+    </message>
+    <message>
+        <source>Undo</source>
+        <translation>Rückgängig</translation>
+    </message>
+    <message>
+        <source>{text} — undo</source>
+        <translation>{text} – rückgängig machen</translation>
+    </message>
+</context>
+<context>
+    <name>chat_view</name>
+    <message>
+        <source>(image missing)</source>
+        <translation>(Bild fehlt)</translation>
+    </message>
+</context>
+<context>
+    <name>downloads_page</name>
+    <message>
+        <source>Waiting</source>
+        <translation>Wartet</translation>
+    </message>
+    <message>
+        <source>Looking up the files</source>
+        <translation>Dateien werden ermittelt</translation>
+    </message>
+    <message>
+        <source>Downloading</source>
+        <translation>Wird heruntergeladen</translation>
+    </message>
+    <message>
+        <source>Retrying</source>
+        <translation>Neuer Versuch</translation>
+    </message>
+    <message>
+        <source>Checking</source>
+        <translation>Wird geprüft</translation>
+    </message>
+    <message>
+        <source>Installing</source>
+        <translation>Wird installiert</translation>
+    </message>
+    <message>
+        <source>Finished</source>
+        <translation>Fertig</translation>
+    </message>
+    <message>
+        <source>Paused</source>
+        <translation>Pausiert</translation>
+    </message>
+    <message>
+        <source>Failed</source>
+        <translation>Fehlgeschlagen</translation>
+    </message>
+    <message>
+        <source>Cancelled</source>
+        <translation>Abgebrochen</translation>
+    </message>
+    <message>
+        <source>{seconds} s left</source>
+        <translation>noch {seconds} s</translation>
+    </message>
+    <message>
+        <source>{minutes} min left</source>
+        <translation>noch {minutes} min</translation>
+    </message>
+    <message>
+        <source>{hours} h left</source>
+        <translation>noch {hours} h</translation>
+    </message>
+    <message>
+        <source>Saved to {path}</source>
+        <translation>Gespeichert unter {path}</translation>
+    </message>
+    <message>
+        <source>The download failed.</source>
+        <translation>Der Download ist fehlgeschlagen.</translation>
+    </message>
+    <message>
+        <source>Cancelled; the partial files were deleted.</source>
+        <translation>Abgebrochen; die unvollständigen Dateien wurden gelöscht.</translation>
+    </message>
+    <message>
+        <source>{done} of {total}</source>
+        <translation>{done} von {total}</translation>
+    </message>
+    <message>
+        <source>{amount} kept. </source>
+        <translation>{amount} behalten. </translation>
+    </message>
+    <message>
+        <source>Resume continues where it stopped.</source>
+        <translation>„Fortsetzen“ macht dort weiter, wo es aufgehört hat.</translation>
+    </message>
+    <message>
+        <source>Waiting for the download before it to finish.</source>
+        <translation>Wartet, bis der vorherige Download fertig ist.</translation>
+    </message>
+</context>
+<context>
+    <name>first_run</name>
+    <message>
+        <source>Unknown CPU</source>
+        <translation>Unbekannte CPU</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;{cpu}&lt;/b&gt;, {threads} threads</source>
+        <translation>&lt;b&gt;{cpu}&lt;/b&gt;, {threads} Threads</translation>
+    </message>
+    <message>
+        <source>{ram} of RAM</source>
+        <translation>{ram} Arbeitsspeicher</translation>
+    </message>
+    <message>
+        <source> ({free} free now)</source>
+        <translation> ({free} gerade frei)</translation>
+    </message>
+    <message>
+        <source>unknown memory</source>
+        <translation>unbekannter Speicher</translation>
+    </message>
+    <message>
+        <source>unified memory</source>
+        <translation>gemeinsamer Speicher</translation>
+    </message>
+    <message>
+        <source>GPU: {name} ({memory})</source>
+        <translation>GPU: {name} ({memory})</translation>
+    </message>
+    <message>
+        <source>No GPU QuantDesk can use: models run on the CPU from RAM (small models do that well).</source>
+        <translation>Keine GPU, die QuantDesk nutzen kann: Modelle laufen auf der CPU aus dem Arbeitsspeicher (kleine Modelle können das gut).</translation>
+    </message>
+    <message>
+        <source>Engines ready: </source>
+        <translation>Bereite Engines: </translation>
+    </message>
+    <message>
+        <source>none yet (see the Hardware page)</source>
+        <translation>noch keine (siehe Seite „Hardware“)</translation>
+    </message>
+    <message>
+        <source>{free} free for models</source>
+        <translation>{free} frei für Modelle</translation>
+    </message>
+    <message>
+        <source>Apple Silicon: MLX models run natively; GGUF works too.</source>
+        <translation>Apple Silicon: MLX-Modelle laufen nativ; GGUF funktioniert auch.</translation>
+    </message>
+    <message>
+        <source>No model was found in {path}.</source>
+        <translation>In {path} wurde kein Modell gefunden.</translation>
+    </message>
+    <message>
+        <source>choose a .gguf file or a model folder</source>
+        <translation>wählen Sie eine .gguf-Datei oder einen Modellordner</translation>
+    </message>
+</context>
+<context>
+    <name>formatting</name>
+    <message>
+        <source>{value}%</source>
+        <translation>{value} %</translation>
+    </message>
+    <message>
+        <source>{value} tok/s</source>
+        <translation>{value} Tok./s</translation>
+    </message>
+    <message>
+        <source>— tok/s</source>
+        <translation>– Tok./s</translation>
+    </message>
+    <message>
+        <source>unknown</source>
+        <translation>unbekannt</translation>
+    </message>
+    <message>
+        <source>{count} tokens</source>
+        <translation>{count} Tokens</translation>
+    </message>
+    <message>
+        <source>server says {speed}</source>
+        <translation>laut Server {speed}</translation>
+    </message>
+    <message>
+        <source>first token {time}</source>
+        <translation>erstes Token {time}</translation>
+    </message>
+    <message>
+        <source>prompt {speed}</source>
+        <translation>Prompt {speed}</translation>
+    </message>
+    <message>
+        <source>stopped</source>
+        <translation>gestoppt</translation>
+    </message>
+    <message>
+        <source>hit max tokens</source>
+        <translation>Token-Grenze erreicht</translation>
+    </message>
+    <message>
+        <source>Copy code</source>
+        <translation>Code kopieren</translation>
+    </message>
+    <message>
+        <source>1 layer</source>
+        <translation>1 Schicht</translation>
+    </message>
+    <message>
+        <source>{count} layers</source>
+        <translation>{count} Schichten</translation>
+    </message>
+</context>
+<context>
+    <name>hardware_page</name>
+    <message>
+        <source>unified memory</source>
+        <translation>gemeinsamer Speicher</translation>
+    </message>
+    <message>
+        <source>GPU may use up to {memory}</source>
+        <translation>GPU darf bis zu {memory} nutzen</translation>
+    </message>
+    <message>
+        <source>compute {compute_capability}</source>
+        <translation>Compute {compute_capability}</translation>
+    </message>
+    <message>
+        <source>driver {driver}</source>
+        <translation>Treiber {driver}</translation>
+    </message>
+</context>
+<context>
+    <name>lab_chart</name>
+    <message>
+        <source>KL from the reference (nats/token)</source>
+        <translation>KL gegenüber der Referenz (nats/Token)</translation>
+    </message>
+    <message>
+        <source>perplexity above the reference&apos;s</source>
+        <translation>Perplexität über der der Referenz</translation>
+    </message>
+    <message>
+        <source>{label}: failed — {error}</source>
+        <translation>{label}: fehlgeschlagen – {error}</translation>
+    </message>
+    <message>
+        <source>no quality figure</source>
+        <translation>kein Qualitätswert</translation>
+    </message>
+    <message>
+        <source>failed — {error}</source>
+        <translation>fehlgeschlagen – {error}</translation>
+    </message>
+    <message>
+        <source>no memory figure</source>
+        <translation>kein Speicherwert</translation>
+    </message>
+    <message>
+        <source>Run a bench, or open a past result, to see this chart.</source>
+        <translation>Starten Sie eine Messung oder öffnen Sie ein früheres Ergebnis, um dieses Diagramm zu sehen.</translation>
+    </message>
+    <message>
+        <source>Not shown: {reason}</source>
+        <translation>Nicht dargestellt: {reason}</translation>
+    </message>
+    <message>
+        <source>Quality loss against speed (best: low and right)</source>
+        <translation>Qualitätsverlust gegen Tempo (am besten: unten rechts)</translation>
+    </message>
+    <message>
+        <source>Peak memory per variant</source>
+        <translation>Spitzenspeicher pro Variante</translation>
+    </message>
+</context>
+<context>
+    <name>lab_page</name>
+    <message>
+        <source>1 run</source>
+        <translation>1 Lauf</translation>
+    </message>
+    <message>
+        <source>{count} runs</source>
+        <translation>{count} Läufen</translation>
+    </message>
+    <message>
+        <source>median {median}, min–max {low} – {high} over {runs}</source>
+        <translation>Median {median}, Min.–Max. {low} – {high} aus {runs}</translation>
+    </message>
+    <message>
+        <source>mean over {kl_positions} positions; median {kl_median:.3g}, 99th percentile {kl_p99:.3g}, max {kl_max:.3g}</source>
+        <translation>Mittel über {kl_positions} Positionen; Median {kl_median:.3g}, 99. Perzentil {kl_p99:.3g}, Max. {kl_max:.3g}</translation>
+    </message>
+    <message>
+        <source>over {kl_positions} positions of the prompt set</source>
+        <translation>über {kl_positions} Positionen der Prompt-Sammlung</translation>
+    </message>
+    <message>
+        <source>over {ppl_tokens} tokens of the bundled text</source>
+        <translation>über {ppl_tokens} Tokens des mitgelieferten Textes</translation>
+    </message>
+    <message>
+        <source>1 variant</source>
+        <translation>1 Variante</translation>
+    </message>
+    <message>
+        <source>{count} variants</source>
+        <translation>{count} Varianten</translation>
+    </message>
+    <message>
+        <source>{when} · {count}
+reference {reference}</source>
+        <translation>{when} · {count}
+Referenz {reference}</translation>
+    </message>
+</context>
+<context>
+    <name>library_page</name>
+    <message>
+        <source>Downloaded</source>
+        <translation>Heruntergeladen</translation>
+    </message>
+    <message>
+        <source>Imported (copy)</source>
+        <translation>Importiert (Kopie)</translation>
+    </message>
+    <message>
+        <source>Used in place</source>
+        <translation>An Ort und Stelle genutzt</translation>
+    </message>
+    <message>
+        <source>Hugging Face cache</source>
+        <translation>Hugging-Face-Cache</translation>
+    </message>
+    <message>
+        <source>Watched folder</source>
+        <translation>Beobachteter Ordner</translation>
+    </message>
+    <message>
+        <source>Could not check for updates: </source>
+        <translation>Die Suche nach Updates ist fehlgeschlagen: </translation>
+    </message>
+    <message>
+        <source>Every downloaded model is up to date.</source>
+        <translation>Jedes heruntergeladene Modell ist aktuell.</translation>
+    </message>
+    <message>
+        <source>1 update available: {names}.</source>
+        <translation>1 Update verfügbar: {names}.</translation>
+    </message>
+    <message>
+        <source>{count} updates available: {names}.</source>
+        <translation>{count} Updates verfügbar: {names}.</translation>
+    </message>
+    <message>
+        <source>Imported</source>
+        <translation>Importiert</translation>
+    </message>
+    <message>
+        <source>Added (used in place)</source>
+        <translation>Hinzugefügt (an Ort und Stelle genutzt)</translation>
+    </message>
+    <message>
+        <source>Watching {folder}: 1 model found.</source>
+        <translation>{folder} wird beobachtet: 1 Modell gefunden.</translation>
+    </message>
+    <message>
+        <source>Watching {folder}: {count} models found.</source>
+        <translation>{folder} wird beobachtet: {count} Modelle gefunden.</translation>
+    </message>
+    <message>
+        <source>Deleted {name}; {freed} freed.</source>
+        <translation>{name} gelöscht; {freed} freigegeben.</translation>
+    </message>
+    <message>
+        <source>Removed {name} from the library; its files were left where they are.</source>
+        <translation>{name} wurde aus der Bibliothek entfernt; seine Dateien bleiben, wo sie sind.</translation>
+    </message>
+    <message>
+        <source>1 file</source>
+        <translation>1 Datei</translation>
+    </message>
+    <message>
+        <source>{count} files</source>
+        <translation>{count} Dateien</translation>
+    </message>
+    <message>
+        <source>Delete {name}? Its {files} ({size}) in {folder} will be deleted, freeing {size}. This cannot be undone.</source>
+        <translation>{name} löschen? Seine {files} ({size}) in {folder} werden gelöscht, das gibt {size} frei. Das lässt sich nicht rückgängig machen.</translation>
+    </message>
+    <message>
+        <source>{name} is in the Hugging Face cache ({folder}), shared with other tools. QuantDesk will not delete those {files} ({size}); it only stops listing the model until the next scan finds it again. To free the space, delete it from the cache with `hf cache delete`.</source>
+        <translation>{name} liegt im Hugging-Face-Cache ({folder}), den auch andere Werkzeuge nutzen. QuantDesk löscht diese {files} ({size}) nicht; es listet das Modell nur nicht mehr, bis der nächste Suchlauf es wiederfindet. Um den Platz freizugeben, löschen Sie es mit `hf cache delete` aus dem Cache.</translation>
+    </message>
+    <message>
+        <source>a watched folder</source>
+        <translation>einem beobachteten Ordner</translation>
+    </message>
+    <message>
+        <source> It will be listed again while the folder is watched.</source>
+        <translation> Es wird wieder gelistet, solange der Ordner beobachtet wird.</translation>
+    </message>
+    <message>
+        <source>its own folder</source>
+        <translation>seinem eigenen Ordner</translation>
+    </message>
+    <message>
+        <source>{name} is used in place from {where} ({folder}). Removing it from the library deletes no files: its {files} ({size}) stay where they are.{again}</source>
+        <translation>{name} wird an Ort und Stelle aus {where} ({folder}) genutzt. Das Entfernen aus der Bibliothek löscht keine Dateien: Seine {files} ({size}) bleiben, wo sie sind.{again}</translation>
+    </message>
+</context>
+<context>
+    <name>model_bar</name>
+    <message>
+        <source>No estimate: {reason}</source>
+        <translation>Keine Schätzung: {reason}</translation>
+    </message>
+    <message>
+        <source>No estimate</source>
+        <translation>Keine Schätzung</translation>
+    </message>
+    <message>
+        <source>Estimated {memory} · {verdict}</source>
+        <translation>Geschätzt {memory} · {verdict}</translation>
+    </message>
+    <message>
+        <source>it runs on its server</source>
+        <translation>es läuft auf seinem Server</translation>
+    </message>
+    <message>
+        <source>a q8_0 KV cache keeps the context at {n_ctx} tokens</source>
+        <translation>ein q8_0-KV-Cache hält den Kontext bei {n_ctx} Tokens</translation>
+    </message>
+    <message>
+        <source>context lowered from {n_ctx} to {max_ctx} tokens, the most that fits</source>
+        <translation>Kontext von {n_ctx} auf {max_ctx} Tokens gesenkt, das Maximum, das passt</translation>
+    </message>
+    <message>
+        <source>The estimate put {expected} of {n_layers} layers on the GPU, but the {engine} runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU runtime on the Hardware page (or: quantdesk runtime build vulkan).</source>
+        <translation>Die Schätzung sah {expected} von {n_layers} Schichten auf der GPU vor, aber die Laufzeit {engine} unterstützt keine GPU, daher läuft jede Schicht auf der CPU, was viel langsamer ist. Bauen Sie auf der Seite „Hardware“ eine GPU-Laufzeit (oder: quantdesk runtime build vulkan).</translation>
+    </message>
+    <message>
+        <source>Only {gpu_layers} of {n_layers} layers fit on the GPU ({expected} were expected); the rest run on the CPU, which is slower. Free GPU memory, or pick a smaller quant or a shorter context.</source>
+        <translation>Nur {gpu_layers} von {n_layers} Schichten passen auf die GPU ({expected} waren erwartet); der Rest läuft auf der CPU, was langsamer ist. Geben Sie GPU-Speicher frei oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
+    </message>
+</context>
+<context>
+    <name>runtimes_panel</name>
+    <message>
+        <source>the app&apos;s own</source>
+        <translation>die der App</translation>
+    </message>
+    <message>
+        <source>bundled</source>
+        <translation>mitgeliefert</translation>
+    </message>
+    <message>
+        <source>built here</source>
+        <translation>hier gebaut</translation>
+    </message>
+    <message>
+        <source>discrete GPU</source>
+        <translation>dedizierte GPU</translation>
+    </message>
+    <message>
+        <source>integrated GPU</source>
+        <translation>integrierte GPU</translation>
+    </message>
+    <message>
+        <source>accelerator</source>
+        <translation>Beschleuniger</translation>
+    </message>
+    <message>
+        <source>software Vulkan device, a CPU (tests only)</source>
+        <translation>Software-Vulkan-Gerät, eine CPU (nur für Tests)</translation>
+    </message>
+    <message>
+        <source>, {free} of {total} free</source>
+        <translation>, {free} von {total} frei</translation>
+    </message>
+    <message>
+        <source>Runtimes are chosen automatically again.</source>
+        <translation>Laufzeiten werden wieder automatisch gewählt.</translation>
+    </message>
+    <message>
+        <source>Every model now loads with {name}.</source>
+        <translation>Jedes Modell lädt jetzt mit {name}.</translation>
+    </message>
+    <message>
+        <source>Removed the {name} runtime.</source>
+        <translation>Die Laufzeit {name} wurde entfernt.</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;{name}&lt;/b&gt; · {backend} · llama-cpp-python {version} · {origin} · {size} on disk</source>
+        <translation>&lt;b&gt;{name}&lt;/b&gt; · {backend} · llama-cpp-python {version} · {origin} · {size} auf dem Laufwerk</translation>
+    </message>
+    <message>
+        <source> · &lt;b&gt;in use&lt;/b&gt;</source>
+        <translation> · &lt;b&gt;in Verwendung&lt;/b&gt;</translation>
+    </message>
+    <message>
+        <source>&lt;br&gt;cannot start: {problem}</source>
+        <translation>&lt;br&gt;kann nicht starten: {problem}</translation>
+    </message>
+    <message>
+        <source>no device</source>
+        <translation>kein Gerät</translation>
+    </message>
+</context>
+<context>
+    <name>server_page</name>
+    <message>
+        <source>“{raw}” is not a web origin: write it as http://host:port (for example http://localhost:3000), without a path</source>
+        <translation>„{raw}“ ist kein Web-Origin: Schreiben Sie es als http://host:port (zum Beispiel http://localhost:3000), ohne Pfad</translation>
+    </message>
+</context>
+</TS>

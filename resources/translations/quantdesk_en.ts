@@ -1,0 +1,58 @@
+<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE TS>
+<TS version="2.1" language="en_US">
+<context>
+    <name>DiscoverPage</name>
+    <message numerus="yes">
+        <source>%n model(s)</source>
+        <translation>
+            <numerusform>%n model</numerusform>
+            <numerusform>%n models</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n quant(s), checked against this machine at {n_ctx} tokens of context. {reason}.</source>
+        <translation>
+            <numerusform>%n quant, checked against this machine at {n_ctx} tokens of context. {reason}.</numerusform>
+            <numerusform>%n quants, checked against this machine at {n_ctx} tokens of context. {reason}.</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>LabPage</name>
+    <message numerus="yes">
+        <source>Starting: %n variant(s), each in a fresh engine host…</source>
+        <translation>
+            <numerusform>Starting: %n variant, each in a fresh engine host…</numerusform>
+            <numerusform>Starting: %n variants, each in a fresh engine host…</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>Result {id}: medians of %n run(s) per variant (hover over a figure for its range); prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}</source>
+        <translation>
+            <numerusform>Result {id}: medians of %n run per variant (hover over a figure for its range); prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}</numerusform>
+            <numerusform>Result {id}: medians of %n runs per variant (hover over a figure for its range); prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>LibraryPage</name>
+    <message numerus="yes">
+        <source>%n model(s) · {owned} in the models folder {folder}</source>
+        <translation>
+            <numerusform>%n model · {owned} in the models folder {folder}</numerusform>
+            <numerusform>%n models · {owned} in the models folder {folder}</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>StatsStrip</name>
+    <message numerus="yes">
+        <source>after %n server request(s)</source>
+        <translation>
+            <numerusform>after %n server request</numerusform>
+            <numerusform>after %n server requests</numerusform>
+        </translation>
+    </message>
+</context>
+</TS>
