@@ -16,6 +16,7 @@ from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, human_bytes, human_memory
+from app.ui.widgets import page_margins, page_title
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -58,8 +59,8 @@ class DiscoverPage(QWidget):
 
     def _build(self) -> None:
         outer = QVBoxLayout(self)
-        outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel("<h1>Discover</h1>"))
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Discover")))
         row = QHBoxLayout()
         self.search_box = QLineEdit()
         self.search_box.setPlaceholderText("Search the Hugging Face Hub, e.g. llama 3.2 instruct")

@@ -22,6 +22,7 @@ from app.hub.download_queue import DownloadManager, DownloadTask
 from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes
+from app.ui.widgets import page_margins, page_title
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
 # The button that takes the keyboard focus when a row gets it, or when the one that had it goes: what comes next.
@@ -187,8 +188,8 @@ class DownloadsPage(QWidget):
 
     def _build(self) -> None:
         outer = QVBoxLayout(self)
-        outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel("<h1>Downloads</h1>"))
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Downloads")))
         self.empty_label = QLabel("Nothing is downloading. Pick a model on the Discover page and choose Download.")
         self.empty_label.setWordWrap(True)
         outer.addWidget(self.empty_label)

@@ -24,7 +24,7 @@ from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
 from app.ui.lab_chart import LabCharts
-from app.ui.widgets import button, scrolling_content
+from app.ui.widgets import button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 AUTO_REFERENCE = "Highest precision (automatic)"
@@ -144,9 +144,9 @@ class LabPage(QWidget):
         self._listed_once = False
 
         root = QVBoxLayout(scrolling_content(self))
-        root.setContentsMargins(24, 16, 24, 14)
+        page_margins(root)
         root.setSpacing(10)
-        heading = QLabel("<h1>Quant lab</h1>")
+        heading = page_title(self.tr("Quant lab"))
         intro = QLabel("Compare quants and formats of one model on this machine: load time, prompt and generation "
                        "speed, time to first token and peak memory, and quality against the highest-precision "
                        "variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.")

@@ -23,6 +23,7 @@ from app.hub.library import Library, LibraryEntry
 from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes
+from app.ui.widgets import page_margins, page_title
 
 COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
 UPDATE_COLUMN, SOURCE_COLUMN = COLUMNS.index("Updates"), COLUMNS.index("Source")
@@ -151,9 +152,9 @@ class LibraryPage(QWidget):
 
     def _build(self) -> None:
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 18, 24, 18)
+        page_margins(layout)
         top = QHBoxLayout()
-        title = QLabel("<h1>Library</h1>")
+        title = page_title(self.tr("Library"))
         top.addWidget(title)
         top.addStretch(1)
         self.import_file_button = self._button("Import file…", "Import a GGUF model file", self._on_import_file)

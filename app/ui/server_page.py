@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized
-from app.ui.widgets import button, scrolling_content
+from app.ui.widgets import button, page_margins, page_title, scrolling_content
 from backends.base import LoadSettings
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
@@ -160,9 +160,9 @@ class ServerPage(QWidget):
             app.aboutToQuit.connect(self.shutdown)
 
         root = QVBoxLayout(scrolling_content(self))
-        root.setContentsMargins(32, 24, 32, 24)
+        page_margins(root)
         root.setSpacing(14)
-        root.addWidget(QLabel("<h1>Local server</h1>"))
+        root.addWidget(page_title(self.tr("Local server")))
         intro = QLabel("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
                        "/v1/completions), so other apps and scripts on this computer can use it.<br>"
                        f"{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}")

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
+from app.ui.widgets import page_margins, page_title
 
 THEME_NAMES = (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark"))
 
@@ -43,8 +44,8 @@ class SettingsPage(QScrollArea):
         page = QWidget()
         page.setMaximumWidth(900)  # long lines of settings are hard to follow on a wide window
         outer = QVBoxLayout(page)
-        outer.setContentsMargins(32, 24, 32, 24)
-        outer.addWidget(QLabel("<h1>Settings</h1>"))
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Settings")))
         form = QFormLayout()
         form.setVerticalSpacing(16)
         form.setHorizontalSpacing(18)

@@ -1,6 +1,6 @@
 """Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
-undo bar; and the helpers pages share to build themselves (a scrolling page, a named button, an announcement
-for screen readers)."""
+undo bar, an empty state; and the helpers pages share to build themselves (a scrolling page, a page title in the
+type scale, a named button, an announcement for screen readers)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,29 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushB
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
+from app.ui.theme import PAGE_MARGINS
+
+
+def page_title(text: str) -> QLabel:
+    """A page's title, in the type scale's title size (app.ui.theme's style sheet)."""
+    label = QLabel(text)
+    label.setObjectName("pageTitle")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
+
+
+def section_title(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("sectionTitle")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
+def page_margins(layout: QVBoxLayout) -> QVBoxLayout:
+    """The same margins around every page's content."""
+    layout.setContentsMargins(*PAGE_MARGINS)
+    return layout
 
 
 def scrolling_content(page: QWidget) -> QWidget:

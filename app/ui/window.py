@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QSettings, Qt, Slot
+from PySide6.QtCore import QSettings, QSize, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -20,27 +20,14 @@ from app.ui.engine_bridge import EngineBridge
 from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.focus_ring import FocusRingFollower
 from app.ui.hardware_page import HardwarePage
+from app.ui.icons import icon
 from app.ui.library_page import LibraryPage
 from app.ui.settings_page import SettingsPage
 from app.ui.lab_page import LabPage
 from app.ui.server_page import ServerPage
+from app.ui.theme import stylesheet
 
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
-
-STYLE = """
-QLabel#brand { font-size: 15pt; font-weight: 600; padding: 0 0 6px 18px; }
-QListWidget#sidebar { border: none; background: palette(window); font-size: 11pt; padding-top: 4px; }
-QListWidget#sidebar::item { padding: 9px 16px; border-radius: 6px; margin: 1px 8px; }
-QListWidget#sidebar::item:selected { background: palette(highlight); color: palette(highlighted-text); }
-QFrame#modelBar, QFrame#statsStrip { border: none; background: palette(alternate-base); }
-QFrame#banner { background: #fff4d6; color: #4a3b00; border: 1px solid #e6c65c; border-radius: 6px; margin: 8px 12px; }
-QFrame#banner QLabel { color: #4a3b00; }
-QFrame#bubble_user { background: palette(alternate-base); border: 1px solid palette(mid); border-radius: 10px; }
-QFrame#bubble_assistant { background: palette(base); border: 1px solid palette(mid); border-radius: 10px; }
-QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
-QLabel#ok { color: #1b8a3a; font-weight: bold; }
-QLabel#no { color: #b3261e; font-weight: bold; }
-"""
 
 
 def focus_chain(page: QWidget) -> list[QWidget]:
@@ -68,10 +55,13 @@ class MainWindow(QMainWindow):
         self.bridge = bridge
         self.settings = settings
         self.setWindowTitle("QuantDesk")
-        self.setStyleSheet(STYLE)
+        app = QApplication.instance()
+        if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
+            app.setStyleSheet(stylesheet(app.palette()))
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
         self.sidebar.setAccessibleName("Navigation")
+        self.sidebar.setIconSize(QSize(20, 20))
         self.stack = QStackedWidget()
         self.chat = ChatPage(store, bridge)
         self.hardware = HardwarePage()
@@ -95,7 +85,7 @@ class MainWindow(QMainWindow):
             "Settings": self.app_settings,
         }
         for name in PAGES:
-            item = QListWidgetItem(name)
+            item = QListWidgetItem(icon(name), name)
             item.setData(Qt.ItemDataRole.AccessibleTextRole, f"{name} page")
             self.sidebar.addItem(item)
             self.stack.addWidget(self.pages[name])
@@ -106,7 +96,7 @@ class MainWindow(QMainWindow):
         layout.setSpacing(0)
         side = QWidget()
         side.setObjectName("sidePanel")
-        side.setFixedWidth(150)
+        side.setFixedWidth(176)
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(0, 14, 0, 8)
         brand = QLabel("QuantDesk")
