@@ -33,6 +33,7 @@ from app.ui.chat_settings import ChatSettingsDialog
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
+from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import UndoBar, announce
@@ -198,6 +199,10 @@ class ChatPage(QWidget):
         self.stop_button.setAccessibleName("Stop the reply")
         self.stop_button.setToolTip("Stop the reply (Esc)")
         self.stop_button.clicked.connect(self.stop)
+        for action, name in ((self.send_button, "send"), (self.stop_button, "stop"), (self.attach_button, "image"),
+                             (self.new_button, "new"), (self.delete_button, "delete"), (self.rename_button, "edit"),
+                             (self.export_button, "export"), (self.chat_settings_button, "settings")):
+            decorate(action, name)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)

@@ -16,6 +16,7 @@ from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, human_bytes, human_memory
+from app.ui.icons import decorate
 from app.ui.widgets import page_margins, page_title
 
 PAGE_SIZE = 20
@@ -77,6 +78,7 @@ class DiscoverPage(QWidget):
             self.sort_box.addItem(text, value)
         self.search_button = QPushButton("Search")
         self.search_button.clicked.connect(self.search)
+        decorate(self.search_button, "search")
         row.addWidget(self.search_box, 1)
         row.addWidget(self.format_box)
         row.addWidget(self.sort_box)
@@ -377,7 +379,7 @@ class DiscoverPage(QWidget):
                 font.setBold(True)
                 item.setFont(font)
             self.table.setItem(row, column, item)
-        button = QPushButton("Download")
+        button = decorate(QPushButton("Download"), "download")
         button.setAccessibleName(f"Download {choice.quant}")
         button.setToolTip(choice.reason if choice.fits else f"Does not fit this machine: {choice.reason}")
         button.setProperty("row", row)

@@ -22,6 +22,7 @@ from app.hub.download_queue import DownloadManager, DownloadTask
 from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes
+from app.ui.icons import decorate
 from app.ui.widgets import page_margins, page_title
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
@@ -101,6 +102,7 @@ class DownloadRow(QFrame):
         for key, text in (("pause", "Pause"), ("resume", "Resume"), ("cancel", "Cancel"), ("retry", "Retry"),
                           ("folder", "Open folder"), ("chat", "Chat with it")):
             button = QPushButton(text)
+            decorate(button, key)
             button.setAccessibleName(f"{text} {label}")
             button.setProperty("action", key)
             button.clicked.connect(self._on_button)

@@ -23,6 +23,7 @@ from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
+from app.ui.icons import decorate
 from app.ui.lab_chart import LabCharts
 from app.ui.widgets import button, page_margins, page_title, scrolling_content
 
@@ -167,6 +168,8 @@ class LabPage(QWidget):
         self.run_button.setDefault(True)
         self.cancel_button = button("Cancel", "Cancel the bench", self.cancel)
         self.cancel_button.setEnabled(False)
+        decorate(self.run_button, "run")
+        decorate(self.cancel_button, "stop")
         self.progress = QProgressBar()
         self.progress.setAccessibleName("Bench progress")
         self.progress.setRange(0, 1)

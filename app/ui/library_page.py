@@ -23,6 +23,7 @@ from app.hub.library import Library, LibraryEntry
 from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes
+from app.ui.icons import decorate
 from app.ui.widgets import page_margins, page_title
 
 COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
@@ -212,6 +213,11 @@ class LibraryPage(QWidget):
         self.update_button = self._button("Update", "Download the model's changed files", self._on_update)
         self.load_button = self._button("Load in chat", "Load the model and chat with it", self._on_load)
         self.load_button.setDefault(True)
+        for action, name in ((self.open_button, "folder"), (self.delete_button, "delete"),
+                             (self.update_button, "update"), (self.load_button, "load"),
+                             (self.import_file_button, "import"), (self.import_folder_button, "import"),
+                             (self.refresh_button, "regenerate")):
+            decorate(action, name)
         for button in (self.open_button, self.delete_button, self.update_button, self.load_button):
             row.addWidget(button)
         layout.addLayout(row)
