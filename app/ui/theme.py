@@ -97,7 +97,6 @@ QFrame#banner QLabel {{ color: #4a3b00; }}
 QFrame#bubble_user {{ background: palette(alternate-base); {card_edge} }}
 QFrame#bubble_assistant, QFrame#card {{ background: {t.card}; {card_edge} }}
 QFrame#card[selected="true"] {{ border: 2px solid {t.accent}; }}
-QFrame#card QLabel {{ background: transparent; }}
 QLabel#cardTitle {{ font-weight: 600; }}
 QLabel#chip {{ background: {t.chip}; {pill} }}
 {badges}
