@@ -36,7 +36,7 @@ from app.ui.formatting import capitalized
 from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar, announce
+from app.ui.widgets import EmptyState, UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -56,6 +56,7 @@ class _DeletedChat:
 
 class ChatPage(QWidget):
     conversation_changed = Signal(int)  # -1: none
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -174,6 +175,12 @@ class ChatPage(QWidget):
         banner_layout.addWidget(self.reload_button)
         self.banner.hide()
         layout.addWidget(self.banner)
+        self.empty_state = EmptyState(self.tr("No model loaded"),
+                                      self.tr("Load a model you have with “Load model…” above, or find one that fits "
+                                              "this machine and download it."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        layout.addWidget(self.empty_state)
         self.view = MessageView()
         layout.addWidget(self.view, 1)
         self.stats = StatsStrip()
@@ -846,6 +853,7 @@ class ChatPage(QWidget):
 
     def _update_controls(self) -> None:
         busy = self.bridge.busy
+        self.empty_state.setVisible(self.loaded is None and not busy and not self.view.bubbles)
         # The open chat is the one whose reply streams: its settings and title stay as the reply began.
         generating = self.reply.streaming
         streaming_here = generating and self.current is not None and self.current.id == self.reply.conversation_id

@@ -24,7 +24,7 @@ from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes
 from app.ui.icons import decorate
-from app.ui.widgets import page_margins, page_title
+from app.ui.widgets import EmptyState, page_margins, page_title
 
 COLUMNS = ("Model", "Format", "Quant", "Size", "Architecture", "Source", "Updates")
 UPDATE_COLUMN, SOURCE_COLUMN = COLUMNS.index("Updates"), COLUMNS.index("Source")
@@ -130,6 +130,7 @@ class LibraryPage(QWidget):
     load_requested = Signal(str)  # a model path for the Chat page
     update_requested = Signal(object, str)  # DownloadRequest, a label for the Downloads row
     changed = Signal()  # a listing arrived (tests wait on it)
+    go_to = Signal(str)  # a page's name: the empty state's button
     checked = Signal()  # an update check ended (tests wait on it)
 
     def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
@@ -198,6 +199,13 @@ class LibraryPage(QWidget):
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.table.itemDoubleClicked.connect(self._on_load)
         layout.addWidget(self.table, 1)
+        self.empty_state = EmptyState(self.tr("No models yet"),
+                                      self.tr("Find one that fits this machine on the Discover page, or import a GGUF "
+                                              "file or a model folder you already have."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        self.empty_state.hide()
+        layout.addWidget(self.empty_state, 1)
         self.details = QLabel("")
         self.details.setWordWrap(True)
         self.details.setAccessibleName("Model details")
@@ -339,6 +347,8 @@ class LibraryPage(QWidget):
             f"{usage['models_dir']}" + (f", {human_bytes(usage['referenced_bytes'])} used in place"
                                         if usage["referenced_bytes"] else "")
             + f" · {human_bytes(usage['free_bytes'])} free of {human_bytes(usage['total_bytes'])} on that disk")
+        self.table.setVisible(bool(self.entries))
+        self.empty_state.setVisible(not self.entries)
         if not self.entries:
             self.details.setText("No models yet. Download one from Discover, or import a GGUF file or a model "
                                  "folder you already have.")

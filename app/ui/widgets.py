@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushB
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
-from app.ui.theme import PAGE_MARGINS
+from app.ui.theme import PAGE_MARGINS, SPACING
 
 
 def page_title(text: str) -> QLabel:
@@ -30,6 +30,34 @@ def section_title(text: str) -> QLabel:
     label.setTextFormat(Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     return label
+
+
+class EmptyState(QFrame):
+    """What a page with nothing to show says: what goes here, what to do next, and a button that does it."""
+
+    def __init__(self, title: str, text: str, action: str, icon_name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        from app.ui.icons import decorate
+
+        self.setObjectName("emptyState")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACING[4], SPACING[4] * 2, SPACING[4], SPACING[4])
+        layout.setSpacing(SPACING[1])
+        self.title = QLabel(title)
+        self.title.setObjectName("emptyTitle")
+        self.text = QLabel(text)
+        self.text.setObjectName("emptyText")
+        self.text.setWordWrap(True)
+        for label in (self.title, self.text):
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            layout.addWidget(label)
+        self.button = decorate(QPushButton(action), icon_name)
+        self.button.setObjectName("primary")
+        self.button.setAccessibleName(action)
+        layout.addSpacing(SPACING[1])
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(1)
 
 
 def page_margins(layout: QVBoxLayout) -> QVBoxLayout:
