@@ -222,9 +222,7 @@ class LibraryPage(QWidget):
         self.load_button = self._button("Load in chat", "Load the model and chat with it", self._on_load)
         self.load_button.setDefault(True)
         for action, name in ((self.open_button, "folder"), (self.delete_button, "delete"),
-                             (self.update_button, "update"), (self.load_button, "load"),
-                             (self.import_file_button, "import"), (self.import_folder_button, "import"),
-                             (self.refresh_button, "regenerate")):
+                             (self.update_button, "update"), (self.load_button, "load")):
             decorate(action, name)
         for button in (self.open_button, self.delete_button, self.update_button, self.load_button):
             row.addWidget(button)
