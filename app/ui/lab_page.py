@@ -25,7 +25,7 @@ from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms
 from app.ui.icons import decorate
 from app.ui.lab_chart import LabCharts
-from app.ui.widgets import button, page_margins, page_title, scrolling_content
+from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 AUTO_REFERENCE = "Highest precision (automatic)"
@@ -127,6 +127,7 @@ class LabPage(QWidget):
     bench_finished = Signal(object)  # BenchResult
     bench_stopped = Signal(str)  # "cancelled" or the failure's sentence
     history_changed = Signal()
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ResultStore | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -155,6 +156,13 @@ class LabPage(QWidget):
         intro.setObjectName("caption")
         root.addWidget(heading)
         root.addWidget(intro)
+        self.empty_state = EmptyState(self.tr("Nothing to compare yet"),
+                                      self.tr("The lab compares quants of one model: download two or more from "
+                                              "Discover, or add model files and folders you have below."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        self.empty_state.hide()
+        root.addWidget(self.empty_state)
 
         top = QHBoxLayout()
         top.setSpacing(12)
@@ -313,6 +321,7 @@ class LabPage(QWidget):
             return
         for entry in entries:
             self._add_item(entry.path, entry_text(entry), checked=False)
+        self.empty_state.setVisible(not entries and self.variants.count() == 0)
         if not entries and self.variants.count() == 0:
             self.status.setText("No models in the library yet: add model files or folders by hand, "
                                 "or download some from Discover.")
@@ -330,6 +339,7 @@ class LabPage(QWidget):
                     item.setCheckState(Qt.CheckState.Checked)
                 return item
         item = QListWidgetItem(text)
+        self.empty_state.hide()
         item.setData(PATH_ROLE, resolved)
         item.setToolTip(resolved)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)

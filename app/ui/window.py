@@ -119,7 +119,7 @@ class MainWindow(QMainWindow):
         self.importer.failed.connect(self._on_import_failed)
         self.library.load_requested.connect(self._on_chat_requested)
         self.library.update_requested.connect(self._on_download_requested)
-        for page in (self.library, self.downloads, self.chat):
+        for page in (self.library, self.downloads, self.chat, self.lab, self.server):
             page.go_to.connect(self.show_page)  # an empty state's button
         self.downloads.installed.connect(self.library.refresh)
         self.app_settings.models_dir_changed.connect(self.library.refresh)

@@ -26,3 +26,17 @@ def test_the_chat_empty_state_goes_once_a_model_is_loaded(qtbot, make_window):
     qtbot.waitUntil(window.chat.empty_state.isVisible)
     load(qtbot, window)
     qtbot.waitUntil(lambda: window.chat.empty_state.isHidden())
+
+
+def test_the_lab_and_the_stopped_server_say_what_to_do(qtbot, make_window):
+    window = make_window()
+    window.show_page("Server")
+    qtbot.waitUntil(window.server.empty_state.isVisible)  # no model in Chat: nothing to serve
+    qtbot.mouseClick(window.server.empty_state.button, Qt.MouseButton.LeftButton)
+    assert window.current_page == "Chat"
+    load(qtbot, window)
+    assert window.server.empty_state.isHidden()
+    window.show_page("Lab")
+    qtbot.waitUntil(window.lab.empty_state.isVisible, timeout=10_000)  # the library is empty: nothing to compare
+    qtbot.mouseClick(window.lab.empty_state.button, Qt.MouseButton.LeftButton)
+    assert window.current_page == "Discover"
