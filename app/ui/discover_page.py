@@ -18,7 +18,7 @@ from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_cho
 from app.ui.formatting import capitalized, human_bytes, human_memory
 from app.ui.theme import SPACING
 from app.ui.icons import decorate
-from app.ui.widgets import page_margins, page_title
+from app.ui.widgets import page_margins, page_title, section_title
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -190,8 +190,7 @@ class DiscoverPage(QWidget):
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(12, 0, 0, 0)
-        self.model_title = QLabel("<h2>Pick a model</h2>")
-        self.model_title.setWordWrap(True)
+        self.model_title = section_title(self.tr("Pick a model"))
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
         self.summary_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -374,7 +373,7 @@ class DiscoverPage(QWidget):
     def open_model(self, repo_id: str) -> None:
         """Show every quant of ``repo_id`` with its fit (worked out in a worker thread)."""
         self.choices = None
-        self.model_title.setText(f"<h2>{html.escape(repo_id)}</h2>")
+        self.model_title.setText(repo_id)
         self.summary_label.clear()
         self.best_label.hide()
         self.table.hide()
@@ -443,7 +442,7 @@ class DiscoverPage(QWidget):
                 if pick:
                     card.add_chip(pick)
                 self._fit_cards()
-        self.model_title.setText(f"<h2>{html.escape(choices.repo_id)}</h2>")
+        self.model_title.setText(choices.repo_id)
         self.summary_label.setText(choices.summary)
         self.summary_label.setVisible(bool(choices.summary))
         if not choices.choices:

@@ -99,6 +99,12 @@ QFrame#bubble_assistant, QFrame#card {{ background: {t.card}; {card_edge} }}
 QFrame#card[selected="true"] {{ border: 2px solid {t.accent}; }}
 QLabel#cardTitle {{ font-weight: 600; }}
 QLabel#chip {{ background: {t.chip}; {pill} }}
+QGroupBox {{
+    background: {t.card}; {card_edge} margin-top: {TYPE_SCALE["section"] + SPACING[2]}pt;
+    padding: {SPACING[2]}px {SPACING[1]}px {SPACING[1]}px {SPACING[1]}px; }}
+QGroupBox::title {{
+    subcontrol-origin: margin; subcontrol-position: top left; left: {SPACING[0]}px; padding: 0 0 {SPACING[0]}px 0;
+    color: palette(window-text); }}
 {badges}
 QLabel#emptyTitle {{ font-size: {section}pt; font-weight: 600; }}
 QLabel#emptyText {{ color: {t.muted}; }}
