@@ -12,6 +12,8 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QF
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyledItemDelegate,
                                QStyleOptionViewItem, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from shiboken6 import isValid
+
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
@@ -219,6 +221,7 @@ class DiscoverPage(QWidget):
         right_layout.addWidget(self.status_label)
         right_layout.addWidget(self.best_label)
         right_layout.addWidget(self.table, 1)
+        right_layout.addStretch(0)  # takes the room while the table is hidden, so the lines stay under the title
         splitter.addWidget(left)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 1)
@@ -352,8 +355,13 @@ class DiscoverPage(QWidget):
     # --- one model -----------------------------------------------------------------------------
 
     @Slot(QListWidgetItem, QListWidgetItem)
-    def _on_result_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
+    def _on_result_selected(self, item: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
         self._focus_quants = False  # Enter was pressed on another model
+        for listed, selected in ((previous, False), (item, True)):  # the card covers the item's own highlight
+            card = self.results.itemWidget(listed) if listed is not None and isValid(listed) else None
+            if card is not None:
+                card.setProperty("selected", selected)
+                card.style().polish(card)
         if item is not None:
             self.open_model(item.data(REPO_ID))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle, QStyleOption, QWidget
 
@@ -25,8 +25,8 @@ DARK_INDICATOR_OUTLINE = "#8a9096"
 DARK_INDICATOR_OUTLINE_DISABLED = "#54585d"
 
 # --- design tokens ---------------------------------------------------------------------------------------------
-# Type scale, in points: a page's title, a section's header, running text (the platform's own size), small notes.
-TYPE_SCALE = {"title": 20, "section": 13, "body": 10, "caption": 9}
+# Type scale, in points: a page's title, a section's header, small notes; running text keeps the platform's size.
+TYPE_SCALE = {"title": 20, "section": 13, "caption": 9}
 SPACING = (4, 8, 12, 16, 24)  # the only gaps and margins pages use: SPACING[3] around a page, [1] between controls
 PAGE_MARGINS = (SPACING[4], SPACING[3], SPACING[4], SPACING[3])  # left, top, right, bottom
 RADIUS = {"small": 4, "medium": 6, "large": 10}  # chips and badges; buttons and fields; cards and bubbles
@@ -179,8 +179,6 @@ class ThemeFollower(QObject):
     which is what makes a widget that a style sheet styled take the new palette (a palette change alone does not
     reach those)."""
 
-    changed = Signal(bool)  # dark
-
     def __init__(self, app: QApplication, theme: str = "system") -> None:
         super().__init__(app)
         self.app = app
@@ -210,7 +208,6 @@ class ThemeFollower(QObject):
             self.app.setStyle(self._native_style)
             self.app.setPalette(with_accent(self._native_palette))
         self.app.setStyleSheet(stylesheet(self.app.palette()))
-        self.changed.emit(is_dark(self.app.palette()))
 
     @Slot(Qt.ColorScheme)
     def _on_color_scheme_changed(self, _scheme: Qt.ColorScheme) -> None:

@@ -25,6 +25,7 @@ def page_title(text: str) -> QLabel:
 
 
 def section_title(text: str) -> QLabel:
+    """A section's heading inside a page, in the type scale's section size."""
     label = QLabel(text)
     label.setObjectName("sectionTitle")
     label.setTextFormat(Qt.TextFormat.PlainText)

@@ -235,6 +235,8 @@ def test_a_card_shows_the_fit_badge_the_recommender_gave_its_repo(qtbot, tiny_hu
     assert expected == "Fits in RAM"
     assert card.badge.text() == expected and not card.badge.isHidden() and card.badge.objectName() == "badge_warn"
     assert any(chip.text().startswith("best: ") for chip in card.findChildren(QLabel, "chip"))
+    page.results.setCurrentRow(0)  # the card stands in for the item's highlight
+    assert card.property("selected") is (page.results.item(0).data(Qt.ItemDataRole.UserRole) == TINY_REPO)
     tiny_machine = make_page(qtbot, cpu_only(0.001))
     open_and_wait(qtbot, tiny_machine, TINY_REPO)
     assert tiny_machine.fit_badges[TINY_REPO][0] == "Too large"
