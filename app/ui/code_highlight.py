@@ -9,27 +9,31 @@ highlighting the same text again with the other style replaces the old colours r
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from PySide6.QtGui import (QColor, QFont, QTextBlock, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
                            QTextFormat)
-from pygments.lexer import Lexer
-from pygments.lexers import TextLexer, get_lexer_by_name
-from pygments.style import StyleMeta
-from pygments.styles import get_style_by_name
-from pygments.token import Token
-from pygments.util import ClassNotFound
+
+if TYPE_CHECKING:  # pygments itself is imported on the first code block (~20 ms less start-up)
+    from pygments.lexer import Lexer
+    from pygments.style import StyleMeta
 
 STYLES = {False: "default", True: "github-dark"}  # by "the palette is dark"
 
 
 @lru_cache(maxsize=2)
 def style(dark: bool) -> StyleMeta:
+    from pygments.styles import get_style_by_name
+
     return get_style_by_name(STYLES[dark])
 
 
 @lru_cache(maxsize=64)
 def lexer_for(language: str) -> Lexer:
     """The lexer a fence's language names ("python", "py", "bash"…); plain text for none or an unknown one."""
+    from pygments.lexers import TextLexer, get_lexer_by_name
+    from pygments.util import ClassNotFound
+
     if not language.strip():
         return TextLexer()
     try:
@@ -40,6 +44,8 @@ def lexer_for(language: str) -> Lexer:
 
 @lru_cache(maxsize=512)
 def _token_format(dark: bool, token_type: object) -> QTextCharFormat:
+    from pygments.token import Token
+
     spec = style(dark).style_for_token(token_type)
     default = style(dark).style_for_token(Token.Text)["color"] or ("ffffff" if dark else "000000")
     fmt = QTextCharFormat()

@@ -1,33 +1,56 @@
-"""Icons for the navigation and the actions, drawn from the Material Design Icons font that qtawesome ships, in
-the colour of the palette they are painted with: a theme switch recolours every icon on its next paint, with no
+"""Icons for the navigation and the actions: glyphs of the Material Design Icons font that the qtawesome package
+ships, painted in the colour of the palette in use, so a theme switch recolours every icon on its next paint with no
 icon made again.
 
-qtawesome draws its glyphs with QPainter from a font in its package (no SVG module, no network), so it works with
-PySide6-Essentials; packaging/quantdesk.spec carries that font into the bundle."""
+Only the font and its charmap are used, loaded on the first paint: importing qtawesome itself goes through QtPy,
+whose star imports of QtCore, QtGui and QtWidgets cost ~0.1 s of start-up, and it loads all twelve of its fonts
+(+35 MiB). A glyph is text in that font, so no SVG module and no network is needed (PySide6-Essentials is enough);
+packaging/quantdesk.spec carries the font files into the bundle."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from functools import lru_cache
+from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
-from PySide6.QtGui import QColor, QGuiApplication, QIcon, QIconEngine, QPainter, QPalette, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QIcon, QIconEngine, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QAbstractButton
 
 # What each icon shows, by the app's own names (Material Design Icons 6 glyphs).
 GLYPHS = {
     # navigation
-    "Discover": "mdi6.compass-outline", "Downloads": "mdi6.download-outline", "Library": "mdi6.bookshelf",
-    "Chat": "mdi6.chat-outline", "Hardware": "mdi6.chip", "Lab": "mdi6.flask-outline",
-    "Server": "mdi6.server-network", "Settings": "mdi6.cog-outline",
+    "Discover": "compass-outline", "Downloads": "download-outline", "Library": "bookshelf",
+    "Chat": "chat-outline", "Hardware": "chip", "Lab": "flask-outline",
+    "Server": "server-network", "Settings": "cog-outline",
     # actions
-    "send": "mdi6.send", "stop": "mdi6.stop-circle-outline", "download": "mdi6.download",
-    "delete": "mdi6.delete-outline", "load": "mdi6.play-circle-outline", "eject": "mdi6.eject-outline",
-    "search": "mdi6.magnify", "settings": "mdi6.cog-outline", "copy": "mdi6.content-copy",
-    "edit": "mdi6.pencil-outline", "regenerate": "mdi6.refresh", "new": "mdi6.plus", "image": "mdi6.image-outline",
-    "import": "mdi6.file-import-outline", "folder": "mdi6.folder-open-outline", "pause": "mdi6.pause",
-    "resume": "mdi6.play", "cancel": "mdi6.close", "retry": "mdi6.refresh", "update": "mdi6.update",
-    "chat": "mdi6.chat-outline", "run": "mdi6.play", "export": "mdi6.export",
+    "send": "send", "stop": "stop-circle-outline", "download": "download",
+    "delete": "delete-outline", "load": "play-circle-outline", "eject": "eject-outline",
+    "search": "magnify", "settings": "cog-outline", "copy": "content-copy",
+    "edit": "pencil-outline", "regenerate": "refresh", "new": "plus", "image": "image-outline",
+    "import": "file-import-outline", "folder": "folder-open-outline", "pause": "pause",
+    "resume": "play", "cancel": "close", "retry": "refresh", "update": "update",
+    "chat": "chat-outline", "run": "play", "export": "export",
 }
+
+
+@lru_cache(maxsize=1)
+def _font() -> tuple[str, dict[str, int]]:
+    """The Material Design Icons font's family (added to the application) and its glyphs' code points by name."""
+    spec = importlib.util.find_spec("qtawesome")  # finds the package's folder without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("The qtawesome package (the icons' font) is missing: pip install qtawesome")
+    fonts = Path(next(iter(spec.submodule_search_locations))) / "fonts"
+    ttf = max(fonts.glob("materialdesignicons6-webfont-*.ttf"))
+    charmap = json.loads(ttf.with_name(ttf.name.replace("-webfont-", "-webfont-charmap-")).with_suffix(".json")
+                         .read_text(encoding="utf-8"))
+    family = QFontDatabase.applicationFontFamilies(QFontDatabase.addApplicationFont(str(ttf)))[0]
+    return family, {name: int(code, 16) for name, code in charmap.items()}
+
+
+def glyph_exists(name: str) -> bool:
+    return GLYPHS[name] in _font()[1]
 
 
 class _PaletteIconEngine(QIconEngine):
@@ -47,8 +70,14 @@ class _PaletteIconEngine(QIconEngine):
         return palette.color(QPalette.ColorRole.ButtonText)
 
     def paint(self, painter: QPainter, rect: QRect, mode: QIcon.Mode, state: QIcon.State) -> None:
-        glyph = _glyph_icon(self.glyph, self.colour(mode).name(QColor.NameFormat.HexArgb))
-        glyph.paint(painter, rect, Qt.AlignmentFlag.AlignCenter, QIcon.Mode.Normal, state)
+        family, code_points = _font()
+        font = QFont(family)
+        font.setPixelSize(max(1, round(0.875 * rect.height())))  # the glyphs' em box: as qtawesome sizes them
+        painter.save()
+        painter.setFont(font)
+        painter.setPen(self.colour(mode))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, chr(code_points[self.glyph]))
+        painter.restore()
 
     def pixmap(self, size: QSize, mode: QIcon.Mode, state: QIcon.State) -> QPixmap:
         pixmap = QPixmap(size)
@@ -60,13 +89,6 @@ class _PaletteIconEngine(QIconEngine):
 
     def clone(self) -> QIconEngine:
         return _PaletteIconEngine(self.glyph)
-
-
-@lru_cache(maxsize=256)
-def _glyph_icon(glyph: str, colour: str) -> QIcon:
-    import qtawesome  # loads its fonts into the application on first use: after the QApplication exists
-
-    return qtawesome.icon(glyph, color=QColor(colour))
 
 
 def icon(name: str) -> QIcon:
