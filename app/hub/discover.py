@@ -118,6 +118,22 @@ class ModelChoices:
     def best(self) -> QuantChoice | None:
         return next((c for c in self.choices if c.best), None)
 
+    @property
+    def fit_badge(self) -> str:
+        """The model's badge in a list, from the recommender's best pick: "Fits on GPU", "Fits on GPU + RAM" (some
+        layers or experts in RAM), "Fits in unified memory", "Fits in RAM" (CPU), "Too large" (no quant fits);
+        "" for a repo with nothing QuantDesk can run."""
+        if not self.choices:
+            return ""
+        best = self.best
+        if best is None or not best.fits:
+            return "Too large"
+        if best.verdict == "full GPU":
+            return "Fits on GPU"
+        if best.verdict.startswith(("partial", "MoE split")):
+            return "Fits on GPU + RAM"
+        return {"unified memory": "Fits in unified memory", "CPU only": "Fits in RAM"}.get(best.verdict, best.badge)
+
 
 def model_choices(repo_id: str, hw: HardwareProfile, n_ctx: int = DEFAULT_N_CTX) -> ModelChoices:
     """Every quant of ``repo_id`` fitted to ``hw``. The Hub first (the listing, then each quant's header), then

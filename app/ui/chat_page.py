@@ -33,9 +33,10 @@ from app.ui.chat_settings import ChatSettingsDialog
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge
 from app.ui.formatting import capitalized
+from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import UndoBar, announce
+from app.ui.widgets import EmptyState, UndoBar, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -55,6 +56,7 @@ class _DeletedChat:
 
 class ChatPage(QWidget):
     conversation_changed = Signal(int)  # -1: none
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -173,6 +175,12 @@ class ChatPage(QWidget):
         banner_layout.addWidget(self.reload_button)
         self.banner.hide()
         layout.addWidget(self.banner)
+        self.empty_state = EmptyState(self.tr("No model loaded"),
+                                      self.tr("Load a model you have with “Load model…” above, or find one that fits "
+                                              "this machine and download it."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        layout.addWidget(self.empty_state)
         self.view = MessageView()
         layout.addWidget(self.view, 1)
         self.stats = StatsStrip()
@@ -198,6 +206,10 @@ class ChatPage(QWidget):
         self.stop_button.setAccessibleName(self.tr("Stop the reply"))
         self.stop_button.setToolTip(self.tr("Stop the reply (Esc)"))
         self.stop_button.clicked.connect(self.stop)
+        for action, name in ((self.send_button, "send"), (self.stop_button, "stop"), (self.attach_button, "image"),
+                             (self.new_button, "new"), (self.delete_button, "delete"), (self.rename_button, "edit"),
+                             (self.export_button, "export"), (self.chat_settings_button, "settings")):
+            decorate(action, name)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -852,6 +864,7 @@ class ChatPage(QWidget):
 
     def _update_controls(self) -> None:
         busy = self.bridge.busy
+        self.empty_state.setVisible(self.loaded is None and not busy and not self.view.bubbles)
         # The open chat is the one whose reply streams: its settings and title stay as the reply began.
         generating = self.reply.streaming
         streaming_here = generating and self.current is not None and self.current.id == self.reply.conversation_id

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QIODevice, QMimeData, QSize, Qt,
-                            QUrl, Signal, Slot)
-from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPalette, QPixmap, QTextBlockFormat,
+from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QEvent, QIODevice, QMimeData,
+                            QSize, Qt, QUrl, Signal, Slot)
+from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPixmap, QTextBlockFormat,
                            QTextCharFormat, QTextCursor, QTextDocument, QTextFormat)
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
+from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
                                QToolButton, QVBoxLayout, QWidget)
 
 from app.chats.store import Branches, ChatMessage
+from app.ui.code_highlight import highlight_code_blocks
 from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, number, stats_summary,
                                tokens_per_second, tokens_per_second_unknown,
                                with_copy_links)
+from app.ui.theme import is_dark
 from app.ui.widgets import AutoHeightBrowser, Sparkline
 
 COPY_SCHEME = "quantdesk-copy"
@@ -156,6 +158,7 @@ class MessageBubble(QFrame):
         self._rendered_upto = 0  # characters of the text already rendered as Markdown
         self._tail_position = 0  # where the plain-text tail starts in the document
         self._code_blocks = 0  # code blocks rendered so far (numbers the copy links)
+        self._highlighted_dark = False  # which style the code blocks are coloured in
         if message.state == "streaming":  # a reply still being written (reopened mid-way): keep appending
             self.append_text(message.content)
         else:
@@ -172,22 +175,16 @@ class MessageBubble(QFrame):
         self._shade_code_blocks()
 
     def _shade_code_blocks(self, from_position: int = 0) -> None:
-        """Qt's Markdown importer sets fenced code in the fixed-pitch font but gives it no background;
-        a shade makes a block read as one piece of code. One edit block: the document is laid out
-        once at the end instead of once per code block."""
-        shade = self.palette().color(QPalette.ColorRole.AlternateBase)
-        fmt = QTextBlockFormat()
-        fmt.setBackground(shade)
-        document = self.body.document()
-        cursor = QTextCursor(document)
-        cursor.beginEditBlock()
-        block = document.findBlock(from_position)
-        while block.isValid():
-            if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
-                cursor.setPosition(block.position())
-                cursor.mergeBlockFormat(fmt)
-            block = block.next()
-        cursor.endEditBlock()
+        """Qt's Markdown importer sets fenced code in the fixed-pitch font but gives it no background or colours:
+        pygments' style for the palette in use shades each block and colours its tokens."""
+        self._highlighted_dark = is_dark(QApplication.palette())
+        highlight_code_blocks(self.body.document(), self._highlighted_dark, from_position)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt's name)
+        """A theme switch: the code blocks again, in the other style (once per switch, not per palette event)."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and is_dark(QApplication.palette()) != self._highlighted_dark:
+            self._shade_code_blocks()
 
     def append_text(self, text: str) -> None:
         self._markdown += text

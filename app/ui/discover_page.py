@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QItemSelectionModel, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QItemSelectionModel, QModelIndex, QObject, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
-from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
+                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyledItemDelegate,
+                               QStyleOptionViewItem, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from shiboken6 import isValid
 
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
 from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
 from app.ui.formatting import capitalized, grouped, human_bytes, human_memory, number, tokens_per_second
+from app.ui.icons import decorate
+from app.ui.theme import SPACING
+from app.ui.widgets import page_margins, page_title, section_title
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -29,6 +34,64 @@ COLUMNS = (QT_TRANSLATE_NOOP("DiscoverPage", "Quant"), QT_TRANSLATE_NOOP("Discov
            QT_TRANSLATE_NOOP("DiscoverPage", "Fit on this machine"), QT_TRANSLATE_NOOP("DiscoverPage", "Memory needed"),
            QT_TRANSLATE_NOOP("DiscoverPage", "Speed"), QT_TRANSLATE_NOOP("DiscoverPage", "Size"), "")
 BEST_BACKGROUND = QColor(46, 160, 67, 48)  # a light green wash that reads on light and dark palettes
+# A fit badge's tone (app.ui.theme's badge_good / badge_warn / badge_bad).
+BADGE_TONES = {"Fits on GPU": "good", "Fits in unified memory": "good", "Likely fits": "good",
+               "Fits on GPU + RAM": "warn", "Fits in RAM": "warn", "Too large": "bad", "Likely too large": "bad"}
+
+
+class ModelCard(QFrame):
+    """One model in the list: its name and fit badge, what it is (the starting list says why it is there), and its
+    format, size, downloads and likes as chips. It shows what its list item says (the item keeps the text for
+    screen readers and the keyboard) and lets the mouse through to the list."""
+
+    def __init__(self, repo_id: str, about: str, chips: list[str], badge: str = "") -> None:
+        super().__init__()
+        self.setObjectName("card")
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACING[2], SPACING[1], SPACING[2], SPACING[1])
+        layout.setSpacing(SPACING[0])
+        top = QHBoxLayout()
+        self.title = QLabel(repo_id)
+        self.title.setObjectName("cardTitle")
+        self.title.setTextFormat(Qt.TextFormat.PlainText)
+        self.title.setWordWrap(True)
+        self.badge = QLabel()
+        top.addWidget(self.title, 1)
+        top.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(top)
+        if about:
+            text = QLabel(about)
+            text.setTextFormat(Qt.TextFormat.PlainText)
+            text.setWordWrap(True)
+            layout.addWidget(text)
+        self.chips = QHBoxLayout()
+        self.chips.setSpacing(SPACING[0])
+        self.chips.addStretch(1)
+        for chip in chips:
+            self.add_chip(chip)
+        layout.addLayout(self.chips)
+        self.set_badge(badge)
+
+    def add_chip(self, text: str) -> None:
+        chip = QLabel(text)
+        chip.setObjectName("chip")
+        chip.setTextFormat(Qt.TextFormat.PlainText)
+        self.chips.insertWidget(self.chips.count() - 1, chip)  # before the stretch
+
+    def set_badge(self, text: str) -> None:
+        self.badge.setText(text)
+        self.badge.setObjectName(f"badge_{BADGE_TONES.get(text, 'warn')}")
+        self.badge.setVisible(bool(text))
+        self.badge.style().polish(self.badge)  # the new name picks its colours from the style sheet
+
+
+class _CardsDraw(QStyledItemDelegate):
+    """The list draws each item's selection and focus, not its text: the item's card is on top of it."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802 (Qt's name)
+        super().initStyleOption(option, index)
+        option.text = ""
 
 
 def _search(query: str, fmt: str | None, sort: str, offset: int) -> list:
@@ -64,8 +127,8 @@ class DiscoverPage(QWidget):
 
     def _build(self) -> None:
         outer = QVBoxLayout(self)
-        outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel(self.tr("<h1>Discover</h1>")))
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Discover")))
         row = QHBoxLayout()
         self.search_box = QLineEdit()
         self.search_box.setPlaceholderText(self.tr("Search the Hugging Face Hub, e.g. llama 3.2 instruct"))
@@ -82,6 +145,7 @@ class DiscoverPage(QWidget):
             self.sort_box.addItem(self.tr(text), value)
         self.search_button = QPushButton(self.tr("Search"))
         self.search_button.clicked.connect(self.search)
+        decorate(self.search_button, "search")
         row.addWidget(self.search_box, 1)
         row.addWidget(self.format_box)
         row.addWidget(self.sort_box)
@@ -110,9 +174,12 @@ class DiscoverPage(QWidget):
         self.list_title.setWordWrap(True)
         self.results = QListWidget()
         self.results.setAccessibleName(self.tr("Models"))
-        self.results.setWordWrap(True)
-        self.results.setAlternatingRowColors(True)  # items run to three lines: keep them apart
-        self.results.setSpacing(2)
+        self.results.setItemDelegate(_CardsDraw(self.results))
+        self.results.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.results.setSpacing(SPACING[0])
+        self.results.setFrameShape(QFrame.Shape.NoFrame)
+        self.results.viewport().installEventFilter(self)  # cards are as tall as their text at the list's width
+        self.fit_badges: dict[str, tuple[str, str]] = {}  # repo id: the badge and best pick of models opened
         self.results.currentItemChanged.connect(self._on_result_selected)
         self.results.itemActivated.connect(self._on_result_activated)  # Enter (or a double click): to its quants
         self.more_button = QPushButton(self.tr("More results"))
@@ -131,8 +198,7 @@ class DiscoverPage(QWidget):
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(12, 0, 0, 0)
-        self.model_title = QLabel(self.tr("<h2>Pick a model</h2>"))
-        self.model_title.setWordWrap(True)
+        self.model_title = section_title(self.tr("Pick a model"))
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
         self.summary_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -161,6 +227,7 @@ class DiscoverPage(QWidget):
         right_layout.addWidget(self.status_label)
         right_layout.addWidget(self.best_label)
         right_layout.addWidget(self.table, 1)
+        right_layout.addStretch(0)  # takes the room while the table is hidden, so the lines stay under the title
         splitter.addWidget(left)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 1)
@@ -170,6 +237,8 @@ class DiscoverPage(QWidget):
         self.table.hide()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize and watched is not self.search_box:  # the list's viewport
+            self._fit_cards()
         if (watched is self.search_box and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
                 and event.key() == Qt.Key.Key_Down and self.results.count()):
             if self.results.currentRow() < 0:
@@ -215,6 +284,11 @@ class DiscoverPage(QWidget):
                                            size=human_bytes(model.approx_q4_bytes), fit=fit))
             item.setData(REPO_ID, model.repo_id)
             self.results.addItem(item)
+            chips = [model.format.upper(), f"{model.params_b:g}B", f"~{human_bytes(model.approx_q4_bytes)}"] + (
+                ["reads images"] if vision else [])
+            likely_badge = "" if self.profile is None else "Likely fits" if likely else "Likely too large"
+            self._add_card(item, ModelCard(model.repo_id, model.why, chips, likely_badge))
+        self._fit_cards()
         self.results.blockSignals(False)
         self.more_button.hide()
         self._check_offline()
@@ -270,6 +344,9 @@ class DiscoverPage(QWidget):
             item = QListWidgetItem(self.tr("{repo_id}\n{detail}").format(repo_id=summary.repo_id, detail=detail))
             item.setData(REPO_ID, summary.repo_id)
             self.results.addItem(item)
+            chips = [summary.format.upper()] + [part for part in detail.split(" · ")[1:]]
+            self._add_card(item, ModelCard(summary.repo_id, "", chips))
+        self._fit_cards()
         text = self._query[0]
         shown = self.results.count()
         self.list_title.setText("<b>" + self.tr("%n model(s)", "", shown)
@@ -295,8 +372,13 @@ class DiscoverPage(QWidget):
     # --- one model -----------------------------------------------------------------------------
 
     @Slot(QListWidgetItem, QListWidgetItem)
-    def _on_result_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
+    def _on_result_selected(self, item: QListWidgetItem | None, previous: QListWidgetItem | None) -> None:
         self._focus_quants = False  # Enter was pressed on another model
+        for listed, selected in ((previous, False), (item, True)):  # the card covers the item's own highlight
+            card = self.results.itemWidget(listed) if listed is not None and isValid(listed) else None
+            if card is not None:
+                card.setProperty("selected", selected)
+                card.style().polish(card)
         if item is not None:
             self.open_model(item.data(REPO_ID))
 
@@ -316,7 +398,7 @@ class DiscoverPage(QWidget):
     def open_model(self, repo_id: str) -> None:
         """Show every quant of ``repo_id`` with its fit (worked out in a worker thread)."""
         self.choices = None
-        self.model_title.setText(self.tr("<h2>{repo_id}</h2>").format(repo_id=html.escape(repo_id)))
+        self.model_title.setText(repo_id)
         self.summary_label.clear()
         self.best_label.hide()
         self.table.hide()
@@ -348,9 +430,45 @@ class DiscoverPage(QWidget):
             self._set_offline(self.tr("The Hub cannot be reached. You can still import a model file you already have."))
         self.answered.emit()
 
+    def _add_card(self, item: QListWidgetItem, card: ModelCard) -> None:
+        repo_id = item.data(REPO_ID)
+        if repo_id in self.fit_badges:  # opened before: the recommender's badge, not the rough one
+            badge, best = self.fit_badges[repo_id]
+            card.set_badge(badge)
+            if best:
+                card.add_chip(best)
+        self.results.setItemWidget(item, card)
+
+    def card(self, repo_id: str) -> ModelCard | None:
+        """The card of ``repo_id`` in the list, if it is listed."""
+        for row in range(self.results.count()):
+            item = self.results.item(row)
+            if item.data(REPO_ID) == repo_id:
+                return self.results.itemWidget(item)
+        return None
+
+    def _fit_cards(self) -> None:
+        width = self.results.viewport().width() - 2 * self.results.spacing()
+        for row in range(self.results.count()):
+            item = self.results.item(row)
+            card = self.results.itemWidget(item)
+            if card is not None:
+                item.setSizeHint(QSize(width, card.heightForWidth(width)))
+
     def show_choices(self, choices: ModelChoices) -> None:
         self.choices = choices
-        self.model_title.setText(self.tr("<h2>{repo_id}</h2>").format(repo_id=html.escape(choices.repo_id)))
+        best = choices.best
+        pick = (self.tr("best: {quant} · {size}").format(quant=best.quant, size=human_bytes(best.download_bytes))
+                if best is not None else "")
+        if self.fit_badges.get(choices.repo_id) != (choices.fit_badge, pick):
+            self.fit_badges[choices.repo_id] = (choices.fit_badge, pick)
+            card = self.card(choices.repo_id)
+            if card is not None:
+                card.set_badge(choices.fit_badge)
+                if pick:
+                    card.add_chip(pick)
+                self._fit_cards()
+        self.model_title.setText(choices.repo_id)
         self.summary_label.setText(choices.summary)
         self.summary_label.setVisible(bool(choices.summary))
         if not choices.choices:
@@ -396,7 +514,7 @@ class DiscoverPage(QWidget):
                 font.setBold(True)
                 item.setFont(font)
             self.table.setItem(row, column, item)
-        button = QPushButton(self.tr("Download"))
+        button = decorate(QPushButton(self.tr("Download")), "download")
         button.setAccessibleName(self.tr("Download {quant}").format(quant=choice.quant))
         button.setToolTip(choice.reason if choice.fits else self.tr("Does not fit this machine: {reason}")
                           .format(reason=choice.reason))

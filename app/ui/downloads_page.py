@@ -22,6 +22,8 @@ from app.hub.download_queue import DownloadManager, DownloadTask
 from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes, number
+from app.ui.icons import decorate
+from app.ui.widgets import EmptyState, page_margins, page_title
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
 # The button that takes the keyboard focus when a row gets it, or when the one that had it goes: what comes next.
@@ -108,6 +110,7 @@ class DownloadRow(QFrame):
                           ("retry", self.tr("Retry")), ("folder", self.tr("Open folder")),
                           ("chat", self.tr("Chat with it"))):
             button = QPushButton(text)
+            decorate(button, key)
             button.setAccessibleName(self.tr("{text} {label}").format(text=text, label=label))
             button.setProperty("action", key)
             button.clicked.connect(self._on_button)
@@ -182,6 +185,7 @@ class DownloadRow(QFrame):
 class DownloadsPage(QWidget):
     chat_requested = Signal(str)  # the path of a finished model
     installed = Signal(str)  # a job finished: the path of the model now in the library (Library refreshes)
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, settings: Settings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -200,11 +204,13 @@ class DownloadsPage(QWidget):
 
     def _build(self) -> None:
         outer = QVBoxLayout(self)
-        outer.setContentsMargins(16, 12, 16, 12)
-        outer.addWidget(QLabel(self.tr("<h1>Downloads</h1>")))
-        self.empty_label = QLabel(self.tr("Nothing is downloading. Pick a model on the Discover page and choose "
-                                          "Download."))
-        self.empty_label.setWordWrap(True)
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Downloads")))
+        self.empty_label = EmptyState(self.tr("Nothing is downloading"),
+                                      self.tr("Pick a model on the Discover page and choose Download: its progress, "
+                                              "speed and time left show here."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_label.button.clicked.connect(lambda: self.go_to.emit("Discover"))
         outer.addWidget(self.empty_label)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QFrame, QGridLayout, QGroupBox, QLabel, QScrollAr
 from app.hardware.profile import GpuInfo, HardwareProfile
 from app.ui.formatting import human_bytes, human_memory, number
 from app.ui.runtimes_panel import RuntimesPanel
-from app.ui.widgets import MemoryBar
+from app.ui.widgets import MemoryBar, page_margins, page_title
 
 # Flags that change which llama.cpp kernels run; shown first and in bold.
 KEY_FLAGS = ("avx", "avx2", "avx512f", "fma", "f16c", "avx_vnni", "amx_int8", "neon", "dotprod", "sve", "i8mm")
@@ -60,8 +60,8 @@ class HardwarePage(QScrollArea):
         self.runtimes_panel.setParent(None)  # setWidget deletes the old page and everything still in it
         page = QWidget()
         layout = QVBoxLayout(page)
-        layout.setContentsMargins(32, 24, 32, 24)
-        layout.addWidget(QLabel(self.tr("<h1>Hardware</h1>")))
+        page_margins(layout)
+        layout.addWidget(page_title(self.tr("Hardware")))
         self.status_label = QLabel(text)
         self.status_label.setWordWrap(True)
         layout.addWidget(self.status_label)
@@ -73,12 +73,12 @@ class HardwarePage(QScrollArea):
         self.runtimes_panel.setParent(None)  # setWidget deletes the old page and everything still in it
         page = QWidget()
         layout = QVBoxLayout(page)
-        layout.setContentsMargins(32, 24, 32, 24)
+        page_margins(layout)
         layout.setSpacing(16)
         cpu = profile.cpu
         cores = self.tr("{cores} cores / {threads} threads").format(cores=cpu.physical_cores or "?",
                                                                    threads=cpu.logical_cores or "?")
-        layout.addWidget(QLabel(self.tr("<h1>Hardware</h1>")))
+        layout.addWidget(page_title(self.tr("Hardware")))
         summary = QLabel(f"<b>{html.escape(cpu.model or self.tr('Unknown CPU'))}</b> — {cores} · "
                          f"{html.escape(profile.os)} {html.escape(profile.arch)}")
         summary.setWordWrap(True)

@@ -12,7 +12,7 @@ import html
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
@@ -23,8 +23,9 @@ from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms, number, percent, short_date_time
+from app.ui.icons import decorate
 from app.ui.lab_chart import LabCharts
-from app.ui.widgets import button, scrolling_content
+from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
@@ -143,6 +144,7 @@ class LabPage(QWidget):
     bench_finished = Signal(object)  # BenchResult
     bench_stopped = Signal(str)  # "cancelled" or the failure's sentence
     history_changed = Signal()
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ResultStore | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -161,9 +163,9 @@ class LabPage(QWidget):
         self._listed_once = False
 
         root = QVBoxLayout(scrolling_content(self))
-        root.setContentsMargins(24, 16, 24, 14)
+        page_margins(root)
         root.setSpacing(10)
-        heading = QLabel(self.tr("<h1>Quant lab</h1>"))
+        heading = page_title(self.tr("Quant lab"))
         intro = QLabel(self.tr("Compare quants and formats of one model on this machine: load time, prompt and "
                                "generation speed, time to first token and peak memory, and quality against the "
                                "highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run "
@@ -172,6 +174,13 @@ class LabPage(QWidget):
         intro.setObjectName("caption")
         root.addWidget(heading)
         root.addWidget(intro)
+        self.empty_state = EmptyState(self.tr("Nothing to compare yet"),
+                                      self.tr("The lab compares quants of one model: download two or more from "
+                                              "Discover, or add model files and folders you have below."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        self.empty_state.hide()
+        root.addWidget(self.empty_state)
 
         top = QHBoxLayout()
         top.setSpacing(12)
@@ -185,6 +194,8 @@ class LabPage(QWidget):
         self.run_button.setDefault(True)
         self.cancel_button = button(self.tr("Cancel"), self.tr("Cancel the bench"), self.cancel)
         self.cancel_button.setEnabled(False)
+        decorate(self.run_button, "run")
+        decorate(self.cancel_button, "stop")
         self.progress = QProgressBar()
         self.progress.setAccessibleName(self.tr("Bench progress"))
         self.progress.setRange(0, 1)
@@ -316,6 +327,12 @@ class LabPage(QWidget):
 
     # --- variants -------------------------------------------------------------------------------
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt's name)
+        """A theme switch: the table again, so its muted cells take the new palette's colour."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "result", None) is not None:
+            self.show_result(self.result)
+
     def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if not self._listed_once:
@@ -332,6 +349,7 @@ class LabPage(QWidget):
             return
         for entry in entries:
             self._add_item(entry.path, entry_text(entry), checked=False)
+        self.empty_state.setVisible(not entries and self.variants.count() == 0)
         if not entries and self.variants.count() == 0:
             self.status.setText(self.tr("No models in the library yet: add model files or folders by hand, or "
                                         "download some from Discover."))
@@ -349,6 +367,7 @@ class LabPage(QWidget):
                     item.setCheckState(Qt.CheckState.Checked)
                 return item
         item = QListWidgetItem(text)
+        self.empty_state.hide()
         item.setData(PATH_ROLE, resolved)
         item.setToolTip(resolved)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)

@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -22,6 +22,8 @@ from app.hub.library import Library, LibraryEntry
 from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes, short_date_time
+from app.ui.icons import decorate
+from app.ui.widgets import EmptyState, page_margins, page_title
 
 # Shown through LibraryPage.tr; also the columns' keys.
 COLUMNS = (QT_TRANSLATE_NOOP("LibraryPage", "Model"), QT_TRANSLATE_NOOP("LibraryPage", "Format"),
@@ -161,6 +163,7 @@ class LibraryPage(QWidget):
     load_requested = Signal(str)  # a model path for the Chat page
     update_requested = Signal(object, str)  # DownloadRequest, a label for the Downloads row
     changed = Signal()  # a listing arrived (tests wait on it)
+    go_to = Signal(str)  # a page's name: the empty state's button
     checked = Signal()  # an update check ended (tests wait on it)
 
     def __init__(self, root: Path | None = None, parent: QWidget | None = None) -> None:
@@ -184,9 +187,9 @@ class LibraryPage(QWidget):
 
     def _build(self) -> None:
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 18, 24, 18)
+        page_margins(layout)
         top = QHBoxLayout()
-        title = QLabel(self.tr("<h1>Library</h1>"))
+        title = page_title(self.tr("Library"))
         top.addWidget(title)
         top.addStretch(1)
         self.import_file_button = self._button(self.tr("Import file…"), self.tr("Import a GGUF model file"),
@@ -233,6 +236,13 @@ class LibraryPage(QWidget):
         self.table.itemSelectionChanged.connect(self._on_selection_changed)
         self.table.itemDoubleClicked.connect(self._on_load)
         layout.addWidget(self.table, 1)
+        self.empty_state = EmptyState(self.tr("No models yet"),
+                                      self.tr("Find one that fits this machine on the Discover page, or import a GGUF "
+                                              "file or a model folder you already have."),
+                                      self.tr("Find a model"), "Discover")
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Discover"))
+        self.empty_state.hide()
+        layout.addWidget(self.empty_state, 1)
         self.details = QLabel("")
         self.details.setWordWrap(True)
         self.details.setAccessibleName(self.tr("Model details"))
@@ -250,6 +260,9 @@ class LibraryPage(QWidget):
         self.load_button = self._button(self.tr("Load in chat"), self.tr("Load the model and chat with it"),
                                         self._on_load)
         self.load_button.setDefault(True)
+        for action, name in ((self.open_button, "folder"), (self.delete_button, "delete"),
+                             (self.update_button, "update"), (self.load_button, "load")):
+            decorate(action, name)
         for button in (self.open_button, self.delete_button, self.update_button, self.load_button):
             row.addWidget(button)
         layout.addLayout(row)
@@ -326,6 +339,12 @@ class LibraryPage(QWidget):
         self._update_buttons()
         self.checked.emit()
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt's name)
+        """A theme switch: the update column again, so "up to date" takes the new palette's muted colour."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "entries", None):
+            self._show_updates()
+
     def _show_updates(self) -> None:
         bold = QFont()
         bold.setBold(True)
@@ -374,6 +393,8 @@ class LibraryPage(QWidget):
                if usage["referenced_bytes"] else "")
             + self.tr(" · {free} free of {total} on that disk").format(free=human_bytes(usage["free_bytes"]),
                                                                         total=human_bytes(usage["total_bytes"])))
+        self.table.setVisible(bool(self.entries))
+        self.empty_state.setVisible(not self.entries)
         if not self.entries:
             self.details.setText(self.tr("No models yet. Download one from Discover, or import a GGUF file or a "
                                          "model folder you already have."))

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QP
 from app.hardware.profile import HardwareProfile
 from app.runtimes import report
 from app.ui.formatting import human_memory, human_ms, layer_count, number
+from app.ui.icons import decorate
 from backends.base import LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -216,6 +217,8 @@ class ModelBar(QFrame):
         self.reload_button.setToolTip(self.tr("Load the same model again with the settings below"))
         self.reload_button.setEnabled(False)
         self.reload_button.clicked.connect(self.reload_clicked)
+        decorate(self.load_button, "load")
+        decorate(self.reload_button, "regenerate")
         self.experts_box = ExpertsInRamBox()
         self.experts_box.setAccessibleName(self.tr("MoE experts in RAM"))
         self.experts_box.setToolTip(self.tr("Mixture-of-experts models: keep the experts of the first N layers in "

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized, grouped
-from app.ui.widgets import button, scrolling_content
+from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 from backends.base import LoadSettings
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
@@ -141,6 +141,7 @@ def parse_origins(text: str) -> tuple[str, ...]:
 class ServerPage(QWidget):
     state_changed = Signal(str)  # "off" | "starting" | "on" | "stopping"
     failed = Signal(str)
+    go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, bridge, parent: QWidget | None = None) -> None:
         """``bridge``: the Chat's EngineBridge; the server serves through its engine client."""
@@ -164,9 +165,9 @@ class ServerPage(QWidget):
             app.aboutToQuit.connect(self.shutdown)
 
         root = QVBoxLayout(scrolling_content(self))
-        root.setContentsMargins(32, 24, 32, 24)
+        page_margins(root)
         root.setSpacing(14)
-        root.addWidget(QLabel(self.tr("<h1>Local server</h1>")))
+        root.addWidget(page_title(self.tr("Local server")))
         intro = QLabel(self.tr("Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, "
                                "/v1/completions), so other apps and scripts on this computer can use "
                                "it.<br>{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}")
@@ -175,6 +176,13 @@ class ServerPage(QWidget):
         intro.setWordWrap(True)
         intro.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(intro)
+        self.empty_state = EmptyState(self.tr("No model to serve"),
+                                      self.tr("The server serves the model the Chat has loaded: load one there "
+                                              "first, then switch the server on."),
+                                      self.tr("Open Chat"), "Chat")
+        self.empty_state.setMaximumWidth(PAGE_WIDTH)
+        self.empty_state.button.clicked.connect(lambda: self.go_to.emit("Chat"))
+        root.addWidget(self.empty_state)
 
         switch_row = QHBoxLayout()
         switch_row.setSpacing(12)
@@ -311,6 +319,7 @@ class ServerPage(QWidget):
     @Slot(object)
     def _on_engine_changed(self, _event: object = None) -> None:
         served = self.served()
+        self.empty_state.setVisible(not served and self.state == "off")
         self.model.setText(self.tr("{served}, loaded in Chat").format(served=served) if served
                            else f"{self.tr(NO_MODEL)}.")
         if self.state == "on":
@@ -395,6 +404,7 @@ class ServerPage(QWidget):
 
     def _set_state(self, state: str, text: str) -> None:
         self.state = state
+        self.empty_state.setVisible(state == "off" and not self.served())
         self.state_label.setText(f"<b>{text}</b>" if state == "on" else text)
         self.settings_box.setEnabled(state == "off")
         self.switch.setEnabled(state != "stopping")

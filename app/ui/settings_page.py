@@ -17,6 +17,7 @@ from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
 from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
+from app.ui.widgets import page_margins, page_title
 
 THEME_NAMES = (("system", QT_TRANSLATE_NOOP("SettingsPage", "Follow the system")),
                ("light", QT_TRANSLATE_NOOP("SettingsPage", "Light")),
@@ -50,8 +51,8 @@ class SettingsPage(QScrollArea):
         page = QWidget()
         page.setMaximumWidth(900)  # long lines of settings are hard to follow on a wide window
         outer = QVBoxLayout(page)
-        outer.setContentsMargins(32, 24, 32, 24)
-        outer.addWidget(QLabel(self.tr("<h1>Settings</h1>")))
+        page_margins(outer)
+        outer.addWidget(page_title(self.tr("Settings")))
         form = QFormLayout()
         form.setVerticalSpacing(16)
         form.setHorizontalSpacing(18)

@@ -1,6 +1,6 @@
 """Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
-undo bar; and the helpers pages share to build themselves (a scrolling page, a named button, an announcement
-for screen readers)."""
+undo bar, an empty state; and the helpers pages share to build themselves (a scrolling page, a page title in the
+type scale, a named button, an announcement for screen readers)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,58 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushB
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
+from app.ui.theme import PAGE_MARGINS, SPACING
+
+
+def page_title(text: str) -> QLabel:
+    """A page's title, in the type scale's title size (app.ui.theme's style sheet)."""
+    label = QLabel(text)
+    label.setObjectName("pageTitle")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
+
+
+def section_title(text: str) -> QLabel:
+    """A section's heading inside a page, in the type scale's section size."""
+    label = QLabel(text)
+    label.setObjectName("sectionTitle")
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setWordWrap(True)
+    return label
+
+
+class EmptyState(QFrame):
+    """What a page with nothing to show says: what goes here, what to do next, and a button that does it."""
+
+    def __init__(self, title: str, text: str, action: str, icon_name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        from app.ui.icons import decorate
+
+        self.setObjectName("emptyState")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACING[4], SPACING[4] * 2, SPACING[4], SPACING[4])
+        layout.setSpacing(SPACING[1])
+        self.title = QLabel(title)
+        self.title.setObjectName("emptyTitle")
+        self.text = QLabel(text)
+        self.text.setObjectName("emptyText")
+        self.text.setWordWrap(True)
+        for label in (self.title, self.text):
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            label.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            layout.addWidget(label)
+        self.button = decorate(QPushButton(action), icon_name)
+        self.button.setObjectName("primary")
+        self.button.setAccessibleName(action)
+        layout.addSpacing(SPACING[1])
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(1)
+
+
+def page_margins(layout: QVBoxLayout) -> QVBoxLayout:
+    """The same margins around every page's content."""
+    layout.setContentsMargins(*PAGE_MARGINS)
+    return layout
 
 
 def scrolling_content(page: QWidget) -> QWidget:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QSettings, Qt, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QSettings, QSize, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -20,10 +20,12 @@ from app.ui.engine_bridge import EngineBridge
 from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.focus_ring import FocusRingFollower
 from app.ui.hardware_page import HardwarePage
+from app.ui.icons import icon
 from app.ui.library_page import LibraryPage
 from app.ui.settings_page import SettingsPage
 from app.ui.lab_page import LabPage
 from app.ui.server_page import ServerPage
+from app.ui.theme import stylesheet
 
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
 # The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
@@ -33,21 +35,6 @@ PAGE_TITLES = {"Discover": QT_TRANSLATE_NOOP("MainWindow", "Discover"),
                "Hardware": QT_TRANSLATE_NOOP("MainWindow", "Hardware"), "Lab": QT_TRANSLATE_NOOP("MainWindow", "Lab"),
                "Server": QT_TRANSLATE_NOOP("MainWindow", "Server"),
                "Settings": QT_TRANSLATE_NOOP("MainWindow", "Settings")}
-
-STYLE = """
-QLabel#brand { font-size: 15pt; font-weight: 600; padding: 0 0 6px 18px; }
-QListWidget#sidebar { border: none; background: palette(window); font-size: 11pt; padding-top: 4px; }
-QListWidget#sidebar::item { padding: 9px 16px; border-radius: 6px; margin: 1px 8px; }
-QListWidget#sidebar::item:selected { background: palette(highlight); color: palette(highlighted-text); }
-QFrame#modelBar, QFrame#statsStrip { border: none; background: palette(alternate-base); }
-QFrame#banner { background: #fff4d6; color: #4a3b00; border: 1px solid #e6c65c; border-radius: 6px; margin: 8px 12px; }
-QFrame#banner QLabel { color: #4a3b00; }
-QFrame#bubble_user { background: palette(alternate-base); border: 1px solid palette(mid); border-radius: 10px; }
-QFrame#bubble_assistant { background: palette(base); border: 1px solid palette(mid); border-radius: 10px; }
-QLabel#caption, QLabel#meta { color: palette(placeholder-text); }
-QLabel#ok { color: #1b8a3a; font-weight: bold; }
-QLabel#no { color: #b3261e; font-weight: bold; }
-"""
 
 
 def focus_chain(page: QWidget) -> list[QWidget]:
@@ -75,10 +62,13 @@ class MainWindow(QMainWindow):
         self.bridge = bridge
         self.settings = settings
         self.setWindowTitle("QuantDesk")
-        self.setStyleSheet(STYLE)
+        app = QApplication.instance()
+        if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
+            app.setStyleSheet(stylesheet(app.palette()))
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")
         self.sidebar.setAccessibleName(self.tr("Navigation"))
+        self.sidebar.setIconSize(QSize(20, 20))
         self.stack = QStackedWidget()
         self.chat = ChatPage(store, bridge)
         self.hardware = HardwarePage()
@@ -103,7 +93,7 @@ class MainWindow(QMainWindow):
         }
         for name in PAGES:
             title = self.tr(PAGE_TITLES[name])
-            item = QListWidgetItem(title)
+            item = QListWidgetItem(icon(name), title)
             item.setData(Qt.ItemDataRole.AccessibleTextRole, self.tr("{page} page").format(page=title))
             self.sidebar.addItem(item)
             self.stack.addWidget(self.pages[name])
@@ -114,7 +104,7 @@ class MainWindow(QMainWindow):
         layout.setSpacing(0)
         side = QWidget()
         side.setObjectName("sidePanel")
-        side.setFixedWidth(150)
+        side.setFixedWidth(176)
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(0, 14, 0, 8)
         brand = QLabel("QuantDesk")
@@ -137,6 +127,8 @@ class MainWindow(QMainWindow):
         self.importer.failed.connect(self._on_import_failed)
         self.library.load_requested.connect(self._on_chat_requested)
         self.library.update_requested.connect(self._on_download_requested)
+        for page in (self.library, self.downloads, self.chat, self.lab, self.server):
+            page.go_to.connect(self.show_page)  # an empty state's button
         self.downloads.installed.connect(self.library.refresh)
         self.app_settings.models_dir_changed.connect(self.library.refresh)
         self.app_settings.update_checks_changed.connect(self.library.refresh)  # off: the badges go

@@ -1,6 +1,9 @@
-"""Render every page of the app at 1280×800 with realistic data to PNG files (README screenshots).
+"""Render every page of the app at 1280×800 with realistic data to PNG files, light and dark (README screenshots).
 
-    QT_QPA_PLATFORM=offscreen python tests/bench/render_pages.py OUT_DIR [--dark]
+    QT_QPA_PLATFORM=offscreen python -m tests.bench.render_pages OUT_DIR [--theme light|dark|both] [--pages Chat ...]
+
+Light pages are saved as ``page.png``, dark ones as ``page-dark.png``; both themes come from one window, switched
+as a user switches them in Settings (so what a theme change re-renders is in the pictures too).
 
 The chat is driven through the real EngineBridge and ChatStore by a scripted engine that returns the
 figures a 7B Q4_K_M model gives on a mid-range GPU; the hardware page shows this machine as detected,
@@ -306,15 +309,19 @@ def fill_library(work: Path) -> None:
     updates.remember(library, statuses)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
-    parser.add_argument("--dark", action="store_true", help="render with the dark colour scheme")
-    args = parser.parse_args()
+    parser.add_argument("--theme", choices=("light", "dark", "both"), default="both")
+    parser.add_argument("--dark", action="store_true", help="the same as --theme dark")
+    parser.add_argument("--pages", nargs="+", choices=PAGES, default=list(PAGES),
+                        help="the pages to render (default: all, plus the Lab's charts and this machine's hardware)")
+    args = parser.parse_args(argv)
+    themes = ["dark"] if args.dark else ["light", "dark"] if args.theme == "both" else [args.theme]
     args.out.mkdir(parents=True, exist_ok=True)
     app = application([sys.argv[0], "-platform", "offscreen"])
     install(chosen_language("system"))  # as the app starts: QUANTDESK_LANGUAGE=de renders the German pages
-    ThemeFollower(app, "dark" if args.dark else "light")
+    follower = ThemeFollower(app, themes[0])
     work = Path(tempfile.mkdtemp(prefix="quantdesk-render-"))
     isolate(work)
     fill_library(work)
@@ -346,24 +353,32 @@ def main() -> int:
     window.hardware.set_profile(sample_laptop())
     fill_discover_and_downloads(window)
     fill_lab_and_server(window, work)
-    suffix = "-dark" if args.dark else ""
-    for name in PAGES:
-        window.show_page(name)
-        settle(app)
-        path = args.out / f"{name.lower()}{suffix}.png"
-        window.grab().save(str(path))
-        print(path)
-    window.show_page("Lab")
-    window.lab.tabs.setCurrentWidget(window.lab.charts)
-    settle(app)
-    window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
-    window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
-    from app.hardware.detect import detect  # this machine, as the app sees it (the module is no longer optional)
+    everything = args.pages == list(PAGES)
+    for theme in themes:
+        follower.set_theme(theme)
+        suffix = "-dark" if theme == "dark" else ""
+        for name in args.pages:
+            window.show_page(name)
+            settle(app)
+            path = args.out / f"{name.lower()}{suffix}.png"
+            window.grab().save(str(path))
+            print(path)
+        if everything:
+            window.show_page("Lab")
+            window.lab.tabs.setCurrentWidget(window.lab.charts)
+            settle(app)
+            window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
+            window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
+            window.lab.tabs.setCurrentIndex(0)
+    if everything:
+        from app.hardware.detect import detect  # this machine, as the app sees it
 
-    window.hardware.set_profile(detect())
-    window.show_page("Hardware")
-    settle(app)
-    window.grab().save(str(args.out / f"hardware-this-machine{suffix}.png"))
+        window.hardware.set_profile(detect())
+        window.show_page("Hardware")
+        for theme in themes:
+            follower.set_theme(theme)
+            settle(app)
+            window.grab().save(str(args.out / f"hardware-this-machine{'-dark' if theme == 'dark' else ''}.png"))
     window.server.shutdown()
     window.close()
     bridge.shutdown()

@@ -9,6 +9,7 @@ import os
 from importlib import resources
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
@@ -217,3 +218,25 @@ def test_opening_an_exl_repo_lists_each_branch_once(qtbot, hub_env):
     open_and_wait(qtbot, page, repo)
     assert {c.quant for c in page.choices.choices} == {"4.0bpw", "6.0bpw"}
     assert _api_calls(hub_env, repo) == {"": 1, "refs": 1, commits["4.0bpw"]: 1, commits["6.0bpw"]: 1}
+
+
+def test_a_card_shows_the_fit_badge_the_recommender_gave_its_repo(qtbot, tiny_hub):
+    from app.hub.discover import model_choices
+
+    page = make_page(qtbot, cpu_only())
+    page.search_box.setText("tiny")
+    with qtbot.waitSignal(page.answered, timeout=30_000):
+        page.search()
+    card = page.card(TINY_REPO)
+    assert card is not None and card.title.text() == TINY_REPO and card.badge.isHidden()  # not checked yet
+    assert [chip.text() for chip in card.findChildren(QLabel, "chip")][:3] == ["GGUF", "1,234 downloads", "5 likes"]
+    open_and_wait(qtbot, page, TINY_REPO)
+    expected = model_choices(TINY_REPO, cpu_only()).fit_badge  # the recommender, run again on the same repo
+    assert expected == "Fits in RAM"
+    assert card.badge.text() == expected and not card.badge.isHidden() and card.badge.objectName() == "badge_warn"
+    assert any(chip.text().startswith("best: ") for chip in card.findChildren(QLabel, "chip"))
+    page.results.setCurrentRow(0)  # the card stands in for the item's highlight
+    assert card.property("selected") is (page.results.item(0).data(Qt.ItemDataRole.UserRole) == TINY_REPO)
+    tiny_machine = make_page(qtbot, cpu_only(0.001))
+    open_and_wait(qtbot, tiny_machine, TINY_REPO)
+    assert tiny_machine.fit_badges[TINY_REPO][0] == "Too large"

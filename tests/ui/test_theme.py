@@ -61,3 +61,31 @@ def test_the_chat_banner_text_is_dark_on_its_light_background_in_the_dark_theme(
     finally:
         follower.set_theme("system")
         follower.deleteLater()
+
+
+def test_muted_cells_take_the_new_palette_when_the_theme_switches(qtbot, make_window, tmp_path):
+    """The Library's "up to date" and the Lab's unmeasured rows are coloured when filled: a theme switch fills
+    them again, so they do not keep the old palette's grey (near-invisible on the other background)."""
+    from tests.bench import render_pages as screenshots
+
+    app = QApplication.instance()
+    follower = ThemeFollower(app, "light")
+    try:
+        screenshots.fill_library(tmp_path)
+        window = make_window()
+        qtbot.waitUntil(lambda: not window.library.busy, timeout=10_000)
+        window.library.refresh()
+        qtbot.waitUntil(lambda: not window.library.busy and bool(window.library.entries), timeout=10_000)
+        screenshots.fill_lab_and_server(window, tmp_path)
+        table, lab = window.library.table, window.lab.table
+        up_to_date = next(row for row in range(table.rowCount()) if table.item(row, 6).text() == "up to date")
+        unmeasured = lab.rowCount() - 1  # the exl2 variant that could not run
+        light = (table.item(up_to_date, 6).foreground().color(), lab.item(unmeasured, 4).foreground().color())
+        follower.set_theme("dark")
+        muted = app.palette().color(QPalette.ColorRole.PlaceholderText)
+        assert table.item(up_to_date, 6).foreground().color() == muted != light[0]
+        assert lab.item(unmeasured, 4).foreground().color() == muted != light[1]
+        window.server.shutdown()
+    finally:
+        follower.set_theme("system")
+        follower.deleteLater()
