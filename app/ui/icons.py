@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 from functools import lru_cache
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontDatabase, QGuiApplication, QIcon, QIconEngine, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QAbstractButton
+
+log = logging.getLogger(__name__)
 
 # What each icon shows, by the app's own names (Material Design Icons 6 glyphs).
 GLYPHS = {
@@ -49,6 +52,11 @@ def _font() -> tuple[str, dict[str, int]]:
     return family, {name: int(code, 16) for name, code in charmap.items()}
 
 
+@lru_cache(maxsize=1)
+def _say_once(problem: str) -> None:
+    log.warning("Icons are not drawn: %s", problem)
+
+
 def glyph_exists(name: str) -> bool:
     return GLYPHS[name] in _font()[1]
 
@@ -70,7 +78,11 @@ class _PaletteIconEngine(QIconEngine):
         return palette.color(QPalette.ColorRole.ButtonText)
 
     def paint(self, painter: QPainter, rect: QRect, mode: QIcon.Mode, state: QIcon.State) -> None:
-        family, code_points = _font()
+        try:
+            family, code_points = _font()
+        except (RuntimeError, OSError, ValueError, IndexError) as error:  # an install without the font: no icons
+            _say_once(str(error))
+            return
         font = QFont(family)
         font.setPixelSize(max(1, round(0.875 * rect.height())))  # the glyphs' em box: as qtawesome sizes them
         painter.save()
@@ -83,8 +95,10 @@ class _PaletteIconEngine(QIconEngine):
         pixmap = QPixmap(size)
         pixmap.fill(Qt.GlobalColor.transparent)
         painter = QPainter(pixmap)
-        self.paint(painter, QRect(QPoint(0, 0), size), mode, state)
-        painter.end()
+        try:
+            self.paint(painter, QRect(QPoint(0, 0), size), mode, state)
+        finally:  # a painter still active on the returned pixmap crashes Qt
+            painter.end()
         return pixmap
 
     def clone(self) -> QIconEngine:

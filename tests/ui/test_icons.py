@@ -56,3 +56,23 @@ def test_a_selected_item_and_a_disabled_button_get_their_own_colours(qtbot):
 
 def test_every_glyph_exists_in_the_font(qtbot):
     assert [name for name in GLYPHS if not glyph_exists(name)] == []
+
+
+def test_an_install_without_the_font_shows_no_icons_and_says_why(qtbot, make_window, monkeypatch, caplog):
+    """A build that lost qtawesome's font files draws blank icons and logs the cause once; it used to raise inside
+    Qt's paint and crash the process (a painter left active on a pixmap)."""
+    from app.ui import icons
+
+    real_find_spec = icons.importlib.util.find_spec
+    monkeypatch.setattr(icons.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "qtawesome" else real_find_spec(name, *a))
+    icons._font.cache_clear()
+    icons._say_once.cache_clear()
+    try:
+        window = make_window()
+        window.grab()
+        assert ink(icon("Chat")) == (0, 0)
+        assert [r.getMessage() for r in caplog.records if r.name == icons.__name__] == [
+            "Icons are not drawn: The qtawesome package (the icons' font) is missing: pip install qtawesome"]
+    finally:
+        icons._font.cache_clear()
