@@ -98,7 +98,7 @@ def test_german_window_buttons_numbers_and_dates(language, make_window):
     assert titles == ["Entdecken", "Downloads", "Bibliothek", "Chat", "Hardware", "Labor", "Server", "Einstellungen"]
     assert window.app_settings.token_save.text() == "Token speichern"
     assert window.app_settings.language_box.currentText() == "Wie das System"
-    assert window.downloads.empty_label.text().startswith("Es wird nichts heruntergeladen.")
+    assert window.downloads.empty_label.title.text() == "Es wird nichts heruntergeladen"
     assert window.chat.stats.tps.text() == "– Tok./s"
     # PySide6-Essentials ships Qt's own translations (PySide6/Qt/translations): the standard buttons speak German too
     assert installed.qt_translations, "qtbase_de.qm was not found under QLibraryInfo's TranslationsPath"
