@@ -49,7 +49,8 @@ def test_no_token_is_ever_written():
     settings.update(offline=True)
     assert "hf_" not in settings.settings_path().read_text()
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
-                                                                     "check_updates"}
+                                                                     "check_updates", "memory_budget_gib",
+                                                                     "max_loaded_models", "idle_unload_minutes"}
 
 
 def test_values_out_of_range_are_normalised():
