@@ -49,11 +49,13 @@ def limits_from(settings) -> PoolLimits:
 
 
 class BudgetRefused(QuantDeskError):
-    """A model does not fit the memory budget beside the models that cannot be unloaded now."""
+    """A model does not fit the memory budget beside the models that cannot be unloaded now. ``retry``: it would
+    fit once the models answering now are done (they could then unload), so asking again later may succeed."""
 
-    def __init__(self, check: BudgetCheck, message: str) -> None:
+    def __init__(self, check: BudgetCheck, message: str, *, retry: bool) -> None:
         super().__init__(message)
         self.check = check
+        self.retry = retry
 
 
 @dataclass
@@ -89,6 +91,7 @@ class ModelPool:
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
         self.on_unload: Callable[[str, str], None] | None = None  # (path, the sentence why); any thread
+        self.on_change: Callable[[], None] | None = None  # a model loaded or unloaded, whoever asked; any thread
         self.host_starts = 0  # engine hosts started for loads (tests count them)
 
     # --- what is loaded ---
@@ -155,30 +158,58 @@ class ModelPool:
              **options: Any) -> Loaded:
         """Make ``model_path`` the active model, loading it in a host of its own when it is not loaded with
         ``settings``. Raises BudgetRefused (nothing unloaded is loaded back), or what EngineClient.load raises."""
-        path, settings = str(model_path), settings or LoadSettings()
+        model = self._ensure(str(model_path), settings or LoadSettings(), estimate_bytes, force, activate=True,
+                             on_progress=on_progress, **options)
+        return model.loaded
+
+    def acquire(self, model_path: str, settings: LoadSettings, *, estimate_bytes: int = 0,
+                force: bool = False) -> PooledModel:
+        """For a request of the local server: the model loaded (as it is, whatever its settings) or loaded now
+        with ``settings``, held until ``release``; the active model stays the Chat's."""
+        return self._ensure(model_path, settings, estimate_bytes, force, activate=False, hold=True)
+
+    def hold_loaded(self, model_path: str) -> PooledModel | None:
+        """A loaded model, held until ``release`` (None when it is not loaded)."""
+        with self._lock:
+            model = self._models.get(model_path)
+            if model is None or not model.client.alive:
+                return None
+            model.users += 1
+            model.last_used = time.monotonic()
+            return model
+
+    def release(self, model: PooledModel) -> None:
+        self._release(model, None)
+
+    def _ensure(self, path: str, settings: LoadSettings, estimate_bytes: int, force: bool, *, activate: bool,
+                hold: bool = False, **load_options: Any) -> PooledModel:
         with self._changing:
             with self._lock:
                 model = self._models.get(path)
-            if model is not None and model.client.alive and model.settings == settings:
-                with self._lock:
+                if model is not None and model.client.alive and (model.settings == settings or hold):
                     model.last_used = time.monotonic()
-                    self._active = path
-                return model.loaded
+                    model.users += hold
+                    if activate:
+                        self._active = path
+                    return model
             if model is not None:  # other settings (Reload), or its host died: a fresh host, after the room check
                 self._drop(model, "")
             self._make_room(path, estimate_bytes, force)
             client = self._make_client()
             self.host_starts += 1
             try:
-                loaded = client.load(path, settings, on_progress=on_progress, **options)
+                loaded = client.load(path, settings, **load_options)
             except BaseException:
                 client.close()
                 raise
+            model = PooledModel(path, client, settings, loaded, estimate_bytes, time.monotonic(), users=int(hold))
             with self._lock:
-                self._models[path] = PooledModel(path, client, settings, loaded, estimate_bytes, time.monotonic())
-                self._active = path
+                self._models[path] = model
+                if activate:
+                    self._active = path
             log.info("loaded %s (estimate %s)", Path(path).name, gib(estimate_bytes))
-            return loaded
+            self._changed()
+            return model
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
@@ -272,8 +303,9 @@ class ModelPool:
                                f"idle model, and {why} had no room for both.")
         if too_many:
             raise BudgetRefused(check, f"{name} cannot load now: the {len(others)} loaded models are all answering "
-                                       "requests. Try again when a reply is done.")
-        raise BudgetRefused(check, check.refusal(FORCE_WORDS))
+                                       "requests. Try again when a reply is done.", retry=True)
+        return_later = budget is not None and estimate <= budget  # it fits once the busy ones are done and unload
+        raise BudgetRefused(check, check.refusal(FORCE_WORDS), retry=return_later)
 
     def _drop(self, model: PooledModel, sentence: str) -> None:
         with self._lock:
@@ -286,6 +318,11 @@ class ModelPool:
             log.info("%s", sentence)
             if self.on_unload is not None:
                 self.on_unload(model.path, sentence)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None and not self._stop.is_set():
+            self.on_change()
 
     def _hold(self, request_id: str | None) -> PooledModel:
         from app.errors import EngineError

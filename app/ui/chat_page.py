@@ -3,7 +3,10 @@ EngineBridge and saved through the ChatStore as it arrives.
 
 A reply belongs to the conversation it was asked in, not to the view: the user may open other chats
 while it streams; it keeps being saved into its own message (by id) and shows in the view only while
-its conversation is open. One reply streams at a time (one engine, one request).
+its conversation is open. One reply streams at a time (one bridge, one request).
+
+Each chat keeps its model: with the app's ModelPool, opening a chat switches to its model (at once when it is
+loaded, else loaded beside the others within the budget), and what the pool unloads is said in the banner.
 
 When the store refuses a write (the disk is full, ...), nothing the user wrote or the model said is
 lost: a reply keeps streaming into the view from its ReplyWriter (whose text is the truth), the banner
@@ -533,6 +536,7 @@ class ChatPage(QWidget):
         self.model_bar.show_loaded(self.loaded, self.prefill)
         self._show_pool()
 
+    @Slot()
     def _show_pool(self) -> None:
         pool = self.bridge.pool
         if pool is not None:
@@ -929,6 +933,7 @@ class ChatPage(QWidget):
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
                 (bridge.refused, self._on_refused), (bridge.model_unloaded, self._on_model_unloaded),
+                (bridge.models_changed, self._show_pool),
                 (bridge.waiting, self.stats.show_waiting)]
 
     def shutdown(self) -> None:

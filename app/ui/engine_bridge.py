@@ -152,6 +152,7 @@ class EngineBridge(QObject):
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
     refused = Signal(object)  # app.engine.pool.BudgetRefused: the model does not fit beside the busy ones
     model_unloaded = Signal(str, str)  # path, the sentence why (room for another, idle, ejected)
+    models_changed = Signal()  # the pool loaded or unloaded a model (the Chat's or the local server's request)
     # The chat's request waits behind this many of the local server's (they share the engine); tokens follow.
     waiting = Signal(int)
 
@@ -165,6 +166,7 @@ class EngineBridge(QObject):
         self.pool = client if isinstance(client, ModelPool) else None
         if self.pool is not None:
             self.pool.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
+            self.pool.on_change = self.models_changed.emit
             self.pool.start()
         self._buffer = TokenBuffer()
         self._request_ids = itertools.count(1)

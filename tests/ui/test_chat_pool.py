@@ -178,3 +178,41 @@ def _running(pid: int | None) -> bool:
         return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_pool(
+        qtbot, pool_window, tiny_models, tmp_path, monkeypatch):
+    import httpx
+
+    from app.hub.library import Library
+    from tests.ui.test_server_page import switch_off, switch_on
+
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
+    Library().import_path(tiny_models.gguf_f16, copy=False)
+    window = pool_window(PoolLimits(budget_bytes=1 << 40, max_loaded=3))
+    chat, pool, page = window.chat, window.bridge.pool, window.server
+    load(qtbot, window, tiny_models.gguf_q8_0)
+    load(qtbot, window, tiny_models.gguf_q4_k_m)  # the Chat's active model, the server's primary
+    assert not page.memory_budget.isEnabled()  # the Chat's limits (Settings → Loaded models) hold
+    page.port.setValue(0)
+    page.load_on_demand.setChecked(True)
+    try:
+        switch_on(qtbot, page)
+        url = page.address.text()
+        models = {m["id"]: m["meta"]["loaded"] for m in httpx.get(f"{url}/models", timeout=60).json()["data"]}
+        assert models == {"tiny-llama-Q4_K_M": True, "tiny-llama-Q8_0": True, "tiny-llama-F16": False}
+        body = {"model": "tiny-llama-Q8_0", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
+        answer = httpx.post(f"{url}/chat/completions", json=body, timeout=120)
+        assert answer.status_code == 200 and answer.json()["model"] == "tiny-llama-Q8_0"
+        assert pool.host_starts == 2 and chat.loaded.model_path == str(tiny_models.gguf_q4_k_m)
+        qtbot.waitUntil(lambda: page.also_loaded.text() == "tiny-llama-Q8_0", timeout=10_000)
+
+        with qtbot.waitSignal(window.bridge.models_changed, timeout=120_000):  # the server loads into the Chat's
+            answer = httpx.post(f"{url}/chat/completions", json={**body, "model": "tiny-llama-F16"}, timeout=120)
+        assert answer.status_code == 200 and pool.host_starts == 3
+        assert chat.model_bar.loaded_button.text() == "3 loaded"
+        assert "Eject tiny-llama-F16.gguf" in menu_texts(window)
+        switch_off(qtbot, page)
+    finally:
+        page.shutdown()
+    assert len(pool.models()) == 3  # the server's queues closed; every model stays loaded in the Chat
