@@ -31,6 +31,7 @@ from backends.base import Done, Embedded, LoadSettings, Loaded, Prompt, Sampling
 log = logging.getLogger(__name__)
 
 FORCE_WORDS = "“Load anyway”"
+EJECT_WAIT_S = 10.0  # how long an Eject waits for the replies it stopped to end before it closes the host
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class ModelPool:
         self._active: str | None = None
         self._requests: dict[str, PooledModel] = {}  # request id -> the model answering it (for cancel)
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as a request ends
         self._changing = threading.Lock()
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
@@ -247,11 +249,16 @@ class ModelPool:
     # --- unloading ---
 
     def unload(self, path: str, why: str = "ejected") -> bool:
-        """Eject one model: its host closes now (a reply it writes ends as the engine stopping)."""
+        """Eject one model: what it is answering is stopped first (a reply ends as stopped by the user and is
+        kept), then its host closes."""
         with self._changing:
             model = self.get(path)
             if model is None:
                 return False
+            if model.users:
+                model.client.cancel(None)
+                with self._idle:
+                    self._idle.wait_for(lambda: model.users == 0, timeout=EJECT_WAIT_S)
             self._drop(model, f"{model.name} unloaded: {why}.")
             return True
 
@@ -273,8 +280,8 @@ class ModelPool:
             with self._lock:
                 due = [m for m in self._models.values() if (t := m.idle_for(now)) is not None and t >= ttl]
             for model in due:
-                self._drop(model, f"{model.name} unloaded after {_minutes(ttl)} without a message, to free its "
-                                  f"{gib(model.estimate_bytes)}; it loads again when a chat with it sends one.")
+                self._drop(model, f"{model.name} unloaded after {_minutes(ttl)} without a request, to free its "
+                                  f"{gib(model.estimate_bytes)}.")
             return [m.path for m in due]
         finally:
             self._changing.release()
@@ -343,6 +350,7 @@ class ModelPool:
             model.last_used = time.monotonic()
             if request_id:
                 self._requests.pop(request_id, None)
+            self._idle.notify_all()
 
     def _reap(self) -> None:
         while not self._stop.wait(_check_every(self.limits.idle_ttl_s)):

@@ -129,7 +129,7 @@ def test_idle_models_unload_after_the_ttl(two_models):
         pool.load(a, SETTINGS)
         pid = pool.pid
         assert unloads.event.wait(60)
-        assert unloads.said[0][0] == a and "unloaded after 0.3 s without a message" in unloads.said[0][1]
+        assert unloads.said[0][0] == a and "unloaded after 0.3 s without a request" in unloads.said[0][1]
         assert pool.models() == [] and pool.loaded is None
         assert not _running(pid)
     finally:

@@ -163,7 +163,7 @@ def test_idle_models_unload_after_the_ttl_the_bar_shows_it_and_reload_brings_it_
     chat_with(qtbot, window, "Hello")
     with qtbot.waitSignal(window.bridge.model_unloaded, timeout=60_000) as unloaded:
         pool.set_limits(PoolLimits(budget_bytes=1 << 40, max_loaded=2, idle_ttl_s=0.3))  # a test's short TTL
-    assert "unloaded after 0.3 s without a message" in unloaded.args[1]
+    assert "unloaded after 0.3 s without a request" in unloaded.args[1]
     assert chat.loaded is None and chat.model_label.text() == "No model loaded"
     assert not chat.model_bar.loaded_button.isVisible() and not _running(pid)
     assert chat.banner_text.text().endswith("Reload loads it again.") and chat.reload_button.isVisible()
@@ -216,3 +216,24 @@ def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_p
     finally:
         page.shutdown()
     assert len(pool.models()) == 3  # the server's queues closed; every model stays loaded in the Chat
+
+
+def test_ejecting_the_model_that_writes_a_reply_stops_the_reply_and_keeps_it(qtbot, pool_window, tiny_models):
+    window = pool_window(PoolLimits(budget_bytes=1 << 40, max_loaded=2))
+    chat = window.chat
+    load(qtbot, window, tiny_models.gguf_q8_0)
+    chat.new_conversation()
+    chat.store.update_settings(chat.current.id, sampling={"max_tokens": 1500, "seed": 1})
+    qtbot.keyClicks(chat.composer, "Tell me a long story")
+    qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: int(chat.stats.tokens.text() or 0) >= 3, timeout=60_000)
+    eject = next(a for a in chat.model_bar.loaded_button.menu().actions() if a.text().startswith("Eject "))
+    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
+        with qtbot.waitSignal(window.bridge.model_unloaded, timeout=60_000):
+            eject.trigger()
+    done = stopped.args[0]
+    assert done.stats.stop_reason == "cancelled" and done.text
+    reply = chat.store.messages(chat.current.id)[-1]
+    assert reply.state == "complete" and reply.content == done.text
+    assert chat.loaded is None and window.bridge.pool.models() == []
+    assert chat.banner_text.text() == "tiny-llama-Q8_0.gguf unloaded: ejected. Reload loads it again."
