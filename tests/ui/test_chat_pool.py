@@ -122,6 +122,8 @@ def test_the_budget_unloads_the_least_recently_used_model_and_the_chat_says_whic
         "tiny-llama-Q8_0.gguf unloaded to make room for tiny-llama-Q4_K_M.gguf: it was the least recently used "
         "idle model, and the memory budget of ")
     assert chat.model_bar.loaded_button.text() == "1 loaded"
+    if shots := os.environ.get("QUANTDESK_SHOTS"):
+        window.grab().save(os.path.join(shots, "chat_budget_unload.png"))
     chat.new_conversation()
     chat_with(qtbot, window, "Hello B")
 
@@ -142,6 +144,8 @@ def test_past_the_budget_the_refusal_gives_the_estimate_and_load_anyway_loads_it
     assert text.startswith("tiny-llama-Q8_0.gguf needs about ") and "the memory budget is 0.00 GiB" in text
     assert "“Load anyway” loads it anyway: past it the system may swap" in text
     assert chat.load_anyway_button.isVisible() and pool.host_starts == 0 and chat.loaded is None
+    if shots := os.environ.get("QUANTDESK_SHOTS"):
+        window.grab().save(os.path.join(shots, "chat_budget_refusal.png"))
     with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
         qtbot.mouseClick(chat.load_anyway_button, Qt.MouseButton.LeftButton)
     assert chat.banner_text.text().startswith("Loading tiny-llama-Q8_0.gguf anyway, ")
