@@ -51,12 +51,14 @@ def limits_from(settings) -> PoolLimits:
 
 class BudgetRefused(QuantDeskError):
     """A model does not fit the memory budget beside the models that cannot be unloaded now. ``retry``: it would
-    fit once the models answering now are done (they could then unload), so asking again later may succeed."""
+    fit once the models answering now are done (they could then unload), so asking again later may succeed;
+    ``forceable``: “Load anyway” would load it (past the budget; never past the count of loaded models)."""
 
-    def __init__(self, check: BudgetCheck, message: str, *, retry: bool) -> None:
+    def __init__(self, check: BudgetCheck, message: str, *, retry: bool, forceable: bool) -> None:
         super().__init__(message)
         self.check = check
         self.retry = retry
+        self.forceable = forceable
 
 
 @dataclass
@@ -309,10 +311,12 @@ class ModelPool:
             self._drop(oldest, f"{oldest.name} unloaded to make room for {name}: it was the least recently used "
                                f"idle model, and {why} had no room for both.")
         if too_many:
-            raise BudgetRefused(check, f"{name} cannot load now: the {len(others)} loaded models are all answering "
-                                       "requests. Try again when a reply is done.", retry=True)
+            limit = self.limits.max_loaded
+            raise BudgetRefused(check, f"{name} cannot load now: at most {limit} model{'s' if limit > 1 else ''} "
+                                       "may be loaded at once (Settings), and each loaded model is answering a "
+                                       "request. Try again when one is done.", retry=True, forceable=False)
         return_later = budget is not None and estimate <= budget  # it fits once the busy ones are done and unload
-        raise BudgetRefused(check, check.refusal(FORCE_WORDS), retry=return_later)
+        raise BudgetRefused(check, check.refusal(FORCE_WORDS), retry=return_later, forceable=True)
 
     def _drop(self, model: PooledModel, sentence: str) -> None:
         with self._lock:

@@ -551,7 +551,7 @@ class ChatPage(QWidget):
         self._show_loaded_model()
         request = self._load_request
         self._show_banner(str(refusal), reload=False)
-        if request is not None and refusal.check.over_bytes:  # after the banner: showing it forgets the load
+        if request is not None and refusal.forceable:  # after the banner: showing it forgets the load
             self._blocked_load = (self.prefill if self.prefill is not None and self.prefill.path == request[0]
                                   else Prefill(request[0], request[1]))
             self._budget_refusal = refusal

@@ -94,6 +94,14 @@ def test_the_count_limit_unloads_too(two_models):
         pool.load(b, SETTINGS)
         assert [m.path for m in pool.models()] == [b] and pool.host_starts == 2
         assert "the limit of 1 loaded model had no room for both" in unloads.said[0][1]
+        held = pool.hold_loaded(b)  # b answers a request: nothing can unload
+        with pytest.raises(BudgetRefused) as refused:
+            pool.load(a, SETTINGS, force=True)  # not even “Load anyway” goes past the count
+        pool.release(held)
+        assert str(refused.value) == ("tiny-llama-Q8_0.gguf cannot load now: at most 1 model may be loaded at once "
+                                      "(Settings), and each loaded model is answering a request. Try again when one "
+                                      "is done.")
+        assert not refused.value.forceable and refused.value.retry and pool.host_starts == 2
     finally:
         pool.close()
 
@@ -111,7 +119,7 @@ def test_a_model_answering_is_never_unloaded_for_room_the_refusal_says_why_and_l
         assert str(refused.value).startswith(
             "tiny-llama-Q4_K_M.gguf needs about 0.10 GiB (estimate), the memory budget is 0.15 GiB with 0.10 GiB of "
             "it held by tiny-llama-Q8_0.gguf (0.10 GiB). “Load anyway” loads it anyway: ")
-        assert refused.value.check.over_bytes == 50 * MiB
+        assert refused.value.check.over_bytes == 50 * MiB and refused.value.forceable and refused.value.retry
         assert unloads.said == [] and pool.loaded.model_path == a and pool.host_starts == 1
         pool.load(b, SETTINGS, estimate_bytes=100 * MiB, force=True)
         assert {m.path for m in pool.models()} == {a, b} and unloads.said == []
