@@ -215,6 +215,9 @@ def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_p
             answer = httpx.post(f"{url}/chat/completions", json={**body, "model": "tiny-llama-F16"}, timeout=120)
         assert answer.status_code == 200 and pool.host_starts == 3
         assert chat.model_bar.loaded_button.text() == "3 loaded"
+        health = httpx.get(url.removesuffix("/v1") + "/health", timeout=60).json()
+        assert set(health["loaded"]) == {"tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "tiny-llama-F16"}
+        assert health["memory_budget_bytes"] == 1 << 40  # the Chat's budget (Settings → Loaded models)
         assert "Eject tiny-llama-F16.gguf" in menu_texts(window)
         switch_off(qtbot, page)
     finally:
