@@ -12,7 +12,6 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
-from app.engine.client import EngineClient
 from app.engine.pool import ModelPool, limits_from
 from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
@@ -52,7 +51,8 @@ def app_icon() -> QIcon:
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
                  settings: QSettings | None = None) -> MainWindow:
-    return MainWindow(store or ChatStore(), bridge or EngineBridge(EngineClient()), settings or window_settings())
+    bridge = bridge or EngineBridge(ModelPool(limits_from(app_settings.load())))
+    return MainWindow(store or ChatStore(), bridge, settings or window_settings())
 
 
 class _QuitAfterFirstPaint(QObject):
