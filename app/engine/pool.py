@@ -217,11 +217,15 @@ class ModelPool:
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
+        """As EngineClient.generate, on the active model: sent now (so the local server's queue keeps arrival
+        order), and the model is held until the stream ends or is closed."""
         model = self._hold(request_id)
         try:
-            yield from model.client.generate(messages, sampling, request_id=request_id, on_wait=on_wait)
-        finally:
+            stream = model.client.generate(messages, sampling, request_id=request_id, on_wait=on_wait)
+        except BaseException:
             self._release(model, request_id)
+            raise
+        return _HeldStream(stream, lambda: self._release(model, request_id))
 
     def embed(self, texts: Sequence[str]) -> Embedded:
         model = self._hold(None)
@@ -359,6 +363,34 @@ class ModelPool:
     def _reap(self) -> None:
         while not self._stop.wait(_check_every(self.limits.idle_ttl_s)):
             self.unload_idle()
+
+
+class _HeldStream:
+    """A generation's events; ``on_end`` runs once, when they end, fail or are closed."""
+
+    def __init__(self, stream: Iterator[Token | Done], on_end: Callable[[], None]) -> None:
+        self._stream, self._on_end = stream, on_end
+
+    def __iter__(self) -> _HeldStream:
+        return self
+
+    def __next__(self) -> Token | Done:
+        try:
+            return next(self._stream)
+        except BaseException:  # StopIteration included: the stream is over either way
+            self._end()
+            raise
+
+    def close(self) -> None:
+        try:
+            getattr(self._stream, "close", lambda: None)()
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end()
 
 
 def _check_every(ttl: float | None) -> float:

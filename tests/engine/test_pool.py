@@ -178,3 +178,22 @@ def _wait_dead(pool: ModelPool, path: str) -> None:
     except psutil.NoSuchProcess:
         pass
     assert not model.client.alive
+
+
+def test_a_generation_is_sent_at_once_and_holds_its_model_until_its_stream_ends(two_models):
+    a, _ = two_models
+    pool = ModelPool(PoolLimits(budget_bytes=1 << 40))
+    try:
+        pool.load(a, SETTINGS)
+        first = pool.generate(HELLO, SamplingSettings(max_tokens=4, seed=1), request_id="one")
+        waits: list[int] = []
+        second = pool.generate(HELLO, SamplingSettings(max_tokens=4, seed=1), request_id="two",
+                               on_wait=waits.append)
+        assert waits == [1]  # sent before the first was read, as EngineClient.generate does: it waits behind it
+        assert pool.active.users == 2 and pool.active.idle_for(0) is None
+        assert isinstance(list(first)[-1], Done)
+        assert pool.active.users == 1
+        second.close()  # closed early: the model is let go all the same
+        assert pool.active.users == 0
+    finally:
+        pool.close()
