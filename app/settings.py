@@ -27,6 +27,9 @@ MAX_CONTEXT = 1_048_576
 OFFLINE_VAR = "HF_HUB_OFFLINE"
 OFFLINE_VARIABLES = (OFFLINE_VAR, "TRANSFORMERS_OFFLINE")  # huggingface_hub reads HF_HUB_OFFLINE first
 MODELS_DIR_VAR = "QUANTDESK_MODELS_DIR"
+MAX_LOADED_DEFAULT = 4
+MAX_LOADED_LIMIT = 16
+IDLE_UNLOAD_CHOICES = (0, 5, 15, 60)  # minutes; 0: off
 
 
 @dataclass
@@ -37,11 +40,18 @@ class Settings:
     theme: str = "system"
     language: str = "system"  # read once at start-up (app.ui.translations.install)
     check_updates: bool = True  # ask the Hub (at most daily) whether downloaded models changed: app.hub.updates
+    # Several models loaded (app/engine/pool.py): the memory budget (None: what the fit check finds free), how many
+    # at most, and the minutes without a message after which one unloads (0: never).
+    memory_budget_gib: float | None = None
+    max_loaded_models: int = MAX_LOADED_DEFAULT
+    idle_unload_minutes: int = 0
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
         """The same settings with every value in range (a hand-edited file may hold anything)."""
         ctx = self.default_n_ctx if isinstance(self.default_n_ctx, int) else Settings.default_n_ctx
+        budget = self.memory_budget_gib if not isinstance(self.memory_budget_gib, bool) else None
+        loaded = self.max_loaded_models if type(self.max_loaded_models) is int else MAX_LOADED_DEFAULT
         return Settings(
             models_dir=str(self.models_dir) if isinstance(self.models_dir, str) and self.models_dir.strip() else None,
             offline=self.offline is True,
@@ -49,6 +59,9 @@ class Settings:
             theme=self.theme if self.theme in THEMES else "system",
             language=self.language if self.language in LANGUAGES else "system",
             check_updates=self.check_updates is not False,
+            memory_budget_gib=budget if isinstance(budget, (int, float)) and budget > 0 else None,
+            max_loaded_models=min(max(loaded, 1), MAX_LOADED_LIMIT),
+            idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
             problem=self.problem)
 
     def to_json(self) -> dict:

@@ -49,7 +49,8 @@ def test_no_token_is_ever_written():
     settings.update(offline=True)
     assert "hf_" not in settings.settings_path().read_text()
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
-                                                                     "language", "check_updates"}
+                                                                     "language", "check_updates", "memory_budget_gib",
+                                                                     "max_loaded_models", "idle_unload_minutes"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -61,6 +62,21 @@ def test_values_out_of_range_are_normalised():
     assert loaded.check_updates is True  # on unless switched off
     assert loaded.language == "system"  # one QuantDesk has no translation for
     assert loaded.problem == ""
+
+
+def test_loaded_models_limits_are_normalised_and_make_the_pool_limits():
+    from app.engine.pool import limits_from
+
+    settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings.settings_path().write_text(json.dumps({"memory_budget_gib": -3, "max_loaded_models": 99,
+                                                    "idle_unload_minutes": 7}))
+    loaded = settings.load()
+    assert (loaded.memory_budget_gib, loaded.max_loaded_models, loaded.idle_unload_minutes) == (None, 16, 0)
+    assert limits_from(loaded).idle_ttl_s is None and limits_from(loaded).budget_bytes is None
+    saved = settings.update(memory_budget_gib=1.5, max_loaded_models=2, idle_unload_minutes=15)
+    limits = limits_from(settings.load())
+    assert saved.max_loaded_models == 2
+    assert (limits.budget_bytes, limits.max_loaded, limits.idle_ttl_s) == (3 << 29, 2, 900.0)
 
 
 def test_damaged_file_is_kept_not_overwritten():

@@ -17,6 +17,11 @@ answer is over, so nothing unloads under it. Loads and unloads happen one at a t
 model load it once, and a request for a model being unloaded waits and loads it again. A dead host is replaced on
 the next request; ``close()`` closes every host the pool started.
 
+In the app the primary is the Chat's ``ModelPool`` (app/engine/pool.py), and the server shares it: every model
+loaded in the Chat is served by its id, and a library model a request loads goes into that pool, under the Chat's
+memory budget, count and idle unload (the Settings page's), shown in the Chat's "N loaded" menu. The server then
+only leases those models (a request's lease keeps it from unloading) and keeps an EngineQueue for each.
+
 Qt-free; the blocking calls run on worker threads (``asyncio.to_thread``) from the server's event loop.
 """
 
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.client import EngineClient, EngineClientLike
+from app.engine.pool import BudgetRefused, ModelPool, PooledModel
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, fit_refusal, fit_warning, free_memory_bytes, gib, too_large
 from app.remote.connections import is_remote_ref
@@ -108,15 +114,17 @@ class Lease:
     """An engine lent to one request until ``release()`` (idempotent): it is not unloaded meanwhile."""
 
     def __init__(self, pool: EnginePool, engine_queue: EngineQueue, loaded: Loaded, served: str,
-                 engine: _Engine | None) -> None:
+                 engine: _Engine | None, shared: PooledModel | None = None) -> None:
         self.queue, self.loaded, self.served = engine_queue, loaded, served
-        self._pool, self._engine = pool, engine
+        self._pool, self._engine, self._shared = pool, engine, shared
         self._released = False
 
     def release(self) -> None:
         if not self._released:
             self._released = True
             self._pool._release(self._engine)
+            if self._shared is not None and self._pool.shared is not None:
+                self._pool.shared.release(self._shared)
 
 
 class EnginePool:
@@ -126,6 +134,8 @@ class EnginePool:
                  profile=None) -> None:
         self.settings = settings or PoolSettings()
         self.primary, self.primary_queue = primary, primary_queue
+        self.shared = primary if isinstance(primary, ModelPool) else None  # the Chat's pool, in the app
+        self._shared_queues: dict[str, tuple[EngineClientLike, EngineQueue]] = {}  # path -> its client, queue
         self.remotes = remotes if remotes is not None or not self.settings.serve_remotes else \
             RemoteModels()
         self._max_pending = max_pending
@@ -161,8 +171,11 @@ class EnginePool:
             with self._lock:
                 self._closed = True
                 engines, self._engines = list(self._engines.values()), {}
+                queues, self._shared_queues = [q for _, q in self._shared_queues.values()], {}
         for engine in engines:
             engine.close()
+        for engine_queue in queues:  # the Chat's models stay loaded: only the server's queues on them go
+            engine_queue.close()
         if self._reaper is not None:
             self._reaper.join(10)
 
@@ -270,7 +283,7 @@ class EnginePool:
         primary = self.primary_id()
         if not isinstance(wanted, str) or not wanted or wanted == primary:
             return self._primary_lease()
-        lease = self._lease_loaded(wanted)
+        lease = self._lease_loaded(wanted) or self._lease_shared(wanted)
         if lease is not None:
             return lease
         if is_remote_ref(wanted) and self.remotes is not None:
@@ -285,7 +298,75 @@ class EnginePool:
             raise ApiError(404, f"the model {wanted[:200]!r} is in the library but not loaded, and this server "
                                 f"does not load models on request; start it with {ON_DEMAND_FLAG} to allow it",
                            param="model", code="model_not_loaded")
+        if self.shared is not None:
+            return self._load_shared(wanted, path)
         return self._load(wanted, "library", lambda: self.plan(path))
+
+    # --- the Chat's pool, shared in the app ---
+
+    def shared_models(self) -> list[PooledModel]:
+        """The Chat's loaded models other than its active one (that is the primary)."""
+        if self.shared is None:
+            return []
+        active = self.shared.active
+        return [m for m in self.shared.models() if active is None or m.path != active.path]
+
+    def _lease_shared(self, served: str) -> Lease | None:
+        if self.shared is None:
+            return None
+        path = next((m.path for m in self.shared.models() if model_id(m.path) == served), None)
+        model = self.shared.hold_loaded(path) if path is not None else None
+        return self._shared_lease(served, model) if model is not None else None
+
+    def _shared_lease(self, served: str, model: PooledModel) -> Lease:
+        with self._lock:
+            if self._closed:
+                self.shared.release(model)
+                raise ApiError(503, "the server is stopping", type="server_error", code="server_stopping")
+            client, engine_queue = self._shared_queues.get(model.path, (None, None))
+            stale = engine_queue if client is not model.client else None
+            if stale is not None or engine_queue is None:  # loaded again since: a queue on its new host
+                engine_queue = EngineQueue(model.client, max_pending=self._max_pending).start()
+                self._shared_queues[model.path] = (model.client, engine_queue)
+        if stale is not None:
+            stale.close()
+        return Lease(self, engine_queue, model.loaded, served, None, shared=model)
+
+    def _load_shared(self, served: str, path: str) -> Lease:
+        """A library model loaded into the Chat's pool (its budget, its least-recently-used unloads, its words
+        in the Chat), held for this request."""
+        plan = self.plan(path)
+        if plan.fit is not None and too_large(plan.fit):
+            if not self.settings.force:
+                raise ApiError(507, fit_refusal(served, plan.fit.reason, FORCE_FLAG), type="server_error",
+                               code="insufficient_memory")
+            self._warn(fit_warning(served, plan.fit.reason))
+        self.loads += 1
+        try:
+            model = self.shared.acquire(path, plan.settings, estimate_bytes=plan.estimate_bytes,
+                                        force=self.settings.force)
+        except BudgetRefused as exc:
+            if exc.retry:
+                raise ApiError(503, f"{exc.check.situation()}, and those models are answering requests now; retry "
+                                    "when they are done", type="server_error", code="models_busy",
+                               headers={"Retry-After": "5"}) from None
+            raise ApiError(507, exc.check.refusal(FORCE_FLAG), type="server_error",
+                           code="insufficient_memory") from None
+        except QuantDeskError as exc:
+            raise ApiError(503, f"the model {served[:200]!r} could not be loaded: {exc}", type="server_error",
+                           code="model_load_failed") from None
+        if self.settings.force and plan.estimate_bytes:
+            check = self._check_shared(served, plan)
+            if check is not None and not check.fits:
+                self._warn(check.warning())
+        return self._shared_lease(served, model)
+
+    def _check_shared(self, served: str, plan: Plan) -> BudgetCheck | None:
+        budget = self.shared.budget_bytes()
+        if budget is None:
+            return None
+        held = tuple((model_id(m.path), m.estimate_bytes) for m in self.shared.models() if m.path != plan.path)
+        return BudgetCheck(served, plan.estimate_bytes, budget, held)
 
     def _primary_lease(self) -> Lease:
         loaded = self.primary.loaded
@@ -452,6 +533,9 @@ class EnginePool:
             owner = engine.served.split("/", 1)[0].removeprefix("remote:") if engine.kind == "remote" else "quantdesk"
             cards.append(_card(engine.served, created, info.backend, info.n_ctx, loaded=True,
                                estimate=engine.estimate_bytes, owned_by=owner, details=info.details))
+        for model in self.shared_models():
+            cards.append(_card(model_id(model.path), created, model.loaded.backend, model.loaded.n_ctx, loaded=True,
+                               estimate=model.estimate_bytes, details=model.loaded.details))
         served = {c["id"] for c in cards}
         if self.settings.load_on_demand:
             for name, path in self.library_models():
@@ -463,7 +547,7 @@ class EnginePool:
                     continue
                 if plan.fit is not None and not plan.fit.fits and not (self.settings.force and too_large(plan.fit)):
                     continue  # it cannot load here (too large, or no engine for it)
-                budget = self.budget_bytes()
+                budget = self.shared.budget_bytes() if self.shared is not None else self.budget_bytes()
                 if budget is not None and plan.estimate_bytes > budget and not self.settings.force:
                     continue
                 cards.append(_card(name, created, plan.fit.format if plan.fit else "", plan.settings.n_ctx,
@@ -476,10 +560,13 @@ class EnginePool:
         return cards
 
     def health(self) -> dict[str, Any]:
-        engines = self.loaded_engines()
-        return {"loaded": ([self.primary_id()] if self.primary_id() else []) + [e.served for e in engines],
-                "memory_budget_bytes": self.budget_bytes() if self.settings.load_on_demand else None,
-                "memory_estimate_bytes": self.primary_estimate() + sum(e.estimate_bytes for e in engines),
+        engines, shared = self.loaded_engines(), self.shared_models()
+        budget = self.shared.budget_bytes() if self.shared is not None else self.budget_bytes()
+        return {"loaded": ([self.primary_id()] if self.primary_id() else []) + [e.served for e in engines] +
+                          [model_id(m.path) for m in shared],
+                "memory_budget_bytes": budget if self.settings.load_on_demand else None,
+                "memory_estimate_bytes": self.primary_estimate() + sum(e.estimate_bytes for e in engines) +
+                                         sum(m.estimate_bytes for m in shared),
                 "warnings": list(self.warnings)}
 
 

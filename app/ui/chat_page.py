@@ -3,7 +3,10 @@ EngineBridge and saved through the ChatStore as it arrives.
 
 A reply belongs to the conversation it was asked in, not to the view: the user may open other chats
 while it streams; it keeps being saved into its own message (by id) and shows in the view only while
-its conversation is open. One reply streams at a time (one engine, one request).
+its conversation is open. One reply streams at a time (one bridge, one request).
+
+Each chat keeps its model: with the app's ModelPool, opening a chat switches to its model (at once when it is
+loaded, else loaded beside the others within the budget), and what the pool unloads is said in the banner.
 
 When the store refuses a write (the disk is full, ...), nothing the user wrote or the model said is
 lost: a reply keeps streaming into the view from its ReplyWriter (whose text is the truth), the banner
@@ -81,6 +84,7 @@ class ChatPage(QWidget):
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
         self._blocked_load: Prefill | None = None  # a load the fit check held back; the banner offers “Load anyway”
         self._forced_warning = ""  # the risk, said once the model loaded anyway is loaded
+        self._budget_refusal = None  # app.engine.pool.BudgetRefused the banner's “Load anyway” answers
         self._build()
         for signal, slot in self._bridge_slots():
             signal.connect(slot)
@@ -229,6 +233,7 @@ class ChatPage(QWidget):
         bar.remote_clicked.connect(self._on_remote_clicked)
         bar.reload_clicked.connect(self._on_reload_with_settings)
         bar.runtime_chosen.connect(self._on_runtime_chosen)
+        bar.eject_requested.connect(self.bridge.eject)
         return bar
 
     # --- conversations -------------------------------------------------------------------------
@@ -272,6 +277,7 @@ class ChatPage(QWidget):
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
         self._hide_busy_notice()  # it was about sending in the chat that was open
+        self._follow_chat_model()
         self.conversation_changed.emit(conversation_id)
         self._show_stats_source()
         self._update_controls()
@@ -456,10 +462,11 @@ class ChatPage(QWidget):
     def _on_load_anyway_clicked(self) -> None:
         from app.models.budget import fit_warning
 
-        prefill = self._blocked_load
+        prefill, refusal = self._blocked_load, self._budget_refusal
         if prefill is not None:  # with the settings the bar shows: the prefill's, or what the user made of them
-            self.load_model(prefill.path, self.model_bar.settings())
-            self._forced_warning = fit_warning(Path(prefill.path).name, prefill.reason)
+            self.load_model(prefill.path, self.model_bar.settings(), force=True)
+            self._forced_warning = (refusal.check.warning() if refusal is not None else
+                                    fit_warning(Path(prefill.path).name, prefill.reason))
 
     @Slot(int, object)
     def _on_estimate_failed(self, ticket: int, error: Exception) -> None:
@@ -472,8 +479,25 @@ class ChatPage(QWidget):
     def load_settings(self) -> LoadSettings:
         return self.model_bar.settings()
 
-    def load_model(self, path: str, settings: LoadSettings) -> None:
+    def _follow_chat_model(self) -> None:
+        """With several models loaded (a ModelPool): the open chat answers from its own model. Loaded, it is
+        switched to at once; not loaded, it is sized up and loaded beside the others (the budget decides what
+        unloads). Only while a model is loaded at all (opening the app loads nothing), and never under a reply:
+        the chat follows once the reply ends."""
+        pool, conv = self.bridge.pool, self.current
+        if pool is None or conv is None or not conv.model_path or self.bridge.busy or self.reply.streaming:
+            return
+        if self.loaded is not None and self.loaded.model_path == conv.model_path:
+            return
+        pooled = pool.get(conv.model_path)
+        if pooled is not None:
+            self.load_model(conv.model_path, pooled.settings)
+        elif self.loaded is not None and (Path(conv.model_path).exists() or conv.model_path.startswith("remote:")):
+            self.open_model(conv.model_path)
+
+    def load_model(self, path: str, settings: LoadSettings, *, force: bool = False) -> None:
         self._forced_warning = ""
+        self._budget_refusal = None
         self._load_request = (path, settings)
         if self.prefill is not None and self.prefill.path != path:
             self.prefill = None
@@ -481,7 +505,8 @@ class ChatPage(QWidget):
         self.model_bar.show_settings(settings)
         self._hide_banner()
         self.model_bar.show_loading(self.tr("Loading {name}…").format(name=Path(path).name))
-        self.bridge.load(path, settings)
+        estimate = self.prefill.estimated_bytes if self.prefill is not None else None
+        self.bridge.load(path, settings, estimate_bytes=estimate, force=force)
 
     @Slot()
     def _on_reload_clicked(self) -> None:
@@ -522,6 +547,44 @@ class ChatPage(QWidget):
 
     def _show_loaded_model(self) -> None:
         self.model_bar.show_loaded(self.loaded, self.prefill)
+        self._show_pool()
+
+    @Slot()
+    def _show_pool(self) -> None:
+        pool = self.bridge.pool
+        if pool is not None:
+            active = self.loaded.model_path if self.loaded is not None else None
+            self.model_bar.show_pool([(m.path, m.estimate_bytes or sum(m.loaded.memory_bytes.values()),
+                                       m.path == active) for m in pool.models()])
+
+    @Slot(object)
+    def _on_refused(self, refusal) -> None:
+        """The memory budget has no room beside the models answering now: say so, and offer “Load anyway”."""
+        self.model_bar.hide_progress()
+        self._show_loaded_model()
+        request = self._load_request
+        self._show_banner(str(refusal), reload=False)
+        if request is not None and refusal.forceable:  # after the banner: showing it forgets the load
+            self._blocked_load = (self.prefill if self.prefill is not None and self.prefill.path == request[0]
+                                  else Prefill(request[0], request[1]))
+            self._budget_refusal = refusal
+            self._render_banner()
+        self._update_controls()
+
+    @Slot(str, str)
+    def _on_model_unloaded(self, path: str, why: str) -> None:
+        """A model of the pool unloaded (room for another, idle, ejected): the bar and the banner say which and
+        why; the chat's own model gone, Reload brings it back."""
+        ours = self.loaded is not None and self.loaded.model_path == path
+        if ours:
+            self.loaded = None
+            self.model_bar.watch_process(None)
+        self._show_loaded_model()
+        if ours and not self.bridge.busy:
+            self._show_banner(self.tr("{why} Reload loads it again.").format(why=why), reload=True)
+        else:
+            self._show_banner(why, reload=False)
+        self._update_controls()
 
     # --- images --------------------------------------------------------------------------------
 
@@ -768,6 +831,7 @@ class ChatPage(QWidget):
         self.refresh_conversations()
         self._show_stats_source()
         self._update_controls()
+        self._follow_chat_model()  # a chat opened while the reply streamed gets its own model now
 
     def _delete_stopped_chat(self, conversation_id: int) -> None:
         self._pending_delete = None
@@ -893,6 +957,8 @@ class ChatPage(QWidget):
         return [(bridge.loaded, self._on_loaded), (bridge.load_progress, self._on_load_progress),
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
+                (bridge.refused, self._on_refused), (bridge.model_unloaded, self._on_model_unloaded),
+                (bridge.models_changed, self._show_pool),
                 (bridge.waiting, self.stats.show_waiting)]
 
     def shutdown(self) -> None:

@@ -13,6 +13,11 @@ host is replaced by the client itself on the next request), and to the local ser
 (busy) event loop: ``stop()`` calls ``client.cancel(request_id)``, which is thread-safe, straight from
 the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
 honours it whether the request is running, waiting, or not even there yet.
+
+The app's client is a ``ModelPool`` (app/engine/pool.py): several models loaded, one host each, the active one
+answering. Then a load names its estimate and whether to go past the memory budget ("Load anyway"), a refusal
+arrives as ``refused`` (with the budget in words), and every model the pool unloads (for room, idle, ejected) as
+``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so it never waits for a reply.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from app.engine.client import EngineClientLike
+from app.engine.pool import BudgetRefused, ModelPool
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 
@@ -80,6 +86,7 @@ class _Worker(QObject):
     done = Signal(object)  # Done
     failed = Signal(object)  # EngineError (the engine lives on)
     crashed = Signal(object)  # EngineCrashed (the engine is gone)
+    refused = Signal(object)  # BudgetRefused (nothing was loaded)
     tokens_pending = Signal()
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
@@ -90,15 +97,21 @@ class _Worker(QObject):
 
     def _report(self, exc: QuantDeskError) -> None:
         if isinstance(exc, EngineCrashed):
-            self._close_client()  # tidy up the dead host; the next request starts a fresh one
+            if isinstance(self._client, ModelPool):
+                self._client.forget_dead()  # the other models stay loaded
+            else:
+                self._close_client()  # tidy up the dead host; the next request starts a fresh one
             self.crashed.emit(exc)
+        elif isinstance(exc, BudgetRefused):
+            self.refused.emit(exc)
         else:
             self.failed.emit(exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
 
-    @Slot(str, object)
-    def load(self, model_path: str, settings: LoadSettings) -> None:
+    @Slot(str, object, object)
+    def load(self, model_path: str, settings: LoadSettings, pool_options: dict) -> None:
         try:
-            self.loaded.emit(self._client.load(model_path, settings, on_progress=self.load_progress.emit))
+            self.loaded.emit(self._client.load(model_path, settings, on_progress=self.load_progress.emit,
+                                               **pool_options))
         except QuantDeskError as exc:
             self._report(exc)
 
@@ -137,16 +150,24 @@ class EngineBridge(QObject):
     done = Signal(object)  # backends.base.Done; every token before it has been delivered by `tokens`
     failed = Signal(object)  # app.errors.EngineError: the request failed, the engine is still there
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
+    refused = Signal(object)  # app.engine.pool.BudgetRefused: the model does not fit beside the busy ones
+    model_unloaded = Signal(str, str)  # path, the sentence why (room for another, idle, ejected)
+    models_changed = Signal()  # the pool loaded or unloaded a model (the Chat's or the local server's request)
     # The chat's request waits behind this many of the local server's (they share the engine); tokens follow.
     waiting = Signal(int)
 
-    _request_load = Signal(str, object)
+    _request_load = Signal(str, object, object)
     _request_generate = Signal(object, object, str)
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.client = client  # shared with the local server (app/ui/server_page.py)
+        self.pool = client if isinstance(client, ModelPool) else None
+        if self.pool is not None:
+            self.pool.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
+            self.pool.on_change = self.models_changed.emit
+            self.pool.start()
         self._buffer = TokenBuffer()
         self._request_ids = itertools.count(1)
         self._request_id: str | None = None  # the chat's generation, from asked for until it ends
@@ -163,6 +184,7 @@ class EngineBridge(QObject):
         self._worker.done.connect(self._on_done)
         self._worker.failed.connect(self._on_failed)
         self._worker.crashed.connect(self._on_crashed)
+        self._worker.refused.connect(self._on_refused)
         self._worker.tokens_pending.connect(self._on_tokens_pending)
         self._worker.waiting.connect(self.waiting)
         # GUI -> worker: queued onto the worker thread.
@@ -188,9 +210,17 @@ class EngineBridge(QObject):
         """The engine host's process id, when one runs (for the memory figures and for tests)."""
         return self.client.pid
 
-    def load(self, model_path: str, settings: LoadSettings) -> None:
+    def load(self, model_path: str, settings: LoadSettings, *, estimate_bytes: int | None = None,
+             force: bool = False) -> None:
+        """Load (or, with a pool, switch to) a model; ``estimate_bytes`` and ``force`` count with a pool only."""
         self._set_busy(True)
-        self._request_load.emit(model_path, settings)
+        options = {"estimate_bytes": estimate_bytes or 0, "force": force} if self.pool is not None else {}
+        self._request_load.emit(model_path, settings, options)
+
+    def eject(self, model_path: str) -> None:
+        """Unload one of the pool's models now, on a thread of its own; ``model_unloaded`` follows."""
+        if self.pool is not None:
+            threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> None:
         self._buffer.reset()
@@ -252,6 +282,11 @@ class EngineBridge(QObject):
         self._request_id = None
         self._set_busy(False)
         self.failed.emit(error)
+
+    @Slot(object)
+    def _on_refused(self, error: BudgetRefused) -> None:
+        self._set_busy(False)
+        self.refused.emit(error)
 
     @Slot(object)
     def _on_crashed(self, error: EngineCrashed) -> None:

@@ -183,6 +183,7 @@ class ModelBar(QFrame):
     remote_clicked = Signal()
     reload_clicked = Signal()
     runtime_chosen = Signal(str)  # a runtime name or "auto", picked by the user for this model
+    eject_requested = Signal(str)  # the path of a loaded model to unload (the "N loaded" menu)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -230,7 +231,14 @@ class ModelBar(QFrame):
         top.addWidget(self.model_label, 1)
         top.addWidget(self.load_progress)
         top.addWidget(self.experts_box)
+        self.loaded_button = QPushButton()
+        self.loaded_button.setAccessibleName(self.tr("Loaded models"))
+        self.loaded_button.setToolTip(self.tr("The models in memory, each in its engine: eject one to free its "
+                                              "memory"))
+        self.loaded_button.setMenu(QMenu(self.loaded_button))
+        self.loaded_button.hide()  # shown once a model is loaded in the app's model pool
         top.addWidget(self.reload_button)
+        top.addWidget(self.loaded_button)
         top.addWidget(self.load_button)
         outer.addLayout(top)
 
@@ -398,6 +406,22 @@ class ModelBar(QFrame):
                                                                        runtime_reason=info.runtime_reason)]
                 if info.runtime else []) + devices
         self.model_label.setToolTip("\n".join(tips))
+
+    def show_pool(self, models: list[tuple[str, int, bool]]) -> None:
+        """The "N loaded" menu: each loaded model (path, memory, whether this chat's) with an Eject of its own."""
+        menu = self.loaded_button.menu()
+        menu.clear()
+        self.loaded_button.setVisible(bool(models))
+        self.loaded_button.setText(self.tr("{n} loaded").format(n=len(models)))
+        for path, memory, active in models:
+            name = Path(path).name
+            line = self.tr("{name} · {memory}").format(name=name, memory=human_memory(memory))
+            heading = menu.addAction(line + (self.tr(" · this chat") if active else ""))
+            heading.setEnabled(False)
+            eject = menu.addAction(self.tr("Eject {name}").format(name=name))
+            eject.setData(path)
+            eject.triggered.connect(lambda _checked=False, p=path: self.eject_requested.emit(p))
+            menu.addSeparator()
 
     def hide_progress(self) -> None:
         self.load_progress.hide()

@@ -349,8 +349,16 @@ class ServerPage(QWidget):
 
     @Slot(bool)
     def _on_load_on_demand_toggled(self, on: bool) -> None:
-        for widget in (self.memory_budget, self.idle_minutes, self.force):
-            widget.setEnabled(on)
+        from app.engine.pool import ModelPool
+
+        # The app's engine is the Chat's model pool: the server loads into it, under the Chat's limits.
+        chats_limits = isinstance(self.engine, ModelPool)
+        for widget in (self.memory_budget, self.idle_minutes):
+            widget.setEnabled(on and not chats_limits)
+            if chats_limits:
+                widget.setToolTip(self.tr("Models the server loads join the Chat's: the memory budget and idle "
+                                          "unload of Settings → Loaded models hold for both"))
+        self.force.setEnabled(on)
 
     def start(self) -> None:
         self.switch.setChecked(True)
@@ -454,8 +462,10 @@ class ServerPage(QWidget):
             pool = self.running.pool
             if pool is None:
                 return
-            self.also_loaded.setText(", ".join(e.served for e in pool.loaded_engines()) or
-                                     (self.tr("none yet") if pool.settings.load_on_demand else ""))
+            from app.server.pool import model_id
+
+            also = [e.served for e in pool.loaded_engines()] + [model_id(m.path) for m in pool.shared_models()]
+            self.also_loaded.setText(", ".join(also) or (self.tr("none yet") if pool.settings.load_on_demand else ""))
             if pool.warnings:  # a model loaded past the budget: the risk, in words
                 self.message.setText(pool.warnings[-1])
 

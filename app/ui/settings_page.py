@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout,
+                               QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app import settings as app_settings
 from app.hub import config
@@ -40,6 +40,7 @@ class SettingsPage(QScrollArea):
     default_context_changed = Signal(int)
     theme_changed = Signal(str)
     update_checks_changed = Signal(bool)
+    pool_limits_changed = Signal(object)  # app.settings.Settings: its loaded-models limits changed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -135,6 +136,8 @@ class SettingsPage(QScrollArea):
         language_layout.addWidget(self.language_box)
         form.addRow(self.tr("Language"), self._with_note(language_layout, "language_note"))
 
+        form.addRow(self.tr("Loaded models"), self._with_note(self._build_pool_row(), "pool_note"))
+
         self.remote_panel = ConnectionsPanel()
         form.addRow(self.tr("Remote engines"), self.remote_panel)
 
@@ -145,6 +148,36 @@ class SettingsPage(QScrollArea):
         outer.addStretch(1)
         self.setWidget(page)
         self.show_settings()
+
+    def _build_pool_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.budget_box = QDoubleSpinBox()
+        self.budget_box.setRange(0, 4096)
+        self.budget_box.setDecimals(1)
+        self.budget_box.setSingleStep(1)
+        self.budget_box.setSuffix(" GiB")
+        self.budget_box.setSpecialValueText(self.tr("Budget: what is free"))
+        self.budget_box.setAccessibleName(self.tr("Memory budget"))
+        self.budget_box.setToolTip(self.tr("Memory the loaded models may take together, by their estimates; "
+                                           "lowest: what the fit check finds free when the first model loads"))
+        self.budget_box.editingFinished.connect(self._on_pool_changed)
+        self.max_loaded_box = QSpinBox()
+        self.max_loaded_box.setRange(1, app_settings.MAX_LOADED_LIMIT)
+        self.max_loaded_box.setPrefix(self.tr("At most "))
+        self.max_loaded_box.setSuffix(self.tr(" loaded"))
+        self.max_loaded_box.setAccessibleName(self.tr("Max loaded models"))
+        self.max_loaded_box.editingFinished.connect(self._on_pool_changed)
+        self.idle_box = QComboBox()
+        for minutes in app_settings.IDLE_UNLOAD_CHOICES:
+            self.idle_box.addItem(self.tr("Idle unload: off") if not minutes else
+                                  self.tr("Idle unload after {n} min").format(n=minutes), minutes)
+        self.idle_box.setAccessibleName(self.tr("Idle unload"))
+        self.idle_box.setToolTip(self.tr("A model with no message for this long unloads, freeing its memory"))
+        self.idle_box.activated.connect(self._on_pool_changed)
+        for widget in (self.budget_box, self.max_loaded_box, self.idle_box):
+            row.addWidget(widget)
+        row.addStretch(1)
+        return row
 
     def _with_note(self, layout, name: str) -> QWidget:
         box = QWidget()
@@ -185,6 +218,12 @@ class SettingsPage(QScrollArea):
             if s.check_updates else self.tr("Off: neither the app nor the quantdesk command asks the Hub about "
                                             "updates."))
         self.context_box.setValue(s.default_n_ctx)
+        self.budget_box.setValue(s.memory_budget_gib or 0)
+        self.max_loaded_box.setValue(s.max_loaded_models)
+        self.idle_box.setCurrentIndex(max(self.idle_box.findData(s.idle_unload_minutes), 0))
+        self.pool_note.setText(self.tr(
+            "Chats with different models keep each model loaded, one engine each, within this budget; when one "
+            "more does not fit, the least recently used idle model unloads first, and the Chat says so."))
         self.theme_box.blockSignals(True)
         self.theme_box.setCurrentIndex([key for key, _ in THEME_NAMES].index(s.theme))
         self.theme_box.blockSignals(False)
@@ -316,6 +355,15 @@ class SettingsPage(QScrollArea):
         # composed sentence live would need each page to rebuild them (a retranslate pass per widget).
         if self._save(language=LANGUAGE_CHOICES[index][0]):
             self._show_language_note()
+
+    @Slot()
+    def _on_pool_changed(self) -> None:
+        budget = self.budget_box.value() or None
+        minutes = self.idle_box.currentData()
+        changes = dict(memory_budget_gib=budget, max_loaded_models=self.max_loaded_box.value(),
+                       idle_unload_minutes=minutes)
+        if any(getattr(self.current, k) != v for k, v in changes.items()) and self._save(**changes):
+            self.pool_limits_changed.emit(self.current)
 
     @Slot(int)
     def _on_theme_changed(self, index: int) -> None:

@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         self.app_settings.update_checks_changed.connect(self.library.refresh)  # off: the badges go
         self.app_settings.default_context_changed.connect(self.chat.set_default_context)
         self.app_settings.theme_changed.connect(self._on_theme_changed)
+        self.app_settings.pool_limits_changed.connect(self._on_pool_limits_changed)
         self._shortcuts()
         self.focus_ring = FocusRingFollower(self)
         self._restore()
@@ -202,6 +203,13 @@ class MainWindow(QMainWindow):
         self.show_page("Chat")
         self.chat.composer.setFocus(Qt.FocusReason.OtherFocusReason)  # type while it loads
         self.chat.open_model(model_path)  # settings prefilled from the estimator, then loaded
+
+    @Slot(object)
+    def _on_pool_limits_changed(self, settings: object) -> None:
+        from app.engine.pool import limits_from
+
+        if self.bridge.pool is not None:
+            self.bridge.pool.set_limits(limits_from(settings))
 
     @Slot(str)
     def _on_theme_changed(self, theme: str) -> None:
