@@ -155,7 +155,7 @@ class SettingsPage(QScrollArea):
         self.budget_box.setRange(0, 4096)
         self.budget_box.setDecimals(1)
         self.budget_box.setSingleStep(1)
-        self.budget_box.setSuffix(" GiB")
+        self.budget_box.setSuffix(self.tr(" GiB"))
         self.budget_box.setSpecialValueText(self.tr("Budget: what is free"))
         self.budget_box.setAccessibleName(self.tr("Memory budget"))
         self.budget_box.setToolTip(self.tr("Memory the loaded models may take together, by their estimates; "
