@@ -50,6 +50,8 @@ def stats_summary(stats: Mapping[str, Any] | None) -> str:
         parts.append(f"first token {human_ms(stats['ttft_ms'])}")
     if stats.get("prompt_tps"):
         parts.append(f"prompt {stats['prompt_tps']:.0f} tok/s")
+    if stats.get("acceptance_rate") is not None:  # speculative decoding: the share of the draft's guesses kept
+        parts.append(f"draft {stats['acceptance_rate']:.0%} accepted, {stats['tokens_per_pass']:.1f} tokens a pass")
     reason = {"cancelled": "stopped", "length": "hit max tokens", "stop": "", "eos": ""}.get(
         stats.get("stop_reason", ""), "")
     if reason:

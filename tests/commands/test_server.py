@@ -186,3 +186,16 @@ def test_serve_checks_its_model_against_the_machine_as_chat_does(tiny_models, tm
         assert any(line.startswith("Loading tiny-llama-Q8_0.gguf anyway, though it does not fit") for line in seen)
         assert httpx.get(f"{url}/health", headers={"Authorization": f"Bearer {KEY}"}).json()["status"] == "ok"
         _ctrl_c(proc, lines)
+
+
+def test_serve_drafts_for_its_model_and_reports_the_guesses(tiny_draft_pair):
+    with _serving(tiny_draft_pair.target, "--draft", str(tiny_draft_pair.draft), "--draft-tokens", "4",
+                  "--threads", "2") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(f"draft {tiny_draft_pair.draft.name}, 4 tokens a check" in line for line in seen), seen
+        body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 30, "temperature": 0}
+        reply = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                           timeout=120).json()
+        timings = reply["timings"]
+        assert timings["draft_n"] > 0 and 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
+        _ctrl_c(proc, lines)
