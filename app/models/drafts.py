@@ -1,14 +1,16 @@
-"""Draft models for speculative decoding: whether a GGUF can draft for another (the same vocabulary), read from the
-two headers before either loads, and which model of the library to suggest as a draft.
+"""Draft models for speculative decoding: whether a model can draft for another (the same vocabulary), read from
+their files before either loads, and which model of the library to suggest as a draft.
 
 A draft's guesses are token ids the model verifies, so the two must mean the same text by every id: the same token
-list (compared as the header's raw bytes, so every token text of the whole vocabulary), the same size, and the same
-BOS and EOS tokens. Qt-free and free of inference imports: the engine host, the CLI and the GUI ask it.
+list (a GGUF's as the header's raw bytes, an MLX or safetensors folder's from its tokenizer.json: every token text of
+the whole vocabulary), the same size, and the same BOS and EOS tokens. Qt-free and free of inference imports: the
+engine host, the CLI and the GUI ask it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +31,10 @@ class Vocabulary:
 
     @classmethod
     def of(cls, path: str | Path) -> Vocabulary:
-        """The vocabulary a GGUF's header declares; ModelFileError (ModelMetadataError) for a file that is not one."""
+        """The vocabulary a GGUF's header or a model folder's tokenizer declares; ModelFileError (ModelMetadataError
+        for a GGUF) when there is none to read."""
+        if Path(path).is_dir():
+            return cls._of_folder(Path(path))
         values = read_gguf_header_bytes(path).values
         tokens = values.get(TOKENS_KEY)
         if tokens is None:
@@ -38,6 +43,23 @@ class Vocabulary:
         n_tokens = int.from_bytes(tokens[8:16], "little") if len(tokens) >= 16 else 0
         return cls(hashlib.sha256(tokens).hexdigest(), n_tokens,
                    {k: values[k] for k in _SPECIAL_KEYS if k in values})
+
+    @classmethod
+    def _of_folder(cls, folder: Path) -> Vocabulary:
+        """A Hugging Face-style folder's (MLX, safetensors): tokenizer.json's tokens with their ids, BOS and EOS as
+        config.json declares them."""
+        try:
+            tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            by_id = dict((i, t) for t, i in tokenizer["model"]["vocab"].items())
+            by_id.update((t["id"], t["content"]) for t in tokenizer.get("added_tokens") or ())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelFileError(f"{folder.name} has no readable tokenizer.json and config.json ({exc})") from None
+        listed = json.dumps(sorted(by_id.items()), ensure_ascii=False).encode()
+        special = {key: json.dumps(config.get(name)).encode() for key, name in
+                   (("tokenizer.ggml.bos_token_id", "bos_token_id"), ("tokenizer.ggml.eos_token_id", "eos_token_id"))
+                   if name in config}
+        return cls(hashlib.sha256(listed).hexdigest(), len(by_id), special)
 
 
 def vocabulary_mismatch(target: Vocabulary, draft: Vocabulary) -> str:
@@ -55,8 +77,11 @@ def vocabulary_mismatch(target: Vocabulary, draft: Vocabulary) -> str:
 def check_draft(model_path: str | Path, draft_path: str | Path) -> str:
     """The sentence refusing ``draft_path`` as a draft for ``model_path``, or "" when it can draft for it."""
     draft_name = Path(draft_path).name
-    if not Path(draft_path).is_file():
-        return f"the draft model {draft_path} is not a file"
+    if not Path(draft_path).exists():
+        return f"the draft model {draft_path} does not exist"
+    if Path(draft_path).is_dir() != Path(model_path).is_dir():
+        kind = "a model folder" if Path(model_path).is_dir() else "a GGUF file"
+        return f"the draft model {draft_path} is not {kind} like {Path(model_path).name}"
     try:
         draft = Vocabulary.of(draft_path)
     except (OSError, ModelFileError) as exc:

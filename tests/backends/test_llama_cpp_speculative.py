@@ -120,7 +120,7 @@ def test_a_draft_of_another_vocabulary_is_refused_before_anything_loads(tiny_dra
 
 def test_a_missing_draft_is_refused_with_a_sentence(tiny_draft_pair, tmp_path):
     backend = LlamaCppBackend()
-    with pytest.raises(GenerationError, match="is not a file"):
+    with pytest.raises(GenerationError, match="does not exist"):
         backend.load(str(tiny_draft_pair.target), LoadSettings(n_ctx=256, draft=str(tmp_path / "none.gguf")))
     assert backend._llm is None
 

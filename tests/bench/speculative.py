@@ -1,0 +1,109 @@
+"""Benchmark: speculative decoding on llama.cpp, decode tok/s with a draft ÷ without, with the acceptance rate.
+
+Random-weight models agree with each other about as often as dice, so a draft of a test shape guesses nothing
+right unless the pair is built to agree. Four engine hosts, each its own model loaded, runs alternating between them
+(the order rotates each round so drift on a noisy machine hits all alike), greedy, the same prompt:
+
+- ``plain``: the model alone (``--spec``, F16);
+- ``built draft``: the model's first ``--draft-layers`` layers as the draft, with the model's extra layers' output
+  projections scaled by ``--quiet`` (tests/fixtures/models.build_draft_pair): the extra layers add little to the
+  residual stream, so the model's argmax mostly is the draft's — agreement that is real, made on purpose;
+- ``unrelated draft``: a model of the same vocabulary and ``--draft-layers`` layers but another seed: the honest
+  case of a draft that knows nothing the model knows;
+- ``prompt lookup``: no draft model; a prompt that asks to repeat a given text, so there are n-grams to find (the
+  random model does not obey, but its greedy reply falls into loops prompt lookup then copies from).
+
+    python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
+                                      [--quiet 0.05] [--draft-tokens 8] [--threads 2]
+
+The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
+speculation can give on this machine); the larger ``--quiet``, the less the two agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+
+from app.engine.client import EngineClient
+from backends.base import PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
+from tests.fixtures.models import SPECS, build_draft_pair, build_model_set
+
+TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "
+        "and wrote the weather in the log: wind from the west, sea calm, one ship passing north.")
+PROMPTS = {"story": [Message("user", "Write a short story about a lighthouse keeper.")],
+           "repeat": [Message("user", f"Repeat this text exactly, then once more:\n\n{TEXT}")]}
+
+
+def run(client: EngineClient, prompt, sampling: SamplingSettings) -> Done:
+    return next(e for e in client.generate(prompt, sampling) if isinstance(e, Done))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--spec", default="smollm2-135m-shape", choices=sorted(SPECS))
+    parser.add_argument("--draft-layers", type=int, default=4)
+    parser.add_argument("--quiet", type=float, default=0.05)
+    parser.add_argument("--draft-tokens", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    spec = SPECS[args.spec]
+    pair = build_draft_pair(spec, args.draft_layers, quiet=args.quiet)
+    other_spec = dataclasses.replace(spec, name=f"{spec.name}-other{args.draft_layers}", n_layer=args.draft_layers,
+                                     seed=spec.seed + 1)
+    unrelated = build_model_set(other_spec, quants=(), mlx=False).gguf_f16
+    arms = {  # name: (draft, prompt)
+        "plain": ("", "story"),
+        "built draft": (str(pair.draft), "story"),
+        "unrelated draft": (str(unrelated), "story"),
+        "plain (repeat)": ("", "repeat"),
+        "prompt lookup": (PROMPT_LOOKUP, "repeat"),
+    }
+    baseline = {"built draft": "plain", "unrelated draft": "plain", "prompt lookup": "plain (repeat)"}
+    sampling = SamplingSettings(temperature=0.0, max_tokens=args.tokens)
+    clients = {draft: EngineClient() for draft, _ in arms.values()}
+    rates: dict[str, list[float]] = {name: [] for name in arms}
+    accepted: dict[str, list[float]] = {name: [] for name in arms}
+    per_pass: dict[str, list[float]] = {name: [] for name in arms}
+    texts: dict[str, set[str]] = {name: set() for name in arms}
+    try:
+        for draft, client in clients.items():
+            client.load(pair.target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
+                                                  draft_tokens=args.draft_tokens))
+        for name, (draft, prompt) in arms.items():  # warm-up
+            run(clients[draft], PROMPTS[prompt], sampling)
+        names = list(arms)
+        for i in range(args.runs):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                draft, prompt = arms[name]
+                done = run(clients[draft], PROMPTS[prompt], sampling)
+                s = done.stats
+                rates[name].append(s.decode_tps)
+                texts[name].add(done.text)
+                if s.acceptance_rate is not None:
+                    accepted[name].append(s.acceptance_rate)
+                    per_pass[name].append(s.tokens_per_pass)
+                extra = (f", accepted {s.accepted_tokens}/{s.draft_tokens} ({s.acceptance_rate:.0%}), "
+                         f"{s.tokens_per_pass:.2f} tokens a pass") if s.acceptance_rate is not None else ""
+                print(f"run {i + 1} {name:>16}: {s.decode_tps:7.1f} tok/s ({s.generated_tokens} tokens{extra})",
+                      flush=True)
+    finally:
+        for client in clients.values():
+            client.close()
+    print(f"\n{spec.name} F16 ({spec.n_layer} layers) · drafts of {args.draft_layers} layers · built pair's extra "
+          f"layers at x{args.quiet:g} · {args.draft_tokens} tokens a check · {args.tokens} tokens greedy · "
+          f"{args.runs} rounds · {args.threads} threads")
+    for name, base in baseline.items():
+        ratios = [d / p for d, p in zip(rates[name], rates[base], strict=True)]
+        same = "same reply" if texts[name] == texts[base] else "REPLY DIFFERS"
+        print(f"{name:>16}: {statistics.median(rates[name]):7.1f} tok/s vs {statistics.median(rates[base]):7.1f} · "
+              f"with ÷ without, median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max "
+              f"{max(ratios):.3f}) · acceptance median {statistics.median(accepted[name]):.0%} · "
+              f"{statistics.median(per_pass[name]):.2f} tokens a pass · {same}")
+
+
+if __name__ == "__main__":
+    main()
