@@ -92,3 +92,54 @@ def check_draft(model_path: str | Path, draft_path: str | Path) -> str:
         return f"{Path(model_path).name}'s tokenizer cannot be read: {getattr(exc, 'message', None) or exc}"
     problem = vocabulary_mismatch(target, draft)
     return f"{draft_name} cannot draft for {Path(model_path).name}: {problem}" if problem else ""
+
+
+# A draft pays off when it costs the model's passes little: at most this share of the model's size. (llama.cpp's
+# examples pair models about ten times apart, e.g. Qwen2.5 7B with 0.5B.)
+MAX_DRAFT_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class DraftSuggestion:
+    """A model of the library to load as ``model``'s draft, and why, in words."""
+
+    path: str
+    name: str
+    reason: str
+
+
+def _model_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.glob("*.safetensors"))
+
+
+def suggest_draft(model_path: str | Path, candidates: list[tuple[str, str | Path]]) -> DraftSuggestion | None:
+    """The draft to suggest for ``model_path`` among ``candidates`` ((name, path): the library's models): one of the
+    same kind (a GGUF for a GGUF, a folder for a folder) at most a quarter of its size whose vocabulary is the
+    model's — the same family — the largest such (a larger draft guesses better); None when the library has none."""
+    model = Path(model_path)
+    try:
+        vocabulary, size = Vocabulary.of(model), _model_size(model)
+    except (OSError, ModelFileError):
+        return None
+    best: tuple[int, str, Path] | None = None
+    for name, path in candidates:
+        path = Path(path)
+        if path.resolve() == model.resolve() or path.is_dir() != model.is_dir():
+            continue
+        try:
+            draft_size = _model_size(path)
+            if not 0 < draft_size <= size * MAX_DRAFT_SHARE or vocabulary_mismatch(vocabulary, Vocabulary.of(path)):
+                continue
+        except (OSError, ModelFileError):
+            continue  # an unreadable file is no suggestion; the library says what is wrong with it elsewhere
+        if best is None or draft_size > best[0]:
+            best = (draft_size, name, path)
+    if best is None:
+        return None
+    draft_size, name, path = best
+    return DraftSuggestion(str(path), name, (
+        f"{name} shares {model.name}'s vocabulary ({vocabulary.n_tokens:,} tokens, the same BOS and EOS) and is "
+        f"{size / draft_size:.0f}x smaller: as its draft it guesses tokens {model.name} checks several at a time, "
+        f"which speeds replies up where the guesses are right; the replies stay {model.name}'s"))
