@@ -16,6 +16,7 @@ from pathlib import Path
 
 from app.errors import ModelFileError
 from app.models.metadata import read_gguf_header_bytes
+from backends.base import PROMPT_LOOKUP
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 _SPECIAL_KEYS = {"tokenizer.ggml.bos_token_id": "beginning-of-text", "tokenizer.ggml.eos_token_id": "end-of-text"}
@@ -114,16 +115,16 @@ def _model_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.glob("*.safetensors"))
 
 
-def suggest_draft(model_path: str | Path, candidates: list[tuple[str, str | Path]]) -> DraftSuggestion | None:
-    """The draft to suggest for ``model_path`` among ``candidates`` ((name, path): the library's models): one of the
-    same kind (a GGUF for a GGUF, a folder for a folder) at most a quarter of its size whose vocabulary is the
-    model's — the same family — the largest such (a larger draft guesses better); None when the library has none."""
+def draft_candidates(model_path: str | Path, candidates: list[tuple[str, str | Path]]) -> list[tuple[int, str, Path]]:
+    """(size, name, path) of those of ``candidates`` ((name, path): the library's models) that can draft for
+    ``model_path``: of the same kind (a GGUF for a GGUF, a folder for a folder), at most a quarter of its size, and
+    with its vocabulary — the same family. Largest first."""
     model = Path(model_path)
     try:
         vocabulary, size = Vocabulary.of(model), _model_size(model)
     except (OSError, ModelFileError):
-        return None
-    best: tuple[int, str, Path] | None = None
+        return []
+    found = []
     for name, path in candidates:
         path = Path(path)
         if path.resolve() == model.resolve() or path.is_dir() != model.is_dir():
@@ -134,11 +135,29 @@ def suggest_draft(model_path: str | Path, candidates: list[tuple[str, str | Path
                 continue
         except (OSError, ModelFileError):
             continue  # an unreadable file is no suggestion; the library says what is wrong with it elsewhere
-        if best is None or draft_size > best[0]:
-            best = (draft_size, name, path)
-    if best is None:
+        found.append((draft_size, name, path))
+    return sorted(found, key=lambda c: -c[0])
+
+
+def usable_draft(model_path: str | Path, draft: str) -> str:
+    """``draft`` (LoadSettings.draft) if it can run with ``model_path``, else "": a chat keeps its draft while the
+    user loads other models, and only a model it fits drafts with it (prompt lookup: a GGUF)."""
+    if not draft:
+        return ""
+    if draft == PROMPT_LOOKUP:
+        return draft if Path(model_path).suffix.lower() == ".gguf" else ""
+    return draft if not check_draft(model_path, draft) else ""
+
+
+def suggest_draft(model_path: str | Path, candidates: list[tuple[str, str | Path]]) -> DraftSuggestion | None:
+    """The draft to suggest for ``model_path`` among ``candidates`` ((name, path): the library's models): the largest
+    of draft_candidates (a larger draft guesses better); None when the library has none."""
+    found = draft_candidates(model_path, candidates)
+    if not found:
         return None
-    draft_size, name, path = best
+    model = Path(model_path)
+    draft_size, name, path = found[0]
+    vocabulary, size = Vocabulary.of(model), _model_size(model)
     return DraftSuggestion(str(path), name, (
         f"{name} shares {model.name}'s vocabulary ({vocabulary.n_tokens:,} tokens, the same BOS and EOS) and is "
         f"{size / draft_size:.0f}x smaller: as its draft it guesses tokens {model.name} checks several at a time, "

@@ -356,6 +356,11 @@ class ModelBar(QFrame):
             where += " · sees images"
             devices = [f"Vision projector {info.details['vision']['projector']}: "
                        f"{info.details['vision']['image_tokens']} context tokens an image", *devices]
+        if draft := info.details.get("draft"):  # speculative decoding (the chat's settings)
+            lookup = not draft["model_bytes"]  # prompt lookup: no model of its own
+            where += " · prompt lookup" if lookup else f" · draft {Path(draft['model']).name}"
+            devices = [*devices, ("Prompt lookup" if lookup else f"Draft {draft['model']}: "
+                                  f"{human_memory(draft['model_bytes'])}") + f", {draft['draft_tokens']} tokens a check"]
         if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
             memory = f"{human_memory(sum(d.total_bytes for d in info.devices))} in buffers"
             if same and prefill.estimated_buffers:
