@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from backends import chat_template, json_schema, llama_cpp_log, tool_calls
-from backends.llama_cpp_draft import DraftModel, PromptLookup
+from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
     PROMPT_LOOKUP,
     Availability,
@@ -271,11 +271,7 @@ class _GreedySampler:
         logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
         token = int(logits.argmax())
         if self._penalty != 1 and token in self._recent:  # a penalty lowers only recent tokens: the rest stand
-            ids = np.fromiter(set(self._recent), dtype=np.int64)
-            row = logits.copy()
-            values = row[ids]
-            row[ids] = np.where(values <= 0, values * self._penalty, values / self._penalty)
-            token = int(row.argmax())
+            token = penalized_argmax(np, logits, self._recent, self._penalty)
         self._recent.append(token)
         return token
 

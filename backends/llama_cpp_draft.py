@@ -11,11 +11,22 @@ import array
 from collections.abc import Sequence
 
 
+def penalized_argmax(np, logits, recent, penalty):
+    """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens (float32, ``logit <=
+    0`` multiplied, else divided, as ``llama_sampler_penalties_apply`` does); the row itself is left as it is."""
+    ids = np.fromiter(set(recent), dtype=np.int64)
+    row = logits.copy()
+    values = row[ids]
+    row[ids] = np.where(values <= 0, values * penalty, values / penalty)
+    return int(row.argmax())
+
+
 class PromptLookup:
     """Prompt-lookup decoding: the tokens that followed the latest earlier occurrence of the history's last
     ``max_ngram`` (else fewer, down to ``min_ngram``) tokens, as llama-cpp-python's ``LlamaPromptLookupDecoding`` and
     llama.cpp's ngram lookup guess them. Pays off where the reply repeats its prompt (edits, summaries with quotes,
-    code). The search is ``bytes.rfind`` over the history as int32s: C speed, no per-token Python scan."""
+    code), or itself: a match close to the end (a loop) is continued with its period. The search is ``bytes.rfind``
+    over the history as int32s: C speed, no per-token Python scan."""
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         self._max_ngram, self._min_ngram = max_ngram, min_ngram
@@ -40,7 +51,11 @@ class PromptLookup:
                     break
                 if at % size == 0:  # a whole-token match, not one across two tokens' bytes
                     first = at // size + ngram
-                    return tokens[first:first + n].tolist()
+                    guesses = tokens[first:first + n].tolist()
+                    period = len(tokens) - first  # the history repeats itself with this period since the match
+                    while len(guesses) < n:  # the match runs into the present: the repetition goes on
+                        guesses.append(guesses[len(guesses) - period])
+                    return guesses
                 end = at + len(needle) - 1
         return []
 
@@ -86,11 +101,7 @@ class DraftModel:
             token = int(logits.argmax())
             recent = (reply + guesses)[-self._last_n:]
             if self._penalty != 1 and token in recent:  # as backends.llama_cpp._GreedySampler
-                ids = np.fromiter(set(recent), dtype=np.int64)
-                row = logits.copy()
-                values = row[ids]
-                row[ids] = np.where(values <= 0, values * self._penalty, values / self._penalty)
-                token = int(row.argmax())
+                token = penalized_argmax(np, logits, recent, self._penalty)
             guesses.append(token)
             if len(guesses) == n:
                 return guesses

@@ -4,7 +4,7 @@ Random-weight models agree with each other about as often as dice, so a draft of
 right unless the pair is built to agree. Four engine hosts, each its own model loaded, runs alternating between them
 (the order rotates each round so drift on a noisy machine hits all alike), greedy, the same prompt:
 
-- ``plain``: the model alone (``--spec``, F16);
+- ``plain``: the model alone (``--spec``, F16 or ``--quant``);
 - ``built draft``: the model's first ``--draft-layers`` layers as the draft, with the model's extra layers' output
   projections scaled by ``--quiet`` (tests/fixtures/models.build_draft_pair): the extra layers add little to the
   residual stream, so the model's argmax mostly is the draft's — agreement that is real, made on purpose;
@@ -14,7 +14,7 @@ right unless the pair is built to agree. Four engine hosts, each its own model l
   random model does not obey, but its greedy reply falls into loops prompt lookup then copies from).
 
     python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
-                                      [--quiet 0.05] [--draft-tokens 8] [--threads 2]
+                                      [--quiet 0.05] [--draft-tokens 8] [--threads 2] [--quant F16]
 
 The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
 speculation can give on this machine); the larger ``--quiet``, the less the two agree.
@@ -24,16 +24,25 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 
 from app.engine.client import EngineClient
 from backends.base import PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
-from tests.fixtures.models import SPECS, build_draft_pair, build_model_set
+from tests.fixtures.models import SPECS, build_draft_pair, build_model_set, quantize_gguf
 
 TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "
         "and wrote the weather in the log: wind from the west, sea calm, one ship passing north.")
 PROMPTS = {"story": [Message("user", "Write a short story about a lighthouse keeper.")],
            "repeat": [Message("user", f"Repeat this text exactly, then once more:\n\n{TEXT}")]}
+
+
+def _quantized(path, quant: str):
+    """A quantized copy of an F16 GGUF beside it, made once (under a temporary name, then renamed)."""
+    out = path.with_name(path.name.replace("-F16.gguf", f"-{quant}.gguf"))
+    if not out.exists():
+        os.replace(quantize_gguf(path, out.with_name(out.name + ".partial"), quant), out)
+    return out
 
 
 def run(client: EngineClient, prompt, sampling: SamplingSettings) -> Done:
@@ -49,15 +58,19 @@ def main() -> None:
     parser.add_argument("--quiet", type=float, default=0.05)
     parser.add_argument("--draft-tokens", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quant", default="F16", help="F16, or a llama.cpp quant (Q4_K_M, Q8_0) made of each model")
     args = parser.parse_args()
     spec = SPECS[args.spec]
     pair = build_draft_pair(spec, args.draft_layers, quiet=args.quiet)
     other_spec = dataclasses.replace(spec, name=f"{spec.name}-other{args.draft_layers}", n_layer=args.draft_layers,
                                      seed=spec.seed + 1)
     unrelated = build_model_set(other_spec, quants=(), mlx=False).gguf_f16
+    target, built = pair.target, pair.draft
+    if args.quant != "F16":  # quantized copies beside the F16 files, made once
+        target, built, unrelated = (_quantized(path, args.quant) for path in (target, built, unrelated))
     arms = {  # name: (draft, prompt)
         "plain": ("", "story"),
-        "built draft": (str(pair.draft), "story"),
+        "built draft": (str(built), "story"),
         "unrelated draft": (str(unrelated), "story"),
         "plain (repeat)": ("", "repeat"),
         "prompt lookup": (PROMPT_LOOKUP, "repeat"),
@@ -71,7 +84,7 @@ def main() -> None:
     texts: dict[str, set[str]] = {name: set() for name in arms}
     try:
         for draft, client in clients.items():
-            client.load(pair.target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
+            client.load(target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
                                                   draft_tokens=args.draft_tokens))
         for name, (draft, prompt) in arms.items():  # warm-up
             run(clients[draft], PROMPTS[prompt], sampling)
@@ -93,7 +106,7 @@ def main() -> None:
     finally:
         for client in clients.values():
             client.close()
-    print(f"\n{spec.name} F16 ({spec.n_layer} layers) · drafts of {args.draft_layers} layers · built pair's extra "
+    print(f"\n{spec.name} {args.quant} ({spec.n_layer} layers) · drafts of {args.draft_layers} layers · built pair's extra "
           f"layers at x{args.quiet:g} · {args.draft_tokens} tokens a check · {args.tokens} tokens greedy · "
           f"{args.runs} rounds · {args.threads} threads")
     for name, base in baseline.items():
