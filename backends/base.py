@@ -42,6 +42,11 @@ class Availability:
         return cls(False, reason, hint)
 
 
+PROMPT_LOOKUP = "prompt-lookup"  # LoadSettings.draft: guesses from the text itself, no draft model
+DEFAULT_DRAFT_TOKENS = 8
+MAX_DRAFT_TOKENS = 64
+
+
 @dataclass
 class LoadSettings:
     n_ctx: int = 4096
@@ -56,6 +61,12 @@ class LoadSettings:
     cpu_moe: int = 0
     # A vision projector (mmproj GGUF) loaded beside a llama.cpp model, so its chats take images; "" for none.
     mmproj: str = ""
+    # Speculative decoding: a draft model's path (same vocabulary, llama.cpp: a GGUF; MLX: a model folder) whose
+    # guesses the model verifies several at a time, or "prompt-lookup" (llama.cpp: guesses copied from the prompt
+    # and the reply so far, after the last few tokens' earlier occurrence); "" for none. ``draft_tokens`` is how
+    # many tokens are guessed per verification.
+    draft: str = ""
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS
 
     def validate(self) -> None:
         if self.n_ctx < 16:
@@ -66,6 +77,8 @@ class LoadSettings:
             raise ValueError(f"GPU layers must be -1 (all), 0 or more, not {self.gpu_layers}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
+        if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
+            raise ValueError(f"draft tokens must be between 1 and {MAX_DRAFT_TOKENS}, not {self.draft_tokens}")
 
 
 # llama.cpp's own patterns for --cpu-moe and --n-cpu-moe (common/common.h: LLM_FFN_EXPS_REGEX and
@@ -242,6 +255,22 @@ class GenerationStats:
     # What a remote server reported about the same generation (llama.cpp-style ``timings``), kept beside the
     # figures measured here; None for local engines.
     server: dict[str, float] | None = None
+    # Speculative decoding (LoadSettings.draft): tokens the draft (or prompt lookup) proposed, how many of them the
+    # model confirmed, and how many verification passes the model ran for the reply's tokens after the first.
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_passes: int = 0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Share of the drafted tokens the model confirmed; None when nothing was drafted."""
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else None
+
+    @property
+    def tokens_per_pass(self) -> float | None:
+        """Decode-phase tokens per verification pass of the model: 1 without a draft, so the most speculation can
+        speed up decoding when a draft costs nothing (the measured speed-up: tests/bench/speculative.py)."""
+        return self.decode_tokens / self.verify_passes if self.verify_passes else None
 
     @property
     def decode_tokens(self) -> int:
@@ -259,6 +288,11 @@ class GenerationStats:
     def to_public_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.update(decode_tokens=self.decode_tokens, decode_tps=self.decode_tps, prompt_tps=self.prompt_tps)
+        if self.draft_tokens or self.verify_passes:
+            out.update(acceptance_rate=self.acceptance_rate, tokens_per_pass=self.tokens_per_pass)
+        else:  # no speculation: the fields would only say zero
+            for name in ("draft_tokens", "accepted_tokens", "verify_passes"):
+                del out[name]
         return out
 
 
@@ -497,6 +531,11 @@ class Backend(abc.ABC):
 
     prompt_tokens: int = 0
     _t_prefill: float | None = None
+    # Speculative decoding's counts for the reply being generated (GenerationStats' fields of the same names):
+    # ``_stream`` sets them, the shared loop reports them.
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_passes: int = 0
 
     def check_request(self, sampling: SamplingSettings) -> None:
         """Refuse, in words, what this engine and model cannot do, before any work."""
@@ -536,6 +575,7 @@ class Backend(abc.ABC):
         t_sent = -coalesce_s  # the first token goes out at once
         stop_reason: StopReason = "eos"
         self.prompt_tokens = 0
+        self.drafted_tokens = self.accepted_tokens = self.verify_passes = 0
         self._t_prefill = None
         stream = self._stream(messages, sampling)
         try:
@@ -593,5 +633,8 @@ class Backend(abc.ABC):
             stop_reason=stop_reason,
             peak_memory_bytes=self.peak_memory_bytes(),
             stop_string=stops.matched,
+            draft_tokens=self.drafted_tokens,
+            accepted_tokens=self.accepted_tokens,
+            verify_passes=self.verify_passes,
         )
         yield Done(request_id, "".join(pieces), stats)

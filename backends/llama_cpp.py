@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from backends import chat_template, json_schema, llama_cpp_log, tool_calls
+from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
+    PROMPT_LOOKUP,
     Availability,
     Backend,
     Embedded,
@@ -174,6 +176,15 @@ class _Pieces(dict):
         return piece
 
 
+def _check_draft(model_path: str, draft: str) -> None:
+    """Refuse, before anything loads, a draft model whose vocabulary is not the model's (app/models/drafts)."""
+    from app.models import drafts
+
+    problem = drafts.check_draft(model_path, draft)
+    if problem:
+        raise GenerationError("draft", problem, "a draft must come from the same model family, with the same tokenizer")
+
+
 def _checked_projector(model_path: str, mmproj: str):
     """The projector's header, checked against the model's before either loads (app/models/vision)."""
     from app.errors import ModelFileError
@@ -253,17 +264,14 @@ class _GreedySampler:
         self._penalty = np.float32(repeat_penalty)
         self._recent: collections.deque[int] = collections.deque(maxlen=llm.last_n_tokens_size)
 
-    def sample(self, _chain, _ctx, _idx) -> int:
-        """``llama_sampler_sample``'s signature, so the token loop calls either the same way."""
+    def sample(self, _chain, _ctx, idx) -> int:
+        """``llama_sampler_sample``'s signature, so the token loop calls either the same way: ``idx`` is the batch
+        row whose logits choose (-1: the last; speculative decoding verifies a row per guess)."""
         np = self._np
-        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
         token = int(logits.argmax())
         if self._penalty != 1 and token in self._recent:  # a penalty lowers only recent tokens: the rest stand
-            ids = np.fromiter(set(self._recent), dtype=np.int64)
-            row = logits.copy()
-            values = row[ids]
-            row[ids] = np.where(values <= 0, values * self._penalty, values / self._penalty)
-            token = int(row.argmax())
+            token = penalized_argmax(np, logits, self._recent, self._penalty)
         self._recent.append(token)
         return token
 
@@ -324,6 +332,8 @@ class LlamaCppBackend(Backend):
         self._mtmd = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
         self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
         self._ll_tokenizer = None  # llguidance's view of the vocabulary, for structured output
+        self._drafter: PromptLookup | DraftModel | None = None  # speculative decoding's guesses (LoadSettings.draft)
+        self._draft_tokens = 0
 
     @classmethod
     def probe(cls) -> Availability:
@@ -366,6 +376,8 @@ class LlamaCppBackend(Backend):
         if settings.flash_attention is not None:
             kwargs["flash_attn"] = settings.flash_attention
         projector = _checked_projector(model_path, settings.mmproj) if settings.mmproj else None
+        if settings.draft and settings.draft != PROMPT_LOOKUP:
+            _check_draft(model_path, settings.draft)  # a draft of another vocabulary is refused before either loads
         self._pooling = _declared_pooling(model_path)
         if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
             kwargs["embedding"] = True
@@ -380,6 +392,9 @@ class LlamaCppBackend(Backend):
                                   "see the engine log for llama.cpp's reason") from None
         if projector is not None:
             self._mtmd = self._load_projector(settings, projector)
+        if settings.draft:
+            self._drafter = self._load_drafter(llama_cpp, settings, kwargs)
+            self._draft_tokens = settings.draft_tokens
         self._make_abort_callback(llama_cpp)
         self._kv_tokens = []
         self._ll_tokenizer = None
@@ -403,6 +418,11 @@ class LlamaCppBackend(Backend):
         if self._pooling:
             details.update(embedding=True, pooling=_POOLING_NAMES.get(self._pooling, str(self._pooling)),
                            embedding_length=int(self._llm.n_embd()))
+        if isinstance(self._drafter, DraftModel):
+            details["draft"] = {"model": settings.draft, "model_bytes": self._drafter.model_bytes,
+                                "draft_tokens": settings.draft_tokens}
+        elif self._drafter is not None:
+            details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
         try:  # refuse a broken or hostile template now, not at the first message
@@ -448,6 +468,33 @@ class LlamaCppBackend(Backend):
 
     def sees_images(self) -> bool:
         return self._mtmd is not None
+
+    def _load_drafter(self, llama_cpp, settings: LoadSettings, kwargs: dict) -> PromptLookup | DraftModel:
+        """Prompt lookup, or the draft model loaded as the model was (same context, threads, GPU layers and KV
+        cache type) in its own context. Speculation rolls the model's KV cache back after a wrong guess, which a
+        recurrent model's state cannot do: refused for those."""
+        is_recurrent = getattr(llama_cpp, "llama_model_is_recurrent", None)
+        is_hybrid = getattr(llama_cpp, "llama_model_is_hybrid", None)
+        model = self._llm.model
+        if (is_recurrent and is_recurrent(model)) or (is_hybrid and is_hybrid(model)):
+            self.unload()
+            raise GenerationError("draft", "speculative decoding needs a model whose KV cache can be cut back; this "
+                                           "one keeps a recurrent state", "load it without a draft")
+        if settings.draft == PROMPT_LOOKUP:
+            return PromptLookup()
+        if self._pooling:
+            self.unload()
+            raise GenerationError("draft", "an embedding model makes no replies to speculate on",
+                                  "load it without a draft")
+        draft_kwargs = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "embedding")}
+        draft_kwargs["model_path"] = settings.draft
+        try:
+            draft = llama_cpp.Llama(**draft_kwargs)
+        except ValueError as exc:
+            self.unload()
+            raise GenerationError("draft", f"llama.cpp could not load the draft model {Path(settings.draft).name}: "
+                                           f"{exc}", "see the engine log for llama.cpp's reason") from None
+        return DraftModel(llama_cpp, draft, self._llm.last_n_tokens_size)
 
     @staticmethod
     def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:
@@ -687,13 +734,19 @@ class LlamaCppBackend(Backend):
                 chain = self._sampler_chain(llama_cpp, sampling)
                 if mask is not None:
                     sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
+            drafter = self._drafter if not media and mask is None else None  # guesses of text replies only
             self.mark_prefill_start()
             status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
+            if drafter is not None and status == 0:
+                drafter.start(tokens, sampling.repeat_penalty)
+                status = yield from self._speculate(llama_cpp, drafter, tokens, sample, chain, pieces, utf8)
+                if status is None:
+                    return
             n_past = n_prompt
             kv_tokens = self._kv_tokens
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
-            while status == 0:
+            while status == 0:  # (after speculation status is its failing one: not entered)
                 token = sample(chain, ctx, -1)
                 piece = pieces[token]
                 if piece is None:  # end of generation
@@ -719,6 +772,61 @@ class LlamaCppBackend(Backend):
                 from llama_cpp import mtmd_cpp
 
                 mtmd_cpp.mtmd_input_chunks_free(media)
+
+    def _speculate(self, llama_cpp, drafter, prompt: list[int], sample, chain, pieces, utf8):
+        """The token loop with speculation: after each token the drafter guesses up to ``draft_tokens`` more, the
+        model decodes the token and the guesses in one batch with logits for every row, and the sampler chooses on
+        each row in turn as it would have one token at a time (greedy: the argmax; else the same chain, whose seeded
+        draw advances once per token), so the reply is the model's own: each guess is kept while it is the token
+        the model chose, and the first choice that differs ends the round as the next token (after all the guesses,
+        the last row's choice is a token for free). The rejected guesses leave the KV cache. Returns None at the
+        end of the reply, else llama_decode's failing status."""
+        llm, ctx = self._llm, self._llm.ctx
+        n_ctx, batch, kv = llm.n_ctx(), llm._batch, self._kv_tokens
+        memory = llama_cpp.llama_get_memory(ctx)
+        history = list(prompt)  # the prompt and every token yielded since: what the drafter guesses after
+        token = sample(chain, ctx, -1)
+        while True:
+            piece = pieces[token]
+            if piece is None:  # end of generation
+                return None
+            yield utf8(piece)
+            history.append(token)
+            if len(history) >= n_ctx:
+                return None  # context full: end the reply rather than fail the next decode
+            guesses = drafter.propose(history, min(self._draft_tokens, n_ctx - len(history)))
+            row_tokens = [token, *guesses]
+            start = len(kv)
+            batch.set_batch(row_tokens, n_past=start, logits_all=True)
+            status = llama_cpp.llama_decode(ctx, batch.batch)
+            if status != 0:
+                return status
+            kv.extend(row_tokens)
+            self.verify_passes += 1
+            self.drafted_tokens += len(guesses)
+            kept = 0
+            for row, guess in enumerate(guesses):
+                token = sample(chain, ctx, row)
+                if token != guess:
+                    break
+                kept += 1
+            else:
+                token = sample(chain, ctx, len(guesses))
+            self.accepted_tokens += kept
+            if kept < len(guesses):  # the rejected guesses' cells go, in the cache and in its record
+                if not llama_cpp.llama_memory_seq_rm(memory, -1, start + 1 + kept, -1):
+                    self._forget_kv(llama_cpp)
+                    raise GenerationError("decode", "llama.cpp could not take rejected draft tokens back out of "
+                                                    "the KV cache", "load the model without a draft")
+                del kv[start + 1 + kept:]
+            for guess in guesses[:kept]:
+                piece = pieces[guess]
+                if piece is None:
+                    return None
+                yield utf8(piece)
+                history.append(guess)
+                if len(history) >= n_ctx:
+                    return None
 
     def _token_mask(self, llama_cpp, sampling: SamplingSettings) -> json_schema.TokenMask:
         """The grammar for ``sampling``'s JSON schema, on llguidance's view of this model's vocabulary (built at the
@@ -824,6 +932,9 @@ class LlamaCppBackend(Backend):
                 for i in range(self._llm.n_vocab())]
 
     def unload(self) -> None:
+        if self._drafter is not None:
+            drafter, self._drafter = self._drafter, None
+            drafter.close()
         if self._mtmd is not None:
             from llama_cpp import mtmd_cpp
 

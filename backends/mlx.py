@@ -18,6 +18,7 @@ from pathlib import Path
 
 from backends import json_schema, tool_calls
 from backends.base import (
+    PROMPT_LOOKUP,
     Availability,
     Backend,
     GenerationError,
@@ -68,6 +69,8 @@ class MlxBackend(Backend):
         self._processor = None  # mlx-vlm's processor, for a vision model
         self._n_ctx = 0
         self._ll_tokenizer = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
+        self._draft_model = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
+        self._draft_tokens = 0
 
     @classmethod
     def probe(cls) -> Availability:
@@ -86,6 +89,16 @@ class MlxBackend(Backend):
         settings.validate()
         t0 = time.perf_counter()
         folder = Path(model_path)
+        if settings.draft == PROMPT_LOOKUP:
+            raise GenerationError("draft", "MLX has no prompt-lookup decoding (mlx-lm speculates with a draft model "
+                                           "only)", "give a smaller MLX model of the same vocabulary as the draft")
+        if settings.draft:
+            from app.models import drafts
+
+            problem = drafts.check_draft(folder, settings.draft)  # before either loads
+            if problem:
+                raise GenerationError("draft", problem, "a draft must come from the same model family, with the "
+                                                        "same tokenizer")
         try:
             config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
             if "vision_config" in config:
@@ -101,6 +114,7 @@ class MlxBackend(Backend):
             self.unload()
             raise
         self._n_ctx = settings.n_ctx
+        draft_details = self._load_draft(settings) if settings.draft else {}
         if on_progress:
             on_progress(1.0)
         quant = config.get("quantization") or {}
@@ -112,8 +126,32 @@ class MlxBackend(Backend):
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
             details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device()),
-                     **({"vision": _vision_details(config)} if self._processor else {})},
+                     **({"vision": _vision_details(config)} if self._processor else {}), **draft_details},
         )
+
+    def _load_draft(self, settings: LoadSettings) -> dict:
+        """The draft model beside the model, for mlx-lm's speculative_generate_step; speculation rewinds the KV
+        caches after a wrong guess, which a model with a recurrent or rotating cache cannot (mlx-lm refuses it)."""
+        import mlx_lm
+        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+        if self._processor is not None:
+            self.unload()
+            raise GenerationError("draft", "speculative decoding does not run with mlx-vlm's vision models",
+                                  "load it without a draft")
+        if not can_trim_prompt_cache(make_prompt_cache(self._model)):
+            self.unload()
+            raise GenerationError("draft", "speculative decoding needs a KV cache that can be cut back; this model's "
+                                           "cannot", "load it without a draft")
+        try:
+            self._draft_model, _ = mlx_lm.load(settings.draft)
+        except (OSError, ValueError, KeyError) as exc:
+            self.unload()
+            raise GenerationError("draft", f"mlx-lm could not load the draft model {Path(settings.draft).name}: "
+                                           f"{exc}") from None
+        self._draft_tokens = settings.draft_tokens
+        return {"draft": {"model": settings.draft, "draft_tokens": settings.draft_tokens,
+                          "model_bytes": sum(f.stat().st_size for f in Path(settings.draft).glob("*.safetensors"))}}
 
     def _load_vision(self, folder: Path) -> None:
         """A vision model through mlx-vlm: the model and its processor (image processor and tokenizer)."""
@@ -182,6 +220,9 @@ class MlxBackend(Backend):
         self.mark_prefill_start()
         # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
+        if self._draft_model is not None and sampling.json_schema is None:
+            yield from self._speculate(tokens, limit, sampler, processors)
+            return
         with wired_limit(self._model, [generation_stream]):
             for token, _ in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
                                           logits_processors=processors):
@@ -190,6 +231,41 @@ class MlxBackend(Backend):
                 detokenizer.add_token(token)
                 yield detokenizer.last_segment
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
+        if rest := detokenizer.last_segment:
+            yield TrailingText(rest)
+
+    def _speculate(self, tokens: list[int], limit: int, sampler, processors) -> Iterator[str]:
+        """mlx-lm's speculative_generate_step: the draft guesses ``draft_tokens`` tokens with the same sampler, the
+        model checks them in one pass and keeps them while its own sampled token is the guess. Each token says
+        whether it was the draft's (``from_draft``); a round ends with one of the model's own, so the guesses of a
+        round are min(draft_tokens, tokens left), as mlx-lm drafts them."""
+        import mlx.core as mx
+        from mlx_lm.generate import generation_stream, speculative_generate_step, wired_limit
+
+        detokenizer = self._tokenizer.detokenizer
+        eos = self._tokenizer.eos_token_ids
+        k, produced, round_start = self._draft_tokens, 0, 0
+        with wired_limit(self._model, [generation_stream]):
+            steps = speculative_generate_step(mx.array(tokens), self._model, self._draft_model, num_draft_tokens=k,
+                                              max_tokens=limit, sampler=sampler, logits_processors=processors)
+            try:
+                for token, _, from_draft in steps:
+                    produced += 1
+                    self.accepted_tokens += bool(from_draft)
+                    if not from_draft:  # the model's own token ends a round
+                        self.verify_passes += 1
+                        self.drafted_tokens += min(k, limit - round_start)
+                        round_start = produced
+                    if token in eos:
+                        break
+                    detokenizer.add_token(token)
+                    yield detokenizer.last_segment
+            finally:
+                steps.close()  # rewinds mlx-lm's caches
+                if produced > round_start:  # a round cut short (end of text, max tokens, cancel): its guesses count
+                    self.verify_passes += 1
+                    self.drafted_tokens += min(k, limit - round_start)
+        detokenizer.finalize()
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
 
@@ -299,7 +375,7 @@ class MlxBackend(Backend):
         if self._model is not None:
             import mlx.core as mx
 
-            self._model = self._tokenizer = self._processor = None
+            self._model = self._tokenizer = self._processor = self._draft_model = None
             gc.collect()
             mx.clear_cache()
 

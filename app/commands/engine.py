@@ -12,7 +12,8 @@ from pathlib import Path
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from backends.base import Done, GenerationStats, LoadSettings, Message, SamplingSettings
+from backends.base import (DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, Done, GenerationStats, LoadSettings, Message,
+                           SamplingSettings)
 
 
 def register(subparsers) -> None:
@@ -52,7 +53,41 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
     p.add_argument("--json-schema", metavar="FILE", help="answer with JSON valid against the JSON Schema in FILE "
                                                          "(held by the engine's grammar)")
+    add_draft_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_draft_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--draft", metavar=f"PATH|{PROMPT_LOOKUP}",
+                   help="speculative decoding: a smaller model of the same vocabulary (a .gguf for llama.cpp, a model "
+                        f"folder for MLX) guesses tokens the model checks several at a time, or '{PROMPT_LOOKUP}' "
+                        "(llama.cpp) guesses them from the prompt and the reply so far; the reply stays the model's")
+    p.add_argument("--draft-tokens", type=int, default=DEFAULT_DRAFT_TOKENS, metavar="N",
+                   help=f"tokens guessed per check with --draft (default {DEFAULT_DRAFT_TOKENS})")
+
+
+def draft_setting(args: argparse.Namespace) -> str:
+    """--draft as LoadSettings.draft: prompt lookup, or the draft model's absolute path (the engine host may run
+    elsewhere than this directory)."""
+    if not args.draft or args.draft == PROMPT_LOOKUP:
+        return args.draft or ""
+    path = Path(args.draft).expanduser()
+    if not path.exists():
+        raise EngineError(f"the draft model {args.draft} does not exist", f"give a file or folder, or "
+                                                                         f"'{PROMPT_LOOKUP}'", kind="settings")
+    return str(path.resolve())
+
+
+def draft_note(settings: LoadSettings) -> str:
+    """What the fit check leaves out with a draft model, said before the load (the draft loads beside the model)."""
+    if not settings.draft or settings.draft == PROMPT_LOOKUP:
+        return ""
+    from app.models.budget import gib
+
+    path = Path(settings.draft)
+    size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    shown = gib(size) if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+    return f"the draft model ({shown}) loads beside the model; the fit check counted the model alone"
 
 
 FORCE_HELP = ("load the model even when the fit check says it does not fit this machine (the memory budget): "
@@ -102,7 +137,15 @@ def stats_line(stats: GenerationStats) -> str:
     server_tps = (stats.server or {}).get("predicted_per_second")
     if server_tps:  # a remote engine: ours are measured here, the server's own figure beside them
         line = f"{line} · server says {server_tps:.1f} tok/s"
+    if stats.acceptance_rate is not None:
+        line = f"{line} · {speculation_words(stats)}"
     return line
+
+
+def speculation_words(stats: GenerationStats) -> str:
+    """Speculative decoding's figures in words: the share of guesses kept, and tokens per pass of the model."""
+    return (f"draft accepted {stats.accepted_tokens}/{stats.draft_tokens} ({stats.acceptance_rate:.0%}), "
+            f"{stats.tokens_per_pass:.2f} tokens per pass")
 
 
 def _sampling(args) -> SamplingSettings:
@@ -149,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
 
     images = _read_images(args.image)
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images))
+                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images),
+                            draft=draft_setting(args), draft_tokens=args.draft_tokens)
     sampling = _sampling(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     try:
         sampling.validate()
@@ -158,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
     check_fit(args.model, settings, args)
+    if draft_note(settings) and not args.json:
+        print(draft_note(settings), file=sys.stderr)
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:
@@ -255,6 +301,8 @@ def _json_result(loaded, done: Done) -> dict:
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
         "vision": loaded.details.get("vision"),
         "server_timings": s.server,
+        "draft": loaded.details.get("draft"), "draft_tokens": s.draft_tokens, "accepted_tokens": s.accepted_tokens,
+        "acceptance_rate": s.acceptance_rate, "verify_passes": s.verify_passes, "tokens_per_pass": s.tokens_per_pass,
         "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
         "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
         "devices": [dataclasses.asdict(d) for d in loaded.devices],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -205,6 +206,19 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _draft_suggestions(report) -> dict:
+    """For each format's best pick that is a local model, the library's model to suggest as its draft, if any."""
+    from app.hub.library import Library
+    from app.models.drafts import suggest_draft
+
+    picks = {fmt: pick for fmt, pick in report.best_per_format.items() if Path(pick.label).exists()}
+    if not picks:
+        return {}
+    library = [(entry.name, entry.path) for entry in Library().entries()]
+    found = {fmt: suggest_draft(pick.label, library) for fmt, pick in picks.items()}
+    return {fmt: suggestion for fmt, suggestion in found.items() if suggestion is not None}
+
+
 def run_recommend(args: argparse.Namespace) -> int:
     from app.hub.listing import RepoListing
     from app.models.recommend import recommend
@@ -221,8 +235,10 @@ def run_recommend(args: argparse.Namespace) -> int:
     if not candidates:
         raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
     report = recommend(candidates, _hardware(args), context_length(args.ctx))
+    drafts = _draft_suggestions(report)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(report.to_json() | {"drafts": {fmt: dataclasses.asdict(s) for fmt, s in drafts.items()}},
+                         indent=2))
         return 0
     print(f"Formats for this machine: {', '.join(report.format_preference)} ({report.format_reason}).")
     for c in report.candidates:
@@ -231,6 +247,8 @@ def run_recommend(args: argparse.Namespace) -> int:
         print(f"  {c.quant:10} {c.verdict:24} {memory:>10}{speed}  {c.label}")
     for fmt, pick in report.best_per_format.items():
         print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}")
+        if fmt in drafts:
+            print(f"  Draft: {drafts[fmt].name} — {drafts[fmt].reason} (--draft {drafts[fmt].path})")
     if report.load_settings:
         load = report.load_settings
         experts = f" --cpu-moe {load.cpu_moe}" if load.cpu_moe else ""

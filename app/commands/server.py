@@ -6,9 +6,11 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from app.errors import EngineError
-from app.commands.engine import FORCE_HELP, add_force_arguments, check_fit
+from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_arguments, check_fit, draft_note,
+                                 draft_setting)
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
@@ -61,6 +63,7 @@ def register(subparsers) -> None:
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 
 
@@ -81,12 +84,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            cpu_moe=args.cpu_moe)
+                            cpu_moe=args.cpu_moe, draft=draft_setting(args), draft_tokens=args.draft_tokens)
     try:
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
     check_fit(args.model, settings, args)
+    if draft_note(settings):
+        print(draft_note(settings), file=sys.stderr)
 
     from app.server.app import create_app
     from app.server.pool import PoolSettings
@@ -97,9 +102,10 @@ def run(args: argparse.Namespace) -> int:
 
         def announce(openai) -> None:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
-            experts = loaded.details.get("experts_in_ram")
+            experts, draft = loaded.details.get("experts_in_ram"), loaded.details.get("draft")
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
                   + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
+                  + (f"draft {Path(draft['model']).name}, {draft['draft_tokens']} tokens a check · " if draft else "")
                   + f"model id {openai.model_id!r}", file=sys.stderr)
             pool = openai.pool
             if pool.settings.load_on_demand:

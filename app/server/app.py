@@ -65,6 +65,8 @@ def timings(stats: GenerationStats) -> dict[str, float | int]:
         "predicted_per_token_ms": stats.decode_ms / stats.decode_tokens if stats.decode_tokens else 0.0,
         "predicted_per_second": stats.decode_tps,
         "ttft_ms": stats.ttft_ms,
+        # speculative decoding (--draft), under llama-server's names
+        **({"draft_n": stats.draft_tokens, "draft_n_accepted": stats.accepted_tokens} if stats.verify_passes else {}),
     }
 
 

@@ -18,6 +18,7 @@ ReplySession's (app.ui.reply_session); this page shows them and talks to the eng
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -496,6 +497,10 @@ class ChatPage(QWidget):
             self.open_model(conv.model_path)
 
     def load_model(self, path: str, settings: LoadSettings, *, force: bool = False) -> None:
+        if not settings.draft and self.current is not None and self.current.sampling.get("draft"):
+            from app.models.drafts import usable_draft  # the chat's draft (its settings), where it fits this model
+
+            settings = dataclasses.replace(settings, draft=usable_draft(path, self.current.sampling["draft"]))
         self._forced_warning = ""
         self._budget_refusal = None
         self._load_request = (path, settings)

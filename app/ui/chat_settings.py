@@ -4,6 +4,7 @@ from or save to."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
@@ -12,7 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
-from backends.base import SamplingSettings
+from backends.base import PROMPT_LOOKUP, SamplingSettings
 
 NO_PRESET = "(choose a preset)"
 
@@ -74,6 +75,14 @@ class ChatSettingsDialog(QDialog):
         self._show_schema(sampling.json_schema)
         form.addRow(self.json_answer)
         form.addRow(self.json_schema)
+        # Speculative decoding: a load setting, kept with the chat and used whenever a model it fits loads for it.
+        self.draft = QComboBox()
+        self.draft.setAccessibleName(self.tr("Draft for speculative decoding"))
+        self.draft.setToolTip(self.tr("A draft guesses tokens the model checks several at a time: replies come faster "
+                                      "where the guesses are right, and stay the model's own. Takes effect when the "
+                                      "model next loads."))
+        self._fill_drafts(conversation.model_path, conversation.sampling.get("draft") or "")
+        form.addRow(self.tr("Draft"), self.draft)
         layout.addLayout(form)
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
         self.error.setObjectName("no")
@@ -97,6 +106,26 @@ class ChatSettingsDialog(QDialog):
         box.setAccessibleName(label)
         form.addRow(label, box)
         return box
+
+    def _fill_drafts(self, model_path: str | None, chosen: str) -> None:
+        """Off, prompt lookup (GGUF), and the library's models that can draft for the chat's model (app/models/drafts:
+        same vocabulary, a quarter of its size at most); a draft chosen before stays listed."""
+        from app.hub.library import Library, LibraryError
+        from app.models.drafts import draft_candidates
+
+        self.draft.addItem(self.tr("Off"), "")
+        if model_path is None or model_path.lower().endswith(".gguf"):
+            self.draft.addItem(self.tr("Prompt lookup (copies from the conversation)"), PROMPT_LOOKUP)
+        if model_path:
+            try:
+                library = [(entry.name, entry.path) for entry in Library().entries(refresh=False)]
+            except (LibraryError, OSError):
+                library = []
+            for _, name, path in draft_candidates(model_path, library):
+                self.draft.addItem(self.tr("{name} (draft model)").format(name=name), str(path))
+        if chosen and self.draft.findData(chosen) < 0:
+            self.draft.addItem(self.tr("{name} (draft model)").format(name=Path(chosen).name), chosen)
+        self.draft.setCurrentIndex(max(self.draft.findData(chosen), 0))
 
     def _fill_presets(self) -> None:
         self.preset_box.clear()
@@ -129,7 +158,7 @@ class ChatSettingsDialog(QDialog):
         return {"temperature": self.temperature.value(), "top_p": self.top_p.value(), "top_k": self.top_k.value(),
                 "min_p": self.min_p.value(), "repeat_penalty": self.repeat_penalty.value(),
                 "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
-                "json_schema": self.schema()}
+                "json_schema": self.schema(), "draft": self.draft.currentData() or ""}
 
     def apply_preset(self, name: str) -> None:
         preset = next(p for p in self.store.presets() if p.name == name)

@@ -100,6 +100,9 @@ def stats_summary(stats: Mapping[str, Any] | None) -> str:
     if stats.get("prompt_tps"):
         parts.append(QCoreApplication.translate("formatting", "prompt {speed}").format(
             speed=tokens_per_second(stats["prompt_tps"], 0)))
+    if stats.get("acceptance_rate") is not None:  # speculative decoding: the share of the draft's guesses kept
+        parts.append(QCoreApplication.translate("formatting", "draft {rate} accepted, {tokens} tokens a pass").format(
+            rate=percent(stats["acceptance_rate"]), tokens=number(stats["tokens_per_pass"], 1)))
     reason = {"cancelled": QCoreApplication.translate("formatting", "stopped"),
               "length": QCoreApplication.translate("formatting", "hit max tokens")}.get(stats.get("stop_reason", ""))
     if reason:

@@ -387,6 +387,13 @@ class ModelBar(QFrame):
             devices = [self.tr("Vision projector {projector}: {image_tokens} context tokens an image")
                        .format(projector=info.details['vision']['projector'],
                                image_tokens=info.details['vision']['image_tokens']), *devices]
+        if draft := info.details.get("draft"):  # speculative decoding (the chat's settings)
+            lookup = not draft["model_bytes"]  # prompt lookup: no model of its own
+            where += self.tr(" · prompt lookup") if lookup else self.tr(" · draft {name}").format(
+                name=Path(draft["model"]).name)
+            what = (self.tr("Prompt lookup") if lookup else self.tr("Draft {model}: {size}").format(
+                model=draft["model"], size=human_memory(draft["model_bytes"])))
+            devices = [*devices, self.tr("{what}, {n} tokens a check").format(what=what, n=draft["draft_tokens"])]
         if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
             memory = self.tr("{memory} in buffers").format(memory=human_memory(sum(d.total_bytes
                                                                                    for d in info.devices)))

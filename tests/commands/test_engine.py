@@ -133,3 +133,33 @@ def test_chat_force_loads_past_the_fit_check_with_the_risk_in_words(tiny_models,
     assert result.returncode == 0, result.stderr
     assert "Loading tiny-llama-Q8_0.gguf anyway, though it does not fit this machine (needs" in result.stderr
     assert "run out of memory" in result.stderr and result.stdout.strip()
+
+
+def test_chat_draft_gives_the_same_reply_and_reports_the_speculation(tiny_draft_pair):
+    args = ("chat", str(tiny_draft_pair.target), "--prompt", "Tell me a story.", "--json", "--max-tokens", "40",
+            "--temperature", "0", "--threads", "2")
+    plain = json.loads(quantdesk(*args).stdout)
+    for draft in (str(tiny_draft_pair.draft), "prompt-lookup"):
+        result = quantdesk(*args, "--draft", draft, "--draft-tokens", "5")
+        assert result.returncode == 0, result.stderr[-2000:]
+        out = json.loads(result.stdout)
+        assert out["text"] == plain["text"]
+        assert out["draft"]["model"] == draft and out["draft"]["draft_tokens"] == 5
+        assert 0 <= out["accepted_tokens"] <= out["draft_tokens"]
+        assert out["verify_passes"] > 0 and out["tokens_per_pass"] >= 1
+    assert plain["draft"] is None and plain["acceptance_rate"] is None
+    assert out["draft_tokens"] > 0  # the reply repeats enough of itself for prompt lookup to guess at least once
+    result = quantdesk("chat", str(tiny_draft_pair.target), "--prompt", "hi", "--max-tokens", "20", "--temperature",
+                       "0", "--draft", str(tiny_draft_pair.draft))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "loads beside the model; the fit check counted the model alone" in result.stderr
+    assert "draft accepted" in result.stderr and "tokens per pass" in result.stderr
+
+
+def test_chat_refuses_a_draft_of_another_vocabulary_with_a_sentence(tiny_draft_pair, tiny_other_vocab_models, tmp_path):
+    other = tiny_other_vocab_models[0]
+    result = quantdesk("chat", str(tiny_draft_pair.target), "--prompt", "hi", "--draft", str(other))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"{other.name} cannot draft for {tiny_draft_pair.target.name}: its vocabulary has 1,100 tokens" in result.stderr
+    result = quantdesk("chat", str(tiny_draft_pair.target), "--prompt", "hi", "--draft", str(tmp_path / "nothing.gguf"))
+    assert result.returncode != 0 and "does not exist" in result.stderr and "Traceback" not in result.stderr

@@ -196,3 +196,16 @@ def test_serve_defaults_are_the_servers_own():
     from app.server.pool import DEFAULT_IDLE_TTL_S
 
     assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S) == (STREAM_EVERY_S, DEFAULT_IDLE_TTL_S)
+
+
+def test_serve_drafts_for_its_model_and_reports_the_guesses(tiny_draft_pair):
+    with _serving(tiny_draft_pair.target, "--draft", str(tiny_draft_pair.draft), "--draft-tokens", "4",
+                  "--threads", "2") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(f"draft {tiny_draft_pair.draft.name}, 4 tokens a check" in line for line in seen), seen
+        body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 30, "temperature": 0}
+        reply = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                           timeout=120).json()
+        timings = reply["timings"]
+        assert timings["draft_n"] > 0 and 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
+        _ctrl_c(proc, lines)

@@ -23,6 +23,16 @@ def test_stats_summary_names_a_stopped_reply():
     assert line == "12 tokens · 33.3 tok/s · first token 1.50 s · prompt 250 tok/s · stopped"
 
 
+def test_stats_summary_says_how_much_of_the_draft_was_accepted():
+    from backends.base import GenerationStats
+
+    stats = GenerationStats(20, 10.0, 12.0, 41, 400.0, "length", 0, draft_tokens=48, accepted_tokens=36,
+                            verify_passes=10)
+    line = stats_summary(stats.to_public_dict())
+    assert line.endswith(" · draft 75% accepted, 4.0 tokens a pass · hit max tokens")
+    assert "draft" not in stats_summary(GenerationStats(20, 10.0, 12.0, 41, 400.0, "length", 0).to_public_dict())
+
+
 def test_settled_markdown_stops_at_blank_lines_outside_code_fences():
     settler = SettledMarkdown()
     text = "Para one.\n\n```\ncode\n\nmore code\n"

@@ -1,0 +1,132 @@
+"""Benchmark: speculative decoding on llama.cpp, decode tok/s with a draft ÷ without, with the acceptance rate.
+
+Random-weight models agree with each other about as often as dice, so a draft of a test shape guesses nothing
+right unless the pair is built to agree. Four engine hosts, each its own model loaded; each arm runs right next to
+its baseline, which goes first every other pair (drift on a noisy machine hits both alike), greedy:
+
+- ``plain``: the model alone (``--spec``, F16 or ``--quant``);
+- ``built draft``: the model's first ``--draft-layers`` layers as the draft, with the model's extra layers' output
+  projections scaled by ``--quiet`` (tests/fixtures/models.build_draft_pair): the extra layers add little to the
+  residual stream, so the model's argmax mostly is the draft's — agreement that is real, made on purpose;
+- ``unrelated draft``: a model of the same vocabulary and ``--draft-layers`` layers but another seed: the honest
+  case of a draft that knows nothing the model knows;
+- ``prompt lookup``: no draft model; a prompt that asks to repeat a given text, so there are n-grams to find (the
+  random model does not obey, but its greedy reply falls into loops prompt lookup then copies from).
+
+    python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
+                                      [--quiet 0.05] [--draft-tokens 8] [--threads 2] [--quant F16]
+
+The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
+speculation can give on this machine); the larger ``--quiet``, the less the two agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+
+from app.engine.client import EngineClient
+from backends.base import PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
+from tests.fixtures.models import SPECS, build_draft_pair, build_model_set, quantize_gguf
+
+TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "
+        "and wrote the weather in the log: wind from the west, sea calm, one ship passing north.")
+PROMPTS = {"story": [Message("user", "Write a short story about a lighthouse keeper.")],
+           "repeat": [Message("user", f"Repeat this text exactly, then once more:\n\n{TEXT}")]}
+
+
+def _quantized(path, quant: str):
+    """A quantized copy of an F16 GGUF beside it, made once (under a temporary name, then renamed)."""
+    out = path.with_name(path.name.replace("-F16.gguf", f"-{quant}.gguf"))
+    if not out.exists():
+        os.replace(quantize_gguf(path, out.with_name(out.name + ".partial"), quant), out)
+    return out
+
+
+def run(client: EngineClient, prompt, sampling: SamplingSettings) -> Done:
+    return next(e for e in client.generate(prompt, sampling) if isinstance(e, Done))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--spec", default="smollm2-135m-shape", choices=sorted(SPECS))
+    parser.add_argument("--draft-layers", type=int, default=4)
+    parser.add_argument("--quiet", type=float, default=0.05)
+    parser.add_argument("--draft-tokens", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quant", default="F16", help="F16, or a llama.cpp quant (Q4_K_M, Q8_0) made of each model")
+    args = parser.parse_args()
+    spec = SPECS[args.spec]
+    pair = build_draft_pair(spec, args.draft_layers, quiet=args.quiet)
+    other_spec = dataclasses.replace(spec, name=f"{spec.name}-other{args.draft_layers}", n_layer=args.draft_layers,
+                                     seed=spec.seed + 1)
+    unrelated = build_model_set(other_spec, quants=(), mlx=False).gguf_f16
+    target, built = pair.target, pair.draft
+    if args.quant != "F16":  # quantized copies beside the F16 files, made once
+        target, built, unrelated = (_quantized(path, args.quant) for path in (target, built, unrelated))
+    arms = {  # name: (draft, prompt)
+        "plain": ("", "story"),
+        "built draft": (str(built), "story"),
+        "unrelated draft": (str(unrelated), "story"),
+        "plain (repeat)": ("", "repeat"),
+        "prompt lookup": (PROMPT_LOOKUP, "repeat"),
+    }
+    baseline = {"built draft": "plain", "unrelated draft": "plain", "prompt lookup": "plain (repeat)"}
+    sampling = SamplingSettings(temperature=0.0, max_tokens=args.tokens)
+    clients = {draft: EngineClient() for draft, _ in arms.values()}
+    rates: dict[str, list[float]] = {name: [] for name in baseline}  # each arm's runs
+    base_rates: dict[str, list[float]] = {name: [] for name in baseline}  # the baseline run next to each
+    accepted: dict[str, list[float]] = {name: [] for name in baseline}
+    per_pass: dict[str, list[float]] = {name: [] for name in baseline}
+    texts: dict[str, set[str]] = {name: set() for name in arms}
+
+    def measure(i: int, name: str) -> float:
+        draft, prompt = arms[name]
+        done = run(clients[draft], PROMPTS[prompt], sampling)
+        s = done.stats
+        texts[name].add(done.text)
+        extra = ""
+        if s.acceptance_rate is not None:
+            accepted[name].append(s.acceptance_rate)
+            per_pass[name].append(s.tokens_per_pass)
+            extra = (f", accepted {s.accepted_tokens}/{s.draft_tokens} ({s.acceptance_rate:.0%}), "
+                     f"{s.tokens_per_pass:.2f} tokens a pass")
+        print(f"run {i + 1} {name:>16}: {s.decode_tps:7.1f} tok/s ({s.generated_tokens} tokens{extra})", flush=True)
+        return s.decode_tps
+
+    try:
+        for draft, client in clients.items():
+            client.load(target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
+                                             draft_tokens=args.draft_tokens))
+        for name in arms:  # warm-up
+            measure(-1, name)
+        for i in range(args.runs):  # each arm right next to its baseline, which goes first every other round
+            for name, base in baseline.items():
+                if i % 2:
+                    rates[name].append(measure(i, name))
+                    base_rates[name].append(measure(i, base))
+                else:
+                    base_rates[name].append(measure(i, base))
+                    rates[name].append(measure(i, name))
+    finally:
+        for client in clients.values():
+            client.close()
+    print(f"\n{spec.name} {args.quant} ({spec.n_layer} layers) · drafts of {args.draft_layers} layers · built pair's "
+          f"extra layers at x{args.quiet:g} · {args.draft_tokens} tokens a check · {args.tokens} tokens greedy · "
+          f"{args.runs} pairs each · {args.threads} threads")
+    for name, base in baseline.items():
+        ratios = [d / p for d, p in zip(rates[name], base_rates[name], strict=True)]
+        same = "same reply" if texts[name] == texts[base] else "REPLY DIFFERS"
+        # On a busy machine other processes only ever slow a run down: the best run of each arm is the least disturbed.
+        print(f"{name:>16} vs {base}: with ÷ without, pair by pair median {statistics.median(ratios):.3f} (min "
+              f"{min(ratios):.3f}, max {max(ratios):.3f}); best runs {max(rates[name]):.1f} ÷ "
+              f"{max(base_rates[name]):.1f} = {max(rates[name]) / max(base_rates[name]):.3f} · acceptance median "
+              f"{statistics.median(accepted[name]):.0%} · {statistics.median(per_pass[name]):.2f} tokens a pass · "
+              f"{same}")
+
+if __name__ == "__main__":
+    main()
