@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
 
-def penalized_argmax(np, logits, recent, penalty):
+def penalized_argmax(np: ModuleType, logits: Any, recent: Sequence[int], penalty: Any) -> int:
     """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens (float32, ``logit <=
     0`` multiplied, else divided, as ``llama_sampler_penalties_apply`` does); the row itself is left as it is."""
     ids = np.fromiter(set(recent), dtype=np.int64)
@@ -70,7 +72,7 @@ class DraftModel:
     is kept from. Its KV cache follows the history the way the model's does: the prefix it already holds is kept, the
     rest decoded."""
 
-    def __init__(self, llama_cpp, llm, last_n: int) -> None:
+    def __init__(self, llama_cpp: ModuleType, llm: Any, last_n: int) -> None:
         import numpy as np
 
         self._lib, self._llm, self._np = llama_cpp, llm, np
