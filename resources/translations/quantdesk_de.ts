@@ -111,6 +111,18 @@
         <translation>Über das hinaus laden, was die Passprüfung auf diesem Rechner als frei zählt</translation>
     </message>
     <message>
+        <source>No model loaded</source>
+        <translation>Kein Modell geladen</translation>
+    </message>
+    <message>
+        <source>Load a model you have with “Load model…” above, or find one that fits this machine and download it.</source>
+        <translation>Laden Sie oben mit „Modell laden …“ ein Modell, das Sie haben, oder finden Sie eines, das auf diesen Rechner passt, und laden Sie es herunter.</translation>
+    </message>
+    <message>
+        <source>Find a model</source>
+        <translation>Modell finden</translation>
+    </message>
+    <message>
         <source>Image…</source>
         <translation>Bild …</translation>
     </message>
@@ -177,6 +189,10 @@
     <message>
         <source>Loading {name}…</source>
         <translation>{name} wird geladen …</translation>
+    </message>
+    <message>
+        <source>{why} Reload loads it again.</source>
+        <translation>{why} „Neu laden“ lädt es wieder.</translation>
     </message>
     <message>
         <source>Attach images</source>
@@ -358,8 +374,32 @@
         <translation>JSON-Schema der Antworten</translation>
     </message>
     <message>
+        <source>Draft for speculative decoding</source>
+        <translation>Entwurfsmodell für spekulatives Dekodieren</translation>
+    </message>
+    <message>
+        <source>A draft guesses tokens the model checks several at a time: replies come faster where the guesses are right, and stay the model&apos;s own. Takes effect when the model next loads.</source>
+        <translation>Ein Entwurf rät Tokens, die das Modell mehrere auf einmal prüft: Antworten kommen schneller, wo die Vermutungen stimmen, und bleiben die des Modells. Wirkt, wenn das Modell das nächste Mal lädt.</translation>
+    </message>
+    <message>
+        <source>Draft</source>
+        <translation>Entwurf</translation>
+    </message>
+    <message>
         <source>Why the settings were not saved</source>
         <translation>Warum die Einstellungen nicht gespeichert wurden</translation>
+    </message>
+    <message>
+        <source>Off</source>
+        <translation>Aus</translation>
+    </message>
+    <message>
+        <source>Prompt lookup (copies from the conversation)</source>
+        <translation>Prompt-Lookup (übernimmt aus dem Gespräch)</translation>
+    </message>
+    <message>
+        <source>{name} (draft model)</source>
+        <translation>{name} (Entwurfsmodell)</translation>
     </message>
     <message>
         <source>the JSON schema is not valid JSON ({exc})</source>
@@ -677,10 +717,6 @@
         <translation>Entdecken</translation>
     </message>
     <message>
-        <source>&lt;h1&gt;Discover&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Entdecken&lt;/h1&gt;</translation>
-    </message>
-    <message>
         <source>Search the Hugging Face Hub, e.g. llama 3.2 instruct</source>
         <translation>Den Hugging Face Hub durchsuchen, z. B. llama 3.2 instruct</translation>
     </message>
@@ -721,8 +757,8 @@
         <translation>Die kuratierte Startliste anzeigen</translation>
     </message>
     <message>
-        <source>&lt;h2&gt;Pick a model&lt;/h2&gt;</source>
-        <translation>&lt;h2&gt;Wählen Sie ein Modell&lt;/h2&gt;</translation>
+        <source>Pick a model</source>
+        <translation>Wählen Sie ein Modell</translation>
     </message>
     <message>
         <source>Choose a model on the left to see every quant and whether it fits this machine.</source>
@@ -826,10 +862,6 @@
         <translation>&lt;b&gt;Die Suche ist fehlgeschlagen.&lt;/b&gt;&lt;br&gt;{error}</translation>
     </message>
     <message>
-        <source>&lt;h2&gt;{repo_id}&lt;/h2&gt;</source>
-        <translation>&lt;h2&gt;{repo_id}&lt;/h2&gt;</translation>
-    </message>
-    <message>
         <source>Offline: the quants of this model cannot be listed.</source>
         <translation>Offline: Die Quantisierungen dieses Modells können nicht aufgelistet werden.</translation>
     </message>
@@ -844,6 +876,10 @@
     <message>
         <source>The Hub cannot be reached. You can still import a model file you already have.</source>
         <translation>Der Hub ist nicht erreichbar. Sie können weiterhin eine vorhandene Modelldatei importieren.</translation>
+    </message>
+    <message>
+        <source>best: {quant} · {size}</source>
+        <translation>beste Wahl: {quant} · {size}</translation>
     </message>
     <message>
         <source>{repo_id} holds no GGUF, MLX or EXL model files QuantDesk can run.</source>
@@ -927,12 +963,16 @@
         <translation>Downloads</translation>
     </message>
     <message>
-        <source>&lt;h1&gt;Downloads&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Downloads&lt;/h1&gt;</translation>
+        <source>Nothing is downloading</source>
+        <translation>Es wird nichts heruntergeladen</translation>
     </message>
     <message>
-        <source>Nothing is downloading. Pick a model on the Discover page and choose Download.</source>
-        <translation>Es wird nichts heruntergeladen. Wählen Sie auf der Seite „Entdecken“ ein Modell und dann „Herunterladen“.</translation>
+        <source>Pick a model on the Discover page and choose Download: its progress, speed and time left show here.</source>
+        <translation>Wählen Sie auf der Seite „Entdecken“ ein Modell und dann „Herunterladen“: Fortschritt, Tempo und Restzeit stehen hier.</translation>
+    </message>
+    <message>
+        <source>Find a model</source>
+        <translation>Modell finden</translation>
     </message>
 </context>
 <context>
@@ -1024,10 +1064,6 @@
     <message>
         <source>Detecting this machine…</source>
         <translation>Dieser Rechner wird erkannt …</translation>
-    </message>
-    <message>
-        <source>&lt;h1&gt;Hardware&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Hardware&lt;/h1&gt;</translation>
     </message>
     <message>
         <source>{cores} cores / {threads} threads</source>
@@ -1196,12 +1232,20 @@
         <translation>Quantisierungslabor</translation>
     </message>
     <message>
-        <source>&lt;h1&gt;Quant lab&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Quantisierungslabor&lt;/h1&gt;</translation>
-    </message>
-    <message>
         <source>Compare quants and formats of one model on this machine: load time, prompt and generation speed, time to first token and peak memory, and quality against the highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.</source>
         <translation>Vergleichen Sie Quantisierungen und Formate eines Modells auf diesem Rechner: Ladezeit, Prompt- und Generierungstempo, Zeit bis zum ersten Token und Spitzenspeicher sowie die Qualität gegenüber der genauesten Variante (Perplexität, KL-Divergenz, Top-1-Übereinstimmung). Jeder Lauf nutzt einen frischen Engine-Prozess.</translation>
+    </message>
+    <message>
+        <source>Nothing to compare yet</source>
+        <translation>Noch nichts zu vergleichen</translation>
+    </message>
+    <message>
+        <source>The lab compares quants of one model: download two or more from Discover, or add model files and folders you have below.</source>
+        <translation>Das Labor vergleicht Quantisierungen eines Modells: Laden Sie zwei oder mehr unter „Entdecken“ herunter, oder fügen Sie unten Modelldateien und -ordner hinzu, die Sie haben.</translation>
+    </message>
+    <message>
+        <source>Find a model</source>
+        <translation>Modell finden</translation>
     </message>
     <message>
         <source>Run bench</source>
@@ -1581,10 +1625,6 @@
         <translation>Bibliothek</translation>
     </message>
     <message>
-        <source>&lt;h1&gt;Library&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Bibliothek&lt;/h1&gt;</translation>
-    </message>
-    <message>
         <source>Import file…</source>
         <translation>Datei importieren …</translation>
     </message>
@@ -1639,6 +1679,18 @@
     <message>
         <source>Select all models</source>
         <translation>Alle Modelle auswählen</translation>
+    </message>
+    <message>
+        <source>No models yet</source>
+        <translation>Noch keine Modelle</translation>
+    </message>
+    <message>
+        <source>Find one that fits this machine on the Discover page, or import a GGUF file or a model folder you already have.</source>
+        <translation>Finden Sie auf der Seite „Entdecken“ eines, das auf diesen Rechner passt, oder importieren Sie eine GGUF-Datei oder einen Modellordner, den Sie schon haben.</translation>
+    </message>
+    <message>
+        <source>Find a model</source>
+        <translation>Modell finden</translation>
     </message>
     <message>
         <source>Model details</source>
@@ -2046,6 +2098,14 @@
         <translation>Mixture-of-Experts-Modelle: die Experten der ersten N Schichten im Arbeitsspeicher halten und den Rest jeder Schicht auf der GPU (llama.cpp --n-cpu-moe); nur die Experten, die ein Token nutzt, werden aus dem RAM gelesen</translation>
     </message>
     <message>
+        <source>Loaded models</source>
+        <translation>Geladene Modelle</translation>
+    </message>
+    <message>
+        <source>The models in memory, each in its engine: eject one to free its memory</source>
+        <translation>Die Modelle im Speicher, jedes in seiner Engine: Werfen Sie eines aus, um seinen Speicher freizugeben</translation>
+    </message>
+    <message>
         <source>Context </source>
         <translation>Kontext </translation>
     </message>
@@ -2150,6 +2210,26 @@
         <translation>Vision-Projektor {projector}: {image_tokens} Kontext-Tokens pro Bild</translation>
     </message>
     <message>
+        <source> · prompt lookup</source>
+        <translation> · Prompt-Lookup</translation>
+    </message>
+    <message>
+        <source> · draft {name}</source>
+        <translation> · Entwurf {name}</translation>
+    </message>
+    <message>
+        <source>Prompt lookup</source>
+        <translation>Prompt-Lookup</translation>
+    </message>
+    <message>
+        <source>Draft {model}: {size}</source>
+        <translation>Entwurf {model}: {size}</translation>
+    </message>
+    <message>
+        <source>{what}, {n} tokens a check</source>
+        <translation>{what}, {n} Tokens je Prüfung</translation>
+    </message>
+    <message>
         <source>{memory} in buffers</source>
         <translation>{memory} in Puffern</translation>
     </message>
@@ -2164,6 +2244,22 @@
     <message>
         <source>Runtime {runtime}: {runtime_reason}</source>
         <translation>Laufzeit {runtime}: {runtime_reason}</translation>
+    </message>
+    <message>
+        <source>{n} loaded</source>
+        <translation>{n} geladen</translation>
+    </message>
+    <message>
+        <source>{name} · {memory}</source>
+        <translation>{name} · {memory}</translation>
+    </message>
+    <message>
+        <source> · this chat</source>
+        <translation> · dieser Chat</translation>
+    </message>
+    <message>
+        <source>Eject {name}</source>
+        <translation>{name} auswerfen</translation>
     </message>
     <message>
         <source>Engine process: {rss}</source>
@@ -2244,8 +2340,12 @@
         <translation>Festgelegt</translation>
     </message>
     <message>
-        <source>Load every model with the {name} runtime (quantdesk runtime use {name})</source>
-        <translation>Jedes Modell mit der Laufzeit {name} laden (quantdesk runtime use {name})</translation>
+        <source>Always use</source>
+        <translation>Immer verwenden</translation>
+    </message>
+    <message>
+        <source>Load every model with the {name} runtime, whatever the automatic choice (quantdesk runtime use {name})</source>
+        <translation>Jedes Modell mit der Laufzeit {name} laden, unabhängig von der automatischen Wahl (quantdesk runtime use {name})</translation>
     </message>
     <message>
         <source>Use {name}</source>
@@ -2347,12 +2447,20 @@
         <translation>Lokaler Server</translation>
     </message>
     <message>
-        <source>&lt;h1&gt;Local server&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Lokaler Server&lt;/h1&gt;</translation>
-    </message>
-    <message>
         <source>Serve a local model over an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions), so other apps and scripts on this computer can use it.&lt;br&gt;{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}</source>
         <translation>Ein lokales Modell über eine OpenAI-kompatible API bereitstellen (/v1/models, /v1/chat/completions, /v1/completions), damit andere Apps und Skripte auf diesem Rechner es nutzen können.&lt;br&gt;{SHARED_ENGINE_NOTE} {ON_DEMAND_NOTE}</translation>
+    </message>
+    <message>
+        <source>No model to serve</source>
+        <translation>Kein Modell zum Bereitstellen</translation>
+    </message>
+    <message>
+        <source>The server serves the model the Chat has loaded: load one there first, then switch the server on.</source>
+        <translation>Der Server stellt das Modell bereit, das der Chat geladen hat: Laden Sie dort zuerst eines, dann schalten Sie den Server ein.</translation>
+    </message>
+    <message>
+        <source>Open Chat</source>
+        <translation>Chat öffnen</translation>
     </message>
     <message>
         <source>Serve the model</source>
@@ -2539,6 +2647,10 @@
         <translation>An – im Chat ist kein Modell geladen: Anfragen werden mit 503 beantwortet, bis eines geladen ist</translation>
     </message>
     <message>
+        <source>Models the server loads join the Chat&apos;s: the memory budget and idle unload of Settings → Loaded models hold for both</source>
+        <translation>Modelle, die der Server lädt, kommen zu denen des Chats: Speicherbudget und Entladen bei Leerlauf aus Einstellungen → Geladene Modelle gelten für beide</translation>
+    </message>
+    <message>
         <source>Starting…</source>
         <translation>Startet …</translation>
     </message>
@@ -2600,10 +2712,6 @@
     <message>
         <source>Settings</source>
         <translation>Einstellungen</translation>
-    </message>
-    <message>
-        <source>&lt;h1&gt;Settings&lt;/h1&gt;</source>
-        <translation>&lt;h1&gt;Einstellungen&lt;/h1&gt;</translation>
     </message>
     <message>
         <source>Models folder</source>
@@ -2698,12 +2806,60 @@
         <translation>Sprache</translation>
     </message>
     <message>
+        <source>Loaded models</source>
+        <translation>Geladene Modelle</translation>
+    </message>
+    <message>
         <source>Remote engines</source>
         <translation>Entfernte Engines</translation>
     </message>
     <message>
         <source>Settings status</source>
         <translation>Status der Einstellungen</translation>
+    </message>
+    <message>
+        <source> GiB</source>
+        <translation> GiB</translation>
+    </message>
+    <message>
+        <source>Budget: what is free</source>
+        <translation>Budget: was frei ist</translation>
+    </message>
+    <message>
+        <source>Memory budget</source>
+        <translation>Speicherbudget</translation>
+    </message>
+    <message>
+        <source>Memory the loaded models may take together, by their estimates; lowest: what the fit check finds free when the first model loads</source>
+        <translation>Speicher, den die geladenen Modelle zusammen belegen dürfen, nach ihren Schätzungen; kleinster Wert: was die Passprüfung frei findet, wenn das erste Modell lädt</translation>
+    </message>
+    <message>
+        <source>At most </source>
+        <translation>Höchstens </translation>
+    </message>
+    <message>
+        <source> loaded</source>
+        <translation> geladen</translation>
+    </message>
+    <message>
+        <source>Max loaded models</source>
+        <translation>Höchstzahl geladener Modelle</translation>
+    </message>
+    <message>
+        <source>Idle unload: off</source>
+        <translation>Entladen bei Leerlauf: aus</translation>
+    </message>
+    <message>
+        <source>Idle unload after {n} min</source>
+        <translation>Entladen nach {n} min Leerlauf</translation>
+    </message>
+    <message>
+        <source>Idle unload</source>
+        <translation>Entladen bei Leerlauf</translation>
+    </message>
+    <message>
+        <source>A model with no message for this long unloads, freeing its memory</source>
+        <translation>Ein Modell ohne Nachricht für diese Zeit wird entladen und gibt seinen Speicher frei</translation>
     </message>
     <message>
         <source>Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.</source>
@@ -2728,6 +2884,10 @@
     <message>
         <source>Off: neither the app nor the quantdesk command asks the Hub about updates.</source>
         <translation>Aus: Weder die App noch der Befehl quantdesk fragt den Hub nach Updates.</translation>
+    </message>
+    <message>
+        <source>Chats with different models keep each model loaded, one engine each, within this budget; when one more does not fit, the least recently used idle model unloads first, and the Chat says so.</source>
+        <translation>Chats mit verschiedenen Modellen halten jedes Modell geladen, je eine Engine, innerhalb dieses Budgets; passt eines mehr nicht, wird zuerst das am längsten unbenutzte untätige Modell entladen, und der Chat sagt es.</translation>
     </message>
     <message>
         <source>In use: {masked}</source>
@@ -3076,6 +3236,10 @@
     <message>
         <source>prompt {speed}</source>
         <translation>Prompt {speed}</translation>
+    </message>
+    <message>
+        <source>draft {rate} accepted, {tokens} tokens a pass</source>
+        <translation>Entwurf {rate} angenommen, {tokens} Tokens je Durchgang</translation>
     </message>
     <message>
         <source>stopped</source>
