@@ -23,7 +23,7 @@ from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes, number
 from app.ui.icons import decorate
-from app.ui.widgets import EmptyState, page_margins, page_title
+from app.ui.widgets import EmptyState, page_margins, page_scroll, page_title
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
 # The button that takes the keyboard focus when a row gets it, or when the one that had it goes: what comes next.
@@ -212,9 +212,7 @@ class DownloadsPage(QWidget):
                                       self.tr("Find a model"), "Discover")
         self.empty_label.button.clicked.connect(lambda: self.go_to.emit("Discover"))
         outer.addWidget(self.empty_label)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll = page_scroll(QScrollArea())
         holder = QWidget()
         self._rows_layout = QVBoxLayout(holder)
         self._rows_layout.setContentsMargins(0, 0, 0, 0)

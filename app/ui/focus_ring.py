@@ -9,7 +9,7 @@ theirs), it is drawn here as a rounded ring and moved with the focus."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QRectF, Slot
+from PySide6.QtCore import QObject, QRectF, Qt, Slot
 from PySide6.QtGui import QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QFocusFrame, QProxyStyle, QStyle, QStyleHintReturn, QStyleOption, QWidget
 from shiboken6 import delete, isValid
@@ -82,7 +82,10 @@ class FocusRingFollower(QObject):
     @Slot(QWidget, QWidget)
     def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
         window = self.parent()
-        shown = new is not None and _belongs_to(new.window(), window)
+        # A widget that takes no focus holds it only as Qt's last resort (a page with no control yet, given the
+        # focus by the page switch): no ring round a whole page.
+        shown = (new is not None and new.focusPolicy() != Qt.FocusPolicy.NoFocus
+                 and _belongs_to(new.window(), window))
         if self.ring is None or not isValid(self.ring):
             if not shown:
                 return

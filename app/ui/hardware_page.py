@@ -6,13 +6,13 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import QCoreApplication, Qt
-from PySide6.QtWidgets import (QFrame, QGridLayout, QGroupBox, QLabel, QScrollArea, QVBoxLayout,
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QScrollArea, QVBoxLayout,
                                QWidget)
 
 from app.hardware.profile import GpuInfo, HardwareProfile
 from app.ui.formatting import human_bytes, human_memory, number
 from app.ui.runtimes_panel import RuntimesPanel
-from app.ui.widgets import MemoryBar, page_margins, page_title
+from app.ui.widgets import MemoryBar, page_margins, page_scroll, page_title
 
 # Flags that change which llama.cpp kernels run; shown first and in bold.
 KEY_FLAGS = ("avx", "avx2", "avx512f", "fma", "f16c", "avx_vnni", "amx_int8", "neon", "dotprod", "sve", "i8mm")
@@ -49,8 +49,7 @@ def _plain(text: str) -> QLabel:
 class HardwarePage(QScrollArea):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
+        page_scroll(self)
         self.setAccessibleName(self.tr("Hardware"))
         self.profile: HardwareProfile | None = None
         self.runtimes_panel = RuntimesPanel()  # one for the page's life: a build in progress outlives a refresh

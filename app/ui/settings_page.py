@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
 from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
-from app.ui.widgets import page_margins, page_title
+from app.ui.widgets import page_margins, page_scroll, page_title
 
 THEME_NAMES = (("system", QT_TRANSLATE_NOOP("SettingsPage", "Follow the system")),
                ("light", QT_TRANSLATE_NOOP("SettingsPage", "Light")),
@@ -44,8 +44,7 @@ class SettingsPage(QScrollArea):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWidgetResizable(True)
-        self.setFrameShape(QFrame.Shape.NoFrame)
+        page_scroll(self)
         self.setAccessibleName(self.tr("Settings"))
         self.current = app_settings.load()
         self.shown_language = chosen_language(self.current.language)  # what this run shows (read at start-up)

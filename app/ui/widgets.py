@@ -67,14 +67,22 @@ def page_margins(layout: QVBoxLayout) -> QVBoxLayout:
     return layout
 
 
+def page_scroll(scroll: QScrollArea) -> QScrollArea:
+    """A scroll area that holds (part of) a page: sized to its content, frameless, and not a focus stop. The focus
+    goes to the first control inside instead (a scroll area scrolls to whatever has the focus), so Ctrl+1…8 and a
+    page switch land on a field, not on a ring around the whole page."""
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+    return scroll
+
+
 def scrolling_content(page: QWidget) -> QWidget:
     """The widget to lay the page out in: inside a scroll area, so a small window can still show the
     page (and the main window keeps the small minimum size it has without it)."""
     outer = QVBoxLayout(page)
     outer.setContentsMargins(0, 0, 0, 0)
-    scroll = QScrollArea()
-    scroll.setWidgetResizable(True)
-    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll = page_scroll(QScrollArea())
     content = QWidget()
     scroll.setWidget(content)
     outer.addWidget(scroll)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from app.ui.window import PAGES
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
@@ -48,6 +48,8 @@ def test_page_shortcuts_put_the_focus_in_the_page(qtbot, make_window):
     for number, name in enumerate(PAGES, start=1):
         press(qtbot, Qt.Key(Key.Key_0.value + number), CTRL)
         assert window.current_page == name and window.pages[name].isAncestorOf(focused()), name
+        ringed = window.focus_ring.ring.widget()
+        assert not isinstance(ringed, QScrollArea), f"{name}: the focus ring went round the whole page"
     press(qtbot, Key.Key_1, CTRL)
     assert focused() is window.discover.search_box
     press(qtbot, Key.Key_Tab)
