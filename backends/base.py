@@ -45,6 +45,10 @@ class Availability:
 PROMPT_LOOKUP = "prompt-lookup"  # LoadSettings.draft: guesses from the text itself, no draft model
 DEFAULT_DRAFT_TOKENS = 8
 MAX_DRAFT_TOKENS = 64
+# A draft model stops guessing at a token it is less sure of than this (its probability among its ten likeliest):
+# llama-server's --draft-p-min default (common/common.h, common_params_speculative::p_min). An unsure guess is
+# mostly a wrong one, and each costs a draft decode and a wider verification batch.
+DEFAULT_DRAFT_P_MIN = 0.75
 
 
 @dataclass
@@ -64,9 +68,11 @@ class LoadSettings:
     # Speculative decoding: a draft model's path (same vocabulary, llama.cpp: a GGUF; MLX: a model folder) whose
     # guesses the model verifies several at a time, or "prompt-lookup" (llama.cpp: guesses copied from the prompt
     # and the reply so far, after the last few tokens' earlier occurrence); "" for none. ``draft_tokens`` is how
-    # many tokens are guessed per verification.
+    # many tokens are guessed per verification at most; ``draft_p_min`` ends a draft model's guesses at the first it
+    # is less sure of (llama.cpp; mlx-lm's drafts always run ``draft_tokens``; prompt lookup has no probabilities).
     draft: str = ""
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
+    draft_p_min: float = DEFAULT_DRAFT_P_MIN
 
     def validate(self) -> None:
         if self.n_ctx < 16:
@@ -79,6 +85,8 @@ class LoadSettings:
             raise ValueError(f"threads must be at least 1, not {self.threads}")
         if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
             raise ValueError(f"draft tokens must be between 1 and {MAX_DRAFT_TOKENS}, not {self.draft_tokens}")
+        if not 0 <= self.draft_p_min <= 1:
+            raise ValueError(f"the draft's minimum probability must be between 0 and 1, not {self.draft_p_min}")
 
 
 # llama.cpp's own patterns for --cpu-moe and --n-cpu-moe (common/common.h: LLM_FFN_EXPS_REGEX and

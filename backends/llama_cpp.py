@@ -494,7 +494,7 @@ class LlamaCppBackend(Backend):
             self.unload()
             raise GenerationError("draft", f"llama.cpp could not load the draft model {Path(settings.draft).name}: "
                                            f"{exc}", "see the engine log for llama.cpp's reason") from None
-        return DraftModel(llama_cpp, draft, self._llm.last_n_tokens_size)
+        return DraftModel(llama_cpp, draft, self._llm.last_n_tokens_size, settings.draft_p_min)
 
     @staticmethod
     def _experts_in_ram(metadata: dict, cpu_moe: int) -> dict:

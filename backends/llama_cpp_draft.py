@@ -23,6 +23,14 @@ def penalized_argmax(np: ModuleType, logits: Any, recent: Sequence[int], penalty
     return int(row.argmax())
 
 
+def _top10_probability(np: ModuleType, logits: Any, token: int) -> float:
+    """``token``'s probability after a softmax over the row's ten largest logits (0 when it is not among them)."""
+    top = np.partition(logits, -10)[-10:]
+    if logits[token] < top[0]:
+        return 0.0
+    return float(1.0 / np.exp(top - logits[token]).sum())
+
+
 class PromptLookup:
     """Prompt-lookup decoding: the tokens that followed the latest earlier occurrence of the history's last
     ``max_ngram`` (else fewer, down to ``min_ngram``) tokens, as llama-cpp-python's ``LlamaPromptLookupDecoding`` and
@@ -69,15 +77,18 @@ class DraftModel:
     """A smaller model of the same vocabulary, loaded beside the model in the same engine host (its own context and
     KV cache), guessing greedily: its argmax, token after token, with the reply's repetition penalty applied as the
     model's sampler applies it (over the last ``last_n`` tokens of the reply), or it would guess the repeats the model
-    is kept from. Its KV cache follows the history the way the model's does: the prefix it already holds is kept, the
-    rest decoded."""
+    is kept from. It stops at a guess it is less sure of than ``p_min`` (the guess's probability among its ten
+    likeliest tokens, as llama.cpp's common_speculative_gen_draft reads its top-10 sampler), so a draft that knows
+    little costs one draft decode a token rather than a round of wrong guesses. Its KV cache follows the history the
+    way the model's does: the prefix it already holds is kept, the rest decoded."""
 
-    def __init__(self, llama_cpp: ModuleType, llm: Any, last_n: int) -> None:
+    def __init__(self, llama_cpp: ModuleType, llm: Any, last_n: int, p_min: float) -> None:
         import numpy as np
 
         self._lib, self._llm, self._np = llama_cpp, llm, np
         self._n_vocab = llm.n_vocab()
         self._last_n = last_n
+        self._p_min = p_min
         self._n_prompt, self._penalty = 0, np.float32(1.0)
         self._kv: list[int] = []
         self._next = (llama_cpp.llama_token * 1)()
@@ -104,6 +115,8 @@ class DraftModel:
             recent = (reply + guesses)[-self._last_n:]
             if self._penalty != 1 and token in recent:  # as backends.llama_cpp._GreedySampler
                 token = penalized_argmax(np, logits, recent, self._penalty)
+            if self._p_min > 0 and _top10_probability(np, logits, token) < self._p_min:
+                return guesses
             guesses.append(token)
             if len(guesses) == n:
                 return guesses

@@ -12,8 +12,8 @@ from pathlib import Path
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from backends.base import (DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, Done, GenerationStats, LoadSettings, Message,
-                           SamplingSettings)
+from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, Done, GenerationStats,
+                           LoadSettings, Message, SamplingSettings)
 
 
 def register(subparsers) -> None:
@@ -64,6 +64,9 @@ def add_draft_arguments(p: argparse.ArgumentParser) -> None:
                         "(llama.cpp) guesses them from the prompt and the reply so far; the reply stays the model's")
     p.add_argument("--draft-tokens", type=int, default=DEFAULT_DRAFT_TOKENS, metavar="N",
                    help=f"tokens guessed per check with --draft (default {DEFAULT_DRAFT_TOKENS})")
+    p.add_argument("--draft-p-min", type=float, default=DEFAULT_DRAFT_P_MIN, metavar="P",
+                   help="a llama.cpp draft model stops guessing at a token it gives less than this probability "
+                        f"(0 to 1; default {DEFAULT_DRAFT_P_MIN}, as llama-server's)")
 
 
 def draft_setting(args: argparse.Namespace) -> str:
@@ -193,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
     images = _read_images(args.image)
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
                             kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images),
-                            draft=draft_setting(args), draft_tokens=args.draft_tokens)
+                            draft=draft_setting(args), draft_tokens=args.draft_tokens,
+                            draft_p_min=args.draft_p_min)
     sampling = _sampling(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     try:
         sampling.validate()

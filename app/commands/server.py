@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
     settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            cpu_moe=args.cpu_moe, draft=draft_setting(args), draft_tokens=args.draft_tokens)
+                            cpu_moe=args.cpu_moe, draft=draft_setting(args), draft_tokens=args.draft_tokens,
+                            draft_p_min=args.draft_p_min)
     try:
         settings.validate()
     except ValueError as exc:

@@ -9,12 +9,17 @@ its baseline, which goes first every other pair (drift on a noisy machine hits b
   projections scaled by ``--quiet`` (tests/fixtures/models.build_draft_pair): the extra layers add little to the
   residual stream, so the model's argmax mostly is the draft's — agreement that is real, made on purpose;
 - ``unrelated draft``: a model of the same vocabulary and ``--draft-layers`` layers but another seed: the honest
-  case of a draft that knows nothing the model knows;
+  case of a draft that knows nothing the model knows. Its distribution is flat, so with the default minimum
+  probability (``--draft-p-min``, llama-server's 0.75) it guesses nothing. The built pair's logits are sharpened
+  (tests/fixtures/models.DRAFT_PAIR_SHARPNESS), so its draft is as sure of its guesses as a trained one;
+- ``built, p_min 0`` and ``unrelated, p_min 0``: the same drafts guessing whatever their probability, in the same
+  rounds (with a ``--draft-p-min`` above 0);
 - ``prompt lookup``: no draft model; a prompt that asks to repeat a given text, so there are n-grams to find (the
   random model does not obey, but its greedy reply falls into loops prompt lookup then copies from).
 
     python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
-                                      [--quiet 0.05] [--draft-tokens 8] [--threads 2] [--quant F16]
+                                      [--quiet 0.05] [--draft-tokens 8] [--draft-p-min 0.75] [--threads 2]
+                                      [--quant F16]
 
 The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
 speculation can give on this machine); the larger ``--quiet``, the less the two agree.
@@ -28,7 +33,7 @@ import os
 import statistics
 
 from app.engine.client import EngineClient
-from backends.base import PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
+from backends.base import DEFAULT_DRAFT_P_MIN, PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
 from tests.fixtures.models import SPECS, build_draft_pair, build_model_set, quantize_gguf
 
 TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "
@@ -57,6 +62,7 @@ def main() -> None:
     parser.add_argument("--draft-layers", type=int, default=4)
     parser.add_argument("--quiet", type=float, default=0.05)
     parser.add_argument("--draft-tokens", type=int, default=8)
+    parser.add_argument("--draft-p-min", type=float, default=DEFAULT_DRAFT_P_MIN)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quant", default="F16", help="F16, or a llama.cpp quant (Q4_K_M, Q8_0) made of each model")
     args = parser.parse_args()
@@ -68,14 +74,19 @@ def main() -> None:
     target, built = pair.target, pair.draft
     if args.quant != "F16":  # quantized copies beside the F16 files, made once
         target, built, unrelated = (_quantized(path, args.quant) for path in (target, built, unrelated))
-    arms = {  # name: (draft, prompt)
-        "plain": ("", "story"),
-        "built draft": (str(built), "story"),
-        "unrelated draft": (str(unrelated), "story"),
-        "plain (repeat)": ("", "repeat"),
-        "prompt lookup": (PROMPT_LOOKUP, "repeat"),
+    p_min = args.draft_p_min
+    arms = {  # name: (draft, prompt, the draft's minimum probability)
+        "plain": ("", "story", p_min),
+        "built draft": (str(built), "story", p_min),
+        "unrelated draft": (str(unrelated), "story", p_min),
+        "plain (repeat)": ("", "repeat", p_min),
+        "prompt lookup": (PROMPT_LOOKUP, "repeat", p_min),
     }
     baseline = {"built draft": "plain", "unrelated draft": "plain", "prompt lookup": "plain (repeat)"}
+    if p_min:  # the same drafts guessing whatever their probability, in the same rounds
+        arms.update({"built, p_min 0": (str(built), "story", 0.0),
+                     "unrelated, p_min 0": (str(unrelated), "story", 0.0)})
+        baseline.update({"built, p_min 0": "plain", "unrelated, p_min 0": "plain"})
     sampling = SamplingSettings(temperature=0.0, max_tokens=args.tokens)
     # A host per arm, so that each sees one prompt only: llama.cpp keeps the KV cache of the previous reply's prefix,
     # and a prompt evaluated after another prompt's prefix (in a batch of another size) can round its logits
@@ -94,19 +105,20 @@ def main() -> None:
         s = done.stats
         texts[name].append(done.text)
         extra = ""
+        if s.tokens_per_pass is not None:
+            per_pass[name].append(s.tokens_per_pass)
+            extra = f", {s.tokens_per_pass:.2f} tokens a pass"
         if s.acceptance_rate is not None:
             accepted[name].append(s.acceptance_rate)
-            per_pass[name].append(s.tokens_per_pass)
-            extra = (f", accepted {s.accepted_tokens}/{s.draft_tokens} ({s.acceptance_rate:.0%}), "
-                     f"{s.tokens_per_pass:.2f} tokens a pass")
-        print(f"run {i + 1} {name:>16}: {s.decode_tps:7.1f} tok/s ({s.generated_tokens} tokens{extra})", flush=True)
+            extra = f", accepted {s.accepted_tokens}/{s.draft_tokens} ({s.acceptance_rate:.0%}){extra}"
+        print(f"run {i + 1} {name:>18}: {s.decode_tps:7.1f} tok/s ({s.generated_tokens} tokens{extra})", flush=True)
         return s.decode_tps
 
     try:
         for name, client in clients.items():
-            draft = arms[name][0]
+            draft, _, arm_p_min = arms[name]
             client.load(target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
-                                             draft_tokens=args.draft_tokens))
+                                             draft_tokens=args.draft_tokens, draft_p_min=arm_p_min))
         for name in arms:  # warm-up
             measure(-1, name)
         for i in range(args.runs):  # each arm right next to its baseline, which goes first every other round
@@ -121,8 +133,8 @@ def main() -> None:
         for client in clients.values():
             client.close()
     print(f"\n{spec.name} {args.quant} ({spec.n_layer} layers) · drafts of {args.draft_layers} layers · built pair's "
-          f"extra layers at x{args.quiet:g} · {args.draft_tokens} tokens a check · {args.tokens} tokens greedy · "
-          f"{args.runs} pairs each · {args.threads} threads")
+          f"extra layers at x{args.quiet:g} · {args.draft_tokens} tokens a check, p_min {args.draft_p_min:g} · "
+          f"{args.tokens} tokens greedy · {args.runs} pairs each · {args.threads} threads")
     for name, base in baseline.items():
         ratios = [d / p for d, p in zip(rates[name], base_rates[name], strict=True)]
         # The first replies come from a cold cache in both hosts; the later ones after the same prompt's prefix
@@ -130,11 +142,16 @@ def main() -> None:
         same = (f"first replies {'the same' if texts[name][0] == texts[base][0] else 'DIFFER'}, distinct replies "
                 f"over the runs {len(set(texts[name]))} with and {len(set(texts[base]))} without")
         # On a busy machine other processes only ever slow a run down: the best run of each arm is the least disturbed.
-        print(f"{name:>16} vs {base}: with ÷ without, pair by pair median {statistics.median(ratios):.3f} (min "
+        print(f"{name:>18} vs {base}: with ÷ without, pair by pair median {statistics.median(ratios):.3f} (min "
               f"{min(ratios):.3f}, max {max(ratios):.3f}); best runs {max(rates[name]):.1f} ÷ "
               f"{max(base_rates[name]):.1f} = {max(rates[name]) / max(base_rates[name]):.3f} · acceptance median "
-              f"{statistics.median(accepted[name]):.0%} · {statistics.median(per_pass[name]):.2f} tokens a pass · "
-              f"{same}")
+              f"{_median(accepted[name], '.0%')} · {_median(per_pass[name], '.2f')} tokens a pass · {same}")
+
+
+def _median(values: list[float], spec: str) -> str:
+    """The median, or a dash where nothing was guessed (a draft that was never sure enough)."""
+    return format(statistics.median(values), spec) if values else "—"
+
 
 if __name__ == "__main__":
     main()

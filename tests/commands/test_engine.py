@@ -163,3 +163,7 @@ def test_chat_refuses_a_draft_of_another_vocabulary_with_a_sentence(tiny_draft_p
     assert f"{other.name} cannot draft for {tiny_draft_pair.target.name}: its vocabulary has 1,100 tokens" in result.stderr
     result = quantdesk("chat", str(tiny_draft_pair.target), "--prompt", "hi", "--draft", str(tmp_path / "nothing.gguf"))
     assert result.returncode != 0 and "does not exist" in result.stderr and "Traceback" not in result.stderr
+    result = quantdesk("chat", str(tiny_draft_pair.target), "--prompt", "hi", "--draft", str(tiny_draft_pair.draft),
+                       "--draft-p-min", "1.5")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "the draft's minimum probability must be between 0 and 1, not 1.5" in result.stderr
