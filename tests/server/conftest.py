@@ -24,6 +24,25 @@ def loaded_engine(model_path, n_ctx: int = N_CTX):
         yield client
 
 
+_openai_clients: list = []
+
+
+def openai_on(server, api_key: str = "unused"):
+    """The official openai client on ``server`` (a ServerThread), closed after the test."""
+    import openai
+
+    _openai_clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key=api_key, max_retries=0))
+    return _openai_clients[-1]
+
+
+@pytest.fixture(autouse=True)
+def _close_openai_clients():
+    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
+    yield
+    while _openai_clients:
+        _openai_clients.pop().close()
+
+
 def openai_client(engine, **options):
     """A server over ``engine`` and the official openai client on it, with the served model's id; for a fixture to
     yield from."""

@@ -12,6 +12,7 @@ import pytest
 from app.remote.connections import Connection, Connections, model_ref
 from app.server.thread import ServerThread
 from backends.base import Done, Message, SamplingSettings
+from tests.server.conftest import openai_on
 
 REMOTE_KEY = "remote-only-key-0123456789"
 GATEWAY_KEY = "gateway-key-0123456789ab"
@@ -32,20 +33,8 @@ def gateway(serve) -> ServerThread:
     return serve(api_key=GATEWAY_KEY, serve_remotes=True)
 
 
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients():
-    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
 def client_of(server: ServerThread) -> openai.OpenAI:
-    _clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key=GATEWAY_KEY, max_retries=0))
-    return _clients[-1]
+    return openai_on(server, GATEWAY_KEY)
 
 
 def test_models_lists_the_local_model_and_each_remote_one_without_any_key(gateway, remote, model_name):

@@ -18,7 +18,7 @@ from app.hub.library import Library
 from app.server.params import ApiError
 from app.server.pool import EnginePool, PoolSettings
 from backends.base import LoadSettings
-from tests.server.conftest import N_CTX, wait_until
+from tests.server.conftest import N_CTX, openai_on, wait_until
 
 CHAT = [{"role": "user", "content": "Name three colours."}]
 
@@ -53,20 +53,8 @@ def pool_settings(**options) -> PoolSettings:
     return PoolSettings(**{"load_on_demand": True, "load": LoadSettings(n_ctx=N_CTX), **options})
 
 
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients():
-    """Each test's clients are closed with it: an open one's sockets would be collected in a later test."""
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
 def api(server) -> openai.OpenAI:
-    _clients.append(openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0))
-    return _clients[-1]
+    return openai_on(server)
 
 
 def ask(server, model: str) -> str:
