@@ -82,39 +82,36 @@ def test_prompt_lookup_leaves_the_reply_as_it_is(plain, lookup, sampling):
         assert done.stats.verify_passes > 0 and done.stats.accepted_tokens <= done.stats.draft_tokens
 
 
+def _greedy_story_with(target, draft, p_min: float) -> Done:
+    """The greedy story from a fresh backend of ``target`` drafted by ``draft`` with that minimum probability."""
+    backend = LlamaCppBackend()
+    backend.load(str(target), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0, draft_tokens=4, draft=str(draft),
+                                           draft_p_min=p_min))
+    try:
+        return _done(backend, STORY, GREEDY)
+    finally:
+        backend.unload()
+
+
 def test_an_unrelated_draft_guesses_little_and_changes_nothing(plain, tiny_draft_pair, tiny_unrelated_draft):
     """A draft of the same vocabulary but other weights is unsure of its guesses (random weights: a flat
     distribution): with llama-server's minimum probability it guesses nothing, and each pass is one token as without
     a draft; made to guess anyway (p_min 0) its guesses are mostly wrong. The reply is the model's either way."""
     expected = _done(plain, STORY, GREEDY)
-    for p_min, guesses in ((DEFAULT_DRAFT_P_MIN, False), (0.0, True)):
-        backend = LlamaCppBackend()
-        backend.load(str(tiny_draft_pair.target), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0, draft_tokens=4,
-                                                               draft=str(tiny_unrelated_draft), draft_p_min=p_min))
-        try:
-            done = _done(backend, STORY, GREEDY)
-            assert done.text == expected.text
-            if guesses:
-                assert done.stats.draft_tokens > 0 and done.stats.acceptance_rate < 0.9
-            else:
-                assert done.stats.draft_tokens == 0 and done.stats.verify_passes == done.stats.decode_tokens
-        finally:
-            backend.unload()
+    unsure = _greedy_story_with(tiny_draft_pair.target, tiny_unrelated_draft, DEFAULT_DRAFT_P_MIN)
+    assert unsure.text == expected.text
+    assert unsure.stats.draft_tokens == 0 and unsure.stats.verify_passes == unsure.stats.decode_tokens
+    guessing = _greedy_story_with(tiny_draft_pair.target, tiny_unrelated_draft, 0.0)
+    assert guessing.text == expected.text
+    assert guessing.stats.draft_tokens > 0 and guessing.stats.acceptance_rate < 0.9
 
 
 def test_a_sure_draft_still_guesses_with_the_minimum(tiny_draft_pair):
     """The built pair's draft is sure of most tokens (its logits sharpened as a trained model's are): the default
     minimum probability leaves it nearly all the guesses it makes without one."""
-    counts = {}
-    for p_min in (0.0, DEFAULT_DRAFT_P_MIN):
-        backend = LlamaCppBackend()
-        backend.load(str(tiny_draft_pair.target), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0, draft_tokens=4,
-                                                               draft=str(tiny_draft_pair.draft), draft_p_min=p_min))
-        try:
-            counts[p_min] = _done(backend, STORY, GREEDY).stats.draft_tokens
-        finally:
-            backend.unload()
-    assert counts[0.0] >= counts[DEFAULT_DRAFT_P_MIN] > 0.8 * counts[0.0]
+    guesses = {p_min: _greedy_story_with(tiny_draft_pair.target, tiny_draft_pair.draft, p_min).stats.draft_tokens
+               for p_min in (0.0, DEFAULT_DRAFT_P_MIN)}
+    assert guesses[0.0] >= guesses[DEFAULT_DRAFT_P_MIN] > 0.8 * guesses[0.0]
 
 
 def test_later_turns_and_cut_replies_keep_the_caches_right(plain, drafted):
