@@ -19,7 +19,7 @@ its baseline, which goes first every other pair (drift on a noisy machine hits b
 
     python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
                                       [--quiet 0.05] [--draft-tokens 8] [--draft-p-min 0.75] [--threads 2]
-                                      [--quant F16]
+                                      [--quant F16] [--trace]
 
 The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
 speculation can give on this machine); the larger ``--quiet``, the less the two agree.
@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--draft-p-min", type=float, default=DEFAULT_DRAFT_P_MIN)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quant", default="F16", help="F16, or a llama.cpp quant (Q4_K_M, Q8_0) made of each model")
+    parser.add_argument("--trace", action="store_true",
+                        help="no timing: where each draft's greedy reply first differs from the plain one, and why")
     args = parser.parse_args()
     spec = SPECS[args.spec]
     pair = build_draft_pair(spec, args.draft_layers, quiet=args.quiet)
@@ -74,6 +76,10 @@ def main() -> None:
     target, built = pair.target, pair.draft
     if args.quant != "F16":  # quantized copies beside the F16 files, made once
         target, built, unrelated = (_quantized(path, args.quant) for path in (target, built, unrelated))
+    if args.trace:
+        for name, draft in (("built draft", built), ("unrelated draft", unrelated)):
+            trace(name, target, draft, args)
+        return
     p_min = args.draft_p_min
     arms = {  # name: (draft, prompt, the draft's minimum probability)
         "plain": ("", "story", p_min),
@@ -146,6 +152,59 @@ def main() -> None:
               f"{min(ratios):.3f}, max {max(ratios):.3f}); best runs {max(rates[name]):.1f} ÷ "
               f"{max(base_rates[name]):.1f} = {max(rates[name]) / max(base_rates[name]):.3f} · acceptance median "
               f"{_median(accepted[name], '.0%')} · {_median(per_pass[name], '.2f')} tokens a pass · {same}")
+
+
+def trace(name: str, target, draft, args) -> None:
+    """In this process, the plain and the drafted greedy reply token by token, each choice with its logits row (the
+    repetition penalty applied): at the first token where they part, how far apart the two tokens' logits were on
+    each path, and how much the two paths' logits differ at all (a token decoded alone, or as a row of a verified
+    batch: llama.cpp's CPU kernels for a quantized matrix times a batch round otherwise than times one vector).
+    A parting where each path's margin is inside that difference is rounding, not a wrong token kept."""
+    import threading
+
+    import numpy as np
+
+    import backends.llama_cpp as llama_backend
+
+    class Recorded(llama_backend._GreedySampler):
+        def sample(self, chain, ctx, idx) -> int:
+            row = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
+            row = row.copy()
+            if self._penalty != 1 and self._recent:
+                ids = np.fromiter(set(self._recent), dtype=np.int64)
+                row[ids] = np.where(row[ids] <= 0, row[ids] * self._penalty, row[ids] / self._penalty)
+            token = super().sample(chain, ctx, idx)
+            chosen.append((token, row))  # every sample is the reply's next token, drafted or not
+            return token
+
+    def reply(with_draft: str) -> list:
+        chosen.clear()
+        backend = llama_backend.LlamaCppBackend()
+        backend.load(str(target), LoadSettings(n_ctx=2048, threads=args.threads, draft=with_draft,
+                                               draft_tokens=args.draft_tokens, draft_p_min=args.draft_p_min))
+        try:
+            list(backend.generate("trace", PROMPTS["story"], SamplingSettings(temperature=0.0, max_tokens=args.tokens),
+                                  threading.Event()))
+        finally:
+            backend.unload()
+        return list(chosen)
+
+    chosen: list = []
+    real, llama_backend._GreedySampler = llama_backend._GreedySampler, Recorded
+    try:
+        plain, drafted = reply(""), reply(str(draft))
+    finally:
+        llama_backend._GreedySampler = real
+    n = min(len(plain), len(drafted))
+    at = next((i for i in range(n) if plain[i][0] != drafted[i][0]), None)
+    spread = [abs(float(a[1][a[0]] - b[1][a[0]])) for a, b in zip(plain[:at], drafted[:at], strict=False)]
+    print(f"{name}: {'the same ' + str(n) + ' tokens' if at is None else f'first differs at token {at} of {n}'}; "
+          f"{'over the reply' if at is None else 'before that'} the chosen token's logit differs between the paths "
+          f"by median {statistics.median(spread):.4f}, max {max(spread):.4f}")
+    if at is not None:
+        (a, row_a), (b, row_b) = plain[at], drafted[at]
+        print(f"  plain chose {a} by {row_a[a] - row_a[b]:.4f} over {b}; drafted chose {b} by {row_b[b] - row_b[a]:.4f}"
+              f" over {a}; the paths' logits there differ by up to {float(np.abs(row_a - row_b).max()):.4f}")
 
 
 def _median(values: list[float], spec: str) -> str:
