@@ -216,12 +216,14 @@ class ModelPool:
             return model
 
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
-                 on_wait: Callable[[int], None] | None = None) -> Iterator[Token | Done]:
+                 on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
+                 ) -> Iterator[Token | Done]:
         """As EngineClient.generate, on the active model: sent now (so the local server's queue keeps arrival
         order), and the model is held until the stream ends or is closed."""
         model = self._hold(request_id)
         try:
-            stream = model.client.generate(messages, sampling, request_id=request_id, on_wait=on_wait)
+            stream = model.client.generate(messages, sampling, request_id=request_id, on_wait=on_wait,
+                                           events_every_s=events_every_s)
         except BaseException:
             self._release(model, request_id)
             raise

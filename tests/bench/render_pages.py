@@ -72,7 +72,7 @@ class ScriptedEngine:
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
-    def load(self, model_path: str, settings: LoadSettings, on_progress=None) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, *, backend=None, on_progress=None) -> Loaded:
         gpu = "NVIDIA GeForce RTX 4070 Laptop GPU"
         self.loaded = Loaded("llama.cpp", model_path, settings.n_ctx, 28, 28, True,
                              {"cpu": int(0.6 * GB)}, 2140.0, runtime="vulkan",
@@ -85,7 +85,7 @@ class ScriptedEngine:
         return self.loaded
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
-                 on_wait=None) -> Iterator[Token | Done]:
+                 on_wait=None, events_every_s: float | None = None) -> Iterator[Token | Done]:
         words = self.reply.replace(" ", " \0").split("\0")
         t = 182.0
         for i, word in enumerate(words):

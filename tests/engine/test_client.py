@@ -324,3 +324,28 @@ def test_events_reach_their_own_request_when_the_chat_and_another_user_share_the
     assert {t.request_id for t in tokens_a} == {"a"} and done_a.stats.generated_tokens == 30
     assert {t.request_id for t in tokens_b} == {"b"} and done_b.stats.generated_tokens == 7
     assert done_b.stats.prompt_tokens < done_a.stats.prompt_tokens  # b's raw prompt, not a's chat
+
+
+def test_every_engine_client_takes_the_arguments_of_the_protocol():
+    """EngineClientLike is structural, so a class missing a parameter fails only when a caller passes it: the app's
+    local server passed events_every_s to the Chat's ModelPool, and every request to the Chat's model was a 500.
+    Each engine client, and each double the GUI tests and screenshots use in its place, takes every parameter of
+    the protocol's calls by the same name (or through **kwargs)."""
+    import inspect
+
+    from app.engine.client import EngineClientLike
+    from app.engine.pool import ModelPool
+    from tests.bench.render_pages import ScriptedEngine
+    from tests.ui.engine_double import EngineDouble, SuccessiveEngines
+
+    missing = []
+    for cls in (EngineClient, ModelPool, EngineDouble, SuccessiveEngines, ScriptedEngine):
+        for call in ("load", "generate", "embed", "cancel", "close"):
+            if not hasattr(cls, call):
+                continue  # a double for the chat only (no embeddings): a caller asking for it fails at once
+            wanted = inspect.signature(getattr(EngineClientLike, call)).parameters
+            has = inspect.signature(getattr(cls, call)).parameters
+            open_ended = any(p.kind == p.VAR_KEYWORD for p in has.values())
+            missing += [f"{cls.__name__}.{call}({name})" for name in wanted
+                        if name not in has and not (open_ended and wanted[name].kind == wanted[name].KEYWORD_ONLY)]
+    assert missing == []

@@ -197,3 +197,33 @@ def test_a_generation_is_sent_at_once_and_holds_its_model_until_its_stream_ends(
         assert pool.active.users == 0
     finally:
         pool.close()
+
+
+def test_the_local_server_over_the_pool_answers_from_the_active_model_streamed_and_not(two_models):
+    """In the app the server's primary engine is the Chat's pool: its queue asks the pool for each request's token
+    window (events_every_s). The pool once lacked the argument and every request to the Chat's model was a 500."""
+    import openai
+
+    from app.server.app import create_app, model_id
+    from app.server.thread import ServerThread
+
+    first, second = two_models
+    pool = ModelPool(PoolLimits(budget_bytes=1 << 40))
+    try:
+        pool.load(first, SETTINGS)
+        pool.load(second, SETTINGS)  # the active one: the server's primary
+        server = ServerThread(create_app(pool, stream_every_s=0.040)).start()
+        try:
+            with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0) as client:
+                ask = dict(model=model_id(second), messages=[{"role": "user", "content": "Hello there!"}],
+                           max_tokens=40, temperature=0)
+                whole = client.chat.completions.create(**ask)
+                chunks = [c.choices[0].delta.content or "" for c in client.chat.completions.create(**ask, stream=True)
+                          if c.choices]
+        finally:
+            server.stop()
+    finally:
+        pool.close()
+    assert whole.model == model_id(second) and whole.usage.completion_tokens > 1
+    assert "".join(chunks) == whole.choices[0].message.content
+    assert len([c for c in chunks if c]) < whole.usage.completion_tokens  # 40 ms chunks, not one per token

@@ -38,7 +38,7 @@ class EngineDouble:
         self.started = True
         return self
 
-    def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, *, backend=None, on_progress=None) -> Loaded:
         self.started = True  # as EngineClient.load starts its host
         if self.fail_load:
             raise EngineError(self.fail_load, kind="load")
@@ -111,7 +111,7 @@ class SuccessiveEngines:
             self.current = self._engines.pop(0).start()
         return self
 
-    def load(self, model_path: str, settings: LoadSettings, *, on_progress=None) -> Loaded:
+    def load(self, model_path: str, settings: LoadSettings, *, backend=None, on_progress=None) -> Loaded:
         return self.start().current.load(model_path, settings, on_progress=on_progress)
 
     def generate(self, messages, sampling, request_id: str = "r1", on_wait=None,

@@ -208,6 +208,8 @@ def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_p
         body = {"model": "tiny-llama-Q8_0", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}
         answer = httpx.post(f"{url}/chat/completions", json=body, timeout=120)
         assert answer.status_code == 200 and answer.json()["model"] == "tiny-llama-Q8_0"
+        answer = httpx.post(f"{url}/chat/completions", json={**body, "model": "tiny-llama-Q4_K_M"}, timeout=120)
+        assert answer.status_code == 200 and answer.json()["model"] == "tiny-llama-Q4_K_M"  # the Chat's active one
         assert pool.host_starts == 2 and chat.loaded.model_path == str(tiny_models.gguf_q4_k_m)
         qtbot.waitUntil(lambda: page.also_loaded.text() == "tiny-llama-Q8_0", timeout=10_000)
 
