@@ -150,8 +150,10 @@ class MlxBackend(Backend):
             raise GenerationError("draft", f"mlx-lm could not load the draft model {Path(settings.draft).name}: "
                                            f"{exc}") from None
         self._draft_tokens = settings.draft_tokens
+        from app.models.drafts import model_size
+
         return {"draft": {"model": settings.draft, "draft_tokens": settings.draft_tokens,
-                          "model_bytes": sum(f.stat().st_size for f in Path(settings.draft).glob("*.safetensors"))}}
+                          "model_bytes": model_size(settings.draft)}}
 
     def _load_vision(self, folder: Path) -> None:
         """A vision model through mlx-vlm: the model and its processor (image processor and tokenizer)."""

@@ -86,9 +86,9 @@ def draft_note(settings: LoadSettings) -> str:
     if not settings.draft or settings.draft == PROMPT_LOOKUP:
         return ""
     from app.models.budget import gib
+    from app.models.drafts import model_size
 
-    path = Path(settings.draft)
-    size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    size = model_size(settings.draft)
     shown = gib(size) if size >= 2**30 else f"{size / 2**20:.0f} MiB"
     return f"the draft model ({shown}) loads beside the model; the fit check counted the model alone"
 
@@ -206,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
     check_fit(args.model, settings, args)
-    if draft_note(settings) and not args.json:
-        print(draft_note(settings), file=sys.stderr)
+    if (note := draft_note(settings)) and not args.json:
+        print(note, file=sys.stderr)
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         if not args.json:

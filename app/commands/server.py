@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
     check_fit(args.model, settings, args)
-    if draft_note(settings):
-        print(draft_note(settings), file=sys.stderr)
+    if note := draft_note(settings):
+        print(note, file=sys.stderr)
 
     from app.server.app import create_app
     from app.server.pool import PoolSettings

@@ -109,7 +109,9 @@ class DraftSuggestion:
     reason: str
 
 
-def _model_size(path: Path) -> int:
+def model_size(path: str | Path) -> int:
+    """A model's bytes on disk: the GGUF file, or a folder's safetensors weights."""
+    path = Path(path)
     if path.is_file():
         return path.stat().st_size
     return sum(f.stat().st_size for f in path.glob("*.safetensors"))
@@ -121,16 +123,21 @@ def draft_candidates(model_path: str | Path, candidates: list[tuple[str, str | P
     with its vocabulary — the same family. Largest first."""
     model = Path(model_path)
     try:
-        vocabulary, size = Vocabulary.of(model), _model_size(model)
+        vocabulary, size = Vocabulary.of(model), model_size(model)
     except (OSError, ModelFileError):
         return []
+    return _candidates(model, vocabulary, size, candidates)
+
+
+def _candidates(model: Path, vocabulary: Vocabulary, size: int,
+                candidates: list[tuple[str, str | Path]]) -> list[tuple[int, str, Path]]:
     found = []
     for name, path in candidates:
         path = Path(path)
         if path.resolve() == model.resolve() or path.is_dir() != model.is_dir():
             continue
         try:
-            draft_size = _model_size(path)
+            draft_size = model_size(path)
             if not 0 < draft_size <= size * MAX_DRAFT_SHARE or vocabulary_mismatch(vocabulary, Vocabulary.of(path)):
                 continue
         except (OSError, ModelFileError):
@@ -152,12 +159,15 @@ def usable_draft(model_path: str | Path, draft: str) -> str:
 def suggest_draft(model_path: str | Path, candidates: list[tuple[str, str | Path]]) -> DraftSuggestion | None:
     """The draft to suggest for ``model_path`` among ``candidates`` ((name, path): the library's models): the largest
     of draft_candidates (a larger draft guesses better); None when the library has none."""
-    found = draft_candidates(model_path, candidates)
+    model = Path(model_path)
+    try:
+        vocabulary, size = Vocabulary.of(model), model_size(model)
+    except (OSError, ModelFileError):
+        return None
+    found = _candidates(model, vocabulary, size, candidates)
     if not found:
         return None
-    model = Path(model_path)
     draft_size, name, path = found[0]
-    vocabulary, size = Vocabulary.of(model), _model_size(model)
     return DraftSuggestion(str(path), name, (
         f"{name} shares {model.name}'s vocabulary ({vocabulary.n_tokens:,} tokens, the same BOS and EOS) and is "
         f"{size / draft_size:.0f}x smaller: as its draft it guesses tokens {model.name} checks several at a time, "
