@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -129,6 +128,8 @@ def run_lrelease(ts: Path, qm: Path) -> None:
 
 def unfinished(ts: Path) -> list[tuple[str, str]]:
     """(context, source) of every message in ``ts`` without a finished translation."""
+    import xml.etree.ElementTree as ET  # the update command's and the tests': not at the app's start
+
     missing = []
     for context in ET.parse(ts).getroot().iter("context"):
         name = context.findtext("name", "")
