@@ -119,11 +119,12 @@ QLabel#no {{ color: {t.bad_text}; font-weight: bold; }}
 
 def with_accent(palette: QPalette) -> QPalette:
     """``palette`` with the accent as its selection and link colour, in every colour group but Disabled."""
-    accent = QColor(ACCENT["dark" if is_dark(palette) else "light"])
+    t = tones(palette)
+    accent = QColor(t.accent)
     out = QPalette(palette)
     for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
         out.setColor(group, QPalette.ColorRole.Highlight, accent)
-        out.setColor(group, QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+        out.setColor(group, QPalette.ColorRole.HighlightedText, QColor(t.on_accent))
         out.setColor(group, QPalette.ColorRole.Link, accent)
     return out
 
