@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from backends import chat_template
+from backends.chat_format import template as chat_template
 from backends.base import (
     Availability,
     Backend,

@@ -19,7 +19,9 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import chat_template, json_schema, llama_cpp_log, tool_calls
+from backends import json_schema, llama_cpp_log
+from backends.chat_format import template as chat_template
+from backends.chat_format import tool_calls
 from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
     PROMPT_LOOKUP,

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from backends import json_schema, tool_calls
+from backends import json_schema
+from backends.chat_format import tool_calls
 from backends.base import (
     PROMPT_LOOKUP,
     Availability,

@@ -18,7 +18,7 @@ from app.server.params import (ApiError, GenerationRequest, _flag, _sampling, ba
                                parse_tools, with_tools)
 from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats, Message
-from backends.tool_calls import Reply, ToolCall
+from backends.chat_format.tool_calls import Reply, ToolCall
 
 _STOP_REASONS = {"eos": "end_turn", "stop": "stop_sequence", "length": "max_tokens", "cancelled": "end_turn"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

@@ -40,7 +40,7 @@ from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, pars
                                parse_embeddings, parse_json_body)
 from app.server.replies import ReplyStream
 from backends.base import Done, GenerationStats
-from backends.tool_calls import Reply, ToolCall, parse as parse_tool_calls
+from backends.chat_format.tool_calls import Reply, ToolCall, parse as parse_tool_calls
 
 # A streamed reply's tokens go out in chunks at most this often, the first token at once. Each chunk costs the
 # engine host a pipe write, the server an event and an SSE write and the client a parse: about 0.9 ms of CPU for

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import images
-from backends import json_schema, tool_calls
+from backends import json_schema
+from backends.chat_format import tool_calls
 from backends.base import Message, Prompt, SamplingSettings
 
 MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES

@@ -4,7 +4,7 @@ Shared by the OpenAI and the Anthropic endpoints."""
 
 from __future__ import annotations
 
-from backends import tool_calls
+from backends.chat_format import tool_calls
 
 
 class ReplyStream:

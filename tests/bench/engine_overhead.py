@@ -48,7 +48,7 @@ def raw_llama(path: str, threads: int, n_ctx: int):
     import llama_cpp
 
     llm = llama_cpp.Llama(path, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=0, verbose=False)
-    from backends import chat_template
+    from backends.chat_format import template as chat_template
 
     prompt = chat_template.render(llm.metadata["tokenizer.chat_template"], [m.__dict__ for m in PROMPT])
     tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)

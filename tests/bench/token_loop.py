@@ -65,7 +65,7 @@ class Raw:
     def __init__(self, path: str, threads: int) -> None:
         import llama_cpp
 
-        from backends import chat_template
+        from backends.chat_format import template as chat_template
 
         self.llama_cpp = llama_cpp
         self.llm = llama_cpp.Llama(path, n_ctx=N_CTX, n_threads=threads, n_gpu_layers=0, verbose=False)

@@ -1,4 +1,4 @@
-"""Property-based tests of the chat-template renderer (backends/chat_template.py): any template, built from the
+"""Property-based tests of the chat-template renderer (backends/chat_format/template.py): any template, built from the
 constructs real chat templates use and the ones that blow up (big numbers, ``*``, ``**``, ``~`` in loops, padding
 filters, recursive macros, nested loops), renders or raises TemplateError with a sentence, and never takes memory
 beyond the render's budget. The budget is made small here so each example stays fast; its size is a constant,
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backends import chat_template
+from backends.chat_format import template as chat_template
 from tests.fixtures.limits import capped_examples
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},

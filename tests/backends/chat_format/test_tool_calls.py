@@ -11,8 +11,8 @@ import json
 import pytest
 
 from app.server.replies import ReplyStream
-from backends import tool_calls
-from backends.tool_calls import ToolChoiceError, forced_call, parse, template_format
+from backends.chat_format import tool_calls
+from backends.chat_format.tool_calls import ToolChoiceError, forced_call, parse, template_format
 from tests.fixtures.models import CHAT_TEMPLATE, QWEN2_5_TOOLS_TEMPLATE
 
 QWEN_TWO_CALLS = (  # Qwen2.5-7B-Instruct, two calls in one turn

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends import chat_template
+from backends.chat_format import template as chat_template
 from tests.fixtures.models import CHAT_TEMPLATE
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]

@@ -3,7 +3,7 @@ reply, and how to force one (a JSON schema with literal text around it, for the 
 
 Pure Python, no inference library: the engine host uses ``template_format`` at load, the server the rest.
 
-The formats, as the models write them (tests/backends/test_tool_calls.py holds recorded replies of each):
+The formats, as the models write them (tests/backends/chat_format/test_tool_calls.py holds recorded replies of each):
 
 - ``hermes`` (Hermes, Qwen 2.5 / 3, many fine-tunes): ``<tool_call>\\n{"name": …, "arguments": {…}}\\n</tool_call>``,
   one block per call, after optional text;
@@ -46,7 +46,7 @@ class Reply:
 
 def template_format(template: str) -> str:
     """The tool-call syntax ``template`` teaches its model; "" when the template has no tool support."""
-    from backends.chat_template import declares_tools
+    from backends.chat_format.template import declares_tools
 
     if not template or not declares_tools(template):
         return ""
