@@ -308,19 +308,22 @@ def declares_tools(source: str) -> bool:
 
 
 def render(source: str, messages: Sequence[dict[str, Any]], *, bos_token: str = "", eos_token: str = "",
-           add_generation_prompt: bool = True, tools: Sequence[dict[str, Any]] | None = None) -> str:
+           add_generation_prompt: bool = True, tools: Sequence[dict[str, Any]] | None = None,
+           variables: dict[str, Any] | None = None) -> str:
     """Render ``messages`` with the template ``source``; TemplateError on any failure, with the reason.
-    ``tools`` (OpenAI's list of function tools) reaches the template as Hugging Face passes it: None for none."""
+    ``tools`` (OpenAI's list of function tools) reaches the template as Hugging Face passes it: None for none;
+    ``variables`` are further names the template may read (``enable_thinking``, a request's chat_template_kwargs)."""
     from jinja2.exceptions import SecurityError, TemplateError as JinjaTemplateError
 
     input_chars = (len(bos_token) + len(eos_token) + sum(len(str(v)) for m in messages for v in m.values())
-                   + (len(str(tools)) if tools else 0))  # a template prints the tools it is given
+                   + (len(str(tools)) if tools else 0)  # a template prints the tools it is given
+                   + (len(str(variables)) if variables else 0))
     token = _BUDGET.set(_Budget(len(messages), input_chars))
     try:
         template = _compile(source)
-        rendered: str = template.render(messages=list(messages), bos_token=bos_token, eos_token=eos_token,
-                                        add_generation_prompt=add_generation_prompt,
-                                        tools=list(tools) if tools else None)
+        rendered: str = template.render({**(variables or {}), "messages": list(messages), "bos_token": bos_token,
+                                         "eos_token": eos_token, "add_generation_prompt": add_generation_prompt,
+                                         "tools": list(tools) if tools else None})
         return rendered
     except SecurityError as exc:
         raise TemplateError(f"the chat template tried to reach Python internals and was refused ({exc})") from None

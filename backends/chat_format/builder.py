@@ -1,0 +1,746 @@
+"""The reply's parts as a syntax tree, and the tree as a message.
+
+``ChatBuilder`` adds to the PEG combinators (backends/chat_format/peg.py) the tags a reply parser marks its parts with
+(reasoning, content, a tool call's name, id, arguments, each argument's name and value) and the shapes tool calls come
+in (JSON objects, XML-like tags, Python calls); ``Mapper`` walks a parse's tree and builds the ``ParsedReply``. Both
+follow llama.cpp's ``common/chat-peg-parser.cpp`` so a family ported from there reads replies as llama-server does,
+partial ones included: a tool call whose arguments are still being written has the JSON written so far.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.chat_format import peg
+from backends.chat_format.peg import Node, Parser
+
+REASONING_BLOCK = "reasoning-block"
+REASONING = "reasoning"
+CONTENT = "content"
+TOOL = "tool"
+TOOL_OPEN = "tool-open"
+TOOL_CLOSE = "tool-close"
+TOOL_ID = "tool-id"
+TOOL_NAME = "tool-name"
+TOOL_ARGS = "tool-args"
+TOOL_ARG = "tool-arg"
+TOOL_ARG_OPEN = "tool-arg-open"
+TOOL_ARG_CLOSE = "tool-arg-close"
+TOOL_ARG_NAME = "tool-arg-name"
+TOOL_ARG_VALUE = "tool-arg-value"
+TOOL_ARG_STRING_VALUE = "tool-arg-string-value"  # a value the schema declares a string: kept as text, quoted
+
+MAX_PERMUTE = 6  # beyond this many required arguments, a fixed order (the permutations would explode)
+WHITESPACE = " \t\n\v\f\r"
+
+
+@dataclass
+class ParsedCall:
+    name: str = ""
+    arguments: str = ""  # JSON text, possibly cut short while the reply streams
+    id: str = ""
+
+
+@dataclass
+class ParsedReply:
+    """What a reply (or the reply so far) says: its content, its reasoning and its tool calls."""
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ParsedCall] = field(default_factory=list)
+
+
+def trim(text: str) -> str:
+    return text.strip(WHITESPACE)
+
+
+# --- tool definitions: their functions and parameters, as the parsers need them
+
+
+def functions(tools: Any) -> Iterator[dict[str, Any]]:
+    """The function tools of an OpenAI ``tools`` list, each as ``{"type": "function", "function": {...}}``."""
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("function"), dict):
+            yield tool
+
+
+def tool_parameters(function: dict[str, Any]) -> dict[str, Any]:
+    """A function's parameters schema; none (or ``{}``) is an object without arguments, as llama.cpp reads it."""
+    params = function.get("parameters")
+    if params is None or params == {}:
+        return {"type": "object", "properties": {}}
+    return params if isinstance(params, dict) else {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    schema: Any
+    required: bool
+    root: Any  # the whole parameters schema, for $ref
+
+    def value_types(self) -> set[str]:
+        return value_types(self.schema, self.root)
+
+    def may_be_string(self) -> bool:
+        return may_be_string(self.schema, self.root)
+
+
+def parameters(function: dict[str, Any]) -> list[Parameter]:
+    """A function's parameters in their declared order, as llama.cpp's foreach_parameter gives them."""
+    params = tool_parameters(function)
+    properties = params.get("properties") if isinstance(params, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    required = set(params.get("required") or ()) if isinstance(params.get("required"), list) else set()
+    return [Parameter(name, schema, name in required, params) for name, schema in properties.items()]
+
+
+ALL_TYPES = {"null", "boolean", "number", "integer", "string", "array", "object"}
+
+
+def _resolve(ref: Any, root: Any) -> Any:
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _alternatives(schema: dict[str, Any]) -> list[Any] | None:
+    for key in ("oneOf", "anyOf"):
+        if isinstance(schema.get(key), list):
+            return list(schema[key])
+    if isinstance(schema.get("type"), list):
+        return [{**schema, "type": t} for t in schema["type"]]
+    return None
+
+
+def value_types(schema: Any, root: Any, seen: frozenset[int] = frozenset()) -> set[str]:
+    """The JSON types a value of ``schema`` may have (llama.cpp's common_chat_schema::value_types)."""
+    if not isinstance(schema, dict):
+        return set(ALL_TYPES)
+    if "$ref" in schema:
+        target = _resolve(schema["$ref"], root)
+        if target is None or id(target) in seen:
+            return set()
+        return value_types(target, root, seen | {id(target)})
+    alternatives = _alternatives(schema)
+    if alternatives is not None:
+        return set().union(*(value_types(a, root, seen) for a in alternatives)) if alternatives else set()
+    if "const" in schema:
+        return {_json_type(schema["const"])}
+    if isinstance(schema.get("enum"), list):
+        return {_json_type(v) for v in schema["enum"]}
+    kind = schema.get("type")
+    if kind is None:
+        if "properties" in schema or schema.get("additionalProperties", True) is not True:
+            return {"object"}
+        if isinstance(schema.get("allOf"), list):
+            types = set(ALL_TYPES)
+            for child in schema["allOf"]:
+                types &= value_types(child, root, seen)
+            return types
+        if "items" in schema or "prefixItems" in schema:
+            return {"array"}
+        if any(k in schema for k in ("pattern", "minLength", "maxLength", "format")):
+            return {"string"}
+        return set(ALL_TYPES)
+    if kind == "number":
+        return {"number", "integer"}
+    return {kind} if kind in ALL_TYPES else set()
+
+
+def may_be_string(schema: Any, root: Any, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether a value of ``schema`` may be a string through any branch (a schema without a type may not)."""
+    if not isinstance(schema, dict):
+        return False
+    if "$ref" in schema:
+        target = _resolve(schema["$ref"], root)
+        return target is not None and id(target) not in seen and may_be_string(target, root, seen | {id(target)})
+    alternatives = _alternatives(schema)
+    if alternatives is not None:
+        return any(may_be_string(a, root, seen) for a in alternatives)
+    if "const" in schema:
+        return isinstance(schema["const"], str)
+    if isinstance(schema.get("enum"), list):
+        return any(isinstance(v, str) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind is None:
+        if "properties" in schema or schema.get("additionalProperties", True) is not True:
+            return False
+        if isinstance(schema.get("allOf"), list):
+            children = [c for c in schema["allOf"] if value_types(c, root, seen) != ALL_TYPES]
+            return bool(children) and all(may_be_string(c, root, seen) for c in children)
+        if "items" in schema or "prefixItems" in schema:
+            return False
+        return any(k in schema for k in ("pattern", "minLength", "maxLength", "format"))
+    if kind == "string" and isinstance(schema.get("allOf"), list):
+        children = [c for c in schema["allOf"] if value_types(c, root, seen) != ALL_TYPES]
+        return not children or all(may_be_string(c, root, seen) for c in children)
+    return bool(kind == "string")
+
+
+# --- the builder
+
+
+class ChatBuilder(peg.Builder):
+    """PEG combinators plus the tags of a reply's parts and the usual shapes of tool calls."""
+
+    def reasoning_block(self, p: Parser | str) -> Parser:
+        return self.tag(REASONING_BLOCK, p)
+
+    def reasoning(self, p: Parser | str) -> Parser:
+        return self.tag(REASONING, p)
+
+    def content(self, p: Parser | str) -> Parser:
+        return self.tag(CONTENT, p)
+
+    def tool(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL, p)
+
+    def tool_open(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_OPEN, p))
+
+    def tool_close(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_CLOSE, p))
+
+    def tool_id(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_ID, p))
+
+    def tool_name(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_NAME, p))
+
+    def tool_args(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL_ARGS, p)
+
+    def tool_arg(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL_ARG, p)
+
+    def tool_arg_open(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_ARG_OPEN, p))
+
+    def tool_arg_close(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_ARG_CLOSE, p))
+
+    def tool_arg_name(self, p: Parser | str) -> Parser:
+        return self.atomic(self.tag(TOOL_ARG_NAME, p))
+
+    def tool_arg_value(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL_ARG_VALUE, p)
+
+    def tool_arg_json_value(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL_ARG_VALUE, p)
+
+    def tool_arg_string_value(self, p: Parser | str) -> Parser:
+        return self.tag(TOOL_ARG_STRING_VALUE, p)
+
+    def tag_with_safe_content(self, tag_name: str, marker: str, p: Parser) -> Parser:
+        if not marker:
+            return self.zero_or_more(self.choice([p, self.rule(tag_name, self.content(self.any()))]))
+        chunk = self.rule(tag_name, self.content(self.negate(self.literal(marker)) + self.any() + self.until(marker)))
+        return self.zero_or_more(self.choice([p, chunk]))
+
+    def permute(self, rule_prefix: str, parsers: Sequence[Parser]) -> Parser:
+        """Every one of ``parsers`` exactly once, in any order."""
+        if not parsers:
+            return self.eps()
+        if len(parsers) == 1 or len(parsers) > MAX_PERMUTE:
+            return self.sequence(list(parsers))
+        cache: dict[int, Parser] = {}
+
+        def remaining_of(remaining: int) -> Parser:
+            if remaining == 0:
+                return self.eps()
+            if remaining not in cache:
+                alternatives = self.choice([parsers[i] + remaining_of(remaining & ~(1 << i))
+                                            for i in range(len(parsers)) if remaining & (1 << i)])
+                cache[remaining] = self.rule(f"{rule_prefix}-{remaining}", alternatives)
+            return cache[remaining]
+
+        return remaining_of((1 << len(parsers)) - 1)
+
+    def prefix(self, text: str, delimiter: str = "") -> Parser:
+        """The generation prompt as a literal, cut before ``delimiter`` (a thinking tag the parser reads itself)."""
+        if not text:
+            return self.eps()
+        if not delimiter:
+            return self.literal(text)
+        found = text.find(delimiter)
+        return self.literal(text if found < 0 else text[:found])
+
+    def optspace(self, tag: str) -> Parser:
+        """``tag`` with the whitespace around it optional, character by character."""
+        stripped = tag.lstrip(WHITESPACE)
+        lead = tag[:len(tag) - len(stripped)]
+        core = stripped.rstrip(WHITESPACE)
+        trail = stripped[len(core):]
+        if not core:  # all whitespace: llama.cpp's scan leaves it as one literal
+            return self.literal(tag) if tag else self.eps()
+        parts: list[Parser | str] = [self.optional(c) for c in lead]
+        parts.append(core)
+        parts.extend(self.optional(c) for c in trail)
+        return self.sequence(parts)
+
+    # --- tool-call shapes
+
+    def standard_json_tools(self, section_start: str, section_end: str, tools: Any, parallel_tool_calls: bool,
+                            force_tool_calls: bool, name_key: str = "", args_key: str = "",
+                            array_wrapped: bool = False, function_is_key: bool = False, call_id_key: str = "",
+                            gen_call_id_key: str = "", parameters_order: Sequence[str] = (),
+                            accept_openai_wrapper: bool = False) -> Parser:
+        """JSON tool calls between ``section_start`` and ``section_end``: ``{"name": …, "arguments": {…}}`` (keys
+        configurable, dotted for nesting), ``{"NAME": {…}}`` (``function_is_key``), in a JSON array or not."""
+        if not list(functions(tools)):
+            return self.eps()
+        effective_name = name_key or "name"
+        effective_args = args_key or "arguments"
+        if function_is_key:
+            choices = self._json_tools_function_is_key(tools, args_key, effective_args, call_id_key, gen_call_id_key)
+        elif "." in effective_name or "." in effective_args:
+            choices = self._json_tools_nested(tools, effective_name, effective_args, call_id_key, gen_call_id_key)
+        else:
+            choices = self._json_tools_flat(tools, effective_name, effective_args, call_id_key, gen_call_id_key,
+                                            parameters_order, accept_openai_wrapper)
+        calls = choices
+        if parallel_tool_calls:
+            calls = calls + self.zero_or_more(self.space() + "," + self.space() + choices)
+        if array_wrapped:
+            calls = "[" + self.space() + calls + self.space() + "]"
+        section = self.trigger_rule("tool-call", section_start + self.space() + calls + self.space() + section_end)
+        return section if force_tool_calls else self.optional(section)
+
+    def _id_field(self, key: str, numbers: bool = True) -> Parser:
+        value: Parser = '"' + self.tool_id(self.string_content('"')) + '"'
+        if numbers:
+            value = self.choice([value, self.tool_id(self.json_number())])
+        return self.atomic(f'"{key}"' + self.space() + ":" + self.space() + value)
+
+    def _json_tools_function_is_key(self, tools: Any, args_key: str, effective_args: str, call_id_key: str,
+                                    gen_call_id_key: str) -> Parser:
+        choices = self.choice()
+        for tool in functions(tools):
+            function = tool["function"]
+            name = function["name"]
+            fields: list[Parser] = []
+            if call_id_key:
+                fields.append(self.optional(self._id_field(call_id_key, numbers=False) + self.space()
+                                            + self.optional("," + self.space())))
+            if gen_call_id_key:
+                fields.append(self.optional(self._id_field(gen_call_id_key) + self.space()
+                                            + self.optional("," + self.space())))
+            arguments = self.tool_args(self.schema(self.json(), f"tool-{name}-schema", tool_parameters(function)))
+            if args_key:
+                arguments = f'"{effective_args}"' + self.space() + ":" + self.space() + arguments
+            fields.append(arguments)
+            if not args_key and len(fields) == 1:
+                inner = fields[0]
+            else:
+                inner = self.literal("{") + self.space()
+                for i, part in enumerate(fields):
+                    inner = inner + part
+                    if i < len(fields) - 1:
+                        inner = inner + self.space()
+                inner = inner + self.space() + "}"
+            parser = self.tool(self.tool_open(self.literal("{")) + self.space() + '"' + self.tool_name(name) + '"'
+                               + self.space() + ":" + self.space() + inner + self.space()
+                               + self.tool_close(self.literal("}")))
+            choices = choices | self.rule(f"tool-{name}", parser)
+        return choices
+
+    def _json_tools_nested(self, tools: Any, effective_name: str, effective_args: str, call_id_key: str,
+                           gen_call_id_key: str) -> Parser:
+        name_prefix, _, name_field = effective_name.rpartition(".")
+        args_prefix, _, args_field = effective_args.rpartition(".")
+        nested_prefix = name_prefix or args_prefix
+        name_field = name_field if name_prefix else effective_name
+        args_field = args_field if args_prefix else effective_args
+        choices = self.choice()
+        for tool in functions(tools):
+            function = tool["function"]
+            name = function["name"]
+            nested_name = (f'"{name_field}"' + self.space() + ":" + self.space()
+                           + self.atomic('"' + self.tool_name(name) + '"'))
+            nested_args = (f'"{args_field}"' + self.space() + ":" + self.space()
+                           + self.tool_args(self.schema(self.json(), f"tool-{name}-schema", tool_parameters(function))))
+            nested = ("{" + self.space() + nested_name + self.space() + "," + self.space() + nested_args + self.space()
+                      + "}")
+            body = self.tool_open(self.literal("{")) + self.space()
+            if call_id_key and "." not in call_id_key:
+                body = body + self.optional(self._id_field(call_id_key, numbers=False) + self.space() + ","
+                                            + self.space())
+            if gen_call_id_key and "." not in gen_call_id_key:
+                body = body + self.optional(self._id_field(gen_call_id_key) + self.space() + "," + self.space())
+            body = (body + f'"{nested_prefix}"' + self.space() + ":" + self.space() + nested + self.space()
+                    + self.tool_close(self.literal("}")))
+            choices = choices | self.rule(f"tool-{name}", self.tool(body))
+        return choices
+
+    def _json_tools_flat(self, tools: Any, effective_name: str, effective_args: str, call_id_key: str,
+                         gen_call_id_key: str, parameters_order: Sequence[str], accept_openai_wrapper: bool) -> Parser:
+        choices = self.choice()
+        for tool in functions(tools):
+            function = tool["function"]
+            name = function["name"]
+            pairs: list[tuple[Parser, str]] = [
+                (f'"{effective_name}"' + self.space() + ":" + self.space()
+                 + self.atomic('"' + self.tool_name(name) + '"'), effective_name),
+                (f'"{effective_args}"' + self.space() + ":" + self.space()
+                 + self.tool_args(self.schema(self.json(), f"tool-{name}-schema", tool_parameters(function))),
+                 effective_args),
+            ]
+            if call_id_key:
+                pairs.append((self.optional(self._id_field(call_id_key)), call_id_key))
+            if gen_call_id_key:
+                pairs.append((self.optional(self._id_field(gen_call_id_key)), gen_call_id_key))
+            order = list(parameters_order)
+            pairs.sort(key=lambda pair: order.index(pair[1]) if pair[1] in order else len(order))
+            body = self.tool_open(self.literal("{")) + self.space()
+            if accept_openai_wrapper:
+                body = body + self.optional('"type"' + self.space() + ":" + self.space() + '"function"' + self.space()
+                                            + "," + self.space())
+            for i, (part, _key) in enumerate(pairs):
+                body = body + part
+                if i < len(pairs) - 1:
+                    body = body + self.space() + "," + self.space()
+            body = body + self.space() + self.tool_close(self.literal("}"))
+            choices = choices | self.rule(f"tool-{name}", self.tool(body))
+        return choices
+
+    def standard_constructed_tools(self, markers: dict[str, str], tools: Any, parallel_tool_calls: bool,
+                                   force_tool_calls: bool) -> Parser:
+        """XML-like calls: ``<tool_call><function=NAME><param=KEY>VALUE</param>…</function></tool_call>`` with the
+        markers given (these are the defaults)."""
+        if not list(functions(tools)):
+            return self.eps()
+        section_start = markers.get("tool_call_start_marker", "<tool_call>")
+        section_end = markers.get("tool_call_end_marker", "</tool_call>")
+        func_opener = markers.get("function_opener", "<function=")
+        func_name_suffix = markers.get("function_name_suffix", ">")
+        func_closer = markers.get("function_closer", "</function>")
+        key_prefix = markers.get("parameter_key_prefix", "<param=")
+        key_suffix = markers.get("parameter_key_suffix", ">")
+        closer = markers.get("parameter_closer", "</param>")
+        choices = self.choice()
+        for tool in functions(tools):
+            function = tool["function"]
+            name = function["name"]
+            args: Parser = self.eps()
+            properties = tool_parameters(function).get("properties") or {}
+            if properties:
+                arg_choice = self.choice()
+                for prop in properties:
+                    arg_name = self.choice([prop, f'"{prop}"', f"'{prop}'"])
+                    arg_choice = arg_choice | self.tool_arg(
+                        self.tool_arg_open(self.literal(key_prefix)) + self.tool_arg_name(arg_name) + key_suffix
+                        + self.tool_arg_value(self.until(closer)) + self.tool_arg_close(self.literal(closer)))
+                args = self.zero_or_more(arg_choice + self.space())
+            parser = self.tool(self.tool_open(func_opener + self.tool_name(name) + func_name_suffix) + self.space()
+                               + self.tool_args(args) + self.space() + self.tool_close(self.literal(func_closer)))
+            choices = choices | self.rule(f"tool-{name}", parser)
+        if parallel_tool_calls:
+            section = self.trigger_rule("tool-call", section_start + self.space()
+                                        + self.one_or_more(choices + self.space()) + section_end)
+        else:
+            section = self.trigger_rule("tool-call", section_start + self.space() + choices + self.space()
+                                        + section_end)
+        return section if force_tool_calls else self.optional(section)
+
+    def python_or_json_value(self) -> Parser:
+        """A Python value whose leaves may also be JSON's true, false and null (LFM2)."""
+        def value() -> Parser:
+            ws = self.space()
+            inner = self.python_or_json_value()
+            member = self.sequence([self.python_string(), ws, ":", ws, inner])
+            members = self.sequence([member, self.zero_or_more(self.sequence([ws, ",", ws, member]))])
+            dict_ = self.rule("python-or-json-dict", lambda: self.sequence(
+                ["{", ws, self.choice(["}", self.sequence([members, ws, "}"])]), ws]))
+            elements = self.sequence([inner, self.zero_or_more(self.sequence([",", ws, inner]))])
+            array = self.rule("python-or-json-array", lambda: self.sequence(
+                ["[", ws, self.choice(["]", self.sequence([elements, ws, "]"])]), ws]))
+            return self.choice([dict_, array, self.python_string(), self.python_number(), self.python_bool(),
+                                self.python_null(), self.json_bool(), self.json_null()])
+        return self.rule("python-or-json-value", value)
+
+    def python_style_tool_calls(self, tools: Any, parallel_tool_calls: bool, allow_json_literals: bool) -> Parser:
+        """``[name(arg="value", other=2), …]`` (LFM2)."""
+        if not list(functions(tools)):
+            return self.eps()
+        choices = self.choice()
+        for tool in functions(tools):
+            function = tool["function"]
+            name = function["name"]
+            args: Parser = self.eps()
+            properties = tool_parameters(function).get("properties") or {}
+            if properties:
+                arg_choice = self.choice()
+                for prop, definition in properties.items():
+                    is_string = isinstance(definition, dict) and definition.get("type") == "string"
+                    string_value = self.tool_arg_value(self.choice([
+                        '"' + self.string_content('"') + '"', "'" + self.string_content("'") + "'"]))
+                    value = string_value if is_string else self.tool_arg_value(
+                        self.python_or_json_value() if allow_json_literals else self.python_value())
+                    arg_choice = arg_choice | self.tool_arg(
+                        self.tool_arg_open(self.tool_arg_name(prop) + "=") + value + self.tool_arg_close(self.eps()))
+                args = arg_choice + self.zero_or_more("," + self.space() + arg_choice)
+            parser = self.tool(self.tool_open(self.tool_name(name) + "(") + self.space() + self.tool_args(args)
+                               + self.space() + self.tool_close(self.literal(")")))
+            choices = choices | self.rule(f"tool-{name}", parser)
+        if parallel_tool_calls:
+            return "[" + self.space() + choices + self.zero_or_more("," + self.space() + choices) + self.space() + "]"
+        return "[" + self.space() + choices + self.space() + "]"
+
+
+def build(make: Callable[[ChatBuilder], Parser]) -> peg.Grammar_:
+    builder = ChatBuilder()
+    return builder.build(make(builder))
+
+
+# --- from the tree to the message
+
+
+def json_brace_depth(text: str) -> int:
+    """Unclosed ``{`` in JSON-like text, braces inside strings not counted."""
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if escaped:
+            escaped = False
+        elif c == "\\" and in_string:
+            escaped = True
+        elif c == '"':
+            in_string = not in_string
+        elif not in_string:
+            depth += (c == "{") - (c == "}")
+    return depth
+
+
+def escape_json_inner(text: str) -> str:
+    """``text`` as the inside of a JSON string."""
+    return peg.json_text(text)[1:-1]
+
+
+_PY_LITERALS = (("True", "true"), ("False", "false"), ("None", "null"))
+
+
+def normalize_quotes_to_json(text: str) -> str:
+    """Python-style values as JSON: single-quoted strings double-quoted, True/False/None as JSON's literals (a
+    prefix of one as a prefix of the other, so a streamed value only grows)."""
+    out: list[str] = []
+    in_single = in_double = False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            if in_single:
+                out.append("'" if nxt == "'" else '\\"' if nxt == '"' else c + nxt)
+                i += 2
+                continue
+            if in_double:
+                out.append(c + nxt)
+                i += 2
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == '"':
+            if in_single:
+                out.append('\\"')
+            else:
+                in_double = not in_double
+                out.append(c)
+        elif c == "'":
+            if in_double:
+                out.append(c)
+            else:
+                in_single = not in_single
+                out.append('"')
+        elif not in_single and not in_double and c in "TFN" and (i == 0 or not _word_char(text[i - 1])):
+            j = i
+            while j < n and _word_char(text[j]):
+                j += 1
+            token = text[i:j]
+            for python, js in _PY_LITERALS:
+                if python[:len(token)] == token:
+                    out.append(js[:len(token)])
+                    i = j
+                    break
+            else:
+                out.append(c)
+                i += 1
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+class Mapper:
+    """Builds the message from a parse's tree: reasoning and content concatenated, tool calls from their name, id and
+    arguments (a whole JSON object, or built argument by argument from tagged names and values)."""
+
+    def __init__(self) -> None:
+        self.result = ParsedReply()
+        self._pending: ParsedCall | None = None
+        self._current: ParsedCall | None = None
+        self._arg_count = 0
+        self._quote_pending = False
+        self._args_buffer = ""
+
+    def from_nodes(self, nodes: Sequence[Node]) -> ParsedReply:
+        for node in peg.walk(nodes):
+            self.map(node)
+        if self._pending is not None and self._pending.name:  # a call cut short, its name known
+            if self._args_buffer:
+                self._pending.arguments = self._args_buffer
+            if self._quote_pending and self._pending.arguments:
+                self._pending.arguments += '"'
+            self.result.tool_calls.append(self._pending)
+            self._pending = None
+        if self.result.reasoning and not self.result.reasoning.strip(" \n\r\t"):
+            self.result.reasoning = ""  # an empty <think></think> block
+        return self.result
+
+    def _target_append(self, text: str) -> None:
+        if self._current is not None and self._current.name:
+            self._current.arguments += text
+        else:
+            self._args_buffer += text
+
+    def _target_set(self, text: str) -> None:
+        if self._current is not None and self._current.name:
+            self._current.arguments = text
+        else:
+            self._args_buffer = text
+
+    def _target_empty(self) -> bool:
+        if self._current is not None and self._current.name:
+            return not self._current.arguments
+        return not self._args_buffer
+
+    def normalize_container_value(self, text: str) -> str:
+        return normalize_quotes_to_json(text)
+
+    def map(self, node: Node) -> None:
+        tag = node.tag
+        if not tag:
+            return
+        if tag == REASONING:
+            self.result.reasoning += node.text
+        elif tag == CONTENT:
+            self.result.content += node.text
+        elif tag == TOOL_OPEN:
+            self._pending = ParsedCall()
+            self._current = self._pending
+            self._arg_count = 0
+            self._args_buffer = ""
+            self._quote_pending = False
+        elif tag == TOOL_ID and self._current is not None:
+            text = node.text.rstrip(WHITESPACE)
+            if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+                text = text[1:-1]
+            self._current.id = text
+        elif tag == TOOL_NAME and self._current is not None:
+            self._current.name = node.text.rstrip(WHITESPACE)
+            if self._args_buffer:
+                self._current.arguments = self._args_buffer
+                self._args_buffer = ""
+            elif not self._current.arguments:
+                self._current.arguments = "{"
+            if self._pending is not None:  # seen by the stream from now on
+                self.result.tool_calls.append(self._pending)
+                self._current = self._pending
+                self._pending = None
+        elif tag == TOOL_ARGS and self._current is not None:
+            text = node.text.rstrip(WHITESPACE)
+            if text.startswith("{"):
+                self._target_set(text)
+        elif tag == TOOL_ARG_OPEN:
+            self._quote_pending = False
+        elif tag == TOOL_ARG_NAME and self._current is not None:
+            entry = ("," if self._arg_count > 0 else "") + peg.json_text(trim_arg_name(node.text)) + ":"
+            self._arg_count += 1
+            if self._target_empty():
+                self._target_set("{")
+            self._target_append(entry)
+        elif tag in (TOOL_ARG_VALUE, TOOL_ARG_STRING_VALUE) and self._current is not None:
+            value = node.text
+            if tag == TOOL_ARG_STRING_VALUE:
+                add = ""
+                if not value or not self._quote_pending:
+                    add = '"'
+                    self._quote_pending = True
+                self._target_append(add + escape_json_inner(value))
+            elif value:
+                self._target_append(self.normalize_container_value(value))
+        elif tag == TOOL_ARG_CLOSE and self._current is not None:
+            if self._quote_pending:
+                self._target_append('"')
+                self._quote_pending = False
+        elif tag == TOOL_CLOSE and self._current is not None:
+            current = self._current
+            if not current.name and self._args_buffer:
+                current.arguments = self._args_buffer
+                self._args_buffer = ""
+            if self._quote_pending:
+                current.arguments += '"'
+                self._quote_pending = False
+            current.arguments += "}" * max(json_brace_depth(current.arguments), 0)
+            if self._pending is not None:
+                if current.name:
+                    self.result.tool_calls.append(self._pending)
+                self._pending = None
+
+
+def trim_arg_name(text: str) -> str:
+    """An argument name's whitespace around it: one leading character at most, as llama.cpp's trim()."""
+    if text[:1] in WHITESPACE and text:
+        text = text[1:]
+    return text.rstrip(WHITESPACE)
+
+
+def parse(grammar: peg.Grammar_, text: str, partial: bool,
+          mapper: Callable[[], Mapper] = Mapper) -> ParsedReply:
+    """``text`` (the generation prompt, then the reply so far) read by ``grammar``. A whole reply that does not
+    match raises ``ValueError``; a partial one gives what was read."""
+    result, _ctx = grammar.parse(text)
+    if result.fail:
+        if partial and result.end > 0:
+            return mapper().from_nodes(result.nodes)
+        raise ValueError("the reply does not match the model's format")
+    return mapper().from_nodes(result.nodes)
+
+
+def args_as_json(arguments: str) -> Any:
+    """A call's arguments parsed, or None while they are not yet whole JSON."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return None

@@ -1,0 +1,283 @@
+"""A model's chat format for one request: the prompt, and how to read the reply.
+
+``apply(template, request)`` is llama.cpp's ``common_chat_templates_apply`` (``common/chat.cpp``): it renders the
+request through the model's template and gives back, in a ``Prepared``, the prompt, the *generation prompt* (what the
+template appends to start the assistant's turn, often opening a thinking block) and the parser that reads the reply —
+reasoning, content and tool calls — plus the tags that open and close thinking and what a grammar needs to force a
+tool call. Families whose syntax no analysis can find (gpt-oss's channels, Kimi's sections, DeepSeek's DSML, Gemma 4,
+LFM2's Python calls, …) have a module each under ``backends/chat_format/families/``, recognised by their template's
+source in llama.cpp's order; every other template goes through the differential analysis of
+``backends/chat_format/autoparser.py``, which renders it with probe messages and reads its markers off the output.
+
+Everything here is pure Python: the engine host calls it once per request, the server and tests call it too.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from backends.chat_format import peg
+from backends.chat_format.builder import ChatBuilder, ParsedReply
+from backends.chat_format.template import render
+
+ReasoningFormat = Literal["none", "auto", "deepseek", "deepseek-legacy"]
+Continuation = Literal["none", "auto", "reasoning", "content"]
+ToolChoice = Literal["auto", "required", "none"]
+
+
+@dataclass(frozen=True)
+class Template:
+    """A model's chat template with the special tokens it names."""
+
+    source: str
+    bos_token: str = ""
+    eos_token: str = ""
+
+    @classmethod
+    def of(cls, source: str, bos_token: str = "", eos_token: str = "") -> Template:
+        """The template with the checks removed that refuse the conversations llama.cpp sends them, as
+        llama.cpp's common_chat_templates_init removes them."""
+        # gpt-oss refuses a message whose content holds channel markers, which a continued reply does:
+        # https://github.com/ggml-org/llama.cpp/pull/15230#issuecomment-3173959633
+        if "<|channel|>" in source and "in message.content or" in source:
+            source = source.replace('{%- if "<|channel|>analysis<|message|>" in message.content or '
+                                    '"<|channel|>final<|message|>" in message.content %}', "{%- if false %}")
+        # Mistral's templates refuse an assistant turn with neither content nor tool calls:
+        # https://github.com/ggml-org/llama.cpp/pull/17713#issuecomment-3631342664
+        if "[TOOL_CALLS]" in source and "if (message['content'] is none or" in source:
+            source = source.replace(
+                "{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) "
+                "and (message['tool_calls'] is not defined or message['tool_calls'] is none or "
+                "message['tool_calls']|length == 0) %}", "{%- if false %}")
+        return cls(source, bos_token, eos_token)
+
+
+@dataclass
+class Request:
+    """What one generation asks of the template (llama.cpp's generation_params)."""
+
+    messages: list[dict[str, Any]]  # OpenAI-style messages; assistant turns may carry ``reasoning_content``
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: ToolChoice = "auto"
+    json_schema: dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
+    reasoning_format: ReasoningFormat = "auto"
+    add_generation_prompt: bool = True
+    continue_final_message: Continuation = "none"
+    enable_thinking: bool = True
+    extra_context: dict[str, Any] = field(default_factory=dict)  # chat_template_kwargs and the date llama.cpp adds
+    add_bos: bool = False
+    add_eos: bool = False
+    continue_msg: dict[str, Any] | None = None  # set by apply(): the message a continuation continues
+
+    @property
+    def has_tools(self) -> bool:
+        return bool(self.tools)
+
+    @property
+    def has_continuation(self) -> bool:
+        return self.continue_final_message != "none" and bool(self.continue_msg)
+
+
+@dataclass
+class Prepared:
+    """A request made ready for a model: the prompt and how its reply is read (llama.cpp's common_chat_params)."""
+
+    prompt: str
+    generation_prompt: str
+    parser: peg.Grammar_ | None = None  # None: the reply is all content
+    mapper: Callable[[], Any] | None = None  # builds the message from the parse tree (a family may have its own)
+    format: str = "peg-native"
+    supports_thinking: bool = False
+    thinking_start_tag: str = ""
+    thinking_end_tags: tuple[str, ...] = ()
+    grammar_lazy: bool = False
+    grammar: bool = False  # whether a grammar constrains the reply (a response format, or tool calls)
+    grammar_triggers: tuple[tuple[str, str], ...] = ()  # ("word" | "pattern" | "pattern_full", value) for lazy ones
+    preserved_tokens: tuple[str, ...] = ()
+    additional_stops: tuple[str, ...] = ()
+
+    def parse(self, reply: str, partial: bool = False) -> ParsedReply:
+        """The reply (or the reply so far, ``partial``) read into content, reasoning and tool calls."""
+        from backends.chat_format import builder
+
+        if self.parser is None:
+            return ParsedReply(content=reply)
+        return builder.parse(self.parser, self.generation_prompt + reply, partial, self.mapper or builder.Mapper)
+
+
+# --- rendering, as llama.cpp's common_chat_template_direct_apply_impl does it
+
+
+def content_text(message: dict[str, Any]) -> str:
+    """A message's content as one string: typed text parts joined by newlines (media markers without)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    text, after_media = "", False
+    for part in content:
+        kind = part.get("type", "") if isinstance(part, dict) else ""
+        if kind == "text":
+            newline = not after_media and bool(text)
+            after_media = False
+        elif kind == "media_marker":
+            newline, after_media = False, True
+        else:
+            continue
+        text += ("\n" if newline else "") + str(part.get("text", ""))
+    return text
+
+
+def apply_template(template: Template, request: Request, *, messages: list[dict[str, Any]] | None = None,
+                   tools: list[dict[str, Any]] | None = None, additional_context: dict[str, Any] | None = None,
+                   add_generation_prompt: bool | None = None) -> str:
+    """The prompt ``template`` renders for ``request`` (or for the messages, tools or context given instead)."""
+    variables: dict[str, Any] = {"enable_thinking": request.enable_thinking}
+    variables.update(request.extra_context)
+    if additional_context:
+        variables.update(additional_context)
+    add = request.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
+    given_tools = tools if tools is not None else request.tools
+    result = render(template.source, messages if messages is not None else request.messages,
+                    bos_token=template.bos_token, eos_token=template.eos_token, add_generation_prompt=add,
+                    tools=given_tools or None, variables=variables)
+    if request.add_bos and template.bos_token and result.startswith(template.bos_token):
+        result = result[len(template.bos_token):]
+    if request.add_eos and template.eos_token and result.endswith(template.eos_token):
+        result = result[:-len(template.eos_token)]
+    return result
+
+
+def generation_prompt(template: Template, request: Request, *, messages: list[dict[str, Any]] | None = None,
+                      tools: list[dict[str, Any]] | None = None,
+                      additional_context: dict[str, Any] | None = None) -> str:
+    """What the template appends for the assistant's turn: the render with the generation prompt, past where it
+    stops agreeing with the render without."""
+    without = apply_template(template, request, messages=messages, tools=tools, additional_context=additional_context,
+                             add_generation_prompt=False)
+    with_prompt = apply_template(template, request, messages=messages, tools=tools,
+                                 additional_context=additional_context, add_generation_prompt=True)
+    common = 0
+    for a, b in zip(without, with_prompt, strict=False):
+        if a != b:
+            break
+        common += 1
+    return with_prompt[common:]
+
+
+def render_content(message: dict[str, Any]) -> str:
+    """A continued message's content as the parser's generation prompt carries it (parts joined by blank lines)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content if isinstance(content, str) else ""
+
+
+# --- which family reads a template: llama.cpp's common_chat_try_specialized_template, in its order
+
+
+def _has(source: str, *needles: str) -> bool:
+    return all(n in source for n in needles)
+
+
+FAMILIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    # Ministral / Magistral 3 ([CALL_ID] tells Mistral Small 3.2 apart)
+    ("ministral3", lambda s: _has(s, "[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]") and "[CALL_ID]" not in s),
+    ("gpt_oss", lambda s: "<|channel|>" in s),
+    ("muse_glimmer", lambda s: _has(s, "<atem:function_calls>", "<|eom|>")),
+    ("functionary_v3_2", lambda s: _has(s, ">>>all", ">>>${recipient}")),
+    ("kimi_k2", lambda s: _has(s, "<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
+    ("kimi_k3", lambda s: _has(s, "<|open|>", "<|close|>", "<|end_of_msg|>")),
+    ("ling3", lambda s: _has(s, "<role>ASSISTANT</role>", "<arg_key>")),
+    ("cohere2moe", lambda s: _has(s, "<|START_TEXT|>", "<|START_ACTION|>")),
+    ("lfm2", lambda s: _has(s, "<|tool_list_start|>", "<|tool_list_end|>")),
+    ("lfm2_5", lambda s: "List of tools: [" in s and "<|tool_list_start|>" not in s),
+    ("gigachat_v3", lambda s: _has(s, "<|role_sep|>", "<|message_sep|>") and "<|function_call|>" not in s),
+    ("minimax_m3", lambda s: _has(s, "]<]minimax[>[", "<tool_call>", "<invoke name=")),
+    ("deepseek_v3_2", lambda s: _has(s, "dsml_token", "DSML") and ("function_calls" in s or "tool_calls" in s)),
+    ("gemma4", lambda s: "'<|tool_call>call:'" in s),
+    ("minicpm5", lambda s: _has(s, "Tool usage guidelines:", '<function name="', '<param name="')),
+    ("qwen3_coder", lambda s: _has(s, "<tool_call>", "<function=", "<parameter=")
+     and "'<tool_call><function=' ~ tool_call.name ~ '>'" not in s),
+)
+
+
+def family(source: str) -> str:
+    """The name of the family module that reads ``source``'s replies, or "" for the differential analysis."""
+    return next((name for name, matches in FAMILIES if matches(source)), "")
+
+
+# --- the request, made ready
+
+
+def _developer_as_system(messages: list[dict[str, Any]]) -> None:
+    for message in messages:
+        if message.get("role") == "developer":
+            message["role"] = "system"
+
+
+def _arguments_as_objects(messages: list[dict[str, Any]]) -> None:
+    import json
+
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                try:
+                    function["arguments"] = json.loads(function["arguments"])
+                except ValueError:
+                    pass  # left as text: the template shows what it was given
+
+
+def extra_context(now: datetime.datetime | None = None) -> dict[str, str]:
+    """The date variables llama.cpp gives every template (common_chat_extra_context)."""
+    now = now or datetime.datetime.now()
+    return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
+
+
+def apply(template: Template, request: Request) -> Prepared:
+    """``request`` rendered through ``template``, with the parser for its reply."""
+    request = copy.copy(request)
+    messages = copy.deepcopy(request.messages)
+    source = template.source
+    if "<|channel|>" not in source:
+        _developer_as_system(messages)
+    _arguments_as_objects(messages)
+    request.extra_context = {**extra_context(), **request.extra_context}
+    if request.continue_final_message != "none":
+        request.add_generation_prompt = False
+        if messages:
+            request.continue_msg = messages.pop()
+        if request.continue_final_message == "auto" and request.continue_msg:
+            msg = request.continue_msg
+            reasoning_only = msg.get("reasoning_content") and not content_text(msg) and not msg.get("content")
+            request.continue_final_message = "reasoning" if reasoning_only else "content"
+    request.messages = messages
+    name = family(source)
+    if name:
+        module = importlib.import_module(f"backends.chat_format.families.{name}")
+        prepared: Prepared = module.prepare(template, request)
+        return prepared
+    from backends.chat_format import autoparser
+
+    return autoparser.prepare(template, request)
+
+
+def content_only(template: Template, request: Request) -> Prepared:
+    """A template with nothing to read but content (no thinking, no tools)."""
+    prompt = apply_template(template, request)
+    gen = generation_prompt(template, request)
+
+    def make(p: ChatBuilder) -> peg.Parser:
+        return p.prefix(gen) + p.content(p.rest()) + p.end()
+
+    from backends.chat_format.builder import build
+
+    return Prepared(prompt, gen, build(make))
