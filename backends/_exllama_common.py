@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from backends.chat_format import formats
 from backends.chat_format import template as chat_template
+from backends.chat_format.formats import Prepared
 from backends.base import (
     Availability,
     Backend,
@@ -288,14 +290,16 @@ def read_model_folder(path: str | Path) -> ModelFolder:
                        add_bos_token=bool(tokenizer_config.get("add_bos_token", False)), stop_token_ids=stops)
 
 
-def render_prompt(folder: ModelFolder, messages: Prompt) -> tuple[str, bool]:
+def render_prompt(folder: ModelFolder, messages: Prompt, prepared: Prepared | None = None) -> tuple[str, bool]:
     """The prompt text and whether the tokenizer should prepend BOS: only when the model's tokenizer
-    adds one (``add_bos_token``, as Hugging Face's would) and the template did not write it already."""
+    adds one (``add_bos_token``, as Hugging Face's would) and the template did not write it already. A conversation
+    the chat format prepared (Backend.prepare) is its prompt; else the folder's template renders it."""
     if isinstance(messages, str):  # a raw prompt: no template
         return messages, folder.add_bos_token and not (folder.bos_token and messages.startswith(folder.bos_token))
     try:
-        prompt = chat_template.render(folder.template, [{"role": m.role, "content": m.content} for m in messages],
-                                      bos_token=folder.bos_token, eos_token=folder.eos_token)
+        prompt = prepared.prompt if prepared is not None else chat_template.render(
+            folder.template, [m.template_dict() for m in messages], bos_token=folder.bos_token,
+            eos_token=folder.eos_token)
     except chat_template.TemplateError as exc:
         raise GenerationError("template", str(exc), "the model's chat template cannot be used") from None
     add_bos = folder.add_bos_token and not (folder.bos_token and prompt.startswith(folder.bos_token))
@@ -458,7 +462,7 @@ class ExLlamaBackendBase(Backend):
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         if self._generator is None or self._folder is None:
             raise GenerationError("state", "no model is loaded")
-        prompt, add_bos = render_prompt(self._folder, messages)
+        prompt, add_bos = render_prompt(self._folder, messages, self.prepared)
         # Special tokens written by the template (<|im_start|> ...) must become their ids, not text.
         input_ids = self._encode(prompt, add_bos)
         self.prompt_tokens = int(input_ids.shape[-1])
@@ -476,6 +480,8 @@ class ExLlamaBackendBase(Backend):
             self.unload()
             raise
         self._folder = folder
+        self.chat_template = formats.Template.of(folder.template, folder.bos_token, folder.eos_token)
+        self.tool_format = formats.tools_name(folder.template)
         self._stop_token_ids = sorted(set(folder.stop_token_ids) | {int(i) for i in library_stop_ids if i is not None})
         if on_progress:
             on_progress(1.0)

@@ -20,7 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from backends.chat_format.tool_calls import ToolCall
+
+if TYPE_CHECKING:
+    from backends.chat_format.formats import Prepared, Request, Template
 
 StopReason = Literal["eos", "length", "stop", "cancelled"]
 
@@ -119,8 +124,23 @@ class SamplingSettings:
     json_prefix: str = ""
     json_suffix: str = ""
     # Tools the model may call, as OpenAI's ``tools`` list ({"type": "function", "function": {...}}): they reach the
-    # chat template as ``tools``, as Hugging Face's apply_chat_template passes them.
+    # chat template as ``tools``, as Hugging Face's apply_chat_template passes them. ``tool_choice`` "required"
+    # holds the reply to one call at least, in the model's own syntax (a named function: give only that tool).
     tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str = "auto"  # auto | required | none
+    parallel_tool_calls: bool = True
+    # Thinking models (backends/chat_format): ``enable_thinking`` False asks the template for no thinking (None: the
+    # template's default); ``reasoning_effort`` (low | medium | high) is gpt-oss's knob; ``reasoning_budget`` closes
+    # the thinking block after that many tokens, the way the model's format closes it, with
+    # ``reasoning_budget_message`` written before the closing tag (-1: no budget; 0: no thinking).
+    # ``reasoning_format`` "none" leaves the thinking in the reply's text, as llama-server's option of that name.
+    enable_thinking: bool | None = None
+    reasoning_effort: str = ""
+    reasoning_budget: int = -1
+    reasoning_budget_message: str = ""
+    reasoning_format: str = "auto"  # auto | deepseek | deepseek-legacy | none
+    # Further variables for the chat template, as llama-server's ``chat_template_kwargs`` (JSON values).
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
@@ -153,11 +173,28 @@ class SamplingSettings:
             problems.append("json_schema must be a JSON Schema object")
         if (self.json_prefix or self.json_suffix) and self.json_schema is None:
             problems.append("json_prefix and json_suffix need a json_schema")
+        if self.tool_choice not in TOOL_CHOICES:
+            problems.append(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {self.tool_choice!r}")
+        if self.tool_choice == "required" and not self.tools:
+            problems.append("tool_choice required needs tools")
+        if self.reasoning_effort not in REASONING_EFFORTS:
+            problems.append(f"reasoning_effort must be one of {', '.join(e or '(none)' for e in REASONING_EFFORTS)}, "
+                            f"not {self.reasoning_effort!r}")
+        if not -1 <= self.reasoning_budget <= 1_000_000:
+            problems.append(f"reasoning_budget must be -1 (none) or 0 to 1,000,000 tokens, not {self.reasoning_budget}")
+        if self.reasoning_format not in REASONING_FORMATS:
+            problems.append(f"reasoning_format must be one of {', '.join(REASONING_FORMATS)}, "
+                            f"not {self.reasoning_format!r}")
+        if not isinstance(self.chat_template_kwargs, dict):
+            problems.append("chat_template_kwargs must be an object")
         if problems:
             raise ValueError("; ".join(problems))
 
 
 _TUPLE_FIELDS = ("stop", "tools")
+TOOL_CHOICES = ("auto", "required", "none")
+REASONING_EFFORTS = ("", "low", "medium", "high")
+REASONING_FORMATS = ("auto", "deepseek", "deepseek-legacy", "none")
 
 
 @dataclass(frozen=True)
@@ -172,10 +209,13 @@ class Message:
     tool_calls: tuple[dict[str, Any], ...] = ()
     tool_call_id: str = ""  # a tool turn: the call it answers
     name: str = ""  # a tool turn: the function that answered
+    reasoning: str = ""  # an assistant turn's thinking; the template decides whether the model sees it again
 
     def template_dict(self) -> dict[str, Any]:
         """The message as a chat template reads it: only the fields it has."""
         out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning:
+            out["reasoning_content"] = self.reasoning
         if self.tool_calls:
             out["tool_calls"] = [dict(c) for c in self.tool_calls]
         if self.tool_call_id:
@@ -239,14 +279,26 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class ToolCallDelta:
+    """A streamed piece of a tool call: the first for a call has its id and name, later ones more arguments."""
+
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
 class Token:
     """One generated token. ``text`` is what became printable with it: it may be empty while a
     multi-byte character or a possible stop string is still incomplete."""
 
     request_id: str
-    text: str
+    text: str  # the answer's text (for a chat, what its format shows: not the thinking, not tool-call syntax)
     t_ms: float  # since the request arrived in the engine
     count: int = 1  # tokens this event stands for: 0 for the held-back text released at the end
+    reasoning: str = ""  # the thinking written with these tokens
+    tool_calls: tuple[ToolCallDelta, ...] = ()  # tool calls begun or extended with these tokens
     type: Literal["token"] = "token"
 
 
@@ -268,6 +320,11 @@ class GenerationStats:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     verify_passes: int = 0
+    # Thinking models: tokens inside the thinking block, the time from its first token to its last, and the time
+    # from the request's arrival to the first token of the answer (0 when the reply has none).
+    reasoning_tokens: int = 0
+    reasoning_ms: float = 0.0
+    first_answer_ms: float = 0.0
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -301,14 +358,19 @@ class GenerationStats:
         else:  # no speculation: the fields would only say zero
             for name in ("draft_tokens", "accepted_tokens", "verify_passes"):
                 del out[name]
+        if not self.reasoning_tokens:  # no thinking: likewise
+            for name in ("reasoning_tokens", "reasoning_ms"):
+                del out[name]
         return out
 
 
 @dataclass(frozen=True)
 class Done:
     request_id: str
-    text: str
+    text: str  # the answer's text, as the Token events' texts add up to
     stats: GenerationStats
+    reasoning: str = ""  # the reply's thinking, apart
+    tool_calls: tuple[ToolCall, ...] = ()  # the tool calls the reply made, read in the model's own syntax
     type: Literal["done"] = "done"
 
 
@@ -368,6 +430,10 @@ class GenerationError(Exception):
 
 class TrailingText(str):
     """Text a backend releases at the end of a stream without a new token (a detokenizer's remainder)."""
+
+
+class ReasoningText(str):
+    """A token's text that an engine itself marked as thinking (a remote server's ``reasoning_content``)."""
 
 
 class StopStringFilter:
@@ -449,8 +515,14 @@ class Backend(abc.ABC):
     takes_projector: ClassVar[bool] = False  # loads a vision projector (LoadSettings.mmproj) beside the model
     # Whether it can hold a reply to SamplingSettings.json_schema (grammar-constrained decoding).
     structured_output: ClassVar[bool] = False
-    # The loaded model's tool-call syntax (backends/tool_calls.py), "" when its chat template declares no tools.
+    # The loaded model's chat template, with its BOS and EOS texts (backends/chat_format): the prompt is rendered and
+    # the reply read through it. None where the engine renders itself (a remote server).
+    chat_template: Template | None = None
+    # The chat format's name for the loaded model's tools ("" when its template takes no tools); in Loaded.details.
     tool_format: str = ""
+    # The request being generated, as the chat format prepared it (its prompt, its reply parser); None for a raw
+    # prompt. Set by ``generate`` before ``_stream`` runs, which renders ``prepared.prompt``.
+    prepared: Prepared | None = None
 
     @classmethod
     @abc.abstractmethod
@@ -547,12 +619,69 @@ class Backend(abc.ABC):
 
     def check_request(self, sampling: SamplingSettings) -> None:
         """Refuse, in words, what this engine and model cannot do, before any work."""
-        if sampling.json_schema is not None and not self.structured_output:
-            raise GenerationError("request", f"{self.name} cannot hold a reply to a JSON schema",
+        if (sampling.json_schema is not None or sampling.tool_choice == "required") and not self.structured_output:
+            raise GenerationError("request", f"{self.name} cannot hold a reply to a JSON schema or force a tool call",
                                   "load a GGUF model (llama.cpp) for structured output")
-        if sampling.tools and not self.tool_format:
+        if sampling.tools and sampling.tool_choice != "none" and not self.tool_format:
             raise GenerationError("template", "this model's chat template has no tool support, so it cannot be "
                                               "given tools", "use a model whose chat template declares tools")
+
+    # --- the chat format (backends/chat_format): the prompt a conversation renders to, and how the reply reads
+
+    def message_content(self, message: Message, images_in_prompt: bool) -> str:
+        """A message's text as the template gets it (the llama.cpp backend puts image markers ahead of it)."""
+        return message.content
+
+    def chat_request(self, messages: Sequence[Message], sampling: SamplingSettings) -> Request:
+        from backends.chat_format.formats import Request
+
+        thinking = sampling.enable_thinking if sampling.reasoning_budget != 0 else False
+        images = any(m.images for m in messages)
+        extra = dict(sampling.chat_template_kwargs)
+        if sampling.reasoning_effort:
+            extra.setdefault("reasoning_effort", sampling.reasoning_effort)
+        if thinking is not None:
+            extra.setdefault("enable_thinking", thinking)
+        return Request(
+            messages=[{**m.template_dict(), "content": self.message_content(m, images)} for m in messages],
+            tools=list(sampling.tools) or None,
+            tool_choice="none" if not sampling.tools else sampling.tool_choice,
+            parallel_tool_calls=sampling.parallel_tool_calls,
+            reasoning_format=sampling.reasoning_format,
+            enable_thinking=bool(extra.get("enable_thinking", True)),
+            extra_context=extra)
+
+    def prepare(self, messages: Prompt, sampling: SamplingSettings) -> Prepared | None:
+        """The request as the model's chat format makes it: the prompt and the reader of the reply. None for a raw
+        prompt, or where the engine has no template of ours."""
+        if isinstance(messages, str) or self.chat_template is None:
+            return None
+        from backends.chat_format import formats
+        from backends.chat_format.template import TemplateError
+
+        try:
+            return formats.apply(self.chat_template, self.chat_request(messages, sampling))
+        except TemplateError as exc:
+            raise GenerationError("template", str(exc)) from None
+
+    def reply_shape(self, sampling: SamplingSettings) -> tuple[dict[str, Any], str, str] | None:
+        """The JSON schema, with literal text around it, that the reply is held to: the response format, or a call
+        forced by ``tool_choice`` "required" in the model's own syntax; None for a free reply."""
+        if sampling.json_schema is not None:
+            return sampling.json_schema, sampling.json_prefix, sampling.json_suffix
+        if sampling.tools and sampling.tool_choice == "required":
+            from backends.chat_format import tool_calls
+
+            syntax = tool_calls.template_format(self.chat_template.source if self.chat_template else "")
+            try:
+                return tool_calls.forced_call(syntax, list(sampling.tools), None)
+            except tool_calls.ToolChoiceError as exc:
+                raise GenerationError("request", str(exc)) from None
+        return None
+
+    def force(self, text: str) -> None:
+        """Make the model write ``text`` next, token by token, whatever it would have sampled (a thinking budget that
+        ran out closes the thinking block). Engines that can, override it; the rest let the model go on."""
 
     def mark_prefill_start(self) -> None:
         """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
@@ -568,33 +697,82 @@ class Backend(abc.ABC):
         (thousands of tokens a second) then costs the event channel, the client and the GUI a hundred
         small messages a second instead of one per token; a slow one still sends every token as it comes.
         A backend that never holds tokens back (``COALESCE_S`` 0: a remote stream can stall) keeps so.
+
+        A conversation's reply is read through the model's chat format as it comes (backends/chat_format): each
+        chunk's thinking, answer and tool calls go out apart, thinking tokens are counted and timed, and a thinking
+        budget that runs out closes the thinking block the way the model's format does.
         """
+        from backends.chat_format.reply import ReplyReader, ThinkingTracker
+
         clock = time.perf_counter
         t_start = clock()
         self.check_request(sampling)
-        stops = StopStringFilter(sampling.stop)
+        self.prepared = prepared = self.prepare(messages, sampling)
+        extra_stops = prepared.additional_stops if prepared is not None else ()
+        stops = StopStringFilter(tuple(sampling.stop) + tuple(extra_stops))
+        reader = ReplyReader(prepared, self.chat_template.source if self.chat_template else "") \
+            if prepared is not None and prepared.parser is not None else None
+        thinking = ThinkingTracker(prepared) if prepared is not None else None
+        budget = sampling.reasoning_budget if thinking is not None and thinking.active else -1
         max_tokens = sampling.max_tokens
         coalesce_s = self.COALESCE_S if events_every_s is None or not self.COALESCE_S else events_every_s
-        pieces: list[str] = []  # the whole released text, for the Done
         chunk: list[str] = []  # released text not handed out yet
+        chunk_reasoning: list[str] = []  # thinking a remote engine sent apart (ReasoningText), not handed out yet
+        released: list[str] = []  # everything released, for the Done of a reply without a reader
+        released_reasoning: list[str] = []
         chunk_tokens = 0
-        generated = 0
-        t_first = t_last = None
+        generated = reasoning_tokens = 0
+        t_first = t_last = t_reasoning_first = t_reasoning_last = t_answer = None
         t_sent = -coalesce_s  # the first token goes out at once
         stop_reason: StopReason = "eos"
+        forced = False
         self.prompt_tokens = 0
         self.drafted_tokens = self.accepted_tokens = self.verify_passes = 0
         self._t_prefill = None
+
+        def event(t_ms: float, count: int) -> Token:
+            text, reasoning = "".join(chunk), "".join(chunk_reasoning)
+            chunk.clear()
+            chunk_reasoning.clear()
+            released.append(text)
+            released_reasoning.append(reasoning)
+            if reader is None:
+                return Token(request_id, text, t_ms, count=count, reasoning=reasoning)
+            reader.feed(text)
+            return _token_from(request_id, reader.deltas(), t_ms, count)
+
+        if budget == 0 and thinking is not None and thinking.inside:  # the template opened it anyway: close it
+            self.force(sampling.reasoning_budget_message + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
+            forced = True
         stream = self._stream(messages, sampling)
         try:
             for raw in stream:
                 now = clock()
-                if type(raw) is not TrailingText:
+                if type(raw) is ReasoningText:
+                    chunk_reasoning.append(raw)
+                    raw = TrailingText("")  # counted above as a token; its text went to the thinking
+                    generated += 1
+                    chunk_tokens += 1
+                    reasoning_tokens += 1
+                    t_first = t_first or now
+                    t_reasoning_first = t_reasoning_first or now
+                    t_last = t_reasoning_last = now
+                elif type(raw) is not TrailingText:
                     generated += 1
                     chunk_tokens += 1
                     if t_first is None:
                         t_first = now
                     t_last = now
+                    if thinking is not None and thinking.feed(raw):
+                        reasoning_tokens += 1
+                        t_reasoning_first = t_reasoning_first or now
+                        t_reasoning_last = now
+                        if 0 <= budget <= reasoning_tokens and thinking.inside and not forced:
+                            self.force(sampling.reasoning_budget_message
+                                       + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
+                            forced = True
+                    elif t_answer is None and raw.strip():
+                        t_answer = now
                 text = stops.feed(raw) if stops.active else raw
                 if text:
                     chunk.append(text)
@@ -608,15 +786,12 @@ class Backend(abc.ABC):
                     stop_reason = "cancelled"
                     break
                 if now - t_sent >= coalesce_s:
-                    text = "".join(chunk)
-                    pieces.append(text)
-                    chunk.clear()
-                    yield Token(request_id, text, (now - t_start) * 1000, count=chunk_tokens)
+                    yield event((now - t_start) * 1000, chunk_tokens)
                     chunk_tokens = 0
                     t_sent = now
         except Exception:
-            if chunk:  # what arrived before the engine failed stays with the caller, ahead of the error
-                yield Token(request_id, "".join(chunk), ((t_last or clock()) - t_start) * 1000, count=chunk_tokens)
+            if chunk or chunk_reasoning:  # what arrived before the engine failed stays with the caller
+                yield event(((t_last or clock()) - t_start) * 1000, chunk_tokens)
             raise
         finally:
             stream.close()
@@ -625,11 +800,16 @@ class Backend(abc.ABC):
         tail = stops.flush() if not stops.matched else ""
         if tail:
             chunk.append(tail)
-        if chunk or chunk_tokens:
-            text = "".join(chunk)
-            pieces.append(text)
-            t_chunk = t_last if chunk_tokens and t_last is not None else clock()  # held-back text alone: now
-            yield Token(request_id, text, (t_chunk - t_start) * 1000, count=chunk_tokens)
+        t_chunk = t_last if chunk_tokens and t_last is not None else clock()  # held-back text alone: now
+        if chunk or chunk_reasoning or chunk_tokens:
+            yield event((t_chunk - t_start) * 1000, chunk_tokens)
+        if reader is not None:
+            last = _token_from(request_id, reader.deltas(final=True), (t_chunk - t_start) * 1000, 0)
+            if last.text or last.reasoning or last.tool_calls:
+                yield last
+            content, reasoning, calls = reader.finish()
+        else:
+            content, reasoning, calls = "".join(released), "".join(released_reasoning), ()
         t_first = t_first or clock()
         t_last = t_last or t_first
         stats = GenerationStats(
@@ -644,5 +824,18 @@ class Backend(abc.ABC):
             draft_tokens=self.drafted_tokens,
             accepted_tokens=self.accepted_tokens,
             verify_passes=self.verify_passes,
+            reasoning_tokens=reasoning_tokens,
+            reasoning_ms=((t_reasoning_last - t_reasoning_first) * 1000
+                          if t_reasoning_first is not None and t_reasoning_last is not None else 0.0),
+            first_answer_ms=(t_answer - t_start) * 1000 if t_answer is not None else 0.0,
         )
-        yield Done(request_id, "".join(pieces), stats)
+        yield Done(request_id, content, stats, reasoning, calls)
+
+
+def _token_from(request_id: str, deltas: Sequence[Any], t_ms: float, count: int) -> Token:
+    """One Token event for a chunk's deltas (backends/chat_format/stream.Delta): its answer text, its thinking and
+    the tool calls it begins or extends."""
+    return Token(request_id, "".join(d.content for d in deltas), t_ms, count=count,
+                 reasoning="".join(d.reasoning for d in deltas),
+                 tool_calls=tuple(ToolCallDelta(d.tool_index, d.tool_id, d.tool_name, d.tool_arguments)
+                                  for d in deltas if d.tool_index >= 0))

@@ -6,8 +6,10 @@ llama_cpp is imported inside ``load``: this module is importable (and ``probe`` 
 from __future__ import annotations
 
 import codecs
+import collections
 import contextlib
 import ctypes
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -20,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from backends import json_schema, llama_cpp_log
+from backends.chat_format import formats
 from backends.chat_format import template as chat_template
-from backends.chat_format import tool_calls
 from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
     PROMPT_LOOKUP,
@@ -277,6 +279,21 @@ class _GreedySampler:
         self._recent.append(token)
         return token
 
+    def accept(self, token: int) -> None:
+        """A token chosen elsewhere (forced): it counts for the repetition penalty as a sampled one does."""
+        self._recent.append(token)
+
+
+class _WithMarkers(dict):
+    """A reply's token pieces: the format's marker tokens as their text, every other token as ``base`` prints it."""
+
+    def __init__(self, base: dict[int, bytes | None], kept: dict[int, bytes | None]) -> None:
+        super().__init__(kept)
+        self._base = base
+
+    def __missing__(self, token: int) -> bytes | None:
+        return self._base[token]
+
 
 class _GuidedSampler:
     """The native sampler chain held to a grammar (backends/json_schema.TokenMask, llguidance): before each token the
@@ -314,6 +331,14 @@ class _GuidedSampler:
         lib.llama_sampler_accept(self._chain, token)
         return token
 
+    def accept(self, token: int) -> None:
+        """A token chosen elsewhere (forced): the grammar and the chain take it as a sampled one."""
+        try:
+            self._mask.take([token])
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+        self._lib.llama_sampler_accept(self._chain, token)
+
 
 class LlamaCppBackend(Backend):
     name = "llama.cpp"
@@ -329,7 +354,9 @@ class LlamaCppBackend(Backend):
         self._abort_cb = self._no_abort_cb = None  # keep the ctypes callbacks alive while llama.cpp holds them
         self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
         self._pieces: dict[int, bytes | None] = {}
-        self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text, for replies that may call tools
+        self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text: the format's markers
+        self._marker_tokens: dict[str, int | None] = {}  # a format marker's text -> its special token, if it is one
+        self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._overrides = None  # the tensor-placement array, alive while the model is
         self._mtmd = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
         self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
@@ -406,7 +433,7 @@ class LlamaCppBackend(Backend):
         self._bos = self._token_text(self._llm.token_bos())
         self._eos = self._token_text(self._llm.token_eos())
         self._template = metadata.get("tokenizer.chat_template") or ""
-        self.tool_format = tool_calls.template_format(self._template)
+        self.tool_format = formats.tools_name(self._template)
         details = {"chat_template": "model" if self._template else "fallback: ChatML",
                    "tool_format": self.tool_format,
                    "model_bytes": int(llama_cpp.llama_model_size(self._llm.model)),
@@ -434,6 +461,8 @@ class LlamaCppBackend(Backend):
             self.unload()
             raise GenerationError("template", f"{Path(model_path).name}: {exc}",
                                   "the model file's chat template cannot be used") from None
+        self.chat_template = formats.Template.of(self._template, self._bos, self._eos)
+        self._marker_tokens = {}
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm.model))
         devices = tuple(log.device_loads(n_layers))
         gpu_layers = sum(d.layers for d in devices if d.name != llama_cpp_log.HOST)
@@ -524,20 +553,47 @@ class LlamaCppBackend(Backend):
             return ""
         return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
+    def message_content(self, message: Message, images_in_prompt: bool) -> str:
+        """With images, one media marker per image ahead of the text (libmtmd puts each image where its marker is)."""
+        if not images_in_prompt:
+            return message.content
+        from llama_cpp import mtmd_cpp
+
+        return _content(message, mtmd_cpp.mtmd_default_marker().decode())
+
+    def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
             return messages
-        marker = ""
-        if any(m.images for m in messages):
-            from llama_cpp import mtmd_cpp
+        if self.prepared is None:
+            raise GenerationError("state", "the conversation was not prepared through the chat format")
+        return self.prepared.prompt
 
-            marker = mtmd_cpp.mtmd_default_marker().decode()
-        try:
-            return chat_template.render(self._template,
-                                        [{**m.template_dict(), "content": _content(m, marker)} for m in messages],
-                                        bos_token=self._bos, eos_token=self._eos, tools=tools)
-        except chat_template.TemplateError as exc:
-            raise GenerationError("template", str(exc)) from None
+    def _format_pieces(self, llama_cpp) -> dict[int, bytes | None] | None:
+        """The special tokens this reply's format is written with (gpt-oss's ``<|channel|>``, Mistral's
+        ``[TOOL_CALLS]``, a ``<think>`` that is a control token): each as its text, where llama.cpp would print a
+        special token as nothing, as llama-server keeps a format's preserved tokens. None when there are none."""
+        prepared = self.prepared
+        if prepared is None:
+            return None
+        texts = {*prepared.preserved_tokens, prepared.thinking_start_tag, *prepared.thinking_end_tags}
+        vocab = self._llm._model.vocab
+        kept: dict[int, bytes | None] = {}
+        for text in (t.strip() for t in texts):
+            if not text:
+                continue
+            if text not in self._marker_tokens:
+                ids = self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+                special = len(ids) == 1 and llama_cpp.llama_vocab_get_attr(vocab, ids[0]) & (
+                    llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED)
+                self._marker_tokens[text] = ids[0] if special and not llama_cpp.llama_vocab_is_eog(vocab, ids[0]) \
+                    else None
+            token = self._marker_tokens[text]
+            if token is not None:
+                kept[token] = self._special_pieces[token]
+        return kept or None
+
+    def force(self, text: str) -> None:
+        self._forced.extend(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _sampler_chain(self, llama_cpp, sampling: SamplingSettings):
         """llama.cpp's native sampler chain, built as llama-cpp-python's ``Llama._init_sampler`` builds it
@@ -707,7 +763,7 @@ class LlamaCppBackend(Backend):
             raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
                                   "ask /v1/embeddings, or load a chat model")
         llm = self._llm
-        prompt = self._render(messages, sampling.tools)
+        prompt = self._render(messages)
         if self._bos and prompt.startswith(self._bos):
             prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
         images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
@@ -726,30 +782,41 @@ class LlamaCppBackend(Backend):
                                                  f"holds {n_ctx}", "start a new chat or load with a larger context")
             self.prompt_tokens = n_prompt
             ctx, kv_tokens = llm.ctx, None
-            pieces = self._special_pieces if sampling.tools else self._pieces
+            kept = self._format_pieces(llama_cpp)
+            pieces = _WithMarkers(self._pieces, kept) if kept else self._pieces
+            self._forced.clear()
             decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
             utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-            mask = self._token_mask(llama_cpp, sampling) if sampling.json_schema is not None else None
+            shape = self.reply_shape(sampling)
+            mask = self._token_mask(llama_cpp, shape) if shape is not None else None
             if mask is None and sampling.temperature == 0:  # no chain: the argmax off the logits row
-                sample = _GreedySampler(llama_cpp, llm, sampling.repeat_penalty).sample
+                greedy = _GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
+                sample, accept = greedy.sample, greedy.accept
             else:
                 chain = self._sampler_chain(llama_cpp, sampling)
+                accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
                 if mask is not None:
-                    sample = _GuidedSampler(llama_cpp, llm, chain, mask).sample
+                    guided = _GuidedSampler(llama_cpp, llm, chain, mask)
+                    sample, accept = guided.sample, guided.accept
             drafter = self._drafter if not media and mask is None else None  # guesses of text replies only
             self.mark_prefill_start()
             status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
             if drafter is not None and status == 0:
                 drafter.start(tokens, sampling.repeat_penalty)
-                status = yield from self._speculate(llama_cpp, drafter, tokens, sample, chain, pieces, utf8)
+                status = yield from self._speculate(llama_cpp, drafter, tokens, sample, accept, chain, pieces, utf8)
                 if status is None:
                     return
             n_past = n_prompt
             kv_tokens = self._kv_tokens
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
+            forced = self._forced
             while status == 0:  # (after speculation status is its failing one: not entered)
-                token = sample(chain, ctx, -1)
+                if forced:  # a thinking budget ran out: its closing tag, whatever the model would sample
+                    token = forced.popleft()
+                    accept(token)
+                else:
+                    token = sample(chain, ctx, -1)
                 piece = pieces[token]
                 if piece is None:  # end of generation
                     return
@@ -775,7 +842,7 @@ class LlamaCppBackend(Backend):
 
                 mtmd_cpp.mtmd_input_chunks_free(media)
 
-    def _speculate(self, llama_cpp, drafter, prompt: list[int], sample, chain, pieces, utf8):
+    def _speculate(self, llama_cpp, drafter, prompt: list[int], sample, accept, chain, pieces, utf8):
         """The token loop with speculation: after each token the drafter guesses up to ``draft_tokens`` more, the
         model decodes the token and the guesses in one batch with logits for every row, and the sampler chooses on
         each row in turn as it would have one token at a time (greedy: the argmax; else the same chain, whose seeded
@@ -796,7 +863,8 @@ class LlamaCppBackend(Backend):
             history.append(token)
             if len(history) >= n_ctx:
                 return None  # context full: end the reply rather than fail the next decode
-            guesses = drafter.propose(history, min(self._draft_tokens, n_ctx - len(history)))
+            # no guesses while tokens are forced (Backend.force): the next one is not the model's choice
+            guesses = [] if self._forced else drafter.propose(history, min(self._draft_tokens, n_ctx - len(history)))
             row_tokens = [token, *guesses]
             start = len(kv)
             batch.set_batch(row_tokens, n_past=start, logits_all=True)
@@ -807,13 +875,17 @@ class LlamaCppBackend(Backend):
             self.verify_passes += 1
             self.drafted_tokens += len(guesses)
             kept = 0
-            for row, guess in enumerate(guesses):
-                token = sample(chain, ctx, row)
-                if token != guess:
-                    break
-                kept += 1
+            if self._forced:
+                token = self._forced.popleft()
+                accept(token)
             else:
-                token = sample(chain, ctx, len(guesses))
+                for row, guess in enumerate(guesses):
+                    token = sample(chain, ctx, row)
+                    if token != guess:
+                        break
+                    kept += 1
+                else:
+                    token = sample(chain, ctx, len(guesses))
             self.accepted_tokens += kept
             if kept < len(guesses):  # the rejected guesses' cells go, in the cache and in its record
                 if not llama_cpp.llama_memory_seq_rm(memory, -1, start + 1 + kept, -1):
@@ -830,9 +902,9 @@ class LlamaCppBackend(Backend):
                 if len(history) >= n_ctx:
                     return None
 
-    def _token_mask(self, llama_cpp, sampling: SamplingSettings) -> json_schema.TokenMask:
-        """The grammar for ``sampling``'s JSON schema, on llguidance's view of this model's vocabulary (built at the
-        first structured reply, about a second at 150k tokens, then kept with the model)."""
+    def _token_mask(self, llama_cpp, shape: tuple[dict, str, str]) -> json_schema.TokenMask:
+        """The grammar for the reply's shape (Backend.reply_shape), on llguidance's view of this model's vocabulary
+        (built at the first structured reply, about a second at 150k tokens, then kept with the model)."""
         try:
             import llguidance
         except ImportError:
@@ -843,7 +915,7 @@ class LlamaCppBackend(Backend):
             self._ll_tokenizer = _guidance_tokenizer(llguidance, llama_cpp, self._llm._model.vocab, n_vocab)
         tokenizer, ends = self._ll_tokenizer
         try:
-            return json_schema.TokenMask(tokenizer, sampling.json_schema, sampling.json_prefix, sampling.json_suffix,
+            return json_schema.TokenMask(tokenizer, *shape,
                                          n_vocab, ends)
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None

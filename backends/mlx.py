@@ -8,6 +8,7 @@ host's one model thread, the thread that loaded the model.
 
 from __future__ import annotations
 
+import collections
 import gc
 import importlib.util
 import json
@@ -17,7 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from backends import json_schema
-from backends.chat_format import tool_calls
+from backends.chat_format import formats
+from backends.chat_format.template import FALLBACK_TEMPLATE
 from backends.base import (
     PROMPT_LOOKUP,
     Availability,
@@ -68,6 +70,7 @@ class MlxBackend(Backend):
         self._model = None
         self._tokenizer = None
         self._processor = None  # mlx-vlm's processor, for a vision model
+        self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._n_ctx = 0
         self._ll_tokenizer = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
         self._draft_model = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
@@ -108,9 +111,16 @@ class MlxBackend(Backend):
                 self._model, self._tokenizer = mlx_lm.load(str(folder))
         except (OSError, ValueError, KeyError) as exc:
             raise GenerationError("load", f"mlx-lm could not load {folder.name}: {exc}") from None
-        self.tool_format = tool_calls.template_format(getattr(self._tokenizer, "chat_template", None) or "")
+        source = getattr(self._tokenizer, "chat_template", None) or ""
+        if self._processor is not None and getattr(self._processor, "chat_template", None):
+            source = self._processor.chat_template
+        self.tool_format = formats.tools_name(source)
+        self.chat_template = formats.Template.of(source or FALLBACK_TEMPLATE, self._tokenizer.bos_token or "",
+                                                 self._tokenizer.eos_token or "")
         try:  # refuse a broken or hostile template now, not at the first message
-            self._render([Message("user", "hi")])
+            self.prepare([Message("user", "hi")], SamplingSettings())
+            if self._processor is not None:
+                self._render([Message("user", "hi")])
         except GenerationError:
             self.unload()
             raise
@@ -170,18 +180,20 @@ class MlxBackend(Backend):
     def sees_images(self) -> bool:
         return self._processor is not None
 
-    def _render(self, messages: Prompt, tools: Sequence[dict] = ()) -> str:
+    def _render(self, messages: Prompt) -> str:
+        """The prompt: a raw one as it is, a conversation as the chat format rendered it; a vision model's through
+        its processor, whose template places each image (content parts), read by the same chat format after."""
         if isinstance(messages, str):
             return messages
+        if self._processor is None:
+            if self.prepared is None:
+                raise GenerationError("state", "the conversation was not prepared through the chat format")
+            return self.prepared.prompt
         try:
-            if self._processor is not None:  # a vision model's template places each image (content parts)
-                parts = [{"role": m.role, "content": [{"type": "image"} for _ in m.images]
-                          + [{"type": "text", "text": m.content}]} for m in messages]
-                renderer = self._processor if getattr(self._processor, "chat_template", None) else self._tokenizer
-                return renderer.apply_chat_template(parts, add_generation_prompt=True, tokenize=False)
-            return self._tokenizer.apply_chat_template([m.template_dict() for m in messages],
-                                                       tools=list(tools) or None, add_generation_prompt=True,
-                                                       tokenize=False)
+            parts = [{"role": m.role, "content": [{"type": "image"} for _ in m.images]
+                      + [{"type": "text", "text": m.content}]} for m in messages]
+            renderer = self._processor if getattr(self._processor, "chat_template", None) else self._tokenizer
+            return renderer.apply_chat_template(parts, add_generation_prompt=True, tokenize=False)
         except Exception as exc:  # transformers renders in jinja2's sandbox: SecurityError and friends
             if type(exc).__name__ == "SecurityError":
                 message = f"the chat template tried to reach Python internals and was refused ({exc})"
@@ -202,7 +214,7 @@ class MlxBackend(Backend):
         if self._processor is not None:
             yield from self._stream_vision(messages, sampling)
             return
-        prompt = self._render(messages, sampling.tools)
+        prompt = self._render(messages)
         bos = self._tokenizer.bos_token
         # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
         tokens = self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos))
@@ -216,14 +228,17 @@ class MlxBackend(Backend):
                                min_p=sampling.min_p, top_k=sampling.top_k)
         processors = make_logits_processors(
             repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
-        if sampling.json_schema is not None:  # first, so the penalty sees only what the grammar allows
-            processors.insert(0, self._grammar(sampling, len(tokens)))
+        shape = self.reply_shape(sampling)
+        if shape is not None:  # first, so the penalty sees only what the grammar allows
+            processors.insert(0, self._grammar(shape, len(tokens)))
+        self._forced.clear()
+        processors.insert(0, self._forcing)
         detokenizer = self._tokenizer.detokenizer
         eos = self._tokenizer.eos_token_ids
         self.mark_prefill_start()
         # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
-        if self._draft_model is not None and sampling.json_schema is None:
+        if self._draft_model is not None and shape is None:
             yield from self._speculate(tokens, limit, sampler, processors)
             return
         with wired_limit(self._model, [generation_stream]):
@@ -275,7 +290,7 @@ class MlxBackend(Backend):
     def _stream_vision(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """A vision model's tokens through mlx-vlm's ``stream_generate`` (it encodes the images and merges their
         features into the prompt), images decoded and checked by app/images first."""
-        if sampling.json_schema is not None:
+        if self.reply_shape(sampling) is not None:
             raise GenerationError("request", "structured output is not available for MLX vision models (mlx-vlm "
                                              "takes no logits processor)", "use a GGUF of the model with llama.cpp")
         import mlx_vlm
@@ -307,7 +322,21 @@ class MlxBackend(Backend):
         except ValueError as exc:  # mlx-vlm's sentence for a prompt and images it cannot put together
             raise GenerationError("image", f"mlx-vlm could not take the prompt: {exc}") from None
 
-    def _grammar(self, sampling: SamplingSettings, n_prompt: int) -> _GrammarProcessor:
+    def force(self, text: str) -> None:
+        self._forced.extend(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def _forcing(self, _tokens, logits):
+        """A logits processor that, while tokens are forced (Backend.force), leaves only the next of them possible.
+        mlx-lm computes a token ahead of the one it hands out, so the forcing starts one token after it is asked."""
+        if not self._forced:
+            return logits
+        import mlx.core as mx
+
+        token = self._forced.popleft()
+        allowed = mx.arange(logits.shape[-1]) == token
+        return mx.where(allowed, logits, mx.array(-float("inf"), dtype=logits.dtype))
+
+    def _grammar(self, shape: tuple[dict, str, str], n_prompt: int) -> _GrammarProcessor:
         try:
             import llguidance.hf
         except ImportError:
@@ -318,8 +347,7 @@ class MlxBackend(Backend):
             self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=n_vocab,
                                                               eos_token=sorted(self._tokenizer.eos_token_ids))
         try:
-            mask = json_schema.TokenMask(self._ll_tokenizer, sampling.json_schema, sampling.json_prefix,
-                                         sampling.json_suffix, n_vocab, frozenset(self._tokenizer.eos_token_ids))
+            mask = json_schema.TokenMask(self._ll_tokenizer, *shape, n_vocab, frozenset(self._tokenizer.eos_token_ids))
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
         return _GrammarProcessor(mask, n_prompt)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt,
+from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt, ReasoningText,
                            SamplingSettings, Scored, Token)
 
 if TYPE_CHECKING:
@@ -521,6 +521,16 @@ class RemoteBackend(Backend):
                                        "json_schema": {"name": "reply", "schema": sampling.json_schema, "strict": True}}
         for ours, theirs in SAMPLING_EXTRAS.get(self.server.kind, {}).items():
             body[theirs] = getattr(sampling, ours)
+        # Thinking controls only when asked for: OpenAI-compatible servers differ in what extra fields they accept.
+        kwargs = dict(sampling.chat_template_kwargs)
+        if sampling.enable_thinking is not None:
+            kwargs.setdefault("enable_thinking", sampling.enable_thinking)
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
+        if sampling.reasoning_effort:
+            body["reasoning_effort"] = sampling.reasoning_effort
+        if sampling.reasoning_budget >= 0:
+            body["reasoning_budget_tokens"] = sampling.reasoning_budget  # llama-server's name
         if isinstance(messages, str):
             return "completions", {**body, "prompt": messages}
         return "chat/completions", {**body, "messages": [{"role": m.role, "content": m.content} for m in messages]}
@@ -540,6 +550,11 @@ class RemoteBackend(Backend):
                 reason = choice.get("finish_reason")
                 self._finish_reason = reason if isinstance(reason, str) and reason else self._finish_reason
                 delta = choice.get("delta")
+                if chat and isinstance(delta, dict):
+                    # a thinking model's reasoning, under llama-server's and DeepSeek's name or vLLM's / Ollama's
+                    thought = delta.get("reasoning_content") or delta.get("reasoning")
+                    if isinstance(thought, str) and thought:
+                        yield ReasoningText(thought)
                 part = (delta.get("content") if isinstance(delta, dict) else None) if chat else choice.get("text")
                 if isinstance(part, str) and part:
                     yield part

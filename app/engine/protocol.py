@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
-                           Message, Progress, Prompt, SamplingSettings, Scored, Token)
+                           Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta)
+from backends.chat_format.tool_calls import ToolCall
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's)
 
 
 # --- requests (parent -> host)
@@ -136,6 +137,9 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
         raise ValueError(f"unknown engine event: {line[:200]!r}")
     if cls is Done:
         data["stats"] = GenerationStats(**data["stats"])
+        data["tool_calls"] = tuple(ToolCall(**c) for c in data.get("tool_calls") or ())
+    elif cls is Token:
+        data["tool_calls"] = tuple(ToolCallDelta(**c) for c in data.get("tool_calls") or ())
     elif cls is Loaded:
         data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
     return cls(**data)
@@ -160,7 +164,7 @@ def decode_request(line: bytes) -> Request:
             if not isinstance(prompt, str):
                 values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("images") or ()),
                                             tuple(m.get("tool_calls") or ()), m.get("tool_call_id", ""),
-                                            m.get("name", "")) for m in prompt]
+                                            m.get("name", ""), m.get("reasoning", "")) for m in prompt]
         return cls(**values)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None
@@ -180,4 +184,6 @@ def settings_from_dict(cls: type, data: dict[str, Any]):
     for name in ("stop", "tools"):
         if name in values:
             values[name] = tuple(values[name])
+    if "chat_template_kwargs" in values and not isinstance(values["chat_template_kwargs"], dict):
+        raise TypeError("chat_template_kwargs must be an object")
     return cls(**values)

@@ -281,3 +281,13 @@ def content_only(template: Template, request: Request) -> Prepared:
     from backends.chat_format.builder import build
 
     return Prepared(prompt, gen, build(make))
+
+
+def tools_name(source: str) -> str:
+    """The name of a template's tool-call syntax: its family's, "auto" for one the differential analysis reads, ""
+    where the template shows the model no tools (a request with tools is refused there)."""
+    from backends.chat_format.template import declares_tools
+
+    if not source or not declares_tools(source):
+        return ""
+    return family(source) or "auto"

@@ -39,7 +39,7 @@ def _through_llama_generate(backend, sampling, *turns) -> list[str]:
     llm.reset()
     replies = []
     for messages in turns:
-        tokens = llm.tokenize(backend._render(messages).encode(), add_bos=True, special=True)
+        tokens = llm.tokenize(backend.prepare(messages, sampling).prompt.encode(), add_bos=True, special=True)
         if sampling.seed is not None:
             llm.set_seed(sampling.seed)
         out = []
