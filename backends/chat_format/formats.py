@@ -236,6 +236,27 @@ def _arguments_as_objects(messages: list[dict[str, Any]]) -> None:
                     pass  # left as text: the template shows what it was given
 
 
+# StepFun 3.5 Flash's template: the whitespace around a message's text drives that model into reasoning loops, so
+# llama.cpp trims every message's content and reasoning before rendering (workaround::trim_all_content):
+# https://github.com/ggml-org/llama.cpp/issues/24181
+TRIM_ALL_CONTENT_MARKER = "You have access to the following functions in JSONSchema format"
+_C_SPACE = " \t\n\v\f\r"  # C's isspace, as llama.cpp's trim_whitespace
+
+
+def trim_all_content(messages: list[dict[str, Any]]) -> None:
+    """Every message's content (a string, or its typed text parts) and reasoning without the whitespace around."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            message["content"] = content.strip(_C_SPACE)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                    part["text"] = part["text"].strip(_C_SPACE)
+        if isinstance(message.get("reasoning_content"), str):
+            message["reasoning_content"] = message["reasoning_content"].strip(_C_SPACE)
+
+
 def extra_context(now: datetime.datetime | None = None) -> dict[str, str]:
     """The date variables llama.cpp gives every template (common_chat_extra_context)."""
     now = now or datetime.datetime.now()
@@ -247,6 +268,9 @@ def apply(template: Template, request: Request) -> Prepared:
     request = copy.copy(request)
     messages = copy.deepcopy(request.messages)
     source = template.source
+    trimmed = TRIM_ALL_CONTENT_MARKER in source
+    if trimmed:
+        trim_all_content(messages)
     if "<|channel|>" not in source:
         _developer_as_system(messages)
     _arguments_as_objects(messages)
@@ -254,7 +278,9 @@ def apply(template: Template, request: Request) -> Prepared:
     if request.continue_final_message != "none":
         request.add_generation_prompt = False
         if messages:
-            request.continue_msg = messages.pop()
+            continued = messages.pop()
+            # the continued message is taken as given, before the trimming (llama.cpp: inputs.messages.back())
+            request.continue_msg = copy.deepcopy(request.messages[-1]) if trimmed else continued
         if request.continue_final_message == "auto" and request.continue_msg:
             msg = request.continue_msg
             reasoning_only = msg.get("reasoning_content") and not content_text(msg) and not msg.get("content")
