@@ -57,27 +57,38 @@ def request(case: dict[str, Any]) -> formats.Request:
         enable_thinking=case["enable_thinking"], extra_context=kwargs)
 
 
-def _normal_arguments(arguments: str) -> Any:
-    """Arguments as JSON, or "" while they are not whole JSON yet: test-chat's renormalize_json ignores partial
-    arguments ("{\"arg1\": " is expected where llama.cpp's own parse reads "{\"arg1\":"). That the stream only ever
-    extends them is checked apart, by stream.diffs."""
+def _exact_arguments(arguments: str) -> Any:
+    """Arguments as JSON where they are whole JSON, else as written."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def _renormalized(arguments: str) -> Any:
+    """Arguments as test-chat compares them with its expectation (renormalize_json): as JSON, and JSON cut short as
+    "" — a partial case expects the arguments written so far, whose exact cut it does not compare ("{\"arg1\": " is
+    expected where llama.cpp's own parse reads "{\"arg1\":")."""
     try:
         return json.loads(arguments)
     except ValueError:
         return ""
 
 
-def as_expected(message: ParsedReply) -> dict[str, Any]:
-    """A message in the shape of llama.cpp's expectation, arguments compared as JSON where they are JSON."""
+def as_expected(message: ParsedReply, renormalize: bool = False) -> dict[str, Any]:
+    """A message in the shape of llama.cpp's expectation, arguments compared as JSON where they are JSON (and, with
+    ``renormalize``, arguments cut short as test-chat compares them with the expectation)."""
+    normal = _renormalized if renormalize else _exact_arguments
     return {"content": message.content, "reasoning_content": message.reasoning,
-            "tool_calls": [{"name": c.name, "arguments": _normal_arguments(c.arguments), "id": c.id}
+            "tool_calls": [{"name": c.name, "arguments": normal(c.arguments), "id": c.id}
                            for c in message.tool_calls]}
 
 
-def expected(case: dict[str, Any]) -> dict[str, Any]:
-    want = case["expect"]
+def expected(case: dict[str, Any], key: str = "expect") -> dict[str, Any]:
+    """llama.cpp's expectation for the case (or, ``key`` "parsed", what llama.cpp itself read), as as_expected."""
+    want = case[key] if key == "expect" else case["llama_cpp"][key]
     return {"content": want["content"], "reasoning_content": want["reasoning_content"],
-            "tool_calls": [{"name": c["name"], "arguments": _normal_arguments(c["arguments"]), "id": c["id"]}
+            "tool_calls": [{"name": c["name"], "arguments": _renormalized(c["arguments"]), "id": c["id"]}
                            for c in want["tool_calls"]]}
 
 
@@ -100,6 +111,7 @@ class Outcome:
     stage: str = ""  # where it failed: render, generation prompt, stream, parse
     detail: str = ""
     generation_prompt_matches: bool = True
+    identical_to_llama_cpp: bool = False  # the message equals, character for character, what llama.cpp itself read
 
 
 def check(case: dict[str, Any], templates: dict[str, str]) -> Outcome:
@@ -118,7 +130,7 @@ def check(case: dict[str, Any], templates: dict[str, str]) -> Outcome:
             current = prepared.parse(reply[:i], partial=partial)
             deltas = stream.diffs(previous, current)
             stream.accumulate(accumulated, deltas)
-            if not same(as_expected(accumulated), as_expected(current)):
+            if as_expected(accumulated) != as_expected(current):
                 return Outcome(False, "stream", f"after {i} characters the stream built {as_expected(accumulated)}"
                                                 f" but the reply reads {as_expected(current)}", gen_matches)
             previous = current
@@ -126,12 +138,14 @@ def check(case: dict[str, Any], templates: dict[str, str]) -> Outcome:
     except Exception as exc:  # a parser that throws on a reply is a failure to report
         return Outcome(False, "parse", f"{type(exc).__name__}: {exc}", gen_matches)
     want = expected(case)
-    if not same(as_expected(final), want):
+    if not same(as_expected(final, renormalize=True), want):
         return Outcome(False, "parse", f"read {as_expected(final)}, llama.cpp expects {want}", gen_matches)
-    if not same(as_expected(accumulated), want) and reply:
+    if not same(as_expected(accumulated, renormalize=True), want) and reply:
         return Outcome(False, "stream", f"the stream built {as_expected(accumulated)}, llama.cpp expects {want}",
                        gen_matches)
-    return Outcome(True, generation_prompt_matches=gen_matches)
+    parsed = case["llama_cpp"]["parsed"]
+    identical = parsed is not None and as_expected(final, renormalize=True) == expected(case, "parsed")
+    return Outcome(True, generation_prompt_matches=gen_matches, identical_to_llama_cpp=identical)
 
 
 def templates_from_sdist(path: Path) -> dict[str, str]:
@@ -165,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             totals[kind] += 1
             totals[kind + " passed"] += outcome.passed
         totals["generation prompt equal"] += outcome.generation_prompt_matches
+        totals["identical"] += outcome.identical_to_llama_cpp
         counter = by_template.setdefault(case["template"], Counter())
         counter["all"] += 1
         counter["passed"] += outcome.passed
@@ -176,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         if totals[kind]:
             print(f"{kind}: {totals[kind + ' passed']}/{totals[kind]} ({100 * totals[kind + ' passed'] / totals[kind]:.1f} %)")
     print(f"generation prompt as llama.cpp's: {totals['generation prompt equal']}/{totals['all']}")
+    print(f"message identical to llama.cpp's own parse: {totals['identical']}/{totals['all']}")
     return 0
 
 
