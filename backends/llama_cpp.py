@@ -24,6 +24,7 @@ from pathlib import Path
 from backends import json_schema, llama_cpp_log
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
+from backends.chat_format.reply import ThinkingTracker
 from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
     PROMPT_LOOKUP,
@@ -811,16 +812,27 @@ class LlamaCppBackend(Backend):
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
             forced = self._forced
+            # A grammar holds the answer, not the thinking: while the reply is inside the thinking block the
+            # generation prompt opened, the chain samples freely; the grammar starts where the block ends.
+            thinking = ThinkingTracker(self.prepared) if mask is not None and self.prepared is not None else None
+            waiting = thinking is not None and thinking.inside
+            free, free_accept = llama_cpp.llama_sampler_sample, functools.partial(llama_cpp.llama_sampler_accept, chain)
             while status == 0:  # (after speculation status is its failing one: not entered)
                 if forced:  # a thinking budget ran out: its closing tag, whatever the model would sample
                     token = forced.popleft()
-                    accept(token)
+                    (free_accept if waiting else accept)(token)
+                elif waiting:
+                    token = free(chain, ctx, -1)
                 else:
                     token = sample(chain, ctx, -1)
                 piece = pieces[token]
                 if piece is None:  # end of generation
                     return
-                yield utf8(piece)
+                text = utf8(piece)
+                if waiting:
+                    thinking.feed(text)
+                    waiting = thinking.inside
+                yield text
                 n_past += 1
                 if n_past >= n_ctx:
                     return  # context full: end the reply rather than fail the next decode

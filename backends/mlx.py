@@ -19,6 +19,7 @@ from pathlib import Path
 
 from backends import json_schema
 from backends.chat_format import formats
+from backends.chat_format.reply import ThinkingTracker
 from backends.chat_format.template import FALLBACK_TEMPLATE
 from backends.base import (
     PROMPT_LOOKUP,
@@ -41,14 +42,25 @@ class _GrammarProcessor:
     matcher is told the tokens sampled since its last call, and the tokens it refuses get -inf (``mx.where``:
     llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
 
-    def __init__(self, mask: json_schema.TokenMask, n_prompt: int) -> None:
+    def __init__(self, mask: json_schema.TokenMask, n_prompt: int, thinking: ThinkingTracker | None = None,
+                 decode: Callable[[list[int]], str] | None = None) -> None:
         self._mask, self._seen = mask, n_prompt
+        # A grammar holds the answer, not the thinking: while the reply is inside the thinking block the generation
+        # prompt opened, every token passes; the grammar starts where the block ends.
+        self._thinking, self._decode = (thinking, decode) if thinking is not None and thinking.inside else (None, None)
 
     def __call__(self, tokens, logits):
         import mlx.core as mx
 
         if self._mask.stopped:  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
             return logits
+        if self._thinking is not None and self._decode is not None:
+            if tokens.size > self._seen:
+                self._thinking.feed(self._decode(tokens[self._seen:].tolist()))
+                self._seen = tokens.size
+            if self._thinking.inside:
+                return logits
+            self._thinking = None
         if tokens.size > self._seen:
             try:
                 self._mask.take(tokens[self._seen:].tolist())
@@ -350,7 +362,8 @@ class MlxBackend(Backend):
             mask = json_schema.TokenMask(self._ll_tokenizer, *shape, n_vocab, frozenset(self._tokenizer.eos_token_ids))
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
-        return _GrammarProcessor(mask, n_prompt)
+        thinking = ThinkingTracker(self.prepared) if self.prepared is not None else None
+        return _GrammarProcessor(mask, n_prompt, thinking, self._tokenizer.decode)
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 

@@ -149,7 +149,7 @@ def _patch(source: str) -> str:
 def _sdist(path: str | None) -> Path:
     if path:
         return Path(path)
-    from tests.backends.chat_format.conftest import find_sdist
+    from tests.fixtures.llama_cpp_sources import find_sdist
 
     found = find_sdist()
     if found is None:

@@ -1,0 +1,95 @@
+"""Thinking models on the real engines: the tiny model with a thinking model's real chat template (Qwen3.5's, whose
+generation prompt opens ``<think>``) writes its reply inside the thinking block until something closes it. A random
+model never writes ``</think>`` itself, so a thinking budget is what closes it here — the same path a real model's
+overlong thinking takes — and everything after is the answer."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from backends.base import Done, Message, SamplingSettings, Token
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # mlx-lm's transformers import
+
+ASK = [Message("user", "Why is the sky blue?")]
+
+
+def _run(backend, messages, sampling):
+    events = list(backend.generate("r", messages, sampling, threading.Event()))
+    tokens = [e for e in events if isinstance(e, Token)]
+    done = events[-1]
+    assert isinstance(done, Done)
+    return tokens, done
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_thinking_model):
+    from backends.base import LoadSettings
+    from backends.llama_cpp import LlamaCppBackend
+
+    backend = LlamaCppBackend()
+    backend.load(str(tiny_thinking_model), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0))
+    yield backend
+    backend.unload()
+
+
+@pytest.fixture(scope="module")
+def mlx(tiny_thinking_mlx):
+    from backends.base import LoadSettings
+    from backends.mlx import MlxBackend
+
+    backend = MlxBackend()
+    backend.load(str(tiny_thinking_mlx), LoadSettings(n_ctx=1024))
+    yield backend
+    backend.unload()
+
+
+@pytest.fixture(params=["llama", "mlx"])
+def engine(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_a_budget_closes_the_thinking_and_the_answer_follows(engine):
+    tokens, done = _run(engine, ASK, SamplingSettings(temperature=0.0, max_tokens=40, reasoning_budget=8))
+    stats = done.stats
+    assert done.reasoning and "</think>" not in done.reasoning and "<think>" not in done.reasoning
+    assert "</think>" not in done.text
+    # the budget's tokens, then the closing tag the engine wrote for the model (one token later on MLX, which
+    # samples a token ahead)
+    assert 8 <= stats.reasoning_tokens <= stats.generated_tokens - 1
+    assert stats.first_answer_ms >= stats.ttft_ms and stats.reasoning_ms > 0
+    # the stream hands out the thinking and the answer apart, and they add up to the Done's
+    assert "".join(t.reasoning for t in tokens).strip() == done.reasoning.strip()
+    assert "".join(t.text for t in tokens).strip() == done.text.strip()
+    assert sum(t.count for t in tokens) == stats.generated_tokens
+
+
+def test_a_budget_of_nothing_turns_thinking_off(engine):
+    _, done = _run(engine, ASK, SamplingSettings(temperature=0.0, max_tokens=20, reasoning_budget=0))
+    assert done.reasoning == "" and done.stats.reasoning_tokens == 0  # the template closed the block itself
+    assert engine.prepared.generation_prompt.endswith("<think>\n\n</think>\n\n")
+
+
+def test_without_a_budget_the_model_thinks_until_the_reply_ends(engine):
+    _, done = _run(engine, ASK, SamplingSettings(temperature=0.0, max_tokens=30))
+    assert done.text == "" and done.reasoning
+    assert done.stats.reasoning_tokens == done.stats.generated_tokens == 30
+
+
+def test_reasoning_format_none_leaves_the_thinking_in_the_text(llama):
+    _, done = _run(llama, ASK, SamplingSettings(temperature=0.0, max_tokens=30, reasoning_budget=8,
+                                                 reasoning_format="none"))
+    assert done.reasoning == ""
+    assert done.text.startswith("<think>\n") and "</think>" in done.text  # as llama-server's reasoning_format none
+    assert done.stats.reasoning_tokens >= 8  # still thinking, only not read apart
+
+
+def test_the_thinking_goes_back_to_the_template_as_it_wants_it(llama):
+    """Qwen3.5's template drops the thinking of earlier turns: the next prompt holds the answer only."""
+    _, first = _run(llama, ASK, SamplingSettings(temperature=0.0, max_tokens=30, reasoning_budget=8))
+    follow_up = [*ASK, Message("assistant", first.text, reasoning=first.reasoning), Message("user", "And at dusk?")]
+    prepared = llama.prepare(follow_up, SamplingSettings())
+    assert first.reasoning.strip() not in prepared.prompt
+    assert first.text.strip() in prepared.prompt
