@@ -42,8 +42,14 @@ class _Context:
 
 
 def prepare(template: Template, request: Request) -> Prepared:
-    """``request`` rendered through ``template`` and read by the parser its analysis builds."""
-    analysis = analyze_template(template)
+    """``request`` rendered through ``template`` and read by the parser its analysis builds. A template whose
+    markers cannot be read (a tool call that is no JSON where the analysis expects JSON) raises ValueError, with
+    llama.cpp's words."""
+    try:
+        analysis = analyze_template(template)
+    except ValueError as exc:  # json.JSONDecodeError included
+        raise ValueError(f"Unable to generate parser for this template. Automatic parser generation failed: {exc}") \
+            from exc
     return generate_parser(template, request, analysis)
 
 

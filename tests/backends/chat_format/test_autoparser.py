@@ -486,3 +486,14 @@ def test_analysis_is_made_once_per_template(llama_cpp_templates: dict[str, str])
     template = _template(llama_cpp_templates, "Qwen-QwQ-32B.jinja")
     assert analyze_template(template) is analyze_template(formats.Template.of(template.source))
 
+
+
+def test_a_tool_call_that_is_no_json_fails_as_llama_cpp_fails() -> None:
+    # the call reads as JSON (a quoted name after a colon), but the template prints the arguments as Python's repr
+    template = formats.Template(
+        "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}<call>{\"name\": \"{{ c.function.name }}"
+        "\", \"arguments\": {{ c.function.arguments }}}</call>{% endfor %}{% else %}{{ m.content }}{% endif %}"
+        "{% endfor %}")
+    request = formats.Request(messages=[{"role": "user", "content": "hi"}], tools=_TOOLS)
+    with pytest.raises(ValueError, match="Unable to generate parser for this template"):
+        formats.apply(template, request)
