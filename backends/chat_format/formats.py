@@ -291,9 +291,10 @@ def apply(template: Template, request: Request) -> Prepared:
         module = importlib.import_module(f"backends.chat_format.families.{name}")
         prepared: Prepared = module.prepare(template, request)
         return prepared
-    from backends.chat_format import autoparser
-
-    return autoparser.prepare(template, request)
+    # by name, as the families: the autoparser imports this module (an import statement here would be a circle)
+    autoparser = importlib.import_module("backends.chat_format.autoparser")
+    auto_prepared: Prepared = autoparser.prepare(template, request)
+    return auto_prepared
 
 
 def content_only(template: Template, request: Request) -> Prepared:
