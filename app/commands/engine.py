@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Any, TextIO
 
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, Done, GenerationStats,
-                           LoadSettings, Message, SamplingSettings)
+from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
+                           GenerationStats, LoadSettings, Message, SamplingSettings, Token)
 
 
 def register(subparsers) -> None:
@@ -50,11 +52,46 @@ def register(subparsers) -> None:
                    help="discourage tokens already in the conversation, 1 off (default 1.1)")
     p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--json", action="store_true", help="with --prompt: print one JSON object with text and stats")
+    p.add_argument("--json", action="store_true",
+                   help="with --prompt: print one JSON object with the text, the thinking and the stats")
     p.add_argument("--json-schema", metavar="FILE", help="answer with JSON valid against the JSON Schema in FILE "
-                                                         "(held by the engine's grammar)")
+                                                         "(held by the engine's grammar; a thinking model thinks "
+                                                         "first)")
+    add_thinking_arguments(p)
     add_draft_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_thinking_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("thinking models", "A model that thinks before it answers (Qwen3, DeepSeek R1, gpt-oss "
+                                                "...) shows its thinking dimmed, then the answer.")
+    g.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                   help="ask the model to think first, or (--no-think) to answer straight away; templates without "
+                        "the switch ignore it (default: as the model's chat template does)")
+    g.add_argument("--reasoning-effort", choices=[e for e in REASONING_EFFORTS if e],
+                   help="how long a model with an effort setting (gpt-oss) thinks (default: its template's)")
+    g.add_argument("--reasoning-budget", type=int, default=-1, metavar="N",
+                   help="close the thinking after N tokens, the way the model's format closes it, so it answers; "
+                        "0 = no thinking (default: no budget)")
+    g.add_argument("--chat-template-kwargs", type=template_kwargs_arg, default={}, metavar="JSON",
+                   help='further variables for the chat template, a JSON object such as \'{"enable_thinking": '
+                        'false}\' (as llama-server takes them; they win over --think)')
+    g.add_argument("--hide-thinking", action="store_true",
+                   help="leave the thinking out of the printed reply (the model still thinks, the stats count it, "
+                        "--json keeps it)")
+
+
+def template_kwargs_arg(text: str) -> dict[str, Any]:
+    """``--chat-template-kwargs JSON`` as SamplingSettings.chat_template_kwargs: a JSON object, or argparse's
+    usage error with a sentence saying what is wrong."""
+    example = 'a JSON object such as \'{"enable_thinking": false}\''
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid JSON ({exc}); give {example}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is JSON but not an object; give {example}")
+    return value
 
 
 def add_draft_arguments(p: argparse.ArgumentParser) -> None:
@@ -135,14 +172,31 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
 
 
 def stats_line(stats: GenerationStats) -> str:
-    line = (f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms · prompt {stats.prompt_tps:.1f} tok/s "
-            f"({stats.prompt_tokens} tokens) · {stats.generated_tokens} tokens · {stats.stop_reason}")
+    line = f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms"
+    if stats.reasoning_tokens:  # a thinking model: its thinking apart, and when the answer began
+        line = f"{line} · thinking {stats.reasoning_tokens} tokens in {_duration(stats.reasoning_ms)}"
+        if stats.first_answer_ms:
+            line = f"{line} · answer from {_duration(stats.first_answer_ms)}"
+    line = (f"{line} · prompt {stats.prompt_tps:.1f} tok/s ({stats.prompt_tokens} tokens) · "
+            f"{stats.generated_tokens} tokens · {stats.stop_reason}")
     server_tps = (stats.server or {}).get("predicted_per_second")
     if server_tps:  # a remote engine: ours are measured here, the server's own figure beside them
         line = f"{line} · server says {server_tps:.1f} tok/s"
     if stats.acceptance_rate is not None:
         line = f"{line} · {speculation_words(stats)}"
     return line
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def cut_off_note(done: Done) -> str:
+    """Said when the reply ran out of tokens while the model was still thinking: it never answered."""
+    if done.stats.stop_reason != "length" or not done.stats.reasoning_tokens or done.stats.first_answer_ms:
+        return ""
+    return ("the reply ended inside the thinking, before any answer: raise --max-tokens, or bound the thinking with "
+            "--reasoning-budget N")
 
 
 def speculation_words(stats: GenerationStats) -> str:
@@ -154,7 +208,9 @@ def speculation_words(stats: GenerationStats) -> str:
 def _sampling(args) -> SamplingSettings:
     return SamplingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
                             repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed,
-                            stop=tuple(args.stop), json_schema=_schema_file(args.json_schema))
+                            stop=tuple(args.stop), json_schema=_schema_file(args.json_schema),
+                            enable_thinking=args.think, reasoning_effort=args.reasoning_effort or "",
+                            reasoning_budget=args.reasoning_budget, chat_template_kwargs=args.chat_template_kwargs)
 
 
 def _schema_file(path: str | None) -> dict | None:
@@ -173,21 +229,94 @@ def _schema_file(path: str | None) -> dict | None:
     return schema
 
 
-def _reply(client, history: list[Message], sampling: SamplingSettings, *, echo: bool) -> Done:
-    """Stream one reply; Ctrl-C cancels it and keeps what was generated."""
+def styled(stream: TextIO) -> bool:
+    """Whether ``stream`` takes ANSI styles: a terminal, unless NO_COLOR is set (no-color.org) or it is dumb."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+FAINT, RESET = "\033[2m", "\033[0m"
+
+
+class ReplyPrinter:
+    """Writes a reply as it streams: the thinking (faint on a terminal; elsewhere under a "Thinking:" header, the
+    answer under "Answer:"; or left out), then the answer. Each part's leading whitespace and the thinking's trailing
+    whitespace are dropped: the formats put line breaks around the thinking block."""
+
+    def __init__(self, out: TextIO, *, show_thinking: bool = True, styles: bool = False) -> None:
+        self.out, self.show_thinking, self.styles = out, show_thinking, styles
+        self.part = ""  # what is being written: "", "thinking" or "answer"
+        self.held = ""  # whitespace at the end of the thinking so far, written only if more thinking follows
+
+    def token(self, event: Token) -> None:
+        if event.reasoning and self.show_thinking:
+            self._thinking(event.reasoning)
+        if event.text:
+            self._answer(event.text)
+        self.out.flush()
+
+    def _thinking(self, text: str) -> None:
+        if self.part != "thinking":
+            text = text.lstrip()
+            if not text:
+                return
+            if self.part == "answer":  # thinking again after some answer (a model that thinks between steps)
+                self.out.write("\n\n")
+            self.out.write(FAINT if self.styles else "Thinking:\n")
+            self.part, self.held = "thinking", ""
+        body = text.rstrip()
+        if body:
+            self.out.write(self.held + body)
+            self.held = ""
+        self.held += text[len(body):]
+
+    def _answer(self, text: str) -> None:
+        if self.part != "answer":
+            text = text.lstrip()
+            if not text:
+                return
+            if self.part == "thinking":
+                self.out.write(f"{RESET}\n\n" if self.styles else "\n\nAnswer:\n")
+            self.part = "answer"
+        self.out.write(text)
+
+    def finish(self) -> None:
+        """After the reply, also one cut short by Ctrl-C: the terminal's style back to normal."""
+        if self.part == "thinking" and self.styles:
+            self.out.write(RESET)
+        self.part = ""
+        self.out.flush()
+
+
+def _reply(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter | None) -> Done:
+    """Stream one reply (to ``printer``, if any); Ctrl-C cancels it and keeps what was generated."""
     stream = client.generate(history, sampling)
     done = None
-    while done is None:
-        try:
-            for event in stream:
-                if isinstance(event, Done):
-                    done = event
-                elif echo and event.text:
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
-        except KeyboardInterrupt:
-            client.cancel()  # the stream goes on to a Done with stop reason 'cancelled'
+    try:
+        while done is None:
+            try:
+                for event in stream:
+                    if isinstance(event, Done):
+                        done = event
+                    elif printer is not None:
+                        printer.token(event)
+            except KeyboardInterrupt:
+                client.cancel()  # the stream goes on to a Done with stop reason 'cancelled'
+    finally:
+        if printer is not None:
+            printer.finish()
     return done
+
+
+def _printer(args: argparse.Namespace) -> ReplyPrinter:
+    return ReplyPrinter(sys.stdout, show_thinking=not args.hide_thinking, styles=styled(sys.stdout))
+
+
+def _after_reply(done: Done) -> None:
+    """The end of a printed reply: its line ends, the stats (and why there is no answer, if so) go to stderr."""
+    print()
+    print(stats_line(done.stats), file=sys.stderr)
+    if note := cut_off_note(done):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,14 +343,13 @@ def run(args: argparse.Namespace) -> int:
             print(loaded_summary(loaded), file=sys.stderr)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
-            done = _reply(client, history, sampling, echo=not args.json)
+            done = _reply(client, history, sampling, None if args.json else _printer(args))
             if args.json:
                 print(json.dumps(_json_result(loaded, done), indent=2))
             else:
-                print()
-                print(stats_line(done.stats), file=sys.stderr)
+                _after_reply(done)
             return 0
-        return _interactive(client, history, sampling, images)
+        return _interactive(client, history, sampling, _printer(args), images)
 
 
 def _read_images(paths: list[str]) -> tuple[str, ...]:
@@ -296,8 +424,11 @@ def loaded_summary(loaded) -> str:
 
 def _json_result(loaded, done: Done) -> dict:
     s = done.stats
+    calls = {"tool_calls": [dataclasses.asdict(c) for c in done.tool_calls]} if done.tool_calls else {}
     return {
-        "text": done.text, "prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+        "text": done.text, "reasoning": done.reasoning, **calls,
+        "prompt_tokens": s.prompt_tokens, "completion_tokens": s.generated_tokens,
+        "reasoning_tokens": s.reasoning_tokens, "reasoning_ms": s.reasoning_ms, "first_answer_ms": s.first_answer_ms,
         "ttft_ms": s.ttft_ms, "prompt_ms": s.prompt_ms, "prompt_tps": s.prompt_tps, "decode_ms": s.decode_ms,
         "decode_tps": s.decode_tps, "stop_reason": s.stop_reason, "peak_memory_bytes": s.peak_memory_bytes,
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
@@ -313,7 +444,8 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, history: list[Message], sampling: SamplingSettings, images: tuple[str, ...] = ()) -> int:
+def _interactive(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter,
+                 images: tuple[str, ...] = ()) -> int:
     base = list(history)
     while True:
         try:
@@ -331,7 +463,7 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings, ima
             continue
         history.append(Message("user", line, images))
         images = ()  # the images go with the first message
-        done = _reply(client, history, sampling, echo=True)
-        history.append(Message("assistant", done.text))
-        print()
-        print(stats_line(done.stats), file=sys.stderr)
+        done = _reply(client, history, sampling, printer)
+        # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again
+        history.append(Message("assistant", done.text, reasoning=done.reasoning))
+        _after_reply(done)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,3 +170,191 @@ def test_chat_refuses_a_draft_of_another_vocabulary_with_a_sentence(tiny_draft_p
                        "--draft-p-min", "1.5")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "the draft's minimum probability must be between 0 and 1, not 1.5" in result.stderr
+
+
+# --- thinking models: the tiny model with Qwen3.5's real chat template thinks until a budget closes the block
+# (tests/backends/test_thinking.py), so every run here has a budget where it needs an answer after the thinking.
+
+THINK = ("--prompt", "Why is the sky blue?", "--max-tokens", "30", "--temperature", "0")
+FAINT, RESET = "\033[2m", "\033[0m"
+
+
+def _thinking_json(model, *args: str) -> dict:
+    result = quantdesk("chat", str(model), *THINK, "--json", *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def test_chat_json_has_the_thinking_beside_the_answer_and_its_stats(tiny_thinking_model):
+    out = _thinking_json(tiny_thinking_model, "--reasoning-budget", "8")
+    assert out["reasoning"].strip() and out["text"].strip()
+    assert "<think>" not in out["text"] and "</think>" not in out["text"] + out["reasoning"]
+    assert 8 <= out["reasoning_tokens"] < out["completion_tokens"] == 30
+    assert out["reasoning_ms"] > 0 and out["first_answer_ms"] >= out["ttft_ms"] > 0
+    assert "tool_calls" not in out  # only when the reply made any
+
+
+def test_chat_prints_the_thinking_marked_off_then_the_answer(tiny_thinking_model):
+    out = _thinking_json(tiny_thinking_model, "--reasoning-budget", "8")
+    result = quantdesk("chat", str(tiny_thinking_model), *THINK, "--reasoning-budget", "8")
+    assert result.returncode == 0, result.stderr[-2000:]
+    # not a terminal: no styles, the parts under headers
+    assert result.stdout == f"Thinking:\n{out['reasoning'].strip()}\n\nAnswer:\n{out['text'].lstrip()}\n"
+    stats = result.stderr.strip().splitlines()[-1]
+    assert f"thinking {out['reasoning_tokens']} tokens in " in stats and " · answer from " in stats
+    assert stats.endswith("30 tokens · length")
+
+    hidden = quantdesk("chat", str(tiny_thinking_model), *THINK, "--reasoning-budget", "8", "--hide-thinking")
+    assert hidden.returncode == 0, hidden.stderr[-2000:]
+    assert hidden.stdout == f"{out['text'].lstrip()}\n"  # still thought, and counted:
+    assert f"thinking {out['reasoning_tokens']} tokens in " in hidden.stderr
+
+
+def _on_terminal(tmp_path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``quantdesk`` with its stdout on a pseudo-terminal, as in a terminal window: the exit code, what the
+    terminal showed (its line ends back to ``\\n``) and stderr."""
+    import os
+    import select
+    import time
+
+    master, slave = os.openpty()
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "app", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                                stderr=err, cwd=ROOT, env={**os.environ, **(env or {})})
+    os.close(slave)
+    shown, deadline = b"", time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 1)[0]:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the process closed the terminal's other end
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+        proc.kill() if proc.poll() is None else None
+    return proc.wait(timeout=30), shown.decode().replace("\r\n", "\n"), errors.read_text()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_chat_on_a_terminal_dims_the_thinking_unless_no_color(tiny_thinking_model, tmp_path):
+    out = _thinking_json(tiny_thinking_model, "--reasoning-budget", "8")
+    args = ("chat", str(tiny_thinking_model), *THINK, "--reasoning-budget", "8")
+    code, shown, stderr = _on_terminal(tmp_path, *args, env={"NO_COLOR": "", "TERM": "xterm-256color"})
+    assert code == 0, stderr[-2000:]
+    assert shown == f"{FAINT}{out['reasoning'].strip()}{RESET}\n\n{out['text'].lstrip()}\n"
+    code, shown, stderr = _on_terminal(tmp_path, *args, env={"NO_COLOR": "1", "TERM": "xterm-256color"})
+    assert code == 0, stderr[-2000:]
+    assert shown == f"Thinking:\n{out['reasoning'].strip()}\n\nAnswer:\n{out['text'].lstrip()}\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_a_reply_cut_off_in_its_thinking_leaves_the_terminal_unstyled_and_says_why(tiny_thinking_model, tmp_path):
+    code, shown, stderr = _on_terminal(tmp_path, "chat", str(tiny_thinking_model), "--prompt", "hi",
+                                       "--max-tokens", "6", env={"NO_COLOR": "", "TERM": "xterm-256color"})
+    assert code == 0, stderr[-2000:]
+    assert shown.startswith(FAINT) and shown.endswith(f"{RESET}\n") and shown.count(RESET) == 1
+    assert "thinking 6 tokens" in stderr and "answer from" not in stderr
+    assert ("note: the reply ended inside the thinking, before any answer: raise --max-tokens, or bound the thinking "
+            "with --reasoning-budget N") in stderr
+
+
+def test_no_think_and_a_budget_of_nothing_turn_the_thinking_off(tiny_thinking_model):
+    for args in (("--no-think",), ("--reasoning-budget", "0"), ("--chat-template-kwargs", '{"enable_thinking": false}')):
+        out = _thinking_json(tiny_thinking_model, *args)
+        assert out["reasoning"] == "" and out["reasoning_tokens"] == 0 and out["text"].strip(), args
+        assert out["completion_tokens"] == 30
+    result = quantdesk("chat", str(tiny_thinking_model), *THINK, "--no-think")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Thinking:" not in result.stdout and "Answer:" not in result.stdout and result.stdout.strip()
+    assert "thinking" not in result.stderr.strip().splitlines()[-1]
+    # --think asks for the template's thinking, as its default does: no budget, no answer
+    out = _thinking_json(tiny_thinking_model, "--think")
+    assert out["text"] == "" and out["reasoning_tokens"] == 30
+
+
+def test_chat_template_kwargs_that_are_not_a_json_object_are_a_usage_sentence(tiny_thinking_model):
+    for value, words in (("{enable_thinking: false}", "is not valid JSON (Expecting property name"),
+                         ("[1, 2]", "is JSON but not an object")):
+        result = quantdesk("chat", str(tiny_thinking_model), "--prompt", "hi", "--chat-template-kwargs", value)
+        assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+        assert (f"quantdesk chat: error: argument --chat-template-kwargs: {value!r} {words}" in result.stderr)
+        assert """give a JSON object such as '{"enable_thinking": false}'""" in result.stderr
+    result = quantdesk("chat", str(tiny_thinking_model), "--prompt", "hi", "--reasoning-effort", "extreme")
+    assert result.returncode == 2 and "invalid choice: 'extreme'" in result.stderr
+    result = quantdesk("chat", str(tiny_thinking_model), "--prompt", "hi", "--reasoning-budget", "-2")
+    assert result.returncode == 1 and "reasoning_budget must be -1 (none) or 0 to 1,000,000 tokens" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_glm_model(tiny_models, llama_cpp_sources):
+    """The tiny model with GLM-4.7-Flash's real chat template: it drops earlier turns' thinking unless the
+    chat_template_kwargs say ``clear_thinking: false``."""
+    from tests.fixtures.models import build_templated_model
+
+    return build_templated_model(tiny_models, "glm", llama_cpp_sources.templates["GLM-4.7-Flash.jinja"])
+
+
+def test_interactive_chat_gives_each_turn_its_thinking_back(tiny_glm_model):
+    """Each assistant turn goes back with its thinking: a template that keeps it makes the next prompt longer by
+    it, one that drops it (the default here) does not see it."""
+    def second_prompt_tokens(*args: str) -> int:
+        result = quantdesk("chat", str(tiny_glm_model), "--max-tokens", "20", "--temperature", "0",
+                           "--reasoning-budget", "8", *args, stdin="hello there\nand again\n/exit\n")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.count("Thinking:\n") == 2 and result.stdout.count("\n\nAnswer:\n") == 2
+        stats = [line for line in result.stderr.splitlines() if "tok/s" in line]
+        assert len(stats) == 2 and all("thinking" in line for line in stats)
+        return int(re.search(r"prompt [\d.]+ tok/s \((\d+) tokens\)", stats[1]).group(1))
+
+    dropped = second_prompt_tokens()
+    kept = second_prompt_tokens("--chat-template-kwargs", '{"clear_thinking": false}')
+    assert kept >= dropped + 8  # the first reply's thinking: the budget's 8 tokens at least
+
+
+def _printed(events: list[tuple[str, str]], **options) -> str:
+    """What ReplyPrinter writes for a stream of (thinking, answer) deltas."""
+    import io
+
+    from app.commands.engine import ReplyPrinter
+    from backends.base import Token
+
+    out = io.StringIO()
+    printer = ReplyPrinter(out, **options)
+    for reasoning, text in events:
+        printer.token(Token("r", text, 0.0, reasoning=reasoning))
+    printer.finish()
+    return out.getvalue()
+
+
+def test_the_printer_trims_the_parts_and_marks_each_change_between_thinking_and_answer():
+    # the line breaks a format writes around the thinking block, thinking again after some answer (a model that
+    # thinks between steps), and one event holding the end of the thinking and the start of the answer
+    stream = [("\n", ""), ("First, ", ""), ("light.\n\n", ""), ("So:", ""), ("\n", "\n\n"), ("", "Blue"),
+              (" scattering", " because"), ("", ".")]
+    assert _printed(stream) == ("Thinking:\nFirst, light.\n\nSo:\n\nAnswer:\nBlue\n\nThinking:\nscattering\n\n"
+                                "Answer:\nbecause.")
+    assert _printed(stream, styles=True) == (f"{FAINT}First, light.\n\nSo:{RESET}\n\nBlue\n\n{FAINT}scattering{RESET}"
+                                             "\n\nbecause.")
+    assert _printed(stream, show_thinking=False) == "Blue because."
+    assert _printed([("", "  plain"), ("", " answer")]) == "plain answer"  # no thinking, no headers
+
+
+def test_the_json_result_has_tool_calls_only_when_the_reply_made_any():
+    from app.commands.engine import _json_result
+    from backends.base import Done, GenerationStats, Loaded
+    from backends.chat_format.tool_calls import ToolCall
+
+    loaded = Loaded("llama.cpp", "model.gguf", 512, 2, 0, False, {}, 10.0)
+    stats = GenerationStats(prompt_tokens=5, prompt_ms=1.0, ttft_ms=2.0, generated_tokens=9, decode_ms=3.0,
+                            stop_reason="tool_calls", peak_memory_bytes=0)
+    call = ToolCall("call_1", "get_weather", '{"city": "Oslo"}')
+    out = _json_result(loaded, Done("r", "", stats, reasoning="Weather, so a tool.", tool_calls=(call,)))
+    assert out["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    assert out["reasoning"] == "Weather, so a tool." and out["text"] == ""
+    assert "tool_calls" not in _json_result(loaded, Done("r", "Sunny.", stats))
