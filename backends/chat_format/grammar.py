@@ -154,6 +154,11 @@ class _Compiler:
     # id(node) -> (node, whether regular): the node is kept so that its id is not reused for another
     _regular: dict[int, tuple[peg.Parser, bool]] = field(default_factory=dict)
     _recursive: dict[str, bool] = field(default_factory=dict)
+    # memos, keyed by the ids of the parts (kept in the values, so that no id is reused for another part)
+    _joined: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, Any, str | None]] = field(default_factory=dict)
+    _sequences: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[_Alternative] | None]] = field(
+        default_factory=dict)
+    _unrolled: dict[int, tuple[peg.Repeat, _Unrolled]] = field(default_factory=dict)
     _visiting: set[str] = field(default_factory=set)
 
     def compile(self, lazy: bool) -> str:
@@ -399,21 +404,33 @@ class _Compiler:
             j = i
             while j < len(items) and self.regular(items[j]):
                 j += 1
-            run = items[i:j]
             if j < len(items):
-                # the stretch and each regular beginning of what follows, as one lexeme (see the module's doc)
-                alternatives = self.alternatives(peg.Sequence_(items[j:]))
-                if alternatives is not None and any(prefix for prefix, _ in alternatives):
-                    joined = []
-                    for prefix, rest in alternatives:
-                        head = self.expr(peg.Sequence_([*run, *prefix]))
-                        tail = self.expr(rest) if rest is not None else ""
-                        joined.append(" ".join(p for p in (head, tail) if p) or '""')
-                    out.append("(" + " | ".join(dict.fromkeys(joined)) + ")")
+                group = self.joined(tuple(items[i:j]), tuple(items[j:]))
+                if group is not None:
+                    out.append(group)
                     break
-            out.append(self.expr(peg.Sequence_(run)))
+            out.append(self.expr(peg.Sequence_(items[i:j])))
             i = j
         return " ".join(p for p in out if p)
+
+    def joined(self, run: tuple[peg.Parser, ...], following: tuple[peg.Parser, ...]) -> str | None:
+        """The regular stretch ``run`` and what follows it, as a Lark rule whose alternatives each join the stretch
+        and one regular beginning of what follows into one lexeme (see the module's doc); None where nothing can be
+        joined. One rule for each stretch and continuation, however many alternatives lead to it."""
+        key = (tuple(map(id, run)), tuple(map(id, following)))
+        if key not in self._joined:
+            name = None
+            alternatives = self.alternatives(peg.Sequence_(list(following)))
+            if alternatives is not None and any(prefix for prefix, _ in alternatives):
+                joined = []
+                for prefix, rest in alternatives:
+                    head = self.expr(peg.Sequence_([*run, *prefix]))
+                    tail = self.expr(rest) if rest is not None else ""
+                    joined.append(" ".join(p for p in (head, tail) if p) or '""')
+                name = self.fresh(f"joined_{len(self._joined) + 1}")
+                self.lines.append(f"{name}: " + " | ".join(dict.fromkeys(joined)))
+            self._joined[key] = (run, following, name)
+        return self._joined[key][2]
 
     def alternatives(self, node: peg.Parser, expanding: frozenset[str] = frozenset()) -> list[_Alternative] | None:
         """``node`` as the ways it may begin: (a regular beginning, what follows it), or None beyond
@@ -423,23 +440,7 @@ class _Compiler:
         if self.regular(node):
             found = [((node,), None)]
         elif isinstance(node, (peg.Sequence_, peg.Literal)):  # (a literal here holds a special token)
-            items = self.items(node)
-            if not items:
-                return [((), None)]
-            first = self.alternatives(items[0], expanding)
-            if first is None:
-                return None
-            found = []
-            for prefix, rest in first:
-                if rest is not None:
-                    found.append((prefix, peg.Sequence_([rest, *items[1:]]) if items[1:] else rest))
-                    continue
-                following = self.alternatives(peg.Sequence_(items[1:]), expanding) if items[1:] else [((), None)]
-                if following is None:
-                    return None
-                found.extend((prefix + more, after) for more, after in following)
-                if len(found) > MAX_ALTERNATIVES:
-                    return None
+            return self.sequence_alternatives(tuple(self.items(node)), expanding)
         elif isinstance(node, peg.Choice):
             found = []
             for child in node.children:
@@ -452,8 +453,10 @@ class _Compiler:
                 return [((), None)]
             if isinstance(node, _Unrolled):
                 return [((), node)]
-            again = _Unrolled(node.child, max(node.min_count - 1, 0),
-                              -1 if node.max_count == -1 else node.max_count - 1)
+            if id(node) not in self._unrolled:
+                self._unrolled[id(node)] = (node, _Unrolled(node.child, max(node.min_count - 1, 0),
+                                                            -1 if node.max_count == -1 else node.max_count - 1))
+            again = self._unrolled[id(node)][1]
             first = self.alternatives(node.child, expanding)
             if first is None:
                 return None
@@ -475,3 +478,31 @@ class _Compiler:
         else:  # a JSON schema or a given grammar
             found = [((), node)]
         return found if len(found) <= MAX_ALTERNATIVES else None
+
+    def sequence_alternatives(self, items: tuple[peg.Parser, ...],
+                              expanding: frozenset[str]) -> list[_Alternative] | None:
+        """The ways a sequence of ``items`` may begin (see alternatives)."""
+        key = (tuple(map(id, items)), expanding)
+        if key not in self._sequences:
+            self._sequences[key] = (items, self._sequence_alternatives(items, expanding))
+        return self._sequences[key][1]
+
+    def _sequence_alternatives(self, items: tuple[peg.Parser, ...],
+                               expanding: frozenset[str]) -> list[_Alternative] | None:
+        if not items:
+            return [((), None)]
+        first = self.alternatives(items[0], expanding)
+        if first is None:
+            return None
+        found: list[_Alternative] = []
+        for prefix, rest in first:
+            if rest is not None:
+                found.append((prefix, peg.Sequence_([rest, *items[1:]]) if items[1:] else rest))
+                continue
+            following = self.sequence_alternatives(items[1:], expanding)
+            if following is None:
+                return None
+            found.extend((prefix + more, after) for more, after in following)
+            if len(found) > MAX_ALTERNATIVES:
+                return None
+        return found
