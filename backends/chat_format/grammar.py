@@ -22,7 +22,13 @@ does the next one begin. Text "up to ``<function``" followed by the literal ``<f
 swallow the beginning of the delimiter and fail. So every stretch of the parser that is a regular language (no JSON
 schema, no given grammar, no recursion) becomes one terminal, and a stretch followed by more of the grammar is
 joined with the regular beginnings of what may follow (``content until <function`` + ``<function name="f">`` as
-one lexeme per tool): a single lexeme's automaton sees where the text stops and the call starts.
+one lexeme per tool): a single lexeme's automaton sees where the text stops and the call starts. Text up to a
+delimiter that the delimiter then follows is "up to and including its *first* occurrence", a language no word of
+which extends another, so that a lexeme ends there even where the delimiter overlaps itself (``\n</parameter>\n``).
+
+Where the engine's vocabulary has the format's markers as special tokens (``<|start|>``, ``[TOOL_CALLS]``), pass
+them: llguidance matches a special token only where the grammar names it, never as text. A marker then cannot sit
+inside free text (content, thinking, a string value) as llama.cpp's GBNF sampler, which reads a token's text, lets it.
 """
 
 from __future__ import annotations
@@ -129,6 +135,17 @@ _GIVEN_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|/(?:[^/\\]|\\.)+/|[A-Za-z_][A-Za-
 _EMPTY = (peg.Epsilon, peg.Start, peg.End, peg.Peek, peg.Not)
 
 
+class _UpToFirst(peg.Parser):
+    """Text up to and including the first of ``delimiters`` (llama.cpp's ``ac``, and an ``until`` with the delimiter
+    that follows it): a language no word of which extends another, so that llguidance's lexer ends it right there
+    even where a delimiter overlaps itself (``\n</parameter>\n``: text that ends with ``\n</parameter>`` and then
+    the delimiter holds the delimiter earlier)."""
+
+    def __init__(self, delimiters: Sequence[str], ends: Sequence[str] = ()) -> None:
+        self.delimiters = tuple(delimiters)
+        self.ends = tuple(ends) or self.delimiters  # the delimiters it may end with
+
+
 class _Token(peg.Parser):
     """A special token inside a literal (see to_lark's ``special_tokens``)."""
 
@@ -149,7 +166,7 @@ class _Compiler:
     names: dict[str, str] = field(default_factory=dict)  # a PEG rule's name -> its Lark rule or terminal
     taken: set[str] = field(default_factory=lambda: {"start"})
     terminals: dict[str, str] = field(default_factory=dict)  # a terminal's body -> its name
-    lowered: dict[int, tuple[peg.Grammar, peg.Parser]] = field(default_factory=dict)  # ac -> until + delimiter
+    lowered: dict[int, tuple[peg.Grammar, peg.Parser]] = field(default_factory=dict)  # ac -> _UpToFirst
     schemas: dict[int, tuple[peg.Schema, str]] = field(default_factory=dict)  # a schema node -> its rule
     # id(node) -> (node, whether regular): the node is kept so that its id is not reused for another
     _regular: dict[int, tuple[peg.Parser, bool]] = field(default_factory=dict)
@@ -159,6 +176,8 @@ class _Compiler:
     _sequences: dict[tuple[tuple[int, ...], frozenset[str]], tuple[Any, list[_Alternative] | None]] = field(
         default_factory=dict)
     _unrolled: dict[int, tuple[peg.Repeat, _Unrolled]] = field(default_factory=dict)
+    _literals: dict[str, peg.Literal] = field(default_factory=dict)
+    _pieces: dict[str, list[peg.Parser]] = field(default_factory=dict)
     _visiting: set[str] = field(default_factory=set)
 
     def compile(self, lazy: bool) -> str:
@@ -207,6 +226,11 @@ class _Compiler:
 
     def pieces(self, text: str) -> list[peg.Parser]:
         """A literal's text as its plain text and the special tokens in it."""
+        if text not in self._pieces:
+            self._pieces[text] = self._split(text)
+        return self._pieces[text]
+
+    def _split(self, text: str) -> list[peg.Parser]:
         out: list[peg.Parser] = []
         start = i = 0
         while i < len(text):
@@ -215,11 +239,11 @@ class _Compiler:
                 i += 1
                 continue
             if i > start:
-                out.append(peg.Literal(text[start:i]))
+                out.append(self.literal(text[start:i]))
             out.append(_Token(token))
             start = i = i + len(token)
         if start < len(text):
-            out.append(peg.Literal(text[start:]))
+            out.append(self.literal(text[start:]))
         return out
 
     def has_token(self, node: peg.Parser) -> bool:
@@ -227,7 +251,8 @@ class _Compiler:
 
     def unwrap(self, node: peg.Parser) -> peg.Parser:
         """The node that matters for the grammar: tags, atomics and delegating schemas are transparent, and ``ac``
-        (up to and including the first delimiter) is text without a delimiter, then one."""
+        is text up to and including the first delimiter (where a delimiter holds a special token: text without one,
+        then one)."""
         while True:
             if isinstance(node, (peg.Tag, peg.Atomic)):
                 node = node.child
@@ -236,8 +261,12 @@ class _Compiler:
             elif isinstance(node, peg.Grammar) and node.until_including:
                 if id(node) not in self.lowered:
                     delimiters = node.until_including
-                    self.lowered[id(node)] = (node, peg.Sequence_([
-                        peg.Until(delimiters), peg.choice([peg.Literal(d) for d in delimiters])]))
+                    if any(t and t in d for t in self.special for d in delimiters):  # a token ends the text
+                        lowered: peg.Parser = peg.Sequence_([
+                            peg.Until(delimiters), peg.choice([peg.Literal(d) for d in delimiters])])
+                    else:
+                        lowered = _UpToFirst(delimiters)
+                    self.lowered[id(node)] = (node, lowered)
                 node = self.lowered[id(node)][1]
             else:
                 return node
@@ -258,7 +287,10 @@ class _Compiler:
             return False  # JSON: a grammar of its own
         if isinstance(node, peg.Grammar):  # (``ac`` was unwrapped): a grammar given in Lark, or an empty one
             return not node.lark
-        if isinstance(node, (peg.Sequence_, peg.Choice)):
+        if isinstance(node, peg.Sequence_):  # (a token may also span literals side by side)
+            return all(self.regular(c) for c in node.children) and not (
+                self.special and any(isinstance(item, _Token) for item in self.items(node)))
+        if isinstance(node, peg.Choice):
             return all(self.regular(c) for c in node.children)
         if isinstance(node, peg.Repeat):
             return self.regular(node.child)
@@ -283,9 +315,8 @@ class _Compiler:
         if isinstance(node, peg.Literal):
             return lark_string(node.literal)
         if isinstance(node, peg.Sequence_):
-            parts = [self.term(c) for c in node.children]
-            parts = [p for p in parts if p != '""'] or ['""']
-            return "(" + " ".join(parts) + ")" if len(parts) > 1 else parts[0]
+            parts = [p for p in (self.term(c) for c in self.first_occurrences(self.items(node))) if p != '""']
+            return "(" + " ".join(parts) + ")" if len(parts) > 1 else (parts or ['""'])[0]
         if isinstance(node, peg.Choice):
             if not node.children:
                 return _regex("[^\\x00-\\x{10FFFF}]")  # an empty choice matches nothing
@@ -304,6 +335,10 @@ class _Compiler:
             return _regex(STRING_CONTENT_REGEX.format(d=d))
         if isinstance(node, peg.Until):
             return self.until(node.delimiters)
+        if isinstance(node, _UpToFirst):  # ends with a delimiter, and none comes before its end
+            ends = "(?:" + "|".join(regex_escape(d) for d in node.ends) + ")"
+            anywhere = "(?:" + "|".join(regex_escape(d) for d in node.delimiters) + ")"
+            return self.terminal(f"{_regex('(?s:.*)' + ends)} & ~{_regex('(?s:.*)' + anywhere + '(?s:.+)')}")
         if isinstance(node, peg.Grammar):
             return '""'  # an empty given grammar: the part is not constrained at all
         if isinstance(node, peg.Rule):
@@ -311,6 +346,35 @@ class _Compiler:
         if isinstance(node, peg.Ref):
             return self.rule_ref(node.name)
         raise TypeError(f"no grammar for {type(node).__name__}")
+
+    def first_occurrences(self, items: list[peg.Parser]) -> list[peg.Parser]:
+        """A regular sequence's parts, each ``until`` followed by a literal that starts with one of its delimiters
+        read as text up to and including the first delimiter, then the rest of the literal: an until stops at the
+        first delimiter, which a lexeme of "no delimiter inside, then the literal" does not say where the delimiter
+        overlaps itself (see _UpToFirst)."""
+        out: list[peg.Parser] = []
+        i = 0
+        while i < len(items):
+            item = items[i]
+            following = self.literal_of(items[i + 1]) if i + 1 < len(items) else None
+            if isinstance(item, peg.Until) and item.delimiters and following is not None:
+                starts = sorted((d for d in item.delimiters if following.startswith(d)), key=len)
+                if starts:  # (the shortest: a longer one would hold it)
+                    out.append(_UpToFirst(item.delimiters, starts[:1]))
+                    if following[len(starts[0]):]:
+                        out.append(peg.Literal(following[len(starts[0]):]))
+                    i += 2
+                    continue
+            out.append(item)
+            i += 1
+        return out
+
+    def literal_of(self, node: peg.Parser) -> str | None:
+        """The text of a part that is one literal (directly, or a rule that is one), else None."""
+        node = self.unwrap(node)
+        if isinstance(node, peg.Ref) and not self.recursive(node.name):
+            node = self.unwrap(self.rule_body(node.name))
+        return node.literal if isinstance(node, peg.Literal) else None
 
     def until(self, delimiters: Sequence[str]) -> str:
         """Text that does not contain any of ``delimiters`` (any text, without any)."""
@@ -385,13 +449,31 @@ class _Compiler:
         return _GIVEN_TOKENS.sub(name, lark)
 
     def items(self, node: peg.Parser) -> list[peg.Parser]:
-        """A sequence's parts, nested sequences and transparent wrappers flattened, empty parts left out."""
+        """A sequence's parts, nested sequences and transparent wrappers flattened, empty parts left out; with special
+        tokens, literals side by side read as one (``function`` + ``<｜tool▁sep｜>``) and split at the tokens."""
+        flat = self.flat(node)
+        if not self.special:
+            return flat
+        merged: list[peg.Parser] = []
+        for item in flat:
+            if isinstance(item, peg.Literal) and merged and isinstance(merged[-1], peg.Literal):
+                merged[-1] = self.literal(merged[-1].literal + item.literal)
+            else:
+                merged.append(item)
+        return [piece for item in merged
+                for piece in (self.pieces(item.literal) if isinstance(item, peg.Literal) else [item])]
+
+    def flat(self, node: peg.Parser) -> list[peg.Parser]:
         node = self.unwrap(node)
         if isinstance(node, peg.Sequence_):
-            return [item for child in node.children for item in self.items(child)]
-        if self.has_token(node):
-            return self.pieces(node.literal) if isinstance(node, peg.Literal) else [node]
+            return [item for child in node.children for item in self.flat(child)]
         return [] if isinstance(node, _EMPTY) else [node]
+
+    def literal(self, text: str) -> peg.Literal:
+        """One literal object for each text (the memos go by the parts' ids)."""
+        if text not in self._literals:
+            self._literals[text] = peg.Literal(text)
+        return self._literals[text]
 
     def sequence(self, items: list[peg.Parser]) -> str:
         out: list[str] = []

@@ -10,8 +10,8 @@ Two checks per case:
   tool (every one the required parser itself reads) and refuse one without a call — the cases' content-only replies,
   and each call's reply cut where its call starts.
 
-The text goes in through a byte tokenizer, with the family's preserved tokens either spelled out as text or as
-special tokens (llguidance then matches them only as tokens, as with a real model's vocabulary).
+The text goes in through a byte tokenizer, with the family's markers either spelled out as text or as special
+tokens (llguidance then matches them only as tokens, as with a real model's vocabulary; see special_tokens).
 
 ``python -m tests.backends.chat_format.grammar_cases --sdist PATH [--template NAME]`` prints each case's verdicts.
 """
@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from backends.chat_format import formats, grammar
+from backends.chat_format import builder, formats, grammar, peg
 from tests.backends.chat_format import llama_cpp_cases
 
 EOS = b"<eos>"
@@ -135,8 +135,33 @@ def trigger_position(prepared: formats.Prepared, full: str, expects_calls: bool)
     return found
 
 
+_MARKER = re.compile(r"<[^<>\s]+>|\[[^\[\]\s]+\]")
+
+
 def special_tokens(prepared: formats.Prepared, as_tokens: bool) -> tuple[str, ...]:
-    return tuple(prepared.preserved_tokens) if as_tokens else ()
+    """The markers among (and inside) the family's preserved tokens, as a model's vocabulary has them for special
+    tokens: ``<|start|>``, ``[TOOL_CALLS]``, DeepSeek's ``<｜tool▁sep｜>`` out of ``function<｜tool▁sep｜>``; not
+    ``<function`` or ``>>>all``, which are text."""
+    if not as_tokens:
+        return ()
+    return tuple(dict.fromkeys(m for token in prepared.preserved_tokens for m in _MARKER.findall(token)))
+
+
+FREE_TEXT = (builder.CONTENT, builder.REASONING, builder.TOOL_ARGS, builder.TOOL_ARG_VALUE,
+             builder.TOOL_ARG_STRING_VALUE)
+
+
+def tokens_in_free_text(prepared: formats.Prepared, text: str) -> list[str]:
+    """The special tokens (see special_tokens) that the parser reads inside free text of ``text`` (content, reasoning, argument values):
+    where they are special tokens, llguidance cannot take them there — a special token is never part of text, and
+    the grammar names it only where the format puts it."""
+    if prepared.parser is None:
+        return []
+    result, _ctx = prepared.parser.parse(text)
+    found = {token for node in peg.walk(result.nodes)
+             if node.tag in FREE_TEXT and not any(n.tag for n in peg.walk(node.children))  # its own text only
+             for token in special_tokens(prepared, True) if token in node.text}
+    return sorted(found)
 
 
 def token_ids(special: tuple[str, ...]) -> dict[str, int]:
@@ -202,12 +227,11 @@ def check_forced(case: dict[str, Any], templates: dict[str, str], as_tokens: boo
 
 
 def family_ported(source: str) -> bool:
-    """Whether the family that reads this template has its module yet (the differential analysis has no grammar
-    yet either: its cases have none to check)."""
+    """Whether what reads this template is there yet: its family's module, or the differential analysis."""
     from importlib.util import find_spec
 
     name = formats.family(source)
-    return bool(name) and find_spec(f"backends.chat_format.families.{name}") is not None
+    return not name or find_spec(f"backends.chat_format.families.{name}") is not None
 
 
 def main(argv: list[str] | None = None) -> int:
