@@ -141,7 +141,8 @@ def test_special_tokens_are_matched_as_tokens_not_as_their_text():
 
 @lru_cache(maxsize=1)
 def _family_ported() -> dict[str, bool]:
-    """Template name -> whether its family's module exists (none, without the source archive: no cases)."""
+    """Template name -> whether what reads it is there: its family's module or the analysis (without the source
+    archive: no cases)."""
     sources = sources_or_none()
     if sources is None:
         return {}
