@@ -523,6 +523,7 @@ class Backend(abc.ABC):
     # The request being generated, as the chat format prepared it (its prompt, its reply parser); None for a raw
     # prompt. Set by ``generate`` before ``_stream`` runs, which renders ``prepared.prompt``.
     prepared: Prepared | None = None
+    _unreadable_format = ""  # the template whose reply format could not be read, once said in the log
 
     @classmethod
     @abc.abstractmethod
@@ -659,10 +660,21 @@ class Backend(abc.ABC):
         from backends.chat_format import formats
         from backends.chat_format.template import TemplateError
 
+        request = self.chat_request(messages, sampling)
         try:
-            return formats.apply(self.chat_template, self.chat_request(messages, sampling))
+            return formats.apply(self.chat_template, request)
         except TemplateError as exc:
             raise GenerationError("template", str(exc)) from None
+        except ValueError as exc:
+            # A template whose reply format the analysis cannot read (llama.cpp refuses the request there): the
+            # model still chats, its replies read as plain content, and the log says why once per model.
+            if self._unreadable_format != self.chat_template.source:
+                self._unreadable_format = self.chat_template.source
+                print(f"chat format: {exc}; replies are read as plain text", file=sys.stderr, flush=True)
+            try:
+                return formats.content_only(self.chat_template, request)
+            except TemplateError as render_error:
+                raise GenerationError("template", str(render_error)) from None
 
     def reply_shape(self, sampling: SamplingSettings) -> tuple[dict[str, Any], str, str] | None:
         """The JSON schema, with literal text around it, that the reply is held to: the response format, or a call

@@ -455,15 +455,14 @@ class LlamaCppBackend(Backend):
             details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
         if not self._template:
             self._template = chat_template.FALLBACK_TEMPLATE
-        try:  # refuse a broken or hostile template now, not at the first message
-            chat_template.render(self._template, [{"role": "user", "content": "hi"}],
-                                 bos_token=self._bos, eos_token=self._eos)
-        except chat_template.TemplateError as exc:
-            self.unload()
-            raise GenerationError("template", f"{Path(model_path).name}: {exc}",
-                                  "the model file's chat template cannot be used") from None
         self.chat_template = formats.Template.of(self._template, self._bos, self._eos)
         self._marker_tokens = {}
+        try:  # refuse a broken or hostile template now, not at the first message (and analyse its format once)
+            self.prepare([Message("user", "hi")], SamplingSettings())
+        except GenerationError as exc:
+            self.unload()
+            raise GenerationError("template", f"{Path(model_path).name}: {exc.message}",
+                                  "the model file's chat template cannot be used") from None
         n_layers = int(llama_cpp.llama_model_n_layer(self._llm.model))
         devices = tuple(log.device_loads(n_layers))
         gpu_layers = sum(d.layers for d in devices if d.name != llama_cpp_log.HOST)

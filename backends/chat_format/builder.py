@@ -88,6 +88,16 @@ class Parameter:
     def may_be_string(self) -> bool:
         return may_be_string(self.schema, self.root)
 
+    def document(self) -> Any:
+        """The parameter's schema standing alone, as a grammar compiles it: the definitions its ``$ref``s name
+        (``#/$defs/…``, ``#/definitions/…``) carried along from the whole parameters schema (llama.cpp keeps the
+        node inside its document)."""
+        if not isinstance(self.schema, dict) or not isinstance(self.root, dict):
+            return self.schema
+        carried = {key: self.root[key] for key in ("$defs", "definitions")
+                   if key in self.root and key not in self.schema}
+        return {**self.schema, **carried} if carried else self.schema
+
 
 def parameters(function: dict[str, Any]) -> list[Parameter]:
     """A function's parameters in their declared order, as llama.cpp's foreach_parameter gives them."""

@@ -12,8 +12,8 @@ lets the engine stream reasoning, content and tool calls as separate deltas.
 Parsers are plain objects combined with operators, as in llama.cpp's builder: ``a + b`` a sequence, ``a | b`` a
 choice, ``a << b`` a sequence with optional whitespace between, and a ``str`` on either side is a literal. Tags
 (``tag(name, p)``) and rules name the parts of the syntax tree a mapper turns into a message (backends/chat_format
-/builder.py). ``to_lark`` turns a parser into an llguidance grammar, so the same definition that reads a family's tool
-calls can also force one.
+/builder.py). ``backends/chat_format/grammar.py``'s ``to_lark`` turns a built parser into an llguidance grammar, so
+the same definition that reads a family's tool calls can also force one.
 """
 
 from __future__ import annotations

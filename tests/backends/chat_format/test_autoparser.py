@@ -442,7 +442,7 @@ _TRIGGER_TYPES = {0: "token", 1: "word", 2: "pattern", 3: "pattern_full"}
 
 
 def _autoparser_cases() -> list[Any]:
-    from tests.backends.chat_format.conftest import find_sdist
+    from tests.fixtures.llama_cpp_sources import find_sdist
 
     sdist = find_sdist()
     if sdist is None:
