@@ -647,6 +647,8 @@ class Backend(abc.ABC):
             messages=[{**m.template_dict(), "content": self.message_content(m, images)} for m in messages],
             tools=list(sampling.tools) or None,
             tool_choice="none" if not sampling.tools else sampling.tool_choice,
+            # the format's own response-format reading, unless literal text is asked for around the JSON
+            json_schema=None if sampling.json_prefix or sampling.json_suffix else sampling.json_schema,
             parallel_tool_calls=sampling.parallel_tool_calls,
             reasoning_format=sampling.reasoning_format,
             enable_thinking=bool(extra.get("enable_thinking", True)),
@@ -676,20 +678,31 @@ class Backend(abc.ABC):
             except TemplateError as render_error:
                 raise GenerationError("template", str(render_error)) from None
 
-    def reply_shape(self, sampling: SamplingSettings) -> tuple[dict[str, Any], str, str] | None:
-        """The JSON schema, with literal text around it, that the reply is held to: the response format, or a call
-        forced by ``tool_choice`` "required" in the model's own syntax; None for a free reply."""
-        if sampling.json_schema is not None:
-            return sampling.json_schema, sampling.json_prefix, sampling.json_suffix
-        if sampling.tools and sampling.tool_choice == "required":
-            from backends.chat_format import tool_calls
+    def reply_grammar(self, sampling: SamplingSettings) -> tuple[str, str] | None:
+        """The grammar the reply is held to, in llguidance's Lark dialect, and the text of the prompt it starts with
+        (the generation prompt, which the grammar reads first); None for a free reply. A conversation's response
+        format or required tool call is its chat format's grammar (backends/chat_format/grammar.py): the thinking
+        block as the format writes it, then the JSON or the call in the model's own syntax, as llama.cpp builds
+        it; a raw prompt's response format is the JSON alone."""
+        from backends import json_schema
 
-            syntax = tool_calls.template_format(self.chat_template.source if self.chat_template else "")
-            try:
-                return tool_calls.forced_call(syntax, list(sampling.tools), None)
-            except tool_calls.ToolChoiceError as exc:
-                raise GenerationError("request", str(exc)) from None
-        return None
+        schema, prepared = sampling.json_schema, self.prepared
+        forced_call = bool(sampling.tools) and sampling.tool_choice == "required"
+        if not forced_call and schema is None:
+            return None
+        if prepared is None or prepared.parser is None or sampling.json_prefix or sampling.json_suffix:
+            if schema is None:
+                raise GenerationError("request", "a tool call can only be forced in a conversation")
+            return json_schema.lark_grammar(schema, sampling.json_prefix, sampling.json_suffix), ""
+        from backends.chat_format.grammar import to_lark
+
+        return (to_lark(prepared.parser, special_tokens=self.special_tokens(), content=schema is not None),
+                prepared.generation_prompt)
+
+    def special_tokens(self) -> dict[str, int]:
+        """The model's special tokens (text -> id) that its grammar must match as tokens, not as text: the engine's
+        grammar tokenizer marks them so (backends/json_schema.py)."""
+        return {}
 
     def force(self, text: str) -> None:
         """Make the model write ``text`` next, token by token, whatever it would have sampled (a thinking budget that

@@ -74,19 +74,24 @@ class TokenMask:
     """One reply's llguidance matcher: the tokens the grammar allows next, as a numpy array of 0/1 per token id,
     and the tokens taken. ``tokenizer`` is llguidance's view of the model's vocabulary (built once per model)."""
 
-    def __init__(self, tokenizer: Any, schema: dict[str, Any], prefix: str, suffix: str, n_vocab: int,
-                 end_tokens: frozenset[int]) -> None:
+    def __init__(self, tokenizer: Any, grammar: str, n_vocab: int, end_tokens: frozenset[int],
+                 primed: list[int] | None = None) -> None:
+        """``grammar`` in llguidance's Lark dialect (``lark_grammar`` for a JSON schema, or a chat format's reply
+        grammar: backends/chat_format/grammar.py); ``primed``: tokens already in the prompt that the grammar starts
+        with (the generation prompt: llama.cpp feeds it to its grammar too)."""
         import llguidance
         import llguidance.numpy
         import numpy as np
 
-        self._matcher = llguidance.LLMatcher(tokenizer, lark_grammar(schema, prefix, suffix), log_level=0)
+        self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self._matcher.is_error():
             raise ValueError(f"the JSON schema cannot be turned into a grammar: {self._matcher.get_error()}")
         self._bitmask = llguidance.numpy.allocate_token_bitmask(1, n_vocab)
         self._fill = llguidance.numpy.fill_next_token_bitmask
         self._n_vocab, self._np = n_vocab, np
         self._end_tokens, self._ended = end_tokens, False
+        if primed:
+            self.take(primed)
 
     @property
     def stopped(self) -> bool:

@@ -24,7 +24,6 @@ from pathlib import Path
 from backends import json_schema, llama_cpp_log
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
-from backends.chat_format.reply import ThinkingTracker
 from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
 from backends.base import (
     PROMPT_LOOKUP,
@@ -231,12 +230,13 @@ def _declared_pooling(model_path: str) -> int:
 
 
 def _guidance_tokenizer(llguidance, llama_cpp, vocab, n_vocab: int):
-    """llguidance's view of a llama.cpp vocabulary, and its end-of-generation tokens (``<|im_end|>`` as well as
-    ``<|endoftext|>``), as ``llguidance.llamacpp.lltokenizer_from_vocab`` builds it (every token's bytes, control
-    tokens marked with a leading 0xff, llama.cpp's own tokenizer for text) but with llama_vocab_get_attr: that helper
-    still calls the deprecated llama_token_get_attr."""
+    """llguidance's view of a llama.cpp vocabulary, its end-of-generation tokens (``<|im_end|>`` as well as
+    ``<|endoftext|>``) and its special tokens by text (which a grammar must name as tokens), as
+    ``llguidance.llamacpp.lltokenizer_from_vocab`` builds it (every token's bytes, control tokens marked with a leading
+    0xff, llama.cpp's own tokenizer for text) but with llama_vocab_get_attr: that helper still calls the deprecated
+    llama_token_get_attr."""
     buffer = ctypes.create_string_buffer(16 * 1024)
-    tokens, end_of_turn = [], []
+    tokens, end_of_turn, special = [], [], {}
     for token in range(n_vocab):
         n = llama_cpp.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
         piece = buffer.raw[:max(n, 0)]
@@ -244,12 +244,13 @@ def _guidance_tokenizer(llguidance, llama_cpp, vocab, n_vocab: int):
         if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL or (attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
                                                          and piece.startswith(b"<") and piece.endswith(b">")):
             piece = b"\xff" + piece
+            special[piece[1:].decode("utf-8", "replace")] = token
         tokens.append(piece)
         if llama_cpp.llama_vocab_is_eog(vocab, token):
             end_of_turn.append(token)
     tokenize = ctypes.cast(llama_cpp.llama_cpp._lib.llama_tokenize, ctypes.c_void_p).value
-    return llguidance.LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
-                                                eos_token=end_of_turn, slices=None), frozenset(end_of_turn)
+    return (llguidance.LLTokenizer.from_llamacpp(tokens=tokens, vocab_ptr=vocab, tokenize_fptr=tokenize,
+                                                 eos_token=end_of_turn, slices=None), frozenset(end_of_turn), special)
 
 
 class _GreedySampler:
@@ -787,8 +788,8 @@ class LlamaCppBackend(Backend):
             self._forced.clear()
             decode, sample = llama_cpp.llama_decode, llama_cpp.llama_sampler_sample
             utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-            shape = self.reply_shape(sampling)
-            mask = self._token_mask(llama_cpp, shape) if shape is not None else None
+            grammar = self.reply_grammar(sampling)
+            mask = self._token_mask(llama_cpp, grammar) if grammar is not None else None
             if mask is None and sampling.temperature == 0:  # no chain: the argmax off the logits row
                 greedy = _GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
                 sample, accept = greedy.sample, greedy.accept
@@ -811,27 +812,16 @@ class LlamaCppBackend(Backend):
             next_token = (llama_cpp.llama_token * 1)()
             one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
             forced = self._forced
-            # A grammar holds the answer, not the thinking: while the reply is inside the thinking block the
-            # generation prompt opened, the chain samples freely; the grammar starts where the block ends.
-            thinking = ThinkingTracker(self.prepared) if mask is not None and self.prepared is not None else None
-            waiting = thinking is not None and thinking.inside
-            free, free_accept = llama_cpp.llama_sampler_sample, functools.partial(llama_cpp.llama_sampler_accept, chain)
             while status == 0:  # (after speculation status is its failing one: not entered)
                 if forced:  # a thinking budget ran out: its closing tag, whatever the model would sample
                     token = forced.popleft()
-                    (free_accept if waiting else accept)(token)
-                elif waiting:
-                    token = free(chain, ctx, -1)
+                    accept(token)
                 else:
                     token = sample(chain, ctx, -1)
                 piece = pieces[token]
                 if piece is None:  # end of generation
                     return
-                text = utf8(piece)
-                if waiting:
-                    thinking.feed(text)
-                    waiting = thinking.inside
-                yield text
+                yield utf8(piece)
                 n_past += 1
                 if n_past >= n_ctx:
                     return  # context full: end the reply rather than fail the next decode
@@ -913,23 +903,35 @@ class LlamaCppBackend(Backend):
                 if len(history) >= n_ctx:
                     return None
 
-    def _token_mask(self, llama_cpp, shape: tuple[dict, str, str]) -> json_schema.TokenMask:
-        """The grammar for the reply's shape (Backend.reply_shape), on llguidance's view of this model's vocabulary
-        (built at the first structured reply, about a second at 150k tokens, then kept with the model)."""
+    def _token_mask(self, llama_cpp, grammar: tuple[str, str]) -> json_schema.TokenMask:
+        """The reply's grammar (Backend.reply_grammar) on llguidance's view of this model's vocabulary (built at the
+        first structured reply, about a second at 150k tokens, then kept with the model), advanced past the
+        generation prompt the grammar starts with."""
         try:
             import llguidance
         except ImportError:
             raise GenerationError("request", "structured output needs llguidance, which is not installed",
                                   "pip install 'quantdesk[llama]'") from None
-        n_vocab = self._llm.n_vocab()
-        if self._ll_tokenizer is None:
-            self._ll_tokenizer = _guidance_tokenizer(llguidance, llama_cpp, self._llm._model.vocab, n_vocab)
-        tokenizer, ends = self._ll_tokenizer
+        self._guidance(llguidance, llama_cpp)
+        tokenizer, ends, _ = self._ll_tokenizer
+        lark, generation_prompt = grammar
+        primed = self._llm.tokenize(generation_prompt.encode("utf-8"), add_bos=False, special=True) \
+            if generation_prompt else None
         try:
-            return json_schema.TokenMask(tokenizer, *shape,
-                                         n_vocab, ends)
+            return json_schema.TokenMask(tokenizer, lark, self._llm.n_vocab(), ends, primed)
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
+
+    def _guidance(self, llguidance, llama_cpp) -> None:
+        if self._ll_tokenizer is None:
+            self._ll_tokenizer = _guidance_tokenizer(llguidance, llama_cpp, self._llm._model.vocab, self._llm.n_vocab())
+
+    def special_tokens(self) -> dict[str, int]:
+        import llguidance
+        import llama_cpp
+
+        self._guidance(llguidance, llama_cpp)
+        return self._ll_tokenizer[2]
 
     def generate(self, request_id, messages, sampling, cancelled, events_every_s=None):
         import llama_cpp

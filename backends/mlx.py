@@ -19,7 +19,6 @@ from pathlib import Path
 
 from backends import json_schema
 from backends.chat_format import formats
-from backends.chat_format.reply import ThinkingTracker
 from backends.chat_format.template import FALLBACK_TEMPLATE
 from backends.base import (
     PROMPT_LOOKUP,
@@ -42,25 +41,14 @@ class _GrammarProcessor:
     matcher is told the tokens sampled since its last call, and the tokens it refuses get -inf (``mx.where``:
     llguidance's own MLX helper is a Metal kernel, which the Linux CPU build lacks)."""
 
-    def __init__(self, mask: json_schema.TokenMask, n_prompt: int, thinking: ThinkingTracker | None = None,
-                 decode: Callable[[list[int]], str] | None = None) -> None:
+    def __init__(self, mask: json_schema.TokenMask, n_prompt: int) -> None:
         self._mask, self._seen = mask, n_prompt
-        # A grammar holds the answer, not the thinking: while the reply is inside the thinking block the generation
-        # prompt opened, every token passes; the grammar starts where the block ends.
-        self._thinking, self._decode = (thinking, decode) if thinking is not None and thinking.inside else (None, None)
 
     def __call__(self, tokens, logits):
         import mlx.core as mx
 
         if self._mask.stopped:  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
             return logits
-        if self._thinking is not None and self._decode is not None:
-            if tokens.size > self._seen:
-                self._thinking.feed(self._decode(tokens[self._seen:].tolist()))
-                self._seen = tokens.size
-            if self._thinking.inside:
-                return logits
-            self._thinking = None
         if tokens.size > self._seen:
             try:
                 self._mask.take(tokens[self._seen:].tolist())
@@ -240,9 +228,9 @@ class MlxBackend(Backend):
                                min_p=sampling.min_p, top_k=sampling.top_k)
         processors = make_logits_processors(
             repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None)
-        shape = self.reply_shape(sampling)
-        if shape is not None:  # first, so the penalty sees only what the grammar allows
-            processors.insert(0, self._grammar(shape, len(tokens)))
+        grammar = self.reply_grammar(sampling)
+        if grammar is not None:  # first, so the penalty sees only what the grammar allows
+            processors.insert(0, self._grammar(grammar, len(tokens)))
         self._forced.clear()
         processors.insert(0, self._forcing)
         detokenizer = self._tokenizer.detokenizer
@@ -250,7 +238,7 @@ class MlxBackend(Backend):
         self.mark_prefill_start()
         # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
-        if self._draft_model is not None and shape is None:
+        if self._draft_model is not None and grammar is None:
             yield from self._speculate(tokens, limit, sampler, processors)
             return
         with wired_limit(self._model, [generation_stream]):
@@ -302,7 +290,7 @@ class MlxBackend(Backend):
     def _stream_vision(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """A vision model's tokens through mlx-vlm's ``stream_generate`` (it encodes the images and merges their
         features into the prompt), images decoded and checked by app/images first."""
-        if self.reply_shape(sampling) is not None:
+        if sampling.json_schema is not None or (sampling.tools and sampling.tool_choice == "required"):
             raise GenerationError("request", "structured output is not available for MLX vision models (mlx-vlm "
                                              "takes no logits processor)", "use a GGUF of the model with llama.cpp")
         import mlx_vlm
@@ -348,22 +336,37 @@ class MlxBackend(Backend):
         allowed = mx.arange(logits.shape[-1]) == token
         return mx.where(allowed, logits, mx.array(-float("inf"), dtype=logits.dtype))
 
-    def _grammar(self, shape: tuple[dict, str, str], n_prompt: int) -> _GrammarProcessor:
+    def _grammar(self, grammar: tuple[str, str], n_prompt: int) -> _GrammarProcessor:
+        """The reply's grammar (Backend.reply_grammar) as a logits processor, advanced past the generation prompt it
+        starts with."""
+        self._guidance()
+        lark, generation_prompt = grammar
+        primed = list(self._tokenizer.encode(generation_prompt, add_special_tokens=False)) if generation_prompt \
+            else None
+        try:
+            mask = json_schema.TokenMask(self._ll_tokenizer, lark, self._n_vocab(),
+                                         frozenset(self._tokenizer.eos_token_ids), primed)
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+        return _GrammarProcessor(mask, n_prompt)
+
+    def _n_vocab(self) -> int:
+        return int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self._tokenizer._tokenizer)
+
+    def _guidance(self) -> None:
         try:
             import llguidance.hf
         except ImportError:
             raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
                                   "pip install 'quantdesk[mlx]'") from None
-        n_vocab = int(self._model.args.vocab_size) if hasattr(self._model, "args") else len(self._tokenizer._tokenizer)
         if self._ll_tokenizer is None:
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=n_vocab,
+            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=self._n_vocab(),
                                                               eos_token=sorted(self._tokenizer.eos_token_ids))
-        try:
-            mask = json_schema.TokenMask(self._ll_tokenizer, *shape, n_vocab, frozenset(self._tokenizer.eos_token_ids))
-        except ValueError as exc:
-            raise GenerationError("request", str(exc)) from None
-        thinking = ThinkingTracker(self.prepared) if self.prepared is not None else None
-        return _GrammarProcessor(mask, n_prompt, thinking, self._tokenizer.decode)
+
+    def special_tokens(self) -> dict[str, int]:
+        """The tokenizer's added tokens marked special, which llguidance's Hugging Face view marks as tokens."""
+        added = getattr(self._tokenizer._tokenizer, "added_tokens_decoder", {}) if self._tokenizer is not None else {}
+        return {token.content: index for index, token in added.items() if getattr(token, "special", False)}
 
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 

@@ -51,7 +51,8 @@ MAX_ALTERNATIVES = 64  # beyond this many ways a stretch may continue, it stays 
 _Alternative = tuple[tuple[peg.Parser, ...], "peg.Parser | None"]  # (regular beginning, what follows it or None)
 
 
-def to_lark(grammar: peg.Grammar_, lazy: bool = False, special_tokens: Mapping[str, int] | None = None) -> str:
+def to_lark(grammar: peg.Grammar_, lazy: bool = False, special_tokens: Mapping[str, int] | None = None,
+            content: bool = True) -> str:
     """``grammar`` (a built reply parser) as an llguidance Lark grammar. ``lazy``: only its trigger rules (llama.cpp's
     lazy grammar, which the caller starts at the trigger's position), else the whole reply from its first character
     (the generation prompt included: llama.cpp feeds it to the grammar before the reply).
@@ -59,19 +60,26 @@ def to_lark(grammar: peg.Grammar_, lazy: bool = False, special_tokens: Mapping[s
     ``special_tokens``: the model's special tokens (gpt-oss's ``<|start|>``, Cohere's ``<|START_ACTION|>``…), text
     -> token id. llguidance matches a special token only as itself (``<[id]>`` in the grammar), never as the text of
     a literal, so a literal that holds one is written as its text around the token; text lexemes end where a special
-    token comes."""
-    tokens = dict(special_tokens or {})
-    return _Compiler(grammar, special=tuple(sorted(tokens, key=len, reverse=True)), token_ids=tokens).compile(lazy)
+    token comes.
+
+    ``content`` False: the reply's free text (its content, what a format lets come before a tool call) is left out,
+    so a required call comes right after the thinking, as OpenAI's ``tool_choice: required`` has it, instead of after
+    whatever preamble a weak model would write first (llama.cpp's grammar lets one come)."""
+    tokens = {text: token for text, token in (special_tokens or {}).items() if text}
+    return _Compiler(grammar, special=tuple(sorted(tokens, key=len, reverse=True)), token_ids=tokens,
+                     content=content).compile(lazy)
 
 
-def schema_lark(schema: Any) -> str:
+def schema_lark(schema: Any, lenient: bool = True) -> str:
     """A JSON schema as llguidance's ``%json``, its whitespace llama.cpp's, keywords llguidance does not implement
-    left unenforced (llama.cpp's schema converter ignores what it does not know too)."""
+    left unenforced where ``lenient`` (llama.cpp's schema converter ignores what it does not know: a tool's
+    parameters); a response format the caller asked to be held to keeps its own choice (backends/json_schema.py:
+    a strict schema's unenforceable keyword is refused in words, not ignored)."""
     if schema is True or schema is None:
         schema = {}  # any JSON value
     if isinstance(schema, dict):
-        options = {"whitespace_flexible": False, "whitespace_pattern": SPACE_REGEX, "lenient": True,
-                   **(schema.get("x-guidance") or {})}
+        options = {"whitespace_flexible": False, "whitespace_pattern": SPACE_REGEX,
+                   **({"lenient": True} if lenient else {}), **(schema.get("x-guidance") or {})}
         schema = {**schema, "x-guidance": options}
     return "%json " + json.dumps(schema, ensure_ascii=False)
 
@@ -133,6 +141,7 @@ def _delegates(schema: peg.Schema) -> bool:
 # in a given Lark expression: a string, a regex (left alone) or a name
 _GIVEN_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|/(?:[^/\\]|\\.)+/|[A-Za-z_][A-Za-z0-9_-]*')
 _EMPTY = (peg.Epsilon, peg.Start, peg.End, peg.Peek, peg.Not)
+_NOTHING = peg.Epsilon()  # what the reply's content is where the grammar leaves it out
 
 
 class _UpToFirst(peg.Parser):
@@ -162,6 +171,7 @@ class _Compiler:
     grammar: peg.Grammar_
     special: tuple[str, ...] = ()  # special tokens' texts, longest first
     token_ids: dict[str, int] = field(default_factory=dict)
+    content: bool = True  # False: the reply's free text (CONTENT tags) matches nothing
     lines: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # a PEG rule's name -> its Lark rule or terminal
     taken: set[str] = field(default_factory=lambda: {"start"})
@@ -254,6 +264,8 @@ class _Compiler:
         is text up to and including the first delimiter (where a delimiter holds a special token: text without one,
         then one)."""
         while True:
+            if not self.content and isinstance(node, peg.Tag) and node.tag == builder.CONTENT:
+                return _NOTHING
             if isinstance(node, (peg.Tag, peg.Atomic)):
                 node = node.child
             elif isinstance(node, peg.Schema) and _delegates(node):
@@ -424,7 +436,8 @@ class _Compiler:
         if isinstance(node, peg.Schema):  # one rule each, however many alternatives lead to it
             if id(node) not in self.schemas:
                 name = self.fresh("json_" + re.sub(r"[^a-z0-9]+", "_", node.name.lower()).strip("_"))
-                self.lines.append(f"{name}: {schema_lark(node.schema)}")
+                response_format = node.name.startswith("response-format")  # the caller's own: its strictness
+                self.lines.append(f"{name}: {schema_lark(node.schema, lenient=not response_format)}")
                 self.schemas[id(node)] = (node, name)
             return self.schemas[id(node)][1]
         if isinstance(node, peg.Grammar):  # a grammar given in Lark

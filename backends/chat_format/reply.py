@@ -66,12 +66,15 @@ class ReplyReader:
             return None  # not readable yet
 
     def _message(self, final: bool) -> ParsedReply:
-        """The whole reply read; one that does not match the model's format is read as far as it does, and what
-        cannot be read at all is content."""
+        """The whole reply read. One that does not match the model's format (llama.cpp refuses it) is read as far as
+        it goes where that finds thinking or calls; else the whole text is content: nothing the model wrote is lost."""
         try:
             return self.prepared.parse(self.text, partial=False)
         except ValueError:
-            return self._partial() or ParsedReply(content=self.text)
+            partial = self._partial()
+            if partial is not None and (partial.reasoning or partial.tool_calls):
+                return partial
+            return ParsedReply(content=self.text)
 
     def finish(self) -> tuple[str, str, tuple[ToolCall, ...]]:
         """The whole reply: its content, its reasoning and its tool calls."""

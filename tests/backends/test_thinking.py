@@ -5,7 +5,10 @@ overlong thinking takes — and everything after is the answer."""
 
 from __future__ import annotations
 
+import json
 import threading
+
+import jsonschema
 
 import pytest
 
@@ -93,3 +96,36 @@ def test_the_thinking_goes_back_to_the_template_as_it_wants_it(llama):
     prepared = llama.prepare(follow_up, SamplingSettings())
     assert first.reasoning.strip() not in prepared.prompt
     assert first.text.strip() in prepared.prompt
+
+
+# Qwen3.5 writes a string argument as free text up to its closing tag, which a random model never writes: the
+# arguments here are of types the grammar can bring to an end.
+WEATHER = ({"type": "function", "function": {"name": "get_weather", "description": "The weather where the user is",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"days": {"type": "integer", "minimum": 1,
+                                                                                      "maximum": 7},
+                                                                             "metric": {"type": "boolean"}},
+                                                              "required": ["days", "metric"]}}},)
+
+
+def test_a_required_call_comes_after_the_thinking_in_the_models_own_syntax(engine):
+    """The grammar (the chat format's parser as llguidance's grammar) lets the thinking run, then holds the reply to
+    a call in Qwen3.5's XML syntax, which the engine reads back as the call."""
+    tokens, done = _run(engine, ASK, SamplingSettings(seed=3, max_tokens=120, reasoning_budget=6, tools=WEATHER,
+                                                      tool_choice="required"))
+    assert done.reasoning and done.stats.reasoning_tokens >= 6
+    assert len(done.tool_calls) >= 1 and done.tool_calls[0].name == "get_weather"
+    arguments = json.loads(done.tool_calls[0].arguments)
+    assert set(arguments) == {"days", "metric"} and 1 <= arguments["days"] <= 7 and isinstance(arguments["metric"], bool)
+    assert done.text.strip() == ""  # no preamble: straight to the call, as OpenAI's "required"
+    streamed = [d for t in tokens for d in t.tool_calls]
+    assert streamed[0].name == "get_weather" and streamed[0].id == done.tool_calls[0].id
+    assert json.loads("".join(d.arguments for d in streamed if d.index == 0)) == arguments
+
+
+def test_a_response_format_comes_after_the_thinking(engine):
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}, "required": ["answer"],
+              "additionalProperties": False}
+    _, done = _run(engine, ASK, SamplingSettings(seed=5, max_tokens=80, reasoning_budget=6, json_schema=schema))
+    assert done.reasoning and "</think>" not in done.text
+    jsonschema.validate(json.loads(done.text), schema)
