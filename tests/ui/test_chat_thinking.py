@@ -22,6 +22,15 @@ def thinking_engine(**options) -> EngineDouble:
     return EngineDouble(ANSWER, reasoning=THOUGHTS, **options)
 
 
+def asked_while_thinking(qtbot, make_window, hold_after: int):
+    """A window whose engine thinks, asked "Why?"; the engine waits after ``hold_after`` pieces. (engine, chat)"""
+    engine = thinking_engine(hold_after=hold_after)
+    window = make_window(engine)
+    load(qtbot, window)
+    type_and_send(qtbot, window.chat, "Why?")
+    return engine, window.chat
+
+
 def look(window, path) -> None:
     """A picture of the window as the user sees it, once the layouts the last changes asked for have run."""
     QApplication.processEvents()
@@ -75,30 +84,22 @@ def test_the_thinking_streams_open_then_folds_when_the_answer_starts(qtbot, make
 
 
 def test_the_summary_says_how_long_it_thought_as_soon_as_the_answer_starts(qtbot, make_window):
-    engine = thinking_engine(hold_after=5)  # all the thinking and the first piece of the answer
-    window = make_window(engine)
-    chat = window.chat
-    load(qtbot, window)
-    type_and_send(qtbot, chat, "Why?")
+    engine, chat = asked_while_thinking(qtbot, make_window, 5)  # all the thinking, the first piece of the answer
     bubble = chat.view.bubbles[-1]
     qtbot.waitUntil(lambda: bubble.markdown == "Because of ", timeout=10_000)
     assert not bubble.thinking.is_open and bubble.thinking.summary == "Thought for < 0.1 s"
     assert chat.stats.first_answer.text() == "30 ms"
-    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+    with qtbot.waitSignal(chat.bridge.done, timeout=10_000):
         engine.release.set()
 
 
 def test_a_block_the_user_opened_stays_open_when_the_answer_starts(qtbot, make_window):
-    engine = thinking_engine(hold_after=2)
-    window = make_window(engine)
-    chat = window.chat
-    load(qtbot, window)
-    type_and_send(qtbot, chat, "Why?")
+    engine, chat = asked_while_thinking(qtbot, make_window, 2)
     bubble = chat.view.bubbles[-1]
     qtbot.waitUntil(lambda: bubble.thinking is not None, timeout=10_000)
     qtbot.mouseClick(bubble.thinking.toggle, Qt.MouseButton.LeftButton)  # closed by hand while it thinks
     qtbot.mouseClick(bubble.thinking.toggle, Qt.MouseButton.LeftButton)  # and opened again, to read along
-    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+    with qtbot.waitSignal(chat.bridge.done, timeout=10_000):
         engine.release.set()
     assert bubble.thinking.is_open and bubble.thinking.summary.startswith("Thought for ")
 
@@ -117,14 +118,10 @@ def test_a_reply_that_only_thinks_shows_its_thinking_open(qtbot, make_window):
 
 
 def test_a_reply_stopped_while_it_thinks_keeps_its_thinking_open(qtbot, make_window):
-    engine = thinking_engine(hold_after=2)
-    window = make_window(engine)
-    chat = window.chat
-    load(qtbot, window)
-    type_and_send(qtbot, chat, "Why?")
+    _, chat = asked_while_thinking(qtbot, make_window, 2)
     qtbot.waitUntil(lambda: chat.view.bubbles[-1].thinking is not None, timeout=10_000)
-    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
-        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    with qtbot.waitSignal(chat.bridge.done, timeout=10_000):
+        qtbot.keyClick(chat.window(), Qt.Key.Key_Escape)
     bubble = chat.view.bubbles[-1]
     assert bubble.thinking.is_open and bubble.thinking.text.toPlainText() == "The sky scatters"
     assert "stopped" in bubble.meta.text()
