@@ -270,3 +270,26 @@ def test_the_thinking_block_speaks_german(qtbot, make_window, language):  # noqa
     assert block.summary == "< 0,1 s nachgedacht · 4 Tokens"
     assert block.toggle.toolTip() == "Nachdenken zeigen"
     assert chat.stats.thinking.text() == "4 Tok. · < 0,1 s"
+
+
+def test_a_chat_reopened_while_its_reply_thinks_shows_the_thinking_so_far_and_goes_on(qtbot, make_window):
+    from tests.ui.test_chat_page import select_chat
+
+    engine = thinking_engine(hold_after=2)
+    window = make_window(engine)
+    chat = window.chat
+    load(qtbot, window)
+    chat.store.create_conversation("Other chat")
+    chat.new_conversation()
+    type_and_send(qtbot, chat, "Why?")
+    qtbot.waitUntil(lambda: engine.holding.is_set() and chat.view.bubbles[-1].thinking is not None
+                    and chat.view.bubbles[-1].thinking.text.toPlainText() == "The sky scatters", timeout=10_000)
+    select_chat(qtbot, chat, "Other chat")
+    select_chat(qtbot, chat, "Why?")
+    bubble = chat.view.bubbles[-1]
+    assert bubble.thinking.text.toPlainText() == "The sky scatters" and bubble.thinking.is_open
+    assert not bubble.body.isVisible()
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        engine.release.set()
+    assert bubble.thinking.text.toPlainText() == "The sky scatters blue light most." and not bubble.thinking.is_open
+    assert bubble.markdown == "Because of Rayleigh scattering." and bubble.body.isVisible()
