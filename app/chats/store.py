@@ -35,7 +35,9 @@ Role = Literal["system", "user", "assistant"]
 DB_FILENAME = "chats.sqlite3"
 AT_LEAF = -1  # where a new message goes by default: after the last message of the branch on show
 EXPORT_FORMAT = "quantdesk-chat"
-EXPORT_VERSION = 2  # 2: every branch's messages, each with its parent_id, and the ids of the branch on show
+# 2: every branch's messages, each with its parent_id, and the ids of the branch on show; 3: an assistant message's
+# thinking as its ``reasoning`` (left out where there was none)
+EXPORT_VERSION = 3
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -111,6 +113,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m
                WHERE m.conversation_id = conversations.id)""",
     ),
+    # 5: a thinking model's reply keeps its thinking apart from its answer (the thinking's figures ride in
+    # stats_json with the rest: reasoning_tokens, reasoning_ms, first_answer_ms). Old replies had none. Not in the
+    # full-text index: a search finds what was said, not what was thought.
+    (
+        "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -158,6 +166,7 @@ class ChatMessage:
     state: MessageState = "complete"
     images: tuple[Attachment, ...] = ()
     parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
+    reasoning: str = ""  # an assistant reply's thinking, apart from its answer (``content``)
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,7 @@ def _conversation(row: sqlite3.Row) -> Conversation:
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"])
+                       stats, row["state"], images, row["parent_id"], row["reasoning"])
 
 
 def _fts_query(text: str) -> str:
@@ -472,16 +481,16 @@ class ChatStore:
 
     # --- messages ------------------------------------------------------------------------------
 
-    def add_message(self, conversation_id: int, role: Role, content: str, *,
-                    state: MessageState = "complete", stats: dict[str, Any] | None = None) -> ChatMessage:
+    def add_message(self, conversation_id: int, role: Role, content: str, *, state: MessageState = "complete",
+                    stats: dict[str, Any] | None = None, reasoning: str = "") -> ChatMessage:
         """Append a message to the branch on show."""
         with self._writing("save the message"), self._transaction():
-            message_id = self._insert_message(conversation_id, role, content, state, stats)
+            message_id = self._insert_message(conversation_id, role, content, state, stats, reasoning=reasoning)
         return self.message(message_id)
 
     def _insert_message(self, conversation_id: int, role: Role, content: str, state: MessageState,
                         stats: dict[str, Any] | None, images: Sequence[tuple[str, ImageInfo]] = (),
-                        parent_id: int | None = AT_LEAF) -> int:
+                        parent_id: int | None = AT_LEAF, reasoning: str = "") -> int:
         """INSERT inside the caller's transaction (with the rows of its images, already stored), as a child of
         ``parent_id`` (by default the leaf of the branch on show; None: a first message), and make it the leaf;
         bumps the conversation's ``updated``."""
@@ -492,9 +501,10 @@ class ChatStore:
             raise NotFound(f"message {parent_id} is not in conversation {conversation_id}")
         try:
             cur = self._db.execute(
-                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state, parent_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state, parent_id))
+                "INSERT INTO messages(conversation_id, role, content, created, stats_json, state, parent_id, reasoning)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, now, json.dumps(stats) if stats else None, state, parent_id,
+                 reasoning))
         except sqlite3.IntegrityError as exc:
             raise NotFound(f"conversation {conversation_id} does not exist") from exc
         for position, (name, info) in enumerate(images):
@@ -586,15 +596,15 @@ class ChatStore:
             return self.show_branch(neighbour)
         return self.messages(msg.conversation_id)
 
-    def update_message(self, message_id: int, *, content: str | None = None,
-                       state: MessageState | None = None, stats: dict[str, Any] | None = None) -> None:
-        self._update_message(message_id, "save the message", content, state, stats)
+    def update_message(self, message_id: int, *, content: str | None = None, state: MessageState | None = None,
+                       stats: dict[str, Any] | None = None, reasoning: str | None = None) -> None:
+        self._update_message(message_id, "save the message", content, state, stats, reasoning)
 
-    def _update_message(self, message_id: int, action: str, content: str | None,
-                        state: MessageState | None, stats: dict[str, Any] | None) -> None:
+    def _update_message(self, message_id: int, action: str, content: str | None, state: MessageState | None,
+                        stats: dict[str, Any] | None, reasoning: str | None = None) -> None:
         sets, values = [], []
         for column, value in (("content", content), ("state", state),
-                              ("stats_json", None if stats is None else json.dumps(stats))):
+                              ("stats_json", None if stats is None else json.dumps(stats)), ("reasoning", reasoning)):
             if value is not None:
                 sets.append(f"{column}=?")
                 values.append(value)
@@ -653,7 +663,9 @@ class ChatStore:
         conv = self.conversation(conversation_id)
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
-                "messages": [{k: v for k, v in asdict(m).items() if k not in ("conversation_id", "images")}
+                "messages": [{k: v for k, v in asdict(m).items()
+                              if k not in ("conversation_id", "images", "reasoning")}
+                             | ({"reasoning": m.reasoning} if m.reasoning else {})
                              | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
                                              "height": a.height} for a in m.images]} if m.images else {})
                              for m in self.all_messages(conversation_id)],
@@ -669,7 +681,10 @@ class ChatStore:
             parts.append("## System\n\n" + conv.system_prompt + "\n")
         for msg in self.messages(conversation_id):
             heading = {"user": "You", "assistant": "Assistant", "system": "System"}[msg.role]
-            parts.append(f"## {heading}\n\n{msg.content}\n")
+            parts.append(f"## {heading}\n")
+            if msg.reasoning:
+                parts.append(_quoted_thinking(msg.reasoning, msg.stats))
+            parts.append(f"{msg.content}\n")
             if msg.images:
                 names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
                 parts.append(f"*(images: {names})*\n")
@@ -678,10 +693,24 @@ class ChatStore:
         return "\n".join(parts)
 
 
+def _quoted_thinking(reasoning: str, stats: dict[str, Any] | None) -> str:
+    """A reply's thinking as a Markdown quote ahead of its answer, headed by how long and how many tokens it took:
+    every viewer shows it set apart, and it reads as plain text too."""
+    figures = []
+    if stats and stats.get("reasoning_ms"):
+        figures.append(f"{stats['reasoning_ms'] / 1000:.1f} s")
+    if stats and stats.get("reasoning_tokens"):
+        figures.append(f"{stats['reasoning_tokens']} tokens")
+    head = "> **Thinking**" + (f" ({' · '.join(figures)})" if figures else "")
+    body = "\n".join(f"> {line}".rstrip() for line in reasoning.strip("\n").split("\n"))
+    return f"{head}\n>\n{body}\n"
+
+
 class ReplyWriter:
     """Saves a streamed reply as it grows: a cheap UPDATE at most every ``min_interval_s`` (or when
     ``min_chars`` arrive sooner), and always on ``finish``/``interrupt``. The text in memory is the
-    truth; the database lags it by at most one interval.
+    truth; the database lags it by at most one interval. A thinking model's reply has two texts, its
+    thinking (``reasoning``) and its answer (``text``), saved together.
 
     A save the store refuses (``ChatStoreError``: the disk is full, ...) never raises out of
     ``append``/``finish``/``interrupt`` and loses nothing: ``error`` says why, ``saved`` is False, and
@@ -696,6 +725,7 @@ class ReplyWriter:
         self.conversation_id = conversation_id
         self.prompt_id = prompt_id  # the user's message begin_reply saved with it, if any
         self._parts: list[str] = []
+        self._reasoning_parts: list[str] = []
         self._unsaved_chars = 0
         self._min_interval_s = min_interval_s
         self._min_chars = min_chars
@@ -713,17 +743,25 @@ class ReplyWriter:
         return "".join(self._parts)
 
     @property
+    def reasoning(self) -> str:
+        return "".join(self._reasoning_parts)
+
+    @property
     def saved(self) -> bool:
         """Everything this writer was given (text, and the end state and stats) is in the database."""
         return not self._unsaved_chars and not self._close_unsaved
 
-    def append(self, text: str) -> None:
+    def append(self, text: str, reasoning: str = "") -> None:
+        """More of the answer (``text``) and of the thinking (``reasoning``), as they come."""
         if self.closed:
             raise RuntimeError("this reply is already finished")
-        if not text:
+        if not text and not reasoning:
             return
-        self._parts.append(text)
-        self._unsaved_chars += len(text)
+        if reasoning:
+            self._reasoning_parts.append(reasoning)
+        if text:
+            self._parts.append(text)
+        self._unsaved_chars += len(text) + len(reasoning)
         # After a failure only the interval paces the retries: a full disk is not asked per token.
         if (self._monotonic() - self._last_save >= self._min_interval_s
                 or self.error is None and self._unsaved_chars >= self._min_chars):
@@ -734,14 +772,15 @@ class ReplyWriter:
         and the text stays in memory for the next try."""
         if not self.saved:
             # Join once per save, not per token: rendering and saving both stay cheap per token.
-            joined = self.text
-            self._parts = [joined]
+            joined, reasoning = self.text, self.reasoning
+            self._parts, self._reasoning_parts = [joined], [reasoning]
             closing = self._close_unsaved
             try:
                 if closing:
-                    self.store._update_message(self.message_id, "save the reply", joined, self.state, self.stats)
+                    self.store._update_message(self.message_id, "save the reply", joined, self.state, self.stats,
+                                               reasoning)
                 else:
-                    self.store._update_message(self.message_id, "save the reply", joined, None, None)
+                    self.store._update_message(self.message_id, "save the reply", joined, None, None, reasoning)
             except ChatStoreError as exc:
                 self.error = exc
             else:
@@ -753,20 +792,24 @@ class ReplyWriter:
         self._last_save = self._monotonic()
         return self.saved
 
-    def finish(self, stats: dict[str, Any] | None = None, *, text: str | None = None) -> bool:
-        """The reply ended normally (also after a Stop: the engine's Done says ``cancelled``).
-        Returns ``saved``."""
-        return self._close("complete", stats, text)
+    def finish(self, stats: dict[str, Any] | None = None, *, text: str | None = None,
+               reasoning: str | None = None) -> bool:
+        """The reply ended normally (also after a Stop: the engine's Done says ``cancelled``); ``text`` and
+        ``reasoning``, when given, are the whole answer and thinking. Returns ``saved``."""
+        return self._close("complete", stats, text, reasoning)
 
     def interrupt(self, stats: dict[str, Any] | None = None) -> bool:
         """The engine died or failed mid-reply: keep what arrived, marked. Returns ``saved``."""
-        return self._close("interrupted", stats, None)
+        return self._close("interrupted", stats, None, None)
 
-    def _close(self, state: MessageState, stats: dict[str, Any] | None, text: str | None) -> bool:
+    def _close(self, state: MessageState, stats: dict[str, Any] | None, text: str | None,
+               reasoning: str | None) -> bool:
         if self.closed:
             return self.saved
         if text is not None:
             self._parts = [text]
+        if reasoning is not None:
+            self._reasoning_parts = [reasoning]
         self.state, self.stats = state, stats
         self.closed = True
         self._close_unsaved = True

@@ -35,7 +35,7 @@ from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
-from app.ui.engine_bridge import EngineBridge
+from app.ui.engine_bridge import EngineBridge, TokenChunk
 from app.ui.formatting import capitalized
 from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
@@ -699,8 +699,11 @@ class ChatPage(QWidget):
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
-        history = [Message(m.role, m.content, _encoded(m.images)) for m in self.store.messages(conv.id)
-                   if (m.content or m.images) and m.id != writer.message_id]
+        # An assistant turn's thinking goes back with it: the model's template decides whether the model sees it
+        # again (most drop earlier turns' thinking).
+        history = [Message(m.role, m.content, _encoded(m.images), reasoning=m.reasoning)
+                   for m in self.store.messages(conv.id)
+                   if (m.content or m.images or m.reasoning) and m.id != writer.message_id]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
         self.reply.begin(writer, conv.id)
@@ -773,35 +776,41 @@ class ChatPage(QWidget):
         time: opening another chat deletes the bubbles of the one before."""
         return self.view.bubble(self.reply.writer.message_id) if self.reply.writer is not None else None
 
-    @Slot(str, int, float, float)
-    def _on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
+    @Slot(object)
+    def _on_tokens(self, chunk: TokenChunk) -> None:
         if not self.reply.streaming:
             return
-        self.reply.append(text)
+        self.reply.append(chunk.text, chunk.reasoning)
         if bubble := self._streaming_bubble():
-            bubble.append_text(text)
-        self.stats.on_progress(count, first_ms, last_ms)
+            if chunk.reasoning:  # the thinking comes before the answer
+                bubble.append_reasoning(chunk.reasoning, chunk.reasoning_ms)
+            bubble.append_text(chunk.text)
+        self.stats.on_progress(chunk)
 
     @Slot(object)
     def _on_done(self, done: Done) -> None:
         if not self.reply.streaming:
             return
         stats = done.stats.to_public_dict()
-        self.reply.finish(stats, done.text)
+        self.reply.finish(stats, done.text, done.reasoning)
         if bubble := self._streaming_bubble():
-            bubble.finish(done.text, stats, "complete")
+            bubble.finish(done.text, stats, "complete", done.reasoning)
         self.stats.on_done(stats)
         self._end_reply()
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
         ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")
-        announce(self.view, self.tr("{ended}: {text}").format(ended=ended, text=done.text.strip())
-                 if done.text.strip() else self.tr("{ended}, empty.").format(ended=ended))
+        if done.text.strip():
+            announce(self.view, self.tr("{ended}: {text}").format(ended=ended, text=done.text.strip()))
+        elif done.reasoning.strip():
+            announce(self.view, self.tr("{ended}: the model only thought, it did not answer.").format(ended=ended))
+        else:
+            announce(self.view, self.tr("{ended}, empty.").format(ended=ended))
 
     def _interrupt_reply(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
         saved = self.reply.interrupt()
         if bubble := self._streaming_bubble():
-            bubble.finish(self.reply.writer.text, None, "interrupted")
+            bubble.finish(self.reply.writer.text, None, "interrupted", self.reply.writer.reasoning)
         self._end_reply()
         return saved
 

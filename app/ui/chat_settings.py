@@ -1,12 +1,12 @@
-"""Per-chat settings: system prompt, sampling and "answer as JSON with this schema", with named presets to start
-from or save to."""
+"""Per-chat settings: system prompt, sampling, thinking and "answer as JSON with this schema", with named presets to
+start from or save to."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from PySide6.QtCore import Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
                                QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
@@ -16,6 +16,40 @@ from app.ui.formatting import capitalized
 from backends.base import PROMPT_LOOKUP, SamplingSettings
 
 NO_PRESET = "(choose a preset)"
+# Thinking on / off / as the model's template has it (SamplingSettings.enable_thinking), and gpt-oss's effort
+# (reasoning_effort): shown through ChatSettingsDialog.tr.
+THINKING_CHOICES = ((QT_TRANSLATE_NOOP("ChatSettingsDialog", "Model default"), None),
+                    (QT_TRANSLATE_NOOP("ChatSettingsDialog", "On"), True),
+                    (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Off"), False))
+EFFORT_CHOICES = ((QT_TRANSLATE_NOOP("ChatSettingsDialog", "Model default"), ""),
+                  (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Low"), "low"),
+                  (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Medium"), "medium"),
+                  (QT_TRANSLATE_NOOP("ChatSettingsDialog", "High"), "high"))
+
+
+def chat_template_of(model_path: str) -> str | None:
+    """The chat template a local model carries (a GGUF's ``tokenizer.chat_template``, an MLX folder's
+    ``chat_template.jinja`` or ``tokenizer_config.json``); None where it cannot be read here (a remote model, a file
+    that is gone or is no model)."""
+    from app.models.metadata import ModelMetadataError, parse_json_object, read_gguf_header
+
+    path = Path(model_path)
+    try:
+        if path.is_file():
+            template = read_gguf_header(path)[0].get("tokenizer.chat_template")
+            return template if isinstance(template, str) else ""
+        if (path / "chat_template.jinja").is_file():
+            return (path / "chat_template.jinja").read_text(encoding="utf-8")
+        if (path / "tokenizer_config.json").is_file():
+            config = path / "tokenizer_config.json"
+            template = parse_json_object(config.read_bytes(), config.name).get("chat_template")
+            if isinstance(template, list):  # named templates: the default one is the chat's
+                template = next((t.get("template") for t in template
+                                 if isinstance(t, dict) and t.get("name") == "default"), None)
+            return template if isinstance(template, str) else ""
+    except (OSError, ValueError, ModelMetadataError):
+        return None
+    return None
 
 
 class ChatSettingsDialog(QDialog):
@@ -63,6 +97,7 @@ class ChatSettingsDialog(QDialog):
         self.seed.setSpecialValueText(self.tr("random"))
         self.seed.setAccessibleName(self.tr("Seed"))
         form.addRow(self.tr("Seed"), self.seed)
+        self._add_thinking(form, conversation.model_path, sampling)
         # Structured output: the engine's grammar holds every reply of this chat to the schema.
         self.json_answer = QCheckBox(self.tr("Answer as JSON with this schema"))
         self.json_answer.setAccessibleName(self.tr("Answer as JSON with a schema"))
@@ -95,6 +130,59 @@ class ChatSettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self._fill_presets()
+
+    def _add_thinking(self, form: QFormLayout, model_path: str | None, sampling: SamplingSettings) -> None:
+        """Thinking on / off / the model's default, gpt-oss's effort (only where the chat's model reads it), and a
+        budget that closes the thinking after so many tokens."""
+        self.thinking = QComboBox()
+        self.thinking.setAccessibleName(self.tr("Thinking"))
+        self.thinking.setToolTip(self.tr("Whether a thinking model thinks before it answers; the model's default is "
+                                         "what its chat template does when not told"))
+        for text, value in THINKING_CHOICES:
+            self.thinking.addItem(self.tr(text), value)
+        form.addRow(self.tr("Thinking"), self.thinking)
+        self.effort = QComboBox()
+        self.effort.setAccessibleName(self.tr("Thinking effort"))
+        for text, value in EFFORT_CHOICES:
+            self.effort.addItem(self.tr(text), value)
+        reason = self._effort_unused(model_path)
+        self.effort.setEnabled(not reason)
+        self.effort.setToolTip(reason or self.tr("How hard the model thinks before it answers (gpt-oss reads it)"))
+        self.effort.setAccessibleDescription(reason)
+        form.addRow(self.tr("Thinking effort"), self.effort)
+        self.effort_note = QLabel(reason)  # why it is off, in words that stay on screen (a tooltip needs a mouse)
+        self.effort_note.setObjectName("caption")
+        self.effort_note.setWordWrap(True)
+        self.effort_note.setVisible(bool(reason))
+        form.addRow("", self.effort_note)
+        self.budget = QSpinBox()
+        self.budget.setRange(-1, 1_000_000)
+        self.budget.setSingleStep(256)
+        self.budget.setSpecialValueText(self.tr("no limit"))
+        self.budget.setSuffix(self.tr(" tokens"))
+        self.budget.setAccessibleName(self.tr("Thinking budget in tokens"))
+        self.budget.setToolTip(self.tr("After this many tokens of thinking the model is made to stop thinking and "
+                                       "answer; 0: no thinking at all"))
+        form.addRow(self.tr("Thinking budget"), self.budget)
+        self._show_thinking(sampling)
+
+    def _effort_unused(self, model_path: str | None) -> str:
+        """Why the effort would change nothing for the chat's model ("" where it may): only a chat template that
+        reads ``reasoning_effort`` takes it. A remote model's server is sent it and decides."""
+        from app.remote.connections import is_remote_ref
+
+        if not model_path or is_remote_ref(model_path):
+            return ""
+        template = chat_template_of(model_path)
+        if template is None or "reasoning_effort" in template:
+            return ""
+        return self.tr("{name} does not read a thinking effort: its chat template has no reasoning_effort "
+                       "(gpt-oss's template has one)").format(name=Path(model_path).name)
+
+    def _show_thinking(self, sampling: SamplingSettings) -> None:
+        self.thinking.setCurrentIndex(max(self.thinking.findData(sampling.enable_thinking), 0))
+        self.effort.setCurrentIndex(max(self.effort.findData(sampling.reasoning_effort), 0))
+        self.budget.setValue(sampling.reasoning_budget)
 
     @staticmethod
     def _double(form: QFormLayout, label: str, low: float, high: float, step: float, value: float) -> QDoubleSpinBox:
@@ -158,7 +246,9 @@ class ChatSettingsDialog(QDialog):
         return {"temperature": self.temperature.value(), "top_p": self.top_p.value(), "top_k": self.top_k.value(),
                 "min_p": self.min_p.value(), "repeat_penalty": self.repeat_penalty.value(),
                 "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
-                "json_schema": self.schema(), "draft": self.draft.currentData() or ""}
+                "json_schema": self.schema(), "draft": self.draft.currentData() or "",
+                "enable_thinking": self.thinking.currentData(), "reasoning_effort": self.effort.currentData(),
+                "reasoning_budget": self.budget.value()}
 
     def apply_preset(self, name: str) -> None:
         preset = next(p for p in self.store.presets() if p.name == name)
@@ -171,6 +261,7 @@ class ChatSettingsDialog(QDialog):
         self.repeat_penalty.setValue(values.repeat_penalty)
         self.max_tokens.setValue(values.max_tokens)
         self.seed.setValue(-1 if values.seed is None else values.seed)
+        self._show_thinking(values)
         self._show_schema(values.json_schema)
 
     def save_preset(self, name: str) -> None:

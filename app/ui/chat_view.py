@@ -4,6 +4,7 @@ live stats strip."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QEvent, QIODevice, QMimeData,
                             QSize, Qt, QUrl, Signal, Slot)
@@ -14,11 +15,13 @@ from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPlain
 
 from app.chats.store import Branches, ChatMessage
 from app.ui.code_highlight import highlight_code_blocks
-from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, number, stats_summary,
-                               tokens_per_second, tokens_per_second_unknown,
-                               with_copy_links)
+from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, human_seconds, number,
+                               stats_summary, tokens_per_second, tokens_per_second_unknown, with_copy_links)
 from app.ui.theme import is_dark
 from app.ui.widgets import AutoHeightBrowser, Sparkline
+
+if TYPE_CHECKING:
+    from app.ui.engine_bridge import TokenChunk
 
 COPY_SCHEME = "quantdesk-copy"
 ROLE_TITLES = {"user": QT_TRANSLATE_NOOP("MessageBubble", "You"),
@@ -72,6 +75,101 @@ def _flat_button(text: str, tip: str, name: str) -> QToolButton:
     button.setAccessibleName(name)
     button.setAutoRaise(True)
     return button
+
+
+class ThinkingBlock(QFrame):
+    """A thinking model's thinking, above its answer: it streams in dimmed, smaller text while the model thinks
+    ("Thinking… 5 s"), and folds to one line once the answer starts ("Thought for 12 s · 340 tokens"), which opens
+    and closes it on a click or the space bar. Folding is automatic only until the user opens or closes it."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("thinking")
+        self.setAccessibleName(self.tr("Thinking"))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("thinkingToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setAutoRaise(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAccessibleDescription(self.tr("Shows or hides how the model thought before it answered"))
+        self.toggle.toggled.connect(self._on_toggled)
+        self.toggle.clicked.connect(self._on_clicked)
+        self.text = AutoHeightBrowser()
+        self.text.setObjectName("thinkingText")
+        self.text.setAccessibleName(self.tr("Thinking text"))
+        self.text.setPlainText(text)
+        layout.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.text)
+        self.chosen = False  # the user opened or closed it: it stays as they left it
+        self.thought_ms = 0.0  # how long the thinking has lasted so far (engine time)
+        self.set_open(True)
+        self.set_summary(self.tr("Thinking…"))
+
+    @property
+    def is_open(self) -> bool:
+        return self.toggle.isChecked()
+
+    @property
+    def summary(self) -> str:
+        return self.toggle.text()
+
+    def set_open(self, is_open: bool) -> None:
+        self.toggle.setChecked(is_open)
+        self._on_toggled(is_open)  # also when it did not change: the arrow and the text's visibility follow
+
+    def set_summary(self, text: str) -> None:
+        self.toggle.setText(text)
+        self.toggle.setAccessibleName(text)
+
+    def append(self, text: str) -> None:
+        """More thinking, as it streams: O(new text)."""
+        cursor = QTextCursor(self.text.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.insertText(text)
+
+    def set_text(self, text: str) -> None:
+        if text != self.text.toPlainText():
+            self.text.setPlainText(text)
+
+    def thinking(self, thought_ms: float) -> None:
+        """Still thinking, for ``thought_ms`` so far."""
+        self.thought_ms = thought_ms
+        self.set_summary(self.tr("Thinking… {time}").format(time=human_seconds(thought_ms)))
+
+    def answer_started(self) -> None:
+        """The answer has begun: the thinking folds away (unless the user chose otherwise) to how long it took."""
+        self.set_summary(self.tr("Thought for {time}").format(time=human_seconds(self.thought_ms)) if self.thought_ms
+                         else self.tr("Thinking"))
+        if not self.chosen:
+            self.set_open(False)
+
+    def finish(self, stats: dict | None, answered: bool) -> None:
+        """The reply is over: the summary from the engine's figures where it has them (an interrupted reply has
+        none). A reply that only thought (stopped, out of tokens) shows its thinking open: it is all there is."""
+        tokens = (stats or {}).get("reasoning_tokens") or 0
+        thought_ms = (stats or {}).get("reasoning_ms") or self.thought_ms
+        if tokens:
+            self.set_summary(self.tr("Thought for {time} · %n token(s)", "", tokens).format(
+                time=human_seconds(thought_ms)))
+        elif thought_ms:
+            self.set_summary(self.tr("Thought for {time}").format(time=human_seconds(thought_ms)))
+        else:
+            self.set_summary(self.tr("Thinking"))
+        if not self.chosen:
+            self.set_open(not answered)
+
+    @Slot(bool)
+    def _on_toggled(self, is_open: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)
+        self.toggle.setToolTip(self.tr("Hide the thinking") if is_open else self.tr("Show the thinking"))
+        self.text.setVisible(is_open)
+
+    @Slot()
+    def _on_clicked(self) -> None:
+        self.chosen = True
 
 
 class MessageBubble(QFrame):
@@ -149,11 +247,16 @@ class MessageBubble(QFrame):
                 self.images.append(label)
             row.addStretch(1)
             layout.addLayout(row)
+        self.thinking: ThinkingBlock | None = None  # made when the reply has thinking to show
         self.body = AutoHeightBrowser()
         self.body.setOpenLinks(False)
         self.body.setAccessibleName(self.tr("{role} message text").format(role=self.tr(ROLE_TITLES[message.role])))
         self.body.anchorClicked.connect(self._on_anchor_clicked)
         layout.addWidget(self.body)
+        if message.reasoning:
+            self._thinking_block(message.reasoning)
+            if message.state != "streaming":
+                self.thinking.finish(message.stats, bool(message.content))
         self._settler = SettledMarkdown()
         self._rendered_upto = 0  # characters of the text already rendered as Markdown
         self._tail_position = 0  # where the plain-text tail starts in the document
@@ -164,11 +267,33 @@ class MessageBubble(QFrame):
         else:
             self._markdown = message.content
             self._render()
+        self._show_body()
         self.set_meta(message.stats, message.state)
 
     @property
     def markdown(self) -> str:
         return self._markdown
+
+    def _thinking_block(self, text: str = "") -> ThinkingBlock:
+        if self.thinking is None:
+            self.thinking = ThinkingBlock(text)
+            layout = self.layout()
+            layout.insertWidget(layout.indexOf(self.body), self.thinking)
+            self.thinking.show()  # at once: a layout shows a child added to a visible parent only on the next turn
+        return self.thinking
+
+    def _show_body(self) -> None:
+        """A reply that is thinking (or only thought) has no answer to show yet: no empty box under the thinking."""
+        self.body.setVisible(bool(self._markdown) or self.thinking is None)
+
+    def append_reasoning(self, text: str, thought_ms: float) -> None:
+        """More thinking as it streams, ``thought_ms`` long so far."""
+        block = self._thinking_block()
+        block.append(text)
+        if not self._markdown:
+            block.thinking(thought_ms)
+        else:
+            block.thought_ms = thought_ms
 
     def _render(self) -> None:
         self.body.setMarkdown(with_copy_links(self._markdown, COPY_SCHEME))
@@ -187,7 +312,10 @@ class MessageBubble(QFrame):
             self._shade_code_blocks()
 
     def append_text(self, text: str) -> None:
+        if text and not self._markdown and self.thinking is not None:
+            self.thinking.answer_started()
         self._markdown += text
+        self._show_body()
         cursor = QTextCursor(self.body.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         cursor.insertText(text)
@@ -230,12 +358,17 @@ class MessageBubble(QFrame):
         cursor.endEditBlock()
         self._rendered_upto = end
 
-    def finish(self, text: str, stats: dict | None, state: str) -> None:
+    def finish(self, text: str, stats: dict | None, state: str, reasoning: str = "") -> None:
         if text == self._markdown:
             self._render_settled(len(text), final=True)  # only the last paragraph is left to render
         else:  # the engine's final text differs from what streamed (it should not): render it whole
             self._markdown = text
             self._render()
+        if reasoning or self.thinking is not None:
+            block = self._thinking_block()
+            block.set_text(reasoning or block.text.toPlainText())
+            block.finish(stats, bool(text))
+        self._show_body()
         self.set_meta(stats, state)
 
     def set_meta(self, stats: dict | None, state: str) -> None:
@@ -441,7 +574,8 @@ class Composer(QPlainTextEdit):
 
 
 class StatsStrip(QFrame):
-    """Live figures while a reply streams: tok/s with a sparkline, TTFT, prompt tok/s, tokens, memory."""
+    """Live figures while a reply streams: tok/s with a sparkline, TTFT, prompt tok/s, tokens, memory. A reply that
+    thinks adds the time to its first answer token and its thinking's tokens and time beside the answer's."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -473,6 +607,19 @@ class StatsStrip(QFrame):
         self.tokens = self._field(layout, self.tr("Tokens"), "0")
         self.memory = self._field(layout, self.tr("Memory"), "—")
         layout.addStretch(1)
+        # A reply that thinks: its thinking's figures apart from the answer's, on a line of their own (shown only
+        # then), so the line above keeps the figures every reply has.
+        self.thinking_row = QWidget()
+        self.thinking_row.setAccessibleName(self.tr("Thinking statistics"))
+        row = QHBoxLayout(self.thinking_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(16)
+        self.first_answer = self._field(row, self.tr("First answer"), "—")
+        self.thinking = self._field(row, self.tr("Thinking"), "—")
+        self.answer = self._field(row, self.tr("Answer"), "—")
+        row.addStretch(1)
+        column.addWidget(self.thinking_row)
+        self.thinking_row.hide()
         self._last_sample: tuple[int, float] | None = None
 
     @staticmethod
@@ -488,6 +635,11 @@ class StatsStrip(QFrame):
         layout.setSpacing(6)
         return label
 
+    def _tokens_in(self, count: int, ms: float | None) -> str:
+        if ms is None:
+            return self.tr("{count} tok").format(count=count)
+        return self.tr("{count} tok · {time}").format(count=count, time=human_seconds(ms))
+
     def start_reply(self) -> None:
         self.sparkline.clear()
         self._last_sample = None
@@ -495,15 +647,24 @@ class StatsStrip(QFrame):
         self.ttft.setText("…")
         self.prompt_tps.setText(tokens_per_second_unknown())
         self.tokens.setText("0")
+        self.thinking_row.hide()
 
     def show_waiting(self, ahead: int) -> None:
         """The reply waits for the local server's requests (they share the engine); tokens replace this."""
         self.ttft.setText(self.tr("after %n server request(s)", "", ahead))
 
-    def on_progress(self, count: int, first_ms: float, last_ms: float) -> None:
+    def on_progress(self, chunk: TokenChunk) -> None:
         """Live figures from engine timestamps (measured where tokens are made, not where they land)."""
+        count, first_ms, last_ms = chunk.count, chunk.first_ms, chunk.last_ms
         self.tokens.setText(str(count))
         self.ttft.setText(human_ms(first_ms))
+        if chunk.reasoning_tokens:
+            self.thinking_row.show()
+            self.thinking.setText(self._tokens_in(chunk.reasoning_tokens, chunk.reasoning_ms))
+            started = chunk.first_answer_ms
+            self.first_answer.setText("…" if started is None else human_ms(started))
+            self.answer.setText("…" if started is None else
+                                self._tokens_in(count - chunk.reasoning_tokens, last_ms - started))
         if count > 1 and last_ms > first_ms:
             self.tps.setText(tokens_per_second((count - 1) / ((last_ms - first_ms) / 1000)))
         if self._last_sample is None:
@@ -517,6 +678,15 @@ class StatsStrip(QFrame):
         self.tokens.setText(str(stats["generated_tokens"]))
         self.tps.setText(tokens_per_second(stats["decode_tps"]))
         self.ttft.setText(human_ms(stats["ttft_ms"]))
+        thought = stats.get("reasoning_tokens") or 0
+        self.thinking_row.setVisible(bool(thought))
+        if thought:
+            self.thinking.setText(self._tokens_in(thought, stats["reasoning_ms"]))
+            started = stats.get("first_answer_ms") or 0
+            self.first_answer.setText(human_ms(started) if started else self.tr("no answer"))
+            last_ms = stats["ttft_ms"] + stats["decode_ms"]
+            self.answer.setText(self._tokens_in(stats["generated_tokens"] - thought,
+                                                last_ms - started if started else None))
         self.prompt_tps.setText(tokens_per_second(stats["prompt_tps"], 0))
         self.memory.setText(self.tr("peak {memory}").format(memory=human_memory(stats["peak_memory_bytes"]))
                             if stats["peak_memory_bytes"] else self.tr("on the server"))

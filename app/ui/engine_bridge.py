@@ -26,6 +26,7 @@ import itertools
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -37,28 +38,60 @@ from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings,
 COALESCE_MS = 30
 
 
+@dataclass(frozen=True)
+class TokenChunk:
+    """What arrived since the last update of a reply, with its figures so far; times are the engine's, in ms since
+    the request arrived there. A thinking model's thinking comes before its answer, so a chunk that has both holds
+    the end of the one and the start of the other. The thinking figures are live estimates (a chunk's tokens are
+    counted as thinking while no answer has come): the Done's stats have the exact ones."""
+
+    text: str  # new answer text
+    reasoning: str  # new thinking text
+    count: int  # tokens so far
+    first_ms: float  # the first token
+    last_ms: float  # the latest token
+    reasoning_tokens: int = 0  # thinking tokens so far
+    reasoning_ms: float = 0.0  # from the first thinking token to the latest
+    first_answer_ms: float | None = None  # the first answer text; None while there is none
+
+
 class TokenBuffer:
     """Tokens from the worker thread, waiting for the GUI. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._parts: list[str] = []
+        self._reasoning_parts: list[str] = []
         self._notified = False
         self.reset()
 
     def reset(self) -> None:
         with self._lock:
             self._parts.clear()
+            self._reasoning_parts.clear()
             self._notified = False
             self.total_tokens = 0
             self.first_t_ms: float | None = None
             self.last_t_ms = 0.0
+            self.reasoning_tokens = 0
+            self.reasoning_first_ms: float | None = None
+            self.reasoning_last_ms = 0.0
+            self.first_answer_ms: float | None = None
 
     def push(self, token: Token) -> bool:
         """Add a token; True when the GUI must be notified (no notification is pending)."""
         with self._lock:
             if token.text:
                 self._parts.append(token.text)
+                if self.first_answer_ms is None:
+                    self.first_answer_ms = token.t_ms
+            if token.reasoning:
+                self._reasoning_parts.append(token.reasoning)
+                if self.reasoning_first_ms is None:
+                    self.reasoning_first_ms = token.t_ms
+                self.reasoning_last_ms = token.t_ms
+            if self.reasoning_first_ms is not None and (self.first_answer_ms is None or token.reasoning):
+                self.reasoning_tokens += token.count
             self.total_tokens += token.count
             if token.count and self.first_t_ms is None:
                 self.first_t_ms = token.t_ms
@@ -68,14 +101,17 @@ class TokenBuffer:
             self._notified = True
             return True
 
-    def drain(self) -> tuple[str, int, float, float]:
-        """(new text, tokens so far, t of the first token, t of the latest) and re-arm notification."""
+    def drain(self) -> TokenChunk:
+        """The new text and thinking with the figures so far, and re-arm notification."""
         with self._lock:
-            text = "".join(self._parts)
+            text, reasoning = "".join(self._parts), "".join(self._reasoning_parts)
             self._parts.clear()
+            self._reasoning_parts.clear()
             self._notified = False
             first = self.first_t_ms if self.first_t_ms is not None else self.last_t_ms
-            return text, self.total_tokens, first, self.last_t_ms
+            thought = self.reasoning_last_ms - self.reasoning_first_ms if self.reasoning_first_ms is not None else 0.0
+            return TokenChunk(text, reasoning, self.total_tokens, first, self.last_t_ms, self.reasoning_tokens,
+                              thought, self.first_answer_ms)
 
 
 class _Worker(QObject):
@@ -145,8 +181,7 @@ class EngineBridge(QObject):
     busy_changed = Signal(bool)
     loaded = Signal(object)  # backends.base.Loaded
     load_progress = Signal(float)  # 0..1 while a model loads, as the engine reports it
-    # Coalesced new text, tokens so far in this reply, engine time of the first and latest token (ms).
-    tokens = Signal(str, int, float, float)
+    tokens = Signal(object)  # TokenChunk: coalesced new answer text and thinking, with the reply's figures so far
     done = Signal(object)  # backends.base.Done; every token before it has been delivered by `tokens`
     failed = Signal(object)  # app.errors.EngineError: the request failed, the engine is still there
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
@@ -256,9 +291,9 @@ class EngineBridge(QObject):
     def _flush_tokens(self) -> None:
         self._flush_timer.stop()
         self._last_flush = time.monotonic()
-        text, count, first_ms, last_ms = self._buffer.drain()
-        if text or count:
-            self.tokens.emit(text, count, first_ms, last_ms)
+        chunk = self._buffer.drain()
+        if chunk.text or chunk.reasoning or chunk.count:
+            self.tokens.emit(chunk)
 
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:

@@ -72,6 +72,19 @@ def human_ms(ms: float) -> str:
     return f"{number(ms, 0)} ms" if ms < 1000 else f"{number(ms / 1000, 2)} s"
 
 
+def human_seconds(ms: float) -> str:
+    """A span people count in seconds (how long a model thought): "0.4 s", "4.5 s", "12 s", "2 min 5 s"."""
+    if 0 < ms < 50:  # not "0.0 s": it took some time
+        return f"< {number(0.1, 1)} s"
+    if ms < 9950:  # what rounds to less than 10.0 s
+        return f"{number(ms / 1000, 1)} s"
+    seconds = round(ms / 1000)
+    if seconds < 60:
+        return f"{number(seconds)} s"
+    return QCoreApplication.translate("formatting", "{minutes} min {seconds} s").format(
+        minutes=number(seconds // 60), seconds=number(seconds % 60))
+
+
 def short_date_time(when: datetime | float) -> str:
     """A date and time in the locale's short format ("24.11.26 16:00" in German), from a datetime (naive ones
     are local time) or seconds since the epoch."""

@@ -41,15 +41,16 @@ class ReplySession(QObject):
     def begin(self, writer: ReplyWriter, conversation_id: int) -> None:
         self.writer, self.conversation_id = writer, conversation_id
 
-    def append(self, text: str) -> None:
-        """Tokens as they come; a save the store refuses does not raise: the writer keeps them for later."""
+    def append(self, text: str, reasoning: str = "") -> None:
+        """The answer's text and the thinking as they come; a save the store refuses does not raise: the writer
+        keeps them for later."""
         if self.writer is not None:
-            self.writer.append(text)
+            self.writer.append(text, reasoning)
             self.track()
 
-    def finish(self, stats: dict, text: str) -> None:
+    def finish(self, stats: dict, text: str, reasoning: str = "") -> None:
         if self.writer is not None:
-            self.writer.finish(stats, text=text)
+            self.writer.finish(stats, text=text, reasoning=reasoning)
 
     def interrupt(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
@@ -64,11 +65,12 @@ class ReplySession(QObject):
 
     def as_written(self, message: ChatMessage) -> ChatMessage:
         """``message`` as the session knows it: the streaming reply has every word (the store lags it by up to
-        one save interval); an ended reply not saved yet has its words, end state and stats."""
+        one save interval); an ended reply not saved yet has its words, thinking, end state and stats."""
         if self.writer is not None and message.id == self.writer.message_id:
-            return replace(message, content=self.writer.text)
+            return replace(message, content=self.writer.text, reasoning=self.writer.reasoning)
         if unsaved := next((w for w in self.unsaved if w.message_id == message.id), None):
-            return replace(message, content=unsaved.text, state=unsaved.state, stats=unsaved.stats)
+            return replace(message, content=unsaved.text, reasoning=unsaved.reasoning, state=unsaved.state,
+                           stats=unsaved.stats)
         return message
 
     # --- what the store refused ----------------------------------------------------------------------------

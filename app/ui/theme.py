@@ -96,6 +96,10 @@ QFrame#banner {{
 QFrame#banner QLabel {{ color: #4a3b00; }}
 QFrame#bubble_user {{ background: palette(alternate-base); {card_edge} }}
 QFrame#bubble_assistant, QFrame#card {{ background: {t.card}; {card_edge} }}
+QFrame#thinking {{ border: none; border-left: 2px solid {t.card_border}; padding-left: {SPACING[1]}px; }}
+QToolButton#thinkingToggle {{ color: {t.muted}; font-size: {caption}pt; border: none; background: transparent; }}
+QToolButton#thinkingToggle:hover {{ background: {t.chip}; border-radius: {small}px; }}
+QTextBrowser#thinkingText {{ color: {t.muted}; font-size: {caption}pt; }}
 QFrame#card[selected="true"] {{ border: 2px solid {t.accent}; }}
 QLabel#cardTitle {{ font-weight: 600; }}
 QLabel#chip {{ background: {t.chip}; {pill} }}

@@ -255,6 +255,10 @@
         <translation>{ended}: {text}</translation>
     </message>
     <message>
+        <source>{ended}: the model only thought, it did not answer.</source>
+        <translation>{ended}: Das Modell hat nur nachgedacht und nicht geantwortet.</translation>
+    </message>
+    <message>
         <source>{ended}, empty.</source>
         <translation>{ended}, leer.</translation>
     </message>
@@ -392,6 +396,66 @@
     <message>
         <source>Off</source>
         <translation>Aus</translation>
+    </message>
+    <message>
+        <source>Model default</source>
+        <translation>Wie das Modell</translation>
+    </message>
+    <message>
+        <source>On</source>
+        <translation>An</translation>
+    </message>
+    <message>
+        <source>Low</source>
+        <translation>Niedrig</translation>
+    </message>
+    <message>
+        <source>Medium</source>
+        <translation>Mittel</translation>
+    </message>
+    <message>
+        <source>High</source>
+        <translation>Hoch</translation>
+    </message>
+    <message>
+        <source>Thinking</source>
+        <translation>Nachdenken</translation>
+    </message>
+    <message>
+        <source>Whether a thinking model thinks before it answers; the model&apos;s default is what its chat template does when not told</source>
+        <translation>Ob ein denkendes Modell vor der Antwort nachdenkt; „Wie das Modell“ ist, was seine Chat-Vorlage ohne Vorgabe tut</translation>
+    </message>
+    <message>
+        <source>Thinking effort</source>
+        <translation>Denkaufwand</translation>
+    </message>
+    <message>
+        <source>How hard the model thinks before it answers (gpt-oss reads it)</source>
+        <translation>Wie gründlich das Modell vor der Antwort nachdenkt (gpt-oss liest das)</translation>
+    </message>
+    <message>
+        <source>no limit</source>
+        <translation>unbegrenzt</translation>
+    </message>
+    <message>
+        <source> tokens</source>
+        <translation> Tokens</translation>
+    </message>
+    <message>
+        <source>Thinking budget in tokens</source>
+        <translation>Denkbudget in Tokens</translation>
+    </message>
+    <message>
+        <source>After this many tokens of thinking the model is made to stop thinking and answer; 0: no thinking at all</source>
+        <translation>Nach so vielen Tokens Nachdenken muss das Modell aufhören nachzudenken und antworten; 0: gar kein Nachdenken</translation>
+    </message>
+    <message>
+        <source>Thinking budget</source>
+        <translation>Denkbudget</translation>
+    </message>
+    <message>
+        <source>{name} does not read a thinking effort: its chat template has no reasoning_effort (gpt-oss&apos;s template has one)</source>
+        <translation>{name} liest keinen Denkaufwand: Seine Chat-Vorlage hat kein reasoning_effort (die von gpt-oss hat es)</translation>
     </message>
     <message>
         <source>Prompt lookup (copies from the conversation)</source>
@@ -3015,12 +3079,40 @@
         <source>Memory</source>
         <translation>Speicher</translation>
     </message>
+    <message>
+        <source>Thinking statistics</source>
+        <translation>Statistik des Nachdenkens</translation>
+    </message>
+    <message>
+        <source>First answer</source>
+        <translation>Erste Antwort</translation>
+    </message>
+    <message>
+        <source>Thinking</source>
+        <translation>Nachdenken</translation>
+    </message>
+    <message>
+        <source>Answer</source>
+        <translation>Antwort</translation>
+    </message>
+    <message>
+        <source>{count} tok</source>
+        <translation>{count} Tok.</translation>
+    </message>
+    <message>
+        <source>{count} tok · {time}</source>
+        <translation>{count} Tok. · {time}</translation>
+    </message>
     <message numerus="yes">
         <source>after %n server request(s)</source>
         <translation>
             <numerusform>nach %n Server-Anfrage</numerusform>
             <numerusform>nach %n Server-Anfragen</numerusform>
         </translation>
+    </message>
+    <message>
+        <source>no answer</source>
+        <translation>keine Antwort</translation>
     </message>
     <message>
         <source>peak {memory}</source>
@@ -3037,6 +3129,48 @@
     <message>
         <source>Measured here, as the tokens arrive · the server&apos;s own figure</source>
         <translation>Hier gemessen, während die Tokens eintreffen · der eigene Wert des Servers</translation>
+    </message>
+</context>
+<context>
+    <name>ThinkingBlock</name>
+    <message>
+        <source>Thinking</source>
+        <translation>Nachgedacht</translation>
+    </message>
+    <message>
+        <source>Shows or hides how the model thought before it answered</source>
+        <translation>Zeigt oder verbirgt, wie das Modell vor der Antwort nachgedacht hat</translation>
+    </message>
+    <message>
+        <source>Thinking text</source>
+        <translation>Text des Nachdenkens</translation>
+    </message>
+    <message>
+        <source>Thinking…</source>
+        <translation>Denkt nach…</translation>
+    </message>
+    <message>
+        <source>Hide the thinking</source>
+        <translation>Nachdenken ausblenden</translation>
+    </message>
+    <message>
+        <source>Show the thinking</source>
+        <translation>Nachdenken zeigen</translation>
+    </message>
+    <message>
+        <source>Thinking… {time}</source>
+        <translation>Denkt nach… {time}</translation>
+    </message>
+    <message>
+        <source>Thought for {time}</source>
+        <translation>{time} nachgedacht</translation>
+    </message>
+    <message numerus="yes">
+        <source>Thought for {time} · %n token(s)</source>
+        <translation>
+            <numerusform>{time} nachgedacht · %n Token</numerusform>
+            <numerusform>{time} nachgedacht · %n Tokens</numerusform>
+        </translation>
     </message>
 </context>
 <context>
@@ -3220,6 +3354,10 @@
     <message>
         <source>unknown</source>
         <translation>unbekannt</translation>
+    </message>
+    <message>
+        <source>{minutes} min {seconds} s</source>
+        <translation>{minutes} min {seconds} s</translation>
     </message>
     <message>
         <source>{count} tokens</source>

@@ -55,4 +55,14 @@
         </translation>
     </message>
 </context>
+<context>
+    <name>ThinkingBlock</name>
+    <message numerus="yes">
+        <source>Thought for {time} · %n token(s)</source>
+        <translation>
+            <numerusform>Thought for {time} · %n token</numerusform>
+            <numerusform>Thought for {time} · %n tokens</numerusform>
+        </translation>
+    </message>
+</context>
 </TS>

@@ -118,8 +118,8 @@ class FirstUpdate(QObject):
         self.at: float | None = None
         self.count = 0
 
-    @Slot(str, int, float, float)
-    def on_tokens(self, _text: str, _count: int, _first: float, _last: float) -> None:
+    @Slot(object)
+    def on_tokens(self, _chunk: object) -> None:  # app.ui.engine_bridge.TokenChunk
         self.count += 1
         if self.at is None:
             self.at = time.perf_counter()

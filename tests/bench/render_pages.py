@@ -5,9 +5,9 @@
 Light pages are saved as ``page.png``, dark ones as ``page-dark.png``; both themes come from one window, switched
 as a user switches them in Settings (so what a theme change re-renders is in the pictures too).
 
-The chat is driven through the real EngineBridge and ChatStore by a scripted engine that returns the
-figures a 7B Q4_K_M model gives on a mid-range GPU; the hardware page shows this machine as detected,
-plus a sample laptop with an NVIDIA GPU.
+The chat is driven through the real EngineBridge and ChatStore by a scripted engine that thinks, then answers, with
+the figures a 7B Q4_K_M model gives on a mid-range GPU (its thinking shown open, as a click on it opens it); the
+hardware page shows this machine as detected, plus a sample laptop with an NVIDIA GPU.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def sha256_of(path, chunk=1 << 20):
 
 Reading **1 MiB at a time** keeps memory flat even for a 40 GB model file. If you only need to
 check a download, compare the result with the `sha256` the Hub lists for the file."""
+THINKING = """The user wants the SHA-256 of a large file. Reading it whole with f.read() would hold the entire file in memory, which is bad for model files of tens of gigabytes. hashlib's update() takes the data piece by piece, so read fixed-size chunks in a loop. 1 MiB chunks are a good balance. Mention comparing with the Hub's sha256."""
 
 
 class ScriptedEngine:
@@ -63,6 +64,7 @@ class ScriptedEngine:
 
     def __init__(self) -> None:
         self.reply = REPLY
+        self.thinking = THINKING
 
     alive = True
     pid = None
@@ -86,16 +88,20 @@ class ScriptedEngine:
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, request_id: str = "r1",
                  on_wait=None, events_every_s: float | None = None) -> Iterator[Token | Done]:
+        thoughts = self.thinking.replace(" ", " \0").split("\0")
         words = self.reply.replace(" ", " \0").split("\0")
         t = 182.0
-        for i, word in enumerate(words):
+        first_answer = 0.0
+        for i, (word, thought) in enumerate([("", w) for w in thoughts] + [(w, "") for w in words]):
             interval = 1000 / (44 + 6 * ((i * 7) % 5) / 4)
             time.sleep(interval / 1000)  # real pacing, so the sparkline draws what a user would see
             t += interval
-            yield Token("r", word, t)
+            first_answer = first_answer or (t if word else 0.0)
+            yield Token("r", word, t, reasoning=thought)
         yield Done("r", self.reply, GenerationStats(
-            prompt_tokens=412, prompt_ms=161.0, ttft_ms=182.0, generated_tokens=len(words),
-            decode_ms=t - 182.0, stop_reason="eos", peak_memory_bytes=int(5.9 * GB)))
+            prompt_tokens=412, prompt_ms=161.0, ttft_ms=182.0, generated_tokens=len(thoughts) + len(words),
+            decode_ms=t - 182.0, stop_reason="eos", peak_memory_bytes=int(5.9 * GB), reasoning_tokens=len(thoughts),
+            reasoning_ms=first_answer - 182.0 - 20.0, first_answer_ms=first_answer), reasoning=self.thinking)
 
 
 def sample_laptop() -> HardwareProfile:
@@ -349,6 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.new_conversation()
     chat.composer.setPlainText("Write a Python function that returns the SHA-256 of a large file.")
     wait_for(app, bridge.done, chat.send)
+    chat.view.bubbles[-1].thinking.toggle.click()  # the thinking, opened as a click on its line opens it
     chat.composer.setPlainText("Can it show progress?")
     window.hardware.set_profile(sample_laptop())
     fill_discover_and_downloads(window)

@@ -147,7 +147,7 @@ def test_branches_are_exported_with_their_parents_and_the_branch_on_show(store):
     again.finish(text="b2")
     data = json.loads(store.export_json(conv.id))
     assert [(m["content"], m["parent_id"]) for m in data["messages"]] == [("a", None), ("b", a), ("b2", a)]
-    assert data["branch_on_show"] == [a, again.message_id] and data["version"] == 2
+    assert data["branch_on_show"] == [a, again.message_id] and data["version"] == 3
     assert "b2" in store.export_markdown(conv.id) and "\nb\n" not in store.export_markdown(conv.id)
 
 
@@ -388,7 +388,7 @@ def test_export_markdown_and_json(store):
     assert md.index("## You\n\nFirst prime?") < md.index("## Assistant\n\nIt is **2**, and") < md.index(
         "*(reply interrupted)*")
     data = json.loads(store.export_json(conv.id))
-    assert data["format"] == "quantdesk-chat" and data["version"] == 2
+    assert data["format"] == "quantdesk-chat" and data["version"] == 3
     assert data["conversation"]["title"] == "Primes"
     assert [(m["role"], m["content"], m["state"]) for m in data["messages"]] == [
         ("user", "First prime?", "complete"), ("assistant", "It is **2**, and", "interrupted")]
@@ -480,3 +480,92 @@ def test_errors_that_are_not_the_disks_are_not_dressed_up(store):
     with pytest.raises(sqlite3.ProgrammingError):  # a bug in the caller, not a full disk
         store.add_message(conv.id, "user", object())  # type: ignore[arg-type]
     assert not store._db.in_transaction and store.messages(conv.id) == []
+
+
+def _make_v4_database(path: Path) -> None:
+    """A database as the previous QuantDesk left it (schema 4: branches, no thinking), with a branched chat."""
+    db = sqlite3.connect(path, isolation_level=None)
+    for migration in store_module.MIGRATIONS[:4]:
+        for statement in migration:
+            db.execute(statement)
+    db.execute("PRAGMA user_version=4")
+    db.execute("INSERT INTO conversations(title, created, updated, sampling_json) VALUES ('sky', 1, 1, "
+               "'{\"temperature\": 0.2}')")
+    for id_, parent, role, content, stats in ((1, None, "user", "Why is the sky blue?", None),
+                                              (2, 1, "assistant", "Rayleigh scattering.", '{"generated_tokens": 3}'),
+                                              (3, 1, "assistant", "Because of the air.", None)):
+        db.execute("INSERT INTO messages(id, conversation_id, role, content, created, stats_json, parent_id) "
+                   "VALUES (?, 1, ?, ?, ?, ?, ?)", (id_, role, content, id_, stats, parent))
+    db.execute("UPDATE conversations SET leaf_id=2")
+    db.close()
+
+
+def test_a_database_of_the_previous_schema_gains_thinking_and_keeps_everything(tmp_path):
+    path = tmp_path / "v4.sqlite3"
+    _make_v4_database(path)
+    with ChatStore(path) as s:
+        assert s.schema_version == SCHEMA_VERSION == 5
+        [conv] = s.conversations()
+        assert (conv.title, conv.sampling) == ("sky", {"temperature": 0.2})
+        assert [(m.id, m.parent_id, m.content, m.stats, m.reasoning) for m in s.all_messages(conv.id)] == [
+            (1, None, "Why is the sky blue?", None, ""), (2, 1, "Rayleigh scattering.", {"generated_tokens": 3}, ""),
+            (3, 1, "Because of the air.", None, "")]
+        assert [m.id for m in s.messages(conv.id)] == [1, 2] and s.branches(2) == Branches(1, 2, (2, 3))
+        assert [c.id for c in s.search("Rayleigh")] == [conv.id]  # the search index came through
+        writer = s.begin_reply(conv.id, prompt="At dusk?")
+        writer.append("", "Longer path")
+        writer.finish({"reasoning_tokens": 2}, text="Red.", reasoning="Longer path through air.")
+    with ChatStore(path) as s:
+        assert s.messages(1)[-1].reasoning == "Longer path through air."
+
+
+def test_a_failed_upgrade_to_thinking_leaves_the_previous_schema_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "v4.sqlite3"
+    _make_v4_database(path)
+    broken = store_module.MIGRATIONS + (("THIS IS NOT SQL",),)
+    monkeypatch.setattr(store_module, "MIGRATIONS", broken)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(broken))
+    with pytest.raises(ChatStoreError):
+        ChatStore(path)
+    db = sqlite3.connect(path)
+    columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4 and "reasoning" not in columns  # one transaction
+    assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 3
+    db.close()
+
+
+def test_a_reply_keeps_its_thinking_apart_from_its_answer_as_it_streams(tmp_path):
+    now = [0.0]
+    path = tmp_path / "c.sqlite3"
+    with ChatStore(path) as s:
+        conv = s.create_conversation()
+        writer = s.begin_reply(conv.id, prompt="Why?", min_interval_s=0.25, min_chars=1000, monotonic=lambda: now[0])
+        writer.append("", "The sky")
+        now[0] = 1.0
+        writer.append("", " scatters.")  # saved: the interval is up
+        assert (s.message(writer.message_id).reasoning, s.message(writer.message_id).content) == (
+            "The sky scatters.", "")
+        writer.append("Rayleigh", "")
+        writer.interrupt()  # the engine died: what arrived of both is kept
+        reply = s.message(writer.message_id)
+        assert (reply.reasoning, reply.content, reply.state) == ("The sky scatters.", "Rayleigh", "interrupted")
+        deleted = s.delete_conversation(conv.id)
+        s.restore_conversation(deleted)
+        assert s.message(writer.message_id).reasoning == "The sky scatters."  # an undo brings the thinking back
+    with ChatStore(path) as s:
+        assert s.messages(conv.id)[-1].reasoning == "The sky scatters."
+
+
+def test_the_thinking_is_exported_with_its_reply(store):
+    conv = store.create_conversation("Sky")
+    writer = store.begin_reply(conv.id, prompt="Why blue?")
+    writer.finish({"generated_tokens": 9, "reasoning_tokens": 6, "reasoning_ms": 12400.0}, text="Rayleigh.",
+                  reasoning="Short waves\nscatter more.")
+    md = store.export_markdown(conv.id)
+    assert ("## Assistant\n\n> **Thinking** (12.4 s · 6 tokens)\n>\n> Short waves\n> scatter more.\n\nRayleigh.\n"
+            in md)
+    assert "## You\n\nWhy blue?\n" in md
+    data = json.loads(store.export_json(conv.id))
+    assert [m.get("reasoning") for m in data["messages"]] == [None, "Short waves\nscatter more."]
+    assert data["messages"][1]["stats"]["reasoning_tokens"] == 6
+    assert not store.search("scatter")  # a search finds what was said, not what was thought

@@ -14,9 +14,10 @@ from backends.base import Done, GenerationStats, LoadSettings, Loaded, Message, 
 
 class EngineDouble:
     def __init__(self, reply: Sequence[str] = ("Hello", ",", " world", "!"), *, hold_after: int | None = None,
-                 crash_after: int | None = None, fail_load: str = "") -> None:
+                 crash_after: int | None = None, fail_load: str = "", reasoning: Sequence[str] = ()) -> None:
         self.reply = list(reply)
-        self.hold_after = hold_after  # tokens to send before waiting for `release`
+        self.reasoning = list(reasoning)  # a thinking model's thinking, one token each, before the reply
+        self.hold_after = hold_after  # tokens to send (thinking included) before waiting for `release`
         self.crash_after = crash_after  # tokens to send before the "process" dies
         self.fail_load = fail_load
         self.release = threading.Event()
@@ -57,8 +58,10 @@ class EngineDouble:
         self.samplings.append(sampling)
         self._cancelled.clear()
         sent: list[str] = []
+        thought: list[str] = []
         reason = "eos"
-        for i, piece in enumerate(self.reply):
+        pieces = [("", p) for p in self.reasoning] + [(p, "") for p in self.reply]
+        for i, (piece, thinking) in enumerate(pieces):
             if self.crash_after is not None and i == self.crash_after:
                 self.crashed = True
                 self.loaded = None
@@ -70,11 +73,14 @@ class EngineDouble:
             if self._cancelled.is_set():
                 reason = "cancelled"
                 break
-            sent.append(piece)
-            yield Token(request_id, piece, 10.0 + 5 * i)
+            (thought if thinking else sent).append(piece or thinking)
+            yield Token(request_id, piece, 10.0 + 5 * i, reasoning=thinking)
+        n = len(sent) + len(thought)
         yield Done(request_id, "".join(sent), GenerationStats(
-            prompt_tokens=7, prompt_ms=3.5, ttft_ms=10.0, generated_tokens=len(sent),
-            decode_ms=5.0 * max(len(sent) - 1, 0), stop_reason=reason, peak_memory_bytes=200 * 2**20))
+            prompt_tokens=7, prompt_ms=3.5, ttft_ms=10.0, generated_tokens=n, decode_ms=5.0 * max(n - 1, 0),
+            stop_reason=reason, peak_memory_bytes=200 * 2**20, reasoning_tokens=len(thought),
+            reasoning_ms=5.0 * max(len(thought) - 1, 0), first_answer_ms=10.0 + 5 * len(thought) if sent else 0.0),
+            reasoning="".join(thought))
 
     def cancel(self, request_id: str | None = None) -> None:
         self._cancelled.set()

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from app.errors import EngineCrashed, EngineError
-from app.ui.engine_bridge import EngineBridge, TokenBuffer
+from app.ui.engine_bridge import EngineBridge, TokenBuffer, TokenChunk
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
@@ -31,16 +31,22 @@ class Recorder:
 
     def __init__(self, bridge: EngineBridge) -> None:
         self.chunks: list[tuple[str, int]] = []
+        self.received: list[TokenChunk] = []
         self.threads: set[int] = set()
         bridge.tokens.connect(self.on_tokens)
 
-    def on_tokens(self, text: str, count: int, first_ms: float, last_ms: float) -> None:
+    def on_tokens(self, chunk: TokenChunk) -> None:
         self.threads.add(threading.get_ident())
-        self.chunks.append((text, count))
+        self.chunks.append((chunk.text, chunk.count))
+        self.received.append(chunk)
 
     @property
     def text(self) -> str:
         return "".join(t for t, _ in self.chunks)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(c.reasoning for c in self.received)
 
 
 def test_load_then_generate_delivers_every_token_on_the_gui_thread(qtbot, make_bridge):
@@ -114,6 +120,30 @@ def test_token_buffer_notifies_once_until_drained():
     assert buf.push(Token("r", "a", 5.0)) is True
     assert buf.push(Token("r", "b", 9.0)) is False
     assert buf.push(Token("r", "!", 9.5, count=0)) is False  # released stop-string tail: no token
-    assert buf.drain() == ("ab!", 2, 5.0, 9.5)
+    assert buf.drain() == TokenChunk("ab!", "", 2, 5.0, 9.5, first_answer_ms=5.0)
     assert buf.push(Token("r", "c", 12.0)) is True
-    assert buf.drain() == ("c", 3, 5.0, 12.0)
+    assert buf.drain() == TokenChunk("c", "", 3, 5.0, 12.0, first_answer_ms=5.0)
+
+
+def test_token_buffer_keeps_the_thinking_apart_and_times_it():
+    buf = TokenBuffer()
+    buf.push(Token("r", "", 4.0, reasoning="Let me"))
+    buf.push(Token("r", "", 6.0, count=3, reasoning=" see."))
+    assert buf.drain() == TokenChunk("", "Let me see.", 4, 4.0, 6.0, reasoning_tokens=4, reasoning_ms=2.0)
+    buf.push(Token("r", "", 7.0))  # the closing tag: still thinking, nothing shown
+    buf.push(Token("r", "It is", 9.0, count=2, reasoning=" Done."))  # the end of the one, the start of the other
+    buf.push(Token("r", " blue.", 11.0))
+    assert buf.drain() == TokenChunk("It is blue.", " Done.", 8, 4.0, 11.0, reasoning_tokens=7, reasoning_ms=5.0,
+                                     first_answer_ms=9.0)
+
+
+def test_thinking_reaches_the_gui_apart_from_the_answer(qtbot, make_bridge):
+    double = EngineDouble(["The", " sky", "."], reasoning=["Rayleigh", " scattering", "…"])
+    bridge = make_bridge(double)
+    rec = Recorder(bridge)
+    with qtbot.waitSignal(bridge.done, timeout=10_000) as done:
+        bridge.generate([Message("user", "why blue?")], SamplingSettings())
+    assert rec.reasoning == "Rayleigh scattering…" == done.args[0].reasoning
+    assert rec.text == "The sky." == done.args[0].text
+    last = rec.received[-1]
+    assert (last.count, last.reasoning_tokens) == (6, 3) and last.first_answer_ms == done.args[0].stats.first_answer_ms

@@ -41,3 +41,10 @@ def test_settled_markdown_stops_at_blank_lines_outside_code_fences():
     assert settler.update(text) == len(text) - len("Next")
     text += " para\n\n~~~~\n```\n\n"  # a ``` line does not close a ~~~~ fence
     assert settler.update(text) == len(text) - len("~~~~\n```\n\n")
+
+
+def test_how_long_a_model_thought_reads_in_seconds():
+    from app.ui.formatting import human_seconds
+
+    assert [human_seconds(ms) for ms in (0, 20, 420, 4_540, 9_960, 12_400, 59_600, 125_000)] == [
+        "0.0 s", "< 0.1 s", "0.4 s", "4.5 s", "10 s", "12 s", "1 min 0 s", "2 min 5 s"]
