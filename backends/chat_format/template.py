@@ -298,13 +298,16 @@ def _finalize(value: Any) -> Any:
 def declares_tools(source: str) -> bool:
     """Whether the template reads the ``tools`` variable, i.e. can show the model the tools it may call."""
     import jinja2
-    from jinja2 import meta
+    from jinja2 import nodes
 
+    # The syntax tree is walked rather than asked with jinja2.meta, whose code generator folds constant expressions
+    # (it calls filters while it compiles, outside any sandbox or budget: ``{{ 'x'|center(10**9) }}`` would be a
+    # gigabyte before anything is rendered).
     try:
-        return "tools" in meta.find_undeclared_variables(jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
-                                                         .parse(source))
+        tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
     except jinja2.TemplateError:
         return False
+    return any(name.name == "tools" and name.ctx == "load" for name in tree.find_all(nodes.Name))
 
 
 def render(source: str, messages: Sequence[dict[str, Any]], *, bos_token: str = "", eos_token: str = "",

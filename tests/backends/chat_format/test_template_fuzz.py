@@ -124,3 +124,12 @@ def test_known_bombs_stop_with_a_sentence(source):
     with pytest.raises(chat_template.TemplateError, match="chat template") as error:
         chat_template.render(source, MESSAGES)
     assert "MemoryError" not in str(error.value)
+
+
+@pytest.mark.usefixtures("address_space_cap")
+@pytest.mark.parametrize("source", ["{{ 'x'|center(10**9) }}{{ tools }}", "{{ '%999999999d' % 1 }}{{ tools }}",
+                                    "{{ ((10**9)[1:])|center(10**9) }}"])
+def test_asking_whether_a_template_reads_tools_builds_nothing(source):
+    """tool_calls.template_format asks at every load: jinja2.meta's code generator would fold the constants (call
+    the filter, format the string) while compiling, outside the sandbox."""
+    assert chat_template.declares_tools(source) == ("tools" in source)
