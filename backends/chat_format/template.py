@@ -750,16 +750,35 @@ def render(source: str, messages: Sequence[Mapping[str, Any]], *, bos_token: str
 _OMITTED = object()  # ``tools`` not given to the template at all
 
 
+def _input_size(value: Any) -> int:
+    """About how many characters ``value`` prints as. Measured through the base types' own methods: a caller's dict
+    that notes the keys read from it (probes, backends/chat_format/analysis.py) must not see the measuring as reads."""
+    total, stack, seen = 0, [value], set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += str.__len__(item)
+        elif isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            total += 2
+            if isinstance(item, dict):
+                stack.extend(dict.keys(item))
+                stack.extend(dict.values(item))
+            else:
+                stack.extend(list.__iter__(item) if isinstance(item, list) else item)
+        else:
+            total += 8
+    return total
+
+
 def _render(source: str, messages: list[Any], *, tools: Any, bos_token: str, eos_token: str,
             add_generation_prompt: bool, context: dict[str, Any]) -> str:
     from jinja2.exceptions import SecurityError, TemplateError as JinjaTemplateError
 
     # A template prints the messages, the tools and the variables it is given: the budget grows with them.
-    quiet = _USES.set(None)  # measuring the input is not the template reading it
-    try:
-        input_chars = len(bos_token) + len(eos_token) + len(json.dumps([messages, tools, context], default=repr))
-    finally:
-        _USES.reset(quiet)
+    input_chars = len(bos_token) + len(eos_token) + _input_size([messages, tools, context])
     token = _BUDGET.set(_Budget(len(messages), input_chars))
     try:
         template = _compile(source)

@@ -193,3 +193,22 @@ def test_probes_record_what_the_template_did_and_ordinary_renders_nothing():
     assert probe.used("messages.0.content") and probe.used("messages.0.content", "test_is_string")
     assert probe.used("messages.1.role") and not probe.used("messages.1.content")
     assert chat_template._USES.get() is None
+
+
+def test_rendering_reads_only_what_the_template_reads():
+    """A caller's dict that notes the keys read from it (backends/chat_format/analysis.py's probes) sees the
+    template's reads only: sizing the input for the budget reads nothing."""
+    class Noting(dict):
+        read: set = set()
+
+        def __getitem__(self, key):
+            Noting.read.add(key)
+            return super().__getitem__(key)
+
+        def items(self):
+            Noting.read.update(self.keys())
+            return super().items()
+
+    chat_template.render("{{ messages[0].role }}", [Noting({"role": "user", "content": "hi"})],
+                         tools=[Noting({"name": "f"})])
+    assert Noting.read == {"role"}
