@@ -281,7 +281,6 @@ def test_smollm3_reasoning_with_a_system_message_that_changes(llama_cpp_template
     assert {"<think>", "</think>"} <= set(a.preserved_tokens)
 
 
-@pytest.mark.xfail(reason="the renderer does not know Laguna's {% generation %} tag yet (template.py, issue 25)")
 @pytest.mark.parametrize("name", ["poolside-Laguna-XS-2.1.jinja", "poolside-Laguna-S-2.1.jinja",
                                   "poolside-Laguna-XS.2.jinja"])
 def test_laguna_analysis(llama_cpp_templates: dict[str, str], name: str) -> None:
@@ -343,17 +342,12 @@ def test_call_ids_between_the_name_and_the_arguments(llama_cpp_templates: dict[s
 
 # --- the turn markers of every template the autoparser reads (test_role_markers_all_templates)
 
-_RENDERER_TOOLS_NONE = ("the renderer passes tools=None where llama.cpp leaves tools undefined: the template iterates "
-                        "tools unguarded and fails without them (template.py, issue 25)")
-
 ROLE_MARKERS = [
     ("Bielik-11B-v3.0-Instruct.jinja", "<|im_start|>user", "<|im_start|>assistant"),
     ("HuggingFaceTB-SmolLM3-3B.jinja", "<|im_start|>user", "<|im_start|>assistant"),
     ("MiMo-VL.jinja", "<|im_start|>user", "<|im_start|>assistant"),
-    pytest.param("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "<|im_start|>user", "<|im_start|>assistant",
-                 marks=pytest.mark.xfail(reason=_RENDERER_TOOLS_NONE)),
-    pytest.param("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "<|im_start|>user", "<|im_start|>assistant",
-                 marks=pytest.mark.xfail(reason=_RENDERER_TOOLS_NONE)),
+    ("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "<|im_start|>user", "<|im_start|>assistant"),
+    ("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "<|im_start|>user", "<|im_start|>assistant"),
     ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "<|im_start|>user", "<|im_start|>assistant"),
     ("Qwen3.5-4B.jinja", "<|im_start|>user", "<|im_start|>assistant"),
     ("Qwen3-Coder.jinja", "<|im_start|>user", "<|im_start|>assistant"),
@@ -386,8 +380,8 @@ ROLE_MARKERS = [
      "<|start_of_role|>assistant<|end_of_role|>"),
     ("CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
      "<|START_RESPONSE|>"),
-    pytest.param("CohereForAI-c4ai-command-r-plus-tool_use.jinja", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
-                 "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", marks=pytest.mark.xfail(reason=_RENDERER_TOOLS_NONE)),
+    ("CohereForAI-c4ai-command-r-plus-tool_use.jinja", "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
+     "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"),
     ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "[INST]", ""),
     ("Mistral-Small-3.2-24B-Instruct-2506.jinja", "[INST]", ""),
     ("Apertus-8B-Instruct.jinja", "<|user_start|>", "<|assistant_start|>"),
@@ -411,31 +405,6 @@ def test_turn_markers(llama_cpp_templates: dict[str, str], name: str, user_start
 
 # --- what llama.cpp prepared for each case of its chat tests that the autoparser reads
 
-_ENSURE_ASCII = ("the renderer's tojson takes no keyword arguments yet (tojson(ensure_ascii=False)): the probe renders "
-                 "with tools fail, so the analysis finds no tool calls (template.py, issue 25)")
-_MAP_TOJSON = ("the renderer's tojson cannot serialise what map() gives (a generator; llama.cpp's map makes a list): "
-               "the probe renders with tools fail (template.py, issue 25)")
-_UNDEFINED_CONCAT = ("the renderer refuses 'text' + an undefined variable (the template's `functions`), which "
-                     "llama.cpp's jinja renders as the text alone (template.py, issue 25)")
-_SAFE_ESCAPES = ("the renderer's |safe makes Markup, and Markup + text escapes the text (&#34;): llama.cpp's jinja "
-                 "escapes nothing (template.py, issue 25)")
-
-RENDERER_GAPS: dict[str, str] = {
-    **{f"{n:03d}-Reka-Edge": _ENSURE_ASCII for n in (*range(294, 306), *range(378, 387))},
-    "173-GLM-4.6": _ENSURE_ASCII,
-    **{f"{n}-GLM-4.7-Flash": _ENSURE_ASCII for n in range(174, 182)},
-    **{f"{n}-MiniMax-M2": _ENSURE_ASCII for n in range(308, 314)},
-    **{f"{n}-GigaChat3.1-10B-A1.8B": _ENSURE_ASCII for n in range(451, 455)},
-    **{f"{n}-llama-cpp-deepseek-r1": _MAP_TOJSON for n in range(359, 364)},
-    "098-NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use": _RENDERER_TOOLS_NONE,
-    "372-NousResearch-Hermes-3-Llama-3.1-8B-tool_use": _RENDERER_TOOLS_NONE,
-    "374-NousResearch-Hermes-3-Llama-3.1-8B-tool_use": _RENDERER_TOOLS_NONE,
-    "340-CohereForAI-c4ai-command-r-plus-tool_use": _RENDERER_TOOLS_NONE,
-    "342-CohereForAI-c4ai-command-r-plus-tool_use": _RENDERER_TOOLS_NONE,
-    **{f"{n}-fireworks-ai-llama-3-firefunction-v2": _UNDEFINED_CONCAT for n in range(352, 355)},
-    "347-meetkai-functionary-medium-v3.1": _SAFE_ESCAPES,
-}
-
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
 _DATE = re.compile(rf"\b(?:{_MONTH} \d{{1,2}},? \d{{4}}|\d{{1,2}} {_MONTH} \d{{4}})\b")
 _TRIGGER_TYPES = {0: "token", 1: "word", 2: "pattern", 3: "pattern_full"}
@@ -452,8 +421,7 @@ def _autoparser_cases() -> list[Any]:
     for case in llama_cpp_cases.cases():
         if formats.family(formats.Template.of(templates[case["template"]]).source):
             continue
-        marks = ([pytest.mark.xfail(reason=RENDERER_GAPS[case["id"]])] if case["id"] in RENDERER_GAPS else [])
-        out.append(pytest.param(case, id=case["id"], marks=marks))
+        out.append(pytest.param(case, id=case["id"]))
     return out
 
 

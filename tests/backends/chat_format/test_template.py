@@ -63,17 +63,18 @@ IDIOMS = [
 ]
 
 
+def transformers_render(source, messages, **kwargs):
+    """What transformers' own chat-template environment renders (the reference this renderer follows)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    return render_jinja_template([messages], chat_template=source, **kwargs)[0][0]
+
+
 @pytest.mark.parametrize("source", IDIOMS)
 def test_the_budget_changes_nothing_real_templates_render(source):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = chat_template._tojson
-    env.globals.update(raise_exception=chat_template._raise_exception, strftime_now=chat_template._strftime_now)
     conversation = [*MESSAGES, {"role": "assistant", "content": "<think>hm</think>Hello"}, {"role": "user",
                                                                                              "content": "Again"}]
-    plain = env.from_string(source).render(messages=conversation, bos_token="<s>", eos_token="</s>",
-                                           add_generation_prompt=True)
+    plain = transformers_render(source, conversation, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
     assert chat_template.render(source, conversation, bos_token="<s>", eos_token="</s>") == plain
 
 
@@ -87,3 +88,127 @@ def test_a_long_conversation_with_a_long_system_prompt_fits_the_budget():
     messages += [{"role": "user" if i % 2 else "assistant", "content": f"turn {i}"} for i in range(4095)]
     text = chat_template.render(source, messages)
     assert text.count("/4096: turn") == 4095
+
+
+# --- What real templates need beyond Jinja's defaults, inside the sandbox
+
+
+@pytest.mark.parametrize("call", [
+    "tojson", "tojson(ensure_ascii=False)", "tojson(ensure_ascii=True)", "tojson(indent=2)", "tojson(indent='\t')",
+    "tojson(separators=(',', ':'))", "tojson(sort_keys=True)", "tojson(ensure_ascii=False, indent=4, sort_keys=True)",
+    "tojson(False, 2)",
+])
+def test_tojson_takes_transformers_keyword_arguments(call):
+    """GLM 4.6/4.7, Kimi K3, MiniMax M2/M3, StepFun, Ling, Reka, MiniCPM5, GigaChat and Hunyuan write
+    tojson(ensure_ascii=False) and friends; the text is transformers' to the character."""
+    source = "{{ {'b': 'Météo ☀ \"x\"\\n', 'a': [1, 2.5, none, true], 'c': {'z': '😀'}}|" + call + " }}"
+    assert chat_template.render(source, MESSAGES) == transformers_render(source, MESSAGES)
+
+
+def test_tojson_lists_what_map_gives():
+    """llama.cpp's own DeepSeek R1 template writes tools|map(attribute='function')|tojson(indent=2)."""
+    assert chat_template.render("{{ messages|map(attribute='role')|tojson }}", MESSAGES) == '["system", "user"]'
+    assert chat_template.render("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')"
+                                "|tojson }}", MESSAGES) == '["Hi"]'
+
+
+@pytest.mark.parametrize("bad", ["indent=[2]", "separators=','", "separators=(',', 1)", "separators=(',',)"])
+def test_tojson_refuses_arguments_it_cannot_take(bad):
+    with pytest.raises(chat_template.TemplateError, match="tojson"):
+        chat_template.render("{{ messages|tojson(" + bad + ") }}", MESSAGES)
+
+
+def test_the_generation_tag_renders_its_body_in_a_scope_of_its_own():
+    """transformers' {% generation %} (LFM2.5, Laguna): a call block, so a plain `set` inside stays inside."""
+    source = ("{% set ns = namespace(n=0) %}{% for m in messages %}{% generation %}{% set x = 1 %}{% set ns.n = "
+              "ns.n + 1 %}[{{ m.content }}]{% endgeneration %}{% endfor %}{{ x is defined }} {{ ns.n }}")
+    assert chat_template.render(source, MESSAGES) == "[Be brief.][Hi]False 2" == transformers_render(source, MESSAGES)
+    assert chat_template.declares_tools("{% generation %}{{ tools }}{% endgeneration %}")
+
+
+def test_a_template_may_change_the_lists_it_made_and_only_those():
+    """Kimi K2 queues its tool-call ids in namespace(ids=[]) and pops them back; what the template is given stays
+    immutable."""
+    queue = ("{% set ns = namespace(ids=[]) %}{% set _ = ns.ids.append('a') %}{% set _ = ns.ids.extend(['b', 'c'])"
+             " %}{% set _ = ns.ids.insert(0, 'z') %}{{ ns.ids.pop(0) }}{{ ns.ids.pop(0) }}{{ ns.ids|length }}")
+    assert chat_template.render(queue, MESSAGES) == "za2"
+    assert chat_template.render("{% set l = [1] + [2] %}{% set _ = l.append(3) %}{{ l }}", MESSAGES) == "[1, 2, 3]"
+    for given in ("messages", "messages[1:]", "messages|list", "messages + []"):
+        source = "{% set _ = (" + given + ").append(1) %}{{ messages|length }}"
+        if given == "messages + []":  # a new list the template made: its own
+            assert chat_template.render(source, MESSAGES) == "2"
+        else:
+            with pytest.raises(chat_template.TemplateError, match="refused"):
+                chat_template.render(source, MESSAGES)
+    with pytest.raises(chat_template.TemplateError, match="refused"):
+        chat_template.render("{% set l = [] %}{{ l.__class__ }}{{ l.sort() }}", MESSAGES)
+    with pytest.raises(chat_template.TemplateError, match="refused"):
+        chat_template.render("{% set d = {} %}{% set _ = d.update({'a': 1}) %}", MESSAGES)
+
+
+def test_a_missing_value_or_none_added_to_text_counts_as_nothing():
+    """FireFunction v2 writes suffix + "\\n" + functions, which nobody gives; llama.cpp's engine adds it as ""."""
+    assert chat_template.render("{{ 'a' + functions + 'b' }}|{{ none + 'c' }}|{{ 'd' ~ none }}", MESSAGES) \
+        == "ab|c|dNone"  # ~ stays Jinja's (transformers renders "dNone" too)
+    with pytest.raises(chat_template.TemplateError):
+        chat_template.render("{{ functions + 1 }}", MESSAGES)
+
+
+def test_safe_keeps_the_text_as_it_is():
+    """Functionary v3.1 writes "Use the function '"|safe + name + "'\\n"|safe + tool|tojson: Jinja's Markup would
+    HTML-escape every quote of the JSON."""
+    assert chat_template.render("{{ \"'\"|safe + '\"x\" & <y>' }}", MESSAGES) == "'\"x\" & <y>"
+    assert chat_template.render("{{ '<a>'|e }}", MESSAGES) == "&lt;a&gt;"  # asked-for escaping still escapes
+
+
+def test_a_namespace_holds_no_underscore_attribute():
+    for source in ("{% set ns = namespace(_x=1) %}", "{% set ns = namespace() %}{% set ns._x = 1 %}"):
+        with pytest.raises(chat_template.TemplateError, match="refused"):
+            chat_template.render(source, MESSAGES)
+
+
+def test_tools_are_left_out_where_a_template_loops_over_them_unguarded():
+    """Hermes 2 Pro's and Command R+'s tool_use templates loop over tools whether there are any or not: None fails,
+    and llama.cpp, which gives no tools when there are none, renders them with an empty list."""
+    loop = "{% for t in tools %}{{ t.function.name }}{% endfor %}{{ tools is defined }}"
+    assert chat_template.render(loop, MESSAGES) == "False"
+    assert chat_template.render(loop, MESSAGES, tools=[{"function": {"name": "f"}}]) == "fTrue"
+    guarded = "{% if tools is not none %}T{% endif %}{{ documents is none }}"
+    assert chat_template.render(guarded, MESSAGES) == "True"  # None, as transformers passes it
+    with pytest.raises(chat_template.TemplateError, match="raised: no"):
+        chat_template.render("{% for t in tools %}{% endfor %}{{ raise_exception('no') }}", MESSAGES)
+
+
+def test_variables_reach_the_template():
+    source = "{{ enable_thinking }} {{ kw.a[0] }} {{ date_string }}"
+    assert chat_template.render(source, MESSAGES, variables={"enable_thinking": False, "kw": {"a": ["x"]},
+                                                             "date_string": "1 Jan 2026"}) == "False x 1 Jan 2026"
+
+
+def test_probes_record_what_the_template_did_and_ordinary_renders_nothing():
+    probe = chat_template.probe("{% if messages[0].content is string %}{{ messages[0].content }}{% endif %}"
+                                "{{ messages[1].role }}", [{"role": "user", "content": "A"},
+                                                           {"role": "user", "content": "B"}])
+    assert probe.ok and probe.text == "Auser"
+    assert probe.used("messages.0.content") and probe.used("messages.0.content", "test_is_string")
+    assert probe.used("messages.1.role") and not probe.used("messages.1.content")
+    assert chat_template._USES.get() is None
+
+
+def test_rendering_reads_only_what_the_template_reads():
+    """A caller's dict that notes the keys read from it (backends/chat_format/analysis.py's probes) sees the
+    template's reads only: sizing the input for the budget reads nothing."""
+    class Noting(dict):
+        read: set = set()
+
+        def __getitem__(self, key):
+            Noting.read.add(key)
+            return super().__getitem__(key)
+
+        def items(self):
+            Noting.read.update(self.keys())
+            return super().items()
+
+    chat_template.render("{{ messages[0].role }}", [Noting({"role": "user", "content": "hi"})],
+                         tools=[Noting({"name": "f"})])
+    assert Noting.read == {"role"}

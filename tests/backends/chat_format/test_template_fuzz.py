@@ -39,11 +39,13 @@ literals = (numbers.map(str) | st.sampled_from(["'x'", "'ab\\n'", "''", "'%s'", 
 atoms = literals | st.sampled_from(["messages", "messages[0]", "messages[-1]['content']", "message", "ns.s", "ns.l",
                                     "bos_token", "loop.index", "x", "range(3)", "range(65536)", "add_generation_prompt"])
 FILTERS = ["center({n})", "indent({n})", "join", "join({e})", "replace({e}, {e})", "batch({n}, {e})", "slice({n}, {e})",
-           "format({e})", "tojson", "tojson(indent={n})", "list", "length", "upper", "trim", "string", "first", "last",
+           "format({e})", "tojson", "tojson(indent={n})", "tojson(ensure_ascii=true, indent={n}, sort_keys=true)",
+           "tojson(separators=({e}, {e}))", "safe", "list", "length", "upper", "trim", "string", "first", "last",
            "map('upper')", "select", "reverse", "sort", "unique", "wordwrap({n})", "truncate({n})", "default({e})",
            "dictsort", "items", "int", "float", "abs", "round", "sum", "e", "urlize", "pprint"]
 METHODS = ["center({n})", "ljust({n})", "zfill({n})", "expandtabs({n})", "replace({e}, {e})", "format({e})", "split({e})",
-           "join({e})", "strip()", "startswith({e})", "get({e})", "items()", "upper()"]
+           "join({e})", "strip()", "startswith({e})", "get({e})", "items()", "upper()", "append({e})", "extend({e})",
+           "pop()", "insert({n}, {e})"]
 
 
 def expressions(depth: int = 3) -> st.SearchStrategy[str]:
@@ -118,9 +120,30 @@ def test_any_template_renders_or_says_why_within_its_budget(source):
     "{{ lipsum(100000) }}",
     "{% set ns = namespace(x=10**60) %}{% for i in range(9) %}{% set ns.x = ns.x ** 60 %}{% endfor %}",
     "{{ ('\n' * 60000)|indent(60000) }}",
+    # tojson's keyword arguments: 300 nested lists indented 60,000 each, every character escaped 12-fold
+    "{% set ns = namespace(l=[]) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}{% endfor %}"
+    "{{ ns.l|tojson(indent=60000) }}",
+    "{{ (('😀' * 60000) * 60)|tojson(ensure_ascii=true) }}",
+    "{% set ns = namespace(l=[1]) %}{% for i in range(120) %}{% set ns.l = [ns.l] %}{% endfor %}"
+    "{{ ns.l|tojson(indent='x' * 60000) }}",
+    # a template's own lists: doubled by extend, filled two loops deep, holding themselves
+    "{% set l = ['x' * 60000] %}{% for i in range(40) %}{% set _ = l.extend(l) %}{% endfor %}{{ l|length }}",
+    "{% set l = [] %}{% for i in range(60000) %}{% for j in range(60000) %}{% set _ = l.append(j) %}{% endfor %}"
+    "{% endfor %}",
+    "{% set l = [] %}{% set _ = l.append(l) %}{{ l|tojson }}",
+    "{% set l = [] %}{% set _ = l.append(l) %}{{ l }}",
 ])
 def test_known_bombs_stop_with_a_sentence(source):
     """Each of these took gigabytes or minutes before the budget existed (with the real budget)."""
     with pytest.raises(chat_template.TemplateError, match="chat template") as error:
         chat_template.render(source, MESSAGES)
     assert "MemoryError" not in str(error.value)
+
+
+@pytest.mark.usefixtures("address_space_cap")
+@pytest.mark.parametrize("source", ["{{ 'x'|center(10**9) }}{{ tools }}", "{{ '%999999999d' % 1 }}{{ tools }}",
+                                    "{{ ((10**9)[1:])|center(10**9) }}"])
+def test_asking_whether_a_template_reads_tools_builds_nothing(source):
+    """tool_calls.template_format asks at every load: jinja2.meta's code generator would fold the constants (call
+    the filter, format the string) while compiling, outside the sandbox."""
+    assert chat_template.declares_tools(source) == ("tools" in source)
