@@ -4,9 +4,10 @@ A template that no family module recognises (backends/chat_format/formats.py's `
 conversations that differ in one thing — a reply with and without reasoning, with one tool call and with two, with
 one argument and with another — and where the two renders part, the template shows its markers: the tag that opens
 thinking, what wraps a tool call, how a function's name and each argument are written, where a call's id goes. This is
-llama.cpp's ``common/chat-diff-analyzer.cpp`` with its helpers (``common/chat-auto-parser-helpers.cpp``) and the part
-of ``common/jinja/caps.cpp`` it needs, ported function by function so that a template is read as llama-server reads
-it; ``backends/chat_format/autoparser.py`` builds the reply's parser from the result.
+llama.cpp's ``common/chat-diff-analyzer.cpp`` with its helpers (``common/chat-auto-parser-helpers.cpp``), ported
+function by function so that a template is read as llama-server reads it (the template's capabilities, which it
+needs, come from ``backends/chat_format/capabilities.py``); ``backends/chat_format/autoparser.py`` builds the reply's
+parser from the result.
 
 The probe strings (``FFF_FIRST_FUN_F``, ``AA_ARG_FST_AA``, ``REASON_PART I am thinking END_R``…) are llama.cpp's: they
 are chosen to be found, and never to look like a marker themselves.
@@ -23,9 +24,10 @@ from functools import lru_cache
 from typing import Any
 
 from backends.chat_format import peg
+from backends.chat_format.capabilities import Capabilities, capabilities
 from backends.chat_format.formats import Request, Template, apply_template
 from backends.chat_format.peg import Parser
-from backends.chat_format.template import TemplateError, render
+from backends.chat_format.template import TemplateError
 
 # --- helpers (common/chat-auto-parser-helpers.cpp)
 
@@ -269,141 +271,11 @@ def parse_anywhere_and_extract(grammar: peg.Grammar_, text: str) -> Tagged:
     return Tagged(False, {})
 
 
-# --- the template's capabilities (the part of common/jinja/caps.cpp the analysis needs)
-#
-# llama.cpp renders the template with probe conversations and looks at which input values the template used.
-# QuantDesk's renderer (backends/chat_format/template.py) is getting template capabilities of its own; until then
-# this private probe stands in for them, tracking use through dicts that note the keys read from them. It differs
-# from llama.cpp's value statistics where a template only prints a whole dict (``{{ tool }}``, ``tool|string``: not
-# counted here) or walks one with ``items()`` (counted here), and its renders get ``tools=None`` where llama.cpp's
-# get an empty list; the analysis reads supports_tool_calls and supports_parallel_tool_calls, which no template in
-# llama.cpp's tests decides that way.
-# TODO(issue 25): template_caps() is the one entry point: make it return template.py's capabilities when they land.
+# --- the template's capabilities: backends/chat_format/capabilities.py probes them as llama.cpp's caps.cpp does
 
 
-@dataclass(frozen=True)
-class TemplateCaps:
-    supports_tools: bool = True
-    supports_tool_calls: bool = True
-    supports_system_role: bool = True
-    supports_parallel_tool_calls: bool = True
-    supports_object_arguments: bool = False
-
-
-class _Tracked(dict[str, Any]):
-    """A dict that notes the keys a template reads: by member access or ``get`` (llama.cpp marks the value a
-    ``get`` returns once the template refers to it), or all of them when it is serialised (``tojson`` walks
-    ``items()``), as llama.cpp's jinja marks values 'used'."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.used: set[str] = set()
-
-    def __getitem__(self, key: str) -> Any:
-        value = super().__getitem__(key)
-        self.used.add(key)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in self:
-            self.used.add(key)
-        return super().get(key, default)
-
-    def items(self) -> Any:
-        self.used.update(self.keys())
-        return super().items()
-
-
-def _tracked(value: Any) -> Any:
-    if isinstance(value, dict):
-        return _Tracked({k: _tracked(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_tracked(v) for v in value]
-    return value
-
-
-def _used(value: Any, *path: str | int) -> bool:
-    """Whether the template read the value at ``path`` (looked up without marking anything read)."""
-    for key in path[:-1]:
-        value = dict.__getitem__(value, key) if isinstance(value, dict) else value[key]
-    return isinstance(value, _Tracked) and path[-1] in value.used
-
-
-def _probe_render(source: str, messages: list[Any], tools: list[Any] | None) -> bool:
-    try:
-        render(source, messages, add_generation_prompt=True, tools=tools)
-    except TemplateError:
-        return False
-    return True
-
-
-def _caps_tool(arguments: Any) -> Any:
-    return {"id": "call00001", "type": "function", "function": {"name": "tool1", "arguments": arguments}}
-
-
-def _caps_conversation(calls: list[Any]) -> list[Any]:
-    return [
-        {"role": "user", "content": "User message"},
-        {"role": "assistant", "content": "", "tool_calls": calls},  # some templates expect content with tool calls
-        {"role": "tool", "content": "Tool response", "tool_call_id": "call00001"},
-        {"role": "assistant", "content": "The tool response was 'tool response'"},
-        {"role": "user", "content": "User message"},
-    ]
-
-
-_CAPS_TOOLS = [{"name": "tool", "type": "function", "function": {
-    "name": "tool1", "description": "Tool description",
-    "parameters": {"type": "object", "properties": {"arg": {"type": "string", "description": "Arg description"}},
-                   "required": ["arg"]}}}]
-
-
-@lru_cache(maxsize=32)
-def _probe_caps(source: str) -> TemplateCaps:
-    """caps_get: what the template supports, read from which probe values a render used."""
-    supports_tools = supports_tool_calls = supports_system_role = supports_parallel = True
-    supports_object_arguments = False
-
-    messages = _tracked([{"role": "system", "content": "System message"}, {"role": "user", "content": "User message"}])
-    _probe_render(source, messages, None)  # what was used counts even when the render failed
-    if not _used(messages, 0, "content"):
-        supports_system_role = False
-
-    def tool_probe(arguments: Any) -> tuple[bool, Any, Any]:
-        messages = _tracked(_caps_conversation([_caps_tool(arguments)]))
-        tools = _tracked(_CAPS_TOOLS)
-        return _probe_render(source, messages, tools), messages, tools
-
-    ok, messages, tools = tool_probe({"arg": "value"})
-    if ok:
-        if not _used(tools, 0, "function", "name"):
-            supports_tools = False
-        if not _used(messages, 1, "tool_calls"):
-            supports_tool_calls = False
-        elif _used(messages, 1, "tool_calls", 0, "function", "arguments", "arg"):
-            supports_object_arguments = True
-    if not supports_object_arguments:
-        ok, messages, tools = tool_probe('{"arg": "value"}')
-        if not ok:
-            supports_tool_calls = supports_tools = False
-        else:
-            if not _used(tools, 0, "function", "name"):
-                supports_tools = False
-            if not _used(messages, 1, "tool_calls"):
-                supports_tool_calls = False
-
-    arguments: Any = {"arg": "value"} if supports_object_arguments else '{"arg": "value"}'
-    second = {**_caps_tool(arguments), "id": "call00002"}
-    messages = _tracked(_caps_conversation([_caps_tool(arguments), second]))
-    if not _probe_render(source, messages, _tracked(_CAPS_TOOLS)):
-        supports_parallel = False
-    elif not _used(messages, 1, "tool_calls", 1, "function"):
-        supports_parallel = False
-    return TemplateCaps(supports_tools, supports_tool_calls, supports_system_role, supports_parallel,
-                        supports_object_arguments)
-
-
-def template_caps(template: Template) -> TemplateCaps:
-    return _probe_caps(template.source)
+def template_caps(template: Template) -> Capabilities:
+    return capabilities(template.source)
 
 
 # --- rendering probe conversations (chat-auto-parser-helpers.cpp's apply_template and compare_variants)
@@ -598,7 +470,7 @@ class ToolsAnalysis:
 class Analysis:
     """What the differential analysis found in a template (llama.cpp's ``autoparser`` struct)."""
 
-    caps: TemplateCaps = field(default_factory=TemplateCaps)
+    caps: Capabilities = field(default_factory=Capabilities)
     user_start: str = ""
     assistant_start: str = ""
     reasoning: ReasoningAnalysis = field(default_factory=ReasoningAnalysis)
@@ -778,7 +650,7 @@ def _in_json_haystack(haystack: str, needle: str) -> bool:
 
 
 class _ToolsAnalyzer:
-    def __init__(self, template: Template, caps: TemplateCaps, reasoning: ReasoningAnalysis) -> None:
+    def __init__(self, template: Template, caps: Capabilities, reasoning: ReasoningAnalysis) -> None:
         self.template = template
         self.t = ToolsAnalysis()
         self._analyze_tool_calls(reasoning, caps.supports_parallel_tool_calls)

@@ -216,10 +216,10 @@ def prepare(source: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str
     - ``developer`` becomes ``system``, except for gpt-oss's ``<|channel|>`` templates, which have a developer role;
     - a template without a system role gets the first system message folded into the next message (Gemma 2);
     - a tool-call message gets content "" where it has none, for templates that read tool calls;
-    - a call's arguments become an object where the template reads them as one (else they stay a JSON string);
-    - the family handlers' own changes: gpt-oss and LFM2 read the reasoning as ``thinking`` (gpt-oss: no content
-      beside calls), Ministral 3 as a typed ``thinking`` part, DeepSeek V4 wants parallel results in call order,
-      Gemma 4's older templates a ``tool_responses`` field on the calling turn.
+    - a call's arguments become an object where the template reads them as one (else they stay a JSON string).
+
+    The changes llama.cpp's family handlers make on top (gpt-oss reading the reasoning as ``thinking``, DeepSeek V4's
+    results in call order…) are each family module's (backends/chat_format/families/), as they are each handler's.
     """
     caps = capabilities(source)
     if "You have access to the following functions in JSONSchema format" in source:
@@ -259,7 +259,7 @@ def prepare(source: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str
                         call["function"]["arguments"] = json.loads(arguments)
                     except ValueError:
                         pass  # llama.cpp refuses the request; a stored conversation should still render
-    return _family_changes(source, out)
+    return out
 
 
 def _as_text(content: Any) -> str:
@@ -277,138 +277,4 @@ def _trimmed(message: Mapping[str, Any]) -> dict[str, Any]:
         out["content"] = [{**p, "text": p["text"].strip()}
                           if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
                           else p for p in out["content"]]
-    return out
-
-
-def llama_cpp_family(source: str) -> str | None:
-    """Which of llama.cpp's own family handlers takes the template ``source``, by the same tests of the source and
-    in the same order as ``common_chat_try_specialized_template``; None for its generic one."""
-    def has(*needles: str) -> bool:
-        return all(n in source for n in needles)
-
-    tests = [
-        ("ministral-3", has("[SYSTEM_PROMPT]", "[TOOL_CALLS]", "[ARGS]") and "[CALL_ID]" not in source),
-        ("gpt-oss", has("<|channel|>")),
-        ("muse-glimmer", has("<atem:function_calls>", "<|eom|>")),
-        ("functionary-v3.2", has(">>>all", ">>>${recipient}")),
-        ("kimi-k2", has("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
-        ("kimi-k3", has("<|open|>", "<|close|>", "<|end_of_msg|>")),
-        ("ling-3", has("<role>ASSISTANT</role>", "<arg_key>")),
-        ("cohere2moe", has("<|START_TEXT|>", "<|START_ACTION|>")),
-        ("lfm2", has("<|tool_list_start|>", "<|tool_list_end|>")),
-        ("lfm2.5", has("List of tools: [") and "<|tool_list_start|>" not in source),
-        ("gigachat-v3", has("<|role_sep|>", "<|message_sep|>") and "<|function_call|>" not in source),
-        ("minimax-m3", has("]<]minimax[>[", "<tool_call>", "<invoke name=")),
-        ("deepseek-v3.2", has("dsml_token", "DSML") and ("function_calls" in source or "tool_calls" in source)),
-        ("gemma-4", has("'<|tool_call>call:'")),
-        ("minicpm5", has("Tool usage guidelines:", "<function name=\"", "<param name=\"")),
-        ("qwen3-coder", has("<tool_call>", "<function=", "<parameter=")
-         and "'<tool_call><function=' ~ tool_call.name ~ '>'" not in source),
-    ]
-    return next((name for name, found in tests if found), None)
-
-
-def _family_changes(source: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The message changes llama.cpp's family handlers make before rendering (``common/parsers/*.cpp``)."""
-    family = llama_cpp_family(source)
-    if family == "ministral-3":
-        return _ministral_3(messages)
-    if family in ("gpt-oss", "lfm2", "lfm2.5"):  # parsers/gpt-oss.cpp, parsers/lfm2.cpp
-        for message in messages:
-            if isinstance(message.get("reasoning_content"), str):
-                message["thinking"] = message["reasoning_content"]
-                if family == "gpt-oss" and message.get("tool_calls"):
-                    message.pop("content", None)
-        return messages
-    if family == "deepseek-v3.2" and "function_calls" not in source:  # parsers/deepseek.cpp: V4 only
-        return _deepseek_v4_sort_results(messages)
-    if family == "gemma-4" and "{#- OpenAI Chat Completions:" not in source:  # parsers/gemma4.cpp
-        return _gemma4_tool_responses(messages)
-    return messages
-
-
-def _ministral_3(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ministral / Magistral 3 (parsers/ministral3.cpp): system and assistant contents as typed parts, the
-    reasoning first as a ``thinking`` part."""
-    out = []
-    for message in messages:
-        if message["role"] not in ("system", "assistant"):
-            out.append(message)
-            continue
-        parts: list[Any] = []
-        if isinstance(message.get("reasoning_content"), str):
-            parts.append({"type": "thinking", "thinking": message["reasoning_content"]})
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append({"type": "text", "text": content})
-        elif isinstance(content, list):
-            parts.extend(content)
-        adjusted = {k: v for k, v in message.items() if k != "reasoning_content"}
-        adjusted["content"] = parts
-        out.append(adjusted)
-    return out
-
-
-def _deepseek_v4_sort_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """DeepSeek V4 renders a run of tool results as one user block in the order of the calls that asked for them
-    (matched by id), whatever order they came in."""
-    out = list(messages)
-    order: dict[str, int] = {}
-    i = 0
-    while i < len(out):
-        role = out[i].get("role", "")
-        if role == "assistant" and out[i].get("tool_calls"):
-            order = {c["id"]: n for n, c in enumerate(out[i]["tool_calls"]) if c.get("id")}
-            i += 1
-            continue
-        if role not in ("user", "tool"):
-            i += 1
-            continue
-        end, positions = i, []
-        while end < len(out) and out[end].get("role", "") in ("user", "tool"):
-            if out[end].get("role") == "tool":
-                positions.append(end)
-            end += 1
-        if len(positions) > 1 and order:
-            results = sorted((out[p] for p in positions), key=lambda m: order.get(m.get("tool_call_id", ""), 0))
-            for p, result in zip(positions, results, strict=True):
-                out[p] = result
-        i = end
-    return out
-
-
-def _gemma4_tool_responses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Older Gemma 4 templates read tool results as a ``tool_responses`` field of the calling turn: a calling
-    assistant turn, the tool messages after it and a plain answer after those become one assistant message."""
-    out: list[dict[str, Any]] = []
-    i = 0
-    while i < len(messages):
-        message = messages[i]
-        if message.get("role") != "assistant" or not message.get("tool_calls"):
-            out.append(message)
-            i += 1
-            continue
-        calls = list(message["tool_calls"])
-        responses: list[dict[str, Any]] = []
-        i += 1
-        while i < len(messages) and messages[i].get("role") == "tool":
-            result = messages[i].get("content")
-            if isinstance(result, str):
-                try:
-                    result = json.loads(result)
-                except ValueError:
-                    pass
-            name = calls[len(responses)]["function"].get("name", "") if len(responses) < len(calls) else ""
-            responses.append({"name": name or messages[i].get("tool_call_id", ""), "response": result})
-            i += 1
-        merged: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
-        if responses:
-            merged["tool_responses"] = responses
-        if i < len(messages) and messages[i].get("role") == "assistant" and not messages[i].get("tool_calls") \
-                and messages[i].get("content"):
-            merged["content"] = messages[i]["content"]
-            i += 1
-        if isinstance(message.get("reasoning_content"), str):
-            merged["reasoning_content"] = message["reasoning_content"]
-        out.append(merged)
     return out

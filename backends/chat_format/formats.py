@@ -40,21 +40,11 @@ class Template:
 
     @classmethod
     def of(cls, source: str, bos_token: str = "", eos_token: str = "") -> Template:
-        """The template with the checks removed that refuse the conversations llama.cpp sends them, as
-        llama.cpp's common_chat_templates_init removes them."""
-        # gpt-oss refuses a message whose content holds channel markers, which a continued reply does:
-        # https://github.com/ggml-org/llama.cpp/pull/15230#issuecomment-3173959633
-        if "<|channel|>" in source and "in message.content or" in source:
-            source = source.replace('{%- if "<|channel|>analysis<|message|>" in message.content or '
-                                    '"<|channel|>final<|message|>" in message.content %}', "{%- if false %}")
-        # Mistral's templates refuse an assistant turn with neither content nor tool calls:
-        # https://github.com/ggml-org/llama.cpp/pull/17713#issuecomment-3631342664
-        if "[TOOL_CALLS]" in source and "if (message['content'] is none or" in source:
-            source = source.replace(
-                "{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) "
-                "and (message['tool_calls'] is not defined or message['tool_calls'] is none or "
-                "message['tool_calls']|length == 0) %}", "{%- if false %}")
-        return cls(source, bos_token, eos_token)
+        """The template as llama.cpp renders it (capabilities.patch_source: two templates' checks that refuse
+        llama.cpp's own conversations taken out)."""
+        from backends.chat_format.capabilities import patch_source
+
+        return cls(patch_source(source), bos_token, eos_token)
 
 
 @dataclass
@@ -217,46 +207,6 @@ def family(source: str) -> str:
 # --- the request, made ready
 
 
-def _developer_as_system(messages: list[dict[str, Any]]) -> None:
-    for message in messages:
-        if message.get("role") == "developer":
-            message["role"] = "system"
-
-
-def _arguments_as_objects(messages: list[dict[str, Any]]) -> None:
-    import json
-
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-                try:
-                    function["arguments"] = json.loads(function["arguments"])
-                except ValueError:
-                    pass  # left as text: the template shows what it was given
-
-
-# StepFun 3.5 Flash's template: the whitespace around a message's text drives that model into reasoning loops, so
-# llama.cpp trims every message's content and reasoning before rendering (workaround::trim_all_content):
-# https://github.com/ggml-org/llama.cpp/issues/24181
-TRIM_ALL_CONTENT_MARKER = "You have access to the following functions in JSONSchema format"
-_C_SPACE = " \t\n\v\f\r"  # C's isspace, as llama.cpp's trim_whitespace
-
-
-def trim_all_content(messages: list[dict[str, Any]]) -> None:
-    """Every message's content (a string, or its typed text parts) and reasoning without the whitespace around."""
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            message["content"] = content.strip(_C_SPACE)
-        elif isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                    part["text"] = part["text"].strip(_C_SPACE)
-        if isinstance(message.get("reasoning_content"), str):
-            message["reasoning_content"] = message["reasoning_content"].strip(_C_SPACE)
-
-
 def extra_context(now: datetime.datetime | None = None) -> dict[str, str]:
     """The date variables llama.cpp gives every template (common_chat_extra_context)."""
     now = now or datetime.datetime.now()
@@ -265,27 +215,24 @@ def extra_context(now: datetime.datetime | None = None) -> dict[str, str]:
 
 def apply(template: Template, request: Request) -> Prepared:
     """``request`` rendered through ``template``, with the parser for its reply."""
+    from backends.chat_format.capabilities import prepare
+
     request = copy.copy(request)
-    messages = copy.deepcopy(request.messages)
+    messages = list(request.messages)
     source = template.source
-    trimmed = TRIM_ALL_CONTENT_MARKER in source
-    if trimmed:
-        trim_all_content(messages)
-    if "<|channel|>" not in source:
-        _developer_as_system(messages)
-    _arguments_as_objects(messages)
     request.extra_context = {**extra_context(), **request.extra_context}
     if request.continue_final_message != "none":
         request.add_generation_prompt = False
         if messages:
-            continued = messages.pop()
-            # the continued message is taken as given, before the trimming (llama.cpp: inputs.messages.back())
-            request.continue_msg = copy.deepcopy(request.messages[-1]) if trimmed else continued
+            # the continued message as given (llama.cpp: inputs.messages.back()); the rest rendered as always
+            request.continue_msg = copy.deepcopy(messages.pop())
         if request.continue_final_message == "auto" and request.continue_msg:
             msg = request.continue_msg
             reasoning_only = msg.get("reasoning_content") and not content_text(msg) and not msg.get("content")
             request.continue_final_message = "reasoning" if reasoning_only else "content"
-    request.messages = messages
+    # llama.cpp's message normalisation (developer as system, Gemma 2's system folded, arguments as the template
+    # reads them, StepFun's trimming…); the family modules make their own changes on top
+    request.messages = prepare(source, messages)
     name = family(source)
     if name:
         module = importlib.import_module(f"backends.chat_format.families.{name}")

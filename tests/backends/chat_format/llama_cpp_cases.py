@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -47,8 +48,17 @@ def is_reasoning_case(case: dict[str, Any]) -> bool:
     return bool(case["expect"]["reasoning_content"])
 
 
+# The dates llama.cpp printed on the day the cases were made (its date_string and datetime variables): given back to
+# QuantDesk's render, as a clock set to that day would.
+_DATE_STRING = re.compile(r"\b\d\d (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}\b")
+_DATETIME = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d\d \d{4}\b")
+
+
 def request(case: dict[str, Any]) -> formats.Request:
     kwargs = {k: json.loads(v) for k, v in (case["chat_template_kwargs"] or {}).items()}
+    for pattern, name in ((_DATE_STRING, "date_string"), (_DATETIME, "datetime")):
+        if found := pattern.search(case["llama_cpp"]["prompt"]):
+            kwargs.setdefault(name, found.group(0))
     return formats.Request(
         messages=case["messages"], tools=case["tools"], tool_choice=case["tool_choice"],
         json_schema=json.loads(case["json_schema"]) if case["json_schema"] else None,
@@ -108,7 +118,7 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 @dataclass
 class Outcome:
     passed: bool
-    stage: str = ""  # where it failed: render, generation prompt, stream, parse
+    stage: str = ""  # where it failed: render, prompt (not llama.cpp's), stream, parse
     detail: str = ""
     generation_prompt_matches: bool = True
     identical_to_llama_cpp: bool = False  # the message equals, character for character, what llama.cpp itself read
@@ -121,6 +131,9 @@ def check(case: dict[str, Any], templates: dict[str, str]) -> Outcome:
     except Exception as exc:  # a case that cannot even be prepared is a failure to report, not a crash
         return Outcome(False, "render", f"{type(exc).__name__}: {exc}")
     gen_matches = prepared.generation_prompt == case["llama_cpp"]["generation_prompt"]
+    if prepared.prompt != case["llama_cpp"]["prompt"]:
+        return Outcome(False, "prompt", f"rendered {prepared.prompt[-300:]!r}, llama.cpp {case['llama_cpp']['prompt'][-300:]!r}",
+                       gen_matches)
     reply = case["input"]
     accumulated = ParsedReply()
     previous = ParsedReply()

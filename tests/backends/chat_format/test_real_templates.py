@@ -13,9 +13,6 @@ tests skip, saying how to get it.
 from __future__ import annotations
 
 import itertools
-import json
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,48 +166,8 @@ def test_the_archive_is_the_installed_version(llama_cpp_sources):
     assert len(llama_cpp_sources.templates) >= 70
 
 
-# --- llama.cpp's own prompts
-
-DATA = Path(__file__).resolve().parent / "data" / "llama_cpp_chat_cases.json"
-# Dates llama.cpp printed on the day the cases were made (date_string "26 Nov 2026", datetime "Nov 26 2026"): the
-# case gives them back to QuantDesk's render, as a clock set to that day would.
-_DATE_STRING = re.compile(r"\b\d\d (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}\b")
-_DATETIME = re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d\d \d{4}\b")
-
-
-def _cases() -> list[Any]:
-    if not DATA.is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no {DATA.name}: run "
-                                                          "tests/backends/chat_format/extract_llama_cpp_cases.py"))]
-    data = json.loads(DATA.read_text(encoding="utf-8"))
-    if data["llama_cpp_python"] != VERSION:
-        return [pytest.param(None, marks=pytest.mark.skip(
-            reason=f"the cases are llama-cpp-python {data['llama_cpp_python']}'s, {VERSION} is installed: re-run "
-                   "tests/backends/chat_format/extract_llama_cpp_cases.py"))]
-    return [pytest.param(case, id=case["id"]) for case in data["cases"]]
-
-
-@pytest.mark.parametrize("case", _cases())
-def test_renders_the_prompt_llama_cpp_renders(llama_cpp_sources, case):
-    """The request of each case of llama.cpp's chat tests (test-chat.cpp), rendered as llama.cpp renders it: the
-    same prompt. A continued final message (``continue_final_message``) is rendered without it, and llama.cpp's
-    prompt is that render followed by its generation prompt (which the family's parser builds, not the template)."""
-    source = capabilities.patch_source(llama_cpp_sources.templates[case["template"]])
-    want = case["llama_cpp"]["prompt"]
-    messages, add = case["messages"], case["add_generation_prompt"]
-    continued = case["continue_final_message"] != "none"
-    if continued:
-        messages, add = messages[:-1], False
-    variables = template.template_variables(enable_thinking=case["enable_thinking"],
-                                            chat_template_kwargs=case["chat_template_kwargs"])
-    for pattern, name in ((_DATE_STRING, "date_string"), (_DATETIME, "datetime")):
-        if found := pattern.search(want):
-            variables[name] = found.group(0)
-    got = template.render(source, capabilities.prepare(source, messages), tools=case["tools"],
-                          add_generation_prompt=add, variables=variables)
-    if continued:
-        got += case["llama_cpp"]["generation_prompt"]
-    assert got == want
+# llama.cpp's own prompt for each request of its chat tests is the conformance suite's to check
+# (test_llama_cpp_conformance.py renders each through formats.apply, as the engines do).
 
 
 # --- templates that never show the model its tools

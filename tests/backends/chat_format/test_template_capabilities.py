@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from backends.chat_format import capabilities, template
+from backends.chat_format import capabilities, formats, template
 from backends.chat_format.capabilities import Capabilities, prepare
 
 # --- the probes' reading of what a template does with content (test-jinja.cpp, test_caps)
@@ -172,21 +172,29 @@ def test_stepfun_gets_its_contents_trimmed(llama_cpp_templates):
     assert prepare(PLAIN, messages)[1]["content"] == " ok "
 
 
+# --- what each family's own handler does to the messages (backends/chat_format/families/, as llama.cpp's
+# common/parsers/*.cpp): seen in the prompt formats.apply renders
+
+
+def _prompt(source: str, messages: list, **request) -> str:
+    return formats.apply(formats.Template.of(source), formats.Request(messages=messages, **request)).prompt
+
+
 def test_gpt_oss_reads_the_reasoning_as_thinking(llama_cpp_templates):
     source = llama_cpp_templates["openai-gpt-oss-120b.jinja"]
     call = {"role": "assistant", "content": "Let me look.", "reasoning_content": "I need the weather.",
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
-    prepared = prepare(source, [{"role": "user", "content": "Weather?"}, call])[1]
-    assert prepared["thinking"] == "I need the weather." and "content" not in prepared
+    prompt = _prompt(source, [{"role": "user", "content": "Weather?"}, call,
+                              {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])
+    assert "<|channel|>analysis<|message|>I need the weather." in prompt and "Let me look." not in prompt
 
 
 def test_ministral_3_reads_the_reasoning_as_a_thinking_part(llama_cpp_templates):
     source = llama_cpp_templates["mistralai-Ministral-3-14B-Reasoning-2512.jinja"]
-    prepared = prepare(source, [{"role": "user", "content": "Hi"},
-                                {"role": "assistant", "content": "Hello", "reasoning_content": "Greet back."}])
-    assert prepared[1]["content"] == [{"type": "thinking", "thinking": "Greet back."},
-                                      {"type": "text", "text": "Hello"}]
-    assert "[THINK]Greet back.[/THINK]Hello" in template.render(source, prepared)
+    prompt = _prompt(source, [{"role": "user", "content": "Hi"},
+                              {"role": "assistant", "content": "Hello", "reasoning_content": "Greet back."},
+                              {"role": "user", "content": "And?"}])
+    assert "[THINK]Greet back.[/THINK]Hello" in prompt
 
 
 def test_deepseek_v4_gets_parallel_results_in_call_order(llama_cpp_templates):
@@ -194,35 +202,23 @@ def test_deepseek_v4_gets_parallel_results_in_call_order(llama_cpp_templates):
     calls = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
         {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}
-    results = [{"role": "tool", "tool_call_id": "b", "content": "B"}, {"role": "tool", "tool_call_id": "a",
-                                                                       "content": "A"}]
-    prepared = prepare(source, [{"role": "user", "content": "Go"}, calls, *results])
-    assert [m["content"] for m in prepared[2:]] == ["A", "B"]
-    assert [m["content"] for m in prepare(PLAIN, [calls, *results])[1:]] == ["B", "A"]
+    results = [{"role": "tool", "tool_call_id": "b", "content": "RESULT-B"},
+               {"role": "tool", "tool_call_id": "a", "content": "RESULT-A"}]
+    prompt = _prompt(source, [{"role": "user", "content": "Go"}, calls, *results])
+    assert prompt.index("RESULT-A") < prompt.index("RESULT-B")
 
 
 def test_older_gemma_4_templates_get_tool_responses_on_the_calling_turn(llama_cpp_templates):
     """parsers/gemma4.cpp's workaround for Gemma 4 templates from before "OpenAI Chat Completions" support."""
-    newer = llama_cpp_templates["google-gemma-4-31B-it.jinja"]
     older = llama_cpp_templates["google-gemma-4-31B-it-interleaved.jinja"]
-    assert "{#- OpenAI Chat Completions:" in newer and "{#- OpenAI Chat Completions:" not in older
+    assert "{#- OpenAI Chat Completions:" not in older
     turn = [{"role": "user", "content": "Weather?"},
             {"role": "assistant", "content": "", "reasoning_content": "Look it up.", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"P"}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": '{"t": 22}'},
             {"role": "assistant", "content": "It is 22."}]
-    merged = prepare(older, turn)
-    assert len(merged) == 2
-    assert merged[1]["tool_responses"] == [{"name": "get_weather", "response": {"t": 22}}]
-    assert merged[1]["content"] == "It is 22." and merged[1]["reasoning_content"] == "Look it up."
-    assert len(prepare(newer, turn)) == 4
-
-
-def test_which_handler_llama_cpp_gives_each_family(llama_cpp_templates):
-    assert capabilities.llama_cpp_family(llama_cpp_templates["openai-gpt-oss-120b.jinja"]) == "gpt-oss"
-    assert capabilities.llama_cpp_family(llama_cpp_templates["Qwen3.5-4B.jinja"]) == "qwen3-coder"
-    assert capabilities.llama_cpp_family(llama_cpp_templates["LFM2.5-Instruct.jinja"]) == "lfm2.5"
-    assert capabilities.llama_cpp_family(llama_cpp_templates["Qwen-Qwen3-0.6B.jinja"]) is None
+    prompt = _prompt(older, turn, add_generation_prompt=False)
+    assert "get_weather" in prompt and "22" in prompt.split("It is 22.")[0]  # the result shown with its call
 
 
 def test_llama_cpps_source_patches(llama_cpp_templates):
