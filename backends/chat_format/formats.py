@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from backends.chat_format import peg
 from backends.chat_format.builder import ChatBuilder, ParsedReply
-from backends.chat_format.template import render
+from backends.chat_format.template import render, template_variables
 
 ReasoningFormat = Literal["none", "auto", "deepseek", "deepseek-legacy"]
 Continuation = Literal["none", "auto", "reasoning", "content"]
@@ -129,10 +129,10 @@ def apply_template(template: Template, request: Request, *, messages: list[dict[
                    tools: list[dict[str, Any]] | None = None, additional_context: dict[str, Any] | None = None,
                    add_generation_prompt: bool | None = None) -> str:
     """The prompt ``template`` renders for ``request`` (or for the messages, tools or context given instead)."""
-    variables: dict[str, Any] = {"enable_thinking": request.enable_thinking}
-    variables.update(request.extra_context)
-    if additional_context:
-        variables.update(additional_context)
+    # llama.cpp always gives enable_thinking (its request default is true); the kwargs' reasoning effort and
+    # preserve_reasoning reach each family's own switch as caps.cpp makes them (template.template_variables)
+    variables = template_variables(enable_thinking=request.enable_thinking,
+                                   chat_template_kwargs={**request.extra_context, **(additional_context or {})})
     add = request.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
     given_tools = tools if tools is not None else request.tools
     result = render(template.source, messages if messages is not None else request.messages,
