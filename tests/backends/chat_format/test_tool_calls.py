@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from app.server.replies import ReplyStream
 from backends.chat_format import tool_calls
 from backends.chat_format.tool_calls import ToolChoiceError, forced_call, parse, template_format
 from tests.fixtures.models import CHAT_TEMPLATE, QWEN2_5_TOOLS_TEMPLATE
@@ -84,26 +83,6 @@ def test_mistral_call_ids_are_nine_letters_or_digits():
     """Mistral's templates raise on any other id when the call comes back in the conversation."""
     call_id = parse(MISTRAL_V3, "mistral").tool_calls[0].id
     assert len(call_id) == 9 and call_id.isalnum()
-
-
-@pytest.mark.parametrize(("fmt", "text", "streamed"), [
-    ("hermes", HERMES_WITH_TEXT, "Let me look that up.\n"),
-    ("hermes", "A plain <tool answer, no call.", "A plain <tool answer, no call."),
-    ("llama3", LLAMA3, ""),
-    ("llama3", "Sure: it is sunny.", "Sure: it is sunny."),
-    ("mistral", MISTRAL_V3, ""),
-    ("harmony", HARMONY, ""),
-    ("", HERMES_WITH_TEXT, HERMES_WITH_TEXT),  # no tools asked: everything streams
-])
-def test_streaming_holds_back_only_what_may_be_a_call(fmt, text, streamed):
-    stream = ReplyStream(fmt)
-    out = "".join(stream.feed(ch) for ch in text)  # one character at a time, the worst case
-    assert out == streamed
-    rest = stream.finish()
-    whole = parse(text, fmt) if fmt else tool_calls.Reply(text)
-    assert _calls(rest) == _calls(whole)
-    if not whole.tool_calls:
-        assert out + rest.content == text  # text that only looked like a call's start is released at the end
 
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
