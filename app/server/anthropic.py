@@ -1,24 +1,27 @@
 """Anthropic's Messages API (``POST /v1/messages``) over the same engine queue as the OpenAI endpoints, so that
-clients written for Anthropic's SDK work locally: system prompt, text and tool_use / tool_result blocks, tools with
-``input_schema``, ``tool_choice`` (auto, any, tool, none), streamed as Anthropic's named server-sent events or not.
+clients written for Anthropic's SDK work locally: system prompt, text, thinking, tool_use / tool_result blocks, tools
+with ``input_schema``, ``tool_choice`` (auto, any, tool, none; ``disable_parallel_tool_use``), ``thinking`` (enabled
+with a budget, adaptive, disabled), streamed as Anthropic's named server-sent events or not.
 
 Requests become the same ``GenerationRequest`` an OpenAI chat request does (tools in OpenAI's form, which is what
-chat templates read); replies are read back with the same tool-call parser. Errors answer in Anthropic's shape,
-``{"type": "error", "error": {"type", "message"}}``.
+chat templates read); the engine reads the reply into its thinking, text and tool calls, which become thinking,
+text and tool_use blocks, in that order, as llama-server's Anthropic endpoint answers. A local model's thinking has no
+signature: its blocks carry an empty one. Errors answer in Anthropic's shape, ``{"type": "error", "error": {"type",
+"message"}}``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from app.server.params import (ApiError, GenerationRequest, _flag, _sampling, bad_param, check_model, json_arguments,
-                               parse_tools, with_tools)
-from app.server.replies import ReplyStream
-from backends.base import Done, GenerationStats, Message
-from backends.chat_format.tool_calls import Reply, ToolCall
+                               parse_tools, thinking_budget, with_tools)
+from backends.base import Done, GenerationStats, Message, SamplingSettings, Token
+from backends.chat_format.tool_calls import ToolCall
 
 _STOP_REASONS = {"eos": "end_turn", "stop": "stop_sequence", "length": "max_tokens", "cancelled": "end_turn"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -52,12 +55,18 @@ def _turns(message: Any, i: int) -> list[Message]:
         return [Message(role, content)]
     if not isinstance(content, list) or not content:
         raise bad_param(f"{where}.content", "content must be a string or a non-empty list of blocks", "invalid_type")
-    texts, calls, results = [], [], []
+    texts, calls, results, thoughts = [], [], [], []
     for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
         at = f"{where}.content[{j}]"
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
+        elif kind == "thinking" and role == "assistant":
+            if not isinstance(block.get("thinking"), str):
+                raise bad_param(at, "a thinking block needs its thinking as a string", "invalid_type")
+            thoughts.append(block["thinking"])  # the template decides whether the model sees it again
+        elif kind == "redacted_thinking" and role == "assistant":
+            continue  # encrypted by Anthropic for its own models: nothing a local model can read
         elif kind == "tool_use" and role == "assistant":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                 raise bad_param(at, "a tool_use block needs an id and a name", "invalid_type")
@@ -71,13 +80,11 @@ def _turns(message: Any, i: int) -> list[Message]:
             if block.get("is_error"):
                 result = f"Error: {result}"
             results.append(Message("tool", result, tool_call_id=block["tool_use_id"]))
-        elif kind == "thinking":
-            continue  # earlier reasoning: not sent back to the model, as chat templates drop it too
         else:
             raise bad_param(at, f"{str(kind)[:40]!r} blocks are not supported in a {role} message",
                             "unsupported_content")
     if role == "assistant":
-        return [Message("assistant", "".join(texts), tool_calls=tuple(calls))]
+        return [Message("assistant", "".join(texts), tool_calls=tuple(calls), reasoning="".join(thoughts))]
     return [*results, *([Message("user", "".join(texts))] if texts or not results else [])]
 
 
@@ -99,16 +106,16 @@ def _tools(body: dict) -> list[dict[str, Any]]:
     return parse_tools(as_openai)
 
 
-def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
-    """As params._tool_choice: "none", "auto", "" for any tool, or a tool's name."""
+def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str:
+    """As params._tool_choice: "auto", "none", "required" (Anthropic's "any"), or a tool's name."""
     choice = body.get("tool_choice")
     if choice is None:
         return "auto"
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind in ("auto", "none"):
-        return kind
+        return str(kind)
     if kind == "any":
-        return ""
+        return "required"
     if kind == "tool":
         name = choice.get("name")
         if not isinstance(name, str) or name not in {t["function"]["name"] for t in tools}:
@@ -117,7 +124,45 @@ def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
     raise bad_param("tool_choice", 'tool_choice type must be "auto", "any", "tool" or "none"')
 
 
-def parse_messages(body: dict, *, served_id: str, n_ctx: int, tool_format: str) -> GenerationRequest:
+def _parallel_tool_use(body: dict[str, Any]) -> bool:
+    """Whether the reply may call several tools: not when ``tool_choice`` says ``disable_parallel_tool_use``."""
+    choice = body.get("tool_choice")
+    disable = choice.get("disable_parallel_tool_use") if isinstance(choice, dict) else None
+    if disable is None:
+        return True
+    if not isinstance(disable, bool):
+        raise bad_param("tool_choice.disable_parallel_tool_use", "disable_parallel_tool_use must be true or false",
+                        "invalid_type")
+    return not disable
+
+
+def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSettings:
+    """``thinking``: {"type": "enabled", "budget_tokens": N} thinks at most N tokens, {"type": "adaptive"} as long as
+    the model wants, {"type": "disabled"} not at all; absent, the model's template decides (as llama-server)."""
+    thinking = body.get("thinking")
+    if thinking is None:
+        return sampling
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "adaptive", "disabled"):
+        raise bad_param("thinking", 'thinking must be {"type": "enabled", "budget_tokens": N}, {"type": "adaptive"} '
+                                    'or {"type": "disabled"}', "invalid_type")
+    if thinking.get("display") not in (None, "summarized"):  # "omitted" would send the blocks without their text
+        raise bad_param("thinking.display", 'only display "summarized" is supported: this server sends the '
+                                            "thinking as the model wrote it", "unsupported_parameter")
+    if kind == "disabled":
+        return dataclasses.replace(sampling, enable_thinking=False, reasoning_budget=0)
+    if kind == "adaptive":
+        return dataclasses.replace(sampling, enable_thinking=True)
+    # Anthropic's own API wants at least 1,024; a local model may be asked for less.
+    budget = thinking_budget(thinking.get("budget_tokens"), "thinking.budget_tokens", least=1)
+    if budget >= sampling.max_tokens:
+        raise bad_param("thinking.budget_tokens", f"max_tokens ({sampling.max_tokens}) must be greater than "
+                                                  f"thinking.budget_tokens ({budget}): the answer comes after it")
+    return dataclasses.replace(sampling, enable_thinking=True, reasoning_budget=budget)
+
+
+def parse_messages(body: dict, *, served_id: str, n_ctx: int, takes_tools: bool) -> GenerationRequest:
+    """``takes_tools``: the served model's chat template has tool support."""
     check_model(body, served_id)
     if body.get("max_tokens") is None:
         raise bad_param("max_tokens", "max_tokens is required", "missing_parameter")
@@ -135,8 +180,9 @@ def parse_messages(body: dict, *, served_id: str, n_ctx: int, tool_format: str) 
     if system is not None:
         messages.insert(0, Message("system", _text(system, "system")))
     tools = _tools(body)
-    sampling, reads_tools = with_tools(sampling, tools, _tool_choice(body, tools) if tools else None, tool_format)
-    return GenerationRequest(messages, sampling, _flag(body, "stream"), False, reads_tools)
+    sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
+    sampling = dataclasses.replace(sampling, parallel_tool_calls=_parallel_tool_use(body))
+    return GenerationRequest(messages, _thinking(body, sampling), _flag(body, "stream"), False)
 
 
 def _usage(stats: GenerationStats) -> dict[str, int]:
@@ -144,7 +190,8 @@ def _usage(stats: GenerationStats) -> dict[str, int]:
 
 
 def _stop_reason(stats: GenerationStats, called_tools: bool) -> str:
-    return "tool_use" if called_tools else _STOP_REASONS[stats.stop_reason]
+    """tool_use for a reply that called tools and ended there (one cut off at max_tokens says so), as llama-server."""
+    return "tool_use" if called_tools and stats.stop_reason != "length" else _STOP_REASONS[stats.stop_reason]
 
 
 def _stop_sequence(stats: GenerationStats) -> str | None:
@@ -153,8 +200,22 @@ def _stop_sequence(stats: GenerationStats) -> str | None:
     return stats.stop_string or None if stats.stop_reason == "stop" else None
 
 
+def _input(arguments: str) -> dict[str, Any]:
+    """A call's arguments as a tool_use block's input: an object; arguments that are not one (a call cut off at
+    max_tokens) give an empty one, as llama-server does."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _tool_use(call: ToolCall) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": json.loads(call.arguments)}
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call.arguments)}
+
+
+def _thinking_block(thinking: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": thinking, "signature": ""}
 
 
 class MessageShape:
@@ -169,59 +230,89 @@ class MessageShape:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
                 "stop_reason": stop_reason, "stop_sequence": stop_sequence, "usage": usage}
 
-    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
-        content = ([{"type": "text", "text": reply.content}] if reply.content or not reply.tool_calls else [])
-        content += [_tool_use(call) for call in reply.tool_calls]
-        return self._message(content, _stop_reason(stats, bool(reply.tool_calls)), _usage(stats),
-                             _stop_sequence(stats))
+    def whole(self, done: Done) -> dict[str, Any]:
+        """The thinking, the text and the tool calls, each a block, in that order (an empty reply: one empty text)."""
+        content = [_thinking_block(done.reasoning)] if done.reasoning else []
+        if done.text or not (done.reasoning or done.tool_calls):
+            content.append({"type": "text", "text": done.text})
+        content += [_tool_use(call) for call in done.tool_calls]
+        return self._message(content, _stop_reason(done.stats, bool(done.tool_calls)), _usage(done.stats),
+                             _stop_sequence(done.stats))
 
-    async def stream(self, first: Any, next_event: Callable[[], Awaitable[Any]], tool_format: str
+    async def stream(self, first: Token | Done, next_event: Callable[[], Awaitable[Token | Done]]
                      ) -> AsyncIterator[bytes]:
-        """message_start, a text block with its deltas, a tool_use block per call, message_delta, message_stop."""
+        """message_start; the blocks as the engine's events bring them, each started, extended by its deltas and
+        stopped before the next starts (a thinking block with its signature_delta last); message_delta, message_stop."""
         yield _event("message_start", {"type": "message_start",
                                        "message": self._message([], None, {"input_tokens": 0, "output_tokens": 0})})
-        reader, index, text_open = ReplyStream(tool_format), 0, False
+        blocks = _Blocks()
         event = first
-        while True:
-            pieces = []
-            if isinstance(event, Done):
-                rest = reader.finish()
-                pieces.append(rest.content)
-            elif event.text:
-                pieces.append(reader.feed(event.text))
-            for text in pieces:
-                if text:
-                    if not text_open:
-                        yield _event("content_block_start", {"type": "content_block_start", "index": index,
-                                                             "content_block": {"type": "text", "text": ""}})
-                        text_open = True
-                    yield _event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                         "delta": {"type": "text_delta", "text": text}})
-            if isinstance(event, Done):
-                break
+        while isinstance(event, Token):
+            for payload in blocks.feed(event):
+                yield _event(payload["type"], payload)
             try:
                 event = await next_event()
             except ApiError as exc:  # headers are sent: report in the stream, as Anthropic does
                 yield _event("error", error_body(exc))
                 return
-        if text_open:
-            yield _event("content_block_stop", {"type": "content_block_stop", "index": index})
-            index += 1
-        for call in rest.tool_calls:
-            yield _event("content_block_start", {"type": "content_block_start", "index": index,
-                                                 "content_block": {"type": "tool_use", "id": call.id,
-                                                                   "name": call.name, "input": {}}})
-            yield _event("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                 "delta": {"type": "input_json_delta",
-                                                           "partial_json": call.arguments}})
-            yield _event("content_block_stop", {"type": "content_block_stop", "index": index})
-            index += 1
+        for payload in blocks.close():
+            yield _event(payload["type"], payload)
         stats = event.stats
         yield _event("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": _stop_reason(stats, bool(rest.tool_calls)),
+                                       "delta": {"stop_reason": _stop_reason(stats, bool(event.tool_calls)),
                                                  "stop_sequence": _stop_sequence(stats)},
                                        "usage": _usage(stats)})
         yield _event("message_stop", {"type": "message_stop"})
+
+
+class _Blocks:
+    """The content blocks of a streamed message: the open one, and which block each tool call is."""
+
+    def __init__(self) -> None:
+        self.count = 0  # blocks started
+        self.open: str | None = None  # the open block's kind: thinking, text, tool_use
+        self.calls: dict[int, int] = {}  # tool call index -> its block's index
+
+    def _start(self, kind: str, block: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self.close()
+        out.append({"type": "content_block_start", "index": self.count, "content_block": block})
+        self.open = kind
+        self.count += 1
+        return out
+
+    def close(self) -> list[dict[str, Any]]:
+        if self.open is None:
+            return []
+        index = self.count - 1
+        out = []
+        if self.open == "thinking":  # Anthropic's clients expect each thinking block signed before it stops
+            out.append(_delta(index, {"type": "signature_delta", "signature": ""}))
+        out.append({"type": "content_block_stop", "index": index})
+        self.open = None
+        return out
+
+    def feed(self, token: Token) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if token.reasoning:
+            if self.open != "thinking":
+                out += self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out.append(_delta(self.count - 1, {"type": "thinking_delta", "thinking": token.reasoning}))
+        if token.text:
+            if self.open != "text":
+                out += self._start("text", {"type": "text", "text": ""})
+            out.append(_delta(self.count - 1, {"type": "text_delta", "text": token.text}))
+        for call in token.tool_calls:
+            if call.index not in self.calls:  # a call's first delta has its id and name
+                out += self._start("tool_use", {"type": "tool_use", "id": call.id, "name": call.name, "input": {}})
+                self.calls[call.index] = self.count - 1
+            if call.arguments:
+                out.append(_delta(self.calls[call.index], {"type": "input_json_delta",
+                                                           "partial_json": call.arguments}))
+        return out
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
 
 
 def _event(name: str, payload: dict[str, Any]) -> bytes:

@@ -9,6 +9,10 @@ and a llama.cpp-style ``timings`` object, measured in the engine host where the 
 ``model`` picks the engine from the pool (app/server/pool.py): the primary model, a library model loaded on demand
 when allowed, or with ``serve_remotes`` a model of the user's remote connections (app/server/gateway.py), named
 ``remote:CONNECTION/MODEL``.
+
+The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
+(backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and
+``tool_calls``, whole or as deltas, one server-sent event per engine event.
 """
 
 from __future__ import annotations
@@ -38,9 +42,8 @@ from app.server.guard import Guard
 from app.server.pool import EnginePool, Lease, PoolSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
-from app.server.replies import ReplyStream
-from backends.base import Done, GenerationStats
-from backends.chat_format.tool_calls import Reply, ToolCall, parse as parse_tool_calls
+from backends.base import Done, GenerationStats, Token, ToolCallDelta
+from backends.chat_format.tool_calls import ToolCall
 
 # A streamed reply's tokens go out in chunks at most this often, the first token at once. Each chunk costs the
 # engine host a pipe write, the server an event and an SSE write and the client a parse: about 0.9 ms of CPU for
@@ -70,9 +73,13 @@ def timings(stats: GenerationStats) -> dict[str, float | int]:
     }
 
 
-def usage(stats: GenerationStats) -> dict[str, int]:
-    return {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
-            "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+def usage(stats: GenerationStats) -> dict[str, Any]:
+    """OpenAI's usage; the thinking's tokens (part of the completion's) under OpenAI's name when there was any."""
+    out: dict[str, Any] = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
+                           "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+    if stats.reasoning_tokens:
+        out["completion_tokens_details"] = {"reasoning_tokens": stats.reasoning_tokens}
+    return out
 
 
 def engine_api_error(exc: Exception) -> ApiError:
@@ -228,7 +235,7 @@ class OpenAIServer:
         lease = await self._engine_for(body)
         try:
             details = lease.loaded.details
-            options = {"sees_images": "vision" in details, "tool_format": details.get("tool_format", "")} if chat \
+            options = {"sees_images": "vision" in details, "takes_tools": bool(details.get("tool_format"))} if chat \
                 else {}
             # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
             # event loop and the replies streaming to other clients.
@@ -247,7 +254,7 @@ class OpenAIServer:
             return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
         try:
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
-                                              tool_format=lease.loaded.details.get("tool_format", ""))
+                                              takes_tools=bool(lease.loaded.details.get("tool_format")))
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()
@@ -257,7 +264,7 @@ class OpenAIServer:
             raise
         shape = anthropic.MessageShape(lease.served)
         if parsed.stream:
-            return _EventStream(shape.stream(first, lambda: self.next_event(job), parsed.tool_format),
+            return _EventStream(shape.stream(first, lambda: self.next_event(job)),
                                 _closer(watcher, job, lease))
         try:
             event = first
@@ -269,8 +276,7 @@ class OpenAIServer:
             watcher.cancel()
             job.cancel()
             lease.release()
-        reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
-        return JSONResponse(shape.whole(reply, event.stats))
+        return JSONResponse(shape.whole(event))
 
     async def embeddings(self, request: Request) -> Response:
         body = await read_body(request)
@@ -325,8 +331,7 @@ class OpenAIServer:
             event = first
             while not isinstance(event, Done):
                 event = await self.next_event(job)
-            reply = parse_tool_calls(event.text, parsed.tool_format) if parsed.tool_format else Reply(event.text)
-            return JSONResponse(shape.whole(reply, event.stats))
+            return JSONResponse(shape.whole(event))
         finally:
             watcher.cancel()
             job.cancel()
@@ -341,23 +346,17 @@ class OpenAIServer:
 
     async def _stream(self, job: Job, first, parsed: GenerationRequest, shape: _Shape) -> AsyncIterator[bytes]:
         yield _sse(shape.opening())
-        reader = ReplyStream(parsed.tool_format)
         event = first
         while not isinstance(event, Done):
-            text = reader.feed(event.text) if event.text else ""
-            if text:
-                yield _sse(shape.piece(text))
+            chunk = shape.piece(event)
+            if chunk is not None:
+                yield _sse(chunk)
             try:
                 event = await self.next_event(job)
             except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
                 yield _sse(exc.body())
                 return
-        rest = reader.finish()
-        if rest.content:
-            yield _sse(shape.piece(rest.content))
-        for index, call in enumerate(rest.tool_calls):
-            yield _sse(shape.tool_call_piece(index, call))
-        yield _sse(shape.closing(event.stats, bool(rest.tool_calls)))
+        yield _sse(shape.closing(event))
         if parsed.include_usage:
             yield _sse(shape.usage_chunk(event.stats))
         yield _sse("[DONE]")
@@ -379,19 +378,17 @@ class _Shape:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": [{"index": 0, **choice}], **extra}
 
-    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
+    def whole(self, done: Done) -> dict[str, Any]:
         raise NotImplementedError
 
     def opening(self) -> dict[str, Any]:
-        return self.piece("")
-
-    def piece(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
-        raise NotImplementedError  # only chat replies carry tool calls
+    def piece(self, token: Token) -> dict[str, Any] | None:
+        """The chunk for one engine event; None when it brings nothing to show (a token still held back)."""
+        raise NotImplementedError
 
-    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
+    def closing(self, done: Done) -> dict[str, Any]:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
@@ -404,41 +401,64 @@ class _ChatShape(_Shape):
     object_chunk = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.tool_calls:
-            message["content"] = reply.content or None  # as OpenAI answers a reply that only calls tools
-            message["tool_calls"] = [_tool_call_json(call) for call in reply.tool_calls]
+    def whole(self, done: Done) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": done.text}
+        if done.reasoning:  # only when there was thinking, as llama-server
+            message["reasoning_content"] = done.reasoning
+        if done.tool_calls:
+            message["content"] = done.text or None  # as OpenAI answers a reply that only calls tools
+            message["tool_calls"] = [_tool_call_json(call) for call in done.tool_calls]
         return self._envelope(self.object_whole, {"message": message, "logprobs": None,
-                                                  "finish_reason": _finish_reason(stats, bool(reply.tool_calls))},
-                              usage=usage(stats), timings=timings(stats))
+                                                  "finish_reason": _finish_reason(done)},
+                              usage=usage(done.stats), timings=timings(done.stats))
 
     def opening(self) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, {"delta": {"role": "assistant", "content": ""},
-                                                  "logprobs": None, "finish_reason": None})
+        return self._chunk({"role": "assistant", "content": ""})
 
-    def piece(self, text: str) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, {"delta": {"content": text}, "logprobs": None,
-                                                  "finish_reason": None})
+    def _chunk(self, delta: dict[str, Any]) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, {"delta": delta, "logprobs": None, "finish_reason": None})
 
-    def tool_call_piece(self, index: int, call: ToolCall) -> dict[str, Any]:
-        # One chunk per call, arguments whole: the reply is read once complete (backends/tool_calls.py).
-        return self._envelope(self.object_chunk, {"delta": {"tool_calls": [{"index": index,
-                                                                            **_tool_call_json(call)}]},
-                                                  "logprobs": None, "finish_reason": None})
+    def piece(self, token: Token) -> dict[str, Any] | None:
+        delta: dict[str, Any] = {}
+        if token.reasoning:
+            delta["reasoning_content"] = token.reasoning
+        if token.text:
+            delta["content"] = token.text
+        if token.tool_calls:
+            delta["tool_calls"] = _tool_call_deltas(token.tool_calls)
+        return self._chunk(delta) if delta else None
 
-    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
+    def closing(self, done: Done) -> dict[str, Any]:
         return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _finish_reason(stats, called_tools)},
-                              timings=timings(stats))
+                                                  "finish_reason": _finish_reason(done)},
+                              timings=timings(done.stats))
 
 
 def _tool_call_json(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
-def _finish_reason(stats: GenerationStats, called_tools: bool) -> str:
-    return "tool_calls" if called_tools else _FINISH_REASONS[stats.stop_reason]
+def _tool_call_deltas(deltas: tuple[ToolCallDelta, ...]) -> list[dict[str, Any]]:
+    """OpenAI's streamed tool calls: a call's first delta has its index, id, type, name and the arguments so far;
+    later ones its index and more arguments. One event's pieces of the same call go out as one."""
+    out: list[dict[str, Any]] = []
+    for delta in deltas:
+        if out and out[-1]["index"] == delta.index and not delta.name:
+            out[-1]["function"]["arguments"] += delta.arguments
+        elif delta.name:
+            out.append({"index": delta.index, "id": delta.id, "type": "function",
+                        "function": {"name": delta.name, "arguments": delta.arguments}})
+        else:
+            out.append({"index": delta.index, "function": {"arguments": delta.arguments}})
+    return out
+
+
+def _finish_reason(done: Done) -> str:
+    """tool_calls for a reply that called tools and ended there (one cut off at max_tokens says length), as
+    llama-server and OpenAI."""
+    if done.tool_calls and done.stats.stop_reason != "length":
+        return "tool_calls"
+    return _FINISH_REASONS[done.stats.stop_reason]
 
 
 class _CompletionShape(_Shape):
@@ -449,16 +469,19 @@ class _CompletionShape(_Shape):
     def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
         return {"text": text, "logprobs": None, "finish_reason": finish_reason}
 
-    def whole(self, reply: Reply, stats: GenerationStats) -> dict[str, Any]:
-        return self._envelope(self.object_whole, self._choice(reply.content, _FINISH_REASONS[stats.stop_reason]),
-                              usage=usage(stats), timings=timings(stats))
+    def whole(self, done: Done) -> dict[str, Any]:
+        return self._envelope(self.object_whole, self._choice(done.text, _FINISH_REASONS[done.stats.stop_reason]),
+                              usage=usage(done.stats), timings=timings(done.stats))
 
-    def piece(self, text: str) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice(text, None))
+    def opening(self) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice("", None))
 
-    def closing(self, stats: GenerationStats, called_tools: bool = False) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[stats.stop_reason]),
-                              timings=timings(stats))
+    def piece(self, token: Token) -> dict[str, Any] | None:
+        return self._envelope(self.object_chunk, self._choice(token.text, None)) if token.text else None
+
+    def closing(self, done: Done) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[done.stats.stop_reason]),
+                              timings=timings(done.stats))
 
 
 async def _api_error(request: Request, exc: ApiError) -> Response:

@@ -2,10 +2,12 @@
 
 Every field we read is type-checked here and the sampling values go through
 ``SamplingSettings.validate()``; anything we cannot honour (several choices, log-probs, a schema keyword the
-grammar cannot enforce) is refused with a 400 that names the parameter rather than silently ignored. Tools and
-``response_format`` become ``SamplingSettings`` fields: the tools reach the model's chat template, a forced tool
-call or a JSON schema becomes a schema the engine's grammar holds the reply to. Unknown fields are ignored, as
-OpenAI clients send extras (``user``, ``metadata``) that change nothing here.
+grammar cannot enforce) is refused with a 400 that names the parameter rather than silently ignored. Tools,
+``tool_choice``, ``response_format`` and llama-server's thinking controls (``chat_template_kwargs``,
+``reasoning_format``, ``reasoning_budget_tokens``, ...) become ``SamplingSettings`` fields: the engine host renders
+them through the model's chat format, forces a call or a schema with its grammar, and reads the reply into its
+answer, thinking and tool calls (backends/chat_format). Unknown fields are ignored, as OpenAI clients send extras
+(``user``, ``metadata``) that change nothing here.
 
 Images come as ``image_url`` content parts holding a ``data:`` URL, for a model that sees them; each is checked
 here (format, size and dimensions from its header, then decoded whole: app/images). A URL to fetch is refused:
@@ -24,8 +26,7 @@ from typing import Any
 
 from app import images
 from backends import json_schema
-from backends.chat_format import tool_calls
-from backends.base import Message, Prompt, SamplingSettings
+from backends.base import REASONING_FORMATS, Message, Prompt, SamplingSettings
 
 MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
 MAX_IMAGES = 8  # per request
@@ -35,6 +36,7 @@ MAX_TOP_K = 1_000_000  # beyond any vocabulary: larger values mean nothing more
 _FLOAT_MAX = sys.float_info.max
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_TOOLS = 128
+MAX_REASONING_BUDGET = 1_000_000  # SamplingSettings.validate()'s bound, checked here under the request's names
 _FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # OpenAI's rule (dots too, as MCP tool names use them)
 
 
@@ -67,7 +69,6 @@ class GenerationRequest:
     sampling: SamplingSettings
     stream: bool
     include_usage: bool
-    tool_format: str = ""  # read the reply's tool calls in this syntax (backends/tool_calls.py); "": no tools
 
 
 def _refuse_constant(name: str):
@@ -110,12 +111,21 @@ def _integer(body: dict, name: str, default: int | None) -> int | None:
     return value
 
 
-def _flag(body: dict, name: str) -> bool:
-    value = body.get(name, False)
+def _flag(body: dict[str, Any], name: str, default: bool = False) -> bool:
+    value = body.get(name)
     if value is None:
-        return False
+        return default
     if not isinstance(value, bool):
         raise bad_param(name, f"{name} must be true or false, not {_shown(value)}", "invalid_type")
+    return value
+
+
+def _string(body: dict[str, Any], name: str, default: str = "", param: str | None = None) -> str:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise bad_param(param or name, f"{name} must be a string, not {_shown(value)}", "invalid_type")
     return value
 
 
@@ -303,8 +313,15 @@ def chat_message(message: Any, i: int, sees_images: bool = False) -> Message:
         name = message.get("name", "")
         return Message(role, content, attached, tool_call_id=call_id, name=name if isinstance(name, str) else "")
     if role == "assistant":
-        return Message(role, content, attached, tool_calls=_assistant_tool_calls(message, i))
+        return Message(role, content, attached, tool_calls=_assistant_tool_calls(message, i),
+                       reasoning=_reasoning(message, i))
     return Message(role, content, attached)
+
+
+def _reasoning(message: dict, index: int) -> str:
+    """An assistant turn's thinking, as llama-server sends it back (``reasoning_content``) or vLLM (``reasoning``)."""
+    name = "reasoning_content" if message.get("reasoning_content") is not None else "reasoning"
+    return _string(message, name, param=f"messages[{index}].{name}")
 
 
 def parse_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]]:
@@ -340,15 +357,13 @@ def parse_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]]:
     return out
 
 
-def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str | None:
-    """"none", "auto", or the name of the function to call ("" for any: "required")."""
+def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str:
+    """"auto", "none", "required", or the name of the one function to call."""
     choice = body.get("tool_choice")
     if choice is None or choice == "auto":  # comparisons only: a list or an object is never hashed
         return "auto"
-    if choice == "none":
-        return "none"
-    if choice == "required":
-        return ""
+    if choice in ("none", "required"):
+        return str(choice)
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
         name = choice["function"].get("name")
         if not isinstance(name, str) or name not in {t["function"]["name"] for t in tools}:
@@ -392,31 +407,74 @@ def response_schema(response_format: Any) -> dict[str, Any] | None:
     raise bad_param("response_format", 'response_format type must be "text", "json_object" or "json_schema"')
 
 
-def with_tools(sampling: SamplingSettings, tools: list[dict[str, Any]], choice: str | None, tool_format: str
-               ) -> tuple[SamplingSettings, str]:
-    """``sampling`` with the tools for the template and, for a forced call, the grammar's schema; and the syntax
-    to read the reply's calls in ("" where the reply cannot hold any)."""
-    if not tools or choice == "none":
-        return sampling, ""
-    if not tool_format:
+def with_tools(sampling: SamplingSettings, tools: list[dict[str, Any]], choice: str, takes_tools: bool
+               ) -> SamplingSettings:
+    """``sampling`` with the tools and ``choice`` (as ``_tool_choice`` reads it) as the engine takes them: a named
+    function is the only tool given, and required. ``takes_tools``: the served model's template has tool support."""
+    if not tools:
+        return sampling
+    if choice != "none" and not takes_tools:
         raise bad_param("tools", "the served model's chat template has no tool support, so it cannot be given "
                                  "tools", "unsupported_parameter")
-    sampling = dataclasses.replace(sampling, tools=tuple(tools))
-    if choice == "auto":
-        return sampling, tool_format
+    if choice in ("auto", "none"):
+        return dataclasses.replace(sampling, tools=tuple(tools), tool_choice=choice)
     if sampling.json_schema is not None:
         raise bad_param("tool_choice", "a forced tool call and response_format cannot both shape the reply")
-    try:
-        schema, prefix, suffix = tool_calls.forced_call(tool_format, tools, choice or None)
-    except tool_calls.ToolChoiceError as exc:
-        raise bad_param("tool_choice", str(exc)) from None
-    return dataclasses.replace(sampling, json_schema=schema, json_prefix=prefix, json_suffix=suffix), tool_format
+    if choice != "required":
+        tools = [t for t in tools if t["function"]["name"] == choice]
+    return dataclasses.replace(sampling, tools=tuple(tools), tool_choice="required")
+
+
+REASONING_EFFORTS = ("none", "low", "medium", "high")  # "none": no thinking, as llama-server reads it
+
+
+def thinking_budget(value: Any, param: str, *, least: int = -1) -> int:
+    """A thinking budget in tokens (-1: none, 0: no thinking), checked under the request's name for it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_param(param, f"{param} must be an integer, not {_shown(value)}", "invalid_type")
+    if not least <= value <= MAX_REASONING_BUDGET:
+        raise bad_param(param, f"{param} must be between {least} and {MAX_REASONING_BUDGET:,}, not {value}")
+    return value
+
+
+def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSettings:
+    """llama-server's thinking controls: ``chat_template_kwargs`` (its ``enable_thinking`` turns thinking on or off),
+    ``reasoning_effort``, ``reasoning_format``, ``reasoning_budget_tokens`` (or ``thinking_budget_tokens``) and
+    ``reasoning_budget_message``."""
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict):
+        raise bad_param("chat_template_kwargs", "chat_template_kwargs must be an object", "invalid_type")
+    kwargs = dict(kwargs)
+    enable = kwargs.pop("enable_thinking", None)  # a field of its own, which the engine gives the template
+    if enable is not None and not isinstance(enable, bool):
+        raise bad_param("chat_template_kwargs.enable_thinking",
+                        f"enable_thinking must be true or false, not {_shown(enable)}", "invalid_type")
+    effort = _string(body, "reasoning_effort")
+    if effort and effort not in REASONING_EFFORTS:
+        raise bad_param("reasoning_effort", f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, "
+                                            f"not {_shown(effort)}")
+    if effort == "none":
+        enable, effort = False, ""
+    reasoning_format = _string(body, "reasoning_format", "auto")
+    if reasoning_format not in REASONING_FORMATS:
+        raise bad_param("reasoning_format", f"reasoning_format must be one of {', '.join(REASONING_FORMATS)}, "
+                                            f"not {_shown(reasoning_format)}")
+    budget = -1
+    for name in ("reasoning_budget_tokens", "thinking_budget_tokens"):  # llama-server's name first, then its alias
+        if body.get(name) is not None:
+            budget = thinking_budget(body[name], name)
+            break
+    return dataclasses.replace(sampling, enable_thinking=enable, reasoning_effort=effort, reasoning_budget=budget,
+                               reasoning_budget_message=_string(body, "reasoning_budget_message"),
+                               reasoning_format=reasoning_format, chat_template_kwargs=kwargs)
 
 
 def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = False,
-               tool_format: str = "") -> GenerationRequest:
-    """``sees_images``: the served model takes images; ``tool_format``: its tool-call syntax (Loaded.details), ""
-    where it has none."""
+               takes_tools: bool = False) -> GenerationRequest:
+    """``sees_images``: the served model takes images; ``takes_tools``: its chat template has tool support
+    (Loaded.details' ``tool_format``)."""
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "functions": None, "top_logprobs": None,
                                "audio": None, "modalities": None})
@@ -433,13 +491,12 @@ def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = Fa
             raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
                             "too_many_images")
     stream = _flag(body, "stream")
-    _flag(body, "parallel_tool_calls")  # checked only: every call in a reply is read back
     sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx),
-                                   json_schema=response_schema(body.get("response_format")))
+                                   json_schema=response_schema(body.get("response_format")),
+                                   parallel_tool_calls=_flag(body, "parallel_tool_calls", True))
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
-    choice = _tool_choice(body, tools) if tools else None
-    sampling, reads_tools = with_tools(sampling, tools, choice, tool_format)
-    return GenerationRequest(messages, sampling, stream, _stream_options(body, stream), reads_tools)
+    sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
+    return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream))
 
 
 def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import jsonschema
@@ -11,6 +13,7 @@ import pytest
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
 from tests.server.conftest import loaded_engine
+from tests.server.test_tools import CALL_TOKENS
 
 KEY = "qd-key-0123456789abcdef"
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
@@ -26,8 +29,9 @@ def tool_engine(tiny_tool_model):
 
 @pytest.fixture
 def claude(tool_engine):
-    """The anthropic client against a server that wants a key: the client sends it as x-api-key."""
-    server = ServerThread(create_app(tool_engine, api_key=KEY)).start()
+    """The anthropic client against a server that wants a key: the client sends it as x-api-key. Each engine event
+    is an event of its own (many small deltas)."""
+    server = ServerThread(create_app(tool_engine, api_key=KEY, stream_every_s=0)).start()
     with anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=120) as client:
         yield client, model_id(tool_engine.loaded.model_path)
     server.stop()
@@ -69,23 +73,42 @@ def test_a_stop_sequence_ends_the_message_and_is_named(claude):
 
 def test_a_tool_round_trip_streamed_and_not(claude):
     api, name = claude
-    first = api.messages.create(model=name, max_tokens=200, messages=ASK, tools=[WEATHER],
+    first = api.messages.create(model=name, max_tokens=CALL_TOKENS, messages=ASK, tools=[WEATHER],
                                 tool_choice={"type": "tool", "name": "get_weather"}, extra_body={"temperature": 0.7})
-    assert first.stop_reason == "tool_use"
-    (use,) = [b for b in first.content if b.type == "tool_use"]
-    assert use.name == "get_weather" and use.id
-    jsonschema.validate(use.input, WEATHER["input_schema"])
-    with api.messages.stream(model=name, max_tokens=200, messages=ASK, tools=[WEATHER],
+    assert first.stop_reason == "tool_use" and first.content
+    for use in first.content:  # one call or more (the Hermes grammar takes several), each a tool_use block
+        assert use.type == "tool_use" and use.name == "get_weather" and use.id
+        jsonschema.validate(use.input, WEATHER["input_schema"])
+    with api.messages.stream(model=name, max_tokens=CALL_TOKENS, messages=ASK, tools=[WEATHER],
                              tool_choice={"type": "any"}, extra_body={"temperature": 0.7}) as stream:
+        events = [e for e in stream if e.type.startswith("content_block")]
         streamed = stream.get_final_message()
-    assert streamed.stop_reason == "tool_use" and streamed.content[-1].type == "tool_use"
-    jsonschema.validate(streamed.content[-1].input, WEATHER["input_schema"])
-    history = [*ASK, {"role": "assistant", "content": [b.model_dump() for b in first.content]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "18 C"}]}]
-    answer = api.messages.create(model=name, max_tokens=8, messages=history, tools=[WEATHER],
-                                 extra_body={"temperature": 0})
-    assert answer.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens  # all of it got there
-    assert answer.stop_reason in ("end_turn", "max_tokens", "tool_use")
+    assert streamed.stop_reason == "tool_use" and {b.type for b in streamed.content} == {"tool_use"}
+    # each tool_use block opens with its id and name, its input comes as JSON pieces, then it closes before the next
+    for index, use in enumerate(streamed.content):
+        jsonschema.validate(use.input, WEATHER["input_schema"])
+        start, *deltas, stop = [e for e in events if e.index == index]
+        assert events.index(start) == events.index(stop) - len(deltas) - 1  # nothing in between
+        assert start.type == "content_block_start" and start.content_block.id == use.id
+        assert start.content_block.name == "get_weather" and start.content_block.input == {}
+        assert deltas and all(d.type == "content_block_delta" and d.delta.type == "input_json_delta" for d in deltas)
+        assert json.loads("".join(d.delta.partial_json for d in deltas)) == use.input
+        assert stop.type == "content_block_stop"
+
+    def answer(result: str) -> anthropic.types.Message:
+        history = [*ASK, {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": result}
+                                                for use in first.content]}]
+        return api.messages.create(model=name, max_tokens=8, messages=history, tools=[WEATHER],
+                                   extra_body={"temperature": 0})
+
+    short, longer = answer("18 C"), answer("18 C, light rain from the west")
+    assert short.stop_reason in ("end_turn", "max_tokens", "tool_use")
+    # the calls reached the template (each a <tool_call> block with the name and arguments: more than 10 tokens; the
+    # reply's own count is no measure, as the grammar let the model write whitespace the template does not keep)...
+    assert short.usage.input_tokens > first.usage.input_tokens + 10 * len(first.content)
+    # ...and so did each result
+    assert longer.usage.input_tokens > short.usage.input_tokens + 5 * len(first.content)
 
 
 @pytest.mark.parametrize(("extra", "words"), [
@@ -93,6 +116,8 @@ def test_a_tool_round_trip_streamed_and_not(claude):
     ({"messages": [{"role": "system", "content": "x"}]}, 'role "user" or "assistant"'),
     ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "'image' blocks"),
     ({"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_time"}}, "not among the tools"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "any", "disable_parallel_tool_use": "yes"}},
+     "disable_parallel_tool_use must be true or false"),
     ({"model": "claude-sonnet-4"}, "is not served here"),
 ])
 def test_bad_requests_are_400s_in_anthropics_shape_and_the_engine_goes_on(claude, extra, words):

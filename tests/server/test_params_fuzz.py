@@ -31,7 +31,8 @@ messages = st.lists(st.fixed_dictionaries({}, optional={
 FIELDS = ["model", "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "max_completion_tokens",
           "seed", "stop", "stream", "stream_options", "n", "logprobs", "presence_penalty", "frequency_penalty",
           "logit_bias", "tools", "functions", "top_logprobs", "audio", "modalities", "response_format", "best_of",
-          "echo", "suffix", "user"]
+          "echo", "suffix", "user", "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "reasoning_format",
+          "reasoning_effort", "reasoning_budget_tokens", "thinking_budget_tokens", "reasoning_budget_message"]
 valid_messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]),
                                                  "content": st.text(max_size=20)}), min_size=1, max_size=3)
 

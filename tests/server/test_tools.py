@@ -1,6 +1,7 @@
 """Tool calling through the official ``openai`` client, on the tiny model with Qwen 2.5's tool-declaring
-template: a forced call (grammar) in the model's own <tool_call> syntax, read back as tool_calls, streamed and
-not; the round trip with the tool's result; refusals in words."""
+template: a forced call (the engine's grammar) in the model's own <tool_call> syntax, read back by the engine as
+tool_calls, streamed as OpenAI's deltas and not; a named call; the round trip with the tool's result; refusals in
+words."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ TOOLS = [
 ]
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 FORCE_WEATHER = {"type": "function", "function": {"name": "get_weather"}}
+# The grammar lets a call's JSON hold some whitespace between tokens, as llama.cpp's does (a newline and up to 20
+# spaces or tabs): the random tiny model takes much of it, so a call needs room.
+CALL_TOKENS = 600
 
 
 @pytest.fixture(scope="module")
@@ -32,45 +36,89 @@ def tool_engine(tiny_tool_model):
 
 @pytest.fixture
 def tool_api(tool_engine):
-    yield from openai_client(tool_engine)
+    yield from openai_client(tool_engine, stream_every_s=0)  # each engine event a chunk of its own
 
 
 def test_the_model_reports_its_tool_syntax(tool_engine, tool_api):
-    assert tool_engine.loaded.details["tool_format"] == "hermes"
+    # Qwen 2.5's template has no family module of its own: llama.cpp's differential autoparser reads it
+    assert tool_engine.loaded.details["tool_format"] == "auto"
     api, name = tool_api
-    assert api.models.retrieve(name).meta["tool_format"] == "hermes"
+    assert api.models.retrieve(name).meta["tool_format"] == "auto"
 
 
 def test_a_forced_call_comes_back_as_tool_calls(tool_api):
+    """A named call: each call the reply makes is that function's, with arguments of its schema. (The random model
+    goes on calling after the first: the Hermes syntax's grammar takes one or more <tool_call> blocks, whatever
+    parallel_tool_calls says, as llama.cpp's autoparser builds it.)"""
     api, name = tool_api
     for seed in range(5):
         reply = api.chat.completions.create(model=name, messages=ASK, tools=TOOLS, tool_choice=FORCE_WEATHER,
-                                            seed=seed, max_tokens=200)
+                                            seed=seed, max_tokens=CALL_TOKENS)
         choice = reply.choices[0]
         assert choice.finish_reason == "tool_calls", choice.message
-        (call,) = choice.message.tool_calls
-        assert call.type == "function" and call.id.startswith("call_") and call.function.name == "get_weather"
-        jsonschema.validate(json.loads(call.function.arguments), WEATHER_ARGS)
+        calls = choice.message.tool_calls
+        for call in calls:
+            assert call.type == "function" and call.id.startswith("call_") and call.function.name == "get_weather"
+            jsonschema.validate(json.loads(call.function.arguments), WEATHER_ARGS)
+        assert calls and len({call.id for call in calls}) == len(calls)
         assert not choice.message.content
 
 
-def test_required_picks_one_of_the_tools_and_streams_it_as_a_tool_call_delta(tool_api):
+@pytest.mark.parametrize("choice", ["required", FORCE_WEATHER])
+def test_a_forced_call_streams_as_tool_call_deltas(tool_api, choice):
+    """As OpenAI and llama-server stream calls: a call's first delta has its index, id, type, name and the
+    arguments so far; the later ones only the index and more arguments, which add up to the call's JSON."""
     api, name = tool_api
-    chunks = list(api.chat.completions.create(model=name, messages=ASK, tools=TOOLS, tool_choice="required",
-                                              seed=1, max_tokens=200, stream=True))
+    request = {"model": name, "messages": ASK, "tools": TOOLS, "tool_choice": choice, "seed": 1,
+               "max_tokens": CALL_TOKENS}
+    whole = api.chat.completions.create(**request).choices[0].message.tool_calls
+    chunks = list(api.chat.completions.create(**request, stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert not "".join(d.content or "" for d in deltas)  # the call's text never leaks as content
-    calls = [tc for d in deltas for tc in d.tool_calls or ()]
-    assert len(calls) == 1 and calls[0].index == 0 and calls[0].id.startswith("call_")
-    assert calls[0].function.name in ("get_weather", "get_time")
-    assert isinstance(json.loads(calls[0].function.arguments), dict)
+    pieces = [tc for d in deltas for tc in d.tool_calls or ()]
+    indices = [p.index for p in pieces]
+    assert indices == sorted(indices) and set(indices) == set(range(len(whole)))  # one call after the other
+    for index, call in enumerate(whole):
+        first, *rest = [p for p in pieces if p.index == index]
+        assert first.id.startswith("call_") and first.type == "function" and first.function.name == call.function.name
+        assert first.function.arguments is not None
+        assert rest and all(p.id is None and p.type is None and p.function.name is None and p.function.arguments
+                            for p in rest)
+        if call.function.name == "get_weather":
+            assert len(rest) > 3  # a city takes a few tokens
+        # the same seed: the same calls, piece by piece
+        assert "".join(p.function.arguments for p in [first, *rest]) == call.function.arguments
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
+
+
+def test_a_named_call_streams_through_the_openai_stream_helper(tool_api):
+    """The client's own accumulator (``chat.completions.stream``) puts the deltas together into the calls."""
+    api, name = tool_api
+    request = {"model": name, "messages": ASK, "tools": TOOLS, "tool_choice": FORCE_WEATHER, "seed": 3,
+               "max_tokens": CALL_TOKENS}
+    whole = api.chat.completions.create(**request).choices[0].message.tool_calls
+    with api.chat.completions.stream(**request) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    assert [(c.id.startswith("call_"), c.function.name, c.function.arguments) for c in choice.message.tool_calls] \
+        == [(True, c.function.name, c.function.arguments) for c in whole]
+    for call in choice.message.tool_calls:
+        jsonschema.validate(json.loads(call.function.arguments), WEATHER_ARGS)
+
+
+def test_tool_choice_none_gives_no_call(tool_api):
+    api, name = tool_api
+    reply = api.chat.completions.create(model=name, messages=ASK, tools=TOOLS, tool_choice="none", seed=0,
+                                        max_tokens=12)
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert reply.choices[0].message.content and not reply.choices[0].message.tool_calls
 
 
 def test_a_round_trip_sends_the_result_back_and_gets_an_answer(tool_api):
     api, name = tool_api
     first = api.chat.completions.create(model=name, messages=ASK, tools=TOOLS, tool_choice=FORCE_WEATHER, seed=2,
-                                        max_tokens=200)
+                                        max_tokens=CALL_TOKENS)
     call = first.choices[0].message.tool_calls[0]
     history = [*ASK, first.choices[0].message.model_dump(exclude_none=True),
                {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 18})}]
