@@ -170,3 +170,28 @@ def test_quantdesks_server_fronts_a_remote_model_and_no_key_crosses(faulty_serve
     assert [h["authorization"] for h in faulty_server.headers] == ["Bearer remote-key-aaaaaaaaaaaa"] * 2
     answer = whole.http_response.text + str(dict(whole.http_response.headers))
     assert "remote-key" not in answer and "local-key" not in answer
+
+
+def test_a_remote_thinking_models_reasoning_is_thinking_here(tiny_thinking_model):
+    """QuantDesk's server sends a thinking model's reasoning_content (as llama-server does); a remote engine on it
+    hands it out as thinking, apart from the answer, and the thinking controls travel in the request."""
+    with EngineClient() as thinker:
+        thinker.load(tiny_thinking_model, LoadSettings(n_ctx=1024))
+        server = ServerThread(create_app(thinker, api_key="qd-key-0123456789abcdef")).start()
+        try:
+            Connections().save(Connection("qd", f"{server.url}/v1"), api_key="qd-key-0123456789abcdef")
+            with EngineClient() as client:
+                client.load(model_ref("qd", model_id(thinker.loaded.model_path)), LoadSettings())
+                events = list(client.generate(CHAT, SamplingSettings(temperature=0.0, max_tokens=40,
+                                                                     reasoning_budget=8)))
+                done = events[-1]
+                assert isinstance(done, Done)
+                local = reply(thinker, CHAT, SamplingSettings(temperature=0.0, max_tokens=40, reasoning_budget=8))
+                assert done.reasoning.strip() == local.reasoning.strip() and done.reasoning
+                assert done.text.strip() == local.text.strip()
+                assert "".join(e.reasoning for e in events if not isinstance(e, Done)).strip() == done.reasoning.strip()
+                assert done.stats.reasoning_tokens > 0
+                off = reply(client, CHAT, SamplingSettings(temperature=0.0, max_tokens=20, enable_thinking=False))
+                assert off.reasoning == ""  # chat_template_kwargs.enable_thinking reached the server's template
+        finally:
+            server.stop()
