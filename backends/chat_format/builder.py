@@ -479,6 +479,23 @@ class ChatBuilder(peg.Builder):
                                         + section_end)
         return section if force_tool_calls else self.optional(section)
 
+    def named_parameters(self, function: dict[str, Any], opener: str, closer: str, string_value: Parser) -> Parser:
+        """A function's parameters, any of them in any order, each ``opener NAME">VALUE closer``: a string (what the
+        schema lets be one) as ``string_value`` reads it, any other value as JSON of its schema (MiniCPM5's
+        ``<param name="…">``, Muse Glimmer's ``<atem:parameter name="…">``)."""
+        name = function["name"]
+        arg_rules: list[Parser] = []
+        for param in parameters(function):
+            if param.may_be_string():
+                value = string_value
+            else:
+                value = (self.tool_arg_json_value(self.schema(self.json(), f"tool-{name}-arg-{param.name}-schema",
+                                                              param.document()))
+                         + self.tool_arg_close(self.literal(closer)))
+            arg_rules.append(self.tool_arg(self.tool_arg_open(
+                self.literal(opener) + self.tool_arg_name(self.literal(param.name)) + self.literal('">')) + value))
+        return self.zero_or_more(self.choice(arg_rules) + self.space()) if arg_rules else self.eps()
+
     def python_or_json_value(self) -> Parser:
         """A Python value whose leaves may also be JSON's true, false and null (LFM2)."""
         def value() -> Parser:
@@ -727,6 +744,32 @@ class Mapper:
                 if current.name:
                     self.result.tool_calls.append(self._pending)
                 self._pending = None
+
+
+class TreeMapper(Mapper):
+    """A mapper for families that build each call's arguments from their own syntax tree (Gemma 4, MiniMax M3):
+    reasoning and content as tagged (an empty thought kept as it is), each call from ``call_of`` its tool node."""
+
+    def from_nodes(self, nodes: Sequence[Node]) -> ParsedReply:
+        for node in nodes:
+            self._visit(node)
+        return self.result
+
+    def call_of(self, node: Node) -> ParsedCall | None:
+        raise NotImplementedError
+
+    def _visit(self, node: Node) -> None:
+        if node.tag == REASONING:
+            self.result.reasoning += node.text
+        elif node.tag == CONTENT:
+            self.result.content += node.text
+        elif node.tag == TOOL:
+            call = self.call_of(node)
+            if call is not None:
+                self.result.tool_calls.append(call)
+        else:
+            for child in node.children:
+                self._visit(child)
 
 
 def trim_arg_name(text: str) -> str:

@@ -243,7 +243,7 @@ def prepare(source: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str
     if not caps.supports_system_role and out and out[0]["role"] == "system":
         system = out.pop(0)
         if out:
-            out[0]["content"] = _as_text(system["content"]) + "\n" + _as_text(out[0]["content"])
+            out[0]["content"] = content_text(system["content"]) + "\n" + content_text(out[0]["content"])
 
     if caps.supports_tool_calls:
         for message in out:
@@ -262,7 +262,8 @@ def prepare(source: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str
     return out
 
 
-def _as_text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's content as one string (typed text parts joined as llama.cpp joins them)."""
     return content if isinstance(content, str) else _join_parts(content) if isinstance(content, list) else ""
 
 

@@ -104,27 +104,6 @@ class Prepared:
 # --- rendering, as llama.cpp's common_chat_template_direct_apply_impl does it
 
 
-def content_text(message: dict[str, Any]) -> str:
-    """A message's content as one string: typed text parts joined by newlines (media markers without)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    text, after_media = "", False
-    for part in content:
-        kind = part.get("type", "") if isinstance(part, dict) else ""
-        if kind == "text":
-            newline = not after_media and bool(text)
-            after_media = False
-        elif kind == "media_marker":
-            newline, after_media = False, True
-        else:
-            continue
-        text += ("\n" if newline else "") + str(part.get("text", ""))
-    return text
-
-
 def apply_template(template: Template, request: Request, *, messages: list[dict[str, Any]] | None = None,
                    tools: list[dict[str, Any]] | None = None, additional_context: dict[str, Any] | None = None,
                    add_generation_prompt: bool | None = None) -> str:
@@ -228,7 +207,7 @@ def apply(template: Template, request: Request) -> Prepared:
             request.continue_msg = copy.deepcopy(messages.pop())
         if request.continue_final_message == "auto" and request.continue_msg:
             msg = request.continue_msg
-            reasoning_only = msg.get("reasoning_content") and not content_text(msg) and not msg.get("content")
+            reasoning_only = msg.get("reasoning_content") and not msg.get("content")  # no text, no parts
             request.continue_final_message = "reasoning" if reasoning_only else "content"
     # llama.cpp's message normalisation (developer as system, Gemma 2's system folded, arguments as the template
     # reads them, StepFun's trimming…); the family modules make their own changes on top

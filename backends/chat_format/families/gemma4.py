@@ -13,19 +13,14 @@ made the calls, so for it the ``tool`` messages are folded into that message fir
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from backends.chat_format.builder import (
-    CONTENT,
-    REASONING,
-    TOOL,
     TOOL_ARGS,
     TOOL_NAME,
     ChatBuilder,
-    Mapper,
     ParsedCall,
-    ParsedReply,
+    TreeMapper,
     build,
     escape_json_inner,
     functions,
@@ -153,33 +148,16 @@ def to_json(node: Node) -> str:
     return ""
 
 
-class Gemma4Mapper(Mapper):
-    """Reasoning and content as tagged, each call from its name and its arguments' tree (common_chat_peg_gemma4_mapper:
-    none of the generic mapper's argument building, and an empty thought is kept as it is)."""
+class Gemma4Mapper(TreeMapper):
+    """Each call from its name and its arguments' tree (common_chat_peg_gemma4_mapper: none of the generic mapper's
+    argument building, and an empty thought is kept as it is)."""
 
-    def from_nodes(self, nodes: Sequence[Node]) -> ParsedReply:
-        for node in nodes:
-            self._visit(node)
-        return self.result
-
-    def _visit(self, node: Node) -> None:
-        if node.tag == REASONING:
-            self.result.reasoning += node.text
-            return
-        if node.tag == CONTENT:
-            self.result.content += node.text
-            return
-        if node.tag == TOOL:
-            name = node.find(TOOL_NAME)
-            args = node.find(TOOL_ARGS)
-            if name is not None and args is not None and not name.partial:
-                call = ParsedCall(name=name.text)
-                if args.children:
-                    call.arguments = to_json(args.children[0])
-                self.result.tool_calls.append(call)
-            return
-        for child in node.children:
-            self._visit(child)
+    def call_of(self, node: Node) -> ParsedCall | None:
+        name = node.find(TOOL_NAME)
+        args = node.find(TOOL_ARGS)
+        if name is None or args is None or name.partial:
+            return None
+        return ParsedCall(name=name.text, arguments=to_json(args.children[0]) if args.children else "")
 
 
 def _value_rules(p: ChatBuilder) -> None:

@@ -4,7 +4,7 @@ raw text (or a ``<![CDATA[…]]>`` section, for a value that holds ``</param>``)
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters
+from backends.chat_format.builder import ChatBuilder, build, functions
 from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
@@ -44,18 +44,7 @@ def prepare(template: Template, request: Request) -> Prepared:
             for tool in functions(request.tools):
                 function = tool["function"]
                 name = function["name"]
-                arg_rules: list[Parser] = []
-                for param in parameters(function):
-                    if param.may_be_string():
-                        value = string_value
-                    else:
-                        value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{param.name}-schema",
-                                                                param.document()))
-                                 + p.tool_arg_close(p.literal("</param>")))
-                    arg_rules.append(p.tool_arg(p.tool_arg_open(
-                        p.literal('<param name="') + p.tool_arg_name(p.literal(param.name)) + p.literal('">'))
-                        + value))
-                args = p.zero_or_more(p.choice(arg_rules) + p.space()) if arg_rules else p.eps()
+                args = p.named_parameters(function, '<param name="', '</param>', string_value)
                 tool_parser = p.tool(
                     p.tool_open(p.literal('<function name="') + p.tool_name(p.literal(name)) + p.literal('">'))
                     << p.tool_args(args) << p.tool_close(p.literal("</function>")))

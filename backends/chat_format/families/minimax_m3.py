@@ -16,23 +16,18 @@ parser follows each tool's schema down into its objects and arrays (the template
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from backends.chat_format import peg
 from backends.chat_format.builder import (
-    CONTENT,
-    REASONING,
-    TOOL,
     TOOL_ARG,
     TOOL_ARG_NAME,
     TOOL_ARG_STRING_VALUE,
     TOOL_ARG_VALUE,
     TOOL_NAME,
     ChatBuilder,
-    Mapper,
     ParsedCall,
-    ParsedReply,
+    TreeMapper,
     build,
     escape_json_inner,
     functions,
@@ -168,30 +163,15 @@ def value_to_json(node: Node | None, closed: bool) -> str:
     return node.text  # numbers and booleans are written as they are by the template
 
 
-class MiniMaxM3Mapper(Mapper):
-    """Reasoning and content as tagged; each call from its name and its arguments' tree (none of the generic
-    mapper's argument building, and an empty thought is kept as it is)."""
+class MiniMaxM3Mapper(TreeMapper):
+    """Each call from its name and its arguments' tree (none of the generic mapper's argument building, and an empty
+    thought is kept as it is)."""
 
-    def from_nodes(self, nodes: Sequence[Node]) -> ParsedReply:
-        for node in nodes:
-            self._visit(node)
-        return self.result
-
-    def _visit(self, node: Node) -> None:
-        if node.tag == REASONING:
-            self.result.reasoning += node.text
-            return
-        if node.tag == CONTENT:
-            self.result.content += node.text
-            return
-        if node.tag == TOOL:
-            name = node.find(TOOL_NAME)
-            if name is not None:
-                self.result.tool_calls.append(ParsedCall(name=name.text,
-                                                         arguments=container_to_json(node, True, not node.partial)))
-            return
-        for child in node.children:
-            self._visit(child)
+    def call_of(self, node: Node) -> ParsedCall | None:
+        name = node.find(TOOL_NAME)
+        if name is None:
+            return None
+        return ParsedCall(name=name.text, arguments=container_to_json(node, True, not node.partial))
 
 
 def _invoke(p: ChatBuilder, name: str, root: dict[str, Any]) -> Parser:

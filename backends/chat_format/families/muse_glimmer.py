@@ -7,7 +7,7 @@ is only ``<|start|>assistant``: the model writes its own `` to=…<|message|>``.
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters
+from backends.chat_format.builder import ChatBuilder, build, functions
 from backends.chat_format.formats import Prepared, Request, Template, apply_template, render_content
 from backends.chat_format.peg import Parser
 
@@ -55,18 +55,7 @@ def prepare(template: Template, request: Request) -> Prepared:
             for tool in functions(request.tools):
                 function = tool["function"]
                 name = function["name"]
-                arg_rules: list[Parser] = []
-                for param in parameters(function):
-                    if param.may_be_string():
-                        value = string_value
-                    else:
-                        value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{param.name}-schema",
-                                                                param.document()))
-                                 + p.tool_arg_close(p.literal("</atem:parameter>")))
-                    arg_rules.append(p.tool_arg(p.tool_arg_open(
-                        p.literal('<atem:parameter name="') + p.tool_arg_name(p.literal(param.name)) + p.literal('">'))
-                        + value))
-                args = p.zero_or_more(p.choice(arg_rules) + p.space()) if arg_rules else p.eps()
+                args = p.named_parameters(function, '<atem:parameter name="', '</atem:parameter>', string_value)
                 tool_parser = p.tool(
                     p.tool_open(p.literal(" to=") + p.until("<|message|>")
                                 + p.literal("<|message|><atem:function_calls>") + p.space()
