@@ -162,16 +162,9 @@ def check(case: dict[str, Any], templates: dict[str, str]) -> Outcome:
 
 
 def templates_from_sdist(path: Path) -> dict[str, str]:
-    import tarfile
+    from tests.fixtures.llama_cpp_sources import read_sources
 
-    out = {}
-    with tarfile.open(path) as archive:
-        for member in archive.getmembers():
-            if "/vendor/llama.cpp/models/templates/" in member.name and member.name.endswith(".jinja"):
-                handle = archive.extractfile(member)
-                if handle is not None:
-                    out[member.name.rsplit("/", 1)[1]] = handle.read().decode("utf-8")
-    return out
+    return read_sources(path).templates
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,6 @@ must take the replies that call a tool and refuse those that do not."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import pytest
 
@@ -14,7 +13,6 @@ from backends.chat_format.builder import ChatBuilder
 from backends.chat_format.peg import Parser
 from backends.chat_format.template import TemplateError
 from tests.backends.chat_format import grammar_cases, llama_cpp_cases
-from tests.fixtures.llama_cpp_sources import sources_or_none
 
 
 def lark_of(make, lazy=False, special=None):
@@ -139,21 +137,10 @@ def test_special_tokens_are_matched_as_tokens_not_as_their_text():
 # --- llama.cpp's chat-test cases
 
 
-@lru_cache(maxsize=1)
-def _family_ported() -> dict[str, bool]:
-    """Template name -> whether what reads it is there: its family's module or the analysis (without the source
-    archive: no cases)."""
-    sources = sources_or_none()
-    if sources is None:
-        return {}
-    return {name: grammar_cases.family_ported(source) for name, source in sources.templates.items()}
-
-
 def _cases(with_tools: bool) -> list:
-    """The whole replies of the families ported so far: with tools, or with a grammar in llama.cpp."""
+    """The whole replies: with tools, or with a grammar in llama.cpp."""
     return [pytest.param(case, id=case["id"]) for case in llama_cpp_cases.cases()
-            if (case["tools"] if with_tools else case["llama_cpp"]["has_grammar"]) and not case["is_partial"]
-            and _family_ported().get(case["template"], False)]
+            if (case["tools"] if with_tools else case["llama_cpp"]["has_grammar"]) and not case["is_partial"]]
 
 
 def _rendered(check, case, templates, as_tokens):
