@@ -19,7 +19,8 @@ settings.register_profile("fuzz", max_examples=20_000, deadline=None, suppress_h
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 pytest_plugins = ["pytester", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
-                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb"]
+                  "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb",
+                  "tests.fixtures.llama_perplexity"]
 
 
 @pytest.fixture(autouse=True)

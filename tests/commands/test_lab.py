@@ -10,7 +10,7 @@ from pathlib import Path
 from app.lab.export import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ppl-tokens", "32")
+QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ctx", "32", "--chunks", "8")
 
 
 def quantdesk(*args: str) -> subprocess.CompletedProcess:
@@ -23,9 +23,12 @@ def test_bench_json_then_history_show_and_export(tiny_models, tmp_path):
     data = json.loads(result.stdout)
     assert data["reference"] == "tiny-llama-F16"
     by_label = {v["label"]: v for v in data["variants"]}
-    assert by_label["tiny-llama-F16"]["kl_mean"] == 0.0 and by_label["tiny-llama-F16"]["top1_agreement"] == 1.0
-    assert by_label["tiny-llama-Q4_K_M"]["kl_mean"] > 0
+    reference, q4 = by_label["tiny-llama-F16"]["quality"], by_label["tiny-llama-Q4_K_M"]["quality"]
+    assert reference["kld"]["value"] == 0.0 and reference["same_top"]["value"] == 1.0
+    assert q4["kld"]["value"] > 0 and q4["kld"]["se"] > 0 and q4["positions"] == 8 * 15
+    assert set(q4["dp_percentiles"]) >= {"max", "75", "median", "25", "min"} and q4["rms_dp"]["se"] > 0
     assert "[1/4] speed: repetition 1/1" in result.stderr and f"saved as {data['id']}" in result.stderr
+    assert "quality: perplexity and KL divergence: tiny-llama-Q4_K_M" in result.stderr
 
     history = quantdesk("bench", "--history")
     assert history.returncode == 0 and history.stdout.startswith(data["id"])
@@ -35,15 +38,20 @@ def test_bench_json_then_history_show_and_export(tiny_models, tmp_path):
     assert table.returncode == 0, table.stderr
     header, rule, first, second = table.stdout.splitlines()[:4]
     assert header.split()[:4] == ["variant", "backend", "quant", "bpw"] and set(rule) <= {"-", " "}
-    assert first.startswith("tiny-llama-F16 (ref)") and "100.0%" in first
+    assert first.startswith("tiny-llama-F16 (ref)") and "100.00 ± 0.00 %" in first
     assert second.startswith("tiny-llama-Q4_K_M") and "Q4_K_M" in second
+    # Every statistic, laid out as llama-perplexity prints them, to read the two side by side.
+    assert "tiny-llama-Q4_K_M against tiny-llama-F16:" in table.stdout
+    for line in ("Mean PPL(Q)/PPL(base)         :", "Mean KLD                      :",
+                 "99.9% KLD                     :", "RMS Δp                        :", "Same top p                    :"):
+        assert line in table.stdout
 
     out = tmp_path / "bench.csv"
     exported = quantdesk("bench", "--show", data["id"], "--out", str(out))
     assert exported.returncode == 0 and f"wrote {out}" in exported.stderr
     rows = read_csv(out.read_text())
     assert [r["variant"] for r in rows] == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
-    assert rows[1]["kl_mean"] == by_label["tiny-llama-Q4_K_M"]["kl_mean"]
+    assert rows[1]["kld_mean"] == q4["kld"]["value"] and rows[1]["same_top_p_se"] == q4["same_top"]["se"]
 
 
 def test_bench_csv_to_stdout_without_saving(tiny_models):
