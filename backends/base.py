@@ -340,6 +340,7 @@ class Scored:
     score_ms: float
     windows: int = 0  # windowed: the windows scored
     positions: int = 0  # windowed: the positions scored (their figures are in the request's positions_out)
+    peak_memory_bytes: int = 0  # windowed: the engine process's peak RAM by the end of the pass
     type: Literal["scored"] = "scored"
 
 
@@ -361,6 +362,7 @@ class WindowScoring:
     positions_out: str = ""  # the per-position figures (POSITIONS, .npy)
     tail: float = DEFAULT_TAIL
     max_tokens: int = DEFAULT_MAX_TOKENS
+    special: bool = False  # read special-token text as those tokens (a chat rendered with its template)
     description: dict[str, Any] = field(default_factory=dict)  # kept in a new reference's header
 
     def validate(self) -> None:
@@ -525,8 +527,9 @@ class Backend(abc.ABC):
     def no_logits_reason(self) -> str:
         return f"n/a: {self.name} exposes no next-token logits"
 
-    def tokenize(self, text: str) -> list[int]:
-        """The model's tokens for plain text (no chat template), with BOS where the model wants one."""
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """The model's tokens for plain text (no chat template), with BOS where the model wants one; ``special``
+        reads special-token text (a rendered chat's turn markers) as those tokens, as the chat does."""
         raise GenerationError("unavailable", self.no_logits_reason())
 
     def next_token_logits(self, tokens: Sequence[int]) -> Any:

@@ -887,10 +887,10 @@ class LlamaCppBackend(Backend):
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.
 
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
-        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=special))
 
     def window_logits(self, tokens: Sequence[int], first: int):
         """One window from an empty cache, asking llama.cpp for the logit rows of positions ``first`` on only (as

@@ -327,7 +327,8 @@ class MlxBackend(Backend):
 
     SCORE_CHUNK = 512  # tokens per forward pass; a KV cache carries the context across chunks
 
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """A Hugging Face tokenizer reads added special tokens in any text: ``special`` changes nothing here."""
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         return list(self._tokenizer.encode(text))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
@@ -20,15 +21,21 @@ def register(subparsers) -> None:
                     "likeliest tokens are kept in a file, reused by later runs. Results are saved for later "
                     "comparison.")
     p.add_argument("models", nargs="*", metavar="MODEL", help=".gguf files or model folders (MLX, safetensors)")
-    p.add_argument("--repo", metavar="REPO", help="also compare quants of this Hub repo, downloaded (verified) first")
+    p.add_argument("--repo", action="append", default=[], metavar="REPO",
+                   help="also compare quants of this Hub repo, downloaded (verified) first; repeat it to set the same "
+                        "quant from several uploaders side by side")
     p.add_argument("--quant", action="append", default=[], metavar="Q",
                    help="with --repo: a quant to fetch and compare (repeatable), e.g. --quant Q4_K_M --quant Q8_0")
+    p.add_argument("--keep-downloads", action="store_true",
+                   help="keep the quants --repo downloaded for this bench in the library (default: removed after)")
     p.add_argument("--reference", metavar="MODEL",
                    help="quality reference (default: the variant with the most bits per weight)")
     p.add_argument("--reference-file", metavar="FILE",
                    help="compare against a KL reference made earlier instead of a reference model: a file this "
                         "command saved (--save-reference), or one llama-perplexity --kl-divergence-base wrote")
     p.add_argument("--save-reference", metavar="FILE", help="also copy the KL reference used to FILE, to share it")
+    p.add_argument("--card", metavar="FILE.md",
+                   help="also write a quant card: FILE.md (Markdown, for a model repo or a bug report) and FILE.json")
     p.add_argument("--prompt-tokens", type=int, default=512, help="measured prompt length (default 512)")
     p.add_argument("--gen-tokens", type=int, default=128, help="tokens generated per run (default 128)")
     p.add_argument("--reps", type=int, default=3, help="measured runs per variant (default 3)")
@@ -37,9 +44,9 @@ def register(subparsers) -> None:
                         "default 512)")
     p.add_argument("--chunks", type=int, default=0,
                    help="quality: at most this many windows of the text (llama-perplexity's --chunks; default all)")
-    p.add_argument("--corpus", metavar="PATH",
-                   help="quality: score this text file, or every text file in this folder, instead of the bundled "
-                        "text")
+    p.add_argument("--corpus", metavar="PATH|chats",
+                   help="quality: score this text file, or every text file in this folder, or 'chats' (your chats, "
+                        "rendered with the reference's chat template), instead of the bundled text")
     p.add_argument("--no-quality", action="store_true", help="skip the quality pass (perplexity, KL divergence)")
     p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
@@ -62,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if args.history:
         return _print_history(store)
     if args.show:
-        return _emit(store.load(args.show), args)
-    models = list(args.models) + _fetch_quants(args)
+        shown = store.load(args.show)
+        _write_card(shown, args.card)
+        return _emit(shown, args)
+    fetched = _fetch_quants(args)
+    models = list(args.models) + [f.path for f in fetched]
     if not models:
         raise QuantDeskError("name the models to compare", "e.g. quantdesk bench model-Q8_0.gguf model-Q4_K_M.gguf")
     from app.lab.runner import run_bench
@@ -80,11 +90,11 @@ def run(args: argparse.Namespace) -> int:
         if p.fraction is None or p.fraction >= 1:  # one line per step, and the step's last
             print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
 
-    from app.lab import corpus
-
-    text = corpus.from_path(args.corpus) if args.corpus else None
-    result = run_bench(models, settings, reference=args.reference, reference_file=args.reference_file,
-                       corpus_text=text, on_progress=progress)
+    try:
+        result = run_bench(models, settings, reference=args.reference, reference_file=args.reference_file,
+                           corpus_text=args.corpus, labels={f.path: f.label for f in fetched}, on_progress=progress)
+    finally:
+        _clean_up(fetched, args.keep_downloads)
     if args.save_reference and result.reference_file:
         from app.lab import references
 
@@ -93,12 +103,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_save:
         saved = store.save(result)
         print(f"saved as {result.id} ({saved})", file=sys.stderr)
+    _write_card(result, args.card)
     _emit(result, args)
     return 1 if all(v.error for v in result.variants) else 0
 
 
-def _fetch_quants(args: argparse.Namespace) -> list[str]:
-    """Download (or find already installed, verified) each --quant of --repo; their paths join the bench."""
+@dataclass(frozen=True)
+class _Fetched:
+    path: str
+    label: str  # owner/repo and the file, when several repos are compared
+    downloaded_now: bool  # not in the library before this bench: removed after it unless kept
+
+
+def _fetch_quants(args: argparse.Namespace) -> list[_Fetched]:
+    """Download (or find already installed, verified) each --quant of each --repo; they join the bench."""
     from app.errors import QuantDeskError
 
     if bool(args.repo) != bool(args.quant):
@@ -107,15 +125,41 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
     if not args.repo:
         return []
     from app.hub.download import download
+    from app.hub.library import Library
     from app.hub.listing import RepoListing
     from app.hub.plan import DownloadRequest
 
-    listing = RepoListing.fetch(args.repo)  # listed once for every quant
-    paths = []
-    for quant in args.quant:
-        print(f"fetching {args.repo} {quant}…", file=sys.stderr)
-        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant), listing=listing).path))
-    return paths
+    installed = {entry.path for entry in Library().entries()}
+    fetched = []
+    for repo in dict.fromkeys(args.repo):
+        listing = RepoListing.fetch(repo)  # listed once for every quant
+        for quant in args.quant:
+            print(f"fetching {repo} {quant}…", file=sys.stderr)
+            path = download(DownloadRequest(repo_id=repo, quant=quant), listing=listing).path
+            label = f"{repo}/{path.stem}" if len(set(args.repo)) > 1 else path.stem
+            fetched.append(_Fetched(str(path), label, str(path) not in installed))
+    return fetched
+
+
+def _clean_up(fetched: list[_Fetched], keep: bool) -> None:
+    """Remove what this bench downloaded, unless asked to keep it (what was in the library before stays)."""
+    if keep:
+        return
+    from app.hub.library import Library
+
+    for f in fetched:
+        if f.downloaded_now:
+            _entry, freed = Library().remove(f.path)
+            print(f"removed {f.label} ({freed / 1e9:.2f} GB), downloaded for this bench (--keep-downloads keeps it)",
+                  file=sys.stderr)
+
+
+def _write_card(result: BenchResult, path: str | None) -> None:
+    if path:
+        from app.lab.card import write_card
+
+        markdown, data = write_card(result, path)
+        print(f"quant card written: {markdown} and {data}", file=sys.stderr)
 
 
 def _emit(result: BenchResult, args: argparse.Namespace) -> int:
@@ -197,6 +241,8 @@ def table(result: BenchResult) -> str:
                  f"quality against {result.reference} as llama-perplexity --kl-divergence measures it"
                  + (f": {windows} windows of {s.ctx} tokens" if windows else "") + ", ± one standard error")
     lines += footnotes
+    if len(report.ranking(result)) > 1:
+        lines += ["", f"ranked by mean KLD from {result.reference}:", report.ranking_text(result)]
     for v in result.variants:
         if v.quality is not None and not v.is_reference:
             lines += ["", f"{v.label} against {result.reference}:", report.statistics_text(v.quality)]

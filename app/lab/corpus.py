@@ -1,5 +1,5 @@
 """The texts the quant lab scores: the bundled public-domain passage (resources/lab), whose words also make the speed
-runs' prompts, or the user's own text: a file, or a folder of them."""
+runs' prompts, or the user's own text: a file, a folder of them, or their chats rendered as the model sees them."""
 
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ class Corpus:
     text: str
     name: str
     source: str
+    special: bool = False  # special-token text in it (a chat template's turn markers) is read as those tokens
 
     def describe(self) -> dict[str, object]:
         """Saved with each result and reference, so a later reader knows what the quality figures were measured on
         (the sha256 tells two texts of one name apart)."""
         return {"name": self.name, "source": self.source, "chars": len(self.text),
-                "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest()}
+                "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(), "special_tokens": self.special}
 
 
 def bundled() -> Corpus:
@@ -68,6 +69,45 @@ def from_path(path: str | Path) -> Corpus:
     if not text:
         raise QuantDeskError(f"{path} holds no text to score")
     return Corpus(text, path.name, source)
+
+
+CHATS = "chats"  # --corpus chats: the user's chats
+
+
+def from_chats(model_path: str | Path, store_path: str | Path | None = None) -> Corpus:
+    """Every chat's branch on show (system prompt and turns), rendered with the chat template of ``model_path`` (the
+    reference) as the model reads a conversation, chats two newlines apart; its turn markers are read as the special
+    tokens they are. A chat the template cannot render is left out, and the source says how many and why."""
+    from app.chats.store import ChatStore
+    from app.models.metadata import read_model
+    from backends.chat_template import FALLBACK_TEMPLATE, TemplateError, render
+
+    template = read_model(model_path).chat_template or FALLBACK_TEMPLATE
+    rendered, refused = [], []
+    with ChatStore(store_path) as store:
+        for conversation in store.conversations():
+            messages = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
+            messages += [{"role": m.role, "content": m.content} for m in store.messages(conversation.id)
+                         if m.content.strip()]
+            if not messages:
+                continue
+            try:
+                rendered.append(render(template, messages, add_generation_prompt=False))
+            except TemplateError as exc:
+                refused.append(f"{conversation.title!r}: {exc}")
+    if not rendered:
+        raise QuantDeskError("there are no chats to score" + (f" ({len(refused)} could not be rendered: "
+                                                              f"{refused[0]})" if refused else ""),
+                             "chat with a model first, or score a text file with --corpus FILE")
+    source = f"{len(rendered)} chats, rendered with {Path(model_path).name}'s chat template"
+    if refused:
+        source += f"; {len(refused)} left out that it could not render (the first: {refused[0]})"
+    return Corpus("\n\n".join(rendered), CHATS, source, special=True)
+
+
+def resolve(spec: str, reference_path: str | Path) -> Corpus:
+    """--corpus: ``chats``, or a file or folder."""
+    return from_chats(reference_path) if spec == CHATS else from_path(spec)
 
 
 def prompt_text(chars: int, tag: str) -> str:

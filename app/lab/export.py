@@ -22,7 +22,7 @@ _TEXT_COLUMNS = ("unavailable", "notes", "error")
 
 
 def _quality_columns() -> list[str]:
-    columns = ["perplexity", "ppl_correlation", "quality_ms"]
+    columns = ["perplexity", "ppl_correlation", "quality_ms", "quality_loaded_bytes", "quality_peak_bytes"]
     for name, _ in _ESTIMATES:
         columns += [name, f"{name}_se"]
     columns += [f"kld_{p}" for p in KLD_PERCENTILES] + [f"dp_{p}" for p in DP_PERCENTILES]
@@ -66,7 +66,8 @@ def csv_rows(result: BenchResult) -> list[dict[str, Any]]:
             for part in ("median", "low", "high"):
                 row[f"{metric}_{part}"] = getattr(spread, part) if spread else None
         row.update(quality_row(v.quality))
-        row.update(perplexity=v.perplexity, quality_ms=v.quality_ms)
+        row.update(perplexity=v.perplexity, quality_ms=v.quality_ms, quality_loaded_bytes=v.quality_loaded_bytes,
+                   quality_peak_bytes=v.quality_peak_bytes)
         row.update(reps=len(v.runs),
                    prompt_tokens=max((r.prompt_tokens for r in v.runs), default=None),
                    generated_tokens=max((r.generated_tokens for r in v.runs), default=None),
@@ -93,7 +94,7 @@ def _typed(column: str, text: str) -> Any:
         return None
     if column == "reference":
         return text == "True"
-    if column in (*_COUNT_COLUMNS, "size_bytes"):
+    if column in (*_COUNT_COLUMNS, "size_bytes", "quality_loaded_bytes", "quality_peak_bytes"):
         return int(text)
     return float(text)
 

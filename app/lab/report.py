@@ -4,7 +4,10 @@ lab's figures beside the tool's line by line. The labels stay the tool's, untran
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from app.lab.metrics import DP_PERCENTILES, KLD_PERCENTILES, Estimate, KldStatistics
+from app.lab.results import BenchResult
 
 SECTIONS = ("Perplexity statistics", "KL divergence statistics", "Token probability statistics")
 _NAMES = {"max": "Maximum", "median": "Median", "min": "Minimum"}
@@ -47,4 +50,36 @@ def statistics_text(q: KldStatistics) -> str:
             lines += ([""] if lines else []) + [f"====== {heading} ======"]
             section = heading
         lines.append(f"{label:<30}: {text}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    label: str
+    kld: Estimate
+    size_bytes: int
+    tied_with_previous: bool  # its ± one-error interval overlaps the one ranked above: not told apart by this text
+
+
+def ranking(result: BenchResult) -> list[Ranked]:
+    """The compared variants from the lowest mean KLD up (the file's size beside: of one quant name, the smaller
+    file with the same KLD is the better buy)."""
+    compared = sorted(((v.quality.kld, v.size_bytes, v.label) for v in result.variants
+                       if v.quality is not None and not v.is_reference), key=lambda c: (c[0].value, c[1]))
+    ranked: list[Ranked] = []
+    for kld, size, label in compared:
+        ranked.append(Ranked(label, kld, size, bool(ranked) and ranked[-1].kld.overlaps(kld)))
+    return ranked
+
+
+def ranking_text(result: BenchResult) -> str:
+    """The ranking in words, one line per variant: "2. B: mean KLD 0.0091 ± 0.0003, 4.68 GB — not significantly
+    different from A"."""
+    lines = []
+    ranked = ranking(result)
+    for i, r in enumerate(ranked):
+        line = f"{i + 1}. {r.label}: mean KLD {_pm(r.kld, 6)}, {r.size_bytes / 1e9:.2f} GB"
+        if r.tied_with_previous:
+            line += f" — not significantly different from {ranked[i - 1].label} (the ± intervals overlap)"
+        lines.append(line)
     return "\n".join(lines)

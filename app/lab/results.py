@@ -99,6 +99,8 @@ class VariantResult:
     perplexity: float | None = None  # PPL(Q) over the scored positions (a remote model: over its own tokens)
     quality: KldStatistics | None = None  # against the reference, llama-perplexity's statistics
     quality_ms: float | None = None  # wall time of the quality pass for this variant: engine start, load, scoring
+    quality_peak_bytes: int | None = None  # the engine process's peak RAM by the end of its scoring pass
+    quality_loaded_bytes: int | None = None  # its peak RAM right after loading the model, before scoring
     unavailable: dict[str, str] = field(default_factory=dict)  # metric -> "n/a: why"
     notes: list[str] = field(default_factory=list)
     error: str = ""  # the variant could not be measured at all (failed to load, engine died)
@@ -129,6 +131,7 @@ class BenchResult:
     variants: list[VariantResult]
     corpus: dict[str, Any] = field(default_factory=dict)  # which text, its tokens, windows and positions
     reference_file: dict[str, Any] = field(default_factory=dict)  # the KL reference used: where, how made, coverage
+    engines: dict[str, str] = field(default_factory=dict)  # the engine packages that ran, with their versions
     notes: list[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 

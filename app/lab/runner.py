@@ -101,10 +101,12 @@ def reference_file_variant(path: str | Path) -> VariantResult:
 
 
 def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None,
-                  reference_file: str | Path | None = None) -> list[VariantResult]:
-    """Describe every model once (the reference joins the list if it is not in it), with unique labels,
-    the reference first: explicitly named, else the highest bits per weight (the first given on a tie); or, with
-    ``reference_file``, that file's model, measured for quality only through the file."""
+                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None
+                  ) -> list[VariantResult]:
+    """Describe every model once (the reference joins the list if it is not in it), with unique labels (``labels``
+    names some by their path: a Hub repo's quants), the reference first: explicitly named, else the highest bits
+    per weight (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only
+    through the file."""
     from app.remote.connections import is_remote_ref
 
     if reference is not None and reference_file is not None:
@@ -117,6 +119,9 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
     if not paths:
         raise QuantDeskError("name at least one model to benchmark")
     variants = [describe_variant(p) for p in paths]
+    given = {str(Path(path).expanduser().resolve()): label for path, label in (labels or {}).items()}
+    for v in variants:
+        v.label = given.get(v.path, v.label)
     seen: dict[str, int] = {}
     for v in variants:
         if v.label in seen:  # two files of one name in different folders
@@ -256,11 +261,11 @@ class _Bench:
 
     # --- quality ---
 
-    def quality(self, work: Path, text: str, description: dict, reference_file: Path | None) -> None:
+    def quality(self, work: Path, scored: corpus.Corpus, description: dict, reference_file: Path | None) -> None:
         reference = self.variants[0]
         self.progress("quality", reference, f"reference: {reference.label}")
         try:
-            path = reference_file or self.reference_run(reference, text, description, work)
+            path = reference_file or self.reference_run(reference, scored, description, work)
         except VARIANT_FAILURES as exc:
             reason = f"n/a: the reference {reference.label} could not be scored: {str(exc).removeprefix('n/a: ')}"
             for v in self.variants:
@@ -279,7 +284,7 @@ class _Bench:
                 continue
             try:
                 if variant.format == "remote":
-                    self.remote_perplexity(variant, text)
+                    self.remote_perplexity(variant, scored.text)
                 elif path is not None:
                     self.compare(variant, path, work)
             except VARIANT_FAILURES as exc:
@@ -289,7 +294,7 @@ class _Bench:
                     variant.error = str(exc)
                 self.mark(variant, QUALITY_METRICS, f"n/a: scoring failed: {str(exc).removeprefix('n/a: ')}")
 
-    def reference_run(self, reference: VariantResult, text: str, description: dict, work: Path) -> Path:
+    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict, work: Path) -> Path:
         """The reference's file: from the cache when this model, text and windowing made one before, else scored
         now into the cache."""
         s = self.settings
@@ -301,22 +306,24 @@ class _Bench:
         target.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         with self.client_factory() as client:
-            client.load(reference.path, _load_settings(s, s.ctx))
+            loaded = client.load(reference.path, _load_settings(s, s.ctx))
+            reference.backend, reference.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
             model = {"label": reference.label, "path": reference.path, "quant": reference.quant,
                      "format": reference.format, "bits_per_weight": reference.bits_per_weight,
                      "size_bytes": reference.size_bytes}
             windows = WindowScoring(n_ctx=s.ctx, chunks=s.chunks, reference_out=str(target),
-                                    positions_out=str(work / "reference.npy"), tail=s.tail,
+                                    positions_out=str(work / "reference.npy"), tail=s.tail, special=scored.special,
                                     description={"model": model, "corpus": description,
                                                  "producer": f"QuantDesk {__version__}"})
             try:
-                client.score(text=text, windows=windows,
-                             on_progress=self.scoring_progress(client, reference, "reference"))
+                answer = client.score(text=scored.text, windows=windows,
+                                      on_progress=self.scoring_progress(client, reference, "reference"))
             except EngineError as exc:
                 if exc.kind == "cancelled":
                     raise LabCancelled("the bench was stopped") from None
                 raise
         reference.quality_ms = (time.perf_counter() - started) * 1000
+        reference.quality_peak_bytes = answer.peak_memory_bytes
         return target
 
     def compare(self, variant: VariantResult, reference_path: Path, work: Path) -> None:
@@ -324,17 +331,19 @@ class _Bench:
         started = time.perf_counter()
         positions = work / f"variant-{self.variants.index(variant)}.npy"
         with self.client_factory() as client:
-            client.load(variant.path, _load_settings(s, s.ctx))
+            loaded = client.load(variant.path, _load_settings(s, s.ctx))
+            variant.backend, variant.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
             try:
-                client.score(windows=WindowScoring(n_ctx=s.ctx, reference_path=str(reference_path),
-                                                   positions_out=str(positions)),
-                             on_progress=self.scoring_progress(client, variant, "KL divergence"))
+                scored = client.score(windows=WindowScoring(n_ctx=s.ctx, reference_path=str(reference_path),
+                                                            positions_out=str(positions)),
+                                      on_progress=self.scoring_progress(client, variant, "KL divergence"))
             except EngineError as exc:
                 if exc.kind not in ("vocabulary", "unavailable"):
                     raise
                 self.mark(variant, QUALITY_METRICS, f"n/a: {exc.message}")
                 return
         variant.quality_ms = (time.perf_counter() - started) * 1000
+        variant.quality_peak_bytes = scored.peak_memory_bytes
         self.summarise(variant, _load_positions(positions))
 
     def summarise(self, variant: VariantResult, positions) -> None:
@@ -365,6 +374,23 @@ class _Bench:
             variant.unavailable[metric] = reason
 
 
+# The package behind each backend, whose version a result records (read from its metadata: nothing is imported).
+ENGINE_PACKAGES = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm", "exllamav2": "exllamav2",
+                   "exllamav3": "exllamav3"}
+
+
+def engine_versions(variants: Sequence[VariantResult]) -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for package in dict.fromkeys(ENGINE_PACKAGES[v.backend] for v in variants if v.backend in ENGINE_PACKAGES):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "?"
+    return versions
+
+
 def _load_positions(path: Path):
     import numpy as np
 
@@ -376,14 +402,16 @@ def _load_positions(path: Path):
 
 def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = None, *,
               reference: str | Path | None = None, reference_file: str | Path | None = None,
-              corpus_text: corpus.Corpus | None = None, hardware=None,
+              corpus_text: corpus.Corpus | str | None = None, labels: dict[str, str] | None = None,
+              hardware=None,
               on_progress: Callable[[LabProgress], None] | None = None, cancel: threading.Event | None = None,
               client_factory: Callable | None = None) -> BenchResult:
     """Measure every model (and the reference) and return the result; it is not saved here (ResultStore).
 
     ``reference_file`` is a KL reference made earlier (the lab's, or llama-perplexity's --kl-divergence-base file):
     then no reference model runs, and its tokens are scored. ``corpus_text`` is the text to score (default: the
-    bundled one). Raises ValueError for bad settings, ModelFileError for a path that is no model,
+    bundled one), or --corpus's words for it: a file, a folder, or ``chats`` (rendered with the reference's
+    template). Raises ValueError for bad settings, ModelFileError for a path that is no model,
     ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A variant that
     fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a HardwareProfile (default:
     this machine, detected now).
@@ -393,18 +421,22 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
     settings = settings or BenchSettings()
     settings.validate()
     notes = []
-    scored = corpus_text or corpus.bundled()
-    text, description = scored.text, scored.describe()
     if reference_file is not None:
         reference_file = references.import_file(reference_file, tail=settings.tail, max_tokens=DEFAULT_MAX_TOKENS)
         opened = references.open_reference(reference_file)
         if opened.n_ctx != settings.ctx:  # the file's windows decide: its tokens were scored in them
             notes.append(f"windows of {opened.n_ctx} tokens, as the reference file's (not --ctx {settings.ctx})")
             settings = dataclasses.replace(settings, ctx=opened.n_ctx)
-        description = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
+        file_corpus = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
                                                        "source": opened.header.get("producer", "")}
         opened.close()
-    variants = plan_variants(models, reference, reference_file)
+    variants = plan_variants(models, reference, reference_file, labels)
+    if isinstance(corpus_text, str):
+        corpus_text = corpus.resolve(corpus_text, variants[0].path)
+    scored = corpus_text or corpus.bundled()
+    description = scored.describe()
+    if reference_file is not None:  # its tokens are what is scored
+        description = file_corpus
     if hardware is None:
         from app.hardware import detect
 
@@ -418,7 +450,7 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
             bench.mark(v, SPEED_METRICS, "n/a: the speed runs were skipped (--no-speed)")
     if settings.quality:
         with tempfile.TemporaryDirectory(prefix="quantdesk-lab-") as work:
-            bench.quality(Path(work), text, description, Path(reference_file) if reference_file else None)
+            bench.quality(Path(work), scored, description, Path(reference_file) if reference_file else None)
     else:
         for v in variants:
             bench.mark(v, QUALITY_METRICS, "n/a: the quality pass was skipped (--no-quality)")
@@ -428,7 +460,7 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
         id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}", created_at=created.isoformat(timespec="seconds"),
         quantdesk_version=__version__, settings=settings, hardware=hardware.to_dict(),
         reference=variants[0].label, variants=variants, corpus=description,
-        reference_file=bench.reference_info,
+        reference_file=bench.reference_info, engines=engine_versions(variants),
         notes=[*notes, f"speed: median of {settings.reps} run(s) per variant, each in a fresh engine host after a "
                f"warm-up, variant order rotated per repetition",
                f"quality: as llama-perplexity --kl-divergence measures it, {windows}, the second half of each scored; "

@@ -277,6 +277,8 @@ class LabPage(QWidget):
             button(self.tr("Export JSON…"), self.tr("Export the result as JSON"), self._on_export_json_clicked),
             button(self.tr("Save charts as PNG…"), self.tr("Save the charts as a PNG image"),
                    self._on_export_png_clicked),
+            button(self.tr("Quant card…"), self.tr("Save a quant card: Markdown and JSON, for a model repo or a bug "
+                                                   "report"), self._on_export_card_clicked),
         ]
         for export_button in self.export_buttons:
             export_button.setEnabled(False)
@@ -685,7 +687,8 @@ class LabPage(QWidget):
     # --- export ---------------------------------------------------------------------------------
 
     def export(self, path: str | Path, kind: str) -> Path:
-        """Write the shown result as "csv", "json" or "png" (the charts); returns the path written."""
+        """Write the shown result as "csv", "json", "png" (the charts) or "md" (the quant card, with its .json beside
+        it); returns the path written."""
         from app.lab import export
 
         if self.result is None:
@@ -698,6 +701,10 @@ class LabPage(QWidget):
         elif kind == "png":
             if not self.charts.save_png(str(path)):
                 raise OSError(self.tr("the image could not be written to {path}").format(path=path))
+        elif kind == "md":
+            from app.lab.card import write_card
+
+            path = write_card(self.result, path)[0]
         else:
             raise ValueError(self.tr("unknown export kind {kind!r}").format(kind=kind))
         return path
@@ -726,6 +733,10 @@ class LabPage(QWidget):
     @Slot()
     def _on_export_png_clicked(self) -> None:
         self._export_with_dialog("png", self.tr("PNG image (*.png)"))
+
+    @Slot()
+    def _on_export_card_clicked(self) -> None:
+        self._export_with_dialog("md", self.tr("Quant card (*.md)"))
 
     # --- history --------------------------------------------------------------------------------
 

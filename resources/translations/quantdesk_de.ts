@@ -1315,6 +1315,14 @@
         <translation>Die Diagramme als PNG-Bild speichern</translation>
     </message>
     <message>
+        <source>Quant card…</source>
+        <translation>Quant-Karte…</translation>
+    </message>
+    <message>
+        <source>Save a quant card: Markdown and JSON, for a model repo or a bug report</source>
+        <translation>Eine Quant-Karte speichern: Markdown und JSON, für ein Modell-Repository oder einen Fehlerbericht</translation>
+    </message>
+    <message>
         <source>Variants</source>
         <translation>Varianten</translation>
     </message>
@@ -1655,6 +1663,10 @@
     <message>
         <source>PNG image (*.png)</source>
         <translation>PNG-Bild (*.png)</translation>
+    </message>
+    <message>
+        <source>Quant card (*.md)</source>
+        <translation>Quant-Karte (*.md)</translation>
     </message>
     <message>
         <source>No saved results yet.</source>

@@ -23,18 +23,17 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 
 
 def block_of(rows: np.ndarray, targets: np.ndarray, tail: float, max_tokens: int = 10**9) -> scoring.ReferenceBlock:
-    sets, picked = scoring.reference_rows(rows, targets, tail, max_tokens)
-    offsets = np.concatenate([[0], np.cumsum([len(s[0]) for s in sets])])
-    return scoring.ReferenceBlock(np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets]),
-                                  offsets, np.array([s[2] for s in sets]), picked)
+    return scoring.ReferenceBlock.of(*scoring.reference_rows(rows, targets, tail, max_tokens))
 
 
 def test_the_kept_tokens_are_the_fewest_likeliest_that_leave_at_most_tail_out():
     rows = logits(20, 500, 3.0)
     p = np.exp(log_softmax(rows))
     for tail in (0.1, 1e-3, 1e-6):
-        sets, _ = scoring.reference_rows(rows, np.zeros(20, dtype=np.int64), tail, 10**9)
-        for r, (ids, values, left_out) in enumerate(sets):
+        kept, _ = scoring.reference_rows(rows, np.zeros(20, dtype=np.int64), tail, 10**9)
+        for r, k in enumerate(kept):
+            ids, values, left_out = k.ids, k.logprobs, k.rest
+            assert k.top == len(ids) and k.weight == 0.0
             ranked = np.argsort(-p[r], kind="stable")
             assert list(ids) == list(ranked[:len(ids)])  # likeliest first
             assert values == pytest.approx(np.log(p[r, ids]), abs=1e-5)
@@ -42,13 +41,15 @@ def test_the_kept_tokens_are_the_fewest_likeliest_that_leave_at_most_tail_out():
             assert 1 - p[r, ids[:-1]].sum() > tail  # one fewer would leave more out: the set is the smallest
 
 
-def test_ties_go_to_the_lower_id_and_a_cap_stops_the_set():
+def test_ties_go_to_the_lower_id_and_a_cap_keeps_the_top_half_and_samples_the_rest():
     row = np.array([[1.0, 3.0, 3.0, 0.0, 3.0, -1.0]], dtype=np.float32)
-    sets, _ = scoring.reference_rows(row, np.array([0]), 0.0, 10)
-    assert list(sets[0][0]) == [1, 2, 4, 0, 3, 5] and sets[0][2] == 0.0  # tail 0: the whole vocabulary
-    sets, _ = scoring.reference_rows(row, np.array([0]), 0.0, 2)
+    (whole,), _ = scoring.reference_rows(row, np.array([0]), 0.0, 10)
+    assert list(whole.ids) == [1, 2, 4, 0, 3, 5] and whole.rest == 0.0  # tail 0: the whole vocabulary
+    (capped,), _ = scoring.reference_rows(row, np.array([0]), 0.0, 4)
     p = np.exp(log_softmax(row))[0]
-    assert list(sets[0][0]) == [1, 2] and sets[0][2] == pytest.approx(p[[0, 3, 4, 5]].sum())
+    assert capped.top == 2 and list(capped.ids[:2]) == [1, 2]  # of the three likeliest (a tie), the lower ids
+    assert list(capped.ids[2:]) == [3, 5] and capped.weight == 2.0  # one of each two of the other four (0 3, 4 5)
+    assert capped.rest == pytest.approx(p[[0, 3, 4, 5]].sum())
 
 
 def test_against_the_whole_distribution_every_figure_is_exact():
@@ -79,6 +80,18 @@ def test_merging_the_left_out_tokens_underestimates_kl_by_about_the_mass_left_ou
         assert np.diff(block.offsets).mean() < 0.5 * 2000  # far fewer tokens than the vocabulary
 
 
+def test_on_a_flat_distribution_a_sample_of_the_rest_stands_for_it():
+    # Random weights: every token about as likely as the next, so no small set holds all but 1e-4 of the probability.
+    reference = logits(16, 20000, 0.3)
+    variant = reference + logits(16, 20000, 0.05, seed=8)
+    targets = np.zeros(16, dtype=np.int64)
+    exact = scoring.compare_rows(variant, targets, block_of(reference, targets, 0.0))["kld"]
+    block = block_of(reference, targets, 1e-4, max_tokens=2048)
+    assert set(block.weight) == {(20000 - 1024) / 1024} and set(block.top) == {1024}
+    sampled = scoring.compare_rows(variant, targets, block)["kld"]
+    assert abs(sampled.mean() / exact.mean() - 1) < 0.03  # merging the rest into one token would find a tenth
+
+
 def write(path, chunks: int = 2, n_ctx: int = 16, vocab: int = 50, tail: float = 1e-3):
     rows = logits(chunks * scoring.scored_per_chunk(n_ctx), vocab, 2.0)
     tokens = np.random.default_rng(1).integers(0, vocab, chunks * n_ctx).astype(np.int32)
@@ -101,6 +114,7 @@ def test_a_reference_file_reads_back_chunk_by_chunk(tmp_path):
         block = reference.chunk(c)
         targets = tokens[c * 16 + 9:(c + 1) * 16]
         expected = block_of(rows[c * per:(c + 1) * per], targets, 1e-3)
+        assert list(block.top) == list(expected.top) and list(block.weight) == list(expected.weight)
         assert list(block.ids) == list(expected.ids) and list(block.offsets) == list(expected.offsets)
         assert block.logprob_next == pytest.approx(expected.logprob_next)
     assert reference.header["model"] == {"label": "m"} and reference.coverage()["capped_share"] == 0.0

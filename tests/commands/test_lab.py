@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app.lab.export import read_csv
+from tests.fixtures.models import quantize_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ctx", "32", "--chunks", "8")
@@ -88,10 +89,42 @@ def test_bench_fetches_quants_of_a_hub_repo_then_compares_them(tiny_models, hub_
     assert data["reference"] == "tiny-llama-F16"
     assert hub_server.bytes_sent_for("tiny-llama-Q8_0.gguf") == 0  # only the asked-for quants were fetched
     assert hub_server.bytes_sent_for("tiny-llama-Q4_K_M.gguf") == tiny_models.gguf_q4_k_m.stat().st_size
-    listed = quantdesk("ls", "--json")
-    assert {m["quant"] for m in json.loads(listed.stdout)["models"]} == {"F16", "Q4_K_M"}
+    listed = quantdesk("ls", "--json")  # fetched for this bench, removed after it (--keep-downloads keeps them)
+    assert json.loads(listed.stdout)["models"] == [] and "removed tiny-llama-Q4_K_M" in result.stderr
 
 
 def test_repo_without_quant_is_refused():
     result = quantdesk("bench", "--repo", "acme/x")
     assert result.returncode == 1 and "--repo and --quant go together" in result.stderr
+
+
+def test_the_same_quant_from_three_uploaders_ranked_with_verified_downloads_cleaned_up(tiny_models, hub_server,
+                                                                                       hub_env, tmp_path):
+    # Three repos with a file of one name and one quant type, made three ways from the same F16, as uploaders do:
+    # llama.cpp's own Q4_K_M mix (some layers kept in 6 bits), every tensor in 4 bits (pure), and the mix with its
+    # output layer in Q4_0.
+    made = {"careful/tiny-llama-GGUF": tiny_models.gguf_q4_k_m,
+            "pure/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "pure.gguf", "Q4_K_M", pure=True),
+            "q4-output/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "out.gguf", "Q4_K_M",
+                                                       output_tensor_type=2)}
+    assert len({path.read_bytes() for path in made.values()}) == 3
+    for repo, path in made.items():
+        hub_server.add_repo(repo, tags=["gguf"], files={"tiny-llama-Q4_K_M.gguf": path})
+    repos = [arg for repo in made for arg in ("--repo", repo)]
+    result = quantdesk("bench", str(tiny_models.gguf_f16), *repos, "--quant", "Q4_K_M", "--no-speed", "--ctx", "64",
+                       "--chunks", "8", "--no-save")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for repo, path in made.items():  # each fetched whole (and verified: the library takes only a sha256 match)
+        assert hub_server.bytes_sent_for("tiny-llama-Q4_K_M.gguf") >= path.stat().st_size
+        assert f"removed {repo}/tiny-llama-Q4_K_M" in result.stderr
+    assert json.loads(quantdesk("ls", "--json").stdout)["models"] == []  # cleaned up after the bench
+    ranking = result.stdout.split("ranked by mean KLD from tiny-llama-F16:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(ranking) == 3 and ranking[0].startswith("1. careful/tiny-llama-GGUF/tiny-llama-Q4_K_M: mean KLD ")
+    klds = [float(line.split("mean KLD ")[1].split(" ± ")[0]) for line in ranking]
+    assert klds == sorted(klds) and klds[0] < klds[1]  # the file that kept some layers in 6 bits is the closest
+
+    kept = quantdesk("bench", str(tiny_models.gguf_f16), "--repo", "careful/tiny-llama-GGUF", "--quant", "Q4_K_M",
+                     "--no-speed", "--ctx", "64", "--chunks", "2", "--no-save", "--keep-downloads")
+    assert kept.returncode == 0, kept.stderr[-3000:]
+    assert "removed" not in kept.stderr
+    assert [m["repo_id"] for m in json.loads(quantdesk("ls", "--json").stdout)["models"]] == ["careful/tiny-llama-GGUF"]

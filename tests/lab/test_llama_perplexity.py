@@ -35,21 +35,7 @@ from tests.fixtures import llama_perplexity as tool
 
 CTX, CHUNKS = 128, 8
 SETTINGS = BenchSettings(ctx=CTX, chunks=CHUNKS, speed=False, threads=2)
-BASE_ROUNDING = 8 / 65535  # llama-perplexity's per-position rounding of the base log-probabilities (see above)
-PER_POSITION = ("kld_", "dp_")  # statistics of the per-position values' spread (percentiles, minimum, maximum)
 FROM_PPL_BASE = ("ppl_base", "ppl_correlation", "ln_ppl_ratio", "ppl_ratio", "ppl_diff")
-
-
-def lab_statistic(quality, name: str) -> tuple[float, float | None]:
-    """The lab's figure for one of llama-perplexity's lines (tests/fixtures/llama_perplexity._LINES)."""
-    if name == "ppl_correlation":
-        return quality.ppl_correlation, None
-    family, _, key = name.partition("_")
-    if family in ("kld", "dp") and key in getattr(quality, f"{family}_percentiles"):
-        return getattr(quality, f"{family}_percentiles")[key], None
-    attribute = {"kld_mean": "kld", "dp_mean": "dp", "same_top_p": "same_top"}.get(name, name)
-    estimate = getattr(quality, attribute)
-    return estimate.value, estimate.se
 
 
 def assert_agree(quality, printed: dict[str, tool.Printed], label: str, leave_out: tuple[str, ...] = ()) -> None:
@@ -58,10 +44,8 @@ def assert_agree(quality, printed: dict[str, tool.Printed], label: str, leave_ou
     for name, figure in printed.items():
         if name in leave_out:
             continue
-        value, se = lab_statistic(quality, name)
-        allowed = max(0.01 * abs(figure.value), figure.se or 0.0) + figure.half_unit
-        if name.startswith(PER_POSITION) and figure.se is None:
-            allowed += BASE_ROUNDING
+        value, se = tool.lab_figure(quality, name)
+        allowed = tool.allowed(name, figure)
         if not abs(value - figure.value) <= allowed:
             problems.append(f"{name}: lab {value:.6g}, llama-perplexity {figure.value:.6g} (allowed ±{allowed:.2g})")
         if figure.se is not None and se is not None and not abs(se - figure.se) <= 0.01 * figure.se + figure.half_unit:

@@ -103,6 +103,9 @@ def test_a_bench_through_the_page_fills_the_table_charts_history_and_exports(qtb
     assert float(rows[1]["kld_mean_se"]) == q4.kld.se
     data = json.loads(page.export(tmp_path / "bench.json", "json").read_text(encoding="utf-8"))
     assert data["id"] == result.id and len(data["variants"]) == 2
+    card = page.export(tmp_path / "card.md", "md")
+    assert card.read_text(encoding="utf-8").startswith("# Quant card: tiny-llama-F16")
+    assert json.loads(card.with_suffix(".json").read_text(encoding="utf-8"))["result_id"] == result.id
     png = page.export(tmp_path / "charts.png", "png")
     image = QImage(str(png))
     assert image.width() >= 400 and image.height() >= 200
