@@ -49,6 +49,8 @@ def register(subparsers) -> None:
                         "rendered with the reference's chat template), instead of the bundled text")
     p.add_argument("--no-quality", action="store_true", help="skip the quality pass (perplexity, KL divergence)")
     p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
+    p.add_argument("--kv-types", metavar="T,T", default="",
+                   help="a sweep: every GGUF variant once per KV-cache type, e.g. f16,q8_0,q4_0 (the reference: f16)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     fmt = p.add_mutually_exclusive_group()
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = BenchSettings(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
                              ctx=args.ctx, chunks=args.chunks, quality=not args.no_quality, speed=not args.no_speed,
-                             threads=args.threads, gpu_layers=args.gpu_layers)
+                             threads=args.threads, gpu_layers=args.gpu_layers,
+                             kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()))
     try:
         settings.validate()
     except ValueError as exc:

@@ -20,6 +20,7 @@ SPEED_METRICS: tuple[str, ...] = ("load_ms", "prompt_tps", "ttft_ms", "decode_tp
 QUALITY_METRICS: tuple[str, ...] = ("perplexity", "ppl_ratio", "kld_mean", "kld_median", "kld_p99", "kld_p99.9",
                                     "kld_max", "same_top_p", "dp_mean", "rms_dp")
 SCHEMA_VERSION = 2
+KV_TYPES = ("f16", "q8_0", "q4_0")  # the KV-cache types a sweep takes (llama.cpp's, as the Chat's model bar offers)
 # Results saved before the lab measured as llama-perplexity does (schema 1): their quality figures are dropped on
 # reading, with this reason in their place.
 OLD_QUALITY = ("n/a: measured by an earlier QuantDesk on 8 short prompts and every position of one context, not "
@@ -40,6 +41,7 @@ class BenchSettings:
     flash_attention: bool | None = None  # None: the engine's default (llama-cpp-python: off)
     seed: int = 1234  # sampling seed of the measured runs
     tail: float = DEFAULT_TAIL  # the probability a reference may leave out per position (backends.scoring)
+    kv_types: tuple[str, ...] = ()  # a sweep: every GGUF variant once per KV-cache type (the reference: f16)
 
     def validate(self) -> None:
         problems = []
@@ -57,6 +59,9 @@ class BenchSettings:
             problems.append(f"--tail must be between 0 and 0.1, not {self.tail}")
         if not (self.speed or self.quality):
             problems.append("--no-speed and --no-quality leave nothing to measure")
+        unknown = [kv for kv in self.kv_types if kv not in KV_TYPES]
+        if unknown:
+            problems.append(f"--kv-types takes {', '.join(KV_TYPES)}, not {', '.join(unknown)}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -94,6 +99,7 @@ class VariantResult:
     size_bytes: int
     backend: str = ""
     is_reference: bool = False
+    kv_cache_type: str = ""  # a sweep's KV-cache type for this row (llama.cpp: f16, q8_0, q4_0); "" the default
     runs: list[RunSample] = field(default_factory=list)
     speed: dict[str, Spread | None] = field(default_factory=dict)
     perplexity: float | None = None  # PPL(Q) over the scored positions (a remote model: over its own tokens)
@@ -150,7 +156,8 @@ class BenchResult:
         old = data.get("schema", 1) < 2
         settings = data["settings"]
         known = {f.name for f in dataclasses.fields(BenchSettings)}
-        data["settings"] = BenchSettings(**{k: v for k, v in settings.items() if k in known})
+        data["settings"] = BenchSettings(**{k: tuple(v) if k == "kv_types" else v for k, v in settings.items()
+                                            if k in known})
         fields = {f.name for f in dataclasses.fields(VariantResult)}
         variants = []
         for raw in data["variants"]:

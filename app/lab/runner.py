@@ -143,9 +143,27 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
     return [chosen, *(v for v in variants if v is not chosen)]
 
 
-def _load_settings(settings: BenchSettings, n_ctx: int) -> LoadSettings:
+def _load_settings(settings: BenchSettings, n_ctx: int, kv_cache_type: str = "") -> LoadSettings:
+    quantized = kv_cache_type not in ("", "f16")  # llama.cpp quantizes a V cache only with flash attention
     return LoadSettings(n_ctx=n_ctx, gpu_layers=settings.gpu_layers, threads=settings.threads,
-                        flash_attention=settings.flash_attention)
+                        kv_cache_type=kv_cache_type or "f16",
+                        flash_attention=True if quantized and settings.flash_attention is None
+                        else settings.flash_attention)
+
+
+def sweep_kv(variants: list[VariantResult], kv_types: Sequence[str]) -> list[VariantResult]:
+    """Every GGUF variant but the reference once per KV-cache type, labelled with it (the reference keeps f16: it is
+    what the others are measured against)."""
+    if not kv_types:
+        return variants
+    swept = [variants[0]]
+    for v in variants[1:]:
+        if v.format != "gguf":
+            swept.append(v)
+            continue
+        swept += [dataclasses.replace(v, label=f"{v.label} · KV {kv}", kv_cache_type=kv, runs=[], speed={},
+                                      unavailable={}, notes=[]) for kv in kv_types]
+    return swept
 
 
 def _finish(stream) -> Done:
@@ -214,7 +232,7 @@ class _Bench:
     def measure(self, variant: VariantResult, rep: int, position: int) -> RunSample:
         s = self.settings
         with self.client_factory() as client:
-            loaded = client.load(variant.path, _load_settings(s, s.speed_context))
+            loaded = client.load(variant.path, _load_settings(s, s.speed_context, variant.kv_cache_type))
             variant.backend = loaded.backend
             self.warm_up(client, variant)
             prompt = corpus.prompt_text(self.prompt_chars[variant.label], f"run {rep + 1}.{position + 1}")
@@ -331,7 +349,7 @@ class _Bench:
         started = time.perf_counter()
         positions = work / f"variant-{self.variants.index(variant)}.npy"
         with self.client_factory() as client:
-            loaded = client.load(variant.path, _load_settings(s, s.ctx))
+            loaded = client.load(variant.path, _load_settings(s, s.ctx, variant.kv_cache_type))
             variant.backend, variant.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
             try:
                 scored = client.score(windows=WindowScoring(n_ctx=s.ctx, reference_path=str(reference_path),
@@ -430,7 +448,7 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
         file_corpus = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
                                                        "source": opened.header.get("producer", "")}
         opened.close()
-    variants = plan_variants(models, reference, reference_file, labels)
+    variants = sweep_kv(plan_variants(models, reference, reference_file, labels), settings.kv_types)
     if isinstance(corpus_text, str):
         corpus_text = corpus.resolve(corpus_text, variants[0].path)
     scored = corpus_text or corpus.bundled()

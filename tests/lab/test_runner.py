@@ -230,3 +230,16 @@ def test_plan_names_the_reference_first_and_rejects_what_is_no_model(tiny_models
         run_bench([tiny_models.gguf_q4_k_m], BenchSettings(ctx=33))
     with pytest.raises(ValueError, match="leave nothing to measure"):
         run_bench([tiny_models.gguf_q4_k_m], BenchSettings(speed=False, quality=False))
+
+
+def test_a_kv_cache_sweep_measures_each_gguf_variant_once_per_cache_type(tiny_models):
+    settings = BenchSettings(ctx=64, chunks=6, speed=False, flash_attention=True, kv_types=("f16", "q8_0", "q4_0"))
+    result = run_bench([tiny_models.gguf_f16, tiny_models.gguf_q8_0, tiny_models.mlx_f16], settings)
+    assert [v.label for v in result.variants] == ["tiny-llama-F16", "tiny-llama-Q8_0 · KV f16",
+                                                  "tiny-llama-Q8_0 · KV q8_0", "tiny-llama-Q8_0 · KV q4_0", "mlx-f16"]
+    assert [v.kv_cache_type for v in result.variants] == ["", "f16", "q8_0", "q4_0", ""]  # MLX has no such setting
+    kld = [result.variants[i].quality.kld for i in (1, 2, 3)]
+    # A quantized cache adds its own error to the weights': the 4-bit cache's is far above the others'.
+    assert kld[2].value > kld[1].value and not kld[2].overlaps(kld[0]) and kld[2].value > 2 * kld[0].value
+    with pytest.raises(ValueError, match="--kv-types takes f16, q8_0, q4_0, not q2"):
+        run_bench([tiny_models.gguf_f16], BenchSettings(kv_types=("q2",)))
