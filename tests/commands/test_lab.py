@@ -128,3 +128,20 @@ def test_the_same_quant_from_three_uploaders_ranked_with_verified_downloads_clea
     assert kept.returncode == 0, kept.stderr[-3000:]
     assert "removed" not in kept.stderr
     assert [m["repo_id"] for m in json.loads(quantdesk("ls", "--json").stdout)["models"]] == ["careful/tiny-llama-GGUF"]
+
+
+def test_recommend_says_what_the_lab_measured_here(tiny_models, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for path in (tiny_models.gguf_f16, tiny_models.gguf_q8_0, tiny_models.gguf_q4_k_m):
+        (folder / path.name).symlink_to(path)
+    before = json.loads(quantdesk("recommend", str(folder), "--json").stdout)
+    assert before["measured"] == {}
+    bench = quantdesk("bench", str(folder / tiny_models.gguf_f16.name), str(folder / tiny_models.gguf_q4_k_m.name),
+                      *QUICK)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    after = json.loads(quantdesk("recommend", str(folder), "--json").stdout)
+    (label, sentence), = after["measured"].items()  # the quant the lab compared; not the reference, nor Q8_0
+    assert label.endswith("tiny-llama-Q4_K_M.gguf")
+    assert sentence.startswith("KLD ") and "from F16 measured here" in sentence and "× the generation speed of F16" \
+        in sentence
