@@ -397,7 +397,73 @@ class SpeedQualityChart(_Chart):
         return inside[0] if inside else QRectF(QPointF(centre.x() + 9, centre.y() - h / 2), size)
 
 
-class MemoryChart(_Chart):
+@dataclass(frozen=True)
+class Bar:
+    name: str  # as the chart shows it
+    value: float
+    low: float  # the whisker's ends
+    high: float
+    text: str  # the figure, written after the whisker
+    is_reference: bool
+
+
+class _BarChart(_Chart):
+    """One horizontal bar per row with a whisker and its figure in words beside it."""
+
+    def bars(self) -> list[Bar]:
+        return []
+
+    def empty_sentence(self) -> str:
+        return ""
+
+    def caption(self) -> str:
+        return ""
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter, area = self._begin()
+        if self.result is None:
+            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
+        bars = self.bars()
+        if not bars:
+            return self._empty(painter, area, self.empty_sentence())
+        fm = QFontMetricsF(self.font())
+        label_width = min(max(fm.horizontalAdvance(b.name) for b in bars) + 10, area.width() * 0.35)
+        value_width = min(max(fm.horizontalAdvance(b.text) for b in bars) + 10, area.width() * 0.45)
+        top = max(b.high for b in bars) or 1.0
+        bar_left = area.left() + label_width
+        bar_span = max(area.right() - value_width - bar_left, 20)
+        row_h = min((area.height() - fm.height() - 8) / len(bars), 46.0)
+        bar_h = min(row_h * 0.55, 22.0)
+        accent = self._colour(QPalette.ColorRole.Highlight)
+        text = self._colour(QPalette.ColorRole.Text)
+        for i, bar in enumerate(bars):
+            centre = area.top() + 4 + row_h * (i + 0.5)
+            painter.setPen(text)
+            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(bar.name, Qt.TextElideMode.ElideMiddle, label_width - 8))
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(REFERENCE_COLOUR) if bar.is_reference else accent)
+            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(bar_span * bar.value / top, 2), bar_h),
+                                    3, 3)
+            x0, x1 = bar_left + bar_span * max(bar.low, 0) / top, bar_left + bar_span * bar.high / top
+            painter.setPen(QPen(text, 1.2))
+            if bar.high > bar.low:
+                painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
+                for x in (x0, x1):
+                    painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
+            room = area.right() - x1 - 6  # a short bar leaves its words more room
+            painter.drawText(QRectF(x1 + 6, centre - fm.height() / 2, room, fm.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(bar.text, Qt.TextElideMode.ElideRight, room))
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(self.caption(), Qt.TextElideMode.ElideRight, area.width()))
+        painter.end()
+
+
+class MemoryChart(_BarChart):
     """Peak memory of the engine process per variant: the median as a bar, the range as a whisker."""
 
     title = QT_TRANSLATE_NOOP("lab_chart", "Peak memory per variant")
@@ -411,55 +477,18 @@ class MemoryChart(_Chart):
         self.rows, self.missing = memory_rows(self.result) if self.result is not None else ([], [])
         self.setAccessibleDescription("; ".join(f"{r.label}: {human_memory(r.median)}" for r in self.rows))
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        painter, area = self._begin()
-        if self.result is None:
-            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
-        if not self.rows:
-            return self._empty(painter, area, self.tr("No variant has a memory figure."))
-        fm = QFontMetricsF(self.font())
-        names = [self.short(r.label) + (self.tr(" (ref)") if r.is_reference else "") for r in self.rows]
-        label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.4)
-        value_width = fm.horizontalAdvance("0000.0 MiB  ") + 4
-        top = max(r.high for r in self.rows) or 1
-        bar_left = area.left() + label_width
-        bar_span = max(area.right() - value_width - bar_left, 20)
-        caption_h = fm.height() + 8
-        row_h = min((area.height() - caption_h) / len(self.rows), 46.0)
-        bar_h = min(row_h * 0.55, 22.0)
-        accent = self._colour(QPalette.ColorRole.Highlight)
-        text = self._colour(QPalette.ColorRole.Text)
-        muted = self._colour(QPalette.ColorRole.PlaceholderText)
-        for i, (row, name) in enumerate(zip(self.rows, names, strict=True)):
-            centre = area.top() + 4 + row_h * (i + 0.5)
-            painter.setPen(text)
-            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(name, Qt.TextElideMode.ElideMiddle, label_width - 8))
-            colour = QColor(REFERENCE_COLOUR) if row.is_reference else accent
-            width = bar_span * row.median / top
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(colour)
-            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(width, 2), bar_h), 3, 3)
-            if row.high > row.low:
-                painter.setPen(QPen(text, 1.2))
-                x0, x1 = bar_left + bar_span * row.low / top, bar_left + bar_span * row.high / top
-                painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
-                for x in (x0, x1):
-                    painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
-            painter.setPen(text)
-            value_x = bar_left + bar_span * row.high / top + 6
-            painter.drawText(QRectF(value_x, centre - fm.height() / 2, value_width, fm.height()),
-                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, human_memory(row.median))
-        painter.setPen(muted)
-        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.tr("engine RAM peak: median of the runs, whisker min–max"),
-                                       Qt.TextElideMode.ElideRight, area.width()))
-        painter.end()
+    def bars(self) -> list[Bar]:
+        return [Bar(self.short(r.label) + (self.tr(" (ref)") if r.is_reference else ""), r.median, r.low, r.high,
+                    human_memory(r.median), r.is_reference) for r in self.rows]
+
+    def empty_sentence(self) -> str:
+        return self.tr("No variant has a memory figure.")
+
+    def caption(self) -> str:
+        return self.tr("engine RAM peak: median of the runs, whisker min–max")
 
 
-class KldChart(_Chart):
+class KldChart(_BarChart):
     """Mean KL divergence from the reference per variant: a bar with ± one standard error as a whisker, the 99th
     percentile in words beside it. Where the whiskers of two variants overlap, their difference is noise."""
 
@@ -475,53 +504,16 @@ class KldChart(_Chart):
         self.setAccessibleDescription("; ".join(f"{r.label}: {estimate_text('kld_mean', r.mean, r.error)}"
                                                 for r in self.rows))
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        painter, area = self._begin()
-        if self.result is None:
-            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
-        if not self.rows:
-            return self._empty(painter, area, self.tr("No variant has a KL divergence from the reference."))
-        fm = QFontMetricsF(self.font())
-        names = [self.short(r.label) for r in self.rows]
-        label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.3)
-        texts = [self.tr("{estimate} (99%: {p99})").format(estimate=estimate_text("kld_mean", r.mean, r.error),
-                                                          p99=tick_text(r.p99)) for r in self.rows]
-        value_width = min(max(fm.horizontalAdvance(t) for t in texts) + 10, area.width() * 0.45)
-        top = max(r.mean + r.error for r in self.rows) or 1.0
-        bar_left = area.left() + label_width
-        bar_span = max(area.right() - value_width - bar_left, 20)
-        caption_h = fm.height() + 8
-        row_h = min((area.height() - caption_h) / len(self.rows), 46.0)
-        bar_h = min(row_h * 0.55, 22.0)
-        accent = self._colour(QPalette.ColorRole.Highlight)
-        text = self._colour(QPalette.ColorRole.Text)
-        muted = self._colour(QPalette.ColorRole.PlaceholderText)
-        for i, (row, name, value) in enumerate(zip(self.rows, names, texts, strict=True)):
-            centre = area.top() + 4 + row_h * (i + 0.5)
-            painter.setPen(text)
-            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(name, Qt.TextElideMode.ElideMiddle, label_width - 8))
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(accent)
-            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(bar_span * row.mean / top, 2), bar_h),
-                                    3, 3)
-            x0 = bar_left + bar_span * max(row.mean - row.error, 0) / top
-            x1 = bar_left + bar_span * (row.mean + row.error) / top
-            painter.setPen(QPen(text, 1.2))
-            painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
-            for x in (x0, x1):
-                painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
-            room = area.right() - x1 - 6  # a short bar leaves its words more room
-            painter.drawText(QRectF(x1 + 6, centre - fm.height() / 2, room, fm.height()),
-                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(value, Qt.TextElideMode.ElideRight, room))
-        painter.setPen(muted)
-        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.tr("nats/token; whisker: ± one standard error (overlapping whiskers: not "
-                                               "told apart)"), Qt.TextElideMode.ElideRight, area.width()))
-        painter.end()
+    def bars(self) -> list[Bar]:
+        return [Bar(self.short(r.label), r.mean, r.mean - r.error, r.mean + r.error,
+                    self.tr("{estimate} (99%: {p99})").format(estimate=estimate_text("kld_mean", r.mean, r.error),
+                                                              p99=tick_text(r.p99)), False) for r in self.rows]
+
+    def empty_sentence(self) -> str:
+        return self.tr("No variant has a KL divergence from the reference.")
+
+    def caption(self) -> str:
+        return self.tr("nats/token; whisker: ± one standard error (overlapping whiskers: not told apart)")
 
 
 class LabCharts(QWidget):
