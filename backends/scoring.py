@@ -247,32 +247,25 @@ class ReferenceWriter:
         text = _padded(json.dumps(self.header, ensure_ascii=False).encode("utf-8"))
         self._file.write(MAGIC + struct.pack("<Q", len(text)) + text)
         self._file.write(_padded(np.ascontiguousarray(tokens, dtype="<i4").tobytes()))
-        self._offsets = [0]
         self._chunk_offsets: list[int] = []
-        self._rest: list[float] = []
-        self._top: list[int] = []
-        self._weight: list[float] = []
-        self._next: list[np.ndarray] = []
+        self._index: list[np.ndarray] = []  # per chunk: its positions' entry counts, top counts, rest, weight, next
 
     def add_chunk(self, kept: Sequence[Kept], logprob_next: np.ndarray) -> None:
         self._chunk_offsets.append(self._file.tell())
         self._file.write(np.concatenate([k.ids for k in kept]).astype("<i4").tobytes())
         self._file.write(np.concatenate([k.logprobs for k in kept]).astype("<f4").tobytes())
-        for k in kept:
-            self._offsets.append(self._offsets[-1] + len(k.ids))
-            self._rest.append(k.rest)
-            self._top.append(k.top)
-            self._weight.append(k.weight)
-        self._next.append(np.asarray(logprob_next, dtype="<f8"))
+        self._index.append(np.array([(len(k.ids), k.top, k.rest, k.weight, nxt) for k, nxt in zip(
+            kept, logprob_next, strict=True)], dtype=np.float64))
 
     def close(self) -> Path:
         if len(self._chunk_offsets) != self.n_chunks:
             raise ReferenceError(f"the reference holds {len(self._chunk_offsets)} of {self.n_chunks} chunks")
         index = self._file.tell()
-        for array, dtype in ((self._offsets, "<i8"), (self._chunk_offsets, "<i8"), (self._top, "<i8"),
-                             (self._rest, "<f8"), (self._weight, "<f8")):
-            self._file.write(np.asarray(array, dtype=dtype).tobytes())
-        self._file.write(np.concatenate(self._next).astype("<f8").tobytes())
+        table = np.concatenate(self._index)
+        offsets = np.concatenate([[0], np.cumsum(table[:, 0].astype(np.int64))])
+        for array, dtype in ((offsets, "<i8"), (self._chunk_offsets, "<i8"), (table[:, 1], "<i8"),
+                             (table[:, 2], "<f8"), (table[:, 3], "<f8"), (table[:, 4], "<f8")):
+            self._file.write(np.asarray(array).astype(dtype).tobytes())
         self._file.write(struct.pack("<Q", index) + MAGIC)
         self._file.close()
         os.replace(self.part, self.path)

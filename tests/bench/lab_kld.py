@@ -45,13 +45,14 @@ MiB = 2**20
 
 
 def run_tool(binary: Path, args: list[str], work: Path) -> tuple[tool.Run, int]:
-    """llama-perplexity once (again if its log lost the statistics, tool.run's reason), with its peak RSS: its output
+    """llama-perplexity once (again if its log lost the statistics: tool.LOG_DRAIN_SOURCE), with its peak RSS: its output
     goes to a file, so the process is reaped here with wait4 and its own rusage."""
     for _ in range(3):
         log = work / "llama-perplexity.log"
         started = time.perf_counter()
         with open(log, "w") as out:
-            process = subprocess.Popen([str(binary), *args], stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen([str(binary), *args], stdout=out, stderr=subprocess.STDOUT,
+                                       env=tool.environment(binary))
             _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
