@@ -387,21 +387,57 @@ class ErrorEvent:
 
 @dataclass(frozen=True)
 class Scored:
-    """How the loaded model scores a fixed token sequence (``Backend.score``): the quant lab's
-    perplexity, KL divergence and top-1 agreement are computed from it, in the parent.
+    """How the loaded model scores a fixed text (``Backend.score``): the quant lab's perplexity and, against a
+    reference, llama-perplexity's KL-divergence figures, computed from it in the parent.
 
-    The full next-token distributions are too big for the event channel (positions x vocabulary),
-    so they go to a float32 ``.npy`` file the parent named, as llama-perplexity's KL base file does.
+    Plain scoring gives the log-probability of each token. Windowed scoring (``backends.scoring``) writes its
+    per-position figures, and a new reference, to the files the request named: they would be too big for the event
+    channel, and a window's logits are never kept past the window.
     """
 
     request_id: str
-    tokens: list[int]  # empty where the tokens are made out of reach (a remote server tokenizes itself)
-    token_logprobs: list[float]  # log p(tokens[i+1] | tokens[:i+1]): one value fewer than tokens
-    vocab_size: int  # width of each distribution
+    tokens: list[int]  # plain: the scored ids (empty where a remote server tokenizes itself); windowed: empty
+    token_logprobs: list[float]  # plain: log p(tokens[i+1] | tokens[:i+1]), one value fewer than tokens
+    vocab_size: int  # width of the distributions (0 where unknown)
     score_ms: float
-    logprobs_path: str = ""  # [len(tokens), vocab_size] log-softmax rows, when the request asked for them
-    vocabulary_path: str = ""  # JSON list of token texts by id, when the request asked for it
+    windows: int = 0  # windowed: the windows scored
+    positions: int = 0  # windowed: the positions scored (their figures are in the request's positions_out)
+    peak_memory_bytes: int = 0  # windowed: the engine process's peak RAM by the end of the pass
     type: Literal["scored"] = "scored"
+
+
+# The reference keeps each position's likeliest tokens until at most this much probability is left out, and at most
+# this many of them (backends.scoring measures what that costs the KL divergence).
+DEFAULT_TAIL = 1e-4
+DEFAULT_MAX_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class WindowScoring:
+    """How a model scores a text in llama-perplexity's windows (backends.scoring), and which file it reads or
+    writes: a ``score`` request's ``windows``."""
+
+    n_ctx: int = 512
+    chunks: int = 0  # at most this many windows; 0: every whole window of the text
+    reference_path: str = ""  # compare with this reference (its tokens are scored; no text needed)
+    reference_out: str = ""  # write this model's reference here (from the request's text)
+    positions_out: str = ""  # the per-position figures (POSITIONS, .npy)
+    tail: float = DEFAULT_TAIL
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    special: bool = False  # read special-token text as those tokens (a chat rendered with its template)
+    description: dict[str, Any] = field(default_factory=dict)  # kept in a new reference's header
+
+    def validate(self) -> None:
+        if self.n_ctx < 16 or self.n_ctx % 2:
+            raise ValueError(f"the scoring context must be an even number of tokens, at least 16, not {self.n_ctx}")
+        if self.chunks < 0:
+            raise ValueError(f"chunks must be 0 (all) or more, not {self.chunks}")
+        if not 0 <= self.tail < 1:
+            raise ValueError(f"the left-out mass must be between 0 and 1, not {self.tail}")
+        if self.max_tokens < 1:
+            raise ValueError(f"the reference keeps at least one token per position, not {self.max_tokens}")
+        if bool(self.reference_path) == bool(self.reference_out):
+            raise ValueError("windowed scoring reads a reference or writes one")
 
 
 @dataclass(frozen=True)
@@ -564,8 +600,9 @@ class Backend(abc.ABC):
     def no_logits_reason(self) -> str:
         return f"n/a: {self.name} exposes no next-token logits"
 
-    def tokenize(self, text: str) -> list[int]:
-        """The model's tokens for plain text (no chat template), with BOS where the model wants one."""
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """The model's tokens for plain text (no chat template), with BOS where the model wants one; ``special``
+        reads special-token text (a rendered chat's turn markers) as those tokens, as the chat does."""
         raise GenerationError("unavailable", self.no_logits_reason())
 
     def next_token_logits(self, tokens: Sequence[int]) -> Any:
@@ -576,34 +613,41 @@ class Backend(abc.ABC):
         """Token texts by id, as the model file stores them (to check two variants share a vocabulary)."""
         raise GenerationError("unavailable", self.no_logits_reason())
 
-    def score(self, request_id: str, *, text: str | None = None, tokens: Sequence[int] | None = None,
-              max_tokens: int | None = None, logprobs_path: str = "", vocabulary_path: str = "") -> Scored:
-        """Score ``text`` (tokenized here) or ``tokens`` (another variant's ids) in one pass, outside
-        the chat path: no template, no sampling. The distributions go to ``logprobs_path`` if given."""
-        import json
+    def logits_width(self) -> int:
+        """How many token ids a logit row covers (a conversion may pad the vocabulary's texts with more rows)."""
+        return len(self.vocabulary())
 
+    def window_logits(self, tokens: Sequence[int], first: int) -> Iterator[Any]:
+        """The logits of one window of ``tokens`` evaluated from an empty cache, for its positions ``first`` to the
+        end, as float32 blocks of rows in order (backends.scoring). This default computes every row and hands out
+        those asked for; an engine that can compute only those (llama.cpp) does."""
         import numpy as np
 
+        yield np.asarray(self.next_token_logits(tokens), dtype=np.float32)[first:]
+
+    def score(self, request_id: str, *, text: str | None = None, tokens: Sequence[int] | None = None,
+              max_tokens: int | None = None) -> Scored:
+        """Score ``text`` (tokenized here) or ``tokens`` in one pass, outside the chat path (no template, no
+        sampling): the log-probability of each token. (The lab's windowed scoring against a reference is
+        ``backends.scoring.score``, on this backend's ``window_logits``.)"""
         clock = time.perf_counter
         t0 = clock()
+        import numpy as np
+
         ids = list(self.tokenize(text) if tokens is None else tokens)[:max_tokens]
         if len(ids) < 2:
             raise GenerationError("request", f"scoring needs at least 2 tokens, got {len(ids)}")
-        logprobs = np.asarray(self.next_token_logits(ids), dtype=np.float32)
-        # log-softmax in place, a few rows at a time: at a real vocabulary (152k) 512 rows are 311 MB, and
-        # whole-array temporaries would triple the engine's peak while it also holds the model.
-        for start in range(0, len(logprobs), 64):
-            rows = logprobs[start:start + 64]
-            rows -= rows.max(axis=1, keepdims=True)  # shifted by the row maximum so exp() cannot overflow
-            rows -= np.log(np.exp(rows).sum(axis=1, keepdims=True))
-        token_logprobs = logprobs[np.arange(len(ids) - 1), ids[1:]]
-        if logprobs_path:
-            np.save(logprobs_path, logprobs)
-        if vocabulary_path:
-            with open(vocabulary_path, "w", encoding="utf-8") as f:
-                json.dump(self.vocabulary(), f, ensure_ascii=False)
-        return Scored(request_id, ids, [float(x) for x in token_logprobs], int(logprobs.shape[1]),
-                      (clock() - t0) * 1000, logprobs_path, vocabulary_path)
+        token_logprobs: list[float] = []
+        for rows in self.window_logits(ids, 0):  # a few rows at a time: a full [tokens, vocab] array is big
+            rows = np.asarray(rows, dtype=np.float32)
+            for start in range(0, len(rows), 64):
+                block = rows[start:start + 64].astype(np.float64)
+                block -= block.max(axis=1, keepdims=True)  # shifted by the row maximum so exp() cannot overflow
+                block -= np.log(np.exp(block).sum(axis=1, keepdims=True))
+                at = len(token_logprobs)
+                targets = ids[at + 1:at + 1 + len(block)]
+                token_logprobs += [float(block[i, t]) for i, t in enumerate(targets)]
+        return Scored(request_id, ids, token_logprobs, self.logits_width(), (clock() - t0) * 1000)
 
     # --- embeddings: a backend that loads embedding models implements ``embed``.
 

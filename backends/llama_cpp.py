@@ -974,12 +974,15 @@ class LlamaCppBackend(Backend):
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.
 
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
-        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=special))
 
-    def next_token_logits(self, tokens: Sequence[int]):
+    def window_logits(self, tokens: Sequence[int], first: int):
+        """One window from an empty cache, asking llama.cpp for the logit rows of positions ``first`` on only (as
+        llama-perplexity does: the output layer over the whole vocabulary is a large share of a small model's work).
+        Each block is a view of llama.cpp's own output buffer, valid until the next decode."""
         import numpy as np
 
         if self._llm is None:
@@ -990,24 +993,36 @@ class LlamaCppBackend(Backend):
         if len(tokens) > llm.n_ctx():
             raise GenerationError("context", f"{len(tokens)} tokens to score but the context holds {llm.n_ctx()}",
                                   "load with a larger context or score fewer tokens")
-        logits = np.empty((len(tokens), n_vocab), dtype=np.float32)
         llm.reset()
         llm._ctx.kv_cache_clear()
         self._kv_tokens = []  # the chat's prefix is gone from the cache
+        batch = llm._batch
         try:
             for start in range(0, len(tokens), llm.n_batch):
                 chunk = list(tokens[start:start + llm.n_batch])
-                llm._batch.set_batch(batch=chunk, n_past=start, logits_all=True)
-                llm._ctx.decode(llm._batch)
-                rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(chunk) * n_vocab,))
-                logits[start:start + len(chunk)] = rows.reshape(len(chunk), n_vocab)
+                batch.set_batch(batch=chunk, n_past=start, logits_all=False)
+                outputs = 0
+                for i in range(len(chunk)):
+                    wanted = start + i >= first
+                    batch.batch.logits[i] = wanted
+                    outputs += wanted
+                if not outputs:  # llama.cpp computes the batch's last row anyway (set_batch asks for it)
+                    batch.batch.logits[len(chunk) - 1] = False
+                llm._ctx.decode(batch)
+                if outputs:
+                    rows = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(outputs * n_vocab,))
+                    yield rows.reshape(outputs, n_vocab)
         except RuntimeError as exc:
             raise GenerationError("decode", f"llama.cpp failed while scoring: {exc}") from None
         finally:
             # The chat's prefix reuse trusts llm.input_ids and the KV cache: leave neither half-used.
             llm._ctx.kv_cache_clear()
             llm.reset()
-        return logits
+
+    def logits_width(self) -> int:
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        return int(self._llm.n_vocab())
 
     def vocabulary(self) -> list[str]:
         import llama_cpp

@@ -372,7 +372,8 @@ class MlxBackend(Backend):
 
     SCORE_CHUNK = 512  # tokens per forward pass; a KV cache carries the context across chunks
 
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """A Hugging Face tokenizer reads added special tokens in any text: ``special`` changes nothing here."""
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         return list(self._tokenizer.encode(text))
@@ -384,8 +385,7 @@ class MlxBackend(Backend):
 
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
-        vocab_size = getattr(getattr(self._model, "args", None), "vocab_size", None) or len(self.vocabulary())
-        check_token_ids(tokens, vocab_size)
+        check_token_ids(tokens, self.logits_width())
         cache = make_prompt_cache(self._model)
         rows = []
         for start in range(0, len(tokens), self.SCORE_CHUNK):
@@ -394,6 +394,11 @@ class MlxBackend(Backend):
             mx.eval(logits)
             rows.append(np.array(logits))
         return np.concatenate(rows, axis=0)
+
+    def logits_width(self) -> int:
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        return getattr(getattr(self._model, "args", None), "vocab_size", None) or len(self.vocabulary())
 
     def vocabulary(self) -> list[str]:
         if self._model is None:

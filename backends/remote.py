@@ -454,15 +454,14 @@ class RemoteBackend(Backend):
                 "itself, never whole next-token distributions")
 
     def score(self, request_id: str, *, text: str | None = None, tokens: Sequence[int] | None = None,
-              max_tokens: int | None = None,
-              logprobs_path: str = "", vocabulary_path: str = "") -> Scored:
+              max_tokens: int | None = None) -> Scored:
         """Perplexity's input from the server itself: ``/completions`` with ``echo`` and ``logprobs`` gives the
         log-probability of each token of ``text`` as the server tokenized it (vLLM, and llama-cpp-python's server
         started with logits_all, answer this). Scoring given token ids or asking for whole distributions (KL) cannot
         be done remotely."""
         if self.endpoint is None or self.server is None:
             raise GenerationError("state", "no model is loaded")
-        if text is None or tokens is not None or logprobs_path or vocabulary_path:
+        if text is None or tokens is not None:
             raise GenerationError("unavailable", self.no_logits_reason())
         import httpx
 

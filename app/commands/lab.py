@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
@@ -14,19 +15,42 @@ def register(subparsers) -> None:
         "bench", help="compare quants/formats of a model: speed, memory and quality side by side",
         description="Measure each model through the engine the chat uses: load time, prompt and generation "
                     "tok/s, time to first token, peak memory (median and range over --reps runs, interleaved), "
-                    "and quality against the reference: perplexity on a bundled public-domain text, KL divergence "
-                    "and top-1 agreement of next-token distributions. Results are saved for later comparison.")
+                    "and quality against the reference as llama-perplexity --kl-divergence measures it: the bundled "
+                    "public-domain text in windows of --ctx tokens, the second half of each scored; mean KLD, its "
+                    "percentiles, Δp, same top p and PPL(Q)/PPL(base), each ± its standard error. The reference's "
+                    "likeliest tokens are kept in a file, reused by later runs. Results are saved for later "
+                    "comparison.")
     p.add_argument("models", nargs="*", metavar="MODEL", help=".gguf files or model folders (MLX, safetensors)")
-    p.add_argument("--repo", metavar="REPO", help="also compare quants of this Hub repo, downloaded (verified) first")
+    p.add_argument("--repo", action="append", default=[], metavar="REPO",
+                   help="also compare quants of this Hub repo, downloaded (verified) first; repeat it to set the same "
+                        "quant from several uploaders side by side")
     p.add_argument("--quant", action="append", default=[], metavar="Q",
                    help="with --repo: a quant to fetch and compare (repeatable), e.g. --quant Q4_K_M --quant Q8_0")
+    p.add_argument("--keep-downloads", action="store_true",
+                   help="keep the quants --repo downloaded for this bench in the library (default: removed after)")
     p.add_argument("--reference", metavar="MODEL",
                    help="quality reference (default: the variant with the most bits per weight)")
+    p.add_argument("--reference-file", metavar="FILE",
+                   help="compare against a KL reference made earlier instead of a reference model: a file this "
+                        "command saved (--save-reference), or one llama-perplexity --kl-divergence-base wrote")
+    p.add_argument("--save-reference", metavar="FILE", help="also copy the KL reference used to FILE, to share it")
+    p.add_argument("--card", metavar="FILE.md",
+                   help="also write a quant card: FILE.md (Markdown, for a model repo or a bug report) and FILE.json")
     p.add_argument("--prompt-tokens", type=int, default=512, help="measured prompt length (default 512)")
     p.add_argument("--gen-tokens", type=int, default=128, help="tokens generated per run (default 128)")
     p.add_argument("--reps", type=int, default=3, help="measured runs per variant (default 3)")
-    p.add_argument("--ppl-tokens", type=int, default=512, help="tokens of the text scored for perplexity (default 512)")
-    p.add_argument("--no-quality", action="store_true", help="skip perplexity, KL divergence and top-1 agreement")
+    p.add_argument("--ctx", type=int, default=512,
+                   help="quality: the window in tokens, the second half of each scored (llama-perplexity's -c; "
+                        "default 512)")
+    p.add_argument("--chunks", type=int, default=0,
+                   help="quality: at most this many windows of the text (llama-perplexity's --chunks; default all)")
+    p.add_argument("--corpus", metavar="PATH|chats",
+                   help="quality: score this text file, or every text file in this folder, or 'chats' (your chats, "
+                        "rendered with the reference's chat template), instead of the bundled text")
+    p.add_argument("--no-quality", action="store_true", help="skip the quality pass (perplexity, KL divergence)")
+    p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
+    p.add_argument("--kv-types", metavar="T,T", default="",
+                   help="a sweep: every GGUF variant once per KV-cache type, e.g. f16,q8_0,q4_0 (the reference: f16)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     fmt = p.add_mutually_exclusive_group()
@@ -47,33 +71,55 @@ def run(args: argparse.Namespace) -> int:
     if args.history:
         return _print_history(store)
     if args.show:
-        return _emit(store.load(args.show), args)
-    models = list(args.models) + _fetch_quants(args)
+        shown = store.load(args.show)
+        _write_card(shown, args.card)
+        return _emit(shown, args)
+    fetched = _fetch_quants(args)
+    models = list(args.models) + [f.path for f in fetched]
     if not models:
         raise QuantDeskError("name the models to compare", "e.g. quantdesk bench model-Q8_0.gguf model-Q4_K_M.gguf")
     from app.lab.runner import run_bench
 
     settings = BenchSettings(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
-                             ppl_tokens=args.ppl_tokens, quality=not args.no_quality, threads=args.threads,
-                             gpu_layers=args.gpu_layers)
+                             ctx=args.ctx, chunks=args.chunks, quality=not args.no_quality, speed=not args.no_speed,
+                             threads=args.threads, gpu_layers=args.gpu_layers,
+                             kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()))
     try:
         settings.validate()
     except ValueError as exc:
         raise QuantDeskError(str(exc)) from None
 
     def progress(p) -> None:
-        print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
+        if p.fraction is None or p.fraction >= 1:  # one line per step, and the step's last
+            print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
 
-    result = run_bench(models, settings, reference=args.reference, on_progress=progress)
+    try:
+        result = run_bench(models, settings, reference=args.reference, reference_file=args.reference_file,
+                           corpus_text=args.corpus, labels={f.path: f.label for f in fetched}, on_progress=progress)
+    finally:
+        _clean_up(fetched, args.keep_downloads)
+    if args.save_reference and result.reference_file:
+        from app.lab import references
+
+        saved_reference = references.export(Path(result.reference_file["path"]), args.save_reference)
+        print(f"KL reference saved as {saved_reference}", file=sys.stderr)
     if not args.no_save:
         saved = store.save(result)
         print(f"saved as {result.id} ({saved})", file=sys.stderr)
+    _write_card(result, args.card)
     _emit(result, args)
     return 1 if all(v.error for v in result.variants) else 0
 
 
-def _fetch_quants(args: argparse.Namespace) -> list[str]:
-    """Download (or find already installed, verified) each --quant of --repo; their paths join the bench."""
+@dataclass(frozen=True)
+class _Fetched:
+    path: str
+    label: str  # owner/repo and the file, when several repos are compared
+    downloaded_now: bool  # not in the library before this bench: removed after it unless kept
+
+
+def _fetch_quants(args: argparse.Namespace) -> list[_Fetched]:
+    """Download (or find already installed, verified) each --quant of each --repo; they join the bench."""
     from app.errors import QuantDeskError
 
     if bool(args.repo) != bool(args.quant):
@@ -82,15 +128,41 @@ def _fetch_quants(args: argparse.Namespace) -> list[str]:
     if not args.repo:
         return []
     from app.hub.download import download
+    from app.hub.library import Library
     from app.hub.listing import RepoListing
     from app.hub.plan import DownloadRequest
 
-    listing = RepoListing.fetch(args.repo)  # listed once for every quant
-    paths = []
-    for quant in args.quant:
-        print(f"fetching {args.repo} {quant}…", file=sys.stderr)
-        paths.append(str(download(DownloadRequest(repo_id=args.repo, quant=quant), listing=listing).path))
-    return paths
+    installed = {entry.path for entry in Library().entries()}
+    fetched = []
+    for repo in dict.fromkeys(args.repo):
+        listing = RepoListing.fetch(repo)  # listed once for every quant
+        for quant in args.quant:
+            print(f"fetching {repo} {quant}…", file=sys.stderr)
+            path = download(DownloadRequest(repo_id=repo, quant=quant), listing=listing).path
+            label = f"{repo}/{path.stem}" if len(set(args.repo)) > 1 else path.stem
+            fetched.append(_Fetched(str(path), label, str(path) not in installed))
+    return fetched
+
+
+def _clean_up(fetched: list[_Fetched], keep: bool) -> None:
+    """Remove what this bench downloaded, unless asked to keep it (what was in the library before stays)."""
+    if keep:
+        return
+    from app.hub.library import Library
+
+    for f in fetched:
+        if f.downloaded_now:
+            _entry, freed = Library().remove(f.path)
+            print(f"removed {f.label} ({freed / 1e9:.2f} GB), downloaded for this bench (--keep-downloads keeps it)",
+                  file=sys.stderr)
+
+
+def _write_card(result: BenchResult, path: str | None) -> None:
+    if path:
+        from app.lab.card import write_card
+
+        markdown, data = write_card(result, path)
+        print(f"quant card written: {markdown} and {data}", file=sys.stderr)
 
 
 def _emit(result: BenchResult, args: argparse.Namespace) -> int:
@@ -133,27 +205,32 @@ def _ranged(v: VariantResult, metric: str, scale: float = 1.0, digits: int = 0) 
     return f"{median:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
-def _value(v: VariantResult, metric: str, fmt: str) -> str:
-    value = getattr(v, metric)
-    return "n/a" if value is None else format(value, fmt)
+def _estimate(v: VariantResult, metric: str, fmt: str, scale: float = 1.0, unit: str = "") -> str:
+    estimate = v.estimate(metric)
+    if estimate is None:
+        return "n/a"
+    text = format(estimate.value * scale, fmt)
+    return text + unit if estimate.se is None else f"{text} ± {format(estimate.se * scale, fmt)}{unit}"
 
 
 def table(result: BenchResult) -> str:
+    from app.lab import report
+
     header = ("variant", "backend", "quant", "bpw", "load ms", "prompt tok/s", "gen tok/s", "TTFT ms", "peak MiB",
-              "PPL", "KL", "top-1")
+              "PPL", "PPL ratio", "mean KLD", "KLD 99%", "same top p")
     rows = []
     footnotes = []
     for v in result.variants:
         name = v.label + (" (ref)" if v.is_reference else "")
         if v.error:
-            rows.append((name, v.backend or "-", v.quant, _bpw(v), *["failed"] * 8))
+            rows.append((name, v.backend or "-", v.quant, _bpw(v), *["failed"] * (len(header) - 4)))
             footnotes.append(f"{v.label}: {v.error}")
             continue
-        rows.append((name, v.backend, v.quant, _bpw(v), _ranged(v, "load_ms"), _ranged(v, "prompt_tps", digits=1),
-                     _ranged(v, "decode_tps", digits=1), _ranged(v, "ttft_ms"),
-                     _ranged(v, "peak_memory_bytes", scale=2**20), _value(v, "perplexity", ".2f"),
-                     _value(v, "kl_mean", ".3g"),
-                     "n/a" if v.top1_agreement is None else f"{v.top1_agreement:.1%}"))
+        rows.append((name, v.backend or "-", v.quant, _bpw(v), _ranged(v, "load_ms"),
+                     _ranged(v, "prompt_tps", digits=1), _ranged(v, "decode_tps", digits=1), _ranged(v, "ttft_ms"),
+                     _ranged(v, "peak_memory_bytes", scale=2**20), _estimate(v, "perplexity", ".2f"),
+                     _estimate(v, "ppl_ratio", ".4f"), _estimate(v, "kld_mean", ".5f"), _estimate(v, "kld_p99", ".4f"),
+                     _estimate(v, "same_top_p", ".2f", 100, " %")))
         reasons = dict.fromkeys(v.unavailable.values())  # one line per distinct reason
         footnotes += [f"{v.label}: {why}" for why in reasons] + [f"{v.label}: {note}" for note in v.notes]
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
@@ -162,9 +239,16 @@ def table(result: BenchResult) -> str:
     s = result.settings
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
+    windows = result.reference_file.get("chunks")
     lines.append(f"medians (min-max) of {s.reps} run(s): prompt ≈{s.prompt_tokens} tokens, {s.gen_tokens} generated; "
-                 f"PPL over {s.ppl_tokens} tokens; KL/top-1 against {result.reference}")
+                 f"quality against {result.reference} as llama-perplexity --kl-divergence measures it"
+                 + (f": {windows} windows of {s.ctx} tokens" if windows else "") + ", ± one standard error")
     lines += footnotes
+    if len(report.ranking(result)) > 1:
+        lines += ["", f"ranked by mean KLD from {result.reference}:", report.ranking_text(result)]
+    for v in result.variants:
+        if v.quality is not None and not v.is_reference:
+            lines += ["", f"{v.label} against {result.reference}:", report.statistics_text(v.quality)]
     return "\n".join(lines) + "\n"
 
 

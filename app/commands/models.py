@@ -219,6 +219,14 @@ def _draft_suggestions(report) -> dict:
     return {fmt: suggestion for fmt, suggestion in found.items() if suggestion is not None}
 
 
+def _measured_here(report) -> dict[str, str]:
+    """For each candidate the quant lab has measured on this machine, what it found (app/lab/measured)."""
+    from app.lab import measured
+
+    found = {c.label: measured.latest(c.label) for c in report.candidates}
+    return {label: m.sentence() for label, m in found.items() if m is not None}
+
+
 def run_recommend(args: argparse.Namespace) -> int:
     from app.hub.listing import RepoListing
     from app.models.recommend import recommend
@@ -236,9 +244,10 @@ def run_recommend(args: argparse.Namespace) -> int:
         raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
     report = recommend(candidates, _hardware(args), context_length(args.ctx))
     drafts = _draft_suggestions(report)
+    measured = _measured_here(report)
     if args.json:
-        print(json.dumps(report.to_json() | {"drafts": {fmt: dataclasses.asdict(s) for fmt, s in drafts.items()}},
-                         indent=2))
+        print(json.dumps(report.to_json() | {"drafts": {fmt: dataclasses.asdict(s) for fmt, s in drafts.items()},
+                                             "measured": measured}, indent=2))
         return 0
     print(f"Formats for this machine: {', '.join(report.format_preference)} ({report.format_reason}).")
     for c in report.candidates:
@@ -246,7 +255,8 @@ def run_recommend(args: argparse.Namespace) -> int:
         memory = _gib(c.memory_bytes) if c.memory_bytes is not None else ""
         print(f"  {c.quant:10} {c.verdict:24} {memory:>10}{speed}  {c.label}")
     for fmt, pick in report.best_per_format.items():
-        print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}")
+        print(f"Best {fmt.upper()}: {pick.label} — {pick.reason}"
+              + (f"; {measured[pick.label]}" if pick.label in measured else ""))
         if fmt in drafts:
             print(f"  Draft: {drafts[fmt].name} — {drafts[fmt].reason} (--draft {drafts[fmt].path})")
     if report.load_settings:

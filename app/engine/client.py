@@ -30,7 +30,7 @@ from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, Req
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
 from backends.base import (Done, Embedded, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
-                           SamplingSettings, Scored, Token)
+                           SamplingSettings, Scored, Token, WindowScoring)
 
 _EOF = object()
 STDERR_LINES = 200
@@ -440,23 +440,29 @@ class EngineClient:
                 self.cancel(reply.request_id)
 
     def score(self, *, text: str | None = None, tokens: Sequence[int] | None = None, max_tokens: int | None = None,
-              logprobs_path: str | Path = "", vocabulary_path: str | Path = "") -> Scored:
-        """Score plain text or given token ids with the loaded model (the quant lab's quality pass).
-        Raises EngineError with kind 'unavailable' where the backend exposes no logits."""
-        if (text is None) == (tokens is None):
+              windows: WindowScoring | None = None, on_progress: Callable[[float], None] | None = None) -> Scored:
+        """Score plain text or given token ids with the loaded model (the quant lab's quality pass); ``windows``
+        scores llama-perplexity's windows against a reference or writes one (backends.scoring), reporting the
+        fraction done to ``on_progress``. Raises EngineError with kind 'unavailable' where the backend exposes no
+        logits, 'cancelled' when ``cancel`` stopped it."""
+        if windows is None and (text is None) == (tokens is None):
             raise ValueError("score takes text or tokens, not both")
         request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
-                               str(logprobs_path or ""), str(vocabulary_path or ""))
+                               windows)
         reply, _ = self._submit(request, "while scoring")
-        return self._answer(reply, Scored)
+        return self._answer(reply, Scored, on_progress)
 
-    def _answer(self, reply: _Reply, answer: type[Scored] | type[Embedded]):
-        """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError."""
+    def _answer(self, reply: _Reply, answer: type[Scored] | type[Embedded],
+                on_progress: Callable[[float], None] | None = None):
+        """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError; the request's
+        progress on the way goes to ``on_progress``."""
         while True:
             event = self._next_event(reply)
             if isinstance(event, answer):
                 return event
-            if isinstance(event, ErrorEvent):
+            if isinstance(event, Progress) and on_progress:
+                on_progress(event.fraction)
+            elif isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
     def embed(self, texts: Sequence[str]) -> Embedded:

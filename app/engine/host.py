@@ -156,14 +156,7 @@ class Host:
                 and not self._backend.sees_images():
             raise GenerationError("vision", "this model does not see images: it was loaded without a vision projector",
                                   "remove the image, or load a vision model with its mmproj file")
-        with self._lock:
-            cancelled_before = request.id in self._cancelled_ids
-            if cancelled_before:
-                del self._cancelled_ids[request.id]
-            else:
-                self._current_id = request.id
-                self._cancelled.clear()
-        if cancelled_before:  # stopped while it waited: the model never sees it
+        if not self._begin(request.id):  # stopped while it waited: the model never sees it
             self.send(Done(request.id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
             return
         try:
@@ -171,16 +164,41 @@ class Host:
                                                  request.events_every_s):
                 self.send(event)
         finally:
-            with self._lock:
-                self._current_id = None
+            self._end()
+
+    def _begin(self, request_id: str) -> bool:
+        """Make ``request_id`` the running request that a cancel stops; False if it was cancelled while it waited."""
+        with self._lock:
+            if request_id in self._cancelled_ids:
+                del self._cancelled_ids[request_id]
+                return False
+            self._current_id = request_id
+            self._cancelled.clear()
+            return True
+
+    def _end(self) -> None:
+        with self._lock:
+            self._current_id = None
 
     def _score(self, request: ScoreRequest) -> None:
-        """The quant lab's scoring pass (Backend.score); bulky results go to the files the parent named."""
+        """The quant lab's scoring pass (Backend.score); bulky results go to the files the parent named. A windowed
+        pass reports its progress and stops between windows when cancelled."""
         if self._backend is None:
             raise GenerationError("state", "no model is loaded")
-        self.send(self._backend.score(
-            request.id, text=request.text, tokens=request.tokens, max_tokens=request.max_tokens,
-            logprobs_path=request.logprobs_path, vocabulary_path=request.vocabulary_path))
+        if not self._begin(request.id):
+            raise GenerationError("cancelled", "scoring was stopped")
+        try:
+            if request.windows is None:
+                self.send(self._backend.score(request.id, text=request.text, tokens=request.tokens,
+                                              max_tokens=request.max_tokens))
+            else:
+                from backends import scoring  # numpy: imported by the host that scores, not by every host
+
+                self.send(scoring.score(self._backend, request.id, request.windows, text=request.text,
+                                        cancelled=self._cancelled.is_set,
+                                        on_progress=lambda fraction: self.send(Progress(fraction))))
+        finally:
+            self._end()
 
     def _unload(self) -> None:
         if self._backend is not None:

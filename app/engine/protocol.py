@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
-                           Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta)
+                           Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
 from backends.chat_format.tool_calls import ToolCall
 
-PROTOCOL_VERSION = 2  # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's)
+# 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
+PROTOCOL_VERSION = 2
 
 
 # --- requests (parent -> host)
@@ -57,8 +58,7 @@ class ScoreRequest:
     text: str | None = None
     tokens: list[int] | None = None
     max_tokens: int | None = None
-    logprobs_path: str = ""
-    vocabulary_path: str = ""
+    windows: WindowScoring | None = None  # llama-perplexity's windows, writing or reading a reference (the lab)
     op: Literal["score"] = "score"
 
 
@@ -165,6 +165,8 @@ def decode_request(line: bytes) -> Request:
                 values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("images") or ()),
                                             tuple(m.get("tool_calls") or ()), m.get("tool_call_id", ""),
                                             m.get("name", ""), m.get("reasoning", "")) for m in prompt]
+        elif cls is ScoreRequest and values.get("windows") is not None:
+            values["windows"] = settings_from_dict(WindowScoring, values["windows"])
         return cls(**values)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None

@@ -11,12 +11,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.lab.metrics import Spread
+from app.lab.metrics import Estimate, KldStatistics, Spread
+from backends.base import DEFAULT_TAIL
 
 # Speed figures summarised over repetitions, in the order tables show them.
 SPEED_METRICS: tuple[str, ...] = ("load_ms", "prompt_tps", "ttft_ms", "decode_tps", "peak_memory_bytes")
-QUALITY_METRICS: tuple[str, ...] = ("perplexity", "kl_mean", "kl_p99", "kl_max", "top1_agreement")
-SCHEMA_VERSION = 1
+# Quality figures against the reference (llama-perplexity's, app/lab/metrics.py), in the order tables show them.
+QUALITY_METRICS: tuple[str, ...] = ("perplexity", "ppl_ratio", "kld_mean", "kld_median", "kld_p99", "kld_p99.9",
+                                    "kld_max", "same_top_p", "dp_mean", "rms_dp")
+SCHEMA_VERSION = 2
+KV_TYPES = ("f16", "q8_0", "q4_0")  # the KV-cache types a sweep takes (llama.cpp's, as the Chat's model bar offers)
+# Results saved before the lab measured as llama-perplexity does (schema 1): their quality figures are dropped on
+# reading, with this reason in their place.
+OLD_QUALITY = ("n/a: measured by an earlier QuantDesk on 8 short prompts and every position of one context, not "
+               "comparable with llama-perplexity's figures; run the bench again")
 
 
 @dataclass
@@ -24,11 +32,16 @@ class BenchSettings:
     prompt_tokens: int = 512  # the measured prompt's length (calibrated per variant)
     gen_tokens: int = 128  # tokens generated per measured run
     reps: int = 3  # measured runs per variant, interleaved across variants
-    ppl_tokens: int = 512  # tokens of the bundled text scored for perplexity
-    quality: bool = True  # run the scoring pass (perplexity, KL, top-1)
+    ctx: int = 512  # the quality pass's window in tokens (llama-perplexity's -c): the second half of each is scored
+    chunks: int = 0  # at most this many windows of the corpus (llama-perplexity's --chunks); 0: all it has
+    quality: bool = True  # run the scoring pass (perplexity and KL divergence against the reference)
+    speed: bool = True  # run the speed runs
     threads: int | None = None  # None: the engine's default (physical cores)
     gpu_layers: int = -1
+    flash_attention: bool | None = None  # None: the engine's default (llama-cpp-python: off)
     seed: int = 1234  # sampling seed of the measured runs
+    tail: float = DEFAULT_TAIL  # the probability a reference may leave out per position (backends.scoring)
+    kv_types: tuple[str, ...] = ()  # a sweep: every GGUF variant once per KV-cache type (the reference: f16)
 
     def validate(self) -> None:
         problems = []
@@ -38,8 +51,17 @@ class BenchSettings:
             problems.append(f"--gen-tokens must be between 1 and 8192, not {self.gen_tokens}")
         if not 1 <= self.reps <= 100:
             problems.append(f"--reps must be between 1 and 100, not {self.reps}")
-        if not 16 <= self.ppl_tokens <= 32768:
-            problems.append(f"--ppl-tokens must be between 16 and 32768, not {self.ppl_tokens}")
+        if not 16 <= self.ctx <= 131072 or self.ctx % 2:
+            problems.append(f"--ctx must be an even number between 16 and 131072, not {self.ctx}")
+        if self.chunks < 0:
+            problems.append(f"--chunks must be 0 (all) or more, not {self.chunks}")
+        if not 0 <= self.tail <= 0.1:
+            problems.append(f"--tail must be between 0 and 0.1, not {self.tail}")
+        if not (self.speed or self.quality):
+            problems.append("--no-speed and --no-quality leave nothing to measure")
+        unknown = [kv for kv in self.kv_types if kv not in KV_TYPES]
+        if unknown:
+            problems.append(f"--kv-types takes {', '.join(KV_TYPES)}, not {', '.join(unknown)}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -47,10 +69,6 @@ class BenchSettings:
     def speed_context(self) -> int:
         """Context for the speed runs: the prompt, the reply, and room for the calibration's overshoot."""
         return int((self.prompt_tokens + self.gen_tokens) * 1.25) + 64
-
-    @property
-    def quality_context(self) -> int:
-        return self.ppl_tokens + 64
 
 
 @dataclass
@@ -81,16 +99,14 @@ class VariantResult:
     size_bytes: int
     backend: str = ""
     is_reference: bool = False
+    kv_cache_type: str = ""  # a sweep's KV-cache type for this row (llama.cpp: f16, q8_0, q4_0); "" the default
     runs: list[RunSample] = field(default_factory=list)
     speed: dict[str, Spread | None] = field(default_factory=dict)
-    perplexity: float | None = None
-    ppl_tokens: int = 0
-    kl_mean: float | None = None
-    kl_median: float | None = None
-    kl_p99: float | None = None
-    kl_max: float | None = None
-    top1_agreement: float | None = None
-    kl_positions: int = 0
+    perplexity: float | None = None  # PPL(Q) over the scored positions (a remote model: over its own tokens)
+    quality: KldStatistics | None = None  # against the reference, llama-perplexity's statistics
+    quality_ms: float | None = None  # wall time of the quality pass for this variant: engine start, load, scoring
+    quality_peak_bytes: int | None = None  # the engine process's peak RAM by the end of its scoring pass
+    quality_loaded_bytes: int | None = None  # its peak RAM right after loading the model, before scoring
     unavailable: dict[str, str] = field(default_factory=dict)  # metric -> "n/a: why"
     notes: list[str] = field(default_factory=list)
     error: str = ""  # the variant could not be measured at all (failed to load, engine died)
@@ -100,7 +116,14 @@ class VariantResult:
         if metric in SPEED_METRICS:
             spread = self.speed.get(metric)
             return spread.median if spread else None
-        return getattr(self, metric)
+        estimate = self.estimate(metric)
+        return estimate.value if estimate else None
+
+    def estimate(self, metric: str) -> Estimate | None:
+        """A quality figure with its standard error."""
+        if metric == "perplexity" and self.quality is None:
+            return None if self.perplexity is None else Estimate(self.perplexity)
+        return self.quality.estimate(metric) if self.quality else None
 
 
 @dataclass
@@ -112,7 +135,9 @@ class BenchResult:
     hardware: dict[str, Any]  # HardwareProfile.to_dict() of the machine that ran it
     reference: str  # label of the reference variant
     variants: list[VariantResult]
-    corpus: dict[str, Any] = field(default_factory=dict)  # which texts, how many prompts
+    corpus: dict[str, Any] = field(default_factory=dict)  # which text, its tokens, windows and positions
+    reference_file: dict[str, Any] = field(default_factory=dict)  # the KL reference used: where, how made, coverage
+    engines: dict[str, str] = field(default_factory=dict)  # the engine packages that ran, with their versions
     notes: list[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
@@ -128,12 +153,24 @@ class BenchResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchResult:
         data = dict(data)
-        data["settings"] = BenchSettings(**data["settings"])
+        old = data.get("schema", 1) < 2
+        settings = data["settings"]
+        known = {f.name for f in dataclasses.fields(BenchSettings)}
+        data["settings"] = BenchSettings(**{k: tuple(v) if k == "kv_types" else v for k, v in settings.items()
+                                            if k in known})
+        fields = {f.name for f in dataclasses.fields(VariantResult)}
         variants = []
         for raw in data["variants"]:
-            raw = dict(raw)
+            raw = {k: v for k, v in raw.items() if k in fields}
             raw["runs"] = [RunSample(**r) for r in raw.get("runs", [])]
             raw["speed"] = {k: (Spread(**v) if v else None) for k, v in raw.get("speed", {}).items()}
+            if old:
+                raw["perplexity"] = None
+                raw["unavailable"] = {k: v for k, v in raw.get("unavailable", {}).items()
+                                      if k in SPEED_METRICS} | dict.fromkeys(QUALITY_METRICS, OLD_QUALITY)
+            elif raw.get("quality"):
+                raw["quality"] = KldStatistics.from_dict(raw["quality"])
             variants.append(VariantResult(**raw))
         data["variants"] = variants
+        data["schema"] = SCHEMA_VERSION
         return cls(**data)

@@ -8,21 +8,24 @@ favouring the first):
   ``gen_tokens`` generated tokens. Prompt tok/s, TTFT and generation tok/s come from the host's own
   GenerationStats, peak memory from the host process (a fresh one per run, so nothing else counts).
 
-Quality, once per variant in its own fresh host: perplexity on the bundled text (its first
-``ppl_tokens`` tokens, the variant's own tokenizer), and KL divergence and top-1 agreement against the
-reference on the fixed prompt set — each variant scores the reference's token ids, over the shared
-vocabulary. The reference goes through the same path, so its own row is a check: KL 0, top-1 1.0.
+Quality, as ``llama-perplexity --kl-divergence`` measures it (backends.scoring, app/lab/metrics.py): the reference
+scores the corpus in windows of ``ctx`` tokens once and keeps its likeliest tokens per position in a reference file
+(app/lab/references: cached, so the next run reuses it without loading the reference model; or a file given, the
+lab's own or llama-perplexity's --kl-divergence-base); every other variant then scores the same token ids in the
+same windows against it, in its own fresh host, one window in memory at a time. A remote model scores its own
+tokens of the text: perplexity only.
 
 Qt-free and blocking: the GUI runs ``run_bench`` on a worker thread, passes ``on_progress`` and sets
-``cancel`` (checked between steps).
+``cancel`` (checked between steps, and between windows while scoring).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,13 +33,13 @@ from pathlib import Path
 
 from app import __version__
 from app.errors import BackendUnavailable, EngineCrashed, EngineError, ModelFileError, QuantDeskError
-from app.lab import corpus
-from app.lab.metrics import (DivergenceSummary, Spread, VocabularyMismatch, kl_and_top1, perplexity,
-                             shared_vocabulary_size)
-from app.lab.results import SPEED_METRICS, BenchResult, BenchSettings, RunSample, VariantResult
-from backends.base import Done, LoadSettings, Message, SamplingSettings
+from app.lab import corpus, references
+from app.lab.metrics import KldStatistics, Spread, perplexity
+from app.lab.results import QUALITY_METRICS, SPEED_METRICS, BenchResult, BenchSettings, RunSample, VariantResult
+from backends.base import DEFAULT_MAX_TOKENS, Done, LoadSettings, Message, SamplingSettings, WindowScoring
 
-KL_METRICS = ("kl_mean", "kl_median", "kl_p99", "kl_max", "top1_agreement")
+KL_METRICS = tuple(m for m in QUALITY_METRICS if m != "perplexity")
+REFERENCE_FILE = "reference file"  # a variant's format when the reference is a file, not a model run here
 REMOTE_NO_DISTRIBUTIONS = ("an OpenAI-compatible endpoint returns at most the top few log-probabilities of tokens it "
                            "chose itself, never whole next-token distributions over the reference's tokens")
 # What an engine can do wrong to one variant without the whole bench failing.
@@ -56,6 +59,7 @@ class LabProgress:
     total: int
     variant: str
     message: str
+    fraction: float | None = None  # how far the step is, where it reports that (scoring, window by window)
 
 
 # --- variants ----------------------------------------------------------------------------------------
@@ -84,11 +88,29 @@ def describe_variant(path: str | Path) -> VariantResult:
                          size_bytes=sum(p.stat().st_size for p in files))
 
 
-def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None) -> list[VariantResult]:
-    """Describe every model once (the reference joins the list if it is not in it), with unique labels,
-    the reference first: explicitly named, else the highest bits per weight (the first given on a tie)."""
+def reference_file_variant(path: str | Path) -> VariantResult:
+    """The reference row of a bench whose reference is a file (made earlier, elsewhere, or by llama-perplexity)."""
+    reference = references.open_reference(path)
+    try:
+        model = reference.header.get("model") or {}
+        return VariantResult(label=str(model.get("label") or Path(path).stem), path=str(path), format=REFERENCE_FILE,
+                             quant=str(model.get("quant") or "?"), bits_per_weight=model.get("bits_per_weight"),
+                             size_bytes=int(model.get("size_bytes") or 0), is_reference=True)
+    finally:
+        reference.close()
+
+
+def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None,
+                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None
+                  ) -> list[VariantResult]:
+    """Describe every model once (the reference joins the list if it is not in it), with unique labels (``labels``
+    names some by their path: a Hub repo's quants), the reference first: explicitly named, else the highest bits
+    per weight (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only
+    through the file."""
     from app.remote.connections import is_remote_ref
 
+    if reference is not None and reference_file is not None:
+        raise QuantDeskError("name the reference as a model or as a file, not both")
     paths: list[Path | str] = []
     for model in [*models, *([reference] if reference is not None else [])]:
         resolved = model if is_remote_ref(model) else Path(model).expanduser().resolve()
@@ -97,6 +119,9 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
     if not paths:
         raise QuantDeskError("name at least one model to benchmark")
     variants = [describe_variant(p) for p in paths]
+    given = {str(Path(path).expanduser().resolve()): label for path, label in (labels or {}).items()}
+    for v in variants:
+        v.label = given.get(v.path, v.label)
     seen: dict[str, int] = {}
     for v in variants:
         if v.label in seen:  # two files of one name in different folders
@@ -104,6 +129,8 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
             v.label = f"{Path(v.path).parent.name}/{v.label}"
         else:
             seen[v.label] = 1
+    if reference_file is not None:
+        return [reference_file_variant(reference_file), *variants]
     if reference is not None:
         named = reference if is_remote_ref(reference) else Path(reference).expanduser().resolve()
         chosen = variants[paths.index(named)]
@@ -116,8 +143,27 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
     return [chosen, *(v for v in variants if v is not chosen)]
 
 
-def _load_settings(settings: BenchSettings, n_ctx: int) -> LoadSettings:
-    return LoadSettings(n_ctx=n_ctx, gpu_layers=settings.gpu_layers, threads=settings.threads)
+def _load_settings(settings: BenchSettings, n_ctx: int, kv_cache_type: str = "") -> LoadSettings:
+    quantized = kv_cache_type not in ("", "f16")  # llama.cpp quantizes a V cache only with flash attention
+    return LoadSettings(n_ctx=n_ctx, gpu_layers=settings.gpu_layers, threads=settings.threads,
+                        kv_cache_type=kv_cache_type or "f16",
+                        flash_attention=True if quantized and settings.flash_attention is None
+                        else settings.flash_attention)
+
+
+def sweep_kv(variants: list[VariantResult], kv_types: Sequence[str]) -> list[VariantResult]:
+    """Every GGUF variant but the reference once per KV-cache type, labelled with it (the reference keeps f16: it is
+    what the others are measured against)."""
+    if not kv_types:
+        return variants
+    swept = [variants[0]]
+    for v in variants[1:]:
+        if v.format != "gguf":
+            swept.append(v)
+            continue
+        swept += [dataclasses.replace(v, label=f"{v.label} · KV {kv}", kv_cache_type=kv, runs=[], speed={},
+                                      unavailable={}, notes=[]) for kv in kv_types]
+    return swept
 
 
 def _finish(stream) -> Done:
@@ -140,8 +186,11 @@ class _Bench:
         self.on_progress = on_progress
         self.cancel = cancel or threading.Event()
         self.prompt_chars: dict[str, int] = {}  # per variant: characters that make prompt_tokens tokens
-        self.total = settings.reps * len(variants) + (len(variants) if settings.quality else 0)
+        self.timed = [v for v in variants if v.format != REFERENCE_FILE]  # a reference file has no speed
+        self.total = (settings.reps * len(self.timed) if settings.speed else 0) \
+            + (len(variants) if settings.quality else 0)
         self.step = 0
+        self.reference_info: dict = {}
 
     def progress(self, phase: str, variant: VariantResult, message: str) -> None:
         if self.cancel.is_set():
@@ -150,12 +199,27 @@ class _Bench:
         if self.on_progress:
             self.on_progress(LabProgress(phase, self.step, self.total, variant.label, message))
 
+    def scoring_progress(self, client, variant: VariantResult, what: str) -> Callable[[float], None]:
+        """Progress within a scoring pass, with the time left; a cancel stops the engine between windows."""
+        started = time.monotonic()
+
+        def report(fraction: float) -> None:
+            if self.cancel.is_set():
+                client.cancel()
+                return
+            elapsed = time.monotonic() - started
+            left = f", about {elapsed * (1 - fraction) / fraction:.0f} s left" if 0 < fraction < 1 else ""
+            if self.on_progress:
+                self.on_progress(LabProgress("quality", self.step, self.total, variant.label,
+                                             f"{what}: {variant.label}, {fraction:.0%}{left}", fraction))
+        return report
+
     # --- speed ---
 
     def speed(self) -> None:
         for rep in range(self.settings.reps):
-            shift = rep % len(self.variants)
-            order = self.variants[shift:] + self.variants[:shift]
+            shift = rep % len(self.timed)
+            order = self.timed[shift:] + self.timed[:shift]
             for position, variant in enumerate(order):
                 self.progress("speed", variant, f"repetition {rep + 1}/{self.settings.reps}: {variant.label}")
                 if variant.error:
@@ -168,7 +232,7 @@ class _Bench:
     def measure(self, variant: VariantResult, rep: int, position: int) -> RunSample:
         s = self.settings
         with self.client_factory() as client:
-            loaded = client.load(variant.path, _load_settings(s, s.speed_context))
+            loaded = client.load(variant.path, _load_settings(s, s.speed_context, variant.kv_cache_type))
             variant.backend = loaded.backend
             self.warm_up(client, variant)
             prompt = corpus.prompt_text(self.prompt_chars[variant.label], f"run {rep + 1}.{position + 1}")
@@ -215,85 +279,111 @@ class _Bench:
 
     # --- quality ---
 
-    def quality(self, work: Path) -> None:
+    def quality(self, work: Path, scored: corpus.Corpus, description: dict, reference_file: Path | None) -> None:
         reference = self.variants[0]
-        reference_scores: list[tuple[list[int], str]] = []
-        reference_vocabulary: list[str] | None = None
-        for index, variant in enumerate(self.variants):
+        self.progress("quality", reference, f"reference: {reference.label}")
+        try:
+            path = reference_file or self.reference_run(reference, scored, description, work)
+        except VARIANT_FAILURES as exc:
+            reason = f"n/a: the reference {reference.label} could not be scored: {str(exc).removeprefix('n/a: ')}"
+            for v in self.variants:
+                self.mark(v, QUALITY_METRICS if v is reference else KL_METRICS, reason)
+            path = None
+        if path is not None:
+            opened = references.open_reference(path)
+            try:
+                self.reference_info = references.describe(opened)
+                self.summarise(reference, opened.own_positions())
+            finally:
+                opened.close()
+        for variant in self.variants[1:]:
             self.progress("quality", variant, f"perplexity and KL divergence: {variant.label}")
             if variant.error:
                 continue
             try:
-                with self.client_factory() as client:
-                    client.load(variant.path, _load_settings(self.settings, self.settings.quality_context))
-                    if variant.format == "remote":
-                        self.mark(variant, KL_METRICS, REMOTE_NO_DISTRIBUTIONS)
-                    try:
-                        scored = client.score(text=corpus.perplexity_text(), max_tokens=self.settings.ppl_tokens)
-                    except EngineError as exc:
-                        if exc.kind != "unavailable":
-                            raise
-                        self.mark(variant, ("perplexity", *KL_METRICS) if variant.format != "remote"
-                                  else ("perplexity",), exc.message)
-                        continue
-                    variant.perplexity = perplexity(scored.token_logprobs)
-                    variant.ppl_tokens = len(scored.token_logprobs) + 1  # the first token has no log-probability
-                    if variant.format == "remote":
-                        continue
-                    if variant is reference:
-                        for i, prompt in enumerate(corpus.kl_prompts()):
-                            s = client.score(text=prompt, logprobs_path=work / f"reference-{i}.npy",
-                                             vocabulary_path=work / "reference-vocabulary.json" if i == 0 else "")
-                            reference_scores.append((s.tokens, s.logprobs_path))
-                        reference_vocabulary = json.loads((work / "reference-vocabulary.json").read_text("utf-8"))
-                    if not reference_scores:
-                        self.mark(variant, KL_METRICS,
-                                  f"n/a: the reference {reference.label} could not be scored "
-                                  f"({reference.unavailable.get('perplexity') or reference.error})")
-                        continue
-                    self.divergence(client, variant, index, reference, reference_scores, reference_vocabulary, work)
+                if variant.format == "remote":
+                    self.remote_perplexity(variant, scored.text)
+                elif path is not None:
+                    self.compare(variant, path, work)
             except VARIANT_FAILURES as exc:
+                if isinstance(exc, EngineError) and exc.kind == "cancelled":
+                    raise LabCancelled("the bench was stopped") from None
                 if not variant.runs:
                     variant.error = str(exc)
-                self.mark(variant, ("perplexity", *KL_METRICS) if variant.perplexity is None else KL_METRICS,
-                          f"n/a: scoring failed: {exc}")
+                self.mark(variant, QUALITY_METRICS, f"n/a: scoring failed: {str(exc).removeprefix('n/a: ')}")
 
-    def divergence(self, client, variant: VariantResult, index: int, reference: VariantResult,
-                   reference_scores: list[tuple[list[int], str]], reference_vocabulary: list[str],
-                   work: Path) -> None:
-        import numpy as np
-
-        kl: list[float] = []
-        agree: list[bool] = []
-        width = 0
-        for i, (tokens, reference_path) in enumerate(reference_scores):
-            path = work / f"variant-{index}-{i}.npy"
-            vocabulary_path = work / f"variant-{index}-vocabulary.json"
+    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict, work: Path) -> Path:
+        """The reference's file: from the cache when this model, text and windowing made one before, else scored
+        now into the cache."""
+        s = self.settings
+        target = references.cached({"model": references.model_identity(reference.path), "corpus": description,
+                                    "ctx": s.ctx, "chunks": s.chunks, "tail": s.tail, "max_tokens": DEFAULT_MAX_TOKENS})
+        if references.usable(target):
+            reference.notes.append(f"reference reused from {target}")
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        with self.client_factory() as client:
+            loaded = client.load(reference.path, _load_settings(s, s.ctx))
+            reference.backend, reference.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
+            model = {"label": reference.label, "path": reference.path, "quant": reference.quant,
+                     "format": reference.format, "bits_per_weight": reference.bits_per_weight,
+                     "size_bytes": reference.size_bytes}
+            windows = WindowScoring(n_ctx=s.ctx, chunks=s.chunks, reference_out=str(target),
+                                    positions_out=str(work / "reference.npy"), tail=s.tail, special=scored.special,
+                                    description={"model": model, "corpus": description,
+                                                 "producer": f"QuantDesk {__version__}"})
             try:
-                client.score(tokens=tokens, logprobs_path=path, vocabulary_path=vocabulary_path if i == 0 else "")
+                answer = client.score(text=scored.text, windows=windows,
+                                      on_progress=self.scoring_progress(client, reference, "reference"))
+            except EngineError as exc:
+                if exc.kind == "cancelled":
+                    raise LabCancelled("the bench was stopped") from None
+                raise
+        reference.quality_ms = (time.perf_counter() - started) * 1000
+        reference.quality_peak_bytes = answer.peak_memory_bytes
+        return target
+
+    def compare(self, variant: VariantResult, reference_path: Path, work: Path) -> None:
+        s = self.settings
+        started = time.perf_counter()
+        positions = work / f"variant-{self.variants.index(variant)}.npy"
+        with self.client_factory() as client:
+            loaded = client.load(variant.path, _load_settings(s, s.ctx, variant.kv_cache_type))
+            variant.backend, variant.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
+            try:
+                scored = client.score(windows=WindowScoring(n_ctx=s.ctx, reference_path=str(reference_path),
+                                                            positions_out=str(positions)),
+                                      on_progress=self.scoring_progress(client, variant, "KL divergence"))
             except EngineError as exc:
                 if exc.kind not in ("vocabulary", "unavailable"):
                     raise
-                self.mark(variant, KL_METRICS, f"n/a: {exc.message}")
-                self.note_other_tokenizer(variant)
+                self.mark(variant, QUALITY_METRICS, f"n/a: {exc.message}")
                 return
-            if i == 0:
-                try:
-                    width = shared_vocabulary_size(
-                        reference_vocabulary, json.loads(vocabulary_path.read_text("utf-8")),
-                        reference_name=reference.label, variant_name=variant.label)
-                except VocabularyMismatch as exc:
-                    self.mark(variant, KL_METRICS, f"n/a: {exc}")
-                    self.note_other_tokenizer(variant)
-                    return
-            position_kl, position_agree = kl_and_top1(np.load(reference_path), np.load(path), width)
-            path.unlink()
-            kl += position_kl
-            agree += position_agree
-        summary = DivergenceSummary.of(kl, agree)
-        variant.kl_mean, variant.kl_median = summary.kl_mean, summary.kl_median
-        variant.kl_p99, variant.kl_max = summary.kl_p99, summary.kl_max
-        variant.top1_agreement, variant.kl_positions = summary.top1_agreement, summary.positions
+        variant.quality_ms = (time.perf_counter() - started) * 1000
+        variant.quality_peak_bytes = scored.peak_memory_bytes
+        self.summarise(variant, _load_positions(positions))
+
+    def summarise(self, variant: VariantResult, positions) -> None:
+        variant.quality = KldStatistics.of(positions)
+        variant.perplexity = variant.quality.ppl.value
+
+    def remote_perplexity(self, variant: VariantResult, text: str) -> None:
+        """A remote server scores its own tokens (it tokenizes the text itself): perplexity over every position of
+        its first window, no KL divergence."""
+        self.mark(variant, KL_METRICS, REMOTE_NO_DISTRIBUTIONS)
+        with self.client_factory() as client:
+            client.load(variant.path, _load_settings(self.settings, self.settings.ctx))
+            try:
+                scored = client.score(text=text, max_tokens=self.settings.ctx)
+            except EngineError as exc:
+                if exc.kind != "unavailable":
+                    raise
+                self.mark(variant, ("perplexity",), exc.message)
+                return
+        variant.perplexity = perplexity(scored.token_logprobs)
+        variant.notes.append(f"perplexity over the server's own {len(scored.token_logprobs) + 1} tokens of the text, "
+                             "every position: not comparable with the windowed figures")
 
     @staticmethod
     def mark(variant: VariantResult, metrics: Sequence[str], reason: str) -> None:
@@ -301,48 +391,96 @@ class _Bench:
         for metric in metrics:
             variant.unavailable[metric] = reason
 
-    @staticmethod
-    def note_other_tokenizer(variant: VariantResult) -> None:
-        if variant.perplexity is not None:
-            variant.notes.append("perplexity counts this variant's own tokens: another tokenizer than the "
-                                 "reference's, so the two perplexities are not directly comparable")
+
+# The package behind each backend, whose version a result records (read from its metadata: nothing is imported).
+ENGINE_PACKAGES = {"llama.cpp": "llama-cpp-python", "mlx": "mlx-lm", "exllamav2": "exllamav2",
+                   "exllamav3": "exllamav3"}
+
+
+def engine_versions(variants: Sequence[VariantResult]) -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for package in dict.fromkeys(ENGINE_PACKAGES[v.backend] for v in variants if v.backend in ENGINE_PACKAGES):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "?"
+    return versions
+
+
+def _load_positions(path: Path):
+    import numpy as np
+
+    try:
+        return np.load(path)
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = None, *,
-              reference: str | Path | None = None, hardware=None,
+              reference: str | Path | None = None, reference_file: str | Path | None = None,
+              corpus_text: corpus.Corpus | str | None = None, labels: dict[str, str] | None = None,
+              hardware=None,
               on_progress: Callable[[LabProgress], None] | None = None, cancel: threading.Event | None = None,
               client_factory: Callable | None = None) -> BenchResult:
     """Measure every model (and the reference) and return the result; it is not saved here (ResultStore).
 
-    Raises ValueError for bad settings, ModelFileError for a path that is no model, LabCancelled when
-    ``cancel`` is set. A variant that fails (load error, engine crash) keeps its error and the rest go on.
-    ``hardware`` is a HardwareProfile (default: this machine, detected now).
+    ``reference_file`` is a KL reference made earlier (the lab's, or llama-perplexity's --kl-divergence-base file):
+    then no reference model runs, and its tokens are scored. ``corpus_text`` is the text to score (default: the
+    bundled one), or --corpus's words for it: a file, a folder, or ``chats`` (rendered with the reference's
+    template). Raises ValueError for bad settings, ModelFileError for a path that is no model,
+    ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A variant that
+    fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a HardwareProfile (default:
+    this machine, detected now).
     """
     from app.engine.client import EngineClient
 
     settings = settings or BenchSettings()
     settings.validate()
-    variants = plan_variants(models, reference)
+    notes = []
+    if reference_file is not None:
+        reference_file = references.import_file(reference_file, tail=settings.tail, max_tokens=DEFAULT_MAX_TOKENS)
+        opened = references.open_reference(reference_file)
+        if opened.n_ctx != settings.ctx:  # the file's windows decide: its tokens were scored in them
+            notes.append(f"windows of {opened.n_ctx} tokens, as the reference file's (not --ctx {settings.ctx})")
+            settings = dataclasses.replace(settings, ctx=opened.n_ctx)
+        file_corpus = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
+                                                       "source": opened.header.get("producer", "")}
+        opened.close()
+    variants = sweep_kv(plan_variants(models, reference, reference_file, labels), settings.kv_types)
+    if isinstance(corpus_text, str):
+        corpus_text = corpus.resolve(corpus_text, variants[0].path)
+    scored = corpus_text or corpus.bundled()
+    description = scored.describe()
+    if reference_file is not None:  # its tokens are what is scored
+        description = file_corpus
     if hardware is None:
         from app.hardware import detect
 
         hardware = detect()
     bench = _Bench(variants, settings, client_factory or EngineClient, on_progress, cancel)
-    bench.speed()
-    bench.summarise_speed()
-    if settings.quality:
-        with tempfile.TemporaryDirectory(prefix="quantdesk-lab-") as work:
-            bench.quality(Path(work))
+    if settings.speed:
+        bench.speed()
+        bench.summarise_speed()
     else:
         for v in variants:
-            bench.mark(v, ("perplexity", *KL_METRICS), "n/a: the quality pass was skipped (--no-quality)")
+            bench.mark(v, SPEED_METRICS, "n/a: the speed runs were skipped (--no-speed)")
+    if settings.quality:
+        with tempfile.TemporaryDirectory(prefix="quantdesk-lab-") as work:
+            bench.quality(Path(work), scored, description, Path(reference_file) if reference_file else None)
+    else:
+        for v in variants:
+            bench.mark(v, QUALITY_METRICS, "n/a: the quality pass was skipped (--no-quality)")
     created = datetime.now(UTC)
+    windows = f"windows of {settings.ctx} tokens" + (f", at most {settings.chunks}" if settings.chunks else "")
     return BenchResult(
         id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}", created_at=created.isoformat(timespec="seconds"),
         quantdesk_version=__version__, settings=settings, hardware=hardware.to_dict(),
-        reference=variants[0].label, variants=variants, corpus=corpus.describe(),
-        notes=[f"speed: median of {settings.reps} run(s) per variant, each in a fresh engine host after a "
+        reference=variants[0].label, variants=variants, corpus=description,
+        reference_file=bench.reference_info, engines=engine_versions(variants),
+        notes=[*notes, f"speed: median of {settings.reps} run(s) per variant, each in a fresh engine host after a "
                f"warm-up, variant order rotated per repetition",
-               "quality: KL(reference || variant) in nats per token over the reference's tokens of the "
-               "fixed prompt set; perplexity over each variant's own tokens of the bundled text"],
+               f"quality: as llama-perplexity --kl-divergence measures it, {windows}, the second half of each scored; "
+               "KL(reference || variant) in nats over the reference's token ids; ± one standard error"],
     )

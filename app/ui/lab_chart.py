@@ -1,7 +1,8 @@
 """The quant lab's charts, drawn with QPainter: quality loss against generation speed (a labelled
-scatter with min–max bars), and peak memory per variant (bars with min–max whiskers).
+scatter with min–max bars across and ± one standard error up and down), the mean KL divergence per variant
+(bars with ± one standard error and the 99th percentile), and peak memory per variant (bars with min–max whiskers).
 
-What to plot is worked out from a BenchResult by Qt-free functions (``speed_quality_points``,
+What to plot is worked out from a BenchResult by Qt-free functions (``speed_quality_points``, ``kld_rows``,
 ``memory_rows``) so the choices — which quality figure, which variants are left out and why — are
 easy to test and are the same ones the page's captions name.
 """
@@ -13,12 +14,25 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
-from PySide6.QtWidgets import QHBoxLayout, QSizePolicy, QWidget
+from PySide6.QtWidgets import QGridLayout, QSizePolicy, QWidget
 
 from app.lab.results import BenchResult, VariantResult
-from app.ui.formatting import human_memory, tokens_per_second
+from app.ui.formatting import human_memory, number, percent, tokens_per_second
 
 REFERENCE_COLOUR = "#2e9d57"
+PERCENT_METRICS = ("same_top_p", "rms_dp")
+
+
+def estimate_text(metric: str, value: float, error: float) -> str:
+    """A figure ± its standard error, both to the error's second significant digit ("0.000747 ± 0.000028",
+    "99.74 ± 0.12%")."""
+    scale = 100.0 if metric in PERCENT_METRICS else 1.0
+    decimals = min(max(0, 1 - math.floor(math.log10(error * scale))), 8) if error > 0 else 4
+    if metric in PERCENT_METRICS:
+        return QCoreApplication.translate("lab_page", "{value} ± {error}").format(
+            value=number(value * scale, decimals), error=percent(error, decimals))
+    return QCoreApplication.translate("lab_page", "{value} ± {error}").format(
+        value=number(value, decimals), error=number(error, decimals))
 
 
 @dataclass(frozen=True)
@@ -27,14 +41,24 @@ class Point:
     x: float  # generation tok/s, median
     x_low: float
     x_high: float
-    y: float  # quality loss (KL nats/token, or perplexity above the reference's)
+    y: float  # quality loss (mean KLD nats/token, or perplexity above the reference's)
     is_reference: bool
+    y_error: float = 0.0  # one standard error of y
 
 
 @dataclass(frozen=True)
 class QualityAxis:
-    metric: str  # "kl_mean" | "delta_perplexity" | ""
+    metric: str  # "kld_mean" | "delta_perplexity" | ""
     title: str
+
+
+@dataclass(frozen=True)
+class KldRow:
+    label: str
+    mean: float
+    error: float  # one standard error
+    p99: float
+    is_reference: bool
 
 
 @dataclass(frozen=True)
@@ -48,10 +72,11 @@ class MemoryRow:
 
 
 def quality_axis(result: BenchResult) -> QualityAxis:
-    """KL divergence where any variant has it (it measures the loss directly); else perplexity above the
+    """Mean KL divergence where any variant has it (it measures the loss directly); else perplexity above the
     reference's; else nothing to plot."""
-    if any(v.kl_mean is not None for v in result.variants):
-        return QualityAxis("kl_mean", QCoreApplication.translate("lab_chart", "KL from the reference (nats/token)"))
+    if any(v.estimate("kld_mean") is not None for v in result.variants):
+        return QualityAxis("kld_mean", QCoreApplication.translate("lab_chart", "mean KLD from the reference "
+                                                                               "(nats/token)"))
     reference = result.variants[0] if result.variants else None
     if reference is not None and reference.perplexity is not None and any(
             v.perplexity is not None for v in result.variants[1:]):
@@ -60,11 +85,13 @@ def quality_axis(result: BenchResult) -> QualityAxis:
     return QualityAxis("", "")
 
 
-def _loss(v: VariantResult, axis: QualityAxis, reference: VariantResult) -> float | None:
-    if axis.metric == "kl_mean":
-        return v.kl_mean
+def _loss(v: VariantResult, axis: QualityAxis, reference: VariantResult) -> tuple[float, float] | None:
+    """The loss and its standard error."""
+    if axis.metric == "kld_mean":
+        estimate = v.estimate("kld_mean")
+        return None if estimate is None else (estimate.value, estimate.se or 0.0)
     if axis.metric == "delta_perplexity" and v.perplexity is not None and reference.perplexity is not None:
-        return v.perplexity - reference.perplexity
+        return v.perplexity - reference.perplexity, 0.0
     return None
 
 
@@ -85,13 +112,30 @@ def speed_quality_points(result: BenchResult) -> tuple[QualityAxis, list[Point],
         elif speed is None:
             missing.append(f"{v.label}: {v.unavailable.get('decode_tps', 'no generation speed')}")
         elif loss is None:
-            why = v.unavailable.get("kl_mean" if axis.metric == "kl_mean"
+            why = v.unavailable.get("kld_mean" if axis.metric == "kld_mean"
                                     else "perplexity") or QCoreApplication.translate("lab_chart",
                     "no quality figure")
             missing.append(f"{v.label}: {why}")
         else:
-            points.append(Point(v.label, speed.median, speed.low, speed.high, loss, v.is_reference))
+            points.append(Point(v.label, speed.median, speed.low, speed.high, loss[0], v.is_reference, loss[1]))
     return axis, points, missing
+
+
+def kld_rows(result: BenchResult) -> tuple[list[KldRow], list[str]]:
+    """Mean KLD ± one standard error and the 99th percentile per compared variant (the reference is 0 by
+    definition: left out), and for every variant left out a sentence saying why."""
+    rows: list[KldRow] = []
+    missing: list[str] = []
+    for v in result.variants:
+        if v.is_reference:
+            continue
+        q = v.quality
+        if q is None:
+            missing.append(f"{v.label}: " + (v.error or v.unavailable.get("kld_mean") or QCoreApplication.translate(
+                "lab_chart", "no KL divergence")))
+        else:
+            rows.append(KldRow(v.label, q.kld.value, q.kld.se or 0.0, q.kld_percentiles["99"], v.is_reference))
+    return rows, missing
 
 
 def memory_rows(result: BenchResult) -> tuple[list[MemoryRow], list[str]]:
@@ -263,8 +307,9 @@ class SpeedQualityChart(_Chart):
             return self._empty(painter, area, self.tr("No variant has both a generation speed and a quality figure."))
         fm = QFontMetricsF(self.font())
         x_ticks = nice_ticks(0.0, max(p.x_high for p in self.points) * 1.08)
-        top_loss = max(p.y for p in self.points)
-        y_ticks = nice_ticks(min(0.0, min(p.y for p in self.points)), top_loss * 1.15 if top_loss > 0 else 1.0)
+        top_loss = max(p.y + p.y_error for p in self.points)
+        y_ticks = nice_ticks(min(0.0, min(p.y - p.y_error for p in self.points)),
+                             top_loss * 1.15 if top_loss > 0 else 1.0)
         y_labels = [tick_text(t) for t in y_ticks]
         left = area.left() + fm.height() + 6 + max(fm.horizontalAdvance(t) for t in y_labels) + 6
         plot = QRectF(left, area.top() + 6, area.right() - left - 8, area.height() - 2 * fm.height() - 14)
@@ -290,8 +335,10 @@ class SpeedQualityChart(_Chart):
             painter.drawText(QRectF(px(tick) - 40, plot.bottom() + 3, 80, fm.height()),
                              Qt.AlignmentFlag.AlignHCenter, tick_text(tick))
         painter.drawText(QRectF(plot.left(), plot.bottom() + fm.height() + 6, plot.width(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter, self.tr("generation tok/s (median; bars: fastest and slowest "
-                                                                "run)"))
+                         Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(self.tr("generation tok/s (median; bars: fastest and slowest run; up and "
+                                               "down: ± one standard error)"), Qt.TextElideMode.ElideRight,
+                                       plot.width()))
         painter.save()
         painter.translate(area.left(), plot.center().y())
         painter.rotate(-90)
@@ -306,6 +353,8 @@ class SpeedQualityChart(_Chart):
         # Points first, so labels can steer clear of every marker, not only of the ones drawn before.
         placed: list[QRectF] = [QRectF(px(p.x) - 6, py(p.y) - 6, 12, 12) for p in self.points]
         placed += [QRectF(px(p.x_low), py(p.y) - 4, px(p.x_high) - px(p.x_low), 8) for p in self.points]
+        placed += [QRectF(px(p.x) - 4, py(p.y + p.y_error), 8, py(p.y - p.y_error) - py(p.y + p.y_error))
+                   for p in self.points if p.y_error > 0]
         for p in sorted(self.points, key=lambda p: p.x):
             colour = reference if p.is_reference else accent
             centre = QPointF(px(p.x), py(p.y))
@@ -314,6 +363,10 @@ class SpeedQualityChart(_Chart):
                 painter.drawLine(QPointF(px(p.x_low), centre.y()), QPointF(px(p.x_high), centre.y()))
                 for end in (p.x_low, p.x_high):
                     painter.drawLine(QPointF(px(end), centre.y() - 4), QPointF(px(end), centre.y() + 4))
+            if p.y_error > 0:
+                painter.drawLine(QPointF(centre.x(), py(p.y - p.y_error)), QPointF(centre.x(), py(p.y + p.y_error)))
+                for end in (p.y - p.y_error, p.y + p.y_error):
+                    painter.drawLine(QPointF(centre.x() - 4, py(end)), QPointF(centre.x() + 4, py(end)))
             painter.setBrush(colour)
             painter.drawEllipse(centre, 5.5, 5.5)
             painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -344,7 +397,73 @@ class SpeedQualityChart(_Chart):
         return inside[0] if inside else QRectF(QPointF(centre.x() + 9, centre.y() - h / 2), size)
 
 
-class MemoryChart(_Chart):
+@dataclass(frozen=True)
+class Bar:
+    name: str  # as the chart shows it
+    value: float
+    low: float  # the whisker's ends
+    high: float
+    text: str  # the figure, written after the whisker
+    is_reference: bool
+
+
+class _BarChart(_Chart):
+    """One horizontal bar per row with a whisker and its figure in words beside it."""
+
+    def bars(self) -> list[Bar]:
+        return []
+
+    def empty_sentence(self) -> str:
+        return ""
+
+    def caption(self) -> str:
+        return ""
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter, area = self._begin()
+        if self.result is None:
+            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
+        bars = self.bars()
+        if not bars:
+            return self._empty(painter, area, self.empty_sentence())
+        fm = QFontMetricsF(self.font())
+        label_width = min(max(fm.horizontalAdvance(b.name) for b in bars) + 10, area.width() * 0.35)
+        value_width = min(max(fm.horizontalAdvance(b.text) for b in bars) + 10, area.width() * 0.45)
+        top = max(b.high for b in bars) or 1.0
+        bar_left = area.left() + label_width
+        bar_span = max(area.right() - value_width - bar_left, 20)
+        row_h = min((area.height() - fm.height() - 8) / len(bars), 46.0)
+        bar_h = min(row_h * 0.55, 22.0)
+        accent = self._colour(QPalette.ColorRole.Highlight)
+        text = self._colour(QPalette.ColorRole.Text)
+        for i, bar in enumerate(bars):
+            centre = area.top() + 4 + row_h * (i + 0.5)
+            painter.setPen(text)
+            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(bar.name, Qt.TextElideMode.ElideMiddle, label_width - 8))
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(REFERENCE_COLOUR) if bar.is_reference else accent)
+            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(bar_span * bar.value / top, 2), bar_h),
+                                    3, 3)
+            x0, x1 = bar_left + bar_span * max(bar.low, 0) / top, bar_left + bar_span * bar.high / top
+            painter.setPen(QPen(text, 1.2))
+            if bar.high > bar.low:
+                painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
+                for x in (x0, x1):
+                    painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
+            room = area.right() - x1 - 6  # a short bar leaves its words more room
+            painter.drawText(QRectF(x1 + 6, centre - fm.height() / 2, room, fm.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(bar.text, Qt.TextElideMode.ElideRight, room))
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(self.caption(), Qt.TextElideMode.ElideRight, area.width()))
+        painter.end()
+
+
+class MemoryChart(_BarChart):
     """Peak memory of the engine process per variant: the median as a bar, the range as a whisker."""
 
     title = QT_TRANSLATE_NOOP("lab_chart", "Peak memory per variant")
@@ -358,73 +477,67 @@ class MemoryChart(_Chart):
         self.rows, self.missing = memory_rows(self.result) if self.result is not None else ([], [])
         self.setAccessibleDescription("; ".join(f"{r.label}: {human_memory(r.median)}" for r in self.rows))
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        painter, area = self._begin()
-        if self.result is None:
-            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
-        if not self.rows:
-            return self._empty(painter, area, self.tr("No variant has a memory figure."))
-        fm = QFontMetricsF(self.font())
-        names = [self.short(r.label) + (self.tr(" (ref)") if r.is_reference else "") for r in self.rows]
-        label_width = min(max(fm.horizontalAdvance(n) for n in names) + 10, area.width() * 0.4)
-        value_width = fm.horizontalAdvance("0000.0 MiB  ") + 4
-        top = max(r.high for r in self.rows) or 1
-        bar_left = area.left() + label_width
-        bar_span = max(area.right() - value_width - bar_left, 20)
-        caption_h = fm.height() + 8
-        row_h = min((area.height() - caption_h) / len(self.rows), 46.0)
-        bar_h = min(row_h * 0.55, 22.0)
-        accent = self._colour(QPalette.ColorRole.Highlight)
-        text = self._colour(QPalette.ColorRole.Text)
-        muted = self._colour(QPalette.ColorRole.PlaceholderText)
-        for i, (row, name) in enumerate(zip(self.rows, names, strict=True)):
-            centre = area.top() + 4 + row_h * (i + 0.5)
-            painter.setPen(text)
-            painter.drawText(QRectF(area.left(), centre - fm.height() / 2, label_width - 8, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(name, Qt.TextElideMode.ElideMiddle, label_width - 8))
-            colour = QColor(REFERENCE_COLOUR) if row.is_reference else accent
-            width = bar_span * row.median / top
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(colour)
-            painter.drawRoundedRect(QRectF(bar_left, centre - bar_h / 2, max(width, 2), bar_h), 3, 3)
-            if row.high > row.low:
-                painter.setPen(QPen(text, 1.2))
-                x0, x1 = bar_left + bar_span * row.low / top, bar_left + bar_span * row.high / top
-                painter.drawLine(QPointF(x0, centre), QPointF(x1, centre))
-                for x in (x0, x1):
-                    painter.drawLine(QPointF(x, centre - bar_h / 3), QPointF(x, centre + bar_h / 3))
-            painter.setPen(text)
-            value_x = bar_left + bar_span * row.high / top + 6
-            painter.drawText(QRectF(value_x, centre - fm.height() / 2, value_width, fm.height()),
-                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, human_memory(row.median))
-        painter.setPen(muted)
-        painter.drawText(QRectF(area.left(), area.bottom() - fm.height(), area.width(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.tr("engine RAM peak: median of the runs, whisker min–max"),
-                                       Qt.TextElideMode.ElideRight, area.width()))
-        painter.end()
+    def bars(self) -> list[Bar]:
+        return [Bar(self.short(r.label) + (self.tr(" (ref)") if r.is_reference else ""), r.median, r.low, r.high,
+                    human_memory(r.median), r.is_reference) for r in self.rows]
+
+    def empty_sentence(self) -> str:
+        return self.tr("No variant has a memory figure.")
+
+    def caption(self) -> str:
+        return self.tr("engine RAM peak: median of the runs, whisker min–max")
+
+
+class KldChart(_BarChart):
+    """Mean KL divergence from the reference per variant: a bar with ± one standard error as a whisker, the 99th
+    percentile in words beside it. Where the whiskers of two variants overlap, their difference is noise."""
+
+    title = QT_TRANSLATE_NOOP("lab_chart", "Mean KL divergence from the reference")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[KldRow] = []
+        self.setAccessibleName(self.tr("Chart: mean KL divergence per variant"))
+
+    def _prepare(self) -> None:
+        self.rows, self.missing = kld_rows(self.result) if self.result is not None else ([], [])
+        self.setAccessibleDescription("; ".join(f"{r.label}: {estimate_text('kld_mean', r.mean, r.error)}"
+                                                for r in self.rows))
+
+    def bars(self) -> list[Bar]:
+        return [Bar(self.short(r.label), r.mean, r.mean - r.error, r.mean + r.error,
+                    self.tr("{estimate} (99%: {p99})").format(estimate=estimate_text("kld_mean", r.mean, r.error),
+                                                              p99=tick_text(r.p99)), False) for r in self.rows]
+
+    def empty_sentence(self) -> str:
+        return self.tr("No variant has a KL divergence from the reference.")
+
+    def caption(self) -> str:
+        return self.tr("nats/token; whisker: ± one standard error (overlapping whiskers: not told apart)")
 
 
 class LabCharts(QWidget):
-    """Both charts side by side; ``save_png`` grabs them as the user sees them."""
+    """The charts in a grid (speed against quality across the top); ``save_png`` grabs them as the user sees
+    them."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.speed_quality = SpeedQualityChart()
+        self.kld = KldChart()
         self.memory = MemoryChart()
-        layout = QHBoxLayout(self)
+        layout = QGridLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(10)
-        layout.addWidget(self.speed_quality, 3)
-        layout.addWidget(self.memory, 2)
+        layout.addWidget(self.speed_quality, 0, 0, 1, 2)
+        layout.addWidget(self.kld, 1, 0)
+        layout.addWidget(self.memory, 1, 1)
 
     def set_result(self, result: BenchResult | None) -> None:
-        self.speed_quality.set_result(result)
-        self.memory.set_result(result)
+        for chart in (self.speed_quality, self.kld, self.memory):
+            chart.set_result(result)
 
     def save_png(self, path: str) -> bool:
         if not self.isVisible() and (self.width() < 400 or self.height() < 200):
-            self.resize(1100, 420)  # never shown yet (its tab is closed): give it the size it would have
+            self.resize(1100, 760)  # never shown yet (its tab is closed): give it the size it would have
             self.layout().activate()
         return self.grab().save(path, "PNG")

@@ -12,7 +12,7 @@ import html
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QSize, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QLocale, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
@@ -24,7 +24,7 @@ from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, human_memory, human_ms, number, percent, short_date_time
 from app.ui.icons import decorate
-from app.ui.lab_chart import LabCharts
+from app.ui.lab_chart import PERCENT_METRICS, LabCharts, common_prefix, estimate_text
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
@@ -32,26 +32,33 @@ AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
 
 # (header, metric, tooltip of the column); the words are shown through LabPage.tr
 COLUMNS: tuple[tuple[str, str, str], ...] = (
-    (QT_TRANSLATE_NOOP("LabPage", "Load"), "load_ms",
-     QT_TRANSLATE_NOOP("LabPage", "Time to load the model in a fresh engine host")),
-    (QT_TRANSLATE_NOOP("LabPage", "Prompt tok/s"), "prompt_tps",
-     QT_TRANSLATE_NOOP("LabPage", "Prompt processing speed")),
+    (QT_TRANSLATE_NOOP("LabPage", "Mean KLD"), "kld_mean",
+     QT_TRANSLATE_NOOP("LabPage", "Mean KL divergence of next-token distributions from the reference (nats/token) ± "
+                                  "one standard error; 0 is identical")),
+    (QT_TRANSLATE_NOOP("LabPage", "KLD 99%"), "kld_p99",
+     QT_TRANSLATE_NOOP("LabPage", "The 99th percentile of the KL divergence: how bad the worst tokens get")),
+    (QT_TRANSLATE_NOOP("LabPage", "Same top p"), "same_top_p",
+     QT_TRANSLATE_NOOP("LabPage", "How often the variant's most likely next token is the reference's, ± one "
+                                  "standard error")),
+    (QT_TRANSLATE_NOOP("LabPage", "PPL ratio"), "ppl_ratio",
+     QT_TRANSLATE_NOOP("LabPage", "PPL(Q)/PPL(base) ± one standard error: 1 is the reference's")),
+    (QT_TRANSLATE_NOOP("LabPage", "Perplexity"), "perplexity",
+     QT_TRANSLATE_NOOP("LabPage", "PPL(Q) on the bundled text, the second half of each window scored, ± one standard "
+                                  "error; lower is better")),
     (QT_TRANSLATE_NOOP("LabPage", "Gen tok/s"), "decode_tps",
      QT_TRANSLATE_NOOP("LabPage", "Generation speed, after the first token")),
+    (QT_TRANSLATE_NOOP("LabPage", "Prompt tok/s"), "prompt_tps",
+     QT_TRANSLATE_NOOP("LabPage", "Prompt processing speed")),
     (QT_TRANSLATE_NOOP("LabPage", "TTFT"), "ttft_ms",
      QT_TRANSLATE_NOOP("LabPage", "Time to the first generated token")),
+    (QT_TRANSLATE_NOOP("LabPage", "Load"), "load_ms",
+     QT_TRANSLATE_NOOP("LabPage", "Time to load the model in a fresh engine host")),
     (QT_TRANSLATE_NOOP("LabPage", "Peak memory"), "peak_memory_bytes",
      QT_TRANSLATE_NOOP("LabPage", "The engine process's peak RAM during the run")),
-    (QT_TRANSLATE_NOOP("LabPage", "Perplexity"), "perplexity",
-     QT_TRANSLATE_NOOP("LabPage", "On the bundled text; lower is better")),
-    (QT_TRANSLATE_NOOP("LabPage", "KL"), "kl_mean",
-     QT_TRANSLATE_NOOP("LabPage", "Mean KL divergence of next-token distributions from the reference (nats/token); "
-                                  "0 is identical")),
-    (QT_TRANSLATE_NOOP("LabPage", "Top-1"), "top1_agreement",
-     QT_TRANSLATE_NOOP("LabPage", "How often the variant's most likely next token is the reference's")),
-)
+)  # every other statistic (Δp, the KLD's other percentiles, the perplexities' correlation): the Statistics tab
+FIRST_FIGURE = 3  # the columns before the figures: variant, quant, size; the backend comes last
 HEADERS = (QT_TRANSLATE_NOOP("LabPage", "Variant"), QT_TRANSLATE_NOOP("LabPage", "Quant"),
-           QT_TRANSLATE_NOOP("LabPage", "Backend"), QT_TRANSLATE_NOOP("LabPage", "Size"), *(c[0] for c in COLUMNS))
+           QT_TRANSLATE_NOOP("LabPage", "Size"), *(c[0] for c in COLUMNS), QT_TRANSLATE_NOOP("LabPage", "Backend"))
 
 
 def figure_text(metric: str, value: float) -> str:
@@ -63,16 +70,18 @@ def figure_text(metric: str, value: float) -> str:
         return human_memory(value)
     if metric == "perplexity":
         return number(value, 2)
-    if metric == "kl_mean":
-        return "0" if value == 0 else f"{value:.3g}"
-    if metric == "top1_agreement":
-        return percent(value, 1)
+    if metric == "ppl_ratio":
+        return number(value, 4)
+    if metric.startswith("kld_"):
+        return "0" if value == 0 else QLocale().toString(float(value), "g", 3)
+    if metric in PERCENT_METRICS:
+        return percent(value, 2)
     return f"{value:g}"
 
 
 def cell(v: VariantResult, metric: str) -> tuple[str, str]:
-    """(text, tooltip) of one figure: the median, with its range and run count in the tooltip; an
-    unavailable figure is "n/a" with the reason as its tooltip."""
+    """(text, tooltip) of one figure: a speed figure's median, with its range and run count in the tooltip; a
+    quality figure with ± its standard error; an unavailable figure is "n/a" with the reason as its tooltip."""
     if v.error:
         return "failed", v.error
     value = v.figure(metric)
@@ -86,18 +95,24 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
                 "median {median}, min–max {low} – {high} over {runs}")
                 .format(median=figure_text(metric, spread.median), low=figure_text(metric, spread.low),
                         high=figure_text(metric, spread.high), runs=runs))
-    if metric in ("kl_mean",) and v.kl_positions:
-        return figure_text(metric, value), (QCoreApplication.translate("lab_page",
-                "mean over {kl_positions} positions; median {kl_median:.3g}, 99th percentile {kl_p99:.3g}, max "
-                "{kl_max:.3g}").format(kl_positions=v.kl_positions, kl_median=v.kl_median, kl_p99=v.kl_p99,
-                                       kl_max=v.kl_max))
-    if metric == "top1_agreement" and v.kl_positions:
-        return figure_text(metric, value), QCoreApplication.translate("lab_page",
-                "over {kl_positions} positions of the prompt set").format(kl_positions=v.kl_positions)
-    if metric == "perplexity" and v.ppl_tokens:
-        return figure_text(metric, value), QCoreApplication.translate("lab_page",
-                "over {ppl_tokens} tokens of the bundled text").format(ppl_tokens=v.ppl_tokens)
-    return figure_text(metric, value), ""
+    estimate = v.estimate(metric)
+    text = figure_text(metric, value)
+    if estimate is not None and estimate.se and metric != "perplexity":  # PPL's error: in the ratio's
+        text = estimate_text(metric, value, estimate.se)  # (the reference's 100 % same top: error 0, not shown)
+    q = v.quality
+    if q is None:
+        return text, "\n".join(v.notes)
+    if metric == "kld_mean":
+        return text, QCoreApplication.translate("lab_page",
+                "over {positions} positions; median {median:.3g}, 99th percentile {p99:.3g}, 99.9th {p999:.3g}, max "
+                "{max:.3g}").format(positions=q.positions, median=q.kld_percentiles["median"],
+                                    p99=q.kld_percentiles["99"], p999=q.kld_percentiles["99.9"],
+                                    max=q.kld_percentiles["max"])
+    if metric == "perplexity":
+        return text, QCoreApplication.translate("lab_page", "{value} over {positions} positions of the scored text")\
+            .format(value=estimate_text(metric, value, q.ppl.se) if q.ppl.se else text, positions=q.positions)
+    return text, QCoreApplication.translate("lab_page", "over {positions} positions of the scored text").format(
+        positions=q.positions)
 
 
 def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
@@ -113,11 +128,13 @@ def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -
 
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
-               store: ResultStore) -> BenchResult:
-    """The bench on a background thread: each step reported, stopped between steps when cancelled."""
+               reference_file: str | None, store: ResultStore) -> BenchResult:
+    """The bench on a background thread: each step reported, stopped between steps (and between a scoring pass's
+    windows) when cancelled."""
     from app.lab.runner import run_bench
 
-    result = run_bench(models, settings, reference=reference, on_progress=job.report, cancel=job.cancelled)
+    result = run_bench(models, settings, reference=reference, reference_file=reference_file, on_progress=job.report,
+                       cancel=job.cancelled)
     store.save(result)
     return result
 
@@ -168,8 +185,9 @@ class LabPage(QWidget):
         heading = page_title(self.tr("Quant lab"))
         intro = QLabel(self.tr("Compare quants and formats of one model on this machine: load time, prompt and "
                                "generation speed, time to first token and peak memory, and quality against the "
-                               "highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run "
-                               "uses a fresh engine host."))
+                               "highest-precision variant as llama.cpp's llama-perplexity measures it (mean KL "
+                               "divergence, its percentiles, same top p, Δp and the perplexity ratio, each ± its "
+                               "standard error). Each run uses a fresh engine host."))
         intro.setWordWrap(True)
         intro.setObjectName("caption")
         root.addWidget(heading)
@@ -201,7 +219,7 @@ class LabPage(QWidget):
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.progress.setTextVisible(True)
-        self.progress.setFormat(self.tr("%v of %m steps"))
+        self.progress.setFormat("%p%")
         self.status = QLabel(self.tr("Tick two or more variants of one model, then run."))
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
@@ -217,7 +235,7 @@ class LabPage(QWidget):
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setAccessibleName(self.tr("Results table"))
         self.table.setHorizontalHeaderLabels([self.tr(header) for header in HEADERS])
-        for index, (_header, _metric, tip) in enumerate(COLUMNS, start=4):
+        for index, (_header, _metric, tip) in enumerate(COLUMNS, start=FIRST_FIGURE):
             self.table.horizontalHeaderItem(index).setToolTip(self.tr(tip))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -228,7 +246,7 @@ class LabPage(QWidget):
             corner.setAccessibleName(self.tr("Select all rows"))
         self.table.setAlternatingRowColors(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setStretchLastSection(True)
         table_tab = QWidget()
         table_layout = QVBoxLayout(table_tab)
         table_layout.setContentsMargins(0, 6, 0, 0)
@@ -239,7 +257,17 @@ class LabPage(QWidget):
         self.notes.setWordWrap(True)
         table_layout.addWidget(self.notes)
         self.charts = LabCharts()
+        self.statistics = QTableWidget(0, 0)
+        self.statistics.setAccessibleName(self.tr("Statistics against the reference"))
+        self.statistics.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.statistics.setAlternatingRowColors(True)
+        self.statistics.setWordWrap(False)
+        self.statistics.setCornerButtonEnabled(False)
+        for corner in self.statistics.findChildren(QAbstractButton):  # Qt's select-all corner button
+            corner.setAccessibleName(self.tr("Select all rows"))
+        self.statistics.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.tabs.addTab(table_tab, self.tr("Table"))
+        self.tabs.addTab(self.statistics, self.tr("Statistics"))
         self.tabs.addTab(self.charts, self.tr("Charts"))
         exports = QWidget()
         export_row = QHBoxLayout(exports)
@@ -249,6 +277,8 @@ class LabPage(QWidget):
             button(self.tr("Export JSON…"), self.tr("Export the result as JSON"), self._on_export_json_clicked),
             button(self.tr("Save charts as PNG…"), self.tr("Save the charts as a PNG image"),
                    self._on_export_png_clicked),
+            button(self.tr("Quant card…"), self.tr("Save a quant card: Markdown and JSON, for a model repo or a bug "
+                                                   "report"), self._on_export_card_clicked),
         ]
         for export_button in self.export_buttons:
             export_button.setEnabled(False)
@@ -293,13 +323,33 @@ class LabPage(QWidget):
                                 self.tr("Tokens generated per run"))
         self.reps = _spin(1, 100, defaults.reps, self.tr("Repetitions"),
                           self.tr("Measured runs per variant; the table shows their median"))
-        self.quality = QCheckBox(self.tr("Measure quality (perplexity, KL, top-1)"))
+        self.ctx = _spin(16, 131072, defaults.ctx, self.tr("Quality window"),
+                         self.tr("Tokens per window of the quality pass; the second half of each is scored "
+                                 "(llama-perplexity's -c)"))
+        self.ctx.setSingleStep(128)
+        self.chunks = _spin(0, 100000, defaults.chunks, self.tr("Windows"),
+                            self.tr("At most this many windows of the text (llama-perplexity's --chunks); 0: all"))
+        self.chunks.setSpecialValueText(self.tr("all"))
+        self.speed = QCheckBox(self.tr("Measure speed"))
+        self.speed.setChecked(defaults.speed)
+        self.speed.setAccessibleName(self.tr("Measure speed"))
+        self.quality = QCheckBox(self.tr("Measure quality (KL divergence, perplexity)"))
         self.quality.setChecked(defaults.quality)
         self.quality.setAccessibleName(self.tr("Measure quality"))
+        self.reference_file = ""
+        self.reference_file_button = button(self.tr("Reference file…"),
+                                            self.tr("Compare against a KL reference file instead of a reference model"),
+                                            self._on_reference_file_clicked)
+        self.reference_file_button.setToolTip(self.tr("A reference this lab saved, or llama-perplexity's "
+                                                      "--kl-divergence-base file: no reference model needs to load"))
         form.addRow(self.tr("Reference"), self.reference)
+        form.addRow("", self.reference_file_button)
         form.addRow(self.tr("Prompt tokens"), self.prompt_tokens)
         form.addRow(self.tr("Generated tokens"), self.gen_tokens)
         form.addRow(self.tr("Repetitions"), self.reps)
+        form.addRow(self.tr("Quality window"), self.ctx)
+        form.addRow(self.tr("Windows"), self.chunks)
+        form.addRow(self.speed)
         form.addRow(self.quality)
         return box
 
@@ -440,8 +490,25 @@ class LabPage(QWidget):
 
     def settings(self) -> BenchSettings:
         return BenchSettings(prompt_tokens=self.prompt_tokens.value(), gen_tokens=self.gen_tokens.value(),
-                             reps=self.reps.value(), ppl_tokens=BenchSettings().ppl_tokens,
-                             quality=self.quality.isChecked())
+                             reps=self.reps.value(), ctx=self.ctx.value() // 2 * 2, chunks=self.chunks.value(),
+                             quality=self.quality.isChecked(), speed=self.speed.isChecked())
+
+    def set_reference_file(self, path: str | Path | None) -> None:
+        """Compare against this KL reference file (None: against a reference model again)."""
+        self.reference_file = str(path) if path else ""
+        self.reference.setEnabled(not self.reference_file)
+        self.reference_file_button.setText(self.tr("Reference file: {name}").format(name=Path(path).name) if path
+                                           else self.tr("Reference file…"))
+
+    @Slot()
+    def _on_reference_file_clicked(self) -> None:
+        if self.reference_file:  # a second click goes back to a reference model
+            self.set_reference_file(None)
+            return
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Choose a KL reference file"), "", self.tr(
+                "KL references (*.qdref *.kld *.bin);;All files (*)"))
+        if path:
+            self.set_reference_file(path)
 
     @property
     def running(self) -> bool:
@@ -459,8 +526,9 @@ class LabPage(QWidget):
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
         self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "", len(models)))
-        self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), self.reference.currentData(),
-                                                   self.store)
+        reference = None if self.reference_file else self.reference.currentData()
+        self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), reference,
+                                                   self.reference_file or None, self.store)
 
     @Slot()
     def cancel(self) -> None:
@@ -472,8 +540,10 @@ class LabPage(QWidget):
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
-        for widget in (self.variants, self.reference, self.prompt_tokens, self.gen_tokens, self.reps, self.quality):
+        for widget in (self.variants, self.prompt_tokens, self.gen_tokens, self.reps, self.ctx, self.chunks,
+                       self.speed, self.quality, self.reference_file_button):
             widget.setEnabled(not running)
+        self.reference.setEnabled(not running and not self.reference_file)
 
     def _finish_run(self) -> None:
         self._bench_ticket = None
@@ -483,8 +553,8 @@ class LabPage(QWidget):
     def _on_progress(self, ticket: int, p) -> None:
         if ticket != self._bench_ticket or self._stopping:
             return
-        self.progress.setRange(0, p.total)
-        self.progress.setValue(p.step - 1)
+        self.progress.setRange(0, p.total * 100)  # hundredths of a step: a scoring pass moves window by window
+        self.progress.setValue(int((p.step - 1 + (p.fraction or 0.0)) * 100))
         phase = self.tr("Speed") if p.phase == "speed" else self.tr("Quality")
         self.status.setText(self.tr("{phase} — {message}").format(phase=phase, message=p.message))
 
@@ -535,33 +605,35 @@ class LabPage(QWidget):
         for export_button in self.export_buttons:
             export_button.setEnabled(result is not None)
         self.charts.set_result(result)
+        self._show_statistics(result)
         if result is None:
             self.notes.setText("")
             return
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
         self.table.setRowCount(len(result.variants))
+        prefix = common_prefix([v.label for v in result.variants])  # said once, in the notes
         for row, v in enumerate(result.variants):
-            name = QTableWidgetItem(v.label + (self.tr("  (reference)") if v.is_reference else ""))
+            name = QTableWidgetItem(v.label[len(prefix):] + (self.tr("  (reference)") if v.is_reference else ""))
             name.setToolTip(v.path + (f"\n{v.error}" if v.error else ""))
             if v.is_reference:
                 font = QFont(name.font())
                 font.setBold(True)
                 name.setFont(font)
             bpw = f" · {number(v.bits_per_weight, None)} bpw" if v.bits_per_weight else ""
-            fixed = [name, QTableWidgetItem(v.quant), QTableWidgetItem(v.backend or "—"),
-                     QTableWidgetItem(human_bytes(v.size_bytes))]
+            fixed = [name, QTableWidgetItem(v.quant), QTableWidgetItem(human_bytes(v.size_bytes))]
             fixed[1].setToolTip(f"{v.format}{bpw}")
             for column, item in enumerate(fixed):
                 self.table.setItem(row, column, item)
+            self.table.setItem(row, len(HEADERS) - 1, QTableWidgetItem(v.backend or "—"))
             if v.error:  # one sentence across the figures instead of a row of "failed"
                 item = QTableWidgetItem(self.tr("not measured: {error}").format(error=v.error))
                 item.setToolTip(v.error)
                 item.setForeground(QColor(muted))
                 item.setData(Qt.ItemDataRole.SizeHintRole, QSize(40, 24))  # the span's width, not the column's
-                self.table.setItem(row, 4, item)
-                self.table.setSpan(row, 4, 1, len(COLUMNS))
+                self.table.setItem(row, FIRST_FIGURE, item)
+                self.table.setSpan(row, FIRST_FIGURE, 1, len(COLUMNS))
                 continue
-            for column, (_header, metric, _tip) in enumerate(COLUMNS, start=4):
+            for column, (_header, metric, _tip) in enumerate(COLUMNS, start=FIRST_FIGURE):
                 text, tip = cell(v, metric)
                 item = QTableWidgetItem(text)
                 item.setToolTip(tip)
@@ -571,11 +643,19 @@ class LabPage(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 self.table.setItem(row, column, item)
         s = result.settings
-        lines = [self.tr("Result {id}: medians of %n run(s) per variant (hover over a figure for its range); "
+        lines = [self.tr("Variants of {model}…").format(model=prefix)] if prefix else []
+        lines += [self.tr("Result {id}: medians of %n run(s) per variant (hover over a figure for its range); "
                          "prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}", "",
                          s.reps)
                  .format(id=result.id, prompt_tokens=s.prompt_tokens, gen_tokens=s.gen_tokens,
                          reference=result.reference) + ("." if s.quality else self.tr(" — quality pass skipped."))]
+        if s.quality and result.reference_file:
+            info = result.reference_file
+            lines.append(self.tr("Quality as llama-perplexity measures it: {chunks} windows of {ctx} tokens, "
+                                 "{positions} positions scored, ± one standard error; the reference keeps "
+                                 "{tokens} tokens per position on average ({left_out} of the probability left out).")
+                         .format(chunks=info["chunks"], ctx=info["n_ctx"], positions=info["positions"],
+                                 tokens=number(info["mean_tokens"], 0), left_out=percent(info["mean_left_out"], 2)))
         reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
                                 if s.quality)
         lines += [self.tr("{label}: not measured — {error}").format(label=v.label,
@@ -583,10 +663,32 @@ class LabPage(QWidget):
         lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
         self.notes.setText("\n".join(lines))
 
+    def _show_statistics(self, result: BenchResult | None) -> None:
+        """Every statistic llama-perplexity prints, one row each, a column per compared variant (its labels are the
+        tool's, so a reader can set the two side by side)."""
+        from app.lab import report
+
+        compared = [v for v in result.variants if v.quality is not None and not v.is_reference] if result else []
+        rows = [report.statistics(v.quality) for v in compared]
+        self.statistics.clear()
+        self.statistics.setColumnCount(len(compared))
+        self.statistics.setRowCount(len(rows[0]) if rows else 0)
+        prefix = common_prefix([v.label for v in result.variants]) if result else ""
+        self.statistics.setHorizontalHeaderLabels([v.label[len(prefix):] for v in compared])
+        if rows:
+            self.statistics.setVerticalHeaderLabels([label for _section, label, _text in rows[0]])
+        for column, lines in enumerate(rows):
+            for row, (section, label, text) in enumerate(lines):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                item.setToolTip(f"{section}: {label}")
+                self.statistics.setItem(row, column, item)
+
     # --- export ---------------------------------------------------------------------------------
 
     def export(self, path: str | Path, kind: str) -> Path:
-        """Write the shown result as "csv", "json" or "png" (the charts); returns the path written."""
+        """Write the shown result as "csv", "json", "png" (the charts) or "md" (the quant card, with its .json beside
+        it); returns the path written."""
         from app.lab import export
 
         if self.result is None:
@@ -599,6 +701,10 @@ class LabPage(QWidget):
         elif kind == "png":
             if not self.charts.save_png(str(path)):
                 raise OSError(self.tr("the image could not be written to {path}").format(path=path))
+        elif kind == "md":
+            from app.lab.card import write_card
+
+            path = write_card(self.result, path)[0]
         else:
             raise ValueError(self.tr("unknown export kind {kind!r}").format(kind=kind))
         return path
@@ -627,6 +733,10 @@ class LabPage(QWidget):
     @Slot()
     def _on_export_png_clicked(self) -> None:
         self._export_with_dialog("png", self.tr("PNG image (*.png)"))
+
+    @Slot()
+    def _on_export_card_clicked(self) -> None:
+        self._export_with_dialog("md", self.tr("Quant card (*.md)"))
 
     # --- history --------------------------------------------------------------------------------
 

@@ -1206,6 +1206,25 @@
     </message>
 </context>
 <context>
+    <name>KldChart</name>
+    <message>
+        <source>Chart: mean KL divergence per variant</source>
+        <translation>Diagramm: mittlere KL-Divergenz je Variante</translation>
+    </message>
+    <message>
+        <source>No variant has a KL divergence from the reference.</source>
+        <translation>Keine Variante hat eine KL-Divergenz gegenüber der Referenz.</translation>
+    </message>
+    <message>
+        <source>{estimate} (99%: {p99})</source>
+        <translation>{estimate} (99 %: {p99})</translation>
+    </message>
+    <message>
+        <source>nats/token; whisker: ± one standard error (overlapping whiskers: not told apart)</source>
+        <translation>nats/Token; Fehlerbalken: ± ein Standardfehler (überlappende Balken: nicht unterscheidbar)</translation>
+    </message>
+</context>
+<context>
     <name>LabPage</name>
     <message>
         <source>Highest precision (automatic)</source>
@@ -1256,26 +1275,6 @@
         <translation>Perplexität</translation>
     </message>
     <message>
-        <source>On the bundled text; lower is better</source>
-        <translation>Auf dem mitgelieferten Text; niedriger ist besser</translation>
-    </message>
-    <message>
-        <source>KL</source>
-        <translation>KL</translation>
-    </message>
-    <message>
-        <source>Mean KL divergence of next-token distributions from the reference (nats/token); 0 is identical</source>
-        <translation>Mittlere KL-Divergenz der Verteilungen des nächsten Tokens gegenüber der Referenz (nats/Token); 0 ist identisch</translation>
-    </message>
-    <message>
-        <source>Top-1</source>
-        <translation>Top-1</translation>
-    </message>
-    <message>
-        <source>How often the variant&apos;s most likely next token is the reference&apos;s</source>
-        <translation>Wie oft das wahrscheinlichste nächste Token der Variante das der Referenz ist</translation>
-    </message>
-    <message>
         <source>Variant</source>
         <translation>Variante</translation>
     </message>
@@ -1294,10 +1293,6 @@
     <message>
         <source>Quant lab</source>
         <translation>Quantisierungslabor</translation>
-    </message>
-    <message>
-        <source>Compare quants and formats of one model on this machine: load time, prompt and generation speed, time to first token and peak memory, and quality against the highest-precision variant (perplexity, KL divergence, top-1 agreement). Each run uses a fresh engine host.</source>
-        <translation>Vergleichen Sie Quantisierungen und Formate eines Modells auf diesem Rechner: Ladezeit, Prompt- und Generierungstempo, Zeit bis zum ersten Token und Spitzenspeicher sowie die Qualität gegenüber der genauesten Variante (Perplexität, KL-Divergenz, Top-1-Übereinstimmung). Jeder Lauf nutzt einen frischen Engine-Prozess.</translation>
     </message>
     <message>
         <source>Nothing to compare yet</source>
@@ -1330,10 +1325,6 @@
     <message>
         <source>Bench progress</source>
         <translation>Fortschritt der Messung</translation>
-    </message>
-    <message>
-        <source>%v of %m steps</source>
-        <translation>%v von %m Schritten</translation>
     </message>
     <message>
         <source>Tick two or more variants of one model, then run.</source>
@@ -1386,6 +1377,14 @@
     <message>
         <source>Save the charts as a PNG image</source>
         <translation>Die Diagramme als PNG-Bild speichern</translation>
+    </message>
+    <message>
+        <source>Quant card…</source>
+        <translation>Quant-Karte…</translation>
+    </message>
+    <message>
+        <source>Save a quant card: Markdown and JSON, for a model repo or a bug report</source>
+        <translation>Eine Quant-Karte speichern: Markdown und JSON, für ein Modell-Repository oder einen Fehlerbericht</translation>
     </message>
     <message>
         <source>Variants</source>
@@ -1464,10 +1463,6 @@
         <translation>Gemessene Läufe pro Variante; die Tabelle zeigt ihren Median</translation>
     </message>
     <message>
-        <source>Measure quality (perplexity, KL, top-1)</source>
-        <translation>Qualität messen (Perplexität, KL, Top-1)</translation>
-    </message>
-    <message>
         <source>Measure quality</source>
         <translation>Qualität messen</translation>
     </message>
@@ -1534,6 +1529,10 @@
             <numerusform>Start: %n Varianten, jede in einem frischen Engine-Prozess …</numerusform>
         </translation>
     </message>
+    <message>
+        <source>Variants of {model}…</source>
+        <translation>Varianten von {model}…</translation>
+    </message>
     <message numerus="yes">
         <source>Result {id}: medians of %n run(s) per variant (hover over a figure for its range); prompt ≈{prompt_tokens} tokens, {gen_tokens} generated; quality against {reference}</source>
         <translation>
@@ -1544,6 +1543,106 @@
     <message>
         <source>Stopping after the current step…</source>
         <translation>Hält nach dem aktuellen Schritt an …</translation>
+    </message>
+    <message>
+        <source>PPL(Q) on the bundled text, the second half of each window scored, ± one standard error; lower is better</source>
+        <translation>PPL(Q) auf dem mitgelieferten Text, bewertet in der zweiten Hälfte jedes Fensters, ± ein Standardfehler; niedriger ist besser</translation>
+    </message>
+    <message>
+        <source>PPL ratio</source>
+        <translation>PPL-Verhältnis</translation>
+    </message>
+    <message>
+        <source>PPL(Q)/PPL(base) ± one standard error: 1 is the reference&apos;s</source>
+        <translation>PPL(Q)/PPL(base) ± ein Standardfehler: 1 ist der Wert der Referenz</translation>
+    </message>
+    <message>
+        <source>Mean KLD</source>
+        <translation>Mittlere KLD</translation>
+    </message>
+    <message>
+        <source>Mean KL divergence of next-token distributions from the reference (nats/token) ± one standard error; 0 is identical</source>
+        <translation>Mittlere KL-Divergenz der Verteilungen des nächsten Tokens gegenüber der Referenz (nats/Token) ± ein Standardfehler; 0 ist identisch</translation>
+    </message>
+    <message>
+        <source>KLD 99%</source>
+        <translation>KLD 99 %</translation>
+    </message>
+    <message>
+        <source>The 99th percentile of the KL divergence: how bad the worst tokens get</source>
+        <translation>Das 99. Perzentil der KL-Divergenz: wie schlecht die schlimmsten Tokens werden</translation>
+    </message>
+    <message>
+        <source>Same top p</source>
+        <translation>Gleiches Top-Token</translation>
+    </message>
+    <message>
+        <source>How often the variant&apos;s most likely next token is the reference&apos;s, ± one standard error</source>
+        <translation>Wie oft das wahrscheinlichste nächste Token der Variante das der Referenz ist, ± ein Standardfehler</translation>
+    </message>
+    <message>
+        <source>Compare quants and formats of one model on this machine: load time, prompt and generation speed, time to first token and peak memory, and quality against the highest-precision variant as llama.cpp&apos;s llama-perplexity measures it (mean KL divergence, its percentiles, same top p, Δp and the perplexity ratio, each ± its standard error). Each run uses a fresh engine host.</source>
+        <translation>Vergleichen Sie Quantisierungen und Formate eines Modells auf diesem Rechner: Ladezeit, Prompt- und Generierungstempo, Zeit bis zum ersten Token und Spitzenspeicher sowie die Qualität gegenüber der genauesten Variante, so gemessen wie mit llama-perplexity von llama.cpp (mittlere KL-Divergenz, ihre Perzentile, gleiches Top-Token, Δp und das Perplexitätsverhältnis, jeweils ± Standardfehler). Jeder Lauf nutzt einen frischen Engine-Prozess.</translation>
+    </message>
+    <message>
+        <source>Statistics against the reference</source>
+        <translation>Statistik gegenüber der Referenz</translation>
+    </message>
+    <message>
+        <source>Statistics</source>
+        <translation>Statistik</translation>
+    </message>
+    <message>
+        <source>Quality window</source>
+        <translation>Qualitätsfenster</translation>
+    </message>
+    <message>
+        <source>Tokens per window of the quality pass; the second half of each is scored (llama-perplexity&apos;s -c)</source>
+        <translation>Tokens je Fenster der Qualitätsmessung; bewertet wird jeweils die zweite Hälfte (-c von llama-perplexity)</translation>
+    </message>
+    <message>
+        <source>Windows</source>
+        <translation>Fenster</translation>
+    </message>
+    <message>
+        <source>At most this many windows of the text (llama-perplexity&apos;s --chunks); 0: all</source>
+        <translation>Höchstens so viele Fenster des Textes (--chunks von llama-perplexity); 0: alle</translation>
+    </message>
+    <message>
+        <source>all</source>
+        <translation>alle</translation>
+    </message>
+    <message>
+        <source>Measure speed</source>
+        <translation>Tempo messen</translation>
+    </message>
+    <message>
+        <source>Measure quality (KL divergence, perplexity)</source>
+        <translation>Qualität messen (KL-Divergenz, Perplexität)</translation>
+    </message>
+    <message>
+        <source>Reference file…</source>
+        <translation>Referenzdatei…</translation>
+    </message>
+    <message>
+        <source>Compare against a KL reference file instead of a reference model</source>
+        <translation>Mit einer KL-Referenzdatei statt einem Referenzmodell vergleichen</translation>
+    </message>
+    <message>
+        <source>A reference this lab saved, or llama-perplexity&apos;s --kl-divergence-base file: no reference model needs to load</source>
+        <translation>Eine von diesem Labor gespeicherte Referenz oder die --kl-divergence-base-Datei von llama-perplexity: kein Referenzmodell muss geladen werden</translation>
+    </message>
+    <message>
+        <source>Reference file: {name}</source>
+        <translation>Referenzdatei: {name}</translation>
+    </message>
+    <message>
+        <source>Choose a KL reference file</source>
+        <translation>KL-Referenzdatei wählen</translation>
+    </message>
+    <message>
+        <source>KL references (*.qdref *.kld *.bin);;All files (*)</source>
+        <translation>KL-Referenzen (*.qdref *.kld *.bin);;Alle Dateien (*)</translation>
     </message>
     <message>
         <source>Speed</source>
@@ -1586,6 +1685,10 @@
         <translation> – Qualitätsmessung übersprungen.</translation>
     </message>
     <message>
+        <source>Quality as llama-perplexity measures it: {chunks} windows of {ctx} tokens, {positions} positions scored, ± one standard error; the reference keeps {tokens} tokens per position on average ({left_out} of the probability left out).</source>
+        <translation>Qualität wie von llama-perplexity gemessen: {chunks} Fenster zu {ctx} Tokens, {positions} Positionen bewertet, ± ein Standardfehler; die Referenz behält im Mittel {tokens} Tokens je Position ({left_out} der Wahrscheinlichkeit ausgelassen).</translation>
+    </message>
+    <message>
         <source>{label}: not measured — {error}</source>
         <translation>{label}: nicht gemessen – {error}</translation>
     </message>
@@ -1624,6 +1727,10 @@
     <message>
         <source>PNG image (*.png)</source>
         <translation>PNG-Bild (*.png)</translation>
+    </message>
+    <message>
+        <source>Quant card (*.md)</source>
+        <translation>Quant-Karte (*.md)</translation>
     </message>
     <message>
         <source>No saved results yet.</source>
@@ -3037,8 +3144,8 @@
         <translation>Keine Variante hat sowohl ein Generierungstempo als auch einen Qualitätswert.</translation>
     </message>
     <message>
-        <source>generation tok/s (median; bars: fastest and slowest run)</source>
-        <translation>Generierung Tok./s (Median; Balken: schnellster und langsamster Lauf)</translation>
+        <source>generation tok/s (median; bars: fastest and slowest run; up and down: ± one standard error)</source>
+        <translation>Generierung Tok./s (Median; Balken: schnellster und langsamster Lauf; auf und ab: ± ein Standardfehler)</translation>
     </message>
     <message>
         <source> (reference)</source>
@@ -3422,8 +3529,8 @@
 <context>
     <name>lab_chart</name>
     <message>
-        <source>KL from the reference (nats/token)</source>
-        <translation>KL gegenüber der Referenz (nats/Token)</translation>
+        <source>mean KLD from the reference (nats/token)</source>
+        <translation>mittlere KLD gegenüber der Referenz (nats/Token)</translation>
     </message>
     <message>
         <source>perplexity above the reference&apos;s</source>
@@ -3436,6 +3543,10 @@
     <message>
         <source>no quality figure</source>
         <translation>kein Qualitätswert</translation>
+    </message>
+    <message>
+        <source>no KL divergence</source>
+        <translation>keine KL-Divergenz</translation>
     </message>
     <message>
         <source>failed — {error}</source>
@@ -3461,6 +3572,10 @@
         <source>Peak memory per variant</source>
         <translation>Spitzenspeicher pro Variante</translation>
     </message>
+    <message>
+        <source>Mean KL divergence from the reference</source>
+        <translation>Mittlere KL-Divergenz gegenüber der Referenz</translation>
+    </message>
 </context>
 <context>
     <name>lab_page</name>
@@ -3477,16 +3592,20 @@
         <translation>Median {median}, Min.–Max. {low} – {high} aus {runs}</translation>
     </message>
     <message>
-        <source>mean over {kl_positions} positions; median {kl_median:.3g}, 99th percentile {kl_p99:.3g}, max {kl_max:.3g}</source>
-        <translation>Mittel über {kl_positions} Positionen; Median {kl_median:.3g}, 99. Perzentil {kl_p99:.3g}, Max. {kl_max:.3g}</translation>
+        <source>{value} over {positions} positions of the scored text</source>
+        <translation>{value} über {positions} Positionen des bewerteten Textes</translation>
     </message>
     <message>
-        <source>over {kl_positions} positions of the prompt set</source>
-        <translation>über {kl_positions} Positionen der Prompt-Sammlung</translation>
+        <source>over {positions} positions of the scored text</source>
+        <translation>über {positions} Positionen des bewerteten Textes</translation>
     </message>
     <message>
-        <source>over {ppl_tokens} tokens of the bundled text</source>
-        <translation>über {ppl_tokens} Tokens des mitgelieferten Textes</translation>
+        <source>{value} ± {error}</source>
+        <translation>{value} ± {error}</translation>
+    </message>
+    <message>
+        <source>over {positions} positions; median {median:.3g}, 99th percentile {p99:.3g}, 99.9th {p999:.3g}, max {max:.3g}</source>
+        <translation>über {positions} Positionen; Median {median:.3g}, 99. Perzentil {p99:.3g}, 99,9. {p999:.3g}, Maximum {max:.3g}</translation>
     </message>
     <message>
         <source>1 variant</source>

@@ -183,7 +183,7 @@ def fill_discover_and_downloads(window) -> None:
 LAB_MODELS = "/home/ada/models/Llama-3.2-3B-Instruct-GGUF"
 # Llama 3.2 3B Instruct on the sample laptop's CPU (DDR5, 8 cores): generation is bound by memory bandwidth,
 # so it scales with the file size; the quality losses follow llama.cpp's published KL figures per quant.
-LAB_ROWS = (  # quant, bpw, size GB, load ms, prompt tok/s, gen tok/s, TTFT ms, peak GiB, ppl, KL, top-1
+LAB_ROWS = (  # quant, bpw, size GB, load ms, prompt tok/s, gen tok/s, TTFT ms, peak GiB, ppl, mean KLD, same top p
     ("F16", 16.0, 6.43, 2410, 96.0, 5.1, 5420, 6.3, 11.18, 0.0, 1.0),
     ("Q8_0", 8.5, 3.42, 1310, 141.0, 9.4, 3690, 3.5, 11.19, 0.00071, 0.996),
     ("Q6_K", 6.56, 2.64, 1020, 118.0, 11.6, 4400, 2.7, 11.22, 0.0026, 0.988),
@@ -191,6 +191,24 @@ LAB_ROWS = (  # quant, bpw, size GB, load ms, prompt tok/s, gen tok/s, TTFT ms, 
     ("Q4_K_M", 4.89, 2.02, 860, 131.0, 14.6, 3960, 2.1, 11.43, 0.0209, 0.959),
     ("Q3_K_M", 3.91, 1.69, 780, 109.0, 15.9, 4760, 1.8, 11.94, 0.0652, 0.926),
 )
+
+
+def sample_quality(ppl: float, kld: float, same_top: float, seed: int):
+    """llama-perplexity's statistics of 2,040 made-up positions whose means are the figures given."""
+    import numpy as np
+
+    from app.lab.metrics import KldStatistics
+    from backends.scoring import POSITIONS
+
+    rows = np.zeros(2040, dtype=POSITIONS)
+    rows["position"] = 256 + np.arange(2040) % 255
+    rows["nll_base"] = np.random.default_rng(0).gamma(1.2, np.log(11.18) / 1.2, 2040)  # one reference for all
+    rng = np.random.default_rng(seed)
+    rows["nll"] = rows["nll_base"] + (np.log(ppl) - np.log(11.18)) + rng.normal(0, 3 * kld ** 0.5, 2040)
+    rows["kld"] = rng.gamma(0.35, kld / 0.35, 2040) if kld else 0.0
+    rows["p_diff"] = rng.normal(-kld, 2 * kld ** 0.5, 2040) if kld else 0.0
+    rows["same_top"] = rng.random(2040) < same_top
+    return KldStatistics.of(rows)
 
 
 def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows=LAB_ROWS):
@@ -209,9 +227,9 @@ def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows
                           memory_after_load={"cpu": int(size_gb * 10**9)}) for r in range(reps)]
         name = f"Llama-3.2-3B-Instruct-{quant}"
         v = VariantResult(label=name, path=f"{LAB_MODELS}/{name}.gguf", format="gguf", quant=quant, bits_per_weight=bpw, size_bytes=int(size_gb * GB),
-                          backend="llama.cpp", is_reference=index == 0, runs=runs, perplexity=ppl, ppl_tokens=512,
-                          kl_mean=kl, kl_median=kl * 0.4, kl_p99=kl * 9, kl_max=kl * 30, top1_agreement=top1,
-                          kl_positions=402)
+                          backend="llama.cpp", is_reference=index == 0, runs=runs,
+                          quality=sample_quality(ppl, kl, top1, index))
+        v.perplexity = v.quality.ppl.value
         for metric in ("load_ms", "prompt_tps", "ttft_ms", "decode_tps", "peak_memory_bytes"):
             v.speed[metric] = Spread.of([getattr(r, metric) for r in runs])
         variants.append(v)
@@ -222,7 +240,9 @@ def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows
     return BenchResult(id=f"{created[:10].replace('-', '')}-{created[11:19].replace(':', '')}-3fa2c1",
                        created_at=created, quantdesk_version="0.1.0",
                        settings=BenchSettings(reps=reps), hardware=sample_laptop().to_dict(),
-                       reference=variants[0].label, variants=variants, corpus=corpus.describe())
+                       reference=variants[0].label, variants=variants, corpus=corpus.bundled().describe(),
+                       reference_file={"path": "", "n_ctx": 512, "chunks": 8, "positions": 2040, "mean_tokens": 61.4,
+                                       "mean_left_out": 0.0001, "capped_share": 0.0})
 
 
 class _IdleServer:
@@ -370,8 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = args.out / f"{name.lower()}{suffix}.png"
             window.grab().save(str(path))
             print(path)
-        if everything:
+        if "Lab" in args.pages:  # the Lab's other tabs: every statistic, and the charts (shown and exported)
             window.show_page("Lab")
+            window.lab.tabs.setCurrentWidget(window.lab.statistics)
+            settle(app)
+            window.grab().save(str(args.out / f"lab-statistics{suffix}.png"))
             window.lab.tabs.setCurrentWidget(window.lab.charts)
             settle(app)
             window.grab().save(str(args.out / f"lab-charts{suffix}.png"))

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 from app.lab.export import read_csv
+from tests.fixtures.models import quantize_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ppl-tokens", "32")
+QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ctx", "32", "--chunks", "8")
 
 
 def quantdesk(*args: str) -> subprocess.CompletedProcess:
@@ -23,9 +24,12 @@ def test_bench_json_then_history_show_and_export(tiny_models, tmp_path):
     data = json.loads(result.stdout)
     assert data["reference"] == "tiny-llama-F16"
     by_label = {v["label"]: v for v in data["variants"]}
-    assert by_label["tiny-llama-F16"]["kl_mean"] == 0.0 and by_label["tiny-llama-F16"]["top1_agreement"] == 1.0
-    assert by_label["tiny-llama-Q4_K_M"]["kl_mean"] > 0
+    reference, q4 = by_label["tiny-llama-F16"]["quality"], by_label["tiny-llama-Q4_K_M"]["quality"]
+    assert reference["kld"]["value"] == 0.0 and reference["same_top"]["value"] == 1.0
+    assert q4["kld"]["value"] > 0 and q4["kld"]["se"] > 0 and q4["positions"] == 8 * 15
+    assert set(q4["dp_percentiles"]) >= {"max", "75", "median", "25", "min"} and q4["rms_dp"]["se"] > 0
     assert "[1/4] speed: repetition 1/1" in result.stderr and f"saved as {data['id']}" in result.stderr
+    assert "quality: perplexity and KL divergence: tiny-llama-Q4_K_M" in result.stderr
 
     history = quantdesk("bench", "--history")
     assert history.returncode == 0 and history.stdout.startswith(data["id"])
@@ -35,15 +39,20 @@ def test_bench_json_then_history_show_and_export(tiny_models, tmp_path):
     assert table.returncode == 0, table.stderr
     header, rule, first, second = table.stdout.splitlines()[:4]
     assert header.split()[:4] == ["variant", "backend", "quant", "bpw"] and set(rule) <= {"-", " "}
-    assert first.startswith("tiny-llama-F16 (ref)") and "100.0%" in first
+    assert first.startswith("tiny-llama-F16 (ref)") and "100.00 ± 0.00 %" in first
     assert second.startswith("tiny-llama-Q4_K_M") and "Q4_K_M" in second
+    # Every statistic, laid out as llama-perplexity prints them, to read the two side by side.
+    assert "tiny-llama-Q4_K_M against tiny-llama-F16:" in table.stdout
+    for line in ("Mean PPL(Q)/PPL(base)         :", "Mean KLD                      :",
+                 "99.9% KLD                     :", "RMS Δp                        :", "Same top p                    :"):
+        assert line in table.stdout
 
     out = tmp_path / "bench.csv"
     exported = quantdesk("bench", "--show", data["id"], "--out", str(out))
     assert exported.returncode == 0 and f"wrote {out}" in exported.stderr
     rows = read_csv(out.read_text())
     assert [r["variant"] for r in rows] == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
-    assert rows[1]["kl_mean"] == by_label["tiny-llama-Q4_K_M"]["kl_mean"]
+    assert rows[1]["kld_mean"] == q4["kld"]["value"] and rows[1]["same_top_p_se"] == q4["same_top"]["se"]
 
 
 def test_bench_csv_to_stdout_without_saving(tiny_models):
@@ -80,10 +89,59 @@ def test_bench_fetches_quants_of_a_hub_repo_then_compares_them(tiny_models, hub_
     assert data["reference"] == "tiny-llama-F16"
     assert hub_server.bytes_sent_for("tiny-llama-Q8_0.gguf") == 0  # only the asked-for quants were fetched
     assert hub_server.bytes_sent_for("tiny-llama-Q4_K_M.gguf") == tiny_models.gguf_q4_k_m.stat().st_size
-    listed = quantdesk("ls", "--json")
-    assert {m["quant"] for m in json.loads(listed.stdout)["models"]} == {"F16", "Q4_K_M"}
+    listed = quantdesk("ls", "--json")  # fetched for this bench, removed after it (--keep-downloads keeps them)
+    assert json.loads(listed.stdout)["models"] == [] and "removed tiny-llama-Q4_K_M" in result.stderr
 
 
 def test_repo_without_quant_is_refused():
     result = quantdesk("bench", "--repo", "acme/x")
     assert result.returncode == 1 and "--repo and --quant go together" in result.stderr
+
+
+def test_the_same_quant_from_three_uploaders_ranked_with_verified_downloads_cleaned_up(tiny_models, hub_server,
+                                                                                       hub_env, tmp_path):
+    # Three repos with a file of one name and one quant type, made three ways from the same F16, as uploaders do:
+    # llama.cpp's own Q4_K_M mix (some layers kept in 6 bits), every tensor in 4 bits (pure), and the mix with its
+    # output layer in Q4_0.
+    made = {"careful/tiny-llama-GGUF": tiny_models.gguf_q4_k_m,
+            "pure/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "pure.gguf", "Q4_K_M", pure=True),
+            "q4-output/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "out.gguf", "Q4_K_M",
+                                                       output_tensor_type=2)}
+    assert len({path.read_bytes() for path in made.values()}) == 3
+    for repo, path in made.items():
+        hub_server.add_repo(repo, tags=["gguf"], files={"tiny-llama-Q4_K_M.gguf": path})
+    repos = [arg for repo in made for arg in ("--repo", repo)]
+    result = quantdesk("bench", str(tiny_models.gguf_f16), *repos, "--quant", "Q4_K_M", "--no-speed", "--ctx", "64",
+                       "--chunks", "8", "--no-save")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for repo, path in made.items():  # each fetched whole (and verified: the library takes only a sha256 match)
+        assert hub_server.bytes_sent_for("tiny-llama-Q4_K_M.gguf") >= path.stat().st_size
+        assert f"removed {repo}/tiny-llama-Q4_K_M" in result.stderr
+    assert json.loads(quantdesk("ls", "--json").stdout)["models"] == []  # cleaned up after the bench
+    ranking = result.stdout.split("ranked by mean KLD from tiny-llama-F16:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(ranking) == 3 and ranking[0].startswith("1. careful/tiny-llama-GGUF/tiny-llama-Q4_K_M: mean KLD ")
+    klds = [float(line.split("mean KLD ")[1].split(" ± ")[0]) for line in ranking]
+    assert klds == sorted(klds) and klds[0] < klds[1]  # the file that kept some layers in 6 bits is the closest
+
+    kept = quantdesk("bench", str(tiny_models.gguf_f16), "--repo", "careful/tiny-llama-GGUF", "--quant", "Q4_K_M",
+                     "--no-speed", "--ctx", "64", "--chunks", "2", "--no-save", "--keep-downloads")
+    assert kept.returncode == 0, kept.stderr[-3000:]
+    assert "removed" not in kept.stderr
+    assert [m["repo_id"] for m in json.loads(quantdesk("ls", "--json").stdout)["models"]] == ["careful/tiny-llama-GGUF"]
+
+
+def test_recommend_says_what_the_lab_measured_here(tiny_models, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for path in (tiny_models.gguf_f16, tiny_models.gguf_q8_0, tiny_models.gguf_q4_k_m):
+        (folder / path.name).symlink_to(path)
+    before = json.loads(quantdesk("recommend", str(folder), "--json").stdout)
+    assert before["measured"] == {}
+    bench = quantdesk("bench", str(folder / tiny_models.gguf_f16.name), str(folder / tiny_models.gguf_q4_k_m.name),
+                      *QUICK)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    after = json.loads(quantdesk("recommend", str(folder), "--json").stdout)
+    (label, sentence), = after["measured"].items()  # the quant the lab compared; not the reference, nor Q8_0
+    assert label.endswith("tiny-llama-Q4_K_M.gguf")
+    assert sentence.startswith("KLD ") and "from F16 measured here" in sentence and "× the generation speed of F16" \
+        in sentence

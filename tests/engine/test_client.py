@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine import protocol
 from app.engine.client import EngineClient
 from app.errors import EngineCrashed, EngineError, ModelFileError
 from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
@@ -309,8 +310,9 @@ def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(mon
     with pytest.raises(EngineError) as refused:
         client.start()
     assert refused.value.kind == "protocol"
-    assert str(refused.value) == ("the engine host speaks protocol version 99, this QuantDesk speaks version 2: the "
-                                  "app and its engine come from different QuantDesk versions (reinstall QuantDesk)")
+    assert str(refused.value) == (f"the engine host speaks protocol version 99, this QuantDesk speaks version "
+                                  f"{protocol.PROTOCOL_VERSION}: the app and its engine come from different QuantDesk "
+                                  "versions (reinstall QuantDesk)")
     assert not client.alive and client.pid is None  # the stranger was sent away
 
 

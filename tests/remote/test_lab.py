@@ -1,5 +1,6 @@
 """Remote models in the quant lab beside a local quant: speed always, perplexity where the endpoint echoes prompt
-log-probabilities (llama-cpp-python's server with logits_all), and KL / top-1 as n/a with the reason."""
+log-probabilities (llama-cpp-python's server with logits_all), and the KL-divergence figures as n/a with the
+reason."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
 from tests.remote.test_real_servers import llama_cpp_server_process, local_engine  # noqa: F401 - fixtures
 
-SMALL = BenchSettings(prompt_tokens=64, gen_tokens=8, reps=1, ppl_tokens=64)
+SMALL = BenchSettings(prompt_tokens=64, gen_tokens=8, reps=1, ctx=64)
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +39,16 @@ def test_remote_models_beside_a_local_quant(tiny_models, local_engine, echoing_s
     for remote in (through_qd, through_lcp):
         assert remote.format == "remote" and remote.backend == "remote" and not remote.error
         assert remote.speed["decode_tps"].median > 0 and remote.speed["ttft_ms"].median > 0
-        assert remote.unavailable["kl_mean"] == remote.unavailable["top1_agreement"] == \
+        assert remote.unavailable["kld_mean"] == remote.unavailable["same_top_p"] == \
             f"n/a: {REMOTE_NO_DISTRIBUTIONS}"
     # QuantDesk's server refuses echo/logprobs, and says so; llama-cpp-python's echoes them.
     assert through_qd.perplexity is None and "qd returned no prompt log-probabilities" in \
         through_qd.unavailable["perplexity"]
-    assert through_lcp.perplexity is not None and through_lcp.ppl_tokens > 16
-    # The same weights scored there and here: the perplexities agree closely (the texts' tokens may differ by a
-    # few at the cut, so not exactly).
-    print(f"perplexity here {local.perplexity:.3f} over {local.ppl_tokens} tokens, through llama_cpp.server "
-          f"{through_lcp.perplexity:.3f} over {through_lcp.ppl_tokens}")
+    assert through_lcp.perplexity is not None and through_lcp.quality is None
+    assert any("the server's own" in note and "not comparable" in note for note in through_lcp.notes)
+    # The same weights scored there (every position of its first 64 tokens) and here (the second half of each
+    # window): random weights guess near uniformly either way, so the two land close, though not on one method.
+    print(f"perplexity here {local.perplexity:.3f}, through llama_cpp.server {through_lcp.perplexity:.3f}")
     assert through_lcp.perplexity == pytest.approx(local.perplexity, rel=0.1)
 
 

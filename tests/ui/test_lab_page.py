@@ -37,6 +37,8 @@ def small_settings(page: LabPage, reps: int = 1) -> None:
     page.prompt_tokens.setValue(32)
     page.gen_tokens.setValue(4)
     page.reps.setValue(reps)
+    page.ctx.setValue(32)
+    page.chunks.setValue(8)
     page.quality.setChecked(True)
 
 
@@ -50,41 +52,60 @@ def test_a_bench_through_the_page_fills_the_table_charts_history_and_exports(qtb
         qtbot.mouseClick(page.run_button, Qt.MouseButton.LeftButton)
         assert not page.run_button.isEnabled() and page.cancel_button.isEnabled()
         qtbot.waitUntil(lambda: page.progress.maximum() > 1, timeout=120_000)
-        assert page.progress.maximum() == 2 + 2  # one speed run per variant, one quality pass per variant
+        assert page.progress.maximum() == (2 + 2) * 100  # a speed run and a quality pass per variant, in hundredths
     result: BenchResult = finished.args[0]
     assert page.run_button.isEnabled() and not page.cancel_button.isEnabled()
     assert page.progress.value() == page.progress.maximum()
     assert "Finished and saved" in page.status.text()
 
-    # The table: the reference (F16, the highest precision) first, scoring KL 0 and top-1 100 % against itself.
+    # The table: the reference (F16, the highest precision) first, scoring KL 0 and same top p 100 % against itself.
     assert page.table.rowCount() == 2
-    assert page.table.item(0, 0).text() == "tiny-llama-F16  (reference)"
-    assert page.table.item(1, 0).text() == "tiny-llama-Q4_K_M"
-    assert page.table.item(0, column("KL")).text() == "0"
-    assert page.table.item(0, column("Top-1")).text() == "100.0%"
-    q4_kl = page.table.item(1, column("KL"))
-    assert float(q4_kl.text()) > 0 and "positions" in q4_kl.toolTip()
+    assert page.table.item(0, 0).text() == "F16  (reference)"  # the shared "tiny-llama-" is said once, below
+    assert page.table.item(1, 0).text() == "Q4_K_M"
+    assert page.notes.text().startswith("Variants of tiny-llama-…")
+    assert page.table.item(0, column("Mean KLD")).text() == "0"
+    assert page.table.item(0, column("Same top p")).text() == "100.00%"
+    q4 = result.variant("tiny-llama-Q4_K_M").quality
+    q4_kld = page.table.item(1, column("Mean KLD"))
+    assert " ± " in q4_kld.text() and "120 positions" in q4_kld.toolTip()
+    value, error = (float(x) for x in q4_kld.text().split(" ± "))
+    assert value == pytest.approx(q4.kld.value, rel=0.01) and error == pytest.approx(q4.kld.se, rel=0.05)
+    assert " ± " in page.table.item(1, column("Same top p")).text()
+    assert " ± " in page.table.item(1, column("PPL ratio")).text()
     for row in range(2):
-        for name in ("Load", "Prompt tok/s", "TTFT", "Peak memory", "Perplexity"):
+        for name in ("Load", "Prompt tok/s", "TTFT", "Peak memory", "Perplexity", "KLD 99%", "Backend"):
             item = page.table.item(row, column(name))
             assert item.text() not in ("", "n/a", "failed"), (row, name, item.toolTip())
         assert "min–max" in page.table.item(row, column("Load")).toolTip()
     assert page.table.item(1, column("Quant")).text() == "Q4_K_M"
 
-    # The charts plot both variants; the saved history lists the run.
+    # Every statistic llama-perplexity prints, for the compared variant.
+    labels = [page.statistics.verticalHeaderItem(r).text() for r in range(page.statistics.rowCount())]
+    assert page.statistics.columnCount() == 1 and page.statistics.horizontalHeaderItem(0).text() == "Q4_K_M"
+    assert labels[:2] == ["Mean PPL(Q)", "Mean PPL(base)"] and "99.9% KLD" in labels and labels[-1] == "Same top p"
+    assert page.statistics.item(labels.index("Mean KLD"), 0).text() == f"{q4.kld.value:.6f} ± {q4.kld.se:.6f}"
+    assert "99.9% KLD" in labels and "Maximum Δp" in labels and "Cor(ln(PPL(Q)), ln(PPL(base)))" in labels
+
+    # The charts plot both variants, with error bars; the saved history lists the run.
     axis, points, _missing = speed_quality_points(result)
-    assert axis.metric == "kl_mean" and {p.label for p in points} <= {"tiny-llama-F16", "tiny-llama-Q4_K_M"}
+    assert axis.metric == "kld_mean" and {p.label for p in points} <= {"tiny-llama-F16", "tiny-llama-Q4_K_M"}
+    assert [p.y_error for p in points if p.label == "tiny-llama-Q4_K_M"] == [q4.kld.se]
+    assert [(r.label, r.error) for r in page.charts.kld.rows] == [("tiny-llama-Q4_K_M", q4.kld.se)]
     assert page.charts.memory.rows and len(page.charts.memory.rows) == 2
     assert page.saved_ids() == [result.id]
-    assert ResultStore().load(result.id).variant("tiny-llama-F16").kl_mean == 0.0
+    assert ResultStore().load(result.id).variant("tiny-llama-F16").quality.kld.value == 0.0
 
     # Exports: CSV and JSON through app.lab.export, PNG grabbed from the chart widget.
     csv_path = page.export(tmp_path / "bench.csv", "csv")
     rows = list(csv.DictReader(csv_path.read_text(encoding="utf-8").splitlines()))
     assert [r["variant"] for r in rows] == ["tiny-llama-F16", "tiny-llama-Q4_K_M"]
-    assert float(rows[0]["kl_mean"]) == 0.0 and float(rows[0]["top1_agreement"]) == 1.0
+    assert float(rows[0]["kld_mean"]) == 0.0 and float(rows[0]["same_top_p"]) == 1.0
+    assert float(rows[1]["kld_mean_se"]) == q4.kld.se
     data = json.loads(page.export(tmp_path / "bench.json", "json").read_text(encoding="utf-8"))
     assert data["id"] == result.id and len(data["variants"]) == 2
+    card = page.export(tmp_path / "card.md", "md")
+    assert card.read_text(encoding="utf-8").startswith("# Quant card: tiny-llama-F16")
+    assert json.loads(card.with_suffix(".json").read_text(encoding="utf-8"))["result_id"] == result.id
     png = page.export(tmp_path / "charts.png", "png")
     image = QImage(str(png))
     assert image.width() >= 400 and image.height() >= 200
@@ -97,8 +118,8 @@ def test_past_results_open_and_delete_with_confirmation(qtbot, page, tiny_models
     with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
         page.run()
     result = finished.args[0]
-    assert page.table.item(0, column("KL")).text() == "n/a"
-    assert "skipped" in page.table.item(0, column("KL")).toolTip()
+    assert page.table.item(0, column("Mean KLD")).text() == "n/a"
+    assert "skipped" in page.table.item(0, column("Mean KLD")).toolTip()
     page.show_result(None)
     assert page.table.rowCount() == 0 and not page.export_buttons[0].isEnabled()
 

@@ -66,6 +66,7 @@ def test_the_chat_banner_text_is_dark_on_its_light_background_in_the_dark_theme(
 def test_muted_cells_take_the_new_palette_when_the_theme_switches(qtbot, make_window, tmp_path):
     """The Library's "up to date" and the Lab's unmeasured rows are coloured when filled: a theme switch fills
     them again, so they do not keep the old palette's grey (near-invisible on the other background)."""
+    from app.ui.lab_page import FIRST_FIGURE  # where a variant's figures (or why there are none) begin
     from tests.bench import render_pages as screenshots
 
     app = QApplication.instance()
@@ -80,11 +81,12 @@ def test_muted_cells_take_the_new_palette_when_the_theme_switches(qtbot, make_wi
         table, lab = window.library.table, window.lab.table
         up_to_date = next(row for row in range(table.rowCount()) if table.item(row, 6).text() == "up to date")
         unmeasured = lab.rowCount() - 1  # the exl2 variant that could not run
-        light = (table.item(up_to_date, 6).foreground().color(), lab.item(unmeasured, 4).foreground().color())
+        light = (table.item(up_to_date, 6).foreground().color(),
+                 lab.item(unmeasured, FIRST_FIGURE).foreground().color())
         follower.set_theme("dark")
         muted = app.palette().color(QPalette.ColorRole.PlaceholderText)
         assert table.item(up_to_date, 6).foreground().color() == muted != light[0]
-        assert lab.item(unmeasured, 4).foreground().color() == muted != light[1]
+        assert lab.item(unmeasured, FIRST_FIGURE).foreground().color() == muted != light[1]
         window.server.shutdown()
     finally:
         follower.set_theme("system")
