@@ -75,25 +75,29 @@ CHATS = "chats"  # --corpus chats: the user's chats
 
 
 def from_chats(model_path: str | Path, store_path: str | Path | None = None) -> Corpus:
-    """Every chat's branch on show (system prompt and turns), rendered with the chat template of ``model_path`` (the
-    reference) as the model reads a conversation, chats two newlines apart; its turn markers are read as the special
-    tokens they are. A chat the template cannot render is left out, and the source says how many and why."""
+    """Every chat's branch on show (system prompt and turns, a reply's thinking with it), rendered through the chat
+    format of ``model_path`` (the reference) as the model reads a conversation (backends/chat_format: the template
+    decides what of the thinking it shows), chats two newlines apart; its turn markers are read as the special tokens
+    they are. A chat the template cannot render is left out, and the source says how many and why."""
     from app.chats.store import ChatStore
     from app.models.metadata import read_model
-    from backends.chat_template import FALLBACK_TEMPLATE, TemplateError, render
+    from backends.chat_format import formats
+    from backends.chat_format.template import FALLBACK_TEMPLATE, TemplateError
 
-    template = read_model(model_path).chat_template or FALLBACK_TEMPLATE
+    template = formats.Template.of(read_model(model_path).chat_template or FALLBACK_TEMPLATE)
     rendered, refused = [], []
     with ChatStore(store_path) as store:
         for conversation in store.conversations():
             messages = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
-            messages += [{"role": m.role, "content": m.content} for m in store.messages(conversation.id)
-                         if m.content.strip()]
+            messages += [{"role": m.role, "content": m.content, **({"reasoning_content": m.reasoning}
+                                                                    if m.reasoning else {})}
+                         for m in store.messages(conversation.id) if m.content.strip() or m.reasoning]
             if not messages:
                 continue
             try:
-                rendered.append(render(template, messages, add_generation_prompt=False))
-            except TemplateError as exc:
+                rendered.append(formats.apply(template, formats.Request(messages=messages,
+                                                                        add_generation_prompt=False)).prompt)
+            except (TemplateError, ValueError) as exc:  # ValueError: a reply format the analysis cannot read
                 refused.append(f"{conversation.title!r}: {exc}")
     if not rendered:
         raise QuantDeskError("there are no chats to score" + (f" ({len(refused)} could not be rendered: "
