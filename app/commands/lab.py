@@ -44,9 +44,11 @@ def register(subparsers) -> None:
                         "default 512)")
     p.add_argument("--chunks", type=int, default=0,
                    help="quality: at most this many windows of the text (llama-perplexity's --chunks; default all)")
-    p.add_argument("--corpus", metavar="PATH|chats",
-                   help="quality: score this text file, or every text file in this folder, or 'chats' (your chats, "
-                        "rendered with the reference's chat template), instead of the bundled text")
+    p.add_argument("--corpus", metavar="SET|PATH|chats",
+                   help="quality: the text to score: a bundled set (prose, the default; code: QuantDesk's own source; "
+                        "conversations: chats with tool calls and thinking, rendered with the reference's chat "
+                        "template; german), a text file, every text file in a folder (./code for a folder named like "
+                        "a set), or 'chats' (your chats, rendered with the reference's chat template)")
     p.add_argument("--no-quality", action="store_true", help="skip the quality pass (perplexity, KL divergence)")
     p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
     p.add_argument("--kv-types", metavar="T,T", default="",

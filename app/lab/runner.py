@@ -428,11 +428,11 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
 
     ``reference_file`` is a KL reference made earlier (the lab's, or llama-perplexity's --kl-divergence-base file):
     then no reference model runs, and its tokens are scored. ``corpus_text`` is the text to score (default: the
-    bundled one), or --corpus's words for it: a file, a folder, or ``chats`` (rendered with the reference's
-    template). Raises ValueError for bad settings, ModelFileError for a path that is no model,
-    ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A variant that
-    fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a HardwareProfile (default:
-    this machine, detected now).
+    bundled prose), or --corpus's words for it: a bundled set's name, a file, a folder, or ``chats`` (conversations
+    are rendered with the reference's template). Raises ValueError for bad settings, ModelFileError for a path that
+    is no model, ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A
+    variant that fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a
+    HardwareProfile (default: this machine, detected now).
     """
     from app.engine.client import EngineClient
 
@@ -449,6 +449,9 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
                                                        "source": opened.header.get("producer", "")}
         opened.close()
     variants = sweep_kv(plan_variants(models, reference, reference_file, labels), settings.kv_types)
+    if reference_file is not None and corpus_text is not None:
+        raise QuantDeskError("a reference file decides the text: its tokens are what every variant scores",
+                             "leave the text out, or compare against a reference model with that text")
     if isinstance(corpus_text, str):
         corpus_text = corpus.resolve(corpus_text, variants[0].path)
     scored = corpus_text or corpus.bundled()
