@@ -53,6 +53,10 @@ def register(subparsers) -> None:
     p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
     p.add_argument("--kv-types", metavar="T,T", default="",
                    help="a sweep: every GGUF variant once per KV-cache type, e.g. f16,q8_0,q4_0 (the reference: f16)")
+    p.add_argument("--contexts", metavar="N,N", default="",
+                   help="a sweep: every variant once per context length, e.g. 512,2048,8192: its quality in windows "
+                        "of that length (against the reference's windows of that length) and its speed with a prompt "
+                        "that fills it; with --kv-types, every pair of both")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     fmt = p.add_mutually_exclusive_group()
@@ -85,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     settings = BenchSettings(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
                              ctx=args.ctx, chunks=args.chunks, quality=not args.no_quality, speed=not args.no_speed,
                              threads=args.threads, gpu_layers=args.gpu_layers,
-                             kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()))
+                             kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()),
+                             contexts=_numbers(args.contexts, "--contexts"))
     try:
         settings.validate()
     except ValueError as exc:
@@ -111,6 +116,17 @@ def run(args: argparse.Namespace) -> int:
     _write_card(result, args.card)
     _emit(result, args)
     return 1 if all(v.error for v in result.variants) else 0
+
+
+def _numbers(text: str, option: str) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers ("512,2048"), in words when it is not one."""
+    from app.errors import QuantDeskError
+
+    try:
+        return tuple(int(t) for t in text.replace(" ", "").split(",") if t)
+    except ValueError:
+        raise QuantDeskError(f"{option} takes whole numbers separated by commas, not {text!r}",
+                             f"e.g. {option} 512,2048,8192") from None
 
 
 @dataclass(frozen=True)

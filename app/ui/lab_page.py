@@ -15,10 +15,11 @@ from pathlib import Path
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QLocale, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
-                               QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMessageBox, QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
-from app.lab.results import BenchResult, BenchSettings, VariantResult
+from app.lab.results import KV_TYPES, BenchResult, BenchSettings, VariantResult
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
@@ -29,6 +30,15 @@ from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolli
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
+# The Text choice: (what it shows, what --corpus calls it); the file and folder entries ask for a path.
+TEXTS: tuple[tuple[str, str], ...] = (
+    (QT_TRANSLATE_NOOP("LabPage", "Prose (bundled)"), "prose"),
+    (QT_TRANSLATE_NOOP("LabPage", "Code (bundled: QuantDesk's source)"), "code"),
+    (QT_TRANSLATE_NOOP("LabPage", "Conversations (bundled: tool calls, thinking)"), "conversations"),
+    (QT_TRANSLATE_NOOP("LabPage", "German (bundled)"), "german"),
+    (QT_TRANSLATE_NOOP("LabPage", "Your chats"), "chats"),
+)
+TEXT_FILE, TEXT_FOLDER = "file…", "folder…"
 
 # (header, metric, tooltip of the column); the words are shown through LabPage.tr
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -128,13 +138,13 @@ def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -
 
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
-               reference_file: str | None, store: ResultStore) -> BenchResult:
+               reference_file: str | None, store: ResultStore, corpus_text: str | None = None) -> BenchResult:
     """The bench on a background thread: each step reported, stopped between steps (and between a scoring pass's
     windows) when cancelled."""
     from app.lab.runner import run_bench
 
-    result = run_bench(models, settings, reference=reference, reference_file=reference_file, on_progress=job.report,
-                       cancel=job.cancelled)
+    result = run_bench(models, settings, reference=reference, reference_file=reference_file, corpus_text=corpus_text,
+                       on_progress=job.report, cancel=job.cancelled)
     store.save(result)
     return result
 
@@ -330,6 +340,31 @@ class LabPage(QWidget):
         self.chunks = _spin(0, 100000, defaults.chunks, self.tr("Windows"),
                             self.tr("At most this many windows of the text (llama-perplexity's --chunks); 0: all"))
         self.chunks.setSpecialValueText(self.tr("all"))
+        self.text = QComboBox()
+        self.text.setAccessibleName(self.tr("Text to score"))
+        self.text.setToolTip(self.tr("What the quality pass scores: a bundled set, your chats (rendered with the "
+                                     "reference's chat template), or a text file or folder of yours"))
+        for shown, name in TEXTS:
+            self.text.addItem(self.tr(shown), name)
+        self.text.addItem(self.tr("Text file…"), TEXT_FILE)
+        self.text.addItem(self.tr("Folder of texts…"), TEXT_FOLDER)
+        self.text.activated.connect(self._on_text_chosen)
+        self._text_index = 0  # what was chosen before a file dialog: kept when the dialog is cancelled
+        kv_row = QHBoxLayout()
+        self.kv_types: dict[str, QCheckBox] = {}
+        for kv in KV_TYPES:
+            tick = QCheckBox(kv)
+            tick.setAccessibleName(self.tr("Sweep the KV cache: {kv}").format(kv=kv))
+            tick.setToolTip(self.tr("Measure every GGUF variant once per ticked KV-cache type (none ticked: no "
+                                    "sweep)"))
+            self.kv_types[kv] = tick
+            kv_row.addWidget(tick)
+        kv_row.addStretch(1)
+        self.contexts = QLineEdit()
+        self.contexts.setAccessibleName(self.tr("Sweep the context lengths"))
+        self.contexts.setPlaceholderText(self.tr("e.g. 512, 2048, 8192"))
+        self.contexts.setToolTip(self.tr("Measure every variant once per context length: its quality in windows of "
+                                         "that length, its speed with a prompt that fills it (empty: no sweep)"))
         self.speed = QCheckBox(self.tr("Measure speed"))
         self.speed.setChecked(defaults.speed)
         self.speed.setAccessibleName(self.tr("Measure speed"))
@@ -349,6 +384,9 @@ class LabPage(QWidget):
         form.addRow(self.tr("Repetitions"), self.reps)
         form.addRow(self.tr("Quality window"), self.ctx)
         form.addRow(self.tr("Windows"), self.chunks)
+        form.addRow(self.tr("Text"), self.text)
+        form.addRow(self.tr("KV caches"), kv_row)
+        form.addRow(self.tr("Contexts"), self.contexts)
         form.addRow(self.speed)
         form.addRow(self.quality)
         return box
@@ -489,9 +527,53 @@ class LabPage(QWidget):
     # --- running --------------------------------------------------------------------------------
 
     def settings(self) -> BenchSettings:
+        """The bench's settings as the controls hold them; ValueError with a sentence for what they cannot be."""
         return BenchSettings(prompt_tokens=self.prompt_tokens.value(), gen_tokens=self.gen_tokens.value(),
                              reps=self.reps.value(), ctx=self.ctx.value() // 2 * 2, chunks=self.chunks.value(),
-                             quality=self.quality.isChecked(), speed=self.speed.isChecked())
+                             quality=self.quality.isChecked(), speed=self.speed.isChecked(),
+                             kv_types=tuple(kv for kv, box in self.kv_types.items() if box.isChecked()),
+                             contexts=self._context_lengths())
+
+    def _context_lengths(self) -> tuple[int, ...]:
+        lengths = []
+        for word in self.contexts.text().replace(",", " ").split():
+            value, ok = QLocale().toInt(word)  # "2.048" in German is two thousand and forty-eight
+            if not ok:
+                raise ValueError(self.tr("context lengths are whole numbers separated by commas, such as "
+                                         "“512, 2048, 8192”, not “{text}”").format(text=self.contexts.text()))
+            lengths.append(value)
+        return tuple(lengths)
+
+    def corpus_text(self) -> str | None:
+        """The Text choice as --corpus names it; None for the default (the bundled prose)."""
+        chosen = self.text.currentData()
+        return None if chosen == "prose" else chosen
+
+    def set_text(self, spec: str) -> None:
+        """Score this text: a bundled set's or "chats" (as --corpus names them), or a file or folder's path."""
+        index = self.text.findData(spec)
+        if index < 0:
+            self.text.insertItem(self.text.count() - 2, Path(spec).name, spec)
+            self.text.setItemData(self.text.count() - 3, spec, Qt.ItemDataRole.ToolTipRole)
+            index = self.text.count() - 3
+        self.text.setCurrentIndex(index)
+        self._text_index = index
+
+    @Slot(int)
+    def _on_text_chosen(self, index: int) -> None:
+        chosen = self.text.itemData(index)
+        if chosen == TEXT_FILE:
+            path, _ = QFileDialog.getOpenFileName(self, self.tr("Score a text file"), "",
+                                                  self.tr("Text files (*.txt *.md);;All files (*)"))
+        elif chosen == TEXT_FOLDER:
+            path = QFileDialog.getExistingDirectory(self, self.tr("Score every text file in a folder"))
+        else:
+            self._text_index = index
+            return
+        if path:
+            self.set_text(path)
+        else:
+            self.text.setCurrentIndex(self._text_index)
 
     def set_reference_file(self, path: str | Path | None) -> None:
         """Compare against this KL reference file (None: against a reference model again)."""
@@ -522,13 +604,19 @@ class LabPage(QWidget):
         if not models:
             self.status.setText(self.tr("Tick at least one variant to measure (two or more to compare them)."))
             return
+        try:
+            settings = self.settings()
+            settings.validate()
+        except ValueError as exc:  # the controls stay as they are, to be corrected
+            self.status.setText(self.tr("Cannot run: {problem}.").format(problem=str(exc).rstrip(".")))
+            return
         self._stopping = False
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
         self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "", len(models)))
         reference = None if self.reference_file else self.reference.currentData()
-        self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), reference,
-                                                   self.reference_file or None, self.store)
+        self._bench_ticket = self._bench.start_job(_run_bench, models, settings, reference,
+                                                   self.reference_file or None, self.store, self.corpus_text())
 
     @Slot()
     def cancel(self) -> None:
@@ -541,7 +629,8 @@ class LabPage(QWidget):
         self.run_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         for widget in (self.variants, self.prompt_tokens, self.gen_tokens, self.reps, self.ctx, self.chunks,
-                       self.speed, self.quality, self.reference_file_button):
+                       self.text, self.contexts, *self.kv_types.values(), self.speed, self.quality,
+                       self.reference_file_button):
             widget.setEnabled(not running)
         self.reference.setEnabled(not running and not self.reference_file)
 

@@ -1275,6 +1275,26 @@
         <translation>Perplexität</translation>
     </message>
     <message>
+        <source>Prose (bundled)</source>
+        <translation>Prosa (mitgeliefert)</translation>
+    </message>
+    <message>
+        <source>Code (bundled: QuantDesk&apos;s source)</source>
+        <translation>Code (mitgeliefert: QuantDesks Quelltext)</translation>
+    </message>
+    <message>
+        <source>Conversations (bundled: tool calls, thinking)</source>
+        <translation>Unterhaltungen (mitgeliefert: Tool-Aufrufe, Denken)</translation>
+    </message>
+    <message>
+        <source>German (bundled)</source>
+        <translation>Deutsch (mitgeliefert)</translation>
+    </message>
+    <message>
+        <source>Your chats</source>
+        <translation>Ihre Chats</translation>
+    </message>
+    <message>
         <source>Variant</source>
         <translation>Variante</translation>
     </message>
@@ -1463,12 +1483,60 @@
         <translation>Gemessene Läufe pro Variante; die Tabelle zeigt ihren Median</translation>
     </message>
     <message>
+        <source>Text to score</source>
+        <translation>Zu bewertender Text</translation>
+    </message>
+    <message>
+        <source>What the quality pass scores: a bundled set, your chats (rendered with the reference&apos;s chat template), or a text file or folder of yours</source>
+        <translation>Was der Qualitätsdurchlauf bewertet: ein mitgelieferter Text, Ihre Chats (mit der Chat-Vorlage der Referenz dargestellt) oder eine eigene Textdatei bzw. ein Ordner</translation>
+    </message>
+    <message>
+        <source>Text file…</source>
+        <translation>Textdatei …</translation>
+    </message>
+    <message>
+        <source>Folder of texts…</source>
+        <translation>Ordner mit Texten …</translation>
+    </message>
+    <message>
+        <source>Sweep the KV cache: {kv}</source>
+        <translation>KV-Cache durchlaufen: {kv}</translation>
+    </message>
+    <message>
+        <source>Measure every GGUF variant once per ticked KV-cache type (none ticked: no sweep)</source>
+        <translation>Jede GGUF-Variante einmal je angehaktem KV-Cache-Typ messen (keiner angehakt: kein Durchlauf)</translation>
+    </message>
+    <message>
+        <source>Sweep the context lengths</source>
+        <translation>Kontextlängen durchlaufen</translation>
+    </message>
+    <message>
+        <source>e.g. 512, 2048, 8192</source>
+        <translation>z. B. 512, 2048, 8192</translation>
+    </message>
+    <message>
+        <source>Measure every variant once per context length: its quality in windows of that length, its speed with a prompt that fills it (empty: no sweep)</source>
+        <translation>Jede Variante einmal je Kontextlänge messen: ihre Qualität in Fenstern dieser Länge, ihre Geschwindigkeit mit einem Prompt, der sie füllt (leer: kein Durchlauf)</translation>
+    </message>
+    <message>
         <source>Measure quality</source>
         <translation>Qualität messen</translation>
     </message>
     <message>
         <source>Reference</source>
         <translation>Referenz</translation>
+    </message>
+    <message>
+        <source>Text</source>
+        <translation>Text</translation>
+    </message>
+    <message>
+        <source>KV caches</source>
+        <translation>KV-Caches</translation>
+    </message>
+    <message>
+        <source>Contexts</source>
+        <translation>Kontexte</translation>
     </message>
     <message>
         <source>Past results</source>
@@ -1519,8 +1587,28 @@
         <translation>Einen Modellordner hinzufügen (MLX, safetensors, EXL)</translation>
     </message>
     <message>
+        <source>context lengths are whole numbers separated by commas, such as “512, 2048, 8192”, not “{text}”</source>
+        <translation>Kontextlängen sind ganze Zahlen, durch Kommas getrennt, etwa „512, 2048, 8192“, nicht „{text}“</translation>
+    </message>
+    <message>
+        <source>Score a text file</source>
+        <translation>Eine Textdatei bewerten</translation>
+    </message>
+    <message>
+        <source>Text files (*.txt *.md);;All files (*)</source>
+        <translation>Textdateien (*.txt *.md);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Score every text file in a folder</source>
+        <translation>Jede Textdatei eines Ordners bewerten</translation>
+    </message>
+    <message>
         <source>Tick at least one variant to measure (two or more to compare them).</source>
         <translation>Haken Sie mindestens eine Variante zum Messen an (zwei oder mehr, um sie zu vergleichen).</translation>
+    </message>
+    <message>
+        <source>Cannot run: {problem}.</source>
+        <translation>Kann nicht starten: {problem}.</translation>
     </message>
     <message numerus="yes">
         <source>Starting: %n variant(s), each in a fresh engine host…</source>
@@ -3239,6 +3327,29 @@
     </message>
 </context>
 <context>
+    <name>SweepChart</name>
+    <message>
+        <source>Chart: the sweep&apos;s mean KL divergence</source>
+        <translation>Diagramm: mittlere KL-Divergenz des Durchlaufs</translation>
+    </message>
+    <message>
+        <source>This result is no sweep with KL divergences: tick two or more KV-cache types or context lengths and run it again.</source>
+        <translation>Dieses Ergebnis ist kein Durchlauf mit KL-Divergenzen: Haken Sie zwei oder mehr KV-Cache-Typen an oder geben Sie Kontextlängen an und starten Sie erneut.</translation>
+    </message>
+    <message>
+        <source>context length (tokens): quality windows of that length, speed with a prompt that fills it</source>
+        <translation>Kontextlänge (Tokens): Qualitätsfenster dieser Länge, Geschwindigkeit mit einem Prompt, der sie füllt</translation>
+    </message>
+    <message>
+        <source>KV-cache type</source>
+        <translation>KV-Cache-Typ</translation>
+    </message>
+    <message>
+        <source>mean KLD (nats/token), ± one standard error</source>
+        <translation>mittlere KLD (Nats/Token), ± ein Standardfehler</translation>
+    </message>
+</context>
+<context>
     <name>ThinkingBlock</name>
     <message>
         <source>Thinking</source>
@@ -3575,6 +3686,10 @@
     <message>
         <source>Mean KL divergence from the reference</source>
         <translation>Mittlere KL-Divergenz gegenüber der Referenz</translation>
+    </message>
+    <message>
+        <source>The sweep: mean KL divergence from the reference</source>
+        <translation>Der Durchlauf: mittlere KL-Divergenz zur Referenz</translation>
     </message>
 </context>
 <context>

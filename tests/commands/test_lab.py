@@ -72,9 +72,24 @@ def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     assert result.returncode == 1 and result.stderr.strip() == f"quantdesk: {missing} does not exist"
     result = quantdesk("bench", str(missing), "--reps", "0")
     assert result.returncode == 1 and "--reps must be between 1 and 100, not 0" in result.stderr
+    result = quantdesk("bench", str(missing), "--contexts", "512,2k")
+    assert result.returncode == 1 and "--contexts takes whole numbers separated by commas, not '512,2k'" in \
+        result.stderr
     result = quantdesk("bench", "--show", "20200101-000000-abcdef")
     assert result.returncode == 1 and "no saved bench result 20200101-000000-abcdef" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_sweep_of_caches_and_contexts_is_one_bench_with_a_row_each(tiny_models):
+    result = quantdesk("bench", str(tiny_models.gguf_f16), str(tiny_models.gguf_q4_k_m), "--no-speed", "--ctx", "64",
+                       "--chunks", "2", "--kv-types", "f16,q8_0", "--contexts", "32,96", "--csv", "--no-save")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_csv(result.stdout)
+    assert [(r["variant"], r["kv_cache_type"], r["ctx"]) for r in rows] == [
+        ("tiny-llama-F16", "", 64), ("tiny-llama-Q4_K_M · KV f16 · ctx 32", "f16", 32),
+        ("tiny-llama-Q4_K_M · KV f16 · ctx 96", "f16", 96), ("tiny-llama-Q4_K_M · KV q8_0 · ctx 32", "q8_0", 32),
+        ("tiny-llama-Q4_K_M · KV q8_0 · ctx 96", "q8_0", 96)]
+    assert all(r["kld_mean"] > 0 for r in rows[1:]) and [r["positions"] for r in rows] == [62, 30, 94, 30, 94]
 
 
 def test_bench_fetches_quants_of_a_hub_repo_then_compares_them(tiny_models, hub_server, hub_env):

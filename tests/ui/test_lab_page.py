@@ -148,6 +148,39 @@ def test_cancel_stops_the_bench_and_saves_nothing(qtbot, page, tiny_models):
     assert ResultStore().history() == [] and page.saved_ids() == []
 
 
+def test_a_sweep_of_caches_and_contexts_on_another_text_runs_from_the_page_and_is_charted(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_f16, tiny_models.gguf_q4_k_m])
+    small_settings(page)
+    page.chunks.setValue(2)
+    page.speed.setChecked(False)
+    page.text.setCurrentIndex(page.text.findData("code"))
+    page.kv_types["f16"].setChecked(True)
+    page.kv_types["q4_0"].setChecked(True)
+    page.contexts.setText("32, 2k")  # bad input: a sentence, and nothing is lost
+    page.run()
+    assert not page.running and page.status.text() == ("Cannot run: context lengths are whole numbers separated by "
+                                                       "commas, such as “512, 2048, 8192”, not “32, 2k”.")
+    assert page.contexts.text() == "32, 2k" and page.kv_types["q4_0"].isChecked()
+    page.contexts.setText("32, 64")
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+        assert not page.contexts.isEnabled() and not page.kv_types["f16"].isEnabled()
+    result: BenchResult = finished.args[0]
+    assert result.settings.kv_types == ("f16", "q4_0") and result.settings.contexts == (32, 64)
+    assert result.corpus["name"] == "quantdesk-code.txt"
+    assert [page.table.item(row, 0).text() for row in range(page.table.rowCount())] == [
+        "F16  (reference)", "Q4_K_M · KV f16 · ctx 32", "Q4_K_M · KV f16 · ctx 64", "Q4_K_M · KV q4_0 · ctx 32",
+        "Q4_K_M · KV q4_0 · ctx 64"]
+    sweep = page.charts.sweep
+    assert not sweep.isHidden() and sweep.sweep.axis == "ctx" and sweep.sweep.ticks == ("32", "64")
+    assert [line.name for line in sweep.sweep.lines] == ["tiny-llama-Q4_K_M · KV f16", "tiny-llama-Q4_K_M · KV q4_0"]
+    assert [y for _x, y, _e in sweep.sweep.lines[1].points] == [
+        result.variant(f"tiny-llama-Q4_K_M · KV q4_0 · ctx {c}").quality.kld.value for c in (32, 64)]
+    assert "tiny-llama-Q4_K_M · KV q4_0: 32 " in sweep.accessibleDescription()
+    page.show_result(None)
+    assert page.charts.sweep.isHidden()
+
+
 def test_running_with_nothing_ticked_says_what_to_do(qtbot, page):
     page.run()
     assert not page.running and "Tick at least one variant" in page.status.text()
