@@ -118,6 +118,9 @@ class VariantResult:
     kv_cache_type: str = ""  # a sweep's KV-cache type for this row (llama.cpp: f16, q8_0, q4_0); "" the default
     ctx: int = 0  # a sweep's context length for this row (BenchSettings.contexts); 0: the bench's --ctx
     sweep_of: str = ""  # a sweep's row: the label of the variant it sweeps ("" for a row that is no sweep's)
+    # Where the file came from on the Hub, as the recommender names a Hub model ("owner/repo/file.gguf", a folder's
+    # "owner/repo" or "owner/repo@branch"); "" when it is not known to come from the Hub
+    origin: str = ""
     runs: list[RunSample] = field(default_factory=list)
     speed: dict[str, Spread | None] = field(default_factory=dict)
     perplexity: float | None = None  # PPL(Q) over the scored positions (a remote model: over its own tokens)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sqlite3
 import tempfile
 import threading
 import time
@@ -78,6 +79,7 @@ def describe_variant(path: str | Path) -> VariantResult:
 
     ref = detect_model(path)
     meta = read_model(ref.path)
+    origin = hub_origin(ref.path)
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
     # The nominal bits of the quant type rank variants; the figure from the tensors is the fallback.
     bpw = (meta.quant.bits_per_weight if meta.quant else None) or meta.bits_per_weight
@@ -85,7 +87,28 @@ def describe_variant(path: str | Path) -> VariantResult:
     label = ref.path.stem if ref.path.is_file() else ref.path.name
     return VariantResult(label=label, path=str(ref.path), format=ref.format, quant=quant,
                          bits_per_weight=round(bpw, 3) if bpw else None,
-                         size_bytes=sum(p.stat().st_size for p in files))
+                         size_bytes=sum(p.stat().st_size for p in files), origin=origin)
+
+
+def hub_origin(path: str | Path) -> str:
+    """Where the library downloaded ``path`` from, named as the recommender names a Hub model
+    ("owner/repo/file.gguf", "owner/repo", "owner/repo@branch"); "" for a file the library did not fetch."""
+    from app.hub.library import Library
+
+    resolved = Path(path).resolve()
+    try:
+        entries = Library().entries(refresh=False)  # what the library recorded; no scan of its folders
+    except (OSError, QuantDeskError, sqlite3.Error):  # an unreadable library only means: origin unknown
+        return ""
+    for entry in entries:
+        if not entry.repo_id or Path(entry.path).resolve() != resolved:
+            continue
+        if resolved.is_file():  # its path in the repo, as the download recorded it (a quant's folder included)
+            in_repo = next((f["path"] for f in entry.files if resolved.as_posix().endswith("/" + f["path"])),
+                           resolved.name)
+            return f"{entry.repo_id}/{in_repo}"
+        return entry.repo_id + (f"@{entry.revision}" if entry.revision not in (None, "", "main") else "")
+    return ""
 
 
 def reference_file_variant(path: str | Path) -> VariantResult:

@@ -965,8 +965,16 @@
         <translation>&lt;b&gt;Keine Quantisierung dieses Modells passt auf diesen Rechner.&lt;/b&gt; Versuchen Sie ein kleineres Modell.</translation>
     </message>
     <message>
+        <source>{reason}; {measured}</source>
+        <translation>{reason}; {measured}</translation>
+    </message>
+    <message>
         <source>{quant} · sees images</source>
         <translation>{quant} · versteht Bilder</translation>
+    </message>
+    <message>
+        <source>{quant} · measured here</source>
+        <translation>{quant} · hier gemessen</translation>
     </message>
     <message>
         <source> Sees images: downloads with the vision projector {projector}.</source>
