@@ -124,12 +124,13 @@ def reference_file_variant(path: str | Path) -> VariantResult:
 
 
 def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None,
-                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None
-                  ) -> list[VariantResult]:
+                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None,
+                  origins: dict[str, str] | None = None) -> list[VariantResult]:
     """Describe every model once (the reference joins the list if it is not in it), with unique labels (``labels``
-    names some by their path: a Hub repo's quants), the reference first: explicitly named, else the highest bits
-    per weight (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only
-    through the file."""
+    names some by their path: a Hub repo's quants; ``origins`` says which Hub file some are, where the library does
+    not know them: the lab's own downloads), the reference first: explicitly named, else the highest bits per weight
+    (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only through the
+    file."""
     from app.remote.connections import is_remote_ref
 
     if reference is not None and reference_file is not None:
@@ -143,8 +144,10 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
         raise QuantDeskError("name at least one model to benchmark")
     variants = [describe_variant(p) for p in paths]
     given = {str(Path(path).expanduser().resolve()): label for path, label in (labels or {}).items()}
+    from_hub = {str(Path(path).expanduser().resolve()): origin for path, origin in (origins or {}).items()}
     for v in variants:
         v.label = given.get(v.path, v.label)
+        v.origin = from_hub.get(v.path, v.origin)
     seen: dict[str, int] = {}
     for v in variants:
         if v.label in seen:  # two files of one name in different folders
@@ -468,7 +471,7 @@ def _load_positions(path: Path):
 def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = None, *,
               reference: str | Path | None = None, reference_file: str | Path | None = None,
               corpus_text: corpus.Corpus | str | None = None, labels: dict[str, str] | None = None,
-              hardware=None,
+              origins: dict[str, str] | None = None, hardware=None,
               on_progress: Callable[[LabProgress], None] | None = None, cancel: threading.Event | None = None,
               client_factory: Callable | None = None) -> BenchResult:
     """Measure every model (and the reference) and return the result; it is not saved here (ResultStore).
@@ -498,7 +501,8 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
         file_corpus = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
                                                        "source": opened.header.get("producer", "")}
         opened.close()
-    variants = sweep(plan_variants(models, reference, reference_file, labels), settings.kv_types, settings.contexts)
+    variants = sweep(plan_variants(models, reference, reference_file, labels, origins), settings.kv_types,
+                     settings.contexts)
     if reference_file is not None and corpus_text is not None:
         raise QuantDeskError("a reference file decides the text: its tokens are what every variant scores",
                              "leave the text out, or compare against a reference model with that text")
