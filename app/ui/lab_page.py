@@ -9,6 +9,7 @@ bench checks between steps: it never waits on the busy worker.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QC
                                QVBoxLayout, QWidget)
 
 from app.lab.results import KV_TYPES, BenchResult, BenchSettings, VariantResult
+from app.lab.uploaders import Candidate
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
@@ -29,6 +31,8 @@ from app.ui.lab_chart import PERCENT_METRICS, LabCharts, common_prefix, estimate
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
+HUB_ROLE = Qt.ItemDataRole.UserRole + 1  # a Hub file (app.lab.uploaders.Candidate) fetched when the bench runs
+HUB_PREFIX = "hub:"  # a Hub file's PATH_ROLE: "hub:owner/repo/file.gguf", its origin
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
 # The Text choice: (what it shows, what --corpus calls it); the file and folder entries ask for a path.
 TEXTS: tuple[tuple[str, str], ...] = (
@@ -138,13 +142,27 @@ def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -
 
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
-               reference_file: str | None, store: ResultStore, corpus_text: str | None = None) -> BenchResult:
-    """The bench on a background thread: each step reported, stopped between steps (and between a scoring pass's
-    windows) when cancelled."""
-    from app.lab.runner import run_bench
+               reference_file: str | None, store: ResultStore, corpus_text: str | None = None,
+               hub: Sequence[Candidate] = (), keep: bool = False) -> BenchResult:
+    """The bench on a background thread: the Hub's files fetched into the lab's cache first (``reference`` may name
+    one: "hub:" and its origin), each step reported, stopped between steps (and between a scoring pass's windows)
+    when cancelled; what was fetched for it removed after, unless ``keep``."""
+    from app.lab import uploaders
+    from app.lab.runner import LabProgress, run_bench
 
-    result = run_bench(models, settings, reference=reference, reference_file=reference_file, corpus_text=corpus_text,
-                       on_progress=job.report, cancel=job.cancelled)
+    def fetching(message: str, fraction: float | None) -> None:
+        job.report(LabProgress("download", 0, 0, "", message, fraction))
+
+    fetched = uploaders.fetch(hub, on_progress=fetching, cancel=job.cancelled) if hub else []
+    try:
+        by_origin = {HUB_PREFIX + f.origin: f.path for f in fetched}
+        result = run_bench([*models, *(f.path for f in fetched)], settings,
+                           reference=by_origin.get(reference, reference) if reference else None,
+                           reference_file=reference_file, corpus_text=corpus_text,
+                           labels={f.path: f.label for f in fetched}, origins={f.path: f.origin for f in fetched},
+                           on_progress=job.report, cancel=job.cancelled)
+    finally:
+        uploaders.clean_up(fetched, keep)
     store.save(result)
     return result
 
@@ -212,9 +230,9 @@ class LabPage(QWidget):
 
         top = QHBoxLayout()
         top.setSpacing(12)
-        top.addWidget(self._variants_box(), 5)
-        top.addWidget(self._settings_box(), 3)
-        top.addWidget(self._history_box(), 4)
+        top.addWidget(self._variants_box(), 6)
+        top.addWidget(self._settings_box(), 4)
+        top.addWidget(self._history_box(), 3)
         root.addLayout(top)
 
         run_row = QHBoxLayout()
@@ -314,8 +332,14 @@ class LabPage(QWidget):
         row.addWidget(button(self.tr("Add remote…"), self.tr("Add a model on a remote server"),
                              self._on_add_remote_clicked))
         row.addStretch(1)
-        row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"), self.refresh_library))
         layout.addLayout(row)
+        hub_row = QHBoxLayout()  # a second row: one row of five buttons would widen the page past its window
+        hub_row.addWidget(button(self.tr("From uploaders…"), self.tr("Compare one quant from several uploaders on the "
+                                                                     "Hub"), self._on_uploaders_clicked))
+        hub_row.addStretch(1)
+        hub_row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"),
+                                 self.refresh_library))
+        layout.addLayout(hub_row)
         return box
 
     def _settings_box(self) -> QGroupBox:
@@ -349,6 +373,9 @@ class LabPage(QWidget):
         self.text.addItem(self.tr("Text file…"), TEXT_FILE)
         self.text.addItem(self.tr("Folder of texts…"), TEXT_FOLDER)
         self.text.activated.connect(self._on_text_chosen)
+        # as narrow as the other fields: its longest entry would widen the settings past the page
+        self.text.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.text.setMinimumContentsLength(12)
         self._text_index = 0  # what was chosen before a file dialog: kept when the dialog is cancelled
         kv_row = QHBoxLayout()
         self.kv_types: dict[str, QCheckBox] = {}
@@ -372,6 +399,7 @@ class LabPage(QWidget):
         self.quality.setChecked(defaults.quality)
         self.quality.setAccessibleName(self.tr("Measure quality"))
         self.reference_file = ""
+        self.keep_downloads = False  # the Hub's files stay in the lab's cache after the bench
         self.reference_file_button = button(self.tr("Reference file…"),
                                             self.tr("Compare against a KL reference file instead of a reference model"),
                                             self._on_reference_file_clicked)
@@ -447,7 +475,8 @@ class LabPage(QWidget):
         self.status.setText(self.tr("The library could not be read: {error}").format(error=sentence(error)))
 
     def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
-        resolved = path if is_remote_ref(path) else str(Path(path).expanduser().resolve())
+        resolved = path if is_remote_ref(path) or path.startswith(HUB_PREFIX) else str(Path(path).expanduser()
+                                                                                       .resolve())
         for row in range(self.variants.count()):
             item = self.variants.item(row)
             if item.data(PATH_ROLE) == resolved:
@@ -479,8 +508,46 @@ class LabPage(QWidget):
             self._add_item(str(p), f"{p.name} — {kind}" + (f" · {size}" if size else ""), checked=True)
 
     def checked_paths(self) -> list[str]:
+        """The ticked models on this machine (and remote ones): the Hub's files are ``checked_hub``."""
         return [self.variants.item(r).data(PATH_ROLE) for r in range(self.variants.count())
-                if self.variants.item(r).checkState() == Qt.CheckState.Checked]
+                if self.variants.item(r).checkState() == Qt.CheckState.Checked
+                and not self.variants.item(r).data(HUB_ROLE)]
+
+    def checked_hub(self) -> list[Candidate]:
+        """The ticked Hub files, fetched when the bench runs."""
+        return [self.variants.item(r).data(HUB_ROLE) for r in range(self.variants.count())
+                if self.variants.item(r).checkState() == Qt.CheckState.Checked and self.variants.item(r).data(HUB_ROLE)]
+
+    def add_hub_files(self, candidates: Sequence[Candidate], reference: Candidate | None = None,
+                      keep: bool = False) -> None:
+        """Add Hub files to compare (ticked), fetched into the lab's cache when the bench runs and removed after it
+        unless ``keep``; ``reference``, also fetched, becomes the reference."""
+        for candidate in ([reference] if reference is not None else []) + list(candidates):
+            item = self._add_item(HUB_PREFIX + candidate.label, self.tr("{file} — Hub · {size} (fetched when run)")
+                                  .format(file=candidate.name, size=human_bytes(candidate.size)), checked=True)
+            item.setData(HUB_ROLE, candidate)
+            item.setToolTip(self.tr("{file} at {commit}; checked: {architecture}, {tokens} tokens")
+                            .format(file=candidate.label, commit=candidate.commit[:12],
+                                    architecture=candidate.architecture, tokens=number(candidate.n_vocab, 0)))
+        self.keep_downloads = keep
+        self._sync_reference_choices()
+        if reference is not None:
+            self.reference.setCurrentIndex(self.reference.findData(HUB_PREFIX + reference.label))
+
+    @Slot()
+    def _on_uploaders_clicked(self) -> None:
+        from app.ui.lab_uploaders import UploadersDialog
+
+        chosen = self.reference.currentData()
+        local = chosen if chosen and not str(chosen).startswith(HUB_PREFIX) else None
+        self.uploaders_dialog = UploadersDialog(local, self)
+        self.uploaders_dialog.accepted.connect(self._on_uploaders_chosen)
+        self.uploaders_dialog.open()  # window-modal, not a nested event loop
+
+    @Slot()
+    def _on_uploaders_chosen(self) -> None:
+        dialog = self.uploaders_dialog
+        self.add_hub_files(dialog.chosen(), dialog.reference_candidate(), dialog.keep.isChecked())
 
     @Slot(QListWidgetItem)
     def _on_variant_changed(self, item: QListWidgetItem) -> None:
@@ -494,6 +561,8 @@ class LabPage(QWidget):
         for path in self.checked_paths():
             if not is_remote_ref(path):  # a remote model cannot be the reference (no distributions)
                 self.reference.addItem(Path(path).name, path)
+        for candidate in self.checked_hub():
+            self.reference.addItem(candidate.name, HUB_PREFIX + candidate.label)
         index = self.reference.findData(chosen) if chosen else 0
         self.reference.setCurrentIndex(max(index, 0))
         self.reference.blockSignals(False)
@@ -600,8 +669,8 @@ class LabPage(QWidget):
     def run(self) -> None:
         if self.running:
             return
-        models = self.checked_paths()
-        if not models:
+        models, hub = self.checked_paths(), self.checked_hub()
+        if not models and not hub:
             self.status.setText(self.tr("Tick at least one variant to measure (two or more to compare them)."))
             return
         try:
@@ -613,10 +682,12 @@ class LabPage(QWidget):
         self._stopping = False
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
-        self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "", len(models)))
+        self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "",
+                                    len(models) + len(hub)))
         reference = None if self.reference_file else self.reference.currentData()
         self._bench_ticket = self._bench.start_job(_run_bench, models, settings, reference,
-                                                   self.reference_file or None, self.store, self.corpus_text())
+                                                   self.reference_file or None, self.store, self.corpus_text(), hub,
+                                                   self.keep_downloads)
 
     @Slot()
     def cancel(self) -> None:
@@ -641,6 +712,11 @@ class LabPage(QWidget):
     @Slot(int, object)
     def _on_progress(self, ticket: int, p) -> None:
         if ticket != self._bench_ticket or self._stopping:
+            return
+        if p.phase == "download":  # the Hub's files, before the first step
+            self.progress.setRange(0, 0 if p.fraction is None else 100)
+            self.progress.setValue(int((p.fraction or 0.0) * 100))
+            self.status.setText(self.tr("Fetching — {message}").format(message=p.message))
             return
         self.progress.setRange(0, p.total * 100)  # hundredths of a step: a scoring pass moves window by window
         self.progress.setValue(int((p.step - 1 + (p.fraction or 0.0)) * 100))
@@ -745,12 +821,32 @@ class LabPage(QWidget):
                                  "{tokens} tokens per position on average ({left_out} of the probability left out).")
                          .format(chunks=info["chunks"], ctx=info["n_ctx"], positions=info["positions"],
                                  tokens=number(info["mean_tokens"], 0), left_out=percent(info["mean_left_out"], 2)))
+        lines += self._ranking_lines(result)
         reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
                                 if s.quality)
         lines += [self.tr("{label}: not measured — {error}").format(label=v.label,
                                                                     error=v.error) for v in result.variants if v.error]
         lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
         self.notes.setText("\n".join(lines))
+
+    def _ranking_lines(self, result: BenchResult) -> list[str]:
+        """The compared variants from the lowest mean KLD up, where two or more were compared and none is a sweep's
+        row (a sweep reads better on its chart): "not significantly different" where ± one error overlaps."""
+        from app.lab import report
+
+        ranked = report.ranking(result)
+        if len(ranked) < 2 or any(v.sweep_of for v in result.variants):
+            return []
+        lines = [self.tr("Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file's size, lower is "
+                         "better):")]
+        for n, r in enumerate(ranked, start=1):
+            line = self.tr("{rank}. {label}: mean KLD {kld}, {size}, KLD×GB {kld_gb}").format(
+                rank=n, label=r.label, kld=estimate_text("kld_mean", r.kld.value, r.kld.se or 0.0),
+                size=human_bytes(r.size_bytes), kld_gb=estimate_text("kld_mean", r.kld_gb.value, r.kld_gb.se or 0.0))
+            if r.tied_with_previous:
+                line += self.tr(" — not significantly different from {label}").format(label=ranked[n - 2].label)
+            lines.append(line)
+        return lines
 
     def _show_statistics(self, result: BenchResult | None) -> None:
         """Every statistic llama-perplexity prints, one row each, a column per compared variant (its labels are the

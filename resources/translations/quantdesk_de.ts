@@ -1447,6 +1447,14 @@
         <translation>Ein Modell auf einem entfernten Server hinzufügen</translation>
     </message>
     <message>
+        <source>From uploaders…</source>
+        <translation>Von Uploadern …</translation>
+    </message>
+    <message>
+        <source>Compare one quant from several uploaders on the Hub</source>
+        <translation>Einen Quant von mehreren Uploadern auf dem Hub vergleichen</translation>
+    </message>
+    <message>
         <source>Refresh</source>
         <translation>Aktualisieren</translation>
     </message>
@@ -1579,6 +1587,14 @@
         <translation>{display_name} – entfernt</translation>
     </message>
     <message>
+        <source>{file} — Hub · {size} (fetched when run)</source>
+        <translation>{file} — Hub · {size} (beim Start geladen)</translation>
+    </message>
+    <message>
+        <source>{file} at {commit}; checked: {architecture}, {tokens} tokens</source>
+        <translation>{file} bei {commit}; geprüft: {architecture}, {tokens} Tokens</translation>
+    </message>
+    <message>
         <source>{path} is not a ticked variant</source>
         <translation>{path} ist keine angehakte Variante</translation>
     </message>
@@ -1624,6 +1640,10 @@
             <numerusform>Start: %n Variante, in einem frischen Engine-Prozess …</numerusform>
             <numerusform>Start: %n Varianten, jede in einem frischen Engine-Prozess …</numerusform>
         </translation>
+    </message>
+    <message>
+        <source>Fetching — {message}</source>
+        <translation>Laden — {message}</translation>
     </message>
     <message>
         <source>Variants of {model}…</source>
@@ -1787,6 +1807,18 @@
     <message>
         <source>{label}: not measured — {error}</source>
         <translation>{label}: nicht gemessen – {error}</translation>
+    </message>
+    <message>
+        <source>Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file&apos;s size, lower is better):</source>
+        <translation>Nach mittlerer KLD geordnet (± ein Standardfehler; KLD×GB: der Verlust mal die Dateigröße, kleiner ist besser):</translation>
+    </message>
+    <message>
+        <source>{rank}. {label}: mean KLD {kld}, {size}, KLD×GB {kld_gb}</source>
+        <translation>{rank}. {label}: mittlere KLD {kld}, {size}, KLD×GB {kld_gb}</translation>
+    </message>
+    <message>
+        <source> — not significantly different from {label}</source>
+        <translation> — nicht signifikant verschieden von {label}</translation>
     </message>
     <message>
         <source>there is no result to export</source>
@@ -3412,6 +3444,124 @@
     <message>
         <source>{text} — undo</source>
         <translation>{text} – rückgängig machen</translation>
+    </message>
+</context>
+<context>
+    <name>UploadersDialog</name>
+    <message>
+        <source>Compare uploaders</source>
+        <translation>Uploader vergleichen</translation>
+    </message>
+    <message>
+        <source>Compare one quant from several uploaders</source>
+        <translation>Einen Quant von mehreren Uploadern vergleichen</translation>
+    </message>
+    <message>
+        <source>Files of one quant name differ by uploader. Name the base model (as its page on the Hub names it) and the quant: every GGUF repo whose model card names it as its base is listed with its file, each checked by its header to be the same model.</source>
+        <translation>Dateien desselben Quant-Namens unterscheiden sich je nach Uploader. Nennen Sie das Basismodell (wie seine Seite auf dem Hub es nennt) und den Quant: Jedes GGUF-Repo, dessen Modellkarte es als Basis nennt, wird mit seiner Datei aufgeführt, jede anhand ihres Headers als dasselbe Modell geprüft.</translation>
+    </message>
+    <message>
+        <source>Base model</source>
+        <translation>Basismodell</translation>
+    </message>
+    <message>
+        <source>owner/name, e.g. Qwen/Qwen2.5-7B-Instruct</source>
+        <translation>Besitzer/Name, z. B. Qwen/Qwen2.5-7B-Instruct</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>Quant</translation>
+    </message>
+    <message>
+        <source>Find on the Hub</source>
+        <translation>Auf dem Hub suchen</translation>
+    </message>
+    <message>
+        <source>Find the quantizations on the Hub</source>
+        <translation>Die Quantisierungen auf dem Hub suchen</translation>
+    </message>
+    <message>
+        <source>Search status</source>
+        <translation>Suchstatus</translation>
+    </message>
+    <message>
+        <source>Files found</source>
+        <translation>Gefundene Dateien</translation>
+    </message>
+    <message>
+        <source>Repo and file</source>
+        <translation>Repo und Datei</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>Größe</translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation>Downloads</translation>
+    </message>
+    <message>
+        <source>Check</source>
+        <translation>Prüfung</translation>
+    </message>
+    <message>
+        <source>Fetch the highest-precision file as the reference</source>
+        <translation>Die Datei mit der höchsten Genauigkeit als Referenz laden</translation>
+    </message>
+    <message>
+        <source>Keep the fetched files in the lab&apos;s cache after the bench</source>
+        <translation>Die geladenen Dateien nach dem Benchmark im Cache des Labors behalten</translation>
+    </message>
+    <message>
+        <source>Keep the fetched files</source>
+        <translation>Die geladenen Dateien behalten</translation>
+    </message>
+    <message>
+        <source>Kept files are found again by the next bench; otherwise they are removed after it (a file the library already holds is used where it is)</source>
+        <translation>Behaltene Dateien findet der nächste Benchmark wieder; sonst werden sie danach entfernt (eine Datei, die die Bibliothek schon hat, wird dort verwendet)</translation>
+    </message>
+    <message>
+        <source>Add to the bench</source>
+        <translation>Zum Benchmark hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add the ticked files to the bench</source>
+        <translation>Die angehakten Dateien zum Benchmark hinzufügen</translation>
+    </message>
+    <message>
+        <source>Name the base model as owner/name and a quant, such as Q4_K_M.</source>
+        <translation>Nennen Sie das Basismodell als Besitzer/Name und einen Quant, etwa Q4_K_M.</translation>
+    </message>
+    <message>
+        <source>Asking the Hub for the quantizations of {base}…</source>
+        <translation>Der Hub wird nach den Quantisierungen von {base} gefragt …</translation>
+    </message>
+    <message>
+        <source>left out: {why}</source>
+        <translation>ausgelassen: {why}</translation>
+    </message>
+    <message>
+        <source>same model: {architecture}, {tokens} tokens</source>
+        <translation>dasselbe Modell: {architecture}, {tokens} Tokens</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n file(s) of {quant} can be compared</source>
+        <translation>
+            <numerusform>%n Datei von {quant} kann verglichen werden</numerusform>
+            <numerusform>%n Dateien von {quant} können verglichen werden</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> (checked against {reference}).</source>
+        <translation> (geprüft gegen {reference}).</translation>
+    </message>
+    <message>
+        <source>Not listed: {why}</source>
+        <translation>Nicht aufgeführt: {why}</translation>
+    </message>
+    <message>
+        <source>Fetch {file} ({quant}, the highest precision found) as the reference</source>
+        <translation>{file} ({quant}, die höchste gefundene Genauigkeit) als Referenz laden</translation>
     </message>
 </context>
 <context>

@@ -245,6 +245,49 @@ def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows
                                        "mean_left_out": 0.0001, "capped_share": 0.0})
 
 
+def sample_sweep():
+    """A sweep of Q4_K_M and Q8_0 over the KV-cache types and three context lengths: a quantized cache costs more
+    the longer the context (made-up figures of that shape, scattered as runs are)."""
+    import dataclasses
+
+    from app.lab.results import BenchSettings
+
+    base = sample_bench(reps=1, created="2026-11-22T10:05:12+00:00", rows=LAB_ROWS[:2] + LAB_ROWS[4:5])
+    reference, variants = base.variants[0], []
+    for source in base.variants[1:3]:
+        kld = source.quality.kld.value
+        for kv, cache in (("f16", 0.0), ("q8_0", 0.0004), ("q4_0", 0.006)):
+            for n, ctx in enumerate((2048, 8192, 32768)):
+                stretch = 1 + 0.18 * n * (1 + 6 * cache / 0.006)
+                quality = sample_quality(11.2 + 0.3 * n, (kld + cache) * stretch, 0.95, n + len(variants))
+                variants.append(dataclasses.replace(
+                    source, label=f"{source.label} · KV {kv} · ctx {ctx}", kv_cache_type=kv, ctx=ctx,
+                    sweep_of=source.label, quality=quality, perplexity=quality.ppl.value))
+    return dataclasses.replace(base, id=base.id[:-6] + "5c0e11", variants=[reference, *variants],
+                               settings=BenchSettings(reps=1, kv_types=("f16", "q8_0", "q4_0"),
+                                                      contexts=(2048, 8192, 32768)))
+
+
+def sample_found():
+    """What the Lab's "From uploaders…" dialog finds for one quant of a popular model."""
+    from app.lab.uploaders import Candidate, Found
+
+    rows = (("bartowski/Qwen2.5-7B-Instruct-GGUF", 4.68, 182_400, ""),
+            ("Qwen/Qwen2.5-7B-Instruct-GGUF", 4.68, 151_022, ""),
+            ("unsloth/Qwen2.5-7B-Instruct-GGUF", 4.68, 64_310, ""),
+            ("lmstudio-community/Qwen2.5-7B-Instruct-GGUF", 4.68, 40_877, ""),
+            ("mradermacher/Qwen2.5-7B-Instruct-i1-GGUF", 4.68, 12_905, ""),
+            ("someone/Qwen2.5-7B-Instruct-abliterated-GGUF", 4.68, 3_114,
+             "its 152,064 tokens are not the reference's (the token texts differ)"))
+    candidates = [Candidate(repo, "Q4_K_M", ("Qwen2.5-7B-Instruct-Q4_K_M.gguf",), int(gb * GB), "0" * 40, None,
+                            downloads, 0, "qwen2", 152064, problem) for repo, gb, downloads, problem in rows]
+    precise = Candidate("Qwen/Qwen2.5-7B-Instruct-GGUF", "F16", ("qwen2.5-7b-instruct-fp16.gguf",), int(15.2 * GB),
+                        "0" * 40, None, 151_022, 0, "qwen2", 152064)
+    return Found("Qwen/Qwen2.5-7B-Instruct", ("Q4_K_M",), candidates,
+                 ["ggml-org/Qwen2.5-7B-Instruct-Q8_0-GGUF has no Q4_K_M (it has: Q8_0)"], precise,
+                 precise.label)
+
+
 class _IdleServer:
     """Stands in for a running ServerThread in the screenshot (two clients streaming)."""
 
@@ -399,7 +442,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             settle(app)
             window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
             window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
+            shown = window.lab.result
+            window.lab.show_result(sample_sweep())  # a sweep of KV caches and context lengths, its chart last
+            settle(app)
+            window.lab.charts.save_png(str(args.out / f"lab-sweep{suffix}.png"))
+            window.lab.show_result(shown)
             window.lab.tabs.setCurrentIndex(0)
+            from app.ui.lab_uploaders import UploadersDialog
+
+            dialog = UploadersDialog(None, window)
+            dialog.base.setText("Qwen/Qwen2.5-7B-Instruct")
+            dialog.show_found(sample_found())
+            dialog.show()
+            settle(app)
+            dialog.grab().save(str(args.out / f"lab-uploaders{suffix}.png"))
+            dialog.close()
     if everything:
         from app.hardware.detect import detect  # this machine, as the app sees it
 

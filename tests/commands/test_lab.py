@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.lab import uploaders
 from app.lab.export import read_csv
-from tests.fixtures.models import quantize_gguf
+from tests.lab.uploaders_hub import BASE, VOCAB_ONLY, add_uploaders
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ("--reps", "1", "--prompt-tokens", "32", "--gen-tokens", "4", "--ctx", "32", "--chunks", "8")
@@ -123,40 +123,9 @@ def test_repo_without_quant_is_refused(hub_env):
     assert result.returncode == 1 and "--pick and --list go with --uploaders" in result.stderr
 
 
-BASE = "meta-test/tiny-llama"  # the base model the uploaders quantized
-
-
-def _uploaders(hub_server, tiny_models, tmp_path) -> dict[str, Path]:
-    """Three repos with a file of one name and one quant type, made three ways from the same F16, as uploaders do:
-    llama.cpp's own Q4_K_M mix (some layers kept in 6 bits, and an F16 beside it), every tensor in 4 bits (pure),
-    and the mix with its output layer in Q4_0; repos whose "Q4_K_M" is another model (another architecture, another
-    vocabulary: their headers only, as a vocabulary-only GGUF holds); one without a Q4_K_M; one that quantizes another
-    base."""
-    made = {"careful/tiny-llama-GGUF": tiny_models.gguf_q4_k_m,
-            "pure/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "pure.gguf", "Q4_K_M", pure=True),
-            "q4-output/tiny-llama-GGUF": quantize_gguf(tiny_models.gguf_f16, tmp_path / "out.gguf", "Q4_K_M",
-                                                       output_tensor_type=2)}
-    assert len({path.read_bytes() for path in made.values()}) == 3
-    card = {"base_model": BASE, "license": "apache-2.0"}
-    hub_server.add_repo(BASE, files={"config.json": b'{"model_type": "llama"}', "README.md": b"# tiny llama"},
-                        tags=["transformers"], downloads=10)
-    for n, (repo, path) in enumerate(made.items()):
-        files = {"tiny-llama-Q4_K_M.gguf": path} | ({"tiny-llama-F16.gguf": tiny_models.gguf_f16} if n == 0 else {})
-        hub_server.add_repo(repo, tags=["gguf"], files=files, card_data=card, downloads=300 - n)
-    hub_server.add_repo("mixup/tiny-llama-GGUF", tags=["gguf"], card_data=card, downloads=50,
-                        files={"tiny-llama-Q4_K_M.gguf": ROOT / "tests/models/data/real-vocab/ggml-vocab-starcoder.gguf"})
-    hub_server.add_repo("spm/tiny-llama-GGUF", tags=["gguf"], card_data=card, downloads=45,
-                        files={"tiny-llama-Q4_K_M.gguf": ROOT / "tests/models/data/real-vocab/ggml-vocab-llama-spm.gguf"})
-    hub_server.add_repo("eights/tiny-llama-GGUF", tags=["gguf"], card_data=card, downloads=40,
-                        files={"tiny-llama-Q8_0.gguf": tiny_models.gguf_q8_0})
-    hub_server.add_repo("else/other-GGUF", tags=["gguf"], card_data={"base_model": "meta-test/other"},
-                        files={"other-Q4_K_M.gguf": tiny_models.gguf_q4_k_m})
-    return made
-
-
 def test_uploaders_of_a_base_model_are_found_on_the_hub_checked_and_listed(tiny_models, hub_server, hub_env,
                                                                            tmp_path):
-    _uploaders(hub_server, tiny_models, tmp_path)
+    add_uploaders(hub_server, tiny_models, tmp_path)
     listed = quantdesk("bench", "--uploaders", BASE, "--quant", "q4_k_m", "--list")
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert listed.stdout.splitlines() == [
@@ -177,7 +146,7 @@ def test_uploaders_of_a_base_model_are_found_on_the_hub_checked_and_listed(tiny_
     searches = [r for r in hub_server.log if r.path == "/api/models"]
     assert len(searches) == 1 and f"filter=base_model%3Aquantized%3A{BASE.replace('/', '%2F')}" in searches[0].query
     # With a local reference of another architecture, every file found is left out, in words.
-    other = quantdesk("bench", "--reference", str(ROOT / "tests/models/data/real-vocab/ggml-vocab-starcoder.gguf"),
+    other = quantdesk("bench", "--reference", str(VOCAB_ONLY / "ggml-vocab-starcoder.gguf"),
                       "--uploaders", BASE, "--quant", "Q4_K_M", "--list")
     assert other.returncode == 0 and "checked against ggml-vocab-starcoder.gguf" in other.stdout
     assert other.stdout.count("its architecture is llama, the reference's starcoder2") == 4
@@ -190,7 +159,7 @@ def test_uploaders_of_a_base_model_are_found_on_the_hub_checked_and_listed(tiny_
 
 def test_the_same_quant_from_three_uploaders_ranked_with_verified_downloads_cleaned_up(tiny_models, hub_server,
                                                                                        hub_env, tmp_path):
-    made = _uploaders(hub_server, tiny_models, tmp_path)
+    made = add_uploaders(hub_server, tiny_models, tmp_path)
     # The reference's download arrives damaged once (a byte past the header, which its first read takes whole).
     hub_server.faults.add("tiny-llama-F16.gguf", "wrong_byte", times=2, offset=2_000_000)
     result = quantdesk("bench", "--uploaders", BASE, "--quant", "Q4_K_M", "--no-speed", "--ctx", "64", "--chunks",

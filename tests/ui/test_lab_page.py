@@ -9,7 +9,7 @@ import json
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from app.lab.results import BenchResult
 from app.lab.store import ResultStore
@@ -190,3 +190,53 @@ def test_nice_ticks_cover_the_range_with_round_steps():
     assert nice_ticks(0, 47) == [0, 10, 20, 30, 40, 50]
     ticks = nice_ticks(0, 0.0031)
     assert ticks[0] == 0 and ticks[-1] >= 0.0031 and len(ticks) <= 6
+
+
+def test_uploaders_found_on_the_hub_are_fetched_compared_ranked_and_cleaned_up(qtbot, page, tiny_models, hub_env,
+                                                                               tmp_path):
+    from app.lab import uploaders
+    from app.ui.lab_uploaders import UploadersDialog
+    from tests.lab.uploaders_hub import BASE, add_uploaders
+
+    made = add_uploaders(hub_env, tiny_models, tmp_path)
+    qtbot.mouseClick(next(b for b in page.findChildren(QPushButton) if b.text() == "From uploaders…"),
+                     Qt.MouseButton.LeftButton)
+    dialog: UploadersDialog = page.uploaders_dialog
+    assert dialog.isVisible() and not dialog.add_button.isEnabled()
+    dialog.base.setText("not a repo")
+    dialog.search()
+    assert dialog.status.text() == "Name the base model as owner/name and a quant, such as Q4_K_M."
+    dialog.base.setText(BASE)
+    with qtbot.waitSignal(dialog._finder.succeeded, timeout=60_000):
+        qtbot.mouseClick(dialog.find_button, Qt.MouseButton.LeftButton)
+    rows = {dialog.table.item(r, 0).text(): dialog.table.item(r, 3).text() for r in range(dialog.table.rowCount())}
+    assert {name.split("/")[0] for name in rows} == {"careful", "pure", "q4-output", "mixup", "spm"}
+    assert rows["mixup/tiny-llama-GGUF/tiny-llama-Q4_K_M.gguf"].startswith("left out: its architecture is starcoder2")
+    assert rows["pure/tiny-llama-GGUF/tiny-llama-Q4_K_M.gguf"] == "same model: llama, 1024 tokens"
+    assert dialog.status.text() == ("3 files of Q4_K_M can be compared (checked against "
+                                    "careful/tiny-llama-GGUF/tiny-llama-F16.gguf).")
+    assert "eights/tiny-llama-GGUF has no Q4_K_M (it has: Q8_0)" in dialog.skipped.text()
+    assert dialog.use_precise.isVisibleTo(dialog) and dialog.use_precise.isChecked()
+    assert [c.repo_id for c in dialog.chosen()] == list(made)  # what can be compared comes ticked; the rest cannot
+    qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    assert [c.name for c in page.checked_hub()] == ["careful/tiny-llama-GGUF/tiny-llama-F16",
+                                                    *(f"{repo}/tiny-llama-Q4_K_M" for repo in made)]
+    assert page.reference.currentText() == "careful/tiny-llama-GGUF/tiny-llama-F16" and page.checked_paths() == []
+
+    small_settings(page)
+    page.speed.setChecked(False)
+    statuses = []
+    page._bench.progressed.connect(lambda _ticket, _p: statuses.append(page.status.text()))  # after the page's slot
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+    result: BenchResult = finished.args[0]
+    assert any(text.startswith("Fetching — fetching pure/tiny-llama-GGUF/tiny-llama-Q4_K_M") for text in statuses)
+    assert result.reference == "careful/tiny-llama-GGUF/tiny-llama-F16"
+    assert {v.origin for v in result.variants} == {f"{repo}/tiny-llama-Q4_K_M.gguf" for repo in made} | {
+        "careful/tiny-llama-GGUF/tiny-llama-F16.gguf"}
+    notes = page.notes.text().splitlines()
+    ranked = notes.index("Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file's size, lower "
+                         "is better):")
+    assert notes[ranked + 1].startswith("1. careful/tiny-llama-GGUF/tiny-llama-Q4_K_M: mean KLD ")
+    assert [r.label for r in page.charts.kld.rows] == [f"{repo}/tiny-llama-Q4_K_M" for repo in made]
+    assert not any(p.is_file() for p in uploaders.cache_root().rglob("*"))  # fetched for the bench, removed after
