@@ -117,11 +117,16 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
     if q is None:
         return text, "\n".join(v.notes)
     if metric == "kld_mean":
-        return text, QCoreApplication.translate("lab_page",
+        tip = QCoreApplication.translate("lab_page",
                 "over {positions} positions; median {median:.3g}, 99th percentile {p99:.3g}, 99.9th {p999:.3g}, max "
                 "{max:.3g}").format(positions=q.positions, median=q.kld_percentiles["median"],
                                     p99=q.kld_percentiles["99"], p999=q.kld_percentiles["99.9"],
                                     max=q.kld_percentiles["max"])
+        if len(q.kld_by_position) > 1:  # a window long enough to tell early positions from late ones
+            tip += "\n" + QCoreApplication.translate("lab_page", "by position in the window: {buckets}").format(
+                buckets=", ".join(f"{bucket} {estimate_text(metric, e.value, e.se or 0.0)}"
+                                  for bucket, e in q.kld_by_position.items()))
+        return text, tip
     if metric == "perplexity":
         return text, QCoreApplication.translate("lab_page", "{value} over {positions} positions of the scored text")\
             .format(value=estimate_text(metric, value, q.ppl.se) if q.ppl.se else text, positions=q.positions)

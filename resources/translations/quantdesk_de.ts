@@ -3865,6 +3865,10 @@
         <translation>Median {median}, Min.–Max. {low} – {high} aus {runs}</translation>
     </message>
     <message>
+        <source>by position in the window: {buckets}</source>
+        <translation>nach Position im Fenster: {buckets}</translation>
+    </message>
+    <message>
         <source>{value} over {positions} positions of the scored text</source>
         <translation>{value} über {positions} Positionen des bewerteten Textes</translation>
     </message>

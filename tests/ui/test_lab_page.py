@@ -181,6 +181,22 @@ def test_a_sweep_of_caches_and_contexts_on_another_text_runs_from_the_page_and_i
     assert page.charts.sweep.isHidden()
 
 
+def test_a_window_long_enough_shows_the_kld_by_position_in_it(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_f16, tiny_models.gguf_q4_k_m])
+    small_settings(page)
+    page.speed.setChecked(False)
+    page.ctx.setValue(4000)  # its second half, scored: positions 2000 to 3999, either side of 2k
+    page.chunks.setValue(1)
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+    q4 = finished.args[0].variant("tiny-llama-Q4_K_M").quality
+    assert list(q4.kld_by_position) == ["0-2k", "2k-8k"]
+    tip = page.table.item(1, column("Mean KLD")).toolTip()
+    assert tip.splitlines()[-1].startswith("by position in the window: 0-2k ") and ", 2k-8k " in tip
+    labels = [page.statistics.verticalHeaderItem(r).text() for r in range(page.statistics.rowCount())]
+    assert "Mean KLD, positions 0-2k" in labels and "Mean KLD, positions 2k-8k" in labels
+
+
 def test_running_with_nothing_ticked_says_what_to_do(qtbot, page):
     page.run()
     assert not page.running and "Tick at least one variant" in page.status.text()
