@@ -12,6 +12,7 @@ easy to test and are the same ones the page's captions name.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
@@ -314,6 +315,25 @@ class _Chart(QWidget):
         painter.setPen(text)
         return painter, QRectF(12, 14 + line, self.width() - 24, bottom - (14 + line) - 4)
 
+    def _value_axis(self, painter: QPainter, area: QRectF, plot: QRectF, ticks: list[float],
+                    py: Callable[[float], float], title: str) -> None:
+        """The value axis up the left: a grid line and its figure per tick, and its title turned upright."""
+        fm = QFontMetricsF(self.font())
+        grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
+        for tick in ticks:
+            painter.setPen(grid)
+            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
+            painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, plot.left() - area.left() - 6,
+                                    fm.height()), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             tick_text(tick))
+        painter.save()
+        painter.translate(area.left(), plot.center().y())
+        painter.rotate(-90)
+        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()), Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(title, Qt.TextElideMode.ElideRight, plot.height()))
+        painter.restore()
+
     def _empty(self, painter: QPainter, area: QRectF, sentence: str) -> None:
         painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
         painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, sentence)
@@ -365,14 +385,9 @@ class SpeedQualityChart(_Chart):
         def py(y: float) -> float:
             return plot.bottom() - plot.height() * (y - y_ticks[0]) / (y_ticks[-1] - y_ticks[0])
 
+        self._value_axis(painter, area, plot, y_ticks, py, self.axis.title)
         grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
         axis_text = self._colour(QPalette.ColorRole.PlaceholderText)
-        for tick, label in zip(y_ticks, y_labels, strict=True):
-            painter.setPen(grid)
-            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
-            painter.setPen(axis_text)
-            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, left - area.left() - 6, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
         for tick in x_ticks:
             painter.setPen(grid)
             painter.drawLine(QPointF(px(tick), plot.top()), QPointF(px(tick), plot.bottom()))
@@ -384,14 +399,6 @@ class SpeedQualityChart(_Chart):
                          fm.elidedText(self.tr("generation tok/s (median; bars: fastest and slowest run; up and "
                                                "down: ± one standard error)"), Qt.TextElideMode.ElideRight,
                                        plot.width()))
-        painter.save()
-        painter.translate(area.left(), plot.center().y())
-        painter.rotate(-90)
-        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.axis.title, Qt.TextElideMode.ElideRight, plot.height()))
-        painter.restore()
-
         accent = self._colour(QPalette.ColorRole.Highlight)
         reference = QColor(REFERENCE_COLOUR)
         text = self._colour(QPalette.ColorRole.Text)
@@ -608,14 +615,8 @@ class SweepChart(_Chart):
         def py(y: float) -> float:
             return plot.bottom() - plot.height() * (y - y_ticks[0]) / (y_ticks[-1] - y_ticks[0])
 
-        grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
-        axis_text = self._colour(QPalette.ColorRole.PlaceholderText)
-        for tick, label in zip(y_ticks, y_labels, strict=True):
-            painter.setPen(grid)
-            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
-            painter.setPen(axis_text)
-            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, left - area.left() - 6, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
+        self._value_axis(painter, area, plot, y_ticks, py, self.tr("mean KLD (nats/token), ± one standard error"))
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
         step = plot.width() / len(ticks)
         for index, tick in enumerate(ticks):
             painter.drawText(QRectF(px(index) - step / 2, plot.bottom() + 3, step, fm.height()),
@@ -625,13 +626,6 @@ class SweepChart(_Chart):
         painter.drawText(QRectF(plot.left(), plot.bottom() + fm.height() + 6, plot.width(), fm.height()),
                          Qt.AlignmentFlag.AlignHCenter, fm.elidedText(x_title, Qt.TextElideMode.ElideRight,
                                                                       plot.width()))
-        painter.save()
-        painter.translate(area.left(), plot.center().y())
-        painter.rotate(-90)
-        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()), Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.tr("mean KLD (nats/token), ± one standard error"),
-                                       Qt.TextElideMode.ElideRight, plot.height()))
-        painter.restore()
         text = self._colour(QPalette.ColorRole.Text)
         for n, line in enumerate(lines):
             colour = QColor(SERIES_COLOURS[n % len(SERIES_COLOURS)])
