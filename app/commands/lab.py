@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from app.lab.results import BenchResult, BenchSettings, VariantResult
@@ -22,12 +21,21 @@ def register(subparsers) -> None:
                     "comparison.")
     p.add_argument("models", nargs="*", metavar="MODEL", help=".gguf files or model folders (MLX, safetensors)")
     p.add_argument("--repo", action="append", default=[], metavar="REPO",
-                   help="also compare quants of this Hub repo, downloaded (verified) first; repeat it to set the same "
-                        "quant from several uploaders side by side")
+                   help="also compare quants of this Hub repo, fetched (verified) into the lab's cache first; repeat "
+                        "it to set the same quant from several uploaders side by side")
+    p.add_argument("--uploaders", metavar="BASE",
+                   help="compare the --quant of every GGUF repo on the Hub that quantizes the base model BASE "
+                        "(owner/name, as its model card's base_model names it), checked to have its architecture and "
+                        "vocabulary, fetched into the lab's cache and ranked by mean KLD")
+    p.add_argument("--pick", action="append", default=[], metavar="OWNER/REPO",
+                   help="with --uploaders: only these of the repos found (repeatable; default: every one that fits)")
+    p.add_argument("--list", action="store_true",
+                   help="with --uploaders: list the repos found, their files and the check, and stop")
     p.add_argument("--quant", action="append", default=[], metavar="Q",
-                   help="with --repo: a quant to fetch and compare (repeatable), e.g. --quant Q4_K_M --quant Q8_0")
+                   help="with --repo or --uploaders: a quant to fetch and compare (repeatable), e.g. --quant Q4_K_M")
     p.add_argument("--keep-downloads", action="store_true",
-                   help="keep the quants --repo downloaded for this bench in the library (default: removed after)")
+                   help="keep what --repo and --uploaders fetched in the lab's cache, where the next bench finds it "
+                        "(default: removed after; a file the library already holds is used where it is)")
     p.add_argument("--reference", metavar="MODEL",
                    help="quality reference (default: the variant with the most bits per weight)")
     p.add_argument("--reference-file", metavar="FILE",
@@ -44,13 +52,19 @@ def register(subparsers) -> None:
                         "default 512)")
     p.add_argument("--chunks", type=int, default=0,
                    help="quality: at most this many windows of the text (llama-perplexity's --chunks; default all)")
-    p.add_argument("--corpus", metavar="PATH|chats",
-                   help="quality: score this text file, or every text file in this folder, or 'chats' (your chats, "
-                        "rendered with the reference's chat template), instead of the bundled text")
+    p.add_argument("--corpus", metavar="SET|PATH|chats",
+                   help="quality: the text to score: a bundled set (prose, the default; code: QuantDesk's own source; "
+                        "conversations: chats with tool calls and thinking, rendered with the reference's chat "
+                        "template; german), a text file, every text file in a folder (./code for a folder named like "
+                        "a set), or 'chats' (your chats, rendered with the reference's chat template)")
     p.add_argument("--no-quality", action="store_true", help="skip the quality pass (perplexity, KL divergence)")
     p.add_argument("--no-speed", action="store_true", help="skip the speed runs (quality only)")
     p.add_argument("--kv-types", metavar="T,T", default="",
                    help="a sweep: every GGUF variant once per KV-cache type, e.g. f16,q8_0,q4_0 (the reference: f16)")
+    p.add_argument("--contexts", metavar="N,N", default="",
+                   help="a sweep: every variant once per context length, e.g. 512,2048,8192: its quality in windows "
+                        "of that length (against the reference's windows of that length) and its speed with a prompt "
+                        "that fills it; with --kv-types, every pair of both")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
     fmt = p.add_mutually_exclusive_group()
@@ -74,30 +88,45 @@ def run(args: argparse.Namespace) -> int:
         shown = store.load(args.show)
         _write_card(shown, args.card)
         return _emit(shown, args)
-    fetched = _fetch_quants(args)
-    models = list(args.models) + [f.path for f in fetched]
-    if not models:
-        raise QuantDeskError("name the models to compare", "e.g. quantdesk bench model-Q8_0.gguf model-Q4_K_M.gguf")
-    from app.lab.runner import run_bench
+    candidates, reference = _hub_quants(args)
+    if args.list:
+        return 0
+    from app.lab import uploaders
 
-    settings = BenchSettings(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
-                             ctx=args.ctx, chunks=args.chunks, quality=not args.no_quality, speed=not args.no_speed,
-                             threads=args.threads, gpu_layers=args.gpu_layers,
-                             kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()))
+    def fetching(message: str, fraction: float | None) -> None:
+        if fraction is None or fraction in (0.0, 1.0):
+            print(message, file=sys.stderr, flush=True)
+
+    fetched = uploaders.fetch(candidates, on_progress=fetching)
     try:
-        settings.validate()
-    except ValueError as exc:
-        raise QuantDeskError(str(exc)) from None
+        models = list(args.models) + [f.path for f in fetched]
+        if not models:
+            raise QuantDeskError("name the models to compare",
+                                 "e.g. quantdesk bench model-Q8_0.gguf model-Q4_K_M.gguf")
+        from app.lab.runner import run_bench
 
-    def progress(p) -> None:
-        if p.fraction is None or p.fraction >= 1:  # one line per step, and the step's last
-            print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
+        settings = BenchSettings(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
+                                 ctx=args.ctx, chunks=args.chunks, quality=not args.no_quality,
+                                 speed=not args.no_speed, threads=args.threads, gpu_layers=args.gpu_layers,
+                                 kv_types=tuple(t.strip() for t in args.kv_types.split(",") if t.strip()),
+                                 contexts=_numbers(args.contexts, "--contexts"))
+        try:
+            settings.validate()
+        except ValueError as exc:
+            raise QuantDeskError(str(exc)) from None
 
-    try:
-        result = run_bench(models, settings, reference=args.reference, reference_file=args.reference_file,
-                           corpus_text=args.corpus, labels={f.path: f.label for f in fetched}, on_progress=progress)
+        def progress(p) -> None:
+            if p.fraction is None or p.fraction >= 1:  # one line per step, and the step's last
+                print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
+
+        by_origin = {f.origin: f.path for f in fetched}
+        result = run_bench(models, settings, reference=by_origin.get(reference, reference),
+                           reference_file=args.reference_file, corpus_text=args.corpus,
+                           labels={f.path: f.label for f in fetched}, origins={f.path: f.origin for f in fetched},
+                           on_progress=progress)
     finally:
-        _clean_up(fetched, args.keep_downloads)
+        for line in uploaders.clean_up(fetched, args.keep_downloads):
+            print(line, file=sys.stderr)
     if args.save_reference and result.reference_file:
         from app.lab import references
 
@@ -111,50 +140,77 @@ def run(args: argparse.Namespace) -> int:
     return 1 if all(v.error for v in result.variants) else 0
 
 
-@dataclass(frozen=True)
-class _Fetched:
-    path: str
-    label: str  # owner/repo and the file, when several repos are compared
-    downloaded_now: bool  # not in the library before this bench: removed after it unless kept
-
-
-def _fetch_quants(args: argparse.Namespace) -> list[_Fetched]:
-    """Download (or find already installed, verified) each --quant of each --repo; they join the bench."""
+def _numbers(text: str, option: str) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers ("512,2048"), in words when it is not one."""
     from app.errors import QuantDeskError
 
-    if bool(args.repo) != bool(args.quant):
-        raise QuantDeskError("--repo and --quant go together",
-                             "e.g. --repo owner/Model-GGUF --quant Q4_K_M --quant Q8_0")
-    if not args.repo:
-        return []
-    from app.hub.download import download
-    from app.hub.library import Library
-    from app.hub.listing import RepoListing
-    from app.hub.plan import DownloadRequest
-
-    installed = {entry.path for entry in Library().entries()}
-    fetched = []
-    for repo in dict.fromkeys(args.repo):
-        listing = RepoListing.fetch(repo)  # listed once for every quant
-        for quant in args.quant:
-            print(f"fetching {repo} {quant}…", file=sys.stderr)
-            path = download(DownloadRequest(repo_id=repo, quant=quant), listing=listing).path
-            label = f"{repo}/{path.stem}" if len(set(args.repo)) > 1 else path.stem
-            fetched.append(_Fetched(str(path), label, str(path) not in installed))
-    return fetched
+    try:
+        return tuple(int(t) for t in text.replace(" ", "").split(",") if t)
+    except ValueError:
+        raise QuantDeskError(f"{option} takes whole numbers separated by commas, not {text!r}",
+                             f"e.g. {option} 512,2048,8192") from None
 
 
-def _clean_up(fetched: list[_Fetched], keep: bool) -> None:
-    """Remove what this bench downloaded, unless asked to keep it (what was in the library before stays)."""
-    if keep:
-        return
-    from app.hub.library import Library
+def _hub_quants(args: argparse.Namespace):
+    """The Hub files --repo and --uploaders name, to fetch, and the reference to use (a local model, an origin among
+    them, or None: the bench's own choice). --uploaders lists what it found on stderr (stdout with --list)."""
+    from app.errors import QuantDeskError
 
-    for f in fetched:
-        if f.downloaded_now:
-            _entry, freed = Library().remove(f.path)
-            print(f"removed {f.label} ({freed / 1e9:.2f} GB), downloaded for this bench (--keep-downloads keeps it)",
-                  file=sys.stderr)
+    if (args.repo or args.uploaders) and not args.quant:
+        raise QuantDeskError("--repo and --uploaders need a --quant to compare",
+                             "e.g. --repo owner/Model-GGUF --quant Q4_K_M, or --uploaders owner/Model --quant Q4_K_M")
+    if args.quant and not (args.repo or args.uploaders):
+        raise QuantDeskError("--quant goes with --repo or --uploaders",
+                             "e.g. --uploaders owner/Model --quant Q4_K_M")
+    if (args.pick or args.list) and not args.uploaders:
+        raise QuantDeskError("--pick and --list go with --uploaders")
+    reference = args.reference
+    candidates = []
+    if args.repo:
+        from app.hub.listing import RepoListing
+        from app.lab import uploaders
+
+        for repo in dict.fromkeys(args.repo):
+            listing = RepoListing.fetch(repo, branches=False)  # listed once for every quant
+            for quant in args.quant:
+                candidate = uploaders.listed(listing, quant)
+                if candidate is None:
+                    have = ", ".join(sorted(g.quant for g in listing.gguf_groups())) or "no GGUF files"
+                    raise QuantDeskError(f"{repo} has no {quant} (it has: {have})")
+                candidates.append(candidate)
+    if args.uploaders:
+        chosen, reference = _found_uploaders(args)
+        candidates += [c for c in chosen if c.label not in {k.label for k in candidates}]
+    return candidates, reference
+
+
+def _found_uploaders(args: argparse.Namespace):
+    from app.errors import QuantDeskError
+    from app.lab import uploaders
+
+    reference = args.reference
+    if reference is None and args.models and not args.reference_file:  # the bench's own choice: the most bits
+        from app.lab.runner import plan_variants
+
+        reference = plan_variants(args.models)[0].path
+    found = uploaders.find(args.uploaders, args.quant, reference,
+                           on_progress=lambda message: print(message, file=sys.stderr, flush=True))
+    unknown = [pick for pick in args.pick if pick not in {c.repo_id for c in found.candidates}]
+    if unknown:
+        raise QuantDeskError(f"--pick: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not among the "
+                             f"repos found with {' or '.join(found.quants)}",
+                             "quantdesk bench --uploaders BASE --quant Q --list shows them")
+    use_precise = reference is None and not args.reference_file and found.precise is not None
+    print(uploaders.found_text(found, use_precise), file=sys.stdout if args.list else sys.stderr, flush=True)
+    chosen = [c for c in found.comparable if not args.pick or c.repo_id in args.pick]
+    if not chosen and not args.list:
+        raise QuantDeskError(f"none of the repos found has a {' or '.join(found.quants)} of {args.uploaders} to "
+                             "compare", "see the list above for why")
+    if use_precise and found.precise is not None:
+        if found.precise.label not in {c.label for c in chosen}:
+            chosen.insert(0, found.precise)
+        reference = found.precise.label  # an origin: its path once fetched
+    return chosen, reference
 
 
 def _write_card(result: BenchResult, path: str | None) -> None:

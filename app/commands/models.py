@@ -223,8 +223,8 @@ def _measured_here(report) -> dict[str, str]:
     """For each candidate the quant lab has measured on this machine, what it found (app/lab/measured)."""
     from app.lab import measured
 
-    found = {c.label: measured.latest(c.label) for c in report.candidates}
-    return {label: m.sentence() for label, m in found.items() if m is not None}
+    found = measured.find(c.label for c in report.candidates)
+    return {label: m.sentence() for label, m in found.items()}
 
 
 def run_recommend(args: argparse.Namespace) -> int:

@@ -103,9 +103,10 @@ def _inside(root: Path, name: str) -> Path:
     return target
 
 
-def model_folder(repo_id: str, revision: str = "main") -> Path:
+def model_folder(repo_id: str, revision: str = "main", root: Path | None = None) -> Path:
+    """Where a download of ``repo_id`` goes: ``root`` (default: the library's models folder)/owner/name."""
     owner, _, name = repo_id.partition("/")
-    folder = models_dir() / check_relative_name(owner) / check_relative_name(name)
+    folder = (root or models_dir()) / check_relative_name(owner) / check_relative_name(name)
     if revision not in ("main", "") and not re.fullmatch(r"[0-9a-f]{40}", revision):
         folder = folder.with_name(f"{folder.name}@{revision.replace('/', '_')}")
     return folder
@@ -216,11 +217,14 @@ class _Meter:
 
 class Downloader:
     """Runs one request to the end: a verified model in the library, or an exception. ``cancel()`` /
-    ``pause()`` may be called from any thread."""
+    ``pause()`` may be called from any thread. ``root`` puts the verified files in a folder of another home instead
+    (the quant lab's cache), where the library neither lists nor registers them."""
 
     def __init__(self, request: DownloadRequest, on_progress: ProgressCallback | None = None,
-                 settings: Settings | None = None, listing: RepoListing | None = None) -> None:
+                 settings: Settings | None = None, listing: RepoListing | None = None,
+                 root: Path | None = None) -> None:
         self.request = request
+        self.root = root
         self.settings = settings or Settings()
         self._listing = listing  # the repo, when the caller listed it already
         self._on_progress = on_progress
@@ -231,7 +235,8 @@ class Downloader:
         self._state, self._file = "queued", ""
         self._emit_lock = threading.RLock()
         self._meter: _Meter | None = None
-        self.staging = models_dir() / STAGING_DIR_NAME / request.key()
+        # beside the target, on its disk: the verified set moves in with one rename
+        self.staging = (root or models_dir()) / STAGING_DIR_NAME / request.key()
 
     # -- control -----------------------------------------------------------------------------------------
     def pause(self) -> None:
@@ -301,7 +306,7 @@ class Downloader:
     def _run(self) -> DownloadResult:
         self._emit("resolving")
         plan = self._load_or_make_plan()
-        target = model_folder(plan.request.repo_id, plan.revision)
+        target = model_folder(plan.request.repo_id, plan.revision, self.root)
         files_dir = self.staging / "files"
         for remote in plan.files:  # names were checked; this also refuses symlink tricks in the folders
             _inside(target, remote.path)
@@ -571,7 +576,8 @@ class Downloader:
 
         library = Library()
         path = library.model_path_for(target, plan)
-        library.register_download(plan, target, path)
+        if self.root is None:
+            library.register_download(plan, target, path)
         shutil.rmtree(self.staging, ignore_errors=True)
         return DownloadResult(repo_id=plan.request.repo_id, commit=plan.commit, files=plan.files, path=path,
                               folder=target, resumed_bytes=resumed, projector=plan.projector,
@@ -583,8 +589,9 @@ def _gb(n: int) -> str:
 
 
 def download(request: DownloadRequest, on_progress: ProgressCallback | None = None,
-             settings: Settings | None = None, listing: RepoListing | None = None) -> DownloadResult:
-    return Downloader(request, on_progress, settings, listing).run()
+             settings: Settings | None = None, listing: RepoListing | None = None,
+             root: Path | None = None) -> DownloadResult:
+    return Downloader(request, on_progress, settings, listing, root).run()
 
 
 def partial_downloads() -> list[dict]:

@@ -43,3 +43,21 @@ def search_models(query: str, fmt: str | None = None, sort: str = "downloads", l
                          last_modified=m.last_modified.isoformat() if m.last_modified else None,
                          tags=list(m.tags or []), gated=bool(m.gated), format=format_of_repo(m.tags, []))
             for m in models]
+
+
+def quantizations_of(base_repo_id: str, fmt: str = "gguf", limit: int = 100) -> list[ModelSummary]:
+    """The repos on the Hub that say they quantize ``base_repo_id`` (their card's ``base_model``, which the Hub turns
+    into the tag ``base_model:quantized:OWNER/NAME`` that ``filter`` matches), in ``fmt``, most downloaded first; at
+    most ``limit`` of them. The format is read from each repo's tags here: one filter, whatever the Hub makes of
+    several."""
+    config.require_online(f"look for quantizations of {base_repo_id}")
+    if fmt not in FORMAT_TAGS:
+        raise ValueError(f"format must be one of {FORMAT_TAGS}")
+    try:
+        found = config.api().list_models(filter=f"base_model:quantized:{base_repo_id}", sort="downloads", limit=limit)
+        models = [m for m in found if format_of_repo(m.tags, []) == fmt]
+    except config.api_errors() as exc:
+        raise config.hub_error(exc, base_repo_id, "") from None
+    return [ModelSummary(repo_id=m.id, downloads=m.downloads, likes=m.likes,
+                         last_modified=m.last_modified.isoformat() if m.last_modified else None,
+                         tags=list(m.tags or []), gated=bool(m.gated), format=fmt) for m in models]

@@ -7,5 +7,6 @@ call the same functions:
 - ``store.ResultStore().save / history / load / delete`` for past results
 - ``export.to_json / from_json / to_csv / read_csv``; ``card.write_card`` (Markdown and JSON); ``report`` (the
   statistics in llama-perplexity's layout, the ranking)
-- ``references`` (the KL reference files), ``corpus`` (what is scored), ``measured`` (for the recommender)
+- ``references`` (the KL reference files), ``corpus`` (what is scored), ``measured`` (for the recommender and
+  Discover), ``uploaders`` (one quant from every uploader of a base model: ``find``, ``fetch``, ``clean_up``)
 """

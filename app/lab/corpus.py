@@ -1,18 +1,34 @@
-"""The texts the quant lab scores: the bundled public-domain passage (resources/lab), whose words also make the speed
-runs' prompts, or the user's own text: a file, a folder of them, or their chats rendered as the model sees them."""
+"""The texts the quant lab scores: a bundled set (resources/lab: prose, whose words also make the speed runs' prompts;
+QuantDesk's own code; conversations with tool calls and thinking, rendered through the reference's chat template; a
+German text), or the user's own text: a file, a folder of them, or their chats rendered as the model sees them.
+
+A KL divergence on one kind of text says little about another (a quant that keeps prose can lose code or a chat's
+tool calls), so the sets differ in kind; resources/lab/README.md says where each comes from and why it may ship."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from app.errors import QuantDeskError
 
 PERPLEXITY_TEXT = "pride-and-prejudice-1-3.txt"
 PERPLEXITY_SOURCE = "Jane Austen, Pride and Prejudice (1813), chapters 1-3; public domain"
+CONVERSATIONS = "conversations"  # the bundled set rendered through the reference's chat template
+# The bundled sets by the name --corpus and the Lab page give them: (file in resources/lab, where it comes from).
+BUNDLED: dict[str, tuple[str, str]] = {
+    "prose": (PERPLEXITY_TEXT, PERPLEXITY_SOURCE),
+    "code": ("quantdesk-code.txt", "six of QuantDesk's own Python modules (Apache-2.0)"),
+    CONVERSATIONS: ("conversations.json", "QuantDesk's bundled conversations, written for the lab: questions, "
+                                          "answers, tool calls and their results, thinking"),
+    "german": ("german.txt", "a German text written for QuantDesk's lab (Apache-2.0)"),
+}
 MAX_CORPUS_BYTES = 64 * 2**20  # a text the lab reads whole: far more than any context, far less than RAM
 
 
@@ -41,8 +57,50 @@ class Corpus:
                 "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(), "special_tokens": self.special}
 
 
-def bundled() -> Corpus:
-    return Corpus(perplexity_text(), PERPLEXITY_TEXT, PERPLEXITY_SOURCE)
+def bundled(name: str = "prose", reference_path: str | Path | None = None) -> Corpus:
+    """A bundled set by name (BUNDLED); the conversations need the reference model, whose chat template renders
+    them."""
+    if name not in BUNDLED:
+        raise QuantDeskError(f"there is no bundled text {name!r}", f"the bundled ones: {', '.join(BUNDLED)}")
+    file, source = BUNDLED[name]
+    if name == CONVERSATIONS:
+        if reference_path is None:
+            raise QuantDeskError("the bundled conversations are rendered with the reference's chat template",
+                                 "name a reference model, not a reference file, to score them")
+        return _bundled_conversations(file, source, reference_path)
+    return Corpus(perplexity_text() if file == PERPLEXITY_TEXT else _read(file), file, source)
+
+
+def _bundled_conversations(file: str, source: str, reference_path: str | Path) -> Corpus:
+    data = json.loads(_read(file))
+    template = chat_template(reference_path)
+    rendered = [render_conversation(template, c["messages"], c.get("tools")) for c in data["conversations"]]
+    return Corpus("\n\n".join(rendered), CONVERSATIONS,
+                  f"{source}; {len(rendered)} conversations, rendered with {Path(reference_path).name}'s chat template",
+                  special=True)
+
+
+def chat_template(model_path: str | Path) -> Any:
+    """The chat template of ``model_path`` as the engine uses it (its own, else the engines' fallback)."""
+    from app.models.metadata import read_model
+    from backends.chat_format.formats import Template
+    from backends.chat_format.template import FALLBACK_TEMPLATE
+
+    return Template.of(read_model(model_path).chat_template or FALLBACK_TEMPLATE)
+
+
+def render_conversation(template: Any, messages: Sequence[dict[str, Any]],
+                        tools: Sequence[dict[str, Any]] | None = None) -> str:
+    """One conversation as the engine renders it for the model (backends/chat_format: the template's own tool-call
+    and thinking syntax), without a generation prompt. TemplateError where the template cannot render it."""
+    from backends.chat_format import formats
+
+    request = formats.Request(messages=[dict(m) for m in messages], tools=list(tools) if tools else None,
+                              add_generation_prompt=False)
+    try:
+        return formats.apply(template, request).prompt
+    except ValueError:  # a reply format no analysis reads: the engine renders such a template as plain content too
+        return formats.content_only(template, request).prompt
 
 
 def from_path(path: str | Path) -> Corpus:
@@ -75,29 +133,26 @@ CHATS = "chats"  # --corpus chats: the user's chats
 
 
 def from_chats(model_path: str | Path, store_path: str | Path | None = None) -> Corpus:
-    """Every chat's branch on show (system prompt and turns, a reply's thinking with it), rendered through the chat
-    format of ``model_path`` (the reference) as the model reads a conversation (backends/chat_format: the template
-    decides what of the thinking it shows), chats two newlines apart; its turn markers are read as the special tokens
-    they are. A chat the template cannot render is left out, and the source says how many and why."""
+    """Every chat's branch on show (system prompt and turns, a reply's thinking with it), rendered with the chat
+    template of ``model_path`` (the reference) as the model reads a conversation, chats two newlines apart; its turn
+    markers are read as the special tokens they are. A chat the template cannot render is left out, and the source
+    says how many and why."""
     from app.chats.store import ChatStore
-    from app.models.metadata import read_model
-    from backends.chat_format import formats
-    from backends.chat_format.template import FALLBACK_TEMPLATE, TemplateError
+    from backends.chat_format.template import TemplateError
 
-    template = formats.Template.of(read_model(model_path).chat_template or FALLBACK_TEMPLATE)
+    template = chat_template(model_path)
     rendered, refused = [], []
     with ChatStore(store_path) as store:
         for conversation in store.conversations():
             messages = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
-            messages += [{"role": m.role, "content": m.content, **({"reasoning_content": m.reasoning}
-                                                                    if m.reasoning else {})}
+            messages += [{"role": m.role, "content": m.content} | ({"reasoning_content": m.reasoning} if m.reasoning
+                                                                   else {})
                          for m in store.messages(conversation.id) if m.content.strip() or m.reasoning]
             if not messages:
                 continue
             try:
-                rendered.append(formats.apply(template, formats.Request(messages=messages,
-                                                                        add_generation_prompt=False)).prompt)
-            except (TemplateError, ValueError) as exc:  # ValueError: a reply format the analysis cannot read
+                rendered.append(render_conversation(template, messages))
+            except TemplateError as exc:
                 refused.append(f"{conversation.title!r}: {exc}")
     if not rendered:
         raise QuantDeskError("there are no chats to score" + (f" ({len(refused)} could not be rendered: "
@@ -109,9 +164,18 @@ def from_chats(model_path: str | Path, store_path: str | Path | None = None) -> 
     return Corpus("\n\n".join(rendered), CHATS, source, special=True)
 
 
-def resolve(spec: str, reference_path: str | Path) -> Corpus:
-    """--corpus: ``chats``, or a file or folder."""
-    return from_chats(reference_path) if spec == CHATS else from_path(spec)
+def resolve(spec: str, reference_path: str | Path | None) -> Corpus:
+    """--corpus: a bundled set's name (BUNDLED), ``chats``, or a file or folder (``./code`` for a folder named like a
+    set). ``reference_path`` is the reference model, whose chat template renders conversations (None: a reference
+    file, which has none)."""
+    if spec in BUNDLED:
+        return bundled(spec, reference_path)
+    if spec == CHATS:
+        if reference_path is None:
+            raise QuantDeskError("your chats are rendered with the reference's chat template",
+                                 "name a reference model, not a reference file, to score them")
+        return from_chats(reference_path)
+    return from_path(spec)
 
 
 def prompt_text(chars: int, tag: str) -> str:

@@ -12,7 +12,7 @@ from app.lab.metrics import DP_PERCENTILES, KLD_PERCENTILES, POSITION_BUCKETS, K
 from app.lab.results import SPEED_METRICS, BenchResult
 
 _IDENTITY_COLUMNS = ("result_id", "created_at", "variant", "reference", "backend", "format", "quant",
-                     "kv_cache_type", "bits_per_weight", "size_bytes", "path")
+                     "kv_cache_type", "ctx", "bits_per_weight", "size_bytes", "path")
 # llama-perplexity's statistics, each with its standard error where it has one ("_se").
 _ESTIMATES = (("ppl", "ppl"), ("ppl_base", "ppl_base"), ("ln_ppl_ratio", "ln_ppl_ratio"), ("ppl_ratio", "ppl_ratio"),
               ("ppl_diff", "ppl_diff"), ("kld_mean", "kld"), ("dp_mean", "dp"), ("rms_dp", "rms_dp"),
@@ -59,7 +59,7 @@ def csv_rows(result: BenchResult) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "result_id": result.id, "created_at": result.created_at, "variant": v.label,
             "reference": v.is_reference, "backend": v.backend, "format": v.format, "quant": v.quant,
-            "kv_cache_type": v.kv_cache_type,
+            "kv_cache_type": v.kv_cache_type, "ctx": result.window(v),
             "bits_per_weight": v.bits_per_weight, "size_bytes": v.size_bytes, "path": v.path,
         }
         for metric in SPEED_METRICS:
@@ -96,7 +96,7 @@ def _typed(column: str, text: str) -> Any:
         return None
     if column == "reference":
         return text == "True"
-    if column in (*_COUNT_COLUMNS, "size_bytes", "quality_loaded_bytes", "quality_peak_bytes"):
+    if column in (*_COUNT_COLUMNS, "ctx", "size_bytes", "quality_loaded_bytes", "quality_peak_bytes"):
         return int(text)
     return float(text)
 

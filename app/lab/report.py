@@ -60,6 +60,13 @@ class Ranked:
     size_bytes: int
     tied_with_previous: bool  # its ± one-error interval overlaps the one ranked above: not told apart by this text
 
+    @property
+    def kld_gb(self) -> Estimate:
+        """Mean KLD times the file's size in GB, ± the same share: the loss and the bytes paid for it in one figure
+        (lower is better; of two files with one KLD, the smaller scores lower)."""
+        gb = self.size_bytes / 1e9
+        return Estimate(self.kld.value * gb, None if self.kld.se is None else self.kld.se * gb)
+
 
 def ranking(result: BenchResult) -> list[Ranked]:
     """The compared variants from the lowest mean KLD up (the file's size beside: of one quant name, the smaller
@@ -73,12 +80,14 @@ def ranking(result: BenchResult) -> list[Ranked]:
 
 
 def ranking_text(result: BenchResult) -> str:
-    """The ranking in words, one line per variant: "2. B: mean KLD 0.0091 ± 0.0003, 4.68 GB — not significantly
-    different from A"."""
+    """The ranking in words, one line per variant: "2. B: mean KLD 0.0091 ± 0.0003, 4.68 GB, 0.0426 ± 0.0014 KLD×GB
+    — not significantly different from A"."""
     lines = []
     ranked = ranking(result)
     for i, r in enumerate(ranked):
         line = f"{i + 1}. {r.label}: mean KLD {_pm(r.kld, 6)}, {r.size_bytes / 1e9:.2f} GB"
+        if r.size_bytes:
+            line += f", {_pm(r.kld_gb, 6)} KLD×GB"
         if r.tied_with_previous:
             line += f" — not significantly different from {ranked[i - 1].label} (the ± intervals overlap)"
         lines.append(line)

@@ -42,6 +42,9 @@ class BenchSettings:
     seed: int = 1234  # sampling seed of the measured runs
     tail: float = DEFAULT_TAIL  # the probability a reference may leave out per position (backends.scoring)
     kv_types: tuple[str, ...] = ()  # a sweep: every GGUF variant once per KV-cache type (the reference: f16)
+    # A sweep: every compared variant once per context length, which sets its quality windows (against the
+    # reference's windows of that length) and its speed run (a prompt that fills that context with the generation)
+    contexts: tuple[int, ...] = ()
 
     def validate(self) -> None:
         problems = []
@@ -62,13 +65,26 @@ class BenchSettings:
         unknown = [kv for kv in self.kv_types if kv not in KV_TYPES]
         if unknown:
             problems.append(f"--kv-types takes {', '.join(KV_TYPES)}, not {', '.join(unknown)}")
+        odd = [str(c) for c in self.contexts if not 16 <= c <= 131072 or c % 2]
+        if odd:
+            problems.append(f"--contexts takes even numbers between 16 and 131072, not {', '.join(odd)}")
+        elif self.speed and any(c - self.gen_tokens < 16 for c in self.contexts):
+            problems.append(f"--contexts: a context of {min(self.contexts)} tokens leaves no room for a prompt "
+                            f"beside the {self.gen_tokens} generated tokens")
         if problems:
             raise ValueError("; ".join(problems))
 
     @property
     def speed_context(self) -> int:
         """Context for the speed runs: the prompt, the reply, and room for the calibration's overshoot."""
-        return int((self.prompt_tokens + self.gen_tokens) * 1.25) + 64
+        return self.speed_context_for(self.prompt_tokens)
+
+    def speed_context_for(self, prompt_tokens: int) -> int:
+        return int((prompt_tokens + self.gen_tokens) * 1.25) + 64
+
+    def prompt_tokens_for(self, context: int) -> int:
+        """The measured prompt of a variant swept to ``context`` tokens (0: not swept): the context less the reply."""
+        return context - self.gen_tokens if context else self.prompt_tokens
 
 
 @dataclass
@@ -100,6 +116,11 @@ class VariantResult:
     backend: str = ""
     is_reference: bool = False
     kv_cache_type: str = ""  # a sweep's KV-cache type for this row (llama.cpp: f16, q8_0, q4_0); "" the default
+    ctx: int = 0  # a sweep's context length for this row (BenchSettings.contexts); 0: the bench's --ctx
+    sweep_of: str = ""  # a sweep's row: the label of the variant it sweeps ("" for a row that is no sweep's)
+    # Where the file came from on the Hub, as the recommender names a Hub model ("owner/repo/file.gguf", a folder's
+    # "owner/repo" or "owner/repo@branch"); "" when it is not known to come from the Hub
+    origin: str = ""
     runs: list[RunSample] = field(default_factory=list)
     speed: dict[str, Spread | None] = field(default_factory=dict)
     perplexity: float | None = None  # PPL(Q) over the scored positions (a remote model: over its own tokens)
@@ -141,6 +162,10 @@ class BenchResult:
     notes: list[str] = field(default_factory=list)
     schema: int = SCHEMA_VERSION
 
+    def window(self, v: VariantResult) -> int:
+        """The quality window ``v`` was scored in: its sweep's context length, else the bench's --ctx."""
+        return v.ctx or self.settings.ctx
+
     def variant(self, label: str) -> VariantResult:
         for v in self.variants:
             if v.label == label:
@@ -156,8 +181,8 @@ class BenchResult:
         old = data.get("schema", 1) < 2
         settings = data["settings"]
         known = {f.name for f in dataclasses.fields(BenchSettings)}
-        data["settings"] = BenchSettings(**{k: tuple(v) if k == "kv_types" else v for k, v in settings.items()
-                                            if k in known})
+        data["settings"] = BenchSettings(**{k: tuple(v) if k in ("kv_types", "contexts") else v
+                                            for k, v in settings.items() if k in known})
         fields = {f.name for f in dataclasses.fields(VariantResult)}
         variants = []
         for raw in data["variants"]:

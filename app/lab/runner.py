@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sqlite3
 import tempfile
 import threading
 import time
@@ -78,6 +79,7 @@ def describe_variant(path: str | Path) -> VariantResult:
 
     ref = detect_model(path)
     meta = read_model(ref.path)
+    origin = hub_origin(ref.path)
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
     # The nominal bits of the quant type rank variants; the figure from the tensors is the fallback.
     bpw = (meta.quant.bits_per_weight if meta.quant else None) or meta.bits_per_weight
@@ -85,7 +87,28 @@ def describe_variant(path: str | Path) -> VariantResult:
     label = ref.path.stem if ref.path.is_file() else ref.path.name
     return VariantResult(label=label, path=str(ref.path), format=ref.format, quant=quant,
                          bits_per_weight=round(bpw, 3) if bpw else None,
-                         size_bytes=sum(p.stat().st_size for p in files))
+                         size_bytes=sum(p.stat().st_size for p in files), origin=origin)
+
+
+def hub_origin(path: str | Path) -> str:
+    """Where the library downloaded ``path`` from, named as the recommender names a Hub model
+    ("owner/repo/file.gguf", "owner/repo", "owner/repo@branch"); "" for a file the library did not fetch."""
+    from app.hub.library import Library
+
+    resolved = Path(path).resolve()
+    try:
+        entries = Library().entries(refresh=False)  # what the library recorded; no scan of its folders
+    except (OSError, QuantDeskError, sqlite3.Error):  # an unreadable library only means: origin unknown
+        return ""
+    for entry in entries:
+        if not entry.repo_id or Path(entry.path).resolve() != resolved:
+            continue
+        if resolved.is_file():  # its path in the repo, as the download recorded it (a quant's folder included)
+            in_repo = next((f["path"] for f in entry.files if resolved.as_posix().endswith("/" + f["path"])),
+                           resolved.name)
+            return f"{entry.repo_id}/{in_repo}"
+        return entry.repo_id + (f"@{entry.revision}" if entry.revision not in (None, "", "main") else "")
+    return ""
 
 
 def reference_file_variant(path: str | Path) -> VariantResult:
@@ -101,12 +124,13 @@ def reference_file_variant(path: str | Path) -> VariantResult:
 
 
 def plan_variants(models: Sequence[str | Path], reference: str | Path | None = None,
-                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None
-                  ) -> list[VariantResult]:
+                  reference_file: str | Path | None = None, labels: dict[str, str] | None = None,
+                  origins: dict[str, str] | None = None) -> list[VariantResult]:
     """Describe every model once (the reference joins the list if it is not in it), with unique labels (``labels``
-    names some by their path: a Hub repo's quants), the reference first: explicitly named, else the highest bits
-    per weight (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only
-    through the file."""
+    names some by their path: a Hub repo's quants; ``origins`` says which Hub file some are, where the library does
+    not know them: the lab's own downloads), the reference first: explicitly named, else the highest bits per weight
+    (the first given on a tie); or, with ``reference_file``, that file's model, measured for quality only through the
+    file."""
     from app.remote.connections import is_remote_ref
 
     if reference is not None and reference_file is not None:
@@ -120,8 +144,10 @@ def plan_variants(models: Sequence[str | Path], reference: str | Path | None = N
         raise QuantDeskError("name at least one model to benchmark")
     variants = [describe_variant(p) for p in paths]
     given = {str(Path(path).expanduser().resolve()): label for path, label in (labels or {}).items()}
+    from_hub = {str(Path(path).expanduser().resolve()): origin for path, origin in (origins or {}).items()}
     for v in variants:
         v.label = given.get(v.path, v.label)
+        v.origin = from_hub.get(v.path, v.origin)
     seen: dict[str, int] = {}
     for v in variants:
         if v.label in seen:  # two files of one name in different folders
@@ -151,18 +177,22 @@ def _load_settings(settings: BenchSettings, n_ctx: int, kv_cache_type: str = "")
                         else settings.flash_attention)
 
 
-def sweep_kv(variants: list[VariantResult], kv_types: Sequence[str]) -> list[VariantResult]:
-    """Every GGUF variant but the reference once per KV-cache type, labelled with it (the reference keeps f16: it is
-    what the others are measured against)."""
-    if not kv_types:
+def sweep(variants: list[VariantResult], kv_types: Sequence[str] = (), contexts: Sequence[int] = ()
+          ) -> list[VariantResult]:
+    """Every variant but the reference once per KV-cache type (GGUF variants only: the other engines have no such
+    setting) and once per context length, labelled with them ("Q4_K_M · KV q8_0 · ctx 2048"); the reference keeps
+    f16 and the bench's --ctx: it is what the others are measured against (at each context length, through its
+    windows of that length)."""
+    if not kv_types and not contexts:
         return variants
     swept = [variants[0]]
     for v in variants[1:]:
-        if v.format != "gguf":
-            swept.append(v)
-            continue
-        swept += [dataclasses.replace(v, label=f"{v.label} · KV {kv}", kv_cache_type=kv, runs=[], speed={},
-                                      unavailable={}, notes=[]) for kv in kv_types]
+        caches = kv_types if v.format == "gguf" and kv_types else ("",)
+        for kv in caches:
+            for ctx in contexts or (0,):
+                label = v.label + (f" · KV {kv}" if kv else "") + (f" · ctx {ctx}" if ctx else "")
+                swept.append(dataclasses.replace(v, label=label, kv_cache_type=kv, ctx=ctx, sweep_of=v.label, runs=[],
+                                                 speed={}, unavailable={}, notes=[]))
     return swept
 
 
@@ -191,6 +221,7 @@ class _Bench:
             + (len(variants) if settings.quality else 0)
         self.step = 0
         self.reference_info: dict = {}
+        self.references: dict[int, Path] = {}  # the reference's file per window length (a context sweep has several)
 
     def progress(self, phase: str, variant: VariantResult, message: str) -> None:
         if self.cancel.is_set():
@@ -231,8 +262,9 @@ class _Bench:
 
     def measure(self, variant: VariantResult, rep: int, position: int) -> RunSample:
         s = self.settings
+        context = s.speed_context_for(s.prompt_tokens_for(variant.ctx))
         with self.client_factory() as client:
-            loaded = client.load(variant.path, _load_settings(s, s.speed_context, variant.kv_cache_type))
+            loaded = client.load(variant.path, _load_settings(s, context, variant.kv_cache_type))
             variant.backend = loaded.backend
             self.warm_up(client, variant)
             prompt = corpus.prompt_text(self.prompt_chars[variant.label], f"run {rep + 1}.{position + 1}")
@@ -249,7 +281,7 @@ class _Bench:
     def warm_up(self, client, variant: VariantResult) -> None:
         """Run the code paths once before timing them; on the first run of a variant, also find how many
         characters of the text make ``prompt_tokens`` tokens with its tokenizer and chat template."""
-        target = self.settings.prompt_tokens
+        target = self.settings.prompt_tokens_for(variant.ctx)
         chars = self.prompt_chars.get(variant.label)
         tries = 1 if chars else CALIBRATION_TRIES
         chars = chars or target  # a token is at least one character for every tokenizer we run
@@ -290,6 +322,7 @@ class _Bench:
                 self.mark(v, QUALITY_METRICS if v is reference else KL_METRICS, reason)
             path = None
         if path is not None:
+            self.references[self.settings.ctx] = path
             opened = references.open_reference(path)
             try:
                 self.reference_info = references.describe(opened)
@@ -302,9 +335,10 @@ class _Bench:
                 continue
             try:
                 if variant.format == "remote":
-                    self.remote_perplexity(variant, scored.text)
+                    self.remote_perplexity(variant, scored.text, variant.ctx or self.settings.ctx)
                 elif path is not None:
-                    self.compare(variant, path, work)
+                    self.compare(variant, self.reference_for(variant.ctx or self.settings.ctx, scored, description,
+                                                             work), work)
             except VARIANT_FAILURES as exc:
                 if isinstance(exc, EngineError) and exc.kind == "cancelled":
                     raise LabCancelled("the bench was stopped") from None
@@ -312,47 +346,63 @@ class _Bench:
                     variant.error = str(exc)
                 self.mark(variant, QUALITY_METRICS, f"n/a: scoring failed: {str(exc).removeprefix('n/a: ')}")
 
-    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict, work: Path) -> Path:
-        """The reference's file: from the cache when this model, text and windowing made one before, else scored
-        now into the cache."""
+    def reference_for(self, ctx: int, scored: corpus.Corpus, description: dict, work: Path) -> Path:
+        """The reference's file for windows of ``ctx`` tokens (a context sweep's row): the one scored for --ctx, or
+        one scored for that length now (or found in the cache)."""
+        if ctx not in self.references:
+            self.references[ctx] = self.reference_run(self.variants[0], scored, description, work, ctx)
+        return self.references[ctx]
+
+    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict, work: Path,
+                      ctx: int | None = None) -> Path:
+        """The reference's file for windows of ``ctx`` tokens (default --ctx): from the cache when this model, text
+        and windowing made one before, else scored now into the cache. Only the --ctx run is the reference row's
+        own: its load, time and memory."""
         s = self.settings
+        own = ctx is None or ctx == s.ctx
+        ctx = s.ctx if ctx is None else ctx
         target = references.cached({"model": references.model_identity(reference.path), "corpus": description,
-                                    "ctx": s.ctx, "chunks": s.chunks, "tail": s.tail, "max_tokens": DEFAULT_MAX_TOKENS})
+                                    "ctx": ctx, "chunks": s.chunks, "tail": s.tail, "max_tokens": DEFAULT_MAX_TOKENS})
         if references.usable(target):
-            reference.notes.append(f"reference reused from {target}")
+            reference.notes.append(f"reference{'' if own else f' for windows of {ctx} tokens'} reused from {target}")
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         with self.client_factory() as client:
-            loaded = client.load(reference.path, _load_settings(s, s.ctx))
-            reference.backend, reference.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
+            loaded = client.load(reference.path, _load_settings(s, ctx))
+            if own:
+                reference.backend, reference.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
             model = {"label": reference.label, "path": reference.path, "quant": reference.quant,
                      "format": reference.format, "bits_per_weight": reference.bits_per_weight,
                      "size_bytes": reference.size_bytes}
-            windows = WindowScoring(n_ctx=s.ctx, chunks=s.chunks, reference_out=str(target),
-                                    positions_out=str(work / "reference.npy"), tail=s.tail, special=scored.special,
-                                    description={"model": model, "corpus": description,
-                                                 "producer": f"QuantDesk {__version__}"})
+            windows = WindowScoring(n_ctx=ctx, chunks=s.chunks, reference_out=str(target),
+                                    positions_out=str(work / f"reference-{ctx}.npy"), tail=s.tail,
+                                    special=scored.special, description={"model": model, "corpus": description,
+                                                                         "producer": f"QuantDesk {__version__}"})
+            what = "reference" if own else f"reference, windows of {ctx} tokens"
             try:
                 answer = client.score(text=scored.text, windows=windows,
-                                      on_progress=self.scoring_progress(client, reference, "reference"))
+                                      on_progress=self.scoring_progress(client, reference, what))
             except EngineError as exc:
                 if exc.kind == "cancelled":
                     raise LabCancelled("the bench was stopped") from None
                 raise
-        reference.quality_ms = (time.perf_counter() - started) * 1000
-        reference.quality_peak_bytes = answer.peak_memory_bytes
+        (work / f"reference-{ctx}.npy").unlink(missing_ok=True)  # the reference's own figures: read from the file
+        if own:
+            reference.quality_ms = (time.perf_counter() - started) * 1000
+            reference.quality_peak_bytes = answer.peak_memory_bytes
         return target
 
     def compare(self, variant: VariantResult, reference_path: Path, work: Path) -> None:
         s = self.settings
+        ctx = variant.ctx or s.ctx
         started = time.perf_counter()
         positions = work / f"variant-{self.variants.index(variant)}.npy"
         with self.client_factory() as client:
-            loaded = client.load(variant.path, _load_settings(s, s.ctx, variant.kv_cache_type))
+            loaded = client.load(variant.path, _load_settings(s, ctx, variant.kv_cache_type))
             variant.backend, variant.quality_loaded_bytes = loaded.backend, loaded.memory_bytes.get("cpu")
             try:
-                scored = client.score(windows=WindowScoring(n_ctx=s.ctx, reference_path=str(reference_path),
+                scored = client.score(windows=WindowScoring(n_ctx=ctx, reference_path=str(reference_path),
                                                             positions_out=str(positions)),
                                       on_progress=self.scoring_progress(client, variant, "KL divergence"))
             except EngineError as exc:
@@ -368,14 +418,14 @@ class _Bench:
         variant.quality = KldStatistics.of(positions)
         variant.perplexity = variant.quality.ppl.value
 
-    def remote_perplexity(self, variant: VariantResult, text: str) -> None:
+    def remote_perplexity(self, variant: VariantResult, text: str, ctx: int) -> None:
         """A remote server scores its own tokens (it tokenizes the text itself): perplexity over every position of
         its first window, no KL divergence."""
         self.mark(variant, KL_METRICS, REMOTE_NO_DISTRIBUTIONS)
         with self.client_factory() as client:
-            client.load(variant.path, _load_settings(self.settings, self.settings.ctx))
+            client.load(variant.path, _load_settings(self.settings, ctx))
             try:
-                scored = client.score(text=text, max_tokens=self.settings.ctx)
+                scored = client.score(text=text, max_tokens=ctx)
             except EngineError as exc:
                 if exc.kind != "unavailable":
                     raise
@@ -421,23 +471,26 @@ def _load_positions(path: Path):
 def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = None, *,
               reference: str | Path | None = None, reference_file: str | Path | None = None,
               corpus_text: corpus.Corpus | str | None = None, labels: dict[str, str] | None = None,
-              hardware=None,
+              origins: dict[str, str] | None = None, hardware=None,
               on_progress: Callable[[LabProgress], None] | None = None, cancel: threading.Event | None = None,
               client_factory: Callable | None = None) -> BenchResult:
     """Measure every model (and the reference) and return the result; it is not saved here (ResultStore).
 
     ``reference_file`` is a KL reference made earlier (the lab's, or llama-perplexity's --kl-divergence-base file):
     then no reference model runs, and its tokens are scored. ``corpus_text`` is the text to score (default: the
-    bundled one), or --corpus's words for it: a file, a folder, or ``chats`` (rendered with the reference's
-    template). Raises ValueError for bad settings, ModelFileError for a path that is no model,
-    ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A variant that
-    fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a HardwareProfile (default:
-    this machine, detected now).
+    bundled prose), or --corpus's words for it: a bundled set's name, a file, a folder, or ``chats`` (conversations
+    are rendered with the reference's template). Raises ValueError for bad settings, ModelFileError for a path that
+    is no model, ReferenceFileError for a reference file that cannot be used, LabCancelled when ``cancel`` is set. A
+    variant that fails (load error, engine crash) keeps its error and the rest go on. ``hardware`` is a
+    HardwareProfile (default: this machine, detected now).
     """
     from app.engine.client import EngineClient
 
     settings = settings or BenchSettings()
     settings.validate()
+    if reference_file is not None and settings.contexts:
+        raise QuantDeskError("a context sweep needs the reference model: a reference file holds windows of one "
+                             "length", "name the reference model instead of the file")
     notes = []
     if reference_file is not None:
         reference_file = references.import_file(reference_file, tail=settings.tail, max_tokens=DEFAULT_MAX_TOKENS)
@@ -448,7 +501,11 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
         file_corpus = opened.header.get("corpus") or {"name": f"the tokens in {Path(reference_file).name}",
                                                        "source": opened.header.get("producer", "")}
         opened.close()
-    variants = sweep_kv(plan_variants(models, reference, reference_file, labels), settings.kv_types)
+    variants = sweep(plan_variants(models, reference, reference_file, labels, origins), settings.kv_types,
+                     settings.contexts)
+    if reference_file is not None and corpus_text is not None:
+        raise QuantDeskError("a reference file decides the text: its tokens are what every variant scores",
+                             "leave the text out, or compare against a reference model with that text")
     if isinstance(corpus_text, str):
         corpus_text = corpus.resolve(corpus_text, variants[0].path)
     scored = corpus_text or corpus.bundled()
@@ -474,6 +531,9 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
             bench.mark(v, QUALITY_METRICS, "n/a: the quality pass was skipped (--no-quality)")
     created = datetime.now(UTC)
     windows = f"windows of {settings.ctx} tokens" + (f", at most {settings.chunks}" if settings.chunks else "")
+    if settings.contexts:
+        windows += (" (the swept rows: windows of their context length, against the reference's windows of that "
+                    "length; their speed with a prompt that fills it)")
     return BenchResult(
         id=f"{created:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}", created_at=created.isoformat(timespec="seconds"),
         quantdesk_version=__version__, settings=settings, hardware=hardware.to_dict(),

@@ -36,10 +36,15 @@ class Vocabulary:
         for a GGUF) when there is none to read."""
         if Path(path).is_dir():
             return cls._of_folder(Path(path))
-        values = read_gguf_header_bytes(path).values
+        return cls.of_header(read_gguf_header_bytes(path).values, Path(path).name)
+
+    @classmethod
+    def of_header(cls, values: dict[str, bytes], name: str) -> Vocabulary:
+        """The vocabulary a GGUF header declares, from its raw bytes per key (a local file's, or one read on the Hub
+        by Range); ModelFileError when it has no token list."""
         tokens = values.get(TOKENS_KEY)
         if tokens is None:
-            raise ModelFileError(f"{Path(path).name} holds no token list (tokenizer.ggml.tokens)")
+            raise ModelFileError(f"{name} holds no token list (tokenizer.ggml.tokens)")
         # the value's raw bytes: its type tag (array), the items' type tag (string), the count, then each token
         n_tokens = int.from_bytes(tokens[8:16], "little") if len(tokens) >= 16 else 0
         return cls(hashlib.sha256(tokens).hexdigest(), n_tokens,
@@ -63,15 +68,16 @@ class Vocabulary:
         return cls(hashlib.sha256(listed).hexdigest(), len(by_id), special)
 
 
-def vocabulary_mismatch(target: Vocabulary, draft: Vocabulary) -> str:
-    """Why ``draft`` cannot draft for ``target``, in words; "" when their vocabularies are the same."""
+def vocabulary_mismatch(target: Vocabulary, draft: Vocabulary, whose: str = "the model's") -> str:
+    """Why ``draft`` cannot draft for ``target`` (or be compared with it: ``whose`` names it), in words; "" when their
+    vocabularies are the same."""
     if target.n_tokens != draft.n_tokens:
-        return f"its vocabulary has {draft.n_tokens:,} tokens, the model's {target.n_tokens:,}"
+        return f"its vocabulary has {draft.n_tokens:,} tokens, {whose} {target.n_tokens:,}"
     if target.tokens_sha256 != draft.tokens_sha256:
-        return f"its {draft.n_tokens:,} tokens are not the model's (the token texts differ)"
+        return f"its {draft.n_tokens:,} tokens are not {whose} (the token texts differ)"
     for key, name in _SPECIAL_KEYS.items():
         if target.special.get(key) != draft.special.get(key):
-            return f"its {name} token is not the model's"
+            return f"its {name} token is not {whose}"
     return ""
 
 

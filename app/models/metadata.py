@@ -368,6 +368,13 @@ class GgufHeaderBytes:
     tensor_table: bytes
     data_start: int
 
+    def text(self, key: str) -> str | None:
+        """A string value's text (``general.architecture``), None for a key that is absent or holds no string."""
+        raw = self.values.get(key)
+        if raw is None or len(raw) < 12 or int.from_bytes(raw[:4], "little") != _STRING:
+            return None
+        return raw[12:12 + int.from_bytes(raw[4:12], "little")].decode("utf-8", errors="replace")
+
     def changed_keys(self, other: GgufHeaderBytes) -> set[str]:
         """Keys added, removed or holding other bytes in ``other``."""
         return {k for k in self.values.keys() | other.values.keys() if self.values.get(k) != other.values.get(k)}

@@ -94,6 +94,16 @@ class _CardsDraw(QStyledItemDelegate):
         option.text = ""
 
 
+def _fit_and_measured(repo_id: str, profile: HardwareProfile) -> tuple[ModelChoices, dict[str, str]]:
+    """Every quant of ``repo_id`` fitted to the machine, and for each the quant lab measured here (downloaded from this
+    repo), what it found (app/lab/measured): off the GUI thread, as both read the network or the disk."""
+    from app.lab import measured
+
+    choices = model_choices(repo_id, profile)
+    found = measured.find(choice.label for choice in choices.choices)
+    return choices, {label: m.sentence() for label, m in found.items()}
+
+
 def _search(query: str, fmt: str | None, sort: str, offset: int) -> list:
     from app.hub.search import search_models
 
@@ -110,6 +120,7 @@ class DiscoverPage(QWidget):
         self.setAccessibleName(self.tr("Discover"))
         self.profile: HardwareProfile | None = None
         self.choices: ModelChoices | None = None
+        self.measured: dict[str, str] = {}  # a quant's label -> what the quant lab measured of it here
         self._pending_repo: str | None = None  # opened before the hardware was known
         self._focus_quants = False  # Enter on a model before its quants arrived: they take the focus when they do
         self._query: tuple[str, str | None, str] | None = None
@@ -413,12 +424,12 @@ class DiscoverPage(QWidget):
             return
         self._pending_repo = None
         self.status_label.setText(self.tr("Reading every quant from the Hub and checking it against this machine…"))
-        self._fitter.start(model_choices, repo_id, self.profile)
+        self._fitter.start(_fit_and_measured, repo_id, self.profile)
 
     @Slot(int, object)
-    def _on_choices(self, ticket: int, choices: ModelChoices) -> None:
+    def _on_choices(self, ticket: int, answer: tuple[ModelChoices, dict[str, str]]) -> None:
         if ticket == self._fitter.latest:
-            self.show_choices(choices)
+            self.show_choices(*answer)
             self.answered.emit()
 
     @Slot(int, object)
@@ -455,8 +466,11 @@ class DiscoverPage(QWidget):
             if card is not None:
                 item.setSizeHint(QSize(width, card.heightForWidth(width)))
 
-    def show_choices(self, choices: ModelChoices) -> None:
+    def show_choices(self, choices: ModelChoices, measured: dict[str, str] | None = None) -> None:
+        """Show every quant with its fit; ``measured`` has, for each quant the quant lab measured on this machine,
+        what it found, said in that quant's reason."""
         self.choices = choices
+        self.measured = measured or {}
         best = choices.best
         pick = (self.tr("best: {quant} · {size}").format(quant=best.quant, size=human_bytes(best.download_bytes))
                 if best is not None else "")
@@ -482,7 +496,8 @@ class DiscoverPage(QWidget):
         if best is not None:
             self.best_label.setText(self.tr("<b>Best pick for this machine: {quant} ({format})</b> — {best_reason}")
                                     .format(quant=html.escape(best.quant), format=best.format.upper(),
-                                            best_reason=html.escape(choices.best_reason)))
+                                            best_reason=html.escape(self._with_measured(choices.best_reason,
+                                                                                        best))))
             self.best_label.show()
         else:
             self.best_label.setText(self.tr("<b>No quant of this model fits this machine.</b> Try a smaller model."))
@@ -498,16 +513,24 @@ class DiscoverPage(QWidget):
         if self._focus_quants:
             self.focus_quants()
 
+    def _with_measured(self, reason: str, choice: QuantChoice) -> str:
+        """A quant's reason with what the quant lab measured of it here, where it did."""
+        found = self.measured.get(choice.label)
+        return self.tr("{reason}; {measured}").format(reason=reason, measured=found) if found else reason
+
     def _fill_row(self, row: int, choice: QuantChoice) -> None:
         speed = "~" + tokens_per_second(choice.decode_tok_s, 0) if choice.decode_tok_s else "—"
         memory = human_memory(choice.memory_bytes) if choice.memory_bytes else "—"
         quant = self.tr("{quant} · sees images").format(quant=choice.quant) if choice.projector else choice.quant
+        if choice.label in self.measured:
+            quant = self.tr("{quant} · measured here").format(quant=quant)
         cells = (quant, choice.format.upper(), choice.badge, memory, speed, human_bytes(choice.download_bytes))
+        reason = self._with_measured(choice.reason, choice)
         for column, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            item.setToolTip(choice.reason + (self.tr(" Sees images: downloads with the vision projector {projector}.")
-                                             .format(projector=choice.projector)
-                                             if choice.projector else ""))
+            item.setToolTip(reason + (self.tr(" Sees images: downloads with the vision projector {projector}.")
+                                      .format(projector=choice.projector)
+                                      if choice.projector else ""))
             if choice.best:
                 item.setBackground(QBrush(BEST_BACKGROUND))
                 font = QFont(item.font())
@@ -516,8 +539,8 @@ class DiscoverPage(QWidget):
             self.table.setItem(row, column, item)
         button = decorate(QPushButton(self.tr("Download")), "download")
         button.setAccessibleName(self.tr("Download {quant}").format(quant=choice.quant))
-        button.setToolTip(choice.reason if choice.fits else self.tr("Does not fit this machine: {reason}")
-                          .format(reason=choice.reason))
+        button.setToolTip(reason if choice.fits else self.tr("Does not fit this machine: {reason}")
+                          .format(reason=reason))
         button.setProperty("row", row)
         button.clicked.connect(self._on_download_clicked)
         self.table.setCellWidget(row, len(COLUMNS) - 1, button)

@@ -1,25 +1,30 @@
 """The quant lab's charts, drawn with QPainter: quality loss against generation speed (a labelled
 scatter with min–max bars across and ± one standard error up and down), the mean KL divergence per variant
-(bars with ± one standard error and the 99th percentile), and peak memory per variant (bars with min–max whiskers).
+(bars with ± one standard error and the 99th percentile), peak memory per variant (bars with min–max whiskers),
+and a sweep's mean KL divergence across its context lengths or KV-cache types (a line per swept variant, ± one
+standard error).
 
 What to plot is worked out from a BenchResult by Qt-free functions (``speed_quality_points``, ``kld_rows``,
-``memory_rows``) so the choices — which quality figure, which variants are left out and why — are
+``memory_rows``, ``sweep_lines``) so the choices — which quality figure, which variants are left out and why — are
 easy to test and are the same ones the page's captions name.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QGridLayout, QSizePolicy, QWidget
 
-from app.lab.results import BenchResult, VariantResult
+from app.lab.results import KV_TYPES, BenchResult, VariantResult
 from app.ui.formatting import human_memory, number, percent, tokens_per_second
 
 REFERENCE_COLOUR = "#2e9d57"
+# A sweep's lines, told apart by hue: each reads on the light and the dark palette's base.
+SERIES_COLOURS = ("#3b82f6", "#e4572e", "#a855f7", "#f59e0b", "#14b8a6", "#db2777", "#65a30d", "#64748b")
 PERCENT_METRICS = ("same_top_p", "rms_dp")
 
 
@@ -154,6 +159,47 @@ def memory_rows(result: BenchResult) -> tuple[list[MemoryRow], list[str]]:
     return rows, missing
 
 
+@dataclass(frozen=True)
+class SweepLine:
+    name: str  # the swept variant, with its KV-cache type where the x axis is the context length
+    points: tuple[tuple[int, float, float], ...]  # (index on the x axis, mean KLD, one standard error)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    axis: str  # "ctx": the x axis is the context length; "kv": the KV-cache type
+    ticks: tuple[str, ...]  # the x axis' values, in order
+    lines: tuple[SweepLine, ...]
+
+
+def sweep_lines(result: BenchResult) -> tuple[Sweep | None, list[str]]:
+    """A sweep's rows as lines of mean KLD: across the context lengths when it swept them (a line per variant and
+    KV-cache type), else across the KV-cache types (a line per variant); None when the result is no sweep. For every
+    swept row left out, a sentence saying why."""
+    rows = [v for v in result.variants if v.sweep_of]
+    contexts = sorted({v.ctx for v in rows if v.ctx})
+    caches = [kv for kv in KV_TYPES if any(v.kv_cache_type == kv for v in rows)]
+    if len(contexts) > 1:
+        axis, ticks = "ctx", [str(c) for c in contexts]
+    elif len(caches) > 1:
+        axis, ticks = "kv", caches
+    else:
+        return None, []
+    lines: dict[str, list[tuple[int, float, float]]] = {}
+    missing = []
+    for v in rows:
+        name = v.sweep_of + (f" · KV {v.kv_cache_type}" if axis == "ctx" and v.kv_cache_type else "")
+        x = str(v.ctx) if axis == "ctx" else v.kv_cache_type
+        if x not in ticks:
+            continue
+        if v.quality is None:
+            missing.append(f"{v.label}: " + (v.error or v.unavailable.get("kld_mean") or QCoreApplication.translate(
+                "lab_chart", "no KL divergence")))
+            continue
+        lines.setdefault(name, []).append((ticks.index(x), v.quality.kld.value, v.quality.kld.se or 0.0))
+    return Sweep(axis, tuple(ticks), tuple(SweepLine(n, tuple(sorted(p))) for n, p in lines.items())), missing
+
+
 def common_prefix(labels: list[str]) -> str:
     """The shared start of the variant names, cut after a separator ("Llama-3.2-3B-Instruct-" of
     "…-Q4_K_M" and "…-Q8_0"), so a chart can name each variant by what differs; "" when nothing is shared
@@ -269,6 +315,25 @@ class _Chart(QWidget):
         painter.setPen(text)
         return painter, QRectF(12, 14 + line, self.width() - 24, bottom - (14 + line) - 4)
 
+    def _value_axis(self, painter: QPainter, area: QRectF, plot: QRectF, ticks: list[float],
+                    py: Callable[[float], float], title: str) -> None:
+        """The value axis up the left: a grid line and its figure per tick, and its title turned upright."""
+        fm = QFontMetricsF(self.font())
+        grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
+        for tick in ticks:
+            painter.setPen(grid)
+            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
+            painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, plot.left() - area.left() - 6,
+                                    fm.height()), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                             tick_text(tick))
+        painter.save()
+        painter.translate(area.left(), plot.center().y())
+        painter.rotate(-90)
+        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()), Qt.AlignmentFlag.AlignHCenter,
+                         fm.elidedText(title, Qt.TextElideMode.ElideRight, plot.height()))
+        painter.restore()
+
     def _empty(self, painter: QPainter, area: QRectF, sentence: str) -> None:
         painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
         painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, sentence)
@@ -320,14 +385,9 @@ class SpeedQualityChart(_Chart):
         def py(y: float) -> float:
             return plot.bottom() - plot.height() * (y - y_ticks[0]) / (y_ticks[-1] - y_ticks[0])
 
+        self._value_axis(painter, area, plot, y_ticks, py, self.axis.title)
         grid = QPen(self._colour(QPalette.ColorRole.Mid, 110), 1)
         axis_text = self._colour(QPalette.ColorRole.PlaceholderText)
-        for tick, label in zip(y_ticks, y_labels, strict=True):
-            painter.setPen(grid)
-            painter.drawLine(QPointF(plot.left(), py(tick)), QPointF(plot.right(), py(tick)))
-            painter.setPen(axis_text)
-            painter.drawText(QRectF(area.left(), py(tick) - fm.height() / 2, left - area.left() - 6, fm.height()),
-                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, label)
         for tick in x_ticks:
             painter.setPen(grid)
             painter.drawLine(QPointF(px(tick), plot.top()), QPointF(px(tick), plot.bottom()))
@@ -339,14 +399,6 @@ class SpeedQualityChart(_Chart):
                          fm.elidedText(self.tr("generation tok/s (median; bars: fastest and slowest run; up and "
                                                "down: ± one standard error)"), Qt.TextElideMode.ElideRight,
                                        plot.width()))
-        painter.save()
-        painter.translate(area.left(), plot.center().y())
-        painter.rotate(-90)
-        painter.drawText(QRectF(-plot.height() / 2, 0, plot.height(), fm.height()),
-                         Qt.AlignmentFlag.AlignHCenter,
-                         fm.elidedText(self.axis.title, Qt.TextElideMode.ElideRight, plot.height()))
-        painter.restore()
-
         accent = self._colour(QPalette.ColorRole.Highlight)
         reference = QColor(REFERENCE_COLOUR)
         text = self._colour(QPalette.ColorRole.Text)
@@ -516,6 +568,91 @@ class KldChart(_BarChart):
         return self.tr("nats/token; whisker: ± one standard error (overlapping whiskers: not told apart)")
 
 
+class SweepChart(_Chart):
+    """A sweep's mean KL divergence across its context lengths (or KV-cache types): a line per swept variant, each
+    point with ± one standard error; where a line rises, that setting costs quality."""
+
+    title = QT_TRANSLATE_NOOP("lab_chart", "The sweep: mean KL divergence from the reference")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.sweep: Sweep | None = None
+        self.setAccessibleName(self.tr("Chart: the sweep's mean KL divergence"))
+
+    def _names(self) -> None:
+        """The lines' names, not the variants': _prepare says them once it has the lines."""
+
+    def _prepare(self) -> None:
+        self.sweep, self.missing = sweep_lines(self.result) if self.result is not None else (None, [])
+        lines = self.sweep.lines if self.sweep else ()
+        ticks = self.sweep.ticks if self.sweep else ()
+        self.prefix = common_prefix([line.name for line in lines])
+        self.setAccessibleDescription("; ".join(
+            f"{line.name}: " + ", ".join(f"{ticks[x]} {estimate_text('kld_mean', y, e)}" for x, y, e in line.points)
+            for line in lines))
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        painter, area = self._begin()
+        if self.result is None:
+            return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
+        if self.sweep is None or not self.sweep.lines:
+            return self._empty(painter, area, self.tr("This result is no sweep with KL divergences: tick two or more "
+                                                      "KV-cache types or context lengths and run it again."))
+        fm = QFontMetricsF(self.font())
+        lines, ticks = self.sweep.lines, self.sweep.ticks
+        top = max(y + e for line in lines for _, y, e in line.points)
+        y_ticks = nice_ticks(0.0, top * 1.15 if top > 0 else 1.0)
+        y_labels = [tick_text(t) for t in y_ticks]
+        legend_width = min(max(fm.horizontalAdvance(self.short(line.name)) for line in lines) + 34,
+                           area.width() * 0.35)
+        left = area.left() + fm.height() + 6 + max(fm.horizontalAdvance(t) for t in y_labels) + 6
+        plot = QRectF(left, area.top() + 6, area.right() - left - legend_width - 12,
+                      area.height() - 2 * fm.height() - 14)
+
+        def px(index: int) -> float:  # the categories evenly spread, half a step in from each side
+            return plot.left() + plot.width() * (index + 0.5) / len(ticks)
+
+        def py(y: float) -> float:
+            return plot.bottom() - plot.height() * (y - y_ticks[0]) / (y_ticks[-1] - y_ticks[0])
+
+        self._value_axis(painter, area, plot, y_ticks, py, self.tr("mean KLD (nats/token), ± one standard error"))
+        painter.setPen(self._colour(QPalette.ColorRole.PlaceholderText))
+        step = plot.width() / len(ticks)
+        for index, tick in enumerate(ticks):
+            painter.drawText(QRectF(px(index) - step / 2, plot.bottom() + 3, step, fm.height()),
+                             Qt.AlignmentFlag.AlignHCenter, fm.elidedText(tick, Qt.TextElideMode.ElideRight, step))
+        x_title = (self.tr("context length (tokens): quality windows of that length, speed with a prompt that fills "
+                           "it") if self.sweep.axis == "ctx" else self.tr("KV-cache type"))
+        painter.drawText(QRectF(plot.left(), plot.bottom() + fm.height() + 6, plot.width(), fm.height()),
+                         Qt.AlignmentFlag.AlignHCenter, fm.elidedText(x_title, Qt.TextElideMode.ElideRight,
+                                                                      plot.width()))
+        text = self._colour(QPalette.ColorRole.Text)
+        for n, line in enumerate(lines):
+            colour = QColor(SERIES_COLOURS[n % len(SERIES_COLOURS)])
+            painter.setPen(QPen(colour, 2))
+            centres = [QPointF(px(x), py(y)) for x, y, _ in line.points]
+            for a, b in zip(centres, centres[1:], strict=False):
+                painter.drawLine(a, b)
+            painter.setPen(QPen(colour, 1.2))
+            for (_x, y, e), centre in zip(line.points, centres, strict=True):
+                if e > 0:
+                    painter.drawLine(QPointF(centre.x(), py(y - e)), QPointF(centre.x(), py(y + e)))
+                    for end in (y - e, y + e):
+                        painter.drawLine(QPointF(centre.x() - 4, py(end)), QPointF(centre.x() + 4, py(end)))
+                painter.setBrush(colour)
+                painter.drawEllipse(centre, 4.0, 4.0)
+                painter.setBrush(Qt.BrushStyle.NoBrush)
+            key_y = plot.top() + n * (fm.height() + 4)
+            key_x = plot.right() + 12
+            painter.setPen(QPen(colour, 2))
+            painter.drawLine(QPointF(key_x, key_y + fm.height() / 2), QPointF(key_x + 18, key_y + fm.height() / 2))
+            painter.setPen(text)
+            painter.drawText(QRectF(key_x + 24, key_y, legend_width - 24, fm.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(self.short(line.name), Qt.TextElideMode.ElideMiddle, legend_width - 24))
+        painter.end()
+
+
 class LabCharts(QWidget):
     """The charts in a grid (speed against quality across the top); ``save_png`` grabs them as the user sees
     them."""
@@ -525,16 +662,20 @@ class LabCharts(QWidget):
         self.speed_quality = SpeedQualityChart()
         self.kld = KldChart()
         self.memory = MemoryChart()
+        self.sweep = SweepChart()
+        self.sweep.hide()  # shown for a sweep's result only
         layout = QGridLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(10)
         layout.addWidget(self.speed_quality, 0, 0, 1, 2)
         layout.addWidget(self.kld, 1, 0)
         layout.addWidget(self.memory, 1, 1)
+        layout.addWidget(self.sweep, 2, 0, 1, 2)
 
     def set_result(self, result: BenchResult | None) -> None:
-        for chart in (self.speed_quality, self.kld, self.memory):
+        for chart in (self.speed_quality, self.kld, self.memory, self.sweep):
             chart.set_result(result)
+        self.sweep.setVisible(self.sweep.sweep is not None)
 
     def save_png(self, path: str) -> bool:
         if not self.isVisible() and (self.width() < 400 or self.height() < 200):

@@ -9,16 +9,19 @@ bench checks between steps: it never waits on the busy worker.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QLocale, QSize, Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QListWidget, QListWidgetItem, QMessageBox,
-                               QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMessageBox, QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
-from app.lab.results import BenchResult, BenchSettings, VariantResult
+from app.lab.results import KV_TYPES, BenchResult, BenchSettings, VariantResult
+from app.lab.uploaders import Candidate
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
@@ -28,7 +31,18 @@ from app.ui.lab_chart import PERCENT_METRICS, LabCharts, common_prefix, estimate
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
 PATH_ROLE = Qt.ItemDataRole.UserRole
+HUB_ROLE = Qt.ItemDataRole.UserRole + 1  # a Hub file (app.lab.uploaders.Candidate) fetched when the bench runs
+HUB_PREFIX = "hub:"  # a Hub file's PATH_ROLE: "hub:owner/repo/file.gguf", its origin
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
+# The Text choice: (what it shows, what --corpus calls it); the file and folder entries ask for a path.
+TEXTS: tuple[tuple[str, str], ...] = (
+    (QT_TRANSLATE_NOOP("LabPage", "Prose (bundled)"), "prose"),
+    (QT_TRANSLATE_NOOP("LabPage", "Code (bundled: QuantDesk's source)"), "code"),
+    (QT_TRANSLATE_NOOP("LabPage", "Conversations (bundled: tool calls, thinking)"), "conversations"),
+    (QT_TRANSLATE_NOOP("LabPage", "German (bundled)"), "german"),
+    (QT_TRANSLATE_NOOP("LabPage", "Your chats"), "chats"),
+)
+TEXT_FILE, TEXT_FOLDER = "file…", "folder…"
 
 # (header, metric, tooltip of the column); the words are shown through LabPage.tr
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -103,11 +117,16 @@ def cell(v: VariantResult, metric: str) -> tuple[str, str]:
     if q is None:
         return text, "\n".join(v.notes)
     if metric == "kld_mean":
-        return text, QCoreApplication.translate("lab_page",
+        tip = QCoreApplication.translate("lab_page",
                 "over {positions} positions; median {median:.3g}, 99th percentile {p99:.3g}, 99.9th {p999:.3g}, max "
                 "{max:.3g}").format(positions=q.positions, median=q.kld_percentiles["median"],
                                     p99=q.kld_percentiles["99"], p999=q.kld_percentiles["99.9"],
                                     max=q.kld_percentiles["max"])
+        if len(q.kld_by_position) > 1:  # a window long enough to tell early positions from late ones
+            tip += "\n" + QCoreApplication.translate("lab_page", "by position in the window: {buckets}").format(
+                buckets=", ".join(f"{bucket} {estimate_text(metric, e.value, e.se or 0.0)}"
+                                  for bucket, e in q.kld_by_position.items()))
+        return text, tip
     if metric == "perplexity":
         return text, QCoreApplication.translate("lab_page", "{value} over {positions} positions of the scored text")\
             .format(value=estimate_text(metric, value, q.ppl.se) if q.ppl.se else text, positions=q.positions)
@@ -128,13 +147,27 @@ def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -
 
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
-               reference_file: str | None, store: ResultStore) -> BenchResult:
-    """The bench on a background thread: each step reported, stopped between steps (and between a scoring pass's
-    windows) when cancelled."""
-    from app.lab.runner import run_bench
+               reference_file: str | None, store: ResultStore, corpus_text: str | None = None,
+               hub: Sequence[Candidate] = (), keep: bool = False) -> BenchResult:
+    """The bench on a background thread: the Hub's files fetched into the lab's cache first (``reference`` may name
+    one: "hub:" and its origin), each step reported, stopped between steps (and between a scoring pass's windows)
+    when cancelled; what was fetched for it removed after, unless ``keep``."""
+    from app.lab import uploaders
+    from app.lab.runner import LabProgress, run_bench
 
-    result = run_bench(models, settings, reference=reference, reference_file=reference_file, on_progress=job.report,
-                       cancel=job.cancelled)
+    def fetching(message: str, fraction: float | None) -> None:
+        job.report(LabProgress("download", 0, 0, "", message, fraction))
+
+    fetched = uploaders.fetch(hub, on_progress=fetching, cancel=job.cancelled) if hub else []
+    try:
+        by_origin = {HUB_PREFIX + f.origin: f.path for f in fetched}
+        result = run_bench([*models, *(f.path for f in fetched)], settings,
+                           reference=by_origin.get(reference, reference) if reference else None,
+                           reference_file=reference_file, corpus_text=corpus_text,
+                           labels={f.path: f.label for f in fetched}, origins={f.path: f.origin for f in fetched},
+                           on_progress=job.report, cancel=job.cancelled)
+    finally:
+        uploaders.clean_up(fetched, keep)
     store.save(result)
     return result
 
@@ -202,9 +235,9 @@ class LabPage(QWidget):
 
         top = QHBoxLayout()
         top.setSpacing(12)
-        top.addWidget(self._variants_box(), 5)
-        top.addWidget(self._settings_box(), 3)
-        top.addWidget(self._history_box(), 4)
+        top.addWidget(self._variants_box(), 6)
+        top.addWidget(self._settings_box(), 4)
+        top.addWidget(self._history_box(), 3)
         root.addLayout(top)
 
         run_row = QHBoxLayout()
@@ -304,8 +337,14 @@ class LabPage(QWidget):
         row.addWidget(button(self.tr("Add remote…"), self.tr("Add a model on a remote server"),
                              self._on_add_remote_clicked))
         row.addStretch(1)
-        row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"), self.refresh_library))
         layout.addLayout(row)
+        hub_row = QHBoxLayout()  # a second row: one row of five buttons would widen the page past its window
+        hub_row.addWidget(button(self.tr("From uploaders…"), self.tr("Compare one quant from several uploaders on the "
+                                                                     "Hub"), self._on_uploaders_clicked))
+        hub_row.addStretch(1)
+        hub_row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"),
+                                 self.refresh_library))
+        layout.addLayout(hub_row)
         return box
 
     def _settings_box(self) -> QGroupBox:
@@ -330,6 +369,34 @@ class LabPage(QWidget):
         self.chunks = _spin(0, 100000, defaults.chunks, self.tr("Windows"),
                             self.tr("At most this many windows of the text (llama-perplexity's --chunks); 0: all"))
         self.chunks.setSpecialValueText(self.tr("all"))
+        self.text = QComboBox()
+        self.text.setAccessibleName(self.tr("Text to score"))
+        self.text.setToolTip(self.tr("What the quality pass scores: a bundled set, your chats (rendered with the "
+                                     "reference's chat template), or a text file or folder of yours"))
+        for shown, name in TEXTS:
+            self.text.addItem(self.tr(shown), name)
+        self.text.addItem(self.tr("Text file…"), TEXT_FILE)
+        self.text.addItem(self.tr("Folder of texts…"), TEXT_FOLDER)
+        self.text.activated.connect(self._on_text_chosen)
+        # as narrow as the other fields: its longest entry would widen the settings past the page
+        self.text.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.text.setMinimumContentsLength(12)
+        self._text_index = 0  # what was chosen before a file dialog: kept when the dialog is cancelled
+        kv_row = QHBoxLayout()
+        self.kv_types: dict[str, QCheckBox] = {}
+        for kv in KV_TYPES:
+            tick = QCheckBox(kv)
+            tick.setAccessibleName(self.tr("Sweep the KV cache: {kv}").format(kv=kv))
+            tick.setToolTip(self.tr("Measure every GGUF variant once per ticked KV-cache type (none ticked: no "
+                                    "sweep)"))
+            self.kv_types[kv] = tick
+            kv_row.addWidget(tick)
+        kv_row.addStretch(1)
+        self.contexts = QLineEdit()
+        self.contexts.setAccessibleName(self.tr("Sweep the context lengths"))
+        self.contexts.setPlaceholderText(self.tr("e.g. 512, 2048, 8192"))
+        self.contexts.setToolTip(self.tr("Measure every variant once per context length: its quality in windows of "
+                                         "that length, its speed with a prompt that fills it (empty: no sweep)"))
         self.speed = QCheckBox(self.tr("Measure speed"))
         self.speed.setChecked(defaults.speed)
         self.speed.setAccessibleName(self.tr("Measure speed"))
@@ -337,6 +404,7 @@ class LabPage(QWidget):
         self.quality.setChecked(defaults.quality)
         self.quality.setAccessibleName(self.tr("Measure quality"))
         self.reference_file = ""
+        self.keep_downloads = False  # the Hub's files stay in the lab's cache after the bench
         self.reference_file_button = button(self.tr("Reference file…"),
                                             self.tr("Compare against a KL reference file instead of a reference model"),
                                             self._on_reference_file_clicked)
@@ -349,6 +417,9 @@ class LabPage(QWidget):
         form.addRow(self.tr("Repetitions"), self.reps)
         form.addRow(self.tr("Quality window"), self.ctx)
         form.addRow(self.tr("Windows"), self.chunks)
+        form.addRow(self.tr("Text"), self.text)
+        form.addRow(self.tr("KV caches"), kv_row)
+        form.addRow(self.tr("Contexts"), self.contexts)
         form.addRow(self.speed)
         form.addRow(self.quality)
         return box
@@ -409,7 +480,8 @@ class LabPage(QWidget):
         self.status.setText(self.tr("The library could not be read: {error}").format(error=sentence(error)))
 
     def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
-        resolved = path if is_remote_ref(path) else str(Path(path).expanduser().resolve())
+        resolved = path if is_remote_ref(path) or path.startswith(HUB_PREFIX) else str(Path(path).expanduser()
+                                                                                       .resolve())
         for row in range(self.variants.count()):
             item = self.variants.item(row)
             if item.data(PATH_ROLE) == resolved:
@@ -441,8 +513,46 @@ class LabPage(QWidget):
             self._add_item(str(p), f"{p.name} — {kind}" + (f" · {size}" if size else ""), checked=True)
 
     def checked_paths(self) -> list[str]:
+        """The ticked models on this machine (and remote ones): the Hub's files are ``checked_hub``."""
         return [self.variants.item(r).data(PATH_ROLE) for r in range(self.variants.count())
-                if self.variants.item(r).checkState() == Qt.CheckState.Checked]
+                if self.variants.item(r).checkState() == Qt.CheckState.Checked
+                and not self.variants.item(r).data(HUB_ROLE)]
+
+    def checked_hub(self) -> list[Candidate]:
+        """The ticked Hub files, fetched when the bench runs."""
+        return [self.variants.item(r).data(HUB_ROLE) for r in range(self.variants.count())
+                if self.variants.item(r).checkState() == Qt.CheckState.Checked and self.variants.item(r).data(HUB_ROLE)]
+
+    def add_hub_files(self, candidates: Sequence[Candidate], reference: Candidate | None = None,
+                      keep: bool = False) -> None:
+        """Add Hub files to compare (ticked), fetched into the lab's cache when the bench runs and removed after it
+        unless ``keep``; ``reference``, also fetched, becomes the reference."""
+        for candidate in ([reference] if reference is not None else []) + list(candidates):
+            item = self._add_item(HUB_PREFIX + candidate.label, self.tr("{file} — Hub · {size} (fetched when run)")
+                                  .format(file=candidate.name, size=human_bytes(candidate.size)), checked=True)
+            item.setData(HUB_ROLE, candidate)
+            item.setToolTip(self.tr("{file} at {commit}; checked: {architecture}, {tokens} tokens")
+                            .format(file=candidate.label, commit=candidate.commit[:12],
+                                    architecture=candidate.architecture, tokens=number(candidate.n_vocab, 0)))
+        self.keep_downloads = keep
+        self._sync_reference_choices()
+        if reference is not None:
+            self.reference.setCurrentIndex(self.reference.findData(HUB_PREFIX + reference.label))
+
+    @Slot()
+    def _on_uploaders_clicked(self) -> None:
+        from app.ui.lab_uploaders import UploadersDialog
+
+        chosen = self.reference.currentData()
+        local = chosen if chosen and not str(chosen).startswith(HUB_PREFIX) else None
+        self.uploaders_dialog = UploadersDialog(local, self)
+        self.uploaders_dialog.accepted.connect(self._on_uploaders_chosen)
+        self.uploaders_dialog.open()  # window-modal, not a nested event loop
+
+    @Slot()
+    def _on_uploaders_chosen(self) -> None:
+        dialog = self.uploaders_dialog
+        self.add_hub_files(dialog.chosen(), dialog.reference_candidate(), dialog.keep.isChecked())
 
     @Slot(QListWidgetItem)
     def _on_variant_changed(self, item: QListWidgetItem) -> None:
@@ -456,6 +566,8 @@ class LabPage(QWidget):
         for path in self.checked_paths():
             if not is_remote_ref(path):  # a remote model cannot be the reference (no distributions)
                 self.reference.addItem(Path(path).name, path)
+        for candidate in self.checked_hub():
+            self.reference.addItem(candidate.name, HUB_PREFIX + candidate.label)
         index = self.reference.findData(chosen) if chosen else 0
         self.reference.setCurrentIndex(max(index, 0))
         self.reference.blockSignals(False)
@@ -489,9 +601,53 @@ class LabPage(QWidget):
     # --- running --------------------------------------------------------------------------------
 
     def settings(self) -> BenchSettings:
+        """The bench's settings as the controls hold them; ValueError with a sentence for what they cannot be."""
         return BenchSettings(prompt_tokens=self.prompt_tokens.value(), gen_tokens=self.gen_tokens.value(),
                              reps=self.reps.value(), ctx=self.ctx.value() // 2 * 2, chunks=self.chunks.value(),
-                             quality=self.quality.isChecked(), speed=self.speed.isChecked())
+                             quality=self.quality.isChecked(), speed=self.speed.isChecked(),
+                             kv_types=tuple(kv for kv, box in self.kv_types.items() if box.isChecked()),
+                             contexts=self._context_lengths())
+
+    def _context_lengths(self) -> tuple[int, ...]:
+        lengths = []
+        for word in self.contexts.text().replace(",", " ").split():
+            value, ok = QLocale().toInt(word)  # "2.048" in German is two thousand and forty-eight
+            if not ok:
+                raise ValueError(self.tr("context lengths are whole numbers separated by commas, such as "
+                                         "“512, 2048, 8192”, not “{text}”").format(text=self.contexts.text()))
+            lengths.append(value)
+        return tuple(lengths)
+
+    def corpus_text(self) -> str | None:
+        """The Text choice as --corpus names it; None for the default (the bundled prose)."""
+        chosen = self.text.currentData()
+        return None if chosen == "prose" else chosen
+
+    def set_text(self, spec: str) -> None:
+        """Score this text: a bundled set's or "chats" (as --corpus names them), or a file or folder's path."""
+        index = self.text.findData(spec)
+        if index < 0:
+            self.text.insertItem(self.text.count() - 2, Path(spec).name, spec)
+            self.text.setItemData(self.text.count() - 3, spec, Qt.ItemDataRole.ToolTipRole)
+            index = self.text.count() - 3
+        self.text.setCurrentIndex(index)
+        self._text_index = index
+
+    @Slot(int)
+    def _on_text_chosen(self, index: int) -> None:
+        chosen = self.text.itemData(index)
+        if chosen == TEXT_FILE:
+            path, _ = QFileDialog.getOpenFileName(self, self.tr("Score a text file"), "",
+                                                  self.tr("Text files (*.txt *.md);;All files (*)"))
+        elif chosen == TEXT_FOLDER:
+            path = QFileDialog.getExistingDirectory(self, self.tr("Score every text file in a folder"))
+        else:
+            self._text_index = index
+            return
+        if path:
+            self.set_text(path)
+        else:
+            self.text.setCurrentIndex(self._text_index)
 
     def set_reference_file(self, path: str | Path | None) -> None:
         """Compare against this KL reference file (None: against a reference model again)."""
@@ -518,17 +674,25 @@ class LabPage(QWidget):
     def run(self) -> None:
         if self.running:
             return
-        models = self.checked_paths()
-        if not models:
+        models, hub = self.checked_paths(), self.checked_hub()
+        if not models and not hub:
             self.status.setText(self.tr("Tick at least one variant to measure (two or more to compare them)."))
+            return
+        try:
+            settings = self.settings()
+            settings.validate()
+        except ValueError as exc:  # the controls stay as they are, to be corrected
+            self.status.setText(self.tr("Cannot run: {problem}.").format(problem=str(exc).rstrip(".")))
             return
         self._stopping = False
         self._set_running(True)
         self.progress.setRange(0, 0)  # busy until the first step reports how many there are
-        self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "", len(models)))
+        self.status.setText(self.tr("Starting: %n variant(s), each in a fresh engine host…", "",
+                                    len(models) + len(hub)))
         reference = None if self.reference_file else self.reference.currentData()
-        self._bench_ticket = self._bench.start_job(_run_bench, models, self.settings(), reference,
-                                                   self.reference_file or None, self.store)
+        self._bench_ticket = self._bench.start_job(_run_bench, models, settings, reference,
+                                                   self.reference_file or None, self.store, self.corpus_text(), hub,
+                                                   self.keep_downloads)
 
     @Slot()
     def cancel(self) -> None:
@@ -541,7 +705,8 @@ class LabPage(QWidget):
         self.run_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         for widget in (self.variants, self.prompt_tokens, self.gen_tokens, self.reps, self.ctx, self.chunks,
-                       self.speed, self.quality, self.reference_file_button):
+                       self.text, self.contexts, *self.kv_types.values(), self.speed, self.quality,
+                       self.reference_file_button):
             widget.setEnabled(not running)
         self.reference.setEnabled(not running and not self.reference_file)
 
@@ -552,6 +717,11 @@ class LabPage(QWidget):
     @Slot(int, object)
     def _on_progress(self, ticket: int, p) -> None:
         if ticket != self._bench_ticket or self._stopping:
+            return
+        if p.phase == "download":  # the Hub's files, before the first step
+            self.progress.setRange(0, 0 if p.fraction is None else 100)
+            self.progress.setValue(int((p.fraction or 0.0) * 100))
+            self.status.setText(self.tr("Fetching — {message}").format(message=p.message))
             return
         self.progress.setRange(0, p.total * 100)  # hundredths of a step: a scoring pass moves window by window
         self.progress.setValue(int((p.step - 1 + (p.fraction or 0.0)) * 100))
@@ -656,12 +826,32 @@ class LabPage(QWidget):
                                  "{tokens} tokens per position on average ({left_out} of the probability left out).")
                          .format(chunks=info["chunks"], ctx=info["n_ctx"], positions=info["positions"],
                                  tokens=number(info["mean_tokens"], 0), left_out=percent(info["mean_left_out"], 2)))
+        lines += self._ranking_lines(result)
         reasons = dict.fromkeys(f"{v.label}: {why}" for v in result.variants for why in v.unavailable.values()
                                 if s.quality)
         lines += [self.tr("{label}: not measured — {error}").format(label=v.label,
                                                                     error=v.error) for v in result.variants if v.error]
         lines += list(reasons) + [f"{v.label}: {note}" for v in result.variants for note in v.notes]
         self.notes.setText("\n".join(lines))
+
+    def _ranking_lines(self, result: BenchResult) -> list[str]:
+        """The compared variants from the lowest mean KLD up, where two or more were compared and none is a sweep's
+        row (a sweep reads better on its chart): "not significantly different" where ± one error overlaps."""
+        from app.lab import report
+
+        ranked = report.ranking(result)
+        if len(ranked) < 2 or any(v.sweep_of for v in result.variants):
+            return []
+        lines = [self.tr("Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file's size, lower is "
+                         "better):")]
+        for n, r in enumerate(ranked, start=1):
+            line = self.tr("{rank}. {label}: mean KLD {kld}, {size}, KLD×GB {kld_gb}").format(
+                rank=n, label=r.label, kld=estimate_text("kld_mean", r.kld.value, r.kld.se or 0.0),
+                size=human_bytes(r.size_bytes), kld_gb=estimate_text("kld_mean", r.kld_gb.value, r.kld_gb.se or 0.0))
+            if r.tied_with_previous:
+                line += self.tr(" — not significantly different from {label}").format(label=ranked[n - 2].label)
+            lines.append(line)
+        return lines
 
     def _show_statistics(self, result: BenchResult | None) -> None:
         """Every statistic llama-perplexity prints, one row each, a column per compared variant (its labels are the

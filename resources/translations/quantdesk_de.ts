@@ -965,8 +965,16 @@
         <translation>&lt;b&gt;Keine Quantisierung dieses Modells passt auf diesen Rechner.&lt;/b&gt; Versuchen Sie ein kleineres Modell.</translation>
     </message>
     <message>
+        <source>{reason}; {measured}</source>
+        <translation>{reason}; {measured}</translation>
+    </message>
+    <message>
         <source>{quant} · sees images</source>
         <translation>{quant} · versteht Bilder</translation>
+    </message>
+    <message>
+        <source>{quant} · measured here</source>
+        <translation>{quant} · hier gemessen</translation>
     </message>
     <message>
         <source> Sees images: downloads with the vision projector {projector}.</source>
@@ -1275,6 +1283,26 @@
         <translation>Perplexität</translation>
     </message>
     <message>
+        <source>Prose (bundled)</source>
+        <translation>Prosa (mitgeliefert)</translation>
+    </message>
+    <message>
+        <source>Code (bundled: QuantDesk&apos;s source)</source>
+        <translation>Code (mitgeliefert: QuantDesks Quelltext)</translation>
+    </message>
+    <message>
+        <source>Conversations (bundled: tool calls, thinking)</source>
+        <translation>Unterhaltungen (mitgeliefert: Tool-Aufrufe, Denken)</translation>
+    </message>
+    <message>
+        <source>German (bundled)</source>
+        <translation>Deutsch (mitgeliefert)</translation>
+    </message>
+    <message>
+        <source>Your chats</source>
+        <translation>Ihre Chats</translation>
+    </message>
+    <message>
         <source>Variant</source>
         <translation>Variante</translation>
     </message>
@@ -1419,6 +1447,14 @@
         <translation>Ein Modell auf einem entfernten Server hinzufügen</translation>
     </message>
     <message>
+        <source>From uploaders…</source>
+        <translation>Von Uploadern …</translation>
+    </message>
+    <message>
+        <source>Compare one quant from several uploaders on the Hub</source>
+        <translation>Einen Quant von mehreren Uploadern auf dem Hub vergleichen</translation>
+    </message>
+    <message>
         <source>Refresh</source>
         <translation>Aktualisieren</translation>
     </message>
@@ -1463,12 +1499,60 @@
         <translation>Gemessene Läufe pro Variante; die Tabelle zeigt ihren Median</translation>
     </message>
     <message>
+        <source>Text to score</source>
+        <translation>Zu bewertender Text</translation>
+    </message>
+    <message>
+        <source>What the quality pass scores: a bundled set, your chats (rendered with the reference&apos;s chat template), or a text file or folder of yours</source>
+        <translation>Was der Qualitätsdurchlauf bewertet: ein mitgelieferter Text, Ihre Chats (mit der Chat-Vorlage der Referenz dargestellt) oder eine eigene Textdatei bzw. ein Ordner</translation>
+    </message>
+    <message>
+        <source>Text file…</source>
+        <translation>Textdatei …</translation>
+    </message>
+    <message>
+        <source>Folder of texts…</source>
+        <translation>Ordner mit Texten …</translation>
+    </message>
+    <message>
+        <source>Sweep the KV cache: {kv}</source>
+        <translation>KV-Cache durchlaufen: {kv}</translation>
+    </message>
+    <message>
+        <source>Measure every GGUF variant once per ticked KV-cache type (none ticked: no sweep)</source>
+        <translation>Jede GGUF-Variante einmal je angehaktem KV-Cache-Typ messen (keiner angehakt: kein Durchlauf)</translation>
+    </message>
+    <message>
+        <source>Sweep the context lengths</source>
+        <translation>Kontextlängen durchlaufen</translation>
+    </message>
+    <message>
+        <source>e.g. 512, 2048, 8192</source>
+        <translation>z. B. 512, 2048, 8192</translation>
+    </message>
+    <message>
+        <source>Measure every variant once per context length: its quality in windows of that length, its speed with a prompt that fills it (empty: no sweep)</source>
+        <translation>Jede Variante einmal je Kontextlänge messen: ihre Qualität in Fenstern dieser Länge, ihre Geschwindigkeit mit einem Prompt, der sie füllt (leer: kein Durchlauf)</translation>
+    </message>
+    <message>
         <source>Measure quality</source>
         <translation>Qualität messen</translation>
     </message>
     <message>
         <source>Reference</source>
         <translation>Referenz</translation>
+    </message>
+    <message>
+        <source>Text</source>
+        <translation>Text</translation>
+    </message>
+    <message>
+        <source>KV caches</source>
+        <translation>KV-Caches</translation>
+    </message>
+    <message>
+        <source>Contexts</source>
+        <translation>Kontexte</translation>
     </message>
     <message>
         <source>Past results</source>
@@ -1503,6 +1587,14 @@
         <translation>{display_name} – entfernt</translation>
     </message>
     <message>
+        <source>{file} — Hub · {size} (fetched when run)</source>
+        <translation>{file} — Hub · {size} (beim Start geladen)</translation>
+    </message>
+    <message>
+        <source>{file} at {commit}; checked: {architecture}, {tokens} tokens</source>
+        <translation>{file} bei {commit}; geprüft: {architecture}, {tokens} Tokens</translation>
+    </message>
+    <message>
         <source>{path} is not a ticked variant</source>
         <translation>{path} ist keine angehakte Variante</translation>
     </message>
@@ -1519,8 +1611,28 @@
         <translation>Einen Modellordner hinzufügen (MLX, safetensors, EXL)</translation>
     </message>
     <message>
+        <source>context lengths are whole numbers separated by commas, such as “512, 2048, 8192”, not “{text}”</source>
+        <translation>Kontextlängen sind ganze Zahlen, durch Kommas getrennt, etwa „512, 2048, 8192“, nicht „{text}“</translation>
+    </message>
+    <message>
+        <source>Score a text file</source>
+        <translation>Eine Textdatei bewerten</translation>
+    </message>
+    <message>
+        <source>Text files (*.txt *.md);;All files (*)</source>
+        <translation>Textdateien (*.txt *.md);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Score every text file in a folder</source>
+        <translation>Jede Textdatei eines Ordners bewerten</translation>
+    </message>
+    <message>
         <source>Tick at least one variant to measure (two or more to compare them).</source>
         <translation>Haken Sie mindestens eine Variante zum Messen an (zwei oder mehr, um sie zu vergleichen).</translation>
+    </message>
+    <message>
+        <source>Cannot run: {problem}.</source>
+        <translation>Kann nicht starten: {problem}.</translation>
     </message>
     <message numerus="yes">
         <source>Starting: %n variant(s), each in a fresh engine host…</source>
@@ -1528,6 +1640,10 @@
             <numerusform>Start: %n Variante, in einem frischen Engine-Prozess …</numerusform>
             <numerusform>Start: %n Varianten, jede in einem frischen Engine-Prozess …</numerusform>
         </translation>
+    </message>
+    <message>
+        <source>Fetching — {message}</source>
+        <translation>Laden — {message}</translation>
     </message>
     <message>
         <source>Variants of {model}…</source>
@@ -1691,6 +1807,18 @@
     <message>
         <source>{label}: not measured — {error}</source>
         <translation>{label}: nicht gemessen – {error}</translation>
+    </message>
+    <message>
+        <source>Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file&apos;s size, lower is better):</source>
+        <translation>Nach mittlerer KLD geordnet (± ein Standardfehler; KLD×GB: der Verlust mal die Dateigröße, kleiner ist besser):</translation>
+    </message>
+    <message>
+        <source>{rank}. {label}: mean KLD {kld}, {size}, KLD×GB {kld_gb}</source>
+        <translation>{rank}. {label}: mittlere KLD {kld}, {size}, KLD×GB {kld_gb}</translation>
+    </message>
+    <message>
+        <source> — not significantly different from {label}</source>
+        <translation> — nicht signifikant verschieden von {label}</translation>
     </message>
     <message>
         <source>there is no result to export</source>
@@ -3239,6 +3367,29 @@
     </message>
 </context>
 <context>
+    <name>SweepChart</name>
+    <message>
+        <source>Chart: the sweep&apos;s mean KL divergence</source>
+        <translation>Diagramm: mittlere KL-Divergenz des Durchlaufs</translation>
+    </message>
+    <message>
+        <source>This result is no sweep with KL divergences: tick two or more KV-cache types or context lengths and run it again.</source>
+        <translation>Dieses Ergebnis ist kein Durchlauf mit KL-Divergenzen: Haken Sie zwei oder mehr KV-Cache-Typen an oder geben Sie Kontextlängen an und starten Sie erneut.</translation>
+    </message>
+    <message>
+        <source>context length (tokens): quality windows of that length, speed with a prompt that fills it</source>
+        <translation>Kontextlänge (Tokens): Qualitätsfenster dieser Länge, Geschwindigkeit mit einem Prompt, der sie füllt</translation>
+    </message>
+    <message>
+        <source>KV-cache type</source>
+        <translation>KV-Cache-Typ</translation>
+    </message>
+    <message>
+        <source>mean KLD (nats/token), ± one standard error</source>
+        <translation>mittlere KLD (Nats/Token), ± ein Standardfehler</translation>
+    </message>
+</context>
+<context>
     <name>ThinkingBlock</name>
     <message>
         <source>Thinking</source>
@@ -3293,6 +3444,124 @@
     <message>
         <source>{text} — undo</source>
         <translation>{text} – rückgängig machen</translation>
+    </message>
+</context>
+<context>
+    <name>UploadersDialog</name>
+    <message>
+        <source>Compare uploaders</source>
+        <translation>Uploader vergleichen</translation>
+    </message>
+    <message>
+        <source>Compare one quant from several uploaders</source>
+        <translation>Einen Quant von mehreren Uploadern vergleichen</translation>
+    </message>
+    <message>
+        <source>Files of one quant name differ by uploader. Name the base model (as its page on the Hub names it) and the quant: every GGUF repo whose model card names it as its base is listed with its file, each checked by its header to be the same model.</source>
+        <translation>Dateien desselben Quant-Namens unterscheiden sich je nach Uploader. Nennen Sie das Basismodell (wie seine Seite auf dem Hub es nennt) und den Quant: Jedes GGUF-Repo, dessen Modellkarte es als Basis nennt, wird mit seiner Datei aufgeführt, jede anhand ihres Headers als dasselbe Modell geprüft.</translation>
+    </message>
+    <message>
+        <source>Base model</source>
+        <translation>Basismodell</translation>
+    </message>
+    <message>
+        <source>owner/name, e.g. Qwen/Qwen2.5-7B-Instruct</source>
+        <translation>Besitzer/Name, z. B. Qwen/Qwen2.5-7B-Instruct</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>Quant</translation>
+    </message>
+    <message>
+        <source>Find on the Hub</source>
+        <translation>Auf dem Hub suchen</translation>
+    </message>
+    <message>
+        <source>Find the quantizations on the Hub</source>
+        <translation>Die Quantisierungen auf dem Hub suchen</translation>
+    </message>
+    <message>
+        <source>Search status</source>
+        <translation>Suchstatus</translation>
+    </message>
+    <message>
+        <source>Files found</source>
+        <translation>Gefundene Dateien</translation>
+    </message>
+    <message>
+        <source>Repo and file</source>
+        <translation>Repo und Datei</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>Größe</translation>
+    </message>
+    <message>
+        <source>Downloads</source>
+        <translation>Downloads</translation>
+    </message>
+    <message>
+        <source>Check</source>
+        <translation>Prüfung</translation>
+    </message>
+    <message>
+        <source>Fetch the highest-precision file as the reference</source>
+        <translation>Die Datei mit der höchsten Genauigkeit als Referenz laden</translation>
+    </message>
+    <message>
+        <source>Keep the fetched files in the lab&apos;s cache after the bench</source>
+        <translation>Die geladenen Dateien nach dem Benchmark im Cache des Labors behalten</translation>
+    </message>
+    <message>
+        <source>Keep the fetched files</source>
+        <translation>Die geladenen Dateien behalten</translation>
+    </message>
+    <message>
+        <source>Kept files are found again by the next bench; otherwise they are removed after it (a file the library already holds is used where it is)</source>
+        <translation>Behaltene Dateien findet der nächste Benchmark wieder; sonst werden sie danach entfernt (eine Datei, die die Bibliothek schon hat, wird dort verwendet)</translation>
+    </message>
+    <message>
+        <source>Add to the bench</source>
+        <translation>Zum Benchmark hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add the ticked files to the bench</source>
+        <translation>Die angehakten Dateien zum Benchmark hinzufügen</translation>
+    </message>
+    <message>
+        <source>Name the base model as owner/name and a quant, such as Q4_K_M.</source>
+        <translation>Nennen Sie das Basismodell als Besitzer/Name und einen Quant, etwa Q4_K_M.</translation>
+    </message>
+    <message>
+        <source>Asking the Hub for the quantizations of {base}…</source>
+        <translation>Der Hub wird nach den Quantisierungen von {base} gefragt …</translation>
+    </message>
+    <message>
+        <source>left out: {why}</source>
+        <translation>ausgelassen: {why}</translation>
+    </message>
+    <message>
+        <source>same model: {architecture}, {tokens} tokens</source>
+        <translation>dasselbe Modell: {architecture}, {tokens} Tokens</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n file(s) of {quant} can be compared</source>
+        <translation>
+            <numerusform>%n Datei von {quant} kann verglichen werden</numerusform>
+            <numerusform>%n Dateien von {quant} können verglichen werden</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source> (checked against {reference}).</source>
+        <translation> (geprüft gegen {reference}).</translation>
+    </message>
+    <message>
+        <source>Not listed: {why}</source>
+        <translation>Nicht aufgeführt: {why}</translation>
+    </message>
+    <message>
+        <source>Fetch {file} ({quant}, the highest precision found) as the reference</source>
+        <translation>{file} ({quant}, die höchste gefundene Genauigkeit) als Referenz laden</translation>
     </message>
 </context>
 <context>
@@ -3576,6 +3845,10 @@
         <source>Mean KL divergence from the reference</source>
         <translation>Mittlere KL-Divergenz gegenüber der Referenz</translation>
     </message>
+    <message>
+        <source>The sweep: mean KL divergence from the reference</source>
+        <translation>Der Durchlauf: mittlere KL-Divergenz zur Referenz</translation>
+    </message>
 </context>
 <context>
     <name>lab_page</name>
@@ -3590,6 +3863,10 @@
     <message>
         <source>median {median}, min–max {low} – {high} over {runs}</source>
         <translation>Median {median}, Min.–Max. {low} – {high} aus {runs}</translation>
+    </message>
+    <message>
+        <source>by position in the window: {buckets}</source>
+        <translation>nach Position im Fenster: {buckets}</translation>
     </message>
     <message>
         <source>{value} over {positions} positions of the scored text</source>

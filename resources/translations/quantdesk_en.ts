@@ -65,4 +65,14 @@
         </translation>
     </message>
 </context>
+<context>
+    <name>UploadersDialog</name>
+    <message numerus="yes">
+        <source>%n file(s) of {quant} can be compared</source>
+        <translation>
+            <numerusform>%n file of {quant} can be compared</numerusform>
+            <numerusform>%n files of {quant} can be compared</numerusform>
+        </translation>
+    </message>
+</context>
 </TS>

@@ -145,8 +145,8 @@ def wait_for(app, signal, action) -> None:
 
 
 def fill_discover_and_downloads(window) -> None:
-    """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB),
-    and the Downloads page with one job running and one finished."""
+    """Discover with Qwen2.5-7B-Instruct-GGUF's quants as fitted on the sample laptop (RTX 4070 Laptop, 8 GiB), one
+    of them measured by the quant lab here, and the Downloads page with one job running and one finished."""
     from app.hub.download import DownloadResult, Progress
     from app.hub.download_queue import DownloadTask
     from app.hub.plan import DownloadRequest
@@ -167,7 +167,9 @@ def fill_discover_and_downloads(window) -> None:
             reason="", request=DownloadRequest(repo, quant=quant), download_bytes=int(size_gb * GB),
             memory_bytes=int(memory_gib * 2**30), decode_tok_s=tps, best=quant == "Q5_K_M"))
     window.discover.set_profile(sample_laptop())
-    window.discover.show_choices(choices)
+    measured = {f"{repo}/qwen2.5-7b-instruct-q5_k_m.gguf": "KLD 0.00631 ± 0.0002 from Q8_0 measured here (2026-11-20), "
+                                                           "1.4× the generation speed of Q8_0"}  # the lab's, on it
+    window.discover.show_choices(choices, measured)
     window.discover.results.setCurrentRow(-1)
     running = DownloadTask(id=1, request=DownloadRequest(repo, quant="Q5_K_M"), state="running",
                            progress=Progress("downloading", repo, "qwen2.5-7b-instruct-q5_k_m.gguf",
@@ -243,6 +245,49 @@ def sample_bench(reps: int = 3, created: str = "2026-11-21T16:42:08+00:00", rows
                        reference=variants[0].label, variants=variants, corpus=corpus.bundled().describe(),
                        reference_file={"path": "", "n_ctx": 512, "chunks": 8, "positions": 2040, "mean_tokens": 61.4,
                                        "mean_left_out": 0.0001, "capped_share": 0.0})
+
+
+def sample_sweep():
+    """A sweep of Q4_K_M and Q8_0 over the KV-cache types and three context lengths: a quantized cache costs more
+    the longer the context (made-up figures of that shape, scattered as runs are)."""
+    import dataclasses
+
+    from app.lab.results import BenchSettings
+
+    base = sample_bench(reps=1, created="2026-11-22T10:05:12+00:00", rows=LAB_ROWS[:2] + LAB_ROWS[4:5])
+    reference, variants = base.variants[0], []
+    for source in base.variants[1:3]:
+        kld = source.quality.kld.value
+        for kv, cache in (("f16", 0.0), ("q8_0", 0.0004), ("q4_0", 0.006)):
+            for n, ctx in enumerate((2048, 8192, 32768)):
+                stretch = 1 + 0.18 * n * (1 + 6 * cache / 0.006)
+                quality = sample_quality(11.2 + 0.3 * n, (kld + cache) * stretch, 0.95, n + len(variants))
+                variants.append(dataclasses.replace(
+                    source, label=f"{source.label} · KV {kv} · ctx {ctx}", kv_cache_type=kv, ctx=ctx,
+                    sweep_of=source.label, quality=quality, perplexity=quality.ppl.value))
+    return dataclasses.replace(base, id=base.id[:-6] + "5c0e11", variants=[reference, *variants],
+                               settings=BenchSettings(reps=1, kv_types=("f16", "q8_0", "q4_0"),
+                                                      contexts=(2048, 8192, 32768)))
+
+
+def sample_found():
+    """What the Lab's "From uploaders…" dialog finds for one quant of a popular model."""
+    from app.lab.uploaders import Candidate, Found
+
+    rows = (("bartowski/Qwen2.5-7B-Instruct-GGUF", 4.68, 182_400, ""),
+            ("Qwen/Qwen2.5-7B-Instruct-GGUF", 4.68, 151_022, ""),
+            ("unsloth/Qwen2.5-7B-Instruct-GGUF", 4.68, 64_310, ""),
+            ("lmstudio-community/Qwen2.5-7B-Instruct-GGUF", 4.68, 40_877, ""),
+            ("mradermacher/Qwen2.5-7B-Instruct-i1-GGUF", 4.68, 12_905, ""),
+            ("someone/Qwen2.5-7B-Instruct-abliterated-GGUF", 4.68, 3_114,
+             "its 152,064 tokens are not the reference's (the token texts differ)"))
+    candidates = [Candidate(repo, "Q4_K_M", ("Qwen2.5-7B-Instruct-Q4_K_M.gguf",), int(gb * GB), "0" * 40, None,
+                            downloads, 0, "qwen2", 152064, problem) for repo, gb, downloads, problem in rows]
+    precise = Candidate("Qwen/Qwen2.5-7B-Instruct-GGUF", "F16", ("qwen2.5-7b-instruct-fp16.gguf",), int(15.2 * GB),
+                        "0" * 40, None, 151_022, 0, "qwen2", 152064)
+    return Found("Qwen/Qwen2.5-7B-Instruct", ("Q4_K_M",), candidates,
+                 ["ggml-org/Qwen2.5-7B-Instruct-Q8_0-GGUF has no Q4_K_M (it has: Q8_0)"], precise,
+                 precise.label)
 
 
 class _IdleServer:
@@ -399,7 +444,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             settle(app)
             window.grab().save(str(args.out / f"lab-charts{suffix}.png"))
             window.lab.charts.save_png(str(args.out / f"lab-charts-export{suffix}.png"))
+            shown = window.lab.result
+            window.lab.show_result(sample_sweep())  # a sweep of KV caches and context lengths, its chart last
+            settle(app)
+            window.lab.charts.save_png(str(args.out / f"lab-sweep{suffix}.png"))
+            window.lab.show_result(shown)
             window.lab.tabs.setCurrentIndex(0)
+            from app.ui.lab_uploaders import UploadersDialog
+
+            dialog = UploadersDialog(None, window)
+            dialog.base.setText("Qwen/Qwen2.5-7B-Instruct")
+            dialog.show_found(sample_found())
+            dialog.show()
+            settle(app)
+            dialog.grab().save(str(args.out / f"lab-uploaders{suffix}.png"))
+            dialog.close()
     if everything:
         from app.hardware.detect import detect  # this machine, as the app sees it
 

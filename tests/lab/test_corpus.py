@@ -1,4 +1,5 @@
-"""The user's own text for the quant lab: a file, a folder, their chats rendered as the model reads them."""
+"""The texts the quant lab scores: the bundled sets (prose, code, conversations through the model's own chat template,
+German), and the user's own: a file, a folder, their chats rendered as the model reads them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from app.lab import corpus
 from app.lab.results import BenchSettings
 from app.lab.runner import run_bench
 from backends.scoring import Reference
+from tests.fixtures.models import build_tool_model
 
 
 def test_a_folder_is_its_text_files_in_name_order(tmp_path):
@@ -41,7 +43,8 @@ def test_chats_are_rendered_with_the_references_template_and_scored_with_their_s
     with ChatStore() as store:
         first = store.create_conversation("Iceland", system_prompt="You are brief.")
         store.add_message(first.id, "user", "What should I pack for a week in Iceland in October?")
-        store.add_message(first.id, "assistant", "Layers, a waterproof shell, boots and a hat. " * 20)
+        store.add_message(first.id, "assistant", "Layers, a waterproof shell, boots and a hat. " * 20,
+                          reasoning="October: wet and windy.")
         second = store.create_conversation("Code")
         store.add_message(second.id, "user", "def main():\n    print('hello, world')\n    return 0\n" * 10)
         store.add_message(second.id, "assistant", "It prints a greeting and returns 0. " * 20)
@@ -65,3 +68,45 @@ def test_chats_are_rendered_with_the_references_template_and_scored_with_their_s
 def test_no_chats_is_said_in_words(tiny_models):
     with pytest.raises(QuantDeskError, match="there are no chats to score"):
         corpus.from_chats(tiny_models.gguf_f16)
+
+
+def test_the_bundled_sets_are_different_kinds_of_text():
+    prose, code, german = (corpus.resolve(name, None) for name in ("prose", "code", "german"))
+    assert prose.text == corpus.perplexity_text() and "Bennet" in prose.text
+    assert code.name == "quantdesk-code.txt" and "# ===== app/lab/metrics.py =====" in code.text
+    assert "def percentile(" in code.text and "Apache-2.0" in code.source
+    assert german.name == "german.txt" and "Brücke" in german.text and "ß" in german.text
+    assert len({prose.describe()["sha256"], code.describe()["sha256"], german.describe()["sha256"]}) == 3
+    assert not (prose.special or code.special or german.special)
+    with pytest.raises(QuantDeskError, match="the bundled conversations are rendered with the reference's chat "):
+        corpus.resolve("conversations", None)  # a reference file has no template to render them with
+    with pytest.raises(QuantDeskError, match="there is no bundled text 'poetry'"):
+        corpus.bundled("poetry")
+
+
+def test_the_bundled_conversations_are_rendered_through_the_models_own_chat_format(tiny_models):
+    # A template that declares tools writes the calls, the tool results and the tools in its own syntax.
+    tools_model = build_tool_model(tiny_models)
+    rendered = corpus.resolve("conversations", tools_model)
+    assert rendered.special and rendered.name == "conversations" and "13 conversations, rendered with " \
+        "tiny-llama-tools-F16.gguf's chat template" in rendered.source
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"place": "Lisbon, Portugal", "units": "metric"}}' \
+        in rendered.text
+    assert "<tool_response>\n{\"place\": \"Lisbon, Portugal\"" in rendered.text
+    assert '"name": "create_event"' in rendered.text and "# Tools" in rendered.text
+    # The plain ChatML template of the tiny model shows neither: the same conversations read as the model reads them.
+    plain = corpus.resolve("conversations", tiny_models.gguf_f16)
+    assert "<tool_call>" not in plain.text and "<|im_start|>tool\n[\"09:00-10:00\"" in plain.text
+    assert plain.describe()["sha256"] != rendered.describe()["sha256"]
+
+
+def test_a_bench_scores_a_bundled_set_and_keeps_its_name(tiny_models):
+    result = run_bench([tiny_models.gguf_f16, tiny_models.gguf_q4_k_m], BenchSettings(ctx=64, chunks=3, speed=False),
+                       corpus_text="code")
+    assert result.corpus["name"] == "quantdesk-code.txt" and "QuantDesk's own Python modules" in \
+        result.corpus["source"]
+    assert result.variant("tiny-llama-Q4_K_M").quality.kld.value > 0
+    reference = result.reference_file["path"]
+    with pytest.raises(QuantDeskError, match="a reference file decides the text"):
+        run_bench([tiny_models.gguf_q4_k_m], BenchSettings(ctx=64, speed=False), reference_file=reference,
+                  corpus_text="german")

@@ -17,7 +17,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.engine.host import Host
-from app.errors import EngineError
+from app.errors import EngineError, QuantDeskError
 from app.lab import corpus
 from app.lab.results import QUALITY_METRICS, SPEED_METRICS, BenchSettings
 from app.lab.runner import LabCancelled, plan_variants, run_bench
@@ -243,3 +243,32 @@ def test_a_kv_cache_sweep_measures_each_gguf_variant_once_per_cache_type(tiny_mo
     assert kld[2].value > kld[1].value and not kld[2].overlaps(kld[0]) and kld[2].value > 2 * kld[0].value
     with pytest.raises(ValueError, match="--kv-types takes f16, q8_0, q4_0, not q2"):
         run_bench([tiny_models.gguf_f16], BenchSettings(kv_types=("q2",)))
+
+
+def test_a_sweep_of_kv_caches_and_context_lengths_is_one_run(tiny_models):
+    settings = BenchSettings(prompt_tokens=64, gen_tokens=8, reps=1, ctx=64, chunks=3, flash_attention=True,
+                             kv_types=("f16", "q4_0"), contexts=(32, 128))
+    result = run_bench([tiny_models.gguf_f16, tiny_models.gguf_q8_0], settings)
+    assert [v.label for v in result.variants] == [
+        "tiny-llama-F16", "tiny-llama-Q8_0 · KV f16 · ctx 32", "tiny-llama-Q8_0 · KV f16 · ctx 128",
+        "tiny-llama-Q8_0 · KV q4_0 · ctx 32", "tiny-llama-Q8_0 · KV q4_0 · ctx 128"]
+    assert {v.sweep_of for v in result.variants[1:]} == {"tiny-llama-Q8_0"} and result.variants[0].sweep_of == ""
+    reference, rows = result.variants[0], result.variants[1:]
+    assert reference.quality.positions == 3 * (64 - 1 - 32)  # the reference row: the bench's --ctx
+    for v in rows:
+        assert not v.error and not v.unavailable, (v.label, v.unavailable)
+        # Each row is scored in windows of its own length, against the reference's windows of that length ...
+        assert result.window(v) == v.ctx and v.quality.positions == 3 * (v.ctx - 1 - v.ctx // 2)
+        # ... and its speed run fills that context: the prompt and the generated tokens.
+        assert abs(v.runs[0].prompt_tokens - (v.ctx - 8)) <= 3, (v.label, v.runs[0].prompt_tokens)
+    by_ctx = {v.ctx: v.quality.ppl_base.value for v in rows}
+    assert by_ctx[32] != by_ctx[128] != reference.quality.ppl.value  # three reference files, one per window length
+    assert rows[0].quality.ppl_base.value == rows[2].quality.ppl_base.value  # one reference per length, shared
+    assert rows[3].quality.kld.value > rows[1].quality.kld.value  # the 4-bit cache adds its error at 128 tokens
+    with pytest.raises(ValueError, match="--contexts takes even numbers between 16 and 131072, not 33"):
+        run_bench([tiny_models.gguf_f16], BenchSettings(contexts=(33, 64)))
+    with pytest.raises(ValueError, match="a context of 64 tokens leaves no room for a prompt beside the 128 "):
+        run_bench([tiny_models.gguf_f16], BenchSettings(contexts=(64, 512)))
+    with pytest.raises(QuantDeskError, match="a context sweep needs the reference model"):
+        run_bench([tiny_models.gguf_q8_0], BenchSettings(contexts=(64,), speed=False),
+                  reference_file=result.reference_file["path"])

@@ -240,3 +240,35 @@ def test_a_card_shows_the_fit_badge_the_recommender_gave_its_repo(qtbot, tiny_hu
     tiny_machine = make_page(qtbot, cpu_only(0.001))
     open_and_wait(qtbot, tiny_machine, TINY_REPO)
     assert tiny_machine.fit_badges[TINY_REPO][0] == "Too large"
+
+
+def test_a_quant_the_lab_measured_here_says_so_in_its_reason(qtbot, tiny_hub, tiny_models):
+    from app.hub.download import download
+    from app.hub.plan import DownloadRequest
+    from app.lab.results import BenchSettings
+    from app.lab.runner import run_bench
+    from app.lab.store import ResultStore
+
+    # Another uploader's file of the very same name: the lab's figures of one are not the other's.
+    tiny_hub.add_repo("other/tiny-llama-GGUF", files={"tiny-llama-Q4_K_M.gguf": tiny_models.gguf_q4_k_m},
+                      tags=["gguf"])
+    fetched = [download(DownloadRequest(TINY_REPO, quant=quant)).path for quant in ("Q8_0", "Q4_K_M")]
+    result = run_bench(fetched, BenchSettings(ctx=64, chunks=3, speed=False))
+    ResultStore().save(result)
+    q4 = result.variant("tiny-llama-Q4_K_M")
+    assert q4.origin == f"{TINY_REPO}/tiny-llama-Q4_K_M.gguf" and result.variants[0].quant == "Q8_0"
+
+    page = make_page(qtbot, cpu_only(16))
+    open_and_wait(qtbot, page, TINY_REPO)
+    rows = {page.table.item(r, 0).text(): r for r in range(page.table.rowCount())}
+    assert set(rows) == {"Q8_0", "Q4_K_M · measured here"}  # the reference itself has no KLD of its own
+    tip = page.table.item(rows["Q4_K_M · measured here"], 2).toolTip()
+    choice = next(c for c in page.choices.choices if c.quant == "Q4_K_M")
+    kld = f"KLD {q4.quality.kld.value:.3g} ± {q4.quality.kld.se:.1g} from Q8_0 measured here"
+    assert tip.startswith(f"{choice.reason}; {kld} (") and choice.reason
+    assert "measured here" not in page.table.item(rows["Q8_0"], 2).toolTip()
+    assert "measured here" not in page.best_label.text()  # the best pick (Q8_0) was the reference
+
+    open_and_wait(qtbot, page, "other/tiny-llama-GGUF")
+    assert [page.table.item(r, 0).text() for r in range(page.table.rowCount())] == ["Q4_K_M"]
+    assert "measured here" not in page.table.item(0, 2).toolTip()

@@ -9,7 +9,7 @@ import json
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from app.lab.results import BenchResult
 from app.lab.store import ResultStore
@@ -148,6 +148,55 @@ def test_cancel_stops_the_bench_and_saves_nothing(qtbot, page, tiny_models):
     assert ResultStore().history() == [] and page.saved_ids() == []
 
 
+def test_a_sweep_of_caches_and_contexts_on_another_text_runs_from_the_page_and_is_charted(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_f16, tiny_models.gguf_q4_k_m])
+    small_settings(page)
+    page.chunks.setValue(2)
+    page.speed.setChecked(False)
+    page.text.setCurrentIndex(page.text.findData("code"))
+    page.kv_types["f16"].setChecked(True)
+    page.kv_types["q4_0"].setChecked(True)
+    page.contexts.setText("32, 2k")  # bad input: a sentence, and nothing is lost
+    page.run()
+    assert not page.running and page.status.text() == ("Cannot run: context lengths are whole numbers separated by "
+                                                       "commas, such as “512, 2048, 8192”, not “32, 2k”.")
+    assert page.contexts.text() == "32, 2k" and page.kv_types["q4_0"].isChecked()
+    page.contexts.setText("32, 64")
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+        assert not page.contexts.isEnabled() and not page.kv_types["f16"].isEnabled()
+    result: BenchResult = finished.args[0]
+    assert result.settings.kv_types == ("f16", "q4_0") and result.settings.contexts == (32, 64)
+    assert result.corpus["name"] == "quantdesk-code.txt"
+    assert [page.table.item(row, 0).text() for row in range(page.table.rowCount())] == [
+        "F16  (reference)", "Q4_K_M · KV f16 · ctx 32", "Q4_K_M · KV f16 · ctx 64", "Q4_K_M · KV q4_0 · ctx 32",
+        "Q4_K_M · KV q4_0 · ctx 64"]
+    sweep = page.charts.sweep
+    assert not sweep.isHidden() and sweep.sweep.axis == "ctx" and sweep.sweep.ticks == ("32", "64")
+    assert [line.name for line in sweep.sweep.lines] == ["tiny-llama-Q4_K_M · KV f16", "tiny-llama-Q4_K_M · KV q4_0"]
+    assert [y for _x, y, _e in sweep.sweep.lines[1].points] == [
+        result.variant(f"tiny-llama-Q4_K_M · KV q4_0 · ctx {c}").quality.kld.value for c in (32, 64)]
+    assert "tiny-llama-Q4_K_M · KV q4_0: 32 " in sweep.accessibleDescription()
+    page.show_result(None)
+    assert page.charts.sweep.isHidden()
+
+
+def test_a_window_long_enough_shows_the_kld_by_position_in_it(qtbot, page, tiny_models):
+    page.add_paths([tiny_models.gguf_f16, tiny_models.gguf_q4_k_m])
+    small_settings(page)
+    page.speed.setChecked(False)
+    page.ctx.setValue(4000)  # its second half, scored: positions 2000 to 3999, either side of 2k
+    page.chunks.setValue(1)
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+    q4 = finished.args[0].variant("tiny-llama-Q4_K_M").quality
+    assert list(q4.kld_by_position) == ["0-2k", "2k-8k"]
+    tip = page.table.item(1, column("Mean KLD")).toolTip()
+    assert tip.splitlines()[-1].startswith("by position in the window: 0-2k ") and ", 2k-8k " in tip
+    labels = [page.statistics.verticalHeaderItem(r).text() for r in range(page.statistics.rowCount())]
+    assert "Mean KLD, positions 0-2k" in labels and "Mean KLD, positions 2k-8k" in labels
+
+
 def test_running_with_nothing_ticked_says_what_to_do(qtbot, page):
     page.run()
     assert not page.running and "Tick at least one variant" in page.status.text()
@@ -157,3 +206,53 @@ def test_nice_ticks_cover_the_range_with_round_steps():
     assert nice_ticks(0, 47) == [0, 10, 20, 30, 40, 50]
     ticks = nice_ticks(0, 0.0031)
     assert ticks[0] == 0 and ticks[-1] >= 0.0031 and len(ticks) <= 6
+
+
+def test_uploaders_found_on_the_hub_are_fetched_compared_ranked_and_cleaned_up(qtbot, page, tiny_models, hub_env,
+                                                                               tmp_path):
+    from app.lab import uploaders
+    from app.ui.lab_uploaders import UploadersDialog
+    from tests.lab.uploaders_hub import BASE, add_uploaders
+
+    made = add_uploaders(hub_env, tiny_models, tmp_path)
+    qtbot.mouseClick(next(b for b in page.findChildren(QPushButton) if b.text() == "From uploaders…"),
+                     Qt.MouseButton.LeftButton)
+    dialog: UploadersDialog = page.uploaders_dialog
+    assert dialog.isVisible() and not dialog.add_button.isEnabled()
+    dialog.base.setText("not a repo")
+    dialog.search()
+    assert dialog.status.text() == "Name the base model as owner/name and a quant, such as Q4_K_M."
+    dialog.base.setText(BASE)
+    with qtbot.waitSignal(dialog._finder.succeeded, timeout=60_000):
+        qtbot.mouseClick(dialog.find_button, Qt.MouseButton.LeftButton)
+    rows = {dialog.table.item(r, 0).text(): dialog.table.item(r, 3).text() for r in range(dialog.table.rowCount())}
+    assert {name.split("/")[0] for name in rows} == {"careful", "pure", "q4-output", "mixup", "spm"}
+    assert rows["mixup/tiny-llama-GGUF/tiny-llama-Q4_K_M.gguf"].startswith("left out: its architecture is starcoder2")
+    assert rows["pure/tiny-llama-GGUF/tiny-llama-Q4_K_M.gguf"] == "same model: llama, 1024 tokens"
+    assert dialog.status.text() == ("3 files of Q4_K_M can be compared (checked against "
+                                    "careful/tiny-llama-GGUF/tiny-llama-F16.gguf).")
+    assert "eights/tiny-llama-GGUF has no Q4_K_M (it has: Q8_0)" in dialog.skipped.text()
+    assert dialog.use_precise.isVisibleTo(dialog) and dialog.use_precise.isChecked()
+    assert [c.repo_id for c in dialog.chosen()] == list(made)  # what can be compared comes ticked; the rest cannot
+    qtbot.mouseClick(dialog.add_button, Qt.MouseButton.LeftButton)
+    assert [c.name for c in page.checked_hub()] == ["careful/tiny-llama-GGUF/tiny-llama-F16",
+                                                    *(f"{repo}/tiny-llama-Q4_K_M" for repo in made)]
+    assert page.reference.currentText() == "careful/tiny-llama-GGUF/tiny-llama-F16" and page.checked_paths() == []
+
+    small_settings(page)
+    page.speed.setChecked(False)
+    statuses = []
+    page._bench.progressed.connect(lambda _ticket, _p: statuses.append(page.status.text()))  # after the page's slot
+    with qtbot.waitSignal(page.bench_finished, timeout=240_000) as finished:
+        page.run()
+    result: BenchResult = finished.args[0]
+    assert any(text.startswith("Fetching — fetching pure/tiny-llama-GGUF/tiny-llama-Q4_K_M") for text in statuses)
+    assert result.reference == "careful/tiny-llama-GGUF/tiny-llama-F16"
+    assert {v.origin for v in result.variants} == {f"{repo}/tiny-llama-Q4_K_M.gguf" for repo in made} | {
+        "careful/tiny-llama-GGUF/tiny-llama-F16.gguf"}
+    notes = page.notes.text().splitlines()
+    ranked = notes.index("Ranked by mean KLD (± one standard error; KLD×GB: the loss times the file's size, lower "
+                         "is better):")
+    assert notes[ranked + 1].startswith("1. careful/tiny-llama-GGUF/tiny-llama-Q4_K_M: mean KLD ")
+    assert [r.label for r in page.charts.kld.rows] == [f"{repo}/tiny-llama-Q4_K_M" for repo in made]
+    assert not any(p.is_file() for p in uploaders.cache_root().rglob("*"))  # fetched for the bench, removed after
