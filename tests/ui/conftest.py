@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import QSettings, QTranslator
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication
 
 from app.chats.store import ChatStore
 from app.engine.client import EngineClient
 from app.ui.engine_bridge import EngineBridge
+from app.ui.theme import ThemeFollower
 from app.ui.translations import translations_dir
 from app.ui.window import MainWindow
 from tests.hub.conftest import fast, fixed_template, gguf_repo  # noqa: F401 - fixtures: the Library's update checks
@@ -24,6 +27,41 @@ def english_plurals(qapp):
     qapp.installTranslator(translator)
     yield
     qapp.removeTranslator(translator)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def themed_as_the_app_starts(qapp):
+    """The look app.ui.main gives the application before any window (the system theme: palette with the accent, the
+    style sheet built for it), so that a window made in a test changes nothing application-wide."""
+    qapp.theme = follower = ThemeFollower(qapp, "system")  # where app.ui.main keeps it, for Settings' theme choice
+    yield
+    del qapp.theme
+    follower.deleteLater()
+
+
+@pytest.fixture(autouse=True)
+def leaves_the_application_as_found(qapp, themed_as_the_app_starts):
+    """Every test leaves the application's look as it found it: style, palette, style sheet, font and layout
+    direction are application-wide, so a theme left on by one test changes what the next one sees (a light-theme
+    icon drawn in a dark palette's ink failed only after such a test). A test that changes one must restore it; this
+    restores it anyway, so one culprit fails alone instead of the tests after it."""
+    before = _application_look(qapp)
+    yield
+    after = _application_look(qapp)
+    changed = [name for name in before if before[name] != after[name]]
+    if changed:
+        style, palette, sheet, font, direction = before.values()
+        qapp.setStyle(style)
+        qapp.setPalette(palette)
+        qapp.setStyleSheet(sheet)
+        qapp.setFont(font)
+        qapp.setLayoutDirection(direction)
+        pytest.fail(f"the test left the application's {', '.join(changed)} changed (restored now)", pytrace=False)
+
+
+def _application_look(app: QApplication) -> dict[str, object]:
+    return {"style": app.style().name(), "palette": QPalette(app.palette()), "style sheet": app.styleSheet(),
+            "font": app.font(), "layout direction": app.layoutDirection()}
 
 
 @pytest.fixture

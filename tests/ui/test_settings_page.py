@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication
 
 from app import paths
 from app import settings as app_settings
@@ -99,10 +101,14 @@ def test_default_context_and_theme(qtbot, make_window):
     page.context_box.setValue(16384)
     page.context_box.editingFinished.emit()
     assert app_settings.load().default_n_ctx == 16384 and window.chat.default_n_ctx == 16384
+    window_colour = QApplication.instance().palette().color(QPalette.ColorRole.Window)
     with qtbot.waitSignal(page.theme_changed) as changed:
         page.theme_box.setCurrentIndex(2)
     assert changed.args == ["dark"] and app_settings.load().theme == "dark"
+    assert QApplication.instance().palette().color(QPalette.ColorRole.Window).lightness() < 128  # applied at once
     assert make_page(qtbot).theme_box.currentText() == "Dark"
+    page.theme_box.setCurrentIndex(0)  # back to the system's, as the test found the application
+    assert QApplication.instance().palette().color(QPalette.ColorRole.Window) == window_colour
 
 
 def test_a_damaged_settings_file_is_said(qtbot):
