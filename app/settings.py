@@ -2,8 +2,8 @@
 the two things they decide for the whole process, each resolved here and only here: the models folder
 (``models_dir``) and offline mode (``is_offline``, ``apply_offline``).
 
-One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
-then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
+One small JSON file in ``app.paths.config_dir()``, written atomically by ``app.files`` (a temp file in the same
+folder, fsynced, then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
 kept here: it lives where huggingface_hub's ``login`` keeps it (``app.hub.config.save_token``).
 
 A file that cannot be read is not overwritten blindly: ``load`` returns the defaults with the reason in
@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from app import paths
+from app.files import write_text_atomic
 
 FILE_NAME = "settings.json"
 THEMES = ("system", "light", "dark")
@@ -117,17 +118,7 @@ def save(settings: Settings) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and load().problem:
         os.replace(path, path.with_name(FILE_NAME + ".bad"))  # keep what we could not read
-    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(settings.normalised().to_json(), fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(path, json.dumps(settings.normalised().to_json(), indent=2) + "\n")
 
 
 def update(**changes) -> Settings:
