@@ -12,12 +12,15 @@ A file that cannot be read is not overwritten blindly: ``load`` returns the defa
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from app import paths
+from app.errors import QuantDeskError
 from app.files import write_text_atomic
 
 FILE_NAME = "settings.json"
@@ -132,6 +135,90 @@ def update(**changes) -> Settings:
     current = current.normalised()
     save(current)
     return current
+
+
+# --- one value typed as text (``quantdesk config set KEY VALUE``) -------------------------------------------
+# What each setting is and what it takes, in the words `quantdesk config ls` and a refused `config set` print.
+def _either(values: tuple) -> str:
+    return ", ".join(str(v) for v in values[:-1]) + f" or {values[-1]}"
+
+
+ABOUT = {
+    "models_dir": ("the models folder", "a folder, or none for the default under the data folder"),
+    "offline": ("never contact the Hub", "true or false"),
+    "default_n_ctx": ("the default context length in tokens", f"a whole number from {MIN_CONTEXT} to {MAX_CONTEXT}"),
+    "theme": ("the app's look", _either(THEMES)),
+    "language": ("the app's language, read at start-up", _either(LANGUAGES)),
+    "check_updates": ("ask the Hub at most daily whether downloaded models changed", "true or false"),
+    "memory_budget_gib": ("the loaded models' memory budget in GiB",
+                          "a number above 0, or none for what the fit check finds free"),
+    "max_loaded_models": ("how many models stay loaded at most", f"a whole number from 1 to {MAX_LOADED_LIMIT}"),
+    "idle_unload_minutes": ("minutes without a message before a loaded model unloads",
+                            _either(tuple(m or "0 (never)" for m in IDLE_UNLOAD_CHOICES))),
+}
+_TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
+
+
+class SettingError(QuantDeskError):
+    """A key that is no setting, or a value of the wrong type or out of range; the message says which."""
+
+
+def keys() -> list[str]:
+    return [f.name for f in fields(Settings) if f.name != "problem"]
+
+
+def check_key(key: str) -> None:
+    """SettingError, with the nearest name, when ``key`` is no setting."""
+    if key not in keys():
+        near = difflib.get_close_matches(key, keys(), n=1)
+        raise SettingError(f"there is no setting {key!r}" + (f"; did you mean {near[0]}?" if near else ""),
+                           "list them with: quantdesk config ls")
+
+
+def parse(key: str, text: str) -> Any:
+    """``text`` as the value of setting ``key``, checked against its type and range (never clamped: a value the
+    app would change is refused, with what it takes)."""
+    check_key(key)
+    word = text.strip()
+    if key in ("offline", "check_updates"):
+        if word.lower() in _TRUE + _FALSE:
+            return word.lower() in _TRUE
+    elif key == "models_dir":
+        return None if word.lower() in _NONE else str(Path(word).expanduser())
+    elif key == "memory_budget_gib":
+        if word.lower() in _NONE:
+            return None
+        number = _number(word, float)
+        if number is not None and 0 < number < float("inf"):
+            return number
+    elif key in ("theme", "language"):
+        if word in (THEMES if key == "theme" else LANGUAGES):
+            return word
+    else:
+        number = _number(word, int)
+        if key == "default_n_ctx" and number is not None and MIN_CONTEXT <= number <= MAX_CONTEXT:
+            return number
+        if key == "max_loaded_models" and number is not None and 1 <= number <= MAX_LOADED_LIMIT:
+            return number
+        if key == "idle_unload_minutes" and number in IDLE_UNLOAD_CHOICES:
+            return number
+    raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
+
+
+def _number(word: str, kind: type) -> Any:
+    try:
+        return kind(word)
+    except ValueError:
+        return None
+
+
+def shown(value: Any) -> str:
+    """A setting's value as ``parse`` takes it back."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 # --- offline mode ------------------------------------------------------------------------------------
