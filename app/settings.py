@@ -68,7 +68,7 @@ class Settings:
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
             problem=self.problem)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("problem")
         return data
@@ -124,7 +124,7 @@ def save(settings: Settings) -> Path:
     return write_text_atomic(path, json.dumps(settings.normalised().to_json(), indent=2) + "\n")
 
 
-def update(**changes) -> Settings:
+def update(**changes: Any) -> Settings:
     """Load, change some values, save; returns the saved settings."""
     current = load()
     for key, value in changes.items():
@@ -139,7 +139,7 @@ def update(**changes) -> Settings:
 
 # --- one value typed as text (``quantdesk config set KEY VALUE``) -------------------------------------------
 # What each setting is and what it takes, in the words `quantdesk config ls` and a refused `config set` print.
-def _either(values: tuple) -> str:
+def _either(values: tuple[object, ...]) -> str:
     return ", ".join(str(v) for v in values[:-1]) + f" or {values[-1]}"
 
 
@@ -205,7 +205,7 @@ def parse(key: str, text: str) -> Any:
     raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
 
 
-def _number(word: str, kind: type) -> Any:
+def _number(word: str, kind: type[int] | type[float]) -> int | float | None:
     try:
         return kind(word)
     except ValueError:

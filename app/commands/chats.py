@@ -8,9 +8,13 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.chats.store import ChatStore
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "chats", help="list, show, export or delete saved chats",
         description="The conversations the Chat page keeps: list them, print one, export one as Markdown or JSON, "
@@ -43,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rm.set_defaults(func=run_rm)
 
 
-def _store():
+def _store() -> ChatStore:
     from app.chats.store import ChatStore
 
     return ChatStore()

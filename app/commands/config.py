@@ -8,7 +8,7 @@ import argparse
 import json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "config", help="show or change the app's settings",
         description="Show or change the settings the app keeps (the Settings page's): models folder, offline mode, "
