@@ -33,7 +33,7 @@ from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
-from app.ui.chat_settings import ChatSettingsDialog
+from app.ui.chat_settings import ChatSettingsDialog, schema_refusal
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge, TokenChunk
 from app.ui.formatting import capitalized
@@ -660,6 +660,10 @@ class ChatPage(QWidget):
         if images and not self._sees_images():  # before anything is saved or sent
             self._show_banner(self._no_vision_sentence(), reload=False)
             return
+        # A JSON schema the grammar cannot hold: refused as the server and the CLI refuse it, before any token.
+        if refused := schema_refusal(self.current.sampling if self.current is not None else {}):
+            self._show_banner(refused, reload=False)
+            return
         if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
             self._show_banner(self.tr("Your message is not sent yet: it stays in the box below."), reload=False)
             return
@@ -693,6 +697,9 @@ class ChatPage(QWidget):
         """Stream a reply into ``writer``, or into a new reply after ``after`` (by default the end of the branch on
         show; an earlier message: a new version of the reply that followed it)."""
         conv = self.store.conversation(self.current.id)
+        if writer is None and (refused := schema_refusal(conv.sampling)):  # a reply written again: the same check
+            self._show_banner(refused, reload=False)
+            return
         if writer is None:
             try:
                 writer = self.store.begin_reply(conv.id, after=after)
