@@ -22,6 +22,7 @@ from typing import Any
 from app import paths
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
+from app.records import known_fields
 
 FILE_NAME = "settings.json"
 THEMES = ("system", "light", "dark")
@@ -111,8 +112,9 @@ def load() -> Settings:
     except ValueError as exc:
         return Settings(problem=f"The settings file {path} is damaged ({exc}); the defaults are in use, and the "
                                 f"file will be kept as {FILE_NAME}.bad when settings are next saved.")
-    known = {f.name for f in fields(Settings)} - {"problem"}
-    return Settings(**{k: v for k, v in data.items() if k in known}).normalised()
+    values = known_fields(Settings, data)
+    values.pop("problem", None)  # never read from the file
+    return Settings(**values).normalised()
 
 
 def save(settings: Settings) -> Path:
@@ -128,7 +130,7 @@ def update(**changes: Any) -> Settings:
     """Load, change some values, save; returns the saved settings."""
     current = load()
     for key, value in changes.items():
-        if key not in {f.name for f in fields(Settings)} - {"problem"}:
+        if key not in keys():
             raise KeyError(key)
         setattr(current, key, value)
     current.problem = ""
