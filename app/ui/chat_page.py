@@ -697,9 +697,6 @@ class ChatPage(QWidget):
         """Stream a reply into ``writer``, or into a new reply after ``after`` (by default the end of the branch on
         show; an earlier message: a new version of the reply that followed it)."""
         conv = self.store.conversation(self.current.id)
-        if writer is None and (refused := schema_refusal(conv.sampling)):  # a reply written again: the same check
-            self._show_banner(refused, reload=False)
-            return
         if writer is None:
             try:
                 writer = self.store.begin_reply(conv.id, after=after)
@@ -731,6 +728,9 @@ class ChatPage(QWidget):
     def _on_regenerate_requested(self, message_id: int) -> None:
         """Write the reply again, as a new version beside this one (the old one stays a click away)."""
         if self.reply.streaming or self.loaded is None or not self.reply.save_pending():
+            return
+        if refused := schema_refusal(self.store.conversation(self.current.id).sampling):  # before the view changes
+            self._show_banner(refused, reload=False)
             return
         parent = self.store.message(message_id).parent_id
         self.view.remove_from(message_id)

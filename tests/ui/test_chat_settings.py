@@ -163,3 +163,20 @@ def test_a_saved_schema_the_grammar_cannot_hold_is_refused_before_anything_is_se
     assert chat.banner.isVisible() and chat.banner_text.text() == REFUSAL[0].upper() + REFUSAL[1:] + "."
     assert chat.composer.toPlainText() == "Tag this."
     assert chat.store.messages(conv.id) == [] and engine.requests == []
+
+
+def test_writing_a_reply_again_under_such_a_schema_is_refused_and_the_reply_stays(qtbot, make_window):
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model("/models/tiny.gguf", LoadSettings())
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClicks(chat.composer, "Tag this.")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    chat.store.update_settings(chat.current.id, sampling={"json_schema": TAGS})
+    before = [m.id for m in chat.store.all_messages(chat.current.id)]
+    qtbot.mouseClick(chat.view.bubbles[-1].actions["regenerate"], Qt.MouseButton.LeftButton)
+    assert chat.banner.isVisible() and chat.banner_text.text() == REFUSAL[0].upper() + REFUSAL[1:] + "."
+    assert len(engine.requests) == 1 and len(chat.view.bubbles) == 2
+    assert [m.id for m in chat.store.all_messages(chat.current.id)] == before
