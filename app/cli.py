@@ -25,6 +25,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.server",  # serve
     "app.commands.lab",  # bench
     "app.commands.remote",  # remote
+    "app.commands.chats",  # chats ls / show / export / rm
+    "app.commands.config",  # config ls / get / set
 )
 # Sub-commands that may reach the Hub: they also take --online after the command name.
 HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench", "ls", "update")

@@ -1,23 +1,36 @@
-"""Writing small files so that a crash mid-write leaves the old file whole."""
+"""Writing small files so that a crash mid-write leaves the old file whole: the one way the app replaces a file it
+keeps (settings, the Hub token, pins, connections, bench results, a download's job, caches, a chat's images).
+
+The bytes go to a temp file beside the target (same folder, so the same file system), are flushed and fsynced, and
+only then ``os.replace`` the target: a reader sees the old file or the new one, never half of one, and after a power
+cut the new name never points at data still in the page cache. A failed write removes its temp file.
+"""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 
-def write_text_atomic(path: Path, text: str, *, private: bool = False) -> Path:
-    """Write ``text`` to a temp file beside ``path``, flush it to disk, then ``os.replace`` it into place.
+def write_bytes_atomic(path: Path, data: bytes, *, private: bool = False) -> Path:
+    """Write ``data`` to a temp file beside ``path``, flush it to disk, then ``os.replace`` it into place.
     ``private`` creates the file readable and writable by the user only (0600) from its first byte."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # The process and thread in the name: two writers of one file never share a temp file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def write_text_atomic(path: Path, text: str, *, private: bool = False) -> Path:
+    """``write_bytes_atomic`` of ``text`` in UTF-8."""
+    return write_bytes_atomic(path, text.encode("utf-8"), private=private)

@@ -2,8 +2,8 @@
 the two things they decide for the whole process, each resolved here and only here: the models folder
 (``models_dir``) and offline mode (``is_offline``, ``apply_offline``).
 
-One small JSON file in ``app.paths.config_dir()``, written atomically (a temp file in the same folder,
-then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
+One small JSON file in ``app.paths.config_dir()``, written atomically by ``app.files`` (a temp file in the same
+folder, fsynced, then ``os.replace``), so a crash mid-write leaves the old file whole. The Hugging Face token is never
 kept here: it lives where huggingface_hub's ``login`` keeps it (``app.hub.config.save_token``).
 
 A file that cannot be read is not overwritten blindly: ``load`` returns the defaults with the reason in
@@ -12,12 +12,17 @@ A file that cannot be read is not overwritten blindly: ``load`` returns the defa
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from app import paths
+from app.errors import QuantDeskError
+from app.files import write_text_atomic
+from app.records import known_fields
 
 FILE_NAME = "settings.json"
 THEMES = ("system", "light", "dark")
@@ -64,7 +69,7 @@ class Settings:
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
             problem=self.problem)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("problem")
         return data
@@ -107,8 +112,9 @@ def load() -> Settings:
     except ValueError as exc:
         return Settings(problem=f"The settings file {path} is damaged ({exc}); the defaults are in use, and the "
                                 f"file will be kept as {FILE_NAME}.bad when settings are next saved.")
-    known = {f.name for f in fields(Settings)} - {"problem"}
-    return Settings(**{k: v for k, v in data.items() if k in known}).normalised()
+    values = known_fields(Settings, data)
+    values.pop("problem", None)  # never read from the file
+    return Settings(**values).normalised()
 
 
 def save(settings: Settings) -> Path:
@@ -117,30 +123,104 @@ def save(settings: Settings) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and load().problem:
         os.replace(path, path.with_name(FILE_NAME + ".bad"))  # keep what we could not read
-    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(settings.normalised().to_json(), fh, indent=2)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(path, json.dumps(settings.normalised().to_json(), indent=2) + "\n")
 
 
-def update(**changes) -> Settings:
+def update(**changes: Any) -> Settings:
     """Load, change some values, save; returns the saved settings."""
     current = load()
     for key, value in changes.items():
-        if key not in {f.name for f in fields(Settings)} - {"problem"}:
+        if key not in keys():
             raise KeyError(key)
         setattr(current, key, value)
     current.problem = ""
     current = current.normalised()
     save(current)
     return current
+
+
+# --- one value typed as text (``quantdesk config set KEY VALUE``) -------------------------------------------
+# What each setting is and what it takes, in the words `quantdesk config ls` and a refused `config set` print.
+def _either(values: tuple[object, ...]) -> str:
+    return ", ".join(str(v) for v in values[:-1]) + f" or {values[-1]}"
+
+
+ABOUT = {
+    "models_dir": ("the models folder", "a folder, or none for the default under the data folder"),
+    "offline": ("never contact the Hub", "true or false"),
+    "default_n_ctx": ("the default context length in tokens", f"a whole number from {MIN_CONTEXT} to {MAX_CONTEXT}"),
+    "theme": ("the app's look", _either(THEMES)),
+    "language": ("the app's language, read at start-up", _either(LANGUAGES)),
+    "check_updates": ("ask the Hub at most daily whether downloaded models changed", "true or false"),
+    "memory_budget_gib": ("the loaded models' memory budget in GiB",
+                          "a number above 0, or none for what the fit check finds free"),
+    "max_loaded_models": ("how many models stay loaded at most", f"a whole number from 1 to {MAX_LOADED_LIMIT}"),
+    "idle_unload_minutes": ("minutes without a message before a loaded model unloads",
+                            _either(tuple(m or "0 (never)" for m in IDLE_UNLOAD_CHOICES))),
+}
+_TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
+
+
+class SettingError(QuantDeskError):
+    """A key that is no setting, or a value of the wrong type or out of range; the message says which."""
+
+
+def keys() -> list[str]:
+    return [f.name for f in fields(Settings) if f.name != "problem"]
+
+
+def check_key(key: str) -> None:
+    """SettingError, with the nearest name, when ``key`` is no setting."""
+    if key not in keys():
+        near = difflib.get_close_matches(key, keys(), n=1)
+        raise SettingError(f"there is no setting {key!r}" + (f"; did you mean {near[0]}?" if near else ""),
+                           "list them with: quantdesk config ls")
+
+
+def parse(key: str, text: str) -> Any:
+    """``text`` as the value of setting ``key``, checked against its type and range (never clamped: a value the
+    app would change is refused, with what it takes)."""
+    check_key(key)
+    word = text.strip()
+    if key in ("offline", "check_updates"):
+        if word.lower() in _TRUE + _FALSE:
+            return word.lower() in _TRUE
+    elif key == "models_dir":
+        return None if word.lower() in _NONE else str(Path(word).expanduser())
+    elif key == "memory_budget_gib":
+        if word.lower() in _NONE:
+            return None
+        number = _number(word, float)
+        if number is not None and 0 < number < float("inf"):
+            return number
+    elif key in ("theme", "language"):
+        if word in (THEMES if key == "theme" else LANGUAGES):
+            return word
+    else:
+        number = _number(word, int)
+        if key == "default_n_ctx" and number is not None and MIN_CONTEXT <= number <= MAX_CONTEXT:
+            return number
+        if key == "max_loaded_models" and number is not None and 1 <= number <= MAX_LOADED_LIMIT:
+            return number
+        if key == "idle_unload_minutes" and number in IDLE_UNLOAD_CHOICES:
+            return number
+    raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
+
+
+def _number(word: str, kind: type[int] | type[float]) -> int | float | None:
+    try:
+        return kind(word)
+    except ValueError:
+        return None
+
+
+def shown(value: Any) -> str:
+    """A setting's value as ``parse`` takes it back."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 # --- offline mode ------------------------------------------------------------------------------------

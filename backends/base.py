@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from app.records import known_fields
 from backends.chat_format.tool_calls import ToolCall
 
 if TYPE_CHECKING:
@@ -146,8 +147,7 @@ class SamplingSettings:
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
         """Settings saved or sent as a dict (a chat's saved sampling, a preset, the engine protocol): keys a newer
         or older version wrote are ignored, ``stop`` and ``tools`` may be any sequence."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in data.items() if k in known}
+        values = {k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in known_fields(cls, data).items()}
         return cls(**values)
 
     def validate(self) -> None:

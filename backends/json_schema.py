@@ -6,7 +6,8 @@ set of tokens the grammar allows next in tens of microseconds, whatever the voca
 and no second pass (llama.cpp's own GBNF grammar sampler checks a refused token against the whole vocabulary:
 milliseconds at 150k tokens; llama.cpp can itself be built with llguidance for the same reason). A keyword llguidance
 does not implement fails the compile, unless the schema is marked lenient (``x-guidance``), as the server marks a
-non-strict one; ``unenforced(schema)`` names such keywords for a strict schema's 400.
+non-strict one; ``refusal(schema)`` names such keywords, in the words the server (a strict schema's 400), the CLI and
+the Chat refuse a schema with before any token.
 """
 
 from __future__ import annotations
@@ -53,6 +54,21 @@ def unenforced(schema: Any, where: str = "schema", depth: int = 0) -> list[str]:
         if isinstance(schema.get(key), dict):
             found += unenforced(schema[key], f"{where}.{key}", depth + 1)
     return found
+
+
+NOT_A_SCHEMA = "the schema must be a JSON Schema object"
+
+
+def refusal(schema: Any) -> str | None:
+    """Why a reply cannot be held to ``schema`` whole, or None when it can: the one check, and the one sentence, of
+    the server (a strict ``response_format``'s 400), ``quantdesk chat --json-schema`` and the Chat page, each made
+    before the reply starts (an engine handed such a schema would fail in the middle of it)."""
+    if not isinstance(schema, dict):
+        return NOT_A_SCHEMA
+    problems = unenforced(schema)
+    if problems:
+        return f"the grammar cannot hold replies to this JSON schema: it does not enforce {'; '.join(problems[:5])}"
+    return None
 
 
 def lenient(schema: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from app.records import from_known
 from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt, ReasoningText,
                            SamplingSettings, Scored, Token)
 
@@ -67,8 +68,7 @@ class Endpoint:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Endpoint:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known(cls, data)
 
     @property
     def label(self) -> str:

@@ -93,11 +93,11 @@ def test_damaged_file_is_kept_not_overwritten():
 def test_failed_write_leaves_the_old_file(monkeypatch):
     settings.update(theme="dark")
 
-    def broken_dump(*_args, **_kwargs):
+    def disk_full(*_args, **_kwargs):  # the new bytes are written, but never reach the disk
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch, pytest.raises(OSError):
-        patch.setattr(json, "dump", broken_dump)
+        patch.setattr(os, "fsync", disk_full)
         settings.update(theme="light")
     assert settings.load().theme == "dark"
     assert [p.name for p in settings.settings_path().parent.iterdir()] == ["settings.json"]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from app import paths
 from app.errors import QuantDeskError
+from app.files import write_bytes_atomic
 from app.images import ImageInfo
 
 MessageState = Literal["complete", "streaming", "interrupted"]
@@ -363,9 +364,9 @@ class ChatStore:
         return removed
 
     def _store_image(self, data: bytes) -> tuple[str, ImageInfo]:
-        """Write an image under ``attachments/`` (temp file, then rename), named by its sha256; checked first."""
+        """Write an image under ``attachments/`` (app/files: whole or not at all), named by its sha256; checked
+        first."""
         import hashlib
-        import os
 
         from app.images import image_info
 
@@ -374,10 +375,7 @@ class ChatStore:
         target = self.attachments_dir / name
         if not target.exists():
             try:
-                self.attachments_dir.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_suffix(".tmp")
-                tmp.write_bytes(data)
-                os.replace(tmp, target)
+                write_bytes_atomic(target, data)
             except OSError as exc:
                 raise ChatStoreError(f"cannot keep the image: {exc.strerror}",
                                      f"check the disk with {self.attachments_dir}") from exc

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
+from backends import json_schema
 from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
                            GenerationStats, LoadSettings, Message, SamplingSettings, Token)
 
@@ -226,6 +227,9 @@ def _schema_file(path: str | None) -> dict | None:
     if not isinstance(schema, dict):
         raise EngineError(f"{path} holds no JSON Schema object", "a schema is a JSON object such as "
                                                                  '{"type": "object", ...}', kind="settings")
+    problem = json_schema.refusal(schema)  # the server's check and sentence, before any engine starts
+    if problem:
+        raise EngineError(f"{path}: {problem}", kind="settings")
     return schema
 
 

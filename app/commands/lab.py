@@ -222,6 +222,7 @@ def _write_card(result: BenchResult, path: str | None) -> None:
 
 
 def _emit(result: BenchResult, args: argparse.Namespace) -> int:
+    from app.files import write_text_atomic
     from app.lab import export
 
     if args.json or (args.out and not args.csv and Path(args.out).suffix.lower() == ".json"):
@@ -231,7 +232,7 @@ def _emit(result: BenchResult, args: argparse.Namespace) -> int:
     else:
         text = table(result)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        write_text_atomic(Path(args.out), text)  # a file it replaces stays whole if the write fails
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)

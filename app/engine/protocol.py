@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.records import known_fields
 from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
                            Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
 from backends.chat_format.tool_calls import ToolCall
@@ -155,7 +156,7 @@ def decode_request(line: bytes) -> Request:
         cls = _REQUEST_TYPES.get(data.get("op")) if isinstance(data, dict) else None
         if cls is None:
             raise ValueError(f"unknown request {line[:200]!r}")
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        values = known_fields(cls, data)
         if cls is LoadRequest:
             values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
         elif cls is GenerateRequest:
@@ -181,8 +182,7 @@ def check_hello(event: Hello) -> Hello:
 
 
 def settings_from_dict(cls: type, data: dict[str, Any]):
-    known = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in data.items() if k in known}
+    values = known_fields(cls, data)
     for name in ("stop", "tools"):
         if name in values:
             values[name] = tuple(values[name])

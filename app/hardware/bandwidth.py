@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 
+from app.files import write_text_atomic
+
 ARRAY_BYTES = 256 * 1024**2  # well past any CPU cache, small enough for the smallest machines
 REPS = 5
 
@@ -57,8 +59,5 @@ def measure_and_cache(cpu_model: str, ram_total_bytes: int | None) -> float:
     except (OSError, ValueError):
         data = {}
     data[cache_key(cpu_model, ram_total_bytes)] = gbps
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    tmp.replace(file)
+    write_text_atomic(file, json.dumps(data, indent=2))
     return gbps

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app import settings
 from app.errors import QuantDeskError
+from app.files import write_text_atomic
 from app.hub.errors import AccessDenied, DownloadError, HubError, OfflineError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -94,14 +95,7 @@ def save_token(value: str) -> Path:
     value = value.strip()
     if not value:
         raise ValueError("empty token")
-    path = token_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(value)
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(token_path(), value, private=True)
 
 
 def forget_token() -> None:

@@ -49,14 +49,14 @@ def starter_list() -> StarterList:
 def starters_for(hw: HardwareProfile | None, starters: StarterList) -> list[tuple[StarterModel, bool]]:
     """The starting list ordered for this machine: (model, likely fits) with MLX first on Apple Silicon and
     last elsewhere, the ones that likely fit before those that do not. "Likely" is a rough size check; the
-    exact fit of every quant is worked out when a model is opened."""
-    from app.models.recommend import is_apple, main_gpu, ram_budget, vram_budget
+    exact fit of every quant is worked out when a model is opened. The memory it is held to is the one budget of
+    app.models.budget, the fit check's: available RAM plus a discrete GPU's free memory (llama.cpp splits a model
+    between them), unified memory counted once."""
+    from app.models.budget import free_memory_bytes
+    from app.models.recommend import is_apple
 
     apple = hw is not None and is_apple(hw)
-    budget = None
-    if hw is not None:
-        gpu = main_gpu(hw)
-        budget = max(ram_budget(hw) or 0, vram_budget(gpu) if gpu else 0) or None
+    budget = free_memory_bytes(hw) if hw is not None else None
 
     def likely(model: StarterModel) -> bool:
         # weights plus ~30 % for the context cache and compute buffers at a few thousand tokens

@@ -40,6 +40,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from app.errors import QuantDeskError
+from app.files import write_text_atomic
 from app.hub import config
 from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubError, IntegrityError, NotEnoughDiskSpace,
                             UnsafeFileName)
@@ -339,9 +340,7 @@ class Downloader:
             shutil.rmtree(self.staging, ignore_errors=True)  # unreadable job: start clean
         plan = plan_download(self.request, self._listing)
         self.staging.mkdir(parents=True, exist_ok=True)
-        tmp = job.with_suffix(".tmp")
-        tmp.write_text(json.dumps(plan.to_json(), indent=1), encoding="utf-8")
-        os.replace(tmp, job)
+        write_text_atomic(job, json.dumps(plan.to_json(), indent=1))
         return plan
 
     def _check_disk(self, plan: Plan, already: int) -> None:

@@ -36,6 +36,7 @@ from app.hub.errors import HubError, OfflineError
 from app.hub.library import Library, LibraryEntry, entry_folder, matches_remote
 from app.hub.listing import RemoteFile, RepoListing
 from app.hub.plan import DownloadRequest, whole_set
+from app.records import known_fields
 
 CHECK_INTERVAL_S = 24 * 3600
 STATE_NAME = "updates.json"
@@ -108,7 +109,7 @@ class UpdateStatus:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> UpdateStatus:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = known_fields(cls, data)
         known["changes"] = [FileChange(**c) for c in data.get("changes", [])]
         return cls(**known)
 

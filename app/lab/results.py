@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.lab.metrics import Estimate, KldStatistics, Spread
+from app.records import known_fields
 from backends.base import DEFAULT_TAIL
 
 # Speed figures summarised over repetitions, in the order tables show them.
@@ -180,13 +181,11 @@ class BenchResult:
         data = dict(data)
         old = data.get("schema", 1) < 2
         settings = data["settings"]
-        known = {f.name for f in dataclasses.fields(BenchSettings)}
         data["settings"] = BenchSettings(**{k: tuple(v) if k in ("kv_types", "contexts") else v
-                                            for k, v in settings.items() if k in known})
-        fields = {f.name for f in dataclasses.fields(VariantResult)}
+                                            for k, v in known_fields(BenchSettings, settings).items()})
         variants = []
         for raw in data["variants"]:
-            raw = {k: v for k, v in raw.items() if k in fields}
+            raw = known_fields(VariantResult, raw)
             raw["runs"] = [RunSample(**r) for r in raw.get("runs", [])]
             raw["speed"] = {k: (Spread(**v) if v else None) for k, v in raw.get("speed", {}).items()}
             if old:

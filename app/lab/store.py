@@ -4,13 +4,13 @@ be compared later (and a file can be copied to another machine and opened there)
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from app import paths
 from app.errors import QuantDeskError
+from app.files import write_text_atomic
 from app.lab.export import from_json, to_json
 from app.lab.results import BenchResult
 
@@ -43,12 +43,7 @@ class ResultStore:
 
     def save(self, result: BenchResult) -> Path:
         """Write atomically: a crash mid-write leaves the previous state, never half a file."""
-        path = self._path(result.id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(to_json(result), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(self._path(result.id), to_json(result))
 
     def load(self, result_id: str) -> BenchResult:
         path = self._path(result_id)

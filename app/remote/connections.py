@@ -12,13 +12,14 @@ import ipaddress
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from app import paths
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
+from app.records import from_known
 from backends.remote import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Endpoint
 
 FILE_NAME = "remotes.json"
@@ -203,11 +204,10 @@ class Connections:
         except (OSError, ValueError) as exc:
             raise RemoteConnectionError(f"the connections file {self.path} cannot be read ({exc})",
                                         "fix or delete it; keys in the keychain are not affected") from None
-        known = {f.name for f in fields(Connection)}
         out = []
         for item in data.get("connections", []) if isinstance(data, dict) else []:
             if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("base_url"), str):
-                out.append(Connection(**{k: v for k, v in item.items() if k in known}))
+                out.append(from_known(Connection, item))
         return out
 
     def get(self, name: str) -> Connection:

@@ -24,8 +24,10 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from app.records import from_known
 
 SOFTWARE_VULKAN_VAR = "QUANTDESK_TEST_SOFTWARE_VULKAN"  # tests and CI only: lavapipe counts as a GPU
 VISIBLE_VAR = "GGML_VK_VISIBLE_DEVICES"
@@ -89,8 +91,8 @@ class Probe:
 
     @classmethod
     def from_dict(cls, data: dict) -> Probe:
-        known = {f.name for f in fields(Device)}  # a newer probe's extra figures are left out, not fatal
-        return cls(tuple(Device(**{k: v for k, v in d.items() if k in known}) for d in data.get("devices", [])),
+        # A newer probe's extra figures are left out, not fatal.
+        return cls(tuple(from_known(Device, d) for d in data.get("devices", [])),
                    str(data.get("error", "")), {str(k): str(v) for k, v in (data.get("env") or {}).items()})
 
 

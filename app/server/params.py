@@ -377,13 +377,12 @@ def checked_schema(schema: Any, param: str, *, strict: bool) -> dict[str, Any]:
     """A strict schema the grammar enforces whole, or a 400 naming what it would not; a loose one is marked so
     that the grammar holds what it can."""
     if not isinstance(schema, dict):
-        raise bad_param(param, "the schema must be a JSON Schema object", "invalid_type")
+        raise bad_param(param, json_schema.NOT_A_SCHEMA, "invalid_type")
     if not strict:
         return json_schema.lenient(schema)
-    problems = json_schema.unenforced(schema)
-    if problems:
-        raise bad_param(param, "strict output cannot be guaranteed: the grammar does not enforce "
-                               f"{'; '.join(problems[:5])}", "unsupported_schema")
+    problem = json_schema.refusal(schema)
+    if problem:
+        raise bad_param(param, problem, "unsupported_schema")
     return schema
 
 

@@ -33,7 +33,7 @@ from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
-from app.ui.chat_settings import ChatSettingsDialog
+from app.ui.chat_settings import ChatSettingsDialog, schema_refusal
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
 from app.ui.engine_bridge import EngineBridge, TokenChunk
 from app.ui.formatting import capitalized
@@ -660,6 +660,10 @@ class ChatPage(QWidget):
         if images and not self._sees_images():  # before anything is saved or sent
             self._show_banner(self._no_vision_sentence(), reload=False)
             return
+        # A JSON schema the grammar cannot hold: refused as the server and the CLI refuse it, before any token.
+        if refused := schema_refusal(self.current.sampling if self.current is not None else {}):
+            self._show_banner(refused, reload=False)
+            return
         if not self.reply.save_pending():  # the reply before comes first; the banner says why it cannot
             self._show_banner(self.tr("Your message is not sent yet: it stays in the box below."), reload=False)
             return
@@ -724,6 +728,9 @@ class ChatPage(QWidget):
     def _on_regenerate_requested(self, message_id: int) -> None:
         """Write the reply again, as a new version beside this one (the old one stays a click away)."""
         if self.reply.streaming or self.loaded is None or not self.reply.save_pending():
+            return
+        if refused := schema_refusal(self.store.conversation(self.current.id).sampling):  # before the view changes
+            self._show_banner(refused, reload=False)
             return
         parent = self.store.message(message_id).parent_id
         self.view.remove_from(message_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
+from backends import json_schema
 from backends.base import PROMPT_LOOKUP, SamplingSettings
 
 NO_PRESET = "(choose a preset)"
@@ -25,6 +27,14 @@ EFFORT_CHOICES = ((QT_TRANSLATE_NOOP("ChatSettingsDialog", "Model default"), "")
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Low"), "low"),
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Medium"), "medium"),
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "High"), "high"))
+
+
+def schema_refusal(sampling: dict[str, Any]) -> str | None:
+    """Why a chat's saved JSON schema cannot hold its replies, as the banner says it before anything is saved or
+    sent (the server's check and sentence: backends/json_schema.refusal); None when it can or there is none."""
+    schema = sampling.get("json_schema")
+    problem = None if schema is None else json_schema.refusal(schema)
+    return None if problem is None else f"{capitalized(problem)}."
 
 
 def chat_template_of(model_path: str) -> str | None:
@@ -238,6 +248,9 @@ class ChatSettingsDialog(QDialog):
             raise ValueError(self.tr("the JSON schema is not valid JSON ({exc})").format(exc=exc)) from None
         if not isinstance(schema, dict):
             raise ValueError(self.tr("the JSON schema must be an object, such as {\"type\": \"object\"}"))
+        problem = json_schema.refusal(schema)  # the server's check: refused here, not in the middle of a reply
+        if problem:
+            raise ValueError(problem)
         return schema
 
     def sampling(self) -> dict:

@@ -5,7 +5,6 @@ threads; ``changed`` asks the window to detect the hardware again when a runtime
 from __future__ import annotations
 
 import html
-import threading
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
@@ -13,7 +12,7 @@ from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPro
 
 from app.hardware.profile import HardwareProfile, RuntimeInfo
 from app.runtimes.choose import PREFERENCE, backend_words
-from app.ui.background import BackgroundCall, QuietAtQuit, sentence
+from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_memory, number
 
 # Shown through translate("runtimes_panel", ...).
@@ -43,25 +42,13 @@ def device_text(d) -> str:
     return f"{d.name}: {d.description or d.name} ({kind}{memory})"
 
 
-class _BuildJob(QuietAtQuit):
-    """One runtime build on a worker thread; progress and the outcome come back as queued signals."""
+def _build(job: Job, backend: str) -> object:
+    """One runtime build, on the BackgroundCall's thread: its plan and progress reported as ("plan", Plan) and
+    ("progress", Progress), the Runtime returned."""
+    from app.runtimes import build
 
-    progress = Signal(object)  # app.runtimes.build.Progress
-    planned = Signal(object)  # app.runtimes.build.Plan
-    finished = Signal(object)  # the Runtime, or the exception
-
-    def start(self, backend: str) -> None:
-        threading.Thread(target=self._run, args=(backend,), name=f"runtime-build-{backend}", daemon=True).start()
-
-    def _run(self, backend: str) -> None:
-        from app.runtimes import build
-
-        try:
-            result = build.build(backend, on_progress=lambda *done: self.emit_from_worker("progress", *done),
-                                 on_plan=lambda plan: self.emit_from_worker("planned", plan))
-        except Exception as exc:  # every failure becomes a sentence on the page
-            result = exc
-        self.emit_from_worker("finished", result)
+    return build.build(backend, on_progress=lambda progress: job.report(("progress", progress)),
+                       on_plan=lambda plan: job.report(("plan", plan)))
 
 
 class RuntimesPanel(QGroupBox):
@@ -75,7 +62,11 @@ class RuntimesPanel(QGroupBox):
         self._actions = BackgroundCall("runtime-action")
         self._actions.succeeded.connect(self._on_action_done)
         self._actions.failed.connect(self._on_action_failed)
-        self._job: _BuildJob | None = None
+        self._builds = BackgroundCall("runtime-build")  # one at a time: the Build buttons wait for it
+        self._builds.progressed.connect(self._on_build_reported)
+        self._builds.succeeded.connect(self._on_build_finished)
+        self._builds.failed.connect(self._on_build_finished)
+        self._job: int | None = None  # the running build's ticket
         self.rows: dict[str, QLabel] = {}
         self.buttons: dict[str, QPushButton] = {}
         self.choice_label = QLabel()
@@ -200,24 +191,26 @@ class RuntimesPanel(QGroupBox):
         for key, button in self.buttons.items():
             if key.startswith("build"):
                 button.setEnabled(False)
-        self._job = _BuildJob()
-        self._job.progress.connect(self._on_build_progress)
-        self._job.planned.connect(self._on_build_planned)
-        self._job.finished.connect(self._on_build_finished)
         self.progress.setRange(0, 0)
         self.progress.show()
         self.status_label.setText(self.tr("Checking what the {backend_words} build needs…")
                                   .format(backend_words=backend_words(backend)))
-        self._job.start(backend)
+        self._job = self._builds.start_job(_build, backend)
 
-    @Slot(object)
+    @Slot(int, object)
+    def _on_build_reported(self, _ticket: int, report: tuple) -> None:
+        kind, value = report
+        if kind == "plan":
+            self._on_build_planned(value)
+        else:
+            self._on_build_progress(value)
+
     def _on_build_planned(self, plan) -> None:
         if not plan.missing:
             self.status_label.setText(self.tr("Building the {backend_words} runtime: {estimate_text}.")
                                       .format(backend_words=backend_words(plan.backend),
                                               estimate_text=plan.estimate_text()))
 
-    @Slot(object)
     def _on_build_progress(self, progress) -> None:
         if progress.total:
             self.progress.setRange(0, progress.total)
@@ -231,8 +224,8 @@ class RuntimesPanel(QGroupBox):
             self.progress.setRange(0, 0)
             self.status_label.setText(f"{progress.phase.capitalize()}…")
 
-    @Slot(object)
-    def _on_build_finished(self, result) -> None:
+    @Slot(int, object)
+    def _on_build_finished(self, _ticket: int, result) -> None:
         self._job = None
         self.progress.hide()
         if isinstance(result, Exception):

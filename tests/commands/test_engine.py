@@ -53,6 +53,20 @@ def test_chat_json_schema_file_problems_are_sentences(tiny_models, tmp_path):
         assert result.returncode != 0 and words in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_schema_the_grammar_cannot_hold_is_refused_before_any_engine_starts(tiny_models, tmp_path, capsys):
+    """The server's check and sentence (its strict response_format's 400, tests/server/test_structured_output.py),
+    not a failure in the middle of the reply."""
+    from app.cli import main
+
+    schema = tmp_path / "tags.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}))
+    assert main(["chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--json-schema", str(schema)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (f"quantdesk: {schema}: the grammar cannot hold replies to this JSON schema: it does not "
+                            f"enforce schema.properties.tags: uniqueItems\n")
+    assert captured.out == ""
+
+
 def test_chat_prompt_streams_text_then_a_stats_line(tiny_models):
     result = quantdesk("chat", str(tiny_models.mlx_4bit), "--prompt", "hi", "--max-tokens", "5")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -126,3 +126,57 @@ def test_a_schema_that_is_not_json_keeps_the_dialog_open_and_says_why(qtbot, mak
     assert dialog.isVisible() and "Not saved: the JSON schema is not valid JSON" in dialog.error.text()
     assert dialog.json_schema.toPlainText() == '{"type": "object",' and "json_schema" not in store.conversation(
         conv.id).sampling
+
+
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+REFUSAL = ("the grammar cannot hold replies to this JSON schema: it does not enforce schema.properties.tags: "
+           "uniqueItems")  # the server's 400 and `quantdesk chat --json-schema` say the same
+
+
+def test_a_schema_the_grammar_cannot_hold_keeps_the_dialog_open_with_the_servers_sentence(qtbot, make_window):
+    window = make_window()
+    store = window.chat.store
+    conv = store.create_conversation("one")
+    dialog = ChatSettingsDialog(store, conv, window)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.json_answer.setChecked(True)
+    dialog.json_schema.setPlainText(json.dumps(TAGS))
+    dialog.accept()
+    assert dialog.isVisible() and dialog.error.text() == f"Not saved: {REFUSAL}."
+    assert "json_schema" not in store.conversation(conv.id).sampling
+
+
+def test_a_saved_schema_the_grammar_cannot_hold_is_refused_before_anything_is_sent(qtbot, make_window):
+    """A schema saved before the check (an older version, a preset, another client of the database): the Chat says
+    the server's sentence, keeps the message in the box, saves nothing and asks the engine for nothing."""
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model("/models/tiny.gguf", LoadSettings())
+    conv = chat.store.create_conversation("tags", sampling={"json_schema": TAGS})
+    chat.refresh_conversations()
+    chat.open_conversation(conv.id)
+    qtbot.keyClicks(chat.composer, "Tag this.")
+    qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert chat.banner.isVisible() and chat.banner_text.text() == REFUSAL[0].upper() + REFUSAL[1:] + "."
+    assert chat.composer.toPlainText() == "Tag this."
+    assert chat.store.messages(conv.id) == [] and engine.requests == []
+
+
+def test_writing_a_reply_again_under_such_a_schema_is_refused_and_the_reply_stays(qtbot, make_window):
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model("/models/tiny.gguf", LoadSettings())
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClicks(chat.composer, "Tag this.")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    chat.store.update_settings(chat.current.id, sampling={"json_schema": TAGS})
+    before = [m.id for m in chat.store.all_messages(chat.current.id)]
+    qtbot.mouseClick(chat.view.bubbles[-1].actions["regenerate"], Qt.MouseButton.LeftButton)
+    assert chat.banner.isVisible() and chat.banner_text.text() == REFUSAL[0].upper() + REFUSAL[1:] + "."
+    assert len(engine.requests) == 1 and len(chat.view.bubbles) == 2
+    assert [m.id for m in chat.store.all_messages(chat.current.id)] == before

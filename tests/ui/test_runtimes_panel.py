@@ -66,3 +66,36 @@ def test_a_build_that_cannot_start_says_why(qtbot):
         panel.start_build("metal")  # Linux: Metal is macOS only
     assert "the metal runtime cannot be built here: The Metal runtime runs on macOS only." in panel.status_label.text()
     assert not panel.progress.isVisible()
+
+
+def test_a_build_reports_its_plan_and_progress_then_what_it_built(qtbot, monkeypatch):
+    """The build runs on the page's one thread runner (BackgroundCall.start_job): its plan and progress reach the
+    page while it runs, its Runtime when it ends. The compile itself (minutes) is stood in for at build.build."""
+    import threading
+    from types import SimpleNamespace
+
+    from app.runtimes import build
+
+    compiling, finish = threading.Event(), threading.Event()
+
+    def stand_in(backend, *, on_progress, on_plan, **_):
+        on_plan(build.Plan(backend, "0.3.36", "3.12", jobs=4))
+        on_progress(build.Progress("compiling", step=3, total=10, remaining_s=120.0))
+        compiling.set()
+        finish.wait(10)
+        return SimpleNamespace(name="vulkan-user", log="/tmp/build.log")
+
+    monkeypatch.setattr(build, "build", stand_in)
+    page = HardwarePage()
+    qtbot.addWidget(page)
+    page.set_profile(profile(RuntimeInfo("cpu", "cpu", "environment", devices=[CPU_DEVICE])))
+    panel = page.runtimes_panel
+    panel.start_build("vulkan")
+    assert compiling.wait(10)
+    qtbot.waitUntil(lambda: panel.status_label.text().startswith("Compiling: step 3 of 10"), timeout=10_000)
+    assert (panel.progress.maximum(), panel.progress.value()) == (10, 3)
+    assert not any(b.isEnabled() for k, b in panel.buttons.items() if k.startswith("build"))
+    with qtbot.waitSignal(panel.changed, timeout=10_000):
+        finish.set()
+    assert panel.status_label.text() == "Built the vulkan-user runtime; loads can use it now. Log: /tmp/build.log"
+    assert not panel.progress.isVisible()
