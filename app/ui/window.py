@@ -10,6 +10,7 @@ from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
 
+from app.settings import load as load_settings
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
 from app.ui.background import BackgroundCall
@@ -160,37 +161,15 @@ class MainWindow(QMainWindow):
         if row >= 0:
             self.stack.setCurrentWidget(self.page(PAGES[row]))
 
-    @property
-    def discover(self) -> DiscoverPage:
-        return self.page("Discover")
-
-    @property
-    def downloads(self) -> DownloadsPage:
-        return self.page("Downloads")
-
-    @property
-    def library(self) -> LibraryPage:
-        return self.page("Library")
-
-    @property
-    def chat(self) -> ChatPage:
-        return self.page("Chat")
-
-    @property
-    def hardware(self) -> HardwarePage:
-        return self.page("Hardware")
-
-    @property
-    def lab(self) -> LabPage:
-        return self.page("Lab")
-
-    @property
-    def server(self) -> ServerPage:
-        return self.page("Server")
-
-    @property
-    def app_settings(self) -> SettingsPage:
-        return self.page("Settings")
+    # Each page by its attribute, built on first use like a visit builds it.
+    discover: DiscoverPage = property(lambda self: self.page("Discover"))
+    downloads: DownloadsPage = property(lambda self: self.page("Downloads"))
+    library: LibraryPage = property(lambda self: self.page("Library"))
+    chat: ChatPage = property(lambda self: self.page("Chat"))
+    hardware: HardwarePage = property(lambda self: self.page("Hardware"))
+    lab: LabPage = property(lambda self: self.page("Lab"))
+    server: ServerPage = property(lambda self: self.page("Server"))
+    app_settings: SettingsPage = property(lambda self: self.page("Settings"))
 
     @property
     def importer(self) -> ImportFlow:
@@ -236,13 +215,7 @@ class MainWindow(QMainWindow):
 
         page = ChatPage(self.store, self.bridge)
         page.go_to.connect(self.show_page)
-        settings_page = self.built("Settings")
-        if settings_page is not None:
-            page.set_default_context(settings_page.current.default_n_ctx)
-        else:
-            from app import settings as app_settings
-
-            page.set_default_context(app_settings.load().default_n_ctx)
+        page.set_default_context(load_settings().default_n_ctx)  # as saved (Settings saves each change)
         if self.profile is not None:
             page.set_profile(self.profile)
         return page
