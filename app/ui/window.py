@@ -345,10 +345,11 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_pool_limits_changed(self, settings: object) -> None:
+        if self.bridge.pool is None:  # none made yet: it reads the settings when made
+            return
         from app.engine.pool import limits_from
 
-        if self.bridge.pool is not None:  # none made yet: it reads the settings when made
-            self.bridge.pool.set_limits(limits_from(settings))
+        self.bridge.pool.set_limits(limits_from(settings))
 
     @Slot(str)
     def _on_theme_changed(self, theme: str) -> None:
