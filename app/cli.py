@@ -1,8 +1,9 @@
 """The ``quantdesk`` command. Each feature's home has its sub-commands in a module of app/commands that exposes
 ``register(subparsers)``; this file only wires them together and turns errors into sentences.
 
-Imports here stay light: a sub-command imports what it needs when it runs, so ``quantdesk --help``
-and the GUI start fast.
+Imports here stay light: app.commands.COMMANDS lists every command (name, help line, module), so the parser
+imports only the module of the command it is given (none for ``quantdesk --help``), and that command imports what
+it needs when it runs: ``quantdesk --help``, ``quantdesk hw`` and the GUI start fast.
 """
 
 from __future__ import annotations
@@ -13,27 +14,23 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
+from app.commands import COMMANDS
 from app.errors import QuantDeskError
 
-# Modules that contribute sub-commands, in the order their commands appear in --help.
-COMMAND_MODULES: tuple[str, ...] = (
-    "app.commands.engine",  # chat
-    "app.commands.hub",  # search, show, pull, ls, update, rm, import, login
-    "app.commands.hardware",  # hw
-    "app.commands.runtime",  # runtime ls / build / use / rm
-    "app.commands.models",  # inspect, fit, recommend
-    "app.commands.server",  # serve
-    "app.commands.lab",  # bench
-    "app.commands.remote",  # remote
-    "app.commands.chats",  # chats ls / show / export / rm
-    "app.commands.config",  # config ls / get / set
-)
 # Sub-commands that may reach the Hub: they also take --online after the command name.
 HUB_COMMANDS: tuple[str, ...] = ("search", "show", "pull", "inspect", "fit", "recommend", "bench", "ls", "update")
 ONLINE_HELP = "ignore the offline mode saved in Settings for this run (HF_HUB_OFFLINE in the environment still wins)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the global options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command listed with its help line, and the arguments of the command ``argv``
+    names, built by its module (imported for it); the other commands' modules are not imported. Without ``argv``,
+    every command is built in full (the tests read them all)."""
     parser = argparse.ArgumentParser(
         prog="quantdesk",
         description="Run local LLMs: detect this machine, pick the quant that fits, download it, chat. "
@@ -44,10 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"quantdesk {__version__}")
     parser.add_argument("--online", action="store_true", help=ONLINE_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    named = None if argv is None else COMMANDS.get(named_command(argv) or "")
+    built: set[str] = set()  # the commands a module's register() made in full
+    for name, command in COMMANDS.items():  # in --help's order; a module's commands are side by side
+        if name in subparsers.choices:
+            continue  # its module's register() made it with an earlier one
+        if argv is None or (named is not None and command.module == named.module):
+            before = set(subparsers.choices)
+            importlib.import_module(command.module).register(subparsers)
+            built |= set(subparsers.choices) - before
+        else:
+            subparsers.add_parser(name, help=command.help)  # listed only: it is never parsed in this run
     for name in HUB_COMMANDS:
-        if name in subparsers.choices:  # SUPPRESS: left out after the command, the global flag's value stays
+        if name in built:  # SUPPRESS: left out after the command, the global flag's value stays
             subparsers.choices[name].add_argument("--online", action="store_true", default=argparse.SUPPRESS,
                                                   help=ONLINE_HELP)
     return parser
@@ -72,7 +78,7 @@ def _start_gui() -> int:
         platform_check = importlib.import_module("app.ui.platform_check")
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("app.ui"):  # a build without the desktop app
-            build_parser().print_help()
+            build_parser([]).print_help()
             return 0
         raise
     # Before QtGui loads and a QApplication exists: when Qt cannot open a window, it aborts the process with a
@@ -129,9 +135,10 @@ def _main(argv: list[str]) -> int:
             return _start_gui()
         except Exception as exc:  # a bug before the window could show it (app.ui.crash takes over after)
             return _unexpected(exc, "the desktop app's start")
-    args = build_parser().parse_args(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        build_parser().print_help()
+        parser.print_help()
         return 2
     try:
         from app import logs

@@ -71,3 +71,19 @@ def test_every_dependency_says_why_it_is_there():
     table = doc.split("## Why each dependency", 1)[1].split("\n## ", 1)[0]
     rows = {m for m in re.findall(r"^\| `([^`]+)` \|", table, re.MULTILINE)}
     assert rows == names
+
+
+def _quick_start_blocks() -> list[list[str]]:
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [block.strip().splitlines() for block in re.findall(r"```bash\n(.*?)```", quick_start, re.DOTALL)]
+
+
+def test_ci_runs_the_readme_test_command_as_written():
+    """The README's two commands: the start command installs the `app` extra only, and .ci/run runs every line of the
+    test command (install and pytest) exactly as the README writes it."""
+    start, test = _quick_start_blocks()[:2]
+    assert start == ["python3 -m venv .venv && .venv/bin/pip install -e '.[app]' && .venv/bin/quantdesk"]
+    assert any("pytest" in line for line in test)
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert [line for line in test if line not in ci_lines] == []

@@ -10,13 +10,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.commands import add_command
+
 if TYPE_CHECKING:
     from app.chats.store import ChatStore
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "chats", help="list, show, export or delete saved chats",
+    parser = add_command(
+        subparsers, "chats",
         description="The conversations the Chat page keeps: list them, print one, export one as Markdown or JSON, "
                     "delete one.")
     sub = parser.add_subparsers(dest="chats_command", metavar="ACTION", required=True,

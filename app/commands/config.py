@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from app.commands import add_command
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "config", help="show or change the app's settings",
+    parser = add_command(
+        subparsers, "config",
         description="Show or change the settings the app keeps (the Settings page's): models folder, offline mode, "
                     "default context, theme, language, update checks, the loaded models' budget, count and idle "
                     "unload.")

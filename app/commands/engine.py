@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from app.commands import add_command
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
@@ -20,10 +21,10 @@ from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOO
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("chat", help="chat with a local model (GGUF file or model folder)",
-                              description="Chat with a model in its own engine process. Without --prompt it is "
-                                          "interactive: /reset clears the history, /exit or Ctrl-D quits, "
-                                          "Ctrl-C stops a reply.")
+    p = add_command(subparsers, "chat",
+                    description="Chat with a model in its own engine process. Without --prompt it is "
+                                "interactive: /reset clears the history, /exit or Ctrl-D quits, "
+                                "Ctrl-C stops a reply.")
     p.add_argument("model", help="a .gguf file, a model folder (MLX, safetensors) or remote:CONNECTION/MODEL")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "

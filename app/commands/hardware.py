@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from app.commands import add_command
 from app.errors import QuantDeskError
 from app.hardware.profile import GpuInfo, HardwareProfile, RuntimeInfo
 
@@ -13,9 +14,9 @@ GIB = 1024**3
 def register(subparsers: argparse._SubParsersAction) -> None:
     from app.hardware import add_hardware_argument
 
-    parser = subparsers.add_parser("hw", help="show this machine's CPU, memory, GPUs and backends",
-                                   description="Detect the CPU, memory, GPUs, free disk and usable backends. "
-                                               "Save the --json output to plan for this machine elsewhere.")
+    parser = add_command(subparsers, "hw",
+                         description="Detect the CPU, memory, GPUs, free disk and usable backends. "
+                                     "Save the --json output to plan for this machine elsewhere.")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON (the --hardware file format)")
     add_hardware_argument(parser)
     parser.add_argument("--measure-bandwidth", action="store_true",

@@ -7,9 +7,11 @@ import json
 import sys
 import time
 
+from app.commands import add_command
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("search", help="search models on the Hugging Face Hub")
+    p = add_command(subparsers, "search")
     p.add_argument("query", help="text to find in repo ids (owner/name), e.g. llama-3")
     p.add_argument("--format", choices=("gguf", "mlx", "exl2", "exl3"), help="only repos tagged with this format")
     p.add_argument("--sort", choices=("downloads", "likes", "recent"), default="downloads",
@@ -19,16 +21,16 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_search)
 
-    p = subparsers.add_parser("show", help="a Hub repo's quants (files grouped by quant), branches and licence")
+    p = add_command(subparsers, "show")
     p.add_argument("repo", help="Hub repo id, owner/name")
     p.add_argument("--revision", help="branch, tag or commit to show (default: main)")
     p.add_argument("--json", action="store_true", help="print the details as JSON")
     p.set_defaults(func=_show)
 
-    p = subparsers.add_parser("pull", help="download a model, verified and resumable",
-                              description="Download a model from the Hub into the library, checking each file "
-                                          "against the Hub's size and hash. An interrupted download is kept: run "
-                                          "the same command again to resume it.")
+    p = add_command(subparsers, "pull",
+                    description="Download a model from the Hub into the library, checking each file "
+                                "against the Hub's size and hash. An interrupted download is kept: run "
+                                "the same command again to resume it.")
     p.add_argument("repo", help="Hub repo id, owner/name")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--quant", help="GGUF quant to fetch, e.g. Q4_K_M (all its shards), or an EXL2/EXL3 bit "
@@ -44,28 +46,27 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_pull)
 
-    p = subparsers.add_parser("ls", help="list the local model library",
-                              description="List the local model library, with what the last update check found "
-                                          "for downloaded models (the app checks at most daily).")
+    p = add_command(subparsers, "ls",
+                    description="List the local model library, with what the last update check found "
+                                "for downloaded models (the app checks at most daily).")
     p.add_argument("--check-updates", action="store_true",
                    help="ask the Hub now whether downloaded models changed (one request per repo)")
     p.add_argument("--json", action="store_true", help="print the models and disk use as JSON")
     p.set_defaults(func=_ls)
 
-    p = subparsers.add_parser("update", help="update a downloaded model to its repo's current files",
-                              description="Check the model's repo now and download only the files that changed, "
-                                          "verified; the old files keep working until every new one is complete.")
+    p = add_command(subparsers, "update",
+                    description="Check the model's repo now and download only the files that changed, "
+                                "verified; the old files keep working until every new one is complete.")
     p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_update)
 
-    p = subparsers.add_parser("rm", help="remove a model from the library (deletes the files only where QuantDesk "
-                                         "downloaded or copied them)")
+    p = add_command(subparsers, "rm")
     p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_rm)
 
-    p = subparsers.add_parser("import", help="add a .gguf file or a model folder to the library")
+    p = add_command(subparsers, "import")
     p.add_argument("path", help="a .gguf file, a model folder, or (with --watch) a folder of models")
     p.add_argument("--link", action="store_true", help="use it where it is instead of copying it in")
     p.add_argument("--watch", action="store_true",
@@ -73,10 +74,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the added models as JSON")
     p.set_defaults(func=_import)
 
-    p = subparsers.add_parser("login", help="store a Hugging Face token the way huggingface_hub's login does",
-                              description="Store a Hugging Face token (for gated and private repos) where "
-                                          "huggingface_hub's login keeps it. HF_TOKEN in the environment, when set, "
-                                          "is used instead.")
+    p = add_command(subparsers, "login",
+                    description="Store a Hugging Face token (for gated and private repos) where "
+                                "huggingface_hub's login keeps it. HF_TOKEN in the environment, when set, "
+                                "is used instead.")
     p.add_argument("--token", help="the token (read from standard input when left out)")
     p.set_defaults(func=_login)
 

@@ -6,12 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.commands import add_command
 from app.lab.results import BenchResult, BenchSettings, VariantResult
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "bench", help="compare quants/formats of a model: speed, memory and quality side by side",
+    p = add_command(
+        subparsers, "bench",
         description="Measure each model through the engine the chat uses: load time, prompt and generation "
                     "tok/s, time to first token, peak memory (median and range over --reps runs, interleaved), "
                     "and quality against the reference as llama-perplexity --kl-divergence measures it: the bundled "

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from app.commands import add_command
 from app.errors import QuantDeskError
 from app.settings import CONTEXT_HELP, context_length
 
@@ -39,12 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     model_help = ("a .gguf file, a model folder, a Hub repo (owner/name: its first quant; owner/name@BRANCH: one "
                   "EXL2/EXL3 branch) or a Hub file (owner/name/file.gguf)")
-    p = subparsers.add_parser("inspect", help="show a model's metadata (a local file or folder, or a Hub repo or file)")
+    p = add_command(subparsers, "inspect")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     p.set_defaults(func=run_inspect)
 
-    p = subparsers.add_parser("fit", help="memory per device for MODEL at a context size, and the verdict")
+    p = add_command(subparsers, "fit")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", default="auto", help="N or auto (the most layers that fit)")
@@ -57,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     p.set_defaults(func=run_fit)
 
-    p = subparsers.add_parser("recommend", help="which quant of a repo, folder or list fits this machine best")
+    p = add_command(subparsers, "recommend")
     p.add_argument("models", nargs="+", metavar="REPO_ID|PATH",
                    help="Hub repo ids (owner/name) and local files or folders; each quant in them is a candidate")
     p.add_argument("--ctx", type=int, help=f"{CONTEXT_HELP}; planned for")

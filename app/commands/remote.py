@@ -9,12 +9,13 @@ import json
 import os
 import sys
 
+from app.commands import add_command
 from app.errors import QuantDeskError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "remote", help="connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)",
+    parser = add_command(
+        subparsers, "remote",
         description="Manage connections to remote OpenAI-compatible servers. A remote model is then used as "
                     "remote:NAME/MODEL by chat, serve and bench. API keys go to the system keychain (or, where there "
                     "is none, to a file only you can read); they are never taken on the command line.")

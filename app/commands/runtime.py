@@ -7,14 +7,15 @@ import json
 import sys
 import time
 
+from app.commands import add_command
 from app.errors import QuantDeskError
 
 GIB = 1 << 30
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "runtime", help="list, build, choose or remove llama.cpp runtimes (CPU, Vulkan, CUDA, ROCm, Metal)",
+    parser = add_command(
+        subparsers, "runtime",
         description="A runtime is one build of llama.cpp for one kind of device. QuantDesk picks one per load "
                     "(NVIDIA: CUDA, else Vulkan; AMD: ROCm, else Vulkan; Intel: Vulkan; Apple: Metal; else CPU) "
                     "unless one is pinned with `use`.")

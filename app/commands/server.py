@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from app.commands import add_command
 from app.errors import EngineError
 from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_arguments, check_fit, draft_note,
                                  draft_setting)
@@ -23,8 +24,8 @@ API_KEY_ENV = "QUANTDESK_API_KEY"
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "serve", help="serve a model over an OpenAI-compatible API (127.0.0.1 only by default)",
+    p = add_command(
+        subparsers, "serve",
         description="Serve one model over the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions). "
                     "It listens on 127.0.0.1 only; another address needs --allow-lan and an API key. "
                     "Requests from web pages of other origins are refused unless listed with --allow-origin.")

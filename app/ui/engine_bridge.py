@@ -14,7 +14,9 @@ host is replaced by the client itself on the next request), and to the local ser
 the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
 honours it whether the request is running, waiting, or not even there yet.
 
-The app's client is a ``ModelPool`` (app/engine/pool.py): several models loaded, one host each, the active one
+The app hands the bridge a way to make its client (``make_client``) rather than the client: the pool, and what it
+imports, is made on first use (a load, the local server), not before the window shows. The app's client is a
+``ModelPool`` (app/engine/pool.py): several models loaded, one host each, the active one
 answering. Then a load names its estimate and whether to go past the memory budget ("Load anyway"), a refusal
 arrives as ``refused`` (with the budget in words), and every model the pool unloads (for room, idle, ejected) as
 ``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so it never waits for a reply.
@@ -25,15 +27,18 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from app.engine.client import EngineClientLike
-from app.engine.pool import BudgetRefused, ModelPool
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
+
+if TYPE_CHECKING:
+    from app.engine.client import EngineClientLike
+    from app.engine.pool import BudgetRefused, ModelPool
 
 COALESCE_MS = 30
 
@@ -114,6 +119,13 @@ class TokenBuffer:
                               thought, self.first_answer_ms)
 
 
+def _pool_module():
+    """app.engine.pool, imported once a client exists (the window shows before it: app/ui/main.py)."""
+    from app.engine import pool
+
+    return pool
+
+
 class _Worker(QObject):
     """Lives on the worker thread; its slots block for as long as the client does."""
 
@@ -126,19 +138,24 @@ class _Worker(QObject):
     tokens_pending = Signal()
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
-    def __init__(self, client: EngineClientLike, buffer: TokenBuffer) -> None:
+    def __init__(self, bridge: EngineBridge, buffer: TokenBuffer) -> None:
         super().__init__()
-        self._client = client
+        self._bridge = bridge  # its client, made on the first request (EngineBridge.client)
         self._buffer = buffer
+
+    @property
+    def _client(self) -> EngineClientLike:
+        return self._bridge.client
 
     def _report(self, exc: QuantDeskError) -> None:
         if isinstance(exc, EngineCrashed):
-            if isinstance(self._client, ModelPool):
-                self._client.forget_dead()  # the other models stay loaded
+            pool = self._bridge.pool
+            if pool is not None:
+                pool.forget_dead()  # the other models stay loaded
             else:
                 self._close_client()  # tidy up the dead host; the next request starts a fresh one
             self.crashed.emit(exc)
-        elif isinstance(exc, BudgetRefused):
+        elif self._bridge.pool is not None and isinstance(exc, _pool_module().BudgetRefused):
             self.refused.emit(exc)
         else:
             self.failed.emit(exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
@@ -146,8 +163,9 @@ class _Worker(QObject):
     @Slot(str, object, object)
     def load(self, model_path: str, settings: LoadSettings, pool_options: dict) -> None:
         try:
-            self.loaded.emit(self._client.load(model_path, settings, on_progress=self.load_progress.emit,
-                                               **pool_options))
+            client = self._client  # made by the first load (the app's pool): then it is known to be a pool
+            options = pool_options if self._bridge.pool is not None else {}
+            self.loaded.emit(client.load(model_path, settings, on_progress=self.load_progress.emit, **options))
         except QuantDeskError as exc:
             self._report(exc)
 
@@ -169,8 +187,11 @@ class _Worker(QObject):
         self._close_client()
 
     def _close_client(self) -> None:
+        client = self._bridge.made_client
+        if client is None:  # never used: nothing to close
+            return
         try:
-            self._client.close()
+            client.close()
         except QuantDeskError:
             pass  # it is already dead; closing is only tidying up
 
@@ -195,14 +216,18 @@ class EngineBridge(QObject):
     _request_generate = Signal(object, object, str)
     _request_close = Signal()
 
-    def __init__(self, client: EngineClientLike, parent: QObject | None = None) -> None:
+    def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
+                 make_client: Callable[[], EngineClientLike] | None = None) -> None:
+        """``client``, or ``make_client`` to make it on first use (the app's pool: imported and made when needed)."""
         super().__init__(parent)
-        self.client = client  # shared with the local server (app/ui/server_page.py)
-        self.pool = client if isinstance(client, ModelPool) else None
-        if self.pool is not None:
-            self.pool.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
-            self.pool.on_change = self.models_changed.emit
-            self.pool.start()
+        if (client is None) == (make_client is None):
+            raise TypeError("EngineBridge takes a client or make_client, one of them")
+        self._client_lock = threading.Lock()  # the worker thread and the GUI thread may both ask first
+        self._client: EngineClientLike | None = None
+        self._pool: ModelPool | None = None
+        self._make_client = make_client
+        if client is not None:
+            self._adopt(client)
         self._buffer = TokenBuffer()
         self._request_ids = itertools.count(1)
         self._request_id: str | None = None  # the chat's generation, from asked for until it ends
@@ -210,7 +235,7 @@ class EngineBridge(QObject):
         self._last_flush = 0.0
         self._thread = QThread()
         self._thread.setObjectName("engine-bridge")
-        self._worker = _Worker(client, self._buffer)
+        self._worker = _Worker(self, self._buffer)
         self._worker.moveToThread(self._thread)
         self._thread.finished.connect(self._worker.deleteLater)
         # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread.
@@ -231,6 +256,35 @@ class EngineBridge(QObject):
         self._flush_timer.timeout.connect(self._flush_tokens)
         self._thread.start()
 
+    def _adopt(self, client: EngineClientLike) -> None:
+        self._client = client
+        if isinstance(client, _pool_module().ModelPool):
+            self._pool = client
+            client.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
+            client.on_change = self.models_changed.emit
+            client.start()
+
+    @property
+    def client(self) -> EngineClientLike:
+        """The engine client, shared with the local server (app/ui/server_page.py); made here on first use."""
+        with self._client_lock:
+            if self._client is None:
+                assert self._make_client is not None
+                self._adopt(self._make_client())
+            assert self._client is not None
+            return self._client
+
+    @property
+    def made_client(self) -> EngineClientLike | None:
+        """The client if it exists (None: nothing has used it yet); never makes one."""
+        return self._client
+
+    @property
+    def pool(self) -> ModelPool | None:
+        """The client when it is a ModelPool (several models loaded); None for a single engine, or before the app's
+        pool is first used (no model is loaded then either)."""
+        return self._pool
+
     @property
     def busy(self) -> bool:
         return self._busy
@@ -243,14 +297,14 @@ class EngineBridge(QObject):
     @property
     def engine_pid(self) -> int | None:
         """The engine host's process id, when one runs (for the memory figures and for tests)."""
-        return self.client.pid
+        client = self._client
+        return client.pid if client is not None else None
 
     def load(self, model_path: str, settings: LoadSettings, *, estimate_bytes: int | None = None,
              force: bool = False) -> None:
         """Load (or, with a pool, switch to) a model; ``estimate_bytes`` and ``force`` count with a pool only."""
         self._set_busy(True)
-        options = {"estimate_bytes": estimate_bytes or 0, "force": force} if self.pool is not None else {}
-        self._request_load.emit(model_path, settings, options)
+        self._request_load.emit(model_path, settings, {"estimate_bytes": estimate_bytes or 0, "force": force})
 
     def eject(self, model_path: str) -> None:
         """Unload one of the pool's models now, on a thread of its own; ``model_unloaded`` follows."""

@@ -1,9 +1,17 @@
-"""``quantdesk`` with no arguments: the desktop app."""
+"""``quantdesk`` with no arguments: the desktop app.
+
+Only what the first screen needs is imported before the main window shows: the window, the page it opens on
+and the chat store. The model pool is made by the first load (EngineBridge's ``make_client``), the other pages on
+their first visit (app/ui/window.py), the local server when switched on; the hardware probe and the first-run
+check start after the window's first paint, the probe on a thread of its own (BackgroundCall).
+tests/ui/test_startup_imports.py holds it to that."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QIcon
@@ -12,12 +20,14 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
-from app.engine.pool import ModelPool, limits_from
 from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
 from app.ui.translations import chosen_language, install, uninstall
 from app.ui.window import MainWindow
+
+if TYPE_CHECKING:
+    from app.engine.client import EngineClientLike
 
 
 def window_settings() -> QSettings:
@@ -50,22 +60,47 @@ def app_icon() -> QIcon:
     return icon
 
 
+def chat_pool() -> EngineClientLike:
+    """The one model pool: the chat's models, one engine host each; the active one lent to the local server. Made
+    by its first use (EngineBridge's make_client), with the pool limits saved in Settings then."""
+    from app.engine.pool import ModelPool, limits_from
+
+    return ModelPool(limits_from(app_settings.load()))
+
+
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
                  settings: QSettings | None = None) -> MainWindow:
-    bridge = bridge or EngineBridge(ModelPool(limits_from(app_settings.load())))
+    bridge = bridge or EngineBridge(make_client=chat_pool)
     return MainWindow(store or ChatStore(), bridge, settings or window_settings())
 
 
-class _QuitAfterFirstPaint(QObject):
-    """QUANTDESK_EXIT_AFTER_SHOWN=1: say so on stdout once the main window has painted, then quit.
-    Packaging smoke checks use it to prove a frozen build's GUI starts (packaging/smoke_test.sh)."""
+class AfterFirstPaint(QObject):
+    """Calls ``then`` once the watched window has painted for the first time: what is not needed to show it
+    waits until it is on screen."""
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+    def __init__(self, window: QObject, then: Callable[[], object]) -> None:
+        super().__init__(window)
+        self._then = then
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
         if event.type() == QEvent.Type.Paint:
             watched.removeEventFilter(self)
-            print(f"quantdesk: main window shown ({watched.windowTitle()})", flush=True)
-            QTimer.singleShot(0, QApplication.quit)
+            QTimer.singleShot(0, self._then)  # once this paint has finished
         return False
+
+
+def _say_shown_and_quit(window: MainWindow) -> None:
+    """QUANTDESK_EXIT_AFTER_SHOWN=1: say so on stdout once the main window has painted, then quit. Packaging smoke
+    checks use it to prove a frozen build's GUI starts (packaging/smoke_test.sh), tests/bench/gui_startup.py to time
+    the start."""
+    print(f"quantdesk: main window shown ({window.windowTitle()})", flush=True)
+    QApplication.quit()
+
+
+def _after_shown(window: MainWindow) -> None:
+    window.detect_hardware()  # probes GPUs and disks, on the probe's own thread
+    window.offer_first_run()  # no chats and no models yet: the welcome flow
 
 
 def run() -> int:
@@ -98,16 +133,13 @@ def _run_main_window(app: QApplication, user_settings: app_settings.Settings) ->
     settings = window_settings()
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
     app.theme = ThemeFollower(app, user_settings.theme)
-    # The one model pool: the chat's models, one engine host each; the active one lent to the local server.
-    bridge = EngineBridge(ModelPool(limits_from(user_settings)))
+    bridge = EngineBridge(make_client=chat_pool)  # the pool is made by the first load, not before the window shows
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
-        quit_after_paint = _QuitAfterFirstPaint(window)
-        window.installEventFilter(quit_after_paint)
+        AfterFirstPaint(window, lambda: _say_shown_and_quit(window))
+    else:
+        AfterFirstPaint(window, lambda: _after_shown(window))
     window.show()
-    # Detection probes GPUs and disks: start it once the window is on screen.
-    QTimer.singleShot(0, window.detect_hardware)
-    QTimer.singleShot(0, window.offer_first_run)  # no chats and no models yet: the welcome flow
     try:
         return app.exec()
     finally:

@@ -307,11 +307,11 @@ class ServerPage(QWidget):
 
     def served(self) -> str:
         """What the engine serves now, in words (empty when no model is loaded)."""
-        from app.server.app import model_id
-
         loaded = self.engine.loaded if self.engine.alive else None
         if loaded is None:
             return ""
+        from app.server.app import model_id  # here, not above: the page shows before the server is imported
+
         return self.tr("{model} with {backend} (context {n_ctx} tokens)").format(
             model=model_id(loaded.model_path), backend=loaded.backend, n_ctx=grouped(loaded.n_ctx))
 

@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QSettings, QSize, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
 
+from app.settings import load as load_settings
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
-from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall
-from app.ui.chat_page import ChatPage
-from app.ui.discover_page import DiscoverPage
-from app.ui.downloads_page import DownloadsPage
-from app.ui.engine_bridge import EngineBridge
-from app.ui.first_run import FirstRunDialog, ImportFlow, should_offer
 from app.ui.focus_ring import FocusRingFollower
-from app.ui.hardware_page import HardwarePage
 from app.ui.icons import icon
-from app.ui.library_page import LibraryPage
-from app.ui.settings_page import SettingsPage
-from app.ui.lab_page import LabPage
-from app.ui.server_page import ServerPage
 from app.ui.theme import stylesheet
+
+if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.MainWindow.page), not before
+    from app.hardware.profile import HardwareProfile
+    from app.ui.chat_page import ChatPage
+    from app.ui.discover_page import DiscoverPage
+    from app.ui.downloads_page import DownloadsPage
+    from app.ui.engine_bridge import EngineBridge
+    from app.ui.first_run import FirstRunDialog, ImportFlow
+    from app.ui.hardware_page import HardwarePage
+    from app.ui.lab_page import LabPage
+    from app.ui.library_page import LibraryPage
+    from app.ui.server_page import ServerPage
+    from app.ui.settings_page import SettingsPage
 
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
 # The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
@@ -54,7 +58,30 @@ def default_detect() -> HardwareProfile:
     return detect()
 
 
+class _Pages(Mapping[str, QWidget]):
+    """``window.pages[name]``: the page, made on first access as a visit makes it (tests, screenshots)."""
+
+    def __init__(self, window: MainWindow) -> None:
+        self._window = window
+
+    def __getitem__(self, name: str) -> QWidget:
+        if name not in PAGES:
+            raise KeyError(name)
+        return self._window.page(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PAGES)
+
+    def __len__(self) -> int:
+        return len(PAGES)
+
+
 class MainWindow(QMainWindow):
+    """The sidebar and a stack of pages. A page is built on its first visit (``page``): until then its place in
+    the stack holds an empty widget, and nothing of it is imported, so the window shows after building only the
+    page it opens on. What reaches a page before it exists waits for it here: the hardware profile (or the probe's
+    failure), applied when it is built; a page that does not exist has nothing to refresh or stop."""
+
     def __init__(self, store: ChatStore, bridge: EngineBridge, settings: QSettings,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -70,34 +97,19 @@ class MainWindow(QMainWindow):
         self.sidebar.setAccessibleName(self.tr("Navigation"))
         self.sidebar.setIconSize(QSize(20, 20))
         self.stack = QStackedWidget()
-        self.chat = ChatPage(store, bridge)
-        self.hardware = HardwarePage()
-        self.library = LibraryPage()
-        self.app_settings = SettingsPage()
-        self.chat.set_default_context(self.app_settings.current.default_n_ctx)
-        self.discover = DiscoverPage()
-        self.downloads = DownloadsPage()
-        self.lab = LabPage()
-        self.server = ServerPage(bridge)
-        self.importer = ImportFlow(self)
+        self._built: dict[str, QWidget] = {}
+        self.pages = _Pages(self)
+        self.profile: HardwareProfile | None = None  # the latest detection, for the pages built after it
+        self._hardware_message: str | None = None  # the probe's failure, for a Hardware page built after it
+        self._importer: ImportFlow | None = None
         self.first_run: FirstRunDialog | None = None
-        self.pages: dict[str, QWidget] = {
-            "Discover": self.discover,
-            "Downloads": self.downloads,
-            "Library": self.library,
-            "Chat": self.chat,
-            "Hardware": self.hardware,
-            "Lab": self.lab,
-            "Server": self.server,
-            "Settings": self.app_settings,
-        }
         for name in PAGES:
             title = self.tr(PAGE_TITLES[name])
             item = QListWidgetItem(icon(name), title)
             item.setData(Qt.ItemDataRole.AccessibleTextRole, self.tr("{page} page").format(page=title))
             self.sidebar.addItem(item)
-            self.stack.addWidget(self.pages[name])
-        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+            self.stack.addWidget(QWidget())  # the page's place, until its first visit
+        self.sidebar.currentRowChanged.connect(self._on_row_changed)
         central = QWidget()
         layout = QHBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -119,30 +131,153 @@ class MainWindow(QMainWindow):
         self._probe = BackgroundCall("hardware-probe")
         self._probe.succeeded.connect(self._on_hardware_detected)
         self._probe.failed.connect(self._on_hardware_failed)
-        self.hardware.runtimes_panel.changed.connect(self._on_runtimes_changed)
-        self.discover.download_requested.connect(self._on_download_requested)
-        self.discover.import_requested.connect(self._on_import_requested)
-        self.downloads.chat_requested.connect(self._on_chat_requested)
-        self.importer.imported.connect(self._on_chat_requested)
-        self.importer.failed.connect(self._on_import_failed)
-        self.library.load_requested.connect(self._on_chat_requested)
-        self.library.update_requested.connect(self._on_download_requested)
-        for page in (self.library, self.downloads, self.chat, self.lab, self.server):
-            page.go_to.connect(self.show_page)  # an empty state's button
-        self.downloads.installed.connect(self.library.refresh)
-        self.app_settings.models_dir_changed.connect(self.library.refresh)
-        self.app_settings.update_checks_changed.connect(self.library.refresh)  # off: the badges go
-        self.app_settings.default_context_changed.connect(self.chat.set_default_context)
-        self.app_settings.theme_changed.connect(self._on_theme_changed)
-        self.app_settings.pool_limits_changed.connect(self._on_pool_limits_changed)
         self._shortcuts()
         self.focus_ring = FocusRingFollower(self)
         self._restore()
-        self.library.refresh()
+
+    # --- pages, each built on its first visit -------------------------------------------------------
+
+    def page(self, name: str) -> QWidget:
+        """The page called ``name``, built now if this is its first use (it takes its place in the stack)."""
+        page = self._built.get(name)
+        if page is None:
+            page = getattr(self, f"_build_{name.lower()}")()
+            self._built[name] = page
+            index = PAGES.index(name)
+            placeholder = self.stack.widget(index)
+            current = self.stack.currentIndex()
+            self.stack.insertWidget(index, page)
+            self.stack.removeWidget(placeholder)
+            placeholder.deleteLater()
+            self.stack.setCurrentIndex(current)
+        return page
+
+    def built(self, name: str) -> QWidget | None:
+        """The page if it has been built; None leaves it unbuilt (for what only matters to a page on screen)."""
+        return self._built.get(name)
+
+    @Slot(int)
+    def _on_row_changed(self, row: int) -> None:
+        if row >= 0:
+            self.stack.setCurrentWidget(self.page(PAGES[row]))
+
+    # Each page by its attribute, built on first use like a visit builds it.
+    discover: DiscoverPage = property(lambda self: self.page("Discover"))
+    downloads: DownloadsPage = property(lambda self: self.page("Downloads"))
+    library: LibraryPage = property(lambda self: self.page("Library"))
+    chat: ChatPage = property(lambda self: self.page("Chat"))
+    hardware: HardwarePage = property(lambda self: self.page("Hardware"))
+    lab: LabPage = property(lambda self: self.page("Lab"))
+    server: ServerPage = property(lambda self: self.page("Server"))
+    app_settings: SettingsPage = property(lambda self: self.page("Settings"))
+
+    @property
+    def importer(self) -> ImportFlow:
+        if self._importer is None:
+            from app.ui.first_run import ImportFlow
+
+            self._importer = ImportFlow(self)
+            self._importer.imported.connect(self._on_chat_requested)
+            self._importer.failed.connect(self._on_import_failed)
+        return self._importer
+
+    def _build_discover(self) -> DiscoverPage:
+        from app.ui.discover_page import DiscoverPage
+
+        page = DiscoverPage()
+        page.download_requested.connect(self._on_download_requested)
+        page.import_requested.connect(self._on_import_requested)
+        if self.profile is not None:
+            page.set_profile(self.profile)
+        return page
+
+    def _build_downloads(self) -> DownloadsPage:
+        from app.ui.downloads_page import DownloadsPage
+
+        page = DownloadsPage()
+        page.chat_requested.connect(self._on_chat_requested)
+        page.go_to.connect(self.show_page)  # an empty state's button
+        page.installed.connect(self._refresh_library)
+        return page
+
+    def _build_library(self) -> LibraryPage:
+        from app.ui.library_page import LibraryPage
+
+        page = LibraryPage()
+        page.load_requested.connect(self._on_chat_requested)
+        page.update_requested.connect(self._on_download_requested)
+        page.go_to.connect(self.show_page)
+        page.refresh()  # the listing, then the daily update check
+        return page
+
+    def _build_chat(self) -> ChatPage:
+        from app.ui.chat_page import ChatPage
+
+        page = ChatPage(self.store, self.bridge)
+        page.go_to.connect(self.show_page)
+        page.set_default_context(load_settings().default_n_ctx)  # as saved (Settings saves each change)
+        if self.profile is not None:
+            page.set_profile(self.profile)
+        return page
+
+    def _build_hardware(self) -> HardwarePage:
+        from app.ui.hardware_page import HardwarePage
+
+        page = HardwarePage()
+        page.runtimes_panel.changed.connect(self._on_runtimes_changed)
+        if self.profile is not None:
+            page.set_profile(self.profile)
+        elif self._hardware_message is not None:
+            page.show_message(self._hardware_message)
+        return page
+
+    def _build_lab(self) -> LabPage:
+        from app.ui.lab_page import LabPage
+
+        page = LabPage()
+        page.go_to.connect(self.show_page)
+        return page
+
+    def _build_server(self) -> ServerPage:
+        from app.ui.server_page import ServerPage
+
+        page = ServerPage(self.bridge)
+        page.go_to.connect(self.show_page)
+        return page
+
+    def _build_settings(self) -> SettingsPage:
+        from app.ui.settings_page import SettingsPage
+
+        page = SettingsPage()
+        page.models_dir_changed.connect(self._refresh_library)
+        page.update_checks_changed.connect(self._refresh_library)  # off: the badges go
+        page.default_context_changed.connect(self._on_default_context_changed)
+        page.theme_changed.connect(self._on_theme_changed)
+        page.pool_limits_changed.connect(self._on_pool_limits_changed)
+        return page
+
+    @Slot()
+    @Slot(str)
+    def _refresh_library(self, _path: str = "") -> None:
+        library = self.built("Library")
+        if library is not None:  # else it lists the models when first shown
+            library.refresh()
+
+    @Slot(int)
+    def _on_default_context_changed(self, n_ctx: int) -> None:
+        chat = self.built("Chat")
+        if chat is not None:  # else it reads the setting when built
+            chat.set_default_context(n_ctx)
+
+    @Slot()
+    def _on_stop_shortcut(self) -> None:
+        chat = self.built("Chat")
+        if chat is not None:  # no Chat page yet: no reply to stop
+            chat.stop()
 
     def _shortcuts(self) -> None:
         for keys, slot in ((QKeySequence.StandardKey.New, self._on_new_chat_shortcut),
-                           (QKeySequence(Qt.Key.Key_Escape), self.chat.stop)):
+                           (QKeySequence(Qt.Key.Key_Escape), self._on_stop_shortcut)):
             shortcut = QShortcut(keys, self)
             shortcut.activated.connect(slot)
         for index, _name in enumerate(PAGES):
@@ -173,7 +308,8 @@ class MainWindow(QMainWindow):
         Switching pages from inside one already does this (QStackedLayout moves the focus along); a shortcut
         pressed in the sidebar, or a page that must start somewhere particular, needs it said."""
         page = self.stack.currentWidget()
-        first = {self.chat: self.chat.composer}.get(page)
+        chat = self.built("Chat")
+        first = chat.composer if page is chat and chat is not None else None
         for widget in (page.focusWidget(), first, *focus_chain(page)):
             if widget is not None and widget.isVisibleTo(self) and widget.isEnabled():
                 widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
@@ -184,9 +320,12 @@ class MainWindow(QMainWindow):
 
     @Slot(int, object)
     def _on_hardware_detected(self, ticket: int, profile: HardwareProfile) -> None:
-        self.hardware.set_profile(profile)
-        self.chat.set_profile(profile)
-        self.discover.set_profile(profile)
+        self.profile = profile
+        self._hardware_message = None
+        for name in ("Hardware", "Chat", "Discover"):  # the others get it when built
+            page = self.built(name)
+            if page is not None:
+                page.set_profile(profile)
         if self.first_run is not None:
             self.first_run.set_profile(profile)
 
@@ -206,10 +345,11 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_pool_limits_changed(self, settings: object) -> None:
+        if self.bridge.pool is None:  # none made yet: it reads the settings when made
+            return
         from app.engine.pool import limits_from
 
-        if self.bridge.pool is not None:
-            self.bridge.pool.set_limits(limits_from(settings))
+        self.bridge.pool.set_limits(limits_from(settings))
 
     @Slot(str)
     def _on_theme_changed(self, theme: str) -> None:
@@ -232,13 +372,15 @@ class MainWindow(QMainWindow):
 
     def offer_first_run(self) -> FirstRunDialog | None:
         """The welcome flow, when this is a first run (no chats, no models, not done or skipped before)."""
+        from app.ui.first_run import FirstRunDialog, should_offer
+
         if not self.isVisible() or not should_offer(self.settings, self.store):  # closed before it came up
             return None
         self.first_run = FirstRunDialog(self.settings, self)
         self.first_run.model_chosen.connect(self._on_first_run_model)
         self.first_run.import_chosen.connect(self._on_import_requested)
-        if self.hardware.profile is not None:
-            self.first_run.set_profile(self.hardware.profile)
+        if self.profile is not None:
+            self.first_run.set_profile(self.profile)
         self.first_run.open()
         return self.first_run
 
@@ -250,7 +392,10 @@ class MainWindow(QMainWindow):
     def _on_hardware_failed(self, ticket: int, error: Exception) -> None:
         message = str(error) if isinstance(error, QuantDeskError) else self.tr(
             "Hardware detection failed: {error!r}").format(error=error)
-        self.hardware.show_message(message)
+        self._hardware_message = message
+        hardware = self.built("Hardware")
+        if hardware is not None:
+            hardware.show_message(message)
 
     def _restore(self) -> None:
         geometry = self.settings.value("window/geometry")
@@ -265,8 +410,10 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/page", self.current_page)
         self.settings.sync()
         self.focus_ring.stop()
-        self.chat.shutdown()
-        self.downloads.shutdown()
+        for name in ("Chat", "Downloads"):
+            page = self.built(name)
+            if page is not None:
+                page.shutdown()
         if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
             self.first_run.close()
         super().closeEvent(event)

@@ -33,6 +33,8 @@ def test_size_position_and_page_are_remembered(qtbot, make_window):
 
 def test_interactive_controls_have_accessible_names(qtbot, make_window):
     window = make_window()
+    for name in PAGES:  # each page is built on its first visit
+        window.page(name)
     kinds = (QAbstractButton, QLineEdit, QPlainTextEdit, QAbstractSpinBox, QListWidget)
     unnamed = [w for kind in kinds for w in window.findChildren(kind)
                if not (w.accessibleName() or (isinstance(w, QAbstractButton) and w.text()))
@@ -80,3 +82,42 @@ def test_a_failing_probe_shows_a_sentence(qtbot, make_window):
     with qtbot.waitSignal(window._probe.failed, timeout=10_000):
         window.detect_hardware(broken)
     assert "Hardware detection failed" in window.hardware.status_label.text()
+
+
+def test_a_page_is_built_on_its_first_visit_and_kept(qtbot, make_window):
+    window = make_window()
+    assert [name for name in PAGES if window.built(name) is not None] == ["Chat"]  # the page it opens on
+    window.show_page("Lab")
+    lab = window.built("Lab")
+    assert lab is not None and window.stack.currentWidget() is lab and lab.isVisible()
+    window.show_page("Chat")
+    window.show_page("Lab")
+    assert window.lab is lab and window.stack.count() == len(PAGES)
+    assert [window.stack.indexOf(window.pages[name]) for name in PAGES] == list(range(len(PAGES)))
+
+
+def test_what_reached_the_window_before_a_page_existed_reaches_the_page(qtbot, make_window):
+    """The hardware profile, the probe's failure and the default context wait in the window for the pages that
+    show them."""
+    from app import settings
+
+    window = make_window()
+    with qtbot.waitSignal(window._probe.succeeded, timeout=10_000):
+        window.detect_hardware(_profile)
+    assert window.built("Hardware") is None and window.built("Discover") is None
+    assert window.hardware.profile.cpu.model == "Test CPU 9000"
+    assert window.discover.profile.cpu.model == "Test CPU 9000"
+
+    def broken() -> HardwareProfile:
+        raise RuntimeError("sysfs exploded")
+
+    again = make_window()
+    with qtbot.waitSignal(again._probe.failed, timeout=10_000):
+        again.detect_hardware(broken)
+    assert "Hardware detection failed" in again.hardware.status_label.text()
+
+    settings.update(default_n_ctx=6144)  # as the Settings page saves it, then the Chat is first built
+    again.settings.setValue("window/page", "Settings")
+    third = make_window()
+    assert third.built("Chat") is None
+    assert third.chat.context_box.value() == 6144
