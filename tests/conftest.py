@@ -7,6 +7,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from app import settings as app_settings
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 # Property-based tests (hypothesis): a small fixed budget by default, so CI time stays the same run to run and
@@ -31,7 +33,11 @@ def isolated_user_state(tmp_path_factory, monkeypatch):
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
                      ("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state"), ("HF_HOME", "hf")):
         monkeypatch.setenv(var, str(home / sub))
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "QUANTDESK_MODELS_DIR"):
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                "QUANTDESK_MODELS_DIR"):
         monkeypatch.delenv(var, raising=False)
+    # Whether the app itself turned offline mode on is process state: a test whose settings said offline must not
+    # make the next one's setting switch off a variable that test set itself.
+    monkeypatch.setattr(app_settings, "_set_by_app", False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     return home
