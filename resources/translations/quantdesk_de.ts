@@ -23,60 +23,12 @@
         <translation>Senden (Eingabe)</translation>
     </message>
     <message>
-        <source>New chat</source>
-        <translation>Neuer Chat</translation>
-    </message>
-    <message>
-        <source>Start a new conversation (Ctrl+N)</source>
-        <translation>Eine neue Unterhaltung beginnen (Strg+N)</translation>
-    </message>
-    <message>
-        <source>Search chats</source>
-        <translation>Chats durchsuchen</translation>
-    </message>
-    <message>
-        <source>Conversations</source>
-        <translation>Unterhaltungen</translation>
-    </message>
-    <message>
-        <source>Rename</source>
-        <translation>Umbenennen</translation>
-    </message>
-    <message>
         <source>Rename chat</source>
         <translation>Chat umbenennen</translation>
     </message>
     <message>
-        <source>Delete</source>
-        <translation>Löschen</translation>
-    </message>
-    <message>
-        <source>Delete chat</source>
-        <translation>Chat löschen</translation>
-    </message>
-    <message>
-        <source>Export…</source>
-        <translation>Exportieren …</translation>
-    </message>
-    <message>
         <source>Export chat</source>
         <translation>Chat exportieren</translation>
-    </message>
-    <message>
-        <source>Save this chat as Markdown or JSON</source>
-        <translation>Diesen Chat als Markdown oder JSON speichern</translation>
-    </message>
-    <message>
-        <source>Options…</source>
-        <translation>Optionen …</translation>
-    </message>
-    <message>
-        <source>Chat settings</source>
-        <translation>Chat-Einstellungen</translation>
-    </message>
-    <message>
-        <source>System prompt, sampling and presets for this chat</source>
-        <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
     </message>
     <message>
         <source>Notice</source>
@@ -167,34 +119,6 @@
         <translation>Markdown (*.md);;JSON (*.json)</translation>
     </message>
     <message>
-        <source>Load a model</source>
-        <translation>Ein Modell laden</translation>
-    </message>
-    <message>
-        <source>GGUF models (*.gguf);;All files (*)</source>
-        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
-    </message>
-    <message>
-        <source>Sizing up {name}…</source>
-        <translation>{name} wird eingeschätzt …</translation>
-    </message>
-    <message>
-        <source>“Load anyway”</source>
-        <translation>„Trotzdem laden“</translation>
-    </message>
-    <message>
-        <source> Or pick a smaller quant, or a shorter context.</source>
-        <translation> Oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
-    </message>
-    <message>
-        <source>Loading {name}…</source>
-        <translation>{name} wird geladen …</translation>
-    </message>
-    <message>
-        <source>{why} Reload loads it again.</source>
-        <translation>{why} „Neu laden“ lädt es wieder.</translation>
-    </message>
-    <message>
         <source>Attach images</source>
         <translation>Bilder anhängen</translation>
     </message>
@@ -261,10 +185,6 @@
     <message>
         <source>{ended}, empty.</source>
         <translation>{ended}, leer.</translation>
-    </message>
-    <message>
-        <source>No model loaded — the engine stopped</source>
-        <translation>Kein Modell geladen – die Engine wurde beendet</translation>
     </message>
     <message>
         <source>the reply so far is kept and marked interrupted.</source>
@@ -686,6 +606,65 @@
     <message>
         <source>Removed {name} and its key.</source>
         <translation>{name} und sein Schlüssel wurden entfernt.</translation>
+    </message>
+</context>
+<context>
+    <name>ConversationList</name>
+    <message>
+        <source>New chat</source>
+        <translation>Neuer Chat</translation>
+    </message>
+    <message>
+        <source>Start a new conversation (Ctrl+N)</source>
+        <translation>Eine neue Unterhaltung beginnen (Strg+N)</translation>
+    </message>
+    <message>
+        <source>Search chats</source>
+        <translation>Chats durchsuchen</translation>
+    </message>
+    <message>
+        <source>Conversations</source>
+        <translation>Unterhaltungen</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>Umbenennen</translation>
+    </message>
+    <message>
+        <source>Rename chat</source>
+        <translation>Chat umbenennen</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>Löschen</translation>
+    </message>
+    <message>
+        <source>Delete chat</source>
+        <translation>Chat löschen</translation>
+    </message>
+    <message>
+        <source>Export…</source>
+        <translation>Exportieren …</translation>
+    </message>
+    <message>
+        <source>Export chat</source>
+        <translation>Chat exportieren</translation>
+    </message>
+    <message>
+        <source>Save this chat as Markdown or JSON</source>
+        <translation>Diesen Chat als Markdown oder JSON speichern</translation>
+    </message>
+    <message>
+        <source>Options…</source>
+        <translation>Optionen …</translation>
+    </message>
+    <message>
+        <source>Chat settings</source>
+        <translation>Chat-Einstellungen</translation>
+    </message>
+    <message>
+        <source>System prompt, sampling and presets for this chat</source>
+        <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
     </message>
 </context>
 <context>
@@ -2563,6 +2542,41 @@
     <message>
         <source>Engine process: {rss}</source>
         <translation>Engine-Prozess: {rss}</translation>
+    </message>
+</context>
+<context>
+    <name>ModelLoadController</name>
+    <message>
+        <source>Load a model</source>
+        <translation>Ein Modell laden</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Sizing up {name}…</source>
+        <translation>{name} wird eingeschätzt …</translation>
+    </message>
+    <message>
+        <source>“Load anyway”</source>
+        <translation>„Trotzdem laden“</translation>
+    </message>
+    <message>
+        <source> Or pick a smaller quant, or a shorter context.</source>
+        <translation> Oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
+    </message>
+    <message>
+        <source>Loading {name}…</source>
+        <translation>{name} wird geladen …</translation>
+    </message>
+    <message>
+        <source>No model loaded — the engine stopped</source>
+        <translation>Kein Modell geladen – die Engine wurde beendet</translation>
+    </message>
+    <message>
+        <source>{why} Reload loads it again.</source>
+        <translation>{why} „Neu laden“ lädt es wieder.</translation>
     </message>
 </context>
 <context>
