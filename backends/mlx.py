@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from backends import json_schema
 from backends.chat_format import formats
@@ -44,7 +45,7 @@ class _GrammarProcessor:
     def __init__(self, mask: json_schema.TokenMask, n_prompt: int) -> None:
         self._mask, self._seen = mask, n_prompt
 
-    def __call__(self, tokens, logits):
+    def __call__(self, tokens: Any, logits: Any) -> Any:  # mx.array in, mx.array out (mlx-lm's processor signature)
         import mlx.core as mx
 
         if self._mask.stopped:  # it took the end-of-turn token: mlx-lm computes one step ahead of the loop
@@ -67,13 +68,16 @@ class MlxBackend(Backend):
     structured_output = True
 
     def __init__(self) -> None:
-        self._model = None
-        self._tokenizer = None
-        self._processor = None  # mlx-vlm's processor, for a vision model
+        # Any: a model of whichever architecture the folder names (mlx-lm's or mlx-vlm's nn.Module), a tokenizer
+        # (mlx-lm's TokenizerWrapper, or the processor's Hugging Face one) and a processor (transformers'), all read
+        # through the attributes their libraries forward.
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._processor: Any = None  # mlx-vlm's processor, for a vision model
         self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._n_ctx = 0
-        self._ll_tokenizer = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
-        self._draft_model = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
+        self._ll_tokenizer: Any = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
+        self._draft_model: Any = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
         self._draft_tokens = 0
 
     @classmethod
@@ -108,7 +112,8 @@ class MlxBackend(Backend):
             if "vision_config" in config:
                 self._load_vision(folder)
             else:
-                self._model, self._tokenizer = mlx_lm.load(str(folder))
+                loaded = mlx_lm.load(str(folder))  # (model, tokenizer), and the config when asked for
+                self._model, self._tokenizer = loaded[0], loaded[1]
         except (OSError, ValueError, KeyError) as exc:
             raise GenerationError("load", f"mlx-lm could not load {folder.name}: {exc}") from None
         source = getattr(self._tokenizer, "chat_template", None) or ""
@@ -140,7 +145,7 @@ class MlxBackend(Backend):
                      **({"vision": _vision_details(config)} if self._processor else {}), **draft_details},
         )
 
-    def _load_draft(self, settings: LoadSettings) -> dict:
+    def _load_draft(self, settings: LoadSettings) -> dict[str, Any]:
         """The draft model beside the model, for mlx-lm's speculative_generate_step; speculation rewinds the KV
         caches after a wrong guess, which a model with a recurrent or rotating cache cannot (mlx-lm refuses it)."""
         import mlx_lm
@@ -155,7 +160,7 @@ class MlxBackend(Backend):
             raise GenerationError("draft", "speculative decoding needs a KV cache that can be cut back; this model's "
                                            "cannot", "load it without a draft")
         try:
-            self._draft_model, _ = mlx_lm.load(settings.draft)
+            self._draft_model = mlx_lm.load(settings.draft)[0]
         except (OSError, ValueError, KeyError) as exc:
             self.unload()
             raise GenerationError("draft", f"mlx-lm could not load the draft model {Path(settings.draft).name}: "
@@ -171,9 +176,9 @@ class MlxBackend(Backend):
         if importlib.util.find_spec("mlx_vlm") is None:
             raise GenerationError("unavailable", f"{folder.name} is an MLX vision model: it needs mlx-vlm",
                                   "pip install 'quantdesk[mlx-vision]'")
-        import mlx_vlm
+        from mlx_vlm.utils import load
 
-        self._model, self._processor = mlx_vlm.load(str(folder))
+        self._model, self._processor = load(str(folder))
         self._tokenizer = getattr(self._processor, "tokenizer", self._processor)
         _keep_tokenizer_options_from_images(self._processor)
 
@@ -193,7 +198,7 @@ class MlxBackend(Backend):
             parts = [{"role": m.role, "content": [{"type": "image"} for _ in m.images]
                       + [{"type": "text", "text": m.content}]} for m in messages]
             renderer = self._processor if getattr(self._processor, "chat_template", None) else self._tokenizer
-            return renderer.apply_chat_template(parts, add_generation_prompt=True, tokenize=False)
+            return str(renderer.apply_chat_template(parts, add_generation_prompt=True, tokenize=False))
         except Exception as exc:  # transformers renders in jinja2's sandbox: SecurityError and friends
             if type(exc).__name__ == "SecurityError":
                 message = f"the chat template tried to reach Python internals and was refused ({exc})"
@@ -241,7 +246,9 @@ class MlxBackend(Backend):
         if self._draft_model is not None and grammar is None:
             yield from self._speculate(tokens, limit, sampler, processors)
             return
-        with wired_limit(self._model, [generation_stream]):
+        # (list-item: mlx-lm annotates wired_limit's streams as mx.Stream and passes its thread-local one itself;
+        # unused-ignore: where mlx-lm is not installed)
+        with wired_limit(self._model, [generation_stream]):  # type: ignore[list-item, unused-ignore]
             for token, _ in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
                                           logits_processors=processors):
                 if token in eos:
@@ -252,7 +259,8 @@ class MlxBackend(Backend):
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
 
-    def _speculate(self, tokens: list[int], limit: int, sampler, processors) -> Iterator[str]:
+    def _speculate(self, tokens: list[int], limit: int, sampler: Callable[[Any], Any],
+                   processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:
         """mlx-lm's speculative_generate_step: the draft guesses ``draft_tokens`` tokens with the same sampler, the
         model checks them in one pass and keeps them while its own sampled token is the guess. Each token says
         whether it was the draft's (``from_draft``); a round ends with one of the model's own, so the guesses of a
@@ -263,7 +271,9 @@ class MlxBackend(Backend):
         detokenizer = self._tokenizer.detokenizer
         eos = self._tokenizer.eos_token_ids
         k, produced, round_start = self._draft_tokens, 0, 0
-        with wired_limit(self._model, [generation_stream]):
+        # (list-item: mlx-lm annotates wired_limit's streams as mx.Stream and passes its thread-local one itself;
+        # unused-ignore: where mlx-lm is not installed)
+        with wired_limit(self._model, [generation_stream]):  # type: ignore[list-item, unused-ignore]
             steps = speculative_generate_step(mx.array(tokens), self._model, self._draft_model, num_draft_tokens=k,
                                               max_tokens=limit, sampler=sampler, logits_processors=processors)
             try:
@@ -293,7 +303,7 @@ class MlxBackend(Backend):
         if sampling.json_schema is not None or (sampling.tools and sampling.tool_choice == "required"):
             raise GenerationError("request", "structured output is not available for MLX vision models (mlx-vlm "
                                              "takes no logits processor)", "use a GGUF of the model with llama.cpp")
-        import mlx_vlm
+        from mlx_vlm.generate import stream_generate
         from PIL import Image
 
         from app import images as image_files
@@ -308,8 +318,9 @@ class MlxBackend(Backend):
         prompt = self._render(messages)
         self.mark_prefill_start()
         try:
-            for result in mlx_vlm.stream_generate(
-                    self._model, self._processor, prompt, image=pictures or None,
+            # (arg-type: mlx-vlm annotates ``image`` as paths only; its process_image takes PIL images as well)
+            for result in stream_generate(
+                    self._model, self._processor, prompt, image=pictures or None,  # type: ignore[arg-type, unused-ignore]
                     max_tokens=min(sampling.max_tokens + 1, self._n_ctx), temperature=sampling.temperature,
                     top_p=sampling.top_p, top_k=sampling.top_k or None, min_p=sampling.min_p, seed=sampling.seed,
                     repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None):
@@ -325,7 +336,7 @@ class MlxBackend(Backend):
     def force(self, text: str) -> None:
         self._forced.extend(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def _forcing(self, _tokens, logits):
+    def _forcing(self, _tokens: Any, logits: Any) -> Any:
         """A logits processor that, while tokens are forced (Backend.force), leaves only the next of them possible.
         mlx-lm computes a token ahead of the one it hands out, so the forcing starts one token after it is asked."""
         if not self._forced:
@@ -378,7 +389,7 @@ class MlxBackend(Backend):
             raise GenerationError("state", "no model is loaded")
         return list(self._tokenizer.encode(text))
 
-    def next_token_logits(self, tokens: Sequence[int]):
+    def next_token_logits(self, tokens: Sequence[int]) -> Any:
         import mlx.core as mx
         import numpy as np
         from mlx_lm.models.cache import make_prompt_cache
@@ -432,7 +443,7 @@ class MlxBackend(Backend):
             mx.clear_cache()
 
 
-def _vision_details(config: dict) -> dict:
+def _vision_details(config: dict[str, Any]) -> dict[str, Any]:
     """What the model bar and the CLI say about an MLX vision model: mlx-vlm runs it; a fixed-size vision tower's
     image takes (side / patch)² tokens (0 where the config does not say)."""
     vision = config.get("vision_config") or {}
@@ -446,7 +457,7 @@ def _vision_details(config: dict) -> dict:
 _TOKENIZER_OPTIONS = ("padding", "padding_side", "add_special_tokens", "truncation", "max_length")
 
 
-def _keep_tokenizer_options_from_images(processor) -> None:
+def _keep_tokenizer_options_from_images(processor: Any) -> None:
     image_processor = getattr(processor, "image_processor", None)
     if image_processor is not None:
         processor.image_processor = _ImagesOnly(image_processor)
@@ -455,11 +466,11 @@ def _keep_tokenizer_options_from_images(processor) -> None:
 class _ImagesOnly:
     """An image processor that drops the tokenizer's options before the call (see _TOKENIZER_OPTIONS)."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
 
-    def __call__(self, images, *args, **kwargs):
+    def __call__(self, images: Any, *args: Any, **kwargs: Any) -> Any:
         return self._inner(images, *args, **{k: v for k, v in kwargs.items() if k not in _TOKENIZER_OPTIONS})
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -23,16 +23,19 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import protocol
-from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest, ShutdownRequest,
+from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest, ShutdownRequest,
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
 from backends.base import (Done, Embedded, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
                            SamplingSettings, Scored, Token, WindowScoring)
 
 _EOF = object()
+# The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
+_Answered = LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | UnloadRequest
+Answer = TypeVar("Answer", Scored, Embedded)  # the one event that answers a score or an embed request
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
@@ -102,7 +105,7 @@ class _Reply:
         self.request_id = request_id
         self.phase = phase  # for the sentence if the host dies while serving it
         self.host = host
-        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the host's events, then _EOF if it ends
         self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
 
 
@@ -110,13 +113,13 @@ class _InFlight:
     """The requests one host process has been sent and not finished, oldest first. The host serves them in
     that order, so every event it sends belongs to the oldest one (the request ids it carries say the same)."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
         self._changed = threading.Condition()
         self._replies: collections.deque[_Reply] = collections.deque()
         self.ended = False  # the host's event stream is over: it died, or was shut down
         self.phase_at_end = "while starting"
-        self.hello: queue.SimpleQueue = queue.SimpleQueue()  # the Hello, or _EOF
+        self.hello: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the Hello, or _EOF
 
     def add(self, reply: _Reply, send: Callable[[], None]) -> int:
         """Queue ``reply`` and ``send`` its request, in one step so that this order is the pipe's; returns
@@ -188,7 +191,7 @@ class EngineClient:
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._env = env
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._inflight: _InFlight | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._write_lock = threading.Lock()
@@ -258,8 +261,9 @@ class EngineClient:
     # stdin's sake), and an unbuffered file reads a line one byte per system call: the readers put a buffer
     # in front (a read returns whatever has arrived, so nothing waits for a full buffer).
 
-    def _read_events(self, proc: subprocess.Popen, inflight: _InFlight) -> None:
-        with io.BufferedReader(proc.stdout) as lines:  # closes the pipe too
+    def _read_events(self, proc: subprocess.Popen[bytes], inflight: _InFlight) -> None:
+        # started with stdout=PIPE and bufsize=0: the pipe is a raw FileIO (typeshed says IO[bytes])
+        with io.BufferedReader(cast(io.FileIO, proc.stdout)) as lines:  # closes the pipe too
             for line in lines:
                 try:
                     event = protocol.decode_event(line)
@@ -270,8 +274,8 @@ class EngineClient:
                     self._stderr.append(f"[quantdesk] engine event for no request: {line[:200]!r}")
         inflight.end()
 
-    def _read_stderr(self, proc: subprocess.Popen) -> None:
-        with io.BufferedReader(proc.stderr) as lines:
+    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+        with io.BufferedReader(cast(io.FileIO, proc.stderr)) as lines:  # a raw FileIO, as stdout
             for raw in lines:
                 self._stderr.append(raw.decode("utf-8", "replace").rstrip("\n"))
 
@@ -279,9 +283,12 @@ class EngineClient:
         """Write one request line (its wire form: see protocol.encode)."""
         try:
             with self._write_lock:
-                self._proc.stdin.write(protocol.encode(message))
-                self._proc.stdin.flush()
-        except (BrokenPipeError, OSError, AttributeError):
+                stdin = self._proc.stdin if self._proc is not None else None
+                if stdin is None:  # closed meanwhile
+                    raise BrokenPipeError
+                stdin.write(protocol.encode(message))
+                stdin.flush()
+        except (BrokenPipeError, OSError):
             raise self._crashed(self._inflight) from None
 
     def _crashed(self, inflight: _InFlight | None) -> EngineCrashed:
@@ -290,7 +297,7 @@ class EngineClient:
         self._stderr_reader.join(timeout=2)  # let it drain the dying process's last lines
         return describe_exit(returncode, self.stderr_tail(), inflight.phase_at_end if inflight else "while idle")
 
-    def _submit(self, request: Request, phase: str, *, replace_dead: bool = False) -> tuple[_Reply, int]:
+    def _submit(self, request: _Answered, phase: str, *, replace_dead: bool = False) -> tuple[_Reply, int]:
         """Send a request now; its reply, and how many requests are ahead of it in the host's queue. A host
         is started if none was, or (``replace_dead``) if the last one died."""
         with self._submitting:
@@ -299,14 +306,16 @@ class EngineClient:
                 self.start()
             return self._add(request, phase)
 
-    def _add(self, request: Request, phase: str) -> tuple[_Reply, int]:
+    def _add(self, request: _Answered, phase: str) -> tuple[_Reply, int]:
+        if self._inflight is None:  # closed meanwhile: no host to send it to
+            raise self._crashed(None)
         reply = _Reply(request.id, phase, self._inflight)
         try:
             return reply, reply.host.add(reply, lambda: self._send(protocol.wire(request)))
         except EOFError:
             raise self._crashed(reply.host) from None
 
-    def _next_event(self, reply: _Reply):
+    def _next_event(self, reply: _Reply) -> Any:
         event = reply.events.get()
         if event is _EOF:
             reply.events.put(_EOF)  # every later call sees the death too
@@ -320,11 +329,12 @@ class EngineClient:
         """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
         any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed.
         llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load)."""
-        from app.models.detect import detect_model
+        from app.models.detect import ModelRef, detect_model
         from app.remote import connections
         from backends import registry
 
-        options: dict = {}
+        options: dict[str, Any] = {}
+        ref: connections.RemoteModelRef | ModelRef
         if connections.is_remote_ref(model_path):
             ref = connections.RemoteModelRef(str(model_path))
             options = {"endpoint": connections.Connections().endpoint_for(ref.path).to_dict()}
@@ -373,7 +383,7 @@ class EngineClient:
             elif isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
-    def _submit_to_fresh_host(self, request: Request, phase: str, runtime_env: dict[str, str]
+    def _submit_to_fresh_host(self, request: _Answered, phase: str, runtime_env: dict[str, str]
                               ) -> tuple[_Reply, int]:
         """Let the requests already sent finish, replace the host (on ``runtime_env``'s llama.cpp runtime),
         and send ``request`` first to the new one."""
@@ -452,8 +462,7 @@ class EngineClient:
         reply, _ = self._submit(request, "while scoring")
         return self._answer(reply, Scored, on_progress)
 
-    def _answer(self, reply: _Reply, answer: type[Scored] | type[Embedded],
-                on_progress: Callable[[float], None] | None = None):
+    def _answer(self, reply: _Reply, answer: type[Answer], on_progress: Callable[[float], None] | None = None) -> Answer:
         """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError; the request's
         progress on the way goes to ``on_progress``."""
         while True:
@@ -498,8 +507,9 @@ class EngineClient:
         if proc.poll() is None:
             try:
                 with self._write_lock:
-                    proc.stdin.write(protocol.encode(ShutdownRequest()))
-                    proc.stdin.close()
+                    if proc.stdin is not None:
+                        proc.stdin.write(protocol.encode(ShutdownRequest()))
+                        proc.stdin.close()
             except OSError:
                 pass
             try:
@@ -508,7 +518,8 @@ class EngineClient:
                 proc.kill()
                 proc.wait()
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except OSError:
             pass
         for reader in (self._events_reader, self._stderr_reader):  # the host is gone: they are at the end
@@ -517,5 +528,5 @@ class EngineClient:
     def __enter__(self) -> EngineClient:
         return self.start()
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -118,8 +118,10 @@ class Host:
         elif isinstance(request, UnloadRequest):
             self._unload()
             self.send(protocol.Unloaded(request.id))
-        else:
+        elif isinstance(request, _Unreadable):
             raise GenerationError("request", request.reason)
+        else:  # cancel and shutdown are answered before the model thread's queue: never here
+            raise GenerationError("request", f"a {request.op} request reached the model thread")
 
     def _load(self, request: LoadRequest) -> None:
         from backends import registry

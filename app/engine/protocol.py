@@ -16,12 +16,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
 from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
                            Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
 from backends.chat_format.tool_calls import ToolCall
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
 PROTOCOL_VERSION = 2
@@ -122,7 +125,7 @@ class ProtocolMismatch(ValueError):
 
 def encode(obj: Any) -> bytes:
     """A request or an event as one line of JSON."""
-    payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+    payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -143,7 +146,8 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
         data["tool_calls"] = tuple(ToolCallDelta(**c) for c in data.get("tool_calls") or ())
     elif cls is Loaded:
         data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
-    return cls(**data)
+    event: Event | Hello | Unloaded = cls(**data)
+    return event
 
 
 def decode_request(line: bytes) -> Request:
@@ -153,7 +157,8 @@ def decode_request(line: bytes) -> Request:
     except ValueError as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {exc}") from None
     try:
-        cls = _REQUEST_TYPES.get(data.get("op")) if isinstance(data, dict) else None
+        op = data.get("op") if isinstance(data, dict) else None
+        cls = _REQUEST_TYPES.get(op) if isinstance(op, str) else None
         if cls is None:
             raise ValueError(f"unknown request {line[:200]!r}")
         values = known_fields(cls, data)
@@ -161,14 +166,15 @@ def decode_request(line: bytes) -> Request:
             values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
         elif cls is GenerateRequest:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
-            prompt = values.get("prompt")
+            prompt: Any = values.get("prompt")  # JSON off the wire
             if not isinstance(prompt, str):
                 values["prompt"] = [Message(m["role"], m["content"], tuple(m.get("images") or ()),
                                             tuple(m.get("tool_calls") or ()), m.get("tool_call_id", ""),
                                             m.get("name", ""), m.get("reasoning", "")) for m in prompt]
         elif cls is ScoreRequest and values.get("windows") is not None:
             values["windows"] = settings_from_dict(WindowScoring, values["windows"])
-        return cls(**values)
+        request: Request = cls(**values)
+        return request
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"unreadable request {line[:200]!r}: {type(exc).__name__}: {exc}") from None
 
@@ -181,7 +187,10 @@ def check_hello(event: Hello) -> Hello:
     return event
 
 
-def settings_from_dict(cls: type, data: dict[str, Any]):
+Settings = TypeVar("Settings", bound="DataclassInstance")
+
+
+def settings_from_dict(cls: type[Settings], data: dict[str, Any]) -> Settings:
     values = known_fields(cls, data)
     for name in ("stop", "tools"):
         if name in values:

@@ -430,8 +430,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     devices = [cpu, gpu] if uses_gpu else [cpu]
     image_tokens = 0
     if meta.projector is not None:
-        # libmtmd puts the projector on the GPU whenever the model uses one (backends/llama_cpp.py asks for the GPU
-        # unless -ngl 0); its encoder's compute buffer sits beside its weights.
+        # libmtmd puts the projector on the GPU whenever the model uses one (backends/llama_cpp/vision.py asks for the
+        # GPU unless -ngl 0); its encoder's compute buffer sits beside its weights.
         (gpu if uses_gpu and ngl > 0 else cpu).vision_bytes = meta.projector.weights_bytes + \
             meta.projector.compute_bytes() + meta.projector.embeddings_bytes()
         image_tokens = meta.projector.image_tokens

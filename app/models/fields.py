@@ -11,6 +11,7 @@ from typing import Any
 from app.errors import ModelFileError
 
 U32_MAX = (1 << 32) - 1  # llama.cpp reads hyperparameters as 32-bit integers
+INT64_MAX = (1 << 63) - 1  # a GGUF dimension or a safetensors offset
 # Per-layer lists are sized by the layer count. llama.cpp stops at 512 (LLAMA_MAX_LAYERS); this leaves room for
 # its growth and still keeps a hostile count from allocating.
 MAX_LAYERS = 4096

@@ -13,38 +13,37 @@ lost: a reply keeps streaming into the view from its ReplyWriter (whose text is 
 says it is not saved yet and why, and it is saved on the next save attempt: the writer's own, "Save
 now" in the banner, a retry every few seconds, or before the next write the page makes. A message
 that cannot be saved is not sent and stays in the composer. The reply's lifecycle and its saving are the
-ReplySession's (app.ui.reply_session); this page shows them and talks to the engine bridge.
+ReplySession's (app.ui.reply_session); this page shows them and talks to the engine bridge. The list of chats is
+the side panel's (app.ui.conversation_list), the model loads the ModelLoadController's (app.ui.model_load).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
-from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPushButton, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QPushButton, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from app.chats.store import (AT_LEAF, ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation,
                              NotFound, ReplyWriter)
 from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
-from app.ui.background import BackgroundCall, sentence
 from app.ui.chat_settings import ChatSettingsDialog, schema_refusal
 from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
+from app.ui.conversation_list import ConversationList
 from app.ui.engine_bridge import EngineBridge, TokenChunk
 from app.ui.formatting import capitalized
 from app.ui.icons import decorate
-from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
+from app.ui.model_bar import ModelBar, Prefill
+from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
-from app.ui.widgets import EmptyState, UndoBar, announce
+from app.ui.widgets import EmptyState, announce
 from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
 
-CONVERSATION_ID = Qt.ItemDataRole.UserRole
-UNDO_SECONDS = 10
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
 
@@ -68,14 +67,6 @@ class ChatPage(QWidget):
         self.bridge = bridge
         self.current: Conversation | None = None
         self._edit_after: tuple[int, int | None] | None = None  # (conversation, parent) of a message being edited
-        self.loaded: Loaded | None = None
-        self._load_request: tuple[str, LoadSettings] | None = None
-        self.profile: HardwareProfile | None = None  # from the window's probe; detected by the estimator if None
-        self.default_n_ctx = LoadSettings().n_ctx
-        self.prefill: Prefill | None = None
-        self._estimator = BackgroundCall("load-estimate")
-        self._estimator.succeeded.connect(self._on_estimated)
-        self._estimator.failed.connect(self._on_estimate_failed)
         self.reply = ReplySession(self)  # the reply that streams, and those the store refused so far
         self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
@@ -83,9 +74,6 @@ class ChatPage(QWidget):
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
         self._notice: tuple[str, bool] | None = None  # what the banner says (text, reload) besides a save problem
-        self._blocked_load: Prefill | None = None  # a load the fit check held back; the banner offers “Load anyway”
-        self._forced_warning = ""  # the risk, said once the model loaded anyway is loaded
-        self._budget_refusal = None  # app.engine.pool.BudgetRefused the banner's “Load anyway” answers
         self._build()
         for signal, slot in self._bridge_slots():
             signal.connect(slot)
@@ -102,54 +90,21 @@ class ChatPage(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(splitter)
 
-        side = QWidget()
-        side.setObjectName("conversationPanel")
-        side_layout = QVBoxLayout(side)
-        side_layout.setContentsMargins(8, 8, 8, 8)
-        self.new_button = QPushButton(self.tr("New chat"))
-        self.new_button.setToolTip(self.tr("Start a new conversation (Ctrl+N)"))
-        self.new_button.setAccessibleName(self.tr("New chat"))
-        self.new_button.clicked.connect(self.new_conversation)
-        self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText(self.tr("Search chats"))
-        self.search_box.setAccessibleName(self.tr("Search chats"))
-        self.search_box.setClearButtonEnabled(True)
-        self.search_box.textChanged.connect(self._on_search_changed)
-        self.conversation_list = QListWidget()
-        self.conversation_list.setAccessibleName(self.tr("Conversations"))
-        self.conversation_list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.conversation_list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.conversation_list.currentItemChanged.connect(self._on_conversation_selected)
-        row = QHBoxLayout()
-        self.rename_button = QPushButton(self.tr("Rename"))
-        self.rename_button.setAccessibleName(self.tr("Rename chat"))
-        self.rename_button.clicked.connect(self._on_rename_clicked)
-        self.delete_button = QPushButton(self.tr("Delete"))
-        self.delete_button.setAccessibleName(self.tr("Delete chat"))
-        self.delete_button.clicked.connect(self._on_delete_clicked)
-        self.export_button = QPushButton(self.tr("Export…"))
-        self.export_button.setAccessibleName(self.tr("Export chat"))
-        self.export_button.setToolTip(self.tr("Save this chat as Markdown or JSON"))
-        self.export_button.clicked.connect(self._on_export_clicked)
-        self.chat_settings_button = QPushButton(self.tr("Options…"))  # not "Settings": that is the app's page
-        self.chat_settings_button.setAccessibleName(self.tr("Chat settings"))
-        self.chat_settings_button.setToolTip(self.tr("System prompt, sampling and presets for this chat"))
-        self.chat_settings_button.clicked.connect(self._on_chat_settings_clicked)
-        second_row = QHBoxLayout()
-        for layout, buttons in ((row, (self.rename_button, self.delete_button)),
-                                (second_row, (self.export_button, self.chat_settings_button))):
-            for button in buttons:
-                button.setMinimumWidth(56)  # the style's 80 px minimum would make the window wider than it needs
-                layout.addWidget(button)
-        side_layout.addWidget(self.new_button)
-        side_layout.addWidget(self.search_box)
-        side_layout.addWidget(self.conversation_list, 1)
-        self.undo_bar = UndoBar(UNDO_SECONDS)
-        self.undo_bar.undo_requested.connect(self._on_undo_requested)
-        self.undo_bar.expired.connect(self._on_undo_expired)
-        side_layout.addWidget(self.undo_bar)
-        side_layout.addLayout(row)
-        side_layout.addLayout(second_row)
+        self.conversations = side = ConversationList(self.store)
+        side.opened.connect(self.open_conversation)
+        side.new_requested.connect(self.new_conversation)
+        side.rename_requested.connect(self._on_rename_clicked)
+        side.delete_requested.connect(self._on_delete_clicked)
+        side.export_requested.connect(self._on_export_clicked)
+        side.settings_requested.connect(self._on_chat_settings_clicked)
+        side.search_box.textChanged.connect(self._on_search_changed)
+        side.undo_bar.undo_requested.connect(self._on_undo_requested)
+        side.undo_bar.expired.connect(self._on_undo_expired)
+        # the page's names for the panel's parts (the window and the tests reach them through the page)
+        self.conversation_list, self.search_box, self.undo_bar = side.list, side.search_box, side.undo_bar
+        self.new_button, self.rename_button = side.new_button, side.rename_button
+        self.delete_button = side.delete_button
+        self.export_button, self.chat_settings_button = side.export_button, side.chat_settings_button
         splitter.addWidget(side)
 
         main = QWidget()
@@ -211,9 +166,7 @@ class ChatPage(QWidget):
         self.stop_button.setAccessibleName(self.tr("Stop the reply"))
         self.stop_button.setToolTip(self.tr("Stop the reply (Esc)"))
         self.stop_button.clicked.connect(self.stop)
-        for action, name in ((self.send_button, "send"), (self.stop_button, "stop"), (self.attach_button, "image"),
-                             (self.new_button, "new"), (self.delete_button, "delete"), (self.rename_button, "edit"),
-                             (self.export_button, "export"), (self.chat_settings_button, "settings")):
+        for action, name in ((self.send_button, "send"), (self.stop_button, "stop"), (self.attach_button, "image")):
             decorate(action, name)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
@@ -230,33 +183,17 @@ class ChatPage(QWidget):
         self.model_bar = bar = ModelBar()
         self.model_label, self.load_progress, self.load_button = bar.model_label, bar.load_progress, bar.load_button
         self.context_box, self.gpu_layers_box = bar.context_box, bar.gpu_layers_box
-        bar.load_clicked.connect(self._on_load_clicked)
-        bar.remote_clicked.connect(self._on_remote_clicked)
-        bar.reload_clicked.connect(self._on_reload_with_settings)
-        bar.runtime_chosen.connect(self._on_runtime_chosen)
-        bar.eject_requested.connect(self.bridge.eject)
+        self.loader = ModelLoadController(bar, self.bridge, self._chat_draft, self)
+        self.loader.notice.connect(self._on_load_notice)
+        self.loader.notice_cleared.connect(self._hide_banner)
+        self.loader.load_anyway_offered.connect(self._render_banner)
+        self.loader.changed.connect(self._update_controls)
         return bar
 
     # --- conversations -------------------------------------------------------------------------
 
     def refresh_conversations(self) -> None:
-        query = self.search_box.text()
-        found = self.store.search(query) if query.strip() else self.store.conversations()
-        keep = self.current.id if self.current else None
-        self.conversation_list.blockSignals(True)
-        self.conversation_list.clear()
-        for conv in found:
-            if conv.id == self._pending_delete:
-                continue
-            item = QListWidgetItem(conv.title)
-            item.setData(CONVERSATION_ID, conv.id)
-            item.setToolTip(conv.title)
-            self.conversation_list.addItem(item)
-            if conv.id == keep:
-                self.conversation_list.setCurrentItem(item)
-        self.conversation_list.blockSignals(False)
-        if self.current is None and self.conversation_list.count() and not query.strip():
-            self.conversation_list.setCurrentRow(0)
+        self.conversations.refresh(self.current.id if self.current else None, self._pending_delete)
 
     @Slot()
     def new_conversation(self) -> None:
@@ -292,11 +229,6 @@ class ChatPage(QWidget):
         bubble.delete_branch_requested.connect(self._on_delete_branch_requested)
         return bubble
 
-    @Slot(QListWidgetItem, QListWidgetItem)
-    def _on_conversation_selected(self, item: QListWidgetItem | None, _previous: object) -> None:
-        if item is not None:
-            self.open_conversation(item.data(CONVERSATION_ID))
-
     @Slot(str)
     def _on_search_changed(self, _text: str) -> None:
         self.refresh_conversations()
@@ -324,8 +256,8 @@ class ChatPage(QWidget):
         self.delete_current()
 
     def delete_current(self) -> None:
-        """Delete the open chat at once; the undo bar offers it back for UNDO_SECONDS. A chat whose
-        reply is streaming is stopped first and deleted when the engine confirms the stop, so the
+        """Delete the open chat at once; the undo bar offers it back for conversation_list.UNDO_SECONDS. A chat
+        whose reply is streaming is stopped first and deleted when the engine confirms the stop, so the
         reply's writer never writes into a deleted row (and an undo gets the reply as it stopped)."""
         if self.current is None:
             return
@@ -404,192 +336,66 @@ class ChatPage(QWidget):
         target.write_text(text, encoding="utf-8")
         return target
 
-    # --- model ---------------------------------------------------------------------------------
+    # --- model: the ModelLoadController's (app/ui/model_load.py); the page's names for it -----------
 
-    @Slot()
-    def _on_load_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, self.tr("Load a model"), "",
-                                              self.tr("GGUF models (*.gguf);;All files (*)"))
-        if path:
-            self.open_model(path)
+    @property
+    def loaded(self) -> Loaded | None:
+        return self.loader.loaded
 
-    @Slot()
-    def _on_remote_clicked(self) -> None:
-        from app.ui.remote_connections import RemoteModelDialog
+    @property
+    def prefill(self) -> Prefill | None:
+        return self.loader.prefill
 
-        dialog = RemoteModelDialog(self)
-        if dialog.exec() and dialog.chosen_ref:
-            self.open_model(dialog.chosen_ref)
+    @prefill.setter
+    def prefill(self, prefill: Prefill | None) -> None:
+        self.loader.prefill = prefill
+
+    @property
+    def default_n_ctx(self) -> int:
+        return self.loader.default_n_ctx
 
     def set_profile(self, profile: HardwareProfile) -> None:
-        self.profile = profile
+        self.loader.profile = profile
 
     def set_default_context(self, n_ctx: int) -> None:
-        self.default_n_ctx = n_ctx
-        if self.loaded is None and self._load_request is None:
-            self.context_box.setValue(n_ctx)
+        self.loader.set_default_context(n_ctx)
 
     def open_model(self, path: str) -> None:
-        """Fill in the load settings from the estimator for this machine (in a worker), then load: a model the fit
-        check says does not fit waits for “Load anyway” (the same override as ``quantdesk chat --force``)."""
-        self._hide_banner()
-        self.model_bar.show_loading(self.tr("Sizing up {name}…").format(name=Path(path).name))
-        self.load_button.setEnabled(False)
-        self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx)
+        self.loader.open_model(path)
 
-    @Slot(int, object)
-    def _on_estimated(self, ticket: int, prefill: Prefill) -> None:
-        if ticket != self._estimator.latest:
-            return
-        if self.profile is None:
-            self.profile = prefill.profile
-        self.prefill = prefill
-        self.model_bar.show_estimate(prefill)
-        if not prefill.fits:
-            from app.models.budget import fit_refusal
-
-            self.model_bar.hide_progress()
-            self.model_bar.show_settings(prefill.settings)
-            self._show_loaded_model()
-            self._update_controls()
-            self._show_banner(fit_refusal(Path(prefill.path).name, prefill.reason, self.tr("“Load anyway”"))
-                              + self.tr(" Or pick a smaller quant, or a shorter context."), reload=False)
-            self._blocked_load = prefill  # after the banner: showing it forgets any load it held back
-            self._render_banner()
-            return
-        self.load_model(prefill.path, prefill.settings)
-
-    @Slot()
-    def _on_load_anyway_clicked(self) -> None:
-        from app.models.budget import fit_warning
-
-        prefill, refusal = self._blocked_load, self._budget_refusal
-        if prefill is not None:  # with the settings the bar shows: the prefill's, or what the user made of them
-            self.load_model(prefill.path, self.model_bar.settings(), force=True)
-            self._forced_warning = (refusal.check.warning() if refusal is not None else
-                                    fit_warning(Path(prefill.path).name, prefill.reason))
-
-    @Slot(int, object)
-    def _on_estimate_failed(self, ticket: int, error: Exception) -> None:
-        if ticket == self._estimator.latest:
-            self.model_bar.hide_progress()
-            self._show_loaded_model()
-            self._update_controls()
-            self._show_banner(sentence(error), reload=False)
+    def load_model(self, path: str, settings: LoadSettings, *, force: bool = False) -> None:
+        self.loader.load_model(path, settings, force=force)
 
     def load_settings(self) -> LoadSettings:
         return self.model_bar.settings()
 
+    def _chat_draft(self) -> str:
+        """The open chat's draft model (its settings), which a load takes where the model has none."""
+        return str(self.current.sampling.get("draft") or "") if self.current is not None else ""
+
     def _follow_chat_model(self) -> None:
-        """With several models loaded (a ModelPool): the open chat answers from its own model. Loaded, it is
-        switched to at once; not loaded, it is sized up and loaded beside the others (the budget decides what
-        unloads). Only while a model is loaded at all (opening the app loads nothing), and never under a reply:
-        the chat follows once the reply ends."""
-        pool, conv = self.bridge.pool, self.current
-        if pool is None or conv is None or not conv.model_path or self.bridge.busy or self.reply.streaming:
+        """The open chat answers from its own model (ModelLoadController.follow), never under a reply: the chat
+        follows once the reply ends."""
+        conv = self.current
+        if conv is None or not conv.model_path or self.reply.streaming:
             return
-        if self.loaded is not None and self.loaded.model_path == conv.model_path:
-            return
-        pooled = pool.get(conv.model_path)
-        if pooled is not None:
-            self.load_model(conv.model_path, pooled.settings)
-        elif self.loaded is not None and (Path(conv.model_path).exists() or conv.model_path.startswith("remote:")):
-            self.open_model(conv.model_path)
+        self.loader.follow(conv.model_path)
 
-    def load_model(self, path: str, settings: LoadSettings, *, force: bool = False) -> None:
-        if not settings.draft and self.current is not None and self.current.sampling.get("draft"):
-            from app.models.drafts import usable_draft  # the chat's draft (its settings), where it fits this model
+    @Slot(str, bool)
+    def _on_load_notice(self, text: str, reload: bool) -> None:
+        self._show_banner(text, reload=reload)
 
-            settings = dataclasses.replace(settings, draft=usable_draft(path, self.current.sampling["draft"]))
-        self._forced_warning = ""
-        self._budget_refusal = None
-        self._load_request = (path, settings)
-        if self.prefill is not None and self.prefill.path != path:
-            self.prefill = None
-            self.model_bar.show_estimate(None)
-        self.model_bar.show_settings(settings)
-        self._hide_banner()
-        self.model_bar.show_loading(self.tr("Loading {name}…").format(name=Path(path).name))
-        estimate = self.prefill.estimated_bytes if self.prefill is not None else None
-        self.bridge.load(path, settings, estimate_bytes=estimate, force=force)
+    @Slot(object)
+    def _on_model_loaded(self, info: Loaded) -> None:
+        self.stats.set_memory(sum(info.memory_bytes.values()))
+
+    @Slot()
+    def _on_load_anyway_clicked(self) -> None:
+        self.loader.load_anyway()
 
     @Slot()
     def _on_reload_clicked(self) -> None:
-        if self._load_request:
-            self.load_model(*self._load_request)
-
-    @Slot()
-    def _on_reload_with_settings(self) -> None:
-        if self._load_request:
-            self.load_model(self._load_request[0], self.model_bar.settings())
-
-    @Slot(str)
-    def _on_runtime_chosen(self, name: str) -> None:
-        """Pin the runtime for this model (app/runtimes/pins.py), then size it up and load it again."""
-        from app.runtimes import pins
-
-        if self._load_request:
-            pins.pin(name, self._load_request[0])
-            self.open_model(self._load_request[0])
-
-    @Slot(float)
-    def _on_load_progress(self, fraction: float) -> None:
-        self.model_bar.set_progress(fraction)
-
-    @Slot(object)
-    def _on_loaded(self, info: Loaded) -> None:
-        self.loaded = info
-        self._show_loaded_model()
-        self.stats.set_memory(sum(info.memory_bytes.values()))
-        # A remote model's memory is on its server: this machine's engine process only relays it.
-        self.model_bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
-        requested = self._load_request[1].gpu_layers if self._load_request else 0
-        warning = " ".join(w for w in (self._forced_warning, spill_warning(info, self.prefill, requested)) if w)
-        self._forced_warning = ""
-        if warning:
-            self._show_banner(warning, reload=False)
-        self._update_controls()
-
-    def _show_loaded_model(self) -> None:
-        self.model_bar.show_loaded(self.loaded, self.prefill)
-        self._show_pool()
-
-    @Slot()
-    def _show_pool(self) -> None:
-        pool = self.bridge.pool
-        if pool is not None:
-            active = self.loaded.model_path if self.loaded is not None else None
-            self.model_bar.show_pool([(m.path, m.estimate_bytes or sum(m.loaded.memory_bytes.values()),
-                                       m.path == active) for m in pool.models()])
-
-    @Slot(object)
-    def _on_refused(self, refusal) -> None:
-        """The memory budget has no room beside the models answering now: say so, and offer “Load anyway”."""
-        self.model_bar.hide_progress()
-        self._show_loaded_model()
-        request = self._load_request
-        self._show_banner(str(refusal), reload=False)
-        if request is not None and refusal.forceable:  # after the banner: showing it forgets the load
-            self._blocked_load = (self.prefill if self.prefill is not None and self.prefill.path == request[0]
-                                  else Prefill(request[0], request[1]))
-            self._budget_refusal = refusal
-            self._render_banner()
-        self._update_controls()
-
-    @Slot(str, str)
-    def _on_model_unloaded(self, path: str, why: str) -> None:
-        """A model of the pool unloaded (room for another, idle, ejected): the bar and the banner say which and
-        why; the chat's own model gone, Reload brings it back."""
-        ours = self.loaded is not None and self.loaded.model_path == path
-        if ours:
-            self.loaded = None
-            self.model_bar.watch_process(None)
-        self._show_loaded_model()
-        if ours and not self.bridge.busy:
-            self._show_banner(self.tr("{why} Reload loads it again.").format(why=why), reload=True)
-        else:
-            self._show_banner(why, reload=False)
-        self._update_controls()
+        self.loader.reload()
 
     # --- images --------------------------------------------------------------------------------
 
@@ -827,21 +633,18 @@ class ChatPage(QWidget):
         if self.reply.streaming:
             self._interrupt_reply()
         else:  # a load that failed: the model loaded before (if any) is still there
-            self._show_loaded_model()
+            self.loader.show_loaded_model()
         self._show_banner(str(error), reload=False)
 
     @Slot(object)
     def _on_crashed(self, error: EngineCrashed) -> None:
-        self.model_bar.hide_progress()
-        self.model_bar.watch_process(None)
-        self.loaded = None
-        self.model_label.setText(self.tr("No model loaded — the engine stopped"))
+        self.loader.engine_gone()
         kept = self.tr("the reply so far is kept and marked interrupted.")
         if self.reply.streaming and not self._interrupt_reply():
             notice = f"{error} {capitalized(kept)}"  # the banner goes on to say it is not saved yet
         else:
             notice = self.tr("{error} Your conversation is saved; {kept}").format(error=error, kept=kept)
-        self._show_banner(notice, reload=self._load_request is not None)
+        self._show_banner(notice, reload=self.loader.request is not None)
         self._update_controls()
 
     def _end_reply(self) -> None:
@@ -918,13 +721,13 @@ class ChatPage(QWidget):
         that stays said (after ``text``) until it is saved."""
         self._busy_notice = False
         self._notice = (text, reload)
-        self._blocked_load = None
+        self.loader.blocked = None  # a load held back is offered with the notice that said so, not after
         self._render_banner()
 
     def _hide_banner(self) -> None:
         self._busy_notice = False
         self._notice = None
-        self._blocked_load = None
+        self.loader.blocked = None
         self._render_banner()
 
     def _show_store_error(self, error: ChatStoreError) -> None:
@@ -943,7 +746,7 @@ class ChatPage(QWidget):
             return
         self.banner_text.setText(" ".join(parts))
         self.reload_button.setVisible(reload)
-        self.load_anyway_button.setVisible(self._blocked_load is not None and bool(text))
+        self.load_anyway_button.setVisible(self.loader.blocked is not None and bool(text))
         self.save_button.setVisible(self.reply.save_error is not None)
         self.banner.show()
 
@@ -961,11 +764,8 @@ class ChatPage(QWidget):
         self.stop_button.setToolTip(self.tr("Stop the reply in “{title}” (Esc)").format(title=title) if title
                                     else self.tr("Stop the reply (Esc)"))
         self.load_button.setEnabled(not busy)
-        self.model_bar.reload_button.setEnabled(not busy and not generating and self._load_request is not None)
-        for button in (self.rename_button, self.export_button):
-            button.setEnabled(self.current is not None and not streaming_here)
-        self.delete_button.setEnabled(self.current is not None)  # a streaming chat is stopped, then deleted
-        self.chat_settings_button.setEnabled(not streaming_here)
+        self.model_bar.reload_button.setEnabled(not busy and not generating and self.loader.request is not None)
+        self.conversations.set_actions(has_chat=self.current is not None, streaming_here=streaming_here)
         can_regenerate = not busy and self.loaded is not None
         for bubble in self.view.bubbles:
             if "regenerate" in bubble.actions:
@@ -975,11 +775,9 @@ class ChatPage(QWidget):
 
     def _bridge_slots(self) -> list[tuple[Any, Any]]:
         bridge = self.bridge
-        return [(bridge.loaded, self._on_loaded), (bridge.load_progress, self._on_load_progress),
+        return [*self.loader.bridge_slots(), (bridge.loaded, self._on_model_loaded),
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
-                (bridge.refused, self._on_refused), (bridge.model_unloaded, self._on_model_unloaded),
-                (bridge.models_changed, self._show_pool),
                 (bridge.waiting, self.stats.show_waiting)]
 
     def shutdown(self) -> None:

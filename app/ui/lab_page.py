@@ -1,5 +1,7 @@
 """The Quant lab page: compare quants and formats of one model on this machine — speed, memory and
-quality side by side (app/lab does the measuring; this page picks, runs, shows, exports and keeps).
+quality side by side (app/lab does the measuring; this page picks, runs, shows, exports and keeps). Its parts: the
+variant picker (app/ui/lab_variants.py), the results table (lab_table.py), the charts (lab_chart.py) and the past
+results (lab_history.py).
 
 The bench blocks for minutes and starts engine hosts, so it runs as a background job (app.ui.background); its
 progress and its result come back as queued signals to this page's slots. Cancel sets the job's event, which the
@@ -8,31 +10,30 @@ bench checks between steps: it never waits on the busy worker.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QLocale, QSize, Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont, QPalette
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QLocale, Qt, Signal, Slot
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMessageBox, QProgressBar, QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox, QProgressBar,
+                               QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.lab.results import KV_TYPES, BenchResult, BenchSettings, VariantResult
+from app.lab.results import KV_TYPES, BenchResult, BenchSettings
 from app.lab.uploaders import Candidate
 from app.lab.store import ResultStore
 from app.remote.connections import is_remote_ref
 from app.ui.background import BackgroundCall, Job, sentence
-from app.ui.formatting import human_bytes, human_memory, human_ms, number, percent, short_date_time
+from app.ui.formatting import human_bytes, number, percent
 from app.ui.icons import decorate
-from app.ui.lab_chart import PERCENT_METRICS, LabCharts, common_prefix, estimate_text
+from app.ui.lab_chart import LabCharts, common_prefix, estimate_text
+from app.ui.lab_history import LabHistory
+from app.ui.lab_table import FIRST_FIGURE as FIRST_FIGURE  # re-exported: where the figures begin
+from app.ui.lab_table import HEADERS as HEADERS  # re-exported: the table's columns
+from app.ui.lab_table import ResultsTable
+from app.ui.lab_variants import HUB_PREFIX, VariantPicker
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 
-PATH_ROLE = Qt.ItemDataRole.UserRole
-HUB_ROLE = Qt.ItemDataRole.UserRole + 1  # a Hub file (app.lab.uploaders.Candidate) fetched when the bench runs
-HUB_PREFIX = "hub:"  # a Hub file's PATH_ROLE: "hub:owner/repo/file.gguf", its origin
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
 # The Text choice: (what it shows, what --corpus calls it); the file and folder entries ask for a path.
 TEXTS: tuple[tuple[str, str], ...] = (
@@ -43,108 +44,6 @@ TEXTS: tuple[tuple[str, str], ...] = (
     (QT_TRANSLATE_NOOP("LabPage", "Your chats"), "chats"),
 )
 TEXT_FILE, TEXT_FOLDER = "file…", "folder…"
-
-# (header, metric, tooltip of the column); the words are shown through LabPage.tr
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    (QT_TRANSLATE_NOOP("LabPage", "Mean KLD"), "kld_mean",
-     QT_TRANSLATE_NOOP("LabPage", "Mean KL divergence of next-token distributions from the reference (nats/token) ± "
-                                  "one standard error; 0 is identical")),
-    (QT_TRANSLATE_NOOP("LabPage", "KLD 99%"), "kld_p99",
-     QT_TRANSLATE_NOOP("LabPage", "The 99th percentile of the KL divergence: how bad the worst tokens get")),
-    (QT_TRANSLATE_NOOP("LabPage", "Same top p"), "same_top_p",
-     QT_TRANSLATE_NOOP("LabPage", "How often the variant's most likely next token is the reference's, ± one "
-                                  "standard error")),
-    (QT_TRANSLATE_NOOP("LabPage", "PPL ratio"), "ppl_ratio",
-     QT_TRANSLATE_NOOP("LabPage", "PPL(Q)/PPL(base) ± one standard error: 1 is the reference's")),
-    (QT_TRANSLATE_NOOP("LabPage", "Perplexity"), "perplexity",
-     QT_TRANSLATE_NOOP("LabPage", "PPL(Q) on the bundled text, the second half of each window scored, ± one standard "
-                                  "error; lower is better")),
-    (QT_TRANSLATE_NOOP("LabPage", "Gen tok/s"), "decode_tps",
-     QT_TRANSLATE_NOOP("LabPage", "Generation speed, after the first token")),
-    (QT_TRANSLATE_NOOP("LabPage", "Prompt tok/s"), "prompt_tps",
-     QT_TRANSLATE_NOOP("LabPage", "Prompt processing speed")),
-    (QT_TRANSLATE_NOOP("LabPage", "TTFT"), "ttft_ms",
-     QT_TRANSLATE_NOOP("LabPage", "Time to the first generated token")),
-    (QT_TRANSLATE_NOOP("LabPage", "Load"), "load_ms",
-     QT_TRANSLATE_NOOP("LabPage", "Time to load the model in a fresh engine host")),
-    (QT_TRANSLATE_NOOP("LabPage", "Peak memory"), "peak_memory_bytes",
-     QT_TRANSLATE_NOOP("LabPage", "The engine process's peak RAM during the run")),
-)  # every other statistic (Δp, the KLD's other percentiles, the perplexities' correlation): the Statistics tab
-FIRST_FIGURE = 3  # the columns before the figures: variant, quant, size; the backend comes last
-HEADERS = (QT_TRANSLATE_NOOP("LabPage", "Variant"), QT_TRANSLATE_NOOP("LabPage", "Quant"),
-           QT_TRANSLATE_NOOP("LabPage", "Size"), *(c[0] for c in COLUMNS), QT_TRANSLATE_NOOP("LabPage", "Backend"))
-
-
-def figure_text(metric: str, value: float) -> str:
-    if metric in ("load_ms", "ttft_ms"):
-        return human_ms(value)
-    if metric in ("prompt_tps", "decode_tps"):
-        return number(value, 1) if value < 100 else number(value, 0)
-    if metric == "peak_memory_bytes":
-        return human_memory(value)
-    if metric == "perplexity":
-        return number(value, 2)
-    if metric == "ppl_ratio":
-        return number(value, 4)
-    if metric.startswith("kld_"):
-        return "0" if value == 0 else QLocale().toString(float(value), "g", 3)
-    if metric in PERCENT_METRICS:
-        return percent(value, 2)
-    return f"{value:g}"
-
-
-def cell(v: VariantResult, metric: str) -> tuple[str, str]:
-    """(text, tooltip) of one figure: a speed figure's median, with its range and run count in the tooltip; a
-    quality figure with ± its standard error; an unavailable figure is "n/a" with the reason as its tooltip."""
-    if v.error:
-        return "failed", v.error
-    value = v.figure(metric)
-    if value is None:
-        return "n/a", v.unavailable.get(metric, "n/a: not measured")
-    spread = v.speed.get(metric)
-    if spread is not None:
-        runs = QCoreApplication.translate("lab_page", "1 run") if spread.n == 1 else QCoreApplication.translate(
-            "lab_page", "{count} runs").format(count=spread.n)
-        return figure_text(metric, value), (QCoreApplication.translate("lab_page",
-                "median {median}, min–max {low} – {high} over {runs}")
-                .format(median=figure_text(metric, spread.median), low=figure_text(metric, spread.low),
-                        high=figure_text(metric, spread.high), runs=runs))
-    estimate = v.estimate(metric)
-    text = figure_text(metric, value)
-    if estimate is not None and estimate.se and metric != "perplexity":  # PPL's error: in the ratio's
-        text = estimate_text(metric, value, estimate.se)  # (the reference's 100 % same top: error 0, not shown)
-    q = v.quality
-    if q is None:
-        return text, "\n".join(v.notes)
-    if metric == "kld_mean":
-        tip = QCoreApplication.translate("lab_page",
-                "over {positions} positions; median {median:.3g}, 99th percentile {p99:.3g}, 99.9th {p999:.3g}, max "
-                "{max:.3g}").format(positions=q.positions, median=q.kld_percentiles["median"],
-                                    p99=q.kld_percentiles["99"], p999=q.kld_percentiles["99.9"],
-                                    max=q.kld_percentiles["max"])
-        if len(q.kld_by_position) > 1:  # a window long enough to tell early positions from late ones
-            tip += "\n" + QCoreApplication.translate("lab_page", "by position in the window: {buckets}").format(
-                buckets=", ".join(f"{bucket} {estimate_text(metric, e.value, e.se or 0.0)}"
-                                  for bucket, e in q.kld_by_position.items()))
-        return text, tip
-    if metric == "perplexity":
-        return text, QCoreApplication.translate("lab_page", "{value} over {positions} positions of the scored text")\
-            .format(value=estimate_text(metric, value, q.ppl.se) if q.ppl.se else text, positions=q.positions)
-    return text, QCoreApplication.translate("lab_page", "over {positions} positions of the scored text").format(
-        positions=q.positions)
-
-
-def describe_saved(created_at: str, reference: str, variants: tuple[str, ...]) -> str:
-    """Two lines for the history list: when and how many variants, then the reference."""
-    try:
-        when = short_date_time(datetime.fromisoformat(created_at))
-    except ValueError:
-        when = created_at
-    count = QCoreApplication.translate("lab_page", "1 variant") if len(variants) == 1 else QCoreApplication.translate(
-        "lab_page", "{count} variants").format(count=len(variants))
-    return QCoreApplication.translate("lab_page", "{when} · {count}\nreference {reference}").format(
-        when=when, count=count, reference=reference)
-
 
 def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: str | None,
                reference_file: str | None, store: ResultStore, corpus_text: str | None = None,
@@ -170,12 +69,6 @@ def _run_bench(job: Job, models: list[str], settings: BenchSettings, reference: 
         uploaders.clean_up(fetched, keep)
     store.save(result)
     return result
-
-
-def _elide(view: QListWidget) -> None:
-    """Long model names end in "…" (the tooltip has them whole) instead of a horizontal scroll bar."""
-    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-    view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
 
 def _spin(low: int, high: int, value: int, name: str, tip: str) -> QSpinBox:
@@ -207,9 +100,6 @@ class LabPage(QWidget):
         self._bench.progressed.connect(self._on_progress)
         self._bench.succeeded.connect(self._on_finished)
         self._bench.failed.connect(self._on_failed)
-        self._library_call = BackgroundCall("lab-library")
-        self._library_call.succeeded.connect(self._on_library_listed)
-        self._library_call.failed.connect(self._on_library_failed)
         self._listed_once = False
 
         root = QVBoxLayout(scrolling_content(self))
@@ -235,9 +125,23 @@ class LabPage(QWidget):
 
         top = QHBoxLayout()
         top.setSpacing(12)
-        top.addWidget(self._variants_box(), 6)
+        self.picker = VariantPicker()
+        self.picker.changed.connect(self._sync_reference_choices)
+        self.picker.added.connect(self.empty_state.hide)
+        self.picker.listed.connect(self._on_library_listed)
+        self.picker.list_failed.connect(self._on_library_failed)
+        self.picker.uploaders_requested.connect(self._on_uploaders_clicked)
+        self.variants = self.picker.list  # the page's name for it
+        top.addWidget(self.picker, 6)
         top.addWidget(self._settings_box(), 4)
-        top.addWidget(self._history_box(), 3)
+        self.past = LabHistory()
+        self.past.open_requested.connect(self.open_saved)
+        self.past.delete_confirmed.connect(self.delete_saved)
+        self.past.changed.connect(self.history_changed)
+        # the page's names for the list's parts
+        self.history, self.open_button = self.past.list, self.past.open_button
+        self.delete_button = self.past.delete_button
+        top.addWidget(self.past, 3)
         root.addLayout(top)
 
         run_row = QHBoxLayout()
@@ -265,21 +169,7 @@ class LabPage(QWidget):
 
         self.tabs = QTabWidget()
         self.tabs.setAccessibleName(self.tr("Results"))
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setAccessibleName(self.tr("Results table"))
-        self.table.setHorizontalHeaderLabels([self.tr(header) for header in HEADERS])
-        for index, (_header, _metric, tip) in enumerate(COLUMNS, start=FIRST_FIGURE):
-            self.table.horizontalHeaderItem(index).setToolTip(self.tr(tip))
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setCornerButtonEnabled(False)
-        self.table.setWordWrap(False)  # a long sentence ends in "…"; its tooltip and the notes hold it whole
-        for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner button
-            corner.setAccessibleName(self.tr("Select all rows"))
-        self.table.setAlternatingRowColors(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = ResultsTable()
         table_tab = QWidget()
         table_layout = QVBoxLayout(table_tab)
         table_layout.setContentsMargins(0, 6, 0, 0)
@@ -321,31 +211,6 @@ class LabPage(QWidget):
         self.refresh_history()
 
     # --- the three boxes ------------------------------------------------------------------------
-
-    def _variants_box(self) -> QGroupBox:
-        box = QGroupBox(self.tr("Variants"))
-        layout = QVBoxLayout(box)
-        self.variants = QListWidget()
-        self.variants.setAccessibleName(self.tr("Variants to compare"))
-        self.variants.itemChanged.connect(self._on_variant_changed)
-        self.variants.setMinimumHeight(120)
-        _elide(self.variants)
-        layout.addWidget(self.variants, 1)
-        row = QHBoxLayout()
-        row.addWidget(button(self.tr("Add file…"), self.tr("Add a model file"), self._on_add_file_clicked))
-        row.addWidget(button(self.tr("Add folder…"), self.tr("Add a model folder"), self._on_add_folder_clicked))
-        row.addWidget(button(self.tr("Add remote…"), self.tr("Add a model on a remote server"),
-                             self._on_add_remote_clicked))
-        row.addStretch(1)
-        layout.addLayout(row)
-        hub_row = QHBoxLayout()  # a second row: one row of five buttons would widen the page past its window
-        hub_row.addWidget(button(self.tr("From uploaders…"), self.tr("Compare one quant from several uploaders on the "
-                                                                     "Hub"), self._on_uploaders_clicked))
-        hub_row.addStretch(1)
-        hub_row.addWidget(button(self.tr("Refresh"), self.tr("Refresh the list from the library"),
-                                 self.refresh_library))
-        layout.addLayout(hub_row)
-        return box
 
     def _settings_box(self) -> QGroupBox:
         box = QGroupBox(self.tr("Settings"))
@@ -424,28 +289,6 @@ class LabPage(QWidget):
         form.addRow(self.quality)
         return box
 
-    def _history_box(self) -> QGroupBox:
-        box = QGroupBox(self.tr("Past results"))
-        layout = QVBoxLayout(box)
-        self.history = QListWidget()
-        self.history.setAccessibleName(self.tr("Past results"))
-        _elide(self.history)
-        self.history.setAlternatingRowColors(True)  # two lines per result: keep the results apart
-        self.history.itemActivated.connect(self._on_history_activated)
-        self.history.currentItemChanged.connect(self._on_history_selection)
-        layout.addWidget(self.history, 1)
-        row = QHBoxLayout()
-        self.open_button = button(self.tr("Open"), self.tr("Open the selected past result"), self._on_open_clicked)
-        self.delete_button = button(self.tr("Delete…"), self.tr("Delete the selected past result"),
-                                    self._on_delete_clicked)
-        self.open_button.setEnabled(False)
-        self.delete_button.setEnabled(False)
-        row.addWidget(self.open_button)
-        row.addWidget(self.delete_button)
-        row.addStretch(1)
-        layout.addLayout(row)
-        return box
-
     # --- variants -------------------------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt's name)
@@ -462,80 +305,35 @@ class LabPage(QWidget):
 
     @Slot()
     def refresh_library(self) -> None:
-        self._library_call.start(library_entries)
+        self.picker.refresh_library()
 
-    @Slot(int, object)
-    def _on_library_listed(self, ticket: int, entries: list) -> None:
-        if ticket != self._library_call.latest:
-            return
-        for entry in entries:
-            self._add_item(entry.path, entry_text(entry), checked=False)
-        self.empty_state.setVisible(not entries and self.variants.count() == 0)
-        if not entries and self.variants.count() == 0:
+    @Slot(int)
+    def _on_library_listed(self, n_entries: int) -> None:
+        self.empty_state.setVisible(not n_entries and self.variants.count() == 0)
+        if not n_entries and self.variants.count() == 0:
             self.status.setText(self.tr("No models in the library yet: add model files or folders by hand, or "
                                         "download some from Discover."))
 
-    @Slot(int, object)
-    def _on_library_failed(self, ticket: int, error: object) -> None:
+    @Slot(object)
+    def _on_library_failed(self, error: object) -> None:
         self.status.setText(self.tr("The library could not be read: {error}").format(error=sentence(error)))
-
-    def _add_item(self, path: str, text: str, checked: bool) -> QListWidgetItem:
-        resolved = path if is_remote_ref(path) or path.startswith(HUB_PREFIX) else str(Path(path).expanduser()
-                                                                                       .resolve())
-        for row in range(self.variants.count()):
-            item = self.variants.item(row)
-            if item.data(PATH_ROLE) == resolved:
-                if checked:
-                    item.setCheckState(Qt.CheckState.Checked)
-                return item
-        item = QListWidgetItem(text)
-        self.empty_state.hide()
-        item.setData(PATH_ROLE, resolved)
-        item.setToolTip(resolved)
-        item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-        item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
-        self.variants.addItem(item)
-        self._sync_reference_choices()
-        return item
 
     def add_paths(self, paths: list[str | Path]) -> None:
         """Add model files or folders (or remote:CONNECTION/MODEL references) by hand; they come ticked."""
-        from app.remote.connections import display_name
-
-        for path in paths:
-            if is_remote_ref(path):
-                self._add_item(str(path), self.tr("{display_name} — remote")
-                               .format(display_name=display_name(str(path))), checked=True)
-                continue
-            p = Path(path)
-            kind = "folder" if p.is_dir() else "file"
-            size = human_bytes(p.stat().st_size) if p.is_file() else ""
-            self._add_item(str(p), f"{p.name} — {kind}" + (f" · {size}" if size else ""), checked=True)
+        self.picker.add_paths(paths)
 
     def checked_paths(self) -> list[str]:
-        """The ticked models on this machine (and remote ones): the Hub's files are ``checked_hub``."""
-        return [self.variants.item(r).data(PATH_ROLE) for r in range(self.variants.count())
-                if self.variants.item(r).checkState() == Qt.CheckState.Checked
-                and not self.variants.item(r).data(HUB_ROLE)]
+        return self.picker.checked_paths()
 
     def checked_hub(self) -> list[Candidate]:
-        """The ticked Hub files, fetched when the bench runs."""
-        return [self.variants.item(r).data(HUB_ROLE) for r in range(self.variants.count())
-                if self.variants.item(r).checkState() == Qt.CheckState.Checked and self.variants.item(r).data(HUB_ROLE)]
+        return self.picker.checked_hub()
 
     def add_hub_files(self, candidates: Sequence[Candidate], reference: Candidate | None = None,
                       keep: bool = False) -> None:
         """Add Hub files to compare (ticked), fetched into the lab's cache when the bench runs and removed after it
         unless ``keep``; ``reference``, also fetched, becomes the reference."""
-        for candidate in ([reference] if reference is not None else []) + list(candidates):
-            item = self._add_item(HUB_PREFIX + candidate.label, self.tr("{file} — Hub · {size} (fetched when run)")
-                                  .format(file=candidate.name, size=human_bytes(candidate.size)), checked=True)
-            item.setData(HUB_ROLE, candidate)
-            item.setToolTip(self.tr("{file} at {commit}; checked: {architecture}, {tokens} tokens")
-                            .format(file=candidate.label, commit=candidate.commit[:12],
-                                    architecture=candidate.architecture, tokens=number(candidate.n_vocab, 0)))
+        self.picker.add_hub_files(([reference] if reference is not None else []) + list(candidates))
         self.keep_downloads = keep
-        self._sync_reference_choices()
         if reference is not None:
             self.reference.setCurrentIndex(self.reference.findData(HUB_PREFIX + reference.label))
 
@@ -554,10 +352,7 @@ class LabPage(QWidget):
         dialog = self.uploaders_dialog
         self.add_hub_files(dialog.chosen(), dialog.reference_candidate(), dialog.keep.isChecked())
 
-    @Slot(QListWidgetItem)
-    def _on_variant_changed(self, item: QListWidgetItem) -> None:
-        self._sync_reference_choices()
-
+    @Slot()
     def _sync_reference_choices(self) -> None:
         chosen = self.reference.currentData()
         self.reference.blockSignals(True)
@@ -577,26 +372,6 @@ class LabPage(QWidget):
         if index < 0:
             raise ValueError(self.tr("{path} is not a ticked variant").format(path=path))
         self.reference.setCurrentIndex(index)
-
-    @Slot()
-    def _on_add_file_clicked(self) -> None:
-        files, _ = QFileDialog.getOpenFileNames(self, self.tr("Add model files"), "", self.tr(
-                "GGUF models (*.gguf);;All files (*)"))
-        self.add_paths(files)
-
-    @Slot()
-    def _on_add_remote_clicked(self) -> None:
-        from app.ui.remote_connections import RemoteModelDialog
-
-        dialog = RemoteModelDialog(self)
-        if dialog.exec() and dialog.chosen_ref:
-            self.add_paths([dialog.chosen_ref])
-
-    @Slot()
-    def _on_add_folder_clicked(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, self.tr("Add a model folder (MLX, safetensors, EXL)"))
-        if folder:
-            self.add_paths([folder])
 
     # --- running --------------------------------------------------------------------------------
 
@@ -770,8 +545,7 @@ class LabPage(QWidget):
 
     def show_result(self, result: BenchResult | None) -> None:
         self.result = result
-        self.table.clearSpans()
-        self.table.setRowCount(0)
+        self.table.show_result(None)
         for export_button in self.export_buttons:
             export_button.setEnabled(result is not None)
         self.charts.set_result(result)
@@ -779,39 +553,8 @@ class LabPage(QWidget):
         if result is None:
             self.notes.setText("")
             return
-        muted = self.palette().color(QPalette.ColorRole.PlaceholderText)
-        self.table.setRowCount(len(result.variants))
         prefix = common_prefix([v.label for v in result.variants])  # said once, in the notes
-        for row, v in enumerate(result.variants):
-            name = QTableWidgetItem(v.label[len(prefix):] + (self.tr("  (reference)") if v.is_reference else ""))
-            name.setToolTip(v.path + (f"\n{v.error}" if v.error else ""))
-            if v.is_reference:
-                font = QFont(name.font())
-                font.setBold(True)
-                name.setFont(font)
-            bpw = f" · {number(v.bits_per_weight, None)} bpw" if v.bits_per_weight else ""
-            fixed = [name, QTableWidgetItem(v.quant), QTableWidgetItem(human_bytes(v.size_bytes))]
-            fixed[1].setToolTip(f"{v.format}{bpw}")
-            for column, item in enumerate(fixed):
-                self.table.setItem(row, column, item)
-            self.table.setItem(row, len(HEADERS) - 1, QTableWidgetItem(v.backend or "—"))
-            if v.error:  # one sentence across the figures instead of a row of "failed"
-                item = QTableWidgetItem(self.tr("not measured: {error}").format(error=v.error))
-                item.setToolTip(v.error)
-                item.setForeground(QColor(muted))
-                item.setData(Qt.ItemDataRole.SizeHintRole, QSize(40, 24))  # the span's width, not the column's
-                self.table.setItem(row, FIRST_FIGURE, item)
-                self.table.setSpan(row, FIRST_FIGURE, 1, len(COLUMNS))
-                continue
-            for column, (_header, metric, _tip) in enumerate(COLUMNS, start=FIRST_FIGURE):
-                text, tip = cell(v, metric)
-                item = QTableWidgetItem(text)
-                item.setToolTip(tip)
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if text in ("n/a", "failed"):
-                    item.setForeground(QColor(muted))
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                self.table.setItem(row, column, item)
+        self.table.show_result(result, prefix, self.palette().color(QPalette.ColorRole.PlaceholderText))
         s = result.settings
         lines = [self.tr("Variants of {model}…").format(model=prefix)] if prefix else []
         lines += [self.tr("Result {id}: medians of %n run(s) per variant (hover over a figure for its range); "
@@ -932,21 +675,15 @@ class LabPage(QWidget):
 
     @Slot()
     def refresh_history(self) -> None:
-        self.history.clear()
-        for saved in self.store.history():
-            item = QListWidgetItem(describe_saved(saved.created_at, saved.reference, saved.variants))
-            item.setData(PATH_ROLE, saved.id)
-            item.setToolTip("\n".join((saved.id, *saved.variants)))
-            self.history.addItem(item)
-        if self.history.count() == 0:
-            placeholder = QListWidgetItem(self.tr("No saved results yet."))
-            placeholder.setFlags(Qt.ItemFlag.NoItemFlags)
-            self.history.addItem(placeholder)
-        self.history_changed.emit()
+        self.past.show_saved(self.store.history())
 
     def saved_ids(self) -> list[str]:
-        return [self.history.item(r).data(PATH_ROLE) for r in range(self.history.count())
-                if self.history.item(r).data(PATH_ROLE)]
+        return self.past.saved_ids()
+
+    @property
+    def confirm(self) -> QMessageBox | None:
+        """The open confirmation of a delete (LabHistory's)."""
+        return self.past.confirm
 
     def open_saved(self, result_id: str) -> None:
         try:
@@ -967,54 +704,3 @@ class LabPage(QWidget):
             self.show_result(None)
         self.status.setText(self.tr("Deleted the saved result {result_id}.").format(result_id=result_id))
         self.refresh_history()
-
-    def _selected_id(self) -> str | None:
-        item = self.history.currentItem()
-        return item.data(PATH_ROLE) if item is not None else None
-
-    @Slot(QListWidgetItem, QListWidgetItem)
-    def _on_history_selection(self, current, previous) -> None:
-        has = self._selected_id() is not None
-        self.open_button.setEnabled(has)
-        self.delete_button.setEnabled(has)
-
-    @Slot(QListWidgetItem)
-    def _on_history_activated(self, item: QListWidgetItem) -> None:
-        if item.data(PATH_ROLE):
-            self.open_saved(item.data(PATH_ROLE))
-
-    @Slot()
-    def _on_open_clicked(self) -> None:
-        if (result_id := self._selected_id()) is not None:
-            self.open_saved(result_id)
-
-    @Slot()
-    def _on_delete_clicked(self) -> None:
-        result_id = self._selected_id()
-        if result_id is None:
-            return
-        self.confirm = QMessageBox(QMessageBox.Icon.Question, self.tr("Delete this result?"),
-                                   self.tr("Delete the saved bench result {result_id}? This cannot be undone.")
-                                   .format(result_id=html.escape(result_id)),
-                                   QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
-        self.confirm.setProperty("result_id", result_id)
-        self.confirm.finished.connect(self._on_delete_answered)
-        self.confirm.open()  # window-modal, not a nested event loop
-
-    @Slot(int)
-    def _on_delete_answered(self, answer: int) -> None:
-        if answer == QMessageBox.StandardButton.Yes.value:
-            self.delete_saved(self.confirm.property("result_id"))
-
-
-def library_entries() -> list:
-    """The library's models (scanning its folders: call it off the GUI thread)."""
-    from app.hub.library import Library
-
-    return Library().entries()
-
-
-def entry_text(entry) -> str:
-    """A library entry in one line: name — quant · format · size."""
-    detail = " · ".join(x for x in (entry.quant, entry.format, human_bytes(entry.size)) if x)
-    return f"{entry.name} — {detail}"

@@ -9,8 +9,8 @@ from collections import deque
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea, QSizePolicy,
-                               QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton, QScrollArea,
+                               QSizePolicy, QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
 from app.ui.theme import PAGE_MARGINS, SPACING
@@ -95,6 +95,12 @@ def button(text: str, accessible: str, slot) -> QPushButton:
     pushed.setAccessibleName(accessible)
     pushed.clicked.connect(slot)
     return pushed
+
+
+def elide_middle(view: QListWidget) -> None:
+    """Long model names end in "…" (the tooltip has them whole) instead of a horizontal scroll bar."""
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+    view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
 
 ANNOUNCEMENT_CHARS = 2000  # a screen reader reads an announcement whole: a long reply is announced by its start

@@ -23,60 +23,12 @@
         <translation>Senden (Eingabe)</translation>
     </message>
     <message>
-        <source>New chat</source>
-        <translation>Neuer Chat</translation>
-    </message>
-    <message>
-        <source>Start a new conversation (Ctrl+N)</source>
-        <translation>Eine neue Unterhaltung beginnen (Strg+N)</translation>
-    </message>
-    <message>
-        <source>Search chats</source>
-        <translation>Chats durchsuchen</translation>
-    </message>
-    <message>
-        <source>Conversations</source>
-        <translation>Unterhaltungen</translation>
-    </message>
-    <message>
-        <source>Rename</source>
-        <translation>Umbenennen</translation>
-    </message>
-    <message>
         <source>Rename chat</source>
         <translation>Chat umbenennen</translation>
     </message>
     <message>
-        <source>Delete</source>
-        <translation>Löschen</translation>
-    </message>
-    <message>
-        <source>Delete chat</source>
-        <translation>Chat löschen</translation>
-    </message>
-    <message>
-        <source>Export…</source>
-        <translation>Exportieren …</translation>
-    </message>
-    <message>
         <source>Export chat</source>
         <translation>Chat exportieren</translation>
-    </message>
-    <message>
-        <source>Save this chat as Markdown or JSON</source>
-        <translation>Diesen Chat als Markdown oder JSON speichern</translation>
-    </message>
-    <message>
-        <source>Options…</source>
-        <translation>Optionen …</translation>
-    </message>
-    <message>
-        <source>Chat settings</source>
-        <translation>Chat-Einstellungen</translation>
-    </message>
-    <message>
-        <source>System prompt, sampling and presets for this chat</source>
-        <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
     </message>
     <message>
         <source>Notice</source>
@@ -167,34 +119,6 @@
         <translation>Markdown (*.md);;JSON (*.json)</translation>
     </message>
     <message>
-        <source>Load a model</source>
-        <translation>Ein Modell laden</translation>
-    </message>
-    <message>
-        <source>GGUF models (*.gguf);;All files (*)</source>
-        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
-    </message>
-    <message>
-        <source>Sizing up {name}…</source>
-        <translation>{name} wird eingeschätzt …</translation>
-    </message>
-    <message>
-        <source>“Load anyway”</source>
-        <translation>„Trotzdem laden“</translation>
-    </message>
-    <message>
-        <source> Or pick a smaller quant, or a shorter context.</source>
-        <translation> Oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
-    </message>
-    <message>
-        <source>Loading {name}…</source>
-        <translation>{name} wird geladen …</translation>
-    </message>
-    <message>
-        <source>{why} Reload loads it again.</source>
-        <translation>{why} „Neu laden“ lädt es wieder.</translation>
-    </message>
-    <message>
         <source>Attach images</source>
         <translation>Bilder anhängen</translation>
     </message>
@@ -261,10 +185,6 @@
     <message>
         <source>{ended}, empty.</source>
         <translation>{ended}, leer.</translation>
-    </message>
-    <message>
-        <source>No model loaded — the engine stopped</source>
-        <translation>Kein Modell geladen – die Engine wurde beendet</translation>
     </message>
     <message>
         <source>the reply so far is kept and marked interrupted.</source>
@@ -686,6 +606,65 @@
     <message>
         <source>Removed {name} and its key.</source>
         <translation>{name} und sein Schlüssel wurden entfernt.</translation>
+    </message>
+</context>
+<context>
+    <name>ConversationList</name>
+    <message>
+        <source>New chat</source>
+        <translation>Neuer Chat</translation>
+    </message>
+    <message>
+        <source>Start a new conversation (Ctrl+N)</source>
+        <translation>Eine neue Unterhaltung beginnen (Strg+N)</translation>
+    </message>
+    <message>
+        <source>Search chats</source>
+        <translation>Chats durchsuchen</translation>
+    </message>
+    <message>
+        <source>Conversations</source>
+        <translation>Unterhaltungen</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>Umbenennen</translation>
+    </message>
+    <message>
+        <source>Rename chat</source>
+        <translation>Chat umbenennen</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>Löschen</translation>
+    </message>
+    <message>
+        <source>Delete chat</source>
+        <translation>Chat löschen</translation>
+    </message>
+    <message>
+        <source>Export…</source>
+        <translation>Exportieren …</translation>
+    </message>
+    <message>
+        <source>Export chat</source>
+        <translation>Chat exportieren</translation>
+    </message>
+    <message>
+        <source>Save this chat as Markdown or JSON</source>
+        <translation>Diesen Chat als Markdown oder JSON speichern</translation>
+    </message>
+    <message>
+        <source>Options…</source>
+        <translation>Optionen …</translation>
+    </message>
+    <message>
+        <source>Chat settings</source>
+        <translation>Chat-Einstellungen</translation>
+    </message>
+    <message>
+        <source>System prompt, sampling and presets for this chat</source>
+        <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
     </message>
 </context>
 <context>
@@ -1233,6 +1212,41 @@
     </message>
 </context>
 <context>
+    <name>LabHistory</name>
+    <message>
+        <source>Past results</source>
+        <translation>Frühere Ergebnisse</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>Öffnen</translation>
+    </message>
+    <message>
+        <source>Open the selected past result</source>
+        <translation>Das ausgewählte frühere Ergebnis öffnen</translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation>Löschen …</translation>
+    </message>
+    <message>
+        <source>Delete the selected past result</source>
+        <translation>Das ausgewählte frühere Ergebnis löschen</translation>
+    </message>
+    <message>
+        <source>No saved results yet.</source>
+        <translation>Noch keine gespeicherten Ergebnisse.</translation>
+    </message>
+    <message>
+        <source>Delete this result?</source>
+        <translation>Dieses Ergebnis löschen?</translation>
+    </message>
+    <message>
+        <source>Delete the saved bench result {result_id}? This cannot be undone.</source>
+        <translation>Das gespeicherte Messergebnis {result_id} löschen? Das lässt sich nicht rückgängig machen.</translation>
+    </message>
+</context>
+<context>
     <name>LabPage</name>
     <message>
         <source>Highest precision (automatic)</source>
@@ -1367,10 +1381,6 @@
         <translation>Ergebnisse</translation>
     </message>
     <message>
-        <source>Results table</source>
-        <translation>Ergebnistabelle</translation>
-    </message>
-    <message>
         <source>Select all rows</source>
         <translation>Alle Zeilen auswählen</translation>
     </message>
@@ -1413,54 +1423,6 @@
     <message>
         <source>Save a quant card: Markdown and JSON, for a model repo or a bug report</source>
         <translation>Eine Quant-Karte speichern: Markdown und JSON, für ein Modell-Repository oder einen Fehlerbericht</translation>
-    </message>
-    <message>
-        <source>Variants</source>
-        <translation>Varianten</translation>
-    </message>
-    <message>
-        <source>Variants to compare</source>
-        <translation>Zu vergleichende Varianten</translation>
-    </message>
-    <message>
-        <source>Add file…</source>
-        <translation>Datei hinzufügen …</translation>
-    </message>
-    <message>
-        <source>Add a model file</source>
-        <translation>Eine Modelldatei hinzufügen</translation>
-    </message>
-    <message>
-        <source>Add folder…</source>
-        <translation>Ordner hinzufügen …</translation>
-    </message>
-    <message>
-        <source>Add a model folder</source>
-        <translation>Einen Modellordner hinzufügen</translation>
-    </message>
-    <message>
-        <source>Add remote…</source>
-        <translation>Entferntes hinzufügen …</translation>
-    </message>
-    <message>
-        <source>Add a model on a remote server</source>
-        <translation>Ein Modell auf einem entfernten Server hinzufügen</translation>
-    </message>
-    <message>
-        <source>From uploaders…</source>
-        <translation>Von Uploadern …</translation>
-    </message>
-    <message>
-        <source>Compare one quant from several uploaders on the Hub</source>
-        <translation>Einen Quant von mehreren Uploadern auf dem Hub vergleichen</translation>
-    </message>
-    <message>
-        <source>Refresh</source>
-        <translation>Aktualisieren</translation>
-    </message>
-    <message>
-        <source>Refresh the list from the library</source>
-        <translation>Die Liste aus der Bibliothek aktualisieren</translation>
     </message>
     <message>
         <source>Settings</source>
@@ -1555,26 +1517,6 @@
         <translation>Kontexte</translation>
     </message>
     <message>
-        <source>Past results</source>
-        <translation>Frühere Ergebnisse</translation>
-    </message>
-    <message>
-        <source>Open</source>
-        <translation>Öffnen</translation>
-    </message>
-    <message>
-        <source>Open the selected past result</source>
-        <translation>Das ausgewählte frühere Ergebnis öffnen</translation>
-    </message>
-    <message>
-        <source>Delete…</source>
-        <translation>Löschen …</translation>
-    </message>
-    <message>
-        <source>Delete the selected past result</source>
-        <translation>Das ausgewählte frühere Ergebnis löschen</translation>
-    </message>
-    <message>
         <source>No models in the library yet: add model files or folders by hand, or download some from Discover.</source>
         <translation>Noch keine Modelle in der Bibliothek: Fügen Sie Modelldateien oder -ordner von Hand hinzu oder laden Sie welche über „Entdecken“ herunter.</translation>
     </message>
@@ -1583,32 +1525,8 @@
         <translation>Die Bibliothek konnte nicht gelesen werden: {error}</translation>
     </message>
     <message>
-        <source>{display_name} — remote</source>
-        <translation>{display_name} – entfernt</translation>
-    </message>
-    <message>
-        <source>{file} — Hub · {size} (fetched when run)</source>
-        <translation>{file} — Hub · {size} (beim Start geladen)</translation>
-    </message>
-    <message>
-        <source>{file} at {commit}; checked: {architecture}, {tokens} tokens</source>
-        <translation>{file} bei {commit}; geprüft: {architecture}, {tokens} Tokens</translation>
-    </message>
-    <message>
         <source>{path} is not a ticked variant</source>
         <translation>{path} ist keine angehakte Variante</translation>
-    </message>
-    <message>
-        <source>Add model files</source>
-        <translation>Modelldateien hinzufügen</translation>
-    </message>
-    <message>
-        <source>GGUF models (*.gguf);;All files (*)</source>
-        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
-    </message>
-    <message>
-        <source>Add a model folder (MLX, safetensors, EXL)</source>
-        <translation>Einen Modellordner hinzufügen (MLX, safetensors, EXL)</translation>
     </message>
     <message>
         <source>context lengths are whole numbers separated by commas, such as “512, 2048, 8192”, not “{text}”</source>
@@ -1789,14 +1707,6 @@
         <translation>Abgebrochen: Nichts wurde gespeichert.</translation>
     </message>
     <message>
-        <source>  (reference)</source>
-        <translation>  (Referenz)</translation>
-    </message>
-    <message>
-        <source>not measured: {error}</source>
-        <translation>nicht gemessen: {error}</translation>
-    </message>
-    <message>
         <source> — quality pass skipped.</source>
         <translation> – Qualitätsmessung übersprungen.</translation>
     </message>
@@ -1861,10 +1771,6 @@
         <translation>Quant-Karte (*.md)</translation>
     </message>
     <message>
-        <source>No saved results yet.</source>
-        <translation>Noch keine gespeicherten Ergebnisse.</translation>
-    </message>
-    <message>
         <source>That result cannot be opened: {error}</source>
         <translation>Dieses Ergebnis kann nicht geöffnet werden: {error}</translation>
     </message>
@@ -1879,14 +1785,6 @@
     <message>
         <source>Deleted the saved result {result_id}.</source>
         <translation>Das gespeicherte Ergebnis {result_id} wurde gelöscht.</translation>
-    </message>
-    <message>
-        <source>Delete this result?</source>
-        <translation>Dieses Ergebnis löschen?</translation>
-    </message>
-    <message>
-        <source>Delete the saved bench result {result_id}? This cannot be undone.</source>
-        <translation>Das gespeicherte Messergebnis {result_id} löschen? Das lässt sich nicht rückgängig machen.</translation>
     </message>
 </context>
 <context>
@@ -2566,6 +2464,41 @@
     </message>
 </context>
 <context>
+    <name>ModelLoadController</name>
+    <message>
+        <source>Load a model</source>
+        <translation>Ein Modell laden</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Sizing up {name}…</source>
+        <translation>{name} wird eingeschätzt …</translation>
+    </message>
+    <message>
+        <source>“Load anyway”</source>
+        <translation>„Trotzdem laden“</translation>
+    </message>
+    <message>
+        <source> Or pick a smaller quant, or a shorter context.</source>
+        <translation> Oder wählen Sie eine kleinere Quantisierung oder einen kürzeren Kontext.</translation>
+    </message>
+    <message>
+        <source>Loading {name}…</source>
+        <translation>{name} wird geladen …</translation>
+    </message>
+    <message>
+        <source>No model loaded — the engine stopped</source>
+        <translation>Kein Modell geladen – die Engine wurde beendet</translation>
+    </message>
+    <message>
+        <source>{why} Reload loads it again.</source>
+        <translation>{why} „Neu laden“ lädt es wieder.</translation>
+    </message>
+</context>
+<context>
     <name>RemoteModelDialog</name>
     <message>
         <source>Load a remote model</source>
@@ -2602,6 +2535,25 @@
     <message>
         <source>A {kind} server, {latency_ms:.0f} ms away.</source>
         <translation>Ein {kind}-Server, {latency_ms:.0f} ms entfernt.</translation>
+    </message>
+</context>
+<context>
+    <name>ResultsTable</name>
+    <message>
+        <source>Results table</source>
+        <translation>Ergebnistabelle</translation>
+    </message>
+    <message>
+        <source>Select all rows</source>
+        <translation>Alle Zeilen auswählen</translation>
+    </message>
+    <message>
+        <source>  (reference)</source>
+        <translation>  (Referenz)</translation>
+    </message>
+    <message>
+        <source>not measured: {error}</source>
+        <translation>nicht gemessen: {error}</translation>
     </message>
 </context>
 <context>
@@ -3562,6 +3514,81 @@
     <message>
         <source>Fetch {file} ({quant}, the highest precision found) as the reference</source>
         <translation>{file} ({quant}, die höchste gefundene Genauigkeit) als Referenz laden</translation>
+    </message>
+</context>
+<context>
+    <name>VariantPicker</name>
+    <message>
+        <source>Variants</source>
+        <translation>Varianten</translation>
+    </message>
+    <message>
+        <source>Variants to compare</source>
+        <translation>Zu vergleichende Varianten</translation>
+    </message>
+    <message>
+        <source>Add file…</source>
+        <translation>Datei hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model file</source>
+        <translation>Eine Modelldatei hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add folder…</source>
+        <translation>Ordner hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model folder</source>
+        <translation>Einen Modellordner hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add remote…</source>
+        <translation>Entferntes hinzufügen …</translation>
+    </message>
+    <message>
+        <source>Add a model on a remote server</source>
+        <translation>Ein Modell auf einem entfernten Server hinzufügen</translation>
+    </message>
+    <message>
+        <source>From uploaders…</source>
+        <translation>Von Uploadern …</translation>
+    </message>
+    <message>
+        <source>Compare one quant from several uploaders on the Hub</source>
+        <translation>Einen Quant von mehreren Uploadern auf dem Hub vergleichen</translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation>Aktualisieren</translation>
+    </message>
+    <message>
+        <source>Refresh the list from the library</source>
+        <translation>Die Liste aus der Bibliothek aktualisieren</translation>
+    </message>
+    <message>
+        <source>{display_name} — remote</source>
+        <translation>{display_name} – entfernt</translation>
+    </message>
+    <message>
+        <source>{file} — Hub · {size} (fetched when run)</source>
+        <translation>{file} — Hub · {size} (beim Start geladen)</translation>
+    </message>
+    <message>
+        <source>{file} at {commit}; checked: {architecture}, {tokens} tokens</source>
+        <translation>{file} bei {commit}; geprüft: {architecture}, {tokens} Tokens</translation>
+    </message>
+    <message>
+        <source>Add model files</source>
+        <translation>Modelldateien hinzufügen</translation>
+    </message>
+    <message>
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF-Modelle (*.gguf);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Add a model folder (MLX, safetensors, EXL)</source>
+        <translation>Einen Modellordner hinzufügen (MLX, safetensors, EXL)</translation>
     </message>
 </context>
 <context>

@@ -3,7 +3,7 @@ whole tokens only, and a loop continued with its period."""
 
 from __future__ import annotations
 
-from backends.llama_cpp_draft import PromptLookup
+from backends.llama_cpp.draft import PromptLookup
 
 
 def _guess(history, n=4, **kwargs):

@@ -1,4 +1,4 @@
-"""llama.cpp held to a grammar (backends/llama_cpp._GuidedSampler, llguidance's token mask) on the real tiny model:
+"""llama.cpp held to a grammar (backends/llama_cpp/sampling.GuidedSampler, llguidance's token mask) on the real tiny model:
 the chain still chooses (a seed repeats its reply), and text around the JSON is part of the grammar."""
 
 from __future__ import annotations

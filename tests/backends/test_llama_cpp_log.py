@@ -1,9 +1,9 @@
-"""llama.cpp's load log read into devices, layers and buffers (backends/llama_cpp_log.py).
+"""llama.cpp's load log read into devices, layers and buffers (backends/llama_cpp/log.py).
 
 The log is a real one: llama-cpp-python 0.3.36's Vulkan runtime loading the tiny test model with
 n_gpu_layers=2 on Mesa's lavapipe (the debug lines included, as the engine host captures them)."""
 
-from backends.llama_cpp_log import parse
+from backends.llama_cpp.log import parse
 
 MiB = 1 << 20
 VULKAN_PARTIAL = """\

@@ -4,7 +4,7 @@ Loads random-weight GGUFs at real architectures' shapes (tests/fixtures/models.p
 llama.cpp's quantizer) through a llama.cpp runtime (default: the user's Vulkan runtime, `quantdesk
 runtime build vulkan`) with 0, half and all layers on its first GPU, at several contexts, each load IN A
 CHILD PROCESS, and compares app.models.estimate's prediction per device with the buffers llama.cpp logs
-(backends/llama_cpp_log.py: model, KV, compute and output buffers; the GPU and the host side).
+(backends/llama_cpp/log.py: model, KV, compute and output buffers; the GPU and the host side).
 
 Goal per device and load: within max(3 %, 32 MiB) of what llama.cpp allocated, and never under by more
 than 16 MiB. On a machine without a GPU, Mesa's lavapipe stands in (a real Vulkan device on the CPU,
@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 from app.models.estimate import LlamaCppSettings, MiB, estimate_llama_cpp  # noqa: E402
 from app.models.metadata import read_gguf_file  # noqa: E402
 from app.runtimes import catalog, devices  # noqa: E402
-from backends import llama_cpp_log  # noqa: E402
+from backends.llama_cpp import log as llama_cpp_log  # noqa: E402
 from tests.fixtures.models import SPECS, build_model_set  # noqa: E402
 
 CHILD = r"""

@@ -2,7 +2,7 @@
 
 For each projector shape: write it with random weights (tests/fixtures/models.write_mmproj, LLaVA-style "mlp"
 projectors as clip.cpp loads them), load it IN A CHILD PROCESS through libmtmd beside the tiny text model (as
-backends/llama_cpp.py does, warm-up included), encode one image, and compare app.models.vision's prediction with
+backends/llama_cpp/vision.py does, warm-up included), encode one image, and compare app.models.vision's prediction with
 what llama.cpp logs: the projector's weights ("load_hparams: model size"), its compute buffer
 ("reserve_compute_meta: CPU compute buffer size") and the tokens one image takes ("image_tokens->nx/ny" of the
 chunk mtmd makes). Prints predicted / measured ratios; the acceptance bound is max(3 %, 32 MiB) on weights +

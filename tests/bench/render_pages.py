@@ -311,8 +311,8 @@ def fill_lab_and_server(window, work: Path) -> None:
     lab.store.save(result)
     lab.refresh_history()
     for v in result.variants:
-        lab._add_item(v.path, f"{v.label} — {v.quant} · {v.format} · {human_bytes(v.size_bytes)}", checked=True)
-    lab._add_item(MODEL, "Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M — Q4_K_M · gguf · 4.7 GB", checked=False)
+        lab.picker.add_item(v.path, f"{v.label} — {v.quant} · {v.format} · {human_bytes(v.size_bytes)}", checked=True)
+    lab.picker.add_item(MODEL, "Qwen/Qwen2.5-7B-Instruct-GGUF:Q4_K_M — Q4_K_M · gguf · 4.7 GB", checked=False)
     lab.show_result(result)
     lab.progress.setRange(0, 25)
     lab.progress.setValue(25)

@@ -165,8 +165,9 @@ def trace(name: str, target, draft, args) -> None:
     import numpy as np
 
     import backends.llama_cpp as llama_backend
+    from backends.llama_cpp import sampling
 
-    class Recorded(llama_backend._GreedySampler):
+    class Recorded(sampling.GreedySampler):
         def sample(self, chain, ctx, idx) -> int:
             row = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
             row = row.copy()
@@ -190,11 +191,11 @@ def trace(name: str, target, draft, args) -> None:
         return list(chosen)
 
     chosen: list = []
-    real, llama_backend._GreedySampler = llama_backend._GreedySampler, Recorded
+    real, sampling.GreedySampler = sampling.GreedySampler, Recorded  # the token loop looks it up there
     try:
         plain, drafted = reply(""), reply(str(draft))
     finally:
-        llama_backend._GreedySampler = real
+        sampling.GreedySampler = real
     n = min(len(plain), len(drafted))
     at = next((i for i in range(n) if plain[i][0] != drafted[i][0]), None)
     spread = [abs(float(a[1][a[0]] - b[1][a[0]])) for a, b in zip(plain[:at], drafted[:at], strict=False)]

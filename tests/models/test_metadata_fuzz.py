@@ -1,4 +1,4 @@
-"""Property-based tests of the model metadata readers (app/models/metadata.py): whatever the bytes, a GGUF header
+"""Property-based tests of the model metadata readers (app/models/metadata/): whatever the bytes, a GGUF header
 read from a local file or through the growing Range reader, a safetensors header or a config.json gives
 metadata or ModelMetadataError with a sentence; never another exception, and never memory out of proportion to
 the input (a count of 2**60 must not allocate).

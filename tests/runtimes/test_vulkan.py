@@ -42,7 +42,7 @@ def test_the_vulkan_runtime_sees_lavapipe_only_when_tests_allow_it(vulkan_runtim
     assert [d.name for d in devices.probe(vulkan_runtime.lib_dir).devices] == ["CPU"]
 
 
-# llama.cpp's own lines, read here without the app's parser (backends/llama_cpp_log.py).
+# llama.cpp's own lines, read here without the app's parser (backends/llama_cpp/log.py).
 BUFFER = re.compile(r"^(?:load_tensors|llama_kv_cache|sched_reserve|llama_context):\s+(\S+)\s+(model|KV|compute|output)"
                     r" buffer size =\s+([\d.]+) MiB$", re.M)
 ASSIGNED = re.compile(r"^load_tensors: layer\s+(\d+) assigned to device (\S+),", re.M)

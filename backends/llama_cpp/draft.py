@@ -113,7 +113,7 @@ class DraftModel:
             logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, -1), shape=(self._n_vocab,))
             token = int(logits.argmax())
             recent = (reply + guesses)[-self._last_n:]
-            if self._penalty != 1 and token in recent:  # as backends.llama_cpp._GreedySampler
+            if self._penalty != 1 and token in recent:  # as sampling.GreedySampler
                 token = penalized_argmax(np, logits, recent, self._penalty)
             if self._p_min > 0 and _top10_probability(np, logits, token) < self._p_min:
                 return guesses

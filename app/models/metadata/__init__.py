@@ -1,0 +1,102 @@
+"""Model metadata: what the estimator needs to know about a model, read from its own files.
+
+One ``ModelMetadata`` shape for every format (model.py):
+- GGUF: the header's key/value pairs and tensor table, read by our own byte parser (gguf.py: ``parse_gguf_header``
+  reads a byte prefix, for local and remote headers alike), then read into the shape with llama.cpp's
+  per-architecture rules (architectures.py: ``metadata_from_gguf``); ``read_gguf_file`` for a local file;
+- MLX / EXL2 / EXL3 / plain safetensors: ``config.json`` plus the safetensors headers (safetensors.py:
+  ``read_model_folder``).
+
+``read_model`` takes either. Malformed input raises ``ModelMetadataError`` with the reason, never a bare struct or
+JSON error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.models.fields import ModelMetadataError
+from app.models.metadata.architectures import (
+    CHUNKED_WINDOWS,
+    RECURRENT_ARCHS,
+    SWA_PATTERNS,
+    metadata_from_gguf,
+)
+from app.models.metadata.gguf import (
+    CHAT_TEMPLATE_KEY,
+    GGUF_MAGIC,
+    ArrayLength,
+    GgufHeaderBytes,
+    NeedMoreData,
+    parse_gguf_header,
+    parse_gguf_header_bytes,
+    parse_growing,
+    read_gguf_header,
+    read_gguf_header_bytes,
+)
+from app.models.metadata.model import ModelMetadata, RecurrentShape, TensorInfo
+from app.models.metadata.safetensors import (
+    metadata_from_config,
+    parse_json_object,
+    parse_safetensors_header,
+    read_model_folder,
+    read_safetensors_file,
+)
+from app.models.quants import QuantInfo, parse_gguf_filename
+
+__all__ = [
+    "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "RECURRENT_ARCHS", "SWA_PATTERNS", "ArrayLength",
+    "GgufHeaderBytes", "ModelMetadata", "ModelMetadataError", "NeedMoreData", "RecurrentShape", "TensorInfo",
+    "metadata_from_config", "metadata_from_gguf", "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing",
+    "parse_json_object", "parse_safetensors_header", "read_gguf_file", "read_gguf_header", "read_gguf_header_bytes",
+    "read_model", "read_model_folder", "read_safetensors_file",
+]
+
+
+def read_gguf_file(path: str | Path) -> ModelMetadata:
+    """Read a local GGUF (the first shard is enough: shards 2..n only add tensors, which we size from
+    their own headers when they are next to it)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelMetadataError(f"No such model file: {path}.")
+    kv, tensors, data_start = read_gguf_header(path)
+    meta = metadata_from_gguf(kv, tensors, source=str(path), file_name=path.name)
+    meta.header_bytes = data_start
+    if meta.shard_count > 1:
+        _add_local_shards(meta, path)
+    return meta
+
+
+def _add_local_shards(meta: ModelMetadata, first: Path) -> None:
+    from app.models.quants import gguf_shard_names
+
+    names = gguf_shard_names(first.name)
+    missing = []
+    for name in names[1:]:
+        shard = first.with_name(name)
+        if not shard.is_file():
+            missing.append(name)
+            continue
+        _, tensors, _ = read_gguf_header(shard)
+        meta.tensors.extend(tensors)
+    if missing:
+        meta.notes.append(f"shards not found next to the first one: {', '.join(missing)}; "
+                          "weights counted from the first shard only")
+
+
+def read_model(path: str | Path) -> ModelMetadata:
+    """A local .gguf file or a model folder (a folder holding .gguf files reads the first one)."""
+    path = Path(path)
+    if path.is_file():
+        if path.suffix.lower() == ".gguf":
+            return read_gguf_file(path)
+        raise ModelMetadataError(f"{path.name} is not a .gguf file or a model folder.")
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return read_model_folder(path)
+        ggufs = sorted(p for p in path.glob("*.gguf") if (parse_gguf_filename(p.name) or
+                                                           QuantInfo("gguf", "", None)).is_first_shard)
+        if ggufs:
+            return read_gguf_file(ggufs[0])
+        raise ModelMetadataError(f"{path} holds neither a config.json nor a .gguf file.")
+    raise ModelMetadataError(f"No such model file or folder: {path}.")

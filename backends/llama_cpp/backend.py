@@ -1,0 +1,335 @@
+"""LlamaCppBackend: a GGUF model loaded into llama.cpp (with its vision projector, its draft), and what the model
+answers besides replies: embeddings, the lab's logit windows, its vocabulary. The replies themselves are the token
+loop's (loop.py, which this class is one of).
+
+llama_cpp is imported inside ``load``: this module is importable (and ``probe`` answers) without it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from backends.base import (
+    PROMPT_LOOKUP,
+    Availability,
+    Done,
+    Embedded,
+    GenerationError,
+    Loaded,
+    LoadSettings,
+    Message,
+    Prompt,
+    SamplingSettings,
+    Token,
+    check_token_ids,
+    expert_tensor_patterns,
+    physical_cores,
+)
+from backends.chat_format import formats
+from backends.chat_format import template as chat_template
+from backends.llama_cpp import load as loading
+from backends.llama_cpp import log as load_log
+from backends.llama_cpp import vision
+from backends.llama_cpp.draft import DraftModel, PromptLookup
+from backends.llama_cpp.loop import TokenLoop
+from backends.llama_cpp.sampling import Pieces
+
+if TYPE_CHECKING:
+    import ctypes
+
+    import numpy as np
+
+    from llama_cpp import Llama
+
+
+class LlamaCppBackend(TokenLoop):
+    name = "llama.cpp"
+    formats = ("gguf",)
+    takes_projector = True
+    structured_output = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._template = ""
+        self._eos = ""
+        self._overrides: ctypes.Array[Any] | None = None  # the tensor-placement array, alive while the model is
+
+    @classmethod
+    def probe(cls) -> Availability:
+        import importlib.util
+
+        from app.runtimes import catalog  # which llama-cpp-python builds exist; none is imported here
+
+        runtime = os.environ.get(catalog.RUNTIME_PATH_VAR)
+        if runtime:  # an engine host started for one runtime must not fall back to another llama_cpp
+            if not (Path(runtime) / "llama_cpp" / "__init__.py").is_file():
+                return Availability.no(f"the llama.cpp runtime in {runtime} holds no llama_cpp package",
+                                       "rebuild it: quantdesk runtime build NAME")
+            return Availability.ok()
+        if importlib.util.find_spec("llama_cpp") is None and not any(not r.problem for r in catalog.discover()):
+            return Availability.no("llama-cpp-python is not installed", "pip install 'quantdesk[llama]'")
+        return Availability.ok()
+
+    def load(self, model_path: str, settings: LoadSettings,
+             on_progress: Callable[[float], None] | None = None) -> Loaded:
+        try:
+            import llama_cpp
+        except (OSError, RuntimeError) as exc:  # llama-cpp-python raises RuntimeError for a library it cannot load
+            raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
+                                  "choose another runtime (quantdesk runtime ls, quantdesk runtime use NAME)") from None
+
+        settings.validate()
+        kv_type = loading.KV_CACHE_TYPES.get(settings.kv_cache_type)
+        if kv_type is None:
+            raise GenerationError("settings", f"unknown KV cache type {settings.kv_cache_type!r}",
+                                  f"use one of {', '.join(loading.KV_CACHE_TYPES)}")
+        t0 = time.perf_counter()
+        offload_supported = bool(llama_cpp.llama_supports_gpu_offload())
+        kwargs: dict[str, Any] = dict(
+            model_path=model_path, n_ctx=settings.n_ctx, n_gpu_layers=settings.gpu_layers,
+            n_threads=settings.threads or physical_cores(), use_mmap=settings.mmap,
+            type_k=kv_type, type_v=kv_type, verbose=True,  # llama.cpp's log goes to the host's stderr
+            # Sliding-window layers get a window-sized cache, as llama-server does by default and as
+            # app/models/estimate.py assumes; llama-cpp-python's own default (swa_full=True) sizes them
+            # for the full context, several times the memory on Gemma-style models.
+            swa_full=False,
+        )
+        if settings.flash_attention is not None:
+            kwargs["flash_attn"] = settings.flash_attention
+        projector = vision.checked_projector(model_path, settings.mmproj) if settings.mmproj else None
+        if settings.draft and settings.draft != PROMPT_LOOKUP:
+            loading.check_draft(model_path, settings.draft)  # a draft of another vocabulary: refused before loading
+        self._pooling = loading.declared_pooling(model_path)
+        if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
+            kwargs["embedding"] = True
+        patterns = expert_tensor_patterns(settings.cpu_moe)
+        self._overrides = loading.expert_overrides(patterns) if patterns else None
+        try:
+            with loading.reporting_load_progress(llama_cpp, kwargs, on_progress), \
+                    loading.overriding_tensor_placement(llama_cpp, self._overrides), \
+                    load_log.capturing(llama_cpp) as log:
+                self._llm = llm = llama_cpp.Llama(**kwargs)
+        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
+            raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
+                                  "see the engine log for llama.cpp's reason") from None
+        if projector is not None:
+            try:
+                self._mtmd = vision.load_projector(llm, settings, projector)
+            except GenerationError:
+                self.unload()
+                raise
+        if settings.draft:
+            self._drafter = self._load_drafter(llama_cpp, llm, settings, kwargs)
+            self._draft_tokens = settings.draft_tokens
+        self._make_abort_callback(llama_cpp)
+        self._kv_tokens = []
+        self._ll_tokenizer = None
+        self._pieces = Pieces(llama_cpp, llm._model.vocab)
+        self._special_pieces = Pieces(llama_cpp, llm._model.vocab, special=True)
+        metadata = llm.metadata
+        self._bos = self._token_text(llm.token_bos())
+        self._eos = self._token_text(llm.token_eos())
+        self._template = metadata.get("tokenizer.chat_template") or ""
+        self.tool_format = formats.tools_name(self._template)
+        details: dict[str, Any] = {
+            "chat_template": "model" if self._template else "fallback: ChatML", "tool_format": self.tool_format,
+            "model_bytes": int(llama_cpp.llama_model_size(llm.model)),
+            "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
+            "architecture": metadata.get("general.architecture", ""),
+            "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
+        details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
+        if projector is not None:
+            details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
+                                 "image_tokens": projector.image_tokens}
+        if self._pooling:
+            details.update(embedding=True, pooling=loading.POOLING_NAMES.get(self._pooling, str(self._pooling)),
+                           embedding_length=int(llm.n_embd()))
+        if isinstance(self._drafter, DraftModel):
+            details["draft"] = {"model": settings.draft, "model_bytes": self._drafter.model_bytes,
+                                "draft_tokens": settings.draft_tokens}
+        elif self._drafter is not None:
+            details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
+        if not self._template:
+            self._template = chat_template.FALLBACK_TEMPLATE
+        self.chat_template = formats.Template.of(self._template, self._bos, self._eos)
+        self._marker_tokens = {}
+        try:  # refuse a broken or hostile template now, not at the first message (and analyse its format once)
+            self.prepare([Message("user", "hi")], SamplingSettings())
+        except GenerationError as exc:
+            self.unload()
+            raise GenerationError("template", f"{Path(model_path).name}: {exc.message}",
+                                  "the model file's chat template cannot be used") from None
+        n_layers = int(llama_cpp.llama_model_n_layer(llm.model))
+        devices = tuple(log.device_loads(n_layers))
+        gpu_layers = sum(d.layers for d in devices if d.name != load_log.HOST)
+        offloaded = log.offloaded
+        if on_progress:
+            on_progress(1.0)
+        return Loaded(
+            backend=self.name, model_path=model_path, n_ctx=int(llm.n_ctx()), n_layers=n_layers,
+            gpu_layers=gpu_layers, gpu_offload_supported=offload_supported,
+            memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000, details=details,
+            devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
+            offloadable_layers=offloaded[1] if offloaded else None,
+        )
+
+    def sees_images(self) -> bool:
+        return self._mtmd is not None
+
+    def _load_drafter(self, llama_cpp: ModuleType, llm: Llama, settings: LoadSettings,
+                      kwargs: dict[str, Any]) -> PromptLookup | DraftModel:
+        """Prompt lookup, or the draft model loaded as the model was (same context, threads, GPU layers and KV
+        cache type) in its own context. Speculation rolls the model's KV cache back after a wrong guess, which a
+        recurrent model's state cannot do: refused for those."""
+        is_recurrent = getattr(llama_cpp, "llama_model_is_recurrent", None)
+        is_hybrid = getattr(llama_cpp, "llama_model_is_hybrid", None)
+        if (is_recurrent and is_recurrent(llm.model)) or (is_hybrid and is_hybrid(llm.model)):
+            self.unload()
+            raise GenerationError("draft", "speculative decoding needs a model whose KV cache can be cut back; this "
+                                           "one keeps a recurrent state", "load it without a draft")
+        if settings.draft == PROMPT_LOOKUP:
+            return PromptLookup()
+        if self._pooling:
+            self.unload()
+            raise GenerationError("draft", "an embedding model makes no replies to speculate on",
+                                  "load it without a draft")
+        draft_kwargs = {k: v for k, v in kwargs.items() if k not in ("progress_callback", "embedding")}
+        draft_kwargs["model_path"] = settings.draft
+        try:
+            draft = llama_cpp.Llama(**draft_kwargs)
+        except ValueError as exc:
+            self.unload()
+            raise GenerationError("draft", f"llama.cpp could not load the draft model {Path(settings.draft).name}: "
+                                           f"{exc}", "see the engine log for llama.cpp's reason") from None
+        return DraftModel(llama_cpp, draft, llm.last_n_tokens_size, settings.draft_p_min)
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._loaded().detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    def message_content(self, message: Message, images_in_prompt: bool) -> str:
+        """With images, one media marker per image ahead of the text (libmtmd puts each image where its marker is)."""
+        if not images_in_prompt:
+            return message.content
+        return vision.content(message, vision.default_marker())
+
+    def special_tokens(self) -> dict[str, int]:
+        import llguidance
+        import llama_cpp
+
+        return self._guidance(llguidance, llama_cpp)[2]
+
+    def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings, cancelled: threading.Event,
+                 events_every_s: float | None = None) -> Iterator[Token | Done]:
+        import llama_cpp
+
+        self._cancelled = cancelled
+        if self._llm is not None:
+            llama_cpp.llama_perf_context_reset(self._llm.ctx)
+        try:
+            yield from super().generate(request_id, messages, sampling, cancelled, events_every_s)
+        finally:
+            self._cancelled = None
+            if self._llm is not None:
+                self._log_timings(llama_cpp, self._llm, request_id)
+
+    @staticmethod
+    def _log_timings(llama_cpp: ModuleType, llm: Llama, request_id: str) -> None:
+        """llama.cpp's own timers for this reply, one line in the engine log (stderr): what the engine itself
+        spent, beside the stats QuantDesk shows (tests/bench/token_loop.py compares the two)."""
+        perf = llama_cpp.llama_perf_context(llm.ctx)
+        print(f"[{request_id}] llama.cpp timings: prompt {perf.n_p_eval} tokens in {perf.t_p_eval_ms:.3f} ms, "
+              f"decode {perf.n_eval} tokens in {perf.t_eval_ms:.3f} ms", file=sys.stderr, flush=True)
+
+    def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
+        """Each text's pooled embedding, unit length; the texts go to llama.cpp together, as many sequences of one
+        batch as fit (``Llama.embed``)."""
+        llm = self._loaded()
+        if not self._pooling:
+            raise GenerationError("request", "the loaded model is not an embedding model (its GGUF declares no "
+                                             "pooling)", "serve a GGUF embedding model")
+        t0 = time.perf_counter()
+        longest = max((len(llm.tokenize(t.encode("utf-8"))) for t in texts), default=0)
+        if longest > llm.n_batch:
+            raise GenerationError("context", f"a text is {longest} tokens long but the model embeds at most "
+                                             f"{llm.n_batch} at once", "split the text")
+        vectors, tokens = llm.embed(list(texts), normalize=True, truncate=False, return_count=True)
+        self._kv_tokens = []  # embedding cleared the cache
+        return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
+                        (time.perf_counter() - t0) * 1000)
+
+    # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
+    # context keeps computing only the last row and its speed is untouched.
+
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        return list(self._loaded().tokenize(text.encode("utf-8"), add_bos=True, special=special))
+
+    def window_logits(self, tokens: Sequence[int], first: int) -> Iterator[np.ndarray[Any, Any]]:
+        """One window from an empty cache, asking llama.cpp for the logit rows of positions ``first`` on only (as
+        llama-perplexity does: the output layer over the whole vocabulary is a large share of a small model's work).
+        Each block is a view of llama.cpp's own output buffer, valid until the next decode."""
+        import numpy as np
+
+        llm = self._loaded()
+        n_vocab = llm.n_vocab()
+        check_token_ids(tokens, n_vocab)
+        if len(tokens) > llm.n_ctx():
+            raise GenerationError("context", f"{len(tokens)} tokens to score but the context holds {llm.n_ctx()}",
+                                  "load with a larger context or score fewer tokens")
+        # (no-untyped-call: llama-cpp-python 0.3's Llama.reset and its context's methods carry no annotations)
+        llm.reset()  # type: ignore[no-untyped-call]
+        llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
+        self._kv_tokens = []  # the chat's prefix is gone from the cache
+        batch = llm._batch
+        try:
+            for start in range(0, len(tokens), llm.n_batch):
+                chunk = list(tokens[start:start + llm.n_batch])
+                batch.set_batch(batch=chunk, n_past=start, logits_all=False)
+                outputs = 0
+                for i in range(len(chunk)):
+                    wanted = start + i >= first
+                    batch.batch.logits[i] = wanted
+                    outputs += wanted
+                if not outputs:  # llama.cpp computes the batch's last row anyway (set_batch asks for it)
+                    batch.batch.logits[len(chunk) - 1] = False
+                llm._ctx.decode(batch)
+                if outputs:
+                    logits = llm._ctx.get_logits()  # type: ignore[no-untyped-call]  # unannotated, as reset above
+                    rows = np.ctypeslib.as_array(logits, shape=(outputs * n_vocab,))
+                    yield rows.reshape(outputs, n_vocab)
+        except RuntimeError as exc:
+            raise GenerationError("decode", f"llama.cpp failed while scoring: {exc}") from None
+        finally:
+            # The chat's prefix reuse trusts llm.input_ids and the KV cache: leave neither half-used.
+            llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]  # unannotated, as reset above
+            llm.reset()  # type: ignore[no-untyped-call]
+
+    def logits_width(self) -> int:
+        return int(self._loaded().n_vocab())
+
+    def vocabulary(self) -> list[str]:
+        import llama_cpp
+
+        llm = self._loaded()
+        vocab = llm._model.vocab
+        return [llama_cpp.llama_vocab_get_text(vocab, i).decode("utf-8", "replace") for i in range(llm.n_vocab())]
+
+    def unload(self) -> None:
+        if self._drafter is not None:
+            drafter, self._drafter = self._drafter, None
+            drafter.close()
+        if self._mtmd is not None:
+            mtmd, self._mtmd = self._mtmd, None
+            vision.free(mtmd)
+        if self._llm is not None:
+            llm, self._llm = self._llm, None
+            llm.close()
+        self._overrides = None

@@ -1,0 +1,167 @@
+"""What a llama.cpp load needs besides ``Llama(**kwargs)``: the KV cache types, the model-loading progress, the expert
+tensors kept in RAM (tensor buffer-type overrides, built here as ctypes arrays), the draft check and an embedding
+model's pooling, each read or refused before the model loads.
+
+``llama_cpp`` is the runtime's module, imported by ``LlamaCppBackend.load`` (one of several builds, app/runtimes) and
+handed in: its attributes are not typed here (``ModuleType``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from backends.base import GenerationError
+
+# ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
+KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}
+
+POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama.h enum llama_pooling_type
+
+GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
+
+
+@contextlib.contextmanager
+def reporting_load_progress(llama_cpp: ModuleType, kwargs: dict[str, Any],
+                            on_progress: Callable[[float], None] | None) -> Iterator[None]:
+    """Forward llama.cpp's model-loading progress (called per tensor, 0..1) to ``on_progress``, in steps
+    of at least 1 %.
+
+    llama-cpp-python's ``Llama`` does not take a progress callback yet
+    (https://github.com/abetlen/llama-cpp-python/pull/2340), so until it does, the default model
+    params it asks for while loading come back with our callback set.
+    """
+    if on_progress is None:
+        yield
+        return
+    last = [-1.0]
+
+    def report(fraction: float, _data: ctypes.c_void_p) -> bool:
+        if fraction >= 1.0 or fraction - last[0] >= 0.01:
+            last[0] = fraction
+            on_progress(min(max(float(fraction), 0.0), 1.0))
+        return True  # keep loading
+
+    progress = llama_cpp.llama_progress_callback(report)  # the ctypes callback: alive while the load runs
+    if "progress_callback" in inspect.signature(llama_cpp.Llama.__init__).parameters:
+        kwargs["progress_callback"] = progress
+        yield
+        return
+    with _default_model_params(llama_cpp, progress_callback=progress):
+        yield
+
+
+@contextlib.contextmanager
+def _default_model_params(llama_cpp: ModuleType, **fields: Any) -> Iterator[None]:
+    """While loading, the default model params ``Llama`` asks llama.cpp for come back with ``fields`` set: how a
+    callback or an array reaches llama.cpp where ``Llama`` takes no argument for it."""
+    bindings = llama_cpp.llama_cpp
+    default_params = bindings.llama_model_default_params
+
+    def params_with_fields() -> Any:
+        params = default_params()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    bindings.llama_model_default_params = params_with_fields
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default_params
+
+
+class _TensorBuftOverride(ctypes.Structure):
+    """llama.h ``struct llama_model_tensor_buft_override {const char *pattern; ggml_backend_buffer_type_t buft;}``.
+    llama-cpp-python 0.3.36 types ``llama_model_params.tensor_buft_overrides`` as a plain pointer and
+    builds no such array itself, so we do."""
+
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> Callable[..., Any]:
+    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
+    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
+    does not)."""
+    from llama_cpp import _ctypes_extensions, _ggml
+
+    function = getattr(_ggml.libggml, name, None)
+    if function is None:
+        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+        function = getattr(base, name, None)
+    if function is None:
+        raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
+    function.argtypes, function.restype = argtypes, restype
+    return function  # type: ignore[no-any-return]  # a ctypes function of a loaded library: untyped by nature
+
+
+def _cpu_buffer_type() -> int:
+    """The CPU device's buffer type from the runtime's own ggml, as ``--cpu-moe`` passes it: llama.cpp compares
+    the pointer with ggml_backend_cpu_buffer_type() and then still picks the CPU's repacked layout where it can."""
+    dev_by_type = _ggml_function("ggml_backend_dev_by_type", [ctypes.c_int], ctypes.c_void_p)
+    dev_buffer_type = _ggml_function("ggml_backend_dev_buffer_type", [ctypes.c_void_p], ctypes.c_void_p)
+    device = dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
+    buft = dev_buffer_type(device) if device else None
+    if not buft:
+        raise GenerationError("load", "this llama.cpp build has no CPU device to keep the experts on")
+    return int(buft)
+
+
+def expert_overrides(patterns: Sequence[str]) -> ctypes.Array[_TensorBuftOverride]:
+    """A NULL-terminated ``llama_model_tensor_buft_override`` array sending ``patterns`` to the CPU buffer type.
+    The caller keeps it alive as long as the model: llama.cpp keeps the pointer in the model's params."""
+    overrides = (_TensorBuftOverride * (len(patterns) + 1))()  # zero-filled: the last entry is the terminator
+    buft = _cpu_buffer_type()
+    for entry, pattern in zip(overrides, patterns, strict=False):  # the terminator entry stays zero
+        entry.pattern, entry.buft = pattern.encode(), buft  # the array keeps the bytes alive (ctypes _objects)
+    return overrides
+
+
+@contextlib.contextmanager
+def overriding_tensor_placement(llama_cpp: ModuleType,
+                                overrides: ctypes.Array[_TensorBuftOverride] | None) -> Iterator[None]:
+    """Hand ``overrides`` to llama.cpp through the default model params ``Llama`` asks for while loading
+    (it takes no tensor-override argument in 0.3.36), as reporting_load_progress does for its callback."""
+    if overrides is None:
+        yield
+        return
+    with _default_model_params(llama_cpp, tensor_buft_overrides=ctypes.cast(overrides, ctypes.c_void_p)):
+        yield
+
+
+def experts_in_ram(metadata: Mapping[str, str], cpu_moe: int) -> dict[str, Any]:
+    """What ``cpu_moe`` did: the expert layers kept in RAM, or why nothing was."""
+    if not cpu_moe:
+        return {}
+    arch = metadata.get("general.architecture", "")
+    n_layers = int(metadata.get(f"{arch}.block_count") or 0)
+    if not int(metadata.get(f"{arch}.expert_count") or 0):
+        return {"experts_in_ram": 0, "experts_note": "not a mixture-of-experts model: experts in RAM ignored"}
+    return {"experts_in_ram": n_layers if cpu_moe < 0 else min(cpu_moe, n_layers)}
+
+
+def check_draft(model_path: str, draft: str) -> None:
+    """Refuse, before anything loads, a draft model whose vocabulary is not the model's (app/models/drafts)."""
+    from app.models import drafts
+
+    problem = drafts.check_draft(model_path, draft)
+    if problem:
+        raise GenerationError("draft", problem, "a draft must come from the same model family, with the same tokenizer")
+
+
+def declared_pooling(model_path: str) -> int:
+    """The pooling an embedding model's GGUF declares (``{arch}.pooling_type``); 0 for a chat model (none)."""
+    from app.errors import ModelFileError
+    from app.models.metadata import read_gguf_header
+
+    try:
+        kv, _, _ = read_gguf_header(model_path)
+    except (OSError, ModelFileError):
+        return 0  # llama.cpp's own load says what is wrong with the file
+    arch = kv.get("general.architecture", "")
+    pooling = kv.get(f"{arch}.pooling_type")
+    return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0

@@ -1,0 +1,362 @@
+"""The reply's token loop on llama.cpp's low-level API: the prompt brought into the KV cache (reusing the prefix it
+already holds, images included), then llama_decode on a one-token batch and the sampler's choice, token after token,
+or with speculative decoding a batch of guesses verified at once. The loaded model's state the loop works on is
+declared here; LlamaCppBackend (backends/llama_cpp/backend.py) loads it.
+
+``llama_cpp`` is the runtime's module, imported where the loop starts and handed on: untyped here (see load.py).
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import ctypes
+import functools
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from backends import json_schema
+from backends.base import Backend, GenerationError, Prompt, SamplingSettings
+from backends.llama_cpp import sampling as samplers
+from backends.llama_cpp import vision
+from backends.llama_cpp.draft import DraftModel, PromptLookup
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+Sample = Callable[[Any, Any, int], int]  # llama_sampler_sample(chain, ctx, row)'s signature
+Accept = Callable[[int], None]  # a token taken without sampling (forced): the sampler's state follows it
+
+
+class TokenLoop(Backend):
+    """The token loop and the KV cache's record of what it holds, for LlamaCppBackend."""
+
+    def __init__(self) -> None:
+        self._llm: Llama | None = None
+        self._bos = ""  # the model's BOS text: llama.cpp adds the token itself, the prompt's text is dropped
+        self._cancelled: threading.Event | None = None
+        self._abort_cb: Any = None  # keep the ctypes callbacks alive while llama.cpp holds them
+        self._no_abort_cb: Any = None
+        self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
+        self._pieces: dict[int, bytes | None] = {}
+        self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text: the format's markers
+        self._marker_tokens: dict[str, int | None] = {}  # a format marker's text -> its special token, if it is one
+        self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
+        self._mtmd: Any = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
+        self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
+        self._ll_tokenizer: samplers.GuidanceVocabulary | None = None  # llguidance's view, for structured output
+        self._drafter: PromptLookup | DraftModel | None = None  # speculative decoding's guesses (LoadSettings.draft)
+        self._draft_tokens = 0
+
+    def _loaded(self) -> Llama:
+        if self._llm is None:
+            raise GenerationError("state", "no model is loaded")
+        return self._llm
+
+    def _make_abort_callback(self, llama_cpp: ModuleType) -> None:
+        """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
+
+        def should_abort(_data: ctypes.c_void_p) -> bool:
+            return bool(self._cancelled is not None and self._cancelled.is_set())
+
+        self._abort_cb = llama_cpp.ggml_abort_callback(should_abort)
+        self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
+
+    def _render(self, messages: Prompt) -> str:
+        if isinstance(messages, str):
+            return messages
+        if self.prepared is None:
+            raise GenerationError("state", "the conversation was not prepared through the chat format")
+        return self.prepared.prompt
+
+    def _format_pieces(self, llama_cpp: ModuleType) -> dict[int, bytes | None] | None:
+        """The special tokens this reply's format is written with (gpt-oss's ``<|channel|>``, Mistral's
+        ``[TOOL_CALLS]``, a ``<think>`` that is a control token): each as its text, where llama.cpp would print a
+        special token as nothing, as llama-server keeps a format's preserved tokens. None when there are none."""
+        prepared = self.prepared
+        if prepared is None:
+            return None
+        llm = self._loaded()
+        texts = {*prepared.preserved_tokens, prepared.thinking_start_tag, *prepared.thinking_end_tags}
+        vocab = llm._model.vocab
+        kept: dict[int, bytes | None] = {}
+        for text in (t.strip() for t in texts):
+            if not text:
+                continue
+            if text not in self._marker_tokens:
+                ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+                special = len(ids) == 1 and llama_cpp.llama_vocab_get_attr(vocab, ids[0]) & (
+                    llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED)
+                self._marker_tokens[text] = ids[0] if special and not llama_cpp.llama_vocab_is_eog(vocab, ids[0]) \
+                    else None
+            token = self._marker_tokens[text]
+            if token is not None:
+                kept[token] = self._special_pieces[token]
+        return kept or None
+
+    def force(self, text: str) -> None:
+        self._forced.extend(self._loaded().tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _decode(self, llama_cpp: ModuleType, tokens: Sequence[int]) -> int:
+        """Evaluate ``tokens`` after what the KV cache holds, n_batch at a time; llama_decode's status."""
+        llm = self._loaded()
+        ctx, n_batch = llm.ctx, llm.n_batch
+        for start in range(0, len(tokens), n_batch):
+            chunk = tokens[start:start + n_batch]
+            ids = (llama_cpp.llama_token * len(chunk))(*chunk)  # referenced until llama_decode returns
+            status = int(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk))))
+            if status != 0:
+                return status
+            self._kv_tokens.extend(chunk)
+        return 0
+
+    def _forget_kv(self, llama_cpp: ModuleType) -> None:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._loaded().ctx), True)
+        self._kv_tokens = []
+
+    def _keep_prefix(self, llama_cpp: ModuleType, reuse: int) -> int:
+        """Cut the KV cache back to its first ``reuse`` cells; how many it keeps (0 when it was emptied instead:
+        nothing to reuse, or a recurrent model's state that cannot be cut back)."""
+        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self._loaded().ctx), -1, reuse, -1):
+            del self._kv_tokens[reuse:]
+            return reuse
+        self._forget_kv(llama_cpp)
+        return 0
+
+    def _common_prefix(self, units: Sequence[int]) -> int:
+        """How many of ``units`` the KV cache already holds, leaving at least one to decode (its logits pick the
+        first token)."""
+        reuse = 0
+        for a, b in zip(self._kv_tokens, units, strict=False):
+            if a != b:
+                break
+            reuse += 1
+        return min(reuse, len(units) - 1)
+
+    def _prefill(self, llama_cpp: ModuleType, tokens: list[int]) -> int:
+        """Bring the KV cache to ``tokens``, reusing the longest prefix it already holds (the earlier turns
+        of a chat), as ``Llama.generate`` does; llama_decode's status. Cancel can interrupt it through the
+        abort callback, which is installed for the prompt only: llama.cpp calls it after every graph
+        node, and a Python call per node would cost each generated token far more than the token loop."""
+        ctx = self._loaded().ctx
+        reuse = self._keep_prefix(llama_cpp, self._common_prefix(tokens))
+        llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
+        try:
+            return self._decode(llama_cpp, tokens[reuse:])
+        finally:
+            llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
+
+    def _prefill_media(self, llama_cpp: ModuleType, chunks: Any) -> int:
+        """Bring the KV cache to a prompt with images, reusing the longest prefix it already holds (an image is
+        named in ``_kv_tokens`` by a marker per position made from its id, so the earlier turns of a chat with the
+        same images are neither re-encoded nor decoded again); text chunks are decoded, each image encoded by the
+        projector and its embeddings decoded; llama_decode's status. Models with M-RoPE (Qwen-VL: an image's
+        positions are not one per cell) start from an empty cache each time."""
+        llm = self._loaded()
+        pieces = vision.chunk_units(chunks)
+        units = [u for _, piece, _ in pieces for u in piece]
+        reuse = 0
+        if not vision.uses_mrope(self._mtmd):
+            reuse = self._common_prefix(units)
+            start = 0
+            for _, piece, is_text in pieces:  # never into the middle of an image: it is evaluated whole
+                if not is_text and start < reuse < start + len(piece):
+                    reuse = start
+                start += len(piece)
+        reuse = self._keep_prefix(llama_cpp, reuse)
+        llama_cpp.llama_set_abort_callback(llm.ctx, self._abort_cb, None)
+        try:
+            position = 0
+            for index, (chunk, piece, is_text) in enumerate(pieces):
+                end = position + len(piece)
+                if end > reuse:
+                    if is_text:
+                        status = self._decode(llama_cpp, piece[max(reuse - position, 0):])
+                    else:
+                        status = vision.eval_image(llama_cpp, self._mtmd, llm, chunk, position,
+                                                   index == len(pieces) - 1)
+                        if status == 0:
+                            self._kv_tokens.extend(piece)
+                    if status != 0:
+                        return status
+                position = end
+        finally:
+            llama_cpp.llama_set_abort_callback(llm.ctx, self._no_abort_cb, None)
+        return 0
+
+    def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
+        """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native
+        sampler chain, and each token's bytes looked up once per model."""
+        import llama_cpp
+
+        llm = self._loaded()
+        if self._pooling:
+            raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
+                                  "ask /v1/embeddings, or load a chat model")
+        prompt = self._render(messages)
+        if self._bos and prompt.startswith(self._bos):
+            prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
+        images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
+        media = vision.media_chunks(self._mtmd, prompt, images) if images else None  # text and image chunks
+        tokens = [] if media else llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        n_prompt = len(tokens)
+        n_ctx = llm.n_ctx()
+        chain = None
+        try:
+            if media:
+                n_prompt = vision.n_positions(media)
+            if n_prompt >= n_ctx:
+                raise GenerationError("context", f"the conversation is {n_prompt} tokens long but the context "
+                                                 f"holds {n_ctx}", "start a new chat or load with a larger context")
+            self.prompt_tokens = n_prompt
+            ctx = llm.ctx
+            kept = self._format_pieces(llama_cpp)
+            pieces = samplers.WithMarkers(self._pieces, kept) if kept else self._pieces
+            self._forced.clear()
+            decode = llama_cpp.llama_decode
+            sample: Sample = llama_cpp.llama_sampler_sample
+            accept: Accept
+            utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+            grammar = self.reply_grammar(sampling)
+            mask = self._token_mask(llama_cpp, grammar) if grammar is not None else None
+            if mask is None and sampling.temperature == 0:  # no chain: the argmax off the logits row
+                greedy = samplers.GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
+                sample, accept = greedy.sample, greedy.accept
+            else:
+                chain = samplers.sampler_chain(llama_cpp, llm, sampling)
+                accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
+                if mask is not None:
+                    guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
+                    sample, accept = guided.sample, guided.accept
+            drafter = self._drafter if not media and mask is None else None  # guesses of text replies only
+            self.mark_prefill_start()
+            status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
+            if drafter is not None and status == 0:
+                drafter.start(tokens, sampling.repeat_penalty)
+                failed = yield from self._speculate(llama_cpp, drafter, tokens, sample, accept, chain, pieces, utf8)
+                if failed is None:
+                    return
+                status = failed
+            n_past = n_prompt
+            kv_tokens = self._kv_tokens
+            next_token = (llama_cpp.llama_token * 1)()
+            one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
+            forced = self._forced
+            while status == 0:  # (after speculation status is its failing one: not entered)
+                if forced:  # a thinking budget ran out: its closing tag, whatever the model would sample
+                    token = forced.popleft()
+                    accept(token)
+                else:
+                    token = sample(chain, ctx, -1)
+                piece = pieces[token]
+                if piece is None:  # end of generation
+                    return
+                yield utf8(piece)
+                n_past += 1
+                if n_past >= n_ctx:
+                    return  # context full: end the reply rather than fail the next decode
+                next_token[0] = token
+                status = decode(ctx, one)
+                if status == 0:
+                    kv_tokens.append(token)
+            if self._cancelled is not None and self._cancelled.is_set():
+                self._forget_kv(llama_cpp)  # an aborted decode leaves the KV cache half-written
+                return
+            self._forget_kv(llama_cpp)
+            raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
+                                  "see the engine log for llama.cpp's reason")
+        finally:
+            if chain is not None:
+                llama_cpp.llama_sampler_free(chain)
+            if media:
+                vision.free_chunks(media)
+
+    def _speculate(self, llama_cpp: ModuleType, drafter: PromptLookup | DraftModel, prompt: list[int], sample: Sample,
+                   accept: Accept, chain: Any, pieces: dict[int, bytes | None],
+                   utf8: Callable[[bytes], str]) -> Generator[str, None, int | None]:
+        """The token loop with speculation: after each token the drafter guesses up to ``draft_tokens`` more, the
+        model decodes the token and the guesses in one batch with logits for every row, and the sampler chooses on
+        each row in turn as it would have one token at a time (greedy: the argmax; else the same chain, whose seeded
+        draw advances once per token), so the reply is the model's own: each guess is kept while it is the token
+        the model chose, and the first choice that differs ends the round as the next token (after all the guesses,
+        the last row's choice is a token for free). The rejected guesses leave the KV cache. Returns None at the
+        end of the reply, else llama_decode's failing status."""
+        llm = self._loaded()
+        ctx = llm.ctx
+        n_ctx, batch, kv = llm.n_ctx(), llm._batch, self._kv_tokens
+        memory = llama_cpp.llama_get_memory(ctx)
+        history = list(prompt)  # the prompt and every token yielded since: what the drafter guesses after
+        token = sample(chain, ctx, -1)
+        while True:
+            piece = pieces[token]
+            if piece is None:  # end of generation
+                return None
+            yield utf8(piece)
+            history.append(token)
+            if len(history) >= n_ctx:
+                return None  # context full: end the reply rather than fail the next decode
+            # no guesses while tokens are forced (Backend.force): the next one is not the model's choice
+            guesses = [] if self._forced else drafter.propose(history, min(self._draft_tokens, n_ctx - len(history)))
+            row_tokens = [token, *guesses]
+            start = len(kv)
+            batch.set_batch(row_tokens, n_past=start, logits_all=True)
+            status = int(llama_cpp.llama_decode(ctx, batch.batch))
+            if status != 0:
+                return status
+            kv.extend(row_tokens)
+            self.verify_passes += 1
+            self.drafted_tokens += len(guesses)
+            kept = 0
+            if self._forced:
+                token = self._forced.popleft()
+                accept(token)
+            else:
+                for row, guess in enumerate(guesses):
+                    token = sample(chain, ctx, row)
+                    if token != guess:
+                        break
+                    kept += 1
+                else:
+                    token = sample(chain, ctx, len(guesses))
+            self.accepted_tokens += kept
+            if kept < len(guesses):  # the rejected guesses' cells go, in the cache and in its record
+                if not llama_cpp.llama_memory_seq_rm(memory, -1, start + 1 + kept, -1):
+                    self._forget_kv(llama_cpp)
+                    raise GenerationError("decode", "llama.cpp could not take rejected draft tokens back out of "
+                                                    "the KV cache", "load the model without a draft")
+                del kv[start + 1 + kept:]
+            for guess in guesses[:kept]:
+                piece = pieces[guess]
+                if piece is None:
+                    return None
+                yield utf8(piece)
+                history.append(guess)
+                if len(history) >= n_ctx:
+                    return None
+
+    def _token_mask(self, llama_cpp: ModuleType, grammar: tuple[str, str]) -> json_schema.TokenMask:
+        """The reply's grammar (Backend.reply_grammar) on llguidance's view of this model's vocabulary (built at the
+        first structured reply, about a second at 150k tokens, then kept with the model), advanced past the
+        generation prompt the grammar starts with."""
+        try:
+            import llguidance
+        except ImportError:
+            raise GenerationError("request", "structured output needs llguidance, which is not installed",
+                                  "pip install 'quantdesk[llama]'") from None
+        tokenizer, ends, _ = self._guidance(llguidance, llama_cpp)
+        llm = self._loaded()
+        lark, generation_prompt = grammar
+        primed = llm.tokenize(generation_prompt.encode("utf-8"), add_bos=False, special=True) \
+            if generation_prompt else None
+        try:
+            return json_schema.TokenMask(tokenizer, lark, llm.n_vocab(), ends, primed)
+        except ValueError as exc:
+            raise GenerationError("request", str(exc)) from None
+
+    def _guidance(self, llguidance: ModuleType, llama_cpp: ModuleType) -> samplers.GuidanceVocabulary:
+        if self._ll_tokenizer is None:
+            llm = self._loaded()
+            self._ll_tokenizer = samplers.guidance_tokenizer(llguidance, llama_cpp, llm._model.vocab, llm.n_vocab())
+        return self._ll_tokenizer
