@@ -14,10 +14,11 @@ host is replaced by the client itself on the next request), and to the local ser
 the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
 honours it whether the request is running, waiting, or not even there yet.
 
-The app's client is a ``ModelPool`` (app/engine/pool.py): several models loaded, one host each, the active one
-answering. Then a load names its estimate and whether to go past the memory budget ("Load anyway"), a refusal
-arrives as ``refused`` (with the budget in words), and every model the pool unloads (for room, idle, ejected) as
-``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so it never waits for a reply.
+The app's client is its one ``ModelPool`` (app/engine/pool.py), handed as ``EngineBridge.over(pool)``: several
+models loaded, one host each, the active one answering. Then a load names its estimate and whether to go past the
+memory budget ("Load anyway"), a refusal arrives as ``refused`` (with the budget in words), and every model the pool
+unloads (for room, idle, ejected) as ``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so
+it never waits for a reply.
 """
 
 from __future__ import annotations
@@ -126,15 +127,16 @@ class _Worker(QObject):
     tokens_pending = Signal()
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
-    def __init__(self, client: EngineClientLike, buffer: TokenBuffer) -> None:
+    def __init__(self, client: EngineClientLike, buffer: TokenBuffer, pool: ModelPool | None) -> None:
         super().__init__()
         self._client = client
         self._buffer = buffer
+        self._pool = pool
 
     def _report(self, exc: QuantDeskError) -> None:
         if isinstance(exc, EngineCrashed):
-            if isinstance(self._client, ModelPool):
-                self._client.forget_dead()  # the other models stay loaded
+            if self._pool is not None:
+                self._pool.forget_dead()  # the other models stay loaded
             else:
                 self._close_client()  # tidy up the dead host; the next request starts a fresh one
             self.crashed.emit(exc)
@@ -195,10 +197,12 @@ class EngineBridge(QObject):
     _request_generate = Signal(object, object, str)
     _request_close = Signal()
 
-    def __init__(self, client: EngineClientLike, parent: QObject | None = None) -> None:
+    def __init__(self, client: EngineClientLike, parent: QObject | None = None, *,
+                 pool: ModelPool | None = None) -> None:
+        """``client``: one engine (tests, benchmarks), or the app's pool with ``pool`` the same object (``over``)."""
         super().__init__(parent)
         self.client = client  # shared with the local server (app/ui/server_page.py)
-        self.pool = client if isinstance(client, ModelPool) else None
+        self.pool = pool
         if self.pool is not None:
             self.pool.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
             self.pool.on_change = self.models_changed.emit
@@ -210,7 +214,7 @@ class EngineBridge(QObject):
         self._last_flush = 0.0
         self._thread = QThread()
         self._thread.setObjectName("engine-bridge")
-        self._worker = _Worker(client, self._buffer)
+        self._worker = _Worker(client, self._buffer, pool)
         self._worker.moveToThread(self._thread)
         self._thread.finished.connect(self._worker.deleteLater)
         # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread.
@@ -230,6 +234,11 @@ class EngineBridge(QObject):
         self._flush_timer.setSingleShot(True)
         self._flush_timer.timeout.connect(self._flush_tokens)
         self._thread.start()
+
+    @classmethod
+    def over(cls, pool: ModelPool, parent: QObject | None = None) -> EngineBridge:
+        """The app's bridge: over its one model pool (several models loaded, Eject, the budget's refusals)."""
+        return cls(pool, parent, pool=pool)
 
     @property
     def busy(self) -> bool:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
-from app.engine.pool import ModelPool, limits_from
+from app.engine.pool import ModelPool, limits_from, machine_free_memory
 from app.ui.crash import CrashReporter
 from app.ui.engine_bridge import EngineBridge
 from app.ui.theme import ThemeFollower
@@ -52,7 +52,8 @@ def app_icon() -> QIcon:
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
                  settings: QSettings | None = None) -> MainWindow:
-    bridge = bridge or EngineBridge(ModelPool(limits_from(app_settings.load())))
+    bridge = bridge or EngineBridge.over(ModelPool(limits_from(app_settings.load()),
+                                                   free_memory=machine_free_memory))
     return MainWindow(store or ChatStore(), bridge, settings or window_settings())
 
 
@@ -99,7 +100,7 @@ def _run_main_window(app: QApplication, user_settings: app_settings.Settings) ->
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
     app.theme = ThemeFollower(app, user_settings.theme)
     # The one model pool: the chat's models, one engine host each; the active one lent to the local server.
-    bridge = EngineBridge(ModelPool(limits_from(user_settings)))
+    bridge = EngineBridge.over(ModelPool(limits_from(user_settings), free_memory=machine_free_memory))
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
         quit_after_paint = _QuitAfterFirstPaint(window)

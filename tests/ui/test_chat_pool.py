@@ -24,7 +24,7 @@ SHORT = {"max_tokens": 6, "seed": 1}
 @pytest.fixture
 def pool_window(build_window):
     def make(limits: PoolLimits):
-        return build_window(EngineBridge(ModelPool(limits)))
+        return build_window(EngineBridge.over(ModelPool(limits)))
 
     return make
 
