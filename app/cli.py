@@ -22,7 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "app.commands.hardware",  # hw
     "app.commands.runtime",  # runtime ls / build / use / rm
     "app.commands.models",  # inspect, fit, recommend
-    "app.commands.server",  # serve
+    "app.commands.server",  # serve, ps, eject
     "app.commands.lab",  # bench
     "app.commands.remote",  # remote
 )

@@ -74,15 +74,21 @@ class BudgetRefused(QuantDeskError):
 
 @dataclass
 class PooledModel:
-    path: str
+    path: str  # its key in the pool: the path it was loaded (or adopted) with
     client: EngineClientLike
     settings: LoadSettings
-    loaded: Loaded
+    loaded_as: Loaded
     estimate_bytes: int
     last_used: float
     users: int = 0  # requests answering now
     pinned: bool = False  # never unloaded by the pool (quantdesk serve's --model)
     owned: bool = True  # the pool closes its host (an adopted client is its maker's)
+
+    @property
+    def loaded(self) -> Loaded:
+        """What its host holds now: an adopted client's owner may load another model into it (the Server page's
+        tests over one EngineClient), a pool's own host keeps the model it was loaded with."""
+        return self.client.loaded or self.loaded_as
 
     @property
     def name(self) -> str:

@@ -190,8 +190,7 @@ class ModelRouter:
     def loaded_engines(self) -> list[Served]:
         """The loaded models other than the primary, most recently used first."""
         primary = self.primary()
-        return [Served(_served_id(m.path), m) for m in self.models.models()
-                if primary is None or m.path != primary.path]
+        return [Served(_served_id(m.loaded.model_path), m) for m in self.models.models() if m is not primary]
 
     def library_models(self) -> list[tuple[str, str]]:
         """(served id, path) of the library models a request may load (listed at most every LIST_TTL_S)."""
@@ -299,7 +298,7 @@ class ModelRouter:
         return Lease(self, self.primary_queue, loaded, model_id(loaded.model_path), None)
 
     def _lease_loaded(self, served: str) -> Lease | None:
-        path = next((m.path for m in self.models.models() if _served_id(m.path) == served), None)
+        path = next((m.path for m in self.models.models() if _served_id(m.loaded.model_path) == served), None)
         model = self.models.hold_loaded(path) if path is not None else None
         return self._lease(served, model) if model is not None else None
 
@@ -369,7 +368,7 @@ class ModelRouter:
                    if primary is not None and primary.pinned else
                    "the model loaded in Chat; eject it there (the model bar's menu)")
             raise ApiError(409, f"{served[:200]} stays loaded: it is {why}", param="model", code="model_pinned")
-        path = next((m.path for m in self.models.models() if _served_id(m.path) == served), None)
+        path = next((m.path for m in self.models.models() if _served_id(m.loaded.model_path) == served), None)
         if path is None or not self.models.unload(path, "ejected through the server"):
             raise ApiError(404, f"the model {served[:200]!r} is not loaded here", param="model",
                            code="model_not_loaded")
@@ -383,7 +382,7 @@ class ModelRouter:
         cards: list[dict[str, Any]] = []
         primary = self.primary()
         if primary is not None:
-            cards.append(_loaded_card(model_id(primary.path), created, primary, primary=True))
+            cards.append(_loaded_card(model_id(primary.loaded.model_path), created, primary, primary=True))
         for other in self.loaded_engines():
             owner = other.served.split("/", 1)[0].removeprefix("remote:") if is_remote_ref(other.served) \
                 else "quantdesk"
@@ -413,7 +412,8 @@ class ModelRouter:
 
     def health(self) -> dict[str, Any]:
         primary, others = self.primary(), self.loaded_engines()
-        return {"loaded": ([model_id(primary.path)] if primary is not None else []) + [o.served for o in others],
+        first = [model_id(primary.loaded.model_path)] if primary is not None else []
+        return {"loaded": first + [o.served for o in others],
                 "memory_budget_bytes": self.models.budget_bytes() if self.settings.load_on_demand else None,
                 "memory_estimate_bytes": self.primary_estimate() + sum(o.estimate_bytes for o in others),
                 "warnings": list(self.warnings)}
