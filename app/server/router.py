@@ -104,6 +104,11 @@ class Served:
     def estimate_bytes(self) -> int:
         return self.model.estimate_bytes
 
+    @property
+    def users(self) -> int:
+        """Requests it answers now (their leases)."""
+        return self.model.users
+
 
 class Lease:
     """A model lent to one request until ``release()`` (idempotent): it is not unloaded meanwhile."""
@@ -180,11 +185,16 @@ class ModelRouter:
     # --- what is served ---
 
     def primary(self) -> PooledModel | None:
+        return self.models.active
+
+    def primary_loaded(self) -> Loaded | None:
+        """What the primary's client says it holds: still set after its host died (a request then learns it as
+        engine_crashed), None once its owner closed it."""
         model = self.models.active
-        return model if model is not None and model.client.alive else None
+        return model.client.loaded if model is not None else None
 
     def primary_id(self) -> str | None:
-        loaded = self.models.loaded
+        loaded = self.primary_loaded()
         return model_id(loaded.model_path) if loaded is not None else None
 
     def loaded_engines(self) -> list[Served]:
@@ -292,7 +302,7 @@ class ModelRouter:
         return self._load(wanted, plan)
 
     def _primary_lease(self) -> Lease:
-        loaded = self.models.loaded
+        loaded = self.primary_loaded()
         if loaded is None:
             raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
         return Lease(self, self.primary_queue, loaded, model_id(loaded.model_path), None)
@@ -380,9 +390,10 @@ class ModelRouter:
         """/v1/models: the loaded models first (the primary, then the others), then the library models a request
         may load (when on-demand loads are allowed), then the remote models not started yet."""
         cards: list[dict[str, Any]] = []
-        primary = self.primary()
-        if primary is not None:
-            cards.append(_loaded_card(model_id(primary.loaded.model_path), created, primary, primary=True))
+        primary, loaded = self.primary(), self.primary_loaded()
+        if primary is not None and loaded is not None:
+            cards.append(_card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
+                               primary=True, estimate=primary.estimate_bytes, details=loaded.details))
         for other in self.loaded_engines():
             owner = other.served.split("/", 1)[0].removeprefix("remote:") if is_remote_ref(other.served) \
                 else "quantdesk"
@@ -411,9 +422,8 @@ class ModelRouter:
         return cards
 
     def health(self) -> dict[str, Any]:
-        primary, others = self.primary(), self.loaded_engines()
-        first = [model_id(primary.loaded.model_path)] if primary is not None else []
-        return {"loaded": first + [o.served for o in others],
+        primary_id, others = self.primary_id(), self.loaded_engines()
+        return {"loaded": ([primary_id] if primary_id else []) + [o.served for o in others],
                 "memory_budget_bytes": self.models.budget_bytes() if self.settings.load_on_demand else None,
                 "memory_estimate_bytes": self.primary_estimate() + sum(o.estimate_bytes for o in others),
                 "warnings": list(self.warnings)}
