@@ -145,15 +145,17 @@ class ModelPool:
 
     def check(self, path: str, estimate_bytes: int | None = None) -> BudgetCheck | None:
         """``path`` (loaded, or about to load with ``estimate_bytes``) against the budget and the other loaded models;
-        None when the budget is unknown. The one place a pool's BudgetCheck is built."""
-        budget = self.budget_bytes()
+        None when the budget is unknown."""
+        return self._check(path, estimate_bytes) if self.budget_bytes() is not None else None
+
+    def _check(self, path: str, estimate_bytes: int | None) -> BudgetCheck:
+        """The one place a pool's BudgetCheck is built (an unknown budget counts as 0: only the count then refuses)."""
         with self._lock:
             others = [m for m in self._models.values() if m.client.alive and m.path != path]
             model = self._models.get(path)
         estimate = estimate_bytes if estimate_bytes is not None else model.estimate_bytes if model else 0
-        if budget is None:
-            return None
-        return BudgetCheck(Path(path).name, estimate, budget, tuple((m.name, m.estimate_bytes) for m in others))
+        return BudgetCheck(Path(path).name, estimate, self.budget_bytes() or 0,
+                           tuple((m.name, m.estimate_bytes) for m in others))
 
     def set_limits(self, limits: PoolLimits) -> None:
         """New limits from the Settings page; they hold from the next load (and the next idle check) on."""
@@ -374,7 +376,7 @@ class ModelPool:
             with self._lock:
                 others = [m for m in self._models.values() if m.client.alive]
                 kept = [m for m in others if m.pinned or (keep_active and m.path == self._active)]
-            check = self.check(path, estimate) or BudgetCheck(name, estimate, 0)
+            check = self._check(path, estimate)
             too_many = limit is not None and len(others) >= max(1, limit)
             over = budget is not None and not check.fits
             if not too_many and (not over or force):

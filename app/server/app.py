@@ -8,8 +8,8 @@ Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``
 and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
 loaded on demand when allowed, or with ``serve_remotes`` a model of the user's remote connections
-(app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` (llama-server's router route,
-also under /v1) ejects a loaded model, and ``GET /models`` lists the same cards as ``/v1/models``.
+(app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` with ``{"model": ID}``
+(llama-server's router route, also under /v1) ejects a loaded model.
 
 The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
 (backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and
@@ -549,8 +549,7 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/embeddings", server.embeddings, methods=["POST"]),
         Route("/v1/messages", server.messages, methods=["POST"]),
-        Route("/models", server.models, methods=["GET"]),  # llama-server's router names, for its clients
-        Route("/models/unload", server.unload, methods=["POST"]),
+        Route("/models/unload", server.unload, methods=["POST"]),  # llama-server's router route, for its clients
         Route("/v1/models/unload", server.unload, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]

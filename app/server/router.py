@@ -139,9 +139,10 @@ class ModelRouter:
         self._profile = profile
         self._plans: dict[str, Plan] = {}  # library path -> its plan with the server's settings
         self.models = _pool_of(engine, make_client, lambda: free_memory_bytes(self.profile()))
-        self._limits_before = self.models.limits
+        self._limits_before = self._limits_set = self.models.limits
         if self.settings.load_on_demand or self.models.active_pinned():
-            self.models.set_limits(self.settings.limits(self.models.limits))
+            self._limits_set = self.settings.limits(self.models.limits)
+            self.models.set_limits(self._limits_set)
         if self.settings.load_on_demand and self.models.active_pinned():
             self._count_primary()
         self.models.keep_active = True  # the primary: in the app the Chat's model, never unloaded while served
@@ -173,9 +174,10 @@ class ModelRouter:
             engine_queue.close()
         if self.models.active_pinned():  # the pool is the server's own (quantdesk serve, tests)
             self.models.close()
-        else:  # the app's: its limits go back to the Chat's
+        else:  # the app's: its limits go back to the Chat's (unless Settings set new ones meanwhile)
             self.models.keep_active = False
-            self.models.set_limits(self._limits_before)
+            if self.models.limits == self._limits_set:
+                self.models.set_limits(self._limits_before)
 
     @property
     def loads(self) -> int:
