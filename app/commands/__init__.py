@@ -41,6 +41,9 @@ COMMANDS: dict[str, Command] = {
     "fit": Command("app.commands.models", "memory per device for MODEL at a context size, and the verdict"),
     "recommend": Command("app.commands.models", "which quant of a repo, folder or list fits this machine best"),
     "serve": Command("app.commands.server", "serve a model over an OpenAI-compatible API (127.0.0.1 only by default)"),
+    "ps": Command("app.commands.server", "list the models a running server has loaded (its GET /v1/models)"),
+    "eject": Command("app.commands.server", "unload a model a running server has loaded (a reply it is writing is "
+                                            "stopped first; the server's primary model stays)"),
     "bench": Command("app.commands.lab", "compare quants/formats of a model: speed, memory and quality side by side"),
     "remote": Command("app.commands.remote",
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),

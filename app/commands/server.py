@@ -1,4 +1,5 @@
-"""``quantdesk serve``: an OpenAI-compatible API for one local model, on this machine only by default."""
+"""``quantdesk serve``: an OpenAI-compatible API for one local model, on this machine only by default; ``quantdesk ps``
+and ``quantdesk eject``: what a running server (``serve`` or the app's Server page) has loaded, and Eject of one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from app.commands import add_command
+from app.commands import COMMANDS, add_command
 from app.errors import EngineError
 from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_arguments, check_fit, draft_note,
                                  draft_setting)
@@ -16,11 +17,12 @@ from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends.base import LoadSettings
 
-# app.server.pool's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
+# app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).
 DEFAULT_IDLE_TTL_S = 600.0
 STREAM_EVERY_S = 0.040
 API_KEY_ENV = "QUANTDESK_API_KEY"
+DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
 def register(subparsers) -> None:
@@ -49,6 +51,9 @@ def register(subparsers) -> None:
     p.add_argument("--memory-budget", type=float, metavar="GIB",
                    help="memory the server's local models may take together, in GiB (default: what the fit check "
                         "finds free when the server starts, plus the --model's estimate)")
+    p.add_argument("--max-loaded", type=int, metavar="N",
+                   help="at most N models loaded at once, --model included (default: no count limit; the memory "
+                        "budget still holds)")
     p.add_argument("--idle-ttl", type=float, default=DEFAULT_IDLE_TTL_S, metavar="SECONDS",
                    help=f"unload a model loaded on demand after this long without a request (default "
                         f"{DEFAULT_IDLE_TTL_S:g}); --model stays loaded")
@@ -67,6 +72,16 @@ def register(subparsers) -> None:
     add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 
+    for name, func in (("ps", ps), ("eject", eject)):
+        help_text = COMMANDS[name].help
+        q = add_command(subparsers, name, description=help_text[0].upper() + help_text[1:] + ".")
+        if name == "eject":
+            q.add_argument("model", help="the model's id, as `quantdesk ps` lists it")
+        q.add_argument("--server", default=DEFAULT_SERVER, metavar="URL",
+                       help=f"the server's address (default {DEFAULT_SERVER})")
+        q.add_argument("--api-key", help=f"its API key, if it requires one (or set {API_KEY_ENV})")
+        q.set_defaults(func=func)
+
 
 def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
@@ -80,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
     if args.memory_budget is not None and args.memory_budget <= 0:
         raise EngineError(f"--memory-budget must be more than 0 GiB, not {args.memory_budget:g}", kind="settings")
+    if args.max_loaded is not None and args.max_loaded < 1:
+        raise EngineError(f"--max-loaded must be at least 1, not {args.max_loaded}", kind="settings")
     if args.idle_ttl <= 0:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:
@@ -95,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
     if note := draft_note(settings):
         print(note, file=sys.stderr)
 
-    from app.server.app import create_app
-    from app.server.pool import PoolSettings
     from app.server.thread import _NotifyingServer, bound_url, server_config
 
     with EngineClient() as client:
@@ -111,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                   + f"model id {openai.model_id!r}", file=sys.stderr)
             pool = openai.pool
             if pool.settings.load_on_demand:
-                print(f"library models load on request ({pool.budget_words()}; idle ones unload after "
+                print(f"library models load on request ({pool.models.budget_words()}; idle ones unload after "
                       f"{pool.settings.idle_ttl_s:g} s" + ("; --force: loads go past the budget" if args.force else "")
                       + ")", file=sys.stderr)
             if openai.remotes is not None:
@@ -121,13 +136,7 @@ def run(args: argparse.Namespace) -> int:
                       + "".join(f"; {name} not reachable: {why}" for name, why in openai.remotes.problems.items()),
                       file=sys.stderr)
 
-        app = create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
-                         allowed_origins=args.allow_origin, max_pending=args.max_queue,
-                         serve_remotes=args.serve_remotes, on_ready=announce,
-                         stream_every_s=args.stream_every_ms / 1000, pool=PoolSettings(
-                             load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
-                             memory_budget_bytes=None if args.memory_budget is None else
-                             int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
+        app = serve_app(args, client, api_key, settings, on_ready=announce)
         server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
 
         async def serve() -> None:
@@ -146,4 +155,60 @@ def run(args: argparse.Namespace) -> int:
             if exc.code:
                 raise EngineError(f"could not listen on {args.host}:{args.port}", "is the port already in use?",
                                   kind="serve") from None
+    return 0
+
+
+def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: LoadSettings, *, on_ready=None):
+    """The server ``quantdesk serve`` runs, over ``client`` (its --model loaded): the same app and router as the
+    app's Server page builds over the app's pool (tests ask both the same things)."""
+    from app.server.app import create_app
+    from app.server.router import ServeSettings
+
+    return create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
+                      allowed_origins=args.allow_origin, max_pending=args.max_queue,
+                      serve_remotes=args.serve_remotes, on_ready=on_ready,
+                      stream_every_s=args.stream_every_ms / 1000, pool=ServeSettings(
+                          load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
+                          max_loaded=args.max_loaded,
+                          memory_budget_bytes=None if args.memory_budget is None else
+                          int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
+
+
+def _call(args: argparse.Namespace, method: str, route: str, body: dict | None = None) -> dict:
+    """One request to a running server; its answer, or an EngineError with the server's own sentence."""
+    import httpx
+
+    base = args.server.rstrip("/").removesuffix("/v1")
+    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    try:
+        answer = httpx.request(method, f"{base}{route}", json=body, timeout=60,
+                               headers={"Authorization": f"Bearer {key}"} if key else {})
+    except httpx.HTTPError as exc:
+        raise EngineError(f"no server answers at {base}: {exc}", "is it running (quantdesk serve, or the app's "
+                          "Server page)? Name its address with --server", kind="serve") from None
+    try:
+        found = answer.json()
+    except ValueError:
+        found = {}
+    if answer.status_code >= 400:
+        message = (found.get("error") or {}).get("message") if isinstance(found, dict) else None
+        raise EngineError(message or f"the server answered {answer.status_code}", kind="serve")
+    return found
+
+
+def ps(args: argparse.Namespace) -> int:
+    cards = [c for c in _call(args, "GET", "/v1/models").get("data", []) if c.get("meta", {}).get("loaded")]
+    for card in cards:
+        meta = card["meta"]
+        size = meta.get("memory_estimate_bytes")
+        print(f"{card['id']}\t{meta.get('backend', '')}\tcontext {meta.get('n_ctx')}"
+              + (f"\t{size / (1 << 30):.2f} GiB" if size else "") + ("\tprimary" if meta.get("primary") else ""))
+    if not cards:
+        print("no model is loaded", file=sys.stderr)
+    return 0
+
+
+def eject(args: argparse.Namespace) -> int:
+    said = _call(args, "POST", "/models/unload", {"model": args.model})
+    print(said.get("message") or f"{args.model} unloaded", file=sys.stderr)
     return 0

@@ -80,8 +80,8 @@ class EngineClientLike(Protocol):
     """An engine as the chat bridge (app/ui/engine_bridge.py) and the local server (app/server) use it:
     EngineClient, or a test double with the same calls and events."""
 
-    loaded: Loaded | None  # the model the host holds (None: none, or the host died)
-
+    @property
+    def loaded(self) -> Loaded | None: ...  # the model the host holds (None: none, or the host died)
     @property
     def alive(self) -> bool: ...
     @property

@@ -1,13 +1,21 @@
-"""The models the app keeps loaded, one engine host each, within a memory budget (issue 19: several models loaded).
+"""Every loaded model of a process, one engine host each, within one memory budget (issues 19 and 29): the Chat's,
+the local server's on-demand loads and remote models (at 0 bytes), and ``quantdesk serve``'s ``--model`` (pinned).
 
-``ModelPool`` is an ``EngineClientLike`` whose calls go to its *active* model: the Chat's bridge and the Server page
-use it as they used one ``EngineClient``. ``load(path, settings)`` makes ``path`` the active model: at once when it is
+``ModelPool`` is an ``EngineClientLike`` whose calls go to its *active* model: the Chat's bridge and the local server
+(app/server/router.py, which routes each request to one of the pool's models and queues it) use it as they used one
+``EngineClient``. ``load(path, settings)`` makes ``path`` the active model: at once when it is
 loaded already with those settings (no new host), else in an engine host of its own, beside the others, while the
 budget and ``max_loaded`` allow. When they do not, idle models unload first, least recently used first, each with a
 sentence saying which and why (``on_unload``); when even that cannot make room, ``BudgetRefused`` carries the estimate
 and the budget in words (``app.models.budget``) and ``force`` ("Load anyway") goes past it. Models idle for
 ``idle_ttl_s`` unload too (``unload_idle``; ``start()`` runs it on a thread). A model answering a request is never
-unloaded for room or idleness; ``unload(path)`` (Eject) is the user's word and closes it whatever it does.
+unloaded for room or idleness; ``unload(path)`` (Eject) is the user's word and closes it whatever it does. A
+*pinned* model (``adopt(..., pin=True)``: the model ``quantdesk serve`` was started with) is never unloaded by the
+pool, nor ejected; a request's load (``acquire``) never unloads the active model either, nor does the idle unload
+while the local server serves it (``keep_active``).
+
+The default budget is what ``free_memory`` (a callable its maker hands in: the machine probe is not the pool's) says
+is free when first needed, plus what the pool holds then.
 
 Loads and unloads happen one at a time (``_changing``); the model table is read from any thread under ``_lock``.
 Qt-free; the blocking calls run on the caller's thread (the bridge's worker).
@@ -21,12 +29,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
 from backends.base import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +48,11 @@ EJECT_WAIT_S = 10.0  # how long an Eject waits for the replies it stopped to end
 @dataclass(frozen=True)
 class PoolLimits:
     budget_bytes: int | None = None  # None: what the fit check finds free when first needed, plus what is held then
-    max_loaded: int = 2
+    max_loaded: int | None = 2  # None: no count limit (quantdesk serve without --max-loaded)
     idle_ttl_s: float | None = None  # None: idle models stay loaded
 
 
-def limits_from(settings) -> PoolLimits:
+def limits_from(settings: Settings) -> PoolLimits:
     """The limits an ``app.settings.Settings`` sets."""
     budget = settings.memory_budget_gib
     return PoolLimits(budget_bytes=None if budget is None else int(budget * (1 << 30)),
@@ -63,13 +74,21 @@ class BudgetRefused(QuantDeskError):
 
 @dataclass
 class PooledModel:
-    path: str
+    path: str  # its key in the pool: the path it was loaded (or adopted) with
     client: EngineClientLike
     settings: LoadSettings
-    loaded: Loaded
+    loaded_as: Loaded
     estimate_bytes: int
     last_used: float
     users: int = 0  # requests answering now
+    pinned: bool = False  # never unloaded by the pool (quantdesk serve's --model)
+    owned: bool = True  # the pool closes its host (an adopted client is its maker's)
+
+    @property
+    def loaded(self) -> Loaded:
+        """What its host holds now: an adopted client's owner may load another model into it (the Server page's
+        tests over one EngineClient), a pool's own host keeps the model it was loaded with."""
+        return self.client.loaded or self.loaded_as
 
     @property
     def name(self) -> str:
@@ -82,9 +101,11 @@ class PooledModel:
 class ModelPool:
     def __init__(self, limits: PoolLimits | None = None, *, make_client: Callable[[], EngineClientLike] = EngineClient,
                  free_memory: Callable[[], int | None] | None = None) -> None:
+        """``free_memory``: what the fit check counts as free now (its maker's probe, e.g. ``machine_free_memory``);
+        None: no default budget, only the one ``limits`` set."""
         self.limits = limits or PoolLimits()
         self._make_client = make_client
-        self._free_memory = free_memory or _free_memory_here
+        self._free_memory = free_memory or (lambda: None)
         self._budget: int | None = None  # the default budget, worked out once
         self._models: dict[str, PooledModel] = {}
         self._active: str | None = None
@@ -97,6 +118,8 @@ class ModelPool:
         self.on_unload: Callable[[str, str], None] | None = None  # (path, the sentence why); any thread
         self.on_change: Callable[[], None] | None = None  # a model loaded or unloaded, whoever asked; any thread
         self.host_starts = 0  # engine hosts started for loads (tests count them)
+        # Set while the local server serves the active model as its primary: the idle unload leaves it too.
+        self.keep_active = False
 
     # --- what is loaded ---
 
@@ -115,6 +138,25 @@ class ModelPool:
         with self._lock:
             return self._models.get(self._active) if self._active else None
 
+    def active_pinned(self) -> bool:
+        """The active model is pinned: the pool was made around it (quantdesk serve's --model, a test's engine)."""
+        model = self.active
+        return model is not None and model.pinned
+
+    def check(self, path: str, estimate_bytes: int | None = None) -> BudgetCheck | None:
+        """``path`` (loaded, or about to load with ``estimate_bytes``) against the budget and the other loaded models;
+        None when the budget is unknown."""
+        return self._check(path, estimate_bytes) if self.budget_bytes() is not None else None
+
+    def _check(self, path: str, estimate_bytes: int | None) -> BudgetCheck:
+        """The one place a pool's BudgetCheck is built (an unknown budget counts as 0: only the count then refuses)."""
+        with self._lock:
+            others = [m for m in self._models.values() if m.client.alive and m.path != path]
+            model = self._models.get(path)
+        estimate = estimate_bytes if estimate_bytes is not None else model.estimate_bytes if model else 0
+        return BudgetCheck(Path(path).name, estimate, self.budget_bytes() or 0,
+                           tuple((m.name, m.estimate_bytes) for m in others))
+
     def set_limits(self, limits: PoolLimits) -> None:
         """New limits from the Settings page; they hold from the next load (and the next idle check) on."""
         with self._lock:
@@ -132,6 +174,14 @@ class ModelPool:
                     held = sum(m.estimate_bytes for m in self._models.values())
                 self._budget = free + held
         return self._budget
+
+    def budget_words(self) -> str:
+        budget = self.budget_bytes()
+        if budget is None:
+            return "memory budget unknown (the fit check cannot tell what is free): set --memory-budget"
+        if self.limits.budget_bytes is not None:
+            return f"memory budget {gib(budget)} (as set)"
+        return f"memory budget {gib(budget)}: what the fit check found free, plus what was loaded then"
 
     # --- EngineClientLike: the active model ---
 
@@ -185,6 +235,21 @@ class ModelPool:
     def release(self, model: PooledModel) -> None:
         self._release(model, None)
 
+    def adopt(self, client: EngineClientLike, estimate_bytes: int = 0, *, pin: bool = True,
+              owned: bool = False) -> PooledModel:
+        """Take a client that has its model loaded already as the active model (``quantdesk serve``'s --model, or
+        a test's engine): pinned, it is never unloaded by the pool; not owned, ``close()`` leaves its host to its
+        maker."""
+        loaded = client.loaded
+        if loaded is None:
+            raise ValueError("the engine client has no model loaded")
+        model = PooledModel(loaded.model_path, client, LoadSettings(n_ctx=loaded.n_ctx), loaded, estimate_bytes,
+                            time.monotonic(), pinned=pin, owned=owned)
+        with self._changing, self._lock:
+            self._models[model.path] = model
+            self._active = model.path
+        return model
+
     def _ensure(self, path: str, settings: LoadSettings, estimate_bytes: int, force: bool, *, activate: bool,
                 hold: bool = False, **load_options: Any) -> PooledModel:
         with self._changing:
@@ -198,7 +263,7 @@ class ModelPool:
                     return model
             if model is not None:  # other settings (Reload), or its host died: a fresh host, after the room check
                 self._drop(model, "")
-            self._make_room(path, estimate_bytes, force)
+            self._make_room(path, estimate_bytes, force, keep_active=not activate)
             client = self._make_client()
             self.host_starts += 1
             try:
@@ -250,7 +315,8 @@ class ModelPool:
             with self._lock:
                 models, self._models, self._active = list(self._models.values()), {}, None
         for model in models:
-            model.client.close()
+            if model.owned:
+                model.client.close()
         if self._reaper is not None and self._reaper is not threading.current_thread():
             self._reaper.join(10)
 
@@ -263,6 +329,9 @@ class ModelPool:
             model = self.get(path)
             if model is None:
                 return False
+            if model.pinned:
+                raise QuantDeskError(f"{model.name} stays loaded: it is the model the server was started with "
+                                     "(--model)", "stop the server to unload it")
             if model.users:
                 model.client.cancel(None)
                 with self._idle:
@@ -286,56 +355,66 @@ class ModelPool:
         try:
             now = time.monotonic() if now is None else now
             with self._lock:
-                due = [m for m in self._models.values() if (t := m.idle_for(now)) is not None and t >= ttl]
-            for model in due:
-                self._drop(model, f"{model.name} unloaded after {_minutes(ttl)} without a request, to free its "
-                                  f"{gib(model.estimate_bytes)}.")
-            return [m.path for m in due]
+                kept = self._active if self.keep_active else None
+                due = [m for m in self._models.values()
+                       if not m.pinned and m.path != kept and (t := m.idle_for(now)) is not None and t >= ttl]
+            dropped = [m for m in due if self._drop(m, f"{m.name} unloaded after {_minutes(ttl)} without a request, "
+                                                       f"to free its {gib(m.estimate_bytes)}.", idle_only=True)]
+            return [m.path for m in dropped]
         finally:
             self._changing.release()
 
-    def _make_room(self, path: str, estimate: int, force: bool) -> None:
+    def _make_room(self, path: str, estimate: int, force: bool, *, keep_active: bool = False) -> None:
         """Under ``_changing``: unload idle models, least recently used first, until one more model fits the
-        count and the budget; then refuse in words, or go on past the budget with ``force``."""
+        count and the budget; then refuse in words, or go on past the budget with ``force``. Pinned models stay,
+        and so does the active one for a request's load (``keep_active``)."""
         budget = self.budget_bytes()
+        limit = self.limits.max_loaded
         name = Path(path).name
         while True:
             now = time.monotonic()
             with self._lock:
                 others = [m for m in self._models.values() if m.client.alive]
-            check = BudgetCheck(name, estimate, budget or 0, tuple((m.name, m.estimate_bytes) for m in others))
-            too_many = len(others) >= max(1, self.limits.max_loaded)
+                kept = [m for m in others if m.pinned or (keep_active and m.path == self._active)]
+            check = self._check(path, estimate)
+            too_many = limit is not None and len(others) >= max(1, limit)
             over = budget is not None and not check.fits
             if not too_many and (not over or force):
                 return
-            idle = [(t, m) for m in others if (t := m.idle_for(now)) is not None]
+            idle = [(t, m) for m in others if m not in kept and (t := m.idle_for(now)) is not None]
             if not idle:
                 break
             _, oldest = max(idle, key=lambda pair: pair[0])
-            why = (f"the limit of {self.limits.max_loaded} loaded model{'s' if self.limits.max_loaded > 1 else ''}"
+            why = (f"the limit of {limit} loaded model{'s' if limit != 1 else ''}"
                    if too_many else f"the memory budget of {gib(budget or 0)}")
             self._drop(oldest, f"{oldest.name} unloaded to make room for {name}: it was the least recently used "
-                               f"idle model, and {why} had no room for both.")
+                               f"idle model, and {why} had no room for both.", idle_only=True)
         if too_many:
-            limit = self.limits.max_loaded
-            raise BudgetRefused(check, f"{name} cannot load now: at most {limit} model{'s' if limit > 1 else ''} "
+            raise BudgetRefused(check, f"{name} cannot load now: at most {limit} model{'s' if limit != 1 else ''} "
                                        "may be loaded at once (Settings), and each loaded model is answering a "
                                        "request. Try again when one is done.", retry=True, forceable=False)
-        return_later = budget is not None and estimate <= budget  # it fits once the busy ones are done and unload
+        # It fits once the busy ones are done and unload (the pinned and kept ones never do).
+        return_later = budget is not None and estimate + sum(m.estimate_bytes for m in kept) <= budget
         raise BudgetRefused(check, check.refusal(FORCE_WORDS), retry=return_later, forceable=True)
 
-    def _drop(self, model: PooledModel, sentence: str) -> None:
+    def _drop(self, model: PooledModel, sentence: str, *, idle_only: bool = False) -> bool:
+        """Out of the table first (a request for it now waits for ``_changing`` and loads it again), then its host
+        closes. ``idle_only``: not if a request took it meanwhile."""
         with self._lock:
+            if idle_only and model.users:
+                return False
             if self._models.get(model.path) is model:
                 del self._models[model.path]
             if self._active == model.path:
                 self._active = None
-        model.client.close()
+        if model.owned:
+            model.client.close()
         if sentence:
             log.info("%s", sentence)
             if self.on_unload is not None:
                 self.on_unload(model.path, sentence)
         self._changed()
+        return True
 
     def _changed(self) -> None:
         if self.on_change is not None and not self._stop.is_set():
@@ -371,7 +450,8 @@ class _HeldStream:
     """A generation's events; ``on_end`` runs once, when they end, fail or are closed."""
 
     def __init__(self, stream: Iterator[Token | Done], on_end: Callable[[], None]) -> None:
-        self._stream, self._on_end = stream, on_end
+        self._stream = stream
+        self._on_end: Callable[[], None] | None = on_end
 
     def __iter__(self) -> _HeldStream:
         return self
@@ -406,7 +486,9 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def _free_memory_here() -> int | None:
+def machine_free_memory() -> int | None:
+    """What the fit check counts as free on this machine now: the default its makers hand a pool (one probe per call;
+    a maker holding the machine's profile hands ``lambda: free_memory_bytes(profile)`` instead)."""
     from app.hardware import detect
     from app.models.budget import free_memory_bytes
 

@@ -6,9 +6,10 @@ picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``
 events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model),
 Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``. Responses carry ``usage``
 and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
-``model`` picks the engine from the pool (app/server/pool.py): the primary model, a library model loaded on demand
-when allowed, or with ``serve_remotes`` a model of the user's remote connections (app/server/gateway.py), named
-``remote:CONNECTION/MODEL``.
+``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
+loaded on demand when allowed, or with ``serve_remotes`` a model of the user's remote connections
+(app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` with ``{"model": ID}``
+(llama-server's router route, also under /v1) ejects a loaded model.
 
 The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
 (backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and
@@ -37,9 +38,9 @@ from starlette.routing import Route
 
 from app.errors import EngineCrashed, EngineError
 from app.server import anthropic
-from app.server.engine_queue import EngineQueue, Job, QueueFull, RequestCancelled, ServerStopping
+from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
-from app.server.pool import EnginePool, Lease, PoolSettings, model_id
+from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
 from backends.base import Done, GenerationStats, Token, ToolCallDelta
@@ -167,17 +168,17 @@ def _closer(watcher: asyncio.Task, job: Job, lease: Lease) -> Callable[[], None]
 
 
 class OpenAIServer:
-    """The endpoints, over the engine pool: the primary model's EngineQueue, and the pool's other engines."""
+    """The endpoints, over the router: the primary model's EngineQueue, and a queue per other model of the pool."""
 
-    def __init__(self, client, *, max_pending: int, pool: PoolSettings | None = None,
-                 stream_every_s: float = STREAM_EVERY_S) -> None:
-        self.client = client
+    def __init__(self, client, *, max_pending: int, pool: ServeSettings | None = None,
+                 stream_every_s: float = STREAM_EVERY_S, profile=None) -> None:
         self.stream_every_s = stream_every_s
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
-        self.queue = EngineQueue(client, max_pending=max_pending)
-        self.pool = EnginePool(client, self.queue, pool, max_pending=max_pending)
+        self.pool = ModelRouter(client, pool, max_pending=max_pending, profile=profile)
+        self.client = self.pool.models  # the primary is the pool's active model
+        self.queue = self.pool.primary_queue
 
     @property
     def remotes(self):
@@ -208,6 +209,17 @@ class OpenAIServer:
                            code="model_not_found")
         return JSONResponse(card)
 
+    async def unload(self, request: Request) -> Response:
+        """Eject: ``{"model": ID}`` as llama-server's router takes it; a reply the model is writing is stopped
+        first (it ends as stopped), the primary model is refused (409)."""
+        body = await read_body(request)
+        wanted = body.get("model")
+        if not isinstance(wanted, str) or not wanted:
+            raise ApiError(400, "name the model to unload: {\"model\": \"ID\"} (GET /v1/models lists them)",
+                           param="model", code="invalid_request")
+        said = await asyncio.to_thread(self.pool.unload, wanted)
+        return JSONResponse({"success": True, "model": wanted, "message": said})
+
     async def health(self, request: Request) -> Response:
         loaded = self.client.loaded
         alive = self.client.alive and loaded is not None
@@ -220,7 +232,7 @@ class OpenAIServer:
     # --- generation ---
 
     async def _engine_for(self, body: dict[str, Any]) -> Lease:
-        """The engine for a request's ``model`` (app/server/pool.py), leased until its answer is over."""
+        """The engine for a request's ``model`` (app/server/router.py), leased until its answer is over."""
         return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
@@ -499,21 +511,24 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
-               pool: PoolSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
-               stream_every_s: float = STREAM_EVERY_S) -> Starlette:
-    """The ASGI app over ``client`` (an EngineClient with a model loaded, the primary model; the caller closes it).
+               pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
+               stream_every_s: float = STREAM_EVERY_S, profile=None) -> Starlette:
+    """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
+    model loaded (the primary, pinned; the caller closes it).
 
     ``allowed_hosts``: extra names the Host header may carry (loopback names and the address a connection
     arrived on always pass). ``allowed_origins``: web origins allowed to call the API from a browser.
     ``max_pending``: requests running or waiting (per model) beyond which the server answers 503.
     ``serve_remotes``: also serve the models of the user's remote connections (a gateway; app/server/gateway.py).
-    ``pool``: on-demand loads of library models, the memory budget, the idle unload, load anyway
-    (app/server/pool.py); its ``serve_remotes`` is set from the argument of that name.
+    ``pool``: on-demand loads of library models, the pool's memory budget, count and idle unload while it serves, load
+    anyway (app/server/router.py); its ``serve_remotes`` is set from the argument of that name. ``profile``: the
+    machine the fit check plans for (HardwareProfile; by default probed once, when first needed).
     ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
     """
-    settings = pool or PoolSettings()
+    settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
-    server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s)
+    server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
+                          profile=profile)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -534,6 +549,8 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/embeddings", server.embeddings, methods=["POST"]),
         Route("/v1/messages", server.messages, methods=["POST"]),
+        Route("/models/unload", server.unload, methods=["POST"]),  # llama-server's router route, for its clients
+        Route("/v1/models/unload", server.unload, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -2,8 +2,9 @@
 local model (``quantdesk serve --serve-remotes``, the Server page's switch).
 
 A remote model is named by its reference, ``remote:CONNECTION/MODEL`` (as in ``quantdesk chat``), and served through
-an engine host of its own running the remote backend, started by the first request that names it (by the engine
-pool, app/server/pool.py, which unloads it again when idle): the same events, cancel and stats as a local model.
+an engine host of its own running the remote backend, started by the first request that names it (loaded into the
+pool by app/server/router.py, at 0 bytes; the pool unloads it again when idle): the same events, cancel and stats as
+a local model.
 The connection's API key reaches that host over its private pipe (``LoadRequest.backend_options``) and goes no
 further: nothing the gateway answers carries it, and a local client never needs it. Which models each connection
 serves is asked of it at most every ``LIST_TTL_S``.

@@ -14,12 +14,12 @@ host is replaced by the client itself on the next request), and to the local ser
 the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
 honours it whether the request is running, waiting, or not even there yet.
 
-The app hands the bridge a way to make its client (``make_client``) rather than the client: the pool, and what it
-imports, is made on first use (a load, the local server), not before the window shows. The app's client is a
-``ModelPool`` (app/engine/pool.py): several models loaded, one host each, the active one
-answering. Then a load names its estimate and whether to go past the memory budget ("Load anyway"), a refusal
-arrives as ``refused`` (with the budget in words), and every model the pool unloads (for room, idle, ejected) as
-``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so it never waits for a reply.
+The app's client is its one ``ModelPool`` (app/engine/pool.py), handed as ``EngineBridge.over(make_pool)``: the
+pool, and what it imports, is made on first use (a load, the local server), not before the window shows. Several
+models loaded, one host each, the active one answering. Then a load names its estimate and whether to go past the
+memory budget ("Load anyway"), a refusal arrives as ``refused`` (with the budget in words), and every model the pool
+unloads (for room, idle, ejected) as ``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so
+it never waits for a reply.
 """
 
 from __future__ import annotations
@@ -217,17 +217,16 @@ class EngineBridge(QObject):
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
-                 make_client: Callable[[], EngineClientLike] | None = None) -> None:
-        """``client``, or ``make_client`` to make it on first use (the app's pool: imported and made when needed)."""
+                 make_pool: Callable[[], ModelPool] | None = None) -> None:
+        """``client``: one engine (tests, benchmarks); or ``make_pool``, which makes the app's one model pool on first
+        use (``over``)."""
         super().__init__(parent)
-        if (client is None) == (make_client is None):
-            raise TypeError("EngineBridge takes a client or make_client, one of them")
+        if (client is None) == (make_pool is None):
+            raise TypeError("EngineBridge takes a client or make_pool, one of them")
         self._client_lock = threading.Lock()  # the worker thread and the GUI thread may both ask first
-        self._client: EngineClientLike | None = None
+        self._client: EngineClientLike | None = client
         self._pool: ModelPool | None = None
-        self._make_client = make_client
-        if client is not None:
-            self._adopt(client)
+        self._make_pool = make_pool
         self._buffer = TokenBuffer()
         self._request_ids = itertools.count(1)
         self._request_id: str | None = None  # the chat's generation, from asked for until it ends
@@ -256,34 +255,39 @@ class EngineBridge(QObject):
         self._flush_timer.timeout.connect(self._flush_tokens)
         self._thread.start()
 
-    def _adopt(self, client: EngineClientLike) -> None:
-        self._client = client
-        if isinstance(client, _pool_module().ModelPool):
-            self._pool = client
-            client.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
-            client.on_change = self.models_changed.emit
-            client.start()
+    def _adopt(self, pool: ModelPool) -> None:
+        self._client = self._pool = pool
+        pool.on_unload = self.model_unloaded.emit  # from any thread: queued to the GUI's slots
+        pool.on_change = self.models_changed.emit
+        pool.start()
 
     @property
     def client(self) -> EngineClientLike:
-        """The engine client, shared with the local server (app/ui/server_page.py); made here on first use."""
+        """The engine client, shared with the local server (app/ui/server_page.py); the pool is made here on first
+        use."""
         with self._client_lock:
             if self._client is None:
-                assert self._make_client is not None
-                self._adopt(self._make_client())
+                assert self._make_pool is not None
+                self._adopt(self._make_pool())
             assert self._client is not None
             return self._client
 
     @property
     def made_client(self) -> EngineClientLike | None:
-        """The client if it exists (None: nothing has used it yet); never makes one."""
+        """The client if it exists (None: nothing has used the app's pool yet); never makes one."""
         return self._client
 
     @property
     def pool(self) -> ModelPool | None:
-        """The client when it is a ModelPool (several models loaded); None for a single engine, or before the app's
-        pool is first used (no model is loaded then either)."""
+        """The app's model pool once made; None for a single engine, or before the pool is first used (no model is
+        loaded then either)."""
         return self._pool
+
+    @classmethod
+    def over(cls, make_pool: Callable[[], ModelPool], parent: QObject | None = None) -> EngineBridge:
+        """The app's bridge: over its one model pool (several models loaded, Eject, the budget's refusals), made by
+        ``make_pool`` on first use."""
+        return cls(parent=parent, make_pool=make_pool)
 
     @property
     def busy(self) -> bool:

@@ -1,7 +1,7 @@
 """``quantdesk`` with no arguments: the desktop app.
 
 Only what the first screen needs is imported before the main window shows: the window, the page it opens on
-and the chat store. The model pool is made by the first load (EngineBridge's ``make_client``), the other pages on
+and the chat store. The model pool is made by the first load (``EngineBridge.over(chat_pool)``), the other pages on
 their first visit (app/ui/window.py), the local server when switched on; the hardware probe and the first-run
 check start after the window's first paint, the probe on a thread of its own (BackgroundCall).
 tests/ui/test_startup_imports.py holds it to that."""
@@ -27,7 +27,7 @@ from app.ui.translations import chosen_language, install, uninstall
 from app.ui.window import MainWindow
 
 if TYPE_CHECKING:
-    from app.engine.client import EngineClientLike
+    from app.engine.pool import ModelPool
 
 
 def window_settings() -> QSettings:
@@ -60,17 +60,17 @@ def app_icon() -> QIcon:
     return icon
 
 
-def chat_pool() -> EngineClientLike:
+def chat_pool() -> ModelPool:
     """The one model pool: the chat's models, one engine host each; the active one lent to the local server. Made
-    by its first use (EngineBridge's make_client), with the pool limits saved in Settings then."""
-    from app.engine.pool import ModelPool, limits_from
+    by its first use (EngineBridge.over), with the pool limits saved in Settings then."""
+    from app.engine.pool import ModelPool, limits_from, machine_free_memory
 
-    return ModelPool(limits_from(app_settings.load()))
+    return ModelPool(limits_from(app_settings.load()), free_memory=machine_free_memory)
 
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,
                  settings: QSettings | None = None) -> MainWindow:
-    bridge = bridge or EngineBridge(make_client=chat_pool)
+    bridge = bridge or EngineBridge.over(chat_pool)
     return MainWindow(store or ChatStore(), bridge, settings or window_settings())
 
 
@@ -133,7 +133,7 @@ def _run_main_window(app: QApplication, user_settings: app_settings.Settings) ->
     settings = window_settings()
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
     app.theme = ThemeFollower(app, user_settings.theme)
-    bridge = EngineBridge(make_client=chat_pool)  # the pool is made by the first load, not before the window shows
+    bridge = EngineBridge.over(chat_pool)  # the pool is made by the first load, not before the window shows
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):
         AfterFirstPaint(window, lambda: _say_shown_and_quit(window))

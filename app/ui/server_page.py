@@ -1,7 +1,8 @@
 """The Local server page: a switch that serves one local model over the OpenAI API (app/server), with
 its address, port, API key, the LAN switch, allowed web origins and a live count of active requests; with
-"Load library models on demand", requests naming another library model load it in an engine of its own within a
-memory budget, and idle ones unload (app/server/pool.py).
+"Load library models on demand", requests naming another library model load it into the app's one model pool
+(app/engine/pool.py) beside the Chat's, within the memory budget, and idle ones unload: the page's budget and idle
+time are that pool's limits while the server runs (app/server/router.py), Settings → Loaded models' again after.
 
 The server serves the model loaded in Chat, through the Chat's own engine client (the EngineBridge's
 ``client``): the model is in memory once, chat and API requests take turns first come first served in the
@@ -36,7 +37,8 @@ NO_MODEL = QT_TRANSLATE_NOOP("ServerPage",
                              "Load a model in Chat first: the server serves the model the Chat has loaded")
 ON_DEMAND_NOTE = QT_TRANSLATE_NOOP("ServerPage", "With “Load library models on demand”, a request naming another model "
                                                  "of your library loads it in an engine of its own, within the memory "
-                                                 "budget; models idle for a while unload (the Chat's never).")
+                                                 "budget; models idle for a while unload (the Chat's current one "
+                                                 "never).")
 
 
 class ToggleSwitch(QCheckBox):
@@ -78,7 +80,7 @@ class ServeRequest:
     allowed_origins: tuple[str, ...]
     serve_remotes: bool = False
     load_on_demand: bool = False
-    memory_budget_gib: float | None = None  # None: what the fit check finds free, plus the Chat model's estimate
+    memory_budget_gib: float | None = None  # None: the pool's (Settings → Loaded models; automatic there by default)
     idle_ttl_s: float = 600.0
     force: bool = False
 
@@ -89,18 +91,18 @@ class Running:
 
     server: object  # app.server.thread.ServerThread
     port: int
-    pool: object = None  # app.server.pool.EnginePool: the models it holds beside the Chat's
+    pool: object = None  # app.server.router.EnginePool: the models it holds beside the Chat's
 
 
 def _start_server(engine, request: ServeRequest) -> Running:
     """Off the GUI thread: build the app over the Chat's engine and start serving it."""
     from app.server.app import create_app
-    from app.server.pool import PoolSettings
+    from app.server.router import ServeSettings
     from app.server.thread import ServerThread
     from app.settings import context_length
 
     budget = None if request.memory_budget_gib is None else int(request.memory_budget_gib * (1 << 30))
-    pool = PoolSettings(load_on_demand=request.load_on_demand, memory_budget_bytes=budget,
+    pool = ServeSettings(load_on_demand=request.load_on_demand, memory_budget_bytes=budget,
                         idle_ttl_s=request.idle_ttl_s, force=request.force,
                         load=LoadSettings(n_ctx=context_length(None)))
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
@@ -266,8 +268,9 @@ class ServerPage(QWidget):
         self.memory_budget.setRange(0, 4096)
         self.memory_budget.setDecimals(1)
         self.memory_budget.setSuffix(self.tr(" GiB"))
-        self.memory_budget.setSpecialValueText(self.tr("automatic: what the fit check finds free"))
-        self.memory_budget.setToolTip(self.tr("Memory the served models may take together, the Chat's included"))
+        self.memory_budget.setSpecialValueText(self.tr("as in Settings → Loaded models"))
+        self.memory_budget.setToolTip(self.tr("Memory the loaded models may take together while the server runs, "
+                                              "the Chat's included"))
         self.memory_budget.setFixedWidth(300)
         form.addRow(self.tr("Memory budget"), self.memory_budget)
         self.idle_minutes = QSpinBox()
@@ -349,16 +352,9 @@ class ServerPage(QWidget):
 
     @Slot(bool)
     def _on_load_on_demand_toggled(self, on: bool) -> None:
-        from app.engine.pool import ModelPool
-
-        # The app's engine is the Chat's model pool: the server loads into it, under the Chat's limits.
-        chats_limits = isinstance(self.engine, ModelPool)
-        for widget in (self.memory_budget, self.idle_minutes):
-            widget.setEnabled(on and not chats_limits)
-            if chats_limits:
-                widget.setToolTip(self.tr("Models the server loads join the Chat's: the memory budget and idle "
-                                          "unload of Settings → Loaded models hold for both"))
-        self.force.setEnabled(on)
+        # The server loads into the app's one model pool; these set its limits while the server runs.
+        for widget in (self.memory_budget, self.idle_minutes, self.force):
+            widget.setEnabled(on)
 
     def start(self) -> None:
         self.switch.setChecked(True)
@@ -462,9 +458,7 @@ class ServerPage(QWidget):
             pool = self.running.pool
             if pool is None:
                 return
-            from app.server.pool import model_id
-
-            also = [e.served for e in pool.loaded_engines()] + [model_id(m.path) for m in pool.shared_models()]
+            also = [e.served for e in pool.loaded_engines()]
             self.also_loaded.setText(", ".join(also) or (self.tr("none yet") if pool.settings.load_on_demand else ""))
             if pool.warnings:  # a model loaded past the budget: the risk, in words
                 self.message.setText(pool.warnings[-1])

@@ -2690,8 +2690,8 @@
         <translation>Laden Sie zuerst im Chat ein Modell: Der Server stellt das Modell bereit, das der Chat geladen hat</translation>
     </message>
     <message>
-        <source>With “Load library models on demand”, a request naming another model of your library loads it in an engine of its own, within the memory budget; models idle for a while unload (the Chat&apos;s never).</source>
-        <translation>Mit „Bibliotheksmodelle bei Bedarf laden“ lädt eine Anfrage, die ein anderes Modell Ihrer Bibliothek nennt, dieses in einer eigenen Engine, innerhalb des Speicherbudgets; Modelle, die eine Weile ungenutzt sind, werden entladen (das des Chats nie).</translation>
+        <source>With “Load library models on demand”, a request naming another model of your library loads it in an engine of its own, within the memory budget; models idle for a while unload (the Chat&apos;s current one never).</source>
+        <translation>Mit „Bibliotheksmodelle bei Bedarf laden“ lädt eine Anfrage, die ein anderes Modell Ihrer Bibliothek nennt, dieses in einer eigenen Engine, innerhalb des Speicherbudgets; Modelle, die eine Weile ungenutzt sind, werden entladen (das aktuelle des Chats nie).</translation>
     </message>
     <message>
         <source>Local server</source>
@@ -2842,12 +2842,12 @@
         <translation> GiB</translation>
     </message>
     <message>
-        <source>automatic: what the fit check finds free</source>
-        <translation>automatisch (was laut Passprüfung frei ist)</translation>
+        <source>as in Settings → Loaded models</source>
+        <translation>wie unter Einstellungen → Geladene Modelle</translation>
     </message>
     <message>
-        <source>Memory the served models may take together, the Chat&apos;s included</source>
-        <translation>Speicher, den die bereitgestellten Modelle zusammen belegen dürfen, das des Chats eingeschlossen</translation>
+        <source>Memory the loaded models may take together while the server runs, the Chat&apos;s included</source>
+        <translation>Speicher, den die geladenen Modelle zusammen belegen dürfen, solange der Server läuft, die des Chats eingeschlossen</translation>
     </message>
     <message>
         <source>Unload idle models after</source>
@@ -2896,10 +2896,6 @@
     <message>
         <source>On — no model is loaded in Chat: requests are answered 503 until one is</source>
         <translation>An – im Chat ist kein Modell geladen: Anfragen werden mit 503 beantwortet, bis eines geladen ist</translation>
-    </message>
-    <message>
-        <source>Models the server loads join the Chat&apos;s: the memory budget and idle unload of Settings → Loaded models hold for both</source>
-        <translation>Modelle, die der Server lädt, kommen zu denen des Chats: Speicherbudget und Entladen bei Leerlauf aus Einstellungen → Geladene Modelle gelten für beide</translation>
     </message>
     <message>
         <source>Starting…</source>

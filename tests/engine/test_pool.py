@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -227,3 +228,40 @@ def test_the_local_server_over_the_pool_answers_from_the_active_model_streamed_a
     assert whole.model == model_id(second) and whole.usage.completion_tokens > 1
     assert "".join(chunks) == whole.choices[0].message.content
     assert len([c for c in chunks if c]) < whole.usage.completion_tokens  # 40 ms chunks, not one per token
+
+
+def test_the_pool_never_probes_the_machine_itself(monkeypatch):
+    """Free memory comes from whoever makes the pool (one machine probe per process, issue 29)."""
+    import app.hardware
+
+    monkeypatch.setattr(app.hardware, "detect", lambda *a, **k: pytest.fail("the pool probed the machine"))
+    assert ModelPool().budget_bytes() is None
+    assert ModelPool(free_memory=lambda: 300 * MiB).budget_bytes() == 300 * MiB
+    assert ModelPool(PoolLimits(budget_bytes=MiB), free_memory=lambda: pytest.fail("asked")).budget_bytes() == MiB
+
+
+def test_an_adopted_model_is_pinned_and_stays_its_makers(two_models):
+    """quantdesk serve's --model: adopted by the pool as its active model, never unloaded by it (idle, room, Eject)
+    and not closed with it."""
+    from app.engine.client import EngineClient
+    from app.errors import QuantDeskError
+
+    a, b = two_models
+    pool = ModelPool(PoolLimits(budget_bytes=1 << 40, max_loaded=2, idle_ttl_s=60))
+    with EngineClient() as primary:
+        primary.load(a, SETTINGS)
+        try:
+            pool.adopt(primary, 100 * MiB)
+            held = pool.acquire(b, SETTINGS, estimate_bytes=100 * MiB)  # a request's load beside it
+            pool.release(held)
+            assert pool.loaded.model_path == a and [m.path for m in pool.models()] == [b, a]
+            assert pool.unload_idle(now=time.monotonic() + 61) == [b]  # the pinned one stays
+            with pytest.raises(QuantDeskError) as refused:
+                pool.unload(a)
+            assert "stays loaded" in str(refused.value)
+            pool.acquire(b, SETTINGS)  # the count (2) is full with a and b; a is never the one to go
+            with pytest.raises(BudgetRefused):
+                pool.acquire(str(two_models[0]).replace("Q8_0", "F16"), SETTINGS)
+        finally:
+            pool.close()
+        assert primary.alive and primary.loaded.model_path == a

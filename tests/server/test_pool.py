@@ -1,4 +1,4 @@
-"""Several models behind one server (app/server/pool.py): the primary model, library models loaded on demand in
+"""Several models behind one server (app/server/router.py over app/engine/pool.py): the primary model, library models loaded on demand in
 engine hosts of their own within a memory budget, idle unload, least-recently-used eviction, load anyway. Real engine
 hosts on the tiny model's quants, a temporary models folder as the library, the official ``openai`` client."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from app.hub.library import Library
 from app.server.params import ApiError
-from app.server.pool import EnginePool, PoolSettings
+from app.server.router import ModelRouter, ServeSettings
 from backends.base import LoadSettings
 from tests.server.conftest import N_CTX, openai_on, wait_until
 
@@ -42,15 +42,15 @@ def library(tmp_path, monkeypatch, tiny_models) -> dict[str, str]:
 @pytest.fixture
 def estimates(engine, library) -> dict[str, int]:
     """The fit check's estimate of each model as the server loads them (the primary's at its own context)."""
-    pool = EnginePool(engine, None, PoolSettings(load_on_demand=True, load=LoadSettings(n_ctx=N_CTX)))  # type: ignore[arg-type]
+    pool = ModelRouter(engine, ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=N_CTX)))
     sizes = {name: pool.plan(path).estimate_bytes for name, path in library.items()}
     sizes["primary"] = pool.primary_estimate()
     assert all(sizes.values())
     return sizes
 
 
-def pool_settings(**options) -> PoolSettings:
-    return PoolSettings(**{"load_on_demand": True, "load": LoadSettings(n_ctx=N_CTX), **options})
+def pool_settings(**options) -> ServeSettings:
+    return ServeSettings(**{"load_on_demand": True, "load": LoadSettings(n_ctx=N_CTX), **options})
 
 
 def api(server) -> openai.OpenAI:
@@ -63,7 +63,7 @@ def ask(server, model: str) -> str:
     return answer.choices[0].message.content
 
 
-def pool_of(server) -> EnginePool:
+def pool_of(server) -> ModelRouter:
     return server.app.state.openai.pool
 
 
@@ -120,7 +120,7 @@ def test_a_model_past_the_budget_is_refused_with_the_estimate_the_budget_and_wha
         ask(server, "tiny-llama-F16")
     error = caught.value
     assert error.status_code == 507 and error.body["code"] == "insufficient_memory"
-    assert "tiny-llama-F16 needs about" in error.message and "(estimate), the memory budget is" in error.message
+    assert "tiny-llama-F16.gguf needs about" in error.message and "(estimate), the memory budget is" in error.message
     assert f"held by {model_name}" in error.message and "--force" in error.message and "swap" in error.message
     assert pool_of(server).loads == 0
     assert ask(server, "tiny-llama-Q4_K_M")  # a smaller quant fits
@@ -141,7 +141,7 @@ def test_force_loads_past_the_budget_and_says_the_risk(serve, library, estimates
     server = serve(pool=pool_settings(memory_budget_bytes=estimates["primary"], force=True))
     assert ask(server, "tiny-llama-F16")
     warning, = httpx.get(f"{server.url}/health").json()["warnings"]
-    assert warning.startswith("Loading tiny-llama-F16 anyway,") and "past the memory budget" in warning
+    assert warning.startswith("Loading tiny-llama-F16.gguf anyway,") and "past the memory budget" in warning
     assert "swap" in warning and "run out of memory" in warning
 
 
@@ -203,11 +203,11 @@ def test_a_request_for_a_model_being_unloaded_waits_and_loads_it_again(engine, l
         made.append(SlowToClose())
         return made[-1]
 
-    pool = EnginePool(engine, None, pool_settings(memory_budget_bytes=64 << 30, idle_ttl_s=0),  # type: ignore[arg-type]
+    pool = ModelRouter(engine, pool_settings(memory_budget_bytes=64 << 30, idle_ttl_s=0),
                       make_client=make_client)
     try:
         pool.acquire("tiny-llama-F16").release()
-        unloading = threading.Thread(target=pool.unload_idle)
+        unloading = threading.Thread(target=pool.models.unload_idle)
         unloading.start()
         assert made[0].closing.wait(60)  # out of the pool, its host not closed yet
         leases = []
@@ -227,7 +227,7 @@ def test_a_request_for_a_model_being_unloaded_waits_and_loads_it_again(engine, l
 
 def test_a_model_that_fits_once_busy_ones_are_done_is_a_503_to_retry_and_loads_after(engine, library, estimates):
     budget = estimates["primary"] + estimates["tiny-llama-F16"]  # room for one library model at a time
-    pool = EnginePool(engine, None, pool_settings(memory_budget_bytes=budget))  # type: ignore[arg-type]
+    pool = ModelRouter(engine, pool_settings(memory_budget_bytes=budget))
     try:
         busy = pool.acquire("tiny-llama-Q4_K_M")  # a request answering on it holds its lease
         with pytest.raises(ApiError) as caught:

@@ -207,12 +207,12 @@ def test_a_client_gone_before_its_stream_starts_gives_its_model_back(serve, tiny
     model must be let go all the same, or an on-demand model stays "in use" and never unloads. (Driven at the ASGI
     level: the moment is too short to hit through a socket.)"""
     from app.hub.library import Library
-    from app.server.pool import PoolSettings
+    from app.server.router import ServeSettings
     from backends.base import LoadSettings
 
     monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
     Library().import_path(tiny_models.gguf_f16, copy=False)
-    server = serve(pool=PoolSettings(load_on_demand=True, load=LoadSettings(n_ctx=N_CTX)))
+    server = serve(pool=ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=N_CTX)))
     body = json.dumps({"model": "tiny-llama-F16", "stream": True, **SHORT}).encode()
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
              "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",

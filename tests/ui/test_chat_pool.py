@@ -6,6 +6,7 @@ bar shows it, Eject from the "N loaded" menu, and closing the app leaves no host
 from __future__ import annotations
 
 import os
+import time
 
 import psutil
 import pytest
@@ -24,7 +25,10 @@ SHORT = {"max_tokens": 6, "seed": 1}
 @pytest.fixture
 def pool_window(build_window):
     def make(limits: PoolLimits):
-        return build_window(EngineBridge(ModelPool(limits)))
+        window = build_window(EngineBridge.over(lambda: ModelPool(limits)))
+        assert window.bridge.pool is None  # made by its first use, not before
+        window.bridge.client  # noqa: B018 - made now, so a test can hold it before its first load
+        return window
 
     return make
 
@@ -197,9 +201,10 @@ def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_p
     chat, pool, page = window.chat, window.bridge.pool, window.server
     load(qtbot, window, tiny_models.gguf_q8_0)
     load(qtbot, window, tiny_models.gguf_q4_k_m)  # the Chat's active model, the server's primary
-    assert not page.memory_budget.isEnabled()  # the Chat's limits (Settings → Loaded models) hold
+    assert not page.memory_budget.isEnabled()  # no loads on demand: the Chat's limits (Settings → Loaded models)
     page.port.setValue(0)
     page.load_on_demand.setChecked(True)
+    assert page.memory_budget.isEnabled() and page.idle_minutes.isEnabled()  # they set the one pool's limits
     try:
         switch_on(qtbot, page)
         url = page.address.text()
@@ -246,3 +251,28 @@ def test_ejecting_the_model_that_writes_a_reply_stops_the_reply_and_keeps_it(qtb
     assert reply.state == "complete" and reply.content == done.text
     assert chat.loaded is None and window.bridge.pool.models() == []
     assert chat.banner_text.text() == "tiny-llama-Q8_0.gguf unloaded: ejected. Reload loads it again."
+
+
+def test_the_server_pages_budget_and_idle_time_are_the_pools_limits_while_it_serves(qtbot, pool_window, tiny_models):
+    import httpx
+
+    from tests.ui.test_server_page import switch_off, switch_on
+
+    window = pool_window(PoolLimits(budget_bytes=1 << 40, max_loaded=3))
+    pool, page = window.bridge.pool, window.server
+    load(qtbot, window, tiny_models.gguf_q8_0)
+    page.port.setValue(0)
+    page.load_on_demand.setChecked(True)
+    page.memory_budget.setValue(2.5)
+    page.idle_minutes.setValue(5)
+    try:
+        switch_on(qtbot, page)
+        assert pool.limits == PoolLimits(budget_bytes=int(2.5 * (1 << 30)), max_loaded=3, idle_ttl_s=300.0)
+        health = httpx.get(page.address.text().removesuffix("/v1") + "/health", timeout=60).json()
+        assert health["memory_budget_bytes"] == int(2.5 * (1 << 30))
+        pool.unload_idle(now=time.monotonic() + 301)  # the pool's idle check, as its reaper runs it
+        assert [m.path for m in pool.models()] == [str(tiny_models.gguf_q8_0)]  # the Chat's, served: kept
+        switch_off(qtbot, page)
+    finally:
+        page.shutdown()
+    assert pool.limits == PoolLimits(budget_bytes=1 << 40, max_loaded=3)  # Settings → Loaded models' again
