@@ -25,21 +25,9 @@ from backends import json_schema, llama_cpp_log
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
 from backends.llama_cpp_draft import DraftModel, PromptLookup, penalized_argmax
-from backends.base import (
-    PROMPT_LOOKUP,
-    Availability,
-    Backend,
-    Embedded,
-    GenerationError,
-    Loaded,
-    LoadSettings,
-    Message,
-    Prompt,
-    SamplingSettings,
-    check_token_ids,
-    expert_tensor_patterns,
-    physical_cores,
-)
+from app.datatypes import (Embedded, LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings,
+                           expert_tensor_patterns)
+from backends.base import Availability, Backend, GenerationError, check_token_ids, physical_cores
 
 # ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}

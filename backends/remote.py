@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt, ReasoningText,
-                           SamplingSettings, Scored, Token)
+from app.datatypes import Done, LoadSettings, Loaded, Prompt, SamplingSettings, Scored, Token
+from backends.base import Availability, Backend, GenerationError, ReasoningText
 
 if TYPE_CHECKING:
     import httpx

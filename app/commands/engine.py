@@ -14,8 +14,8 @@ from typing import Any, TextIO
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
-                           GenerationStats, LoadSettings, Message, SamplingSettings, Token)
+from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, Done, GenerationStats, LoadSettings, Message,
+                           PROMPT_LOOKUP, REASONING_EFFORTS, SamplingSettings, Token)
 
 
 def register(subparsers) -> None:
@@ -146,7 +146,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
     or with --force loaded anyway with the risk said on stderr. A remote model, or one whose header cannot be
     read, is left to the engine."""
     from app.errors import QuantDeskError
-    from app.hardware import profile_from_args
+    from app.machine import profile_from_args
     from app.models.budget import fit_refusal, fit_warning, too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model

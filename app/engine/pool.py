@@ -26,7 +26,7 @@ from typing import Any
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
-from backends.base import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
+from app.datatypes import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
 
 log = logging.getLogger(__name__)
 
@@ -407,7 +407,6 @@ def _minutes(seconds: float) -> str:
 
 
 def _free_memory_here() -> int | None:
-    from app.hardware import detect
-    from app.models.budget import free_memory_bytes
+    from app.machine import free_memory_bytes
 
-    return free_memory_bytes(detect())
+    return free_memory_bytes()

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
+from app.datatypes import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, LoadSettings, Loaded,
                            Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
-from backends.chat_format.tool_calls import ToolCall
+from app.datatypes import ToolCall
 
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
 PROTOCOL_VERSION = 2

@@ -41,7 +41,7 @@ from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, UndoBar, announce
-from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
 UNDO_SECONDS = 10

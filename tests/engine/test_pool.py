@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from app.engine.pool import BudgetRefused, ModelPool, PoolLimits
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 
 pytest.importorskip("llama_cpp")
 
