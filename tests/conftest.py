@@ -34,4 +34,10 @@ def isolated_user_state(tmp_path_factory, monkeypatch):
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "QUANTDESK_MODELS_DIR"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    # This machine is probed once per process (app/machine.py): each test starts without the probe an earlier
+    # test's isolated folders (its runtimes) made.
+    from app import machine
+
+    monkeypatch.setattr(machine, "_profile", None)
+    monkeypatch.setattr(machine, "_probes", {})
     return home

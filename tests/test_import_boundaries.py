@@ -299,3 +299,21 @@ def test_hardware_and_runtimes_do_not_import_each_other_and_hardware_imports_no_
     runtimes = [m for m in graph if home_of(m) == "app.runtimes"]
     assert not {t for m in hardware for t in graph[m] if home_of(t) in ("app.runtimes", "backends")}
     assert not {t for m in runtimes for t in graph[m] if home_of(t) == "app.hardware"}
+
+
+def test_names_are_imported_from_their_home_not_through_backends_base():
+    """backends/base.py is the Backend contract and the loop; the types it uses are app/datatypes.py's, imported
+    from there (base re-exports nothing)."""
+    tree = ast.parse((ROOT / "backends" / "base.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    through = {}
+    for folder in ("app", "backends", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "backends.base":
+                    names = sorted(a.name for a in node.names if a.name not in defined)
+                    if names:
+                        through[str(path.relative_to(ROOT))] = names
+    assert through == {}

@@ -41,7 +41,6 @@ def test_a_chat_with_a_projector_still_reads_the_model_header_once(tiny_vision):
 
 def test_the_profile_is_kept_for_the_process_until_asked_afresh(monkeypatch):
     made = []
-    monkeypatch.setattr(machine, "_profile", None)
     monkeypatch.setattr(machine, "detect", lambda **kw: made.append(kw) or object())
     first = machine.profile()
     assert machine.profile() is first and len(made) == 1
@@ -52,7 +51,6 @@ def test_the_profile_is_kept_for_the_process_until_asked_afresh(monkeypatch):
 def test_a_runtime_is_started_once_per_folder_unless_the_machine_is_probed_afresh(monkeypatch, tmp_path, fresh):
     started = []
     monkeypatch.setattr(machine.devices, "probe", lambda lib_dir: started.append(lib_dir) or machine.devices.Probe())
-    monkeypatch.setattr(machine, "_probes", {})
     runtime = catalog.Runtime(name="x", backend="cpu", origin="user", lib_dir=tmp_path)
     machine.runtime_probe(runtime)
     machine.runtime_probe(runtime)
