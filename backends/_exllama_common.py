@@ -28,16 +28,8 @@ from typing import Any, ClassVar
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
 from backends.chat_format.formats import Prepared
-from backends.base import (
-    Availability,
-    Backend,
-    GenerationError,
-    Loaded,
-    Message,
-    Prompt,
-    SamplingSettings,
-    peak_rss_bytes,
-)
+from app.datatypes import Loaded, Message, Prompt, SamplingSettings
+from backends.base import Availability, Backend, GenerationError, peak_rss_bytes
 
 # Both libraries page their caches in blocks of 256 tokens and want the cache size to be a whole
 # number of pages (exllamav2/generator/dynamic.py: "cache.max_seq_len must be multiple of 256";

@@ -21,7 +21,8 @@ from backends._exllama_common import (
     progress_callback,
     read_model_folder,
 )
-from backends.base import Availability, GenerationError, Loaded, LoadSettings, SamplingSettings
+from app.datatypes import LoadSettings, Loaded, SamplingSettings
+from backends.base import Availability, GenerationError
 
 AMPERE = (8, 0)
 

@@ -21,20 +21,8 @@ from typing import Any
 from backends import json_schema
 from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
-from backends.base import (
-    PROMPT_LOOKUP,
-    Availability,
-    Backend,
-    GenerationError,
-    Loaded,
-    LoadSettings,
-    Message,
-    Prompt,
-    SamplingSettings,
-    TrailingText,
-    check_token_ids,
-    peak_rss_bytes,
-)
+from app.datatypes import LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings
+from backends.base import Availability, Backend, GenerationError, TrailingText, check_token_ids, peak_rss_bytes
 
 
 class _GrammarProcessor:

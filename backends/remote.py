@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.records import from_known
-from backends.base import (Availability, Backend, Done, GenerationError, Loaded, LoadSettings, Prompt, ReasoningText,
-                           SamplingSettings, Scored, Token)
+from app.datatypes import Done, Loaded, LoadSettings, Prompt, SamplingSettings, Scored, Token
+from backends.base import Availability, Backend, GenerationError, ReasoningText
 
 if TYPE_CHECKING:
     import httpx

@@ -49,7 +49,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from backends.base import DEFAULT_MAX_TOKENS, DEFAULT_TAIL, Backend, GenerationError, Scored, WindowScoring
+from app.datatypes import DEFAULT_MAX_TOKENS, DEFAULT_TAIL, Scored, WindowScoring
+from backends.base import Backend, GenerationError
 
 MAGIC = b"QDKLREF1"
 FORMAT_VERSION = 1

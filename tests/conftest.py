@@ -40,4 +40,10 @@ def isolated_user_state(tmp_path_factory, monkeypatch):
     # make the next one's setting switch off a variable that test set itself.
     monkeypatch.setattr(app_settings, "_set_by_app", False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    # This machine is probed once per process (app/machine.py): each test starts without the probe an earlier
+    # test's isolated folders (its runtimes) made.
+    from app import machine
+
+    monkeypatch.setattr(machine, "_profile", None)
+    monkeypatch.setattr(machine, "_probes", {})
     return home

@@ -214,3 +214,107 @@ def test_nothing_but_the_cli_imports_the_command_line_faces():
     graph = import_graph()
     importers = {m for m, targets in graph.items() if any(t.startswith("app.commands") for t in targets)}
     assert importers <= {"app.cli"} | {m for m in graph if m.startswith("app.commands")}
+
+
+# --- the layers: no import from a layer above ---------------------------------------------------------------
+# Lowest first. A module may import modules of its own home and of the homes on lower layers; never one on a higher
+# layer, nor one of another home on its own layer (hardware and runtimes know nothing of each other: app/machine
+# composes them). docs/architecture.md ("The flow") shows this table; test_the_documented_layers_are_these keeps
+# the two the same.
+LAYERS: list[tuple[str, ...]] = [
+    ("app", "app.records"),
+    ("app.datatypes", "app.errors", "app.paths", "app.files"),
+    ("app.settings", "app.logs", "app.images"),
+    ("app.hardware", "app.runtimes", "app.chats"),
+    ("app.models",),
+    ("app.hub", "backends"),
+    ("app.remote", "app.machine"),
+    ("app.engine",),
+    ("app.lab", "app.server"),
+    ("app.commands", "app.ui"),
+    ("app.cli",),
+    ("app.__main__",),
+]
+# Arrows that break the layers for now, (importer's home, imported home): reason. The list may only shrink.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
+LAYER_OF = {home: i for i, homes in enumerate(LAYERS) for home in homes}
+
+
+def home_of(module: str) -> str:
+    """The home a module belongs to: the longest name in LAYERS that it is or lies under."""
+    found = [h for h in LAYER_OF if module == h or module.startswith(h + ".")]
+    assert found, f"{module} is on no layer: add its home to LAYERS (and to docs/architecture.md)"
+    return max(found, key=len)
+
+
+def arrows_against_the_layers(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    wrong = []
+    for module, targets in graph.items():
+        for target in targets:
+            mine, theirs = home_of(module), home_of(target)
+            if mine != theirs and LAYER_OF[theirs] >= LAYER_OF[mine] and (mine, theirs) not in LAYER_EXCEPTIONS:
+                wrong.append((module, target))
+    return sorted(wrong)
+
+
+def test_every_module_has_a_layer():
+    for module in _source_files():
+        home_of(module)
+
+
+def test_no_import_from_a_layer_above_or_a_neighbour_on_the_same_layer():
+    assert arrows_against_the_layers(import_graph()) == []
+
+
+def test_the_layer_exceptions_are_still_needed():
+    """An exception that no arrow needs any more is struck from the list."""
+    graph = import_graph()
+    used = {(home_of(m), home_of(t)) for m, targets in graph.items() for t in targets}
+    assert set(LAYER_EXCEPTIONS) <= used
+
+
+def test_the_layer_check_finds_wrong_arrows():
+    assert arrows_against_the_layers({"app.models.recommend": {"app.engine.client"}}) == [
+        ("app.models.recommend", "app.engine.client")]  # up
+    assert arrows_against_the_layers({"app.hardware.hints": {"app.runtimes.choose"}}) == [
+        ("app.hardware.hints", "app.runtimes.choose")]  # sideways, between neighbours
+    assert arrows_against_the_layers({"app.engine.client": {"app.machine", "app.datatypes"},
+                                      "app.hardware.detect": {"app.hardware.gpus"}}) == []  # down, and inside a home
+
+
+def test_the_documented_layers_are_these():
+    """docs/architecture.md's table of layers ("The flow") names the same homes, top layer first."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| L")]
+    documented = []
+    for row in rows:
+        cells = row.split("|")
+        names = [n.strip("`/ ").removesuffix(".py").replace("/", ".") for n in cells[2].split(",")]
+        documented.append(tuple(n for n in names if n))
+    assert documented == [tuple(h for h in homes if h != "app") for homes in reversed(LAYERS)]
+
+
+def test_hardware_and_runtimes_do_not_import_each_other_and_hardware_imports_no_engine():
+    graph = import_graph()
+    hardware = [m for m in graph if home_of(m) == "app.hardware"]
+    runtimes = [m for m in graph if home_of(m) == "app.runtimes"]
+    assert not {t for m in hardware for t in graph[m] if home_of(t) in ("app.runtimes", "backends")}
+    assert not {t for m in runtimes for t in graph[m] if home_of(t) == "app.hardware"}
+
+
+def test_names_are_imported_from_their_home_not_through_backends_base():
+    """backends/base.py is the Backend contract and the loop; the types it uses are app/datatypes.py's, imported
+    from there (base re-exports nothing)."""
+    tree = ast.parse((ROOT / "backends" / "base.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    through = {}
+    for folder in ("app", "backends", "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "backends.base":
+                    names = sorted(a.name for a in node.names if a.name not in defined)
+                    if names:
+                        through[str(path.relative_to(ROOT))] = names
+    assert through == {}

@@ -35,7 +35,7 @@ def test_a_missing_required_field_still_fails():
 def test_the_homes_read_a_newer_versions_keys_without_failing(tmp_path, monkeypatch):
     from app import settings
     from app.engine.protocol import settings_from_dict
-    from backends.base import LoadSettings, SamplingSettings
+    from app.datatypes import LoadSettings, SamplingSettings
     from backends.remote import Endpoint
 
     assert SamplingSettings.from_dict({"temperature": 0.2, "stop": ["x"], "from_the_future": 1}) == SamplingSettings(

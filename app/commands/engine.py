@@ -16,7 +16,7 @@ from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends import json_schema
-from backends.base import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
+from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
                            GenerationStats, LoadSettings, Message, SamplingSettings, Token)
 
 
@@ -148,7 +148,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
     or with --force loaded anyway with the risk said on stderr. A remote model, or one whose header cannot be
     read, is left to the engine."""
     from app.errors import QuantDeskError
-    from app.hardware import profile_from_args
+    from app.machine import profile_from_args
     from app.models.budget import fit_refusal, fit_warning, too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model

@@ -25,11 +25,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.hardware import detect, load_profile
+    from app import machine
+    from app.hardware import load_profile
 
     if args.hardware and args.measure_bandwidth:
         raise QuantDeskError("--measure-bandwidth measures this machine; it cannot be combined with --hardware")
-    profile = load_profile(args.hardware) if args.hardware else detect(measure_bandwidth=args.measure_bandwidth)
+    if args.hardware:
+        profile = load_profile(args.hardware)
+    else:
+        profile = machine.profile(measure_bandwidth=args.measure_bandwidth)
     print(profile.to_json() if args.json else summary(profile))
     return 0
 

@@ -131,7 +131,7 @@ def local_candidates(path: Path) -> list[tuple[str, object]]:
 
 
 def _hardware(args: argparse.Namespace):
-    from app.hardware import profile_from_args
+    from app.machine import profile_from_args
 
     return profile_from_args(args)
 

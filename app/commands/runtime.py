@@ -45,9 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    from app.runtimes import overview, select
+    from app import machine
+    from app.runtimes import overview
 
-    rows = select.overview()
+    rows = machine.runtime_overview()
     if args.json:
         print(json.dumps(overview.to_json(rows), indent=2))
         return 0

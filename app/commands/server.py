@@ -15,7 +15,7 @@ from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_argu
                                  draft_setting)
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 
 # app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).

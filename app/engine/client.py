@@ -29,7 +29,7 @@ from app.engine import protocol
 from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest, ShutdownRequest,
                                  UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from backends.base import (Done, Embedded, ErrorEvent, GenerationStats, Loaded, LoadSettings, Progress, Prompt,
+from app.datatypes import (Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
                            SamplingSettings, Scored, Token, WindowScoring)
 
 _EOF = object()
@@ -355,9 +355,9 @@ class EngineClient:
                                      f"it runs {', '.join(status.formats)}")
         choice = None
         if name == "llama.cpp":
-            from app.runtimes import select
+            from app import machine
 
-            choice = select.for_load(ref.path, runtime)
+            choice = machine.runtime_choice(ref.path, runtime)  # this process's probe of the machine
             if not choice.name:
                 raise BackendUnavailable(choice.reason)
         runtime_env = choice.env if choice is not None else {}

@@ -28,7 +28,8 @@ from typing import Any, BinaryIO
 from app.engine import protocol
 from app.engine.protocol import (CancelRequest, EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest,
                                  ShutdownRequest, UnloadRequest)
-from backends.base import Backend, Done, ErrorEvent, GenerationError, GenerationStats, Progress
+from app.datatypes import Done, ErrorEvent, GenerationStats, Progress
+from backends.base import Backend, GenerationError
 
 # Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
 # parent cannot always know), so only the latest are kept.

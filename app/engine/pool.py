@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
-from backends.base import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
+from app.datatypes import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -101,8 +101,8 @@ class PooledModel:
 class ModelPool:
     def __init__(self, limits: PoolLimits | None = None, *, make_client: Callable[[], EngineClientLike] = EngineClient,
                  free_memory: Callable[[], int | None] | None = None) -> None:
-        """``free_memory``: what the fit check counts as free now (its maker's probe, e.g. ``machine_free_memory``);
-        None: no default budget, only the one ``limits`` set."""
+        """``free_memory``: what the fit check counts as free now (its maker's probe, e.g.
+        ``app.machine.free_memory_bytes``); None: no default budget, only the one ``limits`` set."""
         self.limits = limits or PoolLimits()
         self._make_client = make_client
         self._free_memory = free_memory or (lambda: None)
@@ -485,11 +485,3 @@ def _minutes(seconds: float) -> str:
         return f"{minutes} minute{'s' if minutes != 1 else ''}"
     return f"{seconds:g} s"
 
-
-def machine_free_memory() -> int | None:
-    """What the fit check counts as free on this machine now: the default its makers hand a pool (one probe per call;
-    a maker holding the machine's profile hands ``lambda: free_memory_bytes(profile)`` instead)."""
-    from app.hardware import detect
-    from app.models.budget import free_memory_bytes
-
-    return free_memory_bytes(detect())

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
-from backends.base import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
+from app.datatypes import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
                            Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
-from backends.chat_format.tool_calls import ToolCall
+from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -1,7 +1,9 @@
 """Hardware detection: ``detect()`` gives a HardwareProfile of this machine.
 
 Commands that plan for hardware take ``--hardware FILE.json`` (a saved ``quantdesk hw --json``):
-call ``add_hardware_argument(parser)`` when registering and ``profile_from_args(args)`` when running.
+call ``add_hardware_argument(parser)`` when registering and ``app.machine.profile_from_args(args)`` when running.
+This package reads the hardware only: this machine with its llama.cpp runtimes and engines, probed once per
+process, is app/machine.py's.
 """
 
 from __future__ import annotations
@@ -22,11 +24,5 @@ def add_hardware_argument(parser: argparse.ArgumentParser) -> None:
                              "this one")
 
 
-def profile_from_args(args: argparse.Namespace) -> HardwareProfile:
-    """The profile named by ``--hardware``, or this machine's."""
-    path = getattr(args, "hardware", None)
-    return load_profile(path) if path else detect()
-
-
 __all__ = ["BackendSupport", "CpuInfo", "GpuInfo", "HardwareProfile", "HardwareProfileError", "load_profile",
-           "detect", "add_hardware_argument", "profile_from_args"]
+           "detect", "add_hardware_argument"]

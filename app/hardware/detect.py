@@ -38,11 +38,13 @@ def probe_disk(src: Sources) -> tuple[str, int]:
 
 
 def probe_backends(src: Sources) -> list[BackendSupport]:
+    assert src.backend_statuses is not None  # detect() runs this probe only where the sources can answer it
     return [BackendSupport(s.name, s.availability.available, s.availability.reason, s.availability.hint)
             for s in src.backend_statuses()]
 
 
 def probe_llama_cpp(src: Sources) -> list[str] | None:
+    assert src.llama_cpp_lib_files is not None
     files = src.llama_cpp_lib_files()
     if files is None:
         raise gpus.ProbeAbsent("llama-cpp-python is not installed")
@@ -54,6 +56,7 @@ def probe_llama_cpp(src: Sources) -> list[str] | None:
 
 def probe_runtimes(src: Sources) -> list[RuntimeInfo] | None:
     """The llama.cpp runtimes and what each one's ggml sees (None: not known, as in older recordings)."""
+    assert src.runtimes is not None
     records = src.runtimes()
     return None if records is None else [runtime_info_from_dict(r) for r in records]
 
@@ -82,6 +85,11 @@ def probe_apple(src: Sources) -> list:
             pass
     return found
 
+
+# The probes that need an answer the hardware sources do not have by default (Sources: None): skipped then.
+ASKED_ABOVE = {"backends": "backend_statuses", "llama_cpp": "llama_cpp_lib_files", "runtimes": "runtimes"}
+GPU_PARTS = ("nvidia", "amd", "apple")
+MEMORY_PARTS = ("memory", *GPU_PARTS)  # what free memory is read from
 
 PROBES: dict[str, Probe] = {
     "cpu": probe_cpu,
@@ -131,9 +139,16 @@ def run_probes(probes: dict[str, Callable[[], Any]], timeout_s: float) -> tuple[
 
 
 def detect(sources: Sources | None = None, *, probes: dict[str, Probe] | None = None,
-           timeout_s: float = PROBE_TIMEOUT_S, measure_bandwidth: bool = False) -> HardwareProfile:
+           timeout_s: float = PROBE_TIMEOUT_S, measure_bandwidth: bool = False,
+           parts: tuple[str, ...] | None = None) -> HardwareProfile:
+    """The machine ``sources`` read. ``parts``: only these probes (``MEMORY_PARTS``: a fresh reading of free
+    memory), else all of them. The engines and llama.cpp runtimes are probed only where the sources say how
+    (app/machine.py composes them; this package imports neither)."""
     src = sources or Sources()
     chosen = {**PROBES, **(probes or {})}
+    chosen = {name: probe for name, probe in chosen.items()
+              if (parts is None or name in parts)
+              and (name not in ASKED_ABOVE or getattr(src, ASKED_ABOVE[name]) is not None or name in (probes or {}))}
     results, absent = run_probes({name: (lambda p=probe: p(src)) for name, probe in chosen.items()}, timeout_s)
 
     profile = HardwareProfile(os=src.system.lower(), arch=src.machine, absent=absent)

@@ -1,11 +1,11 @@
-"""What the installed llama.cpp build can offload to, and sentences for the classic mismatches."""
+"""What the installed llama.cpp build can offload to (from its library names), and sentences for the classic
+mismatches of the hardware itself."""
 
 from __future__ import annotations
 
 import re
 
 from app.hardware.profile import HardwareProfile
-from app.runtimes.choose import PREFERENCE
 
 # ggml backend library name fragments (libggml-cuda.so, ggml-cuda.dll, libggml-metal.dylib ...) -> backend.
 GGML_GPU_LIBS = {"cuda": "cuda", "metal": "metal", "vulkan": "vulkan", "hip": "hip", "sycl": "sycl",
@@ -26,8 +26,8 @@ def llama_gpu_backends(lib_files: list[str]) -> list[str] | None:
 
 
 def build_hints(p: HardwareProfile) -> list[str]:
+    """The hardware's own hints (app/machine.py puts the llama.cpp runtimes' before them)."""
     hints = []
-    hints += _offload_hints(p)
     hints += _cpu_hints(p)
     for gpu in p.gpus:
         if gpu.vendor == "apple" and gpu.working_set_limit_bytes and gpu.vram_total_bytes:
@@ -42,40 +42,6 @@ def build_hints(p: HardwareProfile) -> list[str]:
                 f"{gpu.name} is an APU: only {gpu.vram_total_bytes / 1024**3:.1f} GiB is carved out as VRAM, "
                 f"but the driver can map {gpu.shared_bytes / 1024**3:.1f} GiB of system memory for it (GTT), "
                 "which llama.cpp's Vulkan and ROCm builds use. A bigger carve-out is a BIOS setting (UMA frame buffer size).")
-    return hints
-
-
-def _offload_hints(p: HardwareProfile) -> list[str]:
-    """A GPU that no installed llama.cpp runtime can use: say which runtime to build. Judged by what each
-    runtime's ggml saw (``p.runtimes``), else, for a profile without runtime probes, by the app's own
-    llama.cpp build's libraries."""
-    if not p.gpus:
-        return []
-    hints = []
-    for runtime in p.runtimes or []:
-        if runtime.backend != "cpu" and (runtime.problem or runtime.error):
-            hints.append(f"The {runtime.name} runtime cannot start ({runtime.problem or runtime.error}), so loads "
-                         f"use another: rebuild it with `quantdesk runtime build {runtime.backend}` or remove it "
-                         f"with `quantdesk runtime rm {runtime.name}`.")
-    if p.runtimes is not None:
-        seen = {(d.vendor, r.backend) for r in p.runtimes if not (r.problem or r.error)
-                for d in r.devices if d.type in ("gpu", "igpu") and not d.software}
-        backends_for = {vendor: {b for v, b in seen if v == vendor} for vendor in PREFERENCE}
-    elif p.llama_cpp_gpu_backends is not None and "llama_cpp" not in p.absent:
-        shipped = {"hip": "rocm"}
-        libs = {shipped.get(lib, lib) for lib in p.llama_cpp_gpu_backends}
-        backends_for = {vendor: libs & set(options) for vendor, options in PREFERENCE.items()}
-    else:
-        return hints
-    for vendor in dict.fromkeys(g.vendor for g in p.gpus):
-        if vendor not in PREFERENCE or backends_for.get(vendor):
-            continue
-        names = ", ".join(dict.fromkeys(g.name for g in p.gpus if g.vendor == vendor))
-        options = PREFERENCE[vendor]
-        builds = " or ".join(f"`quantdesk runtime build {b}`" for b in reversed(options))
-        hints.append(f"{names} is present, but no installed llama.cpp runtime can use it, so GGUF models run on the "
-                     f"CPU. Build one with {builds} (or the Build button on the Hardware page; a first Vulkan build "
-                     "takes about 15 minutes), and QuantDesk uses it from the next load.")
     return hints
 
 

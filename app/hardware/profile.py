@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.datatypes import Device
 from app.errors import QuantDeskError
 
 SCHEMA_VERSION = 1
@@ -68,22 +69,6 @@ class GpuInfo:
 
 
 @dataclass
-class RuntimeDevice:
-    """A device as one llama.cpp runtime's ggml sees it (app/runtimes/devices.py)."""
-
-    name: str  # ggml's name: "Vulkan0", "CUDA0", "CPU"
-    description: str = ""
-    type: str = ""  # cpu | gpu | igpu | accel
-    memory_total: int = 0
-    memory_free: int = 0  # iGPUs and APUs: the shared budget the driver grants, not only the carve-out
-    vendor: str = ""
-    software: bool = False  # a CPU-type Vulkan device (lavapipe): never "the GPU" outside tests
-    max_tensor_bytes: int | None = None  # Vulkan: the largest tensor a shader may address
-    max_buffer_bytes: int | None = None  # ggml's largest allocation on the device / in its pinned host memory
-    host_max_buffer_bytes: int | None = None
-
-
-@dataclass
 class RuntimeInfo:
     """One llama.cpp runtime (app/runtimes) and what it saw when it was started for the probe."""
 
@@ -93,7 +78,7 @@ class RuntimeInfo:
     version: str = ""
     problem: str = ""  # why the folder is not a usable runtime
     error: str = ""  # why it could not start, if it could not
-    devices: list[RuntimeDevice] = field(default_factory=list)
+    devices: list[Device] = field(default_factory=list)  # as its probe saw them (app/runtimes/devices.py)
     env: dict[str, str] = field(default_factory=dict)  # what its engine host needs set (tests' lavapipe)
     size_bytes: int = 0  # on disk
     built_at: str = ""  # user-built ones
@@ -152,7 +137,7 @@ class HardwareProfile:
 _NESTED: dict[tuple[type, str], type] = {
     (HardwareProfile, "cpu"): CpuInfo, (HardwareProfile, "gpus"): GpuInfo,
     (HardwareProfile, "backends"): BackendSupport,
-    (HardwareProfile, "runtimes"): RuntimeInfo, (RuntimeInfo, "devices"): RuntimeDevice,
+    (HardwareProfile, "runtimes"): RuntimeInfo, (RuntimeInfo, "devices"): Device,
 }
 
 

@@ -50,36 +50,6 @@ def _nvml() -> Any:
     return pynvml
 
 
-def _llama_cpp_lib_files() -> list[str] | None:
-    """File names in the installed llama_cpp package's lib/ folder (None: not installed).
-
-    Found with find_spec, never by importing llama_cpp: the app process must not load an engine."""
-    from app.runtimes.catalog import environment_package
-
-    package = environment_package()
-    if package is None:
-        return None
-    names: list[str] = []
-    for folder in (package / "lib", package):
-        if folder.is_dir():
-            names += [p.name for p in folder.iterdir() if not p.is_dir()]
-    return sorted(set(names))
-
-
-def _backend_statuses() -> list[Any]:
-    from backends import registry
-
-    return registry.statuses()
-
-
-def _runtimes() -> list[dict[str, Any]]:
-    """Every llama.cpp runtime (app/runtimes) and the devices it sees, each started in a child process."""
-    from app.runtimes import catalog, overview
-
-    runtimes = catalog.discover()
-    return overview.as_records(runtimes, overview.probe_all(runtimes))
-
-
 def _models_dir() -> str:
     from app import settings
 
@@ -133,8 +103,11 @@ class Sources:
     disk_free: Callable[[str], int] = field(default=lambda path: shutil.disk_usage(path).free)
     path_exists: Callable[[str], bool] = os.path.exists
     models_dir: Callable[[], str] = _models_dir
-    llama_cpp_lib_files: Callable[[], list[str] | None] = _llama_cpp_lib_files
-    backend_statuses: Callable[[], list[Any]] = _backend_statuses
     windows_feature: Callable[[int], bool] = _windows_feature
     mlx_device_info: Callable[[], dict[str, Any]] = _mlx_device_info
-    runtimes: Callable[[], list[dict[str, Any]] | None] = _runtimes  # None: not known (a recording without them)
+    # What the app's engines and llama.cpp runtimes see. Hardware detection knows neither app/runtimes nor the
+    # engines, so by default these are not asked (None); app/machine.py fills them in for this machine, and
+    # recordings with what they recorded.
+    llama_cpp_lib_files: Callable[[], list[str] | None] | None = None  # the function answers None: not installed
+    backend_statuses: Callable[[], list[Any]] | None = None
+    runtimes: Callable[[], list[dict[str, Any]] | None] | None = None  # answers None: not known (old recordings)

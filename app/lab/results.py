@@ -13,7 +13,7 @@ from typing import Any
 
 from app.lab.metrics import Estimate, KldStatistics, Spread
 from app.records import known_fields
-from backends.base import DEFAULT_TAIL
+from app.datatypes import DEFAULT_TAIL
 
 # Speed figures summarised over repetitions, in the order tables show them.
 SPEED_METRICS: tuple[str, ...] = ("load_ms", "prompt_tps", "ttft_ms", "decode_tps", "peak_memory_bytes")

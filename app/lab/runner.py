@@ -37,7 +37,7 @@ from app.errors import BackendUnavailable, EngineCrashed, EngineError, ModelFile
 from app.lab import corpus, references
 from app.lab.metrics import KldStatistics, Spread, perplexity
 from app.lab.results import QUALITY_METRICS, SPEED_METRICS, BenchResult, BenchSettings, RunSample, VariantResult
-from backends.base import DEFAULT_MAX_TOKENS, Done, LoadSettings, Message, SamplingSettings, WindowScoring
+from app.datatypes import DEFAULT_MAX_TOKENS, Done, LoadSettings, Message, SamplingSettings, WindowScoring
 
 KL_METRICS = tuple(m for m in QUALITY_METRICS if m != "perplexity")
 REFERENCE_FILE = "reference file"  # a variant's format when the reference is a file, not a model run here
@@ -513,9 +513,9 @@ def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = Non
     if reference_file is not None:  # its tokens are what is scored
         description = file_corpus
     if hardware is None:
-        from app.hardware import detect
+        from app import machine
 
-        hardware = detect()
+        hardware = machine.profile()
     bench = _Bench(variants, settings, client_factory or EngineClient, on_progress, cancel)
     if settings.speed:
         bench.speed()

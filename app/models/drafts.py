@@ -16,7 +16,7 @@ from pathlib import Path
 
 from app.errors import ModelFileError
 from app.models.metadata import read_gguf_header_bytes
-from backends.base import PROMPT_LOOKUP
+from app.datatypes import PROMPT_LOOKUP
 
 TOKENS_KEY = "tokenizer.ggml.tokens"
 _SPECIAL_KEYS = {"tokenizer.ggml.bos_token_id": "beginning-of-text", "tokenizer.ggml.eos_token_id": "end-of-text"}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.models.metadata import RECURRENT_ARCHS, ModelMetadata
-from backends.base import EXPERT_TENSORS_REGEX
+from app.datatypes import EXPERT_TENSORS_REGEX
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -139,7 +139,7 @@ class LlamaCppSettings:
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
-    cpu_moe: int = 0  # MoE experts kept in RAM: those of the first N layers, -1 all (backends.base.LoadSettings)
+    cpu_moe: int = 0  # MoE experts kept in RAM: those of the first N layers, -1 all (app.datatypes.LoadSettings)
     # A GPU runtime (Vulkan, CUDA, ROCm): llama.cpp offloads a prompt batch's matmuls to the GPU at any -ngl
     # (op offload), so the GPU holds a compute buffer even at -ngl 0, and the CPU's layers use the GPU's
     # pinned host buffer type instead of the repack (both measured on Vulkan).
@@ -221,7 +221,7 @@ _EXPERT_TENSOR = re.compile(EXPERT_TENSORS_REGEX)
 
 def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
     """Whether llama.cpp keeps this tensor in RAM under ``cpu_moe``: one compiled pattern and the block index,
-    equivalent to the per-layer patterns the backend hands over (backends.base.expert_tensor_patterns; a
+    equivalent to the per-layer patterns the backend hands over (app.datatypes.expert_tensor_patterns; a
     test checks the two agree) and cheap enough for the recommender's many estimates."""
     if not cpu_moe or layer is None or (0 < cpu_moe <= layer):
         return False

@@ -13,7 +13,6 @@ leave too little VRAM do whole layers move to the CPU as well.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from app.models.estimate import (
 )
 from app.models.metadata import ModelMetadata
 from app.runtimes.choose import Choice, choose
-from app.runtimes.devices import Device, Probe
+from app.runtimes.devices import Probe
 
 GiB = 1 << 30
 ASSUMED_RAM_BANDWIDTH_GBPS = 40.0  # dual-channel DDR4/DDR5 desktop, used only when nothing was measured
@@ -124,8 +123,7 @@ def runtime_choice(hw: HardwareProfile, pin: tuple[str, str] | None = None) -> C
     when the profile has none (a saved or hand-made one): then any GPU counts as usable, as before."""
     if hw.runtimes is None:
         return None
-    probes = {r.name: Probe(tuple(Device(**dataclasses.asdict(d)) for d in r.devices), r.error, dict(r.env))
-              for r in hw.runtimes}
+    probes = {r.name: Probe(tuple(r.devices), r.error, dict(r.env)) for r in hw.runtimes}
     return choose(hw.runtimes, lambda r: probes[r.name], [(g.vendor, g.name) for g in hw.gpus], pin)
 
 

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.runtimes.devices import Device, Probe
+from app.datatypes import Device
+from app.runtimes.devices import Probe
 
 # Per GPU vendor, the runtimes that can run it, best first.
 PREFERENCE: dict[str, tuple[str, ...]] = {

@@ -27,6 +27,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.datatypes import Device
 from app.records import from_known
 
 SOFTWARE_VULKAN_VAR = "QUANTDESK_TEST_SOFTWARE_VULKAN"  # tests and CI only: lavapipe counts as a GPU
@@ -38,35 +39,6 @@ PCI_VENDORS = {0x10DE: "nvidia", 0x1002: "amd", 0x1022: "amd", 0x8086: "intel", 
                0x5143: "qualcomm", 0x13B5: "arm"}
 # Vulkan's VkPhysicalDeviceType: 0 other, 1 integrated, 2 discrete, 3 virtual, 4 CPU.
 VK_TYPE_CPU = 4
-
-
-@dataclass(frozen=True)
-class Device:
-    """One device as a runtime's ggml reports it."""
-
-    name: str  # ggml's device name: "Vulkan0", "CUDA0", "Metal", "CPU"
-    description: str  # "NVIDIA GeForce RTX 4070", "llvmpipe (LLVM 15.0.6, 256 bits)"
-    type: str  # cpu | gpu | igpu | accel
-    memory_total: int
-    memory_free: int
-    vendor: str = ""  # nvidia | amd | intel | apple | software | "" (unknown, or the host CPU)
-    software: bool = False  # a CPU-type Vulkan device (lavapipe, SwiftShader): a CPU dressed as a GPU
-    # Vulkan: the largest tensor a shader may address (maxStorageBufferRange); ggml-vulkan runs an op
-    # with a bigger input or output on the CPU. None: no such limit known.
-    max_tensor_bytes: int | None = None
-    # The largest single allocation ggml makes in the device's memory and in its pinned host memory
-    # (ggml_backend_buft_get_max_size: Vulkan sub-allocates in 1 GiB blocks); None: unlimited.
-    max_buffer_bytes: int | None = None
-    host_max_buffer_bytes: int | None = None
-
-    @property
-    def is_gpu(self) -> bool:
-        return self.type in ("gpu", "igpu")
-
-    def label(self) -> str:
-        """"llvmpipe (2.0 GiB)": the device's own name and the memory ggml may use on it."""
-        name = self.description or self.name
-        return f"{name} ({self.memory_total / (1 << 30):.1f} GiB)" if self.memory_total else name
 
 
 @dataclass(frozen=True)

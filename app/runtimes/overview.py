@@ -4,9 +4,11 @@ all at once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from app.datatypes import Device
 from app.runtimes import catalog, choose, devices
 
 GIB = 1 << 30
@@ -28,10 +30,13 @@ class Overview:
     problem: str = ""  # an unreadable pins file
 
 
-def probe_all(runtimes: list[catalog.Runtime]) -> dict[str, devices.Probe]:
-    """Start every runtime in its own child, all at once."""
+def probe_all(runtimes: list[catalog.Runtime],
+              probe: Callable[[catalog.Runtime], devices.Probe] | None = None) -> dict[str, devices.Probe]:
+    """Start every runtime in its own child, all at once (``probe``: how one is asked; app/machine.py asks each
+    once per process)."""
+    ask = probe or (lambda r: devices.probe(r.lib_dir))
     with ThreadPoolExecutor(max_workers=max(len(runtimes), 1)) as pool:
-        found = pool.map(lambda r: devices.Probe(error=r.problem) if r.problem else devices.probe(r.lib_dir), runtimes)
+        found = pool.map(lambda r: devices.Probe(error=r.problem) if r.problem else ask(r), runtimes)
         return dict(zip([r.name for r in runtimes], found, strict=True))
 
 
@@ -41,7 +46,7 @@ def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]
              "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
 
 
-def device_text(d: devices.Device) -> str:
+def device_text(d: Device) -> str:
     kind = {"gpu": "discrete GPU", "igpu": "integrated GPU", "cpu": "CPU", "accel": "accelerator"}.get(d.type, d.type)
     if d.software:
         kind = "software Vulkan device (a CPU; tests only)"

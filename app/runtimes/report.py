@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.runtimes.choose import backend_words
-from backends.base import DeviceLoad, Loaded
+from app.datatypes import DeviceLoad, Loaded
 
 MiB = 1 << 20
 GiB = 1 << 30

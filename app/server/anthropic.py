@@ -20,8 +20,8 @@ from typing import Any
 
 from app.server.params import (ApiError, GenerationRequest, _flag, _sampling, bad_param, check_model, json_arguments,
                                parse_tools, thinking_budget, with_tools)
-from backends.base import Done, GenerationStats, Message, SamplingSettings, Token
-from backends.chat_format.tool_calls import ToolCall
+from app.datatypes import Done, GenerationStats, Message, SamplingSettings, Token
+from app.datatypes import ToolCall
 
 _STOP_REASONS = {"eos": "end_turn", "stop": "stop_sequence", "length": "max_tokens", "cancelled": "end_turn"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

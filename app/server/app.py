@@ -43,8 +43,8 @@ from app.server.guard import Guard
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
-from backends.base import Done, GenerationStats, Token, ToolCallDelta
-from backends.chat_format.tool_calls import ToolCall
+from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
+from app.datatypes import ToolCall
 
 # A streamed reply's tokens go out in chunks at most this often, the first token at once. Each chunk costs the
 # engine host a pipe write, the server an event and an SSE write and the client a parse: about 0.9 ms of CPU for

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
-from backends.base import Done, Prompt, SamplingSettings, Token
+from app.datatypes import Done, Prompt, SamplingSettings, Token
 
 _STOP = object()
 

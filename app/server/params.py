@@ -26,7 +26,7 @@ from typing import Any
 
 from app import images
 from backends import json_schema
-from backends.base import REASONING_FORMATS, Message, Prompt, SamplingSettings
+from app.datatypes import Message, Prompt, REASONING_FORMATS, SamplingSettings
 
 MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
 MAX_IMAGES = 8  # per request

@@ -37,7 +37,7 @@ from app.remote.connections import is_remote_ref
 from app.server.engine_queue import EngineQueue
 from app.server.gateway import LIST_TTL_S, RemoteModels
 from app.server.params import ApiError
-from backends.base import LoadSettings, Loaded
+from app.datatypes import LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.hardware.profile import HardwareProfile
@@ -221,10 +221,11 @@ class ModelRouter:
 
     def profile(self) -> HardwareProfile:
         if self._profile is None:
-            from app.hardware import detect, load_profile
+            from app import machine
+            from app.hardware import load_profile
 
             path = self.settings.profile_path
-            self._profile = load_profile(path) if path else detect()
+            self._profile = load_profile(path) if path else machine.profile()
         return self._profile
 
     def primary_estimate(self) -> int:

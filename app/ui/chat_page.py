@@ -42,7 +42,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 

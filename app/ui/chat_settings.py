@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
 from backends import json_schema
-from backends.base import PROMPT_LOOKUP, SamplingSettings
+from app.datatypes import PROMPT_LOOKUP, SamplingSettings
 
 NO_PRESET = "(choose a preset)"
 # Thinking on / off / as the model's template has it (SamplingSettings.enable_thinking), and gpt-oss's effort

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from app.errors import EngineCrashed, EngineError, QuantDeskError
-from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 if TYPE_CHECKING:
     from app.engine.client import EngineClientLike
@@ -200,10 +200,10 @@ class EngineBridge(QObject):
     """GUI-thread object: call ``load``/``generate``/``stop``; listen to the signals."""
 
     busy_changed = Signal(bool)
-    loaded = Signal(object)  # backends.base.Loaded
+    loaded = Signal(object)  # app.datatypes.Loaded
     load_progress = Signal(float)  # 0..1 while a model loads, as the engine reports it
     tokens = Signal(object)  # TokenChunk: coalesced new answer text and thinking, with the reply's figures so far
-    done = Signal(object)  # backends.base.Done; every token before it has been delivered by `tokens`
+    done = Signal(object)  # app.datatypes.Done; every token before it has been delivered by `tokens`
     failed = Signal(object)  # app.errors.EngineError: the request failed, the engine is still there
     crashed = Signal(object)  # app.errors.EngineCrashed: the engine died; the next request starts a new one
     refused = Signal(object)  # app.engine.pool.BudgetRefused: the model does not fit beside the busy ones

@@ -63,9 +63,10 @@ def app_icon() -> QIcon:
 def chat_pool() -> ModelPool:
     """The one model pool: the chat's models, one engine host each; the active one lent to the local server. Made
     by its first use (EngineBridge.over), with the pool limits saved in Settings then."""
-    from app.engine.pool import ModelPool, limits_from, machine_free_memory
+    from app import machine
+    from app.engine.pool import ModelPool, limits_from
 
-    return ModelPool(limits_from(app_settings.load()), free_memory=machine_free_memory)
+    return ModelPool(limits_from(app_settings.load()), free_memory=machine.free_memory_bytes)
 
 
 def build_window(store: ChatStore | None = None, bridge: EngineBridge | None = None,

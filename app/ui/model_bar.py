@@ -20,7 +20,7 @@ from app.hardware.profile import HardwareProfile
 from app.runtimes import report
 from app.ui.formatting import human_memory, human_ms, layer_count, number
 from app.ui.icons import decorate
-from backends.base import LoadSettings, Loaded
+from app.datatypes import LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH = (("auto", None), ("on", True), ("off", False))
@@ -56,9 +56,9 @@ class Prefill:
 
 
 def _detect() -> HardwareProfile:
-    from app.hardware.detect import detect
+    from app import machine
 
-    return detect()
+    return machine.profile()
 
 
 def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Prefill:

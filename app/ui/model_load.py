@@ -19,7 +19,7 @@ from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
 from app.ui.engine_bridge import EngineBridge
 from app.ui.model_bar import ModelBar, Prefill, prefill_for, spill_warning
-from backends.base import Loaded, LoadSettings
+from app.datatypes import Loaded, LoadSettings
 
 
 class ModelLoadController(QObject):

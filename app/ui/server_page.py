@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized, grouped
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"

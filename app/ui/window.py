@@ -53,9 +53,9 @@ def focus_chain(page: QWidget) -> list[QWidget]:
 
 
 def default_detect() -> HardwareProfile:
-    from app.hardware.detect import detect
+    from app import machine
 
-    return detect()
+    return machine.profile(fresh=True)  # at start, and again when the runtimes change: the process's probe anew
 
 
 class _Pages(Mapping[str, QWidget]):

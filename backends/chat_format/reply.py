@@ -15,7 +15,7 @@ import string
 from backends.chat_format.builder import WHITESPACE, ParsedReply
 from backends.chat_format.formats import Prepared
 from backends.chat_format.stream import Delta, DiffError, diffs
-from backends.chat_format.tool_calls import ToolCall
+from app.datatypes import ToolCall
 
 
 def new_call_id(template_source: str) -> str:

@@ -16,22 +16,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from backends.base import (
-    PROMPT_LOOKUP,
-    Availability,
-    Done,
-    Embedded,
-    GenerationError,
-    Loaded,
-    LoadSettings,
-    Message,
-    Prompt,
-    SamplingSettings,
-    Token,
-    check_token_ids,
-    expert_tensor_patterns,
-    physical_cores,
-)
+from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
+                           Token, expert_tensor_patterns)
+from backends.base import Availability, GenerationError, check_token_ids, physical_cores
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
 from backends.llama_cpp import load as loading

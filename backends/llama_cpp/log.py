@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.base import DeviceLoad
+from app.datatypes import DeviceLoad
 
 MiB = 1 << 20
 HOST = "CPU"

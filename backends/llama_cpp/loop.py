@@ -18,7 +18,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from backends import json_schema
-from backends.base import Backend, GenerationError, Prompt, SamplingSettings
+from app.datatypes import Prompt, SamplingSettings
+from backends.base import Backend, GenerationError
 from backends.llama_cpp import sampling as samplers
 from backends.llama_cpp import vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup

@@ -13,7 +13,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from backends import json_schema
-from backends.base import GenerationError, SamplingSettings
+from app.datatypes import SamplingSettings
+from backends.base import GenerationError
 from backends.llama_cpp.draft import penalized_argmax
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from backends.base import GenerationError, LoadSettings, Message, physical_cores
+from app.datatypes import LoadSettings, Message
+from backends.base import GenerationError, physical_cores
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

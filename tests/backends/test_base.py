@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from backends.base import (Availability, Backend, Done, GenerationError, LoadSettings, SamplingSettings,
-                           StopStringFilter, Token, TrailingText)
+from app.datatypes import Done, LoadSettings, SamplingSettings, Token
+from backends.base import Availability, Backend, GenerationError, StopStringFilter, TrailingText
 
 
 def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_a_match():

@@ -20,7 +20,8 @@ import pytest
 
 from backends import _exllama_common as common
 from backends import registry
-from backends.base import Done, GenerationError, Message, SamplingSettings, Token
+from app.datatypes import Done, Message, SamplingSettings, Token
+from backends.base import GenerationError
 from backends.exllamav2 import ExLlamaV2Backend
 from backends.exllamav3 import ExLlamaV3Backend
 from tests.hardware.replay import RECORDINGS, RecordedNvml

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from backends.base import Done, LoadSettings, Message, SamplingSettings, expert_tensor_patterns
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, expert_tensor_patterns
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")
 

@@ -9,7 +9,8 @@ import threading
 import jsonschema
 import pytest
 
-from backends.base import Done, GenerationError, LoadSettings, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings
+from backends.base import GenerationError
 from backends.llama_cpp import LlamaCppBackend
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},

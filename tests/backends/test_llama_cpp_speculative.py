@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from backends.base import DEFAULT_DRAFT_P_MIN, PROMPT_LOOKUP, Done, GenerationError, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import DEFAULT_DRAFT_P_MIN, Done, LoadSettings, Message, PROMPT_LOOKUP, SamplingSettings, Token
+from backends.base import GenerationError
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")
 

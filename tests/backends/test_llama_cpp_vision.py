@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app.images import to_base64
-from backends.base import GenerationError, LoadSettings, Message, SamplingSettings
+from app.datatypes import LoadSettings, Message, SamplingSettings
+from backends.base import GenerationError
 from tests.fixtures.models import TINY_PROJECTOR, write_test_png
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from backends.base import PROMPT_LOOKUP, Done, GenerationError, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, PROMPT_LOOKUP, SamplingSettings, Token
+from backends.base import GenerationError
 
 pytest.importorskip("mlx_lm", reason="needs mlx-lm: pip install -e '.[mlx]' (mlx[cpu] on Linux)")
 

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from backends.base import Done, GenerationError, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
+from backends.base import GenerationError
 from backends.remote import Endpoint, RemoteBackend, list_models
 from tests.fixtures.openai_faults import MODEL, PIECES
 

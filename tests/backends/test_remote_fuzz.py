@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from backends.base import Done, GenerationError, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
+from backends.base import GenerationError
 from backends.remote import Endpoint, RemoteBackend
 from tests.fixtures.limits import capped_examples
 

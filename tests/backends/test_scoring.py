@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from backends import scoring
-from backends.base import WindowScoring
+from app.datatypes import WindowScoring
 
 
 def logits(rows: int, vocab: int, sharpness: float, seed: int = 3) -> np.ndarray:

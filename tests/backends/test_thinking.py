@@ -12,7 +12,7 @@ import jsonschema
 
 import pytest
 
-from backends.base import Done, Message, SamplingSettings, Token
+from app.datatypes import Done, Message, SamplingSettings, Token
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # mlx-lm's transformers import
 
@@ -29,7 +29,7 @@ def _run(backend, messages, sampling):
 
 @pytest.fixture(scope="module")
 def llama(tiny_thinking_model):
-    from backends.base import LoadSettings
+    from app.datatypes import LoadSettings
     from backends.llama_cpp import LlamaCppBackend
 
     backend = LlamaCppBackend()
@@ -40,7 +40,7 @@ def llama(tiny_thinking_model):
 
 @pytest.fixture(scope="module")
 def mlx(tiny_thinking_mlx):
-    from backends.base import LoadSettings
+    from app.datatypes import LoadSettings
     from backends.mlx import MlxBackend
 
     backend = MlxBackend()

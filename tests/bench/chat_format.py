@@ -27,7 +27,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from backends.base import Backend, Done, LoadSettings, Message, Prompt, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, Prompt, SamplingSettings
+from backends.base import Backend
 from backends.chat_format import formats
 from backends.llama_cpp import LlamaCppBackend
 from tests.fixtures.llama_cpp_sources import find_sdist, read_sources

@@ -19,7 +19,7 @@ import sys
 import time
 
 from app.engine.client import EngineClient
-from backends.base import LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import SPECS, build_model_set
 
 PROMPT = [Message("user", "Write a short story about a lighthouse keeper who finds a message in a bottle.")]

@@ -30,8 +30,7 @@ from app.chats.store import ChatStore  # noqa: E402
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.main import application  # noqa: E402
 from app.ui.window import MainWindow  # noqa: E402
-from backends.base import (Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
-                           SamplingSettings, Token)
+from app.datatypes import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token  # noqa: E402
 
 TARGET_MS = 50
 HEARTBEAT_MS = 2

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.hardware import detect
+from app.machine import detect
 from app.lab import corpus
 from app.lab.results import BenchSettings, VariantResult
 from app.lab.runner import run_bench

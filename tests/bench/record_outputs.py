@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from app.engine.client import EngineClient
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import TINY, build_model_set
 
 HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How are you?")]

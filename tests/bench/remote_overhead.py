@@ -21,7 +21,7 @@ from app.engine.client import EngineClient
 from app.remote.connections import Connection, Connections, model_ref
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import Done, LoadSettings, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 from tests.fixtures.models import SPECS, build_model_set
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."

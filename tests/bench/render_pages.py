@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from app.chats.store import ChatStore  # noqa: E402
-from app.hardware.profile import (BackendSupport, CpuInfo, GpuInfo, HardwareProfile, RuntimeDevice,  # noqa: E402
-                                  RuntimeInfo)
+from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile, RuntimeInfo  # noqa: E402
 from app.ui.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.formatting import human_bytes  # noqa: E402
 from app.ui.main import application  # noqa: E402
@@ -36,8 +35,7 @@ from app.ui.model_bar import Prefill  # noqa: E402
 from app.ui.theme import ThemeFollower  # noqa: E402
 from app.ui.translations import chosen_language, install  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
-from backends.base import (DeviceLoad, Done, GenerationStats, LoadSettings, Loaded, Message,  # noqa: E402
-                           SamplingSettings, Token)
+from app.datatypes import Device, DeviceLoad, Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token  # noqa: E402
 
 GB = 10**9
 MODEL = "/home/ada/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"
@@ -115,12 +113,12 @@ def sample_laptop() -> HardwareProfile:
                       driver="560.35.03", compute_capability="8.9", bandwidth_gbps=256.0)],
         disk_free_bytes=412 * GB, disk_path="/home/ada/models",
         runtimes=[RuntimeInfo("cpu", "cpu", "environment", "0.3.36", size_bytes=25 * 2**20,
-                              devices=[RuntimeDevice("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)]),
+                              devices=[Device("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)]),
                   RuntimeInfo("vulkan", "vulkan", "user", "0.3.36", size_bytes=151 * 2**20,
                               built_at="2026-11-20T18:02:11+01:00",
-                              devices=[RuntimeDevice("Vulkan0", "NVIDIA GeForce RTX 4070 Laptop GPU", "gpu", 8 * 2**30,
+                              devices=[Device("Vulkan0", "NVIDIA GeForce RTX 4070 Laptop GPU", "gpu", 8 * 2**30,
                                                      int(7.2 * 2**30), "nvidia", False, 2**32 - 1),
-                                       RuntimeDevice("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)])],
+                                       Device("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * 2**30, 21 * 2**30)])],
         backends=[BackendSupport("llama.cpp", True),
                   BackendSupport("mlx", False, "MLX runs on Apple Silicon (and on Linux CPUs with mlx[cpu])",
                                  "pip install 'quantdesk[mlx]'"),
@@ -460,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             dialog.grab().save(str(args.out / f"lab-uploaders{suffix}.png"))
             dialog.close()
     if everything:
-        from app.hardware.detect import detect  # this machine, as the app sees it
+        from app.machine import detect  # this machine, as the app sees it
 
         window.hardware.set_profile(detect())
         window.show_page("Hardware")

@@ -21,7 +21,7 @@ import openai
 from app.engine.client import EngineClient
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import SPECS, build_model_set
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."

@@ -33,7 +33,7 @@ import os
 import statistics
 
 from app.engine.client import EngineClient
-from backends.base import DEFAULT_DRAFT_P_MIN, PROMPT_LOOKUP, Done, LoadSettings, Message, SamplingSettings
+from app.datatypes import DEFAULT_DRAFT_P_MIN, Done, LoadSettings, Message, PROMPT_LOOKUP, SamplingSettings
 from tests.fixtures.models import SPECS, build_draft_pair, build_model_set, quantize_gguf
 
 TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "

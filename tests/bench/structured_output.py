@@ -16,7 +16,7 @@ import argparse
 import statistics
 
 from app.engine.client import EngineClient
-from backends.base import Done, LoadSettings, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 from tests.fixtures.models import SPECS, build_model_set
 
 PROMPT = [Message("user", "Write a short story about a lighthouse keeper, as JSON.")]

@@ -38,7 +38,7 @@ import statistics
 import time
 
 from app.engine.client import EngineClient
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import SPECS, TINY, ModelSpec, build_model_set
 
 SMOLLM2_360M = ModelSpec("smollm2-360m-shape", "llama", n_embd=960, n_layer=32, n_head=15, n_head_kv=5, n_ff=2560,

@@ -336,7 +336,7 @@ def _printed(events: list[tuple[str, str]], **options) -> str:
     import io
 
     from app.commands.engine import ReplyPrinter
-    from backends.base import Token
+    from app.datatypes import Token
 
     out = io.StringIO()
     printer = ReplyPrinter(out, **options)
@@ -361,8 +361,8 @@ def test_the_printer_trims_the_parts_and_marks_each_change_between_thinking_and_
 
 def test_the_json_result_has_tool_calls_only_when_the_reply_made_any():
     from app.commands.engine import _json_result
-    from backends.base import Done, GenerationStats, Loaded
-    from backends.chat_format.tool_calls import ToolCall
+    from app.datatypes import Done, GenerationStats, Loaded
+    from app.datatypes import ToolCall
 
     loaded = Loaded("llama.cpp", "model.gguf", 512, 2, 0, False, {}, 10.0)
     stats = GenerationStats(prompt_tokens=5, prompt_ms=1.0, ttft_ms=2.0, generated_tokens=9, decode_ms=3.0,

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 
 from app.cli import main
-from app.hardware.detect import detect
+from app.machine import detect
 from app.hardware.profile import HardwareProfile
 from tests.hardware.replay import recorded_sources
 

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from app.engine.client import EngineClient
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.server.conftest import openai_queue
 
 ROOT = Path(__file__).resolve().parents[2]

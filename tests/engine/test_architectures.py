@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.engine.client import EngineClient
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 
 HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How are you?")]
 

@@ -17,7 +17,7 @@ import pytest
 from app.engine import protocol
 from app.engine.client import EngineClient
 from app.errors import EngineCrashed, EngineError, ModelFileError
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import TINY, write_gguf_f16
 
 HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How are you?")]

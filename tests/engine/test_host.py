@@ -12,7 +12,7 @@ import pytest
 
 from app.engine import protocol
 from app.engine.protocol import CancelRequest, GenerateRequest, LoadRequest, ShutdownRequest
-from backends.base import Done, ErrorEvent, LoadSettings, Loaded, Message, SamplingSettings, Token
+from app.datatypes import Done, ErrorEvent, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = [Message("system", "You are terse."), Message("user", "Hello there! How are you?")]

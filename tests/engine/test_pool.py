@@ -13,7 +13,7 @@ import time
 import pytest
 
 from app.engine.pool import BudgetRefused, ModelPool, PoolLimits
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 
 pytest.importorskip("llama_cpp")
 

@@ -8,7 +8,7 @@ import pytest
 from app.engine.client import EngineClient
 from app.errors import EngineError, ModelFileError
 from app.images import to_base64
-from backends.base import Done, LoadSettings, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 from tests.fixtures.models import write_test_png
 
 pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")

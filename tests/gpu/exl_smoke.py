@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.engine.client import EngineClient  # noqa: E402
 from backends import registry  # noqa: E402
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token  # noqa: E402
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token  # noqa: E402
 from tests.fixtures.models import SPECS, write_hf_folder  # noqa: E402
 
 # exllamav3 ships its converter as a module with parser/prepare/main but no __main__ block; this is

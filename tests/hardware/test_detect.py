@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from app import machine
 from app.hardware import bandwidth, gpus, hints, sources
 from app.hardware.detect import detect, probe_disk
 from app.hardware.profile import HardwareProfile, HardwareProfileError, load_profile
@@ -27,7 +28,7 @@ ON_LINUX = sys.platform.startswith("linux")
 @pytest.fixture
 def real_profile() -> HardwareProfile:
     # Function scope: detection must run inside the per-test isolated folders (tests/conftest.py).
-    return detect()
+    return machine.detect()  # the hardware with the engines and llama.cpp runtimes, as the app probes it
 
 
 @pytest.mark.skipif(not ON_LINUX, reason="compares with Linux /proc/cpuinfo")
@@ -74,7 +75,7 @@ def test_real_machine_disk_is_measured_where_models_go(real_profile):
 
 def test_real_machine_reads_the_llama_cpp_build_without_importing_it():
     code = ("import sys, json\n"
-            "from app.hardware.detect import detect\n"
+            "from app.machine import detect\n"
             "p = detect()\n"
             "leaked = sorted(m for m in sys.modules if m.split('.')[0] in ('llama_cpp', 'mlx', 'mlx_lm', 'torch'))\n"
             "print(json.dumps({'leaked': leaked, 'libs': p.llama_cpp_gpu_backends, 'absent': p.absent}))\n")
@@ -82,11 +83,23 @@ def test_real_machine_reads_the_llama_cpp_build_without_importing_it():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["leaked"] == []
-    libs = sources._llama_cpp_lib_files()
+    libs = machine._llama_cpp_lib_files()
     if libs is None:
         assert "llama_cpp" in result["absent"]
     else:
         assert result["libs"] == hints.llama_gpu_backends(libs)
+
+
+def test_hardware_detection_alone_imports_no_runtime_and_no_engine_module():
+    """app/hardware reads the hardware; the llama.cpp runtimes and the engines are composed above it (app/machine)."""
+    code = ("import sys, json\n"
+            "from app.hardware.detect import detect\n"
+            "p = detect()\n"
+            "ours = sorted(m for m in sys.modules if m.startswith(('app.runtimes', 'backends')))\n"
+            "print(json.dumps({'ours': ours, 'runtimes': p.runtimes, 'backends': p.backends}))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"ours": [], "runtimes": None, "backends": []}
 
 
 @pytest.mark.parametrize("files, expected", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.hardware.detect import detect
+from app.machine import detect  # the hardware and the recorded runtimes' hints, as the app composes them
 from app.hardware.profile import HardwareProfile
 from tests.hardware.replay import MACHINES, recorded_sources
 

@@ -16,7 +16,7 @@ from app.hub.download import Downloader, download
 from app.hub.errors import DownloadError, DownloadPaused, IntegrityError, OfflineError
 from app.hub.library import Library
 from app.hub.plan import DownloadRequest
-from backends.base import LoadSettings, Message, SamplingSettings
+from app.datatypes import LoadSettings, Message, SamplingSettings
 from tests.hub.conftest import ENTRY, FILE, README, REPO, payload, sha256, write_gguf
 
 def _api_calls(server) -> list[str]:

@@ -11,7 +11,7 @@ from app.lab import references
 from app.lab.references import ReferenceFileError
 from app.lab.results import BenchSettings
 from app.lab.runner import run_bench
-from backends.base import DEFAULT_TAIL
+from app.datatypes import DEFAULT_TAIL
 
 QUALITY_ONLY = BenchSettings(ctx=128, chunks=8, speed=False, threads=2)
 

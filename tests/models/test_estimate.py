@@ -284,7 +284,7 @@ def test_experts_in_ram_match_the_patterns_llama_cpp_is_given(tiny_moe):
     import re
 
     from app.models.estimate import _layer_of, expert_in_ram
-    from backends.base import expert_tensor_patterns
+    from app.datatypes import expert_tensor_patterns
 
     meta = read_gguf_file(tiny_moe.gguf_q8_0)
     names = [t.name for t in meta.tensors] + ["blk.1.ffn_gate_up_exps.weight", "blk.12.ffn_down_exps.bias",

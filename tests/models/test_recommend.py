@@ -195,10 +195,11 @@ def test_recommend_names_the_split_and_its_load_settings():
 # are built, not recorded.
 
 def _runtime(name, backend, *devices):
-    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+    from app.datatypes import Device
+    from app.hardware.profile import RuntimeInfo
 
-    return RuntimeInfo(name, backend, devices=[RuntimeDevice("CPU", "CPU", "cpu", 32 * GiB, 32 * GiB),
-                                                *[RuntimeDevice(*d) for d in devices]])
+    return RuntimeInfo(name, backend, devices=[Device("CPU", "CPU", "cpu", 32 * GiB, 32 * GiB),
+                                                *[Device(*d) for d in devices]])
 
 
 def test_a_gpu_no_installed_runtime_can_use_is_planned_as_cpu_only_with_the_runtime_to_build():

@@ -16,7 +16,7 @@ from app.engine.client import EngineClient
 from app.remote.connections import Connections, model_ref
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.fixtures.openai_faults import MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from app.errors import EngineError
 from app.remote.connections import Connection, Connections, model_ref
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import Done, LoadSettings, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, seed=1)
 CHAT = [Message("system", "You are terse."), Message("user", "Name three colours.")]

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import pytest
 
 from app.runtimes.choose import choose
-from app.runtimes.devices import SOFTWARE_VULKAN_VAR, Device, Probe
+from app.datatypes import Device
+from app.runtimes.devices import Probe, SOFTWARE_VULKAN_VAR
 
 GIB = 1 << 30
 CPU = Device("CPU", "AMD Ryzen 9 7950X", "cpu", 64 * GIB, 60 * GIB)

@@ -7,7 +7,7 @@ from pathlib import Path
 from app.cli import main
 from app.engine.client import EngineClient
 from app.runtimes import pins
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.fixtures.runtimes import install_copy
 
 SETTINGS = LoadSettings(n_ctx=256, gpu_layers=0)

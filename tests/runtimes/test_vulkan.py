@@ -19,7 +19,7 @@ import pytest
 from app.cli import main
 from app.engine.client import EngineClient
 from app.runtimes import devices, pins
-from backends.base import Done, LoadSettings, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 from tests.fixtures.models import SMOLLM2_135M, build_model_set
 from tests.fixtures.runtimes import install_copy
 

@@ -12,7 +12,7 @@ import pytest
 from app.engine.client import EngineClient
 from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 
 N_CTX = 512
 

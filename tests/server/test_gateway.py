@@ -11,7 +11,7 @@ import pytest
 
 from app.remote.connections import Connection, Connections, model_ref
 from app.server.thread import ServerThread
-from backends.base import Done, Message, SamplingSettings
+from app.datatypes import Done, Message, SamplingSettings
 from tests.server.conftest import openai_on
 
 REMOTE_KEY = "remote-only-key-0123456789"

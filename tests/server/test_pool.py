@@ -17,7 +17,7 @@ import pytest
 from app.hub.library import Library
 from app.server.params import ApiError
 from app.server.router import ModelRouter, ServeSettings
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.server.conftest import N_CTX, openai_on, wait_until
 
 CHAT = [{"role": "user", "content": "Name three colours."}]

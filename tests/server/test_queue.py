@@ -163,7 +163,7 @@ def test_api_requests_reach_the_engines_queue_at_once_so_the_chat_gets_in_line_b
     import threading
 
     from app.engine.client import EngineClient
-    from backends.base import Done, LoadSettings, Message, SamplingSettings
+    from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 
     with EngineClient() as engine:
         engine.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=16384))  # room for a reply that only a cancel ends
@@ -208,7 +208,7 @@ def test_a_client_gone_before_its_stream_starts_gives_its_model_back(serve, tiny
     level: the moment is too short to hit through a socket.)"""
     from app.hub.library import Library
     from app.server.router import ServeSettings
-    from backends.base import LoadSettings
+    from app.datatypes import LoadSettings
 
     monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
     Library().import_path(tiny_models.gguf_f16, copy=False)

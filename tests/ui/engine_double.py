@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from app.errors import EngineCrashed, EngineError
-from backends.base import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token
+from app.datatypes import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 
 class EngineDouble:

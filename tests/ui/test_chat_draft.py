@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.ui.chat_settings import ChatSettingsDialog
-from backends.base import PROMPT_LOOKUP
+from app.datatypes import PROMPT_LOOKUP
 from tests.fixtures.models import TINY, build_draft_pair
 
 pytest.importorskip("llama_cpp")

@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication, QImage
 from PySide6.QtWidgets import QFileDialog
 
 from app.images import to_base64
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.fixtures.models import write_test_png
 from tests.ui.engine_double import EngineDouble
 

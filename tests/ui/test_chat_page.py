@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 
 from app.chats.store import ChatStoreError
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.ui.engine_double import EngineDouble
 
 MODEL = "/models/tiny-q8_0.gguf"
@@ -248,7 +248,7 @@ def test_copy_code_link_copies_just_the_code(qtbot, make_window):
 def test_a_partial_gpu_load_warns_that_layers_spilled(qtbot, make_window):
     class PartialGpu(EngineDouble):
         def load(self, model_path, settings, on_progress=None):
-            from backends.base import Loaded
+            from app.datatypes import Loaded
 
             return Loaded("llama.cpp", model_path, settings.n_ctx, 32, 20, True, {"cuda:0": 6 * 2**30}, 900.0)
 

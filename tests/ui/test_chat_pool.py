@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 
 from app.engine.pool import ModelPool, PoolLimits
 from app.ui.engine_bridge import EngineBridge
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 
 pytest.importorskip("llama_cpp")
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 
 pytest.importorskip("llama_cpp")
 # A fixed seed and many tokens: the reply runs long enough to stop or kill it part-way.

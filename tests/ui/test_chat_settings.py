@@ -7,7 +7,7 @@ import json
 from PySide6.QtCore import Qt
 
 from app.ui.chat_settings import ChatSettingsDialog
-from backends.base import LoadSettings
+from app.datatypes import LoadSettings
 from tests.ui.engine_double import EngineDouble
 
 

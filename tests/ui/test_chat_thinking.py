@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from app.ui.chat_settings import ChatSettingsDialog
-from backends.base import Message
+from app.datatypes import Message
 from tests.ui.engine_double import EngineDouble
 from tests.ui.test_chat_page import load, type_and_send
 from tests.ui.test_translations import language  # noqa: F401 - fixture: a language installed for one test

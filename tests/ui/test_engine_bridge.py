@@ -8,7 +8,7 @@ import pytest
 
 from app.errors import EngineCrashed, EngineError
 from app.ui.engine_bridge import EngineBridge, TokenBuffer, TokenChunk
-from backends.base import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
+from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
 

@@ -24,7 +24,7 @@ def test_stats_summary_names_a_stopped_reply():
 
 
 def test_stats_summary_says_how_much_of_the_draft_was_accepted():
-    from backends.base import GenerationStats
+    from app.datatypes import GenerationStats
 
     stats = GenerationStats(20, 10.0, 12.0, 41, 400.0, "length", 0, draft_tokens=48, accepted_tokens=36,
                             verify_passes=10)

@@ -14,7 +14,7 @@ from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
 from app.ui.model_bar import prefill_for, spill_warning
-from backends.base import Loaded
+from app.datatypes import Loaded
 from tests.ui.engine_double import EngineDouble
 
 GiB = 1 << 30
@@ -186,13 +186,14 @@ def test_a_dense_model_hides_the_experts_control(tiny_models):
 
 
 def test_the_runtime_menu_pins_a_runtime_for_this_model_and_loads_it_again(qtbot, make_window, tiny_models):
-    from app.hardware.profile import RuntimeDevice, RuntimeInfo
+    from app.datatypes import Device
+    from app.hardware.profile import RuntimeInfo
     from app.runtimes import pins
 
     engine = EngineDouble()
     window = make_window(engine)
     profile = machine()
-    cpu = RuntimeDevice("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
+    cpu = Device("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
     profile.runtimes = [RuntimeInfo("cpu", "cpu", "environment", devices=[cpu]),
                         RuntimeInfo("vulkan", "vulkan", "user", devices=[cpu])]
     window.chat.set_profile(profile)

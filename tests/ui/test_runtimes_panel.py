@@ -3,13 +3,14 @@ what `quantdesk runtime use | rm | build` do (real runtime folders, real pins fi
 
 from __future__ import annotations
 
-from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile, RuntimeDevice, RuntimeInfo
+from app.datatypes import Device
+from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile, RuntimeInfo
 from app.runtimes import catalog, pins
 from app.ui.hardware_page import HardwarePage
 from tests.fixtures.runtimes import install_copy
 
 GIB = 1 << 30
-CPU_DEVICE = RuntimeDevice("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * GIB, 21 * GIB)
+CPU_DEVICE = Device("CPU", "AMD Ryzen 7 7840HS", "cpu", 32 * GIB, 21 * GIB)
 
 
 def profile(*runtimes: RuntimeInfo, gpus=()) -> HardwareProfile:
@@ -22,7 +23,7 @@ def test_each_runtime_with_what_it_sees_and_the_one_loads_use(qtbot):
     page = HardwarePage()
     qtbot.addWidget(page)
     nvidia = GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070 Laptop GPU", 8 * GIB, 7 * GIB)
-    vulkan0 = RuntimeDevice("Vulkan0", nvidia.name, "gpu", 8 * GIB, 7 * GIB, "nvidia")
+    vulkan0 = Device("Vulkan0", nvidia.name, "gpu", 8 * GIB, 7 * GIB, "nvidia")
     page.set_profile(profile(RuntimeInfo("cpu", "cpu", "environment", "0.3.36", devices=[CPU_DEVICE]),
                              RuntimeInfo("vulkan", "vulkan", "user", "0.3.36", devices=[vulkan0, CPU_DEVICE]),
                              gpus=[nvidia]))

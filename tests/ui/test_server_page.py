@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
 from app.ui.server_page import NO_MODEL, SHARED_ENGINE_NOTE, ServerPage, parse_origins
-from backends.base import LoadSettings, Message, SamplingSettings
+from app.datatypes import LoadSettings, Message, SamplingSettings
 from tests.ui.test_chat_real_engine import load_tiny
 
 pytest.importorskip("llama_cpp")

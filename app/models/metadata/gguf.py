@@ -5,7 +5,9 @@ never a bare struct error."""
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,9 +278,32 @@ def read_gguf_header(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]
     Not gguf.GGUFReader: it builds a numpy view per token of the vocabulary, which took 7.5 s on a header
     with Qwen2.5's 151,936 tokens on this machine (tens of seconds on a slow disk), for every load,
     library listing and fit check; this skips long arrays and takes a fraction of a second.
+
+    The header of a file as it stands (its size, modification time and inode) is read once per process: the fit
+    check, the load's file check and the projector's pair check of one ``quantdesk chat`` share it. Each caller
+    gets its own dict and list.
     """
-    header: tuple[dict[str, Any], list[TensorInfo], int] = _read_local_header(path, parse_gguf_header)
-    return header
+    try:
+        st = os.stat(path)
+        key: tuple[Any, ...] | None = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        key = None  # the open below says what is wrong
+    with _HEADERS_LOCK:
+        header = _HEADERS.get(key) if key is not None else None
+    if header is None:
+        header = _read_local_header(path, parse_gguf_header)
+        if key is not None:
+            with _HEADERS_LOCK:
+                _HEADERS[key] = header
+                while len(_HEADERS) > _HEADERS_KEPT:
+                    _HEADERS.pop(next(iter(_HEADERS)))
+    kv, tensors, data_start = header
+    return dict(kv), list(tensors), data_start
+
+
+_HEADERS: dict[tuple[Any, ...], tuple[dict[str, Any], list[TensorInfo], int]] = {}
+_HEADERS_KEPT = 32
+_HEADERS_LOCK = threading.Lock()
 
 
 def read_gguf_header_bytes(path: str | Path) -> GgufHeaderBytes:
