@@ -1,0 +1,61 @@
+"""docs/architecture.md's module map names every module under app/ and backends/, so a newcomer reading it finds
+each file's home, and a module added or moved without its line fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def module_map() -> dict[str, str]:
+    """The module map's rows: each home named in the first column (`app/lab/`, `app/cli.py`, …) → its description; a
+    home with several rows, one per concern (`app/ui/` (pages), `app/ui/` (the look)), → all of them together."""
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("### Module map", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or set(cells[1].strip()) <= {"-", " "}:
+            continue
+        for home in re.findall(r"`([^`]+)`", cells[1]):
+            rows[home] = f"{rows[home]} |{cells[2]}" if home in rows else cells[2]
+    return rows
+
+
+def unnamed_modules(rows: dict[str, str]) -> list[str]:
+    """Modules whose home row does not name them: a module is named by its own row (`app/files.py`), or, in the
+    row of the nearest package above it that has one, by its path below that package (`lab_uploaders`,
+    `chat_format/families/`, `families/gpt_oss`) or its file name with or without `.py`."""
+    missing = []
+    for path in sorted((ROOT / "app").rglob("*.py")) + sorted((ROOT / "backends").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if path.name in ("__init__.py", "__main__.py") or relative in rows:
+            continue
+        parents = [p for p in path.relative_to(ROOT).parents if p.as_posix() != "."]
+        home = next((p for p in parents if f"{p.as_posix()}/" in rows), None)
+        if home is None:
+            missing.append(f"{relative} (no row for any folder above it)")
+            continue
+        below = path.relative_to(ROOT / home).with_suffix("").as_posix()
+        names = {below, path.stem, path.name, f"{path.parent.relative_to(ROOT / home).as_posix()}/",
+                 f"{home.name}/{path.name}", f"{home.name}/{below}"}
+        text = rows[f"{home.as_posix()}/"]
+        if not any(re.search(rf"(?<![\w/.]){re.escape(name)}(?![\w])", text) for name in names if name != "./"):
+            missing.append(f"{relative} (not named in the `{home.as_posix()}/` row)")
+    return missing
+
+
+def test_every_module_has_its_line_in_the_module_map():
+    assert unnamed_modules(module_map()) == []
+
+
+def test_the_check_finds_a_module_left_out():
+    rows = module_map()
+    rows["app/lab/"] = rows["app/lab/"].replace("uploaders", "up-loaders")
+    rows["app/ui/"] = rows["app/ui/"].replace("lab_chart", "lab-chart")  # in one of app/ui/'s several rows
+    missing = unnamed_modules(rows)
+    assert "app/lab/uploaders.py (not named in the `app/lab/` row)" in missing
+    assert "app/ui/lab_chart.py (not named in the `app/ui/` row)" in missing
