@@ -88,7 +88,7 @@ def _turns(message: Any, i: int) -> list[Message]:
     return [*results, *([Message("user", "".join(texts))] if texts or not results else [])]
 
 
-def _tools(body: dict) -> list[dict[str, Any]]:
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]]:
     tools = body.get("tools")
     if tools is None:
         return []
@@ -106,7 +106,7 @@ def _tools(body: dict) -> list[dict[str, Any]]:
     return parse_tools(as_openai)
 
 
-def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str:
+def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str:
     """As params._tool_choice: "auto", "none", "required" (Anthropic's "any"), or a tool's name."""
     choice = body.get("tool_choice")
     if choice is None:
@@ -161,7 +161,7 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSetti
     return dataclasses.replace(sampling, enable_thinking=True, reasoning_budget=budget)
 
 
-def parse_messages(body: dict, *, served_id: str, n_ctx: int, takes_tools: bool) -> GenerationRequest:
+def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_tools: bool) -> GenerationRequest:
     """``takes_tools``: the served model's chat template has tool support."""
     check_model(body, served_id)
     if body.get("max_tokens") is None:

@@ -27,7 +27,7 @@ import secrets
 import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -35,6 +35,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from app.errors import EngineCrashed, EngineError
 from app.server import anthropic
@@ -45,6 +46,12 @@ from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, pars
                                parse_embeddings, parse_json_body)
 from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
 from app.datatypes import ToolCall
+
+if TYPE_CHECKING:
+    from app.engine.client import EngineClientLike
+    from app.engine.pool import ModelPool
+    from app.hardware.profile import HardwareProfile
+    from app.server.gateway import RemoteModels
 
 # A streamed reply's tokens go out in chunks at most this often, the first token at once. Each chunk costs the
 # engine host a pipe write, the server an event and an SSE write and the client a parse: about 0.9 ms of CPU for
@@ -152,14 +159,14 @@ class _EventStream(StreamingResponse):
                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self._on_close = on_close
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             self._on_close()
 
 
-def _closer(watcher: asyncio.Task, job: Job, lease: Lease) -> Callable[[], None]:
+def _closer(watcher: asyncio.Task[None], job: Job, lease: Lease) -> Callable[[], None]:
     def close() -> None:
         watcher.cancel()
         job.cancel()
@@ -170,8 +177,8 @@ def _closer(watcher: asyncio.Task, job: Job, lease: Lease) -> Callable[[], None]
 class OpenAIServer:
     """The endpoints, over the router: the primary model's EngineQueue, and a queue per other model of the pool."""
 
-    def __init__(self, client, *, max_pending: int, pool: ServeSettings | None = None,
-                 stream_every_s: float = STREAM_EVERY_S, profile=None) -> None:
+    def __init__(self, client: ModelPool | EngineClientLike, *, max_pending: int, pool: ServeSettings | None = None,
+                 stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> None:
         self.stream_every_s = stream_every_s
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
@@ -181,7 +188,7 @@ class OpenAIServer:
         self.queue = self.pool.primary_queue
 
     @property
-    def remotes(self):
+    def remotes(self) -> RemoteModels | None:
         """The remote connections' models (a gateway), or None."""
         return self.pool.remotes
 
@@ -313,7 +320,7 @@ class OpenAIServer:
                                        "total_tokens": embedded.prompt_tokens}})
 
     async def start_job(self, request: Request, lease: Lease, parsed: GenerationRequest
-                        ) -> tuple[Job, Any, asyncio.Task]:
+                        ) -> tuple[Job, Token | Done, asyncio.Task[None]]:
         """Submit a generation to the lease's engine and wait for its first event, so that an engine refusal (a
         prompt longer than the context, a model without tool support) is a proper 400 rather than an error inside
         a 200 stream. The caller owns the job, the watcher that cancels it when the client goes, and the lease."""
@@ -350,13 +357,14 @@ class OpenAIServer:
             lease.release()
 
     @staticmethod
-    async def next_event(job: Job):
+    async def next_event(job: Job) -> Token | Done:
         try:
             return await job.next()
         except Exception as exc:
             raise engine_api_error(exc) from None
 
-    async def _stream(self, job: Job, first, parsed: GenerationRequest, shape: _Shape) -> AsyncIterator[bytes]:
+    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape
+                      ) -> AsyncIterator[bytes]:
         yield _sse(shape.opening())
         event = first
         while not isinstance(event, Done):
@@ -386,7 +394,7 @@ class _Shape:
         self.id = f"{self.id_prefix}{secrets.token_hex(12)}"
         self.created = int(time.time())
 
-    def _envelope(self, obj: str, choice: dict[str, Any], **extra) -> dict[str, Any]:
+    def _envelope(self, obj: str, choice: dict[str, Any], **extra: Any) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": [{"index": 0, **choice}], **extra}
 
@@ -509,10 +517,10 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
     return error_response(engine_api_error(exc))
 
 
-def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
+def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
-               stream_every_s: float = STREAM_EVERY_S, profile=None) -> Starlette:
+               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -531,7 +539,7 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
                           profile=profile)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         server.queue.start()
         server.pool.start()
         if on_ready:
@@ -556,7 +564,9 @@ def create_app(client, *, api_key: str | None = None, allowed_hosts: Iterable[st
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(Guard, api_key=api_key, allowed_hosts=allowed_hosts,
                                            allowed_origins=allowed_origins)],
-                    exception_handlers={ApiError: _api_error, HTTPException: _http_error,
+                    # Starlette calls each handler with its key's class, which its ExceptionHandler type (a handler of
+                    # any Exception) cannot say: a handler of a subclass is refused by its stubs, not by Starlette.
+                    exception_handlers={ApiError: _api_error, HTTPException: _http_error,  # type: ignore[dict-item]
                                         Exception: _unexpected_error})
     app.state.openai = server
     return app

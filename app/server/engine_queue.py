@@ -26,8 +26,6 @@ from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from app.datatypes import Done, Prompt, SamplingSettings, Token
 
-_STOP = object()
-
 
 class QueueFull(QuantDeskError):
     """More requests are waiting than the server accepts; the client should retry later."""
@@ -61,7 +59,7 @@ class Job:
         self.events_every_s = events_every_s  # the engine's window for this job's tokens (None: its own)
         self._loop = loop
         self._owner = owner
-        self._events: asyncio.Queue = asyncio.Queue()
+        self._events: asyncio.Queue[Token | Done | BaseException] = asyncio.Queue()
         self.stream: Iterator[Token | Done] | None = None  # the engine's events, once sent
         self.cancelled = threading.Event()
         self.running = False  # its events are being delivered
@@ -105,7 +103,8 @@ class EngineQueue:
         self.client = client
         self.max_pending = max_pending
         self._sender = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-submit")
-        self._deliveries: queue.Queue = queue.Queue()  # sent jobs, in the order the engine serves them
+        # Sent jobs with their event streams, in the order the engine serves them; None ends the delivery.
+        self._deliveries: queue.Queue[tuple[Job, Iterator[Token | Done]] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0  # accepted and not finished
         self._running: Job | None = None
@@ -199,12 +198,12 @@ class EngineQueue:
     def _send(self, job: Job) -> None:
         """On the submitting thread: one job at a time, so the engine gets them in arrival order."""
         try:
-            job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id,
-                                              events_every_s=job.events_every_s)
+            stream = job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id,
+                                                       events_every_s=job.events_every_s)
         except BaseException:
             self._finish(job, None)  # it never reached the engine
             raise
-        self._deliveries.put(job)
+        self._deliveries.put((job, stream))
 
     def _finish(self, job: Job, outcome: Outcome | None) -> None:
         with self._finished:
@@ -219,18 +218,19 @@ class EngineQueue:
 
     def _deliver(self) -> None:
         while True:
-            job = self._deliveries.get()
-            if job is _STOP:
+            sent = self._deliveries.get()
+            if sent is None:
                 return
+            job, stream = sent
             with self._lock:
                 self._waiting.pop(job.id, None)
                 self._running = job
                 job.running = True
-            self._finish(job, self._run(job))
+            self._finish(job, self._run(job, stream))
 
-    def _run(self, job: Job) -> Outcome:
+    def _run(self, job: Job, stream: Iterator[Token | Done]) -> Outcome:
         try:
-            for event in job.stream:
+            for event in stream:
                 if not isinstance(event, Done):
                     job.generated_tokens += event.count
                     job.push(event)
@@ -258,5 +258,5 @@ class EngineQueue:
             job.cancel()
         self._sender.shutdown(wait=True)
         if self._thread is not None:
-            self._deliveries.put(_STOP)
+            self._deliveries.put(None)
             self._thread.join(timeout)

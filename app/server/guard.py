@@ -21,6 +21,8 @@ import ipaddress
 import json
 from collections.abc import Iterable
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from app.errors import QuantDeskError
 from app.server.params import ApiError
 
@@ -65,8 +67,8 @@ def host_literal(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
-def _header(scope, name: bytes) -> str | None:
-    values = [v for k, v in scope.get("headers", ()) if k == name]
+def _header(scope: Scope, name: bytes) -> str | None:
+    values: list[bytes] = [v for k, v in scope.get("headers", ()) if k == name]
     if len(values) != 1:
         return None if not values else "\0several"  # a repeated Host or Origin is never legitimate
     return values[0].decode("latin-1")
@@ -75,14 +77,14 @@ def _header(scope, name: bytes) -> str | None:
 class Guard:
     """ASGI middleware: Host, Origin/CORS and API-key checks before the app sees a request."""
 
-    def __init__(self, app, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
+    def __init__(self, app: ASGIApp, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                  allowed_origins: Iterable[str] = ()) -> None:
         self.app = app
         self._key = api_key.encode("utf-8") if api_key else None
         self._names = {n.lower() for n in (*LOOPBACK_NAMES, *(host_literal(h) for h in allowed_hosts))}
         self._origins = {o.rstrip("/").lower() for o in allowed_origins}
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":  # the API has none; refuse rather than let one skip the checks
             await send({"type": "websocket.close", "code": 1008})
             return
@@ -103,14 +105,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_cors(message) -> None:
+        async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", ()), *_cors_headers(origin)]}
             await send(message)
 
         await self.app(scope, receive, send_with_cors)
 
-    def _check_host(self, scope) -> str:
+    def _check_host(self, scope: Scope) -> str:
         host = _header(scope, b"host")
         server = scope.get("server") or ("", 0)
         port = server[1]
@@ -121,7 +123,7 @@ class Guard:
                                 "site; DNS rebinding is refused)", type="permission_error", code="host_not_allowed")
         return host
 
-    def _check_origin(self, scope, host: str) -> str | None:
+    def _check_origin(self, scope: Scope, host: str) -> str | None:
         """None for a same-origin or non-browser request; the origin when it is one the operator listed."""
         origin = _header(scope, b"origin")
         if origin is None:
@@ -136,7 +138,7 @@ class Guard:
             return origin
         raise _cross_origin_refused()
 
-    def _check_key(self, scope) -> None:
+    def _check_key(self, scope: Scope) -> None:
         if self._key is None:
             return
         auth = _header(scope, b"authorization")
@@ -159,7 +161,7 @@ def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
     return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
 
 
-async def _send_preflight(send, origin: str | None) -> None:
+async def _send_preflight(send: Send, origin: str | None) -> None:
     headers = [(b"content-length", b"0")]
     if origin is not None:
         headers += [*_cors_headers(origin), (b"access-control-allow-methods", CORS_METHODS.encode()),
@@ -169,7 +171,7 @@ async def _send_preflight(send, origin: str | None) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-async def send_error(send, error: ApiError) -> None:
+async def send_error(send: Send, error: ApiError) -> None:
     """Answer an ApiError straight on the ASGI channel (used before the app is reached)."""
     body = json.dumps(error.body()).encode("utf-8")
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -22,7 +22,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, overload
 
 from app import images
 from backends import json_schema
@@ -71,7 +71,7 @@ class GenerationRequest:
     include_usage: bool
 
 
-def _refuse_constant(name: str):
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")  # Python's json accepts NaN and Infinity; the API must not
 
 
@@ -91,7 +91,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-def _number(body: dict, name: str, default: float) -> float:
+def _number(body: dict[str, Any], name: str, default: float) -> float:
     value = body.get(name)
     if value is None:
         return default
@@ -102,7 +102,11 @@ def _number(body: dict, name: str, default: float) -> float:
     return float(value)
 
 
-def _integer(body: dict, name: str, default: int | None) -> int | None:
+@overload
+def _integer(body: dict[str, Any], name: str, default: int) -> int: ...
+@overload
+def _integer(body: dict[str, Any], name: str, default: None) -> int | None: ...
+def _integer(body: dict[str, Any], name: str, default: int | None) -> int | None:
     value = body.get(name)
     if value is None:
         return default
@@ -129,7 +133,7 @@ def _string(body: dict[str, Any], name: str, default: str = "", param: str | Non
     return value
 
 
-def _refuse_unsupported(body: dict, names: dict[str, object]) -> None:
+def _refuse_unsupported(body: dict[str, Any], names: dict[str, object]) -> None:
     """Refuse features we cannot honour when set to anything but their no-op value."""
     for name, neutral in names.items():
         value = body.get(name)
@@ -137,7 +141,7 @@ def _refuse_unsupported(body: dict, names: dict[str, object]) -> None:
             raise bad_param(name, f"{name} is not supported by this server", "unsupported_parameter")
 
 
-def _stop(body: dict) -> tuple[str, ...]:
+def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     value = body.get("stop")
     if value is None:
         return ()
@@ -149,7 +153,7 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def check_model(body: dict, served_id: str) -> None:
+def check_model(body: dict[str, Any], served_id: str) -> None:
     """The model is chosen when the server starts; a request may name it, never another one or a path."""
     model = body.get("model")
     if model is None or model == "":
@@ -161,7 +165,7 @@ def check_model(body: dict, served_id: str) -> None:
                             "and does not load models from requests", param="model", code="model_not_found")
 
 
-def _top_k(body: dict, default: int) -> int:
+def _top_k(body: dict[str, Any], default: int) -> int:
     # SamplingSettings.validate() has no upper bound for top_k, and the engines keep it in a C int.
     top_k = _integer(body, "top_k", default)
     if top_k > MAX_TOP_K:
@@ -169,7 +173,7 @@ def _top_k(body: dict, default: int) -> int:
     return top_k
 
 
-def _sampling(body: dict, max_tokens_default: int, max_tokens_limit: int) -> SamplingSettings:
+def _sampling(body: dict[str, Any], max_tokens_default: int, max_tokens_limit: int) -> SamplingSettings:
     defaults = SamplingSettings()
     max_tokens = _integer(body, "max_completion_tokens", None)
     if max_tokens is None:
@@ -198,7 +202,7 @@ def _sampling(body: dict, max_tokens_default: int, max_tokens_limit: int) -> Sam
     return sampling
 
 
-def _stream_options(body: dict, stream: bool) -> bool:
+def _stream_options(body: dict[str, Any], stream: bool) -> bool:
     options = body.get("stream_options")
     if options is None:
         return False
@@ -213,7 +217,7 @@ _COMMON_UNSUPPORTED = {"n": 1, "logprobs": False, "presence_penalty": 0, "freque
                        "logit_bias": None}
 
 
-def _image(part: dict, param: str) -> str:
+def _image(part: dict[str, Any], param: str) -> str:
     """An ``image_url`` part's image as base64, checked: a ``data:`` URL of a PNG, JPEG or WebP image within the
     limits that decodes whole (app/images)."""
     image_url = part.get("image_url")
@@ -236,7 +240,7 @@ def _image(part: dict, param: str) -> str:
     return payload
 
 
-def _content(message: dict, index: int, sees_images: bool) -> tuple[str, tuple[str, ...]]:
+def _content(message: dict[str, Any], index: int, sees_images: bool) -> tuple[str, tuple[str, ...]]:
     """A message's text and its images (base64): the images go to the model ahead of the message's text."""
     content = message.get("content")
     if isinstance(content, str):
@@ -274,7 +278,7 @@ def json_arguments(value: Any, param: str) -> dict[str, Any]:
     return value
 
 
-def _assistant_tool_calls(message: dict, index: int) -> tuple[dict[str, Any], ...]:
+def _assistant_tool_calls(message: dict[str, Any], index: int) -> tuple[dict[str, Any], ...]:
     calls = message.get("tool_calls")
     if calls is None:
         return ()
@@ -318,7 +322,7 @@ def chat_message(message: Any, i: int, sees_images: bool = False) -> Message:
     return Message(role, content, attached)
 
 
-def _reasoning(message: dict, index: int) -> str:
+def _reasoning(message: dict[str, Any], index: int) -> str:
     """An assistant turn's thinking, as llama-server sends it back (``reasoning_content``) or vLLM (``reasoning``)."""
     name = "reasoning_content" if message.get("reasoning_content") is not None else "reasoning"
     return _string(message, name, param=f"messages[{index}].{name}")
@@ -357,7 +361,7 @@ def parse_tools(tools: Any, param: str = "tools") -> list[dict[str, Any]]:
     return out
 
 
-def _tool_choice(body: dict, tools: list[dict[str, Any]]) -> str:
+def _tool_choice(body: dict[str, Any], tools: list[dict[str, Any]]) -> str:
     """"auto", "none", "required", or the name of the one function to call."""
     choice = body.get("tool_choice")
     if choice is None or choice == "auto":  # comparisons only: a list or an object is never hashed
@@ -470,7 +474,7 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSetti
                                reasoning_format=reasoning_format, chat_template_kwargs=kwargs)
 
 
-def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = False,
+def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images: bool = False,
                takes_tools: bool = False) -> GenerationRequest:
     """``sees_images``: the served model takes images; ``takes_tools``: its chat template has tool support
     (Loaded.details' ``tool_format``)."""
@@ -498,7 +502,7 @@ def parse_chat(body: dict, *, served_id: str, n_ctx: int, sees_images: bool = Fa
     return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream))
 
 
-def parse_completion(body: dict, *, served_id: str, n_ctx: int) -> GenerationRequest:
+def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int) -> GenerationRequest:
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "best_of": 1, "echo": False, "suffix": None})
     prompt = body.get("prompt")
@@ -522,7 +526,7 @@ class EmbeddingRequest:
     encoding_format: str  # float | base64 (little-endian float32, what the openai client asks for by default)
 
 
-def parse_embeddings(body: dict, *, served_id: str, n_embd: int) -> EmbeddingRequest:
+def parse_embeddings(body: dict[str, Any], *, served_id: str, n_embd: int) -> EmbeddingRequest:
     check_model(body, served_id)
     texts = body.get("input")
     if isinstance(texts, str):

@@ -41,6 +41,7 @@ from app.datatypes import LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.hardware.profile import HardwareProfile
+    from app.models.recommend import FitResult
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class Plan:
     path: str
     settings: LoadSettings
     estimate_bytes: int
-    fit: Any = None  # app.models.recommend.FitResult, None when the header could not be read
+    fit: FitResult | None = None  # None when the header could not be read
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ host application's Ctrl-C and Qt handling alone.
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from app.errors import QuantDeskError
 from app.server.guard import host_literal
@@ -27,14 +29,14 @@ class _NotifyingServer(uvicorn.Server):
         super().__init__(config)
         self.ready = threading.Event()
 
-    async def startup(self, sockets=None) -> None:
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         try:
             await super().startup(sockets=sockets)
         finally:
             self.ready.set()
 
 
-def server_config(app, host: str, port: int, *, log_level: str = "warning") -> uvicorn.Config:
+def server_config(app: ASGIApp, host: str, port: int, *, log_level: str = "warning") -> uvicorn.Config:
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on",
                           timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                           # No proxy is in front of a desktop server: never trust X-Forwarded-* headers.
@@ -50,7 +52,7 @@ def bound_url(server: uvicorn.Server) -> str:
 class ServerThread:
     """``ServerThread(create_app(client)).start()``; ``.url`` is where it listens; ``.stop()`` ends it."""
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning") -> None:
         self.app = app
         self._server = _NotifyingServer(server_config(app, host, port, log_level=log_level))
         self._thread: threading.Thread | None = None
@@ -100,5 +102,5 @@ class ServerThread:
     def __enter__(self) -> ServerThread:
         return self.start()
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
