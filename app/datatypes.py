@@ -282,6 +282,10 @@ class Token:
     count: int = 1  # tokens this event stands for: 0 for the held-back text released at the end
     reasoning: str = ""  # the thinking written with these tokens
     tool_calls: tuple[ToolCallDelta, ...] = ()  # tool calls begun or extended with these tokens
+    # The prompt's tokens, and how many of them the engine reused from its KV cache, on a reply's first event (0 on
+    # the others, and where the engine learns them only at the end: a remote server): a stream's opening can say them.
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
     type: Literal["token"] = "token"
 
 
@@ -308,6 +312,9 @@ class GenerationStats:
     reasoning_tokens: int = 0
     reasoning_ms: float = 0.0
     first_answer_ms: float = 0.0
+    # Of the prompt's tokens, those the engine did not evaluate again: the prefix its KV cache already held from the
+    # previous request (llama.cpp; 0 where an engine does not say).
+    cached_tokens: int = 0
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -434,7 +441,17 @@ class Embedded:
     type: Literal["embedded"] = "embedded"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded
+@dataclass(frozen=True)
+class Counted:
+    """How many tokens a prompt is, rendered through the model's chat template and tokenized as a generation would
+    (``Backend.count_prompt_tokens``), without generating."""
+
+    request_id: str
+    prompt_tokens: int
+    type: Literal["counted"] = "counted"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded | Counted
 
 
 # --- Devices

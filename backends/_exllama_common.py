@@ -451,6 +451,12 @@ class ExLlamaBackendBase(Backend):
     def _make_job(self, input_ids: Any, limit: int, sampling: SamplingSettings) -> Any:
         raise NotImplementedError
 
+    def _count_prompt(self, messages: Prompt) -> int:
+        if self._generator is None or self._folder is None:
+            raise GenerationError("state", "no model is loaded")
+        prompt, add_bos = render_prompt(self._folder, messages, self.prepared)
+        return int(self._encode(prompt, add_bos).shape[-1])
+
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         if self._generator is None or self._folder is None:
             raise GenerationError("state", "no model is loaded")

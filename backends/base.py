@@ -247,7 +247,23 @@ class Backend(abc.ABC):
     def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
         raise GenerationError("request", f"{self.name} makes no embeddings", "serve a GGUF embedding model")
 
+    # --- counting: a prompt's tokens as a generation would make them (the server's count_tokens), without generating
+
+    def count_prompt_tokens(self, messages: Prompt, sampling: SamplingSettings) -> int:
+        """How many tokens ``messages`` is once rendered through the model's chat format with ``sampling``'s tools
+        and thinking switch, and tokenized as ``_stream`` tokenizes it: the figure the reply's stats would report as
+        ``prompt_tokens``. The KV cache is left as it is."""
+        self.prepared = self.prepare(messages, sampling)
+        return self._count_prompt(messages)
+
+    def _count_prompt(self, messages: Prompt) -> int:
+        """``count_prompt_tokens`` once the prompt is prepared (``self.prepared``): each engine tokenizes as its
+        ``_stream`` does."""
+        raise GenerationError("unavailable", f"{self.name} cannot count a prompt's tokens")
+
     prompt_tokens: int = 0
+    # Of the prompt's tokens, those reused from the KV cache (the previous request's prefix): ``_stream`` sets it.
+    cached_tokens: int = 0
     _t_prefill: float | None = None
     # Speculative decoding's counts for the reply being generated (GenerationStats' fields of the same names):
     # ``_stream`` sets them, the shared loop reports them.
@@ -388,7 +404,7 @@ class Backend(abc.ABC):
         t_sent = -coalesce_s  # the first token goes out at once
         stop_reason: StopReason = "eos"
         forced = False
-        self.prompt_tokens = 0
+        self.prompt_tokens = self.cached_tokens = 0
         self.drafted_tokens = self.accepted_tokens = self.verify_passes = 0
         self._t_prefill = None
 
@@ -398,10 +414,13 @@ class Backend(abc.ABC):
             chunk_reasoning.clear()
             released.append(text)
             released_reasoning.append(reasoning)
+            # the prompt's figures go out with the first event, so that a stream's opening can say them
+            prompt, cached = (self.prompt_tokens, self.cached_tokens) if len(released) == 1 else (0, 0)
             if reader is None:
-                return Token(request_id, text, t_ms, count=count, reasoning=reasoning)
+                return Token(request_id, text, t_ms, count=count, reasoning=reasoning, prompt_tokens=prompt,
+                             cached_tokens=cached)
             reader.feed(text)
-            return _token_from(request_id, reader.deltas(), t_ms, count)
+            return _token_from(request_id, reader.deltas(), t_ms, count, prompt, cached)
 
         if budget == 0 and thinking is not None and thinking.inside:  # the template opened it anyway: close it
             self.force(sampling.reasoning_budget_message + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
@@ -490,14 +509,17 @@ class Backend(abc.ABC):
             reasoning_ms=((t_reasoning_last - t_reasoning_first) * 1000
                           if t_reasoning_first is not None and t_reasoning_last is not None else 0.0),
             first_answer_ms=(t_answer - t_start) * 1000 if t_answer is not None else 0.0,
+            cached_tokens=self.cached_tokens,
         )
         yield Done(request_id, content, stats, reasoning, calls)
 
 
-def _token_from(request_id: str, deltas: Sequence[Any], t_ms: float, count: int) -> Token:
+def _token_from(request_id: str, deltas: Sequence[Any], t_ms: float, count: int, prompt_tokens: int = 0,
+                cached_tokens: int = 0) -> Token:
     """One Token event for a chunk's deltas (backends/chat_format/stream.Delta): its answer text, its thinking and
     the tool calls it begins or extends."""
-    return Token(request_id, "".join(d.content for d in deltas), t_ms, count=count,
+    return Token(request_id, "".join(d.content for d in deltas), t_ms, count=count, prompt_tokens=prompt_tokens,
+                 cached_tokens=cached_tokens,
                  reasoning="".join(d.reasoning for d in deltas),
                  tool_calls=tuple(ToolCallDelta(d.tool_index, d.tool_id, d.tool_name, d.tool_arguments)
                                   for d in deltas if d.tool_index >= 0))

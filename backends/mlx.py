@@ -207,10 +207,7 @@ class MlxBackend(Backend):
         if self._processor is not None:
             yield from self._stream_vision(messages, sampling)
             return
-        prompt = self._render(messages)
-        bos = self._tokenizer.bos_token
-        # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
-        tokens = self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos))
+        tokens = self._prompt_ids(messages)
         if len(tokens) >= self._n_ctx:
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
                                              f"holds {self._n_ctx}", "start a new chat or load with a larger context")
@@ -370,6 +367,19 @@ class MlxBackend(Backend):
     # --- scoring (the quant lab): the model called directly on the tokens gives every position's logits.
 
     SCORE_CHUNK = 512  # tokens per forward pass; a KV cache carries the context across chunks
+
+    def _prompt_ids(self, messages: Prompt) -> list[int]:
+        prompt = self._render(messages)
+        bos = self._tokenizer.bos_token
+        # As mlx_lm.stream_generate does for a string prompt: no second BOS if the template wrote one.
+        return list(self._tokenizer.encode(prompt, add_special_tokens=bos is None or not prompt.startswith(bos)))
+
+    def _count_prompt(self, messages: Prompt) -> int:
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        if self._processor is not None:  # mlx-vlm counts a vision model's prompt with its images only as it runs
+            return super()._count_prompt(messages)
+        return len(self._prompt_ids(messages))
 
     def tokenize(self, text: str, special: bool = False) -> list[int]:
         """A Hugging Face tokenizer reads added special tokens in any text: ``special`` changes nothing here."""

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import protocol
-from app.engine.protocol import (EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest, ShutdownRequest,
-                                 UnloadRequest)
+from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest,
+                                 ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from app.datatypes import (Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
+from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
                            SamplingSettings, Scored, Token, WindowScoring)
 
 _EOF = object()
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
-_Answered = LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | UnloadRequest
-Answer = TypeVar("Answer", Scored, Embedded)  # the one event that answers a score or an embed request
+_Answered = LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | UnloadRequest
+Answer = TypeVar("Answer", Scored, Embedded, Counted)  # the one event that answers a score, embed or count request
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
@@ -93,6 +93,7 @@ class EngineClientLike(Protocol):
                  on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
                  ) -> Iterator[Token | Done]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
+    def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -479,6 +480,16 @@ class EngineClient:
         model that makes none, 'context' for a text longer than the model takes)."""
         reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
         return self._answer(reply, Embedded)
+
+    def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
+        """How many tokens ``messages`` is as a generation with ``sampling`` would render it (the model's chat
+        template, its tools and thinking switch) and tokenize it; in its turn, after the requests sent before, and
+        without touching the KV cache. Raises EngineError (kind 'unavailable' where the engine cannot tokenize: a
+        remote server)."""
+        request = CountRequest(f"c{next(self._ids)}", messages if isinstance(messages, str) else list(messages),
+                               sampling or SamplingSettings())
+        reply, _ = self._submit(request, "while counting tokens")
+        return self._answer(reply, Counted).prompt_tokens
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

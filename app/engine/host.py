@@ -26,9 +26,9 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from app.engine.protocol import (CancelRequest, EmbedRequest, GenerateRequest, LoadRequest, Request, ScoreRequest,
-                                 ShutdownRequest, UnloadRequest)
-from app.datatypes import Done, ErrorEvent, GenerationStats, Progress
+from app.engine.protocol import (CancelRequest, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, Request,
+                                 ScoreRequest, ShutdownRequest, UnloadRequest)
+from app.datatypes import Counted, Done, ErrorEvent, GenerationStats, Progress
 from backends.base import Backend, GenerationError
 
 # Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
@@ -116,6 +116,10 @@ class Host:
             if self._backend is None:
                 raise GenerationError("state", "no model is loaded")
             self.send(self._backend.embed(request.id, request.texts))
+        elif isinstance(request, CountRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            self.send(Counted(request.id, self._backend.count_prompt_tokens(request.prompt, request.sampling)))
         elif isinstance(request, UnloadRequest):
             self._unload()
             self.send(protocol.Unloaded(request.id))

@@ -301,6 +301,13 @@ class ModelPool:
         finally:
             self._release(model, None)
 
+    def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
+        model = self._hold(None)
+        try:
+            return model.client.count_tokens(messages, sampling)
+        finally:
+            self._release(model, None)
+
     def cancel(self, request_id: str | None = None) -> None:
         with self._lock:
             model = self._requests.get(request_id) if request_id else None

@@ -5,8 +5,8 @@ of backends.base (each tagged with its ``type``) plus the two the protocol itsel
 ``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
 
 The host serves the requests it reads one at a time, in order, and ends each with exactly one final
-event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Unloaded`` or an ``ErrorEvent``); every event in between
-belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
+event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``Unloaded`` or an ``ErrorEvent``); every event
+in between belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
 answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
 from different releases refuse each other with a sentence instead of misreading each other.
 """
@@ -19,15 +19,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
-from app.datatypes import (DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded, LoadSettings,
-                           Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta, WindowScoring)
+from app.datatypes import (Counted, DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded,
+                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta,
+                           WindowScoring)
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
-PROTOCOL_VERSION = 2
+# 3: counting a prompt's tokens (CountRequest, Counted); the prompt's and reused tokens on a reply's first Token
+PROTOCOL_VERSION = 3
 
 
 # --- requests (parent -> host)
@@ -74,6 +76,17 @@ class EmbedRequest:
 
 
 @dataclass(frozen=True)
+class CountRequest:
+    """How many tokens ``prompt`` is as a generation with ``sampling`` would render it (its tools, its thinking
+    switch), answered with a ``Counted``; nothing is generated and the KV cache is left as it is."""
+
+    id: str
+    prompt: Prompt
+    sampling: SamplingSettings
+    op: Literal["count"] = "count"
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     id: str  # a generation's id, running or not started yet; "*" for whichever runs now
     op: Literal["cancel"] = "cancel"
@@ -90,10 +103,11 @@ class ShutdownRequest:
     op: Literal["shutdown"] = "shutdown"
 
 
-Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CancelRequest | UnloadRequest
+Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | CancelRequest | UnloadRequest
            | ShutdownRequest)
 _REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, EmbedRequest,
-                                                            CancelRequest, UnloadRequest, ShutdownRequest)}
+                                                            CountRequest, CancelRequest, UnloadRequest,
+                                                            ShutdownRequest)}
 
 
 # --- events of the protocol itself (host -> parent)
@@ -115,8 +129,9 @@ class Unloaded:
 
 
 _EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Embedded,
-                                                          Hello, Unloaded)}
-FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Unloaded, ErrorEvent)  # each request ends with exactly one of these
+                                                          Counted, Hello, Unloaded)}
+# each request ends with exactly one of these
+FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, Unloaded, ErrorEvent)
 
 
 class ProtocolMismatch(ValueError):
@@ -164,7 +179,7 @@ def decode_request(line: bytes) -> Request:
         values = known_fields(cls, data)
         if cls is LoadRequest:
             values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
-        elif cls is GenerateRequest:
+        elif cls is GenerateRequest or cls is CountRequest:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt: Any = values.get("prompt")  # JSON off the wire
             if not isinstance(prompt, str):

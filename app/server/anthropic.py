@@ -1,7 +1,8 @@
 """Anthropic's Messages API (``POST /v1/messages``) over the same engine queue as the OpenAI endpoints, so that
 clients written for Anthropic's SDK work locally: system prompt, text, thinking, tool_use / tool_result blocks, tools
 with ``input_schema``, ``tool_choice`` (auto, any, tool, none; ``disable_parallel_tool_use``), ``thinking`` (enabled
-with a budget, adaptive, disabled), streamed as Anthropic's named server-sent events or not.
+with a budget, adaptive, disabled), streamed as Anthropic's named server-sent events or not; and
+``POST /v1/messages/count_tokens``, the same body's prompt counted by the model's own tokenizer.
 
 Requests become the same ``GenerationRequest`` an OpenAI chat request does (tools in OpenAI's form, which is what
 chat templates read); the engine reads the reply into its thinking, text and tool calls, which become thinking,
@@ -136,7 +137,7 @@ def _parallel_tool_use(body: dict[str, Any]) -> bool:
     return not disable
 
 
-def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSettings:
+def _thinking(body: dict[str, Any], sampling: SamplingSettings, counting: bool = False) -> SamplingSettings:
     """``thinking``: {"type": "enabled", "budget_tokens": N} thinks at most N tokens, {"type": "adaptive"} as long as
     the model wants, {"type": "disabled"} not at all; absent, the model's template decides (as llama-server)."""
     thinking = body.get("thinking")
@@ -155,23 +156,25 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSetti
         return dataclasses.replace(sampling, enable_thinking=True)
     # Anthropic's own API wants at least 1,024; a local model may be asked for less.
     budget = thinking_budget(thinking.get("budget_tokens"), "thinking.budget_tokens", least=1)
-    if budget >= sampling.max_tokens:
+    if budget >= sampling.max_tokens and not counting:  # a count has no max_tokens: nothing to check it against
         raise bad_param("thinking.budget_tokens", f"max_tokens ({sampling.max_tokens}) must be greater than "
                                                   f"thinking.budget_tokens ({budget}): the answer comes after it")
     return dataclasses.replace(sampling, enable_thinking=True, reasoning_budget=budget)
 
 
-def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_tools: bool) -> GenerationRequest:
-    """``takes_tools``: the served model's chat template has tool support."""
+def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_tools: bool,
+                   counting: bool = False) -> GenerationRequest:
+    """``takes_tools``: the served model's chat template has tool support. ``counting``: the body of
+    ``/v1/messages/count_tokens``, the same without ``max_tokens`` (and its sampling values read but unused)."""
     check_model(body, served_id)
-    if body.get("max_tokens") is None:
+    if body.get("max_tokens") is None and not counting:
         raise bad_param("max_tokens", "max_tokens is required", "missing_parameter")
     temperature = body.get("temperature")
     if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and not 0 <= temperature <= 1:
         raise bad_param("temperature", f"temperature must be between 0 and 1, not {temperature}")
     stop = body.get("stop_sequences")
-    sampling = _sampling({"max_tokens": body["max_tokens"], "temperature": temperature, "top_p": body.get("top_p"),
-                          "top_k": body.get("top_k"), "stop": stop}, n_ctx, n_ctx)
+    sampling = _sampling({"max_tokens": n_ctx if counting else body["max_tokens"], "temperature": temperature,
+                          "top_p": body.get("top_p"), "top_k": body.get("top_k"), "stop": stop}, n_ctx, n_ctx)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_param("messages", "messages must be a non-empty list", "invalid_type")
@@ -182,11 +185,20 @@ def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_to
     tools = _tools(body)
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
     sampling = dataclasses.replace(sampling, parallel_tool_calls=_parallel_tool_use(body))
-    return GenerationRequest(messages, _thinking(body, sampling), _flag(body, "stream"), False)
+    return GenerationRequest(messages, _thinking(body, sampling, counting), not counting and _flag(body, "stream"),
+                             False)
 
 
-def _usage(stats: GenerationStats) -> dict[str, int]:
-    return {"input_tokens": stats.prompt_tokens, "output_tokens": stats.generated_tokens}
+def _usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, int]:
+    """Anthropic's usage, as llama-server gives it: ``input_tokens`` are the prompt's tokens the engine evaluated,
+    ``cache_read_input_tokens`` those it reused from its KV cache (the earlier turns of a conversation); their sum is
+    the prompt, which count_tokens counts."""
+    return {"input_tokens": prompt_tokens - cached_tokens, "cache_read_input_tokens": cached_tokens,
+            "output_tokens": output_tokens}
+
+
+def _final_usage(stats: GenerationStats) -> dict[str, int]:
+    return _usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens)
 
 
 def _stop_reason(stats: GenerationStats, called_tools: bool) -> str:
@@ -236,15 +248,17 @@ class MessageShape:
         if done.text or not (done.reasoning or done.tool_calls):
             content.append({"type": "text", "text": done.text})
         content += [_tool_use(call) for call in done.tool_calls]
-        return self._message(content, _stop_reason(done.stats, bool(done.tool_calls)), _usage(done.stats),
+        return self._message(content, _stop_reason(done.stats, bool(done.tool_calls)), _final_usage(done.stats),
                              _stop_sequence(done.stats))
 
     async def stream(self, first: Token | Done, next_event: Callable[[], Awaitable[Token | Done]]
                      ) -> AsyncIterator[bytes]:
         """message_start; the blocks as the engine's events bring them, each started, extended by its deltas and
         stopped before the next starts (a thinking block with its signature_delta last); message_delta, message_stop."""
-        yield _event("message_start", {"type": "message_start",
-                                       "message": self._message([], None, {"input_tokens": 0, "output_tokens": 0})})
+        # The engine's first event carries the prompt's figures (a remote engine's only its Done: 0 until then).
+        opening = _usage(first.prompt_tokens, first.cached_tokens, 0) if isinstance(first, Token) \
+            else _usage(first.stats.prompt_tokens, first.stats.cached_tokens, 0)
+        yield _event("message_start", {"type": "message_start", "message": self._message([], None, opening)})
         blocks = _Blocks()
         event = first
         while isinstance(event, Token):
@@ -261,7 +275,7 @@ class MessageShape:
         yield _event("message_delta", {"type": "message_delta",
                                        "delta": {"stop_reason": _stop_reason(stats, bool(event.tool_calls)),
                                                  "stop_sequence": _stop_sequence(stats)},
-                                       "usage": _usage(stats)})
+                                       "usage": _final_usage(stats)})
         yield _event("message_stop", {"type": "message_stop"})
 
 

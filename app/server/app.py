@@ -1,11 +1,12 @@
 """The OpenAI-compatible API over one already-loaded EngineClient.
 
-``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and
-picks where to listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints:
-``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent
-events or not; chat with tools and structured output), ``POST /v1/embeddings`` (an embedding model),
-Anthropic's ``POST /v1/messages`` (app/server/anthropic.py), and ``GET /health``. Responses carry ``usage``
-and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
+``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and picks where to
+listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints: ``GET /v1/models``,
+``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent events or not; chat with
+tools and structured output), ``POST /v1/embeddings`` (an embedding model), Anthropic's ``POST /v1/messages`` and
+``POST /v1/messages/count_tokens`` (app/server/anthropic.py), and ``GET /health``; the OpenAI routes also without the
+``/v1`` prefix, as llama-server serves them. Responses carry ``usage`` (with the prompt's tokens reused from the KV
+cache) and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
 loaded on demand when allowed, or with ``serve_remotes`` a model of the user's remote connections
 (app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` with ``{"model": ID}``
@@ -67,6 +68,7 @@ def timings(stats: GenerationStats) -> dict[str, float | int]:
     the first token comes out of prompt processing, so it is (predicted_n - 1) over predicted_ms."""
     predicted = stats.generated_tokens
     return {
+        "cache_n": stats.cached_tokens,  # of prompt_n, the tokens reused from the KV cache
         "prompt_n": stats.prompt_tokens,
         "prompt_ms": stats.prompt_ms,
         "prompt_per_token_ms": stats.prompt_ms / stats.prompt_tokens if stats.prompt_tokens else 0.0,
@@ -82,9 +84,12 @@ def timings(stats: GenerationStats) -> dict[str, float | int]:
 
 
 def usage(stats: GenerationStats) -> dict[str, Any]:
-    """OpenAI's usage; the thinking's tokens (part of the completion's) under OpenAI's name when there was any."""
+    """OpenAI's usage; the prompt's tokens the engine reused from its KV cache (the earlier turns of a conversation)
+    as ``prompt_tokens_details.cached_tokens``; the thinking's tokens (part of the completion's) under OpenAI's name
+    when there was any."""
     out: dict[str, Any] = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
-                           "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+                           "total_tokens": stats.prompt_tokens + stats.generated_tokens,
+                           "prompt_tokens_details": {"cached_tokens": stats.cached_tokens}}
     if stats.reasoning_tokens:
         out["completion_tokens_details"] = {"reasoning_tokens": stats.reasoning_tokens}
     return out
@@ -296,6 +301,34 @@ class OpenAIServer:
             job.cancel()
             lease.release()
         return JSONResponse(shape.whole(event))
+
+    async def count_tokens(self, request: Request) -> Response:
+        """Anthropic's ``/v1/messages/count_tokens``: the body of a Messages request (without ``max_tokens``), its
+        prompt rendered through the model's chat template and counted by its tokenizer in the engine host, in its turn
+        after the requests before it; the same figure a reply reports as input_tokens + cache_read_input_tokens."""
+        try:
+            body = await read_body(request)
+            lease = await self._engine_for(body)
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        try:
+            parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
+                                              takes_tools=bool(lease.loaded.details.get("tool_format")), counting=True)
+            try:
+                with lease.queue.counted():
+                    tokens = await asyncio.to_thread(lease.queue.client.count_tokens, parsed.messages,
+                                                     parsed.sampling)
+            except EngineError as exc:
+                if exc.kind != "unavailable":
+                    raise engine_api_error(exc) from None
+                raise ApiError(501, f"{lease.served} cannot count tokens here: {exc}", code="unavailable") from None
+            except Exception as exc:
+                raise engine_api_error(exc) from None
+        except ApiError as exc:
+            return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
+        finally:
+            lease.release()
+        return JSONResponse({"input_tokens": tokens})
 
     async def embeddings(self, request: Request) -> Response:
         body = await read_body(request)
@@ -557,6 +590,13 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/embeddings", server.embeddings, methods=["POST"]),
         Route("/v1/messages", server.messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", server.count_tokens, methods=["POST"]),
+        # llama-server answers the OpenAI routes without /v1 too, and clients configured with a bare base URL use them
+        Route("/models", server.models, methods=["GET"]),
+        Route("/models/{model:path}", server.model, methods=["GET"]),
+        Route("/chat/completions", server.chat_completions, methods=["POST"]),
+        Route("/completions", server.completions, methods=["POST"]),
+        Route("/embeddings", server.embeddings, methods=["POST"]),
         Route("/models/unload", server.unload, methods=["POST"]),  # llama-server's router route, for its clients
         Route("/v1/models/unload", server.unload, methods=["POST"]),
         Route("/health", server.health, methods=["GET"]),

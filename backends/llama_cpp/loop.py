@@ -142,7 +142,7 @@ class TokenLoop(Backend):
         abort callback, which is installed for the prompt only: llama.cpp calls it after every graph
         node, and a Python call per node would cost each generated token far more than the token loop."""
         ctx = self._loaded().ctx
-        reuse = self._keep_prefix(llama_cpp, self._common_prefix(tokens))
+        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, self._common_prefix(tokens))
         llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
         try:
             return self._decode(llama_cpp, tokens[reuse:])
@@ -166,7 +166,7 @@ class TokenLoop(Backend):
                 if not is_text and start < reuse < start + len(piece):
                     reuse = start
                 start += len(piece)
-        reuse = self._keep_prefix(llama_cpp, reuse)
+        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         llama_cpp.llama_set_abort_callback(llm.ctx, self._abort_cb, None)
         try:
             position = 0
@@ -187,6 +187,24 @@ class TokenLoop(Backend):
             llama_cpp.llama_set_abort_callback(llm.ctx, self._no_abort_cb, None)
         return 0
 
+    def _engine_prompt(self, messages: Prompt) -> str:
+        """The rendered prompt as it is tokenized: without the template's BOS text, as llama.cpp adds the BOS token
+        itself when the model asks for it."""
+        prompt = self._render(messages)
+        return prompt[len(self._bos):] if self._bos and prompt.startswith(self._bos) else prompt
+
+    def _count_prompt(self, messages: Prompt) -> int:
+        """As ``_stream`` counts the prompt: its tokens, or with images the positions of its text and image chunks."""
+        prompt = self._engine_prompt(messages)
+        images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
+        if not images:
+            return len(self._loaded().tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+        media = vision.media_chunks(self._mtmd, prompt, images)
+        try:
+            return int(vision.n_positions(media))
+        finally:
+            vision.free_chunks(media)
+
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """The token loop on llama.cpp's low-level API: llama_decode on a one-token batch, the native
         sampler chain, and each token's bytes looked up once per model."""
@@ -196,9 +214,7 @@ class TokenLoop(Backend):
         if self._pooling:
             raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
                                   "ask /v1/embeddings, or load a chat model")
-        prompt = self._render(messages)
-        if self._bos and prompt.startswith(self._bos):
-            prompt = prompt[len(self._bos):]  # llama.cpp adds BOS itself when the model asks for it
+        prompt = self._engine_prompt(messages)
         images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
         media = vision.media_chunks(self._mtmd, prompt, images) if images else None  # text and image chunks
         tokens = [] if media else llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)

@@ -302,6 +302,27 @@ def test_a_raw_prompt_reaches_the_model_without_the_chat_template(client, tiny_m
     assert chat.stats.prompt_tokens > expected
 
 
+def test_a_prompt_is_counted_as_the_generation_counts_it_and_a_conversation_reuses_its_prefix(client, tiny_models):
+    client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=512))
+    greedy = SamplingSettings(max_tokens=4, temperature=0)
+    counted = client.count_tokens(HELLO, greedy)
+    tokens, done = _collect(client.generate(HELLO, greedy))
+    assert counted == done.stats.prompt_tokens > 5
+    # the first event says the prompt's figures (a stream's opening), the others none
+    assert tokens[0].prompt_tokens == counted and tokens[0].cached_tokens == done.stats.cached_tokens
+    assert all(t.prompt_tokens == 0 and t.cached_tokens == 0 for t in tokens[1:])
+    # the next turn of the conversation: its earlier turns are in the KV cache, and counting did not disturb it
+    turn = [*HELLO, Message("assistant", done.text), Message("user", "And then?")]
+    counted = client.count_tokens(turn, greedy)
+    tokens, second = _collect(client.generate(turn, greedy))
+    assert second.stats.prompt_tokens == counted
+    # (at least the first turn's prompt, which the second renders the same; at least one token is evaluated anew)
+    assert done.stats.prompt_tokens - 1 <= second.stats.cached_tokens < counted
+    assert tokens[0].cached_tokens == second.stats.cached_tokens
+    raw = "Once upon a time, the quick brown fox"
+    assert client.count_tokens(raw) == _collect(client.generate(raw, greedy))[1].stats.prompt_tokens
+
+
 def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(monkeypatch):
     other = ("import app.engine.protocol as p; p.PROTOCOL_VERSION = 99; "  # a host from another release
              "from app.engine.host import main; main()")
@@ -342,7 +363,7 @@ def test_every_engine_client_takes_the_arguments_of_the_protocol():
 
     missing = []
     for cls in (EngineClient, ModelPool, EngineDouble, SuccessiveEngines, ScriptedEngine):
-        for call in ("load", "generate", "embed", "cancel", "close"):
+        for call in ("load", "generate", "embed", "count_tokens", "cancel", "close"):
             if not hasattr(cls, call):
                 continue  # a double for the chat only (no embeddings): a caller asking for it fails at once
             wanted = inspect.signature(getattr(EngineClientLike, call)).parameters

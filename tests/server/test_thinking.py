@@ -313,7 +313,8 @@ def test_thinking_blocks_in_the_history_go_back_to_the_template(claude):
         history = [*ASK, {"role": "assistant", "content": [
             *blocks, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}]
-        return client.messages.create(model=name, max_tokens=1, messages=history, tools=[tool]).usage.input_tokens
+        usage = client.messages.create(model=name, max_tokens=1, messages=history, tools=[tool]).usage
+        return usage.input_tokens + usage.cache_read_input_tokens  # the whole prompt: evaluated and reused
 
     without = input_tokens([])
     assert input_tokens([{"type": "thinking", "thinking": thought, "signature": ""}]) > without + 10
