@@ -59,6 +59,12 @@ def register(subparsers) -> None:
                         f"{DEFAULT_IDLE_TTL_S:g}); --model stays loaded")
     add_force_arguments(p, FORCE_HELP + "; with --load-on-demand, loads go past --memory-budget too (idle models "
                            "still unload first)")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME",
+                   help="another name --model answers to (e.g. gpt-4.1, for a client with a fixed model name); "
+                        "repeat for more")
+    p.add_argument("--serve-any-model", action="store_true",
+                   help="answer a request naming any model that is not served here with --model, as llama-server "
+                        "does (off by default: such a request is a 404); /v1/models says so")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
     p.add_argument("--stream-every-ms", type=float, default=STREAM_EVERY_S * 1000, metavar="MS",
                    help=f"send a streamed reply's tokens in chunks at most this often (default "
@@ -169,7 +175,8 @@ def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: L
                       serve_remotes=args.serve_remotes, on_ready=on_ready,
                       stream_every_s=args.stream_every_ms / 1000, pool=ServeSettings(
                           load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
-                          max_loaded=args.max_loaded,
+                          max_loaded=args.max_loaded, aliases=tuple(args.alias),
+                          serve_any_model=args.serve_any_model,
                           memory_budget_bytes=None if args.memory_budget is None else
                           int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
 

@@ -9,6 +9,9 @@ the one ``ModelPool`` of the process), a queue per model, and a lease while a re
   models hold the memory: retry) or 507 (it cannot fit) with the estimate, the budget and what is loaded; with
   ``force`` it loads past the budget and the risk is said in words (``warnings``).
 - A **remote model** (``remote:CONNECTION/MODEL``, with ``serve_remotes``) is loaded into the pool too, at 0 bytes.
+- **Other names** for the primary (``aliases``: ``--alias gpt-4.1``), and with ``serve_any_model``
+  (``--serve-any-model``, off by default) any name that is no model here: clients with a fixed model name are answered
+  by the primary under the name they gave; ``/v1/models`` lists the aliases and says the switch.
 
 Eviction, the idle unload, the budget and its refusal are the pool's, so ``quantdesk serve`` and the app's server
 evict and refuse the same way; the server's settings set the pool's limits while it serves (``ServeSettings``). A
@@ -71,6 +74,10 @@ class ServeSettings:
     serve_remotes: bool = False
     load: LoadSettings = field(default_factory=LoadSettings)  # context and threads of on-demand loads
     profile_path: str | None = None  # plan for the machine saved in this file (quantdesk hw --json), not this one
+    # Other names the primary model answers to, for clients with a fixed model name (gpt-4.1, claude-…); with
+    # serve_any_model, every name that is no model here does (llama-server serves its one model whatever is asked).
+    aliases: tuple[str, ...] = ()
+    serve_any_model: bool = False
 
     def limits(self, pool: PoolLimits) -> PoolLimits:
         """The pool's limits while this server serves: its own where it sets them, else the pool's."""
@@ -281,6 +288,8 @@ class ModelRouter:
         served (or not allowed to load), 503 / 507 when it does not fit, 502 for a remote that cannot be used."""
         if not isinstance(wanted, str) or not wanted or wanted == self.primary_id():
             return self._primary_lease()
+        if wanted in self.settings.aliases:
+            return self._primary_lease(wanted)
         lease = self._lease_loaded(wanted)
         if lease is not None:
             return lease
@@ -289,6 +298,8 @@ class ModelRouter:
             return self._load(wanted, Plan(wanted, LoadSettings(), 0), remote=True)
         path = dict(self.library_models()).get(wanted)
         if path is None:
+            if self.settings.serve_any_model and not is_remote_ref(wanted):
+                return self._primary_lease(wanted)  # answered by the primary, under the name the client gave
             if self.settings.load_on_demand:
                 raise ApiError(404, f"the model {wanted[:200]!r} is not served here: it is neither loaded nor in "
                                     "the library (quantdesk ls)", param="model", code="model_not_found")
@@ -305,11 +316,12 @@ class ModelRouter:
             self._warn(fit_warning(wanted, plan.fit.reason))
         return self._load(wanted, plan)
 
-    def _primary_lease(self) -> Lease:
+    def _primary_lease(self, served: str | None = None) -> Lease:
+        """The primary model, answering as ``served`` (an alias, or any name with serve_any_model) or its own id."""
         loaded = self.primary_loaded()
         if loaded is None:
             raise ApiError(503, "no model is loaded in the engine", type="server_error", code="model_not_loaded")
-        return Lease(self, self.primary_queue, loaded, model_id(loaded.model_path), None)
+        return Lease(self, self.primary_queue, loaded, served or model_id(loaded.model_path), None)
 
     def _lease_loaded(self, served: str) -> Lease | None:
         path = next((m.path for m in self.models.models() if _served_id(m.loaded.model_path) == served), None)
@@ -396,8 +408,15 @@ class ModelRouter:
         cards: list[dict[str, Any]] = []
         primary, loaded = self.primary(), self.primary_loaded()
         if primary is not None and loaded is not None:
-            cards.append(_card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
-                               primary=True, estimate=primary.estimate_bytes, details=loaded.details))
+            card = _card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
+                         primary=True, estimate=primary.estimate_bytes, details=loaded.details)
+            if self.settings.aliases:
+                card["meta"]["aliases"] = list(self.settings.aliases)
+            if self.settings.serve_any_model:
+                card["meta"]["serve_any_model"] = True  # a request naming any model not served here gets this one
+            cards.append(card)
+            for alias in self.settings.aliases:  # listed too: clients with a fixed name look for it here
+                cards.append({**card, "id": alias, "meta": {**card["meta"], "alias_of": card["id"]}})
         for other in self.loaded_engines():
             owner = other.served.split("/", 1)[0].removeprefix("remote:") if is_remote_ref(other.served) \
                 else "quantdesk"

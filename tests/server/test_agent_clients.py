@@ -1,7 +1,7 @@
 """What agent clients expect of the API, with the official ``anthropic`` and ``openai`` clients against the real server
 on the tiny models: Anthropic's count_tokens, the input tokens in message_start, the OpenAI routes without /v1, and
 the prompt's tokens reused from the KV cache (``cached_tokens``, ``cache_read_input_tokens``) on a conversation's
-second turn."""
+second turn; other model names (aliases, serve any model)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import httpx
 import openai
 import pytest
 
+from app.cli import build_parser
+from app.commands.server import serve_app
+from app.datatypes import LoadSettings
 from app.server.app import create_app, model_id
+from app.server.router import ServeSettings
 from app.server.thread import ServerThread
 from tests.server.conftest import loaded_engine
 from tests.server.test_anthropic import ASK, WEATHER, prompt_of
@@ -111,3 +115,38 @@ def test_the_openai_routes_answer_without_the_v1_prefix(served):
             bare.embeddings.create(model=name, input="hello")
         assert "not an embedding model" in caught.value.message
 
+
+def test_aliases_answer_as_the_primary_under_their_own_name(tool_engine):
+    name = model_id(tool_engine.loaded.model_path)
+    args = build_parser().parse_args(["serve", "--model", tool_engine.loaded.model_path, "--alias", "gpt-4.1"])
+    server = ServerThread(serve_app(args, tool_engine, None, LoadSettings())).start()  # as quantdesk serve builds it
+    try:
+        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as oai:
+            cards = {m.id: m for m in oai.models.list().data}
+            assert list(cards) == [name, "gpt-4.1"]
+            assert cards[name].meta["aliases"] == ["gpt-4.1"] and cards["gpt-4.1"].meta["alias_of"] == name
+            assert "serve_any_model" not in cards[name].meta
+            reply = oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "Hi"}],
+                                                max_tokens=2)
+            assert reply.model == "gpt-4.1" and reply.usage.completion_tokens >= 1
+            with pytest.raises(openai.NotFoundError):  # the switch is off: another name is still no model here
+                oai.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=2)
+    finally:
+        server.stop()
+
+
+def test_serve_any_model_answers_every_name_with_the_primary_and_says_so(tool_engine):
+    name = model_id(tool_engine.loaded.model_path)
+    server = ServerThread(create_app(tool_engine, pool=ServeSettings(serve_any_model=True))).start()
+    try:
+        with anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120) as claude:
+            message = claude.messages.create(model="claude-fixed-name", max_tokens=2, messages=ASK)
+            assert message.model == "claude-fixed-name" and message.usage.output_tokens >= 1
+            assert claude.messages.count_tokens(model="claude-fixed-name", messages=ASK).input_tokens \
+                == claude.messages.count_tokens(model=name, messages=ASK).input_tokens
+        with openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120) as oai:
+            assert [(m.id, m.meta.get("serve_any_model")) for m in oai.models.list().data] == [(name, True)]
+            assert oai.completions.create(model="gpt-4.1", prompt="Once", max_tokens=2).model == "gpt-4.1"
+    finally:
+        server.stop()
