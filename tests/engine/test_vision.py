@@ -26,8 +26,10 @@ def test_an_image_reaches_the_model_through_the_host(tiny_vision, tmp_path):
                                                                       mmproj=str(tiny_vision.mmproj_f16)))
         assert loaded.details["vision"] == {"projector": tiny_vision.mmproj_f16.name, "projector_type": "mlp",
                                             "image_tokens": 16}
-        done = _done(client, [Message("user", "What is this?", (picture,))])
-        assert done.stats.generated_tokens == 6 and done.stats.prompt_tokens > 16
+        asked = [Message("user", "What is this?", (picture,))]
+        counted = client.count_tokens(asked)  # the image's positions counted as the generation counts them
+        done = _done(client, asked)
+        assert done.stats.generated_tokens == 6 and done.stats.prompt_tokens == counted > 16
 
 
 def test_a_text_only_model_refuses_an_image_and_keeps_serving(tiny_vision, tmp_path):
