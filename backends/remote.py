@@ -563,6 +563,9 @@ class RemoteBackend(Backend):
         if isinstance(usage, dict):
             if (prompt_tokens := _count(usage.get("prompt_tokens"))) is not None:
                 self.prompt_tokens = prompt_tokens
+            details = usage.get("prompt_tokens_details")  # OpenAI's and llama-server's: what its KV cache held
+            if isinstance(details, dict) and (cached := _count(details.get("cached_tokens"))) is not None:
+                self.cached_tokens = cached
             if (completion_tokens := _count(usage.get("completion_tokens"))) is not None:
                 self._completion_tokens = completion_tokens
         timings = payload.get("timings")

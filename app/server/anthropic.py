@@ -193,6 +193,7 @@ def _usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[s
     """Anthropic's usage, as llama-server gives it: ``input_tokens`` are the prompt's tokens the engine evaluated,
     ``cache_read_input_tokens`` those it reused from its KV cache (the earlier turns of a conversation); their sum is
     the prompt, which count_tokens counts."""
+    cached_tokens = min(cached_tokens, prompt_tokens)  # a remote server's figures are its own: never below 0 here
     return {"input_tokens": prompt_tokens - cached_tokens, "cache_read_input_tokens": cached_tokens,
             "output_tokens": output_tokens}
 

@@ -49,6 +49,7 @@ def test_a_reply_streams_with_the_servers_counts_and_timings_beside_ours(faulty_
     stats = done.stats
     assert stats.stop_reason == "length"  # the server stopped at max_tokens, and said so
     assert stats.generated_tokens == 8 and stats.prompt_tokens == 11  # from the server's usage, not chunks
+    assert stats.cached_tokens == 6  # the prompt's tokens its KV cache held: the server's prompt_tokens_details
     assert stats.server == {"predicted_n": 4, "predicted_per_second": 123.0}
     assert stats.ttft_ms > 0 and stats.peak_memory_bytes == 0
     sent = faulty_server.requests[-1]
