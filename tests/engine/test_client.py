@@ -323,6 +323,16 @@ def test_a_prompt_is_counted_as_the_generation_counts_it_and_a_conversation_reus
     assert client.count_tokens(raw) == _collect(client.generate(raw, greedy))[1].stats.prompt_tokens
 
 
+def test_an_mlx_prompt_is_counted_as_its_generation_counts_it(client, tiny_models):
+    """MLX (its CPU build runs here) tokenizes a counted prompt as mlx-lm's generation does: the same figure."""
+    client.load(tiny_models.mlx_f16, LoadSettings(n_ctx=512))
+    greedy = SamplingSettings(max_tokens=3, temperature=0)
+    for prompt in (HELLO, "Once upon a time, the quick brown fox"):
+        counted = client.count_tokens(prompt, greedy)
+        tokens, done = _collect(client.generate(prompt, greedy))
+        assert counted == done.stats.prompt_tokens == tokens[0].prompt_tokens > 5
+
+
 def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(monkeypatch):
     other = ("import app.engine.protocol as p; p.PROTOCOL_VERSION = 99; "  # a host from another release
              "from app.engine.host import main; main()")
