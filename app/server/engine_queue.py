@@ -26,6 +26,13 @@ from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from app.datatypes import Done, Prompt, SamplingSettings, Token
 
+# Job ids are the engine requests' ids, and an engine host remembers a cancel for an id it has not seen yet (it may
+# cross its request on the pipes). So they are unique in this process, not per queue: a server started again over
+# the same host (the app's Server switch over the Chat's models) counting from q1 again met a cancel that the last
+# one sent as its client left just after the reply, and its first request ended unrun ("the client went away while
+# the request was queued").
+_JOB_IDS = itertools.count(1)
+
 
 class QueueFull(QuantDeskError):
     """More requests are waiting than the server accepts; the client should retry later."""
@@ -110,7 +117,6 @@ class EngineQueue:
         self._running: Job | None = None
         self._waiting: dict[str, Job] = {}  # behind the running one, in arrival order (dicts keep it)
         self._closing = False
-        self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._outcomes: collections.deque[Outcome] = collections.deque(maxlen=history)
         self._finished = threading.Condition(self._lock)
@@ -160,7 +166,7 @@ class EngineQueue:
         loop = asyncio.get_running_loop()
         with self._lock:
             self._admit()
-            job = Job(f"q{next(self._ids)}", messages, sampling, loop, self, events_every_s)
+            job = Job(f"q{next(_JOB_IDS)}", messages, sampling, loop, self, events_every_s)
             self._waiting[job.id] = job
         try:
             sent = loop.run_in_executor(self._sender, self._send, job)

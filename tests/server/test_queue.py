@@ -96,7 +96,8 @@ def test_requests_run_in_arrival_order_and_a_full_queue_answers_503(serve, gated
     assert last.json()["usage"]["completion_tokens"] <= 3
     # First come, first served; the one that left was skipped without reaching the engine.
     outcomes = queue.outcomes()
-    assert [o.job_id for o in outcomes] == ["q1", "q2", "q3"]
+    first_id = int(outcomes[0].job_id.removeprefix("q"))
+    assert [o.job_id for o in outcomes] == [f"q{first_id + i}" for i in range(3)]
     assert outcomes[1].stop_reason == "skipped" and outcomes[0].stop_reason != "skipped" != outcomes[2].stop_reason
     assert httpx.get(f"{server.url}/health").json()["pending"] == 0
 
@@ -245,3 +246,19 @@ def test_a_client_gone_before_its_stream_starts_gives_its_model_back(serve, tiny
     engine, = pool.loaded_engines()
     assert engine.served == "tiny-llama-F16" and engine.users == 0
     assert not any(m["type"] == "http.response.body" and m.get("body") for m in sent)
+
+
+def test_a_server_started_again_over_the_same_engine_is_not_hit_by_a_cancel_the_last_one_sent_late(serve, engine):
+    """A client leaving just as its reply ends sends the engine a cancel that crosses the reply's Done; the host keeps
+    a cancel for an id it has not seen (it may arrive before its request). A server started again over the same host
+    (the app's Server switch over the Chat's engine) must not give its first request that id, or it ends unrun
+    (this failed as 'the client went away while the request was queued' when the ids counted per queue)."""
+    first = serve()
+    answered = httpx.post(f"{first.url}/v1/chat/completions", json=SHORT, timeout=120)
+    assert answered.status_code == 200
+    asyncio.run(wait_until(lambda: len(openai_queue(first).outcomes()) == 1))  # recorded just after the reply
+    engine.cancel(openai_queue(first).outcomes()[0].job_id)  # the late cancel of a request already over
+    first.stop()
+    again = serve()
+    reply = httpx.post(f"{again.url}/v1/chat/completions", json=SHORT, timeout=120)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0
