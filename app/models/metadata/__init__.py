@@ -5,7 +5,9 @@ One ``ModelMetadata`` shape for every format (model.py):
   reads a byte prefix, for local and remote headers alike), then read into the shape with llama.cpp's
   per-architecture rules (architectures.py: ``metadata_from_gguf``); ``read_gguf_file`` for a local file;
 - MLX / EXL2 / EXL3 / plain safetensors: ``config.json`` plus the safetensors headers (safetensors.py:
-  ``read_model_folder``).
+  ``read_model_folder``);
+- the sampling a model recommends (GGUF ``general.sampling.*``, ``generation_config.json``) into
+  ``ModelMetadata.sampling`` (sampling.py: ``model_sampling`` for any model reference).
 
 ``read_model`` takes either. Malformed input raises ``ModelMetadataError`` with the reason, never a bare struct or
 JSON error.
@@ -42,12 +44,13 @@ from app.models.metadata.safetensors import (
     read_model_folder,
     read_safetensors_file,
 )
+from app.models.metadata.sampling import model_sampling
 from app.models.quants import QuantInfo, parse_gguf_filename
 
 __all__ = [
     "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "RECURRENT_ARCHS", "SWA_PATTERNS", "ArrayLength",
     "GgufHeaderBytes", "ModelMetadata", "ModelMetadataError", "NeedMoreData", "RecurrentShape", "TensorInfo",
-    "metadata_from_config", "metadata_from_gguf", "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing",
+    "metadata_from_config", "metadata_from_gguf", "model_sampling", "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing",
     "parse_json_object", "parse_safetensors_header", "read_gguf_file", "read_gguf_header", "read_gguf_header_bytes",
     "read_model", "read_model_folder", "read_safetensors_file",
 ]
