@@ -50,9 +50,9 @@ from app.models.quants import QuantInfo, parse_gguf_filename
 __all__ = [
     "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "RECURRENT_ARCHS", "SWA_PATTERNS", "ArrayLength",
     "GgufHeaderBytes", "ModelMetadata", "ModelMetadataError", "NeedMoreData", "RecurrentShape", "TensorInfo",
-    "metadata_from_config", "metadata_from_gguf", "model_sampling", "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing",
-    "parse_json_object", "parse_safetensors_header", "read_gguf_file", "read_gguf_header", "read_gguf_header_bytes",
-    "read_model", "read_model_folder", "read_safetensors_file",
+    "metadata_from_config", "metadata_from_gguf", "model_sampling", "parse_gguf_header", "parse_gguf_header_bytes",
+    "parse_growing", "parse_json_object", "parse_safetensors_header", "read_gguf_file", "read_gguf_header",
+    "read_gguf_header_bytes", "read_model", "read_model_folder", "read_safetensors_file",
 ]
 
 

@@ -42,15 +42,15 @@ MAX_TOP_K = (1 << 31) - 1  # the engines keep top_k in a C int
 
 
 def _value(field: str, value: Any, what: str) -> float | int:
-    """One recommended value, in SamplingSettings.validate()'s bounds, or ModelMetadataError naming ``what``."""
+    """One recommended value, in SamplingSettings.validate()'s bounds, or ModelMetadataError naming ``what``.
+    A GGUF keeps them as float32: 0.6 reads 0.6000000238, so a value is kept to 6 significant digits (float32's
+    precision), as the model's author wrote it."""
     if field == "top_k":
         return whole_number(value, what, low=0, high=MAX_TOP_K, default=None)
-    if field in ("top_p", "repeat_penalty"):  # validate() takes (0, 1] and (0, 10]: 0 is no value for them
-        number = real_number(value, what, high=1.0 if field == "top_p" else 10.0)
-        if number == 0:
-            raise ModelMetadataError(f"{what} is 0; expected more than 0.")
-        return number
-    return real_number(value, what, high=10.0 if field == "temperature" else 1.0)
+    number = real_number(value, what, high={"top_p": 1.0, "min_p": 1.0}.get(field, 10.0))
+    if number == 0 and field in ("top_p", "repeat_penalty"):  # validate() takes (0, 1] and (0, 10]
+        raise ModelMetadataError(f"{what} is 0; expected more than 0.")
+    return float(f"{number:.6g}")
 
 
 def sampling_from(values: dict[str, Any], keys: dict[str, str], origin: str) -> ModelSampling:
