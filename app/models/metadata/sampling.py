@@ -1,8 +1,8 @@
 """The sampling a model recommends, read from its own files into ``ModelSampling`` (app/datatypes.py): a GGUF's
 ``general.sampling.*`` keys (the ones llama.cpp's common_init_from_params applies unless the user set them:
 common/common.cpp, ``common_params_sampling`` from ``llama_model_meta_val_str``), or a model folder's
-``generation_config.json`` (Hugging Face's names; MLX and EXL folders carry it). ``model_sampling`` is the one entry
-for a model reference, whatever its format.
+``generation_config.json`` (Hugging Face's names; MLX and EXL folders carry it; safetensors.py reads the file).
+``model_sampling`` (the package's __init__) is the one entry for a model reference, whatever its format.
 
 Bounded like every field of a stranger's file: a value of the wrong type or outside what an engine takes is left
 out with a reason in ``ModelSampling.ignored``, never an error: a model loads and answers with QuantDesk's default
@@ -11,14 +11,10 @@ for that value instead.
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import Any
 
 from app.datatypes import ModelSampling
-from app.models.fields import ModelMetadataError, real_number, shown, whole_number
-
-log = logging.getLogger(__name__)
+from app.models.fields import ModelMetadataError, real_number, whole_number
 
 # GGUF key → SamplingSettings field. llama.cpp also reads sequence, xtc_*, penalty_last_n and mirostat*; QuantDesk's
 # engines have no such settings, so those are not read.
@@ -77,39 +73,3 @@ def sampling_from_generation_config(config: dict[str, Any]) -> ModelSampling:
     if config.get("do_sample") is False:
         return ModelSampling(temperature=0.0, origin=GENERATION_CONFIG)
     return sampling_from(config, GENERATION_CONFIG_KEYS, GENERATION_CONFIG)
-
-
-def read_generation_config(folder: str | Path) -> ModelSampling:
-    """A model folder's generation_config.json; an empty ModelSampling where there is none, one whose ``ignored``
-    says why where it cannot be read."""
-    from app.models.metadata.safetensors import parse_json_object
-
-    path = Path(folder) / GENERATION_CONFIG
-    try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:  # a generation config is a few hundred bytes
-            return ModelSampling()
-        return sampling_from_generation_config(parse_json_object(path.read_bytes(), GENERATION_CONFIG))
-    except (OSError, ModelMetadataError) as exc:
-        return ModelSampling(ignored=(f"{GENERATION_CONFIG} not read: {shown(str(exc), 200)}",))
-
-
-def model_sampling(model: str | Path | None) -> ModelSampling:
-    """What the model at ``model`` recommends: a local GGUF's header (read once per process, app/models/metadata/
-    gguf.py), a folder's generation_config.json, or its first GGUF. Nothing for a remote model, a file that is gone
-    or no model: the chat then uses QuantDesk's defaults."""
-    from app.models.metadata import read_model
-    from app.models.metadata.gguf import read_gguf_header
-
-    if not model:
-        return ModelSampling()
-    path = Path(model)
-    try:
-        if path.is_file() and path.suffix.lower() == ".gguf":
-            return sampling_from_gguf(read_gguf_header(path)[0])
-        if path.is_dir():
-            if (path / GENERATION_CONFIG).is_file() or (path / "config.json").is_file():
-                return read_generation_config(path)
-            return read_model(path).sampling  # a folder of GGUF files: its first model (read_model's rule)
-    except (OSError, ModelMetadataError) as exc:  # the load that follows says what is wrong with the file
-        log.info("the recommended sampling of %s was not read: %s", path.name, exc)
-    return ModelSampling()
