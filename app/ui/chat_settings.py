@@ -116,7 +116,10 @@ class ChatSettingsDialog(QDialog):
         self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: the model's recommended "
                                                "ones apply, and QuantDesk's defaults where the model has none"))
         self.reset_sampling.clicked.connect(self._on_reset_sampling)
-        form.addRow("", self.reset_sampling)
+        reset_row = QHBoxLayout()
+        reset_row.addWidget(self.reset_sampling)
+        reset_row.addStretch(1)
+        form.addRow("", reset_row)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 1_000_000)
         self.max_tokens.setValue(sampling.max_tokens)
@@ -233,6 +236,9 @@ class ChatSettingsDialog(QDialog):
         line.addWidget(self.knobs[knob], 1)
         source = QLabel()
         source.setObjectName("caption")
+        # As wide as the longest of the three words, so that the boxes line up whatever each one says.
+        source.setMinimumWidth(max(source.fontMetrics().horizontalAdvance(text) for text in (
+            self.tr("your setting"), self.tr("from the model"), self.tr("QuantDesk default"))))
         self.sources[knob] = source
         line.addWidget(source)
         form.addRow(label, row)
