@@ -248,7 +248,9 @@ class ChatSettingsDialog(QDialog):
     def _is_users(self, knob: str) -> bool:
         """The chat keeps this value, or it differs from the model's / QuantDesk's (as its box rounds that)."""
         box = self.knobs[knob]
-        fallback = getattr(self.fallback.settings, knob)
+        # As the box shows it: a recommendation outside the box's range (a temperature of 3) is shown clamped, and
+        # is still the model's until the user changes it.
+        fallback = min(max(getattr(self.fallback.settings, knob), box.minimum()), box.maximum())
         if isinstance(box, QDoubleSpinBox):
             differs = abs(box.value() - fallback) > 0.5 * 10 ** -box.decimals() + 1e-9
         else:
