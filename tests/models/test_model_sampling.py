@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import math
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from app.datatypes import ModelSampling, SamplingSettings, choose_sampling
 from app.models.metadata import model_sampling, read_model
-from app.models.metadata.sampling import GENERATION_CONFIG
+from app.models.metadata.sampling import (GENERATION_CONFIG, GENERATION_CONFIG_KEYS, GGUF_SAMPLING_KEYS,
+                                          sampling_from_generation_config, sampling_from_gguf)
 
 
 def test_a_gguf_with_general_sampling_keys_recommends_its_values(tiny_sampling_model):
@@ -102,3 +106,20 @@ def test_the_users_value_wins_then_the_models_then_quantdesks():
     assert chosen.settings.max_tokens == 64 and chosen.settings.seed is None
     assert chosen.described()["top_p"] == {"value": 0.9, "source": "model"}
     assert choose_sampling({}, None).settings == SamplingSettings()
+
+
+# Whatever a header or a config holds under the keys read: numbers of every size and sign, NaN and infinities,
+# booleans, strings, lists, objects.
+ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+                      st.text(max_size=20), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(), st.integers()))
+
+
+@given(gguf=st.dictionaries(st.sampled_from(sorted(GGUF_SAMPLING_KEYS)), ANY_VALUE),
+       config=st.dictionaries(st.sampled_from([*GENERATION_CONFIG_KEYS, "do_sample"]), ANY_VALUE))
+def test_any_value_is_read_in_bounds_or_left_out_with_a_reason(gguf, config):
+    for sampling, given_keys in ((sampling_from_gguf(gguf), gguf), (sampling_from_generation_config(config), config)):
+        choose_sampling({}, sampling).settings.validate()  # what is kept, an engine takes
+        if config is given_keys and config.get("do_sample") is False:
+            continue
+        kept_or_told = len(sampling.values()) + len(sampling.ignored)
+        assert kept_or_told == sum(value is not None for key, value in given_keys.items() if key != "do_sample")

@@ -229,3 +229,21 @@ def test_without_a_recommendation_the_values_are_quantdesks_defaults(qtbot, make
     assert dialog.sources["top_k"].text() == "your setting"
     dialog.top_k.setValue(40)  # back to the default: nothing of the user's to keep
     assert dialog.sources["top_k"].text() == "QuantDesk default" and "top_k" not in dialog.sampling()
+
+
+def test_a_preset_sets_what_it_keeps_and_leaves_the_rest_to_the_model(qtbot, make_window, tiny_sampling_model):
+    window = make_window()
+    store = window.chat.store
+    first = ChatSettingsDialog(store, store.create_conversation("one", model_path=str(tiny_sampling_model)))
+    qtbot.addWidget(first)
+    first.top_k.setValue(5)
+    first.save_preset("Narrow")
+    preset = next(p for p in store.presets() if p.name == "Narrow")
+    assert preset.sampling["top_k"] == 5 and "temperature" not in preset.sampling  # the model's stay the model's
+    other = ChatSettingsDialog(store, store.create_conversation(
+        "two", model_path=str(tiny_sampling_model), sampling={"temperature": 1.5}))
+    qtbot.addWidget(other)
+    assert other.source_of("temperature") == "user"
+    other.apply_preset("Narrow")
+    assert other.top_k.value() == 5 and other.sources["top_k"].text() == "your setting"
+    assert other.temperature.value() == 0.6 and other.sources["temperature"].text() == "from the model"
