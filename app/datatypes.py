@@ -174,6 +174,55 @@ class SamplingSettings:
             raise ValueError("; ".join(problems))
 
 
+# The sampling values a model may recommend (GGUF general.sampling.*, generation_config.json) and a chat, a
+# command line or a request may set; each is taken from the first that has it: the user, the model, QuantDesk.
+SAMPLING_KNOBS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
+SamplingSource = Literal["user", "model", "default"]
+
+
+@dataclass(frozen=True)
+class ModelSampling:
+    """The sampling a model's own files recommend (app/models/metadata/sampling.py reads it, bounded): None where
+    the model says nothing. ``origin`` names where it was read ("general.sampling.*", "generation_config.json");
+    ``ignored`` says, per value left out, why (a value outside what an engine takes, a wrong type)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repeat_penalty: float | None = None
+    origin: str = ""
+    ignored: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        """The values the model gives, by SamplingSettings' names."""
+        return {k: getattr(self, k) for k in SAMPLING_KNOBS if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
+class ChosenSampling:
+    """A generation's sampling and where each of SAMPLING_KNOBS came from (``sources``: user | model | default)."""
+
+    settings: SamplingSettings
+    sources: dict[str, SamplingSource]
+
+    def described(self) -> dict[str, dict[str, Any]]:
+        """Each knob's value and source, as `quantdesk chat --json` and the API report them."""
+        return {k: {"value": getattr(self.settings, k), "source": self.sources[k]} for k in SAMPLING_KNOBS}
+
+
+def choose_sampling(chosen: dict[str, Any], model: ModelSampling | None) -> ChosenSampling:
+    """The one rule for a generation's sampling (the Chat, ``quantdesk chat``, the server): a value the user set
+    (``chosen``: a chat's saved settings, a preset, a command-line flag, a request's field; None counts as not set)
+    wins, then the model's recommendation, then SamplingSettings' own default. The rest of ``chosen`` (max_tokens,
+    seed, thinking, ...) passes through as it is."""
+    given = {k: v for k, v in chosen.items() if v is not None or k not in SAMPLING_KNOBS}
+    recommended = model.values() if model is not None else {}
+    sources: dict[str, SamplingSource] = {
+        k: "user" if k in given else "model" if k in recommended else "default" for k in SAMPLING_KNOBS}
+    return ChosenSampling(SamplingSettings.from_dict({**recommended, **given}), sources)
+
+
 _TUPLE_FIELDS = ("stop", "tools")
 TOOL_CHOICES = ("auto", "required", "none")
 REASONING_EFFORTS = ("", "low", "medium", "high")

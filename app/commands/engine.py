@@ -16,8 +16,10 @@ from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends import json_schema
-from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS, Done,
-                           GenerationStats, LoadSettings, Message, SamplingSettings, Token)
+from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS,
+                           SAMPLING_KNOBS, ChosenSampling, Done, GenerationStats, LoadSettings, Message,
+                           SamplingSettings, Token, choose_sampling)
+from app.models.metadata import model_sampling
 
 
 def register(subparsers) -> None:
@@ -43,15 +45,18 @@ def register(subparsers) -> None:
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
-    p.add_argument("--temperature", type=float, default=0.8,
-                   help="sampling temperature, 0 always picks the likeliest token (default 0.8)")
-    p.add_argument("--top-p", type=float, default=0.95,
-                   help="nucleus sampling: keep this much probability (default 0.95)")
-    p.add_argument("--top-k", type=int, default=40, help="sample among this many likeliest tokens, 0 all (default 40)")
-    p.add_argument("--min-p", type=float, default=0.05,
-                   help="drop tokens less likely than this times the likeliest one (default 0.05)")
-    p.add_argument("--repeat-penalty", type=float, default=1.1,
-                   help="discourage tokens already in the conversation, 1 off (default 1.1)")
+    # The sampling flags default to the model's recommendation (GGUF general.sampling.*, generation_config.json),
+    # else QuantDesk's own value: app.datatypes.choose_sampling.
+    p.add_argument("--temperature", type=float,
+                   help="sampling temperature, 0 always picks the likeliest token (default: the model's, else 0.8)")
+    p.add_argument("--top-p", type=float,
+                   help="nucleus sampling: keep this much probability (default: the model's, else 0.95)")
+    p.add_argument("--top-k", type=int,
+                   help="sample among this many likeliest tokens, 0 all (default: the model's, else 40)")
+    p.add_argument("--min-p", type=float,
+                   help="drop tokens less likely than this times the likeliest one (default: the model's, else 0.05)")
+    p.add_argument("--repeat-penalty", type=float,
+                   help="discourage tokens already in the conversation, 1 off (default: the model's, else 1.1)")
     p.add_argument("--seed", type=int, help="sampling seed, for replies that repeat exactly (default: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--json", action="store_true",
@@ -207,12 +212,21 @@ def speculation_words(stats: GenerationStats) -> str:
             f"{stats.tokens_per_pass:.2f} tokens per pass")
 
 
-def _sampling(args) -> SamplingSettings:
-    return SamplingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
-                            repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, seed=args.seed,
-                            stop=tuple(args.stop), json_schema=_schema_file(args.json_schema),
-                            enable_thinking=args.think, reasoning_effort=args.reasoning_effort or "",
-                            reasoning_budget=args.reasoning_budget, chat_template_kwargs=args.chat_template_kwargs)
+def _wanted(args) -> dict[str, Any]:
+    """The sampling the command line asks for; a sampling flag not given is None (the model's, else QuantDesk's)."""
+    return {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p,
+            "repeat_penalty": args.repeat_penalty, "max_tokens": args.max_tokens, "seed": args.seed,
+            "stop": tuple(args.stop), "json_schema": _schema_file(args.json_schema), "enable_thinking": args.think,
+            "reasoning_effort": args.reasoning_effort or "", "reasoning_budget": args.reasoning_budget,
+            "chat_template_kwargs": args.chat_template_kwargs}
+
+
+def sampling_words(chosen: ChosenSampling) -> str:
+    """The values the model recommended, as the line after the load says them ("" where none was used)."""
+    names = {"temperature": "temperature", "top_p": "top-p", "top_k": "top-k", "min_p": "min-p",
+             "repeat_penalty": "repeat penalty"}
+    used = [f"{names[k]} {getattr(chosen.settings, k):g}" for k in SAMPLING_KNOBS if chosen.sources[k] == "model"]
+    return f"sampling from the model: {', '.join(used)}" if used else ""
 
 
 def _schema_file(path: str | None) -> dict | None:
@@ -332,9 +346,9 @@ def run(args: argparse.Namespace) -> int:
                             kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images),
                             draft=draft_setting(args), draft_tokens=args.draft_tokens,
                             draft_p_min=args.draft_p_min)
-    sampling = _sampling(args)  # reads --json-schema: a bad file is a sentence before any engine starts
+    wanted = _wanted(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     try:
-        sampling.validate()
+        choose_sampling(wanted, None).settings.validate()  # the model's own values are bounded when read
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
@@ -344,13 +358,17 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     with EngineClient() as client:
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
+        chosen = choose_sampling(wanted, model_sampling(loaded.model_path))
+        sampling = chosen.settings
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)
+            if words := sampling_words(chosen):
+                print(words, file=sys.stderr)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
             done = _reply(client, history, sampling, None if args.json else _printer(args))
             if args.json:
-                print(json.dumps(_json_result(loaded, done), indent=2))
+                print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described()}, indent=2))
             else:
                 _after_reply(done)
             return 0

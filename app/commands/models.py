@@ -153,6 +153,8 @@ def run_inspect(args: argparse.Namespace) -> int:
             value = _gib(value)
         if key == "sees_images":
             value = f"{value['projector']} ({value['projector_type']}, {value['image_tokens']} tokens an image)"
+        if key == "recommended_sampling":  # what `quantdesk chat` and the Chat use where the user sets nothing
+            key, value = "sampling", ", ".join(f"{name} {number:g}" for name, number in value.items())
         print(f"{key:18} {value}")
     return 0
 

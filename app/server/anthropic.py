@@ -21,7 +21,7 @@ from typing import Any
 
 from app.server.params import (ApiError, GenerationRequest, _flag, _sampling, bad_param, check_model, json_arguments,
                                parse_tools, thinking_budget, with_tools)
-from app.datatypes import Done, GenerationStats, Message, SamplingSettings, Token
+from app.datatypes import Done, GenerationStats, Message, ModelSampling, SamplingSettings, Token
 from app.datatypes import ToolCall
 
 _STOP_REASONS = {"eos": "end_turn", "stop": "stop_sequence", "length": "max_tokens", "cancelled": "end_turn"}
@@ -163,9 +163,10 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings, counting: bool =
 
 
 def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_tools: bool,
-                   counting: bool = False) -> GenerationRequest:
+                   counting: bool = False, recommended: ModelSampling | None = None) -> GenerationRequest:
     """``takes_tools``: the served model's chat template has tool support. ``counting``: the body of
-    ``/v1/messages/count_tokens``, the same without ``max_tokens`` (and its sampling values read but unused)."""
+    ``/v1/messages/count_tokens``, the same without ``max_tokens`` (and its sampling values read but unused).
+    ``recommended``: the sampling the model's files recommend (a value the request does not give)."""
     check_model(body, served_id)
     if body.get("max_tokens") is None and not counting:
         raise bad_param("max_tokens", "max_tokens is required", "missing_parameter")
@@ -174,7 +175,8 @@ def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_to
         raise bad_param("temperature", f"temperature must be between 0 and 1, not {temperature}")
     stop = body.get("stop_sequences")
     sampling = _sampling({"max_tokens": n_ctx if counting else body["max_tokens"], "temperature": temperature,
-                          "top_p": body.get("top_p"), "top_k": body.get("top_k"), "stop": stop}, n_ctx, n_ctx)
+                          "top_p": body.get("top_p"), "top_k": body.get("top_k"), "stop": stop}, n_ctx, n_ctx,
+                         recommended)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_param("messages", "messages must be a non-empty list", "invalid_type")

@@ -46,6 +46,7 @@ from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
 from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
+from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
@@ -261,9 +262,12 @@ class OpenAIServer:
             details = lease.loaded.details
             options = {"sees_images": "vision" in details, "takes_tools": bool(details.get("tool_format"))} if chat \
                 else {}
-            # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
-            # event loop and the replies streaming to other clients.
-            parsed = await asyncio.to_thread(parse, body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, **options)
+            # In a worker thread: checking an image decodes it (up to 40 megapixels), and the model's recommended
+            # sampling is read from its header (once per file and process), which must not hold up the event loop
+            # and the replies streaming to other clients.
+            parsed = await asyncio.to_thread(lambda: parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
+                                                           recommended=model_sampling(lease.loaded.model_path),
+                                                           **options))
         except BaseException:
             lease.release()
             raise
@@ -277,8 +281,10 @@ class OpenAIServer:
         except ApiError as exc:
             return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
         try:
+            recommended = await asyncio.to_thread(model_sampling, lease.loaded.model_path)
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
-                                              takes_tools=bool(lease.loaded.details.get("tool_format")))
+                                              takes_tools=bool(lease.loaded.details.get("tool_format")),
+                                              recommended=recommended)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()

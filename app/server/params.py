@@ -26,7 +26,7 @@ from typing import Any, NoReturn, overload
 
 from app import images
 from backends import json_schema
-from app.datatypes import Message, Prompt, REASONING_FORMATS, SamplingSettings
+from app.datatypes import Message, ModelSampling, Prompt, REASONING_FORMATS, SamplingSettings, choose_sampling
 
 MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
 MAX_IMAGES = 8  # per request
@@ -173,8 +173,11 @@ def _top_k(body: dict[str, Any], default: int) -> int:
     return top_k
 
 
-def _sampling(body: dict[str, Any], max_tokens_default: int, max_tokens_limit: int) -> SamplingSettings:
-    defaults = SamplingSettings()
+def _sampling(body: dict[str, Any], max_tokens_default: int, max_tokens_limit: int,
+              recommended: ModelSampling | None = None) -> SamplingSettings:
+    """A request's sampling; a value it does not give is the served model's recommendation (``recommended``:
+    app/models/metadata/sampling.py), else QuantDesk's default, by the one rule app.datatypes.choose_sampling."""
+    defaults = choose_sampling({}, recommended).settings
     max_tokens = _integer(body, "max_completion_tokens", None)
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens", max_tokens_default)
@@ -475,9 +478,9 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSetti
 
 
 def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images: bool = False,
-               takes_tools: bool = False) -> GenerationRequest:
+               takes_tools: bool = False, recommended: ModelSampling | None = None) -> GenerationRequest:
     """``sees_images``: the served model takes images; ``takes_tools``: its chat template has tool support
-    (Loaded.details' ``tool_format``)."""
+    (Loaded.details' ``tool_format``); ``recommended``: the sampling its files recommend."""
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "functions": None, "top_logprobs": None,
                                "audio": None, "modalities": None})
@@ -494,7 +497,7 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
             raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
                             "too_many_images")
     stream = _flag(body, "stream")
-    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx),
+    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx, recommended),
                                    json_schema=response_schema(body.get("response_format")),
                                    parallel_tool_calls=_flag(body, "parallel_tool_calls", True))
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
@@ -502,7 +505,8 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
     return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream))
 
 
-def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int) -> GenerationRequest:
+def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,
+                     recommended: ModelSampling | None = None) -> GenerationRequest:
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "best_of": 1, "echo": False, "suffix": None})
     prompt = body.get("prompt")
@@ -513,7 +517,7 @@ def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int) -> Gen
                         "invalid_type")
     stream = _flag(body, "stream")
     # A raw completion: the prompt reaches the model as it is, without the chat template.
-    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx), stream,
+    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx, recommended), stream,
                              _stream_options(body, stream))
 
 

@@ -42,7 +42,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings
+from app.datatypes import Done, LoadSettings, Loaded, Message, choose_sampling
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
@@ -523,7 +523,11 @@ class ChatPage(QWidget):
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
-        self.bridge.generate(history, SamplingSettings.from_dict(conv.sampling))
+        # The chat's own values, then the model's recommended ones, then QuantDesk's (app.datatypes.choose_sampling).
+        from app.models.metadata import model_sampling
+
+        model = model_sampling(self.loaded.model_path if self.loaded is not None else conv.model_path)
+        self.bridge.generate(history, choose_sampling(conv.sampling, model).settings)
 
     @Slot()
     def stop(self) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
 from backends import json_schema
-from app.datatypes import PROMPT_LOOKUP, SamplingSettings
+from app.datatypes import PROMPT_LOOKUP, SAMPLING_KNOBS, SamplingSettings, SamplingSource, choose_sampling
 
 NO_PRESET = "(choose a preset)"
 # Thinking on / off / as the model's template has it (SamplingSettings.enable_thinking), and gpt-oss's effort
@@ -85,17 +85,41 @@ class ChatSettingsDialog(QDialog):
                                                       "English.”"))
         self.system_prompt.setAccessibleName(self.tr("System prompt"))
         form.addRow(self.tr("System prompt"), self.system_prompt)
-        sampling = SamplingSettings.from_dict(conversation.sampling)
-        self.temperature = self._double(form, self.tr("Temperature"), 0, 2, 0.05, sampling.temperature)
-        self.top_p = self._double(form, self.tr("Top-p"), 0.01, 1, 0.01, sampling.top_p)
-        self.min_p = self._double(form, self.tr("Min-p"), 0, 1, 0.01, sampling.min_p)
-        self.repeat_penalty = self._double(form, self.tr("Repeat penalty"), 0.5, 2, 0.01, sampling.repeat_penalty)
+        from app.models.metadata import model_sampling
+
+        # What the chat's model recommends, and what each value would be without the chat's own (the model's, else
+        # QuantDesk's): a value is the user's when the chat keeps it or it is changed here; only those are saved.
+        self.recommended = model_sampling(conversation.model_path)
+        chosen = choose_sampling(conversation.sampling, self.recommended)
+        self.fallback = choose_sampling({}, self.recommended)
+        self.user_set = {knob for knob, source in chosen.sources.items() if source == "user"}
+        sampling = chosen.settings
+        self.temperature = self._double(self.tr("Temperature"), 0, 2, 0.05, sampling.temperature)
+        self.top_p = self._double(self.tr("Top-p"), 0.01, 1, 0.01, sampling.top_p)
+        self.min_p = self._double(self.tr("Min-p"), 0, 1, 0.01, sampling.min_p)
+        self.repeat_penalty = self._double(self.tr("Repeat penalty"), 0.5, 2, 0.01, sampling.repeat_penalty)
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 1000)
         self.top_k.setValue(sampling.top_k)
         self.top_k.setSpecialValueText(self.tr("off"))
         self.top_k.setAccessibleName(self.tr("Top-k"))
-        form.addRow(self.tr("Top-k"), self.top_k)
+        self.knobs: dict[str, QSpinBox | QDoubleSpinBox] = {
+            "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p,
+            "repeat_penalty": self.repeat_penalty}
+        self.sources: dict[str, QLabel] = {}
+        for knob, label in (("temperature", self.tr("Temperature")), ("top_p", self.tr("Top-p")),
+                            ("min_p", self.tr("Min-p")), ("repeat_penalty", self.tr("Repeat penalty")),
+                            ("top_k", self.tr("Top-k"))):
+            self._add_knob(form, knob, label)
+        self.reset_sampling = QPushButton(self.tr("Use the model's values") if self.recommended.values()
+                                          else self.tr("Use the default values"))
+        self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: the model's recommended "
+                                               "ones apply, and QuantDesk's defaults where the model has none"))
+        self.reset_sampling.clicked.connect(self._on_reset_sampling)
+        reset_row = QHBoxLayout()
+        reset_row.addWidget(self.reset_sampling)
+        reset_row.addStretch(1)
+        form.addRow("", reset_row)
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 1_000_000)
         self.max_tokens.setValue(sampling.max_tokens)
@@ -195,15 +219,67 @@ class ChatSettingsDialog(QDialog):
         self.budget.setValue(sampling.reasoning_budget)
 
     @staticmethod
-    def _double(form: QFormLayout, label: str, low: float, high: float, step: float, value: float) -> QDoubleSpinBox:
+    def _double(label: str, low: float, high: float, step: float, value: float) -> QDoubleSpinBox:
         box = QDoubleSpinBox()
         box.setRange(low, high)
         box.setSingleStep(step)
         box.setDecimals(2)
         box.setValue(value)
         box.setAccessibleName(label)
-        form.addRow(label, box)
         return box
+
+    def _add_knob(self, form: QFormLayout, knob: str, label: str) -> None:
+        """A sampling value's row: its box and, beside it, where the value comes from."""
+        row = QWidget()
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        line.addWidget(self.knobs[knob], 1)
+        source = QLabel()
+        source.setObjectName("caption")
+        # As wide as the longest of the three words, so that the boxes line up whatever each one says.
+        source.setMinimumWidth(max(source.fontMetrics().horizontalAdvance(text) for text in (
+            self.tr("your setting"), self.tr("from the model"), self.tr("QuantDesk default"))))
+        self.sources[knob] = source
+        line.addWidget(source)
+        form.addRow(label, row)
+        self._show_source(knob)
+        self.knobs[knob].valueChanged.connect(lambda _value, knob=knob: self._show_source(knob))
+
+    def _is_users(self, knob: str) -> bool:
+        """The chat keeps this value, or it differs from the model's / QuantDesk's (as its box rounds that)."""
+        box = self.knobs[knob]
+        # As the box shows it: a recommendation outside the box's range (a temperature of 3) is shown clamped, and
+        # is still the model's until the user changes it.
+        fallback = min(max(getattr(self.fallback.settings, knob), box.minimum()), box.maximum())
+        if isinstance(box, QDoubleSpinBox):
+            differs = abs(box.value() - fallback) > 0.5 * 10 ** -box.decimals() + 1e-9
+        else:
+            differs = box.value() != fallback
+        return knob in self.user_set or differs
+
+    def source_of(self, knob: str) -> SamplingSource:
+        return "user" if self._is_users(knob) else self.fallback.sources[knob]
+
+    def _show_source(self, knob: str) -> None:
+        source = self.source_of(knob)
+        label = self.sources[knob]
+        label.setText({"user": self.tr("your setting"), "model": self.tr("from the model"),
+                       "default": self.tr("QuantDesk default")}[source])
+        label.setToolTip(self.tr("Recommended by the model's own file ({origin})").format(
+            origin=self.recommended.origin) if source == "model" else "")
+        self.knobs[knob].setAccessibleDescription(label.text())
+
+    def _set_knobs(self, values: dict[str, Any]) -> None:
+        """The sampling values given become the user's; the others go back to the model's / QuantDesk's."""
+        self.user_set = {knob for knob in SAMPLING_KNOBS if values.get(knob) is not None}
+        chosen = choose_sampling(values, self.recommended).settings
+        for knob, box in self.knobs.items():
+            box.setValue(getattr(chosen, knob))
+            self._show_source(knob)
+
+    @Slot()
+    def _on_reset_sampling(self) -> None:
+        self._set_knobs({})
 
     def _fill_drafts(self, model_path: str | None, chosen: str) -> None:
         """Off, prompt lookup (GGUF), and the library's models that can draft for the chat's model (app/models/drafts:
@@ -256,8 +332,8 @@ class ChatSettingsDialog(QDialog):
     def sampling(self) -> dict:
         """The settings as the store keeps them; ValueError when the schema typed is not one."""
         seed = self.seed.value()
-        return {"temperature": self.temperature.value(), "top_p": self.top_p.value(), "top_k": self.top_k.value(),
-                "min_p": self.min_p.value(), "repeat_penalty": self.repeat_penalty.value(),
+        # Only the user's own values: the others follow the model (its recommendation may come with a new file).
+        return {**{knob: box.value() for knob, box in self.knobs.items() if self._is_users(knob)},
                 "max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
                 "json_schema": self.schema(), "draft": self.draft.currentData() or "",
                 "enable_thinking": self.thinking.currentData(), "reasoning_effort": self.effort.currentData(),
@@ -267,11 +343,7 @@ class ChatSettingsDialog(QDialog):
         preset = next(p for p in self.store.presets() if p.name == name)
         self.system_prompt.setPlainText(preset.system_prompt)
         values = SamplingSettings.from_dict(preset.sampling)
-        self.temperature.setValue(values.temperature)
-        self.top_p.setValue(values.top_p)
-        self.top_k.setValue(values.top_k)
-        self.min_p.setValue(values.min_p)
-        self.repeat_penalty.setValue(values.repeat_penalty)
+        self._set_knobs(preset.sampling)
         self.max_tokens.setValue(values.max_tokens)
         self.seed.setValue(-1 if values.seed is None else values.seed)
         self._show_thinking(values)

@@ -338,6 +338,18 @@
         <translation>Hoch</translation>
     </message>
     <message>
+        <source>Use the model&apos;s values</source>
+        <translation>Die Werte des Modells verwenden</translation>
+    </message>
+    <message>
+        <source>Use the default values</source>
+        <translation>Die Standardwerte verwenden</translation>
+    </message>
+    <message>
+        <source>Forget this chat&apos;s own sampling values: the model&apos;s recommended ones apply, and QuantDesk&apos;s defaults where the model has none</source>
+        <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die vom Modell empfohlenen, und die Standardwerte von QuantDesk, wo das Modell keine hat</translation>
+    </message>
+    <message>
         <source>Thinking</source>
         <translation>Nachdenken</translation>
     </message>
@@ -376,6 +388,22 @@
     <message>
         <source>{name} does not read a thinking effort: its chat template has no reasoning_effort (gpt-oss&apos;s template has one)</source>
         <translation>{name} liest keinen Denkaufwand: Seine Chat-Vorlage hat kein reasoning_effort (die von gpt-oss hat es)</translation>
+    </message>
+    <message>
+        <source>your setting</source>
+        <translation>Ihre Einstellung</translation>
+    </message>
+    <message>
+        <source>from the model</source>
+        <translation>vom Modell</translation>
+    </message>
+    <message>
+        <source>QuantDesk default</source>
+        <translation>QuantDesk-Standard</translation>
+    </message>
+    <message>
+        <source>Recommended by the model&apos;s own file ({origin})</source>
+        <translation>Von der Datei des Modells selbst empfohlen ({origin})</translation>
     </message>
     <message>
         <source>Prompt lookup (copies from the conversation)</source>

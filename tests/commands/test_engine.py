@@ -372,3 +372,25 @@ def test_the_json_result_has_tool_calls_only_when_the_reply_made_any():
     assert out["tool_calls"] == [{"id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
     assert out["reasoning"] == "Weather, so a tool." and out["text"] == ""
     assert "tool_calls" not in _json_result(loaded, Done("r", "Sunny.", stats))
+
+
+def test_chat_uses_the_models_recommended_sampling_unless_a_flag_sets_it(tiny_sampling_model):
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--json", "--max-tokens", "4",
+                       "--temperature", "0.3")
+    assert result.returncode == 0, result.stderr[-2000:]
+    used = json.loads(result.stdout)["sampling"]
+    assert used["temperature"] == {"value": 0.3, "source": "user"}  # the flag wins
+    assert used["top_p"] == {"value": 0.9, "source": "model"} and used["top_k"] == {"value": 20, "source": "model"}
+    assert used["min_p"] == {"value": 0.0, "source": "model"}
+    assert used["repeat_penalty"] == {"value": 1.05, "source": "model"}
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--max-tokens", "4")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("sampling from the model: temperature 0.6, top-p 0.9, top-k 20, min-p 0, repeat penalty 1.05"
+            in result.stderr)
+
+
+def test_chat_without_a_recommendation_reports_quantdesks_defaults(tiny_models):
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--json", "--max-tokens", "2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    used = json.loads(result.stdout)["sampling"]
+    assert used["temperature"] == {"value": 0.8, "source": "default"} and used["top_k"]["source"] == "default"

@@ -84,3 +84,11 @@ def test_fit_cpu_moe(tiny_ggufs, tmp_path, capsys):
     assert main(["fit", str(tiny_ggufs["moe"]), "--cpu-moe", "1", "--hardware", hw]) == 0
     out = capsys.readouterr().out
     assert "MoE split: experts of 1 of 2 layers in RAM" in out and "experts of 1 layer in RAM" in out
+
+
+def test_inspect_names_the_sampling_the_model_recommends(tiny_sampling_model, capsys):
+    assert main(["inspect", str(tiny_sampling_model)]) == 0
+    assert "sampling           temperature 0.6, top_p 0.9, top_k 20, min_p 0, repeat_penalty 1.05" in \
+        capsys.readouterr().out
+    assert main(["inspect", str(tiny_sampling_model), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["recommended_sampling"]["temperature"] == 0.6

@@ -180,3 +180,70 @@ def test_writing_a_reply_again_under_such_a_schema_is_refused_and_the_reply_stay
     assert chat.banner.isVisible() and chat.banner_text.text() == REFUSAL[0].upper() + REFUSAL[1:] + "."
     assert len(engine.requests) == 1 and len(chat.view.bubbles) == 2
     assert [m.id for m in chat.store.all_messages(chat.current.id)] == before
+
+
+def test_the_models_recommended_sampling_shows_as_from_the_model_and_a_users_change_wins(
+        qtbot, make_window, tiny_sampling_model):
+    engine = EngineDouble()
+    window = make_window(engine)
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=10_000):
+        chat.load_model(str(tiny_sampling_model), LoadSettings())
+    chat.new_conversation()
+    dialog = ChatSettingsDialog(chat.store, chat.current, window)
+    qtbot.addWidget(dialog)
+    # The GGUF's general.sampling.* (tests/fixtures/models.py RECOMMENDED_SAMPLING), each marked as the model's.
+    assert (dialog.temperature.value(), dialog.top_p.value(), dialog.top_k.value(), dialog.min_p.value(),
+            dialog.repeat_penalty.value()) == (0.6, 0.9, 20, 0.0, 1.05)
+    assert {knob: label.text() for knob, label in dialog.sources.items()} == dict.fromkeys(
+        ("temperature", "top_p", "top_k", "min_p", "repeat_penalty"), "from the model")
+    assert "general.sampling" in dialog.sources["top_p"].toolTip()
+    dialog.temperature.setValue(1.0)
+    assert dialog.sources["temperature"].text() == "your setting" and dialog.source_of("top_p") == "model"
+    dialog.accept()
+    saved = chat.store.conversation(chat.current.id).sampling
+    assert saved["temperature"] == 1.0 and not {"top_p", "top_k", "min_p", "repeat_penalty"} & set(saved)
+    with qtbot.waitSignal(window.bridge.done, timeout=10_000):
+        qtbot.keyClicks(chat.composer, "Hi")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    used = engine.samplings[-1]
+    assert (used.temperature, used.top_p, used.top_k, used.min_p, used.repeat_penalty) == (1.0, 0.9, 20, 0.0, 1.05)
+    again = ChatSettingsDialog(chat.store, chat.store.conversation(chat.current.id), window)
+    qtbot.addWidget(again)
+    assert again.temperature.value() == 1.0 and again.sources["temperature"].text() == "your setting"
+    assert again.sources["top_k"].text() == "from the model"
+    again.reset_sampling.click()  # back to the model's values: the chat keeps none of its own
+    assert again.temperature.value() == 0.6 and again.sources["temperature"].text() == "from the model"
+    again.accept()
+    assert "temperature" not in chat.store.conversation(chat.current.id).sampling
+
+
+def test_without_a_recommendation_the_values_are_quantdesks_defaults(qtbot, make_window):
+    window = make_window()
+    store = window.chat.store
+    dialog = ChatSettingsDialog(store, store.create_conversation("one", model_path="/models/gone.gguf"))
+    qtbot.addWidget(dialog)
+    assert dialog.temperature.value() == 0.8 and dialog.sources["temperature"].text() == "QuantDesk default"
+    assert dialog.reset_sampling.text() == "Use the default values"
+    dialog.top_k.setValue(12)
+    assert dialog.sources["top_k"].text() == "your setting"
+    dialog.top_k.setValue(40)  # back to the default: nothing of the user's to keep
+    assert dialog.sources["top_k"].text() == "QuantDesk default" and "top_k" not in dialog.sampling()
+
+
+def test_a_preset_sets_what_it_keeps_and_leaves_the_rest_to_the_model(qtbot, make_window, tiny_sampling_model):
+    window = make_window()
+    store = window.chat.store
+    first = ChatSettingsDialog(store, store.create_conversation("one", model_path=str(tiny_sampling_model)))
+    qtbot.addWidget(first)
+    first.top_k.setValue(5)
+    first.save_preset("Narrow")
+    preset = next(p for p in store.presets() if p.name == "Narrow")
+    assert preset.sampling["top_k"] == 5 and "temperature" not in preset.sampling  # the model's stay the model's
+    other = ChatSettingsDialog(store, store.create_conversation(
+        "two", model_path=str(tiny_sampling_model), sampling={"temperature": 1.5}))
+    qtbot.addWidget(other)
+    assert other.source_of("temperature") == "user"
+    other.apply_preset("Narrow")
+    assert other.top_k.value() == 5 and other.sources["top_k"].text() == "your setting"
+    assert other.temperature.value() == 0.6 and other.sources["temperature"].text() == "from the model"

@@ -5,7 +5,9 @@ One ``ModelMetadata`` shape for every format (model.py):
   reads a byte prefix, for local and remote headers alike), then read into the shape with llama.cpp's
   per-architecture rules (architectures.py: ``metadata_from_gguf``); ``read_gguf_file`` for a local file;
 - MLX / EXL2 / EXL3 / plain safetensors: ``config.json`` plus the safetensors headers (safetensors.py:
-  ``read_model_folder``).
+  ``read_model_folder``);
+- the sampling a model recommends (GGUF ``general.sampling.*``, ``generation_config.json``) into
+  ``ModelMetadata.sampling`` (sampling.py), and ``model_sampling`` for any model reference.
 
 ``read_model`` takes either. Malformed input raises ``ModelMetadataError`` with the reason, never a bare struct or
 JSON error.
@@ -13,6 +15,7 @@ JSON error.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from app.models.fields import ModelMetadataError
@@ -38,18 +41,23 @@ from app.models.metadata.model import ModelMetadata, RecurrentShape, TensorInfo
 from app.models.metadata.safetensors import (
     metadata_from_config,
     parse_json_object,
+    read_generation_config,
     parse_safetensors_header,
     read_model_folder,
     read_safetensors_file,
 )
+from app.models.metadata.sampling import GENERATION_CONFIG, sampling_from_gguf
 from app.models.quants import QuantInfo, parse_gguf_filename
+from app.datatypes import ModelSampling
+
+log = logging.getLogger(__name__)
 
 __all__ = [
-    "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "RECURRENT_ARCHS", "SWA_PATTERNS", "ArrayLength",
-    "GgufHeaderBytes", "ModelMetadata", "ModelMetadataError", "NeedMoreData", "RecurrentShape", "TensorInfo",
-    "metadata_from_config", "metadata_from_gguf", "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing",
-    "parse_json_object", "parse_safetensors_header", "read_gguf_file", "read_gguf_header", "read_gguf_header_bytes",
-    "read_model", "read_model_folder", "read_safetensors_file",
+    "ArrayLength", "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "GgufHeaderBytes", "ModelMetadata",
+    "ModelMetadataError", "NeedMoreData", "RECURRENT_ARCHS", "RecurrentShape", "SWA_PATTERNS", "TensorInfo",
+    "metadata_from_config", "metadata_from_gguf", "model_sampling", "parse_gguf_header", "parse_gguf_header_bytes",
+    "parse_growing", "parse_json_object", "parse_safetensors_header", "read_generation_config", "read_gguf_file",
+    "read_gguf_header", "read_gguf_header_bytes", "read_model", "read_model_folder", "read_safetensors_file",
 ]
 
 
@@ -100,3 +108,23 @@ def read_model(path: str | Path) -> ModelMetadata:
             return read_gguf_file(ggufs[0])
         raise ModelMetadataError(f"{path} holds neither a config.json nor a .gguf file.")
     raise ModelMetadataError(f"No such model file or folder: {path}.")
+
+
+def model_sampling(model: str | Path | None) -> ModelSampling:
+    """What the model at ``model`` recommends: a local GGUF's header (read once per process: gguf.py), a folder's
+    generation_config.json, or a folder's first GGUF (read_model's rule). Nothing for a remote model, a file that
+    is gone or no model: the chat then uses QuantDesk's defaults, and the load that follows says what is wrong."""
+    if not model:
+        return ModelSampling()
+    path = Path(model)
+    try:
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return sampling_from_gguf(read_gguf_header(path)[0])
+        if path.is_dir():
+            if (path / GENERATION_CONFIG).is_file() or (path / "config.json").is_file():
+                return read_generation_config(path)
+            if any(path.glob("*.gguf")):
+                return read_model(path).sampling
+    except (OSError, ModelMetadataError) as exc:
+        log.info("the recommended sampling of %s was not read: %s", path.name, exc)
+    return ModelSampling()

@@ -9,6 +9,7 @@ from typing import Any
 from app.models.fields import MAX_LAYERS, U32_MAX, ModelMetadataError, shown, whole_number
 from app.models.metadata.gguf import ArrayLength
 from app.models.metadata.model import ModelMetadata, RecurrentShape, TensorInfo, token_id
+from app.models.metadata.sampling import sampling_from_gguf
 from app.models.quants import QuantInfo, parse_gguf_filename
 
 
@@ -172,6 +173,7 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         chat_template=template if isinstance(template, str) else None,
         bos_token_id=token_id(kv.get("tokenizer.ggml.bos_token_id")),
         eos_token_id=token_id(kv.get("tokenizer.ggml.eos_token_id")),
-        tensors=list(tensors), shard_count=shard_count, notes=notes,
+        tensors=list(tensors), shard_count=shard_count, notes=notes, sampling=sampling_from_gguf(kv),
     )
+    meta.notes.extend(f"recommended sampling ignored: {reason}" for reason in meta.sampling.ignored)
     return meta

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.datatypes import ModelSampling
 from app.models.fields import U32_MAX
 from app.models.quants import QuantInfo
 
@@ -112,6 +113,9 @@ class ModelMetadata:
     # The vision projector that loads with it (app.models.vision.ProjectorInfo), where one was found: the
     # estimator counts its weights, its compute buffer and the context an image takes.
     projector: Any = None
+    # The sampling the model recommends (GGUF general.sampling.*, generation_config.json): app/models/metadata/
+    # sampling.py reads it; app.datatypes.choose_sampling applies it where the user set nothing.
+    sampling: ModelSampling = field(default_factory=ModelSampling)
 
     @property
     def weights_bytes(self) -> int:
@@ -186,6 +190,7 @@ class ModelMetadata:
             "sees_images": None if self.projector is None else {
                 "projector": self.projector.file_name, "projector_type": self.projector.projector_type,
                 "image_tokens": self.projector.image_tokens},
+            "recommended_sampling": self.sampling.values() or None,
         }
 
 

@@ -12,6 +12,8 @@ from app.models.fields import INT64_MAX, MAX_LAYERS, U32_MAX, ModelMetadataError
 from app.models.metadata.architectures import sliding_window_layers
 from app.models.metadata.gguf import NeedMoreData
 from app.models.metadata.model import ModelMetadata, TensorInfo, token_id
+from app.models.metadata.sampling import GENERATION_CONFIG, sampling_from_generation_config
+from app.datatypes import ModelSampling
 from app.models.quants import QuantInfo, parse_exl_config, parse_mlx_config, quant_method
 
 _SAFETENSORS_DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2,
@@ -147,6 +149,20 @@ def read_model_folder(folder: str | Path) -> ModelMetadata:
     for st in sorted(folder.glob("*.safetensors")):
         tensors.extend(read_safetensors_file(st))
     meta = metadata_from_config(config, tensors, source=str(folder), name=folder.name)
+    meta.sampling = read_generation_config(folder)
+    meta.notes.extend(f"recommended sampling ignored: {reason}" for reason in meta.sampling.ignored)
     if not tensors:
         meta.notes.append("no safetensors files found; weight size estimated from the config")
     return meta
+
+
+def read_generation_config(folder: str | Path) -> ModelSampling:
+    """A model folder's generation_config.json as the sampling it recommends; an empty ModelSampling where there is
+    none, one whose ``ignored`` says why where it cannot be read."""
+    path = Path(folder) / GENERATION_CONFIG
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:  # a generation config is a few hundred bytes
+            return ModelSampling()
+        return sampling_from_generation_config(parse_json_object(path.read_bytes(), GENERATION_CONFIG))
+    except (OSError, ModelMetadataError) as exc:
+        return ModelSampling(ignored=(f"{GENERATION_CONFIG} not read: {shown(str(exc), 200)}",))
