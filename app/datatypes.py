@@ -403,6 +403,40 @@ class GenerationStats:
         return out
 
 
+# A context this close to full is worth a warning: less than this share of it left (ContextUse.near_full).
+CONTEXT_WARN_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class ContextUse:
+    """How much of a loaded model's context a conversation holds after a reply: the prompt the engine read (system
+    prompt, history, images, thinking, tools' results, as the model's template wrote them) and the reply it made.
+    The one rule behind the Chat's context meter and ``quantdesk chat``'s stats line."""
+
+    used: int
+    n_ctx: int
+
+    @classmethod
+    def after(cls, stats: GenerationStats, n_ctx: int) -> ContextUse:
+        return cls(stats.prompt_tokens + stats.generated_tokens, n_ctx)
+
+    @property
+    def left(self) -> int:
+        return max(self.n_ctx - self.used, 0)
+
+    @property
+    def share(self) -> float:
+        """The used share, 0 to 1 (0 where the context is not known)."""
+        return min(self.used / self.n_ctx, 1.0) if self.n_ctx > 0 else 0.0
+
+    def near_full(self, max_tokens: int) -> bool:
+        """Whether the next reply may not fit: less than ``CONTEXT_WARN_SHARE`` of the context left, or less than
+        the reply's ``max_tokens`` (counted up to half the context: a max_tokens as large as the context would warn
+        from the first reply on). A full context ends the chat: the engine refuses the next prompt."""
+        reply = min(max_tokens, self.n_ctx // 2)
+        return self.n_ctx > 0 and self.left < max(self.n_ctx * CONTEXT_WARN_SHARE, reply)
+
+
 @dataclass(frozen=True)
 class Done:
     request_id: str

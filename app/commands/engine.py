@@ -17,7 +17,8 @@ from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from backends import json_schema
 from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS,
-                           SAMPLING_KNOBS, ChosenSampling, Done, GenerationStats, LoadSettings, Message,
+                           SAMPLING_KNOBS, ChosenSampling, ContextUse, Done, GenerationStats, LoadSettings,
+                           Message,
                            SamplingSettings, Token, choose_sampling)
 from app.models.metadata import model_sampling
 
@@ -178,12 +179,16 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> N
     print(fit_warning(name, fit.reason), file=sys.stderr)
 
 
-def stats_line(stats: GenerationStats) -> str:
+def stats_line(stats: GenerationStats, n_ctx: int = 0) -> str:
+    """The figures of one reply; with the loaded context ``n_ctx``, how much of it the conversation now holds."""
     line = f"{stats.decode_tps:.1f} tok/s · TTFT {stats.ttft_ms:.0f} ms"
     if stats.reasoning_tokens:  # a thinking model: its thinking apart, and when the answer began
         line = f"{line} · thinking {stats.reasoning_tokens} tokens in {_duration(stats.reasoning_ms)}"
         if stats.first_answer_ms:
             line = f"{line} · answer from {_duration(stats.first_answer_ms)}"
+    if n_ctx > 0:
+        use = ContextUse.after(stats, n_ctx)
+        line = f"{line} · ctx {use.used:,}/{n_ctx:,} ({use.share:.0%})"
     line = (f"{line} · prompt {stats.prompt_tps:.1f} tok/s ({stats.prompt_tokens} tokens) · "
             f"{stats.generated_tokens} tokens · {stats.stop_reason}")
     server_tps = (stats.server or {}).get("predicted_per_second")
@@ -196,6 +201,16 @@ def stats_line(stats: GenerationStats) -> str:
 
 def _duration(ms: float) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def context_warning(stats: GenerationStats, n_ctx: int, max_tokens: int) -> str:
+    """Said when the context is nearly full ("" before then): what is left, and what happens when it is full."""
+    use = ContextUse.after(stats, n_ctx)
+    if not use.near_full(max_tokens):
+        return ""
+    return (f"the context is nearly full: {use.left:,} of {n_ctx:,} tokens left (the next reply may take up to "
+            f"{max_tokens:,}); when it is full the engine refuses the next message: start a new chat (/reset) or "
+            "load with a larger context (--ctx)")
 
 
 def cut_off_note(done: Done) -> str:
@@ -330,12 +345,15 @@ def _printer(args: argparse.Namespace) -> ReplyPrinter:
     return ReplyPrinter(sys.stdout, show_thinking=not args.hide_thinking, styles=styled(sys.stdout))
 
 
-def _after_reply(done: Done) -> None:
-    """The end of a printed reply: its line ends, the stats (and why there is no answer, if so) go to stderr."""
+def _after_reply(done: Done, n_ctx: int, max_tokens: int) -> None:
+    """The end of a printed reply: its line ends, the stats (and why there is no answer, if so, and a context
+    nearly full) go to stderr."""
     print()
-    print(stats_line(done.stats), file=sys.stderr)
+    print(stats_line(done.stats, n_ctx), file=sys.stderr)
     if note := cut_off_note(done):
         print(f"note: {note}", file=sys.stderr)
+    if warning := context_warning(done.stats, n_ctx, max_tokens):
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -370,9 +388,9 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described()}, indent=2))
             else:
-                _after_reply(done)
+                _after_reply(done, loaded.n_ctx, sampling.max_tokens)
             return 0
-        return _interactive(client, history, sampling, _printer(args), images)
+        return _interactive(client, history, sampling, _printer(args), images, loaded.n_ctx)
 
 
 def _read_images(paths: list[str]) -> tuple[str, ...]:
@@ -454,6 +472,7 @@ def _json_result(loaded, done: Done) -> dict:
         "reasoning_tokens": s.reasoning_tokens, "reasoning_ms": s.reasoning_ms, "first_answer_ms": s.first_answer_ms,
         "ttft_ms": s.ttft_ms, "prompt_ms": s.prompt_ms, "prompt_tps": s.prompt_tps, "decode_ms": s.decode_ms,
         "decode_tps": s.decode_tps, "stop_reason": s.stop_reason, "peak_memory_bytes": s.peak_memory_bytes,
+        "context_used": ContextUse.after(s, loaded.n_ctx).used,
         "backend": loaded.backend, "model": loaded.model_path, "n_ctx": loaded.n_ctx, "load_ms": loaded.load_ms,
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
@@ -468,7 +487,7 @@ def _json_result(loaded, done: Done) -> dict:
 
 
 def _interactive(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = ()) -> int:
+                 images: tuple[str, ...] = (), n_ctx: int = 0) -> int:
     base = list(history)
     while True:
         try:
@@ -489,4 +508,4 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings, pri
         done = _reply(client, history, sampling, printer)
         # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again
         history.append(Message("assistant", done.text, reasoning=done.reasoning))
-        _after_reply(done)
+        _after_reply(done, n_ctx, sampling.max_tokens)

@@ -82,6 +82,56 @@ def test_interactive_chat_keeps_history_and_prints_stats_after_each_reply(tiny_m
     assert "(history cleared)" in result.stderr
 
 
+def test_the_stats_line_meters_the_context_and_warns_before_it_is_full(tiny_models):
+    # 256 tokens of context, 40 a reply: the fourth reply leaves less than a reply's worth, the fifth message would
+    # not fit (the engine refuses it, as before)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--ctx", "256", "--max-tokens", "40", "--seed", "1",
+                       stdin="first question\nsecond question\nthird question\nfourth\n/exit\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    stats = [line for line in result.stderr.splitlines() if "tok/s" in line]
+    assert len(stats) == 4
+    used = []
+    for line in stats:
+        meter = re.search(r" · ctx (\d+)/256 \((\d+)%\) · ", line)
+        prompt = int(re.search(r"prompt [\d.]+ tok/s \((\d+) tokens\)", line).group(1))
+        assert meter and int(meter.group(1)) == prompt + 40  # the prompt the engine read and the reply it made
+        assert int(meter.group(2)) == round(100 * int(meter.group(1)) / 256)
+        used.append(int(meter.group(1)))
+    assert used == sorted(used) and 256 - used[2] >= 40 > 256 - used[3]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: the context is nearly full: {256 - used[3]} of 256 tokens left (the next reply "
+                        "may take up to 40); when it is full the engine refuses the next message: start a new chat "
+                        "(/reset) or load with a larger context (--ctx)"]
+    assert result.stderr.index(warnings[0]) > result.stderr.index(stats[3])  # after the reply that filled it
+
+
+def test_chat_json_says_the_context_used_of_the_context(tiny_models):
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--json", "--max-tokens", "6",
+                       "--ctx", "256")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["n_ctx"] == 256 and out["context_used"] == out["prompt_tokens"] + out["completion_tokens"]
+
+
+def test_the_context_warning_comes_under_a_tenth_left_or_under_a_reply():
+    from app.commands.engine import context_warning, stats_line
+    from app.datatypes import GenerationStats
+
+    def stats(prompt: int, reply: int) -> GenerationStats:
+        return GenerationStats(prompt_tokens=prompt, prompt_ms=1.0, ttft_ms=2.0, generated_tokens=reply,
+                               decode_ms=3.0, stop_reason="eos", peak_memory_bytes=0)
+
+    assert " · ctx 1,234/4,096 (30%) · " in stats_line(stats(1000, 234), 4096)
+    assert " · ctx " not in stats_line(stats(1000, 234))  # no context known, no meter
+    assert context_warning(stats(3000, 100), 4096, 512) == ""  # 996 left: more than a tenth and than a reply
+    assert "500 of 4,096 tokens left" in context_warning(stats(3496, 100), 4096, 512)  # under a reply's 512
+    assert context_warning(stats(3496, 100), 4096, 100) == ""  # but a 100-token reply still fits, and a tenth is left
+    assert "400 of 4,096 tokens left" in context_warning(stats(3596, 100), 4096, 100)  # under a tenth
+    # a max_tokens as large as the context counts as half of it, else every reply would warn
+    assert context_warning(stats(1000, 100), 4096, 8192) == ""
+    assert context_warning(stats(1000, 100), 0, 512) == ""  # no context known
+
+
 def test_bad_input_exits_non_zero_with_a_sentence(tmp_path):
     bad = tmp_path / "model.gguf"
     bad.write_bytes(b"not a model at all")
