@@ -42,7 +42,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from app.datatypes import Done, LoadSettings, Loaded, Message, choose_sampling
+from app.datatypes import ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
@@ -70,6 +70,7 @@ class ChatPage(QWidget):
         self.reply = ReplySession(self)  # the reply that streams, and those the store refused so far
         self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
+        self._reply_max_tokens = 0  # the streaming reply's max_tokens
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
@@ -215,6 +216,7 @@ class ChatPage(QWidget):
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
         self._hide_busy_notice()  # it was about sending in the chat that was open
+        self.model_bar.context_meter.clear()  # its figures were of the chat open before, until this one's next reply
         self._follow_chat_model()
         self.conversation_changed.emit(conversation_id)
         self._show_stats_source()
@@ -527,7 +529,9 @@ class ChatPage(QWidget):
         from app.models.metadata import model_sampling
 
         model = model_sampling(self.loaded.model_path if self.loaded is not None else conv.model_path)
-        self.bridge.generate(history, choose_sampling(conv.sampling, model).settings)
+        sampling = choose_sampling(conv.sampling, model).settings
+        self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
+        self.bridge.generate(history, sampling)
 
     @Slot()
     def stop(self) -> None:
@@ -613,6 +617,10 @@ class ChatPage(QWidget):
         if bubble := self._streaming_bubble():
             bubble.finish(done.text, stats, "complete", done.reasoning)
         self.stats.on_done(stats)
+        loaded = self.loaded
+        if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
+            self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
+                                                  loaded.model_path)
         self._end_reply()
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
         ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")

@@ -34,6 +34,15 @@ def grouped(count: int) -> str:
     return locale.toString(int(count))
 
 
+def compact_count(count: int) -> str:
+    """A token count short, for a meter: 950 → "950", 1234 → "1.2k", 4096 → "4.1k", 32768 → "33k"."""
+    if count < 1000:
+        return number(count)
+    thousands = round(count / 1000, 1)
+    value = number(thousands, 1 if thousands < 10 and thousands != int(thousands) else 0)
+    return QCoreApplication.translate("formatting", "{value}k").format(value=value)
+
+
 def percent(fraction: float, decimals: int = 0) -> str:
     """0.125 → "12.5%" ("12,5 %" in German, with the space German typography puts before %)."""
     return QCoreApplication.translate("formatting", "{value}%").format(value=number(fraction * 100, decimals))

@@ -18,9 +18,9 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QP
 
 from app.hardware.profile import HardwareProfile
 from app.runtimes import report
-from app.ui.formatting import human_memory, human_ms, layer_count, number
+from app.ui.formatting import compact_count, grouped, human_memory, human_ms, layer_count, number, percent
 from app.ui.icons import decorate
-from app.datatypes import LoadSettings, Loaded
+from app.datatypes import ContextUse, LoadSettings, Loaded
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH = (("auto", None), ("on", True), ("off", False))
@@ -176,6 +176,58 @@ class ExpertsInRamBox(QSpinBox):
         return int(digits) if digits and int(digits) <= self.maximum() else None
 
 
+class ContextMeter(QWidget):
+    """How much of the loaded model's context the open chat holds after its latest reply (app.datatypes.ContextUse:
+    the prompt the engine read and the reply): a thin bar and "1.2k / 4.1k tokens", in the warning tone with a
+    sentence once the next reply may not fit. Hidden until a reply says how much is used."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAccessibleName(self.tr("Context used"))
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(6)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setTextVisible(False)  # the label beside it says the figures
+        self.bar.setFixedSize(72, 8)
+        self.bar.setAccessibleName(self.tr("Context used"))
+        self.label = QLabel()
+        self.label.setObjectName("caption")
+        self.label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)  # the warning pill stays slim
+        row.addWidget(self.bar)
+        row.addWidget(self.label)
+        self.use: ContextUse | None = None
+        self.model: tuple[str, int] | None = None  # the model path and context the figures are of
+        self.near_full = False
+        self.hide()
+
+    def show_use(self, use: ContextUse, max_tokens: int, model_path: str) -> None:
+        self.use, self.model, self.near_full = use, (model_path, use.n_ctx), use.near_full(max_tokens)
+        self.bar.setValue(round(1000 * use.share))
+        text = self.tr("{used} / {total} tokens").format(used=compact_count(use.used), total=compact_count(use.n_ctx))
+        tip = self.tr("The chat holds {used} of the model's {total} context tokens ({share}): system prompt, history, "
+                      "images, thinking and tools' results. {left} tokens are left for the next message and reply."
+                      ).format(used=grouped(use.used), total=grouped(use.n_ctx), share=percent(use.share),
+                               left=grouped(use.left))
+        if self.near_full:
+            text = self.tr("{figures} · nearly full").format(figures=text)
+            tip += " " + self.tr("The next reply may not fit: when the context is full the model cannot answer. "
+                                 "Start a new chat, or load the model with a larger context.")
+        self.label.setText(text)
+        self.label.setObjectName("badge_warn" if self.near_full else "caption")
+        self.label.style().polish(self.label)  # the new name picks its colours from the style sheet
+        for widget in (self, self.bar, self.label):
+            widget.setToolTip(tip)
+        self.setAccessibleDescription(tip)
+        self.bar.setAccessibleDescription(tip)
+        self.show()
+
+    def clear(self) -> None:
+        self.use, self.model, self.near_full = None, None, False
+        self.hide()
+
+
 class ModelBar(QFrame):
     """Shows the model and its settings; the Chat page drives the loading."""
 
@@ -282,7 +334,9 @@ class ModelBar(QFrame):
         for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.memory_label.setMinimumWidth(150)
-        for widget in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box, self.runtime_box):
+        self.context_meter = ContextMeter()
+        for widget in (self.context_box, self.context_meter, self.gpu_layers_box, self.kv_box, self.flash_box,
+                       self.runtime_box):
             row.addWidget(widget)
         row.addSpacing(8)
         row.addWidget(self.estimate_label, 1)
@@ -352,6 +406,8 @@ class ModelBar(QFrame):
 
     def show_loaded(self, info: Loaded | None, prefill: Prefill | None) -> None:
         self.load_progress.hide()
+        if info is None or (info.model_path, info.n_ctx) != self.context_meter.model:
+            self.context_meter.clear()  # its figures were of another model or context
         remote = info is not None and info.backend == "remote"
         for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
             box.setEnabled(not remote)  # the server loaded the model with its own settings

@@ -637,6 +637,29 @@
     </message>
 </context>
 <context>
+    <name>ContextMeter</name>
+    <message>
+        <source>Context used</source>
+        <translation>Kontext belegt</translation>
+    </message>
+    <message>
+        <source>{used} / {total} tokens</source>
+        <translation>{used} / {total} Tokens</translation>
+    </message>
+    <message>
+        <source>The chat holds {used} of the model&apos;s {total} context tokens ({share}): system prompt, history, images, thinking and tools&apos; results. {left} tokens are left for the next message and reply.</source>
+        <translation>Der Chat belegt {used} der {total} Kontext-Tokens des Modells ({share}): Systemprompt, Verlauf, Bilder, Denken und Ergebnisse der Werkzeuge. {left} Tokens bleiben für die nächste Nachricht und Antwort.</translation>
+    </message>
+    <message>
+        <source>{figures} · nearly full</source>
+        <translation>{figures} · fast voll</translation>
+    </message>
+    <message>
+        <source>The next reply may not fit: when the context is full the model cannot answer. Start a new chat, or load the model with a larger context.</source>
+        <translation>Die nächste Antwort passt vielleicht nicht mehr: Ist der Kontext voll, kann das Modell nicht antworten. Beginnen Sie einen neuen Chat oder laden Sie das Modell mit einem größeren Kontext.</translation>
+    </message>
+</context>
+<context>
     <name>ConversationList</name>
     <message>
         <source>New chat</source>
@@ -3766,6 +3789,10 @@
 </context>
 <context>
     <name>formatting</name>
+    <message>
+        <source>{value}k</source>
+        <translation>{value} Tsd.</translation>
+    </message>
     <message>
         <source>{value}%</source>
         <translation>{value} %</translation>

@@ -1,4 +1,4 @@
-from app.ui.formatting import (SettledMarkdown, code_blocks, human_bytes, human_memory, stats_summary,
+from app.ui.formatting import (SettledMarkdown, code_blocks, compact_count, human_bytes, human_memory, stats_summary,
                                with_copy_links)
 
 
@@ -7,6 +7,11 @@ def test_sizes_use_decimal_for_files_and_binary_for_memory():
     assert human_memory(8 * 2**30) == "8.0 GiB"
     assert human_bytes(512) == "512 B"
     assert human_memory(None) == "unknown"
+
+
+def test_a_token_count_short_for_a_meter():
+    assert [compact_count(n) for n in (0, 950, 1000, 1234, 4096, 9999, 32768)] == \
+        ["0", "950", "1k", "1.2k", "4.1k", "10k", "33k"]
 
 
 def test_code_blocks_and_copy_links():

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from app import cli
 from app import settings as app_settings
+from app.datatypes import ContextUse
 from app.ui import translations
 from app.ui.formatting import human_memory, short_date_time, stats_summary, tokens_per_second
 from app.ui.settings_page import SettingsPage
@@ -109,6 +110,10 @@ def test_german_window_buttons_numbers_and_dates(language, make_window):
     assert stats_summary({"generated_tokens": 3, "decode_tps": 33.3}) == "3 Tokens · 33,3 Tok./s"
     assert short_date_time(datetime(2026, 11, 24, 16, 5)) == "24.11.26 16:05"
     assert window.chat.stats.tr("after %n server request(s)", "", 2) == "nach 2 Server-Anfragen"
+    meter = window.chat.model_bar.context_meter
+    meter.show_use(ContextUse(3900, 4096), 512, "/m/model.gguf")
+    assert meter.label.text() == "3,9 Tsd. / 4,1 Tsd. Tokens · fast voll"
+    assert meter.toolTip().startswith("Der Chat belegt 3.900 der 4.096 Kontext-Tokens des Modells (95 %)")
 
 
 def test_english_changes_nothing(language, make_window):
