@@ -3,6 +3,8 @@ latest reply, a warning once the next reply may not fit, and no figures of anoth
 
 from __future__ import annotations
 
+import pytest
+
 from app.datatypes import LoadSettings
 from tests.ui.engine_double import EngineDouble
 from tests.ui.test_chat_page import load, select_chat, story_beside_another_chat, type_and_send
@@ -65,3 +67,26 @@ def test_a_reply_that_ends_while_another_chat_is_open_leaves_the_meter_to_that_c
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
         engine.release.set()
     assert chat.current.id == other and chat.model_bar.context_meter.isHidden()
+
+
+def test_the_meter_counts_what_the_real_engine_read_and_warns_before_the_context_is_full(qtbot, real_window,
+                                                                                        tiny_models):
+    pytest.importorskip("llama_cpp")
+    window = real_window()
+    chat = window.chat
+    meter = chat.model_bar.context_meter
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=256, gpu_layers=0))
+    chat.new_conversation()
+    chat.store.update_settings(chat.current.id, sampling={"max_tokens": 40, "seed": 1})
+    used = []
+    for text in ("first question", "second question", "third question", "fourth"):
+        with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
+            type_and_send(qtbot, chat, text)
+        stats = done.args[0].stats
+        used.append(stats.prompt_tokens + stats.generated_tokens)  # the history grows with each turn
+        assert meter.use is not None and (meter.use.used, meter.use.n_ctx) == (used[-1], 256)
+        assert meter.label.text().startswith(f"{used[-1]} / 256 tokens")
+        # under a reply's 40 tokens left, the warning; before, none
+        assert meter.near_full == (256 - used[-1] < 40), used
+    assert used == sorted(used) and meter.near_full  # as quantdesk chat's test: the fourth reply fills it
