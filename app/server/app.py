@@ -589,24 +589,16 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
             await asyncio.to_thread(server.queue.close)
             await asyncio.to_thread(server.pool.close)
 
-    routes = [
-        Route("/v1/models", server.models, methods=["GET"]),
-        Route("/v1/models/{model:path}", server.model, methods=["GET"]),
-        Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
-        Route("/v1/completions", server.completions, methods=["POST"]),
-        Route("/v1/embeddings", server.embeddings, methods=["POST"]),
-        Route("/v1/messages", server.messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", server.count_tokens, methods=["POST"]),
-        # llama-server answers the OpenAI routes without /v1 too, and clients configured with a bare base URL use them
-        Route("/models", server.models, methods=["GET"]),
-        Route("/models/{model:path}", server.model, methods=["GET"]),
-        Route("/chat/completions", server.chat_completions, methods=["POST"]),
-        Route("/completions", server.completions, methods=["POST"]),
-        Route("/embeddings", server.embeddings, methods=["POST"]),
-        Route("/models/unload", server.unload, methods=["POST"]),  # llama-server's router route, for its clients
-        Route("/v1/models/unload", server.unload, methods=["POST"]),
-        Route("/health", server.health, methods=["GET"]),
-    ]
+    openai_routes = [("/models", server.models, "GET"), ("/models/{model:path}", server.model, "GET"),
+                     ("/chat/completions", server.chat_completions, "POST"),
+                     ("/completions", server.completions, "POST"), ("/embeddings", server.embeddings, "POST"),
+                     ("/models/unload", server.unload, "POST")]  # llama-server's router route, for its clients
+    # llama-server answers the OpenAI routes without /v1 too, and clients configured with a bare base URL use them
+    routes = [Route(prefix + path, endpoint, methods=[method])
+              for prefix in ("/v1", "") for path, endpoint, method in openai_routes]
+    routes += [Route("/v1/messages", server.messages, methods=["POST"]),
+               Route("/v1/messages/count_tokens", server.count_tokens, methods=["POST"]),
+               Route("/health", server.health, methods=["GET"])]
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(Guard, api_key=api_key, allowed_hosts=allowed_hosts,
                                            allowed_origins=allowed_origins)],
