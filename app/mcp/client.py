@@ -243,6 +243,13 @@ class ToolBox:
         """Start (or reach) the server, ``initialize`` it and list its tools. A running connection of that name is
         closed first. Never raises: the status says what happened."""
         self.close(config.name)
+        if config.needs_confirmation or config.disabled:  # the callers ask first; this holds if one forgets
+            why = "is disabled" if config.disabled else ("has not been confirmed: its command line is shown in full "
+                                                         "and confirmed before it first starts")
+            status = ServerStatus(config.name, "failed", f"the MCP server {config.name} {why}")
+            with self._lock:
+                self._connections[config.name] = _Connection(config, status=status, dead=True)
+            return status
         timeout = timeout_s if timeout_s is not None else config.connect_timeout_s
         loop = self._ensure_loop()
         conn = _Connection(config)
