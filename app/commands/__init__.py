@@ -44,6 +44,9 @@ COMMANDS: dict[str, Command] = {
     "ps": Command("app.commands.server", "list the models a running server has loaded (its GET /v1/models)"),
     "eject": Command("app.commands.server", "unload a model a running server has loaded (a reply it is writing is "
                                             "stopped first; the server's primary model stays)"),
+    # Provisional: `mcp serve` only; the MCP client's app/commands/mcp.py (mcp add|ls|test|rm|import) takes this entry
+    # and registers serve with app.commands.mcp_serve.register_serve.
+    "mcp": Command("app.commands.mcp_serve", "QuantDesk as an MCP server for agents (mcp serve)"),
     "bench": Command("app.commands.lab", "compare quants/formats of a model: speed, memory and quality side by side"),
     "remote": Command("app.commands.remote",
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),
