@@ -10,7 +10,8 @@ cache) and a llama.cpp-style ``timings`` object, measured in the engine host whe
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
 loaded on demand when allowed, or with ``serve_remotes`` a model of the user's remote connections
 (app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` with ``{"model": ID}``
-(llama-server's router route, also under /v1) ejects a loaded model.
+(llama-server's router route, also under /v1) ejects a loaded model. ``/mcp`` serves QuantDesk's own tools to agents
+over MCP's streamable HTTP (app/server/mcp.py), behind the same guard.
 
 The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
 (backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and

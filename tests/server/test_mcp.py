@@ -165,10 +165,15 @@ def test_the_guard_stands_before_mcp(serve):
     assert refused.group_contains(MCPError, match="Server returned an error response")
 
 
-def test_pull_over_http_with_downloads_allowed(serve, hub_env, tiny_models, tmp_path, monkeypatch):
+def test_pull_over_http_with_quantdesk_serve_allow_downloads(engine, hub_env, tiny_models, tmp_path, monkeypatch):
+    from app.cli import build_parser
+    from app.commands.server import serve_app
+    from app.server.thread import ServerThread
+
     monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
     hub_env.add_repo("acme/tiny-GGUF", {"tiny-Q8_0.gguf": tiny_models.gguf_q8_0}, tags=["gguf"])
-    server = serve(allow_downloads=True)
+    args = build_parser().parse_args(["serve", "--model", engine.loaded.model_path, "--allow-downloads"])
+    server = ServerThread(serve_app(args, engine, None, LoadSettings())).start()  # as quantdesk serve builds it
 
     async def agent() -> None:
         async with mcp_session(server.url) as session:
@@ -180,4 +185,7 @@ def test_pull_over_http_with_downloads_allowed(serve, hub_env, tiny_models, tmp_
             said = error_text(await session.call_tool("pull", {"repo": "acme/no-such-repo"}))
             assert "acme/no-such-repo" in said
 
-    anyio.run(agent)
+    try:
+        anyio.run(agent)
+    finally:
+        server.stop()
