@@ -153,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
             await asyncio.to_thread(server.ready.wait)
             if server.started:
                 key_note = "an API key is required" if api_key else "no API key"
-                print(f"serving on {bound_url(server)}/v1 ({key_note}), QuantDesk's tools for agents at "
-                      f"{bound_url(server)}/mcp; Ctrl-C stops", file=sys.stderr, flush=True)
+                print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
+                      f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
             await task
 
         try:
