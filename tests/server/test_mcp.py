@@ -189,3 +189,28 @@ def test_pull_over_http_with_quantdesk_serve_allow_downloads(engine, hub_env, ti
         anyio.run(agent)
     finally:
         server.stop()
+
+
+def test_a_chat_the_agent_cancels_is_stopped_in_the_engine_and_the_session_goes_on(serve, gated, model_name):
+    """The SDK's client cancels a call it gives up on (notifications/cancelled): the server stops the handler, and
+    the generation it queued ends unrun instead of running on for nobody."""
+    from tests.server.conftest import openai_queue, wait_until
+
+    server = serve(gated)  # generations wait at the test's gate
+    queue = openai_queue(server)
+    chat = {"model": model_name, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}
+
+    async def agent() -> None:
+        async with mcp_session(server.url) as session:
+            async with anyio.create_task_group() as calls:
+                calls.start_soon(session.call_tool, "chat", chat)
+                await wait_until(lambda: queue.pending == 1)  # queued, held at the gate
+                calls.cancel_scope.cancel()  # the agent gives up on it
+            job = queue.running or queue.waiting()[0]
+            await wait_until(job.cancelled.is_set)  # the server stopped the handler, and with it the job
+            gated.gate.set()  # the engine, told before it ran it, skips it
+            await wait_until(lambda: queue.pending == 0)
+            assert [o.stop_reason for o in queue.outcomes()] == ["skipped"]
+            assert structured(await session.call_tool("chat", chat))["usage"]["completion_tokens"] > 0
+
+    anyio.run(agent)
