@@ -30,7 +30,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -241,6 +241,12 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
+# How a long call says how far it is: (progress, total, message), sent to the client as notifications/progress when it
+# asked for them (a progress token); clients show it, and some keep a call alive while it comes.
+ReportProgress = Callable[[float, float | None, str], Coroutine[Any, Any, None]]
+PROGRESS_EVERY_S = 0.5
+
+
 class ToolFailed(QuantDeskError):
     """A tool call that cannot be answered; its sentence goes back to the agent as a tool error."""
 
@@ -255,7 +261,7 @@ class QuantDeskTools:
     def __init__(self, router: ModelRouter, *, allow_downloads: bool = False) -> None:
         self.router = router
         self.allow_downloads = allow_downloads
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+        self._handlers: dict[str, Callable[[dict[str, Any], ReportProgress | None], Awaitable[dict[str, Any]]]] = {
             "hardware": self.hardware, "library": self.library, "fit": self.fit, "recommend": self.recommend,
             "search_hub": self.search_hub, "pull": self.pull, "chat": self.chat, "complete": self.complete,
             "bench": self.bench}
@@ -264,24 +270,25 @@ class QuantDeskTools:
         """The tools this server lists: ``pull`` only when downloads are allowed."""
         return [t for t in TOOLS if t.name != "pull" or self.allow_downloads]
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The tool's structured result. Raises ToolFailed (or the homes' QuantDeskError, the router's ApiError)
-        with the sentence the agent reads."""
+    async def call(self, name: str, arguments: dict[str, Any], progress: ReportProgress | None = None
+                   ) -> dict[str, Any]:
+        """The tool's structured result; ``progress`` hears how far a long one (pull, bench) is. Raises ToolFailed
+        (or the homes' QuantDeskError, the router's ApiError) with the sentence the agent reads."""
         spec = next((t for t in TOOLS if t.name == name), None)
         if spec is None:
             raise ToolFailed(f"There is no tool named {name[:100]!r} here; tools/list names the tools this server has.")
         if name == "pull" and not self.allow_downloads:
             raise ToolFailed(DOWNLOADS_OFF)
         check_arguments(spec, arguments)
-        return await self._handlers[name](arguments)
+        return await self._handlers[name](arguments, progress)
 
     # --- the machine and the library ---
 
-    async def hardware(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def hardware(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         profile = await anyio.to_thread.run_sync(self.router.profile)
         return profile.to_dict()
 
-    async def library(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def library(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         return await anyio.to_thread.run_sync(_library_listing)
 
     def _library_path(self, name: str) -> str | None:
@@ -290,7 +297,7 @@ class QuantDeskTools:
 
     # --- fit, recommend, search ---
 
-    async def fit(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def fit(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             from app.hub.resolve import load_metadata
             from app.models.recommend import fit_model
@@ -304,7 +311,7 @@ class QuantDeskTools:
 
         return await anyio.to_thread.run_sync(work)
 
-    async def recommend(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def recommend(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             import dataclasses
 
@@ -322,7 +329,7 @@ class QuantDeskTools:
 
         return await anyio.to_thread.run_sync(work)
 
-    async def search_hub(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def search_hub(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             from app.hub.search import search_models
 
@@ -335,16 +342,21 @@ class QuantDeskTools:
 
     # --- pull ---
 
-    async def pull(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def pull(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         cancel = threading.Event()
+        report = _Reporter(progress)
 
         def work() -> dict[str, Any]:
-            from app.hub.download import Downloader
+            from app.hub.download import Downloader, Progress
             from app.hub.plan import DownloadRequest
+
+            def on_progress(p: Progress) -> None:
+                report(p.done, p.total or None, f"{p.state} {p.file}".strip() + (f": {p.message}" if p.message else ""),
+                       final=p.state in ("done", "failed", "paused"))
 
             request = DownloadRequest(repo_id=args["repo"], revision=args.get("revision", "main"),
                                       quant=args.get("quant"), files=tuple(args.get("files", ())))
-            runner = Downloader(request)
+            runner = Downloader(request, on_progress)
             def stop_when_cancelled() -> None:
                 cancel.wait()
                 runner.cancel()  # a finished download ignores it
@@ -364,13 +376,13 @@ class QuantDeskTools:
 
     # --- chat, complete ---
 
-    async def chat(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         body = {"messages": args["messages"], "max_tokens": args.get("max_tokens", 256)}
         if "temperature" in args:
             body["temperature"] = args["temperature"]
         return await self._generate(args["model"], body, chat=True)
 
-    async def complete(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def complete(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         body = {"prompt": args["prompt"], "max_tokens": args.get("max_tokens", 256)}
         if "temperature" in args:
             body["temperature"] = args["temperature"]
@@ -405,12 +417,17 @@ class QuantDeskTools:
 
     # --- bench ---
 
-    async def bench(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def bench(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         cancel = threading.Event()
+        report = _Reporter(progress)
 
         def work() -> dict[str, Any]:
             from app.lab.results import SPEED_METRICS, BenchSettings
-            from app.lab.runner import run_bench
+            from app.lab.runner import LabProgress, run_bench
+
+            def on_progress(p: LabProgress) -> None:
+                report(p.step - 1 + (p.fraction or 0.0), p.total, f"{p.variant}: {p.message}",
+                       final=p.fraction is None)
             from app.lab.store import ResultStore
             from app.models.budget import too_large
 
@@ -427,7 +444,8 @@ class QuantDeskTools:
             settings = BenchSettings(prompt_tokens=args.get("prompt_tokens", 128),
                                      gen_tokens=args.get("gen_tokens", 32), reps=args.get("reps", 1), quality=False,
                                      speed=True)
-            result = run_bench(list(paths), settings, labels=paths, hardware=self.router.profile(), cancel=cancel)
+            result = run_bench(list(paths), settings, labels=paths, hardware=self.router.profile(), cancel=cancel,
+                               on_progress=on_progress)
             ResultStore().save(result)
             variants = []
             for v in result.variants:
@@ -438,6 +456,37 @@ class QuantDeskTools:
             return {"id": result.id, "variants": variants}
 
         return await _cancellable(work, cancel)
+
+
+class _Reporter:
+    """Progress from the work's threads (the call's worker, a download's progress pump) handed to the call's event
+    loop, waiting until it is sent: at most every PROGRESS_EVERY_S unless a step ends, and only forward (MCP's
+    progress must increase). Made on the event loop; nothing when the client asked for no progress."""
+
+    def __init__(self, progress: ReportProgress | None) -> None:
+        import anyio.lowlevel
+
+        self._progress = progress
+        self._token = anyio.lowlevel.current_token()
+        self._last = -PROGRESS_EVERY_S
+        self._sent: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, done: float, total: float | None, message: str, *, final: bool = False) -> None:
+        import time
+
+        import anyio.from_thread
+
+        with self._lock:
+            now = time.monotonic()
+            if self._progress is None or (now - self._last < PROGRESS_EVERY_S and not final) or \
+                    (self._sent is not None and done <= self._sent):
+                return
+            self._last, self._sent = now, done
+            try:
+                anyio.from_thread.run(self._progress, done, total, message, token=self._token)
+            except Exception:  # the session may be gone; the work goes on (its cancel comes from the call)
+                log.debug("progress not sent", exc_info=True)
 
 
 def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> None:
@@ -512,8 +561,11 @@ def build_server(tools: QuantDeskTools) -> Server[Any]:
                                               destructive_hint=False)) for t in tools.specs()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> CallToolResult:
+        async def progress(done: float, total: float | None, message: str) -> None:
+            await ctx.session.report_progress(done, total, message)  # sent only when the client gave a progress token
+
         try:
-            result = await tools.call(params.name, dict(params.arguments or {}))
+            result = await tools.call(params.name, dict(params.arguments or {}), progress)
         except Exception as exc:
             return types.CallToolResult(content=[types.TextContent(type="text", text=error_sentence(exc))],
                                         is_error=True)

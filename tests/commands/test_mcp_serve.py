@@ -71,8 +71,15 @@ def test_an_agent_asks_the_machine_the_library_fit_recommend_and_chats_and_bench
             assert said["model"] == "tiny-llama-Q4_K_M" and said["text"]
             assert said["usage"]["completion_tokens"] > 0
 
+            steps: list[tuple[float, float | None, str | None]] = []
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                steps.append((done, total, message))
+
             bench = structured(await session.call_tool("bench", {"models": ["tiny-llama-Q4_K_M"], "gen_tokens": 4,
-                                                                 "prompt_tokens": 16}))
+                                                                 "prompt_tokens": 16}, progress_callback=progress))
+            assert steps and all(total and 0 <= done < total for done, total, _ in steps)
+            assert all(message.startswith("tiny-llama-Q4_K_M") for *_, message in steps)
             row, = bench["variants"]
             assert row["model"] == "tiny-llama-Q4_K_M" and not row["error"]
             assert row["decode_tps"] > 0 and row["load_ms"] > 0
@@ -94,9 +101,18 @@ def test_with_downloads_allowed_an_agent_pulls_a_model_and_chats_with_it(hub_env
             assert "pull" in {t.name for t in (await session.list_tools()).tools}
             found = structured(await session.call_tool("search_hub", {"query": "tiny"}))
             assert [r["repo_id"] for r in found["results"]] == [REPO]
-            pulled = structured(await session.call_tool("pull", {"repo": REPO, "quant": "Q4_K_M"}))
+            heard: list[tuple[float, float | None, str | None]] = []
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                heard.append((done, total, message))
+
+            pulled = structured(await session.call_tool("pull", {"repo": REPO, "quant": "Q4_K_M"},
+                                                        progress_callback=progress))
             assert pulled["model"] == "tiny-Q4_K_M" and pulled["files"] == ["tiny-Q4_K_M.gguf"]
             assert Path(pulled["path"]).is_file()
+            size = Path(pulled["path"]).stat().st_size
+            assert heard[0][0] == 0 and heard[-1][:2] == (size, size)  # from nothing to the whole file, forward
+            assert [h[0] for h in heard] == sorted({h[0] for h in heard}) and heard[-1][2].startswith("done")
             said = structured(await session.call_tool("chat", {
                 "model": pulled["model"], "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}))
             assert said["model"] == "tiny-Q4_K_M" and said["usage"]["completion_tokens"] > 0
