@@ -440,6 +440,11 @@ class QuantDeskTools:
                 if plan.fit is not None and too_large(plan.fit):
                     raise ToolFailed(f"{name} does not fit this machine ({plan.fit.reason}), so it is not benched "
                                      "here; `quantdesk bench` in a terminal runs it anyway.")
+                # Each variant runs in a fresh engine beside the models this server holds: the budget counts them
+                check = self.router.models.check(path, plan.estimate_bytes)
+                if check is not None and not check.fits:
+                    raise ToolFailed(f"{check.situation()}, so {name} is not benched now; it can be once models "
+                                     "unload (after their idle time), or with a larger --memory-budget.")
                 paths[path] = name
             settings = BenchSettings(prompt_tokens=args.get("prompt_tokens", 128),
                                      gen_tokens=args.get("gen_tokens", 32), reps=args.get("reps", 1), quality=False,

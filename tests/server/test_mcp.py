@@ -214,3 +214,19 @@ def test_a_chat_the_agent_cancels_is_stopped_in_the_engine_and_the_session_goes_
             assert structured(await session.call_tool("chat", chat))["usage"]["completion_tokens"] > 0
 
     anyio.run(agent)
+
+
+def test_chat_and_bench_keep_to_the_memory_budget(serve, library):  # noqa: F811
+    """A library model that does not fit beside what the server holds is refused with the estimate and the budget, for
+    a chat (the router's refusal) and for a bench (its fresh engine would sit beside them)."""
+    server = serve(pool=ServeSettings(load_on_demand=True, memory_budget_bytes=1 << 20, load=LoadSettings(n_ctx=N_CTX)))
+
+    async def agent() -> None:
+        async with mcp_session(server.url) as session:
+            said = error_text(await session.call_tool("chat", {"model": "tiny-llama-F16", "max_tokens": 2,
+                                                               "messages": [{"role": "user", "content": "Hi"}]}))
+            assert "tiny-llama-F16.gguf needs about" in said and "the memory budget is 0.00 GiB" in said
+            said = error_text(await session.call_tool("bench", {"models": ["tiny-llama-F16"]}))
+            assert said.startswith("tiny-llama-F16.gguf needs about") and "is not benched now" in said
+
+    anyio.run(agent)
