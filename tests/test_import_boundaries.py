@@ -230,7 +230,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("app.hub", "backends"),
     ("app.remote", "app.machine", "app.mcp"),
     ("app.engine",),
-    ("app.lab", "app.server"),
+    ("app.lab",),
+    ("app.server",),  # above the lab: its MCP tools run the lab's bench and read what it measured (app/server/mcp.py)
     ("app.commands", "app.ui"),
     ("app.cli",),
     ("app.__main__",),

@@ -48,7 +48,7 @@ COMMANDS: dict[str, Command] = {
     "remote": Command("app.commands.remote",
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),
     "mcp": Command("app.commands.mcp", "add, list, test or remove MCP servers whose tools a chat may use "
-                                       "(quantdesk chat --tools NAME)"),
+                                       "(quantdesk chat --tools NAME); serve QuantDesk's own tools (mcp serve)"),
     "chats": Command("app.commands.chats", "list, show, export or delete saved chats"),
     "config": Command("app.commands.config", "show or change the app's settings"),
 }

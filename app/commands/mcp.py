@@ -1,6 +1,7 @@
 """``quantdesk mcp add | ls | test | rm | import | enable | disable | revoke``: the MCP servers whose tools a chat may
 use (``quantdesk chat --tools NAME``, the Chat), kept in ``mcp.json`` in the format LM Studio, Claude Desktop and
-Cursor use (app/mcp/config.py).
+Cursor use (app/mcp/config.py); and ``quantdesk mcp serve``, QuantDesk's own tools served over MCP
+(app/commands/mcp_serve.py).
 
 Each action is a ``(name, build)`` pair in ``ACTIONS``; ``build(sub)`` adds its parser and sets ``func``. A new
 action is one function and one entry there."""
@@ -339,8 +340,23 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- serve: QuantDesk's own tools over stdio (the parser and the run in app/commands/mcp_serve.py)
+
+
+def _build_serve(sub: Any) -> None:
+    from app.commands.mcp_serve import register_serve
+
+    register_serve(sub, func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from app.commands import mcp_serve
+
+    return mcp_serve.run(args)
+
+
 ACTIONS: list[tuple[str, Callable[[Any], None]]] = [
     ("add", _build_add), ("ls", _build_ls), ("test", _build_test), ("rm", _build_rm), ("import", _build_import),
     ("enable", _build_switch("enable", False)), ("disable", _build_switch("disable", True)),
-    ("revoke", _build_revoke),
+    ("revoke", _build_revoke), ("serve", _build_serve),
 ]

@@ -5,18 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from pathlib import Path
 
 from app.commands import add_command
-from app.errors import QuantDeskError
+from app.hub.resolve import BadModelArgument, load_metadata
 from app.settings import CONTEXT_HELP, context_length
 
 GiB = 1 << 30
-
-
-class BadModelArgument(QuantDeskError):
-    """MODEL names neither a local file/folder nor a Hub repo we can read."""
-
 
 CPU_MOE_HELP = ("mixture-of-experts models: keep the experts of the first N layers in system RAM and the rest of "
                 "every layer on the GPU, or 'all' (llama.cpp's --n-cpu-moe / --cpu-moe)")
@@ -65,69 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_hardware_argument(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run_recommend)
-
-
-def _looks_like_repo(text: str) -> bool:
-    return text.count("/") >= 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
-
-
-def load_metadata(model: str):
-    """A local file/folder, ``owner/repo/file.gguf``, ``owner/repo`` (its first GGUF or bit-rate branch) or
-    ``owner/repo@branch`` on the Hub."""
-    from app.models.metadata import read_model
-    from app.models.vision import with_projector
-
-    if Path(model).exists():
-        return with_projector(read_model(model))
-    if _looks_like_repo(model):
-        parts = model.split("/")
-        repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
-        repo_id, _, revision = repo_id.partition("@")  # owner/repo@4.0bpw: one branch of an EXL repo
-        if rest:
-            from app.hub.config import require_online
-            from app.hub.remote import read_remote_gguf
-
-            require_online(f"read {repo_id} on the Hub")
-            return read_remote_gguf(repo_id, rest, revision or None)
-        from app.hub.listing import RepoListing
-
-        listing = RepoListing.fetch(repo_id, revision or None)
-        models = listing.models()
-        if not models:
-            raise BadModelArgument(f"{repo_id} has no GGUF, MLX or EXL model files we can read.")
-        (_label, meta), = listing.candidates(models[:1])
-        if isinstance(meta, Exception):
-            raise meta
-        return meta
-    raise BadModelArgument(f"No such model file or folder: {model}.",
-                           "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
-
-
-def local_candidates(path: Path) -> list[tuple[str, object]]:
-    from app.models.metadata import read_model
-    from app.models.quants import parse_gguf_filename
-    from app.models.vision import with_projector
-
-    if path.is_dir() and not (path / "config.json").is_file():
-        out: list[tuple[str, object]] = []
-        for gguf in sorted(path.rglob("*.gguf")):
-            info = parse_gguf_filename(gguf.name)
-            if (info and not info.is_first_shard) or "mmproj" in gguf.name.lower():
-                continue
-            try:
-                out.append((str(gguf), with_projector(read_model(gguf))))
-            except QuantDeskError as exc:
-                out.append((str(gguf), exc))
-        for sub in sorted(p.parent for p in path.rglob("config.json")):
-            try:
-                out.append((str(sub), read_model(sub)))
-            except QuantDeskError as exc:
-                out.append((str(sub), exc))
-        return out
-    try:
-        return [(str(path), with_projector(read_model(path)))]
-    except QuantDeskError as exc:
-        return [(str(path), exc)]
 
 
 def _hardware(args: argparse.Namespace):
@@ -209,19 +140,6 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _draft_suggestions(report) -> dict:
-    """For each format's best pick that is a local model, the library's model to suggest as its draft, if any."""
-    from app.hub.library import Library
-    from app.models.drafts import suggest_draft
-
-    picks = {fmt: pick for fmt, pick in report.best_per_format.items() if Path(pick.label).exists()}
-    if not picks:
-        return {}
-    library = [(entry.name, entry.path) for entry in Library().entries()]
-    found = {fmt: suggest_draft(pick.label, library) for fmt, pick in picks.items()}
-    return {fmt: suggestion for fmt, suggestion in found.items() if suggestion is not None}
-
-
 def _measured_here(report) -> dict[str, str]:
     """For each candidate the quant lab has measured on this machine, what it found (app/lab/measured)."""
     from app.lab import measured
@@ -231,22 +149,11 @@ def _measured_here(report) -> dict[str, str]:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from app.hub.listing import RepoListing
+    from app.hub.resolve import candidates, draft_suggestions
     from app.models.recommend import recommend
 
-    candidates: list[tuple[str, object]] = []
-    for item in args.models:
-        path = Path(item)
-        if path.exists():
-            candidates.extend(local_candidates(path))
-        elif _looks_like_repo(item):
-            candidates.extend(RepoListing.fetch(item).candidates())  # every quant the listing finds
-        else:
-            raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
-    if not candidates:
-        raise BadModelArgument("No model files found among: " + ", ".join(args.models) + ".")
-    report = recommend(candidates, _hardware(args), context_length(args.ctx))
-    drafts = _draft_suggestions(report)
+    report = recommend(candidates(args.models), _hardware(args), context_length(args.ctx))
+    drafts = draft_suggestions(report)
     measured = _measured_here(report)
     if args.json:
         print(json.dumps(report.to_json() | {"drafts": {fmt: dataclasses.asdict(s) for fmt, s in drafts.items()},

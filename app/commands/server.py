@@ -65,6 +65,9 @@ def register(subparsers) -> None:
     p.add_argument("--serve-any-model", action="store_true",
                    help="answer a request naming any model that is not served here with --model, as llama-server "
                         "does (off by default: such a request is a 404); /v1/models says so")
+    p.add_argument("--allow-downloads", action="store_true",
+                   help="let an agent download models from the Hub into the library through /mcp's pull tool (off "
+                        "by default: no request can download a model)")
     p.add_argument("--max-queue", type=int, default=32, help="requests running or waiting before 503 (default 32)")
     p.add_argument("--stream-every-ms", type=float, default=STREAM_EVERY_S * 1000, metavar="MS",
                    help=f"send a streamed reply's tokens in chunks at most this often (default "
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
             await asyncio.to_thread(server.ready.wait)
             if server.started:
                 key_note = "an API key is required" if api_key else "no API key"
-                print(f"serving on {bound_url(server)}/v1 ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
+                print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
+                      f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
             await task
 
         try:
@@ -173,7 +177,8 @@ def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: L
     return create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
                       allowed_origins=args.allow_origin, max_pending=args.max_queue,
                       serve_remotes=args.serve_remotes, on_ready=on_ready,
-                      stream_every_s=args.stream_every_ms / 1000, pool=ServeSettings(
+                      stream_every_s=args.stream_every_ms / 1000, allow_downloads=args.allow_downloads,
+                      pool=ServeSettings(
                           load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
                           max_loaded=args.max_loaded, aliases=tuple(args.alias),
                           serve_any_model=args.serve_any_model,

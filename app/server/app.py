@@ -10,7 +10,8 @@ cache) and a llama.cpp-style ``timings`` object, measured in the engine host whe
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
 loaded on demand when allowed, or with ``serve_remotes`` a model of the user's remote connections
 (app/server/gateway.py), named ``remote:CONNECTION/MODEL``. ``POST /models/unload`` with ``{"model": ID}``
-(llama-server's router route, also under /v1) ejects a loaded model.
+(llama-server's router route, also under /v1) ejects a loaded model. ``/mcp`` serves QuantDesk's own tools to agents
+over MCP's streamable HTTP (app/server/mcp.py), behind the same guard.
 
 The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
 (backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and
@@ -559,7 +560,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
-               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> Starlette:
+               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
+               allow_downloads: bool = False) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -571,11 +573,16 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     anyway (app/server/router.py); its ``serve_remotes`` is set from the argument of that name. ``profile``: the
     machine the fit check plans for (HardwareProfile; by default probed once, when first needed).
     ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
+    ``allow_downloads``: the MCP tools at ``/mcp`` (app/server/mcp.py) include ``pull``.
     """
     settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
     server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
                           profile=profile)
+
+    from app.server.mcp import HttpEndpoint, QuantDeskTools  # the MCP SDK, imported when a server is made
+
+    mcp = HttpEndpoint(QuantDeskTools(server.pool, allow_downloads=allow_downloads))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -584,7 +591,8 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
         if on_ready:
             on_ready(server)
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await asyncio.to_thread(server.queue.close)
             await asyncio.to_thread(server.pool.close)
@@ -598,7 +606,8 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
               for prefix in ("/v1", "") for path, endpoint, method in openai_routes]
     routes += [Route("/v1/messages", server.messages, methods=["POST"]),
                Route("/v1/messages/count_tokens", server.count_tokens, methods=["POST"]),
-               Route("/health", server.health, methods=["GET"])]
+               Route("/health", server.health, methods=["GET"]),
+               Route("/mcp", mcp.asgi)]  # QuantDesk's own tools over MCP's streamable HTTP (app/server/mcp.py)
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(Guard, api_key=api_key, allowed_hosts=allowed_hosts,
                                            allowed_origins=allowed_origins)],

@@ -227,6 +227,11 @@ class ModelRouter:
             self._plans = {}  # a file may have changed too
         return list(found)
 
+    def library_changed(self) -> None:
+        """The library has a new model (a pull): list it again on the next request instead of after LIST_TTL_S."""
+        with self._lock:
+            self._library_at = -LIST_TTL_S
+
     def profile(self) -> HardwareProfile:
         if self._profile is None:
             from app import machine
