@@ -284,17 +284,17 @@ class ModelRouter:
         return self._with_preset(plan, meta) if preset else plan
 
     def _with_preset(self, plan: Plan, meta: Any) -> Plan:
-        """The model's preset (app/hub/presets.py): its context, GPU layers and KV cache type win where the fit check
-        says they fit this machine; where they do not, the fit check's own settings load, and the log says why."""
+        """The model's preset (app/hub/presets.py): its load settings (context, GPU layers, KV cache type, threads,
+        flash attention ...) win where the fit check says they fit this machine; where they do not, the fit check's
+        own settings load, and the log says why."""
         from app.hub import presets
         from app.models.recommend import fit_model
 
         preset = presets.for_model(plan.path)
-        wanted = {k: v for k, v in (preset.load if preset is not None else {}).items()
-                  if k in ("n_ctx", "gpu_layers", "kv_cache_type")}
-        if not wanted:
+        if preset is None or not preset.load:
             return plan
-        settings = preset.apply_load(plan.settings, tuple(k for k in preset.load if k not in wanted))
+        wanted = preset.load
+        settings = preset.apply_load(plan.settings)
         fit = fit_model(meta, self.profile(), settings.n_ctx,
                         "auto" if "gpu_layers" not in wanted or settings.gpu_layers < 0 else settings.gpu_layers,
                         settings.kv_cache_type, cpu_moe=settings.cpu_moe or None)
