@@ -7,17 +7,20 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands import add_command
 from app.errors import QuantDeskError
+
+if TYPE_CHECKING:
+    from app.hub.presets import ModelPreset
 
 
 class PresetCommandError(QuantDeskError):
     pass
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers, "preset",
         description="A model's preset: the load settings (context, GPU layers, KV cache type) and chat settings "
@@ -84,7 +87,7 @@ UNSET_NAMES = {"ctx": "n_ctx", "gpu-layers": "gpu_layers", "kv-type": "kv_cache_
                "reasoning-budget": "reasoning_budget", "overflow": "overflow"}
 
 
-def _found(model: str):
+def _found(model: str) -> ModelPreset:
     from app.hub import presets
 
     preset = presets.find(model)
@@ -95,7 +98,7 @@ def _found(model: str):
     return preset
 
 
-def _summary(preset) -> dict[str, Any]:
+def _summary(preset: ModelPreset) -> dict[str, Any]:
     from app.hub import presets
     from app.runtimes import pins
 
@@ -141,7 +144,8 @@ def _model_path(model: str) -> str:
     """A model given to `set`: a file or folder here, else a library model's id or name."""
     if model.startswith("remote:") or Path(model).expanduser().exists():
         return model
-    from app.hub.library import Library, LibraryError
+    from app.hub.errors import LibraryError
+    from app.hub.library import Library
 
     try:
         return Library().find(model).path

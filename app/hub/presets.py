@@ -92,8 +92,8 @@ class ModelPreset:
     @classmethod
     def from_json(cls, key: str, data: dict[str, Any]) -> ModelPreset:
         """A stored preset; values a newer version wrote (unknown fields) are kept out of the settings."""
-        load = data.get("load") if isinstance(data.get("load"), dict) else {}
-        sampling = data.get("sampling") if isinstance(data.get("sampling"), dict) else {}
+        load = data["load"] if isinstance(data.get("load"), dict) else {}
+        sampling = data["sampling"] if isinstance(data.get("sampling"), dict) else {}
         system = data.get("system_prompt")
         overflow = data.get("overflow")
         return cls(key, str(data.get("path") or ""), {k: v for k, v in load.items() if k in LOAD_FIELDS},
@@ -151,7 +151,8 @@ def save(presets: Presets) -> Path:
 
 def library_entries() -> list[Any]:
     """The library's models as it lists them now (no scan: a preset lookup on every load stays cheap)."""
-    from app.hub.library import Library, LibraryError
+    from app.hub.errors import LibraryError
+    from app.hub.library import Library
 
     try:
         return Library().entries(refresh=False)
@@ -241,7 +242,8 @@ def find(model_or_key: str) -> ModelPreset | None:
         return presets.models[model_or_key]
     path = model_or_key
     if not Path(model_or_key).expanduser().exists():
-        from app.hub.library import Library, LibraryError
+        from app.hub.errors import LibraryError
+        from app.hub.library import Library
 
         try:
             path = Library().find(model_or_key).path
