@@ -123,8 +123,9 @@ class ChatSettingsDialog(QDialog):
             self._add_knob(form, knob, label)
         self.reset_sampling = QPushButton(self.tr("Use the model's values") if self.recommended.values()
                                           else self.tr("Use the default values"))
-        self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: the model's recommended "
-                                               "ones apply, and QuantDesk's defaults where the model has none"))
+        self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: this model's preset and "
+                                               "its recommended ones apply, and QuantDesk's defaults where neither "
+                                               "has one"))
         self.reset_sampling.clicked.connect(self._on_reset_sampling)
         self.save_model_defaults = QPushButton(self.tr("Save as this model's defaults"))
         self.save_model_defaults.setToolTip(self.tr("Every chat with this model starts from these values (sampling, "

@@ -270,6 +270,10 @@
         <translation>Top-k</translation>
     </message>
     <message>
+        <source>Forget this chat&apos;s own sampling values: this model&apos;s preset and its recommended ones apply, and QuantDesk&apos;s defaults where neither has one</source>
+        <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die Voreinstellung des Modells und seine empfohlenen Werte, und die Standardwerte von QuantDesk, wo keines von beiden einen hat</translation>
+    </message>
+    <message>
         <source>Maximum reply length in tokens</source>
         <translation>Maximale Antwortlänge in Tokens</translation>
     </message>
@@ -344,10 +348,6 @@
     <message>
         <source>Use the default values</source>
         <translation>Die Standardwerte verwenden</translation>
-    </message>
-    <message>
-        <source>Forget this chat&apos;s own sampling values: the model&apos;s recommended ones apply, and QuantDesk&apos;s defaults where the model has none</source>
-        <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die vom Modell empfohlenen, und die Standardwerte von QuantDesk, wo das Modell keine hat</translation>
     </message>
     <message>
         <source>Save as this model&apos;s defaults</source>

@@ -91,6 +91,14 @@ def test_a_change_saved_as_the_models_defaults_is_kept_per_model_and_a_chats_own
     with qtbot.waitSignal(window.bridge.done, timeout=10_000):
         send(qtbot, chat, "Again")
     assert engine.samplings[-1].temperature == 0.3 and engine.samplings[-1].top_k == 5
+    # Reopened (a new window over the same store and config folder, as after a restart): the model's preset stays.
+    window.close()
+    reopened = make_window(EngineDouble())
+    fresh = ChatSettingsDialog(reopened.chat.store, reopened.chat.store.create_conversation(
+        "after a restart", model_path=str(tiny_sampling_model)), reopened)
+    qtbot.addWidget(fresh)
+    assert fresh.temperature.value() == 1.0 and fresh.sources["temperature"].text() == "this model's preset"
+    assert fresh.top_k.value() == 5 and fresh.sources["top_p"].text() == "from the model"
     # Another model has its own (none): its values stay the model's or QuantDesk's.
     other = ChatSettingsDialog(chat.store, chat.store.create_conversation(
         "other", model_path=str(tiny_models.gguf_q8_0)), window)
