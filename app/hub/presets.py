@@ -259,3 +259,9 @@ def path_of(preset: ModelPreset) -> str | None:
         if entry_key(entry) == preset.key:
             return str(entry.path)
     return preset.path if preset.path and Path(preset.path).exists() else None
+
+
+def sampling_for(model: str | Path | None) -> dict[str, Any] | None:
+    """The sampling values of a model's preset (None: no preset), for a generation's choose_sampling."""
+    preset = for_model(model)
+    return dict(preset.sampling) if preset is not None else None
