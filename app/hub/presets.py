@@ -59,8 +59,14 @@ class ModelPreset:
 
     def apply_load(self, settings: LoadSettings, given: tuple[str, ...] = ()) -> LoadSettings:
         """``settings`` with this preset's load values, except the fields named in ``given`` (set by the user for this
-        load: a command-line flag, the model bar)."""
-        return dataclasses.replace(settings, **{k: v for k, v in self.load.items() if k not in given})
+        load: a command-line flag, the model bar). A quantized KV cache from the preset turns flash attention on
+        unless the preset or the load says otherwise: llama.cpp refuses a quantized V cache without it (as the
+        model bar's own q8_0 choice does)."""
+        values = {k: v for k, v in self.load.items() if k not in given}
+        if values.get("kv_cache_type", "f16") != "f16" and "flash_attention" not in self.load \
+                and "flash_attention" not in given:
+            values["flash_attention"] = True
+        return dataclasses.replace(settings, **values)
 
     def validate(self) -> None:
         """PresetError naming each value no engine would take."""

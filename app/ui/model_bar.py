@@ -93,10 +93,11 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
                        pinned=pin[0] if pin else None)
     if meta.context_length and "n_ctx" not in own:
         settings.n_ctx = min(want_ctx, meta.context_length)
-    if meta.format == "gguf" and "mmproj" not in own:  # a vision model's projector lying beside it loads with it,
-        from app.models.vision import find_projector, read_projector  # and is sized with it
+    if meta.format == "gguf":  # a vision model's projector (the preset's, else the one lying beside it) loads with
+        from app.models.vision import find_projector, read_projector  # it, and is sized with it
 
-        projector = find_projector(path)
+        chosen = Path(own["mmproj"]) if own.get("mmproj") else None
+        projector = chosen if chosen is not None and chosen.is_file() else find_projector(path)
         settings.mmproj = str(projector) if projector else ""
         meta.projector = read_projector(projector) if projector else None
     layers: int | str = own["gpu_layers"] if own.get("gpu_layers", -1) >= 0 else "auto"

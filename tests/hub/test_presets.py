@@ -93,9 +93,11 @@ def test_import_maps_each_key_quantdesk_has_and_names_each_it_skips(tiny_models,
     lines = "\n".join(report.lines())
     assert "skipped chat-template = chatml: QuantDesk has no such setting" in lines
     assert "[ggml-org/MY-MODEL-GGUF:Q8_0] not imported" in lines
-    # The preset is the model's settings on a load: its values under any given for the load itself.
+    # The preset is the model's settings on a load: its values under any given for the load itself; its quantized
+    # KV cache brings flash attention (llama.cpp refuses a quantized V cache without it) unless told otherwise.
     assert preset.apply_load(LoadSettings(n_ctx=512), given=("n_ctx",)) == LoadSettings(
-        n_ctx=512, gpu_layers=8, kv_cache_type="q8_0")
+        n_ctx=512, gpu_layers=8, kv_cache_type="q8_0", flash_attention=True)
+    assert preset.apply_load(LoadSettings(flash_attention=False), given=("flash_attention",)).flash_attention is False
 
 
 def test_export_then_import_gives_the_same_presets(tiny_models, tmp_path, monkeypatch):

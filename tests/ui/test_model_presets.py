@@ -26,16 +26,18 @@ def test_a_preset_imported_from_llama_servers_ini_applies_when_the_real_engine_l
     pytest.importorskip("llama_cpp")
     ini = tmp_path / "models.ini"
     ini.write_text(f"version = 1\n\n[*]\nngl = 0\n\n[tiny]\nmodel = {tiny_models.gguf_q8_0}\nctx-size = 768\n"
-                   "temp = 0.25\nn-predict = 5\n", encoding="utf-8")
+                   "ctk = q8_0\nctv = q8_0\ntemp = 0.25\nn-predict = 5\n", encoding="utf-8")
     section, = preset_ini.import_file(ini).imported
-    assert section.preset is not None and section.preset.load == {"n_ctx": 768, "gpu_layers": 0}
+    assert section.preset is not None
+    assert section.preset.load == {"n_ctx": 768, "gpu_layers": 0, "kv_cache_type": "q8_0"}
     window = real_window()
     chat = window.chat
     chat.set_profile(None)
     with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
         chat.open_model(str(tiny_models.gguf_q8_0))
     assert chat.loaded.n_ctx == 768 and chat.loaded.gpu_layers == 0  # what the engine made of the preset
-    assert chat.model_bar.context_box.value() == 768
+    assert chat.model_bar.context_box.value() == 768 and chat.model_bar.kv_box.currentText() == "KV q8_0"
+    assert chat.loader.request[1].flash_attention is True  # a quantized V cache needs it
     assert "this model's preset" in chat.model_bar.estimate_label.toolTip()
     chat.new_conversation()
     with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
@@ -116,7 +118,7 @@ def test_the_models_preset_sets_the_load_settings_the_bar_fills_in(qtbot, make_w
         chat.open_model(str(tiny_models.gguf_q4_k_m))
     path, settings = chat.loader.request
     assert (settings.n_ctx, settings.gpu_layers, settings.kv_cache_type) == (640, 0, "q4_0")
-    assert chat.model_bar.kv_box.currentText() == "KV q4_0"
+    assert chat.model_bar.kv_box.currentText() == "KV q4_0" and settings.flash_attention is True
 
 
 def _keep(widget, name: str, tmp_path) -> None:
