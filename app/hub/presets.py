@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from typing import Any
 from app import paths
 from app.datatypes import LoadSettings, choose_sampling
 from app.files import write_text_atomic
+
+log = logging.getLogger(__name__)
 
 FILE_NAME = "model_presets.json"
 VERSION = 1
@@ -188,11 +191,19 @@ def model_key(model: str | Path, entries: list[Any] | None = None) -> str:
 
 
 def for_model(model: str | Path | None) -> ModelPreset | None:
-    """This model's preset (None: it has none, or the file cannot be read)."""
+    """This model's preset (None: it has none, the file cannot be read, or the preset holds a value no engine takes,
+    as a hand-edited file may: then the log says why, and the file keeps it for the user to fix)."""
     if not model:
         return None
     found = load().models.get(model_key(model))
-    return None if found is None or found.is_empty() else found
+    if found is None or found.is_empty():
+        return None
+    try:
+        found.validate()
+    except PresetError as exc:
+        log.warning("the preset of %s is not used: %s", found.key, exc)
+        return None
+    return found
 
 
 def put(preset: ModelPreset) -> ModelPreset:

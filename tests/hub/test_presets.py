@@ -188,3 +188,20 @@ def test_the_sampling_rule_puts_the_preset_between_the_chat_and_the_model():
                               "repeat_penalty": "default"}
     assert (chosen.settings.temperature, chosen.settings.top_k, chosen.settings.max_tokens) == (0.2, 5, 99)
     assert json.loads(json.dumps(chosen.described()))["temperature"]["source"] == "preset"
+
+
+def test_a_hand_edited_preset_no_engine_takes_is_not_applied_and_stays_in_the_file(tmp_path, caplog):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    path = presets.presets_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = str(model.resolve())
+    path.write_text(json.dumps({"version": 1, "models": {key: {"load": {"n_ctx": "lots"}, "sampling": {}}}}),
+                    encoding="utf-8")
+    with caplog.at_level("WARNING", logger="app.hub.presets"):
+        assert presets.for_model(model) is None
+    assert f"the preset of {key} is not used" in caplog.text
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+    presets.update(other, load_values={"n_ctx": 512})  # saving another model's keeps it as the user wrote it
+    assert json.loads(path.read_text(encoding="utf-8"))["models"][key]["load"] == {"n_ctx": "lots"}
