@@ -175,9 +175,10 @@ class SamplingSettings:
 
 
 # The sampling values a model may recommend (GGUF general.sampling.*, generation_config.json) and a chat, a
-# command line or a request may set; each is taken from the first that has it: the user, the model, QuantDesk.
+# command line or a request may set; each is taken from the first that has it: the user, the model's preset (the
+# user's values saved for that model: app/hub/presets.py), the model, QuantDesk.
 SAMPLING_KNOBS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty")
-SamplingSource = Literal["user", "model", "default"]
+SamplingSource = Literal["user", "preset", "model", "default"]
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ class ModelSampling:
 
 @dataclass(frozen=True)
 class ChosenSampling:
-    """A generation's sampling and where each of SAMPLING_KNOBS came from (``sources``: user | model | default)."""
+    """A generation's sampling and where each of SAMPLING_KNOBS came from (``sources``: user | preset | model |
+    default)."""
 
     settings: SamplingSettings
     sources: dict[str, SamplingSource]
@@ -211,16 +213,20 @@ class ChosenSampling:
         return {k: {"value": getattr(self.settings, k), "source": self.sources[k]} for k in SAMPLING_KNOBS}
 
 
-def choose_sampling(chosen: dict[str, Any], model: ModelSampling | None) -> ChosenSampling:
+def choose_sampling(chosen: dict[str, Any], model: ModelSampling | None,
+                    preset: dict[str, Any] | None = None) -> ChosenSampling:
     """The one rule for a generation's sampling (the Chat, ``quantdesk chat``, the server): a value the user set
-    (``chosen``: a chat's saved settings, a preset, a command-line flag, a request's field; None counts as not set)
-    wins, then the model's recommendation, then SamplingSettings' own default. The rest of ``chosen`` (max_tokens,
-    seed, thinking, ...) passes through as it is."""
+    (``chosen``: a chat's saved settings, a named preset, a command-line flag, a request's field; None counts as not
+    set) wins, then the model's preset (``preset``: the sampling the user saved for this model), then the model's
+    recommendation, then SamplingSettings' own default. The rest of ``chosen`` and ``preset`` (max_tokens, seed,
+    thinking, ...) passes through, ``chosen``'s first."""
     given = {k: v for k, v in chosen.items() if v is not None or k not in SAMPLING_KNOBS}
+    saved = {k: v for k, v in (preset or {}).items() if v is not None or k not in SAMPLING_KNOBS}
     recommended = model.values() if model is not None else {}
     sources: dict[str, SamplingSource] = {
-        k: "user" if k in given else "model" if k in recommended else "default" for k in SAMPLING_KNOBS}
-    return ChosenSampling(SamplingSettings.from_dict({**recommended, **given}), sources)
+        k: "user" if k in given else "preset" if k in saved else "model" if k in recommended else "default"
+        for k in SAMPLING_KNOBS}
+    return ChosenSampling(SamplingSettings.from_dict({**recommended, **saved, **given}), sources)
 
 
 _TUPLE_FIELDS = ("stop", "tools")

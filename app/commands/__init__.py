@@ -49,6 +49,8 @@ COMMANDS: dict[str, Command] = {
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),
     "mcp": Command("app.commands.mcp", "add, list, test or remove MCP servers whose tools a chat may use "
                                        "(quantdesk chat --tools NAME); serve QuantDesk's own tools (mcp serve)"),
+    "preset": Command("app.commands.presets", "a model's own load and chat settings, applied on every load; import "
+                                              "and export llama-server's preset INI files"),
     "chats": Command("app.commands.chats", "list, show, export or delete saved chats"),
     "config": Command("app.commands.config", "show or change the app's settings"),
 }

@@ -33,9 +33,11 @@ def register(subparsers) -> None:
     p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "
                                      "automatic choice)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
+    p.add_argument("--gpu-layers", type=int,
+                   help="layers to offload to the GPU, -1 all (default: the model's preset, else all), 0 none")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
-    p.add_argument("--kv-type", default="f16", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"],
+                   help="KV cache type (default: the model's preset, else f16)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.add_argument("--image", action="append", default=[], metavar="FILE",
                    help="attach a PNG, JPEG or WebP image to the first message (repeatable); needs a vision model")
@@ -45,7 +47,7 @@ def register(subparsers) -> None:
     add_force_arguments(p)
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
-    p.add_argument("--max-tokens", type=int, default=512, help="most tokens per reply (default 512)")
+    p.add_argument("--max-tokens", type=int, help="most tokens per reply (default: the model's preset, else 512)")
     # The sampling flags default to the model's recommendation (GGUF general.sampling.*, generation_config.json),
     # else QuantDesk's own value: app.datatypes.choose_sampling.
     p.add_argument("--temperature", type=float,
@@ -68,6 +70,9 @@ def register(subparsers) -> None:
     add_thinking_arguments(p)
     add_draft_arguments(p)
     add_tool_arguments(p)
+    p.add_argument("--no-preset", action="store_true",
+                   help="ignore the model's preset (quantdesk preset show MODEL); without it the preset's values "
+                        "apply where no flag is given")
     p.set_defaults(func=run)
 
 
@@ -93,7 +98,7 @@ def add_thinking_arguments(p: argparse.ArgumentParser) -> None:
                         "the switch ignore it (default: as the model's chat template does)")
     g.add_argument("--reasoning-effort", choices=[e for e in REASONING_EFFORTS if e],
                    help="how long a model with an effort setting (gpt-oss) thinks (default: its template's)")
-    g.add_argument("--reasoning-budget", type=int, default=-1, metavar="N",
+    g.add_argument("--reasoning-budget", type=int, metavar="N",
                    help="close the thinking after N tokens, the way the model's format closes it, so it answers; "
                         "0 = no thinking (default: no budget)")
     g.add_argument("--chat-template-kwargs", type=template_kwargs_arg, default={}, metavar="JSON",
@@ -243,20 +248,28 @@ def speculation_words(stats: GenerationStats) -> str:
 
 
 def _wanted(args) -> dict[str, Any]:
-    """The sampling the command line asks for; a sampling flag not given is None (the model's, else QuantDesk's)."""
-    return {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p,
-            "repeat_penalty": args.repeat_penalty, "max_tokens": args.max_tokens, "seed": args.seed,
-            "stop": tuple(args.stop), "json_schema": _schema_file(args.json_schema), "enable_thinking": args.think,
-            "reasoning_effort": args.reasoning_effort or "", "reasoning_budget": args.reasoning_budget,
-            "chat_template_kwargs": args.chat_template_kwargs}
+    """The sampling the command line asks for; a sampling flag not given is None (the model's preset's, else the
+    model's, else QuantDesk's), and the other settings are there only when given (else the preset's or the
+    default)."""
+    knobs = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p,
+             "repeat_penalty": args.repeat_penalty}
+    others = {"max_tokens": args.max_tokens, "seed": args.seed, "stop": tuple(args.stop) or None,
+              "json_schema": _schema_file(args.json_schema), "enable_thinking": args.think,
+              "reasoning_effort": args.reasoning_effort, "reasoning_budget": args.reasoning_budget,
+              "chat_template_kwargs": args.chat_template_kwargs or None}
+    return {**knobs, **{k: v for k, v in others.items() if v is not None}}
 
 
 def sampling_words(chosen: ChosenSampling) -> str:
     """The values the model recommended, as the line after the load says them ("" where none was used)."""
     names = {"temperature": "temperature", "top_p": "top-p", "top_k": "top-k", "min_p": "min-p",
              "repeat_penalty": "repeat penalty"}
-    used = [f"{names[k]} {getattr(chosen.settings, k):g}" for k in SAMPLING_KNOBS if chosen.sources[k] == "model"]
-    return f"sampling from the model: {', '.join(used)}" if used else ""
+    parts = []
+    for source, words in (("preset", "sampling from the model's preset"), ("model", "sampling from the model")):
+        used = [f"{names[k]} {getattr(chosen.settings, k):g}" for k in SAMPLING_KNOBS if chosen.sources[k] == source]
+        if used:
+            parts.append(f"{words}: {', '.join(used)}")
+    return "; ".join(parts)
 
 
 def _schema_file(path: str | None) -> dict | None:
@@ -375,24 +388,26 @@ def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
 
     images = _read_images(args.image)
-    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            kv_cache_type=args.kv_type, cpu_moe=args.cpu_moe, mmproj=_projector(args, images),
-                            draft=draft_setting(args), draft_tokens=args.draft_tokens,
-                            draft_p_min=args.draft_p_min)
+    preset = None if args.no_preset else model_preset(args.model)
+    settings = load_settings(args, images, preset)
     wanted = _wanted(args)  # reads --json-schema: a bad file is a sentence before any engine starts
+    saved = preset.sampling if preset is not None else None
     try:
-        choose_sampling(wanted, None).settings.validate()  # the model's own values are bounded when read
+        choose_sampling(wanted, None, saved).settings.validate()  # the model's own values are bounded when read
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
-    history = [Message("system", args.system)] if args.system else []
+    system = args.system if args.system is not None else preset.system_prompt if preset is not None else None
+    history = [Message("system", system)] if system else []
     check_fit(args.model, settings, args)
     tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
     if (note := draft_note(settings)) and not args.json:
         print(note, file=sys.stderr)
+    if preset is not None and not args.json:
+        print(f"the model's preset applies ({preset.key}; --no-preset ignores it)", file=sys.stderr)
     with EngineClient() as client, _closing(tools):
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
-        chosen = choose_sampling(wanted, model_sampling(loaded.model_path))
+        chosen = choose_sampling(wanted, model_sampling(loaded.model_path), saved)
         sampling = chosen.settings
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)
@@ -412,6 +427,32 @@ def run(args: argparse.Namespace) -> int:
                 _after_reply(done, loaded.n_ctx, sampling.max_tokens)
             return 0
         return _interactive(client, history, sampling, _printer(args), images, loaded.n_ctx, tools)
+
+
+def model_preset(model: str):
+    """The model's preset (app/hub/presets.py), None when it has none; an unreadable presets file is said on stderr
+    and counts as none."""
+    from app.hub import presets
+
+    saved = presets.load()
+    if saved.problem:
+        print(f"warning: {saved.problem}; no preset applies", file=sys.stderr)
+        return None
+    return presets.for_model(model)
+
+
+def load_settings(args: argparse.Namespace, images: tuple[str, ...], preset) -> LoadSettings:
+    """The load settings of ``quantdesk chat``: each flag given, else the model's preset's value, else the default."""
+    given = {"n_ctx": args.ctx, "gpu_layers": args.gpu_layers, "threads": args.threads,
+             "kv_cache_type": args.kv_type, "cpu_moe": args.cpu_moe or None, "mmproj": _projector(args, images) or None,
+             "draft": draft_setting(args) or None,
+             "draft_tokens": args.draft_tokens if args.draft_tokens != DEFAULT_DRAFT_TOKENS else None,
+             "draft_p_min": args.draft_p_min if args.draft_p_min != DEFAULT_DRAFT_P_MIN else None}
+    settings = LoadSettings(n_ctx=context_length(args.ctx), **{k: v for k, v in given.items()
+                                                               if v is not None and k != "n_ctx"})
+    if preset is not None:
+        settings = preset.apply_load(settings, tuple(k for k, v in given.items() if v is not None))
+    return settings
 
 
 def _read_images(paths: list[str]) -> tuple[str, ...]:

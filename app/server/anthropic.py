@@ -163,7 +163,8 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings, counting: bool =
 
 
 def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_tools: bool,
-                   counting: bool = False, recommended: ModelSampling | None = None) -> GenerationRequest:
+                   counting: bool = False, recommended: ModelSampling | None = None,
+                   preset: dict[str, Any] | None = None) -> GenerationRequest:
     """``takes_tools``: the served model's chat template has tool support. ``counting``: the body of
     ``/v1/messages/count_tokens``, the same without ``max_tokens`` (and its sampling values read but unused).
     ``recommended``: the sampling the model's files recommend (a value the request does not give)."""
@@ -176,7 +177,7 @@ def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_to
     stop = body.get("stop_sequences")
     sampling = _sampling({"max_tokens": n_ctx if counting else body["max_tokens"], "temperature": temperature,
                           "top_p": body.get("top_p"), "top_k": body.get("top_k"), "stop": stop}, n_ctx, n_ctx,
-                         recommended)
+                         recommended, preset)
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_param("messages", "messages must be a non-empty list", "invalid_type")

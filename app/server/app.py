@@ -47,6 +47,7 @@ from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
 from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
+from app.hub.presets import sampling_for as preset_sampling
 from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
 
@@ -268,6 +269,7 @@ class OpenAIServer:
             # and the replies streaming to other clients.
             parsed = await asyncio.to_thread(lambda: parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                                            recommended=model_sampling(lease.loaded.model_path),
+                                                           preset=preset_sampling(lease.loaded.model_path),
                                                            **options))
         except BaseException:
             lease.release()
@@ -283,9 +285,10 @@ class OpenAIServer:
             return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
         try:
             recommended = await asyncio.to_thread(model_sampling, lease.loaded.model_path)
+            preset = await asyncio.to_thread(preset_sampling, lease.loaded.model_path)
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                               takes_tools=bool(lease.loaded.details.get("tool_format")),
-                                              recommended=recommended)
+                                              recommended=recommended, preset=preset)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()

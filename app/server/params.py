@@ -174,10 +174,12 @@ def _top_k(body: dict[str, Any], default: int) -> int:
 
 
 def _sampling(body: dict[str, Any], max_tokens_default: int, max_tokens_limit: int,
-              recommended: ModelSampling | None = None) -> SamplingSettings:
-    """A request's sampling; a value it does not give is the served model's recommendation (``recommended``:
-    app/models/metadata/sampling.py), else QuantDesk's default, by the one rule app.datatypes.choose_sampling."""
-    defaults = choose_sampling({}, recommended).settings
+              recommended: ModelSampling | None = None, preset: dict[str, Any] | None = None) -> SamplingSettings:
+    """A request's sampling; a value it does not give is the served model's preset's (``preset``: the user's values
+    for the model, app/hub/presets.py, as llama-server's --models-preset gives a model its defaults), else its
+    recommendation (``recommended``: app/models/metadata/sampling.py), else QuantDesk's default, by the one rule
+    app.datatypes.choose_sampling. Only the sampling values: a request's reply length stays the API's own."""
+    defaults = choose_sampling({}, recommended, preset).settings
     max_tokens = _integer(body, "max_completion_tokens", None)
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens", max_tokens_default)
@@ -478,7 +480,8 @@ def _thinking(body: dict[str, Any], sampling: SamplingSettings) -> SamplingSetti
 
 
 def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images: bool = False,
-               takes_tools: bool = False, recommended: ModelSampling | None = None) -> GenerationRequest:
+               takes_tools: bool = False, recommended: ModelSampling | None = None,
+               preset: dict[str, Any] | None = None) -> GenerationRequest:
     """``sees_images``: the served model takes images; ``takes_tools``: its chat template has tool support
     (Loaded.details' ``tool_format``); ``recommended``: the sampling its files recommend."""
     check_model(body, served_id)
@@ -497,7 +500,7 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
             raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
                             "too_many_images")
     stream = _flag(body, "stream")
-    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx, recommended),
+    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx, recommended, preset),
                                    json_schema=response_schema(body.get("response_format")),
                                    parallel_tool_calls=_flag(body, "parallel_tool_calls", True))
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
@@ -506,7 +509,8 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
 
 
 def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,
-                     recommended: ModelSampling | None = None) -> GenerationRequest:
+                     recommended: ModelSampling | None = None, preset: dict[str, Any] | None = None
+                     ) -> GenerationRequest:
     check_model(body, served_id)
     _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "best_of": 1, "echo": False, "suffix": None})
     prompt = body.get("prompt")
@@ -517,7 +521,7 @@ def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,
                         "invalid_type")
     stream = _flag(body, "stream")
     # A raw completion: the prompt reaches the model as it is, without the chat template.
-    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx, recommended), stream,
+    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx, recommended, preset), stream,
                              _stream_options(body, stream))
 
 

@@ -260,15 +260,16 @@ class ModelRouter:
     def plan(self, path: str, base: LoadSettings | None = None) -> Plan:
         """Load settings and estimate for a library model, from its header and the fit check (as the Chat's model
         bar fills them in): the most GPU layers that fit, the server's context (or the model's, if shorter). With the
-        server's settings, kept until the library is listed again: /v1/models plans every library model."""
+        server's settings, kept until the library is listed again: /v1/models plans every library model. The model's
+        preset applies to the server's own plans, not to ``base`` (the primary's estimate, at the context it has)."""
         if base is not None:
-            return self._make_plan(path, base)
+            return self._make_plan(path, base, preset=False)
         plan = self._plans.get(path)
         if plan is None:
             plan = self._plans[path] = self._make_plan(path, self.settings.load)
         return plan
 
-    def _make_plan(self, path: str, base: LoadSettings) -> Plan:
+    def _make_plan(self, path: str, base: LoadSettings, *, preset: bool = True) -> Plan:
         from app.models.metadata import read_model
         from app.models.recommend import fit_model, load_cpu_moe
 
@@ -284,7 +285,33 @@ class ModelRouter:
         if est is not None and meta.format == "gguf":
             settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
             settings.cpu_moe = load_cpu_moe(est, meta)
-        return Plan(path, settings, fit.memory_bytes or meta.weights_bytes or 0, fit)
+        plan = Plan(path, settings, fit.memory_bytes or meta.weights_bytes or 0, fit)
+        return self._with_preset(plan, meta) if preset else plan
+
+    def _with_preset(self, plan: Plan, meta: Any) -> Plan:
+        """The model's preset (app/hub/presets.py): its load settings (context, GPU layers, KV cache type, threads,
+        flash attention ...) win where the fit check says they fit this machine; where they do not, the fit check's
+        own settings load, and the log says why."""
+        from app.hub import presets
+        from app.models.recommend import fit_model
+
+        preset = presets.for_model(plan.path)
+        if preset is None or not preset.load:
+            return plan
+        wanted = preset.load
+        settings = preset.apply_load(plan.settings)
+        fit = fit_model(meta, self.profile(), settings.n_ctx,
+                        "auto" if "gpu_layers" not in wanted or settings.gpu_layers < 0 else settings.gpu_layers,
+                        settings.kv_cache_type, cpu_moe=settings.cpu_moe or None)
+        if too_large(fit) and plan.fit is not None and not too_large(plan.fit):
+            log.warning("the preset of %s (%s) does not fit this machine (%s); it loads with the fit check's "
+                        "settings", Path(plan.path).name, ", ".join(f"{k} {v}" for k, v in wanted.items()),
+                        fit.reason)
+            return plan
+        if "gpu_layers" not in wanted and fit.estimate is not None and meta.format == "gguf":
+            est = fit.estimate
+            settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
+        return Plan(plan.path, settings, fit.memory_bytes or plan.estimate_bytes, fit)
 
     # --- leasing ---
 

@@ -317,7 +317,11 @@ class ChatPage(QWidget):
             self.new_conversation()
             if self.current is None:  # the store refused it; the banner says why
                 return
-        ChatSettingsDialog(self.store, self.current, self).exec()
+        loaded = self.loaded  # the model bar's load settings go with "Save as this model's defaults"
+        request = self.loader.request
+        load = request[1] if loaded is not None and request is not None and request[0] == self.current.model_path \
+            and loaded.model_path == self.current.model_path else None
+        ChatSettingsDialog(self.store, self.current, self, load=load).exec()
         self.current = self.store.conversation(self.current.id)
 
     @Slot()
@@ -516,8 +520,14 @@ class ChatPage(QWidget):
         history = [Message(m.role, m.content, _encoded(m.images), reasoning=m.reasoning)
                    for m in self.store.messages(conv.id)
                    if (m.content or m.images or m.reasoning) and m.id != writer.message_id]
-        if conv.system_prompt:
-            history.insert(0, Message("system", conv.system_prompt))
+        from app.hub import presets
+
+        # The chat's own settings, then the model's preset (app/hub/presets.py), then the model's, then QuantDesk's.
+        model_path = self.loaded.model_path if self.loaded is not None else conv.model_path
+        preset = presets.for_model(model_path)
+        system_prompt = conv.system_prompt or (preset.system_prompt or "" if preset is not None else "")
+        if system_prompt:
+            history.insert(0, Message("system", system_prompt))
         self.reply.begin(writer, conv.id)
         self._add_bubble(self.store.message(writer.message_id))
         self._stats_chat = conv.id
@@ -525,11 +535,11 @@ class ChatPage(QWidget):
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
-        # The chat's own values, then the model's recommended ones, then QuantDesk's (app.datatypes.choose_sampling).
+        # The chat's own values, then the preset's, the model's recommended ones, QuantDesk's (choose_sampling).
         from app.models.metadata import model_sampling
 
-        model = model_sampling(self.loaded.model_path if self.loaded is not None else conv.model_path)
-        sampling = choose_sampling(conv.sampling, model).settings
+        model = model_sampling(model_path)
+        sampling = choose_sampling(conv.sampling, model, preset.sampling if preset is not None else None).settings
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
         self.bridge.generate(history, sampling)
 

@@ -1,5 +1,6 @@
 """Per-chat settings: system prompt, sampling, thinking and "answer as JSON with this schema", with named presets to
-start from or save to."""
+start from or save to, and "Save as this model's defaults": the model's own preset (app/hub/presets.py), which every
+chat with that model follows where it has no value of its own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
 from backends import json_schema
-from app.datatypes import PROMPT_LOOKUP, SAMPLING_KNOBS, SamplingSettings, SamplingSource, choose_sampling
+from app.datatypes import (PROMPT_LOOKUP, SAMPLING_KNOBS, LoadSettings, SamplingSettings, SamplingSource,
+                           choose_sampling)
 
 NO_PRESET = "(choose a preset)"
 # Thinking on / off / as the model's template has it (SamplingSettings.enable_thinking), and gpt-oss's effort
@@ -63,10 +65,14 @@ def chat_template_of(model_path: str) -> str | None:
 
 
 class ChatSettingsDialog(QDialog):
-    def __init__(self, store: ChatStore, conversation: Conversation, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ChatStore, conversation: Conversation, parent: QWidget | None = None, *,
+                 load: LoadSettings | None = None) -> None:
+        """``load``: the load settings the model bar holds for the chat's model (when it is the one loaded): "Save as
+        this model's defaults" keeps them in the model's preset too."""
         super().__init__(parent)
         self.store = store
         self.conversation = conversation
+        self.load = load
         self.setWindowTitle(self.tr("Settings for “{title}”").format(title=conversation.title))
         self.setAccessibleName(self.tr("Chat settings"))
         layout = QVBoxLayout(self)
@@ -85,13 +91,17 @@ class ChatSettingsDialog(QDialog):
                                                       "English.”"))
         self.system_prompt.setAccessibleName(self.tr("System prompt"))
         form.addRow(self.tr("System prompt"), self.system_prompt)
+        from app.hub import presets
         from app.models.metadata import model_sampling
 
-        # What the chat's model recommends, and what each value would be without the chat's own (the model's, else
-        # QuantDesk's): a value is the user's when the chat keeps it or it is changed here; only those are saved.
+        # What the chat's model recommends, the user's preset for the model, and what each value would be without the
+        # chat's own (the preset's, the model's, else QuantDesk's): a value is the user's when the chat keeps it or
+        # it is changed here; only those are saved with the chat.
         self.recommended = model_sampling(conversation.model_path)
-        chosen = choose_sampling(conversation.sampling, self.recommended)
-        self.fallback = choose_sampling({}, self.recommended)
+        self.preset = presets.for_model(conversation.model_path) if conversation.model_path else None
+        self._show_preset_prompt()
+        chosen = choose_sampling(conversation.sampling, self.recommended, self._preset_sampling())
+        self.fallback = choose_sampling({}, self.recommended, self._preset_sampling())
         self.user_set = {knob for knob, source in chosen.sources.items() if source == "user"}
         sampling = chosen.settings
         self.temperature = self._double(self.tr("Temperature"), 0, 2, 0.05, sampling.temperature)
@@ -113,11 +123,19 @@ class ChatSettingsDialog(QDialog):
             self._add_knob(form, knob, label)
         self.reset_sampling = QPushButton(self.tr("Use the model's values") if self.recommended.values()
                                           else self.tr("Use the default values"))
-        self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: the model's recommended "
-                                               "ones apply, and QuantDesk's defaults where the model has none"))
+        self.reset_sampling.setToolTip(self.tr("Forget this chat's own sampling values: this model's preset and "
+                                               "its recommended ones apply, and QuantDesk's defaults where neither "
+                                               "has one"))
         self.reset_sampling.clicked.connect(self._on_reset_sampling)
+        self.save_model_defaults = QPushButton(self.tr("Save as this model's defaults"))
+        self.save_model_defaults.setToolTip(self.tr("Every chat with this model starts from these values (sampling, "
+                                                    "system prompt, thinking, and the model bar's load settings) "
+                                                    "where it has none of its own"))
+        self.save_model_defaults.setEnabled(bool(conversation.model_path))
+        self.save_model_defaults.clicked.connect(self._on_save_model_defaults)
         reset_row = QHBoxLayout()
         reset_row.addWidget(self.reset_sampling)
+        reset_row.addWidget(self.save_model_defaults)
         reset_row.addStretch(1)
         form.addRow("", reset_row)
         self.max_tokens = QSpinBox()
@@ -238,7 +256,8 @@ class ChatSettingsDialog(QDialog):
         source.setObjectName("caption")
         # As wide as the longest of the three words, so that the boxes line up whatever each one says.
         source.setMinimumWidth(max(source.fontMetrics().horizontalAdvance(text) for text in (
-            self.tr("your setting"), self.tr("from the model"), self.tr("QuantDesk default"))))
+            self.tr("your setting"), self.tr("this model's preset"), self.tr("from the model"),
+            self.tr("QuantDesk default"))))
         self.sources[knob] = source
         line.addWidget(source)
         form.addRow(label, row)
@@ -263,8 +282,8 @@ class ChatSettingsDialog(QDialog):
     def _show_source(self, knob: str) -> None:
         source = self.source_of(knob)
         label = self.sources[knob]
-        label.setText({"user": self.tr("your setting"), "model": self.tr("from the model"),
-                       "default": self.tr("QuantDesk default")}[source])
+        label.setText({"user": self.tr("your setting"), "preset": self.tr("this model's preset"),
+                       "model": self.tr("from the model"), "default": self.tr("QuantDesk default")}[source])
         label.setToolTip(self.tr("Recommended by the model's own file ({origin})").format(
             origin=self.recommended.origin) if source == "model" else "")
         self.knobs[knob].setAccessibleDescription(label.text())
@@ -272,7 +291,7 @@ class ChatSettingsDialog(QDialog):
     def _set_knobs(self, values: dict[str, Any]) -> None:
         """The sampling values given become the user's; the others go back to the model's / QuantDesk's."""
         self.user_set = {knob for knob in SAMPLING_KNOBS if values.get(knob) is not None}
-        chosen = choose_sampling(values, self.recommended).settings
+        chosen = choose_sampling(values, self.recommended, self._preset_sampling()).settings
         for knob, box in self.knobs.items():
             box.setValue(getattr(chosen, knob))
             self._show_source(knob)
@@ -280,6 +299,45 @@ class ChatSettingsDialog(QDialog):
     @Slot()
     def _on_reset_sampling(self) -> None:
         self._set_knobs({})
+
+    def _preset_sampling(self) -> dict[str, Any] | None:
+        return self.preset.sampling if self.preset is not None else None
+
+    def _show_preset_prompt(self) -> None:
+        """The model's preset's system prompt, shown where the chat has none of its own (it is the one sent)."""
+        prompt = self.preset.system_prompt if self.preset is not None else None
+        self.system_prompt.setPlaceholderText(
+            self.tr("This model's preset: {prompt}").format(prompt=prompt) if prompt else
+            self.tr("How the model should behave, e.g. “Answer briefly, in British English.”"))
+
+    def save_model_preset(self) -> None:
+        """Keep the values shown as the chat's model's own preset (its sampling values, system prompt, thinking, reply
+        length and, when given, the model bar's load settings): each chat with the model follows them where it
+        has no value of its own. The chat's own sampling values become the preset's, so they show as such."""
+        from app.hub import presets
+
+        sampling = {knob: box.value() for knob, box in self.knobs.items() if self._is_users(knob)}
+        seed = self.seed.value()
+        sampling.update({"max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
+                         "enable_thinking": self.thinking.currentData(), "reasoning_effort": self.effort.currentData(),
+                         "reasoning_budget": self.budget.value()})
+        load = None
+        if self.load is not None:
+            load = {"n_ctx": self.load.n_ctx, "gpu_layers": self.load.gpu_layers,
+                    "kv_cache_type": self.load.kv_cache_type}
+        prompt = self.system_prompt.toPlainText()
+        assert self.conversation.model_path
+        self.preset = presets.update(self.conversation.model_path, load_values=load, sampling=sampling,
+                                     system_prompt=prompt or None)
+        self.fallback = choose_sampling({}, self.recommended, self._preset_sampling())
+        self.user_set = set()
+        for knob in self.knobs:
+            self._show_source(knob)
+        self._show_preset_prompt()
+
+    @Slot()
+    def _on_save_model_defaults(self) -> None:
+        self._saved(self.save_model_preset)
 
     def _fill_drafts(self, model_path: str | None, chosen: str) -> None:
         """Off, prompt lookup (GGUF), and the library's models that can draft for the chat's model (app/models/drafts:
@@ -371,7 +429,7 @@ class ChatSettingsDialog(QDialog):
                                + (f" {capitalized(exc.hint)}." if exc.hint else ""))
             self.error.show()
             return False
-        except ValueError as exc:  # the schema typed is not one
+        except ValueError as exc:  # the schema typed is not one; a preset the presets file refused
             self.error.setText(self.tr("Not saved: {exc}.").format(exc=exc))
             self.error.show()
             return False

@@ -64,15 +64,22 @@ def _detect() -> HardwareProfile:
 def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Prefill:
     """GPU layers, context, KV cache type and flash attention for ``path`` on ``profile`` (detected when
     None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
-    q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults."""
+    q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults.
+    The model's preset (app/hub/presets.py) comes first: its context (even past the model's trained length), GPU
+    layers and KV cache type are the ones planned for, and the fit check judges them."""
     from app.errors import QuantDeskError
+    from app.hub import presets
     from app.models.budget import too_large
     from app.models.metadata import read_model
     from app.models.recommend import fit_model, load_cpu_moe
     from app.remote.connections import is_remote_ref
     from app.runtimes import pins
 
-    settings = LoadSettings(n_ctx=want_ctx)
+    preset = presets.for_model(path)
+    own = dict(preset.load) if preset is not None else {}
+    settings = preset.apply_load(LoadSettings(n_ctx=want_ctx)) if preset is not None else LoadSettings(n_ctx=want_ctx)
+    preset_note = [QCoreApplication.translate("model_bar", "this model's preset: {values}").format(
+        values=", ".join(f"{k} {v}" for k, v in own.items()))] if own else []
     if is_remote_ref(path):
         return Prefill(path, settings, reason=QCoreApplication.translate("model_bar", "it runs on its server"),
                        profile=profile)
@@ -84,17 +91,20 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     except QuantDeskError as exc:
         return Prefill(path, settings, reason=str(exc), profile=profile, runtimes=runtime_names,
                        pinned=pin[0] if pin else None)
-    if meta.context_length:
+    if meta.context_length and "n_ctx" not in own:
         settings.n_ctx = min(want_ctx, meta.context_length)
-    if meta.format == "gguf":  # a vision model's projector lying beside it loads with it, and is sized with it
-        from app.models.vision import find_projector, read_projector
+    if meta.format == "gguf":  # a vision model's projector (the preset's, else the one lying beside it) loads with
+        from app.models.vision import find_projector, read_projector  # it, and is sized with it
 
-        projector = find_projector(path)
+        chosen = Path(own["mmproj"]) if own.get("mmproj") else None
+        projector = chosen if chosen is not None and chosen.is_file() else find_projector(path)
         settings.mmproj = str(projector) if projector else ""
         meta.projector = read_projector(projector) if projector else None
-    fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
-    notes = []
-    if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf":
+    layers: int | str = own["gpu_layers"] if own.get("gpu_layers", -1) >= 0 else "auto"
+    fit = fit_model(meta, profile, settings.n_ctx, layers, settings.kv_cache_type, pin=pin)
+    notes = list(preset_note)
+    if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf" \
+            and "kv_cache_type" not in own:
         quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0", pin=pin)
         if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
             fit = quantized
@@ -106,7 +116,7 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
                     "context lowered from {n_ctx} to {max_ctx} tokens, the most that fits")
                          .format(n_ctx=settings.n_ctx, max_ctx=fit.max_ctx))
             settings.n_ctx = fit.max_ctx
-            fit = fit_model(meta, profile, settings.n_ctx, "auto", "f16", pin=pin)
+            fit = fit_model(meta, profile, settings.n_ctx, layers, "f16", pin=pin)
     est = fit.estimate
     extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
     if est is None:  # "unknown": nothing to hold the load back with
@@ -114,8 +124,10 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     expected_blocks = None
     if meta.format == "gguf":
         # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
-        settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
-        settings.cpu_moe = load_cpu_moe(est, meta)
+        if "gpu_layers" not in own:
+            settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
+        if "cpu_moe" not in own:
+            settings.cpu_moe = load_cpu_moe(est, meta)
         expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
     return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
                    expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,

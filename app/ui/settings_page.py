@@ -1,5 +1,6 @@
 """The Settings page: models folder, Hugging Face token, offline mode, update checks, default context length, theme,
-and the connections to remote engines (app/ui/remote_connections.py).
+the connections to remote engines (app/ui/remote_connections.py), and the per-model presets' import and export in
+llama-server's INI format (app/hub/preset_ini.py).
 
 Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
 login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
@@ -140,6 +141,8 @@ class SettingsPage(QScrollArea):
         self.remote_panel = ConnectionsPanel()
         form.addRow(self.tr("Remote engines"), self.remote_panel)
 
+        form.addRow(self.tr("Model presets"), self._with_note(self._build_presets_row(), "presets_note"))
+
         self.status = QLabel(self.current.problem)
         self.status.setWordWrap(True)
         self.status.setAccessibleName(self.tr("Settings status"))
@@ -147,6 +150,7 @@ class SettingsPage(QScrollArea):
         outer.addStretch(1)
         self.setWidget(page)
         self.show_settings()
+        self.show_presets()
 
     def _build_pool_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -177,6 +181,72 @@ class SettingsPage(QScrollArea):
             row.addWidget(widget)
         row.addStretch(1)
         return row
+
+    def _build_presets_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.presets_import = QPushButton(self.tr("Import llama-server presets…"))
+        self.presets_import.setToolTip(self.tr("Read a llama-server preset file (--models-preset FILE.ini): each "
+                                               "section that names a model of the library becomes its preset"))
+        self.presets_import.clicked.connect(self._on_import_presets)
+        self.presets_export = QPushButton(self.tr("Export…"))
+        self.presets_export.setToolTip(self.tr("Write every model's preset as a llama-server preset file"))
+        self.presets_export.clicked.connect(self._on_export_presets)
+        row.addWidget(self.presets_import)
+        row.addWidget(self.presets_export)
+        row.addStretch(1)
+        return row
+
+    def show_presets(self, said: list[str] | None = None) -> None:
+        """How many models have a preset, and what the last import or export did (each key skipped, by name)."""
+        from app.hub import presets
+
+        saved = presets.load()
+        count = len(saved.models)
+        lines = [saved.problem] if saved.problem else [
+            self.tr("No model has a preset yet: “Save as this model's defaults” in a chat's options makes one.")
+            if not count else self.tr("{n} model(s) have a preset: applied whenever they load.").format(n=count)]
+        self.presets_note.setText("\n".join(lines + (said or [])))
+        self.presets_export.setEnabled(bool(count) and not saved.problem)
+
+    def import_presets(self, path: str) -> None:
+        from app.hub import preset_ini, presets
+
+        try:
+            report = preset_ini.import_file(Path(path))
+        except (preset_ini.PresetFileError, presets.PresetError) as exc:
+            self.show_presets([self.tr("Nothing imported: {why}").format(why=exc)])
+            return
+        self.show_presets([self.tr("Imported {n} preset(s) from {file}.").format(
+            n=len(report.imported), file=Path(path).name), *report.lines()])
+
+    def export_presets(self, path: str) -> None:
+        from app.files import write_text_atomic
+        from app.hub import preset_ini, presets
+
+        saved = presets.load()
+        text, left_out = preset_ini.export_text(list(saved.models.values()), presets.library_entries())
+        try:
+            write_text_atomic(Path(path), text)
+        except OSError as exc:
+            self.show_presets([self.tr("Not exported: {why}").format(why=exc.strerror or exc)])
+            return
+        self.show_presets([self.tr("Exported {n} preset(s) to {file}.").format(n=len(saved.models),
+                                                                               file=Path(path).name),
+                           *(self.tr("Left out: {what}").format(what=what) for what in left_out)])
+
+    @Slot()
+    def _on_import_presets(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Import llama-server presets"), "",
+                                              self.tr("Preset files (*.ini);;All files (*)"))
+        if path:
+            self.import_presets(path)
+
+    @Slot()
+    def _on_export_presets(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export model presets"), "models.ini",
+                                              self.tr("Preset files (*.ini)"))
+        if path:
+            self.export_presets(path)
 
     def _with_note(self, layout, name: str) -> QWidget:
         box = QWidget()

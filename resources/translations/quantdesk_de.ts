@@ -270,6 +270,10 @@
         <translation>Top-k</translation>
     </message>
     <message>
+        <source>Forget this chat&apos;s own sampling values: this model&apos;s preset and its recommended ones apply, and QuantDesk&apos;s defaults where neither has one</source>
+        <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die Voreinstellung des Modells und seine empfohlenen Werte, und die Standardwerte von QuantDesk, wo keines von beiden einen hat</translation>
+    </message>
+    <message>
         <source>Maximum reply length in tokens</source>
         <translation>Maximale Antwortlänge in Tokens</translation>
     </message>
@@ -346,8 +350,12 @@
         <translation>Die Standardwerte verwenden</translation>
     </message>
     <message>
-        <source>Forget this chat&apos;s own sampling values: the model&apos;s recommended ones apply, and QuantDesk&apos;s defaults where the model has none</source>
-        <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die vom Modell empfohlenen, und die Standardwerte von QuantDesk, wo das Modell keine hat</translation>
+        <source>Save as this model&apos;s defaults</source>
+        <translation>Als Standard dieses Modells speichern</translation>
+    </message>
+    <message>
+        <source>Every chat with this model starts from these values (sampling, system prompt, thinking, and the model bar&apos;s load settings) where it has none of its own</source>
+        <translation>Jeder Chat mit diesem Modell beginnt mit diesen Werten (Sampling, Systemprompt, Denken und die Ladeeinstellungen der Modellleiste), wo er keine eigenen hat</translation>
     </message>
     <message>
         <source>Thinking</source>
@@ -398,12 +406,20 @@
         <translation>vom Modell</translation>
     </message>
     <message>
+        <source>this model&apos;s preset</source>
+        <translation>Voreinstellung des Modells</translation>
+    </message>
+    <message>
         <source>QuantDesk default</source>
         <translation>QuantDesk-Standard</translation>
     </message>
     <message>
         <source>Recommended by the model&apos;s own file ({origin})</source>
         <translation>Von der Datei des Modells selbst empfohlen ({origin})</translation>
+    </message>
+    <message>
+        <source>This model&apos;s preset: {prompt}</source>
+        <translation>Voreinstellung des Modells: {prompt}</translation>
     </message>
     <message>
         <source>Prompt lookup (copies from the conversation)</source>
@@ -3112,6 +3128,10 @@
         <translation>Entfernte Engines</translation>
     </message>
     <message>
+        <source>Model presets</source>
+        <translation>Modell-Voreinstellungen</translation>
+    </message>
+    <message>
         <source>Settings status</source>
         <translation>Status der Einstellungen</translation>
     </message>
@@ -3158,6 +3178,66 @@
     <message>
         <source>A model with no message for this long unloads, freeing its memory</source>
         <translation>Ein Modell ohne Nachricht für diese Zeit wird entladen und gibt seinen Speicher frei</translation>
+    </message>
+    <message>
+        <source>Import llama-server presets…</source>
+        <translation>llama-server-Voreinstellungen importieren …</translation>
+    </message>
+    <message>
+        <source>Read a llama-server preset file (--models-preset FILE.ini): each section that names a model of the library becomes its preset</source>
+        <translation>Eine Voreinstellungsdatei von llama-server lesen (--models-preset DATEI.ini): Jeder Abschnitt, der ein Modell der Bibliothek nennt, wird dessen Voreinstellung</translation>
+    </message>
+    <message>
+        <source>Export…</source>
+        <translation>Exportieren …</translation>
+    </message>
+    <message>
+        <source>Write every model&apos;s preset as a llama-server preset file</source>
+        <translation>Die Voreinstellungen aller Modelle als Voreinstellungsdatei von llama-server schreiben</translation>
+    </message>
+    <message>
+        <source>No model has a preset yet: “Save as this model&apos;s defaults” in a chat&apos;s options makes one.</source>
+        <translation>Noch kein Modell hat eine Voreinstellung: „Als Standard dieses Modells speichern“ in den Optionen eines Chats legt eine an.</translation>
+    </message>
+    <message>
+        <source>{n} model(s) have a preset: applied whenever they load.</source>
+        <translation>{n} Modell(e) mit Voreinstellung: Sie gilt bei jedem Laden.</translation>
+    </message>
+    <message>
+        <source>Nothing imported: {why}</source>
+        <translation>Nichts importiert: {why}</translation>
+    </message>
+    <message>
+        <source>Imported {n} preset(s) from {file}.</source>
+        <translation>{n} Voreinstellung(en) aus {file} importiert.</translation>
+    </message>
+    <message>
+        <source>Not exported: {why}</source>
+        <translation>Nicht exportiert: {why}</translation>
+    </message>
+    <message>
+        <source>Exported {n} preset(s) to {file}.</source>
+        <translation>{n} Voreinstellung(en) nach {file} exportiert.</translation>
+    </message>
+    <message>
+        <source>Left out: {what}</source>
+        <translation>Ausgelassen: {what}</translation>
+    </message>
+    <message>
+        <source>Import llama-server presets</source>
+        <translation>llama-server-Voreinstellungen importieren</translation>
+    </message>
+    <message>
+        <source>Preset files (*.ini);;All files (*)</source>
+        <translation>Voreinstellungsdateien (*.ini);;Alle Dateien (*)</translation>
+    </message>
+    <message>
+        <source>Export model presets</source>
+        <translation>Modell-Voreinstellungen exportieren</translation>
+    </message>
+    <message>
+        <source>Preset files (*.ini)</source>
+        <translation>Voreinstellungsdateien (*.ini)</translation>
     </message>
     <message>
         <source>Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.</source>
@@ -4085,6 +4165,10 @@ Referenz {reference}</translation>
     <message>
         <source>Estimated {memory} · {verdict}</source>
         <translation>Geschätzt {memory} · {verdict}</translation>
+    </message>
+    <message>
+        <source>this model&apos;s preset: {values}</source>
+        <translation>Voreinstellung des Modells: {values}</translation>
     </message>
     <message>
         <source>it runs on its server</source>

@@ -444,3 +444,59 @@ def test_chat_without_a_recommendation_reports_quantdesks_defaults(tiny_models):
     assert result.returncode == 0, result.stderr[-2000:]
     used = json.loads(result.stdout)["sampling"]
     assert used["temperature"] == {"value": 0.8, "source": "default"} and used["top_k"]["source"] == "default"
+
+
+def test_chat_applies_the_models_preset_and_a_flag_wins_over_it(tiny_sampling_model, tmp_path):
+    ini = tmp_path / "presets.ini"  # a llama-server preset file, imported as a user would
+    ini.write_text(f"version = 1\n\n[tiny]\nmodel = {tiny_sampling_model}\nc = 768\ntemp = 0.25\ntop-k = 7\n"
+                   "n-predict = 3\n", encoding="utf-8")
+    result = quantdesk("preset", "import", str(ini))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "[tiny] → tiny-llama-sampling-F16.gguf: 4 setting(s)" in result.stdout
+    assert quantdesk("preset", "set", str(tiny_sampling_model), "--system", "Answer in one word.").returncode == 0
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["n_ctx"] == 768 and out["completion_tokens"] <= 3  # the preset's context and reply length
+    with_system = out["prompt_tokens"]  # the preset's system prompt is part of the prompt
+    assert out["sampling"]["temperature"] == {"value": 0.25, "source": "preset"}
+    assert out["sampling"]["top_k"] == {"value": 7, "source": "preset"}
+    assert out["sampling"]["top_p"] == {"value": 0.9, "source": "model"}  # what the preset leaves to the model
+    # Flags win over the preset, value by value; --no-preset leaves it out altogether.
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--json", "--ctx", "256",
+                       "--temperature", "0.5", "--max-tokens", "2")
+    out = json.loads(result.stdout)
+    assert out["n_ctx"] == 256 and out["sampling"]["temperature"] == {"value": 0.5, "source": "user"}
+    assert out["sampling"]["top_k"]["source"] == "preset" and out["completion_tokens"] == 2
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--json", "--no-preset", "--max-tokens", "2")
+    out = json.loads(result.stdout)
+    assert out["n_ctx"] != 768 and out["sampling"]["temperature"] == {"value": 0.6, "source": "model"}
+    assert out["prompt_tokens"] < with_system
+    result = quantdesk("chat", str(tiny_sampling_model), "--prompt", "hi", "--max-tokens", "2")
+    assert "the model's preset applies" in result.stderr and "context 768" in result.stderr
+    assert "sampling from the model's preset: temperature 0.25, top-k 7" in result.stderr
+
+
+def test_preset_command_sets_shows_exports_and_removes(tiny_models, tmp_path):
+    model = str(tiny_models.gguf_q8_0)
+    result = quantdesk("preset", "set", model, "--ctx", "1024", "--kv-type", "q8_0", "--temperature", "0.4",
+                       "--think", "--overflow", "truncate-middle")
+    assert result.returncode == 0, result.stderr[-2000:]
+    shown = json.loads(quantdesk("preset", "show", model, "--json").stdout)
+    assert shown["load"] == {"n_ctx": 1024, "kv_cache_type": "q8_0"} and shown["overflow"] == "truncate-middle"
+    assert shown["sampling"] == {"temperature": 0.4, "enable_thinking": True} and shown["path"] == model
+    refused = quantdesk("preset", "set", model, "--top-p", "0")
+    assert refused.returncode != 0 and "top_p must be in (0, 1]" in refused.stderr
+    assert quantdesk("preset", "set", model, "--unset", "temperature").returncode == 0
+    exported = quantdesk("preset", "export")
+    assert exported.returncode == 0 and "[tiny-llama-Q8_0]" in exported.stdout and "ctx-size = 1024" in exported.stdout
+    assert "reasoning = on" in exported.stdout and "temp" not in exported.stdout
+    assert "left out: [tiny-llama-Q8_0] overflow policy: llama-server has no such setting" in exported.stderr
+    assert model in quantdesk("preset", "ls").stdout
+    assert quantdesk("preset", "rm", model).returncode == 0
+    gone = quantdesk("preset", "show", model)
+    assert gone.returncode != 0 and "has no preset" in gone.stderr
+    bad = tmp_path / "bad.ini"
+    bad.write_text("[a]\nthis is no key\n", encoding="utf-8")
+    refused = quantdesk("preset", "import", str(bad))
+    assert refused.returncode != 0 and "line 2" in refused.stderr and "nothing imported" in refused.stderr

@@ -239,3 +239,44 @@ def test_a_model_that_fits_once_busy_ones_are_done_is_a_503_to_retry_and_loads_a
         assert [e.served for e in pool.loaded_engines()] == ["tiny-llama-F16"]
     finally:
         pool.close()
+
+
+def test_an_on_demand_load_takes_the_models_preset(serve, library, tmp_path):
+    from app.hub import preset_ini
+
+    ini = tmp_path / "models.ini"  # as llama-server's router reads it: the section named by the served id
+    ini.write_text("[tiny-llama-F16]\nc = 768\nngl = 0\ncache-type-k = q8_0\ncache-type-v = q8_0\nfa = on\n",
+                   encoding="utf-8")
+    section, = preset_ini.import_file(ini).imported
+    assert section.model == library["tiny-llama-F16"]
+    server = serve(pool=pool_settings(memory_budget_bytes=64 << 30))
+    cards = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models").json()["data"]}
+    assert cards["tiny-llama-F16"]["meta"]["n_ctx"] == 768 and not cards["tiny-llama-F16"]["meta"]["loaded"]
+    assert ask(server, "tiny-llama-F16")
+    loaded, = pool_of(server).loaded_engines()
+    assert loaded.model.loaded.n_ctx == 768 and loaded.model.loaded.gpu_layers == 0
+    assert loaded.model.settings.kv_cache_type == "q8_0" and loaded.model.settings.flash_attention is True
+    # Another library model, without a preset, loads with the server's context.
+    assert ask(server, "tiny-llama-Q4_K_M")
+    other = next(e for e in pool_of(server).loaded_engines() if e.served == "tiny-llama-Q4_K_M")
+    assert other.model.loaded.n_ctx == N_CTX
+
+
+def test_a_preset_that_does_not_fit_this_machine_leaves_the_fit_checks_settings_and_says_why(
+        engine, library, caplog):
+    from app.hardware.profile import CpuInfo, HardwareProfile
+    from app.hub import presets
+
+    small = HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=2 << 30,
+                            ram_available_bytes=1 << 30, gpus=[])
+    path = library["tiny-llama-F16"]
+    presets.update(path, load_values={"n_ctx": 1536, "threads": 2})
+    router = ModelRouter(engine, pool_settings(), profile=small)
+    plan = router.plan(path)
+    assert (plan.settings.n_ctx, plan.settings.threads) == (1536, 2)  # it fits: the preset's
+    presets.update(path, load_values={"n_ctx": 20_000_000})  # a KV cache of gigabytes: not on this machine
+    router = ModelRouter(engine, pool_settings(), profile=small)
+    with caplog.at_level("WARNING", logger="app.server.router"):
+        plan = router.plan(path)
+    assert plan.settings.n_ctx == N_CTX and plan.fit is not None and plan.fit.fits
+    assert "the preset of tiny-llama-F16.gguf (n_ctx 20000000, threads 2) does not fit this machine" in caplog.text

@@ -65,3 +65,25 @@ def test_the_server_uses_the_served_models_recommendation(sampling_engine, serve
     assert _knobs(recording.samplings[-1]) == (0.6, 0.9, 20, 0.0, 1.05)  # tests/fixtures/models.py's values
     client.chat.completions.create(model=name, messages=ASK, max_tokens=3, temperature=1.3)
     assert _knobs(recording.samplings[-1]) == (1.3, 0.9, 20, 0.0, 1.05)
+
+
+def test_the_models_preset_comes_between_the_request_and_the_models_recommendation(sampling_engine, serve):
+    from app.hub import presets
+
+    presets.update(sampling_engine.loaded.model_path, sampling={"temperature": 0.25, "top_k": 7})
+    chat = parse_chat({"messages": ASK}, served_id="m", n_ctx=512, recommended=RECOMMENDED,
+                      preset={"temperature": 0.25}).sampling
+    assert (chat.temperature, chat.top_p, chat.top_k) == (0.25, 0.9, 20)
+    recording = RecordingEngine(sampling_engine)
+    server = serve(recording)
+    client = openai_on(server)
+    name = model_id(sampling_engine.loaded.model_path)
+    client.chat.completions.create(model=name, messages=ASK, max_tokens=3)
+    assert _knobs(recording.samplings[-1]) == (0.25, 0.9, 7, 0.0, 1.05)  # the preset's, then the model's
+    client.chat.completions.create(model=name, messages=ASK, max_tokens=3, temperature=1.3)
+    assert _knobs(recording.samplings[-1])[:3] == (1.3, 0.9, 7)  # the request's own value wins
+    import anthropic as anthropic_sdk
+
+    with anthropic_sdk.Anthropic(base_url=server.url, api_key="unused", max_retries=0) as messages:
+        messages.messages.create(model=name, max_tokens=3, messages=ASK)
+    assert _knobs(recording.samplings[-1])[:3] == (0.25, 0.9, 7)

@@ -116,3 +116,37 @@ def test_a_damaged_settings_file_is_said(qtbot):
     app_settings.settings_path().write_text("{oops")
     page = make_page(qtbot)
     assert "damaged" in page.status.text()
+
+
+def test_llama_server_presets_import_and_export_say_what_they_did(qtbot, tmp_path, monkeypatch, tiny_models):
+    from app.hub import presets
+    from app.hub.library import Library
+
+    monkeypatch.setenv("QUANTDESK_MODELS_DIR", str(tmp_path / "models"))
+    entry, = Library().import_path(tiny_models.gguf_q8_0, copy=False)
+    page = make_page(qtbot)
+    assert "No model has a preset yet" in page.presets_note.text() and not page.presets_export.isEnabled()
+    ini = tmp_path / "models.ini"
+    ini.write_text("[tiny-llama-Q8_0]\nc = 2048\ntemp = 0.5\nchat-template = chatml\n[gone]\nmodel = /no.gguf\n",
+                   encoding="utf-8")
+    page.import_presets(str(ini))
+    note = page.presets_note.text()
+    assert "1 model(s) have a preset" in note and "Imported 1 preset(s) from models.ini." in note
+    assert "skipped chat-template = chatml: QuantDesk has no such setting" in note
+    assert "[gone] not imported: its model /no.gguf is neither a file here nor a model of the library" in note
+    assert presets.for_model(entry.path).load == {"n_ctx": 2048}
+    page.show()
+    page.resize(900, 700)
+    page.ensureWidgetVisible(page.presets_note)
+    assert page.grab().save(str(tmp_path / "settings-presets.png"))
+    if folder := os.environ.get("QUANTDESK_SCREENSHOTS"):
+        import shutil
+
+        shutil.copy(tmp_path / "settings-presets.png", folder)
+    out = tmp_path / "out.ini"
+    page.presets_export.setEnabled(True)
+    page.export_presets(str(out))
+    assert "[tiny-llama-Q8_0]" in out.read_text(encoding="utf-8") and "Exported 1 preset(s)" in page.presets_note.text()
+    ini.write_text("[a]\nno key here\n", encoding="utf-8")
+    page.import_presets(str(ini))
+    assert "Nothing imported:" in page.presets_note.text() and "line 2" in page.presets_note.text()
