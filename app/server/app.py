@@ -4,7 +4,8 @@
 listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints: ``GET /v1/models``,
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent events or not; chat with
 tools and structured output), ``POST /v1/embeddings`` (an embedding model), Anthropic's ``POST /v1/messages`` and
-``POST /v1/messages/count_tokens`` (app/server/anthropic.py), and ``GET /health``; the OpenAI routes also without the
+``POST /v1/messages/count_tokens`` (app/server/anthropic.py), OpenAI's Responses API ``POST /v1/responses`` with
+``GET``/``DELETE /v1/responses/{id}`` (app/server/responses.py), and ``GET /health``; the OpenAI routes also without the
 ``/v1`` prefix, as llama-server serves them. Responses carry ``usage`` (with the prompt's tokens reused from the KV
 cache) and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
@@ -40,6 +41,8 @@ from starlette.types import Receive, Scope, Send
 
 from app.errors import EngineCrashed, EngineError
 from app.server import anthropic
+from app.server.responses import ResponsesApi
+from app.server.response_store import ResponseStore
 from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
@@ -559,7 +562,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
-               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> Starlette:
+               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
+               response_store: ResponseStore | None = None) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -571,11 +575,14 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     anyway (app/server/router.py); its ``serve_remotes`` is set from the argument of that name. ``profile``: the
     machine the fit check plans for (HardwareProfile; by default probed once, when first needed).
     ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
+    ``response_store``: where the Responses API keeps responses (by default, opened at its first use under the user
+    data folder, app/server/response_store.py).
     """
     settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
     server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
                           profile=profile)
+    responses = ResponsesApi(server, response_store)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -588,11 +595,14 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
         finally:
             await asyncio.to_thread(server.queue.close)
             await asyncio.to_thread(server.pool.close)
+            responses.close()
 
     openai_routes = [("/models", server.models, "GET"), ("/models/{model:path}", server.model, "GET"),
                      ("/chat/completions", server.chat_completions, "POST"),
                      ("/completions", server.completions, "POST"), ("/embeddings", server.embeddings, "POST"),
-                     ("/models/unload", server.unload, "POST")]  # llama-server's router route, for its clients
+                     ("/models/unload", server.unload, "POST"),  # llama-server's router route, for its clients
+                     ("/responses", responses.create, "POST"), ("/responses/{response_id}", responses.retrieve, "GET"),
+                     ("/responses/{response_id}", responses.delete, "DELETE")]
     # llama-server answers the OpenAI routes without /v1 too, and clients configured with a bare base URL use them
     routes = [Route(prefix + path, endpoint, methods=[method])
               for prefix in ("/v1", "") for path, endpoint, method in openai_routes]
