@@ -35,9 +35,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from app.errors import EngineCrashed, EngineError
 from app.server import anthropic
@@ -45,9 +44,10 @@ from app.server.responses import ResponsesApi
 from app.server.response_store import ResponseStore
 from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
+from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
-from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_embeddings, parse_json_body)
+from app.server.params import (ApiError, GenerationRequest, parse_chat, parse_completion,
+                               parse_embeddings)
 from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
 from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
@@ -124,20 +124,6 @@ def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-async def read_body(request: Request) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":  # also keeps out HTML forms, which cannot send JSON
-        raise ApiError(415, "send the request body as application/json", code="unsupported_media_type")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB",
-                           code="request_too_large")
-        chunks.append(chunk)
-    return parse_json_body(b"".join(chunks))
-
-
 async def _cancel_on_disconnect(request: Request, job: Job) -> None:
     """Once the body is read, the next ASGI message is http.disconnect: the client went away."""
     while True:
@@ -156,31 +142,6 @@ def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | s
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
-
-
-class _EventStream(StreamingResponse):
-    """A server-sent event stream that lets go of its job and its lease however it ends: done, failed, or the client
-    gone — also gone before the body started, when Starlette cancels the response without ever running the body's
-    generator (whose own ``finally`` then never runs, and an on-demand model would stay "in use" for good)."""
-
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._on_close()
-
-
-def _closer(watcher: asyncio.Task[None], job: Job, lease: Lease) -> Callable[[], None]:
-    def close() -> None:
-        watcher.cancel()
-        job.cancel()
-        lease.release()
-    return close
 
 
 class OpenAIServer:

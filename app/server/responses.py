@@ -36,7 +36,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -47,9 +47,23 @@ from app.server.params import (MAX_IMAGES, MAX_MESSAGES, REASONING_EFFORTS, ApiE
                                _image, _integer, _refuse_unsupported, _sampling, _shown, _thinking,
                                bad_param, check_model, checked_schema, json_arguments, parse_tools, with_tools)
 from app.server.response_store import ResponseStore, StoredResponse
+from app.server.transport import _closer, _EventStream, read_body
 
 if TYPE_CHECKING:
-    from app.server.app import OpenAIServer
+    from app.server.engine_queue import Job
+    from app.server.router import Lease
+
+
+class Serving(Protocol):
+    """What these routes use of app/server/app.py's ``OpenAIServer`` (which registers them, so this module names it
+    by what it does, not by import): a request's engine leased, a generation started, its next event."""
+
+    async def _engine_for(self, body: dict[str, Any]) -> Lease: ...
+
+    async def start_job(self, request: Request, lease: Lease, parsed: GenerationRequest
+                        ) -> tuple[Job, Token | Done, asyncio.Task[None]]: ...
+
+    async def next_event(self, job: Job) -> Token | Done: ...
 
 # OpenAI's efforts beyond the ones chat templates read, as the nearest of those
 _EFFORTS = {**{e: e for e in REASONING_EFFORTS}, "minimal": "low", "xhigh": "high"}
@@ -190,7 +204,8 @@ def _add_item(turns: list[Message], item: Any, where: str, sees_images: bool) ->
                                                   for p in parts):
             raise bad_param(where, "a reasoning item's content and summary are lists of parts with text",
                             "invalid_type")
-        _onto_assistant(turns, reasoning="".join(p["text"] for p in parts))
+        if any(p["text"] for p in parts):  # an empty one (encrypted content only) adds no turn
+            _onto_assistant(turns, reasoning="".join(p["text"] for p in parts))
     elif kind == "item_reference":
         raise bad_param(f"{where}.type", "item references are not supported here: send the item itself, or go on "
                                          "from a stored response with previous_response_id", "unsupported_content")
@@ -356,8 +371,8 @@ def parse_responses(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_im
                          n_ctx, n_ctx, recommended)
     sampling = dataclasses.replace(sampling, json_schema=schema, parallel_tool_calls=parallel)
     tools, echoed_tools = _tools(body)
-    choice = _tool_choice(body, tools) if tools else "auto"
-    sampling = with_tools(sampling, tools, choice, takes_tools)
+    choice = _tool_choice(body, tools)  # checked with no tools too: the response repeats it
+    sampling = with_tools(sampling, tools, choice if tools else "auto", takes_tools)
     sampling, reasoning = _reasoning(body, sampling)
     echo = {"instructions": instructions, "max_output_tokens": max_output, "metadata": _metadata(body),
             "parallel_tool_calls": parallel, "previous_response_id": previous_response_id(body),
@@ -466,7 +481,7 @@ class ResponseShape:
                                    content_index=0, part={"type": "reasoning_text", "text": ""}))
         return out
 
-    def _close(self) -> list[dict[str, Any]]:
+    def _close(self, status: str = "completed") -> list[dict[str, Any]]:
         item, self.open = self.open, None
         if item is None:
             return []
@@ -481,7 +496,7 @@ class ResponseShape:
         else:
             out = [self._event("response.function_call_arguments.done", **where, name=item.name,
                                arguments=item.text)]
-        out.append(self._event("response.output_item.done", output_index=item.index, item=item.json("completed")))
+        out.append(self._event("response.output_item.done", output_index=item.index, item=item.json(status)))
         return out
 
     def feed(self, token: Token) -> list[dict[str, Any]]:
@@ -517,6 +532,12 @@ class ResponseShape:
         """The events that close the reply: what the engine's tokens did not bring (a call only its Done has), the
         open item's end, an empty message for a reply with nothing at all, and response.completed (or incomplete)."""
         out: list[dict[str, Any]] = []
+        # The engine's tokens add up to its Done; a remote engine's may not have brought every piece.
+        streamed = {kind: "".join(i.text for i in self.items if i.kind == kind) for kind in ("reasoning", "message")}
+        rest = {kind: whole[len(streamed[kind]):] if whole.startswith(streamed[kind]) else ""
+                for kind, whole in (("reasoning", done.reasoning), ("message", done.text))}
+        if rest["reasoning"] or rest["message"]:
+            out += self.feed(Token(done.request_id, rest["message"], 0.0, count=0, reasoning=rest["reasoning"]))
         for i, call in enumerate(done.tool_calls):
             if i not in self.calls:
                 out += self.feed(Token(done.request_id, "", 0.0, count=0, tool_calls=(
@@ -524,13 +545,12 @@ class ResponseShape:
             self.calls[i].text = call.arguments  # the engine's reading of the whole call is the one kept
         if not self.items:
             out += self._start("message", f"msg_{secrets.token_hex(24)}")
-        out += self._close()
         status = "incomplete" if done.stats.stop_reason == "length" else "completed"
+        out += self._close(status)  # the item cut off is the last one
         out.append(self._event(f"response.{status}", response=self.response(status, response_usage(done.stats))))
         return out
 
     def whole(self, done: Done) -> dict[str, Any]:
-        self.feed(Token(done.request_id, done.text, 0.0, reasoning=done.reasoning))
         response: dict[str, Any] = self.finish(done)[-1]["response"]
         return response
 
@@ -550,9 +570,9 @@ class ResponseShape:
                     "failed", error={"code": "server_error", "message": exc.message})))
                 return
         closing = self.finish(event)
+        await on_done(closing[-1]["response"], event)  # stored before the client hears it is over
         for payload in closing:
             yield _sse(payload)
-        await on_done(closing[-1]["response"], event)
 
 
 def _sse(payload: dict[str, Any]) -> bytes:
@@ -566,7 +586,7 @@ class ResponsesApi:
     """The routes, over ``server``'s router and queues; ``store`` made at its first use when not given (the user
     data folder, the retention period of the app's settings)."""
 
-    def __init__(self, server: OpenAIServer, store: ResponseStore | None = None) -> None:
+    def __init__(self, server: Serving, store: ResponseStore | None = None) -> None:
         self.server = server
         self._store = store
         self._owned = store is None  # a store it opened itself it closes with the server; a given one is the giver's
@@ -596,9 +616,6 @@ class ResponsesApi:
         return found
 
     async def create(self, request: Request) -> Response:
-        # app/server/app.py registers these routes, so it imports this module: its serving helpers come in here
-        from app.server.app import _closer, _EventStream, read_body
-
         body = await read_body(request)
         previous_id = previous_response_id(body)
         previous = await self._stored(previous_id, "previous_response_id") if previous_id else None

@@ -15,7 +15,9 @@ import openai
 import pytest
 
 from app import paths
+from app.server.app import create_app
 from app.server.response_store import DB_FILENAME
+from app.server.thread import ServerThread
 from tests.server.conftest import loaded_engine, openai_client
 
 WEATHER_ARGS = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
@@ -204,6 +206,19 @@ def test_a_tool_output_goes_back_by_previous_response_id(api):
     assert third.usage.input_tokens > then.usage.input_tokens + then.usage.output_tokens
 
 
+def test_a_functions_output_may_come_as_input_text_parts(api):
+    client, name = api
+    call = {"type": "function_call", "call_id": "call_7", "name": "get_weather",
+            "arguments": '{"city": "Rome", "unit": "celsius"}'}
+    as_text = client.responses.create(model=name, tools=TOOLS, tool_choice="none", **GREEDY, input=[
+        {"role": "user", "content": ASK}, call, {"type": "function_call_output", "call_id": "call_7", "output": "sun"}])
+    as_parts = client.responses.create(model=name, tools=TOOLS, tool_choice="none", **GREEDY, input=[
+        {"role": "user", "content": ASK}, call,
+        {"type": "function_call_output", "call_id": "call_7", "output": [{"type": "input_text", "text": "s"},
+                                                                         {"type": "input_text", "text": "un"}]}])
+    assert (as_parts.output_text, as_parts.usage.input_tokens) == (as_text.output_text, as_text.usage.input_tokens)
+
+
 # --- store ---
 
 
@@ -283,6 +298,12 @@ def test_a_json_schema_format_holds_the_text(api):
     ({"input": "x", "tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "a function name"),
     ({"input": "x", "tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice",
      "not among the tools"),
+    ({"input": "x", "tool_choice": {"type": "function", "name": "f"}}, "tool_choice", "not among the tools"),
+    ({"input": "x", "tool_choice": "sometimes"}, "tool_choice", 'must be "none", "auto", "required"'),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "previous_response_id"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image"}]}]},
+     "input[1].output", "a string or input_text parts"),
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "between 1 and 2048"),
     ({"input": "x", "temperature": "hot"}, "temperature", "must be a number"),
     ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort", "none, low, medium, high, minimal"),
@@ -302,6 +323,25 @@ def test_bad_requests_are_400s_that_name_the_field(api, request_body, param, wor
     assert caught.value.status_code == 400
     # and the server and its engine go on
     assert client.responses.create(model=name, input="Hi", max_output_tokens=1).output
+
+
+def test_the_guard_stands_before_every_responses_route(tool_engine):
+    """The same guard as every route: no key, no answer (nor a word of what is stored); another origin, refused."""
+    key = "k" * 20
+    server = ServerThread(create_app(tool_engine, api_key=key)).start()
+    try:
+        auth = {"Authorization": f"Bearer {key}"}
+        made = httpx.post(f"{server.url}/v1/responses", json={"input": "Hi", "max_output_tokens": 1}, headers=auth,
+                          timeout=120)
+        assert made.status_code == 200
+        where = f"{server.url}/v1/responses/{made.json()['id']}"
+        assert httpx.post(f"{server.url}/v1/responses", json={"input": "Hi"}).status_code == 401
+        assert httpx.post(f"{server.url}/responses", json={"input": "Hi"}).status_code == 401
+        assert httpx.get(where).status_code == 401 and httpx.delete(where).status_code == 401
+        assert httpx.get(where, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
+        assert httpx.get(where, headers=auth).status_code == 200
+    finally:
+        server.stop()
 
 
 def test_another_model_is_a_404(api):
