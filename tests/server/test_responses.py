@@ -7,7 +7,9 @@ structured output; refusals in words."""
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 
 import httpx
 import jsonschema
@@ -116,6 +118,61 @@ def test_a_stream_is_openais_event_sequence(api):
                for e in events if e.type == "response.output_text.delta")
     assert text == whole.output_text == last.output_text == events[-4].text
     assert last.output[0].id == added.id and last.usage.output_tokens == whole.usage.output_tokens
+
+
+def test_llama_servers_own_stream_checks(api):
+    """llama-server's test_responses_stream_with_openai_library, on this server: ids by their prefixes, every part of
+    the message named by its item_id, the deltas gathered into the end's output_text."""
+    client, name = api
+    stream = client.responses.create(model=name, max_output_tokens=8, temperature=0.8,
+                                     stream=True, input=[{"role": "system", "content": "Book"},
+                                                         {"role": "user", "content": "What is the best book"}])
+    gathered, resp_id, msg_id, ended = "", "", "", None
+    for r in stream:
+        if r.type == "response.created":
+            assert r.response.id.startswith("resp_")
+            resp_id = r.response.id
+        if r.type == "response.in_progress":
+            assert r.response.id == resp_id
+        if r.type == "response.output_item.added":
+            assert r.item.id.startswith("msg_")
+            msg_id = r.item.id
+        if r.type in ("response.content_part.added", "response.output_text.delta", "response.output_text.done",
+                      "response.content_part.done"):
+            assert r.item_id == msg_id
+        if r.type == "response.output_item.done":
+            assert r.item.id == msg_id
+        if r.type == "response.output_text.delta":
+            gathered += r.delta
+        if r.type in ("response.completed", "response.incomplete"):
+            ended = r.response
+    assert ended is not None and ended.id == resp_id and ended.output[0].id == msg_id
+    assert gathered == ended.output_text and gathered
+
+
+def test_a_client_that_hangs_up_mid_stream_stops_its_generation(tool_engine):
+    """The stream lets go of its job and its lease however it ends (the same event stream as chat's): a reply
+    only a cancel would end early is cancelled, and the engine answers the next request."""
+    server = ServerThread(create_app(tool_engine, stream_every_s=0)).start()
+    queue = server.app.state.openai.queue
+    try:
+        with httpx.stream("POST", f"{server.url}/v1/responses", timeout=120, json={
+                "input": "Hello there! How are you?", "max_output_tokens": 1500, "stream": True,
+                "temperature": 1.0, "seed": 2}) as reply:
+            deltas = 0
+            for line in reply.iter_lines():
+                deltas += line.startswith("event: response.output_text.delta")
+                if deltas == 2:
+                    break  # and the connection closes
+        deadline = time.monotonic() + 60
+        while queue.finished_count < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (outcome,) = queue.outcomes()
+        assert outcome.stop_reason == "cancelled" and outcome.generated_tokens < 1500
+        after = httpx.post(f"{server.url}/v1/responses", json={"input": "Hi", "max_output_tokens": 2}, timeout=120)
+        assert after.status_code == 200 and after.json()["usage"]["output_tokens"] >= 1
+    finally:
+        server.stop()
 
 
 def test_the_route_answers_without_v1_too(api):
@@ -400,6 +457,30 @@ def test_a_thinking_stream_sends_the_reasoning_item_first(thinker):
     assert [i.type for i in events[-1].response.output] == ["reasoning", "message"]
 
 
+SWITCH = {"type": "function", "name": "set_light", "parameters": {
+    "type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"], "additionalProperties": False}}
+
+
+def test_a_thinking_model_thinks_then_calls_a_function(thinker):
+    """The engine forces the call after the thinking, in Qwen3.5's own syntax (tests/server/test_thinking.py): a
+    reasoning item, then a function_call item; streamed in that order, each item closed before the next opens."""
+    client, name = thinker
+    forced = {"input": "Turn the light on.", "tools": [SWITCH], "tool_choice": "required", "temperature": 0.0,
+              "max_output_tokens": 200, "parallel_tool_calls": False,
+              "extra_body": {"reasoning_budget_tokens": BUDGET}}
+    response = client.responses.create(model=name, **forced)
+    assert [item.type for item in response.output] == ["reasoning", "function_call"], response.output
+    call = response.output[1]
+    assert call.name == "set_light" and set(json.loads(call.arguments)) == {"on"}
+    events = list(client.responses.create(model=name, stream=True, **forced))
+    items = [(e.type, e.item.type) for e in events if e.type.startswith("response.output_item.")]
+    assert items == [("response.output_item.added", "reasoning"), ("response.output_item.done", "reasoning"),
+                     ("response.output_item.added", "function_call"), ("response.output_item.done", "function_call")]
+    assert events[-1].type == "response.completed"
+    assert [i.type for i in events[-1].response.output] == ["reasoning", "function_call"]
+    assert events[-1].response.output[1].arguments == call.arguments
+
+
 def test_reasoning_effort_none_turns_the_thinking_off(thinker):
     client, name = thinker
     response = client.responses.create(model=name, input="Why is the sky blue?", reasoning={"effort": "none"},
@@ -421,3 +502,36 @@ def test_earlier_reasoning_goes_back_with_the_conversation(thinker):
         {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."},
         {"role": "user", "content": "Again"}])
     assert response.usage.input_tokens == chat.usage.prompt_tokens
+
+
+# --- a vision model ---
+
+
+@pytest.fixture(scope="module")
+def vision_engine(tiny_vision):
+    from app.datatypes import LoadSettings
+    from app.engine.client import EngineClient
+
+    with EngineClient() as client:
+        client.load(tiny_vision.text.gguf_q8_0, LoadSettings(n_ctx=512, mmproj=str(tiny_vision.mmproj_f16)))
+        yield client
+
+
+def test_an_input_image_reaches_the_model_as_chats_image_url_does(vision_engine, tmp_path):
+    from tests.fixtures.models import write_test_png
+
+    url = "data:image/png;base64," + base64.b64encode(write_test_png(tmp_path / "p.png").read_bytes()).decode()
+    for client, name in openai_client(vision_engine):
+        response = client.responses.create(model=name, temperature=0.0, max_output_tokens=4, input=[
+            {"role": "user", "content": [{"type": "input_text", "text": "What is in this picture?"},
+                                         {"type": "input_image", "image_url": url, "detail": "auto"}]}])
+        chat = client.chat.completions.create(model=name, temperature=0.0, max_tokens=4, messages=[
+            {"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}])
+        plain = client.responses.create(model=name, input="What is in this picture?", max_output_tokens=1)
+        assert response.usage.input_tokens == chat.usage.prompt_tokens >= plain.usage.input_tokens + 16
+        assert response.output_text == chat.choices[0].message.content
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=name, max_output_tokens=1, input=[
+                {"role": "user", "content": [{"type": "input_image", "image_url": "https://example.com/a.png"}]}])
+        assert caught.value.body["code"] == "unsupported_image_url"
