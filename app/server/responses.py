@@ -32,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -581,6 +583,13 @@ def _sse(payload: dict[str, Any]) -> bytes:
 
 # --- the routes ---
 
+log = logging.getLogger(__name__)
+
+
+def _store_error(exc: Exception) -> ApiError:
+    return ApiError(500, f"the stored responses cannot be read or written here ({exc}): requests with store: false "
+                         "and without previous_response_id still work", type="server_error", code="store_unavailable")
+
 
 class ResponsesApi:
     """The routes, over ``server``'s router and queues; ``store`` made at its first use when not given (the user
@@ -597,7 +606,10 @@ class ResponsesApi:
             if self._store is None:
                 from app import settings
                 retention = settings.load().responses_retention_days
-                self._store = await asyncio.to_thread(lambda: ResponseStore(retention_days=retention))
+                try:
+                    self._store = await asyncio.to_thread(lambda: ResponseStore(retention_days=retention))
+                except (sqlite3.Error, OSError) as exc:
+                    raise _store_error(exc) from None
             return self._store
 
     def close(self) -> None:
@@ -607,7 +619,10 @@ class ResponsesApi:
 
     async def _stored(self, response_id: str, param: str | None = None) -> StoredResponse:
         store = await self.store()
-        found = await asyncio.to_thread(store.get, response_id)
+        try:
+            found = await asyncio.to_thread(store.get, response_id)
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from None
         if found is None:
             days = round(store.retention_s / 86_400)
             raise ApiError(404, f"there is no stored response {response_id[:80]!r} here: it was deleted, made with "
@@ -635,10 +650,14 @@ class ResponsesApi:
         shape = ResponseShape(lease.served, parsed)
 
         async def keep(response: dict[str, Any], done: Done) -> None:
-            if parsed.store:
+            if not parsed.store:
+                return
+            try:
                 store = await self.store()
                 await asyncio.to_thread(store.put, response["id"], response,
                                         [*parsed.conversation, reply_turn(done)])
+            except (ApiError, sqlite3.Error, OSError) as exc:  # the answer is made: it goes out all the same
+                log.warning("the response %s was answered but not stored: %s", response["id"], exc)
 
         if parsed.generation.stream:
             return _EventStream(shape.stream(first, lambda: server.next_event(job), keep),
@@ -661,6 +680,10 @@ class ResponsesApi:
     async def delete(self, request: Request) -> Response:
         response_id = request.path_params["response_id"]
         store = await self.store()
-        if not await asyncio.to_thread(store.delete, response_id):
+        try:
+            deleted = await asyncio.to_thread(store.delete, response_id)
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from None
+        if not deleted:
             await self._stored(response_id)  # the 404, in its words
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})

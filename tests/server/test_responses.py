@@ -320,6 +320,20 @@ def test_a_streamed_response_is_stored_when_it_ends(api):
     assert client.responses.retrieve(last.id).output_text == last.output_text
 
 
+def test_a_store_that_cannot_open_loses_no_answer(tool_engine):
+    """The data folder is a file: a response is still answered (and logged as not stored), a request that needs
+    the store gets a 500 that says why, and store: false is untouched."""
+    paths.data_dir().parent.mkdir(parents=True, exist_ok=True)
+    paths.data_dir().write_text("not a folder")
+    for client, name in openai_client(tool_engine):
+        assert client.responses.create(model=name, input="Hi", max_output_tokens=2).output
+        assert client.responses.create(model=name, input="Hi", max_output_tokens=2, store=False).output
+        with pytest.raises(openai.InternalServerError) as caught:
+            client.responses.create(model=name, input="Hi", max_output_tokens=2, previous_response_id="resp_1")
+        assert caught.value.body["code"] == "store_unavailable"
+        assert "store: false" in caught.value.body["message"]
+
+
 # --- structured output ---
 
 
