@@ -306,10 +306,15 @@ def _reasoning(body: dict[str, Any], sampling: SamplingSettings) -> tuple[Sampli
     if effort is not None and (not isinstance(effort, str) or effort not in _EFFORTS):
         raise bad_param("reasoning.effort", f"reasoning.effort must be one of {', '.join(_EFFORTS)}, not "
                                             f"{_shown(effort)}")
+    summary = (reasoning or {}).get("summary")
+    if summary not in (None, "auto", "concise", "detailed"):  # comparisons only: a list is never hashed
+        raise bad_param("reasoning.summary", f'reasoning.summary must be "auto", "concise" or "detailed", not '
+                                             f"{_shown(summary)} (a local model's reasoning comes whole, as "
+                                             "reasoning_text, not summed up)")
     chat = {name: body[name] for name in _THINKING_EXTRAS if name in body}
     if effort is not None:
         chat["reasoning_effort"] = _EFFORTS[effort]
-    echoed = {"effort": effort, "summary": (reasoning or {}).get("summary")} if reasoning is not None else None
+    echoed = {"effort": effort, "summary": summary} if reasoning is not None else None
     return _thinking(chat, sampling), echoed
 
 

@@ -378,6 +378,7 @@ def test_a_json_schema_format_holds_the_text(api):
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "between 1 and 2048"),
     ({"input": "x", "temperature": "hot"}, "temperature", "must be a number"),
     ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort", "none, low, medium, high, minimal"),
+    ({"input": "x", "reasoning": {"summary": ["all"]}}, "reasoning.summary", "comes whole"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "strict": True,
                                         "schema": {"type": "array", "uniqueItems": True}}}}, "text.format.schema",
      "the grammar cannot hold replies to this JSON schema"),
