@@ -14,6 +14,7 @@ import time
 import httpx
 import jsonschema
 import openai
+import pydantic
 import pytest
 
 from app import paths
@@ -348,6 +349,27 @@ def test_a_json_schema_format_holds_the_text(api):
     if response.status == "completed":
         jsonschema.validate(json.loads(response.output_text), schema)
     assert response.text.format.type == "json_schema"
+
+
+class City(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=8)
+    sunny: bool
+
+
+def test_the_clients_parse_helper_gets_its_pydantic_model_back(api):
+    """``responses.parse(text_format=...)`` sends the model's strict schema (pydantic's: every field required, no
+    others) as text.format, which the grammar holds; a reply that ends is parsed into the model."""
+    client, name = api
+    ended = 0
+    for seed in range(4):
+        response = client.responses.parse(model=name, input="A city as JSON.", text_format=City, max_output_tokens=60,
+                                          extra_body={"seed": seed})
+        if response.status == "completed":
+            assert isinstance(response.output_parsed, City)
+            ended += 1
+        else:
+            assert response.output_text.startswith("{")
+    assert ended
 
 
 # --- refusals ---
