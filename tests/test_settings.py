@@ -50,7 +50,8 @@ def test_no_token_is_ever_written():
     assert "hf_" not in settings.settings_path().read_text()
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
                                                                      "language", "check_updates", "memory_budget_gib",
-                                                                     "max_loaded_models", "idle_unload_minutes"}
+                                                                     "max_loaded_models", "idle_unload_minutes",
+                                                                     "responses_retention_days"}
 
 
 def test_values_out_of_range_are_normalised():

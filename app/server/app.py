@@ -4,7 +4,8 @@
 listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints: ``GET /v1/models``,
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent events or not; chat with
 tools and structured output), ``POST /v1/embeddings`` (an embedding model), Anthropic's ``POST /v1/messages`` and
-``POST /v1/messages/count_tokens`` (app/server/anthropic.py), and ``GET /health``; the OpenAI routes also without the
+``POST /v1/messages/count_tokens`` (app/server/anthropic.py), OpenAI's Responses API ``POST /v1/responses`` with
+``GET``/``DELETE /v1/responses/{id}`` (app/server/responses.py), and ``GET /health``; the OpenAI routes also without the
 ``/v1`` prefix, as llama-server serves them. Responses carry ``usage`` (with the prompt's tokens reused from the KV
 cache) and a llama.cpp-style ``timings`` object, measured in the engine host where the tokens are made. A request's
 ``model`` picks the model (app/server/router.py, over the process's one ModelPool): the primary model, a library model
@@ -35,17 +36,19 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from app.errors import EngineCrashed, EngineError
 from app.server import anthropic
+from app.server.responses import ResponsesApi
+from app.server.response_store import ResponseStore
 from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
+from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
-from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_embeddings, parse_json_body)
+from app.server.params import (ApiError, GenerationRequest, parse_chat, parse_completion,
+                               parse_embeddings)
 from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
 from app.hub.presets import sampling_for as preset_sampling
 from app.models.metadata import model_sampling
@@ -123,20 +126,6 @@ def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-async def read_body(request: Request) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":  # also keeps out HTML forms, which cannot send JSON
-        raise ApiError(415, "send the request body as application/json", code="unsupported_media_type")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, f"the request body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB",
-                           code="request_too_large")
-        chunks.append(chunk)
-    return parse_json_body(b"".join(chunks))
-
-
 async def _cancel_on_disconnect(request: Request, job: Job) -> None:
     """Once the body is read, the next ASGI message is http.disconnect: the client went away."""
     while True:
@@ -155,31 +144,6 @@ def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | s
 def _sse(payload: dict[str, Any] | str) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
     return f"data: {data}\n\n".encode()
-
-
-class _EventStream(StreamingResponse):
-    """A server-sent event stream that lets go of its job and its lease however it ends: done, failed, or the client
-    gone — also gone before the body started, when Starlette cancels the response without ever running the body's
-    generator (whose own ``finally`` then never runs, and an on-demand model would stay "in use" for good)."""
-
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._on_close()
-
-
-def _closer(watcher: asyncio.Task[None], job: Job, lease: Lease) -> Callable[[], None]:
-    def close() -> None:
-        watcher.cancel()
-        job.cancel()
-        lease.release()
-    return close
 
 
 class OpenAIServer:
@@ -564,7 +528,7 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
                stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
-               allow_downloads: bool = False) -> Starlette:
+               allow_downloads: bool = False, response_store: ResponseStore | None = None) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -577,11 +541,14 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     machine the fit check plans for (HardwareProfile; by default probed once, when first needed).
     ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
     ``allow_downloads``: the MCP tools at ``/mcp`` (app/server/mcp.py) include ``pull``.
+    ``response_store``: where the Responses API keeps responses (by default, opened at its first use under the user
+    data folder, app/server/response_store.py).
     """
     settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
     server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
                           profile=profile)
+    responses = ResponsesApi(server, response_store)
 
     from app.server.mcp import HttpEndpoint, QuantDeskTools  # the MCP SDK, imported when a server is made
 
@@ -599,11 +566,14 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
         finally:
             await asyncio.to_thread(server.queue.close)
             await asyncio.to_thread(server.pool.close)
+            responses.close()
 
     openai_routes = [("/models", server.models, "GET"), ("/models/{model:path}", server.model, "GET"),
                      ("/chat/completions", server.chat_completions, "POST"),
                      ("/completions", server.completions, "POST"), ("/embeddings", server.embeddings, "POST"),
-                     ("/models/unload", server.unload, "POST")]  # llama-server's router route, for its clients
+                     ("/models/unload", server.unload, "POST"),  # llama-server's router route, for its clients
+                     ("/responses", responses.create, "POST"), ("/responses/{response_id}", responses.retrieve, "GET"),
+                     ("/responses/{response_id}", responses.delete, "DELETE")]
     # llama-server answers the OpenAI routes without /v1 too, and clients configured with a bare base URL use them
     routes = [Route(prefix + path, endpoint, methods=[method])
               for prefix in ("/v1", "") for path, endpoint, method in openai_routes]
