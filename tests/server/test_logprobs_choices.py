@@ -13,7 +13,6 @@ import pytest
 
 from app.datatypes import LoadSettings, Message, SamplingSettings
 from app.engine.client import EngineClient
-from app.errors import EngineError
 from tests.server.conftest import openai_on, openai_queue
 
 BOOK = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
@@ -172,12 +171,29 @@ def test_bad_n_and_logprobs_are_400_before_the_engine(server, model_name):
     assert openai_queue(server).finished_count == 0
 
 
-def test_an_engine_without_logprobs_refuses_in_words(tiny_models):
-    """MLX reports none yet: the request is refused before any token, the engine lives on."""
+def test_mlx_reports_logprobs_too(tiny_models):
+    """mlx-lm's generate_step hands each token's log-probabilities over: the same events, the same shape."""
     pytest.importorskip("mlx_lm")
     with EngineClient() as client:
         client.load(tiny_models.mlx_f16, LoadSettings(n_ctx=256))
-        with pytest.raises(EngineError) as caught:
-            list(client.generate([Message("user", "Hi")], SamplingSettings(max_tokens=2, logprobs=0)))
-        assert caught.value.kind == "request" and "log-probabilities" in str(caught.value)
-        assert list(client.generate([Message("user", "Hi")], SamplingSettings(max_tokens=2)))[-1].text is not None
+        events = list(client.generate([Message("user", "Hi")], SamplingSettings(temperature=0, repeat_penalty=1.0,
+                                                                               max_tokens=4, logprobs=2)))
+        entries = [x for e in events for x in getattr(e, "logprobs", ())]
+        assert len(entries) == 4 and "".join(x.token for x in entries) == events[-1].text
+        for entry in entries:
+            assert entry.logprob <= 0 and len(entry.top) == 2
+            assert entry.top[0].id == entry.id and entry.top[0].logprob == pytest.approx(entry.logprob)
+        # a request that does not ask gets none
+        assert all(not getattr(e, "logprobs", ()) for e in client.generate([Message("user", "Hi")],
+                                                                           SamplingSettings(max_tokens=2)))
+
+
+def test_an_engine_without_logprobs_refuses_in_words():
+    """A remote server's stream carries no log-probabilities here: the request is refused before any work."""
+    from backends.base import GenerationError
+    from backends.remote import RemoteBackend
+
+    with pytest.raises(GenerationError) as caught:
+        RemoteBackend().check_request(SamplingSettings(logprobs=0))
+    assert caught.value.kind == "request" and "log-probabilities" in caught.value.message
+    RemoteBackend().check_request(SamplingSettings())
