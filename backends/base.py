@@ -145,9 +145,10 @@ class Backend(abc.ABC):
     takes_projector: ClassVar[bool] = False  # loads a vision projector (LoadSettings.mmproj) beside the model
     # Whether it can hold a reply to SamplingSettings.json_schema (grammar-constrained decoding).
     structured_output: ClassVar[bool] = False
-    # Whether it reports its tokens' log-probabilities (SamplingSettings.logprobs): ``_stream`` then appends one
-    # ``TokenLogprob`` per token it chose to ``reply_logprobs`` before yielding its text (an end-of-generation token
-    # too, whose entry is never read), and the shared loop hands each out with the token's text.
+    # Whether it reports its tokens' log-probabilities (SamplingSettings.logprobs): ``_stream`` then appends to
+    # ``reply_logprobs`` the ``TokenLogprob`` of each token it chose before yielding its text (an end-of-generation
+    # token's too, never read), and the shared loop hands them out with that piece, a lone entry without text with the
+    # piece as its text (a remote server's chunk may bring several entries, each with its text).
     reports_logprobs: ClassVar[bool] = False
     # The loaded model's chat template, with its BOS and EOS texts (backends/chat_format): the prompt is rendered and
     # the reply read through it. None where the engine renders itself (a remote server).
@@ -409,6 +410,7 @@ class Backend(abc.ABC):
         chunk_logprobs: list[TokenLogprob] = []  # the log-probabilities of the chunk's tokens, when asked
         logprobs: list[TokenLogprob] = []
         self.reply_logprobs = logprobs
+        taken = 0  # of them, those handed on
         released: list[str] = []  # everything released, for the Done of a reply without a reader
         released_reasoning: list[str] = []
         chunk_tokens = 0
@@ -474,9 +476,12 @@ class Backend(abc.ABC):
                 text = stops.feed(raw) if stops.active else raw
                 if text:
                     chunk.append(text)
-                if want_logprobs and type(raw) is not TrailingText and not stops.matched \
-                        and generated <= len(logprobs):  # the token that completes a stop string shows no text
-                    chunk_logprobs.append(dataclasses.replace(logprobs[generated - 1], token=raw))
+                if want_logprobs and len(logprobs) > taken:  # the entries the engine wrote for this piece
+                    fresh, taken = logprobs[taken:], len(logprobs)
+                    if not stops.matched:  # the token that completes a stop string shows no text
+                        if len(fresh) == 1 and not fresh[0].token:  # one token's: its text is the piece
+                            fresh = [dataclasses.replace(fresh[0], token=raw)]
+                        chunk_logprobs.extend(fresh)
                 if stops.matched:
                     stop_reason = "stop"
                     break

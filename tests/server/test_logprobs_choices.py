@@ -189,11 +189,11 @@ def test_mlx_reports_logprobs_too(tiny_models):
 
 
 def test_an_engine_without_logprobs_refuses_in_words():
-    """A remote server's stream carries no log-probabilities here: the request is refused before any work."""
+    """An engine that cannot say them (ExLlama here) refuses the request before any work; the server answers 400."""
     from backends.base import GenerationError
-    from backends.remote import RemoteBackend
+    from backends.exllamav3 import ExLlamaV3Backend
 
     with pytest.raises(GenerationError) as caught:
-        RemoteBackend().check_request(SamplingSettings(logprobs=0))
+        ExLlamaV3Backend().check_request(SamplingSettings(logprobs=0))
     assert caught.value.kind == "request" and "log-probabilities" in caught.value.message
-    RemoteBackend().check_request(SamplingSettings())
+    ExLlamaV3Backend().check_request(SamplingSettings())
