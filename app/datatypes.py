@@ -124,6 +124,9 @@ class SamplingSettings:
     reasoning_format: str = "auto"  # auto | deepseek | deepseek-legacy | none
     # Further variables for the chat template, as llama-server's ``chat_template_kwargs`` (JSON values).
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Log-probabilities of the reply's tokens on its Token events (``Token.logprobs``): -1 none (nothing computed),
+    # 0 each chosen token's, N also its N likeliest alternatives (OpenAI's ``top_logprobs``, at most MAX_TOP_LOGPROBS).
+    logprobs: int = -1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
@@ -170,6 +173,8 @@ class SamplingSettings:
                             f"not {self.reasoning_format!r}")
         if not isinstance(self.chat_template_kwargs, dict):
             problems.append("chat_template_kwargs must be an object")
+        if not -1 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            problems.append(f"logprobs must be -1 (none) or 0 to {MAX_TOP_LOGPROBS} alternatives, not {self.logprobs}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -230,6 +235,7 @@ def choose_sampling(chosen: dict[str, Any], model: ModelSampling | None,
 
 
 _TUPLE_FIELDS = ("stop", "tools")
+MAX_TOP_LOGPROBS = 20  # OpenAI's bound on top_logprobs
 TOOL_CHOICES = ("auto", "required", "none")
 REASONING_EFFORTS = ("", "low", "medium", "high")
 REASONING_FORMATS = ("auto", "deepseek", "deepseek-legacy", "none")
@@ -327,6 +333,29 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    """One of the likeliest tokens at a step of a reply, with its log-probability under the model (before sampling's
+    temperature and cut-offs, as llama-server reports it)."""
+
+    id: int
+    token: str  # its text (an incomplete UTF-8 sequence left out; ``bytes`` has all of it)
+    logprob: float
+    bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A chosen token's log-probability and, when asked, its likeliest alternatives (``SamplingSettings.logprobs``):
+    OpenAI's ``logprobs.content[]`` entry. ``token`` is the text the token added to the reply as generated."""
+
+    id: int
+    token: str
+    logprob: float
+    bytes: tuple[int, ...]
+    top: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class Token:
     """One generated token. ``text`` is what became printable with it: it may be empty while a
     multi-byte character or a possible stop string is still incomplete."""
@@ -341,6 +370,10 @@ class Token:
     # the others, and where the engine learns them only at the end: a remote server): a stream's opening can say them.
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    # The log-probabilities of the tokens this event stands for, in order, when the request asked for them
+    # (SamplingSettings.logprobs); empty otherwise (then nothing was computed). A token that completed a stop string
+    # has none, as it has no text.
+    logprobs: tuple[TokenLogprob, ...] = ()
     type: Literal["token"] = "token"
 
 

@@ -19,11 +19,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.datatypes import (Done, Embedded, GenerationStats, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
-                           Scored, StopReason, Token, ToolCallDelta)
+                           Scored, StopReason, Token, TokenLogprob, ToolCallDelta)
 
 if TYPE_CHECKING:
     from backends.chat_format.formats import Prepared, Request, Template
@@ -144,6 +145,11 @@ class Backend(abc.ABC):
     takes_projector: ClassVar[bool] = False  # loads a vision projector (LoadSettings.mmproj) beside the model
     # Whether it can hold a reply to SamplingSettings.json_schema (grammar-constrained decoding).
     structured_output: ClassVar[bool] = False
+    # Whether it reports its tokens' log-probabilities (SamplingSettings.logprobs): ``_stream`` then appends to
+    # ``reply_logprobs`` the ``TokenLogprob`` of each token it chose before yielding its text (an end-of-generation
+    # token's too, never read), and the shared loop hands them out with that piece, a lone entry without text with the
+    # piece as its text (a remote server's chunk may bring several entries, each with its text).
+    reports_logprobs: ClassVar[bool] = False
     # The loaded model's chat template, with its BOS and EOS texts (backends/chat_format): the prompt is rendered and
     # the reply read through it. None where the engine renders itself (a remote server).
     chat_template: Template | None = None
@@ -262,6 +268,7 @@ class Backend(abc.ABC):
         raise GenerationError("unavailable", f"{self.name} cannot count a prompt's tokens")
 
     prompt_tokens: int = 0
+    reply_logprobs: list[TokenLogprob]  # this reply's, when asked (reports_logprobs); set by ``generate``
     # Of the prompt's tokens, those reused from the KV cache (the previous request's prefix): ``_stream`` sets it.
     cached_tokens: int = 0
     _t_prefill: float | None = None
@@ -276,6 +283,9 @@ class Backend(abc.ABC):
         if (sampling.json_schema is not None or sampling.tool_choice == "required") and not self.structured_output:
             raise GenerationError("request", f"{self.name} cannot hold a reply to a JSON schema or force a tool call",
                                   "load a GGUF model (llama.cpp) for structured output")
+        if sampling.logprobs >= 0 and not self.reports_logprobs:
+            raise GenerationError("request", f"{self.name} does not report its tokens' log-probabilities",
+                                  "ask without logprobs, or serve a GGUF model (llama.cpp)")
         if sampling.tools and sampling.tool_choice != "none" and not self.tool_format:
             raise GenerationError("template", "this model's chat template has no tool support, so it cannot be "
                                               "given tools", "use a model whose chat template declares tools")
@@ -396,6 +406,11 @@ class Backend(abc.ABC):
         coalesce_s = self.COALESCE_S if events_every_s is None or not self.COALESCE_S else events_every_s
         chunk: list[str] = []  # released text not handed out yet
         chunk_reasoning: list[str] = []  # thinking a remote engine sent apart (ReasoningText), not handed out yet
+        want_logprobs = sampling.logprobs >= 0
+        chunk_logprobs: list[TokenLogprob] = []  # the log-probabilities of the chunk's tokens, when asked
+        logprobs: list[TokenLogprob] = []
+        self.reply_logprobs = logprobs
+        taken = 0  # of them, those handed on
         released: list[str] = []  # everything released, for the Done of a reply without a reader
         released_reasoning: list[str] = []
         chunk_tokens = 0
@@ -412,15 +427,19 @@ class Backend(abc.ABC):
             text, reasoning = "".join(chunk), "".join(chunk_reasoning)
             chunk.clear()
             chunk_reasoning.clear()
+            entries: tuple[TokenLogprob, ...] = ()
+            if chunk_logprobs:
+                entries = tuple(chunk_logprobs)
+                chunk_logprobs.clear()
             released.append(text)
             released_reasoning.append(reasoning)
             # the prompt's figures go out with the first event, so that a stream's opening can say them
             prompt, cached = (self.prompt_tokens, self.cached_tokens) if len(released) == 1 else (0, 0)
             if reader is None:
                 return Token(request_id, text, t_ms, count=count, reasoning=reasoning, prompt_tokens=prompt,
-                             cached_tokens=cached)
+                             cached_tokens=cached, logprobs=entries)
             reader.feed(text)
-            return _token_from(request_id, reader.deltas(), t_ms, count, prompt, cached)
+            return _token_from(request_id, reader.deltas(), t_ms, count, prompt, cached, entries)
 
         if budget == 0 and thinking is not None and thinking.inside:  # the template opened it anyway: close it
             self.force(sampling.reasoning_budget_message + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
@@ -457,6 +476,12 @@ class Backend(abc.ABC):
                 text = stops.feed(raw) if stops.active else raw
                 if text:
                     chunk.append(text)
+                if want_logprobs and len(logprobs) > taken:  # the entries the engine wrote for this piece
+                    fresh, taken = logprobs[taken:], len(logprobs)
+                    if not stops.matched:  # the token that completes a stop string shows no text
+                        if len(fresh) == 1 and not fresh[0].token:  # one token's: its text is the piece
+                            fresh = [dataclasses.replace(fresh[0], token=raw)]
+                        chunk_logprobs.extend(fresh)
                 if stops.matched:
                     stop_reason = "stop"
                     break
@@ -471,7 +496,7 @@ class Backend(abc.ABC):
                     chunk_tokens = 0
                     t_sent = now
         except Exception:
-            if chunk or chunk_reasoning:  # what arrived before the engine failed stays with the caller
+            if chunk or chunk_reasoning or chunk_logprobs:  # what arrived before the engine failed stays with it
                 yield event(((t_last or clock()) - t_start) * 1000, chunk_tokens)
             raise
         finally:
@@ -482,7 +507,7 @@ class Backend(abc.ABC):
         if tail:
             chunk.append(tail)
         t_chunk = t_last if chunk_tokens and t_last is not None else clock()  # held-back text alone: now
-        if chunk or chunk_reasoning or chunk_tokens:
+        if chunk or chunk_reasoning or chunk_tokens or chunk_logprobs:
             yield event((t_chunk - t_start) * 1000, chunk_tokens)
         if reader is not None:
             last = _token_from(request_id, reader.deltas(final=True), (t_chunk - t_start) * 1000, 0)
@@ -515,11 +540,11 @@ class Backend(abc.ABC):
 
 
 def _token_from(request_id: str, deltas: Sequence[Any], t_ms: float, count: int, prompt_tokens: int = 0,
-                cached_tokens: int = 0) -> Token:
+                cached_tokens: int = 0, logprobs: tuple[TokenLogprob, ...] = ()) -> Token:
     """One Token event for a chunk's deltas (backends/chat_format/stream.Delta): its answer text, its thinking and
     the tool calls it begins or extends."""
     return Token(request_id, "".join(d.content for d in deltas), t_ms, count=count, prompt_tokens=prompt_tokens,
-                 cached_tokens=cached_tokens,
+                 cached_tokens=cached_tokens, logprobs=logprobs,
                  reasoning="".join(d.reasoning for d in deltas),
                  tool_calls=tuple(ToolCallDelta(d.tool_index, d.tool_id, d.tool_name, d.tool_arguments)
                                   for d in deltas if d.tool_index >= 0))

@@ -21,7 +21,8 @@ from typing import Any
 from backends import json_schema
 from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
-from app.datatypes import LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings
+from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, TokenLogprob,
+                           TopLogprob)
 from backends.base import Availability, Backend, GenerationError, TrailingText, check_token_ids, peak_rss_bytes
 
 
@@ -54,6 +55,9 @@ class MlxBackend(Backend):
     # Through llguidance (backends/json_schema.py), as llama.cpp: it runs on any CPU (Rust, numpy masks) and needs
     # no torch, unlike outlines and xgrammar; see docs/architecture.md.
     structured_output = True
+    # mlx-lm's generate_step hands each token's log-probabilities over with it (after the logits processors: the
+    # repetition penalty and a grammar count); not for vision models (mlx-vlm) nor speculation
+    reports_logprobs = True
 
     def __init__(self) -> None:
         # Any: a model of whichever architecture the folder names (mlx-lm's or mlx-vlm's nn.Module), a tokenizer
@@ -205,6 +209,9 @@ class MlxBackend(Backend):
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         if self._processor is not None:
+            if sampling.logprobs >= 0:
+                raise GenerationError("request", "an MLX vision model does not report its tokens' log-probabilities",
+                                      "ask without logprobs")
             yield from self._stream_vision(messages, sampling)
             return
         tokens = self._prompt_ids(messages)
@@ -228,14 +235,16 @@ class MlxBackend(Backend):
         self.mark_prefill_start()
         # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
-        if self._draft_model is not None and grammar is None:
+        if self._draft_model is not None and grammar is None and sampling.logprobs < 0:
             yield from self._speculate(tokens, limit, sampler, processors)
             return
         # (list-item: mlx-lm annotates wired_limit's streams as mx.Stream and passes its thread-local one itself;
         # unused-ignore: where mlx-lm is not installed)
         with wired_limit(self._model, [generation_stream]):  # type: ignore[list-item, unused-ignore]
-            for token, _ in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
-                                          logits_processors=processors):
+            for token, logprobs in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
+                                                 logits_processors=processors):
+                if sampling.logprobs >= 0:
+                    self._record_logprobs(int(token), logprobs, sampling.logprobs)
                 if token in eos:
                     break
                 detokenizer.add_token(token)
@@ -243,6 +252,30 @@ class MlxBackend(Backend):
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
+
+    def _record_logprobs(self, token: int, logprobs: Any, top: int) -> None:
+        """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply_logprobs), from
+        the row mlx-lm sampled from; a token the grammar refused (-inf) as the lowest float, as llama-server writes
+        a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
+        import mlx.core as mx
+        import numpy as np
+
+        row = np.asarray(logprobs.astype(mx.float32)).reshape(-1)
+        lowest = float(np.finfo(np.float32).min)
+
+        def text(t: int) -> str:
+            return str(self._tokenizer.decode([t]))
+
+        best: Any = ()
+        if top:
+            n = min(top, row.shape[0])
+            best = np.argpartition(-row, n - 1)[:n]
+            best = best[np.argsort(-row[best], kind="stable")]
+        alternatives = tuple(TopLogprob(int(t), (piece := text(int(t))), max(float(row[t]), lowest),
+                                        tuple(piece.encode("utf-8"))) for t in best)
+        piece = text(token)
+        self.reply_logprobs.append(TokenLogprob(int(token), "", max(float(row[token]), lowest),
+                                                tuple(piece.encode("utf-8")), alternatives))
 
     def _speculate(self, tokens: list[int], limit: int, sampler: Callable[[Any], Any],
                    processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.records import from_known
-from app.datatypes import Done, Loaded, LoadSettings, Prompt, SamplingSettings, Scored, Token
+from app.datatypes import (MAX_TOP_LOGPROBS, Done, Loaded, LoadSettings, Prompt, SamplingSettings, Scored, Token,
+                           TokenLogprob, TopLogprob)
 from backends.base import Availability, Backend, GenerationError, ReasoningText
 
 if TYPE_CHECKING:
@@ -174,6 +175,54 @@ def _logprob(value: Any) -> float | None:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
+
+
+def _token_text(entry: dict[str, Any]) -> tuple[str, tuple[int, ...]] | None:
+    """An entry's token text and bytes (the bytes a server sends when they are a byte list, else the text's)."""
+    token = entry.get("token")
+    if not isinstance(token, str):
+        return None
+    raw = entry.get("bytes")
+    if isinstance(raw, list) and len(raw) <= 256 and all(isinstance(b, int) and 0 <= b < 256 for b in raw):
+        return token, tuple(raw)
+    return token, tuple(token.encode("utf-8"))
+
+
+def _logprob_entries(logprobs: Any) -> list[TokenLogprob] | None:
+    """A stream chunk's ``logprobs`` as entries: the chat shape's ``content`` list (also llama-server's completions),
+    or the completions API's parallel lists; None where the chunk carries none, and what is malformed left out."""
+    if not isinstance(logprobs, dict):
+        return None
+    entries: list[TokenLogprob] = []
+    content = logprobs.get("content")
+    if isinstance(content, list):
+        for entry in content[:4096]:
+            spelled = _token_text(entry) if isinstance(entry, dict) else None
+            value = _logprob(entry.get("logprob")) if spelled is not None else None
+            if spelled is None or value is None:
+                continue
+            tops = entry.get("top_logprobs")
+            top: list[TopLogprob] = []
+            for alternative in tops[:MAX_TOP_LOGPROBS] if isinstance(tops, list) else ():
+                named = _token_text(alternative) if isinstance(alternative, dict) else None
+                score = _logprob(alternative.get("logprob")) if named is not None else None
+                if named is not None and score is not None:
+                    top.append(TopLogprob(-1, named[0], score, named[1]))
+            entries.append(TokenLogprob(-1, spelled[0], value, spelled[1], tuple(top)))
+        return entries
+    tokens, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list):
+        return None
+    for i, (token, value) in enumerate(zip(tokens[:4096], values, strict=False)):
+        score = _logprob(value)
+        if not isinstance(token, str) or score is None:
+            continue
+        alternatives = tops[i] if isinstance(tops, list) and i < len(tops) and isinstance(tops[i], dict) else {}
+        scored = [(t, _logprob(v)) for t, v in list(alternatives.items())[:MAX_TOP_LOGPROBS] if isinstance(t, str)]
+        entries.append(TokenLogprob(-1, token, score, tuple(token.encode("utf-8")),
+                                    tuple(TopLogprob(-1, t, v, tuple(t.encode("utf-8"))) for t, v in scored
+                                          if v is not None)))
+    return entries
 
 
 def _server_message(body: bytes) -> str:
@@ -401,6 +450,9 @@ class RemoteBackend(Backend):
     name = "remote"
     formats = ("remote",)
     structured_output = True  # forwarded as response_format: the remote server holds the reply to the schema
+    # asked of the server and passed on as it gives them (OpenAI's shapes, llama-server's); a server that gives
+    # none fails the request in words at its first text
+    reports_logprobs = True
     # Every piece goes out as it arrives: a network stream can stall at any moment, and a piece held back for
     # the next one would wait out the stall (a local engine's next token is never more than a token away).
     COALESCE_S = 0.0
@@ -531,7 +583,11 @@ class RemoteBackend(Backend):
         if sampling.reasoning_budget >= 0:
             body["reasoning_budget_tokens"] = sampling.reasoning_budget  # llama-server's name
         if isinstance(messages, str):
+            if sampling.logprobs >= 0:
+                body["logprobs"] = sampling.logprobs
             return "completions", {**body, "prompt": messages}
+        if sampling.logprobs >= 0:
+            body.update(logprobs=True, top_logprobs=sampling.logprobs)
         return "chat/completions", {**body, "messages": [{"role": m.role, "content": m.content} for m in messages]}
 
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
@@ -555,6 +611,13 @@ class RemoteBackend(Backend):
                     if isinstance(thought, str) and thought:
                         yield ReasoningText(thought)
                 part = (delta.get("content") if isinstance(delta, dict) else None) if chat else choice.get("text")
+                if sampling.logprobs >= 0:
+                    entries = _logprob_entries(choice.get("logprobs"))
+                    if entries is None and isinstance(part, str) and part:
+                        raise GenerationError("request", f"the remote server ({self.server.kind or 'unknown kind'}) "
+                                                         "gives no log-probabilities for this model",
+                                              "ask without logprobs")
+                    self.reply_logprobs.extend(entries or ())
                 if isinstance(part, str) and part:
                     yield part
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
 from app.datatypes import (Counted, DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded,
-                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta,
-                           WindowScoring)
+                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, Token, TokenLogprob,
+                           ToolCallDelta, TopLogprob, WindowScoring)
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
 # 3: counting a prompt's tokens (CountRequest, Counted); the prompt's and reused tokens on a reply's first Token
-PROTOCOL_VERSION = 3
+# 4: log-probabilities of a reply's tokens when asked (SamplingSettings.logprobs, Token.logprobs)
+PROTOCOL_VERSION = 4
 
 
 # --- requests (parent -> host)
@@ -159,10 +160,17 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
         data["tool_calls"] = tuple(ToolCall(**c) for c in data.get("tool_calls") or ())
     elif cls is Token:
         data["tool_calls"] = tuple(ToolCallDelta(**c) for c in data.get("tool_calls") or ())
+        if data.get("logprobs"):
+            data["logprobs"] = tuple(_token_logprob(e) for e in data["logprobs"])
     elif cls is Loaded:
         data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
     event: Event | Hello | Unloaded = cls(**data)
     return event
+
+
+def _token_logprob(entry: dict[str, Any]) -> TokenLogprob:
+    top = tuple(TopLogprob(t["id"], t["token"], t["logprob"], tuple(t["bytes"])) for t in entry.get("top") or ())
+    return TokenLogprob(entry["id"], entry["token"], entry["logprob"], tuple(entry["bytes"]), top)
 
 
 def decode_request(line: bytes) -> Request:

@@ -16,7 +16,9 @@ over MCP's streamable HTTP (app/server/mcp.py), behind the same guard.
 
 The engine host reads each reply into its answer, its thinking and its tool calls as it is generated
 (backends/chat_format); here they only take the API's shapes: ``content``, llama-server's ``reasoning_content`` and
-``tool_calls``, whole or as deltas, one server-sent event per engine event.
+``tool_calls``, whole or as deltas, one server-sent event per engine event. Asked for, each token's log-probability and
+its likeliest alternatives (measured in the engine host: ``Token.logprobs``) go out in OpenAI's ``logprobs`` shapes;
+``n`` choices are generated one after the other on the model's engine, each its own reply.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (ApiError, GenerationRequest, parse_chat, parse_completion,
                                parse_embeddings)
-from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
+from app.datatypes import Done, GenerationStats, Token, TokenLogprob, ToolCallDelta
 from app.hub.presets import sampling_for as preset_sampling
 from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
@@ -98,6 +100,19 @@ def usage(stats: GenerationStats) -> dict[str, Any]:
                            "prompt_tokens_details": {"cached_tokens": stats.cached_tokens}}
     if stats.reasoning_tokens:
         out["completion_tokens_details"] = {"reasoning_tokens": stats.reasoning_tokens}
+    return out
+
+
+def usage_of(dones: list[Done]) -> dict[str, Any]:
+    """The usage of a request's choices: the prompt once (as OpenAI counts it; each choice read the same prompt, the
+    later ones mostly from the KV cache), the completions' tokens summed."""
+    out = usage(dones[0].stats)
+    if len(dones) > 1:
+        completion = sum(d.stats.generated_tokens for d in dones)
+        reasoning = sum(d.stats.reasoning_tokens for d in dones)
+        out.update(completion_tokens=completion, total_tokens=out["prompt_tokens"] + completion)
+        if reasoning:
+            out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return out
 
 
@@ -352,12 +367,22 @@ class OpenAIServer:
             lease.release()
             raise
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return _EventStream(self._stream(job, first, parsed, shape), _closer(watcher, job, lease))
+            return _EventStream(self._stream(job, first, parsed, shape, request, lease), _closer(watcher, job, lease))
         try:
-            event = first
-            while not isinstance(event, Done):
-                event = await self.next_event(job)
-            return JSONResponse(shape.whole(event))
+            dones: list[Done] = []
+            entries: list[list[TokenLogprob]] = []
+            for index in range(parsed.n):  # the choices one after the other, on the same engine and lease
+                if index:
+                    watcher.cancel()
+                    job.cancel()
+                    job, first, watcher = await self.start_job(request, lease, parsed.choice(index))
+                event, logprobs = first, list[TokenLogprob]()
+                while not isinstance(event, Done):
+                    logprobs.extend(event.logprobs)
+                    event = await self.next_event(job)
+                dones.append(event)
+                entries.append(logprobs)
+            return JSONResponse(shape.whole_choices(dones, entries if parsed.sampling.logprobs >= 0 else None))
         finally:
             watcher.cancel()
             job.cancel()
@@ -370,27 +395,47 @@ class OpenAIServer:
         except Exception as exc:
             raise engine_api_error(exc) from None
 
-    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape
-                      ) -> AsyncIterator[bytes]:
-        yield _sse(shape.opening())
-        event = first
-        while not isinstance(event, Done):
-            chunk = shape.piece(event)
-            if chunk is not None:
-                yield _sse(chunk)
+    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape,
+                      request: Request | None = None, lease: Lease | None = None) -> AsyncIterator[bytes]:
+        """The stream of a request's choices, one after the other, each chunk naming its choice's index; the first
+        choice's job is the caller's (it closes it), a later one's is started and closed here."""
+        logprobs = parsed.sampling.logprobs >= 0
+        dones: list[Done] = []
+        for index in range(parsed.n):
+            later: tuple[Job, asyncio.Task[None]] | None = None
             try:
-                event = await self.next_event(job)
-            except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
-                yield _sse(exc.body())
-                return
-        yield _sse(shape.closing(event))
+                if index:
+                    assert request is not None and lease is not None
+                    try:
+                        job, first, watcher = await self.start_job(request, lease, parsed.choice(index))
+                    except ApiError as exc:
+                        yield _sse(exc.body())
+                        return
+                    later = job, watcher
+                yield _sse(shape.opening(index))
+                event = first
+                while not isinstance(event, Done):
+                    chunk = shape.piece(event, index, logprobs)
+                    if chunk is not None:
+                        yield _sse(chunk)
+                    try:
+                        event = await self.next_event(job)
+                    except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
+                        yield _sse(exc.body())
+                        return
+                yield _sse(shape.closing(event, index))
+                dones.append(event)
+            finally:
+                if later is not None:
+                    later[1].cancel()
+                    later[0].cancel()
         if parsed.include_usage:
-            yield _sse(shape.usage_chunk(event.stats))
+            yield _sse(shape.usage_chunk_of(dones))
         yield _sse("[DONE]")
 
 
 class _Shape:
-    """The JSON of one endpoint's responses, whole and as chunks."""
+    """The JSON of one endpoint's responses, whole and as chunks; ``index`` names a choice of a request's ``n``."""
 
     object_whole = ""
     object_chunk = ""
@@ -401,26 +446,52 @@ class _Shape:
         self.id = f"{self.id_prefix}{secrets.token_hex(12)}"
         self.created = int(time.time())
 
-    def _envelope(self, obj: str, choice: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    def _envelope(self, obj: str, choice: dict[str, Any], index: int = 0, **extra: Any) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                "choices": [{"index": 0, **choice}], **extra}
+                "choices": [{"index": index, **choice}], **extra}
 
     def whole(self, done: Done) -> dict[str, Any]:
+        return self.whole_choices([done], None)
+
+    def whole_choices(self, dones: list[Done], logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
+        """The whole response of a request's choices; ``logprobs``: each choice's tokens' when asked, else None."""
+        choices = [{"index": i, **self.choice(done, logprobs[i] if logprobs is not None else None)}
+                   for i, done in enumerate(dones)]
+        return {"id": self.id, "object": self.object_whole, "created": self.created, "model": self.model,
+                "choices": choices, "usage": usage_of(dones), "timings": timings(dones[0].stats)}
+
+    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
+        """One choice of the whole response, without its index."""
         raise NotImplementedError
 
-    def opening(self) -> dict[str, Any]:
+    def opening(self, index: int = 0) -> dict[str, Any]:
         raise NotImplementedError
 
-    def piece(self, token: Token) -> dict[str, Any] | None:
-        """The chunk for one engine event; None when it brings nothing to show (a token still held back)."""
+    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
+        """The chunk for one engine event; None when it brings nothing to show (a token still held back).
+        ``logprobs``: the request asked for them (a chunk then carries its tokens', an empty list for none)."""
         raise NotImplementedError
 
-    def closing(self, done: Done) -> dict[str, Any]:
+    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
         return {"id": self.id, "object": self.object_chunk, "created": self.created, "model": self.model,
                 "choices": [], "usage": usage(stats)}
+
+    def usage_chunk_of(self, dones: list[Done]) -> dict[str, Any]:
+        """The stream's last chunk (``include_usage``): the usage, and llama.cpp's timings as llama-server sends."""
+        return {**self.usage_chunk(dones[0].stats), "usage": usage_of(dones), "timings": timings(dones[0].stats)}
+
+
+def _chat_logprob(entry: TokenLogprob) -> dict[str, Any]:
+    """OpenAI's ``logprobs.content[]`` entry of a chat completion."""
+    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.bytes),
+            "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in entry.top]}
+
+
+def _chat_logprobs(entries: list[TokenLogprob] | tuple[TokenLogprob, ...]) -> dict[str, Any]:
+    return {"content": [_chat_logprob(e) for e in entries], "refusal": None}
 
 
 class _ChatShape(_Shape):
@@ -428,24 +499,24 @@ class _ChatShape(_Shape):
     object_chunk = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def whole(self, done: Done) -> dict[str, Any]:
+    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": done.text}
         if done.reasoning:  # only when there was thinking, as llama-server
             message["reasoning_content"] = done.reasoning
         if done.tool_calls:
             message["content"] = done.text or None  # as OpenAI answers a reply that only calls tools
             message["tool_calls"] = [_tool_call_json(call) for call in done.tool_calls]
-        return self._envelope(self.object_whole, {"message": message, "logprobs": None,
-                                                  "finish_reason": _finish_reason(done)},
-                              usage=usage(done.stats), timings=timings(done.stats))
+        return {"message": message, "logprobs": _chat_logprobs(logprobs) if logprobs is not None else None,
+                "finish_reason": _finish_reason(done)}
 
-    def opening(self) -> dict[str, Any]:
-        return self._chunk({"role": "assistant", "content": ""})
+    def opening(self, index: int = 0) -> dict[str, Any]:
+        return self._chunk({"role": "assistant", "content": ""}, index)
 
-    def _chunk(self, delta: dict[str, Any]) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, {"delta": delta, "logprobs": None, "finish_reason": None})
+    def _chunk(self, delta: dict[str, Any], index: int = 0, logprobs: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, {"delta": delta, "logprobs": logprobs, "finish_reason": None}, index)
 
-    def piece(self, token: Token) -> dict[str, Any] | None:
+    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
         delta: dict[str, Any] = {}
         if token.reasoning:
             delta["reasoning_content"] = token.reasoning
@@ -453,11 +524,13 @@ class _ChatShape(_Shape):
             delta["content"] = token.text
         if token.tool_calls:
             delta["tool_calls"] = _tool_call_deltas(token.tool_calls)
-        return self._chunk(delta) if delta else None
+        if logprobs and (delta or token.logprobs):
+            return self._chunk(delta, index, _chat_logprobs(token.logprobs))
+        return self._chunk(delta, index) if delta else None
 
-    def closing(self, done: Done) -> dict[str, Any]:
+    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
         return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _finish_reason(done)},
+                                                  "finish_reason": _finish_reason(done)}, index,
                               timings=timings(done.stats))
 
 
@@ -488,26 +561,48 @@ def _finish_reason(done: Done) -> str:
     return _FINISH_REASONS[done.stats.stop_reason]
 
 
+def _completion_logprobs(entries: list[TokenLogprob] | tuple[TokenLogprob, ...], offset: int = 0) -> dict[str, Any]:
+    """The completions API's ``logprobs``: OpenAI's parallel lists (``text_offset`` counted in the completion's text,
+    from ``offset``: what a stream sent before), and llama-server's ``content`` list (the chat shape) beside them."""
+    offsets = []
+    for entry in entries:
+        offsets.append(offset)
+        offset += len(entry.token)
+    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{t.token: t.logprob for t in e.top} for e in entries], "text_offset": offsets,
+            "content": [_chat_logprob(e) for e in entries]}
+
+
 class _CompletionShape(_Shape):
     object_whole = "text_completion"
     object_chunk = "text_completion"
     id_prefix = "cmpl-"
 
-    def _choice(self, text: str, finish_reason: str | None) -> dict[str, Any]:
-        return {"text": text, "logprobs": None, "finish_reason": finish_reason}
+    def __init__(self, model: str) -> None:
+        super().__init__(model)
+        self._offsets: dict[int, int] = {}  # per choice, the text a stream's logprobs have covered so far
 
-    def whole(self, done: Done) -> dict[str, Any]:
-        return self._envelope(self.object_whole, self._choice(done.text, _FINISH_REASONS[done.stats.stop_reason]),
-                              usage=usage(done.stats), timings=timings(done.stats))
+    def _choice(self, text: str, finish_reason: str | None, logprobs: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+        return {"text": text, "logprobs": logprobs, "finish_reason": finish_reason}
 
-    def opening(self) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice("", None))
+    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
+        return self._choice(done.text, _FINISH_REASONS[done.stats.stop_reason],
+                            _completion_logprobs(logprobs) if logprobs is not None else None)
 
-    def piece(self, token: Token) -> dict[str, Any] | None:
-        return self._envelope(self.object_chunk, self._choice(token.text, None)) if token.text else None
+    def opening(self, index: int = 0) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice("", None), index)
 
-    def closing(self, done: Done) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[done.stats.stop_reason]),
+    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
+        if logprobs and (token.text or token.logprobs):
+            offset = self._offsets.get(index, 0)
+            self._offsets[index] = offset + sum(len(e.token) for e in token.logprobs)
+            return self._envelope(self.object_chunk,
+                                  self._choice(token.text, None, _completion_logprobs(token.logprobs, offset)), index)
+        return self._envelope(self.object_chunk, self._choice(token.text, None), index) if token.text else None
+
+    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
+        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[done.stats.stop_reason]), index,
                               timings=timings(done.stats))
 
 

@@ -1,7 +1,7 @@
 """Request bodies of the OpenAI API, checked before anything reaches the engine.
 
 Every field we read is type-checked here and the sampling values go through
-``SamplingSettings.validate()``; anything we cannot honour (several choices, log-probs, a schema keyword the
+``SamplingSettings.validate()``; anything we cannot honour (penalties, ``logit_bias``, a schema keyword the
 grammar cannot enforce) is refused with a 400 that names the parameter rather than silently ignored. Tools,
 ``tool_choice``, ``response_format`` and llama-server's thinking controls (``chat_template_kwargs``,
 ``reasoning_format``, ``reasoning_budget_tokens``, ...) become ``SamplingSettings`` fields: the engine host renders
@@ -26,8 +26,12 @@ from typing import Any, NoReturn, overload
 
 from app import images
 from backends import json_schema
-from app.datatypes import Message, ModelSampling, Prompt, REASONING_FORMATS, SamplingSettings, choose_sampling
+from app.datatypes import (MAX_TOP_LOGPROBS, Message, ModelSampling, Prompt, REASONING_FORMATS, SamplingSettings,
+                           choose_sampling)
 
+# ``n``: choices per request, generated one after the other on the model's engine (llama-server runs them in
+# parallel slots); each is a whole reply, so the bound keeps one request from holding the queue for long.
+MAX_CHOICES = 8
 MAX_BODY_BYTES = 48 * 1024 * 1024  # room for a few images as base64; each is held to images.MAX_IMAGE_BYTES
 MAX_IMAGES = 8  # per request
 MAX_MESSAGES = 4096
@@ -69,6 +73,15 @@ class GenerationRequest:
     sampling: SamplingSettings
     stream: bool
     include_usage: bool
+    n: int = 1  # choices, generated one after the other
+
+    def choice(self, index: int) -> GenerationRequest:
+        """The request for choice ``index`` of ``n``: a seed, when given, advanced by the index, so the choices differ
+        and each is reproducible (a greedy reply is the same whatever the seed)."""
+        if index == 0 or self.sampling.seed is None:
+            return self
+        return dataclasses.replace(self, sampling=dataclasses.replace(
+            self.sampling, seed=(self.sampling.seed + index) % 2**32))
 
 
 def _refuse_constant(name: str) -> NoReturn:
@@ -218,8 +231,41 @@ def _stream_options(body: dict[str, Any], stream: bool) -> bool:
     return _flag(options, "include_usage")
 
 
-_COMMON_UNSUPPORTED = {"n": 1, "logprobs": False, "presence_penalty": 0, "frequency_penalty": 0,
-                       "logit_bias": None}
+# llama-server's ``grammar`` (GBNF) too: replies are held to JSON schemas here (llguidance), and a reply a client
+# asked to hold to a grammar must not come back free
+_COMMON_UNSUPPORTED = {"presence_penalty": 0, "frequency_penalty": 0, "logit_bias": None, "grammar": None}
+
+
+def _choices(body: dict[str, Any]) -> int:
+    n = _integer(body, "n", 1)
+    if not 1 <= n <= MAX_CHOICES:
+        raise bad_param("n", f"n must be between 1 and {MAX_CHOICES} (choices are generated one after the other), "
+                             f"not {n}")
+    return n
+
+
+def _chat_logprobs(body: dict[str, Any]) -> int:
+    """OpenAI's chat ``logprobs`` (true: each token's log-probability) and ``top_logprobs`` (0 to 20 alternatives,
+    only with logprobs), as SamplingSettings.logprobs."""
+    wanted = _flag(body, "logprobs")
+    top = _integer(body, "top_logprobs", None)
+    if top is None:
+        return 0 if wanted else -1
+    if not wanted:
+        raise bad_param("top_logprobs", "top_logprobs needs logprobs: true")
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise bad_param("top_logprobs", f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {top}")
+    return top
+
+
+def _completion_logprobs(body: dict[str, Any]) -> int:
+    """The completions API's ``logprobs``: how many alternatives (0 to 20) beside each chosen token's."""
+    top = _integer(body, "logprobs", None)
+    if top is None:
+        return -1
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise bad_param("logprobs", f"logprobs must be between 0 and {MAX_TOP_LOGPROBS}, not {top}")
+    return top
 
 
 def _image(part: dict[str, Any], param: str) -> str:
@@ -395,6 +441,14 @@ def checked_schema(schema: Any, param: str, *, strict: bool) -> dict[str, Any]:
     return schema
 
 
+def llama_server_schema(schema: Any, param: str) -> dict[str, Any]:
+    """A schema given in llama-server's own fields (``json_schema``, a ``schema`` inside ``json_object``): held to
+    whole where the grammar can enforce all of it, as llama-server's converter holds it; else what it can."""
+    if not isinstance(schema, dict):
+        raise bad_param(param, json_schema.NOT_A_SCHEMA, "invalid_type")
+    return checked_schema(schema, param, strict=json_schema.refusal(schema) is None)
+
+
 def response_schema(response_format: Any) -> dict[str, Any] | None:
     """The JSON schema ``response_format`` asks for: None for text, ``{"type": "object"}`` for json_object."""
     if response_format is None:
@@ -403,6 +457,8 @@ def response_schema(response_format: Any) -> dict[str, Any] | None:
     if kind == "text":
         return None
     if kind == "json_object":
+        if response_format.get("schema") is not None:  # llama-server's: a schema inside json_object
+            return llama_server_schema(response_format["schema"], "response_format.schema")
         return {"type": "object"}
     if kind == "json_schema":
         spec = response_format.get("json_schema")
@@ -485,8 +541,7 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
     """``sees_images``: the served model takes images; ``takes_tools``: its chat template has tool support
     (Loaded.details' ``tool_format``); ``recommended``: the sampling its files recommend."""
     check_model(body, served_id)
-    _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "functions": None, "top_logprobs": None,
-                               "audio": None, "modalities": None})
+    _refuse_unsupported(body, {**_COMMON_UNSUPPORTED, "functions": None, "audio": None, "modalities": None})
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_param("messages", "messages must be a non-empty list", "invalid_type")
@@ -500,12 +555,17 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
             raise bad_param(f"messages[{i}].content", f"at most {MAX_IMAGES} images are accepted in one request",
                             "too_many_images")
     stream = _flag(body, "stream")
+    schema = response_schema(body.get("response_format"))
+    if schema is None and body.get("json_schema") is not None:  # llama-server's own field for it
+        schema = llama_server_schema(body["json_schema"], "json_schema")
     sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx, recommended, preset),
-                                   json_schema=response_schema(body.get("response_format")),
-                                   parallel_tool_calls=_flag(body, "parallel_tool_calls", True))
+                                   json_schema=schema,
+                                   parallel_tool_calls=_flag(body, "parallel_tool_calls", True),
+                                   logprobs=_chat_logprobs(body))
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
-    return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream))
+    return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream),
+                             _choices(body))
 
 
 def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,
@@ -521,8 +581,9 @@ def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,
                         "invalid_type")
     stream = _flag(body, "stream")
     # A raw completion: the prompt reaches the model as it is, without the chat template.
-    return GenerationRequest(prompt, _sampling(body, n_ctx, n_ctx, recommended, preset), stream,
-                             _stream_options(body, stream))
+    sampling = dataclasses.replace(_sampling(body, n_ctx, n_ctx, recommended, preset),
+                                   logprobs=_completion_logprobs(body))
+    return GenerationRequest(prompt, sampling, stream, _stream_options(body, stream), _choices(body))
 
 
 MAX_EMBED_INPUTS = 2048  # OpenAI's own limit per request

@@ -41,6 +41,7 @@ class LlamaCppBackend(TokenLoop):
     formats = ("gguf",)
     takes_projector = True
     structured_output = True
+    reports_logprobs = True  # from each token's logits row (sampling.LogprobRecorder)
 
     def __init__(self) -> None:
         super().__init__()

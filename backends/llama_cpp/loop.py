@@ -247,7 +247,11 @@ class TokenLoop(Backend):
                 if mask is not None:
                     guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
                     sample, accept = guided.sample, guided.accept
-            drafter = self._drafter if not media and mask is None else None  # guesses of text replies only
+            if sampling.logprobs >= 0:  # only when asked: the plain loop stays as it is
+                recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply_logprobs)
+                sample, accept = recorder.sample(sample), recorder.accept(accept)
+            # guesses of text replies only, and not where each token's log-probabilities are asked
+            drafter = self._drafter if not media and mask is None and sampling.logprobs < 0 else None
             self.mark_prefill_start()
             status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
             if drafter is not None and status == 0:

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from backends import json_schema
-from app.datatypes import SamplingSettings
+from app.datatypes import SamplingSettings, TokenLogprob, TopLogprob
 from backends.base import GenerationError
 from backends.llama_cpp.draft import penalized_argmax
 
@@ -181,3 +181,63 @@ class GuidedSampler:
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
         self._lib.llama_sampler_accept(self._chain, token)
+
+
+class LogprobRecorder:
+    """Each chosen token's log-probability and its ``top`` likeliest alternatives, from the logits row it was chosen
+    on (the model's distribution before the sampler's temperature and cut-offs, as llama-server reports it): a
+    log-softmax of the row in numpy, the alternatives by argpartition. Made only when a request asks
+    (SamplingSettings.logprobs), and wrapped around the loop's ``sample`` and ``accept``, so a reply that does not ask
+    costs nothing. Entries go to ``out`` (Backend.reply_logprobs) with the token's bytes; the shared loop adds the
+    text the token released."""
+
+    def __init__(self, llama_cpp: ModuleType, llm: Llama, pieces: dict[int, bytes | None], top: int,
+                 out: list[TokenLogprob]) -> None:
+        import numpy as np
+
+        self._lib, self._ctx, self._n_vocab, self._np = llama_cpp, llm.ctx, llm.n_vocab(), np
+        self._vocab = llm._model.vocab
+        self._pieces, self._top, self._out = pieces, top, out
+        self._special: dict[int, bytes] = {}
+
+    def _bytes(self, token: int) -> bytes:
+        """What the token prints; an end-of-generation token (which prints nothing) as its special text."""
+        piece = self._pieces[token]
+        if piece is not None:
+            return piece
+        if token not in self._special:
+            buffer = ctypes.create_string_buffer(256)
+            n = self._lib.llama_token_to_piece(self._vocab, token, buffer, len(buffer), 0, True)
+            self._special[token] = buffer.raw[:max(n, 0)]
+        return self._special[token]
+
+    def record(self, token: int, idx: int = -1) -> None:
+        np = self._np
+        row = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
+        row = row.astype(np.float64)
+        peak = row.max()
+        norm = peak + np.log(np.exp(row - peak).sum())
+        top: tuple[TopLogprob, ...] = ()
+        if self._top:
+            n = min(self._top, self._n_vocab)
+            best = np.argpartition(-row, n - 1)[:n]
+            best = best[np.argsort(-row[best], kind="stable")]
+            top = tuple(TopLogprob(int(t), (b := self._bytes(int(t))).decode("utf-8", "ignore"),
+                                   float(row[t] - norm), tuple(b)) for t in best)
+        piece = self._bytes(token)
+        self._out.append(TokenLogprob(token, "", float(row[token] - norm), tuple(piece), top))
+
+    def sample(self, inner: Any) -> Any:
+        """``inner`` (a ``llama_sampler_sample``-like sampler) recording what it chooses."""
+        def sample(chain: Any, ctx: Any, idx: int) -> int:
+            token = int(inner(chain, ctx, idx))
+            self.record(token, idx)
+            return token
+        return sample
+
+    def accept(self, inner: Any) -> Any:
+        """``inner`` (a forced token's accept) recording the forced token on the row it replaced."""
+        def accept(token: int) -> None:
+            inner(token)
+            self.record(token)
+        return accept

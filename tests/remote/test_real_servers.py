@@ -195,3 +195,39 @@ def test_a_remote_thinking_models_reasoning_is_thinking_here(tiny_thinking_model
                 assert off.reasoning == ""  # chat_template_kwargs.enable_thinking reached the server's template
         finally:
             server.stop()
+
+
+def test_logprobs_pass_through_a_remote_server(local_engine, quantdesk_server):
+    """Asked of the remote server and passed on as it gives them: the same figures as the model answers here."""
+    asked = SamplingSettings(temperature=0.0, repeat_penalty=1.0, max_tokens=6, logprobs=2)
+    here = [x for e in local_engine.generate(CHAT, asked) for x in getattr(e, "logprobs", ())]
+    with EngineClient() as client:
+        client.load(quantdesk_server, LoadSettings())
+        events = list(client.generate(CHAT, asked))
+        there = [x for e in events for x in getattr(e, "logprobs", ())]
+        raw = [x for e in client.generate("Once upon a time", asked) for x in getattr(e, "logprobs", ())]
+    assert [(x.token, round(x.logprob, 4)) for x in there] == [(x.token, round(x.logprob, 4)) for x in here]
+    assert all(len(x.top) == 2 and x.bytes for x in there) and "".join(x.token for x in there) == events[-1].text
+    assert len(raw) == 6 and all(len(x.top) == 2 for x in raw)  # /completions' shape read too
+
+
+def test_llama_cpp_pythons_logprobs_pass_through(llama_cpp_server, local_engine):
+    Connections().save(Connection("lcp", llama_cpp_server))
+    with EngineClient() as client:
+        client.load(model_ref("lcp", "tiny"))
+        events = list(client.generate(CHAT, SamplingSettings(temperature=0.0, max_tokens=4, logprobs=1)))
+    entries = [x for e in events for x in getattr(e, "logprobs", ())]
+    assert entries and all(x.logprob <= 0 for x in entries)
+    assert "".join(x.token for x in entries) == events[-1].text
+
+
+def test_a_remote_server_without_logprobs_is_refused_in_words(faulty_server):
+    """A server that streams its text without log-probabilities when asked: the request fails at its first text, in
+    words (the local server's 400 before its stream), and the engine serves again."""
+    Connections().save(Connection("stub", faulty_server.url))
+    with EngineClient() as client:
+        client.load(model_ref("stub", "stub-model"))
+        with pytest.raises(EngineError) as caught:
+            reply(client, sampling=SamplingSettings(max_tokens=4, logprobs=0))
+        assert caught.value.kind == "request" and "gives no log-probabilities" in str(caught.value)
+        assert reply(client).text == "Hello from the remote server."

@@ -197,8 +197,11 @@ BAD_BODIES = [
     ({"stop": [""]}, "stop"),
     ({"stop": "x" * 1000}, "stop"),
     ({"stop": 5}, "stop"),
-    ({"n": 2}, "n"),
-    ({"logprobs": True}, "logprobs"),
+    ({"n": 0}, "n"),
+    ({"n": 9}, "n"),  # MAX_CHOICES: generated one after the other
+    ({"logprobs": "yes"}, "logprobs"),
+    ({"top_logprobs": 3}, "top_logprobs"),  # only with logprobs: true, as OpenAI and llama-server
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # this model's template has none
     ({"response_format": {"type": "xml"}}, "response_format"),
