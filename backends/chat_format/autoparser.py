@@ -186,7 +186,14 @@ def _json_native(ctx: _Context, tools: ToolsAnalysis) -> Parser:
 
     if not fmt.section_start and fmt.per_call_start:
         single = json_tools(fmt.per_call_start, fmt.per_call_end)
-        tools_parser = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+        if request.parallel_tool_calls or not required:
+            tools_parser = p.trigger_rule("tool-calls", p.one_or_more(single + p.space()))
+        else:
+            # A forced call the client asked to be one call: llama.cpp repeats the wrapped call here whatever
+            # parallel_tool_calls says (chat-auto-parser-generator.cpp, the per-call branch), so its grammar lets a
+            # model write call after call and then whitespace up to max_tokens; the forced grammar takes one. A
+            # free reply's parse stays llama.cpp's (several calls read even so).
+            tools_parser = p.trigger_rule("tool-calls", single + p.space())
     else:
         tools_parser = json_tools(fmt.section_start, fmt.section_end)
 

@@ -198,3 +198,20 @@ def test_the_forced_call_grammar_takes_calls_and_refuses_replies_without_one(cas
         assert forced.reply.accepted, forced.reply.detail
     if forced.without_call is not None:
         assert not forced.without_call.accepted, "the reply cut before its call was taken as whole"
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "one-call"])
+def test_a_forced_call_asked_as_one_call_takes_one_call_and_no_second(parallel, llama_cpp_templates):
+    """Qwen 2.5's wrapped calls (``<tool_call>…</tool_call>`` each): with ``parallel_tool_calls: false`` the forced
+    grammar takes one call and refuses a second, where llama.cpp's lets the model go on writing calls."""
+    from backends.chat_format import formats
+
+    template = formats.Template.of(llama_cpp_templates["Qwen-Qwen2.5-7B-Instruct.jinja"], "", "<|im_end|>")
+    tools = [{"type": "function", "function": {"name": "get", "description": "d", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}}]
+    prepared = formats.apply(template, formats.Request(messages=[{"role": "user", "content": "hi"}], tools=tools,
+                                                       tool_choice="required", parallel_tool_calls=parallel))
+    lark = grammar.to_lark(prepared.parser, content=False)
+    call = '<tool_call>\n{"name": "get", "arguments": {"x": "a"}}\n</tool_call>'
+    assert accepts(lark, prepared.generation_prompt + call)
+    assert accepts(lark, prepared.generation_prompt + call + "\n" + call) == parallel
