@@ -127,9 +127,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # tool, its server, the arguments, the result, error / cut / denied, the seconds it took) as one JSON list beside
     # its text: the message is one node of the branch tree, so edit and regenerate keep its calls with it, and the
     # next turn sends them back to the engine as the assistant's tool_calls and the ``tool`` messages. Old replies
-    # had none (NULL).
+    # had none (NULL). A chat's choice of which MCP servers' tools its model sees: a JSON list of server names;
+    # NULL, as for every older chat, is every server the user added.
     (
         "ALTER TABLE messages ADD COLUMN tools_json TEXT",
+        "ALTER TABLE conversations ADD COLUMN tool_servers_json TEXT",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -156,6 +158,7 @@ class Conversation:
     system_prompt: str = ""
     sampling: dict[str, Any] = field(default_factory=dict)
     model_path: str | None = None
+    tool_servers: tuple[str, ...] | None = None  # the MCP servers whose tools the model sees; None: every one
 
 
 @dataclass(frozen=True)
@@ -279,8 +282,10 @@ def default_path() -> Path:
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
+    servers = row["tool_servers_json"]
     return Conversation(row["id"], row["title"], row["created"], row["updated"], row["system_prompt"],
-                        json.loads(row["sampling_json"]), row["model_path"])
+                        json.loads(row["sampling_json"]), row["model_path"],
+                        None if servers is None else tuple(json.loads(servers)))
 
 
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
@@ -498,11 +503,14 @@ class ChatStore:
         self._update_conversation(conversation_id, "title=?", (title,), "rename the chat")
 
     def update_settings(self, conversation_id: int, *, system_prompt: str | None = None,
-                        sampling: dict[str, Any] | None = None, model_path: str | None = None) -> None:
+                        sampling: dict[str, Any] | None = None, model_path: str | None = None,
+                        tool_servers: Sequence[str] | None = None) -> None:
+        """``tool_servers``: the MCP servers whose tools the chat's model sees (an empty list: none)."""
         sets: list[str] = []
         values: list[Any] = []
         for column, value in (("system_prompt", system_prompt), ("model_path", model_path),
-                              ("sampling_json", None if sampling is None else json.dumps(sampling))):
+                              ("sampling_json", None if sampling is None else json.dumps(sampling)),
+                              ("tool_servers_json", None if tool_servers is None else json.dumps(list(tool_servers)))):
             if value is not None:
                 sets.append(f"{column}=?")
                 values.append(value)

@@ -148,3 +148,20 @@ def test_tool_cards_are_exported(store):
 def test_a_card_saved_by_a_newer_version_keeps_what_this_one_knows():
     card = ToolCard.from_dict({**LISTED.to_dict(), "icon": "folder"})
     assert card == LISTED
+
+
+def test_a_chat_keeps_which_servers_tools_its_model_sees(tmp_path):
+    path = tmp_path / "v5.sqlite3"
+    _make_v5_database(path)
+    with ChatStore(path) as s:
+        assert s.conversation(1).tool_servers is None  # an old chat: every server
+        s.update_settings(1, tool_servers=["files"])
+        s.update_settings(1, system_prompt="Be brief.")  # other settings leave the choice alone
+        assert s.conversation(1).tool_servers == ("files",)
+        new = s.create_conversation()
+        assert new.tool_servers is None
+        s.update_settings(new.id, tool_servers=[])
+        deleted = s.delete_conversation(new.id)
+        assert s.restore_conversation(deleted).tool_servers == ()
+    with ChatStore(path) as s:
+        assert s.conversation(1).tool_servers == ("files",)
