@@ -503,19 +503,21 @@ class ChatStore:
         self._update_conversation(conversation_id, "title=?", (title,), "rename the chat")
 
     def update_settings(self, conversation_id: int, *, system_prompt: str | None = None,
-                        sampling: dict[str, Any] | None = None, model_path: str | None = None,
-                        tool_servers: Sequence[str] | None = None) -> None:
-        """``tool_servers``: the MCP servers whose tools the chat's model sees (an empty list: none)."""
+                        sampling: dict[str, Any] | None = None, model_path: str | None = None) -> None:
         sets: list[str] = []
         values: list[Any] = []
         for column, value in (("system_prompt", system_prompt), ("model_path", model_path),
-                              ("sampling_json", None if sampling is None else json.dumps(sampling)),
-                              ("tool_servers_json", None if tool_servers is None else json.dumps(list(tool_servers)))):
+                              ("sampling_json", None if sampling is None else json.dumps(sampling))):
             if value is not None:
                 sets.append(f"{column}=?")
                 values.append(value)
         if sets:
             self._update_conversation(conversation_id, ", ".join(sets), tuple(values), "save the chat's settings")
+
+    def set_tool_servers(self, conversation_id: int, servers: Sequence[str] | None) -> None:
+        """The MCP servers whose tools the chat's model sees: these (an empty list: none), or None: every server."""
+        self._update_conversation(conversation_id, "tool_servers_json=?",
+                                  (None if servers is None else json.dumps(list(servers)),), "save the chat's tools")
 
     def _update_conversation(self, conversation_id: int, assignments: str, values: tuple, action: str) -> None:
         with self._writing(action):

@@ -21,6 +21,7 @@ from app.ui.theme import stylesheet
 if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.MainWindow.page), not before
     from app.hardware.profile import HardwareProfile
     from app.ui.chat_page import ChatPage
+    from app.ui.chat_tools import ChatTools
     from app.ui.discover_page import DiscoverPage
     from app.ui.downloads_page import DownloadsPage
     from app.ui.engine_bridge import EngineBridge
@@ -245,10 +246,14 @@ class MainWindow(QMainWindow):
         page.go_to.connect(self.show_page)
         return page
 
+    def _chat_tools(self) -> ChatTools:
+        """The Chat's MCP tools, which Settings → Tools shows and changes (the Chat page is built for them)."""
+        return self.chat.tools
+
     def _build_settings(self) -> SettingsPage:
         from app.ui.settings_page import SettingsPage
 
-        page = SettingsPage()
+        page = SettingsPage(tools=self._chat_tools)
         page.models_dir_changed.connect(self._refresh_library)
         page.update_checks_changed.connect(self._refresh_library)  # off: the badges go
         page.default_context_changed.connect(self._on_default_context_changed)

@@ -155,13 +155,15 @@ def test_a_chat_keeps_which_servers_tools_its_model_sees(tmp_path):
     _make_v5_database(path)
     with ChatStore(path) as s:
         assert s.conversation(1).tool_servers is None  # an old chat: every server
-        s.update_settings(1, tool_servers=["files"])
+        s.set_tool_servers(1, ["files"])
         s.update_settings(1, system_prompt="Be brief.")  # other settings leave the choice alone
         assert s.conversation(1).tool_servers == ("files",)
         new = s.create_conversation()
         assert new.tool_servers is None
-        s.update_settings(new.id, tool_servers=[])
+        s.set_tool_servers(new.id, [])
         deleted = s.delete_conversation(new.id)
         assert s.restore_conversation(deleted).tool_servers == ()
+        s.set_tool_servers(new.id, None)  # every server again
+        assert s.conversation(new.id).tool_servers is None
     with ChatStore(path) as s:
         assert s.conversation(1).tool_servers == ("files",)
