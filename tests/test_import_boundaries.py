@@ -224,11 +224,11 @@ def test_nothing_but_the_cli_imports_the_command_line_faces():
 LAYERS: list[tuple[str, ...]] = [
     ("app", "app.records"),
     ("app.datatypes", "app.errors", "app.paths", "app.files"),
-    ("app.settings", "app.logs", "app.images"),
+    ("app.settings", "app.logs", "app.images", "app.keychain"),
     ("app.hardware", "app.runtimes", "app.chats"),
     ("app.models",),
     ("app.hub", "backends"),
-    ("app.remote", "app.machine"),
+    ("app.remote", "app.machine", "app.mcp"),
     ("app.engine",),
     ("app.lab", "app.server"),
     ("app.commands", "app.ui"),

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from app import paths
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
+from app.keychain import KeyStore, KeyStoreError
+from app.keychain import keychain as keychain  # where the remote engines' keys go: said by `remote ls` and tests
 from app.records import from_known
 from backends.remote import DEFAULT_STALL_S, DEFAULT_TIMEOUT_S, Endpoint
 
@@ -128,59 +130,16 @@ class RemoteModelRef:
 # --- keys ------------------------------------------------------------------------------------------------
 
 
-def keychain():
-    """The operating system's keychain through keyring, or None where there is none.
-
-    keyring falls back to backends that are not keychains (its ``fail`` and ``null`` backends, or keyrings.alt's
-    plain files when installed); those count as none, unless the user chose a backend on purpose with
-    PYTHON_KEYRING_BACKEND, which is then theirs to trust."""
-    try:
-        import keyring
-        from keyring.backends import chainer, fail
-    except ImportError:
-        return None
-    backend = keyring.get_keyring()
-    if os.environ.get("PYTHON_KEYRING_BACKEND"):
-        return backend
-    if isinstance(backend, fail.Keyring) or type(backend).__module__.startswith(("keyring.backends.null",
-                                                                                  "keyrings.alt")):
-        return None
-    if isinstance(backend, chainer.ChainerBackend):
-        real = [b for b in backend.backends
-                if not type(b).__module__.startswith(("keyrings.alt", "keyring.backends.null"))
-                and not isinstance(b, fail.Keyring)]
-        return backend if real else None
-    return backend
+_KEYS = KeyStore(KEYRING_SERVICE, KEY_FILE_NAME, "API keys")
 
 
 def key_file() -> Path:
-    return paths.config_dir() / KEY_FILE_NAME
-
-
-def _read_key_file() -> dict[str, str]:
-    try:
-        data = json.loads(key_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _write_key_file(keys: dict[str, str]) -> None:
-    if keys:
-        write_text_atomic(key_file(), json.dumps(keys, indent=1) + "\n", private=True)
-    else:
-        key_file().unlink(missing_ok=True)
+    return _KEYS.file()
 
 
 def key_storage_sentence() -> str:
     """Where a new key would be kept, in words (the Settings page and ``remote ls`` show it)."""
-    backend = keychain()
-    if backend is not None:
-        return f"API keys are kept in the system keychain ({type(backend).__name__})."
-    return (f"No system keychain was found, so API keys are kept in {key_file()}, readable only by you "
-            "(permissions 0600).")
+    return _KEYS.storage_sentence()
 
 
 # --- the store -------------------------------------------------------------------------------------------
@@ -247,48 +206,23 @@ class Connections:
     # --- keys
 
     def _store_key(self, name: str, key: str) -> str:
-        backend = keychain()
-        if backend is not None:
-            try:
-                backend.set_password(KEYRING_SERVICE, name, key)
-                return "keychain"
-            except Exception as exc:  # a locked or refusing keychain: say so rather than fall back silently
-                raise RemoteConnectionError(f"the system keychain refused to store the key ({exc})",
-                                            "unlock the keychain and try again") from None
-        keys = _read_key_file()
-        keys[name] = key
-        _write_key_file(keys)
-        return "file"
+        try:
+            return _KEYS.store(name, key)
+        except KeyStoreError as exc:
+            raise RemoteConnectionError(exc.message.replace("the secret", "the key"), exc.hint) from None
 
     def _forget_key(self, connection: Connection) -> None:
-        if connection.key_store == "keychain":
-            backend = keychain()
-            if backend is not None:
-                try:
-                    backend.delete_password(KEYRING_SERVICE, connection.name)
-                except Exception:  # already gone from the keychain: nothing left to forget
-                    pass
-        elif connection.key_store == "file":
-            keys = _read_key_file()
-            if keys.pop(connection.name, None) is not None:
-                _write_key_file(keys)
+        _KEYS.forget(connection.name, connection.key_store)
         connection.key_store = ""
 
     def api_key(self, connection: Connection) -> str:
-        if connection.key_store == "keychain":
-            backend = keychain()
-            key = backend.get_password(KEYRING_SERVICE, connection.name) if backend is not None else None
-            if key is None:
-                raise RemoteConnectionError(f"the API key of {connection.name} is no longer in the system keychain",
-                                            "set it again in Settings or with: quantdesk remote add --api-key-stdin")
-            return key
-        if connection.key_store == "file":
-            key = _read_key_file().get(connection.name)
-            if key is None:
-                raise RemoteConnectionError(f"the API key of {connection.name} is missing from {key_file()}",
-                                            "set it again in Settings or with: quantdesk remote add --api-key-stdin")
-            return key
-        return ""
+        key = _KEYS.get(connection.name, connection.key_store)
+        if key is None:
+            where = "the system keychain" if connection.key_store == "keychain" else str(key_file())
+            missing = "no longer in" if connection.key_store == "keychain" else "missing from"
+            raise RemoteConnectionError(f"the API key of {connection.name} is {missing} {where}",
+                                        "set it again in Settings or with: quantdesk remote add --api-key-stdin")
+        return key
 
     def endpoint(self, connection: Connection, model: str = "") -> Endpoint:
         return Endpoint(base_url=connection.base_url, model=model, api_key=self.api_key(connection),
