@@ -179,6 +179,8 @@ NOT_RUN = "The tool was not run: the user stopped the reply before it ran."
 class ToolCard:
     """One tool call of an assistant reply and what came of it, kept with the reply (schema 6).
 
+    ``name`` is the tool's name on its ``server``; ``function`` the name the model called it by, where that differs
+    (MCP tools reach the model as ``server__tool``: the name goes back to it next turn as it was written).
     ``arguments`` is the call's JSON text as the model wrote it; ``result`` what the model is told (the tool's
     text, an error's sentence, or that the user denied it); ``cut`` that the result was shortened to fit; ``decision``
     is "" until the user answers the approval; ``seconds`` the call took (None: not run)."""
@@ -192,6 +194,12 @@ class ToolCard:
     cut: bool = False
     decision: ToolDecision = ""
     seconds: float | None = None
+    function: str = ""
+
+    @property
+    def called(self) -> str:
+        """The function name as the model called it."""
+        return self.function or self.name
 
     @property
     def answered(self) -> bool:
@@ -206,11 +214,11 @@ class ToolCard:
             arguments = {}
         if not isinstance(arguments, dict):
             arguments = {}
-        return {"id": self.call_id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
+        return {"id": self.call_id, "type": "function", "function": {"name": self.called, "arguments": arguments}}
 
     def tool_message(self) -> Message:
         """The ``tool`` message that answers the call; a call never answered says so."""
-        return Message("tool", self.result if self.answered else NOT_RUN, tool_call_id=self.call_id, name=self.name)
+        return Message("tool", self.result if self.answered else NOT_RUN, tool_call_id=self.call_id, name=self.called)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

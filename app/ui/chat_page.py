@@ -245,7 +245,7 @@ class ChatPage(QWidget):
         except NotFound:
             return  # its chat was deleted
         if bubble := self.view.bubble(step.message_id):
-            bubble.set_tools(step.cards)
+            bubble.set_tools(step.cards, live=self._tools is not None and self._tools.step is step)
             if step.running and (card_view := bubble.tool_card(step.running)):
                 card_view.set_card(card_view.card, running=True)
 

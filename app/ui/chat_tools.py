@@ -161,7 +161,7 @@ class ChatTools(QObject):
                     f"There is no tool named {call.name!r} here (the tools are: {known})."), is_error=True,
                     decision="allowed", seconds=0.0))
             else:
-                cards.append(ToolCard(call.id, spec.name, call.arguments, server=spec.server))
+                cards.append(ToolCard(call.id, spec.name, call.arguments, server=spec.server, function=call.name))
         self.step = ToolStep(conversation_id, message_id, cards, step, specs=by_function)
         self.cards_changed.emit(self.step)
         self._next()

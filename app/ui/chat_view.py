@@ -178,6 +178,17 @@ ARGUMENTS_SHOWN = 2000  # characters of a call's arguments shown on its card (th
 RESULT_SHOWN = 20_000  # characters of a result shown when the card is opened (the model got what the tool gave)
 
 
+def _compact_json(text: str) -> str:
+    """A call's arguments on one line, as JSON writes them (a model may space its JSON out over many lines); as
+    written where it is no JSON."""
+    import json
+
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text
+
+
 class ApprovalCard(QFrame):
     """"Run this tool?" inside a tool card, until the user answers: "Allow once", "Always allow this tool",
     "Deny". The tool's name and server are the card's; what the tool does is said in its own words, as text."""
@@ -246,7 +257,9 @@ class ToolCardView(QFrame):
         self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.toggle.setAccessibleDescription(self.tr("Shows or hides what the tool returned"))
         self.toggle.toggled.connect(self._on_toggled)
-        layout.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        # the whole width: a long summary is never elided ("list_directory …r your approval")
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        layout.addWidget(self.toggle)
         self.arguments = QLabel()
         self.arguments.setObjectName("toolArguments")
         self.arguments.setWordWrap(True)
@@ -263,6 +276,7 @@ class ToolCardView(QFrame):
         layout.addWidget(self.result)
         self.approval: ApprovalCard | None = None
         self.running = False
+        self.live = False  # its reply's tool step is under way: an unanswered call waits its turn
         self.card = card
         self.set_card(card)
         self.set_open(False)
@@ -275,12 +289,15 @@ class ToolCardView(QFrame):
         self.toggle.setChecked(is_open)
         self._on_toggled(is_open)
 
-    def set_card(self, card: ToolCard, *, running: bool = False) -> None:
+    def set_card(self, card: ToolCard, *, running: bool = False, live: bool | None = None) -> None:
         self.card, self.running = card, running
+        if live is not None:
+            self.live = live
         where = card.server or self.tr("unknown server")
         self.setAccessibleName(self.tr("Tool call {name} on {server}").format(name=card.name, server=where))
-        arguments = card.arguments if len(card.arguments) <= ARGUMENTS_SHOWN else \
-            card.arguments[:ARGUMENTS_SHOWN] + "…"
+        arguments = _compact_json(card.arguments)
+        if len(arguments) > ARGUMENTS_SHOWN:
+            arguments = arguments[:ARGUMENTS_SHOWN] + "…"
         self.arguments.setText(arguments)
         self.arguments.setAccessibleName(self.tr("Arguments of {name}: {arguments}").format(
             name=card.name, arguments=arguments))
@@ -294,7 +311,6 @@ class ToolCardView(QFrame):
         if shown != self.result.toPlainText():
             self.result.setPlainText(shown)  # the tool's text as text: never rendered as Markdown or HTML
         self.result.setAccessibleName(self.tr("Result of {name}").format(name=card.name))
-        self.toggle.setEnabled(card.answered and card.decision != "denied")
         if card.decision and self.approval is not None:
             self.approval.deleteLater()
             self.approval = None
@@ -311,6 +327,8 @@ class ToolCardView(QFrame):
         if not card.answered:
             if self.approval is not None:
                 return self.tr("{tool} — waiting for your approval").format(tool=tool), ""
+            if self.live:
+                return self.tr("{tool} — waiting its turn").format(tool=tool), ""
             return self.tr("{tool} — not run").format(tool=tool), self.tr("The reply was stopped before it ran.")
         took = human_seconds((card.seconds or 0) * 1000)
         sentences = []
@@ -455,9 +473,9 @@ class MessageBubble(QFrame):
         nor above the tool calls of a reply that only called tools."""
         self.body.setVisible(bool(self._markdown) or self.thinking is None and not self.tool_cards)
 
-    def set_tools(self, cards: tuple[ToolCard, ...] | list[ToolCard]) -> list[ToolCardView]:
+    def set_tools(self, cards: tuple[ToolCard, ...] | list[ToolCard], *, live: bool = False) -> list[ToolCardView]:
         """Show the reply's tool calls as they stand (a card per call, kept by call id so an open result or a
-        pending approval stays where it is)."""
+        pending approval stays where it is); ``live``: its tool step is under way."""
         layout = self.layout()
         by_id = {view.card.call_id: view for view in self.tool_cards}
         views = []
@@ -467,8 +485,7 @@ class MessageBubble(QFrame):
                 view = ToolCardView(card)
                 layout.insertWidget(layout.indexOf(self.body) + 1 + len(views), view)
                 view.show()
-            else:
-                view.set_card(card, running=view.running and not card.answered)
+            view.set_card(card, running=view.running and not card.answered, live=live)
             views.append(view)
         for gone in by_id.values():
             gone.deleteLater()

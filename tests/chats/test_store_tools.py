@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,12 @@ def test_the_engine_gets_the_calls_and_results_back_as_the_chat_format_expects(s
     assert turns[0].template_dict()["tool_calls"][1]["function"]["arguments"] == {"path": "/etc/passwd", "content": "x"}
     plain = store.message(writer.prompt_id).engine_turns()
     assert [(t.role, t.content, t.tool_calls) for t in plain] == [("user", "List my notes", ())]
+
+
+def test_a_tool_goes_back_under_the_name_the_model_called_it_by():
+    card = replace(LISTED, function="files__list_directory")
+    assert card.template_call()["function"]["name"] == "files__list_directory"
+    assert card.tool_message().name == "files__list_directory" and card.name == "list_directory"
 
 
 def test_arguments_that_are_not_an_object_reach_the_template_as_an_empty_object():
