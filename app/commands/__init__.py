@@ -47,6 +47,8 @@ COMMANDS: dict[str, Command] = {
     "bench": Command("app.commands.lab", "compare quants/formats of a model: speed, memory and quality side by side"),
     "remote": Command("app.commands.remote",
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),
+    "mcp": Command("app.commands.mcp", "add, list, test or remove MCP servers whose tools a chat may use "
+                                       "(quantdesk chat --tools NAME)"),
     "chats": Command("app.commands.chats", "list, show, export or delete saved chats"),
     "config": Command("app.commands.config", "show or change the app's settings"),
 }

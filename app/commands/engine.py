@@ -67,7 +67,22 @@ def register(subparsers) -> None:
                                                          "first)")
     add_thinking_arguments(p)
     add_draft_arguments(p)
+    add_tool_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_tool_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tools (MCP)", "The model may call the tools of MCP servers added with quantdesk mcp "
+                                            "add; each call is shown and asked for first (y: once, a: always this "
+                                            "tool, n: deny, and the model is told).")
+    g.add_argument("--tools", metavar="SERVER[,SERVER]", help="the MCP servers whose tools the model sees")
+    g.add_argument("--allow-tools", action="store_true", help="run every tool call without asking")
+    g.add_argument("--max-tool-steps", type=int, default=8, metavar="N",
+                   help="replies with tool calls in one turn before the model must answer (default 8)")
+    g.add_argument("--tool-choice", default="auto", metavar="auto|required|none|TOOL",
+                   help="auto: the model decides (default); required or a tool's name (SERVER__TOOL): its first "
+                        "reply in a turn must call one (held by the engine's grammar), later ones decide; none: no "
+                        "calls")
 
 
 def add_thinking_arguments(p: argparse.ArgumentParser) -> None:
@@ -372,9 +387,10 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     history = [Message("system", args.system)] if args.system else []
     check_fit(args.model, settings, args)
+    tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
     if (note := draft_note(settings)) and not args.json:
         print(note, file=sys.stderr)
-    with EngineClient() as client:
+    with EngineClient() as client, _closing(tools):
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         chosen = choose_sampling(wanted, model_sampling(loaded.model_path))
         sampling = chosen.settings
@@ -382,15 +398,20 @@ def run(args: argparse.Namespace) -> int:
             print(loaded_summary(loaded), file=sys.stderr)
             if words := sampling_words(chosen):
                 print(words, file=sys.stderr)
+        if tools is not None:
+            sampling = tools.prepare(loaded, sampling)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
-            done = _reply(client, history, sampling, None if args.json else _printer(args))
+            printer = None if args.json else _printer(args)
+            done = _reply(client, history, sampling, printer) if tools is None else \
+                tools.turn(_reply, client, history, sampling, printer)
             if args.json:
-                print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described()}, indent=2))
+                runs = {"tool_runs": tools.described()} if tools is not None else {}
+                print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described(), **runs}, indent=2))
             else:
                 _after_reply(done, loaded.n_ctx, sampling.max_tokens)
             return 0
-        return _interactive(client, history, sampling, _printer(args), images, loaded.n_ctx)
+        return _interactive(client, history, sampling, _printer(args), images, loaded.n_ctx, tools)
 
 
 def _read_images(paths: list[str]) -> tuple[str, ...]:
@@ -487,7 +508,7 @@ def _json_result(loaded, done: Done) -> dict:
 
 
 def _interactive(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), n_ctx: int = 0) -> int:
+                 images: tuple[str, ...] = (), n_ctx: int = 0, tools: Any = None) -> int:
     base = list(history)
     while True:
         try:
@@ -505,7 +526,36 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings, pri
             continue
         history.append(Message("user", line, images))
         images = ()  # the images go with the first message
-        done = _reply(client, history, sampling, printer)
-        # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again
-        history.append(Message("assistant", done.text, reasoning=done.reasoning))
+        done = _reply(client, history, sampling, printer) if tools is None else \
+            tools.turn(_reply, client, history, sampling, printer)
+        # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again;
+        # a turn stopped during its tool calls left its calls and their answers in the history already
+        if not done.tool_calls:
+            history.append(Message("assistant", done.text, reasoning=done.reasoning))
         _after_reply(done, n_ctx, sampling.max_tokens)
+
+
+# --- tools (MCP): the tool loop of app/mcp/loop.py in the terminal
+
+
+def _start_tools(args: argparse.Namespace) -> Any:
+    """With --tools: the named servers connected (a command not confirmed yet is shown and asked for), else None."""
+    if not args.tools:
+        return None
+    from app.commands.chat_tools import TerminalTools
+
+    return TerminalTools.start(args)
+
+
+class _closing:
+    """Closes the tool servers (their processes) when the chat ends, however it ends."""
+
+    def __init__(self, tools: Any) -> None:
+        self.tools = tools
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tools is not None:
+            self.tools.close()

@@ -250,7 +250,7 @@ class ToolBox:
         else:
             info = conn.client.server_info
             status = ServerStatus(config.name, "ready", "", tools=len(conn.tools),
-                                  server_info=f"{info.name} {info.version}" if info is not None else "")
+                                  server_info=" ".join(filter(None, (info.name, info.version))) if info else "")
             log.info("MCP server %s ready in %.2f s with %d tools", config.name, time.monotonic() - started,
                      len(conn.tools))
         conn.status = status
@@ -263,9 +263,10 @@ class ToolBox:
 
         import mcp_types
         from mcp import Client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.stdio import StdioServerParameters
 
         import app
+        from app.mcp.stdio import stdio_transport
 
         config = conn.config
 
@@ -281,7 +282,7 @@ class ToolBox:
                     env = {k: str(v) for k, v in config.env.items()}
                     params = StdioServerParameters(command=config.command, args=list(config.args), env=env or None,
                                                    cwd=config.cwd or None, encoding_error_handler="replace")
-                    transport: Any = stdio_client(params, errlog=conn.stderr.writer)
+                    transport: Any = stdio_transport(params, errlog=conn.stderr.writer)
                 else:
                     from mcp.client.streamable_http import streamable_http_client
                     from mcp.shared._httpx_utils import create_mcp_http_client

@@ -34,7 +34,7 @@ DEFAULT_CALL_TIMEOUT_S = 60.0
 DEFAULT_CONNECT_TIMEOUT_S = 30.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # The keys of an entry this module reads; any other key is kept as it was (another app's, or a newer QuantDesk's).
-_KNOWN = ("command", "args", "env", "cwd", "url", "headers", "type", "confirmed", "disabled", "bearer", "timeout_s")
+_KNOWN = ("command", "args", "env", "cwd", "url", "headers", "confirmed", "disabled", "bearer", "timeout_s")
 
 _TOKENS = KeyStore(KEYRING_SERVICE, TOKEN_FILE_NAME, "bearer tokens")
 
