@@ -19,6 +19,7 @@ the side panel's (app.ui.conversation_list), the model loads the ModelLoadContro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,15 +66,18 @@ class ChatPage(QWidget):
     go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None, *,
-                 tools: ChatTools | None = None) -> None:
+                 tools: Callable[[], ChatTools] | None = None) -> None:
+        """``tools``: gives the app's MCP tools when the chat first needs them (None: the page makes its own)."""
         super().__init__(parent)
         self.store = store
         self.bridge = bridge
         # MCP servers' tools (app.ui.chat_tools): made on first use, so a chat without tools never imports them
-        self._tools = tools
+        self._tools_provider = tools
+        self._tools: ChatTools | None = None
         self._tools_started = False
         self._offered: list[Any] = []  # the ToolSpecs the streaming reply was given
         self._tool_steps = 0  # tool steps of the reply being written (its user message's), up to the step limit
+        self._tool_problems: list[str] = []  # what went wrong with its tools, said until the reply is over
         self.current: Conversation | None = None
         self._edit_after: tuple[int, int | None] | None = None  # (conversation, parent) of a message being edited
         self.reply = ReplySession(self)  # the reply that streams, and those the store refused so far
@@ -207,7 +211,7 @@ class ChatPage(QWidget):
         if self._tools is None:
             from app.ui.chat_tools import ChatTools
 
-            self._tools = ChatTools(parent=self)
+            self._tools = self._tools_provider() if self._tools_provider is not None else ChatTools(parent=self)
         if not self._tools_started:
             self._tools_started = True
             tools = self._tools
@@ -282,10 +286,15 @@ class ChatPage(QWidget):
         self.reply.end()
         self._tool_steps += 1
         self._generate(after=step.message_id, conversation_id=step.conversation_id)
+        if self._tool_problems:  # starting the generation cleared the banner: the servers' trouble stays said
+            self._show_banner(" ".join(self._tool_problems), reload=False)
 
     @Slot(str)
     def _on_tool_problem(self, text: str) -> None:
-        self._show_banner(capitalized(text) + ("" if text.endswith(".") else "."), reload=False)
+        said = capitalized(text) + ("" if text.endswith(".") else ".")
+        if self.reply.streaming:
+            self._tool_problems.append(said)
+        self._show_banner(" ".join(self._tool_problems) or said, reload=False)
 
     # --- conversations -------------------------------------------------------------------------
 
@@ -620,7 +629,7 @@ class ChatPage(QWidget):
         self._edit_after = None
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
-        self._tool_steps = 0
+        self._tool_steps, self._tool_problems = 0, []
         self._generate(writer)
 
     def _generate(self, writer: ReplyWriter | None = None, after: int | None = AT_LEAF,
@@ -693,7 +702,7 @@ class ChatPage(QWidget):
             return
         parent = self.store.message(message_id).parent_id
         self.view.remove_from(message_id)
-        self._tool_steps = 0
+        self._tool_steps, self._tool_problems = 0, []
         self._generate(after=parent)
 
     @Slot(int)

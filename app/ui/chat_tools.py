@@ -262,6 +262,7 @@ class ChatTools(QObject):
         return step
 
     def shutdown(self) -> None:
-        """The window closes: the running call is cancelled and every server process stopped."""
+        """The window closes: the running call is cancelled and every server process stopped (again: nothing)."""
         self.stop()
         self.toolbox.close()
+        self.statuses.clear()

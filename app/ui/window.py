@@ -89,6 +89,7 @@ class MainWindow(QMainWindow):
         self.store = store
         self.bridge = bridge
         self.settings = settings
+        self._tools: ChatTools | None = None  # MCP servers' tools: made when the Chat or Settings → Tools needs them
         self.setWindowTitle("QuantDesk")
         app = QApplication.instance()
         if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
@@ -214,7 +215,7 @@ class MainWindow(QMainWindow):
     def _build_chat(self) -> ChatPage:
         from app.ui.chat_page import ChatPage
 
-        page = ChatPage(self.store, self.bridge)
+        page = ChatPage(self.store, self.bridge, tools=self._chat_tools)
         page.go_to.connect(self.show_page)
         page.set_default_context(load_settings().default_n_ctx)  # as saved (Settings saves each change)
         if self.profile is not None:
@@ -247,8 +248,12 @@ class MainWindow(QMainWindow):
         return page
 
     def _chat_tools(self) -> ChatTools:
-        """The Chat's MCP tools, which Settings → Tools shows and changes (the Chat page is built for them)."""
-        return self.chat.tools
+        """The app's MCP tools: the Chat gives them to its models, Settings → Tools shows and changes them."""
+        if self._tools is None:
+            from app.ui.chat_tools import ChatTools
+
+            self._tools = ChatTools(parent=self)
+        return self._tools
 
     def _build_settings(self) -> SettingsPage:
         from app.ui.settings_page import SettingsPage
@@ -419,6 +424,8 @@ class MainWindow(QMainWindow):
             page = self.built(name)
             if page is not None:
                 page.shutdown()
+        if self._tools is not None:  # every MCP server process stopped
+            self._tools.shutdown()
         if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
             self.first_run.close()
         super().closeEvent(event)

@@ -305,3 +305,29 @@ def test_stored_tool_cards_show_in_words_and_fold(qtbot, make_window):
     assert views[0].arguments.accessibleName() == 'Arguments of list_directory: {"path": "/srv"}'
     views[1].toggle.click()
     assert views[1].result.isHidden()  # nothing ran: nothing to open
+
+
+def test_a_server_killed_mid_call_is_said_in_the_chat_and_the_reply_goes_on(qtbot, real_window, tiny_tool_model):
+    import psutil
+
+    window = real_window()
+    window.show_page("Chat")
+    chat = window.chat
+    mcp_servers.require()
+    load(qtbot, window, tiny_tool_model)
+    start_chat(qtbot, window, mcp_servers.everything(),
+               sampling={"tool_choice": "required", "max_tokens": CALL_TOKENS, "seed": 3})
+    chat.tools.approvals.allow_always("everything", "trigger-long-running-operation")  # runs unasked
+    force(chat, "trigger-long-running-operation", duration=60, steps=60)
+    send(qtbot, chat, "Run the long job")
+    qtbot.waitUntil(lambda: chat.tools.step is not None and bool(chat.tools.step.running), timeout=120_000)
+    server = next(p for p in psutil.Process().children(recursive=True)
+                  if any("mcp-server-everything" in part for part in p.cmdline()))
+    server.kill()
+    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=120_000)  # the reply went on, and ended
+    messages = chat.store.messages(chat.current.id)
+    assert [m.role for m in messages] == ["user", "assistant", "assistant"]
+    crashed = messages[1].tools[0]
+    assert crashed.is_error and "went away during everything/trigger-long-running-operation" in crashed.result
+    assert "went away during everything/trigger-long-running-operation" in chat.banner_text.text()
+    assert chat.banner.isVisible()
