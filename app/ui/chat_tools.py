@@ -96,9 +96,9 @@ class ChatTools(QObject):
             if config.disabled or config.needs_confirmation or config.name in self.connecting \
                     or state is not None and state.state == "ready":
                 continue
-            self.connect(config)
+            self.connect_server(config)
 
-    def connect(self, config: Any) -> None:
+    def connect_server(self, config: Any) -> None:
         """(Re)connect one server. A stdio command not confirmed is never started."""
         if config.needs_confirmation:
             return
@@ -121,7 +121,7 @@ class ChatTools(QObject):
         self.problem.emit(sentence(error))
         self.servers_changed.emit()
 
-    def disconnect(self, name: str) -> None:
+    def disconnect_server(self, name: str) -> None:
         """A removed or switched-off server: its connection closed (its process stopped) off the GUI thread."""
         self.statuses.pop(name, None)
         BackgroundCall("mcp-close").start(self.toolbox.close, name)
@@ -188,8 +188,10 @@ class ChatTools(QObject):
     def answer(self, call_id: str, answer: str) -> None:
         """The user's answer to a call's approval: "once", "always" (remembered for the tool) or "deny"."""
         step = self.step
-        card = next((c for c in step.cards if c.call_id == call_id), None) if step is not None else None
-        if card is None or card.answered or step.running:
+        if step is None or step.running:
+            return
+        card = next((c for c in step.cards if c.call_id == call_id), None)
+        if card is None or card.answered:
             return
         if answer == "deny":
             from app.mcp.loop import DENIED  # the model's words for a denial, as `quantdesk chat --tools` says it

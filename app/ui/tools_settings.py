@@ -200,7 +200,7 @@ class ToolsPanel(QWidget):
 
     def _selected(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(NAME_ROLE) if item is not None else None
+        return str(item.data(NAME_ROLE)) if item is not None else None
 
     def _config(self, name: str | None) -> Any:
         return next((c for c in self.tools.configs() if c.name == name), None)
@@ -269,7 +269,7 @@ class ToolsPanel(QWidget):
         if saved.needs_confirmation:
             self._ask_confirmation(saved)
         else:
-            self.tools.connect(saved)
+            self.tools.connect_server(saved)
         self.refresh()
 
     def _ask_confirmation(self, config: Any) -> None:
@@ -293,7 +293,7 @@ class ToolsPanel(QWidget):
         except McpConfigError as exc:
             self._say(str(exc))
             return
-        self.tools.connect(confirmed)
+        self.tools.connect_server(confirmed)
         self.refresh()
 
     @Slot()
@@ -312,7 +312,7 @@ class ToolsPanel(QWidget):
         if config.needs_confirmation:
             self._ask_confirmation(config)
         else:
-            self.tools.connect(config)
+            self.tools.connect_server(config)
 
     @Slot()
     def _on_remove(self) -> None:
@@ -327,7 +327,7 @@ class ToolsPanel(QWidget):
             self._say(str(exc))
             return
         self.tools.approvals.revoke(name)  # its tools are no longer always allowed
-        self.tools.disconnect(name)
+        self.tools.disconnect_server(name)
         if self._pending is not None and self._pending.name == name:
             self._on_start_cancelled()
         self._say(self.tr("Removed {name}.").format(name=name))
