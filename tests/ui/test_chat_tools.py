@@ -331,3 +331,34 @@ def test_a_server_killed_mid_call_is_said_in_the_chat_and_the_reply_goes_on(qtbo
     assert crashed.is_error and "went away during everything/trigger-long-running-operation" in crashed.result
     assert "went away during everything/trigger-long-running-operation" in chat.banner_text.text()
     assert chat.banner.isVisible()
+
+
+def test_a_chat_chooses_whose_tools_its_model_sees(qtbot, tmp_path):
+    from app.chats.store import ChatStore
+    from app.mcp.loop import tool_support_refusal
+    from app.ui.chat_settings import ChatSettingsDialog
+
+    with ChatStore(tmp_path / "chats.sqlite3") as store:
+        conv = store.create_conversation("Notes")
+        servers = [("files", "connected · 14 tools"), ("web", "failed")]
+        dialog = ChatSettingsDialog(store, conv, tool_servers=servers)
+        qtbot.addWidget(dialog)
+        assert [b.isChecked() for b in dialog.tool_boxes.values()] == [True, True]  # every server by default
+        assert dialog.tool_boxes["files"].accessibleName() == "Tools of files"
+        dialog.tool_boxes["web"].setChecked(False)
+        dialog.accept()
+        assert store.conversation(conv.id).tool_servers == ("files",)
+        again = ChatSettingsDialog(store, store.conversation(conv.id), tool_servers=servers)
+        qtbot.addWidget(again)
+        assert not again.tool_boxes["web"].isChecked()
+        again.tool_boxes["web"].setChecked(True)
+        again.accept()
+        assert store.conversation(conv.id).tool_servers is None  # every one again, new ones too
+        # A model whose template cannot call tools: the dialog says so.
+        refusal = tool_support_refusal({"chat_template": "model", "tool_format": ""})
+        plain = ChatSettingsDialog(store, conv, tool_servers=servers, tools_refusal=refusal)
+        qtbot.addWidget(plain)
+        assert plain.tools_note.text().startswith("This model's chat template has no tool support")
+        none = ChatSettingsDialog(store, conv)
+        qtbot.addWidget(none)
+        assert none.tools_note.text() == "No MCP servers yet: add them in Settings → Tools."
