@@ -40,6 +40,28 @@ POLL_S = 0.02
 STDERR_LINES = 20
 STDERR_LINE_CHARS = 400
 _FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_-]")
+# The text of the chat templates' control tokens (ChatML and Llama 3's <|…|>, DeepSeek's <｜…｜>, Mistral's [INST],
+# Gemma's turns, Hermes' tool tags, <s>): the engines tokenize a rendered prompt with its special tokens parsed, so
+# such text in a tool's description or result would become a real turn of the conversation (a server "writing" a
+# system prompt). A zero-width space after the first character keeps it text; the user is shown the original.
+_CONTROL = re.compile(r"<\||\|>|<｜|｜>|\[/?INST\]|\[/?(?:TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|SYSTEM_PROMPT)\]|"
+                      r"</?(?:start_of_turn|end_of_turn|tool_call|tool_response|tools|think|s)>")
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def neutral(text: str) -> str:
+    """``text`` with what reads as a chat template's control token kept as plain text (see _CONTROL)."""
+    return _CONTROL.sub(lambda m: m.group(0)[0] + ZERO_WIDTH_SPACE + m.group(0)[1:], text)
+
+
+def _neutral_schema(value: Any) -> Any:
+    if isinstance(value, str):
+        return neutral(value)
+    if isinstance(value, dict):
+        return {k: _neutral_schema(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_neutral_schema(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -55,12 +77,14 @@ class ToolSpec:
     function_name: str
 
     def as_openai_function(self) -> dict[str, Any]:
-        """The ``tools`` entry the engine's SamplingSettings take (OpenAI's shape)."""
+        """The ``tools`` entry the engine's SamplingSettings take (OpenAI's shape). The server's texts go to the
+        model as text only: control-token look-alikes are neutralised (``neutral``); ``description`` keeps the
+        original for the user to read."""
         schema = dict(self.input_schema) if self.input_schema else {"type": "object", "properties": {}}
         schema.pop("$schema", None)  # a draft marker the templates print for nothing
         description = self.description or self.title or self.name
-        return {"type": "function", "function": {"name": self.function_name, "description": description,
-                                                 "parameters": schema}}
+        return {"type": "function", "function": {"name": self.function_name, "description": neutral(description),
+                                                 "parameters": _neutral_schema(schema)}}
 
 
 @dataclass(frozen=True)
@@ -219,6 +243,13 @@ class ToolBox:
         """Start (or reach) the server, ``initialize`` it and list its tools. A running connection of that name is
         closed first. Never raises: the status says what happened."""
         self.close(config.name)
+        if config.needs_confirmation or config.disabled:  # the callers ask first; this holds if one forgets
+            why = "is disabled" if config.disabled else ("has not been confirmed: its command line is shown in full "
+                                                         "and confirmed before it first starts")
+            status = ServerStatus(config.name, "failed", f"the MCP server {config.name} {why}")
+            with self._lock:
+                self._connections[config.name] = _Connection(config, status=status, dead=True)
+            return status
         timeout = timeout_s if timeout_s is not None else config.connect_timeout_s
         loop = self._ensure_loop()
         conn = _Connection(config)
@@ -537,6 +568,7 @@ class ToolBox:
             sentence = f"{name}'s result was {full:,} characters; the model was given the first {budget:,}"
             if structured is not None and len(json.dumps(structured, ensure_ascii=False)) > budget:
                 structured = None  # kept whole it would cost what the cut saved
+        text = neutral(text)  # what a server wrote reaches the model as text, never as its control tokens
         if result.is_error:
             first = text.strip().splitlines()[0] if text.strip() else "no reason given"
             return ToolOutcome(text=text or f"{name} failed", is_error=True, kind="tool_error",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 import threading
 import time
 
@@ -211,6 +212,18 @@ def test_a_streamable_http_server_with_a_bearer_token(box, tmp_path):
                 refused.sentence
         finally:
             tool_box.close()
+
+
+def test_a_command_not_confirmed_or_a_disabled_server_is_never_started(box, tmp_path):
+    marker = tmp_path / "started"
+    config = McpServerConfig("sneaky", command=sys.executable, args=["-c", f"open({str(marker)!r}, 'w')"])
+    status = box.connect(config)
+    assert status.state == "failed" and "has not been confirmed" in status.sentence
+    disabled = box.connect(replace(config.confirm(), disabled=True))
+    assert disabled.state == "failed" and "is disabled" in disabled.sentence
+    assert box.call("sneaky", "x", {}).kind == "unavailable"
+    time.sleep(0.3)
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("arguments", [None, ""])

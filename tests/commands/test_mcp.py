@@ -1,0 +1,132 @@
+"""``quantdesk mcp`` and ``quantdesk chat --tools`` as a user runs them: real processes, the real npm MCP servers, the
+real engine on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.mcp.approvals import Approvals
+from app.mcp.config import McpServers
+from tests.commands.test_engine import quantdesk
+from tests.fixtures import mcp_servers
+
+
+def test_add_test_ls_and_rm_a_stdio_server():
+    command = str(mcp_servers.everything().command)
+    added = quantdesk("mcp", "add", "everything", "--yes", "--", command, "stdio")
+    assert added.returncode == 0, added.stderr
+    assert f"saved everything → {command} stdio" in added.stdout
+    assert "everything: mcp-servers/everything" in added.stdout and "  echo — Echoes back the input string" in \
+        added.stdout
+    listed = json.loads(quantdesk("mcp", "ls", "--json").stdout)
+    assert listed[0]["name"] == "everything" and listed[0]["confirmed"] and listed[0]["args"] == ["stdio"]
+    tested = json.loads(quantdesk("mcp", "test", "everything", "--json").stdout)
+    assert tested["state"] == "ready" and "get-sum" in [t["name"] for t in tested["tools"]]
+    removed = quantdesk("mcp", "rm", "everything")
+    assert removed.returncode == 0 and McpServers().all() == []
+    gone = quantdesk("mcp", "test", "everything")
+    assert gone.returncode == 1 and "there is no MCP server named 'everything'" in gone.stderr
+
+
+def test_a_command_is_never_started_before_it_is_confirmed():
+    added = quantdesk("mcp", "add", "shell", "--", "sh", "-c", "touch started")  # no terminal to ask, no --yes
+    assert added.returncode == 0
+    assert "shell was not confirmed, so it has not been started" in added.stderr
+    refused = quantdesk("mcp", "test", "shell")
+    assert refused.returncode == 1 and "has not been confirmed, and there is no terminal to ask" in refused.stderr
+    assert "sh -c 'touch started'" in refused.stderr  # the command in full
+    assert "not confirmed yet" in quantdesk("mcp", "ls").stdout
+
+
+def test_a_server_that_fails_to_start_is_a_sentence_and_exit_1(tmp_path):
+    result = quantdesk("mcp", "add", "broken", "--yes", "--", "/no/such/server")
+    assert result.returncode == 1 and "the command '/no/such/server' was not found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_add_an_http_server_with_a_bearer_token_from_stdin():
+    from tests.mcp.http_server import serving
+
+    with serving("tok-9f3") as url:
+        added = quantdesk("mcp", "add", "web", "--url", url, "--bearer-token-stdin", stdin="tok-9f3\n")
+        assert added.returncode == 0, added.stderr
+        assert "(bearer token kept)" in added.stdout and "web: http-test-server" in added.stdout
+        assert "tok-9f3" not in McpServers().path.read_text()
+        wrong = quantdesk("mcp", "add", "web", "--url", url, "--bearer-token-stdin", stdin="wrong\n")
+        assert wrong.returncode == 1 and "cannot be reached or did not speak MCP" in wrong.stderr
+
+
+def test_import_an_mcp_json_and_see_it_listed(tmp_path):
+    other = tmp_path / "claude_desktop_config.json"
+    other.write_text(json.dumps({"mcpServers": {"memory": {"command": "npx", "args": ["-y", "server-memory"]},
+                                                "odd": {"url": 5}}}))
+    result = quantdesk("mcp", "import", str(other))
+    assert result.returncode == 0
+    assert "added 1: memory" in result.stdout and "'odd' was left out" in result.stdout
+    assert "memory\tstdio\tnpx -y server-memory\tenabled, not confirmed yet" in quantdesk("mcp", "ls").stdout
+    assert quantdesk("mcp", "disable", "memory").stdout.strip() == "memory disabled"
+    assert McpServers().get("memory").disabled
+
+
+@pytest.fixture
+def files_server(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    config = mcp_servers.filesystem(folder)
+    McpServers().save(config)
+    McpServers().confirm("files")
+    return folder
+
+
+def test_chat_with_tools_forced_to_call_a_filesystem_tool_after_approval(tiny_tool_model, files_server):
+    """The model's first reply must call the named tool (the engine's grammar); the call is asked for ("a": always),
+    run by the real server-filesystem, its result goes back, and the model answers. The random model writes the
+    call's (free-form) arguments; a seed whose call reads as the tool's schema is looked for among a few."""
+    ok = None
+    for seed in (3, 1, 2, 4, 5, 6):
+        result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice",
+                           "files__list_allowed_directories", "--prompt", "Which folders may you read?",
+                           "--max-tokens", "400", "--seed", str(seed), "--max-tool-steps", "1", "--json",
+                           stdin="a\n" * 10)
+        assert result.returncode == 0, result.stderr[-2000:]
+        out = json.loads(result.stdout)
+        runs = out["tool_runs"]
+        assert runs and all(r["function"] == "files__list_allowed_directories" for r in runs)
+        assert all(r["kind"] in ("ok", "bad_arguments") for r in runs), runs
+        assert out["stop_reason"] in ("eos", "length")  # the model went on after the step limit, without tools
+        ok = next((r for r in runs if r["kind"] == "ok"), None)
+        if ok:
+            break
+    assert ok is not None, "no seed made a call whose arguments fit the schema"
+    assert ok["decision"] in ("always", "allowed") and f"Allowed directories:\n{files_server}" in ok["text"]
+    assert Approvals().always() == [("files", "list_allowed_directories")]
+    assert "always allowed: list_allowed_directories" in quantdesk("mcp", "ls").stdout
+    assert quantdesk("mcp", "revoke", "files").stdout.strip() == "the tools of files: each call asks again"
+    assert Approvals().always() == []
+
+
+def test_chat_with_tools_in_the_terminal_shows_the_call_and_a_denial(tiny_tool_model, files_server):
+    result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice",
+                       "files__list_allowed_directories", "--prompt", "Which folders?", "--max-tokens", "400",
+                       "--seed", "3", "--max-tool-steps", "1", stdin="n\n" * 10)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "→ files/list_allowed_directories" in result.stdout
+    assert "← denied: the model is told" in result.stdout
+    assert "allow files/list_allowed_directories? [y] once, [a] always this tool, [n] deny" in result.stderr
+    assert "the step limit of 1 is reached" in result.stderr and "tools: 14 from files" in result.stderr
+
+
+def test_a_model_without_tool_support_says_so(tiny_models, files_server):
+    result = quantdesk("chat", str(tiny_models.gguf_q4_k_m), "--tools", "files", "--prompt", "hi")
+    assert result.returncode != 0
+    assert "this model's chat template has no tool support" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_chat_with_a_server_that_is_not_there_or_disabled_is_a_sentence(tiny_tool_model, files_server):
+    missing = quantdesk("chat", str(tiny_tool_model), "--tools", "nothere", "--prompt", "hi")
+    assert missing.returncode != 0 and "there is no MCP server named 'nothere'" in missing.stderr
+    McpServers().set_disabled("files", True)
+    disabled = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--prompt", "hi")
+    assert disabled.returncode != 0 and "the MCP server files is disabled" in disabled.stderr
