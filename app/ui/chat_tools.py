@@ -3,10 +3,13 @@ each chat's model sees, and the tool step of a reply: the model's calls shown as
 user always allows that tool), run on a worker of its own, its result saved with the reply; then the page goes on
 with the generation.
 
-``ChatTools`` knows nothing of bubbles or the engine: the page hands it a reply's calls (``begin_step``) and hears
-``cards_changed`` (save them, show them), ``approval_needed`` (ask in the card) and ``step_done`` (continue). The
-ToolBox (app/mcp/client) is Qt-free and synchronous; every call into it runs on a ``BackgroundCall`` thread, never
-on the GUI thread and never on the engine bridge's worker (that one is the engine's). Stop sets the running call's
+This is ``app.mcp.loop.ToolLoop.step`` for a window: the same order, step limit, approvals and words, but the
+approval is a card the user answers whenever they like, so the step advances on signals instead of blocking a
+thread on a callback. ``ChatTools`` knows nothing of bubbles or the engine: the page hands it a reply's calls
+(``begin_step``) and hears ``cards_changed`` (save them, show them), ``approval_needed`` (ask in the card) and
+``step_done`` (continue). The ToolBox (app/mcp/client) is Qt-free and synchronous; every call into it that may wait
+on a server runs on a ``BackgroundCall`` thread, never on the GUI thread and never on the engine bridge's worker
+(that one is the engine's). Stop sets the running call's
 cancel flag: the ToolBox ends it (its request cancelled, a stuck stdio server stopped) within a fraction of a
 second, and the page ends the reply at once without waiting for it.
 """
@@ -27,7 +30,6 @@ if TYPE_CHECKING:
     from app.mcp.client import ServerStatus, ToolBox, ToolOutcome, ToolSpec
     from app.mcp.config import McpServers
 
-MAX_STEPS = 8  # tool steps in one reply at most; the generation after the last is held to no call
 STOPPED = "The tool call was stopped by the user before it finished."
 
 
@@ -66,7 +68,9 @@ class ChatTools(QObject):
         self.servers = servers or McpServers()
         self.approvals = approvals if approvals is not None else Approvals()
         self.toolbox = toolbox or ToolBox(headers_for=self.servers.request_headers)
-        self.max_steps = MAX_STEPS
+        from app.mcp.loop import DEFAULT_MAX_STEPS
+
+        self.max_steps = DEFAULT_MAX_STEPS  # tool steps in one reply at most, as `quantdesk chat --tools`
         self.statuses: dict[str, ServerStatus] = {}  # by server name, as the last connect left them
         self.connecting: set[str] = set()
         self.step: ToolStep | None = None
@@ -152,14 +156,14 @@ class ChatTools(QObject):
         """The model called tools: a card per call (a call to a tool it was not given is answered at once, as an
         error the model reads), then each call asks for approval or runs."""
         by_function = {spec.function_name: spec for spec in specs}
+        servers = sorted({spec.server for spec in specs})
         cards = []
         for call in calls:
             spec = by_function.get(call.name)
-            if spec is None:
-                known = ", ".join(by_function) or "none"
-                cards.append(ToolCard(call.id, call.name, call.arguments, result=(
-                    f"There is no tool named {call.name!r} here (the tools are: {known})."), is_error=True,
-                    decision="allowed", seconds=0.0))
+            if spec is None:  # the ToolBox's words for it (no server is asked: nothing to wait for)
+                outcome = self.toolbox.call_function(call.name, call.arguments, servers=servers)
+                cards.append(ToolCard(call.id, call.name, call.arguments, result=outcome.text,
+                                      is_error=outcome.is_error, decision="allowed", seconds=0.0))
             else:
                 cards.append(ToolCard(call.id, spec.name, call.arguments, server=spec.server, function=call.name))
         self.step = ToolStep(conversation_id, message_id, cards, step, specs=by_function)
