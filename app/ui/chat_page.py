@@ -236,8 +236,12 @@ class ChatPage(QWidget):
         return self.loaded is not None and bool(self.loaded.details.get("tool_format"))
 
     def _tool_specs(self, conv: Conversation) -> list[Any]:
-        if conv.tool_servers == () or not self._takes_tools() or not self._tools_started:
+        """The tools the chat's model is given: its servers' (a server added in Settings → Tools since the app
+        started counts too), none where its template cannot call tools."""
+        if conv.tool_servers == () or not self._takes_tools():
             return []
+        if self._tools is None and not self._mcp_file_exists():
+            return []  # no servers: the tools are not even imported
         return self.tools.specs(conv.tool_servers)
 
     @Slot(object)

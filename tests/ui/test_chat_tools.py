@@ -362,3 +362,30 @@ def test_a_chat_chooses_whose_tools_its_model_sees(qtbot, tmp_path):
         none = ChatSettingsDialog(store, conv)
         qtbot.addWidget(none)
         assert none.tools_note.text() == "No MCP servers yet: add them in Settings → Tools."
+
+
+def test_a_server_added_in_settings_after_the_chat_opened_is_offered(qtbot, make_window, folder):
+    """The Chat started with no mcp.json (nothing imported, nothing started); a server added in Settings → Tools
+    later reaches the next reply of a model that takes tools."""
+    from app.chats.store import Conversation
+    from app.datatypes import Loaded
+
+    window = make_window()
+    window.show_page("Chat")
+    chat = window.chat
+    assert chat._tools is None
+    window.show_page("Settings")
+    panel = window.pages["Settings"].tools_panel
+    files = mcp_servers.filesystem(folder)
+    panel.name_edit.setText("files")
+    panel.command_edit.setText(" ".join([files.command, *files.args]))
+    qtbot.mouseClick(panel.add_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "connected" in panel.list.item(0).text(), timeout=60_000)
+    # what the engine reports of a model whose template takes tools (as the tiny tool model's load does)
+    chat.loader.loaded = Loaded("llama.cpp", "/m.gguf", 4096, 4, 0, False, {}, 1.0, details={"tool_format": "auto"})
+    conv = Conversation(1, "t", 0, 0)
+    assert "files__list_directory" in {s.function_name for s in chat._tool_specs(conv)}
+    assert chat._tool_specs(replace(conv, tool_servers=())) == []  # the chat chose none
+    chat.loader.loaded = replace(chat.loader.loaded, details={"tool_format": ""})
+    assert chat._tool_specs(conv) == []  # a template that cannot call tools is given none
