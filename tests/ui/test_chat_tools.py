@@ -45,7 +45,7 @@ def add_servers(*configs) -> None:
 
 
 def load(qtbot, window, model: Path) -> None:
-    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+    with qtbot.waitSignal(window.bridge.loaded, timeout=300_000):
         window.chat.load_model(str(model), LoadSettings(n_ctx=4096, gpu_layers=0))
 
 
@@ -86,7 +86,7 @@ def start_chat(qtbot, window, *configs, sampling) -> None:
     chat = window.chat
     chat.tools.connect_all()
     qtbot.waitUntil(lambda: chat.tools.ready and all(
-        (chat.tools.status(c.name) or object()).state == "ready" for c in configs), timeout=60_000)
+        getattr(chat.tools.status(c.name), "state", "") == "ready" for c in configs), timeout=60_000)
     chat.new_conversation()
     chat.store.update_settings(chat.current.id, sampling=sampling)
     chat.tools.max_steps = 1  # one forced step, then the model answers in words
@@ -110,7 +110,7 @@ def next_approval(qtbot, chat):
                     found.append(view)
                     return True
         return not chat.reply.streaming or chat._tool_steps > steps
-    qtbot.waitUntil(asked, timeout=120_000)
+    qtbot.waitUntil(asked, timeout=300_000)
     return found[0] if found else None
 
 
@@ -137,7 +137,7 @@ def test_a_folder_is_listed_through_server_filesystem_after_approval(qtbot, real
     while view is not None:  # the random model may call it more than once: each call is asked
         qtbot.mouseClick(view.approval.buttons["once"], Qt.MouseButton.LeftButton)
         view = next_approval(qtbot, chat)
-    with qtbot.waitSignal(window.bridge.done, timeout=120_000) as going_on:
+    with qtbot.waitSignal(window.bridge.done, timeout=300_000) as going_on:
         pass
     qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=10_000)
     messages = chat.store.messages(chat.current.id)
@@ -187,7 +187,7 @@ def test_a_denial_is_told_to_the_model(qtbot, real_window, tiny_tool_model, fold
     while view is not None:
         qtbot.mouseClick(view.approval.buttons["deny"], Qt.MouseButton.LeftButton)
         view = next_approval(qtbot, chat)
-    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=120_000)
+    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=300_000)
     messages = chat.store.messages(chat.current.id)
     assert [m.role for m in messages] == ["user", "assistant", "assistant"]
     assert all(c.decision == "denied" and c.seconds is None and c.result == DENIED for c in messages[1].tools)
@@ -230,7 +230,7 @@ def test_stop_during_a_long_tool_call_ends_within_a_second(qtbot, real_window, t
     chat.store.update_settings(chat.current.id, sampling={"max_tokens": 8, "seed": 1})
     sent = sent_messages(chat)
     chat.tools.max_steps = 0
-    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+    with qtbot.waitSignal(window.bridge.done, timeout=300_000):
         send(qtbot, chat, "Never mind")
     tool_turns = [m for m in sent[-1][0] if m.role == "tool"]
     assert tool_turns and "stopped by the user" in tool_turns[0].content
@@ -320,11 +320,11 @@ def test_a_server_killed_mid_call_is_said_in_the_chat_and_the_reply_goes_on(qtbo
     chat.tools.approvals.allow_always("everything", "trigger-long-running-operation")  # runs unasked
     force(chat, "trigger-long-running-operation", duration=60, steps=60)
     send(qtbot, chat, "Run the long job")
-    qtbot.waitUntil(lambda: chat.tools.step is not None and bool(chat.tools.step.running), timeout=120_000)
+    qtbot.waitUntil(lambda: chat.tools.step is not None and bool(chat.tools.step.running), timeout=300_000)
     server = next(p for p in psutil.Process().children(recursive=True)
                   if any("mcp-server-everything" in part for part in p.cmdline()))
     server.kill()
-    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=120_000)  # the reply went on, and ended
+    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=300_000)  # the reply went on, and ended
     messages = chat.store.messages(chat.current.id)
     assert [m.role for m in messages] == ["user", "assistant", "assistant"]
     crashed = messages[1].tools[0]
@@ -389,3 +389,42 @@ def test_a_server_added_in_settings_after_the_chat_opened_is_offered(qtbot, make
     assert chat._tool_specs(replace(conv, tool_servers=())) == []  # the chat chose none
     chat.loader.loaded = replace(chat.loader.loaded, details={"tool_format": ""})
     assert chat._tool_specs(conv) == []  # a template that cannot call tools is given none
+
+
+def test_chat_tools_step_asks_runs_and_stops_on_the_real_server(qtbot, tmp_path):
+    """ChatTools alone (no engine): a step's calls are asked for in order, run on a worker, answered; a tool the
+    model was not given is answered at once in the ToolBox's words; Stop while a call waits leaves it not run."""
+    from app.datatypes import ToolCall
+    from app.ui.chat_tools import ChatTools
+
+    mcp_servers.require()
+    add_servers(mcp_servers.everything())
+    tools = ChatTools()
+    try:
+        tools.connect_all()
+        qtbot.waitUntil(lambda: getattr(tools.status("everything"), "state", "") == "ready", timeout=60_000)
+        specs = tools.specs(None)
+        asked: list[str] = []
+        tools.approval_needed.connect(lambda _step, call_id, _description: asked.append(call_id))
+        calls = (ToolCall("c1", "everything__echo", '{"message": "hi"}'), ToolCall("c2", "nowhere__nothing", "{}"),
+                 ToolCall("c3", "everything__get-sum", '{"a": 2, "b": 3}'))
+        with qtbot.waitSignal(tools.step_done, timeout=30_000) as done:
+            tools.begin_step(1, 1, calls, 0, specs)
+            assert asked == ["c1"]
+            tools.answer("c1", "once")
+            qtbot.waitUntil(lambda: asked == ["c1", "c3"], timeout=30_000)  # c2 needed no one: it does not exist
+            tools.answer("c3", "deny")
+        step = done.args[0]
+        echo, missing, denied = step.cards
+        assert (echo.name, echo.server, echo.function, echo.decision, echo.is_error) == (
+            "echo", "everything", "everything__echo", "allowed", False)
+        assert "Echo: hi" in echo.result and echo.seconds is not None
+        assert missing.is_error and "there is no tool named 'nowhere__nothing'" in missing.result
+        assert denied.decision == "denied" and denied.seconds is None
+        asked.clear()
+        tools.begin_step(1, 2, (ToolCall("c4", "everything__echo", '{"message": "again"}'),), 1, specs)
+        assert asked == ["c4"]
+        stopped = tools.stop()
+        assert tools.step is None and not stopped.cards[0].answered  # the model is told it was not run
+    finally:
+        tools.shutdown()
