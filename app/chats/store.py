@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app import paths
+from app.datatypes import Message
 from app.errors import QuantDeskError
 from app.files import write_bytes_atomic
 from app.images import ImageInfo
+from app.records import from_known
 
 MessageState = Literal["complete", "streaming", "interrupted"]
 Role = Literal["system", "user", "assistant"]
@@ -37,8 +39,9 @@ DB_FILENAME = "chats.sqlite3"
 AT_LEAF = -1  # where a new message goes by default: after the last message of the branch on show
 EXPORT_FORMAT = "quantdesk-chat"
 # 2: every branch's messages, each with its parent_id, and the ids of the branch on show; 3: an assistant message's
-# thinking as its ``reasoning`` (left out where there was none)
-EXPORT_VERSION = 3
+# thinking as its ``reasoning`` (left out where there was none); 4: an assistant message's tool calls with their
+# results as ``tool_calls`` (left out where there were none)
+EXPORT_VERSION = 4
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -120,6 +123,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
     ),
+    # 6: tool cards. An assistant reply that called tools keeps its calls and what each returned (``ToolCard``: the
+    # tool, its server, the arguments, the result, error / cut / denied, the seconds it took) as one JSON list beside
+    # its text: the message is one node of the branch tree, so edit and regenerate keep its calls with it, and the
+    # next turn sends them back to the engine as the assistant's tool_calls and the ``tool`` messages. Old replies
+    # had none (NULL). A chat's choice of which MCP servers' tools its model sees: a JSON list of server names;
+    # NULL, as for every older chat, is every server the user added.
+    (
+        "ALTER TABLE messages ADD COLUMN tools_json TEXT",
+        "ALTER TABLE conversations ADD COLUMN tool_servers_json TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -145,6 +158,7 @@ class Conversation:
     system_prompt: str = ""
     sampling: dict[str, Any] = field(default_factory=dict)
     model_path: str | None = None
+    tool_servers: tuple[str, ...] | None = None  # the MCP servers whose tools the model sees; None: every one
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,65 @@ class Attachment:
     media_type: str
     width: int
     height: int
+
+
+ToolDecision = Literal["", "allowed", "denied"]
+# What the model is told for a call that never ran: the reply was stopped (or the app closed) before an answer.
+NOT_RUN = "The tool was not run: the user stopped the reply before it ran."
+
+
+@dataclass(frozen=True)
+class ToolCard:
+    """One tool call of an assistant reply and what came of it, kept with the reply (schema 6).
+
+    ``name`` is the tool's name on its ``server``; ``function`` the name the model called it by, where that differs
+    (MCP tools reach the model as ``server__tool``: the name goes back to it next turn as it was written).
+    ``arguments`` is the call's JSON text as the model wrote it; ``result`` what the model is told (the tool's
+    text, an error's sentence, or that the user denied it); ``cut`` that the result was shortened to fit; ``decision``
+    is "" until the user answers the approval; ``seconds`` the call took (None: not run)."""
+
+    call_id: str
+    name: str
+    arguments: str = "{}"
+    server: str = ""
+    result: str = ""
+    is_error: bool = False
+    cut: bool = False
+    decision: ToolDecision = ""
+    seconds: float | None = None
+    function: str = ""
+
+    @property
+    def called(self) -> str:
+        """The function name as the model called it."""
+        return self.function or self.name
+
+    @property
+    def answered(self) -> bool:
+        """The call has its result (run, failed or denied)."""
+        return self.decision == "denied" or self.seconds is not None
+
+    def template_call(self) -> dict[str, Any]:
+        """The call as chat templates read an assistant turn's tool_calls: arguments as an object."""
+        try:
+            arguments = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            arguments = {}
+        return {"id": self.call_id, "type": "function", "function": {"name": self.called, "arguments": arguments}}
+
+    def tool_message(self) -> Message:
+        """The ``tool`` message that answers the call; a call never answered says so."""
+        return Message("tool", self.result if self.answered else NOT_RUN, tool_call_id=self.call_id, name=self.called)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCard:
+        """A card as this or another version saved it: unknown keys left out (app/records)."""
+        return from_known(cls, data)
 
 
 @dataclass(frozen=True)
@@ -168,6 +241,15 @@ class ChatMessage:
     images: tuple[Attachment, ...] = ()
     parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
     reasoning: str = ""  # an assistant reply's thinking, apart from its answer (``content``)
+    tools: tuple[ToolCard, ...] = ()  # an assistant reply's tool calls, each with what it returned
+
+    def engine_turns(self) -> list[Message]:
+        """The message as the engine takes it back next turn (without its images: the page encodes those): an
+        assistant reply that called tools is its turn with ``tool_calls`` then one ``tool`` message per call, as
+        the chat-format layer expects them."""
+        turn = Message(self.role, self.content, reasoning=self.reasoning,
+                       tool_calls=tuple(card.template_call() for card in self.tools))
+        return [turn, *(card.tool_message() for card in self.tools)]
 
 
 @dataclass(frozen=True)
@@ -208,14 +290,17 @@ def default_path() -> Path:
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:
+    servers = row["tool_servers_json"]
     return Conversation(row["id"], row["title"], row["created"], row["updated"], row["system_prompt"],
-                        json.loads(row["sampling_json"]), row["model_path"])
+                        json.loads(row["sampling_json"]), row["model_path"],
+                        None if servers is None else tuple(json.loads(servers)))
 
 
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
+    tools = tuple(ToolCard.from_dict(card) for card in json.loads(row["tools_json"])) if row["tools_json"] else ()
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"], row["reasoning"])
+                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools)
 
 
 def _fts_query(text: str) -> str:
@@ -437,6 +522,11 @@ class ChatStore:
         if sets:
             self._update_conversation(conversation_id, ", ".join(sets), tuple(values), "save the chat's settings")
 
+    def set_tool_servers(self, conversation_id: int, servers: Sequence[str] | None) -> None:
+        """The MCP servers whose tools the chat's model sees: these (an empty list: none), or None: every server."""
+        self._update_conversation(conversation_id, "tool_servers_json=?",
+                                  (None if servers is None else json.dumps(list(servers)),), "save the chat's tools")
+
     def _update_conversation(self, conversation_id: int, assignments: str, values: tuple, action: str) -> None:
         with self._writing(action):
             cur = self._db.execute(f"UPDATE conversations SET {assignments}, updated=? WHERE id=?",
@@ -595,14 +685,19 @@ class ChatStore:
         return self.messages(msg.conversation_id)
 
     def update_message(self, message_id: int, *, content: str | None = None, state: MessageState | None = None,
-                       stats: dict[str, Any] | None = None, reasoning: str | None = None) -> None:
-        self._update_message(message_id, "save the message", content, state, stats, reasoning)
+                       stats: dict[str, Any] | None = None, reasoning: str | None = None,
+                       tools: Sequence[ToolCard] | None = None) -> None:
+        """``tools``: the reply's tool cards, all of them (each save writes the whole list)."""
+        self._update_message(message_id, "save the message", content, state, stats, reasoning, tools)
 
     def _update_message(self, message_id: int, action: str, content: str | None, state: MessageState | None,
-                        stats: dict[str, Any] | None, reasoning: str | None = None) -> None:
+                        stats: dict[str, Any] | None, reasoning: str | None = None,
+                        tools: Sequence[ToolCard] | None = None) -> None:
         sets, values = [], []
+        tools_json = None if tools is None else json.dumps([card.to_dict() for card in tools]) if tools else ""
         for column, value in (("content", content), ("state", state),
-                              ("stats_json", None if stats is None else json.dumps(stats)), ("reasoning", reasoning)):
+                              ("stats_json", None if stats is None else json.dumps(stats)), ("reasoning", reasoning),
+                              ("tools_json", tools_json)):
             if value is not None:
                 sets.append(f"{column}=?")
                 values.append(value)
@@ -662,8 +757,9 @@ class ChatStore:
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items()
-                              if k not in ("conversation_id", "images", "reasoning")}
+                              if k not in ("conversation_id", "images", "reasoning", "tools")}
                              | ({"reasoning": m.reasoning} if m.reasoning else {})
+                             | ({"tool_calls": [card.to_dict() for card in m.tools]} if m.tools else {})
                              | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
                                              "height": a.height} for a in m.images]} if m.images else {})
                              for m in self.all_messages(conversation_id)],
@@ -683,6 +779,7 @@ class ChatStore:
             if msg.reasoning:
                 parts.append(_quoted_thinking(msg.reasoning, msg.stats))
             parts.append(f"{msg.content}\n")
+            parts.extend(_tool_card_markdown(card) for card in msg.tools)
             if msg.images:
                 names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
                 parts.append(f"*(images: {names})*\n")
@@ -702,6 +799,24 @@ def _quoted_thinking(reasoning: str, stats: dict[str, Any] | None) -> str:
     head = "> **Thinking**" + (f" ({' · '.join(figures)})" if figures else "")
     body = "\n".join(f"> {line}".rstrip() for line in reasoning.strip("\n").split("\n"))
     return f"{head}\n>\n{body}\n"
+
+
+def _tool_card_markdown(card: ToolCard) -> str:
+    """A tool call and its result as a Markdown quote: the tool, its server, what became of it, the arguments, and
+    the result as a code block (a tool's text is shown as text, never read as Markdown)."""
+    if card.decision == "denied":
+        outcome = "denied"
+    elif not card.answered:
+        outcome = "not run"
+    else:
+        outcome = ("error" if card.is_error else "done") + (", cut" if card.cut else "") + \
+            (f", {card.seconds:.1f} s" if card.seconds is not None else "")
+    server = f" ({card.server})" if card.server else ""
+    fence = "~~~~" if "```" in card.result or "```" in card.arguments else "```"
+    lines = [f"**Tool** `{card.name}`{server}: {outcome}", "", "Arguments:", fence + "json", card.arguments, fence]
+    if card.answered:
+        lines += ["", "Result:", fence, card.result if card.decision != "denied" else "(denied by the user)", fence]
+    return "\n".join(f"> {line}".rstrip() for line in "\n".join(lines).split("\n")) + "\n"
 
 
 class ReplyWriter:

@@ -19,11 +19,12 @@ the side panel's (app.ui.conversation_list), the model loads the ModelLoadContro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
@@ -44,6 +45,9 @@ from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
 from app.datatypes import ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
 
+if TYPE_CHECKING:
+    from app.ui.chat_tools import ChatTools, ToolStep
+
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
 
@@ -61,10 +65,19 @@ class ChatPage(QWidget):
     conversation_changed = Signal(int)  # -1: none
     go_to = Signal(str)  # a page's name: the empty state's button
 
-    def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None) -> None:
+    def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None, *,
+                 tools: Callable[[], ChatTools] | None = None) -> None:
+        """``tools``: gives the app's MCP tools when the chat first needs them (None: the page makes its own)."""
         super().__init__(parent)
         self.store = store
         self.bridge = bridge
+        # MCP servers' tools (app.ui.chat_tools): made on first use, so a chat without tools never imports them
+        self._tools_provider = tools
+        self._tools: ChatTools | None = None
+        self._tools_started = False
+        self._offered: list[Any] = []  # the ToolSpecs the streaming reply was given
+        self._tool_steps = 0  # tool steps of the reply being written (its user message's), up to the step limit
+        self._tool_problems: list[str] = []  # what went wrong with its tools, said until the reply is over
         self.current: Conversation | None = None
         self._edit_after: tuple[int, int | None] | None = None  # (conversation, parent) of a message being edited
         self.reply = ReplySession(self)  # the reply that streams, and those the store refused so far
@@ -191,6 +204,102 @@ class ChatPage(QWidget):
         self.loader.changed.connect(self._update_controls)
         return bar
 
+    # --- tools (MCP) ---------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> ChatTools:
+        if self._tools is None:
+            from app.ui.chat_tools import ChatTools
+
+            self._tools = self._tools_provider() if self._tools_provider is not None else ChatTools(parent=self)
+        if not self._tools_started:
+            self._tools_started = True
+            tools = self._tools
+            tools.cards_changed.connect(self._on_tool_cards)
+            tools.approval_needed.connect(self._on_tool_approval)
+            tools.step_done.connect(self._on_tool_step_done)
+            tools.problem.connect(self._on_tool_problem)
+        return self._tools
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        if not self._tools_started:  # after the first paint: the servers start while the user reads
+            QTimer.singleShot(0, self._start_tools)
+
+    @Slot()
+    def _start_tools(self) -> None:
+        if self._tools is not None or self._mcp_file_exists():
+            self.tools.connect_all()
+
+    def _takes_tools(self) -> bool:
+        """Whether the loaded model's chat template can be given tools (the chat-format layer found its syntax)."""
+        return self.loaded is not None and bool(self.loaded.details.get("tool_format"))
+
+    def _tool_specs(self, conv: Conversation) -> list[Any]:
+        """The tools the chat's model is given: its servers' (a server added in Settings → Tools since the app
+        started counts too), none where its template cannot call tools."""
+        if conv.tool_servers == () or not self._takes_tools():
+            return []
+        if self._tools is None and not self._mcp_file_exists():
+            return []  # no servers: the tools are not even imported
+        return self.tools.specs(conv.tool_servers)
+
+    @Slot(object)
+    def _on_tool_cards(self, step: ToolStep) -> None:
+        try:
+            self.store.update_message(step.message_id, tools=step.cards)
+        except ChatStoreError as exc:  # shown all the same; the banner says why it is not kept
+            self._show_store_error(exc)
+        except NotFound:
+            return  # its chat was deleted
+        if bubble := self.view.bubble(step.message_id):
+            bubble.set_tools(step.cards, live=self._tools is not None and self._tools.step is step)
+            if step.running and (card_view := bubble.tool_card(step.running)):
+                card_view.set_card(card_view.card, running=True)
+
+    @Slot(object, str, str)
+    def _on_tool_approval(self, step: ToolStep, call_id: str, description: str) -> None:
+        bubble = self.view.bubble(step.message_id)
+        card_view = bubble.tool_card(call_id) if bubble is not None else None
+        if card_view is None:
+            return  # its chat is not open: asked when it is (open_conversation)
+        approval = card_view.ask(description)
+        approval.decided.connect(lambda answer, call=call_id: self.tools.answer(call, answer))
+        if self.current is not None and self.current.id == step.conversation_id:
+            approval.buttons["once"].setFocus()
+        announce(self.view, self.tr("The model wants to run the tool {name}: allow or deny it.")
+                 .format(name=card_view.card.name))
+
+    def _show_tool_step(self) -> None:
+        """The open chat's tool step, as it stands (its approval asked again after the chat was reopened)."""
+        step = self._tools.step if self._tools is not None else None
+        if step is None or self.current is None or step.conversation_id != self.current.id:
+            return
+        self._on_tool_cards(step)
+        waiting = next((c for c in step.cards if not c.answered), None)
+        if waiting is not None and not step.running:
+            spec = next((s for s in step.specs.values() if s.server == waiting.server and s.name == waiting.name),
+                        None)
+            self._on_tool_approval(step, waiting.call_id, spec.description if spec is not None else "")
+
+    @Slot(object)
+    def _on_tool_step_done(self, step: ToolStep) -> None:
+        """Every call has its answer: the tool messages go back to the model, which goes on."""
+        if not self.reply.streaming:
+            return
+        self.reply.end()
+        self._tool_steps += 1
+        self._generate(after=step.message_id, conversation_id=step.conversation_id)
+        if self._tool_problems:  # starting the generation cleared the banner: the servers' trouble stays said
+            self._show_banner(" ".join(self._tool_problems), reload=False)
+
+    @Slot(str)
+    def _on_tool_problem(self, text: str) -> None:
+        said = capitalized(text) + ("" if text.endswith(".") else ".")
+        if self.reply.streaming:
+            self._tool_problems.append(said)
+        self._show_banner(" ".join(self._tool_problems) or said, reload=False)
+
     # --- conversations -------------------------------------------------------------------------
 
     def refresh_conversations(self) -> None:
@@ -215,6 +324,7 @@ class ChatPage(QWidget):
         self.view.clear()
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
+        self._show_tool_step()
         self._hide_busy_notice()  # it was about sending in the chat that was open
         self.model_bar.context_meter.clear()  # its figures were of the chat open before, until this one's next reply
         self._follow_chat_model()
@@ -321,8 +431,33 @@ class ChatPage(QWidget):
         request = self.loader.request
         load = request[1] if loaded is not None and request is not None and request[0] == self.current.model_path \
             and loaded.model_path == self.current.model_path else None
-        ChatSettingsDialog(self.store, self.current, self, load=load).exec()
+        servers, refusal = [], ""
+        if self._tools is not None or self._mcp_file_exists():
+            tools = self.tools
+            servers = [(c.name, self._server_state(c)) for c in tools.configs()]
+            from app.mcp.loop import tool_support_refusal
+
+            if servers and self.loaded is not None:
+                refusal = tool_support_refusal(self.loaded.details)
+        ChatSettingsDialog(self.store, self.current, self, load=load, tool_servers=servers,
+                           tools_refusal=refusal).exec()
         self.current = self.store.conversation(self.current.id)
+
+    @staticmethod
+    def _mcp_file_exists() -> bool:
+        from app.mcp.config import McpServers
+
+        return McpServers().path.exists()
+
+    def _server_state(self, config: Any) -> str:
+        status = self.tools.status(config.name)
+        if config.disabled:
+            return self.tr("off")
+        if status is not None and status.state == "ready":
+            return self.tr("connected · %n tool(s)", "", status.tools)
+        if status is not None and status.state == "failed":
+            return self.tr("failed")
+        return self.tr("not connected")
 
     @Slot()
     def _on_export_clicked(self) -> None:
@@ -503,12 +638,15 @@ class ChatPage(QWidget):
         self._edit_after = None
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
+        self._tool_steps, self._tool_problems = 0, []
         self._generate(writer)
 
-    def _generate(self, writer: ReplyWriter | None = None, after: int | None = AT_LEAF) -> None:
+    def _generate(self, writer: ReplyWriter | None = None, after: int | None = AT_LEAF,
+                  conversation_id: int | None = None) -> None:
         """Stream a reply into ``writer``, or into a new reply after ``after`` (by default the end of the branch on
-        show; an earlier message: a new version of the reply that followed it)."""
-        conv = self.store.conversation(self.current.id)
+        show; an earlier message: a new version of the reply that followed it), in the open chat or, going on after
+        a tool step, in the chat the reply belongs to."""
+        conv = self.store.conversation(self.current.id if conversation_id is None else conversation_id)
         if writer is None:
             try:
                 writer = self.store.begin_reply(conv.id, after=after)
@@ -516,10 +654,13 @@ class ChatPage(QWidget):
                 self._show_store_error(exc)
                 return
         # An assistant turn's thinking goes back with it: the model's template decides whether the model sees it
-        # again (most drop earlier turns' thinking).
-        history = [Message(m.role, m.content, _encoded(m.images), reasoning=m.reasoning)
-                   for m in self.store.messages(conv.id)
-                   if (m.content or m.images or m.reasoning) and m.id != writer.message_id]
+        # again (most drop earlier turns' thinking). A reply that called tools goes back with its calls, then a
+        # ``tool`` message per call with what it returned (or that it was denied or not run).
+        history = []
+        for m in self.store.messages(conv.id):
+            if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id:
+                turn, *results = m.engine_turns()
+                history += [replace(turn, images=_encoded(m.images)), *results]
         from app.hub import presets
 
         # The chat's own settings, then the model's preset (app/hub/presets.py), then the model's, then QuantDesk's.
@@ -529,7 +670,8 @@ class ChatPage(QWidget):
         if system_prompt:
             history.insert(0, Message("system", system_prompt))
         self.reply.begin(writer, conv.id)
-        self._add_bubble(self.store.message(writer.message_id))
+        if self.current is not None and self.current.id == conv.id:
+            self._add_bubble(self.store.message(writer.message_id))
         self._stats_chat = conv.id
         self._hide_banner()
         self.stats.start_reply()
@@ -540,13 +682,30 @@ class ChatPage(QWidget):
 
         model = model_sampling(model_path)
         sampling = choose_sampling(conv.sampling, model, preset.sampling if preset is not None else None).settings
+        # The tools of the servers the chat chose, in the model's own syntax; after the last step allowed, the
+        # model is shown them still (the prompt stays as it was) but held to answer in words.
+        self._offered = self._tool_specs(conv)
+        if self._offered:
+            last = self._tool_steps >= self.tools.max_steps
+            sampling = replace(sampling, tools=tuple(spec.as_openai_function() for spec in self._offered),
+                               tool_choice="none" if last else sampling.tool_choice)
+        else:
+            sampling = replace(sampling, tools=(), tool_choice="auto")
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
         self.bridge.generate(history, sampling)
 
     @Slot()
     def stop(self) -> None:
         if self.reply.streaming:
-            self.bridge.stop()
+            step = self._tools.stop() if self._tools is not None else None
+            if step is None:
+                self.bridge.stop()
+                return
+            # A tool step: its running call is cancelled (the ToolBox ends it within a fraction of a second) and the
+            # reply ends now, its calls kept as they stand.
+            self._on_tool_cards(step)
+            self._end_reply()
+            announce(self.view, self.tr("Reply stopped during a tool call."))
 
     @Slot(int)
     def _on_regenerate_requested(self, message_id: int) -> None:
@@ -558,6 +717,7 @@ class ChatPage(QWidget):
             return
         parent = self.store.message(message_id).parent_id
         self.view.remove_from(message_id)
+        self._tool_steps, self._tool_problems = 0, []
         self._generate(after=parent)
 
     @Slot(int)
@@ -631,6 +791,14 @@ class ChatPage(QWidget):
         if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
             self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
                                                   loaded.model_path)
+        if done.tool_calls and self._offered and done.stats.stop_reason != "cancelled":
+            if self._tool_steps < self.tools.max_steps:
+                # The reply stays under way through its tool step: Stop stops the call, Send waits.
+                self.tools.begin_step(self.reply.conversation_id, self.reply.writer.message_id, done.tool_calls,
+                                      self._tool_steps, self._offered)
+                return
+            self._show_banner(self.tr("The reply made %n tool step(s), the most one reply may: it ends here.", "",
+                                      self.tools.max_steps), reload=False)
         self._end_reply()
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
         ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")
@@ -809,6 +977,8 @@ class ChatPage(QWidget):
         caller closes next."""
         if self.reply.streaming:
             self.bridge.stop()
+        if self._tools is not None:
+            self._tools.shutdown()
         self.reply.close()
         if self._hears_bridge:
             self._hears_bridge = False

@@ -66,9 +66,12 @@ def chat_template_of(model_path: str) -> str | None:
 
 class ChatSettingsDialog(QDialog):
     def __init__(self, store: ChatStore, conversation: Conversation, parent: QWidget | None = None, *,
-                 load: LoadSettings | None = None) -> None:
+                 load: LoadSettings | None = None,
+                 tool_servers: list[tuple[str, str]] | None = None, tools_refusal: str = "") -> None:
         """``load``: the load settings the model bar holds for the chat's model (when it is the one loaded): "Save as
-        this model's defaults" keeps them in the model's preset too."""
+        this model's defaults" keeps them in the model's preset too. ``tool_servers``: the MCP servers the user
+        added, each with its state in words (Settings → Tools), of which the chat chooses whose tools its model sees;
+        ``tools_refusal``: why the chat's model cannot be given tools ("" when it can)."""
         super().__init__(parent)
         self.store = store
         self.conversation = conversation
@@ -170,6 +173,7 @@ class ChatSettingsDialog(QDialog):
                                       "model next loads."))
         self._fill_drafts(conversation.model_path, conversation.sampling.get("draft") or "")
         form.addRow(self.tr("Draft"), self.draft)
+        self._add_tools(form, tool_servers or [], tools_refusal)
         layout.addLayout(form)
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
         self.error.setObjectName("no")
@@ -182,6 +186,35 @@ class ChatSettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self._fill_presets()
+
+    def _add_tools(self, form: QFormLayout, servers: list[tuple[str, str]], refusal: str) -> None:
+        """Which MCP servers' tools the model sees in this chat (every server unless the chat chose), and why it
+        sees none where its template cannot call tools."""
+        box = QWidget()
+        column = QVBoxLayout(box)
+        column.setContentsMargins(0, 0, 0, 0)
+        chosen = self.conversation.tool_servers
+        self.tool_boxes: dict[str, QCheckBox] = {}
+        for name, state in servers:
+            check = QCheckBox(self.tr("{name} ({state})").format(name=name, state=state))
+            check.setAccessibleName(self.tr("Tools of {name}").format(name=name))
+            check.setChecked(chosen is None or name in chosen)
+            column.addWidget(check)
+            self.tool_boxes[name] = check
+        self.tools_note = QLabel(capitalized(refusal) + "." if refusal else "" if servers else self.tr(
+            "No MCP servers yet: add them in Settings → Tools."))
+        self.tools_note.setObjectName("caption")
+        self.tools_note.setWordWrap(True)
+        self.tools_note.setAccessibleName(self.tr("About tools in this chat"))
+        self.tools_note.setVisible(bool(self.tools_note.text()))
+        column.addWidget(self.tools_note)
+        form.addRow(self.tr("Tools"), box)
+
+    def tool_servers(self) -> list[str] | None:
+        """The servers checked; None when every one is (new servers then count too), or when there are none."""
+        if not self.tool_boxes or all(b.isChecked() for b in self.tool_boxes.values()):
+            return None
+        return [name for name, b in self.tool_boxes.items() if b.isChecked()]
 
     def _add_thinking(self, form: QFormLayout, model_path: str | None, sampling: SamplingSettings) -> None:
         """Thinking on / off / the model's default, gpt-oss's effort (only where the chat's model reads it), and a
@@ -416,6 +449,8 @@ class ChatSettingsDialog(QDialog):
         """Write the settings to the conversation (the next reply uses them)."""
         self.store.update_settings(self.conversation.id, system_prompt=self.system_prompt.toPlainText(),
                                    sampling=self.sampling())
+        if self.tool_boxes:
+            self.store.set_tool_servers(self.conversation.id, self.tool_servers())
 
     def accept(self) -> None:
         if self._saved(self.save):

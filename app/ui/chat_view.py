@@ -10,10 +10,10 @@ from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplica
                             QSize, Qt, QUrl, Signal, Slot)
 from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPixmap, QTextBlockFormat,
                            QTextCharFormat, QTextCursor, QTextDocument, QTextFormat)
-from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QSizePolicy,
-                               QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea,
+                               QSizePolicy, QToolButton, QVBoxLayout, QWidget)
 
-from app.chats.store import Branches, ChatMessage
+from app.chats.store import Branches, ChatMessage, ToolCard
 from app.ui.code_highlight import highlight_code_blocks
 from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, human_seconds, number,
                                stats_summary, tokens_per_second, tokens_per_second_unknown, with_copy_links)
@@ -172,6 +172,190 @@ class ThinkingBlock(QFrame):
         self.chosen = True
 
 
+# An approval's answers, as the buttons of ApprovalCard send them (app.mcp.approvals keeps "always").
+ALLOW_ONCE, ALWAYS_ALLOW, DENY = "once", "always", "deny"
+ARGUMENTS_SHOWN = 2000  # characters of a call's arguments shown on its card (the rest is in the export)
+RESULT_SHOWN = 20_000  # characters of a result shown when the card is opened (the model got what the tool gave)
+
+
+def _compact_json(text: str) -> str:
+    """A call's arguments on one line, as JSON writes them (a model may space its JSON out over many lines); as
+    written where it is no JSON."""
+    import json
+
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+class ApprovalCard(QFrame):
+    """"Run this tool?" inside a tool card, until the user answers: "Allow once", "Always allow this tool",
+    "Deny". The tool's name and server are the card's; what the tool does is said in its own words, as text."""
+
+    decided = Signal(str)  # ALLOW_ONCE, ALWAYS_ALLOW or DENY
+
+    def __init__(self, name: str, server: str, description: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("approvalCard")
+        self.setAccessibleName(self.tr("Approve the tool call {name}").format(name=name))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 6, 8, 6)
+        layout.setSpacing(4)
+        self.question = QLabel(self.tr("Run the tool “{name}” of the server “{server}” with these arguments?")
+                               .format(name=name, server=server))
+        self.question.setWordWrap(True)
+        self.question.setTextFormat(Qt.TextFormat.PlainText)
+        layout.addWidget(self.question)
+        # The tool's description is the server's text: shown as plain text, never as markup or instructions.
+        self.description = QLabel(description)
+        self.description.setObjectName("caption")
+        self.description.setWordWrap(True)
+        self.description.setTextFormat(Qt.TextFormat.PlainText)
+        self.description.setAccessibleName(self.tr("What the tool says it does"))
+        self.description.setVisible(bool(description))
+        layout.addWidget(self.description)
+        row = QHBoxLayout()
+        row.setSpacing(6)
+        self.buttons: dict[str, QPushButton] = {}
+        for answer, text, tip in (
+                (ALLOW_ONCE, self.tr("Allow once"), self.tr("Run this call; ask again next time")),
+                (ALWAYS_ALLOW, self.tr("Always allow this tool"),
+                 self.tr("Run this call and later calls of this tool without asking (Settings → Tools can revoke "
+                         "it)")),
+                (DENY, self.tr("Deny"), self.tr("Do not run it; the model is told you denied it"))):
+            button = QPushButton(text)
+            button.setToolTip(tip)
+            button.setAccessibleName(self.tr("{answer}: {name}").format(answer=text, name=name))
+            button.clicked.connect(lambda _=False, a=answer: self._answer(a))
+            row.addWidget(button)
+            self.buttons[answer] = button
+        self.buttons[ALLOW_ONCE].setObjectName("primary")
+        row.addStretch(1)
+        layout.addLayout(row)
+
+    def _answer(self, answer: str) -> None:
+        for button in self.buttons.values():
+            button.setEnabled(False)  # one answer per call
+        self.decided.emit(answer)
+
+
+class ToolCardView(QFrame):
+    """One tool call in a reply: the tool and its server, the arguments, what became of it in words (waiting for
+    approval, running, done in 0.4 s, an error, cut, denied), and the result, folded until opened."""
+
+    def __init__(self, card: ToolCard, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("toolCard")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 6)
+        layout.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("toolToggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setAutoRaise(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAccessibleDescription(self.tr("Shows or hides what the tool returned"))
+        self.toggle.toggled.connect(self._on_toggled)
+        # the whole width: a long summary is never elided ("list_directory …r your approval")
+        self.toggle.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        layout.addWidget(self.toggle)
+        self.arguments = QLabel()
+        self.arguments.setObjectName("toolArguments")
+        self.arguments.setWordWrap(True)
+        self.arguments.setTextFormat(Qt.TextFormat.PlainText)
+        self.arguments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.arguments)
+        self.status = QLabel()
+        self.status.setObjectName("caption")
+        self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        layout.addWidget(self.status)
+        self.result = AutoHeightBrowser()
+        self.result.setObjectName("toolResult")
+        layout.addWidget(self.result)
+        self.approval: ApprovalCard | None = None
+        self.running = False
+        self.live = False  # its reply's tool step is under way: an unanswered call waits its turn
+        self.card = card
+        self.set_card(card)
+        self.set_open(False)
+
+    @property
+    def is_open(self) -> bool:
+        return self.toggle.isChecked()
+
+    def set_open(self, is_open: bool) -> None:
+        self.toggle.setChecked(is_open)
+        self._on_toggled(is_open)
+
+    def set_card(self, card: ToolCard, *, running: bool = False, live: bool | None = None) -> None:
+        self.card, self.running = card, running
+        if live is not None:
+            self.live = live
+        where = card.server or self.tr("unknown server")
+        self.setAccessibleName(self.tr("Tool call {name} on {server}").format(name=card.name, server=where))
+        arguments = _compact_json(card.arguments)
+        if len(arguments) > ARGUMENTS_SHOWN:
+            arguments = arguments[:ARGUMENTS_SHOWN] + "…"
+        self.arguments.setText(arguments)
+        self.arguments.setAccessibleName(self.tr("Arguments of {name}: {arguments}").format(
+            name=card.name, arguments=arguments))
+        summary, status = self._words(card, running)
+        self.toggle.setText(summary)
+        self.toggle.setAccessibleName(summary)
+        self.status.setText(status)
+        self.status.setAccessibleName(status)
+        self.status.setVisible(bool(status))
+        shown = card.result if len(card.result) <= RESULT_SHOWN else card.result[:RESULT_SHOWN] + "\n…"
+        if shown != self.result.toPlainText():
+            self.result.setPlainText(shown)  # the tool's text as text: never rendered as Markdown or HTML
+        self.result.setAccessibleName(self.tr("Result of {name}").format(name=card.name))
+        if card.decision and self.approval is not None:
+            self.approval.deleteLater()
+            self.approval = None
+        self._on_toggled(self.is_open)
+
+    def _words(self, card: ToolCard, running: bool) -> tuple[str, str]:
+        """The one-line summary (the toggle) and the sentence under the arguments."""
+        tool = self.tr("{name} · {server}").format(name=card.name, server=card.server or self.tr("unknown server"))
+        if card.decision == "denied":
+            return (self.tr("{tool} — denied").format(tool=tool),
+                    self.tr("You denied this call; the model was told."))
+        if running:
+            return self.tr("{tool} — running…").format(tool=tool), ""
+        if not card.answered:
+            if self.approval is not None:
+                return self.tr("{tool} — waiting for your approval").format(tool=tool), ""
+            if self.live:
+                return self.tr("{tool} — waiting its turn").format(tool=tool), ""
+            return self.tr("{tool} — not run").format(tool=tool), self.tr("The reply was stopped before it ran.")
+        took = human_seconds((card.seconds or 0) * 1000)
+        sentences = []
+        if card.is_error:
+            sentences.append(self.tr("The tool answered with an error; the model was told."))
+        if card.cut:
+            sentences.append(self.tr("The result was cut to fit; the model got the first part."))
+        head = self.tr("{tool} — error after {time}") if card.is_error else self.tr("{tool} — done in {time}")
+        return head.format(tool=tool, time=took), " ".join(sentences)
+
+    def ask(self, description: str = "") -> ApprovalCard:
+        """Show the approval question under the arguments; its ``decided`` says the answer."""
+        if self.approval is None:
+            self.approval = ApprovalCard(self.card.name, self.card.server or self.tr("unknown server"), description)
+            layout = self.layout()
+            layout.insertWidget(layout.indexOf(self.status), self.approval)
+            self.approval.show()
+        self.set_card(self.card)
+        return self.approval
+
+    @Slot(bool)
+    def _on_toggled(self, is_open: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)
+        self.toggle.setToolTip(self.tr("Hide the result") if is_open else self.tr("Show the result"))
+        self.result.setVisible(is_open and self.card.answered and self.card.decision != "denied")
+
+
 class MessageBubble(QFrame):
     """One message. While a reply streams, its settled paragraphs are rendered as Markdown as they
     complete and only the paragraph being written is plain text; each update costs O(new text)."""
@@ -253,6 +437,8 @@ class MessageBubble(QFrame):
         self.body.setAccessibleName(self.tr("{role} message text").format(role=self.tr(ROLE_TITLES[message.role])))
         self.body.anchorClicked.connect(self._on_anchor_clicked)
         layout.addWidget(self.body)
+        self.tool_cards: list[ToolCardView] = []  # an assistant reply's tool calls, under its text
+        self.set_tools(message.tools)
         if message.reasoning:
             self._thinking_block(message.reasoning)
             if message.state != "streaming":
@@ -283,8 +469,33 @@ class MessageBubble(QFrame):
         return self.thinking
 
     def _show_body(self) -> None:
-        """A reply that is thinking (or only thought) has no answer to show yet: no empty box under the thinking."""
-        self.body.setVisible(bool(self._markdown) or self.thinking is None)
+        """A reply that is thinking (or only thought) has no answer to show yet: no empty box under the thinking,
+        nor above the tool calls of a reply that only called tools."""
+        self.body.setVisible(bool(self._markdown) or self.thinking is None and not self.tool_cards)
+
+    def set_tools(self, cards: tuple[ToolCard, ...] | list[ToolCard], *, live: bool = False) -> list[ToolCardView]:
+        """Show the reply's tool calls as they stand (a card per call, kept by call id so an open result or a
+        pending approval stays where it is); ``live``: its tool step is under way."""
+        layout = self.layout()
+        by_id = {view.card.call_id: view for view in self.tool_cards}
+        views = []
+        for card in cards:
+            view = by_id.pop(card.call_id, None)
+            if view is None:
+                view = ToolCardView(card)
+                layout.insertWidget(layout.indexOf(self.body) + 1 + len(views), view)
+                view.show()
+            view.set_card(card, running=view.running and not card.answered, live=live)
+            views.append(view)
+        for gone in by_id.values():
+            gone.deleteLater()
+        self.tool_cards = views
+        if hasattr(self, "_settler"):
+            self._show_body()
+        return views
+
+    def tool_card(self, call_id: str) -> ToolCardView | None:
+        return next((v for v in self.tool_cards if v.card.call_id == call_id), None)
 
     def append_reasoning(self, text: str, thought_ms: float) -> None:
         """More thinking as it streams, ``thought_ms`` long so far."""

@@ -1,6 +1,7 @@
 """The Settings page: models folder, Hugging Face token, offline mode, update checks, default context length, theme,
-the connections to remote engines (app/ui/remote_connections.py), and the per-model presets' import and export in
-llama-server's INI format (app/hub/preset_ini.py).
+the connections to remote engines (app/ui/remote_connections.py), the MCP servers whose tools the Chat's models may
+call (app/ui/tools_settings.py), and the per-model presets' import and export in llama-server's INI format
+(app/hub/preset_ini.py).
 
 Every change is saved at once (app.settings writes atomically). The token goes where huggingface_hub's
 login keeps it (app.hub.config), never into our settings file, and is only ever shown masked."""
@@ -8,7 +9,9 @@ login keeps it (app.hub.config), never into our settings file, and is only ever 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
@@ -19,6 +22,10 @@ from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
 from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
 from app.ui.widgets import page_margins, page_scroll, page_title
+
+if TYPE_CHECKING:
+    from app.ui.chat_tools import ChatTools
+    from app.ui.tools_settings import ToolsPanel
 
 THEME_NAMES = (("system", QT_TRANSLATE_NOOP("SettingsPage", "Follow the system")),
                ("light", QT_TRANSLATE_NOOP("SettingsPage", "Light")),
@@ -43,7 +50,8 @@ class SettingsPage(QScrollArea):
     update_checks_changed = Signal(bool)
     pool_limits_changed = Signal(object)  # app.settings.Settings: its loaded-models limits changed
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, tools: Callable[[], ChatTools] | None = None) -> None:
+        """``tools``: the app's ChatTools (the Chat makes them), for the Tools (MCP) section; None: no section."""
         super().__init__(parent)
         page_scroll(self)
         self.setAccessibleName(self.tr("Settings"))
@@ -140,6 +148,13 @@ class SettingsPage(QScrollArea):
 
         self.remote_panel = ConnectionsPanel()
         form.addRow(self.tr("Remote engines"), self.remote_panel)
+
+        self.tools_panel: ToolsPanel | None = None
+        if tools is not None:
+            from app.ui.tools_settings import ToolsPanel
+
+            self.tools_panel = ToolsPanel(tools)
+            form.addRow(self.tr("Tools (MCP)"), self.tools_panel)
 
         form.addRow(self.tr("Model presets"), self._with_note(self._build_presets_row(), "presets_note"))
 

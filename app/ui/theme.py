@@ -101,6 +101,12 @@ QToolButton#thinkingToggle {{ color: {t.muted}; font-size: {caption}pt; border: 
 QToolButton#thinkingToggle:hover {{ background: {t.chip}; border-radius: {small}px; }}
 QTextBrowser#thinkingText {{ color: {t.muted}; font-size: {caption}pt; }}
 QFrame#card[selected="true"] {{ border: 2px solid {t.accent}; }}
+QFrame#toolCard {{ background: {t.chip}; border: none; border-left: 2px solid {t.accent}; border-radius: {small}px; }}
+QToolButton#toolToggle {{
+    font-size: {caption}pt; font-weight: 600; border: none; background: transparent; text-align: left; }}
+QLabel#toolArguments, QTextBrowser#toolResult {{ font-family: monospace; font-size: {caption}pt; }}
+QFrame#approvalCard {{ background: {t.warn}; border: 1px solid {t.card_border}; border-radius: {medium}px; }}
+QFrame#approvalCard QLabel {{ color: {t.warn_text}; }}
 QLabel#cardTitle {{ font-weight: 600; }}
 QLabel#chip {{ background: {t.chip}; {pill} }}
 QGroupBox {{

@@ -21,6 +21,7 @@ from app.ui.theme import stylesheet
 if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.MainWindow.page), not before
     from app.hardware.profile import HardwareProfile
     from app.ui.chat_page import ChatPage
+    from app.ui.chat_tools import ChatTools
     from app.ui.discover_page import DiscoverPage
     from app.ui.downloads_page import DownloadsPage
     from app.ui.engine_bridge import EngineBridge
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
         self.store = store
         self.bridge = bridge
         self.settings = settings
+        self._tools: ChatTools | None = None  # MCP servers' tools: made when the Chat or Settings → Tools needs them
         self.setWindowTitle("QuantDesk")
         app = QApplication.instance()
         if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
@@ -213,7 +215,7 @@ class MainWindow(QMainWindow):
     def _build_chat(self) -> ChatPage:
         from app.ui.chat_page import ChatPage
 
-        page = ChatPage(self.store, self.bridge)
+        page = ChatPage(self.store, self.bridge, tools=self._chat_tools)
         page.go_to.connect(self.show_page)
         page.set_default_context(load_settings().default_n_ctx)  # as saved (Settings saves each change)
         if self.profile is not None:
@@ -245,10 +247,18 @@ class MainWindow(QMainWindow):
         page.go_to.connect(self.show_page)
         return page
 
+    def _chat_tools(self) -> ChatTools:
+        """The app's MCP tools: the Chat gives them to its models, Settings → Tools shows and changes them."""
+        if self._tools is None:
+            from app.ui.chat_tools import ChatTools
+
+            self._tools = ChatTools(parent=self)
+        return self._tools
+
     def _build_settings(self) -> SettingsPage:
         from app.ui.settings_page import SettingsPage
 
-        page = SettingsPage()
+        page = SettingsPage(tools=self._chat_tools)
         page.models_dir_changed.connect(self._refresh_library)
         page.update_checks_changed.connect(self._refresh_library)  # off: the badges go
         page.default_context_changed.connect(self._on_default_context_changed)
@@ -414,6 +424,8 @@ class MainWindow(QMainWindow):
             page = self.built(name)
             if page is not None:
                 page.shutdown()
+        if self._tools is not None:  # every MCP server process stopped
+            self._tools.shutdown()
         if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
             self.first_run.close()
         super().closeEvent(event)
