@@ -35,6 +35,8 @@ MODELS_DIR_VAR = "QUANTDESK_MODELS_DIR"
 MAX_LOADED_DEFAULT = 4
 MAX_LOADED_LIMIT = 16
 IDLE_UNLOAD_CHOICES = (0, 5, 15, 60)  # minutes; 0: off
+SAVED_STATES_DEFAULT_MB = 4096
+SAVED_STATES_MAX_MB = 1_048_576
 
 
 @dataclass
@@ -50,6 +52,9 @@ class Settings:
     memory_budget_gib: float | None = None
     max_loaded_models: int = MAX_LOADED_DEFAULT
     idle_unload_minutes: int = 0
+    # Chats resumed without reading them again (app/engine/states.py): the disk their saved model states may take,
+    # in MiB, the least recently used going first; 0: none are saved.
+    saved_states_mb: int = SAVED_STATES_DEFAULT_MB
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -57,6 +62,7 @@ class Settings:
         ctx = self.default_n_ctx if isinstance(self.default_n_ctx, int) else Settings.default_n_ctx
         budget = self.memory_budget_gib if not isinstance(self.memory_budget_gib, bool) else None
         loaded = self.max_loaded_models if type(self.max_loaded_models) is int else MAX_LOADED_DEFAULT
+        states = self.saved_states_mb if type(self.saved_states_mb) is int else SAVED_STATES_DEFAULT_MB
         return Settings(
             models_dir=str(self.models_dir) if isinstance(self.models_dir, str) and self.models_dir.strip() else None,
             offline=self.offline is True,
@@ -67,6 +73,7 @@ class Settings:
             memory_budget_gib=budget if isinstance(budget, (int, float)) and budget > 0 else None,
             max_loaded_models=min(max(loaded, 1), MAX_LOADED_LIMIT),
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
+            saved_states_mb=min(max(states, 0), SAVED_STATES_MAX_MB),
             problem=self.problem)
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +164,8 @@ ABOUT = {
     "max_loaded_models": ("how many models stay loaded at most", f"a whole number from 1 to {MAX_LOADED_LIMIT}"),
     "idle_unload_minutes": ("minutes without a message before a loaded model unloads",
                             _either(tuple(m or "0 (never)" for m in IDLE_UNLOAD_CHOICES))),
+    "saved_states_mb": ("the disk chats' saved model states may take, in MiB (they resume without being read again)",
+                        f"a whole number from 0 (none saved) to {SAVED_STATES_MAX_MB}"),
 }
 _TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
 
@@ -203,6 +212,8 @@ def parse(key: str, text: str) -> Any:
         if key == "max_loaded_models" and number is not None and 1 <= number <= MAX_LOADED_LIMIT:
             return number
         if key == "idle_unload_minutes" and number in IDLE_UNLOAD_CHOICES:
+            return number
+        if key == "saved_states_mb" and number is not None and 0 <= number <= SAVED_STATES_MAX_MB:
             return number
     raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
 

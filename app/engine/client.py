@@ -26,16 +26,18 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import protocol
-from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest,
-                                 ShutdownRequest, UnloadRequest)
+from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RestoreStateRequest,
+                                 SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
 from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
-                           SamplingSettings, Scored, Token, WindowScoring)
+                           SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
 
 _EOF = object()
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
-_Answered = LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | UnloadRequest
-Answer = TypeVar("Answer", Scored, Embedded, Counted)  # the one event that answers a score, embed or count request
+_Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
+             | RestoreStateRequest | UnloadRequest)
+# the one event that answers a score, embed, count, save or restore request
+Answer = TypeVar("Answer", Scored, Embedded, Counted, StateSaved, StateRestored)
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
@@ -94,6 +96,9 @@ class EngineClientLike(Protocol):
                  ) -> Iterator[Token | Done]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
+    def save_state(self, path: str | Path) -> StateSaved: ...
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -490,6 +495,24 @@ class EngineClient:
                                sampling or SamplingSettings())
         reply, _ = self._submit(request, "while counting tokens")
         return self._answer(reply, Counted).prompt_tokens
+
+    def save_state(self, path: str | Path) -> StateSaved:
+        """Have the host write its KV cache's state, with the tokens it holds, to ``path`` (app/engine/states.py
+        names it); in its turn, after the requests sent before. EngineError (kind 'unavailable' for an engine that
+        cannot, 'state' when the cache is empty or the write failed)."""
+        reply, _ = self._submit(SaveStateRequest(f"v{next(self._ids)}", str(path)), "while saving the chat's state")
+        return self._answer(reply, StateSaved)
+
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored:
+        """Offer the host saved states for ``messages`` (rendered and tokenized as a generation with ``sampling``
+        would be): it restores the one sharing the longest token prefix with them, where that beats its KV cache,
+        and names the files it refused. Nothing is generated."""
+        request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
+                                      messages if isinstance(messages, str) else list(messages),
+                                      sampling or SamplingSettings())
+        reply, _ = self._submit(request, "while restoring the chat's state")
+        return self._answer(reply, StateRestored)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
-from app.datatypes import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
+from app.datatypes import (Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, StateRestored, StateSaved,
+                           Token)
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -305,6 +306,23 @@ class ModelPool:
         model = self._hold(None)
         try:
             return model.client.count_tokens(messages, sampling)
+        finally:
+            self._release(model, None)
+
+    def save_state(self, path: str | Path) -> StateSaved:
+        """As EngineClient.save_state, on the active model (app/engine/states.py)."""
+        model = self._hold(None)
+        try:
+            return model.client.save_state(path)
+        finally:
+            self._release(model, None)
+
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored:
+        """As EngineClient.restore_state, on the active model."""
+        model = self._hold(None)
+        try:
+            return model.client.restore_state(paths, messages, sampling)
         finally:
             self._release(model, None)
 

@@ -5,7 +5,8 @@ of backends.base (each tagged with its ``type``) plus the two the protocol itsel
 ``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
 
 The host serves the requests it reads one at a time, in order, and ends each with exactly one final
-event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``Unloaded`` or an ``ErrorEvent``); every event
+event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``StateSaved``, ``StateRestored``, ``Unloaded``
+or an ``ErrorEvent``); every event
 in between belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
 answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
 from different releases refuse each other with a sentence instead of misreading each other.
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
 from app.datatypes import (Counted, DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded,
-                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, Token, ToolCallDelta,
-                           WindowScoring)
+                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, StateRestored, StateSaved,
+                           Token, ToolCallDelta, WindowScoring)
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
 # 3: counting a prompt's tokens (CountRequest, Counted); the prompt's and reused tokens on a reply's first Token
-PROTOCOL_VERSION = 3
+# 4: a conversation's state saved to and restored from disk (SaveStateRequest, RestoreStateRequest; StateSaved,
+#    StateRestored)
+PROTOCOL_VERSION = 4
 
 
 # --- requests (parent -> host)
@@ -87,6 +90,29 @@ class CountRequest:
 
 
 @dataclass(frozen=True)
+class SaveStateRequest:
+    """Write the KV cache's state and the tokens it holds to ``path`` (a file the parent's state cache named),
+    answered with a ``StateSaved``. In its turn: what the cache holds after the requests sent before."""
+
+    id: str
+    path: str
+    op: Literal["save_state"] = "save_state"
+
+
+@dataclass(frozen=True)
+class RestoreStateRequest:
+    """Of the saved states at ``paths``, bring back the one whose tokens share the longest prefix with ``prompt`` as
+    a generation with ``sampling`` would tokenize it, if that beats the KV cache's own; answered with a
+    ``StateRestored`` (which names the files refused, and why). Nothing is generated."""
+
+    id: str
+    paths: list[str]
+    prompt: Prompt
+    sampling: SamplingSettings
+    op: Literal["restore_state"] = "restore_state"
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     id: str  # a generation's id, running or not started yet; "*" for whichever runs now
     op: Literal["cancel"] = "cancel"
@@ -103,11 +129,11 @@ class ShutdownRequest:
     op: Literal["shutdown"] = "shutdown"
 
 
-Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | CancelRequest | UnloadRequest
-           | ShutdownRequest)
+Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
+           | RestoreStateRequest | CancelRequest | UnloadRequest | ShutdownRequest)
 _REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, EmbedRequest,
-                                                            CountRequest, CancelRequest, UnloadRequest,
-                                                            ShutdownRequest)}
+                                                            CountRequest, SaveStateRequest, RestoreStateRequest,
+                                                            CancelRequest, UnloadRequest, ShutdownRequest)}
 
 
 # --- events of the protocol itself (host -> parent)
@@ -129,9 +155,9 @@ class Unloaded:
 
 
 _EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Embedded,
-                                                          Counted, Hello, Unloaded)}
+                                                          Counted, StateSaved, StateRestored, Hello, Unloaded)}
 # each request ends with exactly one of these
-FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, Unloaded, ErrorEvent)
+FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, StateSaved, StateRestored, Unloaded, ErrorEvent)
 
 
 class ProtocolMismatch(ValueError):
@@ -161,6 +187,8 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
         data["tool_calls"] = tuple(ToolCallDelta(**c) for c in data.get("tool_calls") or ())
     elif cls is Loaded:
         data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
+    elif cls is StateRestored:
+        data["discarded"] = tuple((str(p), str(r)) for p, r in data.get("discarded") or ())
     event: Event | Hello | Unloaded = cls(**data)
     return event
 
@@ -179,7 +207,7 @@ def decode_request(line: bytes) -> Request:
         values = known_fields(cls, data)
         if cls is LoadRequest:
             values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
-        elif cls is GenerateRequest or cls is CountRequest:
+        elif cls is GenerateRequest or cls is CountRequest or cls is RestoreStateRequest:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt: Any = values.get("prompt")  # JSON off the wire
             if not isinstance(prompt, str):
