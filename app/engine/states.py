@@ -58,6 +58,9 @@ class StateKeys:
     restore: tuple[str, ...]
     save: str
     aliases: tuple[str, ...] = ()
+    # Keys whose states the new one makes redundant: a Chat branch's earlier states (the newest holds their tokens
+    # and more; restoring cuts it back to what a prompt shares with it), deleted once it is written.
+    supersedes: tuple[str, ...] = ()
 
 
 def chat_key(conversation_id: int, message_id: int) -> str:
@@ -100,8 +103,9 @@ def chat_keys(conversation_id: int, branch: Sequence[int], reply_id: int, messag
     """A Chat reply's keys: the states saved after the messages of its branch (newest first), the reply's own
     after it, and the system prompt's."""
     system = system_key(messages)
-    restore = tuple(chat_key(conversation_id, m) for m in reversed(branch)) + ((system,) if system else ())
-    return StateKeys(restore, chat_key(conversation_id, reply_id), (system,) if system else ())
+    mine = tuple(chat_key(conversation_id, m) for m in reversed(branch))
+    return StateKeys(mine + ((system,) if system else ()), chat_key(conversation_id, reply_id),
+                     (system,) if system else (), mine)
 
 
 class StateCache:
@@ -143,9 +147,12 @@ class StateCache:
         except OSError:
             pass
 
-    def saved(self, path: str | Path, aliases: Sequence[Path] = ()) -> None:
+    def saved(self, path: str | Path, aliases: Sequence[Path] = (), supersedes: Sequence[Path] = ()) -> None:
         """The engine wrote ``path``: name it under ``aliases`` where those have no state yet (hard links, no copy),
-        then make room."""
+        delete the states it ``supersedes``, then make room."""
+        for old in supersedes:
+            if old != Path(path):
+                old.unlink(missing_ok=True)
         for alias in aliases:
             if not alias.exists():
                 try:
@@ -269,7 +276,7 @@ def save(engine: StateEngine, cache: StateCache, keys: StateKeys) -> StateSaved 
     except EngineError as exc:
         log.warning("the chat's state was not saved: %s", exc)
         return None
-    cache.saved(path, [cache.path(model, a) for a in keys.aliases])
+    cache.saved(path, [cache.path(model, a) for a in keys.aliases], [cache.path(model, k) for k in keys.supersedes])
     return saved
 
 

@@ -531,7 +531,12 @@ class ChatPage(QWidget):
         model = model_sampling(self.loaded.model_path if self.loaded is not None else conv.model_path)
         sampling = choose_sampling(conv.sampling, model).settings
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
-        self.bridge.generate(history, sampling)
+        # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
+        # and the reply's own saved after it: app/engine/states.py.
+        from app.engine.states import chat_keys
+
+        branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
+        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history))
 
     @Slot()
     def stop(self) -> None:

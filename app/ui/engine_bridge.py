@@ -39,6 +39,7 @@ from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings,
 if TYPE_CHECKING:
     from app.engine.client import EngineClientLike
     from app.engine.pool import BudgetRefused, ModelPool
+    from app.engine.states import StateKeys
 
 COALESCE_MS = 30
 
@@ -169,16 +170,28 @@ class _Worker(QObject):
         except QuantDeskError as exc:
             self._report(exc)
 
-    @Slot(object, object, str)
-    def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str) -> None:
+    @Slot(object, object, str, object)
+    def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
+                 keys: StateKeys | None = None) -> None:
+        """The reply; with ``keys``, the conversation's saved state restored first where one matches (a chat
+        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved after the reply,
+        while the next request waits its turn anyway."""
+        from app.engine import states
+
         try:
-            for event in self._client.generate(messages, sampling, request_id=request_id,
-                                               on_wait=self.waiting.emit):
+            client = self._client
+            if keys is not None:
+                states.restore(client, states.default_cache(), keys, messages, sampling)
+            done = None
+            for event in client.generate(messages, sampling, request_id=request_id, on_wait=self.waiting.emit):
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
                 elif isinstance(event, Done):
+                    done = event
                     self.done.emit(event)
+            if keys is not None and done is not None and done.stats.stop_reason != "cancelled":
+                states.save(client, states.default_cache(), keys)
         except QuantDeskError as exc:
             self._report(exc)
 
@@ -213,7 +226,7 @@ class EngineBridge(QObject):
     waiting = Signal(int)
 
     _request_load = Signal(str, object, object)
-    _request_generate = Signal(object, object, str)
+    _request_generate = Signal(object, object, str, object)
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
@@ -315,12 +328,14 @@ class EngineBridge(QObject):
         if self.pool is not None:
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> None:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None
+                 ) -> None:
+        """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to."""
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
         self._request_id = f"chat-{next(self._request_ids)}"
-        self._request_generate.emit(list(messages), sampling, self._request_id)
+        self._request_generate.emit(list(messages), sampling, self._request_id, states)
 
     def stop(self) -> None:
         """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at
