@@ -97,8 +97,11 @@ class EngineClientLike(Protocol):
     def embed(self, texts: Sequence[str]) -> Embedded: ...
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
     def save_state(self, path: str | Path) -> StateSaved: ...
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored: ...
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -500,19 +503,30 @@ class EngineClient:
         """Have the host write its KV cache's state, with the tokens it holds, to ``path`` (app/engine/states.py
         names it); in its turn, after the requests sent before. EngineError (kind 'unavailable' for an engine that
         cannot, 'state' when the cache is empty or the write failed)."""
+        return self.send_save_state(path)()
+
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
+        """``save_state`` sent now, its answer waited for when the returned call is made: the server sends it right
+        behind a generation, so the state saved is that reply's, whatever is sent next."""
         reply, _ = self._submit(SaveStateRequest(f"v{next(self._ids)}", str(path)), "while saving the chat's state")
-        return self._answer(reply, StateSaved)
+        return lambda: self._answer(reply, StateSaved)
 
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored:
         """Offer the host saved states for ``messages`` (rendered and tokenized as a generation with ``sampling``
         would be): it restores the one sharing the longest token prefix with them, where that beats its KV cache,
         and names the files it refused. Nothing is generated."""
+        return self.send_restore_state(paths, messages, sampling)()
+
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
+        """``restore_state`` sent now (the server sends it right ahead of the generation it is for), its answer
+        waited for when the returned call is made."""
         request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
                                       messages if isinstance(messages, str) else list(messages),
                                       sampling or SamplingSettings())
         reply, _ = self._submit(request, "while restoring the chat's state")
-        return self._answer(reply, StateRestored)
+        return lambda: self._answer(reply, StateRestored)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

@@ -44,9 +44,9 @@ class StateEngine(Protocol):
 
     @property
     def loaded(self) -> Loaded | None: ...
-    def save_state(self, path: str | Path) -> StateSaved: ...
-    def restore_state(self, paths: Sequence[str], messages: Prompt,
-                      sampling: SamplingSettings | None = None) -> StateRestored: ...
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]: ...
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ def system_key(messages: Sequence[Message]) -> str | None:
     return f"system:{_digest(messages[:1])}" if messages and messages[0].role == "system" else None
 
 
-def server_keys(messages: Sequence[Message], reply: Message | None = None) -> StateKeys:
-    """A server request's keys: its messages' prefixes to restore from, its messages and the reply to save under."""
+def server_keys(messages: Sequence[Message]) -> StateKeys:
+    """A server request's keys: the state after its reply is saved under its messages (the request continuing the
+    conversation repeats them, then the reply and a new message), so it restores from its shorter prefixes."""
     system = system_key(messages)
-    full = [*messages, reply] if reply is not None else list(messages)
-    return StateKeys(prefix_keys(messages) + ((system,) if system else ()), prefix_keys(full)[0],
-                     (system,) if system else ())
+    prefixes = prefix_keys(messages)
+    return StateKeys(prefixes[1:] + ((system,) if system else ()), prefixes[0], (system,) if system else ())
 
 
 def chat_keys(conversation_id: int, branch: Sequence[int], reply_id: int, messages: Sequence[Message]) -> StateKeys:
@@ -230,54 +230,82 @@ def default_cache() -> StateCache:
         return _default
 
 
-def _supported(engine: StateEngine) -> str | None:
-    """The loaded model's path when its engine saves states, else None."""
-    loaded = engine.loaded
-    if loaded is None or loaded.backend not in BACKENDS:
+def _supported(engine: Any) -> str | None:
+    """The loaded model's path when its engine saves states, else None (a remote model, MLX, a test double)."""
+    loaded = getattr(engine, "loaded", None)
+    if loaded is None or loaded.backend not in BACKENDS or not hasattr(engine, "send_save_state"):
         return None
-    return loaded.model_path
+    return str(loaded.model_path)
 
 
-def restore(engine: StateEngine, cache: StateCache, keys: StateKeys, messages: Prompt,
-            sampling: SamplingSettings | None = None) -> StateRestored | None:
-    """Offer the engine the states saved under ``keys`` for ``messages``; what it restored (None: nothing was
-    offered, or the engine cannot). Files it refused are discarded with a log line. An engine that dies raises."""
+def send_restore(engine: StateEngine, cache: StateCache, keys: StateKeys, messages: Prompt,
+                 sampling: SamplingSettings | None = None) -> Callable[[], StateRestored | None] | None:
+    """``restore``'s request sent now (ahead of the generation it is for), its answer taken by the call returned;
+    None when nothing was sent."""
     model = _supported(engine)
     if model is None or cache.limit_bytes <= 0:
         return None
     found = cache.existing(model, keys.restore)
     if not found:
         return None
-    try:
-        restored = engine.restore_state(found, messages, sampling)
-    except EngineCrashed:
-        raise
-    except EngineError as exc:  # the engine refused the request: the reply reads the conversation as before
-        log.warning("saved chat states not restored: %s", exc)
+    answer = engine.send_restore_state(found, messages, sampling)
+
+    def finish() -> StateRestored | None:
+        try:
+            restored = answer()
+        except EngineCrashed:
+            raise
+        except EngineError as exc:  # the engine refused the request: the reply reads the conversation as before
+            log.warning("saved chat states not restored: %s", exc)
+            return None
+        for path, reason in restored.discarded:
+            cache.discard(path, reason)
+        if restored.path:
+            cache.used(restored.path)
+        return restored
+
+    return finish
+
+
+def restore(engine: StateEngine, cache: StateCache, keys: StateKeys, messages: Prompt,
+            sampling: SamplingSettings | None = None) -> StateRestored | None:
+    """Offer the engine the states saved under ``keys`` for ``messages``; what it restored (None: nothing was
+    offered, or the engine cannot). Files it refused are discarded with a log line. An engine that dies raises."""
+    finish = send_restore(engine, cache, keys, messages, sampling)
+    return finish() if finish is not None else None
+
+
+def send_save(engine: StateEngine, cache: StateCache, keys: StateKeys) -> Callable[[], StateSaved | None] | None:
+    """``save``'s request sent now (right behind the reply whose state it keeps), its answer taken by the call
+    returned; None when nothing was sent."""
+    model = _supported(engine)
+    if model is None or cache.limit_bytes <= 0:
         return None
-    for path, reason in restored.discarded:
-        cache.discard(path, reason)
-    if restored.path:
-        cache.used(restored.path)
-    return restored
+    path = cache.path(model, keys.save)
+    answer = engine.send_save_state(path)
+
+    def finish() -> StateSaved | None:
+        try:
+            saved = answer()
+        except EngineCrashed:
+            raise
+        except EngineError as exc:  # nothing to save (a cancelled reply), or the disk refused it
+            log.warning("the chat's state was not saved: %s", exc)
+            return None
+        if not saved.path:  # the cache held nothing (a cancelled reply)
+            return None
+        cache.saved(path, [cache.path(model, a) for a in keys.aliases],
+                    [cache.path(model, k) for k in keys.supersedes])
+        return saved
+
+    return finish
 
 
 def save(engine: StateEngine, cache: StateCache, keys: StateKeys) -> StateSaved | None:
     """Have the engine write its state under ``keys.save``; what it wrote (None: states are off, the engine cannot,
     or the write failed, which is logged). An engine that dies raises."""
-    model = _supported(engine)
-    if model is None or cache.limit_bytes <= 0:
-        return None
-    path = cache.path(model, keys.save)
-    try:
-        saved = engine.save_state(path)
-    except EngineCrashed:
-        raise
-    except EngineError as exc:
-        log.warning("the chat's state was not saved: %s", exc)
-        return None
-    cache.saved(path, [cache.path(model, a) for a in keys.aliases], [cache.path(model, k) for k in keys.supersedes])
-    return saved
+    finish = send_save(engine, cache, keys)
+    return finish() if finish is not None else None
 
 
 def describe(cache: StateCache) -> dict[str, Any]:

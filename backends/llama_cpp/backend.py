@@ -265,8 +265,8 @@ class LlamaCppBackend(TokenLoop):
 
         llm = self._loaded()
         t0 = time.perf_counter()
-        if not self._kv_tokens:
-            raise GenerationError("state", "the KV cache holds nothing to save")
+        if not self._kv_tokens:  # a cancelled reply's cache was emptied: nothing to keep, and nothing wrong
+            return StateSaved(request_id, "", 0, 0, 0.0)
         try:
             size = states.save(llama_cpp, llm.ctx, path, self._state_identity, self._kv_tokens)
         except OSError as exc:
