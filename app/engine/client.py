@@ -116,6 +116,7 @@ class _Reply:
         self.host = host
         self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the host's events, then _EOF if it ends
         self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
+        self.counts = True  # one of the requests a caller waits behind (a saved state's save or restore is not)
 
 
 class _InFlight:
@@ -132,11 +133,12 @@ class _InFlight:
 
     def add(self, reply: _Reply, send: Callable[[], None]) -> int:
         """Queue ``reply`` and ``send`` its request, in one step so that this order is the pipe's; returns
-        how many requests are ahead of it."""
+        how many requests are ahead of it (those a user waits behind: a saved state's save or restore is brief
+        and rides with its generation)."""
         with self._changed:
             if self.ended:
                 raise EOFError
-            ahead = len(self._replies)
+            ahead = sum(r.counts for r in self._replies)
             self._replies.append(reply)
             try:
                 send()
@@ -319,6 +321,7 @@ class EngineClient:
         if self._inflight is None:  # closed meanwhile: no host to send it to
             raise self._crashed(None)
         reply = _Reply(request.id, phase, self._inflight)
+        reply.counts = not isinstance(request, (SaveStateRequest, RestoreStateRequest))
         try:
             return reply, reply.host.add(reply, lambda: self._send(protocol.wire(request)))
         except EOFError:
