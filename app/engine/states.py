@@ -99,12 +99,15 @@ def server_keys(messages: Sequence[Message]) -> StateKeys:
     return StateKeys(prefixes[1:] + ((system,) if system else ()), prefixes[0], (system,) if system else ())
 
 
-def chat_keys(conversation_id: int, branch: Sequence[int], reply_id: int, messages: Sequence[Message]) -> StateKeys:
-    """A Chat reply's keys: the states saved after the messages of its branch (newest first), the reply's own
-    after it, and the system prompt's."""
+def chat_keys(conversation_id: int, branch: Sequence[int], reply_id: int, messages: Sequence[Message],
+              others: Sequence[int] = ()) -> StateKeys:
+    """A Chat reply's keys: the states saved after the messages of its branch (newest first), then after the
+    conversation's ``others`` (its other branches' tips: a regenerated reply or an edited message shares their
+    prefix), the reply's own after it, and the system prompt's. The branch's own earlier states are superseded."""
     system = system_key(messages)
     mine = tuple(chat_key(conversation_id, m) for m in reversed(branch))
-    return StateKeys(mine + ((system,) if system else ()), chat_key(conversation_id, reply_id),
+    theirs = tuple(chat_key(conversation_id, m) for m in sorted(set(others) - set(branch) - {reply_id}, reverse=True))
+    return StateKeys(mine + theirs + ((system,) if system else ()), chat_key(conversation_id, reply_id),
                      (system,) if system else (), mine)
 
 

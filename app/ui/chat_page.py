@@ -536,7 +536,8 @@ class ChatPage(QWidget):
         from app.engine.states import chat_keys
 
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
-        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history))
+        replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
+        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies))
 
     @Slot()
     def stop(self) -> None:

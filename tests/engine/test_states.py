@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -208,8 +207,35 @@ def test_keys_name_each_branch_and_each_conversation_prefix():
     m = [Message("system", "s"), Message("user", "u"), Message("assistant", "a", reasoning="thought")]
     assert states.chat_keys(1, [2, 3], 4, m).restore[:2] == ("chat:1:3", "chat:1:2")
     assert states.chat_keys(1, [2, 3], 4, m).save == "chat:1:4"
+    # a reply on another branch (10 after 5) is also offered the other branches' tips (9, 3), newest first
+    regenerated = states.chat_keys(1, [2, 5], 10, m, others=[3, 9, 10])
+    assert regenerated.restore[:4] == ("chat:1:5", "chat:1:2", "chat:1:9", "chat:1:3")
+    assert regenerated.supersedes == ("chat:1:5", "chat:1:2")  # only the branch's own earlier states go
     # a client that sends the reply back without its thinking continues the same stored conversation
     assert states.prefix_keys(m)[0] == states.prefix_keys([*m[:2], Message("assistant", "a")])[0]
     keys = states.server_keys(m[:2])  # saved after its reply under the request's own messages
     assert keys.save in states.server_keys([*m, Message("user", "next")]).restore
     assert states.system_key(m) in keys.aliases and states.system_key(m[1:]) is None
+
+
+def test_a_thinking_models_state_gives_only_the_tokens_the_next_prompt_repeats(tiny_thinking_model, cache):
+    """Qwen3.5's template drops an earlier turn's thinking: the state after a reply holds thinking tokens the next
+    prompt does not repeat, so only the prefix the two share is restored, and the reply is the cold one."""
+    keys = states.StateKeys((states.chat_key(1, 2),), states.chat_key(1, 2))
+    with EngineClient() as client:
+        client.load(str(tiny_thinking_model), LoadSettings(n_ctx=2048))
+        first = _reply(client, HISTORY)
+        saved = states.save(client, cache, keys)
+    assert saved is not None and first.reasoning  # the tiny model thinks until its budget of tokens ends
+    ask = [*HISTORY, Message("assistant", first.text, reasoning=first.reasoning), Message("user", "And then?")]
+    with EngineClient() as client:
+        client.load(str(tiny_thinking_model), LoadSettings(n_ctx=2048))
+        restored = states.restore(client, cache, keys, ask, GREEDY)
+        resumed = _reply(client, ask)
+    with EngineClient() as client:
+        client.load(str(tiny_thinking_model), LoadSettings(n_ctx=2048))
+        cold = _reply(client, ask)
+    assert restored is not None and restored.path
+    assert first.stats.prompt_tokens - 8 <= restored.n_tokens < saved.n_tokens
+    assert resumed.stats.cached_tokens == restored.n_tokens
+    assert (resumed.text, resumed.reasoning) == (cold.text, cold.reasoning)
