@@ -203,6 +203,16 @@ def test_the_cache_evicts_the_least_recently_used_states_by_size(tmp_path):
     assert cache.total_bytes() == 0 and list(tmp_path.iterdir()) == []
 
 
+def test_each_loaded_model_keeps_its_own_states(tmp_path):
+    """Several models loaded (the pool): the same chat's states are separate files per model file."""
+    cache = states.StateCache(tmp_path, lambda: 2**30)
+    key = states.chat_key(1, 2)
+    assert cache.path("/models/a.gguf", key) != cache.path("/models/b.gguf", key)
+    cache.path("/models/a.gguf", key).parent.mkdir(parents=True, exist_ok=True)
+    cache.path("/models/a.gguf", key).write_bytes(b"x")
+    assert cache.existing("/models/b.gguf", [key]) == [] and len(cache.existing("/models/a.gguf", [key])) == 1
+
+
 def test_keys_name_each_branch_and_each_conversation_prefix():
     m = [Message("system", "s"), Message("user", "u"), Message("assistant", "a", reasoning="thought")]
     assert states.chat_keys(1, [2, 3], 4, m).restore[:2] == ("chat:1:3", "chat:1:2")
