@@ -100,12 +100,12 @@ def read_header(path: str) -> Header:
 
 
 def check_identity(header: Header, identity: dict[str, Any]) -> None:
-    """StateRejected naming the first thing that differs between the state's maker and the loaded model."""
-    for part in sorted(set(identity) | set(header.identity)):
-        mine, theirs = identity.get(part), header.identity.get(part)
-        if mine != theirs:
-            raise StateRejected(f"it was saved with another {part.replace('_', ' ')} ({_short(theirs)}; "
-                                f"now {_short(mine)})")
+    """StateRejected naming each thing that differs between the state's maker and the loaded model."""
+    differs = [f"another {part.replace('_', ' ')} ({_short(header.identity.get(part))}; now "
+               f"{_short(identity.get(part))})" for part in sorted(set(identity) | set(header.identity))
+               if identity.get(part) != header.identity.get(part)]
+    if differs:
+        raise StateRejected("it was saved with " + " and ".join(differs))
 
 
 def _short(value: Any) -> str:

@@ -112,8 +112,9 @@ DAMAGE = {
     "damaged": (_flip_a_byte, "checksum"),
     "another model": (_other_model, "another model"),
     "another context": (lambda state, model, models: LoadSettings(n_ctx=768), "another n ctx"),
-    "another KV type": (lambda state, model, models: LoadSettings(n_ctx=1024, kv_cache_type="q8_0"),
-                        "another kv cache type"),
+    "another KV type": (lambda state, model, models: LoadSettings(n_ctx=1024, kv_cache_type="q8_0",
+                                                                  flash_attention=True),  # llama.cpp's rule for q8_0
+                        "another kv cache type (f16; now q8_0)"),
 }
 
 
