@@ -173,27 +173,41 @@ class _Worker(QObject):
     @Slot(object, object, str, object)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
                  keys: StateKeys | None = None) -> None:
-        """The reply; with ``keys``, the conversation's saved state restored first where one matches (a chat
-        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved after the reply,
-        while the next request waits its turn anyway."""
+        """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
+        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
+        three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
+        the engine compares tokens)."""
         from app.engine import states
 
+        restore = save = None  # the saved-state requests' answers, each taken once whatever happens
         try:
             client = self._client
             if keys is not None:
-                states.restore(client, states.default_cache(), keys, messages, sampling)
-            done = None
-            for event in client.generate(messages, sampling, request_id=request_id, on_wait=self.waiting.emit):
+                restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
+            stream = client.generate(messages, sampling, request_id=request_id, on_wait=self.waiting.emit)
+            if keys is not None:
+                save = states.send_save(client, states.default_cache(), keys)  # nothing, for a stopped reply
+            if restore is not None:
+                answer, restore = restore, None
+                answer()
+            for event in stream:
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
                 elif isinstance(event, Done):
-                    done = event
                     self.done.emit(event)
-            if keys is not None and done is not None and done.stats.stop_reason != "cancelled":
-                states.save(client, states.default_cache(), keys)
+            if save is not None:
+                answer, save = save, None
+                answer()
         except QuantDeskError as exc:
             self._report(exc)
+        finally:
+            for left in (restore, save):  # not taken: the reply failed on the way, and said so above
+                if left is not None:
+                    try:
+                        left()
+                    except QuantDeskError:
+                        pass
 
     @Slot()
     def close(self) -> None:
