@@ -250,3 +250,19 @@ def test_a_thinking_models_state_gives_only_the_tokens_the_next_prompt_repeats(t
     assert first.stats.prompt_tokens - 8 <= restored.n_tokens < saved.n_tokens
     assert resumed.stats.cached_tokens == restored.n_tokens
     assert (resumed.text, resumed.reasoning) == (cold.text, cold.reasoning)
+
+
+def test_the_state_requests_and_events_cross_the_wire_typed():
+    from app.datatypes import StateRestored, StateSaved
+    from app.engine import protocol
+
+    restore = protocol.RestoreStateRequest("w1", ["/a.qdstate"], [Message("user", "hi", reasoning="r")],
+                                           SamplingSettings(temperature=0.0))
+    assert protocol.decode_request(protocol.encode(restore)) == restore
+    save = protocol.SaveStateRequest("v1", "/a.qdstate")
+    assert protocol.decode_request(protocol.encode(save)) == save
+    restored = StateRestored("w1", "", 0, 1.5, (("/a.qdstate", "the file is truncated"),))
+    saved = StateSaved("v1", "/a.qdstate", 12, 3456, 2.0)
+    assert protocol.decode_event(protocol.encode(restored)) == restored
+    assert protocol.decode_event(protocol.encode(saved)) == saved
+    assert protocol.PROTOCOL_VERSION == 4
