@@ -573,7 +573,34 @@ class Counted:
     type: Literal["counted"] = "counted"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded | Counted
+@dataclass(frozen=True)
+class StateSaved:
+    """The engine's state for the conversation it holds, written to ``path`` (a chat resumed later without reading
+    it again): ``n_tokens`` the tokens its KV cache holds, ``file_bytes`` the file's size."""
+
+    request_id: str
+    path: str
+    n_tokens: int
+    file_bytes: int
+    ms: float
+    type: Literal["state_saved"] = "state_saved"
+
+
+@dataclass(frozen=True)
+class StateRestored:
+    """Which saved state the engine restored for a prompt (``path``, "" for none: none matched the prompt's tokens
+    better than its KV cache already did), how many of the prompt's tokens it holds now (``n_tokens``), and the
+    files it refused and why (``discarded``: [path, reason] pairs, for the parent to log and delete)."""
+
+    request_id: str
+    path: str
+    n_tokens: int
+    ms: float
+    discarded: tuple[tuple[str, str], ...] = ()
+    type: Literal["state_restored"] = "state_restored"
+
+
+Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded | Counted | StateSaved | StateRestored
 
 
 # --- Devices

@@ -37,6 +37,8 @@ MAX_LOADED_LIMIT = 16
 IDLE_UNLOAD_CHOICES = (0, 5, 15, 60)  # minutes; 0: off
 RESPONSES_RETENTION_DEFAULT = 30  # days the server keeps a stored response (app/server/response_store.py)
 RESPONSES_RETENTION_LIMIT = 3650
+SAVED_STATES_DEFAULT_MB = 4096
+SAVED_STATES_MAX_MB = 1_048_576
 
 
 @dataclass
@@ -54,6 +56,9 @@ class Settings:
     idle_unload_minutes: int = 0
     # The local server's Responses API: days a stored response is kept for previous_response_id, then purged.
     responses_retention_days: int = RESPONSES_RETENTION_DEFAULT
+    # Chats resumed without reading them again (app/engine/states.py): the disk their saved model states may take,
+    # in MiB, the least recently used going first; 0: none are saved.
+    saved_states_mb: int = SAVED_STATES_DEFAULT_MB
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -63,6 +68,7 @@ class Settings:
         loaded = self.max_loaded_models if type(self.max_loaded_models) is int else MAX_LOADED_DEFAULT
         retention = self.responses_retention_days if type(self.responses_retention_days) is int \
             else RESPONSES_RETENTION_DEFAULT
+        states = self.saved_states_mb if type(self.saved_states_mb) is int else SAVED_STATES_DEFAULT_MB
         return Settings(
             models_dir=str(self.models_dir) if isinstance(self.models_dir, str) and self.models_dir.strip() else None,
             offline=self.offline is True,
@@ -74,6 +80,7 @@ class Settings:
             max_loaded_models=min(max(loaded, 1), MAX_LOADED_LIMIT),
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
             responses_retention_days=min(max(retention, 1), RESPONSES_RETENTION_LIMIT),
+            saved_states_mb=min(max(states, 0), SAVED_STATES_MAX_MB),
             problem=self.problem)
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +173,8 @@ ABOUT = {
                             _either(tuple(m or "0 (never)" for m in IDLE_UNLOAD_CHOICES))),
     "responses_retention_days": ("days the local server keeps a stored response (Responses API)",
                                  f"a whole number from 1 to {RESPONSES_RETENTION_LIMIT}"),
+    "saved_states_mb": ("the disk chats' saved model states may take, in MiB (they resume without being read again)",
+                        f"a whole number from 0 (none saved) to {SAVED_STATES_MAX_MB}"),
 }
 _TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
 
@@ -214,6 +223,8 @@ def parse(key: str, text: str) -> Any:
         if key == "idle_unload_minutes" and number in IDLE_UNLOAD_CHOICES:
             return number
         if key == "responses_retention_days" and number is not None and 1 <= number <= RESPONSES_RETENTION_LIMIT:
+            return number
+        if key == "saved_states_mb" and number is not None and 0 <= number <= SAVED_STATES_MAX_MB:
             return number
     raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.datatypes import (Done, Embedded, GenerationStats, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
-                           Scored, StopReason, Token, TokenLogprob, ToolCallDelta)
+                           Scored, StateRestored, StateSaved, StopReason, Token, TokenLogprob, ToolCallDelta)
 
 if TYPE_CHECKING:
     from backends.chat_format.formats import Prepared, Request, Template
@@ -266,6 +266,20 @@ class Backend(abc.ABC):
         """``count_prompt_tokens`` once the prompt is prepared (``self.prepared``): each engine tokenizes as its
         ``_stream`` does."""
         raise GenerationError("unavailable", f"{self.name} cannot count a prompt's tokens")
+
+    # --- saved states: a conversation's KV cache kept on disk and brought back (llama.cpp implements these)
+
+    def save_state(self, request_id: str, path: str) -> StateSaved:
+        """Write what the KV cache holds (its state and its tokens) to ``path``, checked on the way back in."""
+        raise GenerationError("unavailable", f"{self.name} cannot save a conversation's state")
+
+    def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings) -> StateRestored:
+        """Of the saved states at ``paths``, restore the one whose tokens share the longest prefix with
+        ``messages`` rendered and tokenized as a generation with ``sampling`` would be (tokens compared, never
+        trusted from a name), when it beats what the KV cache already holds; the next generation then reads only
+        the rest. Files that cannot be used are named with the reason, never loaded."""
+        raise GenerationError("unavailable", f"{self.name} cannot restore a conversation's state")
 
     prompt_tokens: int = 0
     reply_logprobs: list[TokenLogprob]  # this reply's, when asked (reports_logprobs); set by ``generate``

@@ -51,7 +51,8 @@ def test_no_token_is_ever_written():
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
                                                                      "language", "check_updates", "memory_budget_gib",
                                                                      "max_loaded_models", "idle_unload_minutes",
-                                                                     "responses_retention_days"}
+                                                                     "responses_retention_days",
+                                                                     "saved_states_mb"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -137,3 +138,11 @@ def test_apply_environment_at_start_up():
     settings.update(offline=True)
     settings.apply_environment(settings.load())
     assert settings.is_offline()
+
+
+def test_the_saved_states_limit_is_normalised():
+    settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings.settings_path().write_text(json.dumps({"saved_states_mb": -5}))
+    assert settings.load().saved_states_mb == 0  # off, not a negative size
+    settings.settings_path().write_text(json.dumps({"saved_states_mb": "lots"}))
+    assert settings.load().saved_states_mb == settings.SAVED_STATES_DEFAULT_MB

@@ -26,16 +26,18 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import protocol
-from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, ScoreRequest,
-                                 ShutdownRequest, UnloadRequest)
+from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RestoreStateRequest,
+                                 SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
 from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
-                           SamplingSettings, Scored, Token, WindowScoring)
+                           SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
 
 _EOF = object()
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
-_Answered = LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | UnloadRequest
-Answer = TypeVar("Answer", Scored, Embedded, Counted)  # the one event that answers a score, embed or count request
+_Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
+             | RestoreStateRequest | UnloadRequest)
+# the one event that answers a score, embed, count, save or restore request
+Answer = TypeVar("Answer", Scored, Embedded, Counted, StateSaved, StateRestored)
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
@@ -94,6 +96,12 @@ class EngineClientLike(Protocol):
                  ) -> Iterator[Token | Done]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
+    def save_state(self, path: str | Path) -> StateSaved: ...
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored: ...
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -108,6 +116,7 @@ class _Reply:
         self.host = host
         self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the host's events, then _EOF if it ends
         self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
+        self.counts = True  # one of the requests a caller waits behind (a saved state's save or restore is not)
 
 
 class _InFlight:
@@ -124,11 +133,12 @@ class _InFlight:
 
     def add(self, reply: _Reply, send: Callable[[], None]) -> int:
         """Queue ``reply`` and ``send`` its request, in one step so that this order is the pipe's; returns
-        how many requests are ahead of it."""
+        how many requests are ahead of it (those a user waits behind: a saved state's save or restore is brief
+        and rides with its generation)."""
         with self._changed:
             if self.ended:
                 raise EOFError
-            ahead = len(self._replies)
+            ahead = sum(r.counts for r in self._replies)
             self._replies.append(reply)
             try:
                 send()
@@ -311,6 +321,7 @@ class EngineClient:
         if self._inflight is None:  # closed meanwhile: no host to send it to
             raise self._crashed(None)
         reply = _Reply(request.id, phase, self._inflight)
+        reply.counts = not isinstance(request, (SaveStateRequest, RestoreStateRequest))
         try:
             return reply, reply.host.add(reply, lambda: self._send(protocol.wire(request)))
         except EOFError:
@@ -490,6 +501,35 @@ class EngineClient:
                                sampling or SamplingSettings())
         reply, _ = self._submit(request, "while counting tokens")
         return self._answer(reply, Counted).prompt_tokens
+
+    def save_state(self, path: str | Path) -> StateSaved:
+        """Have the host write its KV cache's state, with the tokens it holds, to ``path`` (app/engine/states.py
+        names it); in its turn, after the requests sent before. EngineError (kind 'unavailable' for an engine that
+        cannot, 'state' when the cache is empty or the write failed)."""
+        return self.send_save_state(path)()
+
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
+        """``save_state`` sent now, its answer waited for when the returned call is made: the server sends it right
+        behind a generation, so the state saved is that reply's, whatever is sent next."""
+        reply, _ = self._submit(SaveStateRequest(f"v{next(self._ids)}", str(path)), "while saving the chat's state")
+        return lambda: self._answer(reply, StateSaved)
+
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored:
+        """Offer the host saved states for ``messages`` (rendered and tokenized as a generation with ``sampling``
+        would be): it restores the one sharing the longest token prefix with them, where that beats its KV cache,
+        and names the files it refused. Nothing is generated."""
+        return self.send_restore_state(paths, messages, sampling)()
+
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
+        """``restore_state`` sent now (the server sends it right ahead of the generation it is for), its answer
+        waited for when the returned call is made."""
+        request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
+                                      messages if isinstance(messages, str) else list(messages),
+                                      sampling or SamplingSettings())
+        reply, _ = self._submit(request, "while restoring the chat's state")
+        return lambda: self._answer(reply, StateRestored)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

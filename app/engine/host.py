@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 from app.engine import protocol
 from app.engine.protocol import (CancelRequest, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, Request,
-                                 ScoreRequest, ShutdownRequest, UnloadRequest)
+                                 RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.datatypes import Counted, Done, ErrorEvent, GenerationStats, Progress
 from backends.base import Backend, GenerationError
 
@@ -120,6 +120,17 @@ class Host:
             if self._backend is None:
                 raise GenerationError("state", "no model is loaded")
             self.send(Counted(request.id, self._backend.count_prompt_tokens(request.prompt, request.sampling)))
+        elif isinstance(request, SaveStateRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            self.send(self._backend.save_state(request.id, request.path))
+        elif isinstance(request, RestoreStateRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            restored = self._backend.restore_state(request.id, request.paths, request.prompt, request.sampling)
+            for path, reason in restored.discarded:  # the engine log says it too; the parent's log and cache act
+                print(f"[{request.id}] saved state {path} discarded: {reason}", file=sys.stderr, flush=True)
+            self.send(restored)
         elif isinstance(request, UnloadRequest):
             self._unload()
             self.send(protocol.Unloaded(request.id))

@@ -29,12 +29,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
-from app.datatypes import Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, Token
+from app.datatypes import (Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, StateRestored, StateSaved,
+                           Token)
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -308,6 +309,35 @@ class ModelPool:
         finally:
             self._release(model, None)
 
+    def save_state(self, path: str | Path) -> StateSaved:
+        """As EngineClient.save_state, on the active model (app/engine/states.py)."""
+        return self.send_save_state(path)()
+
+    def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
+        """As EngineClient.send_save_state, on the active model, held until its answer is taken."""
+        model = self._hold(None)
+        try:
+            answer = model.client.send_save_state(path)
+        except BaseException:
+            self._release(model, None)
+            raise
+        return _answered_then(answer, lambda: self._release(model, None))
+
+    def restore_state(self, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings | None = None) -> StateRestored:
+        """As EngineClient.restore_state, on the active model."""
+        return self.send_restore_state(paths, messages, sampling)()
+
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
+                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
+        model = self._hold(None)
+        try:
+            answer = model.client.send_restore_state(paths, messages, sampling)
+        except BaseException:
+            self._release(model, None)
+            raise
+        return _answered_then(answer, lambda: self._release(model, None))
+
     def cancel(self, request_id: str | None = None) -> None:
         with self._lock:
             model = self._requests.get(request_id) if request_id else None
@@ -480,6 +510,21 @@ class _HeldStream:
         on_end, self._on_end = self._on_end, None
         if on_end is not None:
             on_end()
+
+
+Answer = TypeVar("Answer")
+
+
+def _answered_then(answer: Callable[[], Answer], release: Callable[[], None]) -> Callable[[], Answer]:
+    """``answer``, then ``release`` (once, however it ends)."""
+
+    def wait() -> Answer:
+        try:
+            return answer()
+        finally:
+            release()
+
+    return wait
 
 
 def _check_every(ttl: float | None) -> float:

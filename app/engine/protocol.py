@@ -5,7 +5,8 @@ of backends.base (each tagged with its ``type``) plus the two the protocol itsel
 ``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
 
 The host serves the requests it reads one at a time, in order, and ends each with exactly one final
-event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``Unloaded`` or an ``ErrorEvent``); every event
+event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``StateSaved``, ``StateRestored``, ``Unloaded``
+or an ``ErrorEvent``); every event
 in between belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
 answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
 from different releases refuse each other with a sentence instead of misreading each other.
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
 from app.datatypes import (Counted, DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded,
-                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, Token, TokenLogprob,
-                           ToolCallDelta, TopLogprob, WindowScoring)
+                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, StateRestored, StateSaved,
+                           Token, TokenLogprob, ToolCallDelta, TopLogprob, WindowScoring)
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
 # 2: replies read through the chat format (Token.reasoning and tool_calls, Done's); scoring by windows (ScoreRequest)
 # 3: counting a prompt's tokens (CountRequest, Counted); the prompt's and reused tokens on a reply's first Token
 # 4: log-probabilities of a reply's tokens when asked (SamplingSettings.logprobs, Token.logprobs)
-PROTOCOL_VERSION = 4
+# 5: a conversation's state saved to and restored from disk (SaveStateRequest, RestoreStateRequest; StateSaved,
+#    StateRestored)
+PROTOCOL_VERSION = 5
 
 
 # --- requests (parent -> host)
@@ -88,6 +91,29 @@ class CountRequest:
 
 
 @dataclass(frozen=True)
+class SaveStateRequest:
+    """Write the KV cache's state and the tokens it holds to ``path`` (a file the parent's state cache named),
+    answered with a ``StateSaved``. In its turn: what the cache holds after the requests sent before."""
+
+    id: str
+    path: str
+    op: Literal["save_state"] = "save_state"
+
+
+@dataclass(frozen=True)
+class RestoreStateRequest:
+    """Of the saved states at ``paths``, bring back the one whose tokens share the longest prefix with ``prompt`` as
+    a generation with ``sampling`` would tokenize it, if that beats the KV cache's own; answered with a
+    ``StateRestored`` (which names the files refused, and why). Nothing is generated."""
+
+    id: str
+    paths: list[str]
+    prompt: Prompt
+    sampling: SamplingSettings
+    op: Literal["restore_state"] = "restore_state"
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     id: str  # a generation's id, running or not started yet; "*" for whichever runs now
     op: Literal["cancel"] = "cancel"
@@ -104,11 +130,11 @@ class ShutdownRequest:
     op: Literal["shutdown"] = "shutdown"
 
 
-Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | CancelRequest | UnloadRequest
-           | ShutdownRequest)
+Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
+           | RestoreStateRequest | CancelRequest | UnloadRequest | ShutdownRequest)
 _REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, EmbedRequest,
-                                                            CountRequest, CancelRequest, UnloadRequest,
-                                                            ShutdownRequest)}
+                                                            CountRequest, SaveStateRequest, RestoreStateRequest,
+                                                            CancelRequest, UnloadRequest, ShutdownRequest)}
 
 
 # --- events of the protocol itself (host -> parent)
@@ -130,9 +156,9 @@ class Unloaded:
 
 
 _EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Embedded,
-                                                          Counted, Hello, Unloaded)}
+                                                          Counted, StateSaved, StateRestored, Hello, Unloaded)}
 # each request ends with exactly one of these
-FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, Unloaded, ErrorEvent)
+FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, StateSaved, StateRestored, Unloaded, ErrorEvent)
 
 
 class ProtocolMismatch(ValueError):
@@ -164,6 +190,8 @@ def decode_event(line: bytes) -> Event | Hello | Unloaded:
             data["logprobs"] = tuple(_token_logprob(e) for e in data["logprobs"])
     elif cls is Loaded:
         data["devices"] = tuple(DeviceLoad(**d) for d in data.get("devices", ()))
+    elif cls is StateRestored:
+        data["discarded"] = tuple((str(p), str(r)) for p, r in data.get("discarded") or ())
     event: Event | Hello | Unloaded = cls(**data)
     return event
 
@@ -187,7 +215,7 @@ def decode_request(line: bytes) -> Request:
         values = known_fields(cls, data)
         if cls is LoadRequest:
             values["settings"] = settings_from_dict(LoadSettings, values.get("settings") or {})
-        elif cls is GenerateRequest or cls is CountRequest:
+        elif cls is GenerateRequest or cls is CountRequest or cls is RestoreStateRequest:
             values["sampling"] = settings_from_dict(SamplingSettings, values.get("sampling") or {})
             prompt: Any = values.get("prompt")  # JSON off the wire
             if not isinstance(prompt, str):

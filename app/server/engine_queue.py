@@ -19,9 +19,10 @@ import contextlib
 import itertools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from app.engine import states
 from app.engine.client import EngineClientLike
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from app.datatypes import Done, Prompt, SamplingSettings, Token
@@ -101,6 +102,27 @@ class Job:
         self._owner.client.cancel(self.id)  # thread-safe, and only this job's: the chat shares the engine
 
 
+_Answer = Callable[[], object]  # a saved-state request's answer, taken once (app/engine/states.py)
+
+
+def _take(answer: _Answer | None) -> None:
+    """Take a saved-state request's answer (states' own call logs what failed); an engine that died is the job's
+    to report."""
+    if answer is not None:
+        try:
+            answer()
+        except QuantDeskError:
+            pass
+
+
+def _valid(sampling: SamplingSettings) -> bool:
+    try:
+        sampling.validate()
+    except ValueError:
+        return False
+    return True
+
+
 class EngineQueue:
     """The server's generations on one engine client, delivered one job after another in arrival order."""
 
@@ -111,7 +133,9 @@ class EngineQueue:
         self.max_pending = max_pending
         self._sender = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-submit")
         # Sent jobs with their event streams, in the order the engine serves them; None ends the delivery.
-        self._deliveries: queue.Queue[tuple[Job, Iterator[Token | Done]] | None] = queue.Queue()
+        # With them, the answers of the saved-state requests sent around each (app/engine/states.py).
+        self._deliveries: queue.Queue[tuple[Job, Iterator[Token | Done], _Answer | None, _Answer | None] | None] = \
+            queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0  # accepted and not finished
         self._running: Job | None = None
@@ -202,14 +226,27 @@ class EngineQueue:
                 self._finished.notify_all()
 
     def _send(self, job: Job) -> None:
-        """On the submitting thread: one job at a time, so the engine gets them in arrival order."""
+        """On the submitting thread: one job at a time, so the engine gets them in arrival order. A conversation
+        (messages, not a raw prompt) goes with a restore of its saved state ahead of it, where one continues it, and
+        a save of its state behind it (app/engine/states.py): all three in the engine's queue in that order, their
+        answers taken by the delivery."""
+        keys = states.server_keys(job.messages) if not isinstance(job.messages, str) and job.messages else None
+        restore = save = None
         try:
+            if keys is not None and _valid(job.sampling):  # no restore for a request generate refuses (its words)
+                restore = states.send_restore(self.client, states.default_cache(), keys, job.messages, job.sampling)
             stream = job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id,
                                                        events_every_s=job.events_every_s)
         except BaseException:
             self._finish(job, None)  # it never reached the engine
+            _take(restore)
             raise
-        self._deliveries.put((job, stream))
+        if keys is not None:
+            try:
+                save = states.send_save(self.client, states.default_cache(), keys)
+            except QuantDeskError:
+                pass  # the engine died: the job's stream says so
+        self._deliveries.put((job, stream, restore, save))
 
     def _finish(self, job: Job, outcome: Outcome | None) -> None:
         with self._finished:
@@ -227,12 +264,14 @@ class EngineQueue:
             sent = self._deliveries.get()
             if sent is None:
                 return
-            job, stream = sent
+            job, stream, restore, save = sent
             with self._lock:
                 self._waiting.pop(job.id, None)
                 self._running = job
                 job.running = True
+            _take(restore)
             self._finish(job, self._run(job, stream))
+            _take(save)
 
     def _run(self, job: Job, stream: Iterator[Token | Done]) -> Outcome:
         try:

@@ -692,7 +692,13 @@ class ChatPage(QWidget):
         else:
             sampling = replace(sampling, tools=(), tool_choice="auto")
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
-        self.bridge.generate(history, sampling)
+        # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
+        # and the reply's own saved after it: app/engine/states.py.
+        from app.engine.states import chat_keys
+
+        branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
+        replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
+        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies))
 
     @Slot()
     def stop(self) -> None:

@@ -39,6 +39,7 @@ from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings,
 if TYPE_CHECKING:
     from app.engine.client import EngineClientLike
     from app.engine.pool import BudgetRefused, ModelPool
+    from app.engine.states import StateKeys
 
 COALESCE_MS = 30
 
@@ -169,18 +170,44 @@ class _Worker(QObject):
         except QuantDeskError as exc:
             self._report(exc)
 
-    @Slot(object, object, str)
-    def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str) -> None:
+    @Slot(object, object, str, object)
+    def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
+                 keys: StateKeys | None = None) -> None:
+        """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
+        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
+        three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
+        the engine compares tokens)."""
+        from app.engine import states
+
+        restore = save = None  # the saved-state requests' answers, each taken once whatever happens
         try:
-            for event in self._client.generate(messages, sampling, request_id=request_id,
-                                               on_wait=self.waiting.emit):
+            client = self._client
+            if keys is not None:
+                restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
+            stream = client.generate(messages, sampling, request_id=request_id, on_wait=self.waiting.emit)
+            if keys is not None:
+                save = states.send_save(client, states.default_cache(), keys)  # nothing, for a stopped reply
+            if restore is not None:
+                answer, restore = restore, None
+                answer()
+            for event in stream:
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
                 elif isinstance(event, Done):
                     self.done.emit(event)
+            if save is not None:
+                answer, save = save, None
+                answer()
         except QuantDeskError as exc:
             self._report(exc)
+        finally:
+            for left in (restore, save):  # not taken: the reply failed on the way, and said so above
+                if left is not None:
+                    try:
+                        left()
+                    except QuantDeskError:
+                        pass
 
     @Slot()
     def close(self) -> None:
@@ -213,7 +240,7 @@ class EngineBridge(QObject):
     waiting = Signal(int)
 
     _request_load = Signal(str, object, object)
-    _request_generate = Signal(object, object, str)
+    _request_generate = Signal(object, object, str, object)
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
@@ -315,12 +342,14 @@ class EngineBridge(QObject):
         if self.pool is not None:
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings) -> None:
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None
+                 ) -> None:
+        """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to."""
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
         self._request_id = f"chat-{next(self._request_ids)}"
-        self._request_generate.emit(list(messages), sampling, self._request_id)
+        self._request_generate.emit(list(messages), sampling, self._request_id, states)
 
     def stop(self) -> None:
         """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at

@@ -145,6 +145,7 @@ class SettingsPage(QScrollArea):
         form.addRow(self.tr("Language"), self._with_note(language_layout, "language_note"))
 
         form.addRow(self.tr("Loaded models"), self._with_note(self._build_pool_row(), "pool_note"))
+        form.addRow(self.tr("Saved chat states"), self._with_note(self._build_states_row(), "states_note"))
 
         self.remote_panel = ConnectionsPanel()
         form.addRow(self.tr("Remote engines"), self.remote_panel)
@@ -263,6 +264,42 @@ class SettingsPage(QScrollArea):
         if path:
             self.export_presets(path)
 
+    def _build_states_row(self) -> QHBoxLayout:
+        """The disk the chats' saved model states may take (app/engine/states.py), and what they take now."""
+        row = QHBoxLayout()
+        self.states_box = QSpinBox()
+        self.states_box.setRange(0, app_settings.SAVED_STATES_MAX_MB)
+        self.states_box.setSingleStep(512)
+        self.states_box.setSuffix(self.tr(" MiB"))
+        self.states_box.setSpecialValueText(self.tr("Off"))
+        self.states_box.setAccessibleName(self.tr("Disk for saved chat states"))
+        self.states_box.setToolTip(self.tr("After each reply the model's state is saved, so a chat reopened later "
+                                           "answers without reading its whole history again; the least recently "
+                                           "used states go first when they take more than this"))
+        self.states_box.editingFinished.connect(self._on_states_limit_changed)
+        self.states_box.setMaximumWidth(220)
+        self.states_clear = QPushButton(self.tr("Delete saved states"))
+        self.states_clear.setAccessibleName(self.tr("Delete the saved chat states"))
+        self.states_clear.clicked.connect(self._on_clear_states)
+        row.addWidget(self.states_box)
+        row.addWidget(self.states_clear)
+        row.addStretch(1)
+        return row
+
+    def _show_states(self) -> None:
+        from app.engine import states
+        from app.ui.formatting import human_bytes
+
+        cache = states.default_cache()
+        count, size = cache.count(), cache.total_bytes()
+        self.states_clear.setEnabled(count > 0)
+        if self.current.saved_states_mb <= 0:
+            taken = self.tr("Off: chats are read again from the start after a restart or a switch.")
+        else:
+            taken = self.tr("Long chats resume without reading their history again.")
+        self.states_note.setText(self.tr("{taken} Now {count} saved, {size}, in {folder}.").format(
+            taken=taken, count=count, size=human_bytes(size), folder=cache.folder))
+
     def _with_note(self, layout, name: str) -> QWidget:
         box = QWidget()
         column = QVBoxLayout(box)
@@ -308,6 +345,8 @@ class SettingsPage(QScrollArea):
         self.pool_note.setText(self.tr(
             "Chats with different models keep each model loaded, one engine each, within this budget; when one "
             "more does not fit, the least recently used idle model unloads first, and the Chat says so."))
+        self.states_box.setValue(s.saved_states_mb)
+        self._show_states()
         self.theme_box.blockSignals(True)
         self.theme_box.setCurrentIndex([key for key, _ in THEME_NAMES].index(s.theme))
         self.theme_box.blockSignals(False)
@@ -448,6 +487,22 @@ class SettingsPage(QScrollArea):
                        idle_unload_minutes=minutes)
         if any(getattr(self.current, k) != v for k, v in changes.items()) and self._save(**changes):
             self.pool_limits_changed.emit(self.current)
+
+    @Slot()
+    def _on_states_limit_changed(self) -> None:
+        value = self.states_box.value()
+        if value != self.current.saved_states_mb and self._save(saved_states_mb=value):
+            from app.engine import states
+
+            states.default_cache().evict()  # a lower limit holds at once
+            self._show_states()
+
+    @Slot()
+    def _on_clear_states(self) -> None:
+        from app.engine import states
+
+        states.default_cache().clear()
+        self._show_states()
 
     @Slot(int)
     def _on_theme_changed(self, index: int) -> None:

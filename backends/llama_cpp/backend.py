@@ -17,13 +17,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
-                           Token, expert_tensor_patterns)
+                           StateRestored, StateSaved, Token, expert_tensor_patterns)
 from backends.base import Availability, GenerationError, check_token_ids, physical_cores
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
 from backends.llama_cpp import load as loading
 from backends.llama_cpp import log as load_log
-from backends.llama_cpp import vision
+from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
 from backends.llama_cpp.loop import TokenLoop
 from backends.llama_cpp.sampling import Pieces
@@ -48,6 +48,7 @@ class LlamaCppBackend(TokenLoop):
         self._template = ""
         self._eos = ""
         self._overrides: ctypes.Array[Any] | None = None  # the tensor-placement array, alive while the model is
+        self._state_identity: dict[str, Any] = {}  # what a saved state must have been made with (states.py)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -154,6 +155,10 @@ class LlamaCppBackend(TokenLoop):
             self.unload()
             raise GenerationError("template", f"{Path(model_path).name}: {exc.message}",
                                   "the model file's chat template cannot be used") from None
+        self._state_identity = {
+            "model": states.file_identity(model_path), "projector": states.file_identity(settings.mmproj),
+            "runtime": states.runtime_identity(llama_cpp), "n_ctx": int(llm.n_ctx()),
+            "kv_cache_type": settings.kv_cache_type, "flash_attention": settings.flash_attention, "swa_full": False}
         n_layers = int(llama_cpp.llama_model_n_layer(llm.model))
         devices = tuple(log.device_loads(n_layers))
         gpu_layers = sum(d.layers for d in devices if d.name != load_log.HOST)
@@ -253,6 +258,80 @@ class LlamaCppBackend(TokenLoop):
         self._kv_tokens = []  # embedding cleared the cache
         return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
                         (time.perf_counter() - t0) * 1000)
+
+    # --- saved states (backends/llama_cpp/states.py): a chat resumed from disk instead of read again
+
+    def save_state(self, request_id: str, path: str) -> StateSaved:
+        import llama_cpp
+
+        llm = self._loaded()
+        t0 = time.perf_counter()
+        if not self._kv_tokens:  # a cancelled reply's cache was emptied: nothing to keep, and nothing wrong
+            return StateSaved(request_id, "", 0, 0, 0.0)
+        try:
+            size = states.save(llama_cpp, llm.ctx, path, self._state_identity, self._kv_tokens)
+        except OSError as exc:
+            raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
+        return StateSaved(request_id, path, len(self._kv_tokens), size, (time.perf_counter() - t0) * 1000)
+
+    def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings) -> StateRestored:
+        import llama_cpp
+
+        llm = self._loaded()
+        t0 = time.perf_counter()
+        units = self._prompt_units(messages, sampling)
+        have = self._common_prefix(units) if units else 0  # what the KV cache already gives this prompt
+        recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model) or llama_cpp.llama_model_is_hybrid(llm.model))
+        discarded: list[tuple[str, str]] = []
+        best: tuple[int, str, states.Header] | None = None
+        for path in paths:
+            try:
+                header = states.read_header(path)
+                states.check_identity(header, self._state_identity)
+            except states.StateRejected as exc:
+                discarded.append((path, str(exc)))
+                continue
+            reuse = 0
+            for a, b in zip(header.tokens, units, strict=False):  # the tokens decide, never the file's name
+                if a != b:
+                    break
+                reuse += 1
+            reuse = min(reuse, len(units) - 1)  # one token is left to decode: its logits pick the reply's first
+            if recurrent and reuse < len(header.tokens):
+                reuse = 0  # a recurrent state cannot be cut back to the shared prefix
+            if reuse > have and (best is None or reuse > best[0]):
+                best = (reuse, path, header)
+        chosen = ""
+        if best is not None:
+            reuse, path, header = best
+            self._forget_kv(llama_cpp)
+            try:
+                states.load(llama_cpp, llm.ctx, path, header)
+            except states.StateRejected as exc:
+                discarded.append((path, str(exc)))
+                self._forget_kv(llama_cpp)  # whatever half of it arrived goes
+                have = 0
+            else:
+                self._kv_tokens = list(header.tokens)  # the next prompt keeps its shared prefix of these
+                chosen, have = path, reuse
+        return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
+
+    def _prompt_units(self, messages: Prompt, sampling: SamplingSettings) -> list[int]:
+        """The prompt as the KV cache would hold it (``_stream``'s tokens, or with images its chunks' units); []
+        where no saved prefix can be used (M-RoPE images)."""
+        self.prepared = self.prepare(messages, sampling)
+        prompt = self._engine_prompt(messages)
+        images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
+        if not images:
+            return list(self._loaded().tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+        if vision.uses_mrope(self._mtmd):
+            return []
+        media = vision.media_chunks(self._mtmd, prompt, images)
+        try:
+            return [u for _, piece, _ in vision.chunk_units(media) for u in piece]
+        finally:
+            vision.free_chunks(media)
 
     # --- scoring (the quant lab): a separate evaluation with a logit row for every token, so the chat
     # context keeps computing only the last row and its speed is untouched.

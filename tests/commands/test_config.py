@@ -31,6 +31,8 @@ def test_ls_lists_every_setting_with_its_value_and_what_it_takes(capsys):
     ("memory_budget_gib", "none", None, "none"),
     ("max_loaded_models", "2", 2, "2"),
     ("idle_unload_minutes", "15", 15, "15"),
+    ("saved_states_mb", "0", 0, "0"),
+    ("saved_states_mb", "8192", 8192, "8192"),
     ("language", "de", "de", "de"),
 ])
 def test_set_stores_the_typed_value_and_get_prints_it_back(capsys, key, typed, stored, shown):
@@ -57,6 +59,8 @@ def test_set_models_dir_keeps_a_folder_and_none_goes_back_to_the_default(capsys,
     (["set", "theme", "blue"], "theme cannot be 'blue': it takes system, light or dark"),
     (["set", "idle_unload_minutes", "7"], "idle_unload_minutes cannot be '7': it takes 0 (never), 5, 15 or 60"),
     (["set", "max_loaded_models", "0"], "max_loaded_models cannot be '0': it takes a whole number from 1 to 16"),
+    (["set", "saved_states_mb", "-1"],
+     "saved_states_mb cannot be '-1': it takes a whole number from 0 (none saved) to 1048576"),
     (["set", "memory_budget_gib", "-2"],
      "memory_budget_gib cannot be '-2': it takes a number above 0, or none for what the fit check finds free"),
     (["set", "them", "dark"], "there is no setting 'them'; did you mean theme? (list them with: quantdesk config ls)"),

@@ -373,7 +373,7 @@ def test_every_engine_client_takes_the_arguments_of_the_protocol():
 
     missing = []
     for cls in (EngineClient, ModelPool, EngineDouble, SuccessiveEngines, ScriptedEngine):
-        for call in ("load", "generate", "embed", "count_tokens", "cancel", "close"):
+        for call in ("load", "generate", "embed", "count_tokens", "save_state", "restore_state", "cancel", "close"):
             if not hasattr(cls, call):
                 continue  # a double for the chat only (no embeddings): a caller asking for it fails at once
             wanted = inspect.signature(getattr(EngineClientLike, call)).parameters

@@ -150,3 +150,39 @@ def test_llama_server_presets_import_and_export_say_what_they_did(qtbot, tmp_pat
     ini.write_text("[a]\nno key here\n", encoding="utf-8")
     page.import_presets(str(ini))
     assert "Nothing imported:" in page.presets_note.text() and "line 2" in page.presets_note.text()
+
+
+def test_saved_chat_states_show_their_size_obey_the_limit_and_can_be_deleted(qtbot):
+    from app.engine import states
+
+    cache = states.default_cache()
+    cache.folder.mkdir(parents=True)
+    for i, key in enumerate(("a", "b", "c")):  # three saved states of 1 MiB, "a" the least recently used
+        path = cache.path("/m.gguf", key)
+        path.write_bytes(b"x" * 2**20)
+        os.utime(path, ns=(10**18 + i * 10**9,) * 2)
+    page = make_page(qtbot)
+    assert page.states_box.value() == app_settings.SAVED_STATES_DEFAULT_MB
+    assert "3 saved, 3.0 MB" in page.states_note.text() or "3 saved, 3.1 MB" in page.states_note.text(), \
+        page.states_note.text()
+    assert str(cache.folder) in page.states_note.text() and page.states_clear.isEnabled()
+    page.states_box.setValue(2)  # 2 MiB: the oldest state goes at once
+    page.states_box.editingFinished.emit()
+    assert app_settings.load().saved_states_mb == 2
+    assert not cache.path("/m.gguf", "a").exists() and cache.count() == 2
+    assert "2 saved" in page.states_note.text()
+    page.states_box.setValue(0)
+    page.states_box.editingFinished.emit()
+    assert page.states_box.text() == "Off" and cache.count() == 0 and "Off:" in page.states_note.text()
+    assert not page.states_clear.isEnabled()
+
+
+def test_deleting_the_saved_chat_states_empties_their_folder(qtbot):
+    from app.engine import states
+
+    cache = states.default_cache()
+    cache.folder.mkdir(parents=True)
+    cache.path("/m.gguf", "a").write_bytes(b"x" * 1000)
+    page = make_page(qtbot)
+    page.states_clear.click()
+    assert cache.count() == 0 and "0 saved" in page.states_note.text()
