@@ -2,6 +2,49 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="de_DE">
 <context>
+    <name>ApprovalCard</name>
+    <message>
+        <source>Approve the tool call {name}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Run the tool “{name}” of the server “{server}” with these arguments?</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>What the tool says it does</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Allow once</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Run this call; ask again next time</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Always allow this tool</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Run this call and later calls of this tool without asking (Settings → Tools can revoke it)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Deny</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Do not run it; the model is told you denied it</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{answer}: {name}</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
     <name>AttachmentStrip</name>
     <message>
         <source>Attached images</source>
@@ -107,12 +150,35 @@
         <translation>Die Antwort anhalten (Esc)</translation>
     </message>
     <message>
+        <source>The model wants to run the tool {name}: allow or deny it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
         <source>New name:</source>
         <translation>Neuer Name:</translation>
     </message>
     <message>
         <source>Chat “{title}” deleted</source>
         <translation>Chat „{title}“ gelöscht</translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation type="unfinished">aus</translation>
+    </message>
+    <message numerus="yes">
+        <source>connected · %n tool(s)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>failed</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>not connected</source>
+        <translation type="unfinished"></translation>
     </message>
     <message>
         <source>Markdown (*.md);;JSON (*.json)</source>
@@ -163,8 +229,19 @@
         <translation>{message}. Ihre Nachricht bleibt im Feld unten.</translation>
     </message>
     <message>
+        <source>Reply stopped during a tool call.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
         <source>image {n} ({width} × {height})</source>
         <translation>Bild {n} ({width} × {height})</translation>
+    </message>
+    <message numerus="yes">
+        <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
     </message>
     <message>
         <source>Reply stopped</source>
@@ -356,6 +433,26 @@
     <message>
         <source>Every chat with this model starts from these values (sampling, system prompt, thinking, and the model bar&apos;s load settings) where it has none of its own</source>
         <translation>Jeder Chat mit diesem Modell beginnt mit diesen Werten (Sampling, Systemprompt, Denken und die Ladeeinstellungen der Modellleiste), wo er keine eigenen hat</translation>
+    </message>
+    <message>
+        <source>{name} ({state})</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tools of {name}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No MCP servers yet: add them in Settings → Tools.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>About tools in this chat</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tools</source>
+        <translation type="unfinished"></translation>
     </message>
     <message>
         <source>Thinking</source>
@@ -3124,8 +3221,16 @@
         <translation>Geladene Modelle</translation>
     </message>
     <message>
+        <source>Saved chat states</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
         <source>Remote engines</source>
         <translation>Entfernte Engines</translation>
+    </message>
+    <message>
+        <source>Tools (MCP)</source>
+        <translation type="unfinished"></translation>
     </message>
     <message>
         <source>Model presets</source>
@@ -3238,6 +3343,42 @@
     <message>
         <source>Preset files (*.ini)</source>
         <translation>Voreinstellungsdateien (*.ini)</translation>
+    </message>
+    <message>
+        <source> MiB</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Off</source>
+        <translation type="unfinished">Aus</translation>
+    </message>
+    <message>
+        <source>Disk for saved chat states</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>After each reply the model&apos;s state is saved, so a chat reopened later answers without reading its whole history again; the least recently used states go first when they take more than this</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete saved states</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete the saved chat states</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Off: chats are read again from the start after a restart or a switch.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Long chats resume without reading their history again.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{taken} Now {count} saved, {size}, in {folder}.</source>
+        <translation type="unfinished"></translation>
     </message>
     <message>
         <source>Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.</source>
@@ -3508,6 +3649,307 @@
             <numerusform>{time} nachgedacht · %n Token</numerusform>
             <numerusform>{time} nachgedacht · %n Tokens</numerusform>
         </translation>
+    </message>
+</context>
+<context>
+    <name>ToolCardView</name>
+    <message>
+        <source>Shows or hides what the tool returned</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>unknown server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tool call {name} on {server}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Arguments of {name}: {arguments}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Result of {name}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{name} · {server}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — denied</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>You denied this call; the model was told.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — running…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — waiting for your approval</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — waiting its turn</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — not run</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The reply was stopped before it ran.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The tool answered with an error; the model was told.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The result was cut to fit; the model got the first part.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — error after {time}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} — done in {time}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Hide the result</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Show the result</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>ToolsPanel</name>
+    <message>
+        <source>Tools (MCP)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>MCP servers</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The selected server&apos;s tools</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Connect again</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Connect the selected MCP server again</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation type="unfinished">Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove the selected MCP server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Import mcp.json…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Import MCP servers from an mcp.json file</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The file LM Studio, Claude Desktop and Cursor keep their MCP servers in; each command is shown before it first starts</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>files</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>MCP server name</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>A command on this computer (stdio)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>An address (HTTP)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>How QuantDesk reaches the server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>npx -y @modelcontextprotocol/server-filesystem ~/Documents</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Command</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>https://example.com/mcp</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Server address</source>
+        <translation type="unfinished">Serveradresse</translation>
+    </message>
+    <message>
+        <source>optional bearer token, kept in the keychain</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Bearer token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Add server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Add the MCP server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Name</source>
+        <translation type="unfinished">Name</translation>
+    </message>
+    <message>
+        <source>Kind</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Where</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Confirm the server&apos;s command</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The command, in full</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Start it</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Confirm the command and start the server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Not now</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Do not start the server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Always allowed</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tools always allowed</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Revoke</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Revoke: ask again before this tool runs</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Tools status</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} of {server}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation type="unfinished">aus</translation>
+    </message>
+    <message>
+        <source>not started: its command waits for your confirmation</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>connecting…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>not connected</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>connected · %n tool(s)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>failed: {sentence}</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No tools listed: the server is not connected.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Added {name}.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>“{name}” runs this program on your computer, with your permissions. Start it only if you trust it:</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{name} is kept but not started; select it to confirm its command later.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Removed {name}.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Import MCP servers</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>MCP configuration (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>nothing to import</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Imported from {file}: {report}. Select a server to confirm its command before it first starts.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>{tool} of {server} asks again before it runs.</source>
+        <translation type="unfinished"></translation>
     </message>
 </context>
 <context>

@@ -2,6 +2,23 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="en_US">
 <context>
+    <name>ChatPage</name>
+    <message numerus="yes">
+        <source>connected · %n tool(s)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>DiscoverPage</name>
     <message numerus="yes">
         <source>%n model(s)</source>
@@ -62,6 +79,16 @@
         <translation>
             <numerusform>Thought for {time} · %n token</numerusform>
             <numerusform>Thought for {time} · %n tokens</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>ToolsPanel</name>
+    <message numerus="yes">
+        <source>connected · %n tool(s)</source>
+        <translation type="unfinished">
+            <numerusform></numerusform>
+            <numerusform></numerusform>
         </translation>
     </message>
 </context>
