@@ -5,43 +5,43 @@
     <name>ApprovalCard</name>
     <message>
         <source>Approve the tool call {name}</source>
-        <translation type="unfinished"></translation>
+        <translation>Den Tool-Aufruf {name} freigeben</translation>
     </message>
     <message>
         <source>Run the tool “{name}” of the server “{server}” with these arguments?</source>
-        <translation type="unfinished"></translation>
+        <translation>Das Tool „{name}“ des Servers „{server}“ mit diesen Argumenten ausführen?</translation>
     </message>
     <message>
         <source>What the tool says it does</source>
-        <translation type="unfinished"></translation>
+        <translation>Was das Tool nach eigener Angabe tut</translation>
     </message>
     <message>
         <source>Allow once</source>
-        <translation type="unfinished"></translation>
+        <translation>Einmal erlauben</translation>
     </message>
     <message>
         <source>Run this call; ask again next time</source>
-        <translation type="unfinished"></translation>
+        <translation>Diesen Aufruf ausführen; beim nächsten Mal wieder fragen</translation>
     </message>
     <message>
         <source>Always allow this tool</source>
-        <translation type="unfinished"></translation>
+        <translation>Dieses Tool immer erlauben</translation>
     </message>
     <message>
         <source>Run this call and later calls of this tool without asking (Settings → Tools can revoke it)</source>
-        <translation type="unfinished"></translation>
+        <translation>Diesen und spätere Aufrufe dieses Tools ohne Nachfrage ausführen (unter Einstellungen → Tools widerrufbar)</translation>
     </message>
     <message>
         <source>Deny</source>
-        <translation type="unfinished"></translation>
+        <translation>Ablehnen</translation>
     </message>
     <message>
         <source>Do not run it; the model is told you denied it</source>
-        <translation type="unfinished"></translation>
+        <translation>Nicht ausführen; das Modell erfährt, dass Sie abgelehnt haben</translation>
     </message>
     <message>
         <source>{answer}: {name}</source>
-        <translation type="unfinished"></translation>
+        <translation>{answer}: {name}</translation>
     </message>
 </context>
 <context>
@@ -151,7 +151,7 @@
     </message>
     <message>
         <source>The model wants to run the tool {name}: allow or deny it.</source>
-        <translation type="unfinished"></translation>
+        <translation>Das Modell möchte das Tool {name} ausführen: Erlauben Sie es oder lehnen Sie es ab.</translation>
     </message>
     <message>
         <source>New name:</source>
@@ -163,22 +163,22 @@
     </message>
     <message>
         <source>off</source>
-        <translation type="unfinished">aus</translation>
+        <translation>aus</translation>
     </message>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>verbunden · %n Tool</numerusform>
+            <numerusform>verbunden · %n Tools</numerusform>
         </translation>
     </message>
     <message>
         <source>failed</source>
-        <translation type="unfinished"></translation>
+        <translation>fehlgeschlagen</translation>
     </message>
     <message>
         <source>not connected</source>
-        <translation type="unfinished"></translation>
+        <translation>nicht verbunden</translation>
     </message>
     <message>
         <source>Markdown (*.md);;JSON (*.json)</source>
@@ -230,7 +230,7 @@
     </message>
     <message>
         <source>Reply stopped during a tool call.</source>
-        <translation type="unfinished"></translation>
+        <translation>Antwort während eines Tool-Aufrufs angehalten.</translation>
     </message>
     <message>
         <source>image {n} ({width} × {height})</source>
@@ -238,9 +238,9 @@
     </message>
     <message numerus="yes">
         <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>Die Antwort hat %n Tool-Schritt ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
+            <numerusform>Die Antwort hat %n Tool-Schritte ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
         </translation>
     </message>
     <message>
@@ -436,23 +436,23 @@
     </message>
     <message>
         <source>{name} ({state})</source>
-        <translation type="unfinished"></translation>
+        <translation>{name} ({state})</translation>
     </message>
     <message>
         <source>Tools of {name}</source>
-        <translation type="unfinished"></translation>
+        <translation>Tools von {name}</translation>
     </message>
     <message>
         <source>No MCP servers yet: add them in Settings → Tools.</source>
-        <translation type="unfinished"></translation>
+        <translation>Noch keine MCP-Server: Fügen Sie sie unter Einstellungen → Tools hinzu.</translation>
     </message>
     <message>
         <source>About tools in this chat</source>
-        <translation type="unfinished"></translation>
+        <translation>Hinweis zu den Tools in diesem Chat</translation>
     </message>
     <message>
         <source>Tools</source>
-        <translation type="unfinished"></translation>
+        <translation>Tools</translation>
     </message>
     <message>
         <source>Thinking</source>
@@ -3222,7 +3222,7 @@
     </message>
     <message>
         <source>Saved chat states</source>
-        <translation type="unfinished"></translation>
+        <translation>Gespeicherte Chat-Zustände</translation>
     </message>
     <message>
         <source>Remote engines</source>
@@ -3230,7 +3230,7 @@
     </message>
     <message>
         <source>Tools (MCP)</source>
-        <translation type="unfinished"></translation>
+        <translation>Tools (MCP)</translation>
     </message>
     <message>
         <source>Model presets</source>
@@ -3346,39 +3346,39 @@
     </message>
     <message>
         <source> MiB</source>
-        <translation type="unfinished"></translation>
+        <translation> MiB</translation>
     </message>
     <message>
         <source>Off</source>
-        <translation type="unfinished">Aus</translation>
+        <translation>Aus</translation>
     </message>
     <message>
         <source>Disk for saved chat states</source>
-        <translation type="unfinished"></translation>
+        <translation>Speicherplatz für gespeicherte Chat-Zustände</translation>
     </message>
     <message>
         <source>After each reply the model&apos;s state is saved, so a chat reopened later answers without reading its whole history again; the least recently used states go first when they take more than this</source>
-        <translation type="unfinished"></translation>
+        <translation>Nach jeder Antwort wird der Zustand des Modells gespeichert, sodass ein später wieder geöffneter Chat antwortet, ohne seinen ganzen Verlauf erneut zu lesen; belegen die Zustände mehr als diesen Platz, werden die am längsten unbenutzten zuerst gelöscht</translation>
     </message>
     <message>
         <source>Delete saved states</source>
-        <translation type="unfinished"></translation>
+        <translation>Gespeicherte Zustände löschen</translation>
     </message>
     <message>
         <source>Delete the saved chat states</source>
-        <translation type="unfinished"></translation>
+        <translation>Die gespeicherten Chat-Zustände löschen</translation>
     </message>
     <message>
         <source>Off: chats are read again from the start after a restart or a switch.</source>
-        <translation type="unfinished"></translation>
+        <translation>Aus: Chats werden nach einem Neustart oder Wechsel wieder von vorn gelesen.</translation>
     </message>
     <message>
         <source>Long chats resume without reading their history again.</source>
-        <translation type="unfinished"></translation>
+        <translation>Lange Chats werden fortgesetzt, ohne ihren Verlauf erneut zu lesen.</translation>
     </message>
     <message>
         <source>{taken} Now {count} saved, {size}, in {folder}.</source>
-        <translation type="unfinished"></translation>
+        <translation>{taken} Derzeit {count} gespeichert, {size}, in {folder}.</translation>
     </message>
     <message>
         <source>Set by QUANTDESK_MODELS_DIR in the environment, which wins over this setting.</source>
@@ -3655,301 +3655,301 @@
     <name>ToolCardView</name>
     <message>
         <source>Shows or hides what the tool returned</source>
-        <translation type="unfinished"></translation>
+        <translation>Zeigt oder verbirgt, was das Tool zurückgegeben hat</translation>
     </message>
     <message>
         <source>unknown server</source>
-        <translation type="unfinished"></translation>
+        <translation>unbekannter Server</translation>
     </message>
     <message>
         <source>Tool call {name} on {server}</source>
-        <translation type="unfinished"></translation>
+        <translation>Tool-Aufruf {name} ({server})</translation>
     </message>
     <message>
         <source>Arguments of {name}: {arguments}</source>
-        <translation type="unfinished"></translation>
+        <translation>Argumente von {name}: {arguments}</translation>
     </message>
     <message>
         <source>Result of {name}</source>
-        <translation type="unfinished"></translation>
+        <translation>Ergebnis von {name}</translation>
     </message>
     <message>
         <source>{name} · {server}</source>
-        <translation type="unfinished"></translation>
+        <translation>{name} · {server}</translation>
     </message>
     <message>
         <source>{tool} — denied</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — abgelehnt</translation>
     </message>
     <message>
         <source>You denied this call; the model was told.</source>
-        <translation type="unfinished"></translation>
+        <translation>Sie haben diesen Aufruf abgelehnt; das Modell wurde informiert.</translation>
     </message>
     <message>
         <source>{tool} — running…</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — läuft …</translation>
     </message>
     <message>
         <source>{tool} — waiting for your approval</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — wartet auf Ihre Freigabe</translation>
     </message>
     <message>
         <source>{tool} — waiting its turn</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — wartet, bis es an der Reihe ist</translation>
     </message>
     <message>
         <source>{tool} — not run</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — nicht ausgeführt</translation>
     </message>
     <message>
         <source>The reply was stopped before it ran.</source>
-        <translation type="unfinished"></translation>
+        <translation>Die Antwort wurde angehalten, bevor der Aufruf ausgeführt wurde.</translation>
     </message>
     <message>
         <source>The tool answered with an error; the model was told.</source>
-        <translation type="unfinished"></translation>
+        <translation>Das Tool hat mit einem Fehler geantwortet; das Modell wurde informiert.</translation>
     </message>
     <message>
         <source>The result was cut to fit; the model got the first part.</source>
-        <translation type="unfinished"></translation>
+        <translation>Das Ergebnis wurde gekürzt, damit es passt; das Modell hat den ersten Teil erhalten.</translation>
     </message>
     <message>
         <source>{tool} — error after {time}</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — Fehler nach {time}</translation>
     </message>
     <message>
         <source>{tool} — done in {time}</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} — fertig in {time}</translation>
     </message>
     <message>
         <source>Hide the result</source>
-        <translation type="unfinished"></translation>
+        <translation>Ergebnis ausblenden</translation>
     </message>
     <message>
         <source>Show the result</source>
-        <translation type="unfinished"></translation>
+        <translation>Ergebnis zeigen</translation>
     </message>
 </context>
 <context>
     <name>ToolsPanel</name>
     <message>
         <source>Tools (MCP)</source>
-        <translation type="unfinished"></translation>
+        <translation>Tools (MCP)</translation>
     </message>
     <message>
         <source>MCP servers</source>
-        <translation type="unfinished"></translation>
+        <translation>MCP-Server</translation>
     </message>
     <message>
         <source>The selected server&apos;s tools</source>
-        <translation type="unfinished"></translation>
+        <translation>Die Tools des ausgewählten Servers</translation>
     </message>
     <message>
         <source>Connect again</source>
-        <translation type="unfinished"></translation>
+        <translation>Neu verbinden</translation>
     </message>
     <message>
         <source>Connect the selected MCP server again</source>
-        <translation type="unfinished"></translation>
+        <translation>Den ausgewählten MCP-Server neu verbinden</translation>
     </message>
     <message>
         <source>Remove</source>
-        <translation type="unfinished">Entfernen</translation>
+        <translation>Entfernen</translation>
     </message>
     <message>
         <source>Remove the selected MCP server</source>
-        <translation type="unfinished"></translation>
+        <translation>Den ausgewählten MCP-Server entfernen</translation>
     </message>
     <message>
         <source>Import mcp.json…</source>
-        <translation type="unfinished"></translation>
+        <translation>mcp.json importieren …</translation>
     </message>
     <message>
         <source>Import MCP servers from an mcp.json file</source>
-        <translation type="unfinished"></translation>
+        <translation>MCP-Server aus einer mcp.json-Datei importieren</translation>
     </message>
     <message>
         <source>The file LM Studio, Claude Desktop and Cursor keep their MCP servers in; each command is shown before it first starts</source>
-        <translation type="unfinished"></translation>
+        <translation>Die Datei, in der LM Studio, Claude Desktop und Cursor ihre MCP-Server ablegen; jeder Befehl wird vor seinem ersten Start angezeigt</translation>
     </message>
     <message>
         <source>files</source>
-        <translation type="unfinished"></translation>
+        <translation>dateien</translation>
     </message>
     <message>
         <source>MCP server name</source>
-        <translation type="unfinished"></translation>
+        <translation>Name des MCP-Servers</translation>
     </message>
     <message>
         <source>A command on this computer (stdio)</source>
-        <translation type="unfinished"></translation>
+        <translation>Ein Befehl auf diesem Rechner (stdio)</translation>
     </message>
     <message>
         <source>An address (HTTP)</source>
-        <translation type="unfinished"></translation>
+        <translation>Eine Adresse (HTTP)</translation>
     </message>
     <message>
         <source>How QuantDesk reaches the server</source>
-        <translation type="unfinished"></translation>
+        <translation>Wie QuantDesk den Server erreicht</translation>
     </message>
     <message>
         <source>npx -y @modelcontextprotocol/server-filesystem ~/Documents</source>
-        <translation type="unfinished"></translation>
+        <translation>npx -y @modelcontextprotocol/server-filesystem ~/Documents</translation>
     </message>
     <message>
         <source>Command</source>
-        <translation type="unfinished"></translation>
+        <translation>Befehl</translation>
     </message>
     <message>
         <source>https://example.com/mcp</source>
-        <translation type="unfinished"></translation>
+        <translation>https://example.com/mcp</translation>
     </message>
     <message>
         <source>Server address</source>
-        <translation type="unfinished">Serveradresse</translation>
+        <translation>Serveradresse</translation>
     </message>
     <message>
         <source>optional bearer token, kept in the keychain</source>
-        <translation type="unfinished"></translation>
+        <translation>optionales Bearer-Token, im Schlüsselbund abgelegt</translation>
     </message>
     <message>
         <source>Bearer token</source>
-        <translation type="unfinished"></translation>
+        <translation>Bearer-Token</translation>
     </message>
     <message>
         <source>Add server</source>
-        <translation type="unfinished"></translation>
+        <translation>Server hinzufügen</translation>
     </message>
     <message>
         <source>Add the MCP server</source>
-        <translation type="unfinished"></translation>
+        <translation>Den MCP-Server hinzufügen</translation>
     </message>
     <message>
         <source>Name</source>
-        <translation type="unfinished">Name</translation>
+        <translation>Name</translation>
     </message>
     <message>
         <source>Kind</source>
-        <translation type="unfinished"></translation>
+        <translation>Art</translation>
     </message>
     <message>
         <source>Where</source>
-        <translation type="unfinished"></translation>
+        <translation>Wo</translation>
     </message>
     <message>
         <source>Confirm the server&apos;s command</source>
-        <translation type="unfinished"></translation>
+        <translation>Den Befehl des Servers bestätigen</translation>
     </message>
     <message>
         <source>The command, in full</source>
-        <translation type="unfinished"></translation>
+        <translation>Der vollständige Befehl</translation>
     </message>
     <message>
         <source>Start it</source>
-        <translation type="unfinished"></translation>
+        <translation>Starten</translation>
     </message>
     <message>
         <source>Confirm the command and start the server</source>
-        <translation type="unfinished"></translation>
+        <translation>Den Befehl bestätigen und den Server starten</translation>
     </message>
     <message>
         <source>Not now</source>
-        <translation type="unfinished"></translation>
+        <translation>Nicht jetzt</translation>
     </message>
     <message>
         <source>Do not start the server</source>
-        <translation type="unfinished"></translation>
+        <translation>Den Server nicht starten</translation>
     </message>
     <message>
         <source>Always allowed</source>
-        <translation type="unfinished"></translation>
+        <translation>Immer erlaubt</translation>
     </message>
     <message>
         <source>Tools always allowed</source>
-        <translation type="unfinished"></translation>
+        <translation>Immer erlaubte Tools</translation>
     </message>
     <message>
         <source>Revoke</source>
-        <translation type="unfinished"></translation>
+        <translation>Widerrufen</translation>
     </message>
     <message>
         <source>Revoke: ask again before this tool runs</source>
-        <translation type="unfinished"></translation>
+        <translation>Widerrufen: vor dem Ausführen dieses Tools wieder fragen</translation>
     </message>
     <message>
         <source>Tools status</source>
-        <translation type="unfinished"></translation>
+        <translation>Status der Tools</translation>
     </message>
     <message>
         <source>{tool} of {server}</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} von {server}</translation>
     </message>
     <message>
         <source>off</source>
-        <translation type="unfinished">aus</translation>
+        <translation>aus</translation>
     </message>
     <message>
         <source>not started: its command waits for your confirmation</source>
-        <translation type="unfinished"></translation>
+        <translation>nicht gestartet: Sein Befehl wartet auf Ihre Bestätigung</translation>
     </message>
     <message>
         <source>connecting…</source>
-        <translation type="unfinished"></translation>
+        <translation>wird verbunden …</translation>
     </message>
     <message>
         <source>not connected</source>
-        <translation type="unfinished"></translation>
+        <translation>nicht verbunden</translation>
     </message>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>verbunden · %n Tool</numerusform>
+            <numerusform>verbunden · %n Tools</numerusform>
         </translation>
     </message>
     <message>
         <source>failed: {sentence}</source>
-        <translation type="unfinished"></translation>
+        <translation>fehlgeschlagen: {sentence}</translation>
     </message>
     <message>
         <source>No tools listed: the server is not connected.</source>
-        <translation type="unfinished"></translation>
+        <translation>Keine Tools aufgeführt: Der Server ist nicht verbunden.</translation>
     </message>
     <message>
         <source>Added {name}.</source>
-        <translation type="unfinished"></translation>
+        <translation>{name} hinzugefügt.</translation>
     </message>
     <message>
         <source>“{name}” runs this program on your computer, with your permissions. Start it only if you trust it:</source>
-        <translation type="unfinished"></translation>
+        <translation>„{name}“ führt dieses Programm auf Ihrem Rechner mit Ihren Berechtigungen aus. Starten Sie es nur, wenn Sie ihm vertrauen:</translation>
     </message>
     <message>
         <source>{name} is kept but not started; select it to confirm its command later.</source>
-        <translation type="unfinished"></translation>
+        <translation>{name} bleibt erhalten, wird aber nicht gestartet; wählen Sie den Server später aus, um seinen Befehl zu bestätigen.</translation>
     </message>
     <message>
         <source>Removed {name}.</source>
-        <translation type="unfinished"></translation>
+        <translation>{name} entfernt.</translation>
     </message>
     <message>
         <source>Import MCP servers</source>
-        <translation type="unfinished"></translation>
+        <translation>MCP-Server importieren</translation>
     </message>
     <message>
         <source>MCP configuration (*.json)</source>
-        <translation type="unfinished"></translation>
+        <translation>MCP-Konfiguration (*.json)</translation>
     </message>
     <message>
         <source>nothing to import</source>
-        <translation type="unfinished"></translation>
+        <translation>nichts zu importieren</translation>
     </message>
     <message>
         <source>Imported from {file}: {report}. Select a server to confirm its command before it first starts.</source>
-        <translation type="unfinished"></translation>
+        <translation>Aus {file} importiert: {report}. Wählen Sie einen Server aus, um seinen Befehl vor dem ersten Start zu bestätigen.</translation>
     </message>
     <message>
         <source>{tool} of {server} asks again before it runs.</source>
-        <translation type="unfinished"></translation>
+        <translation>{tool} von {server}: Vor dem Ausführen wird wieder gefragt.</translation>
     </message>
 </context>
 <context>

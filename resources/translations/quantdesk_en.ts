@@ -5,16 +5,16 @@
     <name>ChatPage</name>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>connected · %n tool</numerusform>
+            <numerusform>connected · %n tools</numerusform>
         </translation>
     </message>
     <message numerus="yes">
         <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>The reply made %n tool step, the most one reply may: it ends here.</numerusform>
+            <numerusform>The reply made %n tool steps, the most one reply may: it ends here.</numerusform>
         </translation>
     </message>
 </context>
@@ -86,9 +86,9 @@
     <name>ToolsPanel</name>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
-        <translation type="unfinished">
-            <numerusform></numerusform>
-            <numerusform></numerusform>
+        <translation>
+            <numerusform>connected · %n tool</numerusform>
+            <numerusform>connected · %n tools</numerusform>
         </translation>
     </message>
 </context>
