@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.datatypes import DEFAULT_OVERFLOW, OVERFLOW_POLICIES
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
 from app.records import known_fields
@@ -50,6 +51,10 @@ class Settings:
     memory_budget_gib: float | None = None
     max_loaded_models: int = MAX_LOADED_DEFAULT
     idle_unload_minutes: int = 0
+    # A conversation that no longer fits the context (app/engine/overflow.py): new chats' policy (each chat may
+    # choose its own), and the server's for requests that name none.
+    overflow: str = DEFAULT_OVERFLOW
+    server_overflow: str = DEFAULT_OVERFLOW
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -67,6 +72,8 @@ class Settings:
             memory_budget_gib=budget if isinstance(budget, (int, float)) and budget > 0 else None,
             max_loaded_models=min(max(loaded, 1), MAX_LOADED_LIMIT),
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
+            overflow=self.overflow if self.overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
+            server_overflow=self.server_overflow if self.server_overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
             problem=self.problem)
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +164,9 @@ ABOUT = {
     "max_loaded_models": ("how many models stay loaded at most", f"a whole number from 1 to {MAX_LOADED_LIMIT}"),
     "idle_unload_minutes": ("minutes without a message before a loaded model unloads",
                             _either(tuple(m or "0 (never)" for m in IDLE_UNLOAD_CHOICES))),
+    "overflow": ("what a new chat does once the conversation no longer fits the context", _either(OVERFLOW_POLICIES)),
+    "server_overflow": ("what the local server does with a conversation that does not fit the context, unless the "
+                        "request says", _either(OVERFLOW_POLICIES)),
 }
 _TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
 
@@ -193,6 +203,9 @@ def parse(key: str, text: str) -> Any:
         number = _number(word, float)
         if number is not None and 0 < number < float("inf"):
             return number
+    elif key in ("overflow", "server_overflow"):
+        if word in OVERFLOW_POLICIES:
+            return word
     elif key in ("theme", "language"):
         if word in (THEMES if key == "theme" else LANGUAGES):
             return word

@@ -50,7 +50,8 @@ def test_no_token_is_ever_written():
     assert "hf_" not in settings.settings_path().read_text()
     assert set(json.loads(settings.settings_path().read_text())) == {"models_dir", "offline", "default_n_ctx", "theme",
                                                                      "language", "check_updates", "memory_budget_gib",
-                                                                     "max_loaded_models", "idle_unload_minutes"}
+                                                                     "max_loaded_models", "idle_unload_minutes",
+                                                                     "overflow", "server_overflow"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -136,3 +137,16 @@ def test_apply_environment_at_start_up():
     settings.update(offline=True)
     settings.apply_environment(settings.load())
     assert settings.is_offline()
+
+
+def test_the_overflow_policies_are_checked_and_normalised():
+    settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings.settings_path().write_text(json.dumps({"overflow": "forget", "server_overflow": 3}))
+    loaded = settings.load()
+    assert (loaded.overflow, loaded.server_overflow) == ("stop", "stop")
+    assert settings.parse("overflow", "compact") == "compact"
+    assert settings.parse("server_overflow", " drop-oldest ") == "drop-oldest"
+    with pytest.raises(settings.SettingError, match="overflow cannot be 'forget': it takes stop, drop-oldest, "
+                                                    "truncate-middle or compact"):
+        settings.parse("overflow", "forget")
+    assert settings.update(overflow="truncate-middle").overflow == "truncate-middle"

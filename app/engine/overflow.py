@@ -130,8 +130,10 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     last = len(droppable)
     if not fits(last, budget):
         tokens = count(last, placeholder) + room
-        raise EngineError(f"the newest message does not fit the context: with the system prompt"
-                          f"{' and the first exchange' if keep_first else ''} it is {tokens:,} tokens, and the "
+        kept = " and ".join((["the system prompt"] if lead else [])
+                            + (["the first exchange"] if keep_first and len(turns) > 1 else []))
+        raise EngineError(f"the newest message does not fit the context: {f'with {kept} ' if kept else ''}it is "
+                          f"{tokens:,} tokens, and the "
                           f"context of {n_ctx:,} must keep {n_ctx - budget:,} for the reply",
                           "send a shorter message, lower the reply's max tokens or load with a larger context",
                           kind="context")
