@@ -43,9 +43,10 @@ from app.server import anthropic
 from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
 from app.server.guard import Guard
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
-from app.server.params import (MAX_BODY_BYTES, ApiError, GenerationRequest, parse_chat, parse_completion,
+from app.server.params import (DROPPED_HEADER, MAX_BODY_BYTES, OVERFLOW_HEADER, ApiError, GenerationRequest,
+                               overflow_choice, parse_chat, parse_completion,
                                parse_embeddings, parse_json_body)
-from app.datatypes import Done, GenerationStats, Token, ToolCallDelta
+from app.datatypes import DEFAULT_OVERFLOW, OVERFLOW_POLICIES, ContextCut, Done, GenerationStats, Token, ToolCallDelta
 from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
 
@@ -109,8 +110,11 @@ def engine_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, EngineCrashed):
         return ApiError(503, str(exc), type="server_error", code="engine_crashed")
     if isinstance(exc, EngineError):
-        if exc.kind == "context":
-            return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
+        if exc.kind == "context":  # llama-server's words first ("exceeds the available context size")
+            return ApiError(400, f"the request exceeds the available context size: {exc.message}; {exc.hint}, or "
+                                 f"choose an overflow policy (\"quantdesk\": {{\"overflow\": \"drop-oldest\"}}: "
+                                 f"{', '.join(OVERFLOW_POLICIES)})", param="messages",
+                            code="context_length_exceeded")
         if exc.kind in ("settings", "request", "template", "image", "vision"):
             return ApiError(400, str(exc), code=exc.kind)
         return ApiError(500, str(exc), type="server_error", code=exc.kind)
@@ -160,9 +164,10 @@ class _EventStream(StreamingResponse):
     gone — also gone before the body started, when Starlette cancels the response without ever running the body's
     generator (whose own ``finally`` then never runs, and an on-demand model would stay "in use" for good)."""
 
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None],
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -184,8 +189,10 @@ class OpenAIServer:
     """The endpoints, over the router: the primary model's EngineQueue, and a queue per other model of the pool."""
 
     def __init__(self, client: ModelPool | EngineClientLike, *, max_pending: int, pool: ServeSettings | None = None,
-                 stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> None:
+                 stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
+                 overflow: str = DEFAULT_OVERFLOW) -> None:
         self.stream_every_s = stream_every_s
+        self.overflow = overflow  # the overflow policy of a chat request that names none (app/engine/overflow.py)
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
@@ -268,10 +275,37 @@ class OpenAIServer:
             parsed = await asyncio.to_thread(lambda: parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                                            recommended=model_sampling(lease.loaded.model_path),
                                                            **options))
+            policy = (parsed.overflow or overflow_choice({}, request.headers.get(OVERFLOW_HEADER)) or self.overflow) \
+                if chat else "stop"
+            report = None
+            if policy != "stop":
+                parsed, cut = await asyncio.to_thread(self._fit, lease, parsed, policy)
+                report = Overflow(policy, cut)
         except BaseException:
             lease.release()
             raise
-        return await self._generate(request, lease, parsed, shape(lease.served))
+        return await self._generate(request, lease, parsed, shape(lease.served), report)
+
+    @staticmethod
+    def _fit(lease: Lease, parsed: GenerationRequest, policy: str) -> tuple[GenerationRequest, ContextCut | None]:
+        """The request's messages under its overflow policy, counted (and a compact note written) by its engine in
+        its turn; a conversation that cannot fit is the engine's 400."""
+        from app.engine.overflow import fit
+
+        assert not isinstance(parsed.messages, str)
+        try:
+            with lease.queue.counted():
+                fitted = fit(lease.queue.client, parsed.messages, parsed.sampling, policy, lease.loaded.n_ctx)
+        except EngineError as exc:
+            if exc.kind == "unavailable":  # an engine that cannot count (a remote server's): all is sent, as asked
+                return parsed, None
+            if exc.kind == "context":  # even the newest turn leaves no room for the reply: no policy helps
+                raise ApiError(400, f"the request exceeds the available context size: {exc}", param="messages",
+                               code="context_length_exceeded") from None
+            raise engine_api_error(exc) from None
+        except Exception as exc:
+            raise engine_api_error(exc) from None
+        return dataclasses.replace(parsed, messages=fitted.messages), fitted.cut
 
     async def messages(self, request: Request) -> Response:
         """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
@@ -376,20 +410,25 @@ class OpenAIServer:
             job.cancel()
             raise
 
-    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
-        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape,
+                        report: Overflow | None = None) -> Response:
+        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends).
+        ``report``: what an overflow policy did, in the ``quantdesk`` field (a stream's first chunk) and headers."""
         try:
             job, first, watcher = await self.start_job(request, lease, parsed)
         except BaseException:
             lease.release()
             raise
+        headers = report.headers() if report else None
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return _EventStream(self._stream(job, first, parsed, shape), _closer(watcher, job, lease))
+            return _EventStream(self._stream(job, first, parsed, shape, report), _closer(watcher, job, lease),
+                                headers)
         try:
             event = first
             while not isinstance(event, Done):
                 event = await self.next_event(job)
-            return JSONResponse(shape.whole(event))
+            whole = shape.whole(event)
+            return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
         finally:
             watcher.cancel()
             job.cancel()
@@ -402,9 +441,10 @@ class OpenAIServer:
         except Exception as exc:
             raise engine_api_error(exc) from None
 
-    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape
-                      ) -> AsyncIterator[bytes]:
-        yield _sse(shape.opening())
+    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape,
+                      report: Overflow | None = None) -> AsyncIterator[bytes]:
+        opening = shape.opening()
+        yield _sse({**opening, "quantdesk": report.field()} if report else opening)
         event = first
         while not isinstance(event, Done):
             chunk = shape.piece(event)
@@ -419,6 +459,27 @@ class OpenAIServer:
         if parsed.include_usage:
             yield _sse(shape.usage_chunk(event.stats))
         yield _sse("[DONE]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Overflow:
+    """What a chat request's overflow policy did, as the response reports it: the ``quantdesk`` field and the
+    ``X-QuantDesk-Overflow`` / ``X-QuantDesk-Context-Dropped`` headers (0 when everything was sent)."""
+
+    policy: str
+    cut: ContextCut | None
+
+    def field(self) -> dict[str, Any]:
+        cut = self.cut
+        out: dict[str, Any] = {"overflow": self.policy, "context_dropped": cut.dropped if cut else 0}
+        if cut is not None:
+            out.update(dropped_from=cut.start, mark=cut.words(), prompt_tokens=cut.prompt_tokens)
+            if cut.note:
+                out["note"] = cut.note
+        return out
+
+    def headers(self) -> dict[str, str]:
+        return {OVERFLOW_HEADER: self.policy, DROPPED_HEADER: str(self.cut.dropped if self.cut else 0)}
 
 
 class _Shape:
@@ -559,7 +620,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = None, allowed_hosts: Iterable[str] = (),
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
-               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> Starlette:
+               stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
+               overflow: str = DEFAULT_OVERFLOW) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -571,11 +633,12 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     anyway (app/server/router.py); its ``serve_remotes`` is set from the argument of that name. ``profile``: the
     machine the fit check plans for (HardwareProfile; by default probed once, when first needed).
     ``stream_every_s``: how often a streamed reply's tokens go out (0: each token in its own chunk).
+    ``overflow``: the overflow policy of a chat request that names none (app/engine/overflow.py).
     """
     settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
     server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
-                          profile=profile)
+                          profile=profile, overflow=overflow)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
