@@ -120,6 +120,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",
     ),
+    # 6: long conversations' overflow policy (app/engine/overflow.py): a chat's own (NULL: the Settings' default
+    # for new chats), and on a reply whose prompt left earlier messages out, what it left out and the model's note
+    # (app.datatypes.ContextCut as JSON; its ``start`` counts the branch's messages, the system prompt not counted),
+    # so that the mark stays where it happened and the next reply goes on from the same cut. Old rows: none.
+    (
+        "ALTER TABLE conversations ADD COLUMN overflow TEXT",
+        "ALTER TABLE messages ADD COLUMN context_cut_json TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -145,6 +153,7 @@ class Conversation:
     system_prompt: str = ""
     sampling: dict[str, Any] = field(default_factory=dict)
     model_path: str | None = None
+    overflow: str | None = None  # the chat's overflow policy; None: the Settings' default
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,8 @@ class ChatMessage:
     images: tuple[Attachment, ...] = ()
     parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
     reasoning: str = ""  # an assistant reply's thinking, apart from its answer (``content``)
+    # A reply whose prompt left earlier messages out (the overflow policy): ContextCut.to_dict(), else None
+    context_cut: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,13 +220,14 @@ def default_path() -> Path:
 
 def _conversation(row: sqlite3.Row) -> Conversation:
     return Conversation(row["id"], row["title"], row["created"], row["updated"], row["system_prompt"],
-                        json.loads(row["sampling_json"]), row["model_path"])
+                        json.loads(row["sampling_json"]), row["model_path"], row["overflow"])
 
 
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
+    cut = json.loads(row["context_cut_json"]) if row["context_cut_json"] else None
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"], row["reasoning"])
+                       stats, row["state"], images, row["parent_id"], row["reasoning"], cut)
 
 
 def _fts_query(text: str) -> str:
@@ -426,9 +438,14 @@ class ChatStore:
         self._update_conversation(conversation_id, "title=?", (title,), "rename the chat")
 
     def update_settings(self, conversation_id: int, *, system_prompt: str | None = None,
-                        sampling: dict[str, Any] | None = None, model_path: str | None = None) -> None:
+                        sampling: dict[str, Any] | None = None, model_path: str | None = None,
+                        overflow: str | None = None) -> None:
+        """Each value given is saved; ``overflow`` "" goes back to the Settings' default."""
         sets: list[str] = []
         values: list[Any] = []
+        if overflow is not None:
+            sets.append("overflow=?")
+            values.append(overflow or None)
         for column, value in (("system_prompt", system_prompt), ("model_path", model_path),
                               ("sampling_json", None if sampling is None else json.dumps(sampling))):
             if value is not None:
@@ -593,6 +610,13 @@ class ChatStore:
         if on_show and neighbour is not None:
             return self.show_branch(neighbour)
         return self.messages(msg.conversation_id)
+
+    def set_context_cut(self, message_id: int, cut: dict[str, Any]) -> None:
+        """Keep with a reply what the overflow policy left out of its prompt (ContextCut.to_dict())."""
+        with self._writing("save what the model was not sent"):
+            cur = self._db.execute("UPDATE messages SET context_cut_json=? WHERE id=?", (json.dumps(cut), message_id))
+        if cur.rowcount == 0:
+            raise NotFound(f"message {message_id} does not exist")
 
     def update_message(self, message_id: int, *, content: str | None = None, state: MessageState | None = None,
                        stats: dict[str, Any] | None = None, reasoning: str | None = None) -> None:
