@@ -19,6 +19,7 @@ the side panel's (app.ui.conversation_list), the model loads the ModelLoadContro
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from app.datatypes import ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
+from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
@@ -71,6 +72,8 @@ class ChatPage(QWidget):
         self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
         self._reply_max_tokens = 0  # the streaming reply's max_tokens
+        # the streaming reply's system prompt count (0 or 1: a stored cut's start leaves it out) and the cut before it
+        self._cut_context: tuple[int, ContextCut | None] = (0, None)
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
@@ -513,11 +516,19 @@ class ChatPage(QWidget):
                 return
         # An assistant turn's thinking goes back with it: the model's template decides whether the model sees it
         # again (most drop earlier turns' thinking).
-        history = [Message(m.role, m.content, _encoded(m.images), reasoning=m.reasoning)
-                   for m in self.store.messages(conv.id)
-                   if (m.content or m.images or m.reasoning) and m.id != writer.message_id]
+        branch = [m for m in self.store.messages(conv.id)
+                  if (m.content or m.images or m.reasoning) and m.id != writer.message_id]
+        history = [Message(m.role, m.content, _encoded(m.images), reasoning=m.reasoning) for m in branch]
         if conv.system_prompt:
             history.insert(0, Message("system", conv.system_prompt))
+        # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
+        lead = 1 if conv.system_prompt else 0
+        last = next((m.context_cut for m in reversed(branch) if m.context_cut), None)
+        previous = None
+        if last is not None:
+            stored = ContextCut.from_dict(last)
+            previous = dataclasses.replace(stored, start=stored.start + lead)
+        self._cut_context = (lead, previous)
         self.reply.begin(writer, conv.id)
         self._add_bubble(self.store.message(writer.message_id))
         self._stats_chat = conv.id
@@ -531,7 +542,31 @@ class ChatPage(QWidget):
         model = model_sampling(self.loaded.model_path if self.loaded is not None else conv.model_path)
         sampling = choose_sampling(conv.sampling, model).settings
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
-        self.bridge.generate(history, sampling)
+        self.bridge.generate(history, sampling, (self._overflow_of(conv), previous))
+
+    def _overflow_of(self, conv: Conversation) -> str:
+        """The chat's overflow policy: its own, else the default in Settings."""
+        from app.settings import load
+
+        return conv.overflow or load().overflow
+
+    @Slot(object)
+    def _on_cut(self, cut: ContextCut) -> None:
+        """The overflow policy left earlier messages out of the reply's prompt: a new cut is kept with the reply
+        and marked on it; the same cut as the reply before is no news."""
+        if not self.reply.streaming or self.reply.writer is None:
+            return
+        lead, previous = self._cut_context
+        if previous is not None and (cut.start, cut.dropped, cut.note) == (previous.start, previous.dropped,
+                                                                           previous.note):
+            return
+        stored = dataclasses.replace(cut, start=cut.start - lead).to_dict()
+        try:
+            self.store.set_context_cut(self.reply.writer.message_id, stored)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+        if bubble := self._streaming_bubble():
+            bubble.show_cut(stored)
 
     @Slot()
     def stop(self) -> None:
@@ -790,7 +825,7 @@ class ChatPage(QWidget):
         return [*self.loader.bridge_slots(), (bridge.loaded, self._on_model_loaded),
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
-                (bridge.waiting, self.stats.show_waiting)]
+                (bridge.waiting, self.stats.show_waiting), (bridge.cut, self._on_cut)]
 
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat

@@ -2,6 +2,23 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="de_DE">
 <context>
+    <name>CutMark</name>
+    <message numerus="yes">
+        <source>%n earlier message(s) compacted into a note by the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n earlier message(s) not sent to the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht nicht an das Modell gesendet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten nicht an das Modell gesendet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>AttachmentStrip</name>
     <message>
         <source>Attached images</source>
