@@ -2,23 +2,6 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="de_DE">
 <context>
-    <name>CutMark</name>
-    <message numerus="yes">
-        <source>%n earlier message(s) compacted into a note by the model (context full)</source>
-        <translation>
-            <numerusform>%n frühere Nachricht vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
-            <numerusform>%n frühere Nachrichten vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
-        </translation>
-    </message>
-    <message numerus="yes">
-        <source>%n earlier message(s) not sent to the model (context full)</source>
-        <translation>
-            <numerusform>%n frühere Nachricht nicht an das Modell gesendet (Kontext voll)</numerusform>
-            <numerusform>%n frühere Nachrichten nicht an das Modell gesendet (Kontext voll)</numerusform>
-        </translation>
-    </message>
-</context>
-<context>
     <name>AttachmentStrip</name>
     <message>
         <source>Attached images</source>
@@ -365,6 +348,18 @@
     <message>
         <source>Forget this chat&apos;s own sampling values: the model&apos;s recommended ones apply, and QuantDesk&apos;s defaults where the model has none</source>
         <translation>Die eigenen Sampling-Werte dieses Chats vergessen: Es gelten die vom Modell empfohlenen, und die Standardwerte von QuantDesk, wo das Modell keine hat</translation>
+    </message>
+    <message>
+        <source>When the context is full</source>
+        <translation>Wenn der Kontext voll ist</translation>
+    </message>
+    <message>
+        <source>What happens once the conversation no longer fits the model&apos;s context: whatever is left out is marked in the conversation.</source>
+        <translation>Was geschieht, sobald das Gespräch nicht mehr in den Kontext des Modells passt: Was ausgelassen wird, ist im Gespräch markiert.</translation>
+    </message>
+    <message>
+        <source>Settings&apos; default ({choice})</source>
+        <translation>Standard aus den Einstellungen ({choice})</translation>
     </message>
     <message>
         <source>Thinking</source>
@@ -779,6 +774,35 @@
     <message>
         <source>thread {name}</source>
         <translation>Thread {name}</translation>
+    </message>
+</context>
+<context>
+    <name>CutMark</name>
+    <message numerus="yes">
+        <source>%n earlier message(s) compacted into a note by the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n earlier message(s) not sent to the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht nicht an das Modell gesendet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten nicht an das Modell gesendet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>The context was full: the model did not read these messages for this reply and the ones after it. They stay here, and in the saved chat.</source>
+        <translation>Der Kontext war voll: Das Modell hat diese Nachrichten für diese und die folgenden Antworten nicht gelesen. Sie bleiben hier und im gespeicherten Chat.</translation>
+    </message>
+    <message>
+        <source>Shows or hides the note the model wrote on them</source>
+        <translation>Zeigt oder verbirgt die Notiz, die das Modell dazu geschrieben hat</translation>
+    </message>
+    <message>
+        <source>The model&apos;s note on the earlier messages</source>
+        <translation>Die Notiz des Modells zu den früheren Nachrichten</translation>
     </message>
 </context>
 <context>
@@ -2567,6 +2591,25 @@
     </message>
 </context>
 <context>
+    <name>OverflowChoice</name>
+    <message>
+        <source>Stop: refuse the message</source>
+        <translation>Anhalten: die Nachricht ablehnen</translation>
+    </message>
+    <message>
+        <source>Drop the oldest turns</source>
+        <translation>Die ältesten Wechsel auslassen</translation>
+    </message>
+    <message>
+        <source>Truncate the middle (keep the first exchange)</source>
+        <translation>Die Mitte auslassen (den ersten Wechsel behalten)</translation>
+    </message>
+    <message>
+        <source>Compact: the model summarises the oldest turns</source>
+        <translation>Verdichten: Das Modell fasst die ältesten Wechsel zusammen</translation>
+    </message>
+</context>
+<context>
     <name>RemoteModelDialog</name>
     <message>
         <source>Load a remote model</source>
@@ -3113,6 +3156,22 @@
         <translation>Standard-Kontext</translation>
     </message>
     <message>
+        <source>When a chat&apos;s context is full</source>
+        <translation>Wenn der Kontext eines Chats voll ist</translation>
+    </message>
+    <message>
+        <source>When a server request does not fit the context</source>
+        <translation>Wenn eine Serveranfrage nicht in den Kontext passt</translation>
+    </message>
+    <message>
+        <source>Local server, unless the request says:</source>
+        <translation>Lokaler Server, sofern die Anfrage nichts anderes sagt:</translation>
+    </message>
+    <message>
+        <source>Context full</source>
+        <translation>Kontext voll</translation>
+    </message>
+    <message>
         <source>Theme</source>
         <translation>Design</translation>
     </message>
@@ -3199,6 +3258,10 @@
     <message>
         <source>Off: neither the app nor the quantdesk command asks the Hub about updates.</source>
         <translation>Aus: Weder die App noch der Befehl quantdesk fragt den Hub nach Updates.</translation>
+    </message>
+    <message>
+        <source>New chats follow this (each chat may choose its own in its settings). Whatever is left out is marked in the conversation; “compact” has the model write a note on it, which it keeps.</source>
+        <translation>Neue Chats folgen dieser Wahl (jeder Chat kann in seinen Einstellungen eine eigene wählen). Was ausgelassen wird, ist im Gespräch markiert; bei „Verdichten“ schreibt das Modell eine Notiz dazu, die es behält.</translation>
     </message>
     <message>
         <source>Chats with different models keep each model loaded, one engine each, within this budget; when one more does not fit, the least recently used idle model unloads first, and the Chat says so.</source>

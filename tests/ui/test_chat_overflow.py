@@ -25,12 +25,7 @@ def test_the_chat_keeps_answering_past_a_full_context_and_marks_each_cut(qtbot, 
     chat = window.chat
     with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
         chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=N_CTX, gpu_layers=0))
-    chat.new_conversation()
-    type_and_send(qtbot, chat, "")  # nothing typed: nothing sent
-    with qtbot.waitSignal(window.bridge.done, timeout=60_000):
-        type_and_send(qtbot, chat, _question(0))
-    conv = chat.current.id
-    chat.store.update_settings(conv, system_prompt="You are terse.", sampling={"max_tokens": REPLY, "seed": 1})
+    conv = chat.store.create_conversation(system_prompt="You are terse.", sampling={"max_tokens": REPLY, "seed": 1}).id
     # the chat's own policy, chosen in its settings dialog
     dialog = ChatSettingsDialog(chat.store, chat.store.conversation(conv))
     qtbot.addWidget(dialog)
@@ -39,7 +34,7 @@ def test_the_chat_keeps_answering_past_a_full_context_and_marks_each_cut(qtbot, 
     assert chat.store.conversation(conv).overflow == policy
     chat.open_conversation(conv)
     past = 0
-    i = 0
+    i = -1
     while past < 20:
         i += 1
         with qtbot.waitSignal(window.bridge.done, timeout=120_000) as done:
