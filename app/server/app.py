@@ -275,16 +275,23 @@ class OpenAIServer:
             parsed = await asyncio.to_thread(lambda: parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                                            recommended=model_sampling(lease.loaded.model_path),
                                                            **options))
-            policy = (parsed.overflow or overflow_choice({}, request.headers.get(OVERFLOW_HEADER)) or self.overflow) \
-                if chat else "stop"
             report = None
-            if policy != "stop":
-                parsed, cut = await asyncio.to_thread(self._fit, lease, parsed, policy)
-                report = Overflow(policy, cut)
+            if chat:
+                parsed, report = await self._apply_overflow(request, lease, parsed)
         except BaseException:
             lease.release()
             raise
         return await self._generate(request, lease, parsed, shape(lease.served), report)
+
+    async def _apply_overflow(self, request: Request, lease: Lease, parsed: GenerationRequest
+                              ) -> tuple[GenerationRequest, Overflow | None]:
+        """A chat request under its overflow policy (the body's, the header's, else the server's): what to send and
+        what to report; under "stop" the request as it came and no report."""
+        policy = parsed.overflow or overflow_choice({}, request.headers.get(OVERFLOW_HEADER)) or self.overflow
+        if policy == "stop":
+            return parsed, None
+        parsed, cut = await asyncio.to_thread(self._fit, lease, parsed, policy)
+        return parsed, Overflow(policy, cut)
 
     @staticmethod
     def _fit(lease: Lease, parsed: GenerationRequest, policy: str) -> tuple[GenerationRequest, ContextCut | None]:
@@ -319,6 +326,7 @@ class OpenAIServer:
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                               takes_tools=bool(lease.loaded.details.get("tool_format")),
                                               recommended=recommended)
+            parsed, report = await self._apply_overflow(request, lease, parsed)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()
@@ -327,9 +335,10 @@ class OpenAIServer:
             lease.release()
             raise
         shape = anthropic.MessageShape(lease.served)
+        headers = report.headers() if report else None
         if parsed.stream:
             return _EventStream(shape.stream(first, lambda: self.next_event(job)),
-                                _closer(watcher, job, lease))
+                                _closer(watcher, job, lease), headers)
         try:
             event = first
             while not isinstance(event, Done):
@@ -340,7 +349,8 @@ class OpenAIServer:
             watcher.cancel()
             job.cancel()
             lease.release()
-        return JSONResponse(shape.whole(event))
+        whole = shape.whole(event)
+        return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
 
     async def count_tokens(self, request: Request) -> Response:
         """Anthropic's ``/v1/messages/count_tokens``: the body of a Messages request (without ``max_tokens``), its

@@ -117,3 +117,26 @@ def test_without_a_policy_a_conversation_that_does_not_fit_is_a_400_in_words(ser
     assert caught.value.code == "context_length_exceeded"
     assert caught.value.body["message"].startswith("the request exceeds the available context size: the newest "
                                                    "message does not fit the context: with the system prompt it is ")
+
+
+def test_the_messages_api_takes_the_policy_and_reports_it_alike(serve, small_engine):
+    import anthropic
+
+    server = serve(small_engine)
+    history = []
+    for i in range(1, 9):
+        history += [{"role": "user", "content": _question(i)["content"]},
+                    {"role": "assistant", "content": f"Fine, {i}."}]
+    history.append({"role": "user", "content": _question(9)["content"]})
+    with anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:  # no policy: Anthropic's error shape, in words
+            client.messages.create(model=MODEL, system="You are terse.", messages=history, max_tokens=REPLY)
+        assert "exceeds the available context size" in caught.value.body["error"]["message"]
+        raw = client.messages.with_raw_response.create(
+            model=MODEL, system="You are terse.", messages=history, max_tokens=REPLY,
+            extra_body={"quantdesk": {"overflow": "drop-oldest"}})
+        reply = raw.parse()
+        dropped = int(raw.headers["x-quantdesk-context-dropped"])
+        assert dropped >= 2 and raw.headers["x-quantdesk-overflow"] == "drop-oldest"
+        assert reply.content[0].text and reply.model_extra["quantdesk"]["context_dropped"] == dropped
+        assert reply.usage.input_tokens + (reply.usage.cache_read_input_tokens or 0) <= N_CTX - REPLY
