@@ -83,8 +83,8 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     fit. ``previous`` is the conversation's last cut (the same indices: the caller's whole conversation): what it
     left out stays out, and under "compact" its note is folded into the new one. "stop", a context not known, or a
     raw prompt: everything is sent and the engine refuses a prompt that does not fit, with its own sentence.
-    Raises EngineError (kind "context") when even the system prompt and the newest turn leave no room for the
-    reply."""
+    An engine that cannot count tokens (a remote server) gets everything, as under "stop". Raises EngineError (kind
+    "context") when even the system prompt and the newest turn leave no room for the reply."""
     messages = list(messages)
     if policy == "stop" or n_ctx <= 0 or not messages:
         return Fitted(messages, None)
@@ -116,7 +116,13 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
         while k_min < len(droppable) and droppable[k_min][0] >= prev.start and droppable[k_min][1] <= end:
             k_min += 1
     old_note = prev.note if prev is not None and k_min and policy == "compact" else ""
-    if count(k_min, old_note) <= budget:
+    try:
+        first = count(k_min, old_note)
+    except EngineError as exc:
+        if exc.kind == "unavailable":  # an engine that cannot count (a remote server): all is sent, as under stop
+            return Fitted(messages, None)
+        raise
+    if first <= budget:
         if not k_min:
             return Fitted(sent(0, old_note), None)
         return Fitted(sent(k_min, old_note), _cut(policy, droppable, k_min, old_note, counts[k_min, old_note]))
