@@ -138,3 +138,27 @@ def test_a_cut_reuses_the_kv_cache_of_the_turns_it_keeps(engine):
         previous_prompt = done.stats.prompt_tokens
         history.append(Message("assistant", f"Fine, {i}."))
     assert checked >= 2
+
+
+@pytest.mark.parametrize("fixture", ["tiny_mamba2", "tiny_granite_hybrid"])
+def test_a_recurrent_or_hybrid_model_reads_the_cut_prompt_again_and_keeps_answering(request, fixture):
+    """Their state cannot be moved or cut back (llama_memory_can_shift is false): after a cut the whole prompt is
+    evaluated again, and the replies go on."""
+    models = request.getfixturevalue(fixture)
+    sampling = SamplingSettings(max_tokens=REPLY, temperature=0)
+    with EngineClient() as client:
+        client.load(models.gguf_q8_0, LoadSettings(n_ctx=N_CTX))
+        history = [SYSTEM]
+        cut: ContextCut | None = None
+        cuts = 0
+        for i in range(1, 12):
+            history.append(Message("user", _question(i)))
+            fitted = fit(client, history, sampling, "drop-oldest", N_CTX, cut)
+            done = _reply(client, fitted.messages, sampling)
+            assert done.stats.generated_tokens > 0
+            if fitted.cut is not None and (cut is None or fitted.cut.dropped != cut.dropped):
+                cuts += 1
+                assert done.stats.cached_tokens == 0  # read again from the start
+            cut = fitted.cut or cut
+            history.append(Message("assistant", f"Fine, {i}."))
+        assert cuts >= 1
