@@ -151,8 +151,13 @@ class TokenLoop(Backend):
         last = len(tokens) - 1
         if n_past >= last or len(cache) - n_past < CACHE_REUSE_MIN:
             return n_past
-        memory = llama_cpp.llama_get_memory(self._loaded().ctx)
-        if not llama_cpp.llama_memory_can_shift(memory):
+        llm = self._loaded()
+        memory = llama_cpp.llama_get_memory(llm.ctx)
+        # llama.cpp says a recurrent state "can shift" (its positions), but it cannot lose the cells between
+        is_recurrent = getattr(llama_cpp, "llama_model_is_recurrent", None)
+        is_hybrid = getattr(llama_cpp, "llama_model_is_hybrid", None)
+        if not llama_cpp.llama_memory_can_shift(memory) or (is_recurrent and is_recurrent(llm.model)) or (
+                is_hybrid and is_hybrid(llm.model)):
             return n_past
         head_c = head_p = n_past
         kept = cache[:n_past]
@@ -161,7 +166,9 @@ class TokenLoop(Backend):
             while head_c + n < len(cache) and head_p + n < last and cache[head_c + n] == tokens[head_p + n]:
                 n += 1
             if n >= CACHE_REUSE_MIN:
-                llama_cpp.llama_memory_seq_rm(memory, 0, head_p, head_c)
+                if not llama_cpp.llama_memory_seq_rm(memory, 0, head_p, head_c):
+                    self._forget_kv(llama_cpp)
+                    return 0
                 llama_cpp.llama_memory_seq_add(memory, 0, head_c, head_c + n, head_p - head_c)
                 kept.extend(cache[head_c:head_c + n])
                 head_c += n
