@@ -686,8 +686,9 @@ class ChatStore:
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items()
-                              if k not in ("conversation_id", "images", "reasoning")}
+                              if k not in ("conversation_id", "images", "reasoning", "context_cut")}
                              | ({"reasoning": m.reasoning} if m.reasoning else {})
+                             | ({"context_cut": m.context_cut} if m.context_cut else {})
                              | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
                                              "height": a.height} for a in m.images]} if m.images else {})
                              for m in self.all_messages(conversation_id)],

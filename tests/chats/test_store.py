@@ -587,6 +587,9 @@ def test_migration_6_keeps_a_chats_overflow_policy_and_what_a_reply_left_out(tmp
         writer.finish({"generated_tokens": 1}, text="Red.")
         assert s.message(writer.message_id).context_cut == cut
         assert s.message(writer.prompt_id).context_cut is None
+        exported = json.loads(s.export_json(conv.id))  # the mark goes with the export, where there is one
+        assert [m.get("context_cut") for m in exported["messages"]] == [None, None, None, None, cut]
+        assert exported["conversation"]["overflow"] == "compact"
         s.show_branch(3)  # the other branch has no cut
         assert all(m.context_cut is None for m in s.messages(conv.id))
         s.update_settings(conv.id, overflow="")  # back to the Settings' default
