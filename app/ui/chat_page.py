@@ -655,7 +655,8 @@ class ChatPage(QWidget):
         loaded = self.loaded
         if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
             self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
-                                                  loaded.model_path)
+                                                  loaded.model_path,
+                                                  self._overflow_of(self.store.conversation(self.current.id)))
         self._end_reply()
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
         ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")

@@ -670,6 +670,10 @@
         <source>The next reply may not fit: when the context is full the model cannot answer. Start a new chat, or load the model with a larger context.</source>
         <translation>Die nächste Antwort passt vielleicht nicht mehr: Ist der Kontext voll, kann das Modell nicht antworten. Beginnen Sie einen neuen Chat oder laden Sie das Modell mit einem größeren Kontext.</translation>
     </message>
+    <message>
+        <source>When the context is full, this chat&apos;s overflow policy leaves its oldest turns out (and marks them where it happens); the model goes on answering.</source>
+        <translation>Ist der Kontext voll, lässt die Überlaufregel dieses Chats die ältesten Wechsel aus (und markiert sie an der Stelle); das Modell antwortet weiter.</translation>
+    </message>
 </context>
 <context>
     <name>ConversationList</name>

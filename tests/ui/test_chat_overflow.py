@@ -70,3 +70,19 @@ def test_the_chat_keeps_answering_past_a_full_context_and_marks_each_cut(qtbot, 
     chat.new_conversation()
     chat.open_conversation(conv)
     assert [b.message_id for b in chat.view.bubbles if b.cut_mark] == [m.id for m in marked]
+
+
+def test_the_context_meter_says_what_the_chats_policy_does_when_the_context_is_full(qtbot):
+    from app.datatypes import ContextUse
+    from app.ui.model_bar import ContextMeter
+
+    meter = ContextMeter()
+    qtbot.addWidget(meter)
+    meter.show_use(ContextUse(250, 256), REPLY, "model.gguf")  # stop, as before there was a choice
+    assert meter.near_full and meter.toolTip().endswith(
+        "The next reply may not fit: when the context is full the model cannot answer. Start a new chat, or load "
+        "the model with a larger context.")
+    meter.show_use(ContextUse(250, 256), REPLY, "model.gguf", "compact")
+    assert meter.near_full and meter.toolTip().endswith(
+        "When the context is full, this chat's overflow policy leaves its oldest turns out (and marks them where it "
+        "happens); the model goes on answering.")
