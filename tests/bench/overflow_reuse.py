@@ -6,7 +6,7 @@ cut as QuantDesk does it (the kept turns' cells moved), then the same prompt fro
 prompt (what the plain prefix reuse gave before), paired on the same engine. Prints per cut the prompt's tokens, the
 tokens evaluated each way and the prompt ms side by side, and the median ratio.
 
-    python -m tests.bench.overflow_reuse [--model qwen2.5-0.5b-shape] [--ctx 2048] [--cuts 5]
+    python -m tests.bench.overflow_reuse [--model smollm2-135m-shape] [--ctx 1024] [--cuts 4]
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def _reply(engine: EngineClient, messages: list[Message], sampling: SamplingSett
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-0.5b-shape", help=f"one of {', '.join(SPECS)}")
-    parser.add_argument("--ctx", type=int, default=2048)
+    parser.add_argument("--model", default="smollm2-135m-shape", help=f"one of {', '.join(SPECS)}")
+    parser.add_argument("--ctx", type=int, default=1024)
     parser.add_argument("--reply", type=int, default=48)
-    parser.add_argument("--cuts", type=int, default=5)
+    parser.add_argument("--cuts", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     path = build_model_set(SPECS[args.model], quants=("Q4_K_M",), mlx=False).gguf_q4_k_m
