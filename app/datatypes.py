@@ -127,6 +127,10 @@ class SamplingSettings:
     # Log-probabilities of the reply's tokens on its Token events (``Token.logprobs``): -1 none (nothing computed),
     # 0 each chosen token's, N also its N likeliest alternatives (OpenAI's ``top_logprobs``, at most MAX_TOP_LOGPROBS).
     logprobs: int = -1
+    # The prompt was cut by an overflow policy (app/engine/overflow.py): runs of it the KV cache holds further on are
+    # moved to their new positions instead of read again (llama-server's --cache-reuse). Only then: a moved run's keys
+    # are rotated, not recomputed, so the reply may part from a fresh read's; an uncut prompt stays exact.
+    cache_reuse: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingSettings:
@@ -474,6 +478,52 @@ class ContextUse:
         from the first reply on). A full context ends the chat: the engine refuses the next prompt."""
         reply = min(max_tokens, self.n_ctx // 2)
         return self.n_ctx > 0 and self.left < max(self.n_ctx * CONTEXT_WARN_SHARE, reply)
+
+
+# What happens to a conversation that no longer fits the context with room for the reply (app/engine/overflow.py
+# decides; the Chat, ``quantdesk chat`` and the server offer the same choice): "stop" refuses the message with the
+# engine's sentence, as before there was a choice; "drop-oldest" leaves out the oldest turns (the system prompt
+# kept); "truncate-middle" leaves out the turns after the first exchange (the system prompt and the first exchange
+# kept); "compact" has the model summarise the turns it leaves out into a note it keeps in the system prompt.
+OVERFLOW_POLICIES = ("stop", "drop-oldest", "truncate-middle", "compact")
+DEFAULT_OVERFLOW = "stop"
+
+
+def overflow_policy(text: str) -> str:
+    """``text`` as one of OVERFLOW_POLICIES (also with an underscore); ValueError with the choices otherwise."""
+    policy = text.strip().lower().replace("_", "-")
+    if policy not in OVERFLOW_POLICIES:
+        raise ValueError(f"the overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, not {text!r}")
+    return policy
+
+
+@dataclass(frozen=True)
+class ContextCut:
+    """What an overflow policy left out of the prompt, so that it is marked and never silent: messages
+    ``start`` … ``start + dropped - 1`` of the conversation (indices into the whole conversation as the caller
+    keeps it, its system prompt included) were not sent to the model; under "compact" the model's ``note`` on them
+    (and on the previous note) was sent instead, in the system prompt. Stored with the message whose reply needed
+    it (app/chats/store), reported by the server (``quantdesk`` field, ``X-QuantDesk-Context-Dropped``)."""
+
+    policy: str
+    start: int
+    dropped: int
+    note: str = ""
+    prompt_tokens: int = 0  # the prompt as sent, counted before the reply
+
+    def words(self) -> str:
+        """The mark's sentence, as the Chat, the CLI and the server's field say it."""
+        what = f"{self.dropped} earlier message{'s' if self.dropped != 1 else ''}"
+        if self.policy == "compact":
+            return f"{what} compacted into a note by the model (context full)"
+        return f"{what} not sent to the model (context full)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContextCut:
+        return cls(**known_fields(cls, data))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app import paths
+from app.datatypes import DEFAULT_OVERFLOW, OVERFLOW_POLICIES
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
 from app.records import known_fields
@@ -59,6 +60,10 @@ class Settings:
     # Chats resumed without reading them again (app/engine/states.py): the disk their saved model states may take,
     # in MiB, the least recently used going first; 0: none are saved.
     saved_states_mb: int = SAVED_STATES_DEFAULT_MB
+    # A conversation that no longer fits the context (app/engine/overflow.py): new chats' policy (each chat may
+    # choose its own), and the server's for requests that name none.
+    overflow: str = DEFAULT_OVERFLOW
+    server_overflow: str = DEFAULT_OVERFLOW
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -81,6 +86,8 @@ class Settings:
             idle_unload_minutes=self.idle_unload_minutes if self.idle_unload_minutes in IDLE_UNLOAD_CHOICES else 0,
             responses_retention_days=min(max(retention, 1), RESPONSES_RETENTION_LIMIT),
             saved_states_mb=min(max(states, 0), SAVED_STATES_MAX_MB),
+            overflow=self.overflow if self.overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
+            server_overflow=self.server_overflow if self.server_overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
             problem=self.problem)
 
     def to_json(self) -> dict[str, Any]:
@@ -175,6 +182,9 @@ ABOUT = {
                                  f"a whole number from 1 to {RESPONSES_RETENTION_LIMIT}"),
     "saved_states_mb": ("the disk chats' saved model states may take, in MiB (they resume without being read again)",
                         f"a whole number from 0 (none saved) to {SAVED_STATES_MAX_MB}"),
+    "overflow": ("what a new chat does once the conversation no longer fits the context", _either(OVERFLOW_POLICIES)),
+    "server_overflow": ("what the local server does with a conversation that does not fit the context, unless the "
+                        "request says", _either(OVERFLOW_POLICIES)),
 }
 _TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
 
@@ -211,6 +221,9 @@ def parse(key: str, text: str) -> Any:
         number = _number(word, float)
         if number is not None and 0 < number < float("inf"):
             return number
+    elif key in ("overflow", "server_overflow"):
+        if word in OVERFLOW_POLICIES:
+            return word
     elif key in ("theme", "language"):
         if word in (THEMES if key == "theme" else LANGUAGES):
             return word

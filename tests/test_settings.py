@@ -52,7 +52,8 @@ def test_no_token_is_ever_written():
                                                                      "language", "check_updates", "memory_budget_gib",
                                                                      "max_loaded_models", "idle_unload_minutes",
                                                                      "responses_retention_days",
-                                                                     "saved_states_mb"}
+                                                                     "saved_states_mb",
+                                                                     "overflow", "server_overflow"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -146,3 +147,16 @@ def test_the_saved_states_limit_is_normalised():
     assert settings.load().saved_states_mb == 0  # off, not a negative size
     settings.settings_path().write_text(json.dumps({"saved_states_mb": "lots"}))
     assert settings.load().saved_states_mb == settings.SAVED_STATES_DEFAULT_MB
+
+
+def test_the_overflow_policies_are_checked_and_normalised():
+    settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
+    settings.settings_path().write_text(json.dumps({"overflow": "forget", "server_overflow": 3}))
+    loaded = settings.load()
+    assert (loaded.overflow, loaded.server_overflow) == ("stop", "stop")
+    assert settings.parse("overflow", "compact") == "compact"
+    assert settings.parse("server_overflow", " drop-oldest ") == "drop-oldest"
+    with pytest.raises(settings.SettingError, match="overflow cannot be 'forget': it takes stop, drop-oldest, "
+                                                    "truncate-middle or compact"):
+        settings.parse("overflow", "forget")
+    assert settings.update(overflow="truncate-middle").overflow == "truncate-middle"

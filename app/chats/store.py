@@ -133,6 +133,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE messages ADD COLUMN tools_json TEXT",
         "ALTER TABLE conversations ADD COLUMN tool_servers_json TEXT",
     ),
+    # 7: long conversations' overflow policy (app/engine/overflow.py): a chat's own (NULL: the Settings' default
+    # for new chats), and on a reply whose prompt left earlier messages out, what it left out and the model's note
+    # (app.datatypes.ContextCut as JSON; its ``start`` counts the turns the engine is sent — a reply with tool calls
+    # is its calls and a turn per result — the system prompt not counted),
+    # so that the mark stays where it happened and the next reply goes on from the same cut. Old rows: none.
+    (
+        "ALTER TABLE conversations ADD COLUMN overflow TEXT",
+        "ALTER TABLE messages ADD COLUMN context_cut_json TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -159,6 +168,7 @@ class Conversation:
     sampling: dict[str, Any] = field(default_factory=dict)
     model_path: str | None = None
     tool_servers: tuple[str, ...] | None = None  # the MCP servers whose tools the model sees; None: every one
+    overflow: str | None = None  # the chat's overflow policy; None: the Settings' default
 
 
 @dataclass(frozen=True)
@@ -250,6 +260,8 @@ class ChatMessage:
         turn = Message(self.role, self.content, reasoning=self.reasoning,
                        tool_calls=tuple(card.template_call() for card in self.tools))
         return [turn, *(card.tool_message() for card in self.tools)]
+    # A reply whose prompt left earlier messages out (the overflow policy): ContextCut.to_dict(), else None
+    context_cut: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -293,14 +305,15 @@ def _conversation(row: sqlite3.Row) -> Conversation:
     servers = row["tool_servers_json"]
     return Conversation(row["id"], row["title"], row["created"], row["updated"], row["system_prompt"],
                         json.loads(row["sampling_json"]), row["model_path"],
-                        None if servers is None else tuple(json.loads(servers)))
+                        None if servers is None else tuple(json.loads(servers)), row["overflow"])
 
 
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
+    cut = json.loads(row["context_cut_json"]) if row["context_cut_json"] else None
     tools = tuple(ToolCard.from_dict(card) for card in json.loads(row["tools_json"])) if row["tools_json"] else ()
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools)
+                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools, cut)
 
 
 def _fts_query(text: str) -> str:
@@ -511,9 +524,14 @@ class ChatStore:
         self._update_conversation(conversation_id, "title=?", (title,), "rename the chat")
 
     def update_settings(self, conversation_id: int, *, system_prompt: str | None = None,
-                        sampling: dict[str, Any] | None = None, model_path: str | None = None) -> None:
+                        sampling: dict[str, Any] | None = None, model_path: str | None = None,
+                        overflow: str | None = None) -> None:
+        """Each value given is saved; ``overflow`` "" goes back to the Settings' default."""
         sets: list[str] = []
         values: list[Any] = []
+        if overflow is not None:
+            sets.append("overflow=?")
+            values.append(overflow or None)
         for column, value in (("system_prompt", system_prompt), ("model_path", model_path),
                               ("sampling_json", None if sampling is None else json.dumps(sampling))):
             if value is not None:
@@ -684,6 +702,13 @@ class ChatStore:
             return self.show_branch(neighbour)
         return self.messages(msg.conversation_id)
 
+    def set_context_cut(self, message_id: int, cut: dict[str, Any]) -> None:
+        """Keep with a reply what the overflow policy left out of its prompt (ContextCut.to_dict())."""
+        with self._writing("save what the model was not sent"):
+            cur = self._db.execute("UPDATE messages SET context_cut_json=? WHERE id=?", (json.dumps(cut), message_id))
+        if cur.rowcount == 0:
+            raise NotFound(f"message {message_id} does not exist")
+
     def update_message(self, message_id: int, *, content: str | None = None, state: MessageState | None = None,
                        stats: dict[str, Any] | None = None, reasoning: str | None = None,
                        tools: Sequence[ToolCard] | None = None) -> None:
@@ -757,9 +782,10 @@ class ChatStore:
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items()
-                              if k not in ("conversation_id", "images", "reasoning", "tools")}
+                              if k not in ("conversation_id", "images", "reasoning", "tools", "context_cut")}
                              | ({"reasoning": m.reasoning} if m.reasoning else {})
                              | ({"tool_calls": [card.to_dict() for card in m.tools]} if m.tools else {})
+                             | ({"context_cut": m.context_cut} if m.context_cut else {})
                              | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
                                              "height": a.height} for a in m.images]} if m.images else {})
                              for m in self.all_messages(conversation_id)],

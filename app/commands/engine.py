@@ -15,10 +15,11 @@ from app.commands import add_command
 from app.errors import EngineError
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
+from app.settings import load as app_settings
 from backends import json_schema
 from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS,
-                           SAMPLING_KNOBS, ChosenSampling, ContextUse, Done, GenerationStats, LoadSettings,
-                           Message,
+                           OVERFLOW_POLICIES, SAMPLING_KNOBS, ChosenSampling, ContextCut, ContextUse, Done,
+                           GenerationStats, LoadSettings, Message,
                            SamplingSettings, Token, choose_sampling)
 from app.models.metadata import model_sampling
 
@@ -67,6 +68,11 @@ def register(subparsers) -> None:
     p.add_argument("--json-schema", metavar="FILE", help="answer with JSON valid against the JSON Schema in FILE "
                                                          "(held by the engine's grammar; a thinking model thinks "
                                                          "first)")
+    p.add_argument("--overflow", choices=OVERFLOW_POLICIES,
+                   help="once the conversation no longer fits the context: stop (the engine refuses the message), "
+                        "drop-oldest (leave out the oldest turns; the system prompt stays), truncate-middle (also "
+                        "keep the first exchange), compact (the model writes a note on the turns it leaves out); "
+                        "each cut is said on stderr (default: the overflow setting, stop unless changed)")
     add_thinking_arguments(p)
     add_draft_arguments(p)
     add_tool_arguments(p)
@@ -223,14 +229,29 @@ def _duration(ms: float) -> str:
     return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
-def context_warning(stats: GenerationStats, n_ctx: int, max_tokens: int) -> str:
+OVERFLOW_WORDS = {
+    "drop-oldest": "the oldest turns are left out (--overflow drop-oldest)",
+    "truncate-middle": "the turns after the first exchange are left out (--overflow truncate-middle)",
+    "compact": "the model compacts the oldest turns into a note (--overflow compact)",
+}
+
+
+def context_warning(stats: GenerationStats, n_ctx: int, max_tokens: int, policy: str = "stop") -> str:
     """Said when the context is nearly full ("" before then): what is left, and what happens when it is full."""
     use = ContextUse.after(stats, n_ctx)
     if not use.near_full(max_tokens):
         return ""
+    then = (f"when it is full {OVERFLOW_WORDS[policy]}" if policy in OVERFLOW_WORDS else
+            "when it is full the engine refuses the next message: start a new chat (/reset) or load with a larger "
+            "context (--ctx)")
     return (f"the context is nearly full: {use.left:,} of {n_ctx:,} tokens left (the next reply may take up to "
-            f"{max_tokens:,}); when it is full the engine refuses the next message: start a new chat (/reset) or "
-            "load with a larger context (--ctx)")
+            f"{max_tokens:,}); {then}")
+
+
+def cut_words(cut: ContextCut) -> str:
+    """The stderr line that marks a cut: what was left out (and the model's note)."""
+    words = f"{cut.words()}; {cut.prompt_tokens:,} tokens sent"
+    return f"{words}. The note: {cut.note}" if cut.note else words
 
 
 def cut_off_note(done: Done) -> str:
@@ -349,6 +370,33 @@ class ReplyPrinter:
         self.out.flush()
 
 
+class Conversation:
+    """The history ``quantdesk chat`` keeps, and the overflow policy that chooses what of it the model reads."""
+
+    def __init__(self, history: list[Message], policy: str, n_ctx: int) -> None:
+        self.history = history
+        self.base = list(history)
+        self.policy = policy
+        self.n_ctx = n_ctx
+        self.cut: ContextCut | None = None
+
+    def reset(self) -> None:
+        self.history[:] = self.base
+        self.cut = None
+
+    def to_send(self, client, sampling: SamplingSettings, quiet: bool = False
+                ) -> tuple[list[Message], SamplingSettings]:
+        """What the model reads of the history, and the sampling for it; a new cut is said on stderr (a compact
+        note as the model writes it would be another stream: it is said whole, after)."""
+        from app.engine.overflow import fit
+
+        fitted = fit(client, self.history, sampling, self.policy, self.n_ctx, self.cut)
+        if fitted.cut is not None and (self.cut is None or fitted.cut.dropped != self.cut.dropped) and not quiet:
+            print(f"note: {cut_words(fitted.cut)}", file=sys.stderr)
+        self.cut = fitted.cut or self.cut
+        return fitted.messages, fitted.sampling_for(sampling)
+
+
 def _reply(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter | None) -> Done:
     """Stream one reply (to ``printer``, if any); Ctrl-C cancels it and keeps what was generated."""
     stream = client.generate(history, sampling)
@@ -373,14 +421,14 @@ def _printer(args: argparse.Namespace) -> ReplyPrinter:
     return ReplyPrinter(sys.stdout, show_thinking=not args.hide_thinking, styles=styled(sys.stdout))
 
 
-def _after_reply(done: Done, n_ctx: int, max_tokens: int) -> None:
+def _after_reply(done: Done, n_ctx: int, max_tokens: int, policy: str = "stop") -> None:
     """The end of a printed reply: its line ends, the stats (and why there is no answer, if so, and a context
     nearly full) go to stderr."""
     print()
     print(stats_line(done.stats, n_ctx), file=sys.stderr)
     if note := cut_off_note(done):
         print(f"note: {note}", file=sys.stderr)
-    if warning := context_warning(done.stats, n_ctx, max_tokens):
+    if warning := context_warning(done.stats, n_ctx, max_tokens, policy):
         print(f"warning: {warning}", file=sys.stderr)
 
 
@@ -399,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(str(exc), kind="settings") from None
     system = args.system if args.system is not None else preset.system_prompt if preset is not None else None
     history = [Message("system", system)] if system else []
+    policy = args.overflow or (preset.overflow_policy() if preset is not None else None) or app_settings().overflow
     check_fit(args.model, settings, args)
     tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
     if (note := draft_note(settings)) and not args.json:
@@ -413,20 +462,24 @@ def run(args: argparse.Namespace) -> int:
             print(loaded_summary(loaded), file=sys.stderr)
             if words := sampling_words(chosen):
                 print(words, file=sys.stderr)
+        conversation = Conversation(history, policy, loaded.n_ctx)
         if tools is not None:
             sampling = tools.prepare(loaded, sampling)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
             printer = None if args.json else _printer(args)
-            done = _reply(client, history, sampling, printer) if tools is None else \
+            done = _reply(client, *conversation.to_send(client, sampling, args.json),
+                          printer) if tools is None else \
                 tools.turn(_reply, client, history, sampling, printer)
             if args.json:
                 runs = {"tool_runs": tools.described()} if tools is not None else {}
-                print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described(), **runs}, indent=2))
+                cut = {"context_cut": conversation.cut.to_dict()} if conversation.cut else {}
+                print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described(), **runs,
+                                  "overflow": policy, **cut}, indent=2))
             else:
-                _after_reply(done, loaded.n_ctx, sampling.max_tokens)
+                _after_reply(done, loaded.n_ctx, sampling.max_tokens, policy)
             return 0
-        return _interactive(client, history, sampling, _printer(args), images, loaded.n_ctx, tools)
+        return _interactive(client, conversation, sampling, _printer(args), images, tools)
 
 
 def model_preset(model: str):
@@ -548,9 +601,9 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), n_ctx: int = 0, tools: Any = None) -> int:
-    base = list(history)
+def _interactive(client, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
+                 images: tuple[str, ...] = (), tools: Any = None) -> int:
+    history = conversation.history
     while True:
         try:
             line = input("> ")
@@ -560,20 +613,20 @@ def _interactive(client, history: list[Message], sampling: SamplingSettings, pri
         if line.strip() in ("/exit", "/quit"):
             return 0
         if line.strip() == "/reset":
-            history[:] = base
+            conversation.reset()
             print("(history cleared)", file=sys.stderr)
             continue
         if not line.strip():
             continue
         history.append(Message("user", line, images))
         images = ()  # the images go with the first message
-        done = _reply(client, history, sampling, printer) if tools is None else \
+        done = _reply(client, *conversation.to_send(client, sampling), printer) if tools is None else \
             tools.turn(_reply, client, history, sampling, printer)
         # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again;
         # a turn stopped during its tool calls left its calls and their answers in the history already
         if not done.tool_calls:
             history.append(Message("assistant", done.text, reasoning=done.reasoning))
-        _after_reply(done, n_ctx, sampling.max_tokens)
+        _after_reply(done, conversation.n_ctx, sampling.max_tokens, conversation.policy)
 
 
 # --- tools (MCP): the tool loop of app/mcp/loop.py in the terminal

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.commands import add_command
+from app.datatypes import OVERFLOW_POLICIES
 from app.errors import QuantDeskError
 
 if TYPE_CHECKING:
@@ -58,8 +59,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="thinking on (--think) or off (--no-think)")
     put.add_argument("--reasoning-effort", choices=["low", "medium", "high"])
     put.add_argument("--reasoning-budget", type=int, metavar="N")
-    put.add_argument("--overflow", help="the overflow policy when the context is full (kept for the chat's "
-                                        "overflow setting)")
+    put.add_argument("--overflow", choices=OVERFLOW_POLICIES,
+                     help="the overflow policy when the context is full, for chats that choose none (quantdesk chat "
+                          "--overflow and a chat's own setting win)")
     put.add_argument("--unset", action="append", default=[], metavar="NAME",
                      help=f"forget a value (repeatable): {', '.join(UNSET_NAMES)}")
     put.set_defaults(func=run_set)

@@ -15,7 +15,8 @@ from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_argu
                                  draft_setting)
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
-from app.datatypes import LoadSettings
+from app.settings import load as load_settings
+from app.datatypes import OVERFLOW_POLICIES, LoadSettings
 
 # app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).
@@ -73,6 +74,11 @@ def register(subparsers) -> None:
                    help=f"send a streamed reply's tokens in chunks at most this often (default "
                         f"{STREAM_EVERY_S * 1000:g}; 0: every token in its own chunk); usage counts are exact "
                         "either way")
+    p.add_argument("--overflow", choices=OVERFLOW_POLICIES,
+                   help="a chat request that does not fit the context, unless it names a policy (\"quantdesk\": "
+                        "{\"overflow\": ...} or the X-QuantDesk-Overflow header): stop (a 400), drop-oldest, "
+                        "truncate-middle or compact; the response says what was left out (default: the "
+                        "server_overflow setting, stop unless changed)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
     p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
@@ -177,7 +183,9 @@ def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: L
     return create_app(client, api_key=api_key, allowed_hosts=[*args.allow_host, args.host],
                       allowed_origins=args.allow_origin, max_pending=args.max_queue,
                       serve_remotes=args.serve_remotes, on_ready=on_ready,
-                      stream_every_s=args.stream_every_ms / 1000, allow_downloads=args.allow_downloads,
+                      stream_every_s=args.stream_every_ms / 1000,
+                      overflow=getattr(args, "overflow", None) or load_settings().server_overflow,
+                      allow_downloads=args.allow_downloads,
                       pool=ServeSettings(
                           load_on_demand=args.load_on_demand, force=args.force, idle_ttl_s=args.idle_ttl,
                           max_loaded=args.max_loaded, aliases=tuple(args.alias),

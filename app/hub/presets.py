@@ -53,9 +53,14 @@ class ModelPreset:
     load: dict[str, Any] = field(default_factory=dict)  # LOAD_FIELDS given, by LoadSettings' names
     sampling: dict[str, Any] = field(default_factory=dict)  # CHAT_FIELDS given, by SamplingSettings' names
     system_prompt: str | None = None
-    # The chat's overflow policy when the context is full (issue 27's overflow worker adds the setting and reads it
-    # from here): kept as the user saved it, an optional string this module does not interpret.
+    # The overflow policy when the context is full (app/engine/overflow.py): a chat without its own follows it before
+    # the Settings default (``overflow_policy``); kept as saved, a name it does not know is not applied.
     overflow: str | None = None
+
+    def overflow_policy(self) -> str | None:
+        from app.datatypes import OVERFLOW_POLICIES
+
+        return self.overflow if self.overflow in OVERFLOW_POLICIES else None
 
     def is_empty(self) -> bool:
         return not self.load and not self.sampling and self.system_prompt is None and self.overflow is None

@@ -49,9 +49,10 @@ from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStop
 from app.server.guard import Guard
 from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
-from app.server.params import (ApiError, GenerationRequest, parse_chat, parse_completion,
-                               parse_embeddings)
-from app.datatypes import Done, GenerationStats, Token, TokenLogprob, ToolCallDelta
+from app.server.params import (DROPPED_HEADER, OVERFLOW_HEADER, ApiError, GenerationRequest, overflow_choice,
+                               parse_chat, parse_completion, parse_embeddings)
+from app.datatypes import (DEFAULT_OVERFLOW, OVERFLOW_POLICIES, ContextCut, Done, GenerationStats, Token, TokenLogprob,
+                           ToolCallDelta)
 from app.hub.presets import sampling_for as preset_sampling
 from app.models.metadata import model_sampling
 from app.datatypes import ToolCall
@@ -129,8 +130,11 @@ def engine_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, EngineCrashed):
         return ApiError(503, str(exc), type="server_error", code="engine_crashed")
     if isinstance(exc, EngineError):
-        if exc.kind == "context":
-            return ApiError(400, str(exc), param="messages", code="context_length_exceeded")
+        if exc.kind == "context":  # llama-server's words first ("exceeds the available context size")
+            return ApiError(400, f"the request exceeds the available context size: {exc.message}; {exc.hint}, or "
+                                 f"choose an overflow policy (\"quantdesk\": {{\"overflow\": \"drop-oldest\"}}: "
+                                 f"{', '.join(OVERFLOW_POLICIES)})", param="messages",
+                            code="context_length_exceeded")
         if exc.kind in ("settings", "request", "template", "image", "vision"):
             return ApiError(400, str(exc), code=exc.kind)
         return ApiError(500, str(exc), type="server_error", code=exc.kind)
@@ -165,8 +169,10 @@ class OpenAIServer:
     """The endpoints, over the router: the primary model's EngineQueue, and a queue per other model of the pool."""
 
     def __init__(self, client: ModelPool | EngineClientLike, *, max_pending: int, pool: ServeSettings | None = None,
-                 stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None) -> None:
+                 stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
+                 overflow: str = DEFAULT_OVERFLOW) -> None:
         self.stream_every_s = stream_every_s
+        self.overflow = overflow  # the overflow policy of a chat request that names none (app/engine/overflow.py)
         if client.loaded is None:
             raise ValueError("the engine client has no model loaded")
         self.created = int(time.time())
@@ -250,10 +256,45 @@ class OpenAIServer:
                                                            recommended=model_sampling(lease.loaded.model_path),
                                                            preset=preset_sampling(lease.loaded.model_path),
                                                            **options))
+            report = None
+            if chat:
+                parsed, report = await self._apply_overflow(request, lease, parsed)
         except BaseException:
             lease.release()
             raise
-        return await self._generate(request, lease, parsed, shape(lease.served))
+        return await self._generate(request, lease, parsed, shape(lease.served), report)
+
+    async def _apply_overflow(self, request: Request, lease: Lease, parsed: GenerationRequest
+                              ) -> tuple[GenerationRequest, Overflow | None]:
+        """A chat request under its overflow policy (the body's, the header's, else the server's): what to send and
+        what to report; under "stop" the request as it came and no report."""
+        policy = parsed.overflow or overflow_choice({}, request.headers.get(OVERFLOW_HEADER)) or self.overflow
+        if policy == "stop":
+            return parsed, None
+        parsed, cut = await asyncio.to_thread(self._fit, lease, parsed, policy)
+        return parsed, Overflow(policy, cut)
+
+    @staticmethod
+    def _fit(lease: Lease, parsed: GenerationRequest, policy: str) -> tuple[GenerationRequest, ContextCut | None]:
+        """The request's messages under its overflow policy, counted (and a compact note written) by its engine in
+        its turn; a conversation that cannot fit is the engine's 400."""
+        from app.engine.overflow import fit
+
+        assert not isinstance(parsed.messages, str)
+        try:
+            with lease.queue.counted():
+                fitted = fit(lease.queue.client, parsed.messages, parsed.sampling, policy, lease.loaded.n_ctx)
+        except EngineError as exc:
+            if exc.kind == "unavailable":  # an engine that cannot count (a remote server's): all is sent, as asked
+                return parsed, None
+            if exc.kind == "context":  # even the newest turn leaves no room for the reply: no policy helps
+                raise ApiError(400, f"the request exceeds the available context size: {exc}", param="messages",
+                               code="context_length_exceeded") from None
+            raise engine_api_error(exc) from None
+        except Exception as exc:
+            raise engine_api_error(exc) from None
+        return dataclasses.replace(parsed, messages=fitted.messages,
+                                   sampling=fitted.sampling_for(parsed.sampling)), fitted.cut
 
     async def messages(self, request: Request) -> Response:
         """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
@@ -268,6 +309,7 @@ class OpenAIServer:
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                               takes_tools=bool(lease.loaded.details.get("tool_format")),
                                               recommended=recommended, preset=preset)
+            parsed, report = await self._apply_overflow(request, lease, parsed)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()
@@ -276,9 +318,10 @@ class OpenAIServer:
             lease.release()
             raise
         shape = anthropic.MessageShape(lease.served)
+        headers = report.headers() if report else None
         if parsed.stream:
             return _EventStream(shape.stream(first, lambda: self.next_event(job)),
-                                _closer(watcher, job, lease))
+                                _closer(watcher, job, lease), headers)
         try:
             event = first
             while not isinstance(event, Done):
@@ -289,7 +332,8 @@ class OpenAIServer:
             watcher.cancel()
             job.cancel()
             lease.release()
-        return JSONResponse(shape.whole(event))
+        whole = shape.whole(event)
+        return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
 
     async def count_tokens(self, request: Request) -> Response:
         """Anthropic's ``/v1/messages/count_tokens``: the body of a Messages request (without ``max_tokens``), its
@@ -359,15 +403,19 @@ class OpenAIServer:
             job.cancel()
             raise
 
-    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape) -> Response:
-        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends)."""
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape,
+                        report: Overflow | None = None) -> Response:
+        """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends).
+        ``report``: what an overflow policy did, in the ``quantdesk`` field (a stream's first chunk) and headers."""
         try:
             job, first, watcher = await self.start_job(request, lease, parsed)
         except BaseException:
             lease.release()
             raise
+        headers = report.headers() if report else None
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return _EventStream(self._stream(job, first, parsed, shape, request, lease), _closer(watcher, job, lease))
+            return _EventStream(self._stream(job, first, parsed, shape, request, lease, report),
+                                _closer(watcher, job, lease), headers)
         try:
             dones: list[Done] = []
             entries: list[list[TokenLogprob]] = []
@@ -382,7 +430,8 @@ class OpenAIServer:
                     event = await self.next_event(job)
                 dones.append(event)
                 entries.append(logprobs)
-            return JSONResponse(shape.whole_choices(dones, entries if parsed.sampling.logprobs >= 0 else None))
+            whole = shape.whole_choices(dones, entries if parsed.sampling.logprobs >= 0 else None)
+            return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
         finally:
             watcher.cancel()
             job.cancel()
@@ -396,9 +445,11 @@ class OpenAIServer:
             raise engine_api_error(exc) from None
 
     async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape,
-                      request: Request | None = None, lease: Lease | None = None) -> AsyncIterator[bytes]:
+                      request: Request | None = None, lease: Lease | None = None,
+                      report: Overflow | None = None) -> AsyncIterator[bytes]:
         """The stream of a request's choices, one after the other, each chunk naming its choice's index; the first
-        choice's job is the caller's (it closes it), a later one's is started and closed here."""
+        choice's job is the caller's (it closes it), a later one's is started and closed here. The first chunk
+        carries what the overflow policy did (``report``), as a whole response's ``quantdesk`` field."""
         logprobs = parsed.sampling.logprobs >= 0
         dones: list[Done] = []
         for index in range(parsed.n):
@@ -412,7 +463,8 @@ class OpenAIServer:
                         yield _sse(exc.body())
                         return
                     later = job, watcher
-                yield _sse(shape.opening(index))
+                opening = shape.opening(index)
+                yield _sse({**opening, "quantdesk": report.field()} if report and not index else opening)
                 event = first
                 while not isinstance(event, Done):
                     chunk = shape.piece(event, index, logprobs)
@@ -432,6 +484,27 @@ class OpenAIServer:
         if parsed.include_usage:
             yield _sse(shape.usage_chunk_of(dones))
         yield _sse("[DONE]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Overflow:
+    """What a chat request's overflow policy did, as the response reports it: the ``quantdesk`` field and the
+    ``X-QuantDesk-Overflow`` / ``X-QuantDesk-Context-Dropped`` headers (0 when everything was sent)."""
+
+    policy: str
+    cut: ContextCut | None
+
+    def field(self) -> dict[str, Any]:
+        cut = self.cut
+        out: dict[str, Any] = {"overflow": self.policy, "context_dropped": cut.dropped if cut else 0}
+        if cut is not None:
+            out.update(dropped_from=cut.start, mark=cut.words(), prompt_tokens=cut.prompt_tokens)
+            if cut.note:
+                out["note"] = cut.note
+        return out
+
+    def headers(self) -> dict[str, str]:
+        return {OVERFLOW_HEADER: self.policy, DROPPED_HEADER: str(self.cut.dropped if self.cut else 0)}
 
 
 class _Shape:
@@ -623,7 +696,8 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
                allowed_origins: Iterable[str] = (), max_pending: int = 32, serve_remotes: bool = False,
                pool: ServeSettings | None = None, on_ready: Callable[[OpenAIServer], None] | None = None,
                stream_every_s: float = STREAM_EVERY_S, profile: HardwareProfile | None = None,
-               allow_downloads: bool = False, response_store: ResponseStore | None = None) -> Starlette:
+               allow_downloads: bool = False, response_store: ResponseStore | None = None,
+               overflow: str = DEFAULT_OVERFLOW) -> Starlette:
     """The ASGI app over ``client``: the app's ModelPool (its active model the primary), or an EngineClient with a
     model loaded (the primary, pinned; the caller closes it).
 
@@ -638,11 +712,12 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     ``allow_downloads``: the MCP tools at ``/mcp`` (app/server/mcp.py) include ``pull``.
     ``response_store``: where the Responses API keeps responses (by default, opened at its first use under the user
     data folder, app/server/response_store.py).
+    ``overflow``: the overflow policy of a chat request that names none (app/engine/overflow.py).
     """
     settings = pool or ServeSettings()
     settings = dataclasses.replace(settings, serve_remotes=serve_remotes or settings.serve_remotes)
     server = OpenAIServer(client, max_pending=max_pending, pool=settings, stream_every_s=stream_every_s,
-                          profile=profile)
+                          profile=profile, overflow=overflow)
     responses = ResponsesApi(server, response_store)
 
     from app.server.mcp import HttpEndpoint, QuantDeskTools  # the MCP SDK, imported when a server is made

@@ -26,8 +26,8 @@ from typing import Any, NoReturn, overload
 
 from app import images
 from backends import json_schema
-from app.datatypes import (MAX_TOP_LOGPROBS, Message, ModelSampling, Prompt, REASONING_FORMATS, SamplingSettings,
-                           choose_sampling)
+from app.datatypes import (MAX_TOP_LOGPROBS, Message, ModelSampling, OVERFLOW_POLICIES, Prompt, REASONING_FORMATS,
+                           SamplingSettings, choose_sampling)
 
 # ``n``: choices per request, generated one after the other on the model's engine (llama-server runs them in
 # parallel slots); each is a whole reply, so the bound keeps one request from holding the queue for long.
@@ -74,6 +74,7 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     n: int = 1  # choices, generated one after the other
+    overflow: str | None = None  # the request's overflow policy ("quantdesk": {"overflow": ...}); None: the server's
 
     def choice(self, index: int) -> GenerationRequest:
         """The request for choice ``index`` of ``n``: a seed, when given, advanced by the index, so the choices differ
@@ -565,7 +566,30 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
     return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream),
-                             _choices(body))
+                             _choices(body), overflow_choice(body))
+
+
+OVERFLOW_HEADER = "X-QuantDesk-Overflow"  # a request's overflow policy as a header; the body's field wins
+DROPPED_HEADER = "X-QuantDesk-Context-Dropped"  # how many of the request's messages the policy left out
+
+
+def overflow_choice(body: dict[str, Any], header: str | None = None) -> str | None:
+    """The overflow policy a request asks for: ``"quantdesk": {"overflow": POLICY}`` in its body, else the
+    ``X-QuantDesk-Overflow`` header; None when it asks none (the server's own applies)."""
+    extra = body.get("quantdesk")
+    if extra is not None and not isinstance(extra, dict):
+        raise bad_param("quantdesk", "quantdesk must be an object, such as {\"overflow\": \"drop-oldest\"}",
+                        "invalid_type")
+    asked = (extra or {}).get("overflow")
+    param = "quantdesk.overflow"
+    if asked is None and header is not None:
+        asked, param = header.strip(), OVERFLOW_HEADER
+    if asked is None:
+        return None
+    if asked not in OVERFLOW_POLICIES:
+        raise bad_param(param, f"the overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, not "
+                               f"{_shown(asked)}")
+    return str(asked)
 
 
 def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,

@@ -36,9 +36,10 @@ class _EventStream(StreamingResponse):
     gone — also gone before the body started, when Starlette cancels the response without ever running the body's
     generator (whose own ``finally`` then never runs, and an on-demand model would stay "in use" for good)."""
 
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
+    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], None],
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

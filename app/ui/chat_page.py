@@ -19,6 +19,7 @@ the side panel's (app.ui.conversation_list), the model loads the ModelLoadContro
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +44,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from app.datatypes import ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
+from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
 
 if TYPE_CHECKING:
     from app.ui.chat_tools import ChatTools, ToolStep
@@ -84,6 +85,8 @@ class ChatPage(QWidget):
         self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
         self._reply_max_tokens = 0  # the streaming reply's max_tokens
+        # the streaming reply's system prompt count (0 or 1: a stored cut's start leaves it out) and the cut before it
+        self._cut_context: tuple[int, ContextCut | None] = (0, None)
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
         self._undo: _DeletedChat | None = None
         self._busy_notice = False  # the banner says a reply in another chat must end first
@@ -656,11 +659,12 @@ class ChatPage(QWidget):
         # An assistant turn's thinking goes back with it: the model's template decides whether the model sees it
         # again (most drop earlier turns' thinking). A reply that called tools goes back with its calls, then a
         # ``tool`` message per call with what it returned (or that it was denied or not run).
+        shown = [m for m in self.store.messages(conv.id)
+                 if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
         history = []
-        for m in self.store.messages(conv.id):
-            if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id:
-                turn, *results = m.engine_turns()
-                history += [replace(turn, images=_encoded(m.images)), *results]
+        for m in shown:
+            turn, *results = m.engine_turns()
+            history += [replace(turn, images=_encoded(m.images)), *results]
         from app.hub import presets
 
         # The chat's own settings, then the model's preset (app/hub/presets.py), then the model's, then QuantDesk's.
@@ -669,6 +673,14 @@ class ChatPage(QWidget):
         system_prompt = conv.system_prompt or (preset.system_prompt or "" if preset is not None else "")
         if system_prompt:
             history.insert(0, Message("system", system_prompt))
+        # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
+        lead = 1 if system_prompt else 0
+        last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
+        previous = None
+        if last is not None:
+            stored = ContextCut.from_dict(last)
+            previous = dataclasses.replace(stored, start=stored.start + lead)
+        self._cut_context = (lead, previous)
         self.reply.begin(writer, conv.id)
         if self.current is not None and self.current.id == conv.id:
             self._add_bubble(self.store.message(writer.message_id))
@@ -698,7 +710,34 @@ class ChatPage(QWidget):
 
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
-        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies))
+        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
+                             (self._overflow_of(conv), previous))
+
+    def _overflow_of(self, conv: Conversation) -> str:
+        """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
+        from app.hub import presets
+        from app.settings import load
+
+        preset = presets.for_model(self.loaded.model_path if self.loaded is not None else conv.model_path)
+        return conv.overflow or (preset.overflow_policy() if preset is not None else None) or load().overflow
+
+    @Slot(object)
+    def _on_cut(self, cut: ContextCut) -> None:
+        """The overflow policy left earlier messages out of the reply's prompt: a new cut is kept with the reply
+        and marked on it; the same cut as the reply before is no news."""
+        if not self.reply.streaming or self.reply.writer is None:
+            return
+        lead, previous = self._cut_context
+        if previous is not None and (cut.start, cut.dropped, cut.note) == (previous.start, previous.dropped,
+                                                                           previous.note):
+            return
+        stored = dataclasses.replace(cut, start=cut.start - lead).to_dict()
+        try:
+            self.store.set_context_cut(self.reply.writer.message_id, stored)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+        if bubble := self._streaming_bubble():
+            bubble.show_cut(stored)
 
     @Slot()
     def stop(self) -> None:
@@ -796,7 +835,8 @@ class ChatPage(QWidget):
         loaded = self.loaded
         if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
             self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
-                                                  loaded.model_path)
+                                                  loaded.model_path,
+                                                  self._overflow_of(self.store.conversation(self.current.id)))
         if done.tool_calls and self._offered and done.stats.stop_reason != "cancelled":
             if self._tool_steps < self.tools.max_steps:
                 # The reply stays under way through its tool step: Stop stops the call, Send waits.
@@ -974,7 +1014,7 @@ class ChatPage(QWidget):
         return [*self.loader.bridge_slots(), (bridge.loaded, self._on_model_loaded),
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
-                (bridge.waiting, self.stats.show_waiting)]
+                (bridge.waiting, self.stats.show_waiting), (bridge.cut, self._on_cut)]
 
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat

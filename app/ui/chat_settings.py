@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from app.chats.store import ChatStore, ChatStoreError, Conversation
 from app.ui.formatting import capitalized
+from app.ui.widgets import OVERFLOW_CHOICES, overflow_name
 from backends import json_schema
 from app.datatypes import (PROMPT_LOOKUP, SAMPLING_KNOBS, LoadSettings, SamplingSettings, SamplingSource,
                            choose_sampling)
@@ -29,6 +30,12 @@ EFFORT_CHOICES = ((QT_TRANSLATE_NOOP("ChatSettingsDialog", "Model default"), "")
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Low"), "low"),
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "Medium"), "medium"),
                   (QT_TRANSLATE_NOOP("ChatSettingsDialog", "High"), "high"))
+
+
+def _default_overflow() -> str:
+    from app.settings import load
+
+    return load().overflow
 
 
 def schema_refusal(sampling: dict[str, Any]) -> str | None:
@@ -173,6 +180,16 @@ class ChatSettingsDialog(QDialog):
                                       "model next loads."))
         self._fill_drafts(conversation.model_path, conversation.sampling.get("draft") or "")
         form.addRow(self.tr("Draft"), self.draft)
+        self.overflow = QComboBox()
+        self.overflow.setAccessibleName(self.tr("When the context is full"))
+        self.overflow.setToolTip(self.tr("What happens once the conversation no longer fits the model's context: "
+                                         "whatever is left out is marked in the conversation."))
+        default = next(name for name, value in OVERFLOW_CHOICES if value == _default_overflow())
+        self.overflow.addItem(self.tr("Settings' default ({choice})").format(choice=overflow_name(default)), "")
+        for name, value in OVERFLOW_CHOICES:
+            self.overflow.addItem(overflow_name(name), value)
+        self.overflow.setCurrentIndex(max(self.overflow.findData(conversation.overflow or ""), 0))
+        form.addRow(self.tr("When the context is full"), self.overflow)
         self._add_tools(form, tool_servers or [], tools_refusal)
         layout.addLayout(form)
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
@@ -448,7 +465,7 @@ class ChatSettingsDialog(QDialog):
     def save(self) -> None:
         """Write the settings to the conversation (the next reply uses them)."""
         self.store.update_settings(self.conversation.id, system_prompt=self.system_prompt.toPlainText(),
-                                   sampling=self.sampling())
+                                   sampling=self.sampling(), overflow=self.overflow.currentData())
         if self.tool_boxes:
             self.store.set_tool_servers(self.conversation.id, self.tool_servers())
 

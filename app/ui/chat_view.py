@@ -356,6 +356,57 @@ class ToolCardView(QFrame):
         self.result.setVisible(is_open and self.card.answered and self.card.decision != "denied")
 
 
+class CutMark(QFrame):
+    """The mark where the overflow policy left earlier messages out of a reply's prompt (app/engine/overflow.py):
+    "12 earlier messages not sent to the model (context full)", and under "compact" the model's note on them,
+    folded behind the line (a click or the space bar opens it)."""
+
+    def __init__(self, cut: dict, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("contextCut")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 4)
+        layout.setSpacing(2)
+        dropped = int(cut.get("dropped", 0))
+        self.note = str(cut.get("note") or "")
+        if self.note:
+            text = self.tr("%n earlier message(s) compacted into a note by the model (context full)", "", dropped)
+        else:
+            text = self.tr("%n earlier message(s) not sent to the model (context full)", "", dropped)
+        self.line = QToolButton()
+        self.line.setObjectName("contextCutLine")
+        self.line.setText(text)
+        self.line.setAccessibleName(text)
+        self.line.setAutoRaise(True)
+        self.line.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.line.setToolTip(self.tr("The context was full: the model did not read these messages for this reply "
+                                     "and the ones after it. They stay here, and in the saved chat."))
+        layout.addWidget(self.line, 0, Qt.AlignmentFlag.AlignLeft)
+        self.text: AutoHeightBrowser | None = None
+        if self.note:
+            self.line.setCheckable(True)
+            self.line.setAccessibleDescription(self.tr("Shows or hides the note the model wrote on them"))
+            self.text = AutoHeightBrowser()
+            self.text.setObjectName("contextCutNote")
+            self.text.setAccessibleName(self.tr("The model's note on the earlier messages"))
+            self.text.setPlainText(self.note)
+            layout.addWidget(self.text)
+            self.line.toggled.connect(self._on_toggled)
+            self._on_toggled(False)
+        else:
+            self.line.setArrowType(Qt.ArrowType.NoArrow)
+
+    @property
+    def is_open(self) -> bool:
+        return self.line.isChecked()
+
+    @Slot(bool)
+    def _on_toggled(self, is_open: bool) -> None:
+        self.line.setArrowType(Qt.ArrowType.DownArrow if is_open else Qt.ArrowType.RightArrow)
+        if self.text is not None:
+            self.text.setVisible(is_open)
+
+
 class MessageBubble(QFrame):
     """One message. While a reply streams, its settled paragraphs are rendered as Markdown as they
     complete and only the paragraph being written is plain text; each update costs O(new text)."""
@@ -455,6 +506,18 @@ class MessageBubble(QFrame):
             self._render()
         self._show_body()
         self.set_meta(message.stats, message.state)
+        self.cut_mark: CutMark | None = None
+        if message.context_cut:
+            self.show_cut(message.context_cut)
+
+    def show_cut(self, cut: dict) -> CutMark:
+        """Mark at the top of this reply what the overflow policy left out of its prompt (ContextCut.to_dict())."""
+        if self.cut_mark is not None:
+            self.cut_mark.deleteLater()
+        self.cut_mark = CutMark(cut)
+        self.layout().insertWidget(0, self.cut_mark)
+        self.cut_mark.show()
+        return self.cut_mark
 
     @property
     def markdown(self) -> str:

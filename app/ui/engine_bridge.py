@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from app.errors import EngineCrashed, EngineError, QuantDeskError
-from app.datatypes import Done, LoadSettings, Loaded, Message, SamplingSettings, Token
+from app.datatypes import ContextCut, Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 if TYPE_CHECKING:
     from app.engine.client import EngineClientLike
@@ -137,6 +137,7 @@ class _Worker(QObject):
     crashed = Signal(object)  # EngineCrashed (the engine is gone)
     refused = Signal(object)  # BudgetRefused (nothing was loaded)
     tokens_pending = Signal()
+    cut = Signal(object)  # ContextCut: what the overflow policy left out of this reply's prompt
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
     def __init__(self, bridge: EngineBridge, buffer: TokenBuffer) -> None:
@@ -172,7 +173,8 @@ class _Worker(QObject):
 
     @Slot(object, object, str, object)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
-                 keys: StateKeys | None = None) -> None:
+                 keys: StateKeys | None = None,
+                 overflow: tuple[str, ContextCut | None] | None = None) -> None:
         """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
         reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
         three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
@@ -181,6 +183,14 @@ class _Worker(QObject):
 
         restore = save = None  # the saved-state requests' answers, each taken once whatever happens
         try:
+            if overflow is not None and (loaded := self._client.loaded) is not None:
+                from app.engine.overflow import fit
+
+                policy, previous = overflow
+                fitted = fit(self._client, messages, sampling, policy, loaded.n_ctx, previous)
+                if fitted.cut is not None:
+                    self.cut.emit(fitted.cut)
+                messages, sampling = fitted.messages, fitted.sampling_for(sampling)
             client = self._client
             if keys is not None:
                 restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
@@ -238,6 +248,7 @@ class EngineBridge(QObject):
     models_changed = Signal()  # the pool loaded or unloaded a model (the Chat's or the local server's request)
     # The chat's request waits behind this many of the local server's (they share the engine); tokens follow.
     waiting = Signal(int)
+    cut = Signal(object)  # app.datatypes.ContextCut: what the overflow policy left out; before the reply's tokens
 
     _request_load = Signal(str, object, object)
     _request_generate = Signal(object, object, str, object)
@@ -273,6 +284,7 @@ class EngineBridge(QObject):
         self._worker.refused.connect(self._on_refused)
         self._worker.tokens_pending.connect(self._on_tokens_pending)
         self._worker.waiting.connect(self.waiting)
+        self._worker.cut.connect(self.cut)
         # GUI -> worker: queued onto the worker thread.
         self._request_load.connect(self._worker.load)
         self._request_generate.connect(self._worker.generate)
@@ -343,13 +355,16 @@ class EngineBridge(QObject):
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None
-                 ) -> None:
+                 ,
+                 overflow: tuple[str, ContextCut | None] | None = None) -> None:
         """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to."""
+        """``overflow``: the chat's overflow policy and its last cut (app/engine/overflow.py): the worker chooses what
+        of ``messages`` the model reads, and says a cut through ``cut`` before the reply's tokens."""
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
         self._request_id = f"chat-{next(self._request_ids)}"
-        self._request_generate.emit(list(messages), sampling, self._request_id, states)
+        self._request_generate.emit(list(messages), sampling, self._request_id, states, overflow)
 
     def stop(self) -> None:
         """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at

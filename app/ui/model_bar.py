@@ -214,7 +214,8 @@ class ContextMeter(QWidget):
         self.near_full = False
         self.hide()
 
-    def show_use(self, use: ContextUse, max_tokens: int, model_path: str) -> None:
+    def show_use(self, use: ContextUse, max_tokens: int, model_path: str, overflow: str = "stop") -> None:
+        """``overflow``: the chat's overflow policy, which the warning says (app/engine/overflow.py)."""
         self.use, self.model, self.near_full = use, (model_path, use.n_ctx), use.near_full(max_tokens)
         self.bar.setValue(round(1000 * use.share))
         text = self.tr("{used} / {total} tokens").format(used=compact_count(use.used), total=compact_count(use.n_ctx))
@@ -224,8 +225,12 @@ class ContextMeter(QWidget):
                                left=grouped(use.left))
         if self.near_full:
             text = self.tr("{figures} · nearly full").format(figures=text)
-            tip += " " + self.tr("The next reply may not fit: when the context is full the model cannot answer. "
-                                 "Start a new chat, or load the model with a larger context.")
+            if overflow == "stop":
+                tip += " " + self.tr("The next reply may not fit: when the context is full the model cannot answer. "
+                                     "Start a new chat, or load the model with a larger context.")
+            else:
+                tip += " " + self.tr("When the context is full, this chat's overflow policy leaves its oldest turns "
+                                     "out (and marks them where it happens); the model goes on answering.")
         self.label.setText(text)
         self.label.setObjectName("badge_warn" if self.near_full else "caption")
         self.label.style().polish(self.label)  # the new name picks its colours from the style sheet

@@ -99,14 +99,15 @@ def _start_server(engine, request: ServeRequest) -> Running:
     from app.server.app import create_app
     from app.server.router import ServeSettings
     from app.server.thread import ServerThread
-    from app.settings import context_length
+    from app.settings import context_length, load
 
     budget = None if request.memory_budget_gib is None else int(request.memory_budget_gib * (1 << 30))
     pool = ServeSettings(load_on_demand=request.load_on_demand, memory_budget_bytes=budget,
                         idle_ttl_s=request.idle_ttl_s, force=request.force,
                         load=LoadSettings(n_ctx=context_length(None)))
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
-                     allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool)
+                     allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool,
+                     overflow=load().server_overflow)
     server = ServerThread(app, request.host, request.port).start()
     return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool)
 

@@ -21,7 +21,7 @@ from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
 from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
-from app.ui.widgets import page_margins, page_scroll, page_title
+from app.ui.widgets import OVERFLOW_CHOICES, overflow_name, page_margins, page_scroll, page_title
 
 if TYPE_CHECKING:
     from app.ui.chat_tools import ChatTools
@@ -127,6 +127,23 @@ class SettingsPage(QScrollArea):
         self.context_box.editingFinished.connect(self._on_context_changed)
         self.context_box.setMaximumWidth(220)
         form.addRow(self.tr("Default context"), self.context_box)
+
+        # What a chat (and the local server) does once a conversation no longer fits the context; a chat may choose
+        # its own in its settings, a server request in its body (app/engine/overflow.py).
+        self.overflow_box = QComboBox()
+        self.server_overflow_box = QComboBox()
+        for box, key in ((self.overflow_box, "overflow"), (self.server_overflow_box, "server_overflow")):
+            for name, value in OVERFLOW_CHOICES:
+                box.addItem(overflow_name(name), value)
+            box.setMaximumWidth(360)
+            box.currentIndexChanged.connect(lambda _i, b=box, k=key: self._on_overflow_changed(k, b))
+        self.overflow_box.setAccessibleName(self.tr("When a chat's context is full"))
+        self.server_overflow_box.setAccessibleName(self.tr("When a server request does not fit the context"))
+        overflow_layout = QVBoxLayout()
+        overflow_layout.addWidget(self.overflow_box)
+        overflow_layout.addWidget(QLabel(self.tr("Local server, unless the request says:")))
+        overflow_layout.addWidget(self.server_overflow_box)
+        form.addRow(self.tr("Context full"), self._with_note(overflow_layout, "overflow_note"))
 
         self.theme_box = QComboBox()
         self.theme_box.addItems([self.tr(name) for _, name in THEME_NAMES])
@@ -339,6 +356,13 @@ class SettingsPage(QScrollArea):
             if s.check_updates else self.tr("Off: neither the app nor the quantdesk command asks the Hub about "
                                             "updates."))
         self.context_box.setValue(s.default_n_ctx)
+        for box, value in ((self.overflow_box, s.overflow), (self.server_overflow_box, s.server_overflow)):
+            box.blockSignals(True)
+            box.setCurrentIndex(max(box.findData(value), 0))
+            box.blockSignals(False)
+        self.overflow_note.setText(self.tr(
+            "New chats follow this (each chat may choose its own in its settings). Whatever is left out is marked "
+            "in the conversation; “compact” has the model write a note on it, which it keeps."))
         self.budget_box.setValue(s.memory_budget_gib or 0)
         self.max_loaded_box.setValue(s.max_loaded_models)
         self.idle_box.setCurrentIndex(max(self.idle_box.findData(s.idle_unload_minutes), 0))
@@ -487,6 +511,10 @@ class SettingsPage(QScrollArea):
                        idle_unload_minutes=minutes)
         if any(getattr(self.current, k) != v for k, v in changes.items()) and self._save(**changes):
             self.pool_limits_changed.emit(self.current)
+
+    def _on_overflow_changed(self, key: str, box: QComboBox) -> None:
+        if getattr(self.current, key) != box.currentData():
+            self._save(**{key: box.currentData()})
 
     @Slot()
     def _on_states_limit_changed(self) -> None:

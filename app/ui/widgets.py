@@ -7,13 +7,27 @@ from __future__ import annotations
 import html
 from collections import deque
 
-from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
 from app.ui.theme import PAGE_MARGINS, SPACING
+
+# What the chat does once the conversation no longer fits the context (app/engine/overflow.py); "" follows the
+# default in Settings. Shown through overflow_name, in the chat's settings and on the Settings page.
+OVERFLOW_CHOICES = ((QT_TRANSLATE_NOOP("OverflowChoice", "Stop: refuse the message"), "stop"),
+                    (QT_TRANSLATE_NOOP("OverflowChoice", "Drop the oldest turns"), "drop-oldest"),
+                    (QT_TRANSLATE_NOOP("OverflowChoice", "Truncate the middle (keep the first exchange)"),
+                     "truncate-middle"),
+                    (QT_TRANSLATE_NOOP("OverflowChoice", "Compact: the model summarises the oldest turns"),
+                     "compact"))
+
+
+def overflow_name(name: str) -> str:
+    """One of OVERFLOW_CHOICES' names in the user's language."""
+    return QCoreApplication.translate("OverflowChoice", name)
 
 
 def page_title(text: str) -> QLabel:

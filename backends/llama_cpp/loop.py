@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 Sample = Callable[[Any, Any, int], int]  # llama_sampler_sample(chain, ctx, row)'s signature
 Accept = Callable[[int], None]  # a token taken without sampling (forced): the sampler's state follows it
+# The shortest run of cached tokens moved to a new position rather than evaluated again (_reuse_shifted): llama-server's
+# --cache-reuse, whose own examples use 256; shorter here, as a cut leaves turns of a few dozen tokens on a small model.
+CACHE_REUSE_MIN = 16
 
 
 class TokenLoop(Backend):
@@ -136,13 +139,56 @@ class TokenLoop(Backend):
             reuse += 1
         return min(reuse, len(units) - 1)
 
-    def _prefill(self, llama_cpp: ModuleType, tokens: list[int]) -> int:
+    def _reuse_shifted(self, llama_cpp: ModuleType, tokens: Sequence[int], n_past: int) -> int:
+        """llama-server's cache reuse (``--cache-reuse``, server-context.cpp): after the common prefix, each run of
+        at least ``CACHE_REUSE_MIN`` tokens the KV cache holds further on that comes next in the prompt is moved to
+        its new position (``llama_memory_seq_rm`` the cells between, ``llama_memory_seq_add`` the run's positions;
+        llama.cpp re-rotates the keys), instead of evaluated again: what an overflow policy's cut leaves, the system
+        prompt and the turns after the ones left out. Only where the memory can shift (not a recurrent or hybrid
+        model's state; images take ``_prefill_media``); one token at least is left to decode. How many of the
+        prompt's tokens the cache then holds, in order."""
+        cache = self._kv_tokens
+        last = len(tokens) - 1
+        if n_past >= last or len(cache) - n_past < CACHE_REUSE_MIN:
+            return n_past
+        llm = self._loaded()
+        memory = llama_cpp.llama_get_memory(llm.ctx)
+        # llama.cpp says a recurrent state "can shift" (its positions), but it cannot lose the cells between
+        is_recurrent = getattr(llama_cpp, "llama_model_is_recurrent", None)
+        is_hybrid = getattr(llama_cpp, "llama_model_is_hybrid", None)
+        if not llama_cpp.llama_memory_can_shift(memory) or (is_recurrent and is_recurrent(llm.model)) or (
+                is_hybrid and is_hybrid(llm.model)):
+            return n_past
+        head_c = head_p = n_past
+        kept = cache[:n_past]
+        while head_c < len(cache) and head_p < last:
+            n = 0
+            while head_c + n < len(cache) and head_p + n < last and cache[head_c + n] == tokens[head_p + n]:
+                n += 1
+            if n >= CACHE_REUSE_MIN:
+                if not llama_cpp.llama_memory_seq_rm(memory, 0, head_p, head_c):
+                    self._forget_kv(llama_cpp)
+                    return 0
+                llama_cpp.llama_memory_seq_add(memory, 0, head_c, head_c + n, head_p - head_c)
+                kept.extend(cache[head_c:head_c + n])
+                head_c += n
+                head_p += n
+            else:
+                head_c += 1
+        if head_p > n_past:
+            self._kv_tokens = kept  # the cells from head_p on are what _keep_prefix removes next
+        return head_p
+
+    def _prefill(self, llama_cpp: ModuleType, tokens: list[int], shift: bool = False) -> int:
         """Bring the KV cache to ``tokens``, reusing the longest prefix it already holds (the earlier turns
         of a chat), as ``Llama.generate`` does; llama_decode's status. Cancel can interrupt it through the
         abort callback, which is installed for the prompt only: llama.cpp calls it after every graph
         node, and a Python call per node would cost each generated token far more than the token loop."""
         ctx = self._loaded().ctx
-        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, self._common_prefix(tokens))
+        reuse = self._common_prefix(tokens)
+        if shift:  # a prompt an overflow policy cut (SamplingSettings.cache_reuse)
+            reuse = self._reuse_shifted(llama_cpp, tokens, reuse)
+        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
         try:
             return self._decode(llama_cpp, tokens[reuse:])
@@ -253,7 +299,8 @@ class TokenLoop(Backend):
             # guesses of text replies only, and not where each token's log-probabilities are asked
             drafter = self._drafter if not media and mask is None and sampling.logprobs < 0 else None
             self.mark_prefill_start()
-            status = self._prefill_media(llama_cpp, media) if media else self._prefill(llama_cpp, tokens)
+            status = (self._prefill_media(llama_cpp, media) if media
+                      else self._prefill(llama_cpp, tokens, sampling.cache_reuse))
             if drafter is not None and status == 0:
                 drafter.start(tokens, sampling.repeat_penalty)
                 failed = yield from self._speculate(llama_cpp, drafter, tokens, sample, accept, chain, pieces, utf8)

@@ -455,6 +455,18 @@
         <translation>Tools</translation>
     </message>
     <message>
+        <source>When the context is full</source>
+        <translation>Wenn der Kontext voll ist</translation>
+    </message>
+    <message>
+        <source>What happens once the conversation no longer fits the model&apos;s context: whatever is left out is marked in the conversation.</source>
+        <translation>Was geschieht, sobald das Gespräch nicht mehr in den Kontext des Modells passt: Was ausgelassen wird, ist im Gespräch markiert.</translation>
+    </message>
+    <message>
+        <source>Settings&apos; default ({choice})</source>
+        <translation>Standard aus den Einstellungen ({choice})</translation>
+    </message>
+    <message>
         <source>Thinking</source>
         <translation>Nachdenken</translation>
     </message>
@@ -771,6 +783,10 @@
         <source>The next reply may not fit: when the context is full the model cannot answer. Start a new chat, or load the model with a larger context.</source>
         <translation>Die nächste Antwort passt vielleicht nicht mehr: Ist der Kontext voll, kann das Modell nicht antworten. Beginnen Sie einen neuen Chat oder laden Sie das Modell mit einem größeren Kontext.</translation>
     </message>
+    <message>
+        <source>When the context is full, this chat&apos;s overflow policy leaves its oldest turns out (and marks them where it happens); the model goes on answering.</source>
+        <translation>Ist der Kontext voll, lässt die Überlaufregel dieses Chats die ältesten Wechsel aus (und markiert sie an der Stelle); das Modell antwortet weiter.</translation>
+    </message>
 </context>
 <context>
     <name>ConversationList</name>
@@ -875,6 +891,35 @@
     <message>
         <source>thread {name}</source>
         <translation>Thread {name}</translation>
+    </message>
+</context>
+<context>
+    <name>CutMark</name>
+    <message numerus="yes">
+        <source>%n earlier message(s) compacted into a note by the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten vom Modell zu einer Notiz verdichtet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n earlier message(s) not sent to the model (context full)</source>
+        <translation>
+            <numerusform>%n frühere Nachricht nicht an das Modell gesendet (Kontext voll)</numerusform>
+            <numerusform>%n frühere Nachrichten nicht an das Modell gesendet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>The context was full: the model did not read these messages for this reply and the ones after it. They stay here, and in the saved chat.</source>
+        <translation>Der Kontext war voll: Das Modell hat diese Nachrichten für diese und die folgenden Antworten nicht gelesen. Sie bleiben hier und im gespeicherten Chat.</translation>
+    </message>
+    <message>
+        <source>Shows or hides the note the model wrote on them</source>
+        <translation>Zeigt oder verbirgt die Notiz, die das Modell dazu geschrieben hat</translation>
+    </message>
+    <message>
+        <source>The model&apos;s note on the earlier messages</source>
+        <translation>Die Notiz des Modells zu den früheren Nachrichten</translation>
     </message>
 </context>
 <context>
@@ -2663,6 +2708,25 @@
     </message>
 </context>
 <context>
+    <name>OverflowChoice</name>
+    <message>
+        <source>Stop: refuse the message</source>
+        <translation>Anhalten: die Nachricht ablehnen</translation>
+    </message>
+    <message>
+        <source>Drop the oldest turns</source>
+        <translation>Die ältesten Wechsel auslassen</translation>
+    </message>
+    <message>
+        <source>Truncate the middle (keep the first exchange)</source>
+        <translation>Die Mitte auslassen (den ersten Wechsel behalten)</translation>
+    </message>
+    <message>
+        <source>Compact: the model summarises the oldest turns</source>
+        <translation>Verdichten: Das Modell fasst die ältesten Wechsel zusammen</translation>
+    </message>
+</context>
+<context>
     <name>RemoteModelDialog</name>
     <message>
         <source>Load a remote model</source>
@@ -3209,6 +3273,22 @@
         <translation>Standard-Kontext</translation>
     </message>
     <message>
+        <source>When a chat&apos;s context is full</source>
+        <translation>Wenn der Kontext eines Chats voll ist</translation>
+    </message>
+    <message>
+        <source>When a server request does not fit the context</source>
+        <translation>Wenn eine Serveranfrage nicht in den Kontext passt</translation>
+    </message>
+    <message>
+        <source>Local server, unless the request says:</source>
+        <translation>Lokaler Server, sofern die Anfrage nichts anderes sagt:</translation>
+    </message>
+    <message>
+        <source>Context full</source>
+        <translation>Kontext voll</translation>
+    </message>
+    <message>
         <source>Theme</source>
         <translation>Design</translation>
     </message>
@@ -3403,6 +3483,10 @@
     <message>
         <source>Off: neither the app nor the quantdesk command asks the Hub about updates.</source>
         <translation>Aus: Weder die App noch der Befehl quantdesk fragt den Hub nach Updates.</translation>
+    </message>
+    <message>
+        <source>New chats follow this (each chat may choose its own in its settings). Whatever is left out is marked in the conversation; “compact” has the model write a note on it, which it keeps.</source>
+        <translation>Neue Chats folgen dieser Wahl (jeder Chat kann in seinen Einstellungen eine eigene wählen). Was ausgelassen wird, ist im Gespräch markiert; bei „Verdichten“ schreibt das Modell eine Notiz dazu, die es behält.</translation>
     </message>
     <message>
         <source>Chats with different models keep each model loaded, one engine each, within this budget; when one more does not fit, the least recently used idle model unloads first, and the Chat says so.</source>

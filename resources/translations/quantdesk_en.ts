@@ -19,6 +19,23 @@
     </message>
 </context>
 <context>
+    <name>CutMark</name>
+    <message numerus="yes">
+        <source>%n earlier message(s) compacted into a note by the model (context full)</source>
+        <translation>
+            <numerusform>%n earlier message compacted into a note by the model (context full)</numerusform>
+            <numerusform>%n earlier messages compacted into a note by the model (context full)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n earlier message(s) not sent to the model (context full)</source>
+        <translation>
+            <numerusform>%n earlier message not sent to the model (context full)</numerusform>
+            <numerusform>%n earlier messages not sent to the model (context full)</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>DiscoverPage</name>
     <message numerus="yes">
         <source>%n model(s)</source>

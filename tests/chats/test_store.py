@@ -504,7 +504,7 @@ def test_a_database_of_the_previous_schema_gains_thinking_and_keeps_everything(t
     path = tmp_path / "v4.sqlite3"
     _make_v4_database(path)
     with ChatStore(path) as s:
-        assert s.schema_version == SCHEMA_VERSION >= 5
+        assert s.schema_version == SCHEMA_VERSION >= 6
         [conv] = s.conversations()
         assert (conv.title, conv.sampling) == ("sky", {"temperature": 0.2})
         assert [(m.id, m.parent_id, m.content, m.stats, m.reasoning) for m in s.all_messages(conv.id)] == [
@@ -569,3 +569,33 @@ def test_the_thinking_is_exported_with_its_reply(store):
     assert [m.get("reasoning") for m in data["messages"]] == [None, "Short waves\nscatter more."]
     assert data["messages"][1]["stats"]["reasoning_tokens"] == 6
     assert not store.search("scatter")  # a search finds what was said, not what was thought
+
+
+def test_migration_6_keeps_a_chats_overflow_policy_and_what_a_reply_left_out(tmp_path):
+    """Schema 6 (the overflow policy): an older database gains the columns, empty; a chat's own policy and a
+    reply's cut are saved, come back, go with undo and stay on their branch."""
+    path = tmp_path / "v4.sqlite3"
+    _make_v4_database(path)
+    with ChatStore(path) as s:
+        [conv] = s.conversations()
+        assert conv.overflow is None and all(m.context_cut is None for m in s.all_messages(conv.id))
+        s.update_settings(conv.id, overflow="compact")
+        assert s.conversation(conv.id).overflow == "compact"
+        cut = {"policy": "compact", "start": 0, "dropped": 2, "note": "The sky: Rayleigh.", "prompt_tokens": 40}
+        writer = s.begin_reply(conv.id, prompt="And at dusk?")
+        s.set_context_cut(writer.message_id, cut)
+        writer.finish({"generated_tokens": 1}, text="Red.")
+        assert s.message(writer.message_id).context_cut == cut
+        assert s.message(writer.prompt_id).context_cut is None
+        exported = json.loads(s.export_json(conv.id))  # the mark goes with the export, where there is one
+        assert [m.get("context_cut") for m in exported["messages"]] == [None, None, None, None, cut]
+        assert exported["conversation"]["overflow"] == "compact"
+        s.show_branch(3)  # the other branch has no cut
+        assert all(m.context_cut is None for m in s.messages(conv.id))
+        s.update_settings(conv.id, overflow="")  # back to the Settings' default
+        assert s.conversation(conv.id).overflow is None
+        s.update_settings(conv.id, overflow="drop-oldest")
+        restored = s.restore_conversation(s.delete_conversation(conv.id))
+        assert restored.overflow == "drop-oldest" and s.message(writer.message_id).context_cut == cut
+        with pytest.raises(NotFound):
+            s.set_context_cut(10_000, cut)

@@ -500,3 +500,51 @@ def test_preset_command_sets_shows_exports_and_removes(tiny_models, tmp_path):
     bad.write_text("[a]\nthis is no key\n", encoding="utf-8")
     refused = quantdesk("preset", "import", str(bad))
     assert refused.returncode != 0 and "line 2" in refused.stderr and "nothing imported" in refused.stderr
+
+
+@pytest.mark.parametrize("policy", ["drop-oldest", "truncate-middle", "compact"])
+def test_each_overflow_policy_keeps_the_chat_going_past_a_full_context_and_says_each_cut(tiny_models, policy):
+    lines = [f"question {i}: what comes after {i} apples and {i + 1} pears?" for i in range(26)]
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--ctx", "256", "--max-tokens", "24", "--seed", "1",
+                       "--system", "You are terse.", "--overflow", policy, stdin="\n".join([*lines, "/exit", ""]))
+    assert result.returncode == 0, result.stderr[-2000:]
+    stats = [line for line in result.stderr.splitlines() if "tok/s" in line]
+    assert len(stats) == 26  # every message answered
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) >= 2
+    dropped = []
+    for note in notes:
+        words = "compacted into a note by the model" if policy == "compact" else "not sent to the model"
+        found = re.match(rf"note: (\d+) earlier messages {words} \(context full\); (\d+) tokens sent", note)
+        assert found, note
+        dropped.append(int(found.group(1)))
+        assert int(found.group(2)) <= 256 - 24
+        if policy == "compact":
+            assert re.search(r"\. The note: \S", note)  # the model's own note, not empty
+    assert dropped == sorted(dropped) and len(set(dropped)) == len(dropped)  # each cut leaves out more
+    # the meter after a cut is the cut prompt's: never past the context
+    for line in stats:
+        assert int(re.search(r" · ctx (\d+)/256 ", line).group(1)) <= 256
+
+
+def test_overflow_stop_keeps_the_engines_refusal(tiny_models):
+    lines = [f"question {i}: what comes after {i} apples and {i + 1} pears?" for i in range(12)]
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--ctx", "256", "--max-tokens", "24", "--seed", "1",
+                       "--overflow", "stop", stdin="\n".join([*lines, "/exit", ""]))
+    assert result.returncode != 0
+    assert "the conversation is " in result.stderr and "tokens long but the context holds 256" in result.stderr
+    assert "note: " not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_one_prompt_under_a_policy_says_it_in_json_and_one_too_long_for_any_is_a_sentence(tiny_models):
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--ctx", "256", "--max-tokens", "24", "--prompt",
+                       " ".join(f"w{i}" for i in range(20)), "--json", "--overflow", "drop-oldest")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["overflow"] == "drop-oldest" and "context_cut" not in out  # it fits: nothing left out
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--ctx", "256", "--max-tokens", "24", "--prompt",
+                       " ".join(f"w{i}" for i in range(60)), "--json", "--overflow", "drop-oldest")
+    assert result.returncode == 1 and result.stdout == ""
+    assert re.fullmatch(r"quantdesk: the newest message does not fit the context: it is \d+ tokens, and the "
+                        r"context of 256 must keep 24 for the reply \(send a shorter message, lower the reply's max "
+                        r"tokens or load with a larger context\)\n", result.stderr), result.stderr

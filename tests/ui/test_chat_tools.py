@@ -73,9 +73,9 @@ def sent_messages(chat) -> list[list]:
     sent: list[list] = []
     generate = chat.bridge.generate
 
-    def recording(messages, sampling):
+    def recording(messages, sampling, *more, **named):  # the saved states' keys and the overflow policy besides
         sent.append((list(messages), sampling))
-        generate(messages, sampling)
+        generate(messages, sampling, *more, **named)
 
     chat.bridge.generate = recording
     return sent

@@ -186,3 +186,35 @@ def test_deleting_the_saved_chat_states_empties_their_folder(qtbot):
     page = make_page(qtbot)
     page.states_clear.click()
     assert cache.count() == 0 and "0 saved" in page.states_note.text()
+
+
+def test_the_overflow_defaults_for_chats_and_the_server_are_saved_and_new_chats_follow(qtbot, tmp_path):
+    from app.chats.store import ChatStore
+    from app.ui.chat_settings import ChatSettingsDialog
+
+    page = make_page(qtbot)
+    assert (page.overflow_box.currentData(), page.server_overflow_box.currentData()) == ("stop", "stop")
+    assert page.overflow_box.accessibleName() and page.server_overflow_box.accessibleName()
+    page.overflow_box.setCurrentIndex(page.overflow_box.findData("compact"))
+    page.server_overflow_box.setCurrentIndex(page.server_overflow_box.findData("drop-oldest"))
+    saved = app_settings.load()
+    assert (saved.overflow, saved.server_overflow) == ("compact", "drop-oldest")
+    again = make_page(qtbot)  # a restart keeps them
+    assert (again.overflow_box.currentText(), again.server_overflow_box.currentData()) == (
+        "Compact: the model summarises the oldest turns", "drop-oldest")
+    # a chat without its own policy follows the default, and says which it is
+    with ChatStore(tmp_path / "chats.sqlite3") as store:
+        conv = store.create_conversation()
+        dialog = ChatSettingsDialog(store, conv)
+        qtbot.addWidget(dialog)
+        assert dialog.overflow.currentData() == ""
+        assert dialog.overflow.currentText() == "Settings' default (Compact: the model summarises the oldest turns)"
+        dialog.overflow.setCurrentIndex(dialog.overflow.findData("truncate-middle"))
+        dialog.accept()
+        assert store.conversation(conv.id).overflow == "truncate-middle"
+        dialog = ChatSettingsDialog(store, store.conversation(conv.id))
+        qtbot.addWidget(dialog)
+        assert dialog.overflow.currentData() == "truncate-middle"
+        dialog.overflow.setCurrentIndex(0)  # back to the default
+        dialog.accept()
+        assert store.conversation(conv.id).overflow is None
