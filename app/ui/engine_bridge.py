@@ -171,7 +171,7 @@ class _Worker(QObject):
         except QuantDeskError as exc:
             self._report(exc)
 
-    @Slot(object, object, str, object)
+    @Slot(object, object, str, object, object)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
                  keys: StateKeys | None = None,
                  overflow: tuple[str, ContextCut | None] | None = None) -> None:
@@ -251,7 +251,7 @@ class EngineBridge(QObject):
     cut = Signal(object)  # app.datatypes.ContextCut: what the overflow policy left out; before the reply's tokens
 
     _request_load = Signal(str, object, object)
-    _request_generate = Signal(object, object, str, object)
+    _request_generate = Signal(object, object, str, object, object)  # messages, sampling, id, state keys, overflow
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
@@ -354,11 +354,10 @@ class EngineBridge(QObject):
         if self.pool is not None:
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
-    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None
-                 ,
+    def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None,
                  overflow: tuple[str, ContextCut | None] | None = None) -> None:
-        """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to."""
-        """``overflow``: the chat's overflow policy and its last cut (app/engine/overflow.py): the worker chooses what
+        """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to;
+        ``overflow``: the chat's overflow policy and its last cut (app/engine/overflow.py): the worker chooses what
         of ``messages`` the model reads, and says a cut through ``cut`` before the reply's tokens."""
         self._buffer.reset()
         self._last_flush = 0.0
