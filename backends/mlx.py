@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import collections
 import gc
+import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import json_schema
+from backends import json_schema, states
 from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
-from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, TokenLogprob,
-                           TopLogprob)
+from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, StateRestored,
+                           StateSaved, TokenLogprob, TopLogprob)
 from backends.base import Availability, Backend, GenerationError, TrailingText, check_token_ids, peak_rss_bytes
 
 
@@ -71,6 +74,11 @@ class MlxBackend(Backend):
         self._ll_tokenizer: Any = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
         self._draft_model: Any = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
         self._draft_tokens = 0
+        # The previous reply's prompt cache (mlx-lm's per-layer KV caches) and the tokens it holds: the next prompt
+        # that starts with them evaluates only the rest (_reuse_cache). None while a reply uses it or after a failure.
+        self._cache: list[Any] | None = None
+        self._cache_tokens: list[int] = []
+        self._state_identity: dict[str, Any] = {}  # what a saved state must have been made with (backends/states.py)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -122,6 +130,8 @@ class MlxBackend(Backend):
             self.unload()
             raise
         self._n_ctx = settings.n_ctx
+        self._cache, self._cache_tokens = None, []  # another model's, if any
+        self._state_identity = _state_identity(folder)
         draft_details = self._load_draft(settings) if settings.draft else {}
         if on_progress:
             on_progress(1.0)
@@ -236,22 +246,131 @@ class MlxBackend(Backend):
         # The shared loop stops at max_tokens itself; the limit here is the context's.
         limit = min(sampling.max_tokens + 1, self._n_ctx - len(tokens))
         if self._draft_model is not None and grammar is None and sampling.logprobs < 0:
+            self._cache, self._cache_tokens = None, []  # speculation keeps two caches of its own (the draft's)
             yield from self._speculate(tokens, limit, sampler, processors)
             return
-        # (list-item: mlx-lm annotates wired_limit's streams as mx.Stream and passes its thread-local one itself;
-        # unused-ignore: where mlx-lm is not installed)
-        with wired_limit(self._model, [generation_stream]):  # type: ignore[list-item, unused-ignore]
-            for token, logprobs in generate_step(mx.array(tokens), self._model, max_tokens=limit, sampler=sampler,
-                                                 logits_processors=processors):
-                if sampling.logprobs >= 0:
-                    self._record_logprobs(int(token), logprobs, sampling.logprobs)
-                if token in eos:
-                    break
-                detokenizer.add_token(token)
-                yield detokenizer.last_segment
+        cache, reuse = self._reuse_cache(tokens)
+        self.cached_tokens = reuse
+        if reuse:  # the processors see the whole prompt, as in a fresh run (the repetition penalty's window)
+            prefix = mx.array(tokens[:reuse])
+            processors = [processors[0], *(_after(prefix, p) for p in processors[1:])]  # [0]: _forcing, no tokens
+        fed = list(tokens)  # what the cache holds once the loop stops: the prompt and each token handed out
+        try:
+            # (list-item: mlx-lm annotates wired_limit's streams as mx.Stream and passes its thread-local one
+            # itself; unused-ignore: where mlx-lm is not installed)
+            with wired_limit(self._model, [generation_stream]):  # type: ignore[list-item, unused-ignore]
+                for token, logprobs in generate_step(mx.array(tokens[reuse:]), self._model, max_tokens=limit,
+                                                     sampler=sampler, logits_processors=processors,
+                                                     prompt_cache=cache):
+                    # mlx-lm evaluates a token (its step for the next) before it hands it out: it is in the cache
+                    fed.append(int(token))
+                    if sampling.logprobs >= 0:
+                        self._record_logprobs(int(token), logprobs, sampling.logprobs)
+                    if token in eos:
+                        break
+                    detokenizer.add_token(token)
+                    yield detokenizer.last_segment
+        finally:  # kept for the next prompt only when the cache holds exactly these tokens (not after a failure)
+            if _cache_length(cache) in (len(fed), None):
+                self._cache, self._cache_tokens = cache, fed
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
+
+    def _reuse_cache(self, tokens: list[int]) -> tuple[list[Any], int]:
+        """The previous reply's prompt cache for ``tokens`` and how many of them it already holds: cut back
+        (``trim_prompt_cache``) to the prefix they share, or a new cache where they share none or it cannot be cut
+        (a recurrent layer's). One token is always left to evaluate: its logits choose the reply's first."""
+        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
+
+        cache, held = self._cache, self._cache_tokens
+        self._cache, self._cache_tokens = None, []  # in use: the reply's loop puts it back
+        common = min(_shared(held, tokens), len(tokens) - 1)
+        if cache is None or common == 0:
+            return make_prompt_cache(self._model), 0
+        extra = len(held) - common
+        # (comparison-overlap: mlx-lm annotates trim_prompt_cache as returning the cache; it returns the count cut)
+        if extra and (not can_trim_prompt_cache(cache)
+                      or trim_prompt_cache(cache, extra) != extra):  # type: ignore[comparison-overlap, unused-ignore]
+            return make_prompt_cache(self._model), 0
+        return cache, common
+
+    # --- saved states: mlx-lm's prompt cache (save_prompt_cache's safetensors) in backends/states.py's container
+
+    def save_state(self, request_id: str, path: str) -> StateSaved:
+        from mlx_lm.models.cache import save_prompt_cache
+
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        t0 = time.perf_counter()
+        if self._cache is None or not self._cache_tokens:  # nothing held (a vision model, speculation, a failure)
+            return StateSaved(request_id, "", 0, 0, 0.0)
+        tokens = list(self._cache_tokens)
+        try:
+            with _scratch(path) as scratch:  # mlx writes to a name; its bytes then go into the container
+                save_prompt_cache(scratch, self._cache, {"quantdesk_tokens": str(len(tokens))})
+                size = states.write(path, self._state_identity, tokens, Path(scratch).read_bytes())
+        except OSError as exc:
+            raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
+        return StateSaved(request_id, path, len(tokens), size, (time.perf_counter() - t0) * 1000)
+
+    def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,
+                      sampling: SamplingSettings) -> StateRestored:
+        from mlx_lm.models.cache import can_trim_prompt_cache
+
+        if self._model is None:
+            raise GenerationError("state", "no model is loaded")
+        t0 = time.perf_counter()
+        if self._processor is not None or self._draft_model is not None:  # their replies keep no prompt cache
+            return StateRestored(request_id, "", 0, 0.0, ())
+        self.prepared = self.prepare(messages, sampling)
+        tokens = self._prompt_ids(messages)
+        have = min(_shared(self._cache_tokens, tokens), len(tokens) - 1) if self._cache is not None else 0
+        trimmable = self._cache is None or can_trim_prompt_cache(self._cache)
+        discarded: list[tuple[str, str]] = []
+        best: tuple[int, str, states.Header] | None = None
+        for path in paths:
+            try:
+                header = states.read_header(path)
+                states.check_identity(header, self._state_identity)
+            except states.StateRejected as exc:
+                discarded.append((path, str(exc)))
+                continue
+            reuse = min(_shared(header.tokens, tokens), len(tokens) - 1)  # the tokens decide, never the name
+            if not trimmable and reuse < len(header.tokens):
+                reuse = 0  # a recurrent layer's cache cannot be cut back to the shared prefix
+            if reuse > have and (best is None or reuse > best[0]):
+                best = (reuse, path, header)
+        chosen = ""
+        if best is not None:
+            reuse, path, header = best
+            try:
+                cache = self._load_state(path, header)
+            except states.StateRejected as exc:
+                discarded.append((path, str(exc)))
+            else:
+                self._cache, self._cache_tokens = cache, list(header.tokens)  # the next reply cuts it to the prefix
+                chosen, have = path, reuse
+        return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
+
+    def _load_state(self, path: str, header: states.Header) -> list[Any]:
+        """The prompt cache of a state whose header and identity were checked: its bytes against their CRC, then
+        mlx-lm's loader, then the cache's length against the tokens the header names."""
+        from mlx_lm.models.cache import load_prompt_cache
+
+        data = states.read_data(path, header)
+        try:
+            with _scratch(path) as scratch:
+                Path(scratch).write_bytes(data)
+                cache, metadata = load_prompt_cache(scratch, return_metadata=True)  # type: ignore[no-untyped-call, unused-ignore]
+        except OSError as exc:
+            raise states.StateRejected(f"it cannot be read: {exc}") from None
+        except Exception as exc:  # mlx's loader: RuntimeError, ValueError, KeyError for a file it cannot read
+            raise states.StateRejected(f"mlx-lm could not read it ({type(exc).__name__}: {exc})") from None
+        held = _cache_length(cache)
+        if metadata.get("quantdesk_tokens") != str(len(header.tokens)) or held not in (len(header.tokens), None):
+            raise states.StateRejected(f"its cache holds {held} tokens where its header names {len(header.tokens)}")
+        return list(cache)
 
     def _record_logprobs(self, token: int, logprobs: Any, top: int) -> None:
         """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply_logprobs), from
@@ -470,8 +589,61 @@ class MlxBackend(Backend):
             import mlx.core as mx
 
             self._model = self._tokenizer = self._processor = self._draft_model = None
+            self._cache, self._cache_tokens = None, []
             gc.collect()
             mx.clear_cache()
+
+
+def _after(prefix: Any, processor: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A logits processor handed the prompt's cached ``prefix`` before the tokens mlx-lm gives it (only the part it
+    evaluates), so that it sees what it would in a fresh run."""
+    import mlx.core as mx
+
+    return lambda tokens, logits: processor(mx.concatenate([prefix, tokens]), logits)
+
+
+def _shared(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` start with in common."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _state_identity(folder: Path) -> dict[str, Any]:
+    """What a saved prompt cache must have been made with: the model folder (its config and weights files: path,
+    size, modification time, a hash of each one's header) and the mlx and mlx-lm versions (their cache layout)."""
+    names = sorted(p.name for p in folder.iterdir() if p.suffix == ".safetensors" or p.name == "config.json")
+    return {"model": {name: states.file_identity(str(folder / name)) for name in names},
+            "runtime": {"mlx": importlib.metadata.version("mlx"), "mlx_lm": importlib.metadata.version("mlx-lm")}}
+
+
+class _scratch:
+    """A temporary ``.safetensors`` name beside ``path`` (the same disk), removed afterwards: mlx saves and loads
+    by file name."""
+
+    def __init__(self, path: str) -> None:
+        self._folder = os.path.dirname(os.path.abspath(path))
+
+    def __enter__(self) -> str:
+        os.makedirs(self._folder, exist_ok=True)  # the cache's folder, before its first state
+        fd, self._name = tempfile.mkstemp(suffix=".safetensors", prefix=".mlx-state-", dir=self._folder)
+        os.close(fd)
+        return self._name
+
+    def __exit__(self, *_: object) -> None:
+        try:
+            os.remove(self._name)
+        except OSError:
+            pass
+
+
+def _cache_length(cache: list[Any]) -> int | None:
+    """The tokens a prompt cache holds, where its layers say (a KV cache's offset); None where they do not."""
+    offset = getattr(cache[0], "offset", None) if cache else None
+    return int(offset) if isinstance(offset, int) else None
 
 
 def _vision_details(config: dict[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ After a reply the engine host writes its KV cache's state with the tokens it hol
 (``save``); before the next reply of that conversation (the Chat reopened, switched back to, the app restarted; a
 server request continuing a conversation) the host is offered the files of that conversation's branch and
 restores the one whose tokens share the longest prefix with the new prompt (``restore``), so only the rest is
-read. The host checks each file's header (model file, runtime, context, KV type, checksum: backends/llama_cpp/
-states.py) and compares tokens, never names: a file it refuses is deleted here with a line in the log.
+read. The host checks each file's header (model file, runtime, context, KV type, checksum: backends/states.py,
+each engine's identity in backends/llama_cpp/states.py and backends/mlx.py) and compares tokens, never names: a
+file it refuses is deleted here with a line in the log.
 
 Keys: a conversation's branch in the Chat (``chat_key``: the conversation and one of its messages, so every branch
 has its own states), a run of messages for the server (``prefix_keys``: a request that continues a stored
@@ -36,7 +37,7 @@ from app.errors import EngineCrashed, EngineError
 log = logging.getLogger(__name__)
 
 SUFFIX = ".qdstate"
-BACKENDS = ("llama.cpp",)  # the engines that save and restore states (the others answer "unavailable")
+BACKENDS = ("llama.cpp", "mlx")  # the engines that save and restore states (the others answer "unavailable")
 
 
 class StateEngine(Protocol):
@@ -234,7 +235,7 @@ def default_cache() -> StateCache:
 
 
 def _supported(engine: Any) -> str | None:
-    """The loaded model's path when its engine saves states, else None (a remote model, MLX, a test double)."""
+    """The loaded model's path when its engine saves states, else None (a remote model, ExLlama, a test double)."""
     loaded = getattr(engine, "loaded", None)
     if loaded is None or loaded.backend not in BACKENDS or not hasattr(engine, "send_save_state"):
         return None

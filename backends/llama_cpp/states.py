@@ -1,8 +1,6 @@
-"""A conversation's saved llama.cpp state: the KV cache of sequence 0 (``llama_state_seq_get_data``) in one file,
-behind a header QuantDesk writes and checks before a byte of it reaches llama.cpp.
+"""A conversation's saved llama.cpp state: the KV cache of sequence 0 (``llama_state_seq_get_data``) in the container
+of backends/states.py (magic, JSON header, CRC), checked before a byte of it reaches llama.cpp.
 
-The file: ``MAGIC``, the header's length (4 bytes, little-endian), the header (JSON: the format version, the
-identity of what wrote it, the tokens the KV cache holds, the state's length and CRC-32), then llama.cpp's bytes.
 The identity names everything that makes a state another model's or another layout's: the model file (path, size,
 modification time, a hash of its first 64 KiB), the vision projector's, the runtime (llama-cpp-python's version,
 the folder it was imported from, llama.cpp's system info: its ggml backend and CPU features), the context length,
@@ -19,38 +17,15 @@ sums exactly the bytes llama.cpp gets.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import json
 import os
-import struct
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from app import files
+from backends.states import Header, StateRejected, check_identity, file_identity, read_data, read_header, write
 
-MAGIC = b"QDSTATE\x00"
-VERSION = 1
-_LENGTH = struct.Struct("<I")
-MAX_HEADER = 64 * 1024 * 1024  # a header longer than this is no header of ours (tokens are ~8 bytes each)
-IDENTITY_BYTES = 64 * 1024  # the model file's first bytes hashed: its GGUF header (architecture, shapes, names)
-
-
-class StateRejected(Exception):
-    """A saved state that must not be loaded, with the sentence the log gets."""
-
-
-def file_identity(path: str) -> dict[str, Any]:
-    """What names one model file: its path, size, modification time and the hash of its first bytes."""
-    if not path:
-        return {}
-    stat = os.stat(path)
-    with open(path, "rb") as fh:
-        head = hashlib.sha256(fh.read(IDENTITY_BYTES)).hexdigest()
-    return {"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head_sha256": head}
+__all__ = ["Header", "StateRejected", "check_identity", "file_identity", "load", "read_header", "runtime_identity",
+           "save"]
 
 
 def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
@@ -60,61 +35,6 @@ def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
             "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()}
 
 
-@dataclass(frozen=True)
-class Header:
-    identity: dict[str, Any]
-    tokens: list[int]
-    data_bytes: int
-    crc32: int
-    data_offset: int  # where llama.cpp's bytes start in the file
-
-
-def read_header(path: str) -> Header:
-    """The header of a saved state; StateRejected for a file that is not one (or not whole)."""
-    try:
-        with open(path, "rb") as fh:
-            start = fh.read(len(MAGIC) + _LENGTH.size)
-            if len(start) < len(MAGIC) + _LENGTH.size or start[:len(MAGIC)] != MAGIC:
-                raise StateRejected("it is not a QuantDesk saved state (no header)")
-            (length,) = _LENGTH.unpack(start[len(MAGIC):])
-            if length > MAX_HEADER:
-                raise StateRejected(f"its header claims {length} bytes")
-            raw = fh.read(length)
-            size = os.fstat(fh.fileno()).st_size
-    except OSError as exc:
-        raise StateRejected(f"it cannot be read: {exc.strerror or exc}") from None
-    if len(raw) < length:
-        raise StateRejected("the file is truncated (inside its header)")
-    try:
-        data = json.loads(raw)
-        if data.get("version") != VERSION:
-            raise StateRejected(f"it is format version {data.get('version')}, this QuantDesk reads {VERSION}")
-        header = Header(dict(data["identity"]), [int(t) for t in data["tokens"]], int(data["data_bytes"]),
-                        int(data["crc32"]), len(MAGIC) + _LENGTH.size + length)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StateRejected(f"its header is unreadable ({type(exc).__name__})") from None
-    if size != header.data_offset + header.data_bytes:
-        raise StateRejected(f"the file is truncated or padded: {size} bytes where its header says "
-                            f"{header.data_offset + header.data_bytes}")
-    return header
-
-
-def check_identity(header: Header, identity: dict[str, Any]) -> None:
-    """StateRejected naming each thing that differs between the state's maker and the loaded model."""
-    differs = [f"another {part.replace('_', ' ')} ({_short(header.identity.get(part))}; now "
-               f"{_short(identity.get(part))})" for part in sorted(set(identity) | set(header.identity))
-               if identity.get(part) != header.identity.get(part)]
-    if differs:
-        raise StateRejected("it was saved with " + " and ".join(differs))
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, dict):  # a file's identity: its name and the field that differs is enough for a log line
-        return ", ".join(f"{k}={_short(v)}" for k, v in value.items() if k != "head_sha256")
-    text = str(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], tokens: Sequence[int]) -> int:
     """Write sequence 0's state and ``tokens`` (what it holds) to ``path`` atomically; the file's size."""
     size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
@@ -122,27 +42,13 @@ def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], t
     written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
     if written == 0 and size:
         raise OSError("llama.cpp could not copy the state")
-    data = memoryview(buffer).cast("B")[:written]
-    header = json.dumps({"version": VERSION, "identity": identity, "tokens": list(tokens), "data_bytes": written,
-                         "crc32": zlib.crc32(data)}, separators=(",", ":")).encode("utf-8")
-    files.write_parts_atomic(Path(path), (MAGIC, _LENGTH.pack(len(header)), header, data))
-    return len(MAGIC) + _LENGTH.size + len(header) + written
+    return write(path, identity, tokens, memoryview(buffer).cast("B")[:written])
 
 
 def load(llama_cpp: ModuleType, ctx: Any, path: str, header: Header) -> None:
     """Read the state's bytes, check them against the header's CRC and give them to llama.cpp as sequence 0 (the
     caller cleared it). StateRejected if anything does not add up; llama.cpp refusing them is one too."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(header.data_offset)
-            buffer = bytearray(header.data_bytes)
-            got = fh.readinto(buffer)
-    except OSError as exc:
-        raise StateRejected(f"it cannot be read: {exc.strerror or exc}") from None
-    if got != header.data_bytes:
-        raise StateRejected("the file is truncated")
-    if zlib.crc32(buffer) != header.crc32:
-        raise StateRejected("its bytes do not match their checksum (the file is damaged)")
+    buffer = read_data(path, header)
     array = (ctypes.c_uint8 * len(buffer)).from_buffer(buffer)
     if not int(llama_cpp.llama_state_seq_set_data(ctx, array, len(buffer), 0)):
         raise StateRejected("llama.cpp refused it (see the engine log for its reason)")
