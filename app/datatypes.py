@@ -503,27 +503,55 @@ class ContextCut:
     ``start`` … ``start + dropped - 1`` of the conversation (indices into the whole conversation as the caller
     keeps it, its system prompt included) were not sent to the model; under "compact" the model's ``note`` on them
     (and on the previous note) was sent instead, in the system prompt. Stored with the message whose reply needed
-    it (app/chats/store), reported by the server (``quantdesk`` field, ``X-QuantDesk-Context-Dropped``)."""
+    it (app/chats/store), reported by the server (``quantdesk`` field, ``X-QuantDesk-Context-Dropped``).
+    Pinned messages inside that range were sent all the same: ``kept`` lists their indices, and the range then ends
+    at ``end`` (``dropped`` counts only the messages left out)."""
 
     policy: str
     start: int
     dropped: int
     note: str = ""
     prompt_tokens: int = 0  # the prompt as sent, counted before the reply
+    kept: tuple[int, ...] = ()  # pinned messages inside the range, sent (same indices as ``start``)
+
+    @property
+    def end(self) -> int:
+        """One past the range's last message."""
+        return self.start + self.dropped + len(self.kept)
+
+    def left_out(self) -> list[int]:
+        """The indices of the messages not sent."""
+        return [i for i in range(self.start, self.end) if i not in self.kept]
 
     def words(self) -> str:
         """The mark's sentence, as the Chat, the CLI and the server's field say it."""
         what = f"{self.dropped} earlier message{'s' if self.dropped != 1 else ''}"
         if self.policy == "compact":
-            return f"{what} compacted into a note by the model (context full)"
-        return f"{what} not sent to the model (context full)"
+            text = f"{what} compacted into a note by the model (context full)"
+        else:
+            text = f"{what} not sent to the model (context full)"
+        if self.kept:
+            text += f", {len(self.kept)} pinned message{'s' if len(self.kept) != 1 else ''} kept"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if not self.kept:  # as before pins: what older readers and stored cuts have
+            del out["kept"]
+        else:
+            out["kept"] = list(self.kept)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ContextCut:
-        return cls(**known_fields(cls, data))
+        fields = known_fields(cls, data)
+        if "kept" in fields:
+            fields["kept"] = tuple(int(i) for i in fields["kept"] or ())
+        return cls(**fields)
+
+    def shifted(self, by: int) -> ContextCut:
+        """The same cut with its indices moved by ``by`` (a system prompt added or taken away in front)."""
+        return dataclasses.replace(self, start=self.start + by, kept=tuple(i + by for i in self.kept))
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ AT_LEAF = -1  # where a new message goes by default: after the last message of t
 EXPORT_FORMAT = "quantdesk-chat"
 # 2: every branch's messages, each with its parent_id, and the ids of the branch on show; 3: an assistant message's
 # thinking as its ``reasoning`` (left out where there was none); 4: an assistant message's tool calls with their
-# results as ``tool_calls`` (left out where there were none)
-EXPORT_VERSION = 4
+# results as ``tool_calls`` (left out where there were none); 5: a pinned message's ``pinned: true`` (left out where
+# it is not pinned)
+EXPORT_VERSION = 5
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -141,6 +142,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE conversations ADD COLUMN overflow TEXT",
         "ALTER TABLE messages ADD COLUMN context_cut_json TEXT",
+    ),
+    # 8: pinned messages, which an overflow policy never leaves out of the prompt (app/engine/overflow.py). A pin
+    # belongs to its message row: an edit or a regenerated reply is a new row, not pinned. Old rows: not pinned.
+    (
+        "ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -262,6 +268,7 @@ class ChatMessage:
         return [turn, *(card.tool_message() for card in self.tools)]
     # A reply whose prompt left earlier messages out (the overflow policy): ContextCut.to_dict(), else None
     context_cut: dict[str, Any] | None = None
+    pinned: bool = False  # an overflow policy never leaves it out of the prompt (ChatStore.set_pinned)
 
 
 @dataclass(frozen=True)
@@ -313,7 +320,7 @@ def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessa
     cut = json.loads(row["context_cut_json"]) if row["context_cut_json"] else None
     tools = tuple(ToolCard.from_dict(card) for card in json.loads(row["tools_json"])) if row["tools_json"] else ()
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools, cut)
+                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools, cut, bool(row["pinned"]))
 
 
 def _fts_query(text: str) -> str:
@@ -709,6 +716,13 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
+    def set_pinned(self, message_id: int, pinned: bool) -> None:
+        """Pin a message (an overflow policy never leaves it out of the prompt: app/engine/overflow.py) or unpin it."""
+        with self._writing("pin the message" if pinned else "unpin the message"):
+            cur = self._db.execute("UPDATE messages SET pinned=? WHERE id=?", (int(pinned), message_id))
+        if cur.rowcount == 0:
+            raise NotFound(f"message {message_id} does not exist")
+
     def update_message(self, message_id: int, *, content: str | None = None, state: MessageState | None = None,
                        stats: dict[str, Any] | None = None, reasoning: str | None = None,
                        tools: Sequence[ToolCard] | None = None) -> None:
@@ -782,7 +796,9 @@ class ChatStore:
         on_show = [m.id for m in self.messages(conversation_id)]
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items()
-                              if k not in ("conversation_id", "images", "reasoning", "tools", "context_cut")}
+                              if k not in ("conversation_id", "images", "reasoning", "tools", "context_cut",
+                                           "pinned")}
+                             | ({"pinned": True} if m.pinned else {})
                              | ({"reasoning": m.reasoning} if m.reasoning else {})
                              | ({"tool_calls": [card.to_dict() for card in m.tools]} if m.tools else {})
                              | ({"context_cut": m.context_cut} if m.context_cut else {})

@@ -8,12 +8,17 @@ user message and the replies and tool results after it), so a tool call never lo
 and the newest turn are always sent; "truncate-middle" also keeps the first exchange. A cut never shrinks from one
 reply to the next (what was left out stays out) and, once needed, frees a quarter of the room more than the reply
 needs, so the prompt's prefix stays the same for a few turns and the engine reuses its KV cache between cuts.
+
+Pinned messages (``keep``) are never left out: a turn that holds one is sent whole, and the turns dropped are the
+droppable ones around it. The whole turn rather than the message alone, because a turn is what the rule moves: a
+pinned question without its answer would be asked again, a pinned answer without its question reads as nothing, and
+a reply's tool calls never go without their results.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,13 +88,15 @@ def with_note(messages: Sequence[Message], lead: int, note: str) -> list[Message
 
 
 def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: SamplingSettings, policy: str, n_ctx: int,
-        previous: ContextCut | None = None) -> Fitted:
+        previous: ContextCut | None = None, keep: Collection[int] = ()) -> Fitted:
     """The messages to send under ``policy`` (one of app.datatypes.OVERFLOW_POLICIES), and the cut that made them
     fit. ``previous`` is the conversation's last cut (the same indices: the caller's whole conversation): what it
     left out stays out, and under "compact" its note is folded into the new one. "stop", a context not known, or a
     raw prompt: everything is sent and the engine refuses a prompt that does not fit, with its own sentence.
-    An engine that cannot count tokens (a remote server) gets everything, as under "stop". Raises EngineError (kind
-    "context") when even the system prompt and the newest turn leave no room for the reply."""
+    An engine that cannot count tokens (a remote server) gets everything, as under "stop". ``keep``: the indices
+    of pinned messages; the turns that hold them are always sent (the cut's ``kept`` says which inside its range).
+    Raises EngineError (kind "context") when even the system prompt, the pinned turns and the newest turn leave no
+    room for the reply."""
     messages = list(messages)
     if policy == "stop" or n_ctx <= 0 or not messages:
         return Fitted(messages, None)
@@ -99,15 +106,15 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
         lead += 1
     turns = _turns(messages, lead)
     keep_first = 1 if policy == "truncate-middle" else 0
-    droppable = turns[keep_first:-1]  # the newest turn is always sent
+    pinned = set(keep)
+    # the newest turn is always sent, and every turn that holds a pinned message
+    droppable = [t for t in turns[keep_first:-1] if not any(t[0] <= i < t[1] for i in pinned)]
     prev = previous if previous is not None and previous.policy == policy else None
     counts: dict[tuple[int, str], int] = {}
 
     def sent(k: int, note: str) -> list[Message]:
-        if not k:
-            return with_note(messages, lead, note)
-        start, end = droppable[0][0], droppable[k - 1][1]
-        return with_note(messages[:start] + messages[end:], lead, note)
+        out = {i for a, b in droppable[:k] for i in range(a, b)}
+        return with_note([m for i, m in enumerate(messages) if i not in out], lead, note)
 
     def count(k: int, note: str) -> int:
         if (k, note) not in counts:
@@ -117,7 +124,7 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     # what the previous cut left out stays out (turns it covered whole)
     k_min = 0
     if prev is not None and prev.dropped:
-        end = prev.start + prev.dropped
+        end = prev.end
         while k_min < len(droppable) and droppable[k_min][0] >= prev.start and droppable[k_min][1] <= end:
             k_min += 1
     old_note = prev.note if prev is not None and k_min and policy == "compact" else ""
@@ -142,7 +149,8 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     if not fits(last, budget):
         tokens = count(last, placeholder) + room
         kept = " and ".join((["the system prompt"] if lead else [])
-                            + (["the first exchange"] if keep_first and len(turns) > 1 else []))
+                            + (["the first exchange"] if keep_first and len(turns) > 1 else [])
+                            + (["the pinned messages"] if pinned else []))
         raise EngineError(f"the newest message does not fit the context: {f'with {kept} ' if kept else ''}it is "
                           f"{tokens:,} tokens, and the "
                           f"context of {n_ctx:,} must keep {n_ctx - budget:,} for the reply",
@@ -159,9 +167,8 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     k = hi
     if policy != "compact":
         return Fitted(sent(k, ""), _cut(policy, droppable, k, "", count(k, "")))
-    start = droppable[k_min][0]
-    end = droppable[k - 1][1]
-    note = summarise(engine, old_note, messages[start:end], sampling, n_ctx, room)
+    note = summarise(engine, old_note, [messages[i] for a, b in droppable[k_min:k] for i in range(a, b)], sampling,
+                     n_ctx, room)
     while count(k, note) > budget and k < last:  # the note came out longer than its room: leave out one turn more
         k += 1
     if count(k, note) > budget:  # still not: the note is cut (it never goes over its room by more than a few tokens)
@@ -170,8 +177,11 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
 
 
 def _cut(policy: str, droppable: list[tuple[int, int]], k: int, note: str, tokens: int) -> ContextCut:
+    """The cut that leaves out the first ``k`` droppable turns: one range, the pinned turns inside it ``kept``."""
     start, end = droppable[0][0], droppable[k - 1][1]
-    return ContextCut(policy, start, end - start, note, tokens)
+    out = {i for a, b in droppable[:k] for i in range(a, b)}
+    kept = tuple(i for i in range(start, end) if i not in out)
+    return ContextCut(policy, start, len(out), note, tokens, kept)
 
 
 def transcript_line(message: Message) -> str:

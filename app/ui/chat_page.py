@@ -19,7 +19,6 @@ the side panel's (app.ui.conversation_list), the model loads the ModelLoadContro
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -342,7 +341,23 @@ class ChatPage(QWidget):
         bubble.regenerate_requested.connect(self._on_regenerate_requested)
         bubble.branch_requested.connect(self._on_branch_requested)
         bubble.delete_branch_requested.connect(self._on_delete_branch_requested)
+        bubble.pin_requested.connect(self._on_pin_requested)
         return bubble
+
+    @Slot(int, bool)
+    def _on_pin_requested(self, message_id: int, pinned: bool) -> None:
+        """Pin a message (an overflow policy never leaves it out of the prompt) or unpin it: saved at once."""
+        try:
+            self.store.set_pinned(message_id, pinned)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            return
+        except NotFound:  # deleted meanwhile: nothing to pin
+            return
+        if bubble := self.view.bubble(message_id):
+            bubble.set_pinned(pinned)
+        announce(self.view, self.tr("Message pinned: it is always sent to the model.") if pinned
+                 else self.tr("Message unpinned."))
 
     @Slot(str)
     def _on_search_changed(self, _text: str) -> None:
@@ -662,8 +677,11 @@ class ChatPage(QWidget):
         shown = [m for m in self.store.messages(conv.id)
                  if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
         history = []
+        pins: set[int] = set()  # the pinned messages' engine turns (a reply's tool results with it), as indices
         for m in shown:
             turn, *results = m.engine_turns()
+            if m.pinned:
+                pins.update(range(len(history), len(history) + 1 + len(results)))
             history += [replace(turn, images=_encoded(m.images)), *results]
         from app.hub import presets
 
@@ -678,8 +696,7 @@ class ChatPage(QWidget):
         last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
         previous = None
         if last is not None:
-            stored = ContextCut.from_dict(last)
-            previous = dataclasses.replace(stored, start=stored.start + lead)
+            previous = ContextCut.from_dict(last).shifted(lead)
         self._cut_context = (lead, previous)
         self.reply.begin(writer, conv.id)
         if self.current is not None and self.current.id == conv.id:
@@ -711,7 +728,7 @@ class ChatPage(QWidget):
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
         self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
-                             (self._overflow_of(conv), previous))
+                             (self._overflow_of(conv), previous, frozenset(i + lead for i in pins)))
 
     def _overflow_of(self, conv: Conversation) -> str:
         """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
@@ -728,10 +745,10 @@ class ChatPage(QWidget):
         if not self.reply.streaming or self.reply.writer is None:
             return
         lead, previous = self._cut_context
-        if previous is not None and (cut.start, cut.dropped, cut.note) == (previous.start, previous.dropped,
-                                                                           previous.note):
+        if previous is not None and (cut.start, cut.dropped, cut.note, cut.kept) == (
+                previous.start, previous.dropped, previous.note, previous.kept):
             return
-        stored = dataclasses.replace(cut, start=cut.start - lead).to_dict()
+        stored = cut.shifted(-lead).to_dict()
         try:
             self.store.set_context_cut(self.reply.writer.message_id, stored)
         except ChatStoreError as exc:

@@ -373,6 +373,8 @@ class CutMark(QFrame):
             text = self.tr("%n earlier message(s) compacted into a note by the model (context full)", "", dropped)
         else:
             text = self.tr("%n earlier message(s) not sent to the model (context full)", "", dropped)
+        if kept := len(cut.get("kept") or ()):
+            text += self.tr(", %n pinned message(s) kept", "", kept)
         self.line = QToolButton()
         self.line.setObjectName("contextCutLine")
         self.line.setText(text)
@@ -416,6 +418,7 @@ class MessageBubble(QFrame):
     regenerate_requested = Signal(int)
     branch_requested = Signal(int)  # the sibling's message id to show instead of this one
     delete_branch_requested = Signal(int)  # message id: it and what follows it on its branches
+    pin_requested = Signal(int, bool)  # message id, pinned: an overflow policy never leaves a pinned message out
 
     def __init__(self, message: ChatMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -434,6 +437,14 @@ class MessageBubble(QFrame):
         self.meta = QLabel()
         self.meta.setObjectName("meta")
         header.addWidget(self.title)
+        # A pinned message is always sent to the model, however long the chat grows (app/engine/overflow.py).
+        self.pin_mark = QLabel(self.tr("Pinned"))
+        self.pin_mark.setObjectName("pinMark")
+        self.pin_mark.setAccessibleName(self.tr("Pinned: always sent to the model"))
+        self.pin_mark.setToolTip(self.tr("Pinned: the model reads this message in every reply, even once the "
+                                         "context is full and earlier messages are left out"))
+        self.pin_mark.setVisible(False)
+        header.addWidget(self.pin_mark)
         header.addWidget(self.meta, 1)
         # "‹ 2/3 ›": the other versions of this message (edited and resent, or written again), one branch each.
         self.branches = Branches(1, 1, (message.id,))
@@ -463,7 +474,8 @@ class MessageBubble(QFrame):
                 ("edit", self.tr("Edit"), self.tr("Edit and resend from here (the old version stays)"),
                  self.tr("Edit message")),
                 ("regenerate", self.tr("Regenerate"), self.tr("Write this reply again"),
-                 self.tr("Regenerate message"))):
+                 self.tr("Regenerate message")),
+                ("pin", self.tr("Pin"), "", self.tr("Pin message"))):
             if name == "edit" and message.role != "user" or name == "regenerate" and message.role != "assistant":
                 continue
             button = _flat_button(text, tip, accessible)
@@ -509,6 +521,22 @@ class MessageBubble(QFrame):
         self.cut_mark: CutMark | None = None
         if message.context_cut:
             self.show_cut(message.context_cut)
+        self.pinned = False
+        self.actions["pin"].setCheckable(True)
+        self.set_pinned(message.pinned)
+
+    def set_pinned(self, pinned: bool) -> None:
+        """Show the message pinned (its mark, and its action as "Unpin") or not."""
+        self.pinned = pinned
+        self.pin_mark.setVisible(pinned)
+        button = self.actions["pin"]
+        button.setChecked(pinned)  # the checked state tells a screen reader whether it is pinned
+        button.setText(self.tr("Unpin") if pinned else self.tr("Pin"))
+        button.setToolTip(self.tr("Unpin: the message may be left out again once the context is full") if pinned
+                          else self.tr("Pin: always send this message to the model, even once the context is full"))
+        self.setProperty("pinned", pinned)
+        self.style().unpolish(self)
+        self.style().polish(self)
 
     def show_cut(self, cut: dict) -> CutMark:
         """Mark at the top of this reply what the overflow policy left out of its prompt (ContextCut.to_dict())."""
@@ -677,6 +705,11 @@ class MessageBubble(QFrame):
     @Slot()
     def _on_regenerate_clicked(self) -> None:
         self.regenerate_requested.emit(self.message_id)
+
+    @Slot()
+    def _on_pin_clicked(self) -> None:
+        self.actions["pin"].setChecked(self.pinned)  # the page decides: it checks once the pin is saved
+        self.pin_requested.emit(self.message_id, not self.pinned)
 
     @Slot(QUrl)
     def _on_anchor_clicked(self, url: QUrl) -> None:

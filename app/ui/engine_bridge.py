@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from app.engine.states import StateKeys
 
 COALESCE_MS = 30
+# A chat's overflow policy, its last cut and the indices of its pinned messages (app/engine/overflow.py ``fit``)
+Overflow = tuple[str, ContextCut | None, frozenset[int]]
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class _Worker(QObject):
     @Slot(object, object, str, object, object)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
                  keys: StateKeys | None = None,
-                 overflow: tuple[str, ContextCut | None] | None = None) -> None:
+                 overflow: Overflow | None = None) -> None:
         """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
         reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
         three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
@@ -186,8 +188,8 @@ class _Worker(QObject):
             if overflow is not None and (loaded := self._client.loaded) is not None:
                 from app.engine.overflow import fit
 
-                policy, previous = overflow
-                fitted = fit(self._client, messages, sampling, policy, loaded.n_ctx, previous)
+                policy, previous, pinned = overflow
+                fitted = fit(self._client, messages, sampling, policy, loaded.n_ctx, previous, pinned)
                 if fitted.cut is not None:
                     self.cut.emit(fitted.cut)
                 messages, sampling = fitted.messages, fitted.sampling_for(sampling)
@@ -251,7 +253,7 @@ class EngineBridge(QObject):
     cut = Signal(object)  # app.datatypes.ContextCut: what the overflow policy left out; before the reply's tokens
 
     _request_load = Signal(str, object, object)
-    _request_generate = Signal(object, object, str, object, object)  # messages, sampling, id, state keys, overflow
+    _request_generate = Signal(object, object, str, object, object)  # messages, sampling, id, states, overflow
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
@@ -355,10 +357,11 @@ class EngineBridge(QObject):
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None,
-                 overflow: tuple[str, ContextCut | None] | None = None) -> None:
+                 overflow: Overflow | None = None) -> None:
         """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to;
-        ``overflow``: the chat's overflow policy and its last cut (app/engine/overflow.py): the worker chooses what
-        of ``messages`` the model reads, and says a cut through ``cut`` before the reply's tokens."""
+        ``overflow``: the chat's overflow policy, its last cut and the indices of its pinned messages
+        (app/engine/overflow.py): the worker chooses what of ``messages`` the model reads, and says a cut through
+        ``cut`` before the reply's tokens."""
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)

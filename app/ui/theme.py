@@ -96,6 +96,8 @@ QFrame#banner {{
 QFrame#banner QLabel {{ color: #4a3b00; }}
 QFrame#bubble_user {{ background: palette(alternate-base); {card_edge} }}
 QFrame#bubble_assistant, QFrame#card {{ background: {t.card}; {card_edge} }}
+QFrame#bubble_user[pinned="true"], QFrame#bubble_assistant[pinned="true"] {{ border: 1px solid {t.accent}; }}
+QLabel#pinMark {{ background: {t.accent}; color: {t.on_accent}; {pill} font-size: {caption}pt; font-weight: 600; }}
 QFrame#thinking {{ border: none; border-left: 2px solid {t.card_border}; padding-left: {SPACING[1]}px; }}
 QToolButton#thinkingToggle {{ color: {t.muted}; font-size: {caption}pt; border: none; background: transparent; }}
 QToolButton#thinkingToggle:hover {{ background: {t.chip}; border-radius: {small}px; }}

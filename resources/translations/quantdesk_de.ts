@@ -154,6 +154,14 @@
         <translation>Das Modell möchte das Tool {name} ausführen: Erlauben Sie es oder lehnen Sie es ab.</translation>
     </message>
     <message>
+        <source>Message pinned: it is always sent to the model.</source>
+        <translation>Nachricht angeheftet: Sie wird immer an das Modell gesendet.</translation>
+    </message>
+    <message>
+        <source>Message unpinned.</source>
+        <translation>Nachricht gelöst.</translation>
+    </message>
+    <message>
         <source>New name:</source>
         <translation>Neuer Name:</translation>
     </message>
@@ -907,6 +915,13 @@
         <translation>
             <numerusform>%n frühere Nachricht nicht an das Modell gesendet (Kontext voll)</numerusform>
             <numerusform>%n frühere Nachrichten nicht an das Modell gesendet (Kontext voll)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>, %n pinned message(s) kept</source>
+        <translation>
+            <numerusform>, %n angeheftete Nachricht behalten</numerusform>
+            <numerusform>, %n angeheftete Nachrichten behalten</numerusform>
         </translation>
     </message>
     <message>
@@ -2350,6 +2365,18 @@
         <translation>Nachricht: {role}</translation>
     </message>
     <message>
+        <source>Pinned</source>
+        <translation>Angeheftet</translation>
+    </message>
+    <message>
+        <source>Pinned: always sent to the model</source>
+        <translation>Angeheftet: wird immer an das Modell gesendet</translation>
+    </message>
+    <message>
+        <source>Pinned: the model reads this message in every reply, even once the context is full and earlier messages are left out</source>
+        <translation>Angeheftet: Das Modell liest diese Nachricht bei jeder Antwort, auch wenn der Kontext voll ist und frühere Nachrichten weggelassen werden</translation>
+    </message>
+    <message>
         <source>Versions of this message</source>
         <translation>Versionen dieser Nachricht</translation>
     </message>
@@ -2422,12 +2449,32 @@
         <translation>Nachricht neu erzeugen</translation>
     </message>
     <message>
+        <source>Pin</source>
+        <translation>Anheften</translation>
+    </message>
+    <message>
+        <source>Pin message</source>
+        <translation>Nachricht anheften</translation>
+    </message>
+    <message>
         <source>Image {n} of {len}: {width} × {height}</source>
         <translation>Bild {n} von {len}: {width} × {height}</translation>
     </message>
     <message>
         <source>{role} message text</source>
         <translation>Nachrichtentext: {role}</translation>
+    </message>
+    <message>
+        <source>Unpin</source>
+        <translation>Lösen</translation>
+    </message>
+    <message>
+        <source>Unpin: the message may be left out again once the context is full</source>
+        <translation>Lösen: Die Nachricht kann wieder weggelassen werden, wenn der Kontext voll ist</translation>
+    </message>
+    <message>
+        <source>Pin: always send this message to the model, even once the context is full</source>
+        <translation>Anheften: Diese Nachricht immer an das Modell senden, auch wenn der Kontext voll ist</translation>
     </message>
     <message>
         <source>writing…</source>

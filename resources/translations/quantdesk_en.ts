@@ -34,6 +34,13 @@
             <numerusform>%n earlier messages not sent to the model (context full)</numerusform>
         </translation>
     </message>
+    <message numerus="yes">
+        <source>, %n pinned message(s) kept</source>
+        <translation>
+            <numerusform>, %n pinned message kept</numerusform>
+            <numerusform>, %n pinned messages kept</numerusform>
+        </translation>
+    </message>
 </context>
 <context>
     <name>DiscoverPage</name>

@@ -599,3 +599,33 @@ def test_migration_6_keeps_a_chats_overflow_policy_and_what_a_reply_left_out(tmp
         assert restored.overflow == "drop-oldest" and s.message(writer.message_id).context_cut == cut
         with pytest.raises(NotFound):
             s.set_context_cut(10_000, cut)
+
+
+def test_migration_8_pins_a_message_row_and_keeps_the_pin_in_exports_branches_and_undo(tmp_path):
+    """Schema 8 (pins): an older database's messages come back unpinned; a pin is saved on its row, goes with the
+    JSON export (``pinned: true`` where set) and with undo, and stays on its own row: an edit beside it (a new
+    branch) is not pinned."""
+    path = tmp_path / "v4.sqlite3"
+    _make_v4_database(path)
+    with ChatStore(path) as s:
+        assert s.schema_version == SCHEMA_VERSION >= 8
+        [conv] = s.conversations()
+        assert not any(m.pinned for m in s.all_messages(conv.id))
+        s.set_pinned(1, True)
+        assert s.message(1).pinned and not s.message(2).pinned
+        assert [m.pinned for m in s.messages(conv.id)] == [True, False]
+        exported = json.loads(s.export_json(conv.id))
+        assert exported["version"] == store_module.EXPORT_VERSION >= 5
+        assert [m.get("pinned") for m in exported["messages"]] == [True, None, None]
+        edited = s.begin_reply(conv.id, prompt="Why is the sky blue at noon?", after=None)  # a sibling of 1
+        edited.finish({}, text="Scattering.")
+        assert not s.message(edited.prompt_id).pinned and s.message(1).pinned
+        s.show_branch(2)
+        assert [m.pinned for m in s.messages(conv.id)] == [True, False]
+        restored = s.restore_conversation(s.delete_conversation(conv.id))
+        assert s.message(1).pinned and restored.id == conv.id
+        s.set_pinned(1, False)
+        assert not s.message(1).pinned
+        assert "pinned" not in json.loads(s.export_json(conv.id))["messages"][0]
+        with pytest.raises(NotFound):
+            s.set_pinned(10_000, True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.chats import store as store_module
-from app.chats.store import NOT_RUN, SCHEMA_VERSION, ChatStore, ChatStoreError, ToolCard
+from app.chats.store import EXPORT_VERSION, NOT_RUN, SCHEMA_VERSION, ChatStore, ChatStoreError, ToolCard
 
 LISTED = ToolCard("call_1", "list_directory", '{"path": "/srv/notes"}', server="files",
                   result="[FILE] a.txt\n[DIR] old", decision="allowed", seconds=0.42)
@@ -141,7 +141,7 @@ def test_tool_cards_are_exported(store):
     writer.finish({}, text="")
     store.update_message(writer.message_id, tools=[LISTED, DENIED, CUT])
     data = json.loads(store.export_json(conv.id))
-    assert data["version"] == 4
+    assert data["version"] == EXPORT_VERSION
     assert "tool_calls" not in data["messages"][0]
     assert [ToolCard.from_dict(c) for c in data["messages"][1]["tool_calls"]] == [LISTED, DENIED, CUT]
     md = store.export_markdown(conv.id)

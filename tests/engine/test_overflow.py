@@ -180,3 +180,55 @@ def test_a_recurrent_or_hybrid_model_reads_the_cut_prompt_again_and_keeps_answer
             cut = fitted.cut or cut
             history.append(Message("assistant", f"Fine, {i}."))
         assert cuts >= 1
+
+
+@pytest.mark.parametrize("policy", ["drop-oldest", "truncate-middle", "compact"])
+def test_a_pinned_message_is_sent_twenty_turns_past_the_limit(engine, policy):
+    """A pinned early question keeps its whole turn (its answer too) in every prompt, under each policy: the turns
+    left out are the droppable ones around it, and the cut says so (``kept``, and its words)."""
+    sampling = SamplingSettings(max_tokens=REPLY, seed=1, temperature=0.7)
+    history = [SYSTEM]
+    pinned = 5  # the third question (0 system, 1-2 the first exchange, 3-4 the second)
+    cut: ContextCut | None = None
+    past = 0
+    i = 0
+    while past < 20:
+        i += 1
+        history.append(Message("user", _question(i)))
+        fitted = fit(engine, history, sampling, policy, N_CTX, cut, keep={pinned})
+        sent = fitted.messages
+        if i >= 3:  # the pinned turn: its question, and from the next turn on its answer
+            assert all(m in sent for m in history[pinned:pinned + 2])
+        assert sent[0].role == "system" and sent[0].content.startswith(SYSTEM.content)
+        assert sent[-1] == history[-1]
+        if fitted.cut is not None:
+            past += 1
+            if cut is not None:  # what was left out stays out
+                assert fitted.cut.start == cut.start and fitted.cut.dropped >= cut.dropped
+            cut = fitted.cut
+            assert cut.start == (3 if policy == "truncate-middle" else 1)
+            if cut.end > pinned:  # the cut runs past the pin: two messages kept inside it, and said
+                assert cut.kept == (pinned, pinned + 1)
+                assert cut.words().endswith(", 2 pinned messages kept")
+            left_out = [history[j] for j in cut.left_out()]
+            assert len(left_out) == cut.dropped and len(sent) == len(history) - cut.dropped
+            assert not any(m in sent for m in left_out if m.role == "user")
+            assert ContextCut.from_dict(cut.to_dict()) == cut
+        done = _reply(engine, sent, fitted.sampling_for(sampling))
+        assert done.stats.generated_tokens > 0
+        if fitted.cut is not None:
+            assert done.stats.prompt_tokens == fitted.cut.prompt_tokens
+            assert done.stats.prompt_tokens + reply_room(N_CTX, REPLY) <= N_CTX
+        history.append(Message("assistant", done.text))
+    assert cut is not None and cut.kept == (pinned, pinned + 1)  # the cut went past the pin
+
+
+def test_pins_that_leave_no_room_are_refused_in_words(engine):
+    sampling = SamplingSettings(max_tokens=REPLY, seed=1)
+    history = [SYSTEM]
+    for i in range(1, 12):
+        history += [Message("user", _question(i)), Message("assistant", f"Fine, {i}.")]
+    history.append(Message("user", _question(12)))
+    with pytest.raises(EngineError) as caught:
+        fit(engine, history, sampling, "drop-oldest", N_CTX, keep=set(range(1, len(history))))
+    assert caught.value.kind == "context" and "with the system prompt and the pinned messages" in str(caught.value)

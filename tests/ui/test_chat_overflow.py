@@ -86,3 +86,70 @@ def test_the_context_meter_says_what_the_chats_policy_does_when_the_context_is_f
     assert meter.near_full and meter.toolTip().endswith(
         "When the context is full, this chat's overflow policy leaves its oldest turns out (and marks them where it "
         "happens); the model goes on answering.")
+
+
+def test_a_pinned_message_is_sent_past_a_full_context_and_stays_pinned(qtbot, real_window, tiny_models, tmp_path):
+    """Pinned from its bubble, the chat's second question is in every prompt the engine gets under drop-oldest, past
+    the point where the oldest turns are left out; the mark says it was kept, and the pin comes back on reopening."""
+    pytest.importorskip("llama_cpp")
+    from tests.ui.test_chat_tools import sent_messages
+
+    window = real_window()
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=N_CTX, gpu_layers=0))
+    conv = chat.store.create_conversation(system_prompt="You are terse.", sampling={"max_tokens": REPLY, "seed": 1}).id
+    chat.store.update_settings(conv, overflow="drop-oldest")
+    chat.open_conversation(conv)
+    asked = sent_messages(chat)  # the history the page hands the bridge
+    prompts: list[list] = []  # the prompts the engine got, after the overflow policy
+    client = window.bridge.client
+    generate = client.generate
+
+    def recording(messages, *more, **named):
+        prompts.append(list(messages))
+        return generate(messages, *more, **named)
+
+    client.generate = recording
+    for i in (0, 1):
+        with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+            type_and_send(qtbot, chat, _question(i))
+    first = chat.store.messages(conv)[2]
+    bubble = chat.view.bubble(first.id)
+    pin = bubble.actions["pin"]
+    assert pin.text() == "Pin" and not pin.isChecked() and bubble.pin_mark.isHidden()
+    pin.click()
+    assert chat.store.message(first.id).pinned
+    assert pin.text() == "Unpin" and pin.isChecked() and bubble.pin_mark.isVisible()
+    assert bubble.pin_mark.accessibleName() == "Pinned: always sent to the model"
+    qtbot.waitUntil(lambda: pin.width() >= pin.sizeHint().width())  # "Unpin" whole, once laid out again
+    bubble.grab().save(str(tmp_path / "pinned.png"))
+    bubble.grab().save("/tmp/pins_bubble.png")
+    past = 0
+    while past < 6:
+        i += 1
+        with qtbot.waitSignal(window.bridge.done, timeout=120_000) as done:
+            type_and_send(qtbot, chat, _question(i))
+        assert done.args[0].stats.prompt_tokens + REPLY <= N_CTX
+        prompt = prompts[-1]
+        assert prompt[0].content == "You are terse." and prompt[-1].content == _question(i)
+        assert _question(1) in [m.content for m in prompt]  # the pinned question, always sent
+        cut = next((m.context_cut for m in reversed(chat.store.messages(conv)) if m.context_cut), None)
+        past += cut is not None
+    assert i > 6 and len(asked[-1][0]) == 2 * i + 2  # the page handed the whole conversation to the rule
+    assert asked[-1][0][3].content == _question(1)
+    # the turns left out were the droppable ones around the pin: its question and answer kept, and said so
+    assert not any(m.content == _question(0) for m in prompt)
+    assert prompt[1].content == _question(1) and prompt[2].role == "assistant"
+    assert cut["start"] == 0 and cut["kept"] == [2, 3]
+    reply = next(m for m in reversed(chat.store.messages(conv)) if m.context_cut)
+    mark = chat.view.bubble(reply.id).cut_mark
+    assert mark.line.text() == f"{cut['dropped']} earlier messages not sent to the model (context full), " \
+                               "2 pinned messages kept"
+    # reopened, the pin is there
+    chat.new_conversation()
+    chat.open_conversation(conv)
+    bubble = chat.view.bubble(first.id)
+    assert bubble.pinned and not bubble.pin_mark.isHidden() and bubble.actions["pin"].text() == "Unpin"
+    bubble.actions["pin"].click()  # and it comes off
+    assert not chat.store.message(first.id).pinned and bubble.pin_mark.isHidden()
