@@ -571,7 +571,7 @@ def build_server(tools: QuantDeskTools) -> Server[Any]:
 
         try:
             result = await tools.call(params.name, dict(params.arguments or {}), progress)
-        except Exception as exc:
+        except Exception as exc:  # any tool's failure is a tool error in words the agent reads, never a lost session
             return types.CallToolResult(content=[types.TextContent(type="text", text=error_sentence(exc))],
                                         is_error=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(result))],
