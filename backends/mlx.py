@@ -285,7 +285,7 @@ class MlxBackend(Backend):
 
         cache, held = self._cache, self._cache_tokens
         self._cache, self._cache_tokens = None, []  # in use: the reply's loop puts it back
-        common = min(_shared(held, tokens), len(tokens) - 1)
+        common = min(states.shared_prefix(held, tokens), len(tokens) - 1)
         if cache is None or common == 0:
             return make_prompt_cache(self._model), 0
         extra = len(held) - common
@@ -325,22 +325,11 @@ class MlxBackend(Backend):
             return StateRestored(request_id, "", 0, 0.0, ())
         self.prepared = self.prepare(messages, sampling)
         tokens = self._prompt_ids(messages)
-        have = min(_shared(self._cache_tokens, tokens), len(tokens) - 1) if self._cache is not None else 0
+        have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
+                if self._cache is not None else 0)
         trimmable = self._cache is None or can_trim_prompt_cache(self._cache)
-        discarded: list[tuple[str, str]] = []
-        best: tuple[int, str, states.Header] | None = None
-        for path in paths:
-            try:
-                header = states.read_header(path)
-                states.check_identity(header, self._state_identity)
-            except states.StateRejected as exc:
-                discarded.append((path, str(exc)))
-                continue
-            reuse = min(_shared(header.tokens, tokens), len(tokens) - 1)  # the tokens decide, never the name
-            if not trimmable and reuse < len(header.tokens):
-                reuse = 0  # a recurrent layer's cache cannot be cut back to the shared prefix
-            if reuse > have and (best is None or reuse > best[0]):
-                best = (reuse, path, header)
+        # a recurrent layer's cache cannot be cut back to the shared prefix
+        best, discarded = states.best_state(paths, self._state_identity, tokens, have, cuttable=trimmable)
         chosen = ""
         if best is not None:
             reuse, path, header = best
@@ -600,16 +589,6 @@ def _after(prefix: Any, processor: Callable[[Any, Any], Any]) -> Callable[[Any, 
     import mlx.core as mx
 
     return lambda tokens, logits: processor(mx.concatenate([prefix, tokens]), logits)
-
-
-def _shared(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many tokens ``a`` and ``b`` start with in common."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _state_identity(folder: Path) -> dict[str, Any]:

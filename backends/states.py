@@ -47,6 +47,16 @@ def file_identity(path: str) -> dict[str, Any]:
     return {"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "head_sha256": head}
 
 
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` start with in common."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 @dataclass(frozen=True)
 class Header:
     identity: dict[str, Any]
@@ -124,3 +134,26 @@ def read_data(path: str, header: Header) -> bytearray:
     if zlib.crc32(buffer) != header.crc32:
         raise StateRejected("its bytes do not match their checksum (the file is damaged)")
     return buffer
+
+
+def best_state(paths: Sequence[str], identity: dict[str, Any], tokens: Sequence[int], have: int, cuttable: bool
+               ) -> tuple[tuple[int, str, Header] | None, list[tuple[str, str]]]:
+    """Of the saved states at ``paths``, the one that gives the prompt ``tokens`` the longest prefix beyond the
+    ``have`` tokens the engine's cache already gives it (its tokens decide, never its file's name; one token is left
+    to decode: its logits pick the reply's first): (reuse, path, header), or None; and the files refused, with why.
+    ``cuttable`` False (a recurrent state): a state counts only where it is a whole prefix of the prompt."""
+    discarded: list[tuple[str, str]] = []
+    best: tuple[int, str, Header] | None = None
+    for path in paths:
+        try:
+            header = read_header(path)
+            check_identity(header, identity)
+        except StateRejected as exc:
+            discarded.append((path, str(exc)))
+            continue
+        reuse = min(shared_prefix(header.tokens, tokens), len(tokens) - 1)
+        if not cuttable and reuse < len(header.tokens):
+            reuse = 0  # a recurrent state cannot be cut back to the shared prefix
+        if reuse > have and (best is None or reuse > best[0]):
+            best = (reuse, path, header)
+    return best, discarded

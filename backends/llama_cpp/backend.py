@@ -283,25 +283,7 @@ class LlamaCppBackend(TokenLoop):
         units = self._prompt_units(messages, sampling)
         have = self._common_prefix(units) if units else 0  # what the KV cache already gives this prompt
         recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model) or llama_cpp.llama_model_is_hybrid(llm.model))
-        discarded: list[tuple[str, str]] = []
-        best: tuple[int, str, states.Header] | None = None
-        for path in paths:
-            try:
-                header = states.read_header(path)
-                states.check_identity(header, self._state_identity)
-            except states.StateRejected as exc:
-                discarded.append((path, str(exc)))
-                continue
-            reuse = 0
-            for a, b in zip(header.tokens, units, strict=False):  # the tokens decide, never the file's name
-                if a != b:
-                    break
-                reuse += 1
-            reuse = min(reuse, len(units) - 1)  # one token is left to decode: its logits pick the reply's first
-            if recurrent and reuse < len(header.tokens):
-                reuse = 0  # a recurrent state cannot be cut back to the shared prefix
-            if reuse > have and (best is None or reuse > best[0]):
-                best = (reuse, path, header)
+        best, discarded = states.best_state(paths, self._state_identity, units, have, cuttable=not recurrent)
         chosen = ""
         if best is not None:
             reuse, path, header = best

@@ -23,6 +23,7 @@ from backends.base import Backend, GenerationError
 from backends.llama_cpp import sampling as samplers
 from backends.llama_cpp import vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
+from backends.states import shared_prefix
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -132,12 +133,7 @@ class TokenLoop(Backend):
     def _common_prefix(self, units: Sequence[int]) -> int:
         """How many of ``units`` the KV cache already holds, leaving at least one to decode (its logits pick the
         first token)."""
-        reuse = 0
-        for a, b in zip(self._kv_tokens, units, strict=False):
-            if a != b:
-                break
-            reuse += 1
-        return min(reuse, len(units) - 1)
+        return min(shared_prefix(self._kv_tokens, units), len(units) - 1)
 
     def _reuse_shifted(self, llama_cpp: ModuleType, tokens: Sequence[int], n_past: int) -> int:
         """llama-server's cache reuse (``--cache-reuse``, server-context.cpp): after the common prefix, each run of

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from backends.states import Header, StateRejected, check_identity, file_identity, read_data, read_header, write
+from backends.states import (Header, StateRejected, best_state, check_identity, file_identity, read_data, read_header,
+                             write)
 
-__all__ = ["Header", "StateRejected", "check_identity", "file_identity", "load", "read_header", "runtime_identity",
-           "save"]
+__all__ = ["Header", "StateRejected", "best_state", "check_identity", "file_identity", "load", "read_header",
+           "runtime_identity", "save"]
 
 
 def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
