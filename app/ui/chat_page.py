@@ -47,6 +47,7 @@ from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded, Me
 
 if TYPE_CHECKING:
     from app.ui.chat_tools import ChatTools, ToolStep
+    from app.hub.presets import ModelPreset
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
@@ -84,6 +85,7 @@ class ChatPage(QWidget):
         self.reply.save_problem_changed.connect(self._on_save_problem_changed)
         self._stats_chat: int | None = None  # the conversation the stats strip's figures are from
         self._reply_max_tokens = 0  # the streaming reply's max_tokens
+        self._reply_overflow = ""  # and its chat's overflow policy (the meter's warning names it)
         # the streaming reply's system prompt count (0 or 1: a stored cut's start leaves it out) and the cut before it
         self._cut_context: tuple[int, ContextCut | None] = (0, None)
         self._pending_delete: int | None = None  # deleted while its reply streamed: goes once that stops
@@ -727,15 +729,15 @@ class ChatPage(QWidget):
 
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
+        self._reply_overflow = self._overflow_of(conv, preset)
         self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
-                             (self._overflow_of(conv), previous, frozenset(i + lead for i in pins)))
+                             (self._reply_overflow, previous, frozenset(i + lead for i in pins)))
 
-    def _overflow_of(self, conv: Conversation) -> str:
+    @staticmethod
+    def _overflow_of(conv: Conversation, preset: ModelPreset | None) -> str:
         """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
-        from app.hub import presets
         from app.settings import load
 
-        preset = presets.for_model(self.loaded.model_path if self.loaded is not None else conv.model_path)
         return conv.overflow or (preset.overflow_policy() if preset is not None else None) or load().overflow
 
     @Slot(object)
@@ -852,8 +854,7 @@ class ChatPage(QWidget):
         loaded = self.loaded
         if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
             self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
-                                                  loaded.model_path,
-                                                  self._overflow_of(self.store.conversation(self.current.id)))
+                                                  loaded.model_path, self._reply_overflow)
         if done.tool_calls and self._offered and done.stats.stop_reason != "cancelled":
             if self._tool_steps < self.tools.max_steps:
                 # The reply stays under way through its tool step: Stop stops the call, Send waits.
