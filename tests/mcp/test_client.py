@@ -4,6 +4,8 @@ the ToolBox (and the other servers in it) go on working after each."""
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import sys
 from dataclasses import replace
@@ -190,7 +192,11 @@ def test_every_process_is_stopped_when_the_toolbox_closes(tmp_path):
         box.connect(mcp_servers.filesystem(tmp_path))
         pids = [p.pid for p in psutil.Process().children(recursive=True)]
         assert pids
-    time.sleep(0.2)
+    processes = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone already
+            processes.append(psutil.Process(pid))
+    psutil.wait_procs(processes, timeout=5)  # until each has ended (reaped: they are ours), a few seconds at most
     alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
 
