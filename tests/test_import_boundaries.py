@@ -230,7 +230,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("app.hub", "backends"),
     ("app.remote", "app.machine", "app.mcp"),
     ("app.engine",),
-    ("app.lab",),
+    ("app.lab", "app.documents"),  # side by side: the lab never reads documents, documents never score
     ("app.server",),  # above the lab: its MCP tools run the lab's bench and read what it measured (app/server/mcp.py)
     ("app.commands", "app.ui"),
     ("app.cli",),
