@@ -5,10 +5,31 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from app.errors import QuantDeskError
 from app.records import from_known
+
+
+class Embedder(Protocol):
+    """Embeddings of texts by one embedding model (``embedder.pool_embedder``: through the engine host)."""
+
+    model: str  # the embedding model's library path: the vectors of one model are only compared with its own
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Each text's vector, unit length, in order; an engine failure raises in words."""
+        ...
+
+
+class Reranker(Protocol):
+    """Scores of passages for a question by a reranker model (``rerank.pool_reranker``: llama.cpp's rank pooling)."""
+
+    model: str
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Each text's relevance to ``query``, in order (higher is more relevant)."""
+        ...
 
 
 class DocumentsError(QuantDeskError):
