@@ -20,10 +20,10 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from app.datatypes import Message
 from app.documents.passages import Citation, DocumentsError, Embedder, Passage, Reranker
+from app.documents.store import Collection, DocumentStore
 from app.engine.overflow import reply_room
 from app.errors import QuantDeskError
 from app.mcp.client import neutral
@@ -36,24 +36,9 @@ WHOLE_CHARS_PER_TOKEN = 8  # see _whole
 DOCUMENTS_SHARE = 3  # the passages take at most a third of the context: the conversation and the reply need the rest
 QUERY_CHARS = 2000  # the question as it is embedded: an embedding model's context is short, the start says enough
 
-INSTRUCTION = ("Passages from the user's documents are below, each under its number. Use them where they help to "
-               "answer, and cite each passage you use by its number in brackets, like [1]; say so when they do not "
-               "hold the answer.")
+INSTRUCTION = ("Passages from the user's documents follow, numbered. Answer from them where they help, and cite "
+               "each one you use by its number, like [1].")
 QUESTION = "Question: "
-
-
-class Store(Protocol):
-    """What retrieval reads of ``app.documents.store.DocumentStore``."""
-
-    def collection(self, name: str) -> Any: ...  # a Collection; DocumentsError naming it when there is none
-
-    def text_search(self, collections: Sequence[str], query: str, limit: int = 20) -> list[Any]: ...  # Hits
-
-    def vector_search(self, collections: Sequence[str], vector: Sequence[float], limit: int = 20) -> list[Any]: ...
-
-    def passages(self, chunk_ids: Sequence[int]) -> list[Passage]: ...
-
-    def collection_passages(self, collections: Sequence[str], limit: int) -> list[Passage]: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +97,7 @@ def augment(messages: Sequence[Message], retrieval: Retrieval) -> list[Message]:
     return out
 
 
-def retrieve(store: Store, collections: Sequence[str], query: str, *, budget_tokens: int,
+def retrieve(store: DocumentStore, collections: Sequence[str], query: str, *, budget_tokens: int,
              count_tokens: Callable[[str], int], embedder: Embedder | None = None,
              reranker: Reranker | None = None, k: int = 8) -> Retrieval:
     """The passages of ``collections`` for ``query`` that fit ``budget_tokens`` (see the module's docstring).
@@ -154,7 +139,7 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names)
 
 
-def _state_notes(found: Sequence[Any]) -> list[str]:
+def _state_notes(found: Sequence[Collection]) -> list[str]:
     """Sentences on collections whose search is not yet whole: still indexing, paused, still embedding, none."""
     notes = []
     for c in found:
@@ -169,7 +154,7 @@ def _state_notes(found: Sequence[Any]) -> list[str]:
     return notes
 
 
-def _whole(store: Store, names: list[str], found: Sequence[Any], budget: int,
+def _whole(store: DocumentStore, names: list[str], found: Sequence[Collection], budget: int,
            count_tokens: Callable[[str], int]) -> Retrieval | None:
     """The collections whole, in file order, when every passage fits the budget; else None (never counted for a
     collection larger than WHOLE_MAX_PASSAGES, and never pasted past the budget)."""
@@ -190,7 +175,7 @@ def _whole(store: Store, names: list[str], found: Sequence[Any], budget: int,
     return Retrieval(tuple(Citation(n, p, 1.0) for n, p in enumerate(passages, 1)), tokens, True)
 
 
-def _vector_ids(store: Store, found: Sequence[Any], query: str, embedder: Embedder | None
+def _vector_ids(store: DocumentStore, found: Sequence[Collection], query: str, embedder: Embedder | None
                 ) -> tuple[list[int], list[str]]:
     """The vector search's ranking over the collections the embedder's model embedded, and notes on the others."""
     if not query.strip():
@@ -213,14 +198,14 @@ def _vector_ids(store: Store, found: Sequence[Any], query: str, embedder: Embedd
         return [], [*notes, f"the question could not be embedded ({exc}): searched by words only"]
     if not vector or not all(math.isfinite(x) for x in vector):
         return [], [*notes, "the embedding model gave no usable vector: searched by words only"]
-    return [hit.chunk_id for hit in store.vector_search(same, vector, CANDIDATES)], notes
+    return [hit.chunk_id for hit in store.vector_search(same, vector, CANDIDATES, model=embedder.model)], notes
 
 
 def _model_name(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _reranked(store: Store, fused: list[tuple[int, float]], query: str, reranker: Reranker
+def _reranked(store: DocumentStore, fused: list[tuple[int, float]], query: str, reranker: Reranker
               ) -> tuple[list[tuple[int, float]], list[str]]:
     """The best RERANK_MAX of the merged list in the reranker's order (its scores), the rest after them in theirs."""
     head = fused[:RERANK_MAX]
