@@ -21,11 +21,12 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.datatypes import Message
+from app.datatypes import Message, SamplingSettings
 from app.documents.passages import Citation, DocumentsError, Embedder, Passage, Reranker
 from app.documents.store import Collection, DocumentStore
+from app.engine.client import EngineClientLike
 from app.engine.overflow import reply_room
-from app.errors import QuantDeskError
+from app.errors import EngineError, QuantDeskError
 from app.mcp.client import neutral
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009; what Elastic, OpenSearch and Vespa default to)
@@ -65,6 +66,49 @@ def documents_budget(n_ctx: int, prompt_tokens: int, reply_tokens: int) -> int:
         return 0
     left = n_ctx - max(0, prompt_tokens) - reply_room(n_ctx, max(0, reply_tokens))
     return max(0, min(n_ctx // DOCUMENTS_SHARE, left))
+
+
+def engine_counter(engine: EngineClientLike) -> Callable[[str], int]:
+    """A text's tokens by ``engine``'s own tokenizer (counted as a raw prompt, as the engine tokenizes a rendered
+    chat: special-token text parsed, BOS added), in its turn after what was sent before. An engine that cannot
+    count (a remote server) is bounded by the text's UTF-8 bytes instead, which no tokenizer's count passes (a
+    byte-level BPE or SentencePiece's byte fallback take at most a token a byte): fewer passages, never too many."""
+    counts = True
+
+    def count(text: str) -> int:
+        nonlocal counts
+        if counts:
+            try:
+                return engine.count_tokens(text)
+            except EngineError as exc:
+                if exc.kind != "unavailable":
+                    raise
+                counts = False
+        return len(text.encode("utf-8")) + 1
+
+    return count
+
+
+def with_documents(engine: EngineClientLike, store: DocumentStore, collections: Sequence[str],
+                   messages: Sequence[Message], sampling: SamplingSettings, n_ctx: int, *,
+                   embedder: Embedder | None = None, reranker: Reranker | None = None, k: int = 8
+                   ) -> tuple[list[Message], Retrieval]:
+    """One question's turn with documents, as the Chat, ``quantdesk chat --docs`` and the server take it: the last
+    user message is the question; the conversation as it will be sent (after the overflow policy) is counted by
+    the engine, the passages get ``documents_budget`` of what is left, and the messages to send carry them
+    (``augment``). Raises DocumentsError naming a collection that is not there."""
+    question = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    count = engine_counter(engine)
+    try:
+        prompt_tokens = engine.count_tokens(list(messages), sampling)
+    except EngineError as exc:
+        if exc.kind != "unavailable":
+            raise
+        prompt_tokens = sum(count(m.content) for m in messages) + 8 * len(messages)  # the template's markers
+    budget = documents_budget(n_ctx, prompt_tokens, sampling.max_tokens)
+    retrieval = retrieve(store, collections, question, budget_tokens=budget, count_tokens=count,
+                         embedder=embedder, reranker=reranker, k=k)
+    return augment(messages, retrieval), retrieval
 
 
 def fuse(*rankings: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:
@@ -239,4 +283,5 @@ def _fit(passages: Sequence[Passage], scores: dict[int, float], budget: int, cou
     return chosen
 
 
-__all__ = ["Retrieval", "augment", "documents_budget", "fuse", "passages_block", "retrieve", "DocumentsError"]
+__all__ = ["DocumentsError", "Retrieval", "augment", "documents_budget", "engine_counter", "fuse", "passages_block",
+           "retrieve", "with_documents"]
