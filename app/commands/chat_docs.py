@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.datatypes import Done, Message, SamplingSettings
-from app.documents.passages import Embedder
+from app.documents.passages import DocumentsError, Embedder
 from app.documents.retrieve import Retrieval, with_documents
 from app.documents.store import DocumentStore
 
@@ -42,8 +42,6 @@ class TerminalDocuments:
         store = DocumentStore()
         try:
             if not names:
-                from app.documents.passages import DocumentsError
-
                 raise DocumentsError("--docs names no collection", "see `quantdesk docs ls`")
             found = [store.collection(name) for name in names]
         except BaseException:
@@ -70,7 +68,12 @@ class TerminalDocuments:
         from app.engine.pool import ModelPool, PoolLimits
 
         self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
-        self._embedder = pool_embedder(self._pool, self._embed_model)
+        try:
+            self._embedder = pool_embedder(self._pool, self._embed_model)
+        except DocumentsError as exc:  # its file is gone: the words still find passages (retrieve's note says so)
+            if not self.quiet:
+                print(f"note: {exc}", file=sys.stderr)
+            self._embed_model = None
         return self._embedder
 
     def wrap(self, reply: Reply) -> Reply:

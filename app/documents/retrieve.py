@@ -228,7 +228,7 @@ def _vector_ids(store: DocumentStore, found: Sequence[Collection], query: str, e
     if not wanted:
         return [], []
     if embedder is None:
-        return [], [f"{_names([c.name for c in wanted])}: the embedding model is not loaded here, so searched by "
+        return [], [f"{_names([c.name for c in wanted])}: its embedding model cannot be used here, so searched by "
                     "words only"]
     same = [c.name for c in wanted if c.embed_model == embedder.model]
     other = [c.name for c in wanted if c.embed_model != embedder.model]
