@@ -1,0 +1,83 @@
+"""A reranker GGUF as the documents' ``Reranker``: passages scored for a question through the one model pool.
+
+A reranker is a GGUF whose header declares llama.cpp's rank pooling (``app.models.metadata.model_pooling`` says
+"rank"; Qwen3-Reranker, bge-reranker as convert_hf_to_gguf writes them). Its engine host answers ``rerank`` requests
+(app/engine/protocol.py ``RerankRequest``; backends/llama_cpp/rerank.py formats the question and each passage as
+llama-server's ``/rerank`` does). ``pool_reranker`` holds the model in the ``ModelPool`` for each call only, as the
+embedder does, so the pool's budget and idle unloads see it like any other model. ``find_reranker`` picks the
+library's reranker, if it has one: retrieval reranks with it, and does without when there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.datatypes import LoadSettings
+from app.documents.passages import DocumentsError, Reranker
+
+if TYPE_CHECKING:
+    from app.engine.pool import ModelPool
+    from app.hub.library import Library
+
+# The context a reranker loads with (or the model's own, when shorter): a question and one passage (the chunker's
+# 1,200 characters) with the rerank template come to some hundreds of tokens; llama.cpp reads each pair in one batch
+# as large as this context (backends/llama_cpp/rerank.py).
+RERANK_CTX = 4096
+
+
+@dataclass
+class PoolReranker:
+    """``Reranker`` through a ``ModelPool``: the model acquired (loaded if it is not) for each call, released after."""
+
+    pool: ModelPool
+    model: str
+    settings: LoadSettings
+    estimate_bytes: int = 0
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Each text's relevance to ``query``, in order; an engine refusal (a passage longer than the reranker reads,
+        a model that is no reranker) raises EngineError in words."""
+        if not texts:
+            return []
+        held = self.pool.acquire(self.model, self.settings, estimate_bytes=self.estimate_bytes)
+        try:
+            return list(held.client.rerank(query, list(texts)).scores)
+        finally:
+            self.pool.release(held)
+
+
+def pool_reranker(pool: ModelPool, model_path: str, *, settings: LoadSettings | None = None) -> Reranker:
+    """The reranker GGUF at ``model_path`` through ``pool``. DocumentsError, in words, for a model that is no
+    reranker (a chat or embedding model: its GGUF declares no rank pooling) or cannot be read."""
+    from app.errors import QuantDeskError
+    from app.models.metadata import read_model
+
+    try:
+        meta = read_model(model_path)
+    except QuantDeskError as exc:
+        raise DocumentsError(f"the reranker {model_path} cannot be read: {exc}") from None
+    if meta.pooling != "rank":
+        what = f"an embedding model ({meta.pooling} pooling)" if meta.pooling else "a chat model (no pooling)"
+        raise DocumentsError(f"{meta.name or model_path} is not a reranker: its GGUF declares {what}, not rank "
+                             "pooling", "choose a reranker GGUF (quantdesk inspect shows its pooling: rank)")
+    if settings is None:
+        n_ctx = min(RERANK_CTX, meta.context_length) if meta.context_length else RERANK_CTX
+        settings = LoadSettings(n_ctx=n_ctx)
+    return PoolReranker(pool, model_path, settings, meta.weights_bytes)
+
+
+def rerankers(library: Library | None = None) -> list[str]:
+    """The paths of the library's reranker GGUFs (rank pooling), in the library's order (the oldest first)."""
+    from app.hub.library import Library
+    from app.models.metadata import model_pooling
+
+    entries = (library or Library()).entries(refresh=False)
+    return [e.path for e in entries if e.format == "gguf" and model_pooling(e.path) == "rank"]
+
+
+def find_reranker(library: Library | None = None) -> str | None:
+    """The library's reranker GGUF (the first added, when it holds several), or None when it has none."""
+    found = rerankers(library)
+    return found[0] if found else None
