@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from app.hub.library import Library
 
 # The context a reranker loads with (or the model's own, when shorter): a question and one passage (the chunker's
-# 1,200 characters) with the rerank template come to some hundreds of tokens; llama.cpp reads each pair in one batch
-# as large as this context (backends/llama_cpp/rerank.py).
-RERANK_CTX = 4096
+# 1,200 characters) with the rerank template come to some hundreds of tokens; llama.cpp reads the pairs in batches as
+# large as this context (backends/llama_cpp/rerank.py MAX_BATCH), several pairs to a batch.
+RERANK_CTX = 2048
 
 
 @dataclass

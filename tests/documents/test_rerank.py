@@ -177,3 +177,19 @@ def test_quantdesk_ls_and_inspect_tell_a_reranker_from_an_embedding_model(tiny_r
     by_path = {m["path"]: m["pooling"] for m in json.loads(capsys.readouterr().out)["models"]}
     assert by_path == {str(tiny_reranker_model): "rank", str(tiny_embedding_model): "mean",
                        str(tiny_models.gguf_f16): None}
+
+
+def test_without_a_rerank_template_the_question_and_passage_are_joined_as_llama_server_joins_them(
+        tiny_reranker_without_template):
+    """llama-server's format_prompt_rerank without a template: [BOS] query [EOS] [SEP] doc [EOS], each special token
+    where the vocabulary adds one; this vocabulary adds none (as its GGUF says), so the pair is the two texts' tokens."""
+    from tests.fixtures.models import TINY_RERANKER, build_tokenizer
+
+    tokenizer = build_tokenizer(TINY_RERANKER)
+    with EngineClient() as client:
+        client.load(tiny_reranker_without_template, LoadSettings(n_ctx=512))
+        assert client.loaded.details["rerank_template"] == "none"
+        reranked = client.rerank(QUERY, DOCS[:2])
+        expected = sum(len(tokenizer.encode(QUERY).ids) + len(tokenizer.encode(doc).ids) for doc in DOCS[:2])
+        assert reranked.prompt_tokens == expected
+        assert len(reranked.scores) == 2 and reranked.scores[0] != reranked.scores[1]
