@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from app.datatypes import LoadSettings
 from app.documents.passages import DocumentsError, Reranker
+from app.errors import EngineError
 
 if TYPE_CHECKING:
     from app.engine.pool import ModelPool
@@ -35,15 +36,36 @@ class PoolReranker:
     model: str
     settings: LoadSettings
     estimate_bytes: int = 0
+    cut: int = 0  # passages cut to fit the reranker (counted for the tests and the log)
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
-        """Each text's relevance to ``query``, in order; an engine refusal (a passage longer than the reranker reads,
-        a model that is no reranker) raises EngineError in words."""
+        """Each text's relevance to ``query``, in order. A passage longer than the reranker reads with the question
+        is scored by its first part (cut on the engine's word, as the embedder cuts); the engine's other refusals
+        (a model that is no reranker, a question longer than the reranker reads) raise EngineError in words."""
         if not texts:
             return []
+        try:
+            return self._call(query, list(texts))
+        except EngineError as exc:
+            if exc.kind != "context":
+                raise
+        self._call(query, ["."])  # raises (in words) where the question itself is too long: no passage would fit
+        return [self._one(query, text) for text in texts]  # which passage is too long: each alone, cut until it fits
+
+    def _one(self, query: str, text: str) -> float:
+        while True:
+            try:
+                return self._call(query, [text])[0]
+            except EngineError as exc:
+                if exc.kind != "context" or len(text) <= 16:
+                    raise
+                self.cut += 1
+                text = text[:len(text) * 3 // 4]
+
+    def _call(self, query: str, texts: list[str]) -> list[float]:
         held = self.pool.acquire(self.model, self.settings, estimate_bytes=self.estimate_bytes)
         try:
-            return list(held.client.rerank(query, list(texts)).scores)
+            return list(held.client.rerank(query, texts).scores)
         finally:
             self.pool.release(held)
 

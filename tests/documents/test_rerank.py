@@ -125,8 +125,19 @@ def test_pool_reranker_holds_the_model_for_each_call_only(tiny_reranker_model, p
     for score, engine_score in zip(scores, rerank_engine.rerank(QUERY, DOCS).scores, strict=True):
         assert math.isclose(score, engine_score, abs_tol=1e-3)  # the same model and input, another host
     assert reranker.rerank(QUERY, []) == []
-    with pytest.raises(EngineError, match="tokens together"):
-        reranker.rerank(QUERY, ["word " * 5000])
+    assert pool.models()[0].users == 0
+
+
+def test_pool_reranker_scores_a_passage_too_long_by_its_first_part_and_refuses_a_question_too_long(
+        tiny_reranker_model, pool):
+    reranker = pool_reranker(pool, str(tiny_reranker_model), settings=LoadSettings(n_ctx=512))
+    long_passage = DOCS[0] + " " + "word " * 2000
+    scores = reranker.rerank(QUERY, [DOCS[1], long_passage, DOCS[2]])
+    assert len(scores) == 3 and reranker.cut > 0
+    assert math.isclose(scores[0], reranker.rerank(QUERY, [DOCS[1]])[0], abs_tol=1e-3)  # the others as before
+    with pytest.raises(EngineError, match="tokens together, but this reranker reads at most 512") as refused:
+        reranker.rerank("why? " * 2000, DOCS)
+    assert refused.value.kind == "context"
     assert pool.models()[0].users == 0  # released after a refusal too
 
 
