@@ -127,3 +127,25 @@ def test_anthropics_messages_cite_the_collection_too(serve, docs_engine):
             claude.messages.create(model=model_id(docs_engine.loaded.model_path), max_tokens=5,
                                    messages=[{"role": "user", "content": QUESTION}],
                                    extra_body={"quantdesk": {"documents": ["handbook"]}})
+
+
+def test_the_librarys_reranker_orders_the_passages_through_the_routers_pool(serve, docs_engine, tiny_reranker_model):
+    from app.hub.library import Library
+
+    Library().import_path(tiny_reranker_model, copy=False)
+    with DocumentStore() as store:
+        store.create_collection("big")
+        store.store_file("big", "/big.txt", size=10, mtime_ns=1, sha256="b", pages=0, chunks=[
+            Chunk(f"Section {i}: the pump's valve {i} is checked yearly, and the button {i} is pressed. " * 3, i,
+                  line=1 + 9 * i) for i in range(40)])
+    server = serve(docs_engine)
+    reply = openai_on(server).chat.completions.create(
+        model=model_id(docs_engine.loaded.model_path), max_tokens=3, temperature=0,
+        messages=[{"role": "user", "content": "pump button"}], extra_body={"quantdesk": {"documents": ["big"]}})
+    citations = reply.model_extra["quantdesk"]["citations"]
+    assert len(citations) >= 2
+    with EngineClient() as reranker:
+        reranker.load(tiny_reranker_model, LoadSettings(n_ctx=2048))
+        own = reranker.rerank("pump button", [c["text"] for c in citations]).scores
+    assert [c["score"] for c in citations] == pytest.approx(list(own), abs=1e-4)
+    assert str(tiny_reranker_model) in [m.path for m in server.app.state.openai.pool.models.models()]
