@@ -1,8 +1,9 @@
 """``quantdesk docs add | ls | index | search | rm``: the user's document collections (app/documents), the CLI twin of
 the Documents page. ``add`` makes a collection of a folder (watched: the app picks up new, changed and deleted
 files) or of files added by hand; ``index`` indexes it now, in this process (progress on stderr, the report at the
-end); ``search`` finds passages by their words and, where the collection is embedded, by their meaning (the two
-rankings merged as ``retrieve`` merges them). Nothing leaves the machine."""
+end); ``search`` finds passages by their words and, where the collection is embedded, by their meaning, as
+``retrieve.search`` ranks them (the two rankings merged, the library's reranker where it has one). Nothing leaves
+the machine."""
 
 from __future__ import annotations
 
@@ -276,48 +277,43 @@ def run_index(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace) -> int:
     from app.documents.embedder import pool_embedder
     from app.documents.passages import DocumentsError
-    from app.documents.retrieve import fuse
-    from app.errors import QuantDeskError
+    from app.documents.rerank import find_reranker, pool_reranker
+    from app.documents.retrieve import search
 
     names = list(dict.fromkeys(n.strip() for n in args.name.split(",") if n.strip()))
     if args.k < 1:
         raise DocumentsError("-k takes a whole number of passages from 1 up")
     store = _store()
     pool = None
-    notes: list[str] = []
     try:
         found = [store.collection(name) for name in names]
-        text_ids = [h.chunk_id for h in store.text_search(names, args.query, args.k * 4)]
-        vector_ids: list[int] = []
+        # the question embedded by the first embedded collection's model (retrieve says which others it could not
+        # search by meaning); the library's reranker orders the passages where there is one
         model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
-        if model is not None:
-            try:
-                pool = _embedding_pool()
-                vector = pool_embedder(pool, model).embed([args.query])[0]
-                vector_ids = [h.chunk_id for h in store.vector_search(names, vector, args.k * 4, model=model)]
-            except QuantDeskError as exc:
-                notes.append(f"searched by words only: {exc}")
-        for c in found:
-            if c.files > c.indexed + c.failed:
-                notes.append(f"{c.name} is not fully indexed: {c.indexed} of {c.files} files")
-        ranked = fuse(text_ids, vector_ids)[:args.k]
-        scores = dict(ranked)
-        passages = store.passages([chunk_id for chunk_id, _ in ranked])
+        reranker_model = find_reranker()
+        embedder = reranker = None
+        if model is not None or reranker_model is not None:
+            pool = _embedding_pool()
+            embedder = pool_embedder(pool, model) if model is not None and Path(model).is_file() else None
+            reranker = pool_reranker(pool, reranker_model) if reranker_model is not None else None
+        result = search(store, [c.name for c in found], args.query, embedder=embedder, reranker=reranker,
+                        limit=args.k)
     finally:
         if pool is not None:
             pool.close()
         store.close()
+    notes = list(result.notes)
     if args.json:
         print(json.dumps({"passages": [{"chunk_id": p.chunk_id, "collection": p.collection, "path": p.path,
                                         "page": p.page, "heading": p.heading, "line": p.line, "where": p.where,
-                                        "score": scores[p.chunk_id], "text": p.text} for p in passages],
+                                        "score": score, "text": p.text} for p, score in result.passages],
                           "notes": notes}, indent=1, ensure_ascii=False))
         return 0
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if not passages:
+    if not result.passages:
         print("no passage matches")
-    for n, p in enumerate(passages, 1):
+    for n, (p, _score) in enumerate(result.passages, 1):
         text = " ".join(p.text.split())
         print(f"[{n}] {p.where} ({p.path})\n    {text[:300]}{'…' if len(text) > 300 else ''}")
     return 0
