@@ -317,7 +317,7 @@ def _embed(run: _Run, store: DocumentStore, name: str, embedder: Embedder, model
 
 class Indexer:
     """One daemon thread that indexes every collection, one at a time, in the order asked; watched folders scanned
-    again every ``watch_every_s`` seconds (None: only when asked). ``make_embedder(model_path)`` gives the
+    again every ``watch_every_s`` seconds (None or 0: only when asked). ``make_embedder(model_path)`` gives the
     collection's embedder (``embedder.pool_embedder`` over the app's pool); None, or a model that cannot be had: text
     search only, and the progress says why. Progress reaches ``on_progress`` on the indexer's thread."""
 
@@ -327,7 +327,8 @@ class Indexer:
         self.store = store
         self.make_embedder = make_embedder
         self.on_progress = on_progress
-        self.watch_every_s = watch_every_s
+        # Settings' documents_watch_seconds: 0 is "only when asked", as None
+        self.watch_every_s = watch_every_s if watch_every_s is not None and watch_every_s > 0 else None
         self.max_bytes = max_bytes
         self.max_files = max_files
         self._wake = threading.Condition()

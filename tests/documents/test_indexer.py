@@ -262,6 +262,21 @@ def test_a_watched_folder_picks_up_new_changed_and_deleted_files(store, tmp_path
     assert indexer.last["docs"].state == "done"
 
 
+def test_a_watch_of_zero_seconds_scans_only_when_asked(store, tmp_path):
+    folder = _folder(tmp_path)
+    store.create_collection("docs", folder=folder)
+    indexer = Indexer(store, None, watch_every_s=0).start()  # Settings' documents_watch_seconds = 0
+    try:
+        assert indexer.wait_idle(30) and store.collection("docs").indexed == 4
+        (folder / "later.txt").write_text("Written later, about flanges.\n")
+        time.sleep(0.6)
+        assert store.text_search(["docs"], "flanges") == [] and not indexer.busy()
+        indexer.index("docs")
+        assert indexer.wait_idle(30) and store.text_search(["docs"], "flanges") != []
+    finally:
+        indexer.close()
+
+
 def test_the_indexer_survives_a_collection_removed_while_it_runs(store, tmp_path):
     folder = tmp_path / "many"
     folder.mkdir()
