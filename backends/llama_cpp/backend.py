@@ -100,7 +100,7 @@ class LlamaCppBackend(TokenLoop):
         if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
             kwargs["embedding"] = True
         if self._pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
-            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.MAX_BATCH)  # the context
+            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.RERANK_UBATCH)  # the context
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         try:
