@@ -271,8 +271,8 @@ class LlamaCppBackend(TokenLoop):
 
     def rerank(self, request_id: str, query: str, texts: Sequence[str]) -> Reranked:
         """Each text's score for ``query`` by a reranker GGUF (rank pooling), in order, as llama-server's /rerank
-        makes them (rerank.py): the question and each text in the model's rerank template, as many to one batch as
-        fit."""
+        makes them (rerank.py): the question and each text in the GGUF's rerank template (else joined by the
+        vocabulary's special tokens), as many pairs to one batch as fit."""
         import llama_cpp
 
         llm = self._loaded()
