@@ -1,0 +1,137 @@
+"""``quantdesk chat --docs NAME[,NAME]``: each question answered with passages of the user's collections
+(app/documents/retrieve.py). Before each reply the question retrieves (its words and, where a collection is
+embedded, its meaning: the question embedded by the collection's embedding model in an engine host of the one pool
+machinery), the passages go into the message the engine reads (the history keeps the question as typed), and the
+citations follow the reply ("[1] guide.pdf, page 3"; ``--json``: ``citations``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.datatypes import Done, Message, SamplingSettings
+from app.documents.passages import DocumentsError, Embedder, Reranker
+from app.documents.retrieve import Retrieval, with_documents
+from app.documents.store import DocumentStore
+
+Reply = Callable[[Any, list[Message], SamplingSettings, Any], Done]
+
+
+def collections_of(text: str) -> list[str]:
+    """The names ``--docs`` lists, comma-separated, each once."""
+    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+
+
+class TerminalDocuments:
+    """The collections of one ``quantdesk chat`` run, its embedder and the last question's retrieval."""
+
+    def __init__(self, store: DocumentStore, names: list[str], *, quiet: bool = False) -> None:
+        self.store, self.names, self.quiet = store, names, quiet
+        self.n_ctx = 0  # the chat model's context, once it is loaded
+        self.retrieval = Retrieval()
+        self._pool: Any = None
+        self._embedder: Embedder | None = None
+        self._embed_model: str | None = None
+        self._reranker: Reranker | None = None
+        self._reranker_model: str | None = None
+
+    @classmethod
+    def start(cls, args: argparse.Namespace) -> TerminalDocuments:
+        """The collections --docs names, checked before any engine starts (a name that is none is a sentence)."""
+        names = collections_of(args.docs)
+        store = DocumentStore()
+        try:
+            if not names:
+                raise DocumentsError("--docs names no collection", "see `quantdesk docs ls`")
+            found = [store.collection(name) for name in names]
+        except BaseException:
+            store.close()
+            raise
+        docs = cls(store, [c.name for c in found], quiet=bool(args.json))
+        # the first embedded collection's model embeds the question; a collection of another model is searched by
+        # its words (retrieve says so)
+        docs._embed_model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
+        from app.documents.rerank import find_reranker
+
+        docs._reranker_model = find_reranker()  # the library's reranker, if it has one
+        return docs
+
+    def loaded(self, n_ctx: int) -> None:
+        self.n_ctx = n_ctx
+        if not self.quiet:
+            reranked = f" (reranked by {Path(self._reranker_model).name})" if self._reranker_model else ""
+            print(f"documents: {', '.join(self.names)}{reranked}", file=sys.stderr)
+
+    def _engines(self) -> Any:
+        """The pool the embedding model and the reranker load into (each in an engine host of its own, loaded on
+        first use and kept for the next question; closed with the chat)."""
+        if self._pool is None:
+            from app import machine
+            from app.engine.pool import ModelPool, PoolLimits
+
+            self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
+        return self._pool
+
+    def embedder(self) -> Embedder | None:
+        """The question's embedder: the collections' embedding model (see _engines)."""
+        if self._embed_model is None or self._embedder is not None:
+            return self._embedder
+        from app.documents.embedder import pool_embedder
+
+        try:
+            self._embedder = pool_embedder(self._engines(), self._embed_model)
+        except DocumentsError as exc:  # its file is gone: the words still find passages (retrieve's note says so)
+            if not self.quiet:
+                print(f"note: {exc}", file=sys.stderr)
+            self._embed_model = None
+        return self._embedder
+
+    def reranker(self) -> Reranker | None:
+        """The library's reranker (see _engines), None when it has none."""
+        if self._reranker_model is None or self._reranker is not None:
+            return self._reranker
+        from app.documents.rerank import pool_reranker
+
+        try:
+            self._reranker = pool_reranker(self._engines(), self._reranker_model)
+        except DocumentsError as exc:  # not readable: the passages go in the search's order
+            if not self.quiet:
+                print(f"note: {exc}", file=sys.stderr)
+            self._reranker_model = None
+        return self._reranker
+
+    def wrap(self, reply: Reply) -> Reply:
+        """``reply`` with the question's passages in the messages it sends (each reply of a tool loop's turn
+        retrieves for the same question again, within what the turn's messages leave)."""
+        def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
+            sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
+                                                  embedder=self.embedder(), reranker=self.reranker())
+            if not self.quiet:
+                for note in self.retrieval.notes:
+                    print(f"note: {note}", file=sys.stderr)
+            return reply(client, sent, sampling, printer)
+
+        return answer
+
+    def citation_lines(self) -> list[str]:
+        return [f"[{c.number}] {c.passage.where}" for c in self.retrieval.citations]
+
+    def print_citations(self) -> None:
+        """After a printed reply: the passages it was given, as the reply cites them."""
+        if lines := self.citation_lines():
+            print("\n".join(lines))
+
+    def described(self) -> dict[str, Any]:
+        """For --json: the citations, and the documents' share of the prompt."""
+        r = self.retrieval
+        return {"citations": [c.to_dict() for c in r.citations],
+                "documents": {"collections": self.names, "tokens": r.tokens, "whole": r.whole,
+                              "notes": list(r.notes)}}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self.store.close()
