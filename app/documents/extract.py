@@ -202,8 +202,7 @@ class _Builder:
     """Lines gathered into a section under one heading; cut at a blank line past ``SECTION_CHARS``, hard at twice
     it, and before a continued line (so each section's ``line`` plus its newlines is every line's number)."""
 
-    def __init__(self, numbered: bool = True) -> None:
-        self.numbered = numbered
+    def __init__(self) -> None:
         self.heading = ""
         self.lines: list[str] = []
         self.size = 0
@@ -222,7 +221,7 @@ class _Builder:
     def flush(self) -> Iterator[Section]:
         text = "\n".join(self.lines)
         if text.strip():
-            yield Section(text, heading=self.heading, line=self.start if self.numbered else None)
+            yield Section(text, heading=self.heading, line=self.start)
         self.lines, self.size, self.start = [], 0, None
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -62,14 +61,26 @@ def embedding_model(real: bool) -> Path:
 
 # --- the child: one indexing (or one import) measured from inside -------------------------------------------------
 
+def peak_rss(pid: int | str = "self") -> int:
+    """A process's peak resident memory, VmHWM (Linux). Not ru_maxrss: Linux carries the parent's peak over an
+    exec into the child's, so a child of this (large) parent would report the parent's memory."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
+
+
 def child(mode: str, folder: str, model: str, threads: int) -> None:
+    """``import``: only what the indexing imports; ``store``: index_collection without an embedding model (scan,
+    extract, chunk, store); ``index``: with the tiny embedding model through a pool; ``extract``: extraction and
+    chunking alone (before the indexer landed). Prints one JSON line."""
+    import psutil
+
     import app.documents.chunk  # noqa: F401 - what the indexing imports, for the import-only baseline
     import app.documents.extract  # noqa: F401
     import app.engine.pool  # noqa: F401
 
     out: dict[str, float | int | str] = {}
     start = time.perf_counter()
-    if mode == "index":
+    if mode in ("store", "index"):
         from app.datatypes import LoadSettings
         from app.documents.embedder import pool_embedder
         from app.documents.indexer import index_collection
@@ -80,12 +91,16 @@ def child(mode: str, folder: str, model: str, threads: int) -> None:
             store = DocumentStore(Path(tmp) / "documents.sqlite3")
             pool = ModelPool()
             try:
-                store.create_collection("bench", folder=Path(folder), embed_model=model)
-                embedder = pool_embedder(pool, model, settings=LoadSettings(n_ctx=2048, threads=threads))
+                embedder = None
+                if mode == "index":
+                    embedder = pool_embedder(pool, model, settings=LoadSettings(n_ctx=2048, threads=threads))
+                store.create_collection("bench", folder=Path(folder), embed_model=model if embedder else None)
                 progress = index_collection(store, "bench", embedder)
                 collection = store.collection("bench")
                 out.update(state=progress.state, pages=progress.pages, chunks=collection.chunks,
                            embedded=collection.embedded, failed=collection.failed, files=collection.files)
+                engines = [peak_rss(p.pid) for p in psutil.Process().children(recursive=True) if p.is_running()]
+                out["engine_peak"] = max(engines, default=0)
             finally:
                 pool.close()
                 store.close()
@@ -93,8 +108,7 @@ def child(mode: str, folder: str, model: str, threads: int) -> None:
         pages, count = extract_all(sorted(Path(folder).glob("*.pdf")))
         out.update(pages=pages, chunks=count)
     out["seconds"] = time.perf_counter() - start
-    out["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-    out["children_maxrss"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    out["peak"] = peak_rss()
     print(json.dumps(out))
 
 
@@ -136,6 +150,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--real", action="store_true", help="embed with a real-shaped model too (SmolLM2-135M's)")
     parser.add_argument("--real-chunks", type=int, default=200, help="chunks the real-shaped model embeds")
+    parser.add_argument("--no-index-embedding", action="store_true",
+                        help="leave out the child that indexes with embeddings (the longest part)")
+    parser.add_argument("--no-embedding", action="store_true", help="leave out the embedding-alone figures")
     parser.add_argument("--child", nargs=4, metavar=("MODE", "FOLDER", "MODEL", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -174,6 +191,8 @@ def main() -> None:
         if not have("app.documents.embedder"):
             print("(app.documents.embedder is not here yet: no embedding figures)")
             models.clear()
+        if args.no_embedding:
+            models.clear()
         for name, model in models.items():
             some = texts if name == "tiny" else texts[: args.real_chunks]
             rates = [embed_rate(model, some, args.threads) for _ in range(args.rounds)]
@@ -183,36 +202,43 @@ def main() -> None:
                   f"   ({len(some)} chunks of {statistics.mean(map(len, some)):.0f} characters, "
                   f"{int(best['dims'])} dims, load {best['load']:.1f} s, median {best['seconds']:.2f} s)")
 
-        # the whole indexing (or extraction alone), in a child: its peak memory
+        # the whole indexing, in children: their peak memory
         indexing = have("app.documents.indexer")
-        mode = "index" if indexing else "extract"
-        if not indexing:
-            print("\n(app.documents.indexer is not here yet: the child extracts and chunks only, nothing stored)")
         tiny = embedding_model(False)
+        if indexing:
+            plan = [("store", tenth, "a tenth, no embedding"), ("store", root / "all", "all, no embedding"),
+                    ("index", root / "all", "all, tiny embedding model")]
+        else:
+            print("\n(app.documents.indexer is not here yet: the children extract and chunk only, nothing stored)")
+            plan = [("extract", tenth, "a tenth, extraction only"), ("extract", root / "all", "all, extraction only")]
         baseline = run_child("import", root / "all", tiny, args.threads)
-        runs = {"all": [], "tenth": []}
+        runs: dict[str, list[dict[str, float]]] = {label: [] for _, _, label in plan}
         for _ in range(args.rounds):
-            runs["tenth"].append(run_child(mode, tenth, tiny, args.threads))
-            runs["all"].append(run_child(mode, root / "all", tiny, args.threads))
-        print(f"\n{'child (' + mode + ', tiny model)':<32} {'files':>6} {'pages':>6} {'chunks':>7} {'s':>7} "
-              f"{'pages/s':>8} {'peak RSS':>9} {'engine RSS':>11}")
-        print(f"{'imports only':<32} {'':>6} {'':>6} {'':>7} {baseline['seconds']:7.2f} {'':>8} "
-              f"{baseline['maxrss'] / MIB:7.0f} M {'':>11}")
-        for key, label in (("tenth", "a tenth of the files"), ("all", "all the files")):
-            row = runs[key]
+            for mode, folder, label in plan:
+                if mode == "index" and args.no_index_embedding:
+                    continue
+                runs[label].append(run_child(mode, folder, tiny, args.threads))
+        print(f"\n{'child process':<28} {'files':>6} {'pages':>6} {'chunks':>7} {'s':>8} {'pages/s':>8} "
+              f"{'peak RSS':>9} {'engine peak':>12}")
+        print(f"{'imports only':<28} {'':>6} {'':>6} {'':>7} {baseline['seconds']:8.2f} {'':>8} "
+              f"{baseline['peak'] / MIB:7.0f} M")
+        for (mode, folder, label) in plan:
+            row = runs[label]
+            if not row:
+                continue
             seconds = statistics.median(r["seconds"] for r in row)
-            peak = max(r["maxrss"] for r in row)
-            engine = max(r["children_maxrss"] for r in row)
             last = row[-1]
-            files_n = last.get("files", len(list((root / key).glob("*.pdf"))))
-            print(f"{label:<32} {files_n:>6} {int(last['pages']):>6} {int(last['chunks']):>7} {seconds:7.2f} "
-                  f"{last['pages'] / seconds:8.0f} {peak / MIB:7.0f} M "
-                  f"{(f'{engine / MIB:9.0f} M' if engine else ''):>11}")
-            if indexing and (last.get("failed") or last.get("state") != "done"):
+            engine = max(r.get("engine_peak", 0) for r in row)
+            files_n = int(last.get("files", len(list(folder.glob("*.pdf")))))
+            print(f"{label:<28} {files_n:>6} {int(last['pages']):>6} {int(last['chunks']):>7} {seconds:8.2f} "
+                  f"{last['pages'] / seconds:8.1f} {max(r['peak'] for r in row) / MIB:7.0f} M "
+                  f"{(f'{engine / MIB:10.0f} M' if engine else ''):>12}")
+            if mode != "extract" and (last.get("failed") or last.get("state") != "done"):
                 print(f"  !! {last}")
-        growth = (max(r["maxrss"] for r in runs["all"]) - max(r["maxrss"] for r in runs["tenth"])) / MIB
-        print(f"peak memory from a tenth of the files to all of them: {growth:+.0f} MiB")
-
+        labels = [label for _, _, label in plan[:2]]
+        if all(runs[label] for label in labels):
+            growth = (max(r["peak"] for r in runs[labels[1]]) - max(r["peak"] for r in runs[labels[0]])) / MIB
+            print(f"peak memory from a tenth of the files to all of them: {growth:+.1f} MiB")
 
 if __name__ == "__main__":
     main()
