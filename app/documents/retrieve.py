@@ -35,6 +35,7 @@ RERANK_MAX = 24  # how many of the merged list a reranker reads (each is one seq
 WHOLE_MAX_PASSAGES = 400  # a collection of more chunks than this is never counted for sending whole
 WHOLE_CHARS_PER_TOKEN = 8  # see _whole
 DOCUMENTS_SHARE = 3  # the passages take at most a third of the context: the conversation and the reply need the rest
+MISSES = 3  # passages in a row that did not fit the room left: the rest are not counted (each count is an engine call)
 QUERY_CHARS = 2000  # the question as it is embedded: an embedding model's context is short, the start says enough
 
 INSTRUCTION = ("Passages from the user's documents follow, numbered. Answer from them where they help, and cite "
@@ -299,17 +300,22 @@ def _reranked(store: DocumentStore, fused: list[tuple[int, float]], query: str, 
 def _fit(ranked: Sequence[tuple[Passage, float]], budget: int, count_tokens: Callable[[str], int],
          k: int) -> list[tuple[Passage, float]]:
     """Up to ``k`` passages in the order given that fit ``budget`` together: each counted on its own (the
-    instruction once), one that does not fit is passed over for the next; then the block is counted whole and the
-    last passages dropped while it is over (a tokenizer may join text across the seams)."""
+    instruction once), one that does not fit is passed over for the next, until MISSES in a row did not; then the
+    block is counted whole and the last passages dropped while it is over (a tokenizer may join text across the
+    seams)."""
     chosen: list[tuple[Passage, float]] = []
     used = count_tokens(passages_block([]))
+    misses = 0
     for passage, score in ranked:
-        if len(chosen) >= k:
+        if len(chosen) >= k or misses >= MISSES:
             break
         cost = count_tokens(f"[{len(chosen) + 1}] {passage.where}\n{neutral(passage.text.strip())}\n\n")
         if used + cost <= budget:
             chosen.append((passage, score))
             used += cost
+            misses = 0
+        else:
+            misses += 1
     while chosen and count_tokens(passages_block([p for p, _ in chosen])) > budget:
         chosen.pop()
     return chosen
