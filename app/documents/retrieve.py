@@ -31,7 +31,10 @@ from app.mcp.client import neutral
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009; what Elastic, OpenSearch and Vespa default to)
 CANDIDATES = 40  # how many passages each search returns, before fusion
-RERANK_MAX = 24  # how many of the merged list a reranker reads (each is one sequence through the reranker)
+# How many of the merged list a reranker reads: each is the question and a passage through the reranker, so its
+# cost grows with them (the tiny test reranker: ~260 ms a 1,000-character passage on 2 CPU threads; a real one on a
+# CPU several times that). Twice the passages a prompt takes: the reranker can bring the next eight forward.
+RERANK_MAX = 16
 WHOLE_MAX_PASSAGES = 400  # a collection of more chunks than this is never counted for sending whole
 WHOLE_CHARS_PER_TOKEN = 8  # see _whole
 DOCUMENTS_SHARE = 3  # the passages take at most a third of the context: the conversation and the reply need the rest
@@ -162,7 +165,7 @@ def retrieve(store: DocumentStore, collections: Sequence[str], query: str, *, bu
     if whole is not None:
         return dataclasses.replace(whole, notes=tuple(notes))
 
-    ranked, search_notes = _ranked(store, names, found, query, embedder, reranker, max(k * 3, RERANK_MAX))
+    ranked, search_notes = _ranked(store, names, found, query, embedder, reranker, max(k * 2, RERANK_MAX))
     notes += search_notes
     if not ranked:
         return Retrieval(notes=tuple(notes))

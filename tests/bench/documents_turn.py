@@ -10,7 +10,7 @@ alternating rounds, each question is answered by:
 - ``plain``: the conversation counted by the chat engine (what every turn does);
 - ``words``: ``with_documents`` searching the words only (no embedding model);
 - ``hybrid``: with the question embedded (text and vector search merged);
-- ``reranked``: hybrid, then the 24 best reranked by the reranker.
+- ``reranked``: hybrid, then the 16 best (RERANK_MAX) reranked by the reranker.
 
 Medians (and the 90th percentile) in milliseconds, the engine's token counts per turn, and paired ratios to
 ``plain`` of the same question. The engines are the test fixtures' tiny models on this machine's CPU: the search's
