@@ -181,3 +181,28 @@ def test_a_messages_stream_carries_the_citations_on_message_start(serve, docs_en
     start = events[0]
     assert start.type == "message_start"
     assert [c["page"] for c in start.message.model_extra["quantdesk"]["citations"]] == [1, 2]
+
+
+def test_a_remote_model_that_cannot_count_gets_passages_within_their_bytes(serve, docs_engine):
+    """A model of a remote connection (here a QuantDesk server over the tiny model, reached through the remote
+    backend's engine host): its engine cannot count tokens, so the passages are bounded by their UTF-8 bytes, which
+    no tokenizer's count passes."""
+    from app.remote.connections import Connection, Connections, model_ref
+
+    _manuals()
+    remote_server = serve(docs_engine, api_key="remote-only-key-0123456789")
+    Connections().save(Connection("box", f"{remote_server.url}/v1"), api_key="remote-only-key-0123456789")
+    remote = model_ref("box", model_id(docs_engine.loaded.model_path))
+    gateway = serve(docs_engine, serve_remotes=True)
+    api = openai_on(gateway)
+    ask = {"model": remote, "max_tokens": 5, "temperature": 0, "messages": [{"role": "user", "content": QUESTION}]}
+    reply = api.chat.completions.create(**ask, extra_body={"quantdesk": {"documents": ["manuals"]}})
+    field = reply.model_extra["quantdesk"]
+    citations = [Citation.from_dict(c) for c in field["citations"]]
+    assert [c.passage.page for c in citations] == [1, 2]
+    block = augment([Message("user", "")], Retrieval(tuple(citations)))[0].content
+    assert field["documents"]["tokens"] == len(block.encode("utf-8")) + 1  # the bytes' bound, not a count
+    assert field["documents"]["tokens"] <= N_CTX // 3
+    # the remote model read them: its prompt is the question with the passages
+    sent = augment([Message("user", QUESTION)], Retrieval(tuple(citations)))
+    assert reply.usage.prompt_tokens == docs_engine.count_tokens(sent, SamplingSettings())
