@@ -206,3 +206,25 @@ def test_a_remote_model_that_cannot_count_gets_passages_within_their_bytes(serve
     # the remote model read them: its prompt is the question with the passages
     sent = augment([Message("user", QUESTION)], Retrieval(tuple(citations)))
     assert reply.usage.prompt_tokens == docs_engine.count_tokens(sent, SamplingSettings())
+
+
+def test_after_the_overflow_policy_the_passages_get_what_is_left_and_both_are_reported(serve, engine, model_name):
+    """A 512-token context, a conversation past it under drop-oldest, and a collection too large to send whole: the
+    policy chooses the turns, the passages take what the turns and the reply leave, and the prompt fits."""
+    with DocumentStore() as store:
+        store.create_collection("big")
+        store.store_file("big", "/big.txt", size=10, mtime_ns=1, sha256="b", pages=0, chunks=[
+            Chunk(f"Note {i}: the pump {i} is oiled.", i, line=1 + i) for i in range(300)])
+    api = openai_on(serve(engine))
+    history = []
+    for i in range(12):
+        history += [{"role": "user", "content": f"Question {i}: what of the pump number {i} and its oil, please?"},
+                    {"role": "assistant", "content": f"The pump {i} is fine and oiled as the notes say."}]
+    history.append({"role": "user", "content": "Which pump is oiled?"})
+    reply = api.chat.completions.create(model=model_name, messages=history, max_tokens=24, temperature=0,
+                                        extra_body={"quantdesk": {"overflow": "drop-oldest", "documents": ["big"]}})
+    field = reply.model_extra["quantdesk"]
+    assert field["overflow"] == "drop-oldest" and field["context_dropped"] > 0
+    assert field["citations"] and field["documents"]["whole"] is False
+    assert 0 < field["documents"]["tokens"] <= 512 // 3
+    assert reply.usage.prompt_tokens + 24 <= 512
