@@ -32,6 +32,7 @@ class TerminalDocuments:
         self.store, self.names, self.quiet = store, names, quiet
         self.n_ctx = 0  # the chat model's context, once it is loaded
         self.retrieval = Retrieval()
+        self._said: tuple[str, ...] = ()  # the notes printed last
         self._pool: Any = None
         self._embedder: Embedder | None = None
         self._embed_model: str | None = None
@@ -109,9 +110,10 @@ class TerminalDocuments:
         def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
             sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
                                                   embedder=self.embedder(), reranker=self.reranker())
-            if not self.quiet:
+            if not self.quiet and self.retrieval.notes != self._said:  # a tool loop's next reply: said once
                 for note in self.retrieval.notes:
                     print(f"note: {note}", file=sys.stderr)
+                self._said = self.retrieval.notes
             return reply(client, sent, sampling, printer)
 
         return answer

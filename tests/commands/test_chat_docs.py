@@ -178,3 +178,22 @@ def test_the_librarys_reranker_orders_the_passages(tiny_models, tiny_reranker_mo
     assert scores == pytest.approx(list(own), abs=1e-4)
     printed = _chat(tiny_models.gguf_q8_0, "--prompt", "pump button")
     assert f"(reranked by {tiny_reranker_model.name})" in printed.stderr
+
+
+def test_documents_and_tools_in_one_turn(tiny_tool_model, tmp_path):
+    """Each reply of a tool loop's turn reads the question's passages; the citations follow the turn's answer."""
+    from app.mcp.config import McpServers
+    from tests.fixtures import mcp_servers
+
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    McpServers().save(mcp_servers.filesystem(folder))
+    McpServers().confirm("files")
+    _collection()
+    result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice",
+                       "files__list_allowed_directories", "--docs", "manuals", "--prompt", QUESTION,
+                       "--max-tokens", "400", "--seed", "3", "--max-tool-steps", "1", stdin="n\n" * 10)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "← denied: the model is told" in result.stdout
+    assert result.stdout.rstrip().endswith("[4] notes.md, Warranty")
+    assert result.stderr.count("note: manuals has no embedding model: searched by its words only") == 1
