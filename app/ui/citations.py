@@ -183,7 +183,6 @@ class CitationPanel(QFrame):
         self.path_label = QLabel()
         self.path_label.setObjectName("caption")
         self.path_label.setWordWrap(True)
-        self.path_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.path_label.setAccessibleName(self.tr("File path"))
         layout.addWidget(self.path_label)
         self.open_button = QPushButton(self.tr("Open file"))
@@ -203,7 +202,10 @@ class CitationPanel(QFrame):
         self.text.setPlainText(str(citation.get("text", "")))
         path = str(citation.get("path") or "")
         exists = bool(path) and Path(path).is_file()
-        self.path_label.setText(path if exists else self.tr("{path} (no longer there)").format(path=path))
+        # A path has no spaces to wrap at: it may wrap after each separator (the whole path is the tooltip).
+        wrappable = path.replace("/", "/\u200b").replace("\\", "\\\u200b")
+        self.path_label.setText(wrappable if exists else self.tr("{path} (no longer there)").format(path=wrappable))
+        self.path_label.setToolTip(path)
         self.open_button.setEnabled(exists)
         self.open_button.setToolTip(self.tr("Open {name} in the system's viewer").format(name=name) if exists
                                     else self.tr("The file is no longer where it was indexed"))

@@ -204,11 +204,8 @@ class _Worker(QObject):
                     self.cut.emit(fitted.cut)
                 messages, sampling = fitted.messages, fitted.sampling_for(sampling)
             if documents is not None and documents[1] and (loaded := self._client.loaded) is not None:
-                retrieval = self._retrieve(documents, messages, sampling, loaded.n_ctx)
+                messages, retrieval = self._retrieve(documents, messages, sampling, loaded.n_ctx)
                 self.retrieved.emit(retrieval)
-                from app.documents.retrieve import augment
-
-                messages = augment(messages, retrieval)
             client = self._client
             if keys is not None:
                 restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
@@ -238,30 +235,21 @@ class _Worker(QObject):
                         pass
 
     def _retrieve(self, documents: Documents, messages: list[Message], sampling: SamplingSettings,
-                  n_ctx: int) -> Retrieval:
-        """The passages of the chat's collections for its last user message, within what the prompt (as it will be
-        sent) and the reply leave of the context; the question embedded by the collections' embedding model through
-        the pool (a single engine, as in some tests: their words only). A store that cannot be read is a note: the
-        reply goes on without passages."""
+                  n_ctx: int) -> tuple[list[Message], Retrieval]:
+        """The question's turn with the chat's documents (app/documents/retrieve.py ``with_documents``: the prompt as
+        it will be sent counted by the engine, the passages fitted into what it and the reply leave), the question
+        embedded by the collections' embedding model through the pool (a single engine, as in some tests: their
+        words only). A collection that is gone or a store that cannot be read is a note: the reply goes on without
+        passages."""
         from app.documents.passages import DocumentsError
-        from app.documents.retrieve import Retrieval, documents_budget, retrieve
+        from app.documents.retrieve import Retrieval, with_documents
 
         store, names = documents
-        client = self._client
-        query = next((m.content for m in reversed(messages) if m.role == "user"), "")
         try:
-            budget = documents_budget(n_ctx, client.count_tokens(messages, sampling), sampling.max_tokens)
-            embedder = self._embedder(store, names)
-            return retrieve(store, names, query, budget_tokens=budget, embedder=embedder,
-                            count_tokens=lambda text: client.count_tokens(text, sampling))
+            return with_documents(self._client, store, names, messages, sampling, n_ctx,
+                                  embedder=self._embedder(store, names))
         except DocumentsError as exc:
-            return Retrieval(notes=(exc.message,))
-        except EngineError as exc:
-            if exc.kind != "unavailable":
-                raise
-            # A remote engine cannot count the passages' tokens: none are sent rather than ones that may not fit.
-            return Retrieval(notes=("the model's engine cannot count tokens, so the documents' passages were not "
-                                    "added",))
+            return list(messages), Retrieval(notes=(exc.message,))
 
     def _embedder(self, store: DocumentStore, names: Sequence[str]) -> Any:
         """The embedder of the first attached collection that has an embedding model, through the app's pool;
