@@ -25,7 +25,6 @@ from app.ui.widgets import announce
 
 if TYPE_CHECKING:
     from app.documents.retrieve import Retrieval
-    from app.ui.chat_page import ChatPage
     from app.ui.documents_service import DocumentsService
     from app.ui.engine_bridge import Documents
 
@@ -125,7 +124,8 @@ class ChatDocuments(QObject):
     """The Chat page's documents: the button, the strip and the citation panel (placed by the page), the chat's
     choice kept in the store, and a reply's citations."""
 
-    def __init__(self, page: ChatPage, service: Callable[[], DocumentsService] | None = None) -> None:
+    def __init__(self, page: Any, service: Callable[[], DocumentsService] | None = None) -> None:
+        """``page``: the Chat page (its store, bridge, open chat, ``ensure_conversation`` and ``say``)."""
         super().__init__(page)
         self._page = page
         self._provider = service
@@ -267,12 +267,10 @@ class ChatDocuments(QObject):
         self.panel.show_citation(citation)
 
 
+
 def default_embed_model() -> str | None:
     """The embedding model a chat's own collection gets: the library's first (None: its words are searched)."""
-    from app.documents.embedder import embedding_models
+    from app.ui.documents_service import embedding_model_choices
 
-    models = list(embedding_models())
-    if not models:
-        return None
-    first = models[0]
-    return str(getattr(first, "path", first))
+    models = embedding_model_choices()
+    return models[0][1] if models else None

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Slot
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
-                               QLabel, QListWidget, QMessageBox, QProgressBar, QPushButton, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView,
+                               QInputDialog, QLabel, QListWidget, QMessageBox, QProgressBar, QPushButton,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from app.ui.formatting import capitalized, grouped, human_bytes, human_seconds
+from app.ui.documents_service import embedding_model_choices
 from app.ui.icons import decorate
 from app.ui.widgets import EmptyState, page_title, section_title
 
@@ -105,6 +106,10 @@ class DocumentsPage(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().hide()
+        self.table.setCornerButtonEnabled(False)
+        for corner in self.table.findChildren(QAbstractButton):  # Qt's select-all corner: named for screen readers
+            corner.setAccessibleName(self.tr("Select all collections"))
+        self.table.setTabKeyNavigation(False)  # arrows pick a collection; Tab goes on to its controls
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in range(1, len(COLUMNS)):
             self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
@@ -263,9 +268,7 @@ class DocumentsPage(QWidget):
     def _show_progress(self, collection: Collection, progress: IndexProgress | None) -> None:
         state = collection_state(collection, progress)
         if progress is not None and progress.files_total:
-            fraction = progress.files_done / progress.files_total
-            if progress.state == "embedding" and progress.chunks:
-                fraction = min(1.0, collection.embedded / max(collection.chunks, 1))
+            fraction = progress.fraction
             parts = [state_text(state),
                      self.tr("{done} of {total} files").format(done=grouped(progress.files_done),
                                                                total=grouped(progress.files_total))]
@@ -282,6 +285,8 @@ class DocumentsPage(QWidget):
             if collection.files:
                 parts.append(self.tr("{done} of {total} files").format(
                     done=grouped(collection.indexed + collection.failed), total=grouped(collection.files)))
+        if progress is not None and progress.problem:  # why it failed, or why it has no vectors
+            parts.append(capitalized(progress.problem))
         self.progress.setValue(round(1000 * fraction))
         self.progress_label.setText(" · ".join(parts))
 
@@ -417,13 +422,3 @@ class DocumentsPage(QWidget):
         self.source_label.setText(f"{capitalized(exc.message)}." + (f" {capitalized(exc.hint)}." if exc.hint else ""))
         self.detail.setVisible(True)
 
-
-def embedding_model_choices() -> list[tuple[str, str]]:
-    """The library's embedding models as (what the box says, the model's path)."""
-    from app.documents.embedder import embedding_models
-
-    out = []
-    for model in embedding_models():
-        path = str(getattr(model, "path", model))
-        out.append((Path(path).name if not hasattr(model, "name") else str(model.name), path))
-    return out

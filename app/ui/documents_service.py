@@ -30,6 +30,13 @@ def chat_collection(conversation_id: int) -> str:
     return CHAT_COLLECTION.format(id=conversation_id)
 
 
+def embedding_model_choices() -> list[tuple[str, str]]:
+    """The library's embedding models (app/documents/embedder.py: GGUFs declaring a pooling) as (name, path)."""
+    from app.documents.embedder import embedding_models
+
+    return [(entry.name, entry.path) for entry in embedding_models()]
+
+
 def has_work(collection: Collection) -> bool:
     """Whether the indexer has something to do for ``collection``: files not read yet, chunks its embedding model
     has not embedded, or a folder to watch; a paused collection has none."""
@@ -136,7 +143,7 @@ class DocumentsService(QuietAtQuit):
 
     def remove(self, name: str) -> None:
         if self._indexer is not None:
-            self._indexer.pause(name)  # its work stops before its rows go
+            self._indexer.forget(name)  # its work stops before its rows go
         self.store.remove_collection(name)
         with self._lock:
             self._waiting.pop(name, None)
