@@ -93,7 +93,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             model TEXT NOT NULL,
             vector BLOB NOT NULL,
             PRIMARY KEY (chunk_id, model)
-        ) WITHOUT ROWID""",
+        )""",  # a rowid table: WITHOUT ROWID suits small rows, not 1.5 KB vectors
         "CREATE INDEX vectors_by_model ON vectors(model, chunk_id)",
         """CREATE TABLE skipped (
             collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
@@ -253,9 +253,9 @@ class DocumentStore:
             raise
 
     @contextmanager
-    def _writing(self, action: str, collection_id: int | None = None) -> Iterator[sqlite3.Connection]:
+    def _writing(self, action: str, forget: int | None = None) -> Iterator[sqlite3.Connection]:
         """One write transaction under the lock; SQLite's refusals for outside reasons as "cannot <action>: <why>".
-        ``collection_id``'s vectors kept in memory are dropped (None: every collection's)."""
+        ``forget``: the collection whose vectors kept in memory no longer hold (its vectors deleted)."""
         with self._lock:
             try:
                 with self._transaction() as db:
@@ -266,11 +266,14 @@ class DocumentStore:
                     raise
                 raise DocumentsError(f"cannot {action}: {reason[1]}", reason[2]) from exc
             finally:
-                if collection_id is None:
-                    self._matrices.clear()
-                else:
-                    for key in [k for k in self._matrices if k[0] == collection_id]:
-                        del self._matrices[key]
+                if forget is not None:
+                    self._forget(forget)
+
+    def _forget(self, collection_id: int) -> None:
+        """Drop the collection's matrices: the next vector search reads them again."""
+        with self._lock:
+            for key in [k for k in self._matrices if k[0] == collection_id]:
+                del self._matrices[key]
 
     def _reading(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -369,14 +372,14 @@ class DocumentStore:
             if not full.exists():
                 raise DocumentsError(f"{path} does not exist", "name a file or folder that is there")
             resolved.append(str(full))
-        with self._writing(f"add files to “{name}”", cid) as db:
+        with self._writing(f"add files to “{name}”") as db:
             db.executemany("INSERT OR IGNORE INTO sources (collection_id, path) VALUES (?, ?)",
                            [(cid, p) for p in resolved])
 
     def remove_paths(self, name: str, paths_: Sequence[Path | str]) -> None:
         """Files or folders added by hand taken out again (their files leave at the next index)."""
         cid = self._collection_id(name)
-        with self._writing(f"remove files from “{name}”", cid) as db:
+        with self._writing(f"remove files from “{name}”") as db:
             db.executemany("DELETE FROM sources WHERE collection_id = ? AND path = ?",
                            [(cid, str(p)) for p in paths_])
 
@@ -395,7 +398,7 @@ class DocumentStore:
 
     def set_paused(self, name: str, paused: bool) -> None:
         cid = self._collection_id(name)
-        with self._writing(f"{'pause' if paused else 'resume'} “{name}”", cid) as db:
+        with self._writing(f"{'pause' if paused else 'resume'} “{name}”") as db:
             db.execute("UPDATE collections SET paused = ? WHERE id = ?", (int(paused), cid))
 
     def report(self, name: str) -> list[ReportLine]:
@@ -439,7 +442,7 @@ class DocumentStore:
         """Files the scan found new (path, size, mtime_ns): ``pending`` until the indexer stores them, so a
         progress count knows them and a restart resumes them."""
         cid = self._collection_id(name)
-        with self._writing(f"update “{name}”", cid) as db:
+        with self._writing(f"update “{name}”") as db:
             db.executemany("""INSERT INTO files (collection_id, path, state) VALUES (?, ?, 'pending')
                               ON CONFLICT (collection_id, path) DO NOTHING""",
                            [(cid, path) for path, _size, _mtime in entries])
@@ -449,9 +452,10 @@ class DocumentStore:
         """A file indexed: its old chunks (and their vectors) replaced by ``chunks`` in one transaction.
         Returns the file's id."""
         cid = self._collection_id(name)
-        with self._writing(f"store {path}", cid) as db:
+        with self._writing(f"store {path}") as db:
             file_id = self._upsert_file(db, cid, path, size, mtime_ns, sha256, "indexed", "", pages)
-            db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+            if db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
+                self._forget(cid)  # a changed file: its old chunks' vectors are gone
             db.executemany("INSERT INTO chunks (file_id, ordinal, page, heading, line, text) VALUES (?, ?, ?, ?, ?, ?)",
                            [(file_id, c.ordinal, c.page, c.heading, c.line, c.text) for c in chunks])
         return file_id
@@ -459,7 +463,7 @@ class DocumentStore:
     def touch_file(self, name: str, path: str, *, size: int, mtime_ns: int) -> None:
         """A file whose size or time changed but whose content did not (same sha256): only its figures change."""
         cid = self._collection_id(name)
-        with self._writing(f"update {path}", cid) as db:
+        with self._writing(f"update {path}") as db:
             db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE collection_id = ? AND path = ?",
                        (size, mtime_ns, cid, path))
 
@@ -467,9 +471,10 @@ class DocumentStore:
         """A file that could not be read: a report line; its chunks (from a previous version) removed. Its size and
         time are kept, so an unchanged failed file is not read again; a changed one is."""
         cid = self._collection_id(name)
-        with self._writing(f"update {path}", cid) as db:
+        with self._writing(f"update {path}") as db:
             file_id = self._upsert_file(db, cid, path, size, mtime_ns, None, "failed", reason, 0)
-            db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+            if db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
+                self._forget(cid)
 
     @staticmethod
     def _upsert_file(db: sqlite3.Connection, cid: int, path: str, size: int, mtime_ns: int, sha256: str | None,
@@ -487,13 +492,13 @@ class DocumentStore:
         if not file_paths:
             return
         cid = self._collection_id(name)
-        with self._writing(f"update “{name}”", cid) as db:
+        with self._writing(f"update “{name}”", forget=cid) as db:
             db.executemany("DELETE FROM files WHERE collection_id = ? AND path = ?", [(cid, p) for p in file_paths])
 
     def set_skipped(self, name: str, lines: Sequence[ReportLine]) -> None:
         """The last scan's report lines (files it skipped), replacing the previous scan's."""
         cid = self._collection_id(name)
-        with self._writing(f"update “{name}”", cid) as db:
+        with self._writing(f"update “{name}”") as db:
             db.execute("DELETE FROM skipped WHERE collection_id = ?", (cid,))
             db.executemany("INSERT INTO skipped (collection_id, path, reason) VALUES (?, ?, ?)",
                            [(cid, line.path, line.reason) for line in lines])
@@ -512,12 +517,33 @@ class DocumentStore:
         """Vectors of ``model`` for chunks (unit length; stored as float32). A chunk deleted meanwhile (its file
         changed) is left out. Returns how many were stored."""
         cid = self._collection_id(name)
-        rows = [(chunk_id, model, np.asarray(vector, dtype=np.float32).tobytes()) for chunk_id, vector in vectors]
-        with self._writing(f"store the vectors of “{name}”", cid) as db:
+        rows = [(int(chunk_id), model, np.asarray(vector, dtype=np.float32).tobytes()) for chunk_id, vector in vectors]
+        with self._writing(f"store the vectors of “{name}”") as db:
             before = db.total_changes
             db.executemany("""INSERT OR REPLACE INTO vectors (chunk_id, model, vector)
                               SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)""", rows)
-            return db.total_changes - before
+            stored = db.total_changes - before
+        with self._lock:
+            self._grow(cid, model, rows, complete=stored == len(rows))
+        return stored
+
+    def _grow(self, cid: int, model: str, rows: list[tuple[int, str, bytes]], *, complete: bool) -> None:
+        """New vectors added to the collection's matrix kept in memory (indexing goes on while the user searches:
+        reading 100k vectors again after every batch would cost a third of a second a search); where that cannot
+        be done exactly (a chunk gone meanwhile, a vector replaced, another length) the matrix is read again."""
+        cached = self._matrices.get((cid, model))
+        if cached is None or not rows:
+            return
+        ids, matrix = cached
+        new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        dims = matrix.shape[1] if len(ids) else len(rows[0][2]) // 4
+        if (not complete or any(len(r[2]) != dims * 4 for r in rows) or len(set(new_ids.tolist())) != len(rows)
+                or np.isin(new_ids, ids).any()):
+            self._forget(cid)
+            return
+        added = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dims)
+        self._matrices[(cid, model)] = (np.concatenate([ids, new_ids]), np.concatenate([matrix.reshape(-1, dims),
+                                                                                        added]))
 
     # --- searches ------------------------------------------------------------------------------
 

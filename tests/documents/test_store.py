@@ -285,3 +285,24 @@ def test_a_read_only_database_is_a_sentence(tmp_path):
     finally:
         store.close()
     assert isinstance(Path(path), Path)
+
+
+def test_vectors_added_while_searching_are_found_without_reading_every_vector_again(store):
+    store.create_collection("a", embed_model="e")
+    _add_file(store, "a", "/a.txt", ["one", "two"])
+    ids = [p.chunk_id for p in store.collection_passages(["a"], 10)]
+    store.put_vectors("a", "e", [(ids[0], [1.0, 0.0])])
+    assert [h.chunk_id for h in store.vector_search(["a"], [1.0, 0.0])] == [ids[0]]
+    kept = store._matrices[(store.collection("a").id, "e")]
+    store.put_vectors("a", "e", [(ids[1], [0.0, 1.0])])
+    _add_file(store, "a", "/b.txt", ["three"])  # a new file: no vector of the collection's changes
+    grown = store._matrices[(store.collection("a").id, "e")]
+    assert grown is not kept and len(grown[0]) == 2
+    assert [h.chunk_id for h in store.vector_search(["a"], [0.0, 1.0], limit=1)] == [ids[1]]
+    # a vector replaced: the matrix is read again, never two rows for one chunk
+    store.put_vectors("a", "e", [(ids[1], [0.6, 0.8])])
+    hits = store.vector_search(["a"], [0.0, 1.0])
+    assert [h.chunk_id for h in hits] == [ids[1], ids[0]] and hits[0].score == pytest.approx(0.8)
+    # a changed file: its chunks' vectors leave the matrix
+    _add_file(store, "a", "/a.txt", ["uno"])
+    assert store.vector_search(["a"], [0.0, 1.0]) == []
