@@ -1,0 +1,133 @@
+"""The Chat with documents (issue 28), on real engines: a PDF attached to a chat becomes the chat's own collection,
+indexed in the background with the tiny embedding model through the Chat's own model pool; a question is answered
+with the passages found (the page that holds its phrase first), the reply keeps them as its citations and shows them
+as chips, a chip opens the passage (file, page, text) in the side panel, and the context meter says their share. A
+collection of the Documents page is attached with "Use a collection…" and detached with its chip's button."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.engine.pool import ModelPool, PoolLimits
+from app.hub.library import Library
+from app.ui.engine_bridge import EngineBridge
+from app.datatypes import LoadSettings
+from tests.fixtures.documents import page_phrase, write_markdown, write_text_pdf
+
+pytest.importorskip("llama_cpp")
+
+PAGES = 12  # more than the passages' share of a 2048-token context holds: the question's page is searched for
+
+
+@pytest.fixture
+def pool_window(build_window):
+    """A window whose Chat runs on its own model pool, as the app's does (the embedding model loads beside)."""
+    return lambda: build_window(EngineBridge.over(lambda: ModelPool(PoolLimits(max_loaded=3))))
+
+
+def indexed(service, name: str) -> bool:
+    collection = service.store.collection(name)
+    return collection.files > 0 and collection.pending == 0 and collection.chunks > 0 and (
+        collection.embed_model is None or collection.embedded == collection.chunks)
+
+
+def test_attach_a_pdf_ask_and_open_the_cited_passage(qtbot, pool_window, tiny_models, tiny_embedding_model,
+                                                     tmp_path):
+    [embedding] = Library().import_path(tiny_embedding_model, copy=False)  # the library's embedding model
+    pdf = write_text_pdf(tmp_path / "docs" / "guide.pdf", PAGES, tag="guide")
+    window = pool_window()
+    chat = window.chat
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=2048, gpu_layers=0))
+    chat.new_conversation()
+    chat.store.update_settings(chat.current.id, sampling={"max_tokens": 8, "seed": 1})
+
+    assert chat.documents.attach_files([pdf])
+    name = f"chat-{chat.current.id}"
+    assert chat.current.documents == (name,) and chat.store.conversation(chat.current.id).documents == (name,)
+    assert chat.documents.strip.isVisible() and chat.documents.strip.names == (name,)
+    service = window.documents_service()
+    assert service.store.collection(name).embed_model == embedding.path
+    qtbot.waitUntil(lambda: indexed(service, name), timeout=180_000)  # in the background: the window stays live
+
+    question = f"Where does it say {page_phrase(2, 'guide')}?"
+    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+        qtbot.keyClicks(chat.composer, question)
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    reply = chat.store.messages(chat.current.id)[-1]
+    assert reply.role == "assistant" and reply.citations
+    assert [c["number"] for c in reply.citations] == list(range(1, len(reply.citations) + 1))
+    assert len(reply.citations) < PAGES  # not pasted whole: the collection is larger than its share
+    first = reply.citations[0]
+    assert (first["page"], first["path"], first["where"]) == (2, str(pdf), "guide.pdf, page 2")
+    assert page_phrase(2, "guide") in first["text"]
+    # The meter: what the passages took of the context.
+    meter = chat.model_bar.context_meter
+    assert meter.use is not None and 0 < meter.use.documents < meter.use.used
+    assert "· documents " in meter.label.text()
+
+    bubble = chat.view.bubble(reply.id)
+    chips = bubble.citation_chips
+    assert chips is not None and chips.isVisible() and chips.chips[0].text() == "[1] guide.pdf · page 2"
+    panel = chat.documents.panel
+    assert panel.isHidden()
+    qtbot.mouseClick(chips.chips[0], Qt.MouseButton.LeftButton)
+    assert panel.isVisible() and panel.title.text() == "[1] guide.pdf"
+    assert panel.where.text() == f"page 2 · collection “{name}”"
+    assert page_phrase(2, "guide") in panel.text.toPlainText() and panel.open_button.isEnabled()
+    qtbot.wait(20)
+    window.grab().save("/tmp/helperC/chat_documents.png")
+
+    # Reopened from the store, the reply shows the same chips; another chat has no passage open.
+    other = chat.store.create_conversation("other")
+    chat.open_conversation(other.id)
+    assert panel.isHidden() and chat.documents.strip.isHidden()
+    chat.open_conversation(reply.conversation_id)
+    reopened = chat.view.bubble(reply.id).citation_chips
+    assert reopened is not None and [c.text() for c in reopened.chips] == [c.text() for c in chips.chips]
+    assert chat.documents.strip.names == (name,)
+
+    # Detached: the next question is answered without passages.
+    chat.documents.strip.remove_buttons[0].click()
+    assert chat.store.conversation(chat.current.id).documents == () and chat.documents.strip.isHidden()
+    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+        qtbot.keyClicks(chat.composer, "And now?")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert chat.store.messages(chat.current.id)[-1].citations == ()
+    assert chat.model_bar.context_meter.use.documents == 0
+
+
+def test_use_a_collection_of_the_documents_page(qtbot, real_window, tiny_models, tmp_path, monkeypatch):
+    """A collection of the Documents page, searched by its words (no embedding model in the library), attached
+    through "Use a collection…" (its picker answered as a user would) on a single engine."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    write_markdown(notes / "guide.md")
+    window = real_window()
+    chat = window.chat
+    service = window.documents_service()
+    service.add_folder("notes", notes)
+    qtbot.waitUntil(lambda: indexed(service, "notes"), timeout=60_000)
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=1024, gpu_layers=0))
+    chat.new_conversation()
+    chat.store.update_settings(chat.current.id, sampling={"max_tokens": 4, "seed": 1})
+
+    from app.ui import chat_documents
+
+    class Picked(chat_documents.CollectionPicker):
+        def exec(self) -> int:  # the user checks "notes" and presses OK
+            assert [self.list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.list.count())] == ["notes"]
+            self.list.item(0).setCheckState(Qt.CheckState.Checked)
+            return self.DialogCode.Accepted
+
+    monkeypatch.setattr(chat_documents, "CollectionPicker", Picked)
+    chat.documents.use_action.trigger()
+    assert chat.current.documents == ("notes",) and chat.documents.strip.names == ("notes",)
+    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+        qtbot.keyClicks(chat.composer, "How are the options set?")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    reply = chat.store.messages(chat.current.id)[-1]
+    assert reply.citations and reply.citations[0]["path"] == str(notes / "guide.md")
+    assert any("md-options" in c["text"] for c in reply.citations)
