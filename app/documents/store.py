@@ -503,14 +503,15 @@ class DocumentStore:
             db.executemany("INSERT INTO skipped (collection_id, path, reason) VALUES (?, ?, ?)",
                            [(cid, line.path, line.reason) for line in lines])
 
-    def unembedded(self, name: str, model: str, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` (chunk id, text) of the collection without a vector of ``model``, in file order."""
+    def unembedded(self, name: str, model: str, limit: int, *, after: int = 0) -> list[tuple[int, str]]:
+        """Up to ``limit`` (chunk id, text) of the collection without a vector of ``model``, by id from ``after``
+        on (a cursor: the indexer does not walk the embedded chunks again for every batch)."""
         cid = self._collection_id(name)
         rows = self._reading(
             """SELECT k.id, k.text FROM chunks k JOIN files f ON f.id = k.file_id
-               WHERE f.collection_id = ? AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.chunk_id = k.id
-                                                         AND v.model = ?)
-               ORDER BY k.id LIMIT ?""", (cid, model, limit))
+               WHERE k.id > ? AND f.collection_id = ? AND NOT EXISTS (SELECT 1 FROM vectors v
+                                                                     WHERE v.chunk_id = k.id AND v.model = ?)
+               ORDER BY k.id LIMIT ?""", (after, cid, model, limit))
         return [(int(r[0]), r[1]) for r in rows]
 
     def put_vectors(self, name: str, model: str, vectors: Sequence[tuple[int, Sequence[float]]]) -> int:
