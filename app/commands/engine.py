@@ -76,6 +76,9 @@ def register(subparsers) -> None:
     add_thinking_arguments(p)
     add_draft_arguments(p)
     add_tool_arguments(p)
+    p.add_argument("--docs", metavar="NAME[,NAME]",
+                   help="answer from these document collections (quantdesk docs ls): each question retrieves their "
+                        "passages into the prompt, and the reply's citations follow it ([1] guide.pdf, page 3)")
     p.add_argument("--no-preset", action="store_true",
                    help="ignore the model's preset (quantdesk preset show MODEL); without it the preset's values "
                         "apply where no flag is given")
@@ -421,10 +424,12 @@ def _printer(args: argparse.Namespace) -> ReplyPrinter:
     return ReplyPrinter(sys.stdout, show_thinking=not args.hide_thinking, styles=styled(sys.stdout))
 
 
-def _after_reply(done: Done, n_ctx: int, max_tokens: int, policy: str = "stop") -> None:
-    """The end of a printed reply: its line ends, the stats (and why there is no answer, if so, and a context
-    nearly full) go to stderr."""
+def _after_reply(done: Done, n_ctx: int, max_tokens: int, policy: str = "stop", docs: Any = None) -> None:
+    """The end of a printed reply: its line ends, the citations of the passages it was given follow (--docs), the
+    stats (and why there is no answer, if so, and a context nearly full) go to stderr."""
     print()
+    if docs is not None:
+        docs.print_citations()
     print(stats_line(done.stats, n_ctx), file=sys.stderr)
     if note := cut_off_note(done):
         print(f"note: {note}", file=sys.stderr)
@@ -450,11 +455,12 @@ def run(args: argparse.Namespace) -> int:
     policy = args.overflow or (preset.overflow_policy() if preset is not None else None) or app_settings().overflow
     check_fit(args.model, settings, args)
     tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
+    docs = _start_documents(args)  # a collection that is not there is said before the model loads
     if (note := draft_note(settings)) and not args.json:
         print(note, file=sys.stderr)
     if preset is not None and not args.json:
         print(f"the model's preset applies ({preset.key}; --no-preset ignores it)", file=sys.stderr)
-    with EngineClient() as client, _closing(tools):
+    with EngineClient() as client, _closing(tools), _closing(docs):
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
         chosen = choose_sampling(wanted, model_sampling(loaded.model_path), saved)
         sampling = chosen.settings
@@ -463,23 +469,28 @@ def run(args: argparse.Namespace) -> int:
             if words := sampling_words(chosen):
                 print(words, file=sys.stderr)
         conversation = Conversation(history, policy, loaded.n_ctx)
+        reply = _reply
+        if docs is not None:
+            docs.loaded(loaded.n_ctx)
+            reply = docs.wrap(_reply)
         if tools is not None:
             sampling = tools.prepare(loaded, sampling)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
             printer = None if args.json else _printer(args)
-            done = _reply(client, *conversation.to_send(client, sampling, args.json),
-                          printer) if tools is None else \
-                tools.turn(_reply, client, history, sampling, printer)
+            done = reply(client, *conversation.to_send(client, sampling, args.json),
+                         printer) if tools is None else \
+                tools.turn(reply, client, history, sampling, printer)
             if args.json:
                 runs = {"tool_runs": tools.described()} if tools is not None else {}
                 cut = {"context_cut": conversation.cut.to_dict()} if conversation.cut else {}
+                cited = docs.described() if docs is not None else {}
                 print(json.dumps({**_json_result(loaded, done), "sampling": chosen.described(), **runs,
-                                  "overflow": policy, **cut}, indent=2))
+                                  "overflow": policy, **cut, **cited}, indent=2))
             else:
-                _after_reply(done, loaded.n_ctx, sampling.max_tokens, policy)
+                _after_reply(done, loaded.n_ctx, sampling.max_tokens, policy, docs)
             return 0
-        return _interactive(client, conversation, sampling, _printer(args), images, tools)
+        return _interactive(client, conversation, sampling, _printer(args), images, tools, docs, reply)
 
 
 def model_preset(model: str):
@@ -602,7 +613,7 @@ def _json_result(loaded, done: Done) -> dict:
 
 
 def _interactive(client, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), tools: Any = None) -> int:
+                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None, reply=_reply) -> int:
     history = conversation.history
     while True:
         try:
@@ -620,13 +631,13 @@ def _interactive(client, conversation: Conversation, sampling: SamplingSettings,
             continue
         history.append(Message("user", line, images))
         images = ()  # the images go with the first message
-        done = _reply(client, *conversation.to_send(client, sampling), printer) if tools is None else \
-            tools.turn(_reply, client, history, sampling, printer)
+        done = reply(client, *conversation.to_send(client, sampling), printer) if tools is None else \
+            tools.turn(reply, client, history, sampling, printer)
         # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again;
         # a turn stopped during its tool calls left its calls and their answers in the history already
         if not done.tool_calls:
             history.append(Message("assistant", done.text, reasoning=done.reasoning))
-        _after_reply(done, conversation.n_ctx, sampling.max_tokens, conversation.policy)
+        _after_reply(done, conversation.n_ctx, sampling.max_tokens, conversation.policy, docs)
 
 
 # --- tools (MCP): the tool loop of app/mcp/loop.py in the terminal
@@ -641,8 +652,18 @@ def _start_tools(args: argparse.Namespace) -> Any:
     return TerminalTools.start(args)
 
 
+def _start_documents(args: argparse.Namespace) -> Any:
+    """With --docs: the named collections (app/commands/chat_docs.py), else None."""
+    if not args.docs:
+        return None
+    from app.commands.chat_docs import TerminalDocuments
+
+    return TerminalDocuments.start(args)
+
+
 class _closing:
-    """Closes the tool servers (their processes) when the chat ends, however it ends."""
+    """Closes the tool servers (their processes), or the documents (their store and embedding engine), when the
+    chat ends, however it ends."""
 
     def __init__(self, tools: Any) -> None:
         self.tools = tools

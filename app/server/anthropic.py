@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from app.server.params import (ApiError, GenerationRequest, _flag, _sampling, bad_param, check_model, json_arguments,
-                               overflow_choice, parse_tools, thinking_budget, with_tools)
+                               overflow_choice, documents_choice, parse_tools, thinking_budget,
+                               with_tools)
 from app.datatypes import Done, GenerationStats, Message, ModelSampling, SamplingSettings, Token
 from app.datatypes import ToolCall
 
@@ -189,7 +190,8 @@ def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_to
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
     sampling = dataclasses.replace(sampling, parallel_tool_calls=_parallel_tool_use(body))
     return GenerationRequest(messages, _thinking(body, sampling, counting), not counting and _flag(body, "stream"),
-                             False, overflow=None if counting else overflow_choice(body))
+                             False, overflow=None if counting else overflow_choice(body),
+                             documents=() if counting else documents_choice(body))
 
 
 def _usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, int]:

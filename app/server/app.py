@@ -46,6 +46,7 @@ from app.server import anthropic
 from app.server.responses import ResponsesApi
 from app.server.response_store import ResponseStore
 from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
+from app.server.documents import Cited, ServerDocuments
 from app.server.guard import Guard
 from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
@@ -179,6 +180,7 @@ class OpenAIServer:
         self.pool = ModelRouter(client, pool, max_pending=max_pending, profile=profile)
         self.client = self.pool.models  # the primary is the pool's active model
         self.queue = self.pool.primary_queue
+        self.documents = ServerDocuments(self.pool)  # "quantdesk": {"documents": [...]} (app/server/documents.py)
 
     @property
     def remotes(self) -> RemoteModels | None:
@@ -256,13 +258,22 @@ class OpenAIServer:
                                                            recommended=model_sampling(lease.loaded.model_path),
                                                            preset=preset_sampling(lease.loaded.model_path),
                                                            **options))
-            report = None
+            report = cited = None
             if chat:
                 parsed, report = await self._apply_overflow(request, lease, parsed)
+                parsed, cited = await self._apply_documents(lease, parsed)
         except BaseException:
             lease.release()
             raise
-        return await self._generate(request, lease, parsed, shape(lease.served), report)
+        return await self._generate(request, lease, parsed, shape(lease.served), report, cited)
+
+    async def _apply_documents(self, lease: Lease, parsed: GenerationRequest
+                               ) -> tuple[GenerationRequest, Cited | None]:
+        """A request that names collections: its question's passages in what the engine reads, after the overflow
+        policy chose the messages (app/server/documents.py)."""
+        if not parsed.documents:
+            return parsed, None
+        return await asyncio.to_thread(self.documents.answer, lease, parsed)
 
     async def _apply_overflow(self, request: Request, lease: Lease, parsed: GenerationRequest
                               ) -> tuple[GenerationRequest, Overflow | None]:
@@ -310,6 +321,7 @@ class OpenAIServer:
                                               takes_tools=bool(lease.loaded.details.get("tool_format")),
                                               recommended=recommended, preset=preset)
             parsed, report = await self._apply_overflow(request, lease, parsed)
+            parsed, cited = await self._apply_documents(lease, parsed)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()
@@ -333,7 +345,8 @@ class OpenAIServer:
             job.cancel()
             lease.release()
         whole = shape.whole(event)
-        return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
+        extra = quantdesk_field(report, cited)
+        return JSONResponse({**whole, "quantdesk": extra} if extra else whole, headers=headers)
 
     async def count_tokens(self, request: Request) -> Response:
         """Anthropic's ``/v1/messages/count_tokens``: the body of a Messages request (without ``max_tokens``), its
@@ -404,9 +417,10 @@ class OpenAIServer:
             raise
 
     async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape,
-                        report: Overflow | None = None) -> Response:
+                        report: Overflow | None = None, cited: Cited | None = None) -> Response:
         """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends).
-        ``report``: what an overflow policy did, in the ``quantdesk`` field (a stream's first chunk) and headers."""
+        ``report``: what an overflow policy did, in the ``quantdesk`` field (a stream's first chunk) and headers;
+        ``cited``: the passages of the request's documents, in the same field."""
         try:
             job, first, watcher = await self.start_job(request, lease, parsed)
         except BaseException:
@@ -414,7 +428,7 @@ class OpenAIServer:
             raise
         headers = report.headers() if report else None
         if parsed.stream:  # the stream owns the job, the watcher and the lease from here
-            return _EventStream(self._stream(job, first, parsed, shape, request, lease, report),
+            return _EventStream(self._stream(job, first, parsed, shape, request, lease, report, cited),
                                 _closer(watcher, job, lease), headers)
         try:
             dones: list[Done] = []
@@ -431,7 +445,8 @@ class OpenAIServer:
                 dones.append(event)
                 entries.append(logprobs)
             whole = shape.whole_choices(dones, entries if parsed.sampling.logprobs >= 0 else None)
-            return JSONResponse({**whole, "quantdesk": report.field()} if report else whole, headers=headers)
+            extra = quantdesk_field(report, cited)
+            return JSONResponse({**whole, "quantdesk": extra} if extra else whole, headers=headers)
         finally:
             watcher.cancel()
             job.cancel()
@@ -446,11 +461,13 @@ class OpenAIServer:
 
     async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape,
                       request: Request | None = None, lease: Lease | None = None,
-                      report: Overflow | None = None) -> AsyncIterator[bytes]:
+                      report: Overflow | None = None, cited: Cited | None = None) -> AsyncIterator[bytes]:
         """The stream of a request's choices, one after the other, each chunk naming its choice's index; the first
         choice's job is the caller's (it closes it), a later one's is started and closed here. The first chunk
-        carries what the overflow policy did (``report``), as a whole response's ``quantdesk`` field."""
+        carries what the overflow policy did (``report``) and the documents' citations (``cited``), as a whole
+        response's ``quantdesk`` field."""
         logprobs = parsed.sampling.logprobs >= 0
+        extra = quantdesk_field(report, cited)
         dones: list[Done] = []
         for index in range(parsed.n):
             later: tuple[Job, asyncio.Task[None]] | None = None
@@ -464,7 +481,7 @@ class OpenAIServer:
                         return
                     later = job, watcher
                 opening = shape.opening(index)
-                yield _sse({**opening, "quantdesk": report.field()} if report and not index else opening)
+                yield _sse({**opening, "quantdesk": extra} if extra and not index else opening)
                 event = first
                 while not isinstance(event, Done):
                     chunk = shape.piece(event, index, logprobs)
@@ -505,6 +522,13 @@ class Overflow:
 
     def headers(self) -> dict[str, str]:
         return {OVERFLOW_HEADER: self.policy, DROPPED_HEADER: str(self.cut.dropped if self.cut else 0)}
+
+
+def quantdesk_field(report: Overflow | None, cited: Cited | None) -> dict[str, Any] | None:
+    """A response's ``quantdesk`` field: what the overflow policy did and the documents' citations; None: neither."""
+    if report is None and cited is None:
+        return None
+    return {**(report.field() if report else {}), **(cited.field() if cited else {})}
 
 
 class _Shape:
@@ -737,6 +761,7 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
             await asyncio.to_thread(server.queue.close)
             await asyncio.to_thread(server.pool.close)
             responses.close()
+            server.documents.close()
 
     openai_routes = [("/models", server.models, "GET"), ("/models/{model:path}", server.model, "GET"),
                      ("/chat/completions", server.chat_completions, "POST"),

@@ -75,6 +75,7 @@ class GenerationRequest:
     include_usage: bool
     n: int = 1  # choices, generated one after the other
     overflow: str | None = None  # the request's overflow policy ("quantdesk": {"overflow": ...}); None: the server's
+    documents: tuple[str, ...] = ()  # the collections it is answered from ("quantdesk": {"documents": [...]})
 
     def choice(self, index: int) -> GenerationRequest:
         """The request for choice ``index`` of ``n``: a seed, when given, advanced by the index, so the choices differ
@@ -566,7 +567,7 @@ def parse_chat(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images:
     tools = parse_tools(body["tools"]) if body.get("tools") is not None else []
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
     return GenerationRequest(messages, _thinking(body, sampling), stream, _stream_options(body, stream),
-                             _choices(body), overflow_choice(body))
+                             _choices(body), overflow_choice(body), documents_choice(body))
 
 
 OVERFLOW_HEADER = "X-QuantDesk-Overflow"  # a request's overflow policy as a header; the body's field wins
@@ -590,6 +591,26 @@ def overflow_choice(body: dict[str, Any], header: str | None = None) -> str | No
         raise bad_param(param, f"the overflow policy must be one of {', '.join(OVERFLOW_POLICIES)}, not "
                                f"{_shown(asked)}")
     return str(asked)
+
+
+MAX_COLLECTIONS = 16
+
+
+def documents_choice(body: dict[str, Any]) -> tuple[str, ...]:
+    """The document collections a chat request is answered from: ``"quantdesk": {"documents": ["NAME", ...]}``
+    (app/server/documents.py); none when it names none."""
+    extra = body.get("quantdesk")
+    if not isinstance(extra, dict) or extra.get("documents") is None:
+        return ()  # a quantdesk that is not an object is overflow_choice's sentence
+    names = extra["documents"]
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise bad_param("quantdesk.documents", "quantdesk.documents must be a list of collection names, such as "
+                                               "[\"manuals\"] (quantdesk docs ls lists them)", "invalid_type")
+    if len(names) > MAX_COLLECTIONS:
+        raise bad_param("quantdesk.documents", f"at most {MAX_COLLECTIONS} collections are accepted in one request")
+    return tuple(dict.fromkeys(n.strip() for n in names))
 
 
 def parse_completion(body: dict[str, Any], *, served_id: str, n_ctx: int,

@@ -1,0 +1,107 @@
+"""``quantdesk chat --docs NAME[,NAME]``: each question answered with passages of the user's collections
+(app/documents/retrieve.py). Before each reply the question retrieves (its words and, where a collection is
+embedded, its meaning: the question embedded by the collection's embedding model in an engine host of the one pool
+machinery), the passages go into the message the engine reads (the history keeps the question as typed), and the
+citations follow the reply ("[1] guide.pdf, page 3"; ``--json``: ``citations``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from app.datatypes import Done, Message, SamplingSettings
+from app.documents.passages import Embedder
+from app.documents.retrieve import Retrieval, with_documents
+from app.documents.store import DocumentStore
+
+Reply = Callable[[Any, list[Message], SamplingSettings, Any], Done]
+
+
+def collections_of(text: str) -> list[str]:
+    """The names ``--docs`` lists, comma-separated, each once."""
+    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+
+
+class TerminalDocuments:
+    """The collections of one ``quantdesk chat`` run, its embedder and the last question's retrieval."""
+
+    def __init__(self, store: DocumentStore, names: list[str], *, quiet: bool = False) -> None:
+        self.store, self.names, self.quiet = store, names, quiet
+        self.n_ctx = 0  # the chat model's context, once it is loaded
+        self.retrieval = Retrieval()
+        self._pool: Any = None
+        self._embedder: Embedder | None = None
+        self._embed_model: str | None = None
+
+    @classmethod
+    def start(cls, args: argparse.Namespace) -> TerminalDocuments:
+        """The collections --docs names, checked before any engine starts (a name that is none is a sentence)."""
+        names = collections_of(args.docs)
+        store = DocumentStore()
+        try:
+            if not names:
+                from app.documents.passages import DocumentsError
+
+                raise DocumentsError("--docs names no collection", "see `quantdesk docs ls`")
+            found = [store.collection(name) for name in names]
+        except BaseException:
+            store.close()
+            raise
+        docs = cls(store, [c.name for c in found], quiet=bool(args.json))
+        # the first embedded collection's model embeds the question; a collection of another model is searched by
+        # its words (retrieve says so)
+        docs._embed_model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
+        return docs
+
+    def loaded(self, n_ctx: int) -> None:
+        self.n_ctx = n_ctx
+        if not self.quiet:
+            print(f"documents: {', '.join(self.names)}", file=sys.stderr)
+
+    def embedder(self) -> Embedder | None:
+        """The question's embedder: the embedding model in a host of its own (the pool loads it on first use,
+        keeps it for the next question and closes it with the chat)."""
+        if self._embed_model is None or self._embedder is not None:
+            return self._embedder
+        from app import machine
+        from app.documents.embedder import pool_embedder
+        from app.engine.pool import ModelPool, PoolLimits
+
+        self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
+        self._embedder = pool_embedder(self._pool, self._embed_model)
+        return self._embedder
+
+    def wrap(self, reply: Reply) -> Reply:
+        """``reply`` with the question's passages in the messages it sends (each reply of a tool loop's turn
+        retrieves for the same question again, within what the turn's messages leave)."""
+        def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
+            sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
+                                                  embedder=self.embedder())
+            if not self.quiet:
+                for note in self.retrieval.notes:
+                    print(f"note: {note}", file=sys.stderr)
+            return reply(client, sent, sampling, printer)
+
+        return answer
+
+    def citation_lines(self) -> list[str]:
+        return [f"[{c.number}] {c.passage.where}" for c in self.retrieval.citations]
+
+    def print_citations(self) -> None:
+        """After a printed reply: the passages it was given, as the reply cites them."""
+        if lines := self.citation_lines():
+            print("\n".join(lines))
+
+    def described(self) -> dict[str, Any]:
+        """For --json: the citations, and the documents' share of the prompt."""
+        r = self.retrieval
+        return {"citations": [c.to_dict() for c in r.citations],
+                "documents": {"collections": self.names, "tokens": r.tokens, "whole": r.whole,
+                              "notes": list(r.notes)}}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self.store.close()
