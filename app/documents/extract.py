@@ -16,7 +16,9 @@ code, so that ``chunk`` can give each chunk the line it starts on by counting th
 from __future__ import annotations
 
 import codecs
+import logging
 import re
+import threading
 import zipfile
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -457,9 +459,12 @@ def _docx_heading_level(style: str | None) -> int | None:
 
 def _pdf_sections(path: Path) -> Iterator[Section]:
     from pypdf import PasswordType, PdfReader
+    from pypdf.generic import DictionaryObject
     from pypdf.errors import DependencyError
 
     with _open(path) as fh:
+        if not fh.read(1):
+            raise ExtractError("damaged", "damaged: the file is empty")
         try:
             fh.seek(-1024, 2)
         except OSError:
@@ -480,30 +485,61 @@ def _pdf_sections(path: Path) -> Iterator[Section]:
                 if opened == PasswordType.NOT_DECRYPTED:
                     raise ExtractError("encrypted", "encrypted: it needs a password")
             count = len(reader.pages)
+            tree = reader.root_object["/Pages"].get_object()
+            declared = tree.get("/Count", count) if isinstance(tree, DictionaryObject) else count
         except ExtractError:
             raise
         except Exception as exc:
             # pypdf's errors on garbage are not all PdfReadError (KeyError, ValueError, zlib's, recursion): each
             # becomes the report's sentence
             raise ExtractError("damaged", f"damaged: not a readable PDF ({_pdf_error(exc)})") from exc
+        if isinstance(declared, int) and declared > count:
+            # pypdf leaves out a page whose object is missing or broken, without a word: the page tree still
+            # counts it
+            raise ExtractError("damaged", f"damaged: {declared - count} of its {declared} pages cannot be read")
         if count == 0:
             raise ExtractError("no-text", "no text: the PDF has no pages")
         texts = images = 0
-        for number in range(1, count + 1):
-            try:
-                page = reader.pages[number - 1]
-                text = page.extract_text()
-                if not text.strip():
-                    images += _has_images(page)
-            except Exception as exc:
-                raise ExtractError("damaged", f"damaged: page {number} cannot be read ({_pdf_error(exc)})") from exc
-            text = "\n".join(line.rstrip() for line in text.replace("\0", "").splitlines()).strip()
-            if text:
-                texts += 1
-                yield Section(text, page=number)
+        complaints = _PypdfComplaints()
+        logging.getLogger("pypdf").addHandler(complaints)
+        try:
+            for number in range(1, count + 1):
+                complaints.messages.clear()
+                try:
+                    page = reader.pages[number - 1]
+                    text = page.extract_text()
+                    if not text.strip():
+                        images += _has_images(page)
+                except Exception as exc:
+                    raise ExtractError("damaged", f"damaged: page {number} cannot be read ({_pdf_error(exc)})") \
+                        from exc
+                if not text.strip() and complaints.messages:
+                    # a content stream pypdf could not decode: it logs and gives the page no text
+                    raise ExtractError("damaged", f"damaged: page {number} cannot be read "
+                                                  f"({_pdf_error(complaints.messages[0])})")
+                text = "\n".join(line.rstrip() for line in text.replace("\0", "").splitlines()).strip()
+                if text:
+                    texts += 1
+                    yield Section(text, page=number)
+        finally:
+            logging.getLogger("pypdf").removeHandler(complaints)
         if not texts:
             raise ExtractError("no-text", "no text: scanned pages need OCR, which QuantDesk does not do" if images
                                else "no text: its pages are empty")
+
+
+class _PypdfComplaints(logging.Handler):
+    """What pypdf logs on this thread while it reads a page. Not strict, it logs a stream it cannot decode and
+    carries on with no text: for an empty page that log is the sentence that says the page is damaged."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            self.messages.append(record.getMessage())
 
 
 def _has_images(page: object) -> bool:
@@ -519,6 +555,6 @@ def _has_images(page: object) -> bool:
     return any(x.get_object().get("/Subtype") == "/Image" for x in xobjects.get_object().values())
 
 
-def _pdf_error(exc: BaseException) -> str:
+def _pdf_error(exc: BaseException | str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 120 else text[:117] + "…"
