@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QListWidget,
                                QListWidgetItem, QMenu, QPushButton, QToolButton, QVBoxLayout, QWidget)
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from app.documents.retrieve import Retrieval
     from app.ui.documents_service import DocumentsService
     from app.ui.engine_bridge import Documents
+
+
+PANEL_WIDTH = 300  # pixels: the citation panel's width when it opens (the splitter lets the user change it)
 
 
 class DocumentStrip(QFrame):
@@ -134,10 +138,15 @@ class ChatDocuments(QObject):
         self.button.setAccessibleName(self.tr("Documents for this chat"))
         self.button.setToolTip(self.tr("Attach files or collections: each question searches them and the reply "
                                        "cites the passages it used. Nothing leaves this computer."))
-        menu = QMenu(self.button)
-        self.attach_action = menu.addAction(self.tr("Attach files…"), self._on_attach_clicked)
-        self.use_action = menu.addAction(self.tr("Use a collection…"), self._on_use_clicked)
-        self.button.setMenu(menu)
+        self.menu = QMenu(self.button)
+        # The actions are this object's children: the wrappers a test or a shortcut holds stay valid with it.
+        self.attach_action = QAction(self.tr("Attach files…"), self)
+        self.attach_action.triggered.connect(self._on_attach_clicked)
+        self.use_action = QAction(self.tr("Use a collection…"), self)
+        self.use_action.triggered.connect(self._on_use_clicked)
+        self.menu.addAction(self.attach_action)
+        self.menu.addAction(self.use_action)
+        self.button.setMenu(self.menu)
         decorate(self.button, "documents")
         self.strip = DocumentStrip()
         self.strip.remove_requested.connect(self.detach)
@@ -153,13 +162,22 @@ class ChatDocuments(QObject):
                 from app.ui.documents_service import DocumentsService
 
                 self._service = DocumentsService(self._page.bridge)
+            self._service.progress.connect(self._on_progress)
         return self._service
+
+    @Slot(object)
+    def _on_progress(self, progress: Any) -> None:
+        """A collection of the open chat indexed further: its chip's count of files as it stands."""
+        conv = self._page.current
+        if conv is not None and progress.collection in conv.documents and progress.state in ("done", "paused",
+                                                                                            "failed"):
+            self.show_chat(conv, keep_panel=True)
 
     # --- the open chat's collections ------------------------------------------------------------
 
-    def show_chat(self, conv: Conversation | None) -> None:
+    def show_chat(self, conv: Conversation | None, *, keep_panel: bool = False) -> None:
         """The chips of the open chat's collections; the panel's passage was of the chat before."""
-        if self.panel.isVisible():
+        if self.panel.isVisible() and not keep_panel:
             self.panel.close_panel()
         names = conv.documents if conv is not None else ()
         labels = {}
@@ -264,7 +282,13 @@ class ChatDocuments(QObject):
 
     @Slot(object)
     def open_citation(self, citation: dict[str, Any]) -> None:
+        opening = self.panel.isHidden()
         self.panel.show_citation(citation)
+        splitter = getattr(self._page, "splitter", None)
+        if opening and splitter is not None:  # its room comes from the messages, the chat list keeps its width
+            sizes = splitter.sizes()
+            width = min(PANEL_WIDTH, max(sizes[1] // 2, self.panel.minimumWidth()))
+            splitter.setSizes([sizes[0], max(sizes[1] - width, 0), width])
 
 
 

@@ -107,7 +107,7 @@ class ChatPage(QWidget):
     # --- layout --------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -207,7 +207,7 @@ class ChatPage(QWidget):
         splitter.addWidget(main)
         splitter.addWidget(self.documents.panel)  # a cited passage, beside the messages; hidden until one is opened
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([240, 900, 320])
+        splitter.setSizes([240, 900, 0])
 
     def _build_model_bar(self) -> QWidget:
         self.model_bar = bar = ModelBar()

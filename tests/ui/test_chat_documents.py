@@ -35,7 +35,8 @@ def indexed(service, name: str) -> bool:
 def test_attach_a_pdf_ask_and_open_the_cited_passage(qtbot, pool_window, tiny_models, tiny_embedding_model,
                                                      tmp_path):
     [embedding] = Library().import_path(tiny_embedding_model, copy=False)  # the library's embedding model
-    pdf = write_text_pdf(tmp_path / "docs" / "guide.pdf", PAGES, tag="guide")
+    # Short pages: the tiny model's tokenizer spends about a token a character, and a page is one passage.
+    pdf = write_text_pdf(tmp_path / "docs" / "guide.pdf", PAGES, tag="guide", words_per_page=40)
     window = pool_window()
     chat = window.chat
     with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
