@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Slot
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView,
-                               QInputDialog, QLabel, QListWidget, QMessageBox, QProgressBar, QPushButton,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QInputDialog, QLabel, QListWidget, QListWidgetItem, QMessageBox, QProgressBar,
+                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from app.ui.formatting import capitalized, grouped, human_bytes, human_seconds
 from app.ui.documents_service import embedding_model_choices
@@ -168,6 +168,7 @@ class DocumentsPage(QWidget):
         detail.addWidget(self.report_title)
         self.report = QListWidget()
         self.report.setAccessibleName(self.tr("Report"))
+        self.report.setWordWrap(True)  # a reason is a sentence: read whole, not cut at the edge
         detail.addWidget(self.report, 1)
         layout.addWidget(self.detail, 2)
 
@@ -248,8 +249,13 @@ class DocumentsPage(QWidget):
             lines = self.service.store.report(collection.name)
         except Exception:  # noqa: BLE001 - the report is what could not be read; its own failure shows as none
             lines = []
+        root = Path(collection.folder) if collection.folder else None
         for line in lines:
-            self.report.addItem(f"{line.path} — {line.reason}")
+            path = Path(line.path)
+            shown = path.relative_to(root) if root is not None and path.is_relative_to(root) else path
+            item = QListWidgetItem(f"{shown} — {line.reason}")
+            item.setToolTip(f"{line.path}\n{line.reason}")
+            self.report.addItem(item)
         self.report_title.setText(self.tr("Files that could not be read: %n", "", len(lines)) if lines
                                   else self.tr("Every file could be read"))
 
