@@ -190,9 +190,11 @@ class ChatDocuments(QObject):
         self.strip.set_documents(names, labels)
 
     def _own_label(self, name: str) -> str:
+        from app.documents.passages import DocumentsError
+
         try:
             files = self.service.store.collection(name).files
-        except Exception:  # noqa: BLE001 - the store's trouble is said when the chat uses it; the chip still shows
+        except DocumentsError:  # gone or unreadable: said when the chat asks it; the chip still shows
             return self.tr("This chat's files")
         return self.tr("This chat's files (%n)", "", files)
 
@@ -269,6 +271,11 @@ class ChatDocuments(QObject):
         picker = CollectionPicker(collections, chosen, self._page)
         if picker.exec() == QDialog.DialogCode.Accepted:
             self.use_collections(picker.chosen())
+
+    def shutdown(self) -> None:
+        """The documents the page made for itself (no window gave it the app's) are closed with it."""
+        if self._service is not None and self._provider is None:
+            self._service.shutdown()
 
     # --- a reply's citations --------------------------------------------------------------------
 

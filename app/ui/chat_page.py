@@ -1089,6 +1089,7 @@ class ChatPage(QWidget):
             self.bridge.stop()
         if self._tools is not None:
             self._tools.shutdown()
+        self.documents.shutdown()
         self.reply.close()
         if self._hears_bridge:
             self._hears_bridge = False

@@ -198,10 +198,14 @@ class DocumentsPage(QWidget):
 
     def _fill_row(self, row: int, collection: Collection) -> None:
         progress = self.service.latest.get(collection.name)
-        try:
-            size = self.service.store.size_on_disk(collection.name)
-        except Exception:  # noqa: BLE001 - a figure the store cannot give now is left out, the row still shows
-            size = None
+        size: int | None = progress.size_bytes if progress is not None and progress.size_bytes else None
+        if size is None:  # the indexer's figure is fresh; without one the store adds it up (a query over its chunks)
+            from app.documents.passages import DocumentsError
+
+            try:
+                size = self.service.store.size_on_disk(collection.name)
+            except DocumentsError:
+                size = None  # the row still shows, without the figure
         values = (collection.name, grouped(collection.files), grouped(collection.chunks),
                   grouped(collection.embedded) if collection.embed_model else self.tr("words only"),
                   human_bytes(size) if size is not None else "—",
@@ -245,10 +249,12 @@ class DocumentsPage(QWidget):
         self.pause_button.setAccessibleName(self.tr("Resume indexing") if paused else self.tr("Pause indexing"))
         decorate(self.pause_button, "resume" if paused else "pause")
         self.report.clear()
+        from app.documents.passages import DocumentsError
+
         try:
             lines = self.service.store.report(collection.name)
-        except Exception:  # noqa: BLE001 - the report is what could not be read; its own failure shows as none
-            lines = []
+        except DocumentsError:
+            lines = []  # removed meanwhile: the next refresh drops its row
         root = Path(collection.folder) if collection.folder else None
         for line in lines:
             path = Path(line.path)

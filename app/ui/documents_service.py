@@ -137,8 +137,7 @@ class DocumentsService(QuietAtQuit):
         self.changed.emit()
 
     def resume(self, name: str) -> None:
-        self.store.set_paused(name, False)
-        self.indexer.resume(name)
+        self.indexer.resume(name)  # kept in the database too
         self.changed.emit()
 
     def remove(self, name: str) -> None:
