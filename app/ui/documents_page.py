@@ -10,6 +10,7 @@ progress delivered here as queued signals); what the page asks of the store runs
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from app.documents.store import Collection
     from app.ui.documents_service import DocumentsService
 
+ROW_EVERY_S = 1.0  # while a collection is indexed, its row's figures are read from the store at most this often
 COLUMNS = (QT_TRANSLATE_NOOP("DocumentsPage", "Collection"), QT_TRANSLATE_NOOP("DocumentsPage", "Files"),
            QT_TRANSLATE_NOOP("DocumentsPage", "Chunks"), QT_TRANSLATE_NOOP("DocumentsPage", "Embedded"),
            QT_TRANSLATE_NOOP("DocumentsPage", "Size on disk"), QT_TRANSLATE_NOOP("DocumentsPage", "State"))
@@ -62,6 +64,7 @@ class DocumentsPage(QWidget):
         self.service = service
         self.collections: list[Collection] = []
         self._models: list[tuple[str, str]] = []  # the library's embedding models: (label, path)
+        self._row_read: dict[str, float] = {}  # when a collection's row was last read from the store while indexed
         self._build()
         service.progress.connect(self._on_progress)
         service.changed.connect(self.refresh)
@@ -305,13 +308,20 @@ class DocumentsPage(QWidget):
     @Slot(object)
     def _on_progress(self, progress: IndexProgress) -> None:
         names = [c.name for c in self.collections]
-        if progress.collection not in names or progress.state == "done":
+        if progress.collection not in names or progress.state in ("done", "failed"):
             self.refresh()  # a collection's end (or a new one): its figures from the store
             return
         row = names.index(progress.collection)
-        state = self.table.item(row, len(COLUMNS) - 1)
-        if state is not None:
-            state.setText(state_text(progress.state))
+        now = time.monotonic()
+        if now - self._row_read.get(progress.collection, 0.0) >= ROW_EVERY_S:  # its figures as they grow
+            self._row_read[progress.collection] = now
+            from app.documents.passages import DocumentsError
+
+            try:
+                self.collections[row] = self.service.store.collection(progress.collection)
+            except DocumentsError:
+                pass  # removed meanwhile: its "done" or the next refresh drops the row
+        self._fill_row(row, self.collections[row])
         if self.selected_name() == progress.collection:
             self._show_progress(self.collections[row], progress)
 
