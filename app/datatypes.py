@@ -648,6 +648,18 @@ class Embedded:
 
 
 @dataclass(frozen=True)
+class Reranked:
+    """Each text's relevance to a query by a reranker model (``Backend.rerank``: llama.cpp's rank pooling, the
+    first of the classifier head's outputs), in the order the texts came; higher is more relevant."""
+
+    request_id: str
+    scores: list[float]
+    prompt_tokens: int
+    rerank_ms: float
+    type: Literal["reranked"] = "reranked"
+
+
+@dataclass(frozen=True)
 class Counted:
     """How many tokens a prompt is, rendered through the model's chat template and tokenized as a generation would
     (``Backend.count_prompt_tokens``), without generating."""
@@ -684,7 +696,8 @@ class StateRestored:
     type: Literal["state_restored"] = "state_restored"
 
 
-Event = Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded | Counted | StateSaved | StateRestored
+Event = (Loaded | Progress | Token | Done | ErrorEvent | Scored | Embedded | Reranked | Counted | StateSaved
+         | StateRestored)
 
 
 # --- Devices

@@ -40,6 +40,10 @@ RESPONSES_RETENTION_DEFAULT = 30  # days the server keeps a stored response (app
 RESPONSES_RETENTION_LIMIT = 3650
 SAVED_STATES_DEFAULT_MB = 4096
 SAVED_STATES_MAX_MB = 1_048_576
+DOCUMENTS_MAX_FILE_DEFAULT_MB = 100  # one document's limit: larger files are a line of the collection's report
+DOCUMENTS_MAX_FILE_LIMIT_MB = 4096
+DOCUMENTS_WATCH_DEFAULT_S = 30  # a watched folder scanned again this often (app/documents/indexer.py)
+DOCUMENTS_WATCH_LIMIT_S = 86_400
 
 
 @dataclass
@@ -64,6 +68,10 @@ class Settings:
     # choose its own), and the server's for requests that name none.
     overflow: str = DEFAULT_OVERFLOW
     server_overflow: str = DEFAULT_OVERFLOW
+    # Documents (app/documents): the largest file a collection reads, in MiB; how often a watched folder is scanned
+    # again for new, changed and deleted files, in seconds (0: only when asked).
+    documents_max_file_mb: int = DOCUMENTS_MAX_FILE_DEFAULT_MB
+    documents_watch_seconds: int = DOCUMENTS_WATCH_DEFAULT_S
     problem: str = ""  # why the file could not be read (not saved)
 
     def normalised(self) -> Settings:
@@ -74,6 +82,10 @@ class Settings:
         retention = self.responses_retention_days if type(self.responses_retention_days) is int \
             else RESPONSES_RETENTION_DEFAULT
         states = self.saved_states_mb if type(self.saved_states_mb) is int else SAVED_STATES_DEFAULT_MB
+        doc_mb = self.documents_max_file_mb if type(self.documents_max_file_mb) is int \
+            else DOCUMENTS_MAX_FILE_DEFAULT_MB
+        watch = self.documents_watch_seconds if type(self.documents_watch_seconds) is int \
+            else DOCUMENTS_WATCH_DEFAULT_S
         return Settings(
             models_dir=str(self.models_dir) if isinstance(self.models_dir, str) and self.models_dir.strip() else None,
             offline=self.offline is True,
@@ -88,6 +100,8 @@ class Settings:
             saved_states_mb=min(max(states, 0), SAVED_STATES_MAX_MB),
             overflow=self.overflow if self.overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
             server_overflow=self.server_overflow if self.server_overflow in OVERFLOW_POLICIES else DEFAULT_OVERFLOW,
+            documents_max_file_mb=min(max(doc_mb, 1), DOCUMENTS_MAX_FILE_LIMIT_MB),
+            documents_watch_seconds=min(max(watch, 0), DOCUMENTS_WATCH_LIMIT_S),
             problem=self.problem)
 
     def to_json(self) -> dict[str, Any]:
@@ -185,6 +199,10 @@ ABOUT = {
     "overflow": ("what a new chat does once the conversation no longer fits the context", _either(OVERFLOW_POLICIES)),
     "server_overflow": ("what the local server does with a conversation that does not fit the context, unless the "
                         "request says", _either(OVERFLOW_POLICIES)),
+    "documents_max_file_mb": ("the largest file a document collection reads, in MiB (larger ones are a report line)",
+                              f"a whole number from 1 to {DOCUMENTS_MAX_FILE_LIMIT_MB}"),
+    "documents_watch_seconds": ("how often a watched document folder is scanned again, in seconds",
+                                f"a whole number from 0 (only when asked) to {DOCUMENTS_WATCH_LIMIT_S}"),
 }
 _TRUE, _FALSE, _NONE = ("true", "yes", "on", "1"), ("false", "no", "off", "0"), ("none", "default", "")
 
@@ -238,6 +256,10 @@ def parse(key: str, text: str) -> Any:
         if key == "responses_retention_days" and number is not None and 1 <= number <= RESPONSES_RETENTION_LIMIT:
             return number
         if key == "saved_states_mb" and number is not None and 0 <= number <= SAVED_STATES_MAX_MB:
+            return number
+        if key == "documents_max_file_mb" and number is not None and 1 <= number <= DOCUMENTS_MAX_FILE_LIMIT_MB:
+            return number
+        if key == "documents_watch_seconds" and number is not None and 0 <= number <= DOCUMENTS_WATCH_LIMIT_S:
             return number
     raise SettingError(f"{key} cannot be {text!r}: it takes {ABOUT[key][1]}")
 

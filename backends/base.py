@@ -23,8 +23,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from app.datatypes import (Done, Embedded, GenerationStats, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
-                           Scored, StateRestored, StateSaved, StopReason, Token, TokenLogprob, ToolCallDelta)
+from app.datatypes import (Done, Embedded, GenerationStats, Loaded, LoadSettings, Message, Prompt, Reranked,
+                           SamplingSettings, Scored, StateRestored, StateSaved, StopReason, Token, TokenLogprob,
+                           ToolCallDelta)
 
 if TYPE_CHECKING:
     from backends.chat_format.formats import Prepared, Request, Template
@@ -252,6 +253,11 @@ class Backend(abc.ABC):
 
     def embed(self, request_id: str, texts: Sequence[str]) -> Embedded:
         raise GenerationError("request", f"{self.name} makes no embeddings", "serve a GGUF embedding model")
+
+    # --- reranking: a backend that loads reranker models (llama.cpp's rank pooling) implements ``rerank``.
+
+    def rerank(self, request_id: str, query: str, texts: Sequence[str]) -> Reranked:
+        raise GenerationError("request", f"{self.name} does not rerank", "load a GGUF reranker with llama.cpp")
 
     # --- counting: a prompt's tokens as a generation would make them (the server's count_tokens), without generating
 

@@ -53,7 +53,9 @@ def test_no_token_is_ever_written():
                                                                      "max_loaded_models", "idle_unload_minutes",
                                                                      "responses_retention_days",
                                                                      "saved_states_mb",
-                                                                     "overflow", "server_overflow"}
+                                                                     "overflow", "server_overflow",
+                                                                     "documents_max_file_mb",
+                                                                     "documents_watch_seconds"}
 
 
 def test_values_out_of_range_are_normalised():
@@ -147,6 +149,11 @@ def test_the_saved_states_limit_is_normalised():
     assert settings.load().saved_states_mb == 0  # off, not a negative size
     settings.settings_path().write_text(json.dumps({"saved_states_mb": "lots"}))
     assert settings.load().saved_states_mb == settings.SAVED_STATES_DEFAULT_MB
+    settings.settings_path().write_text(json.dumps({"documents_max_file_mb": 0, "documents_watch_seconds": -3}))
+    assert (settings.load().documents_max_file_mb, settings.load().documents_watch_seconds) == (1, 0)
+    settings.settings_path().write_text(json.dumps({"documents_max_file_mb": True, "documents_watch_seconds": "x"}))
+    assert (settings.load().documents_max_file_mb, settings.load().documents_watch_seconds) == (
+        settings.DOCUMENTS_MAX_FILE_DEFAULT_MB, settings.DOCUMENTS_WATCH_DEFAULT_S)
 
 
 def test_the_overflow_policies_are_checked_and_normalised():

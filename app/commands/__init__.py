@@ -52,6 +52,8 @@ COMMANDS: dict[str, Command] = {
     "preset": Command("app.commands.presets", "a model's own load and chat settings, applied on every load; import "
                                               "and export llama-server's preset INI files"),
     "chats": Command("app.commands.chats", "list, show, export or delete saved chats"),
+    "docs": Command("app.commands.docs", "your documents, indexed on this machine: add a folder or files, list, "
+                                         "index, search or remove collections"),
     "config": Command("app.commands.config", "show or change the app's settings"),
 }
 

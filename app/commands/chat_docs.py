@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from app.datatypes import Done, Message, SamplingSettings
-from app.documents.passages import Embedder
+from app.documents.passages import DocumentsError, Embedder, Reranker
 from app.documents.retrieve import Retrieval, with_documents
 from app.documents.store import DocumentStore
 
@@ -34,6 +35,8 @@ class TerminalDocuments:
         self._pool: Any = None
         self._embedder: Embedder | None = None
         self._embed_model: str | None = None
+        self._reranker: Reranker | None = None
+        self._reranker_model: str | None = None
 
     @classmethod
     def start(cls, args: argparse.Namespace) -> TerminalDocuments:
@@ -42,8 +45,6 @@ class TerminalDocuments:
         store = DocumentStore()
         try:
             if not names:
-                from app.documents.passages import DocumentsError
-
                 raise DocumentsError("--docs names no collection", "see `quantdesk docs ls`")
             found = [store.collection(name) for name in names]
         except BaseException:
@@ -53,32 +54,61 @@ class TerminalDocuments:
         # the first embedded collection's model embeds the question; a collection of another model is searched by
         # its words (retrieve says so)
         docs._embed_model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
+        from app.documents.rerank import find_reranker
+
+        docs._reranker_model = find_reranker()  # the library's reranker, if it has one
         return docs
 
     def loaded(self, n_ctx: int) -> None:
         self.n_ctx = n_ctx
         if not self.quiet:
-            print(f"documents: {', '.join(self.names)}", file=sys.stderr)
+            reranked = f" (reranked by {Path(self._reranker_model).name})" if self._reranker_model else ""
+            print(f"documents: {', '.join(self.names)}{reranked}", file=sys.stderr)
+
+    def _engines(self) -> Any:
+        """The pool the embedding model and the reranker load into (each in an engine host of its own, loaded on
+        first use and kept for the next question; closed with the chat)."""
+        if self._pool is None:
+            from app import machine
+            from app.engine.pool import ModelPool, PoolLimits
+
+            self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
+        return self._pool
 
     def embedder(self) -> Embedder | None:
-        """The question's embedder: the embedding model in a host of its own (the pool loads it on first use,
-        keeps it for the next question and closes it with the chat)."""
+        """The question's embedder: the collections' embedding model (see _engines)."""
         if self._embed_model is None or self._embedder is not None:
             return self._embedder
-        from app import machine
         from app.documents.embedder import pool_embedder
-        from app.engine.pool import ModelPool, PoolLimits
 
-        self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
-        self._embedder = pool_embedder(self._pool, self._embed_model)
+        try:
+            self._embedder = pool_embedder(self._engines(), self._embed_model)
+        except DocumentsError as exc:  # its file is gone: the words still find passages (retrieve's note says so)
+            if not self.quiet:
+                print(f"note: {exc}", file=sys.stderr)
+            self._embed_model = None
         return self._embedder
+
+    def reranker(self) -> Reranker | None:
+        """The library's reranker (see _engines), None when it has none."""
+        if self._reranker_model is None or self._reranker is not None:
+            return self._reranker
+        from app.documents.rerank import pool_reranker
+
+        try:
+            self._reranker = pool_reranker(self._engines(), self._reranker_model)
+        except DocumentsError as exc:  # not readable: the passages go in the search's order
+            if not self.quiet:
+                print(f"note: {exc}", file=sys.stderr)
+            self._reranker_model = None
+        return self._reranker
 
     def wrap(self, reply: Reply) -> Reply:
         """``reply`` with the question's passages in the messages it sends (each reply of a tool loop's turn
         retrieves for the same question again, within what the turn's messages leave)."""
         def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
             sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
-                                                  embedder=self.embedder())
+                                                  embedder=self.embedder(), reranker=self.reranker())
             if not self.quiet:
                 for note in self.retrieval.notes:
                     print(f"note: {note}", file=sys.stderr)

@@ -214,6 +214,9 @@ def _ls(args) -> int:
     for e in entries:
         origin = f"{e.repo_id}@{(e.commit_hash or '')[:8]}" if e.repo_id else e.source
         sees = f"  sees images ({e.projector})" if e.projector else ""
+        pooling = e.pooling
+        sees += ("  reranker (rank pooling)" if pooling == "rank" else
+                 f"  embedding model ({pooling} pooling)" if pooling else "")
         print(f"{e.id:<50} {e.format:<11} {e.quant or '-':<9} {_size(e.size):>9} {e.architecture or '-':<10} "
               f"{origin}  {e.path}{sees}")
         status = statuses.get(e.id)

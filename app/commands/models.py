@@ -82,6 +82,9 @@ def run_inspect(args: argparse.Namespace) -> int:
             continue
         if key == "weights_bytes":
             value = _gib(value)
+        if key == "pooling":  # what the model is for, when it is no chat model
+            value = ("rank: a reranker (scores passages for a question)" if value == "rank" else
+                     f"{value}: an embedding model")
         if key == "sees_images":
             value = f"{value['projector']} ({value['projector_type']}, {value['image_tokens']} tokens an image)"
         if key == "recommended_sampling":  # what `quantdesk chat` and the Chat use where the user sets nothing

@@ -15,16 +15,14 @@ from app.datatypes import LoadSettings
 from app.documents.passages import DocumentsError, Embedder
 from app.engine.client import EngineClientLike
 from app.engine.pool import ModelPool
-from app.errors import EngineError, ModelFileError
+from app.errors import EngineError
 from app.hub.library import Library, LibraryEntry
-from app.models.metadata import read_gguf_header
+from app.models.metadata import model_pooling
 
 log = logging.getLogger(__name__)
 
-# llama.cpp's pooling types (llama.h enum llama_pooling_type): 0 none (a chat model), 4 rank (a reranker's score, not
-# a vector). backends/llama_cpp/load.declared_pooling reads the same key in the engine host.
-EMBEDDING_POOLINGS = {1: "mean", 2: "cls", 3: "last"}
-RANK_POOLING = 4
+# The poolings that give a vector (app.models.metadata.model_pooling's names); "rank" is a reranker's score.
+EMBEDDING_POOLINGS = ("mean", "cls", "last")
 # Texts per engine request: llama.cpp packs them into batches of its own (n_batch tokens); a request of this many
 # passages keeps one request's work (and a pause's wait) around a second on a small model on a CPU.
 BATCH_TEXTS = 32
@@ -36,19 +34,9 @@ CHARS_PER_TOKEN = 3  # a conservative guess for prose; code and other scripts ar
 LOAD_SETTINGS = LoadSettings(n_ctx=2048)
 
 
-def declared_pooling(path: str | Path) -> int:
-    """The pooling a GGUF's header declares (``{arch}.pooling_type``); 0 where none (or not a readable GGUF)."""
-    try:
-        kv, _, _ = read_gguf_header(path)
-    except (OSError, ModelFileError, ValueError):
-        return 0
-    arch = kv.get("general.architecture", "")
-    pooling = kv.get(f"{arch}.pooling_type")
-    return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0
-
-
 def is_embedding_model(path: str | Path) -> bool:
-    return declared_pooling(path) in EMBEDDING_POOLINGS
+    """Whether the GGUF at ``path`` declares a pooling that gives a vector (read from its header once per process)."""
+    return model_pooling(path) in EMBEDDING_POOLINGS
 
 
 def embedding_models(library: Library | None = None, *, refresh: bool = False) -> list[LibraryEntry]:
@@ -140,5 +128,4 @@ def client_embedder(client: EngineClientLike) -> EngineEmbedder:
                           max_tokens=min(DEFAULT_TOKENS, loaded.n_ctx))
 
 
-__all__ = ["Embedder", "EngineEmbedder", "client_embedder", "declared_pooling", "embedding_models",
-           "is_embedding_model", "pool_embedder"]
+__all__ = ["Embedder", "EngineEmbedder", "client_embedder", "embedding_models", "is_embedding_model", "pool_embedder"]

@@ -25,21 +25,21 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from app.documents import chunk as chunking
 from app.documents import extract
-from app.documents.passages import DocumentsError, Embedder
+from app.documents.passages import DocumentsError, Embedder, Section
 from app.documents.scan import FoundFile, Skipped, scan
 from app.documents.store import DocumentStore, FileRow, ReportLine
 from app.errors import QuantDeskError
 
 log = logging.getLogger(__name__)
 
-EMBED_BATCH = 64  # chunks per embedding request (the embedder cuts its own requests within this)
+EMBED_BATCH = 32  # chunks embedded between two looks at a pause (one engine request of the embedder's)
 PROGRESS_EVERY_S = 0.25  # at most this often a progress callback between files (the last one always)
 SIZE_EVERY_S = 5.0  # the size on disk is a query over every chunk: asked again at most this often
 DELETED = "deleted while it was being indexed"
@@ -185,7 +185,10 @@ def index_collection(store: DocumentStore, name: str, embedder: Embedder | None,
             return _stopped(run)
         path = str(item.path)
         run.emit(current=path)
-        pages, stored, failed, same = _index_file(store, name, item, row, max_bytes)
+        done = _index_file(store, name, item, row, max_bytes, should_stop)
+        if done is None:  # paused in the middle of a long file: it is read again from its start next time
+            return _stopped(run)
+        pages, stored, failed, same = done
         p = run.progress
         run_bytes += item.size
         elapsed = time.monotonic() - run.started
@@ -228,16 +231,31 @@ def _stopped(run: _Run) -> IndexProgress:
     return run.progress
 
 
-def _index_file(store: DocumentStore, name: str, item: FoundFile, row: FileRow | None,
-                max_bytes: int) -> tuple[int, int, int, bool]:
-    """One file read and stored, or its report line. Returns (pages, chunks stored, failed 0/1, content unchanged)."""
+class _Stopped(Exception):
+    """A pause asked for while a file was read."""
+
+
+def _stoppable(sections: Iterator[Section], should_stop: Callable[[], bool]) -> Iterator[Section]:
+    """``sections``, looking at ``should_stop`` between them: a 2,000-page PDF does not hold a pause back."""
+    for section in sections:
+        if should_stop():
+            raise _Stopped
+        yield section
+
+
+def _index_file(store: DocumentStore, name: str, item: FoundFile, row: FileRow | None, max_bytes: int,
+                should_stop: Callable[[], bool]) -> tuple[int, int, int, bool] | None:
+    """One file read and stored, or its report line. Returns (pages, chunks stored, failed 0/1, content unchanged),
+    None when a pause stopped it (nothing of it stored)."""
     path = item.path
     try:
         digest = _sha256(path)
         if row is not None and row.sha256 == digest and row.state == "indexed":
             store.touch_file(name, str(path), size=item.size, mtime_ns=item.mtime_ns)  # touched, not changed
             return 0, 0, 0, True
-        pieces = list(chunking.chunks(extract.sections(path, max_bytes=max_bytes)))
+        pieces = list(chunking.chunks(_stoppable(extract.sections(path, max_bytes=max_bytes), should_stop)))
+    except _Stopped:
+        return None
     except extract.ExtractError as exc:
         store.fail_file(name, str(path), exc.message, size=item.size, mtime_ns=item.mtime_ns)
         return 0, 0, 1, False
@@ -299,7 +317,7 @@ def _embed(run: _Run, store: DocumentStore, name: str, embedder: Embedder, model
 
 class Indexer:
     """One daemon thread that indexes every collection, one at a time, in the order asked; watched folders scanned
-    again every ``watch_every_s`` seconds (None: only when asked). ``make_embedder(model_path)`` gives the
+    again every ``watch_every_s`` seconds (None or 0: only when asked). ``make_embedder(model_path)`` gives the
     collection's embedder (``embedder.pool_embedder`` over the app's pool); None, or a model that cannot be had: text
     search only, and the progress says why. Progress reaches ``on_progress`` on the indexer's thread."""
 
@@ -309,7 +327,8 @@ class Indexer:
         self.store = store
         self.make_embedder = make_embedder
         self.on_progress = on_progress
-        self.watch_every_s = watch_every_s
+        # Settings' documents_watch_seconds: 0 is "only when asked", as None
+        self.watch_every_s = watch_every_s if watch_every_s is not None and watch_every_s > 0 else None
         self.max_bytes = max_bytes
         self.max_files = max_files
         self._wake = threading.Condition()

@@ -161,22 +161,54 @@ def retrieve(store: DocumentStore, collections: Sequence[str], query: str, *, bu
     if whole is not None:
         return dataclasses.replace(whole, notes=tuple(notes))
 
-    text_ids = [hit.chunk_id for hit in store.text_search(names, query, CANDIDATES)] if query.strip() else []
-    vector_ids, vector_notes = _vector_ids(store, found, query, embedder)
-    notes += vector_notes
-    fused = fuse(text_ids, vector_ids)
-    if not fused:
-        return Retrieval(notes=(*notes, f"nothing in {_names(names)} matches the question"))
-    scored = fused
-    if reranker is not None:
-        scored, rerank_note = _reranked(store, fused, query, reranker)
-        notes += rerank_note
-    chosen = _fit(store.passages([chunk_id for chunk_id, _ in scored[:max(k * 3, RERANK_MAX)]]),
-                  dict(scored), budget_tokens, count_tokens, k)
+    ranked, search_notes = _ranked(store, names, found, query, embedder, reranker, max(k * 3, RERANK_MAX))
+    notes += search_notes
+    if not ranked:
+        return Retrieval(notes=tuple(notes))
+    chosen = _fit(ranked, budget_tokens, count_tokens, k)
     if not chosen:
         return Retrieval(notes=(*notes, "no passage found fits the room left in the context"))
     citations = tuple(Citation(n, p, score) for n, (p, score) in enumerate(chosen, 1))
     return Retrieval(citations, count_tokens(passages_block([c.passage for c in citations])), False, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Found:
+    """A search's passages, best first, each with its score (reciprocal rank fusion's, or the reranker's), and
+    the notes ``Retrieval`` has."""
+
+    passages: tuple[tuple[Passage, float], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def search(store: DocumentStore, collections: Sequence[str], query: str, *, embedder: Embedder | None = None,
+           reranker: Reranker | None = None, limit: int = 10) -> Found:
+    """The hybrid search alone, without a budget (``quantdesk docs search``): the best ``limit`` passages of
+    ``collections`` for ``query`` as ``retrieve`` ranks them. Raises DocumentsError naming a collection that does
+    not exist."""
+    names = list(dict.fromkeys(collections))
+    found = [store.collection(name) for name in names]
+    ranked, notes = _ranked(store, names, found, query, embedder, reranker, limit)
+    return Found(tuple(ranked[:limit]), (*_state_notes(found), *notes))
+
+
+def _ranked(store: DocumentStore, names: list[str], found: Sequence[Collection], query: str,
+            embedder: Embedder | None, reranker: Reranker | None, limit: int
+            ) -> tuple[list[tuple[Passage, float]], list[str]]:
+    """The best ``limit`` passages (or more, where a reranker read them) with their scores, and notes."""
+    notes: list[str] = []
+    text_ids = [hit.chunk_id for hit in store.text_search(names, query, CANDIDATES)] if query.strip() else []
+    vector_ids, vector_notes = _vector_ids(store, found, query, embedder)
+    notes += vector_notes
+    scored = fuse(text_ids, vector_ids)
+    if not scored:
+        return [], [*notes, f"nothing in {_names(names)} matches the question"]
+    if reranker is not None:
+        scored, rerank_note = _reranked(store, scored, query, reranker)
+        notes += rerank_note
+    head = scored[:max(limit, RERANK_MAX if reranker is not None else 0)]
+    scores = dict(head)
+    return [(p, scores[p.chunk_id]) for p in store.passages([chunk_id for chunk_id, _ in head])], notes
 
 
 def _names(names: Sequence[str]) -> str:
@@ -228,7 +260,7 @@ def _vector_ids(store: DocumentStore, found: Sequence[Collection], query: str, e
     if not wanted:
         return [], []
     if embedder is None:
-        return [], [f"{_names([c.name for c in wanted])}: the embedding model is not loaded here, so searched by "
+        return [], [f"{_names([c.name for c in wanted])}: its embedding model cannot be used here, so searched by "
                     "words only"]
     same = [c.name for c in wanted if c.embed_model == embedder.model]
     other = [c.name for c in wanted if c.embed_model != embedder.model]
@@ -264,24 +296,24 @@ def _reranked(store: DocumentStore, fused: list[tuple[int, float]], query: str, 
     return [(chunk_id, float(score)) for chunk_id, score in order] + fused[RERANK_MAX:], []
 
 
-def _fit(passages: Sequence[Passage], scores: dict[int, float], budget: int, count_tokens: Callable[[str], int],
+def _fit(ranked: Sequence[tuple[Passage, float]], budget: int, count_tokens: Callable[[str], int],
          k: int) -> list[tuple[Passage, float]]:
     """Up to ``k`` passages in the order given that fit ``budget`` together: each counted on its own (the
     instruction once), one that does not fit is passed over for the next; then the block is counted whole and the
     last passages dropped while it is over (a tokenizer may join text across the seams)."""
     chosen: list[tuple[Passage, float]] = []
     used = count_tokens(passages_block([]))
-    for passage in passages:
+    for passage, score in ranked:
         if len(chosen) >= k:
             break
         cost = count_tokens(f"[{len(chosen) + 1}] {passage.where}\n{neutral(passage.text.strip())}\n\n")
         if used + cost <= budget:
-            chosen.append((passage, scores.get(passage.chunk_id, 0.0)))
+            chosen.append((passage, score))
             used += cost
     while chosen and count_tokens(passages_block([p for p, _ in chosen])) > budget:
         chosen.pop()
     return chosen
 
 
-__all__ = ["DocumentsError", "Retrieval", "augment", "documents_budget", "engine_counter", "fuse", "passages_block",
-           "retrieve", "with_documents"]
+__all__ = ["DocumentsError", "Found", "Retrieval", "augment", "documents_budget", "engine_counter", "fuse",
+           "passages_block", "retrieve", "search", "with_documents"]

@@ -67,6 +67,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'indexed', 'failed')),
             reason TEXT NOT NULL DEFAULT '',
             pages INTEGER NOT NULL DEFAULT 0,
+            chunks INTEGER NOT NULL DEFAULT 0,
+            text_bytes INTEGER NOT NULL DEFAULT 0,  -- its chunks' UTF-8 bytes: the size on disk without reading them
             indexed_at REAL,
             UNIQUE (collection_id, path)
         )""",
@@ -88,13 +90,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
             INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
         END""",
+        # collection_id repeats the chunk's file's: a collection's vectors are counted and read by one index range
         """CREATE TABLE vectors (
             chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
             model TEXT NOT NULL,
+            collection_id INTEGER NOT NULL,
             vector BLOB NOT NULL,
             PRIMARY KEY (chunk_id, model)
         )""",  # a rowid table: WITHOUT ROWID suits small rows, not 1.5 KB vectors
-        "CREATE INDEX vectors_by_model ON vectors(model, chunk_id)",
+        "CREATE INDEX vectors_by_collection ON vectors(collection_id, model)",
         """CREATE TABLE skipped (
             collection_id INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
             path TEXT NOT NULL,
@@ -339,10 +343,9 @@ class DocumentStore:
                    (SELECT count(*) FROM files f WHERE f.collection_id = c.id) AS files,
                    (SELECT count(*) FROM files f WHERE f.collection_id = c.id AND f.state = 'indexed') AS indexed,
                    (SELECT count(*) FROM files f WHERE f.collection_id = c.id AND f.state = 'failed') AS failed,
-                   (SELECT count(*) FROM chunks k JOIN files f ON f.id = k.file_id
-                        WHERE f.collection_id = c.id) AS chunks,
-                   (SELECT count(*) FROM vectors v JOIN chunks k ON k.id = v.chunk_id JOIN files f ON f.id = k.file_id
-                        WHERE f.collection_id = c.id AND v.model = c.embed_model) AS embedded,
+                   (SELECT coalesce(sum(f.chunks), 0) FROM files f WHERE f.collection_id = c.id) AS chunks,
+                   (SELECT count(*) FROM vectors v
+                        WHERE v.collection_id = c.id AND v.model = c.embed_model) AS embedded,
                    (SELECT group_concat(s.path, char(10)) FROM sources s WHERE s.collection_id = c.id) AS sources
                FROM collections c {where} ORDER BY c.name COLLATE NOCASE""", params)
         return [Collection(r["id"], r["name"], r["folder"], r["embed_model"], bool(r["paused"]), r["files"],
@@ -393,8 +396,7 @@ class DocumentStore:
                 return
             db.execute("UPDATE collections SET embed_model = ? WHERE id = ?", (model, cid))
             if old is not None:
-                db.execute("""DELETE FROM vectors WHERE model = ? AND chunk_id IN (SELECT k.id FROM chunks k
-                              JOIN files f ON f.id = k.file_id WHERE f.collection_id = ?)""", (old, cid))
+                db.execute("DELETE FROM vectors WHERE collection_id = ? AND model = ?", (cid, old))
 
     def set_paused(self, name: str, paused: bool) -> None:
         cid = self._collection_id(name)
@@ -414,13 +416,14 @@ class DocumentStore:
         and the rows' own cost."""
         cid = self._collection_id(name)
         row = self._reading(
-            """SELECT coalesce(sum(length(CAST(k.text AS BLOB))), 0), count(k.id),
-                   (SELECT coalesce(sum(length(v.vector)), 0) + count(*) * ? FROM vectors v
-                        JOIN chunks k2 ON k2.id = v.chunk_id JOIN files f2 ON f2.id = k2.file_id
-                        WHERE f2.collection_id = ?),
-                   (SELECT count(*) FROM files f3 WHERE f3.collection_id = ?)
-               FROM chunks k JOIN files f ON f.id = k.file_id WHERE f.collection_id = ?""",
-            (ROW_OVERHEAD_BYTES, cid, cid, cid))[0]
+            """SELECT coalesce(sum(f.text_bytes), 0), coalesce(sum(f.chunks), 0),
+                   (SELECT coalesce(sum(n * (? + (SELECT length(w.vector) FROM vectors w
+                                                          WHERE w.collection_id = m.collection_id AND w.model = m.model
+                                                          LIMIT 1))), 0)
+                        FROM (SELECT collection_id, model, count(*) AS n FROM vectors WHERE collection_id = ?
+                              GROUP BY model) AS m),
+                   count(*)
+               FROM files f WHERE f.collection_id = ?""", (ROW_OVERHEAD_BYTES, cid, cid))[0]
         text, chunks, vectors, files = int(row[0]), int(row[1]), int(row[2]), int(row[3])
         return int(text * (1 + FTS_FACTOR)) + chunks * ROW_OVERHEAD_BYTES * 2 + vectors + files * 256
 
@@ -453,7 +456,8 @@ class DocumentStore:
         Returns the file's id."""
         cid = self._collection_id(name)
         with self._writing(f"store {path}") as db:
-            file_id = self._upsert_file(db, cid, path, size, mtime_ns, sha256, "indexed", "", pages)
+            file_id = self._upsert_file(db, cid, path, size, mtime_ns, sha256, "indexed", "", pages, len(chunks),
+                                        sum(len(c.text.encode("utf-8", "replace")) for c in chunks))
             if db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
                 self._forget(cid)  # a changed file: its old chunks' vectors are gone
             db.executemany("INSERT INTO chunks (file_id, ordinal, page, heading, line, text) VALUES (?, ?, ?, ?, ?, ?)",
@@ -472,19 +476,21 @@ class DocumentStore:
         time are kept, so an unchanged failed file is not read again; a changed one is."""
         cid = self._collection_id(name)
         with self._writing(f"update {path}") as db:
-            file_id = self._upsert_file(db, cid, path, size, mtime_ns, None, "failed", reason, 0)
+            file_id = self._upsert_file(db, cid, path, size, mtime_ns, None, "failed", reason, 0, 0, 0)
             if db.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,)).rowcount:
                 self._forget(cid)
 
     @staticmethod
     def _upsert_file(db: sqlite3.Connection, cid: int, path: str, size: int, mtime_ns: int, sha256: str | None,
-                     state: FileState, reason: str, pages: int) -> int:
-        db.execute("""INSERT INTO files (collection_id, path, size, mtime_ns, sha256, state, reason, pages, indexed_at)
-                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     state: FileState, reason: str, pages: int, chunks: int, text_bytes: int) -> int:
+        db.execute("""INSERT INTO files (collection_id, path, size, mtime_ns, sha256, state, reason, pages, chunks,
+                                         text_bytes, indexed_at)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                       ON CONFLICT (collection_id, path) DO UPDATE SET size = excluded.size,
                           mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, state = excluded.state,
-                          reason = excluded.reason, pages = excluded.pages, indexed_at = excluded.indexed_at""",
-                   (cid, path, size, mtime_ns, sha256, state, reason, pages, time.time()))
+                          reason = excluded.reason, pages = excluded.pages, chunks = excluded.chunks,
+                          text_bytes = excluded.text_bytes, indexed_at = excluded.indexed_at""",
+                   (cid, path, size, mtime_ns, sha256, state, reason, pages, chunks, text_bytes, time.time()))
         return int(db.execute("SELECT id FROM files WHERE collection_id = ? AND path = ?", (cid, path)).fetchone()[0])
 
     def remove_files(self, name: str, file_paths: Sequence[str]) -> None:
@@ -518,17 +524,18 @@ class DocumentStore:
         """Vectors of ``model`` for chunks (unit length; stored as float32). A chunk deleted meanwhile (its file
         changed) is left out. Returns how many were stored."""
         cid = self._collection_id(name)
-        rows = [(int(chunk_id), model, np.asarray(vector, dtype=np.float32).tobytes()) for chunk_id, vector in vectors]
+        rows = [(int(chunk_id), model, cid, np.asarray(vector, dtype=np.float32).tobytes())
+                for chunk_id, vector in vectors]
         with self._writing(f"store the vectors of “{name}”") as db:
             before = db.total_changes
-            db.executemany("""INSERT OR REPLACE INTO vectors (chunk_id, model, vector)
-                              SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)""", rows)
+            db.executemany("""INSERT OR REPLACE INTO vectors (chunk_id, model, collection_id, vector)
+                              SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM chunks WHERE id = ?1)""", rows)
             stored = db.total_changes - before
         with self._lock:
             self._grow(cid, model, rows, complete=stored == len(rows))
         return stored
 
-    def _grow(self, cid: int, model: str, rows: list[tuple[int, str, bytes]], *, complete: bool) -> None:
+    def _grow(self, cid: int, model: str, rows: list[tuple[int, str, int, bytes]], *, complete: bool) -> None:
         """New vectors added to the collection's matrix kept in memory (indexing goes on while the user searches:
         reading 100k vectors again after every batch would cost a third of a second a search); where that cannot
         be done exactly (a chunk gone meanwhile, a vector replaced, another length) the matrix is read again."""
@@ -537,12 +544,12 @@ class DocumentStore:
             return
         ids, matrix = cached
         new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        dims = matrix.shape[1] if len(ids) else len(rows[0][2]) // 4
-        if (not complete or any(len(r[2]) != dims * 4 for r in rows) or len(set(new_ids.tolist())) != len(rows)
+        dims = matrix.shape[1] if len(ids) else len(rows[0][3]) // 4
+        if (not complete or any(len(r[3]) != dims * 4 for r in rows) or len(set(new_ids.tolist())) != len(rows)
                 or np.isin(new_ids, ids).any()):
             self._forget(cid)
             return
-        added = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dims)
+        added = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), dims)
         self._matrices[(cid, model)] = (np.concatenate([ids, new_ids]), np.concatenate([matrix.reshape(-1, dims),
                                                                                         added]))
 
@@ -578,8 +585,7 @@ class DocumentStore:
             cached = self._matrices.get((cid, model))
             if cached is not None:
                 return cached
-            rows = self._reading("""SELECT v.chunk_id, v.vector FROM vectors v JOIN chunks k ON k.id = v.chunk_id
-                                    JOIN files f ON f.id = k.file_id WHERE f.collection_id = ? AND v.model = ?""",
+            rows = self._reading("SELECT v.chunk_id, v.vector FROM vectors v WHERE v.collection_id = ? AND v.model = ?",
                                  (cid, model))
             if rows:
                 ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

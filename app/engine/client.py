@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import protocol
-from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RestoreStateRequest,
-                                 SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
+from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
+                                 RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
 from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
-                           SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
+                           Reranked, SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
 
 _EOF = object()
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
-_Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
-             | RestoreStateRequest | UnloadRequest)
-# the one event that answers a score, embed, count, save or restore request
-Answer = TypeVar("Answer", Scored, Embedded, Counted, StateSaved, StateRestored)
+_Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | RerankRequest | CountRequest
+             | SaveStateRequest | RestoreStateRequest | UnloadRequest)
+# the one event that answers a score, embed, rerank, count, save or restore request
+Answer = TypeVar("Answer", Scored, Embedded, Reranked, Counted, StateSaved, StateRestored)
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
@@ -95,6 +95,7 @@ class EngineClientLike(Protocol):
                  on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
                  ) -> Iterator[Token | Done]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
+    def rerank(self, query: str, texts: Sequence[str]) -> Reranked: ...
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
     def save_state(self, path: str | Path) -> StateSaved: ...
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
@@ -491,6 +492,12 @@ class EngineClient:
         model that makes none, 'context' for a text longer than the model takes)."""
         reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
         return self._answer(reply, Embedded)
+
+    def rerank(self, query: str, texts: Sequence[str]) -> Reranked:
+        """Each of ``texts`` scored for ``query`` by a loaded reranker (rank pooling), in order. Raises EngineError
+        (kind 'request' for a model that is no reranker, 'context' for a query and text longer than it takes)."""
+        reply, _ = self._submit(RerankRequest(f"r{next(self._ids)}", query, list(texts)), "while reranking")
+        return self._answer(reply, Reranked)
 
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
         """How many tokens ``messages`` is as a generation with ``sampling`` would render it (the model's chat

@@ -26,8 +26,9 @@ import traceback
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from app.engine.protocol import (CancelRequest, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, Request,
-                                 RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
+from app.engine.protocol import (CancelRequest, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
+                                 Request, RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest,
+                                 UnloadRequest)
 from app.datatypes import Counted, Done, ErrorEvent, GenerationStats, Progress
 from backends.base import Backend, GenerationError
 
@@ -116,6 +117,10 @@ class Host:
             if self._backend is None:
                 raise GenerationError("state", "no model is loaded")
             self.send(self._backend.embed(request.id, request.texts))
+        elif isinstance(request, RerankRequest):
+            if self._backend is None:
+                raise GenerationError("state", "no model is loaded")
+            self.send(self._backend.rerank(request.id, request.query, request.texts))
         elif isinstance(request, CountRequest):
             if self._backend is None:
                 raise GenerationError("state", "no model is loaded")

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from app.engine.client import EngineClient, EngineClientLike
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
-from app.datatypes import (Done, Embedded, LoadSettings, Loaded, Prompt, SamplingSettings, StateRestored, StateSaved,
-                           Token)
+from app.datatypes import (Done, Embedded, LoadSettings, Loaded, Prompt, Reranked, SamplingSettings, StateRestored,
+                           StateSaved, Token)
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -299,6 +299,13 @@ class ModelPool:
         model = self._hold(None)
         try:
             return model.client.embed(texts)
+        finally:
+            self._release(model, None)
+
+    def rerank(self, query: str, texts: Sequence[str]) -> Reranked:
+        model = self._hold(None)
+        try:
+            return model.client.rerank(query, texts)
         finally:
             self._release(model, None)
 

@@ -5,8 +5,8 @@ of backends.base (each tagged with its ``type``) plus the two the protocol itsel
 ``Unloaded``. Both cross as ``dataclasses.asdict`` and are rebuilt here into the same types.
 
 The host serves the requests it reads one at a time, in order, and ends each with exactly one final
-event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Counted``, ``StateSaved``, ``StateRestored``, ``Unloaded``
-or an ``ErrorEvent``); every event
+event (``Loaded``, ``Done``, ``Scored``, ``Embedded``, ``Reranked``, ``Counted``, ``StateSaved``, ``StateRestored``,
+``Unloaded`` or an ``ErrorEvent``); every event
 in between belongs to the request it serves. ``cancel`` is the exception: the host acts on it as it reads it and
 answers nothing. The host's first line is a ``Hello`` with its ``PROTOCOL_VERSION``: a client and host
 from different releases refuse each other with a sentence instead of misreading each other.
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from app.records import known_fields
 from app.datatypes import (Counted, DeviceLoad, Done, Embedded, ErrorEvent, Event, GenerationStats, Loaded,
-                           LoadSettings, Message, Progress, Prompt, SamplingSettings, Scored, StateRestored, StateSaved,
-                           Token, TokenLogprob, ToolCallDelta, TopLogprob, WindowScoring)
+                           LoadSettings, Message, Progress, Prompt, Reranked, SamplingSettings, Scored, StateRestored,
+                           StateSaved, Token, TokenLogprob, ToolCallDelta, TopLogprob, WindowScoring)
 from app.datatypes import ToolCall
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 # 4: log-probabilities of a reply's tokens when asked (SamplingSettings.logprobs, Token.logprobs)
 # 5: a conversation's state saved to and restored from disk (SaveStateRequest, RestoreStateRequest; StateSaved,
 #    StateRestored)
-PROTOCOL_VERSION = 5
+# 6: passages scored for a question by a reranker (RerankRequest, Reranked)
+PROTOCOL_VERSION = 6
 
 
 # --- requests (parent -> host)
@@ -77,6 +78,16 @@ class EmbedRequest:
     id: str
     texts: list[str]  # embedded together, as one batch where the context allows
     op: Literal["embed"] = "embed"
+
+
+@dataclass(frozen=True)
+class RerankRequest:
+    """Each of ``texts`` scored for ``query`` by a loaded reranker (rank pooling), answered with a ``Reranked``."""
+
+    id: str
+    query: str
+    texts: list[str]
+    op: Literal["rerank"] = "rerank"
 
 
 @dataclass(frozen=True)
@@ -130,11 +141,12 @@ class ShutdownRequest:
     op: Literal["shutdown"] = "shutdown"
 
 
-Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | CountRequest | SaveStateRequest
-           | RestoreStateRequest | CancelRequest | UnloadRequest | ShutdownRequest)
+Request = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | RerankRequest | CountRequest
+           | SaveStateRequest | RestoreStateRequest | CancelRequest | UnloadRequest | ShutdownRequest)
 _REQUEST_TYPES: dict[str, type] = {cls.op: cls for cls in (LoadRequest, GenerateRequest, ScoreRequest, EmbedRequest,
-                                                            CountRequest, SaveStateRequest, RestoreStateRequest,
-                                                            CancelRequest, UnloadRequest, ShutdownRequest)}
+                                                            RerankRequest, CountRequest, SaveStateRequest,
+                                                            RestoreStateRequest, CancelRequest, UnloadRequest,
+                                                            ShutdownRequest)}
 
 
 # --- events of the protocol itself (host -> parent)
@@ -156,9 +168,10 @@ class Unloaded:
 
 
 _EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Loaded, Progress, Token, Done, ErrorEvent, Scored, Embedded,
-                                                          Counted, StateSaved, StateRestored, Hello, Unloaded)}
+                                                          Reranked, Counted, StateSaved, StateRestored, Hello,
+                                                          Unloaded)}
 # each request ends with exactly one of these
-FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Counted, StateSaved, StateRestored, Unloaded, ErrorEvent)
+FINAL_EVENTS = (Loaded, Done, Scored, Embedded, Reranked, Counted, StateSaved, StateRestored, Unloaded, ErrorEvent)
 
 
 class ProtocolMismatch(ValueError):

@@ -25,7 +25,7 @@ class StarterModel:
     format: str  # gguf | mlx
     architecture: str  # llama.cpp's general.architecture for GGUF, config.json model_type for MLX
     tier: str  # one of TIERS: the smallest machine it is picked for
-    modality: str  # text | vision (reads images where the engine supports it)
+    modality: str  # text | vision (reads images where the engine supports it) | embedding (documents' search)
     params_b: float
     approx_q4_bytes: int
     why: str

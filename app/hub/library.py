@@ -71,8 +71,16 @@ class LibraryEntry:
         """The vision projector kept with the model (its path relative to the model's folder), if any."""
         return next((f["path"] for f in self.files if is_projector(f["path"])), None)
 
+    @property
+    def pooling(self) -> str:
+        """The pooling its GGUF declares (``app.models.metadata.model_pooling``): "rank" a reranker, "mean" / "cls" /
+        "last" an embedding model, "" a chat model (or no GGUF)."""
+        from app.models.metadata import model_pooling
+
+        return model_pooling(self.path) if self.format == "gguf" else ""
+
     def to_json(self) -> dict:
-        return asdict(self) | {"projector": self.projector}
+        return asdict(self) | {"projector": self.projector, "pooling": self.pooling or None}
 
 
 def _projector_beside(model: Path) -> list[str]:

@@ -3,7 +3,8 @@
 ``create_app(client)`` builds the ASGI app (Starlette) behind the Guard; the caller owns the client and picks where to
 listen (``app.server.thread.ServerThread`` or ``quantdesk serve``). Endpoints: ``GET /v1/models``,
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (both streamed as server-sent events or not; chat with
-tools and structured output), ``POST /v1/embeddings`` (an embedding model), Anthropic's ``POST /v1/messages`` and
+tools and structured output), ``POST /v1/embeddings`` (an embedding model), ``POST /v1/rerank`` (a reranker GGUF:
+llama-server's route, Jina's and Cohere's shape, TEI's with ``texts``), Anthropic's ``POST /v1/messages`` and
 ``POST /v1/messages/count_tokens`` (app/server/anthropic.py), OpenAI's Responses API ``POST /v1/responses`` with
 ``GET``/``DELETE /v1/responses/{id}`` (app/server/responses.py), and ``GET /health``; the OpenAI routes also without the
 ``/v1`` prefix, as llama-server serves them. Responses carry ``usage`` (with the prompt's tokens reused from the KV
@@ -51,7 +52,7 @@ from app.server.guard import Guard
 from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
 from app.server.params import (DROPPED_HEADER, OVERFLOW_HEADER, ApiError, GenerationRequest, overflow_choice,
-                               parse_chat, parse_completion, parse_embeddings)
+                               parse_chat, parse_completion, parse_embeddings, parse_rerank)
 from app.datatypes import (DEFAULT_OVERFLOW, OVERFLOW_POLICIES, ContextCut, Done, GenerationStats, Token, TokenLogprob,
                            ToolCallDelta)
 from app.hub.presets import sampling_for as preset_sampling
@@ -382,8 +383,10 @@ class OpenAIServer:
         try:
             loaded, served = lease.loaded, lease.served
             if not loaded.details.get("embedding"):
-                raise ApiError(400, f"{served} is not an embedding model (its GGUF declares no pooling)",
-                               param="model", code="not_an_embedding_model")
+                why = ("a reranker: ask /v1/rerank" if loaded.details.get("reranker") else
+                       "its GGUF declares no pooling")
+                raise ApiError(400, f"{served} is not an embedding model ({why})", param="model",
+                               code="not_an_embedding_model")
             parsed = parse_embeddings(body, served_id=served, n_embd=loaded.details["embedding_length"])
             try:  # the engine serves it in its turn, after what the chat and other requests sent before
                 with lease.queue.counted():
@@ -397,6 +400,34 @@ class OpenAIServer:
         return JSONResponse({"object": "list", "data": data, "model": served,
                              "usage": {"prompt_tokens": embedded.prompt_tokens,
                                        "total_tokens": embedded.prompt_tokens}})
+
+    async def rerank(self, request: Request) -> Response:
+        """llama-server's /rerank: each document scored for the query by a reranker GGUF (rank pooling), the best
+        ``top_n`` first, in Jina's and Cohere's shape (``results: [{index, relevance_score}]``), or TEI's."""
+        body = await read_body(request)
+        lease = await self._engine_for(body)
+        try:
+            loaded, served = lease.loaded, lease.served
+            if not loaded.details.get("reranker"):
+                what = "an embedding model" if loaded.details.get("embedding") else "a chat model"
+                raise ApiError(400, f"{served} is not a reranker: it is {what}, and its GGUF declares no rank "
+                                    "pooling", param="model", code="not_a_reranker")
+            parsed = parse_rerank(body, served_id=served)
+            try:  # in its turn, after what the chat and other requests sent before
+                with lease.queue.counted():
+                    reranked = await asyncio.to_thread(lease.queue.client.rerank, parsed.query, parsed.documents)
+            except Exception as exc:
+                raise engine_api_error(exc) from None
+        finally:
+            lease.release()
+        best = sorted(range(len(parsed.documents)), key=lambda i: -reranked.scores[i])[:parsed.top_n]
+        if parsed.tei:
+            return JSONResponse([{"index": i, "score": reranked.scores[i]}
+                                 | ({"text": parsed.documents[i]} if parsed.return_documents else {}) for i in best])
+        results = [{"index": i, "relevance_score": reranked.scores[i]}
+                   | ({"document": {"text": parsed.documents[i]}} if parsed.return_documents else {}) for i in best]
+        usage = {"prompt_tokens": reranked.prompt_tokens, "total_tokens": reranked.prompt_tokens}
+        return JSONResponse({"model": served, "object": "list", "usage": usage, "results": results})
 
     async def start_job(self, request: Request, lease: Lease, parsed: GenerationRequest
                         ) -> tuple[Job, Token | Done, asyncio.Task[None]]:
@@ -766,6 +797,8 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
     openai_routes = [("/models", server.models, "GET"), ("/models/{model:path}", server.model, "GET"),
                      ("/chat/completions", server.chat_completions, "POST"),
                      ("/completions", server.completions, "POST"), ("/embeddings", server.embeddings, "POST"),
+                     # llama-server's four names of its reranking route (with /v1 and without, as every route here)
+                     ("/rerank", server.rerank, "POST"), ("/reranking", server.rerank, "POST"),
                      ("/models/unload", server.unload, "POST"),  # llama-server's router route, for its clients
                      ("/responses", responses.create, "POST"), ("/responses/{response_id}", responses.retrieve, "GET"),
                      ("/responses/{response_id}", responses.delete, "DELETE")]

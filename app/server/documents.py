@@ -3,7 +3,8 @@ chat completions and Anthropic's Messages.
 
 Before the job, the request's last user message is the question (app/documents/retrieve.py ``with_documents``): it
 is searched by its words and, where a collection is embedded, by its meaning (the question embedded by the
-collection's embedding model, loaded into the router's pool under its budget: ``embedder.pool_embedder``); the
+collection's embedding model, loaded into the router's pool under its budget: ``embedder.pool_embedder``), and
+reordered by the library's reranker when it has one (``rerank.pool_reranker``, the same pool); the
 conversation as it will be sent is counted by the answering engine in its turn, the passages get their share of
 what is left, and the message the engine reads carries them, numbered. The response's ``quantdesk`` field carries
 ``citations`` (each ``Citation.to_dict()``: number, file, page / heading / line, text, score) and ``documents``
@@ -18,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from app.documents.passages import DocumentsError, Embedder
+from app.documents.passages import DocumentsError, Embedder, Reranker
 from app.documents.retrieve import Retrieval, with_documents
 from app.documents.store import DocumentStore
 from app.server.params import ApiError, GenerationRequest
@@ -75,11 +76,12 @@ class ServerDocuments:
                            param="quantdesk.documents", code="collection_not_found") from None
         names = tuple(c.name for c in found)
         embedder = self._embedder(next((c.embed_model for c in found if c.embed_model and c.embedded), None))
+        reranker = self._reranker()
         assert not isinstance(parsed.messages, str)
         try:
             with lease.queue.counted():  # the engine counts in its turn, after the requests sent before
                 sent, retrieval = with_documents(lease.queue.client, store, names, parsed.messages, parsed.sampling,
-                                                 lease.loaded.n_ctx, embedder=embedder)
+                                                 lease.loaded.n_ctx, embedder=embedder, reranker=reranker)
         except DocumentsError as exc:  # a collection removed meanwhile
             raise ApiError(400, exc.message, param="quantdesk.documents", code="collection_not_found") from None
         return dataclasses.replace(parsed, messages=sent), Cited(names, retrieval)
@@ -93,5 +95,18 @@ class ServerDocuments:
 
         try:
             return pool_embedder(self._router.models, model)
+        except DocumentsError:
+            return None
+
+    def _reranker(self) -> Reranker | None:
+        """The library's reranker through the router's pool, None when the library has none (or it cannot be
+        read): the passages then go in the search's order."""
+        from app.documents.rerank import find_reranker, pool_reranker
+
+        path = find_reranker()
+        if path is None:
+            return None
+        try:
+            return pool_reranker(self._router.models, path)
         except DocumentsError:
             return None

@@ -660,3 +660,40 @@ def parse_embeddings(body: dict[str, Any], *, served_id: str, n_embd: int) -> Em
         raise bad_param("dimensions", f"this model's embeddings have {n_embd} dimensions; it cannot give "
                                       f"{dimensions}", "unsupported_parameter")
     return EmbeddingRequest(texts, encoding)
+
+
+MAX_RERANK_DOCUMENTS = 1000  # Cohere's and Jina's own limit per request
+
+
+@dataclass(frozen=True)
+class RerankQuery:
+    """A /v1/rerank request, checked: Jina's and Cohere's shape (``query``, ``documents``, ``top_n``,
+    ``return_documents``) as llama-server takes it, or TEI's (``texts``, ``return_text``; the answer a bare list)."""
+
+    query: str
+    documents: list[str]
+    top_n: int
+    return_documents: bool
+    tei: bool  # Hugging Face text-embeddings-inference's shape: asked with "texts", answered with a list
+
+
+def parse_rerank(body: dict[str, Any], *, served_id: str) -> RerankQuery:
+    check_model(body, served_id)
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise bad_param("query", "query must be provided, as a string", "invalid_type" if "query" in body else
+                        "missing_required_parameter")
+    tei = "texts" in body and "documents" not in body
+    param = "texts" if tei else "documents"
+    documents = body.get(param)
+    if isinstance(documents, list):  # Jina and Cohere also take {"text": ...} objects
+        documents = [d.get("text") if isinstance(d, dict) else d for d in documents]
+    if not isinstance(documents, list) or not documents or not all(isinstance(d, str) for d in documents):
+        raise bad_param(param, f"{param} must be a non-empty list of strings", "invalid_type")
+    if len(documents) > MAX_RERANK_DOCUMENTS:
+        raise bad_param(param, f"at most {MAX_RERANK_DOCUMENTS} documents are accepted in one request")
+    top_n = _integer(body, "top_n", len(documents))
+    if top_n < 1:
+        raise bad_param("top_n", f"top_n must be 1 or more, not {top_n}")
+    return_documents = _flag(body, "return_text" if tei else "return_documents")
+    return RerankQuery(query, documents, min(top_n, len(documents)), return_documents, tei)

@@ -287,7 +287,8 @@ class DiscoverPage(QWidget):
         for model, likely in starters_for(self.profile, starters):
             fit = "" if self.profile is None else (self.tr(" · likely fits") if likely else self.tr(
                     " · likely too large here"))
-            vision = self.tr(" · reads images") if model.modality == "vision" else ""
+            vision = self.tr(" · reads images") if model.modality == "vision" else self.tr(
+                " · embeds text: search your documents by meaning") if model.modality == "embedding" else ""
             item = QListWidgetItem(self.tr("{repo_id}\n{why}\n{format} · {params}B parameters{vision} · for "
                                            "{tier} machines · about {size} at 4 bits{fit}")
                                    .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
@@ -296,7 +297,8 @@ class DiscoverPage(QWidget):
             item.setData(REPO_ID, model.repo_id)
             self.results.addItem(item)
             chips = [model.format.upper(), f"{model.params_b:g}B", f"~{human_bytes(model.approx_q4_bytes)}"] + (
-                ["reads images"] if vision else [])
+                ["reads images"] if model.modality == "vision" else ["embedding model"] if model.modality == "embedding"
+                else [])
             likely_badge = "" if self.profile is None else "Likely fits" if likely else "Likely too large"
             self._add_card(item, ModelCard(model.repo_id, model.why, chips, likely_badge))
         self._fit_cards()

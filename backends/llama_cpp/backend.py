@@ -1,6 +1,6 @@
 """LlamaCppBackend: a GGUF model loaded into llama.cpp (with its vision projector, its draft), and what the model
-answers besides replies: embeddings, the lab's logit windows, its vocabulary. The replies themselves are the token
-loop's (loop.py, which this class is one of).
+answers besides replies: embeddings, a reranker's scores (rerank.py), the lab's logit windows, its vocabulary. The
+replies themselves are the token loop's (loop.py, which this class is one of).
 
 llama_cpp is imported inside ``load``: this module is importable (and ``probe`` answers) without it.
 """
@@ -16,13 +16,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, SamplingSettings,
-                           StateRestored, StateSaved, Token, expert_tensor_patterns)
+from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, Reranked,
+                           SamplingSettings, StateRestored, StateSaved, Token, expert_tensor_patterns)
 from backends.base import Availability, GenerationError, check_token_ids, physical_cores
 from backends.chat_format import formats
 from backends.chat_format import template as chat_template
 from backends.llama_cpp import load as loading
 from backends.llama_cpp import log as load_log
+from backends.llama_cpp import rerank as reranking
 from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
 from backends.llama_cpp.loop import TokenLoop
@@ -98,6 +99,8 @@ class LlamaCppBackend(TokenLoop):
         self._pooling = loading.declared_pooling(model_path)
         if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
             kwargs["embedding"] = True
+        if self._pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
+            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.MAX_BATCH)  # the context
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         try:
@@ -137,7 +140,11 @@ class LlamaCppBackend(TokenLoop):
         if projector is not None:
             details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
                                  "image_tokens": projector.image_tokens}
-        if self._pooling:
+        if self._pooling == reranking.POOLING_RANK:  # a reranker: scores for a question, no vectors to serve
+            details.update(reranker=True, pooling="rank",
+                           rerank_outputs=int(llama_cpp.llama_model_n_cls_out(llm.model)),
+                           rerank_template="model" if metadata.get(reranking.TEMPLATE_KEY) else "none")
+        elif self._pooling:
             details.update(embedding=True, pooling=loading.POOLING_NAMES.get(self._pooling, str(self._pooling)),
                            embedding_length=int(llm.n_embd()))
         if isinstance(self._drafter, DraftModel):
@@ -246,6 +253,9 @@ class LlamaCppBackend(TokenLoop):
         """Each text's pooled embedding, unit length; the texts go to llama.cpp together, as many sequences of one
         batch as fit (``Llama.embed``)."""
         llm = self._loaded()
+        if self._pooling == reranking.POOLING_RANK:
+            raise GenerationError("request", "the loaded model is a reranker: it scores passages for a question, it "
+                                             "makes no embeddings", "serve a GGUF embedding model")
         if not self._pooling:
             raise GenerationError("request", "the loaded model is not an embedding model (its GGUF declares no "
                                              "pooling)", "serve a GGUF embedding model")
@@ -258,6 +268,24 @@ class LlamaCppBackend(TokenLoop):
         self._kv_tokens = []  # embedding cleared the cache
         return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
                         (time.perf_counter() - t0) * 1000)
+
+    def rerank(self, request_id: str, query: str, texts: Sequence[str]) -> Reranked:
+        """Each text's score for ``query`` by a reranker GGUF (rank pooling), in order, as llama-server's /rerank
+        makes them (rerank.py): the question and each text in the model's rerank template, as many to one batch as
+        fit."""
+        import llama_cpp
+
+        llm = self._loaded()
+        if self._pooling != reranking.POOLING_RANK:
+            kind = (f"an embedding model ({loading.POOLING_NAMES.get(self._pooling, self._pooling)} pooling)"
+                    if self._pooling else "a chat model")
+            raise GenerationError("request", f"the loaded model is not a reranker: it is {kind}, and its GGUF does not "
+                                             "declare rank pooling", "load a GGUF reranker (pooling rank)")
+        t0 = time.perf_counter()
+        pairs = [reranking.pair_tokens(llama_cpp, llm, query, text) for text in texts]
+        scores = reranking.scores(llama_cpp, llm, pairs)
+        self._kv_tokens = []  # reranking cleared the cache
+        return Reranked(request_id, scores, sum(map(len, pairs)), (time.perf_counter() - t0) * 1000)
 
     # --- saved states (backends/llama_cpp/states.py): a chat resumed from disk instead of read again
 

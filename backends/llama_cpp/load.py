@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from app.models.metadata.architectures import POOLING_NAMES as POOLING_NAMES  # llama.h's pooling types by name
 from backends.base import GenerationError
 
 # ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}
-
-POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama.h enum llama_pooling_type
 
 GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
 

@@ -23,6 +23,7 @@ from backends.base import Backend, GenerationError
 from backends.llama_cpp import sampling as samplers
 from backends.llama_cpp import vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
+from backends.llama_cpp.rerank import POOLING_RANK
 from backends.states import shared_prefix
 
 if TYPE_CHECKING:
@@ -253,6 +254,9 @@ class TokenLoop(Backend):
         import llama_cpp
 
         llm = self._loaded()
+        if self._pooling == POOLING_RANK:
+            raise GenerationError("request", "the loaded model is a reranker: it scores passages, it makes no replies",
+                                  "ask /v1/rerank, or load a chat model")
         if self._pooling:
             raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
                                   "ask /v1/embeddings, or load a chat model")

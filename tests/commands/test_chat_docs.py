@@ -121,3 +121,60 @@ def test_an_unknown_collection_is_a_sentence_before_the_model_loads(tiny_models)
     assert result.returncode != 0
     assert "no collection named “handbook”" in result.stderr and "Traceback" not in result.stderr
     assert not re.search(r"loaded .* in \d+ ms", result.stderr)
+
+
+def test_the_question_is_embedded_by_the_collections_model_in_an_engine_host(tiny_models, tiny_embedding_model):
+    from app.documents.embedder import client_embedder
+    from app.engine.client import EngineClient
+
+    with DocumentStore() as store, EngineClient() as embedding:
+        embedding.load(tiny_embedding_model, LoadSettings(n_ctx=512))
+        embedder = client_embedder(embedding)
+        store.create_collection("manuals", embed_model=str(tiny_embedding_model))
+        store.store_file("manuals", "/big.txt", size=10, mtime_ns=1, sha256="b", pages=0, chunks=[
+            Chunk(f"Section {i} of the pump manual covers valve {i} and its yearly check. " * 4, i, line=1 + 9 * i)
+            for i in range(60)])
+        pending = store.unembedded("manuals", str(tiny_embedding_model), 100)
+        vectors = list(zip([i for i, _ in pending], embedder.embed([t for _, t in pending]), strict=True))
+        store.put_vectors("manuals", str(tiny_embedding_model), vectors)
+    # no word of the question is in the collection: what it finds, it finds by the question's embedding
+    result = _chat(tiny_models.gguf_q8_0, "--prompt", "zyxwv qwertz?", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["documents"]["whole"] is False and out["documents"]["notes"] == []
+    assert 1 <= len(out["citations"]) <= 8 and 0 < out["documents"]["tokens"] <= 2048 // 3
+    # the embedding model's file gone: searched by words, said in a note, the chat goes on
+    gone = tiny_embedding_model.parent / "moved.gguf"
+    with DocumentStore() as store:
+        store.set_embed_model("manuals", str(gone))
+        store.put_vectors("manuals", str(gone), vectors)
+    result = _chat(tiny_models.gguf_q8_0, "--prompt", "pump valve")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"note: the embedding model {gone} is not there" in result.stderr
+    assert "note: manuals: its embedding model cannot be used here, so searched by words only" in result.stderr
+    assert "[1] big.txt, line" in result.stdout
+
+
+def test_the_librarys_reranker_orders_the_passages(tiny_models, tiny_reranker_model):
+    from app.engine.client import EngineClient
+    from app.hub.library import Library
+
+    Library().import_path(tiny_reranker_model, copy=False)
+    with DocumentStore() as store:
+        store.create_collection("manuals")
+        store.store_file("manuals", "/big.txt", size=10, mtime_ns=1, sha256="b", pages=0, chunks=[
+            Chunk(f"Section {i}: the pump's valve {i} is checked yearly, and the button {i} is pressed. " * 3, i,
+                  line=1 + 9 * i) for i in range(40)])
+    result = _chat(tiny_models.gguf_q8_0, "--prompt", "pump button", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    assert out["documents"]["whole"] is False and len(out["citations"]) >= 2
+    scores = [c["score"] for c in out["citations"]]
+    assert scores == sorted(scores, reverse=True)
+    # the scores are the reranker's own for these passages (not the rank fusion's 1/(60 + rank))
+    with EngineClient() as reranker:
+        reranker.load(tiny_reranker_model, LoadSettings(n_ctx=2048))
+        own = reranker.rerank("pump button", [c["text"] for c in out["citations"]]).scores
+    assert scores == pytest.approx(list(own), abs=1e-4)
+    printed = _chat(tiny_models.gguf_q8_0, "--prompt", "pump button")
+    assert f"(reranked by {tiny_reranker_model.name})" in printed.stderr

@@ -33,6 +33,8 @@ def test_ls_lists_every_setting_with_its_value_and_what_it_takes(capsys):
     ("idle_unload_minutes", "15", 15, "15"),
     ("saved_states_mb", "0", 0, "0"),
     ("saved_states_mb", "8192", 8192, "8192"),
+    ("documents_max_file_mb", "512", 512, "512"),
+    ("documents_watch_seconds", "0", 0, "0"),
     ("language", "de", "de", "de"),
 ])
 def test_set_stores_the_typed_value_and_get_prints_it_back(capsys, key, typed, stored, shown):

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.documents.embedder import LOAD_SETTINGS, client_embedder, declared_pooling, embedding_models, pool_embedder
+from app.documents.embedder import LOAD_SETTINGS, client_embedder, embedding_models, is_embedding_model, pool_embedder
 from app.documents.passages import DocumentsError
 from app.engine.pool import ModelPool
 from app.hub.library import Library
@@ -75,11 +75,13 @@ def test_a_missing_model_is_a_sentence(pool, tmp_path):
         pool_embedder(pool, str(tmp_path / "gone.gguf"))
 
 
-def test_the_library_shows_which_models_embed(tmp_path, tiny_models, tiny_embedding_model):
-    assert declared_pooling(tiny_embedding_model) == 1
-    assert declared_pooling(tiny_models.gguf_f16) == 0
-    assert declared_pooling(tmp_path / "missing.gguf") == 0
+def test_the_library_shows_which_models_embed(tmp_path, tiny_models, tiny_embedding_model, tiny_reranker_model):
+    assert is_embedding_model(tiny_embedding_model)
+    assert not is_embedding_model(tiny_models.gguf_f16)
+    assert not is_embedding_model(tmp_path / "missing.gguf")
+    assert not is_embedding_model(tiny_reranker_model)  # rank pooling: a score, not a vector
     library = Library(tmp_path / "library")
     library.import_path(tiny_models.gguf_f16, copy=False)
     library.import_path(tiny_embedding_model, copy=False)
+    library.import_path(tiny_reranker_model, copy=False)
     assert [entry.path for entry in embedding_models(library)] == [str(tiny_embedding_model)]

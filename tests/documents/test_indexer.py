@@ -183,11 +183,8 @@ def test_a_stop_between_files_leaves_a_consistent_index_that_goes_on(store, tmp_
     for n in range(30):
         (folder / f"f{n:02d}.txt").write_text(f"File number {n} about topic{n}.\n")
     store.create_collection("many", folder=folder)
-    calls = {"n": 0}
-
     def stop_after_some() -> bool:
-        calls["n"] += 1
-        return calls["n"] > 45  # the scan asks 30 times, then once per file: 15 files indexed
+        return store.collection("many").indexed >= 15
 
     first = index_collection(store, "many", None, should_stop=stop_after_some)
     assert first.state == "paused" and first.files_done == 15
@@ -265,6 +262,21 @@ def test_a_watched_folder_picks_up_new_changed_and_deleted_files(store, tmp_path
     assert indexer.last["docs"].state == "done"
 
 
+def test_a_watch_of_zero_seconds_scans_only_when_asked(store, tmp_path):
+    folder = _folder(tmp_path)
+    store.create_collection("docs", folder=folder)
+    indexer = Indexer(store, None, watch_every_s=0).start()  # Settings' documents_watch_seconds = 0
+    try:
+        assert indexer.wait_idle(30) and store.collection("docs").indexed == 4
+        (folder / "later.txt").write_text("Written later, about flanges.\n")
+        time.sleep(0.6)
+        assert store.text_search(["docs"], "flanges") == [] and not indexer.busy()
+        indexer.index("docs")
+        assert indexer.wait_idle(30) and store.text_search(["docs"], "flanges") != []
+    finally:
+        indexer.close()
+
+
 def test_the_indexer_survives_a_collection_removed_while_it_runs(store, tmp_path):
     folder = tmp_path / "many"
     folder.mkdir()
@@ -334,3 +346,22 @@ def test_no_embedding_model_is_text_search_with_a_sentence(store, tmp_path):
     result = index_collection(store, "docs", None)
     assert result.state == "done" and "not available" in result.problem
     assert store.text_search(["docs"], "pump")
+
+
+def test_a_pause_in_the_middle_of_a_long_file_stores_nothing_of_it_and_it_is_read_whole_next_time(store, tmp_path):
+    folder = tmp_path / "long"
+    folder.mkdir()
+    write_text_pdf(folder / "book.pdf", 20, tag="book-")
+    store.create_collection("long", folder=folder)
+    calls = {"n": 0}
+
+    def stop_in_the_middle() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 6  # the scan asks once, the file loop once, then once per page
+
+    paused = index_collection(store, "long", None, should_stop=stop_in_the_middle)
+    assert paused.state == "paused" and paused.files_done == 0
+    assert store.collection("long").chunks == 0 and store.collection("long").pending == 1
+    done = index_collection(store, "long", None)
+    assert (done.state, done.added, done.pages) == ("done", 1, 20)
+    assert _pages_of(store, "long", page_phrase(17, "book-"))[0] == ("book.pdf", 17)

@@ -11,7 +11,7 @@ import pytest
 
 from app.datatypes import LoadSettings
 from app.documents.passages import Chunk, DocumentsError
-from app.documents.retrieve import passages_block, retrieve
+from app.documents.retrieve import passages_block, retrieve, search
 from app.documents.store import DocumentStore
 from app.errors import EngineError
 
@@ -113,10 +113,10 @@ def test_vectors_find_a_passage_that_shares_no_word_with_the_question_and_both_l
     _manual(store)
     embedder = TopicEmbedder()
     _embed_all(store, "manuals", embedder)
-    question = "How do I restart it?"  # no word of the reboot passage; "it" is in none of them either
+    question = "How do I restart?"  # no word of any passage
     words_only = retrieve(store, ["manuals"], question, budget_tokens=300, count_tokens=tokens)
     assert all("reboot" not in c.passage.text for c in words_only.citations)
-    assert any("not loaded here" in note for note in words_only.notes)
+    assert any("embedding model cannot be used here" in note for note in words_only.notes)
     merged = retrieve(store, ["manuals"], question, budget_tokens=300, count_tokens=tokens, embedder=embedder)
     assert "reboot" in merged.citations[0].passage.text and merged.notes == ()
     assert merged.tokens <= 300
@@ -212,3 +212,21 @@ def test_any_text_is_a_safe_question(store, tokens):
         got = retrieve(store, ["manuals"], question, budget_tokens=200, count_tokens=tokens,
                        embedder=TopicEmbedder())
         assert got.tokens <= 200
+
+
+def test_search_ranks_without_a_budget_as_retrieve_does(store, tokens):
+    _manual(store)
+    embedder = TopicEmbedder()
+    _embed_all(store, "manuals", embedder)
+    found = search(store, ["manuals"], "How do I restart?", embedder=embedder, limit=3)
+    assert len(found.passages) == 3 and "reboot" in found.passages[0][0].text
+    scores = [score for _, score in found.passages]
+    assert scores == sorted(scores, reverse=True) and found.notes == ()
+    got = retrieve(store, ["manuals"], "How do I restart?", budget_tokens=300, count_tokens=tokens,
+                   embedder=embedder)
+    assert got.citations[0].passage == found.passages[0][0]
+    both = search(store, ["manuals"], "reboot", embedder=embedder).passages[0]  # first in both lists
+    assert "reboot" in both[0].text and both[1] == 2 / 61
+    assert search(store, ["manuals"], "zebra").passages == ()
+    with pytest.raises(DocumentsError, match="handbook"):
+        search(store, ["handbook"], "x")

@@ -306,3 +306,12 @@ def test_vectors_added_while_searching_are_found_without_reading_every_vector_ag
     # a changed file: its chunks' vectors leave the matrix
     _add_file(store, "a", "/a.txt", ["uno"])
     assert store.vector_search(["a"], [0.0, 1.0]) == []
+
+
+def test_the_query_benchmark_runs(capsys):
+    """tests/bench/documents_query.py at a small size: it fills a store, searches it and prints its figures."""
+    from tests.bench import documents_query
+
+    documents_query.main(["--chunks", "300", "--dims", "16", "--queries", "4"])
+    out = capsys.readouterr().out
+    assert "300 chunks × 16 dims" in out and "text (FTS5, bm25)" in out and "vectors (numpy)" in out

@@ -55,6 +55,8 @@ def test_the_first_screen_is_the_curated_starting_list_and_says_so(qtbot):
     assert "likely too large" in texts["ggml-org/gpt-oss-120b-GGUF"]
     assert "likely fits" in texts["LiquidAI/LFM2-2.6B-GGUF"] and "for small machines" in texts["LiquidAI/LFM2-2.6B-GGUF"]
     assert "reads images" in texts["ggml-org/gemma-3-4b-it-GGUF"]
+    embedder = texts["Qwen/Qwen3-Embedding-0.6B-GGUF"]  # the documents' embedding model, said to be one
+    assert "search your documents by meaning" in embedder and "reads images" not in embedder
 
 
 def test_search_filters_sorts_and_pages(qtbot, hub_env):

@@ -21,9 +21,11 @@ from pathlib import Path
 from app.models.fields import ModelMetadataError
 from app.models.metadata.architectures import (
     CHUNKED_WINDOWS,
+    POOLING_NAMES,
     RECURRENT_ARCHS,
     SWA_PATTERNS,
     metadata_from_gguf,
+    pooling_name,
 )
 from app.models.metadata.gguf import (
     CHAT_TEMPLATE_KEY,
@@ -54,10 +56,11 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ArrayLength", "CHAT_TEMPLATE_KEY", "CHUNKED_WINDOWS", "GGUF_MAGIC", "GgufHeaderBytes", "ModelMetadata",
-    "ModelMetadataError", "NeedMoreData", "RECURRENT_ARCHS", "RecurrentShape", "SWA_PATTERNS", "TensorInfo",
-    "metadata_from_config", "metadata_from_gguf", "model_sampling", "parse_gguf_header", "parse_gguf_header_bytes",
-    "parse_growing", "parse_json_object", "parse_safetensors_header", "read_generation_config", "read_gguf_file",
-    "read_gguf_header", "read_gguf_header_bytes", "read_model", "read_model_folder", "read_safetensors_file",
+    "ModelMetadataError", "NeedMoreData", "POOLING_NAMES", "RECURRENT_ARCHS", "RecurrentShape", "SWA_PATTERNS",
+    "TensorInfo", "metadata_from_config", "metadata_from_gguf", "model_pooling", "model_sampling",
+    "parse_gguf_header", "parse_gguf_header_bytes", "parse_growing", "parse_json_object", "parse_safetensors_header",
+    "pooling_name", "read_generation_config", "read_gguf_file", "read_gguf_header", "read_gguf_header_bytes",
+    "read_model", "read_model_folder", "read_safetensors_file",
 ]
 
 
@@ -128,3 +131,24 @@ def model_sampling(model: str | Path | None) -> ModelSampling:
     except (OSError, ModelMetadataError) as exc:
         log.info("the recommended sampling of %s was not read: %s", path.name, exc)
     return ModelSampling()
+
+
+def model_pooling(model: str | Path | None) -> str:
+    """The pooling a local GGUF declares (``pooling_name``: "rank" a reranker, "mean"/"cls"/"last" an embedding model,
+    "" a chat model), from its header (read once per process: gguf.py) or a folder's first GGUF; "" for anything else
+    (a folder of safetensors, a file that is gone or unreadable: its load says what is wrong)."""
+    if not model:
+        return ""
+    path = Path(model)
+    try:
+        if path.is_dir():
+            first = sorted(p for p in path.glob("*.gguf") if (parse_gguf_filename(p.name) or
+                                                              QuantInfo("gguf", "", None)).is_first_shard)
+            if not first or (path / "config.json").is_file():
+                return ""
+            path = first[0]
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            return pooling_name(read_gguf_header(path)[0])
+    except (OSError, ModelMetadataError) as exc:
+        log.info("the pooling of %s was not read: %s", path.name, exc)
+    return ""

@@ -12,6 +12,16 @@ from app.models.metadata.model import ModelMetadata, RecurrentShape, TensorInfo,
 from app.models.metadata.sampling import sampling_from_gguf
 from app.models.quants import QuantInfo, parse_gguf_filename
 
+# llama.h's enum llama_pooling_type, as a GGUF declares it ({arch}.pooling_type): an embedding model pools its tokens
+# into one vector (mean, cls, last); a reranker (rank) puts the pooled token through a classifier head, one score.
+POOLING_NAMES = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
+
+
+def pooling_name(kv: dict[str, Any]) -> str:
+    """The pooling a GGUF's header declares, by name; "" where it declares none (a chat model) or one unknown."""
+    value = kv.get(f"{kv.get('general.architecture')}.pooling_type")
+    return POOLING_NAMES.get(value, "") if isinstance(value, int) and not isinstance(value, bool) else ""
+
 
 def per_layer(value: Any, n_layers: int, what: str, default: int = 0) -> list[int]:
     if value is None:
@@ -170,7 +180,7 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
         kv_lora_rank=number("attention.kv_lora_rank"),
         rope_dim_mla=number("rope.dimension_count"),
         tied_embeddings="output.weight" not in tensor_names and "token_embd.weight" in tensor_names,
-        chat_template=template if isinstance(template, str) else None,
+        chat_template=template if isinstance(template, str) else None, pooling=pooling_name(kv),
         bos_token_id=token_id(kv.get("tokenizer.ggml.bos_token_id")),
         eos_token_id=token_id(kv.get("tokenizer.ggml.eos_token_id")),
         tensors=list(tensors), shard_count=shard_count, notes=notes, sampling=sampling_from_gguf(kv),

@@ -104,6 +104,9 @@ class ModelMetadata:
     rope_dim_mla: int = 0  # MLA: rope part of the key, cached next to the latent
     tied_embeddings: bool = False
     chat_template: str | None = None
+    # The pooling a GGUF declares (architectures.POOLING_NAMES): "" a chat model, mean | cls | last an embedding
+    # model, rank a reranker (scores a passage for a question).
+    pooling: str = ""
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     tensors: list[TensorInfo] = field(default_factory=list)
@@ -185,7 +188,8 @@ class ModelMetadata:
             "nextn_layers": self.nextn_layers or None, "deepstack_layers": self.deepstack_layers or None,
             "kv_lora_rank": self.kv_lora_rank or None, "tied_embeddings": self.tied_embeddings,
             "shard_count": self.shard_count, "tensor_count": len(self.tensors),
-            "has_chat_template": bool(self.chat_template), "bos_token_id": self.bos_token_id,
+            "has_chat_template": bool(self.chat_template), "pooling": self.pooling or None,
+            "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id, "notes": list(self.notes),
             "sees_images": None if self.projector is None else {
                 "projector": self.projector.file_name, "projector_type": self.projector.projector_type,

@@ -13,11 +13,12 @@ N_CTX = 1024  # upstream's tinyllama2 preset has 512 per slot; room here for the
 
 
 @pytest.fixture(scope="package")
-def _suite_engines(tiny_tool_model, tiny_embedding_model):
-    with EngineClient() as chat, EngineClient() as embedding:
+def _suite_engines(tiny_tool_model, tiny_embedding_model, tiny_reranker_model):
+    with EngineClient() as chat, EngineClient() as embedding, EngineClient() as rerank:
         chat.load(tiny_tool_model, LoadSettings(n_ctx=N_CTX))
         embedding.load(tiny_embedding_model, LoadSettings(n_ctx=512))
-        utils.ENGINES.update(chat=chat, embedding=embedding)
+        rerank.load(tiny_reranker_model, LoadSettings(n_ctx=N_CTX))
+        utils.ENGINES.update(chat=chat, embedding=embedding, rerank=rerank)
         yield utils.ENGINES
         utils.ENGINES.clear()
 

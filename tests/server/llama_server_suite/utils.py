@@ -27,8 +27,8 @@ from app.datatypes import LoadSettings
 from app.server.thread import ServerThread
 
 DEFAULT_REQUEST_TIMEOUT = 600
-# The engine hosts the suite's conftest loads: "chat" (the tiny model with Qwen 2.5's tool-declaring template) and
-# "embedding" (the same weights declaring mean pooling).
+# The engine hosts the suite's conftest loads: "chat" (the tiny model with Qwen 2.5's tool-declaring template),
+# "embedding" (the same weights declaring mean pooling) and "rerank" (a tiny Qwen3-Reranker: rank pooling).
 ENGINES: dict[str, Any] = {}
 
 
@@ -187,6 +187,14 @@ class ServerPreset:
         server.n_ctx = 512
         server.n_slots = 2
         server.seed = 42
+        return server
+
+    @staticmethod
+    def jina_reranker_tiny() -> ServerProcess:
+        server = _track(ServerProcess("rerank"))
+        server.model_alias = "jina-reranker"
+        server.n_ctx = 512
+        server.n_slots = 1
         return server
 
 
