@@ -23,7 +23,7 @@ import zipfile
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from app.documents.passages import DocumentsError, Section
 
@@ -62,6 +62,9 @@ class ExtractError(DocumentsError):
         super().__init__(message)
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[ExtractError], tuple[str, str]]:
+        return ExtractError, (self.reason, self.message)  # across a process boundary as well (pickle)
+
 
 def kind_of(path: Path) -> str | None:
     """"pdf", "text", "markdown", "html", "docx" or "code" by the file's suffix; None for what is no document."""
@@ -76,6 +79,10 @@ def size_words(n: int) -> str:
     return f"{n} bytes"
 
 
+def unsupported(path: Path) -> str:
+    return f"unsupported: QuantDesk does not read {path.suffix or 'suffix-less'} files"
+
+
 def too_large(size: int, max_bytes: int) -> str:
     return f"too large: {size_words(size)}, over the {size_words(max_bytes)} limit for one file"
 
@@ -85,7 +92,7 @@ def sections(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[Sect
     sections): the caller keeps nothing of a file that failed part way."""
     kind = kind_of(path)
     if kind is None:
-        raise ExtractError("unsupported", f"unsupported: QuantDesk does not read {path.suffix or 'suffix-less'} files")
+        raise ExtractError("unsupported", unsupported(path))
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -97,7 +104,7 @@ def sections(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[Sect
     elif kind == "docx":
         yield from _docx_sections(path)
     elif kind == "html":
-        yield from _html_sections(_text_pieces(path, max_bytes))
+        yield from _html_sections(_text_pieces(path, max_bytes, html=True))
     elif kind == "markdown":
         yield from _markdown_sections(_lines(_text_pieces(path, max_bytes)))
     else:  # text and code: plain lines, numbered
@@ -123,14 +130,25 @@ _BINARY = "binary: it is not text (it holds bytes no text encoding gives)"
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\x0b\x0c\x1b")
 
 
-def _encoding_of(first: bytes) -> str:
-    """The codec a text file is read with, from its first piece; ``ExtractError("binary")`` for what is no text."""
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.IGNORECASE)
+
+
+def _encoding_of(first: bytes, html: bool = False) -> str:
+    """The codec a text file is read with, from its first piece; ``ExtractError("binary")`` for what is no text.
+    An HTML page's ``<meta charset>`` is believed (a Shift_JIS page is not UTF-8 and not Windows-1252 either)."""
     if first.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"
     if first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"  # its NUL bytes are text: decided before the NUL test
     if b"\0" in first:
         raise ExtractError("binary", _BINARY)
+    if html and (declared := _META_CHARSET.search(first[:4096])):
+        try:
+            name = codecs.lookup(declared.group(1).decode("ascii")).name
+        except LookupError:
+            name = ""
+        if name and not name.startswith("utf-16"):  # HTML reads a page declared UTF-16 without a BOM as UTF-8
+            return name
     try:
         codecs.getincrementaldecoder("utf-8")().decode(first, final=False)  # a character cut at the piece's end is fine
         return "utf-8"
@@ -141,13 +159,13 @@ def _encoding_of(first: bytes) -> str:
     return "cp1252"
 
 
-def _text_pieces(path: Path, max_bytes: int) -> Iterator[str]:
+def _text_pieces(path: Path, max_bytes: int, *, html: bool = False) -> Iterator[str]:
     """The file decoded ``PIECE_BYTES`` at a time; at most ``max_bytes`` are read whatever the file's size became.
     UTF-8 past the first piece decodes with replacement: one stray byte in a log costs a character, not the file."""
     with _open(path) as fh:
         try:
             first = fh.read(PIECE_BYTES)
-            encoding = _encoding_of(first)
+            encoding = _encoding_of(first, html)
             decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
             read = len(first)
             yield decoder.decode(first)
@@ -232,14 +250,19 @@ class _Headings:
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A line that is no paragraph text: a list item, a quote, indented code, a table row. "---" under it is a rule
+# (or a table's delimiter), not a setext underline.
+_NOT_PARAGRAPH = re.compile(r"^(?: {4,}|\t| {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)| {0,3}>| {0,3}\|)")
 
 
 def _markdown_sections(lines: Iterator[tuple[int, str, bool]]) -> Iterator[Section]:
     """Markdown cut at its headings (ATX "## x" and setext "x" over "===" / "---"), none taken inside a code
-    fence. A setext heading is known only at its underline, so each line waits one line before it is placed."""
+    fence or the YAML front matter. A setext heading is known only at its underline, so each line waits one line
+    before it is placed."""
     builder, headings = _Builder(), _Headings()
     fence = ""  # the open fence's marker ("```", "~~~~"): only a fence of the same kind and at least as long closes it
     pending: tuple[int, str, bool] | None = None  # the previous line, not placed yet
+    front = False  # inside a front matter block ("---" on line 1 to the next "---" or "..."): text, no headings
 
     def start(number: int, level: int, title: str, line: str) -> Iterator[Section]:
         yield from builder.flush()
@@ -247,7 +270,13 @@ def _markdown_sections(lines: Iterator[tuple[int, str, bool]]) -> Iterator[Secti
         yield from builder.add(number, line)
 
     for number, line, continued in lines:
-        if not continued and (m := _FENCE.match(line)):
+        if number == 1 and not continued and line.rstrip() == "---":
+            front = True
+        elif front and not continued and line.rstrip() in ("---", "..."):
+            front = False
+        elif front:
+            pass
+        elif not continued and (m := _FENCE.match(line)):
             marker = m.group(1)
             if not fence:
                 fence = marker
@@ -255,7 +284,7 @@ def _markdown_sections(lines: Iterator[tuple[int, str, bool]]) -> Iterator[Secti
                 fence = ""
         elif not fence and not continued:
             if (underline := _SETEXT.match(line)) and pending is not None and pending[1].strip() \
-                    and not _ATX.match(pending[1]) and not pending[2]:
+                    and not _ATX.match(pending[1]) and not _NOT_PARAGRAPH.match(pending[1]) and not pending[2]:
                 yield from start(pending[0], 1 if underline.group(1)[0] == "=" else 2, pending[1], pending[1])
                 pending = None
                 yield from builder.add(number, "")  # the underline: a line kept (so the numbers hold), no text
@@ -276,14 +305,13 @@ def _markdown_sections(lines: Iterator[tuple[int, str, bool]]) -> Iterator[Secti
 
 # --- HTML: the stdlib's parser, fed in pieces ------------------------------------------------------------------
 
-_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "head", "svg", "math"})
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "math"})
 _HEADING_TAGS = {f"h{n}": n for n in range(1, 7)}
 _BLOCK_TAGS = frozenset({
     "p", "div", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "section", "article", "aside", "header", "footer",
     "main", "nav", "blockquote", "pre", "figure", "figcaption", "hr", "form", "fieldset", "details", "summary",
     "address", "caption", "tbody", "thead", "tfoot", "body", "html",
 })
-_VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "source", "wbr"})
 
 
 class _HtmlText(HTMLParser):
@@ -302,11 +330,15 @@ class _HtmlText(HTMLParser):
         self.pre = 0
         self.title: list[str] | None = None  # the heading being read, with its level
         self.level = 0
+        self.head = False  # inside <head> (its <title> is the tab's, not the text's); HTML may omit </head>
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "head":
+            self.head = True
+        elif tag == "body":
+            self.head = False
         if tag in _SKIP_TAGS:
-            if tag not in _VOID:
-                self.skip += 1
+            self.skip += 1
         elif tag in _HEADING_TAGS and not self.skip:
             self.end_paragraph()
             self.title, self.level = [], _HEADING_TAGS[tag]
@@ -326,6 +358,8 @@ class _HtmlText(HTMLParser):
             self.end_paragraph()
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self.head = False
         if tag in _SKIP_TAGS:
             self.skip = max(0, self.skip - 1)
         elif tag in _HEADING_TAGS and self.title is not None:
@@ -342,7 +376,7 @@ class _HtmlText(HTMLParser):
                 self.pre = max(0, self.pre - 1)
 
     def handle_data(self, data: str) -> None:
-        if self.skip:
+        if self.skip or self.head:
             return
         if self.title is not None:
             self.title.append(data)
@@ -377,6 +411,16 @@ def _html_sections(pieces: Iterator[str]) -> Iterator[Section]:
     parser.end_paragraph()
     parser.flush()
     yield from parser.done
+
+
+class _DocxStyle(Protocol):
+    """What the heading test reads of python-docx's paragraph style (``docx.styles.style.ParagraphStyle``)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def base_style(self) -> _DocxStyle | None: ...
 
 
 # --- DOCX: python-docx, after the zip's directory says the XML is of a size to parse ---------------------------
@@ -430,7 +474,7 @@ def _docx_sections(path: Path) -> Iterator[Section]:
             text = "\n".join(rows)
         else:
             text = block.text.strip()
-            level = _docx_heading_level(block.style.name if block.style is not None else None)
+            level = _docx_heading_level(block.style)
             if level is not None and text:
                 yield from section()
                 heading, paragraphs, size = headings.enter(level, " ".join(text.split())), [], 0
@@ -443,16 +487,20 @@ def _docx_sections(path: Path) -> Iterator[Section]:
     yield from section()
 
 
-def _docx_heading_level(style: str | None) -> int | None:
-    """A paragraph style's heading level: "Title" 0, "Heading 2" 2; None for body text. Word keeps the built-in
-    styles' English names in the file whatever the user's language (only the style ids are translated)."""
-    if not style:
-        return None
-    name = style.strip().lower()
-    if name == "title":
-        return 0
-    m = re.fullmatch(r"heading\s*([1-9])", name)
-    return int(m.group(1)) if m else None
+def _docx_heading_level(style: _DocxStyle | None) -> int | None:
+    """A paragraph style's heading level: "Title" 0, "Heading 2" 2, a style based on "Heading 2" 2; None for body
+    text. Word keeps the built-in styles' English names in the file whatever the user's language (only the style
+    ids are translated)."""
+    for _ in range(8):  # a chain of "based on" styles; a cycle in a damaged file ends here
+        if style is None:
+            return None
+        name = (style.name or "").strip().lower()
+        if name == "title":
+            return 0
+        if m := re.fullmatch(r"heading\s*([1-9])", name):
+            return int(m.group(1))
+        style = style.base_style
+    return None
 
 
 # --- PDF: pypdf, page by page -----------------------------------------------------------------------------------

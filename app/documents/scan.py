@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.documents.extract import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, too_large
+from app.documents.extract import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, too_large, unsupported
 
 SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "bower_components"})
 
@@ -44,8 +44,13 @@ def scan(root: Path, *, max_files: int = 100_000, max_bytes: int = DEFAULT_MAX_B
         yield Skipped(root, _os_reason(exc, root))
         return
     if not stat.S_ISDIR(info.st_mode):
-        if _wanted(root.name):
+        # a file named by hand: its suffix alone decides (a hidden name too), and one it cannot read is a line
+        if root.suffix.lower() not in SUPPORTED_SUFFIXES:
+            yield Skipped(root, unsupported(root))
+        elif stat.S_ISREG(info.st_mode):
             yield _file(root, info, max_bytes)
+        else:
+            yield Skipped(root, "unreadable: not a regular file")
         return
     found = 0
     # Folders to enter, depth first: (path, the (device, inode)s of the folders above it and itself). Each folder's

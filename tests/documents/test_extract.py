@@ -201,6 +201,48 @@ def test_html_headings_text_and_tables_without_scripts_or_styles(tmp_path):
     assert "code   kept\n    as is" in text  # <pre> kept as written
 
 
+def test_html_without_a_closing_head_and_with_a_declared_charset(tmp_path):
+    page = tmp_path / "old.htm"
+    page.write_bytes('<html><head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">'
+                     '<title>tab title</title><body><h1>見出し</h1><p>本文のテキスト</p>'.encode("shift_jis"))
+    found = list(sections(page))
+    assert [(s.heading, s.text) for s in found] == [("見出し", "見出し\n\n本文のテキスト")]
+    assert "tab title" not in found[0].text
+
+
+def test_docx_heading_styles_by_their_base_and_custom_styles(tmp_path):
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    custom = document.styles.add_style("Chapter Title", WD_STYLE_TYPE.PARAGRAPH)
+    custom.base_style = document.styles["Heading 1"]
+    document.add_paragraph("Chapter One", style="Chapter Title")
+    document.add_paragraph("chapter-body text")
+    document.add_heading("A Section", level=2)
+    document.add_paragraph("section-body text")
+    document.add_paragraph("Quoted", style="Quote")  # another built-in style: body text
+    path = tmp_path / "styled.docx"
+    document.save(str(path))
+    assert [(s.heading, s.text) for s in sections(path)] == [
+        ("Chapter One", "Chapter One\n\nchapter-body text"),
+        ("Chapter One › A Section", "A Section\n\nsection-body text\n\nQuoted")]
+
+
+def test_markdown_front_matter_lists_and_rules_are_not_headings(tmp_path):
+    source = "---\ntitle: Notes\ntags: [a]\n---\n\n# Notes\n\n- an item\n---\n\n> quoted\n---\n\nText\n---\n\nbody\n"
+    found = list(sections(write_markdown(tmp_path / "notes.md", source)))
+    assert [(s.heading, s.line) for s in found] == [("", 1), ("Notes", 6), ("Notes › Text", 14)]
+    assert found[0].text.startswith("---\ntitle: Notes")
+
+
+def test_an_extract_error_crosses_a_process_boundary():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ExtractError("encrypted", "encrypted: it needs a password")))
+    assert (type(error), error.reason, str(error)) == (ExtractError, "encrypted", "encrypted: it needs a password")
+
+
 def source_line_check(source: str, cut: list) -> None:
     """Each chunk's ``line`` is the line of the source its first line stands on."""
     lines = source.splitlines()

@@ -5,19 +5,27 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.documents.scan import FoundFile, Skipped, scan
-from tests.fixtures.documents import make_symlink_loops, write_many_files, write_sparse_file, write_text_pdf
+from tests.fixtures.documents import (
+    make_symlink_loops,
+    memory_folder,
+    write_many_files,
+    write_sparse_file,
+    write_text_pdf,
+)
 
 MANY = 50_000
 
 
 @pytest.fixture(scope="module")
-def many(tmp_path_factory) -> Path:
-    return write_many_files(tmp_path_factory.mktemp("many"), MANY)
+def many() -> Iterator[Path]:
+    with memory_folder() as folder:
+        yield write_many_files(folder, MANY)
 
 
 def relative(items, root: Path) -> list[tuple[str, str]]:
@@ -92,5 +100,13 @@ def test_a_file_root_a_missing_root_and_a_pipe(tmp_path):
     pdf = write_text_pdf(tmp_path / "one.pdf", 1)
     assert [i.path for i in scan(pdf)] == [pdf]
     assert list(scan(tmp_path / "photo.jpg")) == [Skipped(tmp_path / "photo.jpg", "not found")]
+    # a file named by hand: a hidden one is read, one of another kind is a line (not ignored as in a folder)
+    (tmp_path / ".notes.md").write_text("mine")
+    assert [type(i).__name__ for i in scan(tmp_path / ".notes.md")] == ["FoundFile"]
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    assert list(scan(tmp_path / "photo.jpg")) == [
+        Skipped(tmp_path / "photo.jpg", "unsupported: QuantDesk does not read .jpg files")]
+    (tmp_path / "photo.jpg").unlink()
+    (tmp_path / ".notes.md").unlink()
     os.mkfifo(tmp_path / "pipe.txt")  # named like a document, but nothing to read: not listed, not waited on
     assert [i.path.name for i in scan(tmp_path)] == ["one.pdf"]
