@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 # The context a reranker loads with (or the model's own, when shorter): a question and one passage (the chunker's
 # 1,200 characters) with the rerank template come to some hundreds of tokens; llama.cpp reads the pairs in batches as
-# large as this context (backends/llama_cpp/rerank.py MAX_BATCH), several pairs to a batch.
+# large as this context (app.models.estimate.RERANK_UBATCH), several pairs to a batch.
 RERANK_CTX = 2048
 
 

@@ -128,6 +128,19 @@ class DeviceUse:
                 "total_bytes": self.total_bytes}
 
 
+# A reranker (rank pooling) loads with its batch as large as its context, up to this (backends/llama_cpp/rerank.py):
+# a non-causal model must read a question and its passage in one batch, and the compute buffer grows with the batch
+# (without flash attention a batch's attention scores are batch x context x heads floats: 256 MiB for
+# Qwen3-Reranker-0.6B's 16 heads at 2048), so a model with a 32k context does not get a 32k batch.
+RERANK_UBATCH = 2048
+
+
+def ubatch_for(meta: ModelMetadata, n_ctx: int) -> int:
+    """The physical batch llama.cpp runs ``meta`` with at ``n_ctx``: a reranker's is its context (up to
+    RERANK_UBATCH), any other model's llama-cpp-python's 512."""
+    return min(n_ctx, RERANK_UBATCH) if meta.pooling == "rank" else 512
+
+
 @dataclass
 class LlamaCppSettings:
     n_ctx: int = 8192

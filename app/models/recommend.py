@@ -28,6 +28,7 @@ from app.models.estimate import (
     estimate_llama_cpp,
     estimate_mlx,
     pad,
+    ubatch_for,
 )
 from app.models.metadata import ModelMetadata
 from app.runtimes.choose import Choice, choose
@@ -239,7 +240,8 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
         host_chunk_bytes=device.host_max_buffer_bytes) if device else {}
 
     def estimate(ngl: int, ctx: int, moe: int = 0) -> Estimate:
-        settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe, **on_gpu_runtime)
+        settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe,
+                                    n_ubatch=ubatch_for(meta, ctx), **on_gpu_runtime)
         est = estimate_llama_cpp(meta, settings, gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 

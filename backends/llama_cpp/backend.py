@@ -100,7 +100,7 @@ class LlamaCppBackend(TokenLoop):
         if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
             kwargs["embedding"] = True
         if self._pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
-            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.MAX_BATCH)  # the context
+            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.RERANK_UBATCH)  # the context
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         try:
@@ -271,8 +271,8 @@ class LlamaCppBackend(TokenLoop):
 
     def rerank(self, request_id: str, query: str, texts: Sequence[str]) -> Reranked:
         """Each text's score for ``query`` by a reranker GGUF (rank pooling), in order, as llama-server's /rerank
-        makes them (rerank.py): the question and each text in the model's rerank template, as many to one batch as
-        fit."""
+        makes them (rerank.py): the question and each text in the GGUF's rerank template (else joined by the
+        vocabulary's special tokens), as many pairs to one batch as fit."""
         import llama_cpp
 
         llm = self._loaded()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from app.models.estimate import RERANK_UBATCH as RERANK_UBATCH  # the batch a reranker loads with (backend.py)
 from backends.base import GenerationError
 
 if TYPE_CHECKING:
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
 
 POOLING_RANK = 4  # llama.h enum llama_pooling_type
 TEMPLATE_KEY = "tokenizer.chat_template.rerank"
-# A reranker loads with its batch as large as its context, up to this: a non-causal model must read a question and
-# its passage in one batch (llama-cpp-python's default batch, 512 tokens, would refuse a long passage), and the compute
-# buffer grows with the batch (without flash attention a batch's attention scores are batch x context x heads floats:
-# 256 MiB for Qwen3-Reranker-0.6B's 16 heads at 2048), so a model with a 32k context does not get a 32k batch.
-MAX_BATCH = 2048
 
 
 def pair_tokens(llama_cpp: ModuleType, llm: Llama, query: str, text: str) -> list[int]:

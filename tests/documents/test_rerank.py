@@ -204,3 +204,20 @@ def test_without_a_rerank_template_the_question_and_passage_are_joined_as_llama_
         expected = sum(len(tokenizer.encode(QUERY).ids) + len(tokenizer.encode(doc).ids) for doc in DOCS[:2])
         assert reranked.prompt_tokens == expected
         assert len(reranked.scores) == 2 and reranked.scores[0] != reranked.scores[1]
+
+
+def test_a_reranker_reads_in_batches_as_large_as_its_context_and_the_fit_check_sizes_them(tiny_reranker_model,
+                                                                                          tiny_models):
+    """The compute buffer llama.cpp allocates for a reranker's batch (its load log, Loaded.devices) is the one the
+    estimator sizes with ``ubatch_for``: four times a chat model's at 2,048 tokens."""
+    from app.models.estimate import LlamaCppSettings, estimate_llama_cpp, ubatch_for
+
+    meta = read_model(tiny_reranker_model)
+    assert ubatch_for(meta, 2048) == 2048 and ubatch_for(meta, 8192) == 2048 and ubatch_for(meta, 512) == 512
+    assert ubatch_for(read_model(tiny_models.gguf_f16), 2048) == 512
+    with EngineClient() as client:
+        [device] = client.load(tiny_reranker_model, LoadSettings(n_ctx=2048)).devices
+        assert client.rerank(QUERY, ["word " * 600]).prompt_tokens > 1024  # past llama-cpp-python's 512 at once
+    [estimated] = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=2048, n_ubatch=ubatch_for(meta, 2048))).devices
+    assert device.compute_bytes > 3 * estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=2048)).devices[0].compute_bytes
+    assert abs(estimated.compute_bytes - device.compute_bytes) < 0.1 * device.compute_bytes
