@@ -247,22 +247,39 @@ class _Worker(QObject):
         store, names = documents
         try:
             return with_documents(self._client, store, names, messages, sampling, n_ctx,
-                                  embedder=self._embedder(store, names))
+                                  embedder=self._embedder(store, names), reranker=self._reranker())
         except DocumentsError as exc:
             return list(messages), Retrieval(notes=(exc.message,))
 
     def _embedder(self, store: DocumentStore, names: Sequence[str]) -> Any:
-        """The embedder of the first attached collection that has an embedding model, through the app's pool;
-        None without a pool or without such a collection."""
+        """The embedder of the first attached collection embedded by its model, through the app's pool (as the
+        server's: app/server/documents.py); None without a pool or without such a collection."""
         pool = self._bridge.pool
         if pool is None:
             return None
-        models = [c.embed_model for c in store.collections() if c.name in names and c.embed_model]
+        models = [c.embed_model for c in store.collections() if c.name in names and c.embed_model and c.embedded]
         if not models:
             return None
         from app.documents.embedder import pool_embedder
 
         return pool_embedder(pool, models[0])
+
+    def _reranker(self) -> Any:
+        """The library's reranker through the app's pool (the passages reordered by it, as the server and
+        ``quantdesk chat --docs`` do); None without a pool or without a reranker in the library."""
+        pool = self._bridge.pool
+        if pool is None:
+            return None
+        from app.documents.passages import DocumentsError
+        from app.documents.rerank import find_reranker, pool_reranker
+
+        path = find_reranker()
+        if path is None:
+            return None
+        try:
+            return pool_reranker(pool, path)
+        except DocumentsError:
+            return None  # the passages go in the search's order
 
     @Slot()
     def close(self) -> None:

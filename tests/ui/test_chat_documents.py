@@ -132,3 +132,36 @@ def test_use_a_collection_of_the_documents_page(qtbot, real_window, tiny_models,
     reply = chat.store.messages(chat.current.id)[-1]
     assert reply.citations and reply.citations[0]["path"] == str(notes / "guide.md")
     assert any("md-options" in c["text"] for c in reply.citations)
+
+
+def test_the_librarys_reranker_orders_the_chats_passages(qtbot, pool_window, tiny_models, tiny_reranker_model):
+    """With a reranker in the library, the Chat's passages are ordered by it through the Chat's pool (as the server
+    and ``quantdesk chat --docs`` do): the citations' scores are the reranker's own."""
+    from app.documents.passages import Chunk
+    from app.engine.client import EngineClient
+
+    Library().import_path(tiny_reranker_model, copy=False)
+    window = pool_window()
+    chat = window.chat
+    store = window.documents_service().store
+    store.create_collection("manuals")
+    store.store_file("manuals", "/big.txt", size=10, mtime_ns=1, sha256="b", pages=0, chunks=[
+        Chunk(f"Section {i}: the pump's valve {i} is checked yearly, and the button {i} is pressed. " * 3, i,
+              line=1 + 9 * i) for i in range(40)])
+    with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+        chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=2048, gpu_layers=0))
+    chat.new_conversation()
+    chat.store.update_settings(chat.current.id, sampling={"max_tokens": 4, "seed": 1})
+    assert chat.documents.use_collections(["manuals"])
+    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+        qtbot.keyClicks(chat.composer, "pump button")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    citations = chat.store.messages(chat.current.id)[-1].citations
+    assert len(citations) >= 2
+    assert any(m.path == str(tiny_reranker_model) for m in window.bridge.pool.models())  # in the Chat's pool
+    scores = [c["score"] for c in citations]
+    assert scores == sorted(scores, reverse=True)
+    with EngineClient() as reranker:  # the reranker's own scores for these passages, not the fusion's
+        reranker.load(tiny_reranker_model, LoadSettings(n_ctx=2048))
+        own = reranker.rerank("pump button", [c["text"] for c in citations]).scores
+    assert scores == pytest.approx(list(own), abs=1e-4)
