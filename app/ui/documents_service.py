@@ -78,8 +78,12 @@ class DocumentsService(QuietAtQuit):
         """The one indexer, started on first use."""
         if self._indexer is None:
             from app.documents.indexer import Indexer
+            from app.settings import load
 
-            self._indexer = Indexer(self.store, self._make_embedder, on_progress=self._on_progress).start()
+            settings = load()  # the largest file read and how often a watched folder is scanned (Settings)
+            self._indexer = Indexer(self.store, self._make_embedder, on_progress=self._on_progress,
+                                    watch_every_s=settings.documents_watch_seconds,
+                                    max_bytes=settings.documents_max_file_mb * 2**20).start()
         return self._indexer
 
     @property

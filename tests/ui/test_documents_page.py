@@ -114,6 +114,11 @@ def test_a_folder_is_indexed_in_the_background_and_shown_with_its_report(qtbot, 
 def test_the_indexer_starts_after_the_first_paint_only_where_a_collection_has_work(qtbot, make_window, tmp_path):
     """app/ui/main.py asks the window after its first paint: nothing is opened for a user without documents, a
     paused collection waits, one with files not yet read gets the indexer (its words searched: no embedding model)."""
+    from dataclasses import replace
+
+    from app import settings
+
+    settings.save(replace(settings.load(), documents_watch_seconds=0, documents_max_file_mb=3))
     window = make_window()
     window.start_documents()
     assert not default_path().exists()  # no database made for a user who never added documents
@@ -129,6 +134,8 @@ def test_the_indexer_starts_after_the_first_paint_only_where_a_collection_has_wo
     service.store.set_paused("notes", False)
     window.start_documents()
     assert service.started
+    # Settings' limits: a watch of 0 scans only when asked, the largest file read
+    assert (service.indexer.watch_every_s, service.indexer.max_bytes) == (None, 3 * 2**20)
     qtbot.waitUntil(lambda: settled_store(service.store, "notes"), timeout=60_000)
     window.show_page("Documents")
     assert cells(window.documents, 0)["State"] == "Ready" and cells(window.documents, 0)["Embedded"] == "words only"
