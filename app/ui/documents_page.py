@@ -117,7 +117,7 @@ class DocumentsPage(QWidget):
         for column in range(1, len(COLUMNS)):
             self.table.horizontalHeader().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.table.itemSelectionChanged.connect(self._show_selected)
-        layout.addWidget(self.table, 2)
+        layout.addWidget(self.table, 1)
 
         self.detail = QWidget()
         detail = QVBoxLayout(self.detail)
