@@ -272,6 +272,21 @@ class ChatDocuments(QObject):
         if picker.exec() == QDialog.DialogCode.Accepted:
             self.use_collections(picker.chosen())
 
+    def forget_chat(self, conversation_id: int) -> None:
+        """A chat deleted for good: its own collection (the files attached to it) goes with it; the files stay."""
+        from app.documents.passages import DocumentsError
+        from app.documents.store import default_path
+        from app.ui.documents_service import chat_collection
+
+        if self._service is None and not default_path().exists():
+            return  # no documents at all: nothing to open or make
+        name = chat_collection(conversation_id)
+        try:
+            if any(c.name == name for c in self.service.store.collections()):
+                self.service.remove(name)
+        except DocumentsError as exc:  # it stays, listed on the Documents page, where it can be removed
+            self._page.say(f"{capitalized(exc.message)}.")
+
     def shutdown(self) -> None:
         """The documents the page made for itself (no window gave it the app's) are closed with it."""
         if self._service is not None and self._provider is None:

@@ -453,8 +453,10 @@ class ChatPage(QWidget):
 
     @Slot()
     def _on_undo_expired(self) -> None:
-        self._undo = None  # the rows it kept are let go; a pending delete still happens
+        undo, self._undo = self._undo, None  # the rows it kept are let go; a pending delete still happens
         self.store.purge_attachments()  # and the deleted chat's image files with them
+        if undo is not None and undo.deleted is not None:
+            self.documents.forget_chat(undo.conversation_id)  # and the index of the files attached to it
 
     @Slot()
     def _on_chat_settings_clicked(self) -> None:

@@ -29,6 +29,7 @@ user message (``augment``) and says what it found (``retrieved``) before the rep
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -246,10 +247,18 @@ class _Worker(QObject):
 
         store, names = documents
         try:
-            return with_documents(self._client, store, names, messages, sampling, n_ctx,
-                                  embedder=self._embedder(store, names), reranker=self._reranker())
+            # A collection removed on the Documents page since it was attached: the others are still searched.
+            there = {c.name for c in store.collections()}
+            gone = [n for n in names if n not in there]
+            names = tuple(n for n in names if n in there)
+            notes = tuple(f"the collection {n} is no longer there (removed on the Documents page)" for n in gone)
+            if not names:
+                return list(messages), Retrieval(notes=notes)
+            sent, retrieval = with_documents(self._client, store, names, messages, sampling, n_ctx,
+                                             embedder=self._embedder(store, names), reranker=self._reranker())
         except DocumentsError as exc:
             return list(messages), Retrieval(notes=(exc.message,))
+        return sent, dataclasses.replace(retrieval, notes=(*notes, *retrieval.notes)) if notes else retrieval
 
     def _embedder(self, store: DocumentStore, names: Sequence[str]) -> Any:
         """The embedder of the first attached collection embedded by its model, through the app's pool (as the

@@ -1206,6 +1206,10 @@
         <translation> · versteht Bilder</translation>
     </message>
     <message>
+        <source> · embeds text: search your documents by meaning</source>
+        <translation> · bettet Text ein: Ihre Dokumente nach Bedeutung durchsuchen</translation>
+    </message>
+    <message>
         <source>{repo_id}
 {why}
 {format} · {params}B parameters{vision} · for {tier} machines · about {size} at 4 bits{fit}</source>

@@ -98,6 +98,12 @@ def test_attach_a_pdf_ask_and_open_the_cited_passage(qtbot, pool_window, tiny_mo
     assert chat.store.messages(chat.current.id)[-1].citations == ()
     assert chat.model_bar.context_meter.use.documents == 0
 
+    # The chat deleted for good (its undo lapsed): the index of its own files goes with it, the file stays.
+    chat.undo_bar.timer.setInterval(50)
+    qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not chat.undo_bar.isVisible(), timeout=5_000)
+    assert name not in [c.name for c in service.store.collections()] and pdf.exists()
+
 
 def test_use_a_collection_of_the_documents_page(qtbot, real_window, tiny_models, tmp_path, monkeypatch):
     """A collection of the Documents page, searched by its words (no embedding model in the library), attached
@@ -132,6 +138,14 @@ def test_use_a_collection_of_the_documents_page(qtbot, real_window, tiny_models,
     reply = chat.store.messages(chat.current.id)[-1]
     assert reply.citations and reply.citations[0]["path"] == str(notes / "guide.md")
     assert any("md-options" in c["text"] for c in reply.citations)
+
+    # Removed on the Documents page meanwhile: the question is answered without it, and the banner says why.
+    service.remove("notes")
+    with qtbot.waitSignal(window.bridge.done, timeout=120_000):
+        qtbot.keyClicks(chat.composer, "And the options?")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+    assert chat.store.messages(chat.current.id)[-1].citations == ()
+    assert "The collection notes is no longer there (removed on the Documents page)." in chat.banner_text.text()
 
 
 def test_the_librarys_reranker_orders_the_chats_passages(qtbot, pool_window, tiny_models, tiny_reranker_model):
