@@ -23,8 +23,10 @@ from app.ui.widgets import announce
 CITE_SCHEME = "quantdesk-cite"  # a "[n]" mark in a reply's text links to quantdesk-cite:n
 _FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[^\n]*\n.*?(?:^(?P=fence)[ \t]*$|\Z)", re.S | re.M)
 _INLINE_CODE = re.compile(r"(`+)(?:.+?)\1", re.S)
-# "[3]" not already a link's text or target ("[3](…)", "[3]:", "][3]") and not escaped
-_MARK = re.compile(r"(?<![\\\]])\[(\d{1,3})\](?![(:\[])")
+# "[3]" not already a link's text or target ("[3](…)", "][3]", "[3][x]") and not escaped; a line that starts with
+# "[3]:" is a link reference definition (left as it is), "see [3]: …" inside a line is a mark
+_MARK = re.compile(r"(?<![\\\]])\[(\d{1,3})\](?![(\[])")
+_DEFINITION = re.compile(r"^ {0,3}$")
 
 
 def file_name(citation: Mapping[str, Any]) -> str:
@@ -79,7 +81,11 @@ def _link_prose(text: str, cited: set[int]) -> str:
 def _link_marks(text: str, cited: set[int]) -> str:
     def link(match: re.Match[str]) -> str:
         number = int(match.group(1))
-        return f"[\\[{number}\\]]({CITE_SCHEME}:{number})" if number in cited else match.group(0)
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        definition = text.startswith(":", match.end()) and _DEFINITION.match(text[line_start:match.start()])
+        if number not in cited or definition:
+            return match.group(0)
+        return f"[\\[{number}\\]]({CITE_SCHEME}:{number})"
 
     return _MARK.sub(link, text)
 

@@ -26,8 +26,9 @@ def test_marks_become_links_outside_code_and_only_for_cited_numbers():
     assert "not [3]." in linked  # nothing was cited as 3
     assert "x = items[1]" in linked and "`a[2]`" in linked  # code stays code
     assert with_citation_links(REPLY, []) == REPLY
-    already = "[1](https://example.org) and [see][1]"
-    assert with_citation_links(already, [1]) == already
+    already = "[1](https://example.org) and [see][1]\n\n[1]: https://example.org/ref"
+    assert with_citation_links(already, [1]) == already  # links, and a reference definition, stay as they are
+    assert with_citation_links("As [1]: it holds.", [1]) == f"As [\\[1\\]]({CITE_SCHEME}:1): it holds."
     assert cited_number(QUrl(f"{CITE_SCHEME}:2")) == 2 and cited_number(QUrl("https://example.org")) is None
     assert label(GUIDE) == "[1] guide.pdf · page 3" and label(NOTES) == "[2] notes.md · Setup › Cables"
 
