@@ -78,7 +78,7 @@ def test_attach_a_pdf_ask_and_open_the_cited_passage(qtbot, pool_window, tiny_mo
     assert panel.where.text() == f"page 2 · collection “{name}”"
     assert page_phrase(2, "guide") in panel.text.toPlainText() and panel.open_button.isEnabled()
     qtbot.wait(20)
-    window.grab().save("/tmp/helperC/chat_documents.png")
+    window.grab().save(str(tmp_path / "chat_documents.png"))
 
     # Reopened from the store, the reply shows the same chips; another chat has no passage open.
     other = chat.store.create_conversation("other")

@@ -33,7 +33,7 @@ def test_marks_become_links_outside_code_and_only_for_cited_numbers():
     assert label(GUIDE) == "[1] guide.pdf · page 3" and label(NOTES) == "[2] notes.md · Setup › Cables"
 
 
-def test_a_replys_chips_and_its_marks_ask_for_their_passage(qtbot):
+def test_a_replys_chips_and_its_marks_ask_for_their_passage(qtbot, tmp_path):
     bubble = MessageBubble(ChatMessage(5, 1, "assistant", REPLY, 0.0, citations=(GUIDE, NOTES)))
     qtbot.addWidget(bubble)
     bubble.resize(640, 400)
@@ -56,7 +56,10 @@ def test_a_replys_chips_and_its_marks_ask_for_their_passage(qtbot):
     assert asked.args[0]["number"] == 1
     with qtbot.assertNotEmitted(bubble.citation_requested):
         bubble.body.anchorClicked.emit(QUrl(f"{CITE_SCHEME}:7"))  # no passage 7
-    bubble.grab().save("/tmp/helperC/bubble_citations.png")
+    bubble.grab().save(str(tmp_path / "bubble_citations.png"))
+    from tests.ui.test_accessibility import unnamed_controls
+
+    assert unnamed_controls(bubble) == []  # the chips are named for screen readers
 
 
 def test_citations_that_arrive_while_the_reply_streams_link_its_marks_as_they_render(qtbot):
@@ -84,7 +87,10 @@ def test_the_panel_shows_the_passage_and_opens_the_file_where_it_is(qtbot, tmp_p
     panel.show_citation(NOTES | {"path": str(real)})
     assert panel.open_button.isEnabled() and panel.where.text() == "Setup › Cables · collection “chat-1”"
     qtbot.wait(20)  # the layout takes the wrapped path's height on the next turn of the event loop
-    panel.grab().save("/tmp/helperC/citation_panel.png")
+    panel.grab().save(str(tmp_path / "citation_panel.png"))
+    from tests.ui.test_accessibility import unnamed_controls
+
+    assert unnamed_controls(panel) == []
     with qtbot.waitSignal(panel.closed):
         panel.close_button.click()
     assert panel.isHidden()

@@ -47,7 +47,7 @@ def test_a_folder_is_indexed_in_the_background_and_shown_with_its_report(qtbot, 
     page = window.documents
     assert isinstance(page, DocumentsPage) and window.current_page == "Documents"
     assert page.empty_state.isVisible() and page.table.isHidden()
-    page.grab().save("/tmp/helperC/documents_empty.png")
+    page.grab().save(str(tmp_path / "documents_empty.png"))
 
     delivered: list[tuple[str, bool]] = []
     gui = threading.current_thread()
@@ -71,7 +71,7 @@ def test_a_folder_is_indexed_in_the_background_and_shown_with_its_report(qtbot, 
     assert any(line.startswith("program.txt — binary") for line in report)  # under the folder: its own name
     assert any(line.startswith("cut.pdf — damaged") for line in report)
     assert page.report.item(0).toolTip().startswith(str(folder))  # the whole path
-    page.grab().save("/tmp/helperC/documents_page.png")
+    page.grab().save(str(tmp_path / "documents_page.png"))
 
     # Pause is kept in the database (a restart finds it paused); Resume goes on.
     page.pause_button.click()
