@@ -194,14 +194,13 @@ def index_collection(store: DocumentStore, name: str, embedder: Embedder | None,
         elapsed = time.monotonic() - run.started
         left = bytes_total - p.bytes_done - item.size
         eta = elapsed / run_bytes * left if run_bytes and elapsed > 0 else None
+        was_failed = row is not None and row.state == "failed"  # counted in ``failed`` from the start
         run.emit(files_done=p.files_done + 1, bytes_done=p.bytes_done + item.size, pages=p.pages + pages,
-                 chunks=p.chunks + stored, failed=p.failed + failed,
+                 chunks=p.chunks + stored, failed=p.failed + failed - was_failed,
                  added=p.added + (row is None or row.size < 0), changed=p.changed + (row is not None and row.size >= 0
                                                                                        and not same),
-                 unchanged=p.unchanged + same, eta_s=eta)
+                 unchanged=p.unchanged + same, eta_s=eta, to_embed=p.to_embed + stored if model is not None else 0)
         run.waiting += stored
-        if run.progress.to_embed:
-            run.emit(to_embed=run.progress.to_embed + stored)
         if embedder is not None and model is not None and run.waiting >= EMBED_BATCH:
             if not _embed(run, store, name, embedder, model, should_stop, final=False):
                 if should_stop():

@@ -7,9 +7,10 @@ external content, kept in step by triggers, ranked with bm25); ``vectors`` one f
 embedding model. ``skipped`` keeps the scan's report lines (a 2 GB file, a symlink loop) until the next scan.
 
 Vector search is brute force with numpy over the collection's vectors, read once into one float32 matrix per
-collection and model and kept until a write to that collection: measured against sqlite-vec at 100k chunks × 384
-dimensions (``python -m tests.bench.documents_query``, docs/architecture.md "Facts"), and this Python's sqlite3
-cannot load extensions at all.
+collection and model, grown as new vectors are stored and read again only after some are deleted (a changed or
+removed file, another embedding model): a tenth of sqlite-vec's time at 100k chunks × 384 dimensions, the same
+results (``python -m tests.bench.documents_query``, docs/architecture.md "Facts"), and this Python's sqlite3 cannot
+load extensions at all.
 
 One connection serves every thread (the indexer's, the GUI's, the server's): each call takes the store's lock, and a
 write is one transaction (a file's chunks, a batch of vectors), so a reader waits at most that long. A write that

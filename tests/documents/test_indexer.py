@@ -122,6 +122,13 @@ def test_every_bad_input_is_a_report_line_and_the_index_goes_on(store, tmp_path)
     again = index_collection(store, "bad", None, max_bytes=100 * 2**20)
     assert again.changed == 0 and again.added == 0
     assert {Path(line.path).name for line in store.report("bad")} == set(report)
+    # a failed file replaced by a readable one: read again, out of the report, counted so while the index runs
+    write_text_pdf(folder / "locked.pdf", 1, tag="open-")
+    seen: list[IndexProgress] = []
+    third = index_collection(store, "bad", None, max_bytes=100 * 2**20, on_progress=seen.append)
+    assert third.changed == 1 and "locked.pdf" not in {Path(line.path).name for line in store.report("bad")}
+    assert third.failed == result.failed - 1 == store.collection("bad").failed
+    assert [p.failed for p in seen if p.state == "indexing"][-1] == third.failed
 
 
 def test_a_file_deleted_mid_index_is_a_report_line_then_leaves(store, tmp_path, monkeypatch):
@@ -318,10 +325,12 @@ def test_vectors_for_every_chunk_and_a_new_model_embeds_again(store, tmp_path, p
     model = str(tiny_embedding_model)
     store.create_collection("docs", folder=folder, embed_model=model)
     embedder = pool_embedder(pool, model)
-    result = index_collection(store, "docs", embedder)
+    first_seen: list[IndexProgress] = []
+    result = index_collection(store, "docs", embedder, on_progress=first_seen.append)
     collection = store.collection("docs")
     assert result.state == "done" and not result.problem
     assert collection.embedded == collection.chunks == result.embedded == result.to_embed > 0
+    assert any(p.state == "indexing" and p.to_embed > 0 for p in first_seen)  # the vectors counted as it goes
     # a passage's own text, embedded, finds that passage first
     passage = store.passages([store.text_search(["docs"], "pump priming")[0].chunk_id])[0]
     hits = store.vector_search(["docs"], embedder.embed([passage.text])[0], 3)
