@@ -31,10 +31,14 @@ from app.mcp.client import neutral
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009; what Elastic, OpenSearch and Vespa default to)
 CANDIDATES = 40  # how many passages each search returns, before fusion
-RERANK_MAX = 24  # how many of the merged list a reranker reads (each is one sequence through the reranker)
+# How many of the merged list a reranker reads: each is the question and a passage through the reranker, so its
+# cost grows with them (the tiny test reranker: ~260 ms a 1,000-character passage on 2 CPU threads; a real one on a
+# CPU several times that). Twice the passages a prompt takes: the reranker can bring the next eight forward.
+RERANK_MAX = 16
 WHOLE_MAX_PASSAGES = 400  # a collection of more chunks than this is never counted for sending whole
 WHOLE_CHARS_PER_TOKEN = 8  # see _whole
 DOCUMENTS_SHARE = 3  # the passages take at most a third of the context: the conversation and the reply need the rest
+MISSES = 3  # passages in a row that did not fit the room left: the rest are not counted (each count is an engine call)
 QUERY_CHARS = 2000  # the question as it is embedded: an embedding model's context is short, the start says enough
 
 INSTRUCTION = ("Passages from the user's documents follow, numbered. Answer from them where they help, and cite "
@@ -161,7 +165,7 @@ def retrieve(store: DocumentStore, collections: Sequence[str], query: str, *, bu
     if whole is not None:
         return dataclasses.replace(whole, notes=tuple(notes))
 
-    ranked, search_notes = _ranked(store, names, found, query, embedder, reranker, max(k * 3, RERANK_MAX))
+    ranked, search_notes = _ranked(store, names, found, query, embedder, reranker, max(k * 2, RERANK_MAX))
     notes += search_notes
     if not ranked:
         return Retrieval(notes=tuple(notes))
@@ -299,17 +303,22 @@ def _reranked(store: DocumentStore, fused: list[tuple[int, float]], query: str, 
 def _fit(ranked: Sequence[tuple[Passage, float]], budget: int, count_tokens: Callable[[str], int],
          k: int) -> list[tuple[Passage, float]]:
     """Up to ``k`` passages in the order given that fit ``budget`` together: each counted on its own (the
-    instruction once), one that does not fit is passed over for the next; then the block is counted whole and the
-    last passages dropped while it is over (a tokenizer may join text across the seams)."""
+    instruction once), one that does not fit is passed over for the next, until MISSES in a row did not; then the
+    block is counted whole and the last passages dropped while it is over (a tokenizer may join text across the
+    seams)."""
     chosen: list[tuple[Passage, float]] = []
     used = count_tokens(passages_block([]))
+    misses = 0
     for passage, score in ranked:
-        if len(chosen) >= k:
+        if len(chosen) >= k or misses >= MISSES:
             break
         cost = count_tokens(f"[{len(chosen) + 1}] {passage.where}\n{neutral(passage.text.strip())}\n\n")
         if used + cost <= budget:
             chosen.append((passage, score))
             used += cost
+            misses = 0
+        else:
+            misses += 1
     while chosen and count_tokens(passages_block([p for p, _ in chosen])) > budget:
         chosen.pop()
     return chosen

@@ -239,9 +239,10 @@ def _thinking_block(thinking: str) -> dict[str, Any]:
 class MessageShape:
     """A Messages reply, whole or as its stream of events."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, quantdesk: dict[str, Any] | None = None) -> None:
         self.model = model
         self.id = f"msg_{secrets.token_hex(12)}"
+        self.quantdesk = quantdesk  # a stream's message_start carries it (the whole reply's is added by app.py)
 
     def _message(self, content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int],
                  stop_sequence: str | None = None) -> dict[str, Any]:
@@ -264,7 +265,9 @@ class MessageShape:
         # The engine's first event carries the prompt's figures (a remote engine's only its Done: 0 until then).
         opening = _usage(first.prompt_tokens, first.cached_tokens, 0) if isinstance(first, Token) \
             else _usage(first.stats.prompt_tokens, first.stats.cached_tokens, 0)
-        yield _event("message_start", {"type": "message_start", "message": self._message([], None, opening)})
+        started = self._message([], None, opening)
+        yield _event("message_start", {"type": "message_start", "message": {**started, "quantdesk": self.quantdesk}
+                                       if self.quantdesk else started})
         blocks = _Blocks()
         event = first
         while isinstance(event, Token):

@@ -330,7 +330,7 @@ class OpenAIServer:
         except BaseException:
             lease.release()
             raise
-        shape = anthropic.MessageShape(lease.served)
+        shape = anthropic.MessageShape(lease.served, quantdesk_field(report, cited))
         headers = report.headers() if report else None
         if parsed.stream:
             return _EventStream(shape.stream(first, lambda: self.next_event(job)),

@@ -47,11 +47,13 @@ from app.datatypes import Done, GenerationStats, Message, ModelSampling, Samplin
 from app.models.metadata import model_sampling
 from app.server.params import (MAX_IMAGES, MAX_MESSAGES, REASONING_EFFORTS, ApiError, GenerationRequest, _flag,
                                _image, _integer, _refuse_unsupported, _sampling, _shown, _thinking,
-                               bad_param, check_model, checked_schema, json_arguments, parse_tools, with_tools)
+                               bad_param, check_model, checked_schema, documents_choice, json_arguments, parse_tools,
+                               with_tools)
 from app.server.response_store import ResponseStore, StoredResponse
 from app.server.transport import _closer, _EventStream, read_body
 
 if TYPE_CHECKING:
+    from app.server.documents import Cited
     from app.server.engine_queue import Job
     from app.server.router import Lease
 
@@ -66,6 +68,9 @@ class Serving(Protocol):
                         ) -> tuple[Job, Token | Done, asyncio.Task[None]]: ...
 
     async def next_event(self, job: Job) -> Token | Done: ...
+
+    async def _apply_documents(self, lease: Lease, parsed: GenerationRequest
+                               ) -> tuple[GenerationRequest, Cited | None]: ...
 
 # OpenAI's efforts beyond the ones chat templates read, as the nearest of those
 _EFFORTS = {**{e: e for e in REASONING_EFFORTS}, "minimal": "low", "xhigh": "high"}
@@ -387,7 +392,8 @@ def parse_responses(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_im
             "text": {"format": text_format}, "tool_choice": body.get("tool_choice") or "auto",
             "tools": echoed_tools, "top_p": sampling.top_p, "truncation": "disabled",
             "user": body.get("user") if isinstance(body.get("user"), str) else None}
-    return ResponsesRequest(GenerationRequest(messages, sampling, stream, False), tuple(conversation), echo, store)
+    return ResponsesRequest(GenerationRequest(messages, sampling, stream, False, documents=documents_choice(body)),
+                            tuple(conversation), echo, store)
 
 
 # --- the response ---
@@ -648,6 +654,12 @@ class ResponsesApi:
                 body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, sees_images="vision" in details,
                 takes_tools=bool(details.get("tool_format")), recommended=model_sampling(lease.loaded.model_path),
                 previous=previous))
+            # "quantdesk": {"documents": [...]}: the passages in what the engine reads (the stored conversation keeps
+            # the question as sent), the citations in every response object's quantdesk field (a stream's first)
+            generation, cited = await server._apply_documents(lease, parsed.generation)
+            if cited is not None:
+                parsed = dataclasses.replace(parsed, generation=generation,
+                                             echo={**parsed.echo, "quantdesk": cited.field()})
             job, first, watcher = await server.start_job(request, lease, parsed.generation)
         except BaseException:
             lease.release()

@@ -11,7 +11,7 @@ import pytest
 
 from app.datatypes import LoadSettings
 from app.documents.passages import Chunk, DocumentsError
-from app.documents.retrieve import passages_block, retrieve, search
+from app.documents.retrieve import MISSES, passages_block, retrieve, search
 from app.documents.store import DocumentStore
 from app.errors import EngineError
 
@@ -230,3 +230,18 @@ def test_search_ranks_without_a_budget_as_retrieve_does(store, tokens):
     assert search(store, ["manuals"], "zebra").passages == ()
     with pytest.raises(DocumentsError, match="handbook"):
         search(store, ["handbook"], "x")
+
+
+def test_passages_too_long_for_the_room_left_are_not_all_counted(store, tokens):
+    store.create_collection("big")
+    _file(store, "big", "/big.txt", [f"Passage {i} tells of the pump and its valve. " * 30 for i in range(60)],
+          pages=False)
+    calls = []
+
+    def counted(text: str) -> int:
+        calls.append(text)
+        return tokens(text)
+
+    got = retrieve(store, ["big"], "pump valve", budget_tokens=tokens(passages_block([])) + 20, count_tokens=counted)
+    assert got.citations == ()
+    assert len(calls) == 1 + MISSES  # the instruction, then MISSES passages that did not fit: no more

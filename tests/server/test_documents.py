@@ -149,3 +149,60 @@ def test_the_librarys_reranker_orders_the_passages_through_the_routers_pool(serv
         own = reranker.rerank("pump button", [c["text"] for c in citations]).scores
     assert [c["score"] for c in citations] == pytest.approx(list(own), abs=1e-4)
     assert str(tiny_reranker_model) in [m.path for m in server.app.state.openai.pool.models.models()]
+
+
+def test_the_responses_api_cites_the_collection_whole_streamed_and_stored(serve, docs_engine):
+    _manuals()
+    oai = openai_on(serve(docs_engine))
+    model = model_id(docs_engine.loaded.model_path)
+    extra = {"extra_body": {"quantdesk": {"documents": ["manuals"]}}}
+    response = oai.responses.create(model=model, input=QUESTION, max_output_tokens=16, temperature=0, **extra)
+    field = response.model_extra["quantdesk"]
+    assert [c["page"] for c in field["citations"]] == [1, 2] and field["documents"]["whole"] is True
+    plain = oai.responses.create(model=model, input=QUESTION, max_output_tokens=16, temperature=0)
+    assert response.usage.input_tokens > plain.usage.input_tokens and "quantdesk" not in (plain.model_extra or {})
+    stored = oai.responses.retrieve(response.id)
+    assert stored.model_extra["quantdesk"] == field
+    events = list(oai.responses.create(model=model, input=QUESTION, max_output_tokens=16, stream=True, **extra))
+    assert events[0].type == "response.created"
+    assert [c["page"] for c in events[0].response.model_extra["quantdesk"]["citations"]] == [1, 2]
+    with pytest.raises(openai.BadRequestError, match="handbook"):
+        oai.responses.create(model=model, input=QUESTION, extra_body={"quantdesk": {"documents": ["handbook"]}})
+
+
+def test_a_messages_stream_carries_the_citations_on_message_start(serve, docs_engine):
+    _manuals()
+    server = serve(docs_engine)
+    with anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120) as claude:
+        with claude.messages.stream(model=model_id(docs_engine.loaded.model_path), max_tokens=5,
+                                    messages=[{"role": "user", "content": QUESTION}],
+                                    extra_body={"quantdesk": {"documents": ["manuals"]}}) as stream:
+            events = list(stream)
+    start = events[0]
+    assert start.type == "message_start"
+    assert [c["page"] for c in start.message.model_extra["quantdesk"]["citations"]] == [1, 2]
+
+
+def test_a_remote_model_that_cannot_count_gets_passages_within_their_bytes(serve, docs_engine):
+    """A model of a remote connection (here a QuantDesk server over the tiny model, reached through the remote
+    backend's engine host): its engine cannot count tokens, so the passages are bounded by their UTF-8 bytes, which
+    no tokenizer's count passes."""
+    from app.remote.connections import Connection, Connections, model_ref
+
+    _manuals()
+    remote_server = serve(docs_engine, api_key="remote-only-key-0123456789")
+    Connections().save(Connection("box", f"{remote_server.url}/v1"), api_key="remote-only-key-0123456789")
+    remote = model_ref("box", model_id(docs_engine.loaded.model_path))
+    gateway = serve(docs_engine, serve_remotes=True)
+    api = openai_on(gateway)
+    ask = {"model": remote, "max_tokens": 5, "temperature": 0, "messages": [{"role": "user", "content": QUESTION}]}
+    reply = api.chat.completions.create(**ask, extra_body={"quantdesk": {"documents": ["manuals"]}})
+    field = reply.model_extra["quantdesk"]
+    citations = [Citation.from_dict(c) for c in field["citations"]]
+    assert [c.passage.page for c in citations] == [1, 2]
+    block = augment([Message("user", "")], Retrieval(tuple(citations)))[0].content
+    assert field["documents"]["tokens"] == len(block.encode("utf-8")) + 1  # the bytes' bound, not a count
+    assert field["documents"]["tokens"] <= N_CTX // 3
+    # the remote model read them: its prompt is the question with the passages
+    sent = augment([Message("user", QUESTION)], Retrieval(tuple(citations)))
+    assert reply.usage.prompt_tokens == docs_engine.count_tokens(sent, SamplingSettings())
