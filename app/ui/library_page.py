@@ -46,13 +46,17 @@ class Listing:
     usage: dict
     message: str = ""
     updates: dict[str, UpdateStatus] | None = None  # by entry id: what the last update check found
+    # by entry id: the pooling a GGUF declares ("rank" a reranker, mean / cls / last an embedding model), read off the
+    # GUI thread with the listing
+    poolings: dict[str, str] | None = None
 
 
 def _listing(root: Path | None, message: str = "", refresh: bool = True) -> Listing:
     library = Library(root)
     entries = library.entries(refresh=refresh)
     known = updates.known_updates(library, entries) if updates.enabled() else {}
-    return Listing(entries, library.disk_usage(), message, known)
+    poolings = {entry.id: entry.pooling for entry in entries}
+    return Listing(entries, library.disk_usage(), message, known, poolings)
 
 
 def check_for_updates(root: Path | None, force: bool) -> updates.CheckReport | None:
@@ -372,9 +376,13 @@ class LibraryPage(QWidget):
         keep = self.selected.id if self.selected else None
         self.entries, self.usage, self.updates = listing.entries, listing.usage, listing.updates or {}
         self.table.setRowCount(len(self.entries))
+        poolings = listing.poolings or {}
         for row, entry in enumerate(self.entries):
-            cells = (entry.name, entry.format.upper(), entry.quant or "—", human_bytes(entry.size),
-                     entry.architecture or "—", source_text(entry))
+            pooling = poolings.get(entry.id, "")
+            what = (self.tr("reranker") if pooling == "rank" else self.tr("embeddings") if pooling else "")
+            architecture = " · ".join(part for part in (entry.architecture or "—", what) if part)
+            cells = (entry.name, entry.format.upper(), entry.quant or "—", human_bytes(entry.size), architecture,
+                     source_text(entry))
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(entry.path if column == 0 else text)

@@ -2416,6 +2416,14 @@
         <translation>Architektur</translation>
     </message>
     <message>
+        <source>reranker</source>
+        <translation>Reranker</translation>
+    </message>
+    <message>
+        <source>embeddings</source>
+        <translation>Embeddings</translation>
+    </message>
+    <message>
         <source>Source</source>
         <translation>Herkunft</translation>
     </message>

@@ -221,3 +221,27 @@ def test_a_reranker_reads_in_batches_as_large_as_its_context_and_the_fit_check_s
     [estimated] = estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=2048, n_ubatch=ubatch_for(meta, 2048))).devices
     assert device.compute_bytes > 3 * estimate_llama_cpp(meta, LlamaCppSettings(n_ctx=2048)).devices[0].compute_bytes
     assert abs(estimated.compute_bytes - device.compute_bytes) < 0.1 * device.compute_bytes
+
+
+def test_a_bert_cross_encoder_reranks_without_a_cache_its_pairs_joined_by_bos_eos_and_sep(tiny_bert_reranker):
+    """A non-causal reranker (bge-reranker's layout: no KV cache, the first token through cls and cls.output, one
+    logit) with no rerank template: llama-server's [BOS] query [EOS] [SEP] doc [EOS], this vocabulary adding all
+    three, so each pair is the two texts' tokens and four more."""
+    from tests.fixtures.models import TINY_BERT_RERANKER, build_tokenizer
+
+    tokenizer = build_tokenizer(TINY_BERT_RERANKER)
+    with EngineClient() as client:
+        details = client.load(tiny_bert_reranker, LoadSettings(n_ctx=512)).details
+        assert details["architecture"] == "bert" and details["rerank_outputs"] == 1
+        assert details["rerank_template"] == "none"
+        together = client.rerank(QUERY, DOCS)
+        assert together.prompt_tokens == sum(len(tokenizer.encode(QUERY).ids) + len(tokenizer.encode(doc).ids) + 4
+                                              for doc in DOCS)
+        assert not all(0 < s < 1 for s in together.scores)  # a logit each (no softmax: not confined to (0, 1))
+        other = client.rerank("something else entirely", DOCS).scores
+        assert min(abs(a - b) for a, b in zip(other, together.scores, strict=True)) > 0.1  # the question counts
+        # alone or beside others, in any order, the same score: sequences of one batch do not attend to each other
+        # (within the noise of F16 weights at other batch shapes, ~1e-3 of the value; far below what the text moves)
+        for score, doc in zip(together.scores, DOCS, strict=True):
+            assert math.isclose(score, client.rerank(QUERY, [doc]).scores[0], rel_tol=2e-3)
+        assert client.rerank(QUERY, DOCS[::-1]).scores[::-1] == pytest.approx(together.scores, rel=2e-3)

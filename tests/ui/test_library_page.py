@@ -161,3 +161,14 @@ def test_open_folder_and_load_into_the_chat(qtbot, make_window, tiny_models):
     assert window.current_page == "Chat"
     assert engine.loads[-1][0] == str(tiny_models.gguf_q8_0)
     assert window.chat.model_bar.estimate_label.text().startswith("Estimated")
+
+
+def test_a_reranker_and_an_embedding_model_are_named_beside_their_architecture(qtbot, tiny_models,
+                                                                               tiny_embedding_model,
+                                                                               tiny_reranker_model):
+    page = make_page(qtbot)
+    for model in (tiny_models.gguf_q8_0, tiny_embedding_model, tiny_reranker_model):
+        run(qtbot, page, page.import_path, str(model), False)
+    by_name = {row[0]: row[4] for row in row_texts(page)}
+    assert by_name == {"tiny-llama-Q8_0": "llama", "tiny-llama-embedding-F16": "llama · embeddings",
+                       "tiny-qwen3-reranker-F16": "qwen3 · reranker"}
