@@ -175,6 +175,7 @@ class ChatPage(QWidget):
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
         self.composer.image_given.connect(self._on_image_given)
+        self.composer.documents_given.connect(self._on_documents_given)
         self.attach_button = QPushButton(self.tr("Image…"))
         self.attach_button.setAccessibleName(self.tr("Attach an image"))
         self.attach_button.setToolTip(self.tr("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the "
@@ -793,6 +794,11 @@ class ChatPage(QWidget):
         if retrieval.notes:
             self._show_banner(" ".join(capitalized(n) + ("" if n.endswith(".") else ".") for n in retrieval.notes),
                               reload=False)
+
+    @Slot(list)
+    def _on_documents_given(self, paths: list[Path]) -> None:
+        """Documents dropped or pasted on the message box: attached to the chat, as "Attach files…" does."""
+        self.documents.attach_files(paths)
 
     def ensure_conversation(self) -> Conversation | None:
         """The open chat, or a new one made now (the banner says why not)."""

@@ -876,10 +876,12 @@ class AttachmentStrip(QFrame):
 
 class Composer(QPlainTextEdit):
     """The input box: Enter sends, Shift+Enter starts a new line. Images pasted or dropped on it are handed out
-    (``image_given``: the file's bytes and a name) instead of being inserted as text."""
+    (``image_given``: the file's bytes and a name) instead of being inserted as text, and so are documents (PDF,
+    Markdown, code…: ``documents_given``, their paths, for the chat's own collection)."""
 
     submitted = Signal()
     image_given = Signal(bytes, str)
+    documents_given = Signal(list)  # list[Path]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -901,17 +903,32 @@ class Composer(QPlainTextEdit):
         return [Path(url.toLocalFile()) for url in source.urls()
                 if url.isLocalFile() and url.toLocalFile().lower().endswith(IMAGE_SUFFIXES)]
 
+    @staticmethod
+    def _document_files(source: QMimeData) -> list[Path]:
+        """Local files of the formats a documents collection reads (app/documents/extract.py), images aside."""
+        local = [Path(url.toLocalFile()) for url in source.urls() if url.isLocalFile()]
+        if not local:
+            return []
+        from app.documents.extract import SUPPORTED_SUFFIXES  # on a drop only: not before the window shows
+
+        return [path for path in local if path.suffix.lower() in SUPPORTED_SUFFIXES
+                and not path.name.lower().endswith(IMAGE_SUFFIXES)]
+
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt's name)
-        return source.hasImage() or bool(self._image_files(source)) or super().canInsertFromMimeData(source)
+        return source.hasImage() or bool(self._image_files(source)) or bool(self._document_files(source)) or \
+            super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name): paste and drop both land here
         files = self._image_files(source)
-        if files:
+        documents = self._document_files(source)
+        if files or documents:
             for path in files:
                 try:
                     self.image_given.emit(path.read_bytes(), path.name)
                 except OSError:
                     self.image_given.emit(b"", path.name)  # the page says it cannot be read
+            if documents:
+                self.documents_given.emit(documents)
             return
         if source.hasImage():
             self.image_given.emit(png_bytes(QImage(source.imageData())), self.tr("pasted image"))

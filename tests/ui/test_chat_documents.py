@@ -179,3 +179,28 @@ def test_the_librarys_reranker_orders_the_chats_passages(qtbot, pool_window, tin
         reranker.load(tiny_reranker_model, LoadSettings(n_ctx=2048))
         own = reranker.rerank("pump button", [c["text"] for c in citations]).scores
     assert scores == pytest.approx(list(own), abs=1e-4)
+
+
+def test_documents_dropped_on_the_message_box_are_attached(qtbot, make_window, tmp_path):
+    """A Markdown file and an image dropped together: the image waits for the next message as before, the document
+    becomes the chat's own collection (its words searched: no embedding model in the library)."""
+    from PySide6.QtCore import QMimeData, QUrl
+
+    from tests.fixtures.models import write_test_png
+
+    notes = write_markdown(tmp_path / "notes.md")
+    picture = write_test_png(tmp_path / "picture.png")
+    window = make_window()
+    chat = window.chat
+    chat.new_conversation()
+    dropped = QMimeData()
+    dropped.setUrls([QUrl.fromLocalFile(str(notes)), QUrl.fromLocalFile(str(picture))])
+    assert chat.composer.canInsertFromMimeData(dropped)
+    chat.composer.insertFromMimeData(dropped)
+    assert chat.composer.toPlainText() == ""  # no path typed into the message
+    assert len(chat.attachments.images) == 1
+    name = f"chat-{chat.current.id}"
+    assert chat.current.documents == (name,)
+    service = window.documents_service()
+    qtbot.waitUntil(lambda: indexed(service, name), timeout=60_000)
+    assert [p.path for p in service.store.collection_passages([name], 10)][0] == str(notes)
