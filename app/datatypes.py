@@ -458,10 +458,16 @@ class ContextUse:
 
     used: int
     n_ctx: int
+    documents: int = 0  # of ``used``: the tokens of the passages of the user's documents in the prompt (issue 28)
 
     @classmethod
-    def after(cls, stats: GenerationStats, n_ctx: int) -> ContextUse:
-        return cls(stats.prompt_tokens + stats.generated_tokens, n_ctx)
+    def after(cls, stats: GenerationStats, n_ctx: int, documents: int = 0) -> ContextUse:
+        return cls(stats.prompt_tokens + stats.generated_tokens, n_ctx, documents)
+
+    @property
+    def documents_share(self) -> float:
+        """The documents' passages' share of the context, 0 to 1 (0 where the context is not known)."""
+        return min(self.documents / self.n_ctx, 1.0) if self.n_ctx > 0 else 0.0
 
     @property
     def left(self) -> int:

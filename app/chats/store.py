@@ -41,8 +41,9 @@ EXPORT_FORMAT = "quantdesk-chat"
 # 2: every branch's messages, each with its parent_id, and the ids of the branch on show; 3: an assistant message's
 # thinking as its ``reasoning`` (left out where there was none); 4: an assistant message's tool calls with their
 # results as ``tool_calls`` (left out where there were none); 5: a pinned message's ``pinned: true`` (left out where
-# it is not pinned)
-EXPORT_VERSION = 5
+# it is not pinned); 6: a reply's ``citations`` (the passages of the user's documents it was given, left out where
+# there were none) and the conversation's ``documents`` (the collections attached to it)
+EXPORT_VERSION = 6
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -148,6 +149,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",
     ),
+    # 9: the user's documents (issue 28). A reply keeps the passages it was given and cited ([1], [2], …) as one JSON
+    # list of dicts (app.documents.passages.Citation.to_dict(), plus its ``where``: the store stays below the
+    # documents home and keeps them as plain data); a regenerated reply is a new row with its own. A chat's
+    # documents: a JSON list of the collections attached to it (its own "chat-<id>" for files attached to it, and
+    # any collection chosen). Old rows: none (NULL).
+    (
+        "ALTER TABLE messages ADD COLUMN citations_json TEXT",
+        "ALTER TABLE conversations ADD COLUMN documents_json TEXT",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -175,6 +185,7 @@ class Conversation:
     model_path: str | None = None
     tool_servers: tuple[str, ...] | None = None  # the MCP servers whose tools the model sees; None: every one
     overflow: str | None = None  # the chat's overflow policy; None: the Settings' default
+    documents: tuple[str, ...] = ()  # the document collections attached to the chat (ChatStore.set_documents)
 
 
 @dataclass(frozen=True)
@@ -269,6 +280,10 @@ class ChatMessage:
     # A reply whose prompt left earlier messages out (the overflow policy): ContextCut.to_dict(), else None
     context_cut: dict[str, Any] | None = None
     pinned: bool = False  # an overflow policy never leaves it out of the prompt (ChatStore.set_pinned)
+    # The passages of the chat's documents the reply was given, by the number it cites them with: each a dict of
+    # app.documents.passages.Citation.to_dict() (number, score, collection, path, text, page, heading, line,
+    # where), read back with Citation.from_dict (ChatStore.set_citations)
+    citations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -310,17 +325,21 @@ def default_path() -> Path:
 
 def _conversation(row: sqlite3.Row) -> Conversation:
     servers = row["tool_servers_json"]
+    documents = row["documents_json"]
     return Conversation(row["id"], row["title"], row["created"], row["updated"], row["system_prompt"],
                         json.loads(row["sampling_json"]), row["model_path"],
-                        None if servers is None else tuple(json.loads(servers)), row["overflow"])
+                        None if servers is None else tuple(json.loads(servers)), row["overflow"],
+                        tuple(json.loads(documents)) if documents else ())
 
 
 def _message(row: sqlite3.Row, images: tuple[Attachment, ...] = ()) -> ChatMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
     cut = json.loads(row["context_cut_json"]) if row["context_cut_json"] else None
     tools = tuple(ToolCard.from_dict(card) for card in json.loads(row["tools_json"])) if row["tools_json"] else ()
+    citations = tuple(json.loads(row["citations_json"])) if row["citations_json"] else ()
     return ChatMessage(row["id"], row["conversation_id"], row["role"], row["content"], row["created"],
-                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools, cut, bool(row["pinned"]))
+                       stats, row["state"], images, row["parent_id"], row["reasoning"], tools, cut, bool(row["pinned"]),
+                       citations)
 
 
 def _fts_query(text: str) -> str:
@@ -552,6 +571,12 @@ class ChatStore:
         self._update_conversation(conversation_id, "tool_servers_json=?",
                                   (None if servers is None else json.dumps(list(servers)),), "save the chat's tools")
 
+    def set_documents(self, conversation_id: int, names: Sequence[str]) -> None:
+        """The document collections attached to the chat (each question retrieves from them); empty: none."""
+        unique = list(dict.fromkeys(names))  # attached twice is attached once, in the order first given
+        self._update_conversation(conversation_id, "documents_json=?", (json.dumps(unique) if unique else None,),
+                                  "save the chat's documents")
+
     def _update_conversation(self, conversation_id: int, assignments: str, values: tuple, action: str) -> None:
         with self._writing(action):
             cur = self._db.execute(f"UPDATE conversations SET {assignments}, updated=? WHERE id=?",
@@ -716,6 +741,14 @@ class ChatStore:
         if cur.rowcount == 0:
             raise NotFound(f"message {message_id} does not exist")
 
+    def set_citations(self, message_id: int, citations: Sequence[dict[str, Any]]) -> None:
+        """Keep with a reply the passages it was given (Citation.to_dict() each, with its ``where``); empty: none."""
+        with self._writing("save the reply's citations"):
+            cur = self._db.execute("UPDATE messages SET citations_json=? WHERE id=?",
+                                   (json.dumps([dict(c) for c in citations]) if citations else None, message_id))
+        if cur.rowcount == 0:
+            raise NotFound(f"message {message_id} does not exist")
+
     def set_pinned(self, message_id: int, pinned: bool) -> None:
         """Pin a message (an overflow policy never leaves it out of the prompt: app/engine/overflow.py) or unpin it."""
         with self._writing("pin the message" if pinned else "unpin the message"):
@@ -797,8 +830,9 @@ class ChatStore:
         data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
                 "messages": [{k: v for k, v in asdict(m).items()
                               if k not in ("conversation_id", "images", "reasoning", "tools", "context_cut",
-                                           "pinned")}
+                                           "pinned", "citations")}
                              | ({"pinned": True} if m.pinned else {})
+                             | ({"citations": list(m.citations)} if m.citations else {})
                              | ({"reasoning": m.reasoning} if m.reasoning else {})
                              | ({"tool_calls": [card.to_dict() for card in m.tools]} if m.tools else {})
                              | ({"context_cut": m.context_cut} if m.context_cut else {})
@@ -822,6 +856,8 @@ class ChatStore:
                 parts.append(_quoted_thinking(msg.reasoning, msg.stats))
             parts.append(f"{msg.content}\n")
             parts.extend(_tool_card_markdown(card) for card in msg.tools)
+            if msg.citations:
+                parts.append(_citations_markdown(msg.citations))
             if msg.images:
                 names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
                 parts.append(f"*(images: {names})*\n")
@@ -841,6 +877,16 @@ def _quoted_thinking(reasoning: str, stats: dict[str, Any] | None) -> str:
     head = "> **Thinking**" + (f" ({' · '.join(figures)})" if figures else "")
     body = "\n".join(f"> {line}".rstrip() for line in reasoning.strip("\n").split("\n"))
     return f"{head}\n>\n{body}\n"
+
+
+def _citations_markdown(citations: Sequence[dict[str, Any]]) -> str:
+    """A reply's sources under it: "[1] guide.pdf, page 3" a line each, the passage's place as the citation says it
+    (its ``where``; the file's name for a record kept without one)."""
+    lines = ["**Sources**", ""]
+    for citation in citations:
+        where = citation.get("where") or str(citation.get("path", "")).replace("\\", "/").rsplit("/", 1)[-1]
+        lines.append(f"- [{citation.get('number', '?')}] {where}")
+    return "\n".join(lines) + "\n"
 
 
 def _tool_card_markdown(card: ToolCard) -> str:

@@ -46,7 +46,9 @@ from app.ui.widgets import EmptyState, announce
 from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
 
 if TYPE_CHECKING:
+    from app.documents.retrieve import Retrieval
     from app.ui.chat_tools import ChatTools, ToolStep
+    from app.ui.documents_service import DocumentsService
     from app.hub.presets import ModelPreset
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
@@ -67,11 +69,14 @@ class ChatPage(QWidget):
     go_to = Signal(str)  # a page's name: the empty state's button
 
     def __init__(self, store: ChatStore, bridge: EngineBridge, parent: QWidget | None = None, *,
-                 tools: Callable[[], ChatTools] | None = None) -> None:
-        """``tools``: gives the app's MCP tools when the chat first needs them (None: the page makes its own)."""
+                 tools: Callable[[], ChatTools] | None = None,
+                 documents: Callable[[], DocumentsService] | None = None) -> None:
+        """``tools``: gives the app's MCP tools when the chat first needs them (None: the page makes its own);
+        ``documents``: the app's documents (store and indexer) likewise."""
         super().__init__(parent)
         self.store = store
         self.bridge = bridge
+        self._documents_provider = documents
         # MCP servers' tools (app.ui.chat_tools): made on first use, so a chat without tools never imports them
         self._tools_provider = tools
         self._tools: ChatTools | None = None
@@ -102,7 +107,7 @@ class ChatPage(QWidget):
     # --- layout --------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -170,11 +175,17 @@ class ChatPage(QWidget):
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
         self.composer.image_given.connect(self._on_image_given)
+        self.composer.documents_given.connect(self._on_documents_given)
         self.attach_button = QPushButton(self.tr("Image…"))
         self.attach_button.setAccessibleName(self.tr("Attach an image"))
         self.attach_button.setToolTip(self.tr("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the "
                                               "message box); the model must see images"))
         self.attach_button.clicked.connect(self._on_attach_clicked)
+        # The user's documents (issue 28): attached to the chat, searched for each question, cited by the reply.
+        from app.ui.chat_documents import ChatDocuments
+
+        self.documents = ChatDocuments(self, self._documents_provider)
+        layout.addWidget(self.documents.strip)
         self.send_button = QPushButton(self.tr("Send"))
         self.send_button.setAccessibleName(self.tr("Send message"))
         self.send_button.setToolTip(self.tr(SEND_TIP))
@@ -190,12 +201,14 @@ class ChatPage(QWidget):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.attach_button)
+        buttons.addWidget(self.documents.button)
         composer_row.addWidget(self.composer, 1)
         composer_row.addLayout(buttons)
         layout.addLayout(composer_row)
         splitter.addWidget(main)
+        splitter.addWidget(self.documents.panel)  # a cited passage, beside the messages; hidden until one is opened
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([240, 900])
+        splitter.setSizes([240, 900, 0])
 
     def _build_model_bar(self) -> QWidget:
         self.model_bar = bar = ModelBar()
@@ -328,6 +341,7 @@ class ChatPage(QWidget):
         self.view.clear()
         for message in self.store.messages(conversation_id):
             self._add_bubble(self.reply.as_written(message))
+        self.documents.show_chat(self.current)
         self._show_tool_step()
         self._hide_busy_notice()  # it was about sending in the chat that was open
         self.model_bar.context_meter.clear()  # its figures were of the chat open before, until this one's next reply
@@ -344,6 +358,7 @@ class ChatPage(QWidget):
         bubble.branch_requested.connect(self._on_branch_requested)
         bubble.delete_branch_requested.connect(self._on_delete_branch_requested)
         bubble.pin_requested.connect(self._on_pin_requested)
+        bubble.citation_requested.connect(self.documents.open_citation)
         return bubble
 
     @Slot(int, bool)
@@ -410,6 +425,7 @@ class ChatPage(QWidget):
         self.undo_bar.offer(self.tr("Chat “{title}” deleted").format(title=conv.title))
         self.current = None
         self.view.clear()
+        self.documents.show_chat(None)
         self.refresh_conversations()
         self._show_stats_source()
         self._update_controls()
@@ -438,8 +454,10 @@ class ChatPage(QWidget):
 
     @Slot()
     def _on_undo_expired(self) -> None:
-        self._undo = None  # the rows it kept are let go; a pending delete still happens
+        undo, self._undo = self._undo, None  # the rows it kept are let go; a pending delete still happens
         self.store.purge_attachments()  # and the deleted chat's image files with them
+        if undo is not None and undo.deleted is not None:
+            self.documents.forget_chat(undo.conversation_id)  # and the index of the files attached to it
 
     @Slot()
     def _on_chat_settings_clicked(self) -> None:
@@ -730,8 +748,10 @@ class ChatPage(QWidget):
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
         self._reply_overflow = self._overflow_of(conv, preset)
+        self.documents.documents_tokens = 0  # until the bridge says what the chat's documents gave this reply
         self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
-                             (self._reply_overflow, previous, frozenset(i + lead for i in pins)))
+                             (self._reply_overflow, previous, frozenset(i + lead for i in pins)),
+                             self.documents.request(conv))
 
     @staticmethod
     def _overflow_of(conv: Conversation, preset: ModelPreset | None) -> str:
@@ -757,6 +777,38 @@ class ChatPage(QWidget):
             self._show_store_error(exc)
         if bubble := self._streaming_bubble():
             bubble.show_cut(stored)
+
+    @Slot(object)
+    def _on_retrieved(self, retrieval: Retrieval) -> None:
+        """The passages of the chat's documents the reply is given (before its tokens): kept with the reply, shown
+        as its chips; what the user should know (a collection still indexing, nothing found) in the banner."""
+        if not self.reply.streaming or self.reply.writer is None:
+            return
+        try:
+            citations = self.documents.retrieved(self.reply.writer.message_id, retrieval)
+        except ChatStoreError as exc:
+            self._show_store_error(exc)
+            citations = []
+        if citations and (bubble := self._streaming_bubble()):
+            bubble.set_citations(citations)
+        if retrieval.notes:
+            self._show_banner(" ".join(capitalized(n) + ("" if n.endswith(".") else ".") for n in retrieval.notes),
+                              reload=False)
+
+    @Slot(list)
+    def _on_documents_given(self, paths: list[Path]) -> None:
+        """Documents dropped or pasted on the message box: attached to the chat, as "Attach files…" does."""
+        self.documents.attach_files(paths)
+
+    def ensure_conversation(self) -> Conversation | None:
+        """The open chat, or a new one made now (the banner says why not)."""
+        if self.current is None:
+            self.new_conversation()
+        return self.current
+
+    def say(self, text: str) -> None:
+        """A sentence in the banner (the documents' part of the page)."""
+        self._show_banner(text, reload=False)
 
     @Slot()
     def stop(self) -> None:
@@ -853,8 +905,9 @@ class ChatPage(QWidget):
         self.stats.on_done(stats)
         loaded = self.loaded
         if loaded is not None and self.current is not None and self.current.id == self._stats_chat:
-            self.model_bar.context_meter.show_use(ContextUse.after(done.stats, loaded.n_ctx), self._reply_max_tokens,
-                                                  loaded.model_path, self._reply_overflow)
+            use = ContextUse.after(done.stats, loaded.n_ctx, self.documents.documents_tokens)
+            self.model_bar.context_meter.show_use(use, self._reply_max_tokens, loaded.model_path,
+                                                  self._reply_overflow)
         if done.tool_calls and self._offered and done.stats.stop_reason != "cancelled":
             if self._tool_steps < self.tools.max_steps:
                 # The reply stays under way through its tool step: Stop stops the call, Send waits.
@@ -1032,7 +1085,8 @@ class ChatPage(QWidget):
         return [*self.loader.bridge_slots(), (bridge.loaded, self._on_model_loaded),
                 (bridge.tokens, self._on_tokens), (bridge.done, self._on_done), (bridge.failed, self._on_failed),
                 (bridge.crashed, self._on_crashed), (bridge.busy_changed, self._on_busy_changed),
-                (bridge.waiting, self.stats.show_waiting), (bridge.cut, self._on_cut)]
+                (bridge.waiting, self.stats.show_waiting), (bridge.cut, self._on_cut),
+                (bridge.retrieved, self._on_retrieved)]
 
     def shutdown(self) -> None:
         """Save a reply still streaming (the window is closing) before the engine goes away; a chat
@@ -1043,6 +1097,7 @@ class ChatPage(QWidget):
             self.bridge.stop()
         if self._tools is not None:
             self._tools.shutdown()
+        self.documents.shutdown()
         self.reply.close()
         if self._hears_bridge:
             self._hears_bridge = False

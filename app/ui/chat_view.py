@@ -3,8 +3,9 @@ live stats strip."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QEvent, QIODevice, QMimeData,
                             QSize, Qt, QUrl, Signal, Slot)
@@ -21,6 +22,7 @@ from app.ui.theme import is_dark
 from app.ui.widgets import AutoHeightBrowser, Sparkline
 
 if TYPE_CHECKING:
+    from app.ui.citations import CitationChips
     from app.ui.engine_bridge import TokenChunk
 
 COPY_SCHEME = "quantdesk-copy"
@@ -419,6 +421,7 @@ class MessageBubble(QFrame):
     branch_requested = Signal(int)  # the sibling's message id to show instead of this one
     delete_branch_requested = Signal(int)  # message id: it and what follows it on its branches
     pin_requested = Signal(int, bool)  # message id, pinned: an overflow policy never leaves a pinned message out
+    citation_requested = Signal(object)  # a citation's dict (app/ui/citations.py): its chip or its "[n]" clicked
 
     def __init__(self, message: ChatMessage, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -502,6 +505,10 @@ class MessageBubble(QFrame):
         layout.addWidget(self.body)
         self.tool_cards: list[ToolCardView] = []  # an assistant reply's tool calls, under its text
         self.set_tools(message.tools)
+        self.citation_chips: CitationChips | None = None  # made for a reply given passages of the chat's documents
+        self._cited: tuple[int, ...] = ()  # the numbers its "[n]" marks link to
+        if message.citations:
+            self.set_citations(message.citations, render=False)  # rendered below, with its links
         if message.reasoning:
             self._thinking_block(message.reasoning)
             if message.state != "streaming":
@@ -585,6 +592,30 @@ class MessageBubble(QFrame):
             self._show_body()
         return views
 
+    def set_citations(self, citations: Sequence[Mapping[str, Any]], *, render: bool = True) -> CitationChips:
+        """Show the passages the reply was given as numbered chips under its text (and tool cards), and make its
+        "[n]" marks links to them (app/ui/citations.py)."""
+        from app.ui.citations import CitationChips
+
+        if self.citation_chips is None:
+            self.citation_chips = CitationChips()
+            self.citation_chips.opened.connect(self.citation_requested)
+            self.layout().addWidget(self.citation_chips)
+        self.citation_chips.set_citations(citations)
+        cited = tuple(int(c["number"]) for c in citations if "number" in c)
+        if cited != self._cited:
+            self._cited = cited
+            if render and self.state != "streaming":
+                self._render()  # the text as it is, its marks now links (a streaming reply links as it renders)
+        return self.citation_chips
+
+    def _linked(self, markdown: str) -> str:
+        if not self._cited:
+            return markdown
+        from app.ui.citations import with_citation_links
+
+        return with_citation_links(markdown, self._cited)
+
     def tool_card(self, call_id: str) -> ToolCardView | None:
         return next((v for v in self.tool_cards if v.card.call_id == call_id), None)
 
@@ -598,7 +629,7 @@ class MessageBubble(QFrame):
             block.thought_ms = thought_ms
 
     def _render(self) -> None:
-        self.body.setMarkdown(with_copy_links(self._markdown, COPY_SCHEME))
+        self.body.setMarkdown(self._linked(with_copy_links(self._markdown, COPY_SCHEME)))
         self._shade_code_blocks()
 
     def _shade_code_blocks(self, from_position: int = 0) -> None:
@@ -634,7 +665,7 @@ class MessageBubble(QFrame):
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         start = cursor.position()
-        markdown = with_copy_links(chunk, COPY_SCHEME, self._code_blocks)
+        markdown = self._linked(with_copy_links(chunk, COPY_SCHEME, self._code_blocks))
         self._code_blocks += len(code_blocks(chunk))
         cursor.insertMarkdown(markdown)
         # Inserted into the empty block the tail left, a piece's first block either merges into it
@@ -713,6 +744,14 @@ class MessageBubble(QFrame):
 
     @Slot(QUrl)
     def _on_anchor_clicked(self, url: QUrl) -> None:
+        if self.citation_chips is not None and url.scheme() != COPY_SCHEME:
+            from app.ui.citations import cited_number
+
+            number = cited_number(url)
+            citation = self.citation_chips.citation(number) if number is not None else None
+            if citation is not None:
+                self.citation_requested.emit(citation)
+            return
         if url.scheme() == COPY_SCHEME:
             blocks = code_blocks(self._markdown)
             index = int(url.path() or -1)
@@ -837,10 +876,12 @@ class AttachmentStrip(QFrame):
 
 class Composer(QPlainTextEdit):
     """The input box: Enter sends, Shift+Enter starts a new line. Images pasted or dropped on it are handed out
-    (``image_given``: the file's bytes and a name) instead of being inserted as text."""
+    (``image_given``: the file's bytes and a name) instead of being inserted as text, and so are documents (PDF,
+    Markdown, code…: ``documents_given``, their paths, for the chat's own collection)."""
 
     submitted = Signal()
     image_given = Signal(bytes, str)
+    documents_given = Signal(list)  # list[Path]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -862,17 +903,32 @@ class Composer(QPlainTextEdit):
         return [Path(url.toLocalFile()) for url in source.urls()
                 if url.isLocalFile() and url.toLocalFile().lower().endswith(IMAGE_SUFFIXES)]
 
+    @staticmethod
+    def _document_files(source: QMimeData) -> list[Path]:
+        """Local files of the formats a documents collection reads (app/documents/extract.py), images aside."""
+        local = [Path(url.toLocalFile()) for url in source.urls() if url.isLocalFile()]
+        if not local:
+            return []
+        from app.documents.extract import SUPPORTED_SUFFIXES  # on a drop only: not before the window shows
+
+        return [path for path in local if path.suffix.lower() in SUPPORTED_SUFFIXES
+                and not path.name.lower().endswith(IMAGE_SUFFIXES)]
+
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt's name)
-        return source.hasImage() or bool(self._image_files(source)) or super().canInsertFromMimeData(source)
+        return source.hasImage() or bool(self._image_files(source)) or bool(self._document_files(source)) or \
+            super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt's name): paste and drop both land here
         files = self._image_files(source)
-        if files:
+        documents = self._document_files(source)
+        if files or documents:
             for path in files:
                 try:
                     self.image_given.emit(path.read_bytes(), path.name)
                 except OSError:
                     self.image_given.emit(b"", path.name)  # the page says it cannot be read
+            if documents:
+                self.documents_given.emit(documents)
             return
         if source.hasImage():
             self.image_given.emit(png_bytes(QImage(source.imageData())), self.tr("pasted image"))

@@ -20,16 +20,22 @@ models loaded, one host each, the active one answering. Then a load names its es
 memory budget ("Load anyway"), a refusal arrives as ``refused`` (with the budget in words), and every model the pool
 unloads (for room, idle, ejected) as ``model_unloaded`` with the sentence why. Eject runs on a thread of its own, so
 it never waits for a reply.
+
+A chat with documents attached (issue 28) names them with its request: the worker retrieves the question's passages
+before the reply (app/documents/retrieve.py: the store's text search and, where a collection is embedded, the
+question embedded through the same pool), fits them into what the prompt leaves of the context, puts them in the last
+user message (``augment``) and says what it found (``retrieved``) before the reply's tokens.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -37,6 +43,8 @@ from app.errors import EngineCrashed, EngineError, QuantDeskError
 from app.datatypes import ContextCut, Done, LoadSettings, Loaded, Message, SamplingSettings, Token
 
 if TYPE_CHECKING:
+    from app.documents.retrieve import Retrieval
+    from app.documents.store import DocumentStore
     from app.engine.client import EngineClientLike
     from app.engine.pool import BudgetRefused, ModelPool
     from app.engine.states import StateKeys
@@ -44,6 +52,8 @@ if TYPE_CHECKING:
 COALESCE_MS = 30
 # A chat's overflow policy, its last cut and the indices of its pinned messages (app/engine/overflow.py ``fit``)
 Overflow = tuple[str, ContextCut | None, frozenset[int]]
+# A chat's documents: the store and the names of the collections attached to it (app/documents)
+Documents = tuple["DocumentStore", tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,7 @@ class _Worker(QObject):
     refused = Signal(object)  # BudgetRefused (nothing was loaded)
     tokens_pending = Signal()
     cut = Signal(object)  # ContextCut: what the overflow policy left out of this reply's prompt
+    retrieved = Signal(object)  # app.documents.retrieve.Retrieval: the passages of the chat's documents it was given
     waiting = Signal(int)  # requests ahead of the chat's (the local server's)
 
     def __init__(self, bridge: EngineBridge, buffer: TokenBuffer) -> None:
@@ -173,10 +184,10 @@ class _Worker(QObject):
         except QuantDeskError as exc:
             self._report(exc)
 
-    @Slot(object, object, str, object, object)
+    @Slot(object, object, str, object, object, object)
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
                  keys: StateKeys | None = None,
-                 overflow: Overflow | None = None) -> None:
+                 overflow: Overflow | None = None, documents: Documents | None = None) -> None:
         """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
         reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
         three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
@@ -193,6 +204,9 @@ class _Worker(QObject):
                 if fitted.cut is not None:
                     self.cut.emit(fitted.cut)
                 messages, sampling = fitted.messages, fitted.sampling_for(sampling)
+            if documents is not None and documents[1] and (loaded := self._client.loaded) is not None:
+                messages, retrieval = self._retrieve(documents, messages, sampling, loaded.n_ctx)
+                self.retrieved.emit(retrieval)
             client = self._client
             if keys is not None:
                 restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
@@ -220,6 +234,61 @@ class _Worker(QObject):
                         left()
                     except QuantDeskError:
                         pass
+
+    def _retrieve(self, documents: Documents, messages: list[Message], sampling: SamplingSettings,
+                  n_ctx: int) -> tuple[list[Message], Retrieval]:
+        """The question's turn with the chat's documents (app/documents/retrieve.py ``with_documents``: the prompt as
+        it will be sent counted by the engine, the passages fitted into what it and the reply leave), the question
+        embedded by the collections' embedding model through the pool (a single engine, as in some tests: their
+        words only). A collection that is gone or a store that cannot be read is a note: the reply goes on without
+        passages."""
+        from app.documents.passages import DocumentsError
+        from app.documents.retrieve import Retrieval, with_documents
+
+        store, names = documents
+        try:
+            # A collection removed on the Documents page since it was attached: the others are still searched.
+            there = {c.name for c in store.collections()}
+            gone = [n for n in names if n not in there]
+            names = tuple(n for n in names if n in there)
+            notes = tuple(f"the collection {n} is no longer there (removed on the Documents page)" for n in gone)
+            if not names:
+                return list(messages), Retrieval(notes=notes)
+            sent, retrieval = with_documents(self._client, store, names, messages, sampling, n_ctx,
+                                             embedder=self._embedder(store, names), reranker=self._reranker())
+        except DocumentsError as exc:
+            return list(messages), Retrieval(notes=(exc.message,))
+        return sent, dataclasses.replace(retrieval, notes=(*notes, *retrieval.notes)) if notes else retrieval
+
+    def _embedder(self, store: DocumentStore, names: Sequence[str]) -> Any:
+        """The embedder of the first attached collection embedded by its model, through the app's pool (as the
+        server's: app/server/documents.py); None without a pool or without such a collection."""
+        pool = self._bridge.pool
+        if pool is None:
+            return None
+        models = [c.embed_model for c in store.collections() if c.name in names and c.embed_model and c.embedded]
+        if not models:
+            return None
+        from app.documents.embedder import pool_embedder
+
+        return pool_embedder(pool, models[0])
+
+    def _reranker(self) -> Any:
+        """The library's reranker through the app's pool (the passages reordered by it, as the server and
+        ``quantdesk chat --docs`` do); None without a pool or without a reranker in the library."""
+        pool = self._bridge.pool
+        if pool is None:
+            return None
+        from app.documents.passages import DocumentsError
+        from app.documents.rerank import find_reranker, pool_reranker
+
+        path = find_reranker()
+        if path is None:
+            return None
+        try:
+            return pool_reranker(pool, path)
+        except DocumentsError:
+            return None  # the passages go in the search's order
 
     @Slot()
     def close(self) -> None:
@@ -251,9 +320,12 @@ class EngineBridge(QObject):
     # The chat's request waits behind this many of the local server's (they share the engine); tokens follow.
     waiting = Signal(int)
     cut = Signal(object)  # app.datatypes.ContextCut: what the overflow policy left out; before the reply's tokens
+    # app.documents.retrieve.Retrieval: the passages of the chat's documents the reply is given; before its tokens
+    retrieved = Signal(object)
 
     _request_load = Signal(str, object, object)
-    _request_generate = Signal(object, object, str, object, object)  # messages, sampling, id, states, overflow
+    # messages, sampling, id, states, overflow, documents
+    _request_generate = Signal(object, object, str, object, object, object)
     _request_close = Signal()
 
     def __init__(self, client: EngineClientLike | None = None, parent: QObject | None = None, *,
@@ -287,6 +359,7 @@ class EngineBridge(QObject):
         self._worker.tokens_pending.connect(self._on_tokens_pending)
         self._worker.waiting.connect(self.waiting)
         self._worker.cut.connect(self.cut)
+        self._worker.retrieved.connect(self.retrieved)
         # GUI -> worker: queued onto the worker thread.
         self._request_load.connect(self._worker.load)
         self._request_generate.connect(self._worker.generate)
@@ -357,16 +430,17 @@ class EngineBridge(QObject):
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None,
-                 overflow: Overflow | None = None) -> None:
+                 overflow: Overflow | None = None, documents: Documents | None = None) -> None:
         """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to;
         ``overflow``: the chat's overflow policy, its last cut and the indices of its pinned messages
         (app/engine/overflow.py): the worker chooses what of ``messages`` the model reads, and says a cut through
-        ``cut`` before the reply's tokens."""
+        ``cut`` before the reply's tokens; ``documents``: the store and the chat's collections, whose passages for
+        the last user message the worker adds to it, said through ``retrieved`` before the reply's tokens."""
         self._buffer.reset()
         self._last_flush = 0.0
         self._set_busy(True)
         self._request_id = f"chat-{next(self._request_ids)}"
-        self._request_generate.emit(list(messages), sampling, self._request_id, states, overflow)
+        self._request_generate.emit(list(messages), sampling, self._request_id, states, overflow, documents)
 
     def stop(self) -> None:
         """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at

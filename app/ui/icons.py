@@ -26,7 +26,7 @@ GLYPHS = {
     # navigation
     "Discover": "compass-outline", "Downloads": "download-outline", "Library": "bookshelf",
     "Chat": "chat-outline", "Hardware": "chip", "Lab": "flask-outline",
-    "Server": "server-network", "Settings": "cog-outline",
+    "Server": "server-network", "Settings": "cog-outline", "Documents": "file-document-multiple-outline",
     # actions
     "send": "send", "stop": "stop-circle-outline", "download": "download",
     "delete": "delete-outline", "load": "play-circle-outline", "eject": "eject-outline",
@@ -34,7 +34,7 @@ GLYPHS = {
     "edit": "pencil-outline", "regenerate": "refresh", "new": "plus", "image": "image-outline",
     "import": "file-import-outline", "folder": "folder-open-outline", "pause": "pause",
     "resume": "play", "cancel": "close", "retry": "refresh", "update": "update",
-    "chat": "chat-outline", "run": "play", "export": "export",
+    "chat": "chat-outline", "run": "play", "export": "export", "documents": "paperclip",
 }
 
 

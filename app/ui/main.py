@@ -102,6 +102,7 @@ def _say_shown_and_quit(window: MainWindow) -> None:
 def _after_shown(window: MainWindow) -> None:
     window.detect_hardware()  # probes GPUs and disks, on the probe's own thread
     window.offer_first_run()  # no chats and no models yet: the welcome flow
+    window.start_documents()  # the indexer, where a collection has work left (app/ui/documents_service.py)
 
 
 def run() -> int:

@@ -223,6 +223,11 @@ class ContextMeter(QWidget):
                       "images, thinking and tools' results. {left} tokens are left for the next message and reply."
                       ).format(used=grouped(use.used), total=grouped(use.n_ctx), share=percent(use.share),
                                left=grouped(use.left))
+        if use.documents:  # the passages of the chat's documents that the latest question was given
+            text = self.tr("{figures} · documents {share}").format(figures=text, share=percent(use.documents_share))
+            tip += " " + self.tr("Of these, {documents} tokens ({share}) are passages of the chat's documents, found "
+                                 "for the latest question.").format(documents=grouped(use.documents),
+                                                                     share=percent(use.documents_share))
         if self.near_full:
             text = self.tr("{figures} · nearly full").format(figures=text)
             if overflow == "stop":

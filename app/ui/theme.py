@@ -111,6 +111,10 @@ QFrame#approvalCard {{ background: {t.warn}; border: 1px solid {t.card_border}; 
 QFrame#approvalCard QLabel {{ color: {t.warn_text}; }}
 QLabel#cardTitle {{ font-weight: 600; }}
 QLabel#chip {{ background: {t.chip}; {pill} }}
+QToolButton#citationChip, QToolButton#documentChip {{
+    background: {t.chip}; {pill} border: 1px solid transparent; }}
+QToolButton#citationChip:hover, QToolButton#documentChip:hover {{ border: 1px solid {t.accent}; }}
+QFrame#citationPanel {{ background: {t.card}; border: none; border-left: 1px solid {t.card_border}; }}
 QGroupBox {{
     background: {t.card}; {card_edge} margin-top: {TYPE_SCALE["section"] + SPACING[2]}pt;
     padding: {SPACING[2]}px {SPACING[1]}px {SPACING[1]}px {SPACING[1]}px; }}

@@ -83,7 +83,7 @@ def page_margins(layout: QVBoxLayout) -> QVBoxLayout:
 
 def page_scroll(scroll: QScrollArea) -> QScrollArea:
     """A scroll area that holds (part of) a page: sized to its content, frameless, and not a focus stop. The focus
-    goes to the first control inside instead (a scroll area scrolls to whatever has the focus), so Ctrl+1…8 and a
+    goes to the first control inside instead (a scroll area scrolls to whatever has the focus), so Ctrl+1…9 and a
     page switch land on a field, not on a ring around the whole page."""
     scroll.setWidgetResizable(True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)

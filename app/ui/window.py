@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.Main
     from app.ui.chat_page import ChatPage
     from app.ui.chat_tools import ChatTools
     from app.ui.discover_page import DiscoverPage
+    from app.ui.documents_page import DocumentsPage
+    from app.ui.documents_service import DocumentsService
     from app.ui.downloads_page import DownloadsPage
     from app.ui.engine_bridge import EngineBridge
     from app.ui.first_run import FirstRunDialog, ImportFlow
@@ -32,11 +34,12 @@ if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.Main
     from app.ui.server_page import ServerPage
     from app.ui.settings_page import SettingsPage
 
-PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings")
+PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Documents", "Settings")
 # The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
 PAGE_TITLES = {"Discover": QT_TRANSLATE_NOOP("MainWindow", "Discover"),
                "Downloads": QT_TRANSLATE_NOOP("MainWindow", "Downloads"),
                "Library": QT_TRANSLATE_NOOP("MainWindow", "Library"), "Chat": QT_TRANSLATE_NOOP("MainWindow", "Chat"),
+               "Documents": QT_TRANSLATE_NOOP("MainWindow", "Documents"),
                "Hardware": QT_TRANSLATE_NOOP("MainWindow", "Hardware"), "Lab": QT_TRANSLATE_NOOP("MainWindow", "Lab"),
                "Server": QT_TRANSLATE_NOOP("MainWindow", "Server"),
                "Settings": QT_TRANSLATE_NOOP("MainWindow", "Settings")}
@@ -90,6 +93,7 @@ class MainWindow(QMainWindow):
         self.bridge = bridge
         self.settings = settings
         self._tools: ChatTools | None = None  # MCP servers' tools: made when the Chat or Settings → Tools needs them
+        self._documents: DocumentsService | None = None  # the user's documents: made when the Chat or its page needs
         self.setWindowTitle("QuantDesk")
         app = QApplication.instance()
         if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
@@ -168,6 +172,7 @@ class MainWindow(QMainWindow):
     downloads: DownloadsPage = property(lambda self: self.page("Downloads"))
     library: LibraryPage = property(lambda self: self.page("Library"))
     chat: ChatPage = property(lambda self: self.page("Chat"))
+    documents: DocumentsPage = property(lambda self: self.page("Documents"))
     hardware: HardwarePage = property(lambda self: self.page("Hardware"))
     lab: LabPage = property(lambda self: self.page("Lab"))
     server: ServerPage = property(lambda self: self.page("Server"))
@@ -215,12 +220,34 @@ class MainWindow(QMainWindow):
     def _build_chat(self) -> ChatPage:
         from app.ui.chat_page import ChatPage
 
-        page = ChatPage(self.store, self.bridge, tools=self._chat_tools)
+        page = ChatPage(self.store, self.bridge, tools=self._chat_tools, documents=self.documents_service)
         page.go_to.connect(self.show_page)
         page.set_default_context(load_settings().default_n_ctx)  # as saved (Settings saves each change)
         if self.profile is not None:
             page.set_profile(self.profile)
         return page
+
+    def documents_service(self) -> DocumentsService:
+        """The user's documents (store and indexer; its thread embeds through the Chat's model pool), made on first
+        use: by the Documents page, the Chat's attach, or after the first paint when a collection has work."""
+        if self._documents is None:
+            from app.ui.documents_service import DocumentsService
+
+            self._documents = DocumentsService(self.bridge)
+        return self._documents
+
+    def start_documents(self) -> None:
+        """After the first paint: the indexer starts only when a collection has work (nothing is opened or made
+        for a user who never added documents)."""
+        from app.documents.store import default_path
+
+        if self._documents is not None or default_path().exists():
+            self.documents_service().start_if_work()
+
+    def _build_documents(self) -> DocumentsPage:
+        from app.ui.documents_page import DocumentsPage
+
+        return DocumentsPage(self.documents_service())
 
     def _build_hardware(self) -> HardwarePage:
         from app.ui.hardware_page import HardwarePage
@@ -426,6 +453,8 @@ class MainWindow(QMainWindow):
                 page.shutdown()
         if self._tools is not None:  # every MCP server process stopped
             self._tools.shutdown()
+        if self._documents is not None:  # the indexer stopped where it is (it goes on from there next time)
+            self._documents.shutdown()
         if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
             self.first_run.close()
         super().closeEvent(event)

@@ -60,6 +60,63 @@
     </message>
 </context>
 <context>
+    <name>ChatDocuments</name>
+    <message>
+        <source>Documents</source>
+        <translation>Dokumente</translation>
+    </message>
+    <message>
+        <source>Documents for this chat</source>
+        <translation>Dokumente für diesen Chat</translation>
+    </message>
+    <message>
+        <source>Attach files or collections: each question searches them and the reply cites the passages it used. Nothing leaves this computer.</source>
+        <translation>Dateien oder Sammlungen anhängen: Jede Frage durchsucht sie, und die Antwort nennt die verwendeten Stellen. Nichts verlässt diesen Computer.</translation>
+    </message>
+    <message>
+        <source>Attach files…</source>
+        <translation>Dateien anhängen…</translation>
+    </message>
+    <message>
+        <source>Use a collection…</source>
+        <translation>Sammlung verwenden…</translation>
+    </message>
+    <message>
+        <source>This chat&apos;s files</source>
+        <translation>Dateien dieses Chats</translation>
+    </message>
+    <message numerus="yes">
+        <source>This chat&apos;s files (%n)</source>
+        <translation>
+            <numerusform>Dateien dieses Chats (%n)</numerusform>
+            <numerusform>Dateien dieses Chats (%n)</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>{name} detached from this chat.</source>
+        <translation>{name} ist nicht mehr an diesen Chat angehängt.</translation>
+    </message>
+    <message>
+        <source>Attach files</source>
+        <translation>Dateien anhängen</translation>
+    </message>
+    <message>
+        <source>Documents ({patterns})</source>
+        <translation>Dokumente ({patterns})</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n file(s)</source>
+        <translation>
+            <numerusform>%n Datei</numerusform>
+            <numerusform>%n Dateien</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>There are no collections yet: add a folder on the Documents page, or attach files to this chat.</source>
+        <translation>Es gibt noch keine Sammlungen: Fügen Sie auf der Seite Dokumente einen Ordner hinzu, oder hängen Sie Dateien an diesen Chat an.</translation>
+    </message>
+</context>
+<context>
     <name>ChatPage</name>
     <message>
         <source>Send (Enter)</source>
@@ -572,6 +629,91 @@
     </message>
 </context>
 <context>
+    <name>CitationChips</name>
+    <message>
+        <source>Sources</source>
+        <translation>Quellen</translation>
+    </message>
+    <message>
+        <source>Sources:</source>
+        <translation>Quellen:</translation>
+    </message>
+    <message>
+        <source>Source {number}: {where}</source>
+        <translation>Quelle {number}: {where}</translation>
+    </message>
+</context>
+<context>
+    <name>CitationPanel</name>
+    <message>
+        <source>Cited passage</source>
+        <translation>Zitierte Stelle</translation>
+    </message>
+    <message>
+        <source>File</source>
+        <translation>Datei</translation>
+    </message>
+    <message>
+        <source>Close the passage</source>
+        <translation>Stelle schließen</translation>
+    </message>
+    <message>
+        <source>Where in the file</source>
+        <translation>Wo in der Datei</translation>
+    </message>
+    <message>
+        <source>Passage</source>
+        <translation>Stelle</translation>
+    </message>
+    <message>
+        <source>File path</source>
+        <translation>Dateipfad</translation>
+    </message>
+    <message>
+        <source>Open file</source>
+        <translation>Datei öffnen</translation>
+    </message>
+    <message>
+        <source>Open the cited file</source>
+        <translation>Die zitierte Datei öffnen</translation>
+    </message>
+    <message>
+        <source>collection “{name}”</source>
+        <translation>Sammlung „{name}“</translation>
+    </message>
+    <message>
+        <source>{path} (no longer there)</source>
+        <translation>{path} (nicht mehr vorhanden)</translation>
+    </message>
+    <message>
+        <source>Open {name} in the system&apos;s viewer</source>
+        <translation>{name} im Programm des Systems öffnen</translation>
+    </message>
+    <message>
+        <source>The file is no longer where it was indexed</source>
+        <translation>Die Datei ist nicht mehr dort, wo sie indexiert wurde</translation>
+    </message>
+    <message>
+        <source>Source {number}: {where}</source>
+        <translation>Quelle {number}: {where}</translation>
+    </message>
+</context>
+<context>
+    <name>CollectionPicker</name>
+    <message>
+        <source>Use a collection</source>
+        <translation>Sammlung verwenden</translation>
+    </message>
+    <message>
+        <source>Each question in this chat searches the collections checked here; the reply cites the passages it was given.</source>
+        <translation>Jede Frage in diesem Chat durchsucht die hier angehakten Sammlungen; die Antwort nennt die Stellen, die sie erhalten hat.</translation>
+    </message>
+    <message>
+        <source>Collections</source>
+        <translation>Sammlungen</translation>
+    </message>
+</context>
+<context>
     <name>Composer</name>
     <message>
         <source>Message the model — Enter sends, Shift+Enter for a new line</source>
@@ -782,6 +924,14 @@
     <message>
         <source>The chat holds {used} of the model&apos;s {total} context tokens ({share}): system prompt, history, images, thinking and tools&apos; results. {left} tokens are left for the next message and reply.</source>
         <translation>Der Chat belegt {used} der {total} Kontext-Tokens des Modells ({share}): Systemprompt, Verlauf, Bilder, Denken und Ergebnisse der Werkzeuge. {left} Tokens bleiben für die nächste Nachricht und Antwort.</translation>
+    </message>
+    <message>
+        <source>{figures} · documents {share}</source>
+        <translation>{figures} · Dokumente {share}</translation>
+    </message>
+    <message>
+        <source>Of these, {documents} tokens ({share}) are passages of the chat&apos;s documents, found for the latest question.</source>
+        <translation>Davon sind {documents} Tokens ({share}) Stellen aus den Dokumenten des Chats, gefunden für die letzte Frage.</translation>
     </message>
     <message>
         <source>{figures} · nearly full</source>
@@ -1056,6 +1206,10 @@
         <translation> · versteht Bilder</translation>
     </message>
     <message>
+        <source> · embeds text: search your documents by meaning</source>
+        <translation> · bettet Text ein: Ihre Dokumente nach Bedeutung durchsuchen</translation>
+    </message>
+    <message>
         <source>{repo_id}
 {why}
 {format} · {params}B parameters{vision} · for {tier} machines · about {size} at 4 bits{fit}</source>
@@ -1194,6 +1348,234 @@
     <message>
         <source>Does not fit this machine: {reason}</source>
         <translation>Passt nicht auf diesen Rechner: {reason}</translation>
+    </message>
+</context>
+<context>
+    <name>DocumentStrip</name>
+    <message>
+        <source>Attached documents</source>
+        <translation>Angehängte Dokumente</translation>
+    </message>
+    <message>
+        <source>Documents:</source>
+        <translation>Dokumente:</translation>
+    </message>
+    <message>
+        <source>Each question searches “{name}” and the reply cites what it was given</source>
+        <translation>Jede Frage durchsucht „{name}“, und die Antwort nennt, was sie erhalten hat</translation>
+    </message>
+    <message>
+        <source>Detach {name} from this chat</source>
+        <translation>{name} von diesem Chat lösen</translation>
+    </message>
+    <message>
+        <source>Remove {name}</source>
+        <translation>{name} entfernen</translation>
+    </message>
+</context>
+<context>
+    <name>DocumentsPage</name>
+    <message>
+        <source>Collection</source>
+        <translation>Sammlung</translation>
+    </message>
+    <message>
+        <source>Files</source>
+        <translation>Dateien</translation>
+    </message>
+    <message>
+        <source>Chunks</source>
+        <translation>Abschnitte</translation>
+    </message>
+    <message>
+        <source>Embedded</source>
+        <translation>Eingebettet</translation>
+    </message>
+    <message>
+        <source>Size on disk</source>
+        <translation>Größe auf der Platte</translation>
+    </message>
+    <message>
+        <source>State</source>
+        <translation>Zustand</translation>
+    </message>
+    <message>
+        <source>Documents</source>
+        <translation>Dokumente</translation>
+    </message>
+    <message>
+        <source>Add folder…</source>
+        <translation>Ordner hinzufügen…</translation>
+    </message>
+    <message>
+        <source>Add a folder as a collection</source>
+        <translation>Einen Ordner als Sammlung hinzufügen</translation>
+    </message>
+    <message>
+        <source>A folder is watched: new, changed and deleted files are picked up</source>
+        <translation>Ein Ordner wird beobachtet: neue, geänderte und gelöschte Dateien werden übernommen</translation>
+    </message>
+    <message>
+        <source>Add files…</source>
+        <translation>Dateien hinzufügen…</translation>
+    </message>
+    <message>
+        <source>Add files to a collection</source>
+        <translation>Dateien zu einer Sammlung hinzufügen</translation>
+    </message>
+    <message>
+        <source>Collections of your files for the Chat to search and cite: PDF, Word, HTML, Markdown, text and source code. They are indexed here, and nothing leaves this computer.</source>
+        <translation>Sammlungen Ihrer Dateien, die der Chat durchsucht und zitiert: PDF, Word, HTML, Markdown, Text und Quellcode. Sie werden hier indexiert, und nichts verlässt diesen Computer.</translation>
+    </message>
+    <message>
+        <source>No documents yet</source>
+        <translation>Noch keine Dokumente</translation>
+    </message>
+    <message>
+        <source>Add a folder (it stays watched) or some files: they are indexed in the background, and a chat can then search them.</source>
+        <translation>Fügen Sie einen Ordner (er wird weiter beobachtet) oder einige Dateien hinzu: Sie werden im Hintergrund indexiert, und ein Chat kann sie dann durchsuchen.</translation>
+    </message>
+    <message>
+        <source>Collections</source>
+        <translation>Sammlungen</translation>
+    </message>
+    <message>
+        <source>Select all collections</source>
+        <translation>Alle Sammlungen auswählen</translation>
+    </message>
+    <message>
+        <source>Embedding model:</source>
+        <translation>Embedding-Modell:</translation>
+    </message>
+    <message>
+        <source>Embedding model</source>
+        <translation>Embedding-Modell</translation>
+    </message>
+    <message>
+        <source>The model that turns passages into vectors, so that a question finds what it means and not only its words; changing it embeds the collection again</source>
+        <translation>Das Modell, das Stellen in Vektoren umwandelt, damit eine Frage findet, was sie meint, und nicht nur ihre Wörter; ein Wechsel bettet die Sammlung neu ein</translation>
+    </message>
+    <message>
+        <source>Indexing progress</source>
+        <translation>Fortschritt der Indexierung</translation>
+    </message>
+    <message>
+        <source>Indexing</source>
+        <translation>Indexierung</translation>
+    </message>
+    <message>
+        <source>Pause</source>
+        <translation>Anhalten</translation>
+    </message>
+    <message>
+        <source>Pause indexing</source>
+        <translation>Indexierung anhalten</translation>
+    </message>
+    <message>
+        <source>Remove</source>
+        <translation>Entfernen</translation>
+    </message>
+    <message>
+        <source>Remove the collection</source>
+        <translation>Die Sammlung entfernen</translation>
+    </message>
+    <message>
+        <source>Remove the collection and its index (your files stay where they are)</source>
+        <translation>Die Sammlung und ihren Index entfernen (Ihre Dateien bleiben, wo sie sind)</translation>
+    </message>
+    <message>
+        <source>Files that could not be read</source>
+        <translation>Dateien, die nicht gelesen werden konnten</translation>
+    </message>
+    <message>
+        <source>Report</source>
+        <translation>Bericht</translation>
+    </message>
+    <message>
+        <source>words only</source>
+        <translation>nur Wörter</translation>
+    </message>
+    <message>
+        <source>Folder {folder}, watched for changes</source>
+        <translation>Ordner {folder}, auf Änderungen beobachtet</translation>
+    </message>
+    <message numerus="yes">
+        <source>Files added by hand: %n file(s)</source>
+        <translation>
+            <numerusform>Von Hand hinzugefügt: %n Datei</numerusform>
+            <numerusform>Von Hand hinzugefügt: %n Dateien</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Resume</source>
+        <translation>Fortsetzen</translation>
+    </message>
+    <message>
+        <source>Resume indexing</source>
+        <translation>Indexierung fortsetzen</translation>
+    </message>
+    <message numerus="yes">
+        <source>Files that could not be read: %n</source>
+        <translation>
+            <numerusform>Dateien, die nicht gelesen werden konnten: %n</numerusform>
+            <numerusform>Dateien, die nicht gelesen werden konnten: %n</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Every file could be read</source>
+        <translation>Jede Datei konnte gelesen werden</translation>
+    </message>
+    <message>
+        <source>None: search the words only</source>
+        <translation>Keines: nur die Wörter durchsuchen</translation>
+    </message>
+    <message>
+        <source>{name} (not in the library)</source>
+        <translation>{name} (nicht in der Bibliothek)</translation>
+    </message>
+    <message>
+        <source>{done} of {total} files</source>
+        <translation>{done} von {total} Dateien</translation>
+    </message>
+    <message>
+        <source>{time} left</source>
+        <translation>noch {time}</translation>
+    </message>
+    <message>
+        <source>Add a folder</source>
+        <translation>Ordner hinzufügen</translation>
+    </message>
+    <message>
+        <source>Add files</source>
+        <translation>Dateien hinzufügen</translation>
+    </message>
+    <message>
+        <source>Documents ({patterns})</source>
+        <translation>Dokumente ({patterns})</translation>
+    </message>
+    <message>
+        <source>My files</source>
+        <translation>Meine Dateien</translation>
+    </message>
+    <message>
+        <source>Collection:</source>
+        <translation>Sammlung:</translation>
+    </message>
+    <message>
+        <source>Embed “{name}” again with {model}? Its {count} passages are embedded anew in the background; until then its search uses the words only.</source>
+        <translation>„{name}“ mit {model} neu einbetten? Ihre {count} Abschnitte werden im Hintergrund neu eingebettet; bis dahin durchsucht die Suche nur die Wörter.</translation>
+    </message>
+    <message>
+        <source>Search “{name}” by its words only? Its vectors are no longer used.</source>
+        <translation>„{name}“ nur nach Wörtern durchsuchen? Ihre Vektoren werden nicht mehr verwendet.</translation>
+    </message>
+    <message>
+        <source>Change the embedding model</source>
+        <translation>Embedding-Modell wechseln</translation>
+    </message>
+    <message>
+        <source>Remove “{name}” and its index? Your files stay where they are; a chat that used it no longer searches it.</source>
+        <translation>„{name}“ und ihren Index entfernen? Ihre Dateien bleiben, wo sie sind; ein Chat, der sie verwendet hat, durchsucht sie nicht mehr.</translation>
     </message>
 </context>
 <context>
@@ -2290,6 +2672,10 @@
     <message>
         <source>Chat</source>
         <translation>Chat</translation>
+    </message>
+    <message>
+        <source>Documents</source>
+        <translation>Dokumente</translation>
     </message>
     <message>
         <source>Hardware</source>
@@ -4304,6 +4690,44 @@
     <message>
         <source>(image missing)</source>
         <translation>(Bild fehlt)</translation>
+    </message>
+</context>
+<context>
+    <name>citations</name>
+    <message>
+        <source>page {page}</source>
+        <translation>Seite {page}</translation>
+    </message>
+    <message>
+        <source>line {line}</source>
+        <translation>Zeile {line}</translation>
+    </message>
+</context>
+<context>
+    <name>documents_page</name>
+    <message>
+        <source>Scanning</source>
+        <translation>Durchsuchen</translation>
+    </message>
+    <message>
+        <source>Indexing</source>
+        <translation>Indexierung</translation>
+    </message>
+    <message>
+        <source>Embedding</source>
+        <translation>Einbettung</translation>
+    </message>
+    <message>
+        <source>Paused</source>
+        <translation>Angehalten</translation>
+    </message>
+    <message>
+        <source>Ready</source>
+        <translation>Bereit</translation>
+    </message>
+    <message>
+        <source>Failed</source>
+        <translation>Fehlgeschlagen</translation>
     </message>
 </context>
 <context>

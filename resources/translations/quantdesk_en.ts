@@ -2,6 +2,23 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="en_US">
 <context>
+    <name>ChatDocuments</name>
+    <message numerus="yes">
+        <source>This chat&apos;s files (%n)</source>
+        <translation>
+            <numerusform>This chat&apos;s file (%n)</numerusform>
+            <numerusform>This chat&apos;s files (%n)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n file(s)</source>
+        <translation>
+            <numerusform>%n file</numerusform>
+            <numerusform>%n files</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>ChatPage</name>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
@@ -56,6 +73,23 @@
         <translation>
             <numerusform>%n quant, checked against this machine at {n_ctx} tokens of context. {reason}.</numerusform>
             <numerusform>%n quants, checked against this machine at {n_ctx} tokens of context. {reason}.</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>DocumentsPage</name>
+    <message numerus="yes">
+        <source>Files added by hand: %n file(s)</source>
+        <translation>
+            <numerusform>Files added by hand: %n file</numerusform>
+            <numerusform>Files added by hand: %n files</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>Files that could not be read: %n</source>
+        <translation>
+            <numerusform>Files that could not be read: %n</numerusform>
+            <numerusform>Files that could not be read: %n</numerusform>
         </translation>
     </message>
 </context>

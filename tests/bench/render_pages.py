@@ -378,6 +378,45 @@ def fill_library(work: Path) -> None:
     updates.remember(library, statuses)
 
 
+def fill_documents(work: Path) -> None:
+    """Collections as a user has them (issue 28): a watched folder of manuals embedded, with two files it could not
+    read, and a paused folder of papers half read; rows written straight into the store (no indexer runs)."""
+    import random
+
+    from app.documents.passages import Chunk
+    from app.documents.store import DocumentStore
+
+    rng = random.Random(28)
+    model = str(work / "models" / "nomic-embed-text-v1.5.Q8_0.gguf")
+    with DocumentStore() as store:
+        manuals = work / "Documents" / "Manuals"
+        manuals.mkdir(parents=True)
+        store.create_collection("Manuals", folder=manuals, embed_model=model)
+        for i, name in enumerate(("router-setup.pdf", "dishwasher-SMV4.pdf", "camera-a7iv.pdf", "bike-service.md",
+                                  "heat-pump.pdf", "tax-2025-guide.pdf")):
+            store.store_file("Manuals", str(manuals / name), size=400_000 + 91_000 * i, mtime_ns=1, sha256=str(i),
+                             pages=12 + i, chunks=[Chunk(f"{name} section {n} " * 40, n, page=1 + n // 2)
+                                                   for n in range(18 + 3 * i)])
+        store.fail_file("Manuals", str(manuals / "warranty-scan.pdf"), "no text: the PDF holds only images of pages "
+                        "(a scan); it needs OCR first")
+        store.fail_file("Manuals", str(manuals / "old-router.pdf"), "encrypted: the PDF needs a password")
+        ids = store.unembedded("Manuals", model, 10_000)
+        vectors = []
+        for chunk_id, _text in ids:
+            v = [rng.gauss(0, 1) for _ in range(8)]
+            norm = sum(x * x for x in v) ** 0.5
+            vectors.append((chunk_id, [x / norm for x in v]))
+        store.put_vectors("Manuals", model, vectors)
+        papers = work / "Documents" / "Papers"
+        papers.mkdir(parents=True)
+        store.create_collection("Papers", folder=papers)
+        for i in range(14):
+            store.store_file("Papers", str(papers / f"paper-{i:02d}.pdf"), size=900_000, mtime_ns=1, sha256=f"p{i}",
+                             pages=10, chunks=[Chunk(f"paper {i} part {n} " * 60, n, page=n + 1) for n in range(10)])
+        store.put_pending("Papers", [(str(papers / f"paper-{i:02d}.pdf"), 900_000, 1) for i in range(14, 40)])
+        store.set_paused("Papers", True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
@@ -394,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="quantdesk-render-"))
     isolate(work)
     fill_library(work)
+    fill_documents(work)
     store = ChatStore(work / "chats.sqlite3")
     for title, text in (("Packing list for Iceland", "What should I pack for a week in Iceland in October?"),
                         ("Explain KV cache quantization", "Does a q8_0 KV cache hurt quality?")):

@@ -78,6 +78,7 @@ def test_pages_full_of_data_have_accessible_names(qtbot, make_window, tmp_path):
     from tests.bench import render_pages as screenshots
 
     screenshots.fill_library(tmp_path)
+    screenshots.fill_documents(tmp_path)
     window = make_window()
     qtbot.waitUntil(lambda: not window.library.busy, timeout=10_000)
     window.library.refresh()
@@ -87,6 +88,7 @@ def test_pages_full_of_data_have_accessible_names(qtbot, make_window, tmp_path):
     screenshots.fill_lab_and_server(window, tmp_path)
     assert (window.library.table.rowCount(), window.discover.table.rowCount(), len(window.downloads.rows),
             window.lab.table.rowCount()) == (5, 6, 2, 7)
+    assert window.documents.table.rowCount() == 2 and window.documents.report.count() == 2
     assert {page: unnamed_controls(window.pages[page]) for page in PAGES} == {page: [] for page in PAGES}
     window.server.shutdown()
 
@@ -108,6 +110,7 @@ def test_the_check_finds_an_unnamed_control(qtbot):
 def test_the_dialogs_have_accessible_names(qtbot, make_window, tmp_path):
     from PySide6.QtCore import QSettings
 
+    from app.ui.chat_documents import CollectionPicker
     from app.ui.chat_settings import ChatSettingsDialog
     from app.ui.crash import CrashDialog
     from app.ui.first_run import FirstRunDialog
@@ -118,7 +121,7 @@ def test_the_dialogs_have_accessible_names(qtbot, make_window, tmp_path):
     dialogs = [ChatSettingsDialog(store, store.create_conversation("A chat"), window),
                CrashDialog(RuntimeError("a bug"), tmp_path / "quantdesk.log", window),
                FirstRunDialog(QSettings(str(tmp_path / "first.ini"), QSettings.Format.IniFormat), window),
-               RemoteModelDialog(window)]
+               RemoteModelDialog(window), CollectionPicker([("Manuals", "8 files")], [], window)]
     for dialog in dialogs:
         qtbot.addWidget(dialog)
     assert {type(d).__name__: unnamed_controls(d) for d in dialogs} == {type(d).__name__: [] for d in dialogs}

@@ -48,6 +48,7 @@ NOT_BEFORE_SHOWN = (
     "backends.registry",  # engines: only the engine host loads one
     "app.ui.discover_page", "app.ui.downloads_page", "app.ui.library_page", "app.ui.hardware_page",
     "app.ui.lab_page", "app.ui.lab_chart", "app.ui.server_page", "app.ui.settings_page", "app.ui.first_run",
+    "app.documents", "app.ui.documents_page", "app.ui.documents_service",  # the user's documents: after the paint
 )
 
 

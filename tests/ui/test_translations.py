@@ -96,7 +96,8 @@ def test_german_window_buttons_numbers_and_dates(language, make_window):
     installed = language("de")
     window = make_window()
     titles = [window.sidebar.item(i).text() for i in range(window.sidebar.count())]
-    assert titles == ["Entdecken", "Downloads", "Bibliothek", "Chat", "Hardware", "Labor", "Server", "Einstellungen"]
+    assert titles == ["Entdecken", "Downloads", "Bibliothek", "Chat", "Hardware", "Labor", "Server", "Dokumente",
+                      "Einstellungen"]
     assert window.app_settings.token_save.text() == "Token speichern"
     assert window.app_settings.language_box.currentText() == "Wie das System"
     assert window.downloads.empty_label.title.text() == "Es wird nichts heruntergeladen"
@@ -120,7 +121,7 @@ def test_english_changes_nothing(language, make_window):
     language("en")
     window = make_window()
     titles = [window.sidebar.item(i).text() for i in range(window.sidebar.count())]
-    assert titles == ["Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Settings"]
+    assert titles == ["Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Documents", "Settings"]
     assert window.app_settings.token_save.text() == "Save token"
     assert tokens_per_second(12.5) == "12.5 tok/s"
     assert human_memory(1.2 * 2**30) == "1.2 GiB"
