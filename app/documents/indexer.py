@@ -408,7 +408,7 @@ class Indexer:
         if self.on_progress is not None:
             try:
                 self.on_progress(progress)
-            except Exception:
+            except Exception:  # a listener's bug (the GUI's) must not end the indexing thread: logged, indexing goes on
                 log.exception("a documents progress listener failed")
 
     def _next(self) -> str | None:
