@@ -11,6 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pypdf import PdfReader
 
 from app.documents.chunk import chunks
@@ -379,3 +381,29 @@ def test_unsupported_and_missing_files(tmp_path):
     assert (error.reason, str(error)) == ("unreadable", "unreadable: No such file or directory")
     (tmp_path / "folder.md").mkdir()
     assert failure(tmp_path / "folder.md").reason == "unreadable"
+
+
+def test_html_with_a_marked_section_the_stdlib_asserts_on(tmp_path):
+    page = write_html(tmp_path / "odd.html", "<html><body><p>before</p><![foo[ bar ]]><p>after</p></body></html>")
+    assert [s.text for s in sections(page)] == ["before\n\nafter"]
+
+
+MARKUP = st.sampled_from(["<", ">", "</", "<!", "<![", "[", "]]>", "--", "<!--", "<h1>", "</h1>", "<h3>", "<p>", "<br>",
+                          "<script>", "</script>", "<style>", "<pre>", "</pre>", "<head>", "<body>", "<td>", "&", "&amp;",
+                          "&#", "&#x", ";", "=", "\"", "'", "#", "##", "###", "```", "~~~", "---", "===", "- ", "> ",
+                          "\n", "\n\n", " ", "\t", "\r", "word", "é", "💡", "\x00", "\x0c"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(MARKUP, max_size=60), suffix=st.sampled_from([".html", ".md", ".txt", ".py"]))
+def test_any_markup_gives_sections_or_a_sentence(tmp_path, parts, suffix):
+    path = tmp_path / f"fuzz{suffix}"
+    path.write_bytes("".join(parts).encode("utf-8"))
+    try:
+        found = list(sections(path))
+    except ExtractError as error:
+        assert error.reason in ("binary", "damaged") and "\n" not in str(error)
+        return
+    assert all(s.text.strip() for s in found)
+    for c in chunks(found, max_chars=50, overlap_chars=10):
+        assert 0 < len(c.text) <= 50
