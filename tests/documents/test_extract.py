@@ -74,12 +74,20 @@ def test_each_pdf_page_is_a_section_with_its_number_and_a_phrase_finds_its_page(
 
 
 def test_pdf_pages_are_read_one_at_a_time(tmp_path):
-    """Lazy: the first page's section comes before the later pages are read (a damaged last page fails late)."""
+    """Lazy: the first page's section comes before the later pages are read from the file. Emptied after the
+    first page, the file has nothing more to give: a reader that had read ahead would still yield all 40."""
     pdf = write_text_pdf(tmp_path / "long.pdf", 40)
     reader = sections(pdf)
     first = next(reader)
     assert first.page == 1 and page_phrase(1) in first.text
-    reader.close()
+    with open(pdf, "r+b") as fh:
+        fh.truncate(0)
+    got = []
+    with pytest.raises(ExtractError) as caught:
+        for section in reader:
+            got.append(section.page)
+    assert caught.value.reason == "damaged" and str(caught.value).startswith("damaged: page ")
+    assert len(got) < 5, got
 
 
 def test_an_encrypted_pdf_needs_its_password(tmp_path):
