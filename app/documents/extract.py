@@ -23,9 +23,13 @@ import zipfile
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from app.documents.passages import DocumentsError, Section
+
+if TYPE_CHECKING:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 DEFAULT_MAX_BYTES = 100 * 2**20  # one file's limit unless the caller (the settings) says otherwise
 PIECE_BYTES = 1 << 16  # what a text reader holds of the file at once
@@ -331,6 +335,13 @@ class _HtmlText(HTMLParser):
         self.level = 0
         self.head = False  # inside <head> (its <title> is the tab's, not the text's); HTML may omit </head>
 
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:  # "<![foo[": the stdlib asserts; skipped to its ">" as a browser does
+            end = self.rawdata.find(">", i)
+            return -1 if end < 0 else end + 1
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "head":
             self.head = True
@@ -402,11 +413,14 @@ class _HtmlText(HTMLParser):
 
 def _html_sections(pieces: Iterator[str]) -> Iterator[Section]:
     parser = _HtmlText()
-    for piece in pieces:
-        parser.feed(piece)
-        yield from parser.done
-        parser.done = []
-    parser.close()
+    try:
+        for piece in pieces:
+            parser.feed(piece)
+            yield from parser.done
+            parser.done = []
+        parser.close()
+    except AssertionError as exc:  # the stdlib parser's remaining way to give up on markup
+        raise ExtractError("damaged", f"damaged: the HTML cannot be parsed ({exc})") from exc
     parser.end_paragraph()
     parser.flush()
     yield from parser.done
@@ -430,7 +444,6 @@ _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # a compound file: how Word stores a
 def _docx_sections(path: Path) -> Iterator[Section]:
     import docx  # python-docx (and lxml) only when a DOCX is read
     from docx.opc.exceptions import PackageNotFoundError
-    from docx.table import Table
 
     with _open(path) as fh:
         head = fh.read(len(_OLE))
@@ -459,24 +472,14 @@ def _docx_sections(path: Path) -> Iterator[Section]:
             yield Section("\n\n".join(paragraphs), heading=heading)
 
     for block in blocks:
-        if isinstance(block, Table):
-            rows = []
-            for row in block.rows:
-                seen: set[int] = set()
-                cells = []
-                for cell in row.cells:  # a merged cell comes once per grid column it spans: kept once
-                    if id(cell._tc) not in seen:
-                        seen.add(id(cell._tc))
-                        cells.append(" ".join(cell.text.split()))
-                if any(cells):
-                    rows.append(" | ".join(cells))
-            text = "\n".join(rows)
-        else:
-            text = block.text.strip()
-            level = _docx_heading_level(block.style)
-            if level is not None and text:
-                yield from section()
-                heading, paragraphs, size = headings.enter(level, " ".join(text.split())), [], 0
+        try:
+            text, level = _docx_block(block)
+        except Exception as exc:
+            # python-docx on an odd table grid or style part: IndexError, TypeError, ValueError… each the sentence
+            raise ExtractError("damaged", f"damaged: part of the Word document cannot be read ({exc})") from exc
+        if level is not None and text:
+            yield from section()
+            heading, paragraphs, size = headings.enter(level, " ".join(text.split())), [], 0
         if text:
             paragraphs.append(text)
             size += len(text)
@@ -484,6 +487,25 @@ def _docx_sections(path: Path) -> Iterator[Section]:
                 yield from section()
                 paragraphs, size = [], 0
     yield from section()
+
+
+def _docx_block(block: Paragraph | Table) -> tuple[str, int | None]:
+    """A body block's text and, for a heading paragraph, its level. A table is its rows, cells joined by " | "."""
+    from docx.table import Table
+
+    if not isinstance(block, Table):
+        return block.text.strip(), _docx_heading_level(block.style)
+    rows = []
+    for row in block.rows:
+        seen: set[int] = set()
+        cells = []
+        for cell in row.cells:  # a merged cell comes once per grid column it spans: kept once
+            if id(cell._tc) not in seen:
+                seen.add(id(cell._tc))
+                cells.append(" ".join(cell.text.split()))
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows), None
 
 
 def _docx_heading_level(style: _DocxStyle | None) -> int | None:

@@ -6,15 +6,16 @@
 - embedding: every chunk's text through the engine host (``embedder.pool_embedder``, the one ``ModelPool``), pages/s
   and chunks/s, the model's load apart; with the tiny test model (``build_embedding_model``: 256 wide, 2 layers)
   and, with ``--real``, a real-shaped one (SmolLM2-135M's shape, 576 wide, 30 layers, mean pooling);
-- the whole indexing, ``indexer.index_collection`` (scan, extract, chunk, store, embed) into a fresh store, in a
-  child process, with its peak memory (ru_maxrss) beside the same child's on a tenth of the files (bounded memory:
-  the two peaks are close), and a child that only imports what the indexing imports; the engine host's peak apart
-  (ru_maxrss of the child's children). Without ``app.documents.indexer`` (before it lands) the child extracts,
-  chunks and stores nothing: extraction and chunking alone, said in the output.
+- the whole indexing, ``indexer.index_collection`` into a fresh store, in child processes, each with its peak memory
+  (VmHWM): scan, extract, chunk and store without an embedding model on a tenth of the files and on all of them
+  (bounded memory: the two peaks are close), then all of them with the tiny embedding model (the engine host's peak
+  apart); beside a child that only imports what the indexing imports. Without ``app.documents.indexer`` the
+  children extract and chunk only, said in the output.
 
 Rounds alternate, medians printed side by side (a shared machine is noisy: compare figures of one run).
 
-    python -m tests.bench.documents_index [--files 500] [--pages 3] [--rounds 2] [--real] [--threads 2]
+    python -m tests.bench.documents_index [--files 500] [--pages 3] [--rounds 1] [--real] [--threads 2]
+                                          [--no-embedding] [--no-index-embedding]
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=500)
     parser.add_argument("--pages", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--real", action="store_true", help="embed with a real-shaped model too (SmolLM2-135M's)")
     parser.add_argument("--real-chunks", type=int, default=200, help="chunks the real-shaped model embeds")

@@ -11,6 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pypdf import PdfReader
 
 from app.documents.chunk import chunks
@@ -72,12 +74,20 @@ def test_each_pdf_page_is_a_section_with_its_number_and_a_phrase_finds_its_page(
 
 
 def test_pdf_pages_are_read_one_at_a_time(tmp_path):
-    """Lazy: the first page's section comes before the later pages are read (a damaged last page fails late)."""
+    """Lazy: the first page's section comes before the later pages are read from the file. Emptied after the
+    first page, the file has nothing more to give: a reader that had read ahead would still yield all 40."""
     pdf = write_text_pdf(tmp_path / "long.pdf", 40)
     reader = sections(pdf)
     first = next(reader)
     assert first.page == 1 and page_phrase(1) in first.text
-    reader.close()
+    with open(pdf, "r+b") as fh:
+        fh.truncate(0)
+    got = []
+    with pytest.raises(ExtractError) as caught:
+        for section in reader:
+            got.append(section.page)
+    assert caught.value.reason == "damaged" and str(caught.value).startswith("damaged: page ")
+    assert len(got) < 5, got
 
 
 def test_an_encrypted_pdf_needs_its_password(tmp_path):
@@ -379,3 +389,29 @@ def test_unsupported_and_missing_files(tmp_path):
     assert (error.reason, str(error)) == ("unreadable", "unreadable: No such file or directory")
     (tmp_path / "folder.md").mkdir()
     assert failure(tmp_path / "folder.md").reason == "unreadable"
+
+
+def test_html_with_a_marked_section_the_stdlib_asserts_on(tmp_path):
+    page = write_html(tmp_path / "odd.html", "<html><body><p>before</p><![foo[ bar ]]><p>after</p></body></html>")
+    assert [s.text for s in sections(page)] == ["before\n\nafter"]
+
+
+MARKUP = st.sampled_from(["<", ">", "</", "<!", "<![", "[", "]]>", "--", "<!--", "<h1>", "</h1>", "<h3>", "<p>", "<br>",
+                          "<script>", "</script>", "<style>", "<pre>", "</pre>", "<head>", "<body>", "<td>", "&", "&amp;",
+                          "&#", "&#x", ";", "=", "\"", "'", "#", "##", "###", "```", "~~~", "---", "===", "- ", "> ",
+                          "\n", "\n\n", " ", "\t", "\r", "word", "é", "💡", "\x00", "\x0c"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(MARKUP, max_size=60), suffix=st.sampled_from([".html", ".md", ".txt", ".py"]))
+def test_any_markup_gives_sections_or_a_sentence(tmp_path, parts, suffix):
+    path = tmp_path / f"fuzz{suffix}"
+    path.write_bytes("".join(parts).encode("utf-8"))
+    try:
+        found = list(sections(path))
+    except ExtractError as error:
+        assert error.reason in ("binary", "damaged") and "\n" not in str(error)
+        return
+    assert all(s.text.strip() for s in found)
+    for c in chunks(found, max_chars=50, overlap_chars=10):
+        assert 0 < len(c.text) <= 50
