@@ -90,14 +90,14 @@ class EngineEmbedder:
 
     def _one(self, text: str) -> list[float]:
         while True:
+            text = text[:self.max_chars]  # from what fitted before: not each text of a batch from its full length
             try:
                 return self._call([text])[0]
             except EngineError as exc:
                 if exc.kind != "context" or len(text) <= 16:
                     raise
                 self.cut += 1
-                text = text[:len(text) * 3 // 4]
-                self.max_chars = min(self.max_chars, len(text))  # the next texts start from what fitted
+                self.max_chars = min(self.max_chars, len(text) * 3 // 4)  # the next texts start from here
 
 
 def pool_embedder(pool: ModelPool, model_path: str, *, settings: LoadSettings = LOAD_SETTINGS) -> EngineEmbedder:
