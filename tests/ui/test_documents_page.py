@@ -144,3 +144,38 @@ def test_the_indexer_starts_after_the_first_paint_only_where_a_collection_has_wo
 def settled_store(store: DocumentStore, name: str) -> bool:
     c = store.collection(name)
     return c.files > 0 and c.pending == 0
+
+
+def test_a_thousand_file_folder_is_indexed_while_the_window_goes_on(qtbot, window, tmp_path):
+    """The issue's 1,000-file folder: indexed on the indexer's thread while the GUI thread goes on painting the
+    progress as it comes ("N of 1,000 files" seen before the end), never blocked until the indexing is over."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(1000):
+        (folder / f"note{i:04}.md").write_text(f"# Note {i}\n\nThe word marker{i} stands in note {i}.\n")
+    window.show_page("Documents")
+    page = window.documents
+    labels: list[str] = []
+    ticks = 0
+
+    def tick() -> None:  # the GUI thread's own work while the indexer runs
+        nonlocal ticks
+        ticks += 1
+        labels.append(page.progress_label.text())
+
+    from PySide6.QtCore import QTimer
+
+    timer = QTimer()
+    timer.timeout.connect(tick)
+    timer.start(20)
+    assert page.add_folder(folder)
+    page.service.store.set_embed_model("many", None)  # words only: the indexing itself, not the engine
+    qtbot.waitUntil(lambda: settled_store(page.service.store, "many"), timeout=300_000)
+    timer.stop()
+    collection = page.service.store.collection("many")
+    assert (collection.files, collection.indexed, collection.failed) == (1000, 1000, 0)
+    partial = [text for text in labels if " of 1000 files" in text.replace(",", "") and not text.startswith("Ready")]
+    assert partial, labels[-5:]  # the page showed the progress while the indexing went on
+    assert ticks > 10
+    [hit] = page.service.store.text_search(["many"], "marker737", limit=1)
+    assert page.service.store.passages([hit.chunk_id])[0].path.endswith("note0737.md")
