@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -203,15 +204,6 @@ def test_a_stop_between_files_leaves_a_consistent_index_that_goes_on(store, tmp_
 
 # --- the background indexer -------------------------------------------------------------------------------------
 
-def _wait_for(condition, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_the_indexer_pauses_and_a_pause_outlives_a_restart_then_resumes_where_it_stopped(tmp_path):
     folder = tmp_path / "many"
     folder.mkdir()
@@ -245,7 +237,7 @@ def test_the_indexer_pauses_and_a_pause_outlives_a_restart_then_resumes_where_it
     assert indexer.wait_idle(30)
     assert store.collection("many").indexed == done_before and seen[-1].state == "paused"
     indexer.resume("many")
-    assert _wait_for(lambda: seen and seen[-1].state == "done")
+    assert indexer.wait_idle(30) and seen[-1].state == "done"
     done = seen[-1]
     assert (done.unchanged, done.added, done.files_done, done.files_total) == (done_before, 120 - done_before, 120, 120)
     assert any(p.state == "indexing" and p.eta_s is not None and p.eta_s > 0 for p in seen)
@@ -257,12 +249,19 @@ def test_the_indexer_pauses_and_a_pause_outlives_a_restart_then_resumes_where_it
 def test_a_watched_folder_picks_up_new_changed_and_deleted_files(store, tmp_path):
     folder = _folder(tmp_path)
     store.create_collection("docs", folder=folder)
-    indexer = Indexer(store, None, watch_every_s=0.2).start()
+    rescanned = threading.Event()  # the watch's run that found the new file and the deleted one
+
+    def on_progress(progress: IndexProgress) -> None:
+        if progress.state == "done" and (progress.added, progress.removed) == (1, 1):
+            rescanned.set()
+
+    indexer = Indexer(store, None, on_progress=on_progress, watch_every_s=0.2).start()
     try:
-        assert _wait_for(lambda: store.collection("docs").indexed == 4)
+        assert indexer.wait_idle(20) and store.collection("docs").indexed == 4
         (folder / "later.txt").write_text("Written later, about flanges.\n")
         (folder / "plain.txt").unlink()
-        assert _wait_for(lambda: store.text_search(["docs"], "flanges") != [] and store.collection("docs").files == 4)
+        assert rescanned.wait(20)
+        assert store.text_search(["docs"], "flanges") != [] and store.collection("docs").files == 4
         assert store.text_search(["docs"], "pump") == []
     finally:
         indexer.close()
@@ -276,7 +275,7 @@ def test_a_watch_of_zero_seconds_scans_only_when_asked(store, tmp_path):
     try:
         assert indexer.wait_idle(30) and store.collection("docs").indexed == 4
         (folder / "later.txt").write_text("Written later, about flanges.\n")
-        time.sleep(0.6)
+        time.sleep(0.6)  # that nothing happens can only be shown by waiting: longer than a 0.2 s watch waits
         assert store.text_search(["docs"], "flanges") == [] and not indexer.busy()
         indexer.index("docs")
         assert indexer.wait_idle(30) and store.text_search(["docs"], "flanges") != []
