@@ -10,12 +10,15 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.datatypes import Done, Message, SamplingSettings
 from app.documents.passages import DocumentsError, Embedder, Reranker
-from app.documents.retrieve import Retrieval, with_documents
+from app.documents.retrieve import Retrieval, question_engines, with_documents
 from app.documents.store import DocumentStore
+
+if TYPE_CHECKING:
+    from app.engine.pool import ModelPool
 
 Reply = Callable[[Any, list[Message], SamplingSettings, Any], Done]
 
@@ -23,6 +26,15 @@ Reply = Callable[[Any, list[Message], SamplingSettings, Any], Done]
 def collections_of(text: str) -> list[str]:
     """The names ``--docs`` lists, comma-separated, each once."""
     return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+
+
+def documents_pool() -> ModelPool:
+    """A command's own pool for the documents' embedding model and reranker (no count limit: the machine's free
+    memory is its budget); no engine starts until a model is asked for."""
+    from app import machine
+    from app.engine.pool import ModelPool, PoolLimits
+
+    return ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
 
 
 class TerminalDocuments:
@@ -34,9 +46,7 @@ class TerminalDocuments:
         self.retrieval = Retrieval()
         self._said: tuple[str, ...] = ()  # the notes printed last
         self._pool: Any = None
-        self._embedder: Embedder | None = None
-        self._embed_model: str | None = None
-        self._reranker: Reranker | None = None
+        self._engines: tuple[Embedder | None, Reranker | None] | None = None
         self._reranker_model: str | None = None
 
     @classmethod
@@ -52,9 +62,6 @@ class TerminalDocuments:
             store.close()
             raise
         docs = cls(store, [c.name for c in found], quiet=bool(args.json))
-        # the first embedded collection's model embeds the question; a collection of another model is searched by
-        # its words (retrieve says so)
-        docs._embed_model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
         from app.documents.rerank import find_reranker
 
         docs._reranker_model = find_reranker()  # the library's reranker, if it has one
@@ -66,50 +73,27 @@ class TerminalDocuments:
             reranked = f" (reranked by {Path(self._reranker_model).name})" if self._reranker_model else ""
             print(f"documents: {', '.join(self.names)}{reranked}", file=sys.stderr)
 
-    def _engines(self) -> Any:
-        """The pool the embedding model and the reranker load into (each in an engine host of its own, loaded on
-        first use and kept for the next question; closed with the chat)."""
-        if self._pool is None:
-            from app import machine
-            from app.engine.pool import ModelPool, PoolLimits
+    def engines(self) -> tuple[Embedder | None, Reranker | None]:
+        """The question's embedding model and reranker (``retrieve.question_engines``), made at the first question
+        through a pool of this chat's own (each model in an engine host of its own, loaded on first use and kept
+        for the next question; closed with the chat); one that cannot be used is a note."""
+        if self._engines is None:
+            def say(exc: DocumentsError) -> None:  # its file is gone: the words still find passages
+                if not self.quiet:
+                    print(f"note: {exc}", file=sys.stderr)
 
-            self._pool = ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
-        return self._pool
-
-    def embedder(self) -> Embedder | None:
-        """The question's embedder: the collections' embedding model (see _engines)."""
-        if self._embed_model is None or self._embedder is not None:
-            return self._embedder
-        from app.documents.embedder import pool_embedder
-
-        try:
-            self._embedder = pool_embedder(self._engines(), self._embed_model)
-        except DocumentsError as exc:  # its file is gone: the words still find passages (retrieve's note says so)
-            if not self.quiet:
-                print(f"note: {exc}", file=sys.stderr)
-            self._embed_model = None
-        return self._embedder
-
-    def reranker(self) -> Reranker | None:
-        """The library's reranker (see _engines), None when it has none."""
-        if self._reranker_model is None or self._reranker is not None:
-            return self._reranker
-        from app.documents.rerank import pool_reranker
-
-        try:
-            self._reranker = pool_reranker(self._engines(), self._reranker_model)
-        except DocumentsError as exc:  # not readable: the passages go in the search's order
-            if not self.quiet:
-                print(f"note: {exc}", file=sys.stderr)
-            self._reranker_model = None
-        return self._reranker
+            self._pool = documents_pool()
+            self._engines = question_engines(self._pool, [self.store.collection(n) for n in self.names],
+                                             on_refusal=say)
+        return self._engines
 
     def wrap(self, reply: Reply) -> Reply:
         """``reply`` with the question's passages in the messages it sends (each reply of a tool loop's turn
         retrieves for the same question again, within what the turn's messages leave)."""
         def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
+            embedder, reranker = self.engines()
             sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
-                                                  embedder=self.embedder(), reranker=self.reranker())
+                                                  embedder=embedder, reranker=reranker)
             if not self.quiet and self.retrieval.notes != self._said:  # a tool loop's next reply: said once
                 for note in self.retrieval.notes:
                     print(f"note: {note}", file=sys.stderr)

@@ -19,7 +19,6 @@ from app.commands import add_command
 if TYPE_CHECKING:
     from app.documents.indexer import IndexProgress
     from app.documents.store import Collection, DocumentStore
-    from app.engine.pool import ModelPool
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -209,13 +208,6 @@ class _Printer:
             print(file=sys.stderr)
 
 
-def _embedding_pool() -> ModelPool:
-    from app import machine
-    from app.engine.pool import ModelPool, PoolLimits
-
-    return ModelPool(PoolLimits(max_loaded=None), free_memory=machine.free_memory_bytes)
-
-
 def run_index(args: argparse.Namespace) -> int:
     from app import settings as app_settings
     from app.documents.embedder import pool_embedder
@@ -232,7 +224,9 @@ def run_index(args: argparse.Namespace) -> int:
         problem = ""
         if collection.embed_model:
             try:
-                pool = _embedding_pool()
+                from app.commands.chat_docs import documents_pool
+
+                pool = documents_pool()
                 embedder = pool_embedder(pool, collection.embed_model)
             except DocumentsError as exc:
                 problem = str(exc)
@@ -275,32 +269,22 @@ def run_index(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from app.documents.embedder import pool_embedder
+    from app.commands.chat_docs import collections_of, documents_pool
     from app.documents.passages import DocumentsError
-    from app.documents.rerank import find_reranker, pool_reranker
-    from app.documents.retrieve import search
+    from app.documents.retrieve import question_engines, search
 
-    names = list(dict.fromkeys(n.strip() for n in args.name.split(",") if n.strip()))
+    names = collections_of(args.name)
     if args.k < 1:
         raise DocumentsError("-k takes a whole number of passages from 1 up")
     store = _store()
-    pool = None
+    pool = documents_pool()  # no engine starts until the embedding model or the reranker is asked
     try:
         found = [store.collection(name) for name in names]
-        # the question embedded by the first embedded collection's model (retrieve says which others it could not
-        # search by meaning); the library's reranker orders the passages where there is one
-        model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
-        reranker_model = find_reranker()
-        embedder = reranker = None
-        if model is not None or reranker_model is not None:
-            pool = _embedding_pool()
-            embedder = pool_embedder(pool, model) if model is not None and Path(model).is_file() else None
-            reranker = pool_reranker(pool, reranker_model) if reranker_model is not None else None
+        embedder, reranker = question_engines(pool, found)
         result = search(store, [c.name for c in found], args.query, embedder=embedder, reranker=reranker,
                         limit=args.k)
     finally:
-        if pool is not None:
-            pool.close()
+        pool.close()
         store.close()
     notes = list(result.notes)
     if args.json:

@@ -20,6 +20,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from app.datatypes import Message, SamplingSettings
 from app.documents.passages import Citation, DocumentsError, Embedder, Passage, Reranker
@@ -28,6 +29,9 @@ from app.engine.client import EngineClientLike
 from app.engine.overflow import reply_room
 from app.errors import EngineError, QuantDeskError
 from app.mcp.client import neutral
+
+if TYPE_CHECKING:
+    from app.engine.pool import ModelPool
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009; what Elastic, OpenSearch and Vespa default to)
 CANDIDATES = 40  # how many passages each search returns, before fusion
@@ -113,6 +117,32 @@ def with_documents(engine: EngineClientLike, store: DocumentStore, collections: 
     retrieval = retrieve(store, collections, question, budget_tokens=budget, count_tokens=count,
                          embedder=embedder, reranker=reranker, k=k)
     return augment(messages, retrieval), retrieval
+
+
+def question_engines(pool: ModelPool, found: Sequence[Collection], *,
+                     on_refusal: Callable[[DocumentsError], None] | None = None
+                     ) -> tuple[Embedder | None, Reranker | None]:
+    """The engines a question of ``found`` collections is searched with, through ``pool`` (the Chat's, the
+    server's router's, ``quantdesk chat``'s): the embedding model of the first collection embedded by one (a
+    collection of another model is searched by its words: ``retrieve`` says so) and the library's reranker. One that
+    cannot be used (its file gone, no reranker) is None, its refusal handed to ``on_refusal``; the search goes on
+    without it and the notes say what was searched."""
+    from app.documents.embedder import pool_embedder
+    from app.documents.rerank import find_reranker, pool_reranker
+
+    def usable(make: Callable[[str], Any], path: str | None) -> Any:
+        if path is None:
+            return None
+        try:
+            return make(path)
+        except DocumentsError as exc:
+            if on_refusal is not None:
+                on_refusal(exc)
+            return None
+
+    model = next((c.embed_model for c in found if c.embed_model and c.embedded), None)
+    return (usable(lambda path: pool_embedder(pool, path), model),
+            usable(lambda path: pool_reranker(pool, path), find_reranker()))
 
 
 def fuse(*rankings: Sequence[int], k: int = RRF_K) -> list[tuple[int, float]]:

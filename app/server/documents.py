@@ -19,8 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from app.documents.passages import DocumentsError, Embedder, Reranker
-from app.documents.retrieve import Retrieval, with_documents
+from app.documents.passages import DocumentsError
+from app.documents.retrieve import Retrieval, question_engines, with_documents
 from app.documents.store import DocumentStore
 from app.server.params import ApiError, GenerationRequest
 from app.server.router import Lease, ModelRouter
@@ -75,8 +75,7 @@ class ServerDocuments:
             raise ApiError(400, f"{exc.message}: quantdesk.documents names the collections of quantdesk docs ls",
                            param="quantdesk.documents", code="collection_not_found") from None
         names = tuple(c.name for c in found)
-        embedder = self._embedder(next((c.embed_model for c in found if c.embed_model and c.embedded), None))
-        reranker = self._reranker()
+        embedder, reranker = question_engines(self._router.models, found)
         assert not isinstance(parsed.messages, str)
         try:
             with lease.queue.counted():  # the engine counts in its turn, after the requests sent before
@@ -85,28 +84,3 @@ class ServerDocuments:
         except DocumentsError as exc:  # a collection removed meanwhile
             raise ApiError(400, exc.message, param="quantdesk.documents", code="collection_not_found") from None
         return dataclasses.replace(parsed, messages=sent), Cited(names, retrieval)
-
-    def _embedder(self, model: str | None) -> Embedder | None:
-        """The question's embedder: the collection's embedding model through the router's pool (None when it has
-        none, or its file is gone: the collection is then searched by its words, and the notes say so)."""
-        if model is None:
-            return None
-        from app.documents.embedder import pool_embedder
-
-        try:
-            return pool_embedder(self._router.models, model)
-        except DocumentsError:
-            return None
-
-    def _reranker(self) -> Reranker | None:
-        """The library's reranker through the router's pool, None when the library has none (or it cannot be
-        read): the passages then go in the search's order."""
-        from app.documents.rerank import find_reranker, pool_reranker
-
-        path = find_reranker()
-        if path is None:
-            return None
-        try:
-            return pool_reranker(self._router.models, path)
-        except DocumentsError:
-            return None

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -239,56 +239,29 @@ class _Worker(QObject):
                   n_ctx: int) -> tuple[list[Message], Retrieval]:
         """The question's turn with the chat's documents (app/documents/retrieve.py ``with_documents``: the prompt as
         it will be sent counted by the engine, the passages fitted into what it and the reply leave), the question
-        embedded by the collections' embedding model through the pool (a single engine, as in some tests: their
-        words only). A collection that is gone or a store that cannot be read is a note: the reply goes on without
-        passages."""
+        embedded and the passages reranked through the app's pool (``question_engines``; a single engine, as in some
+        tests: their words only). A collection that is gone or a store that cannot be read is a note: the reply
+        goes on without passages."""
         from app.documents.passages import DocumentsError
-        from app.documents.retrieve import Retrieval, with_documents
+        from app.documents.retrieve import Retrieval, question_engines, with_documents
 
         store, names = documents
         try:
             # A collection removed on the Documents page since it was attached: the others are still searched.
-            there = {c.name for c in store.collections()}
-            gone = [n for n in names if n not in there]
+            found = [c for c in store.collections() if c.name in names]
+            there = {c.name for c in found}
+            notes = tuple(f"the collection {n} is no longer there (removed on the Documents page)"
+                          for n in names if n not in there)
             names = tuple(n for n in names if n in there)
-            notes = tuple(f"the collection {n} is no longer there (removed on the Documents page)" for n in gone)
             if not names:
                 return list(messages), Retrieval(notes=notes)
+            pool = self._bridge.pool
+            embedder, reranker = question_engines(pool, found) if pool is not None else (None, None)
             sent, retrieval = with_documents(self._client, store, names, messages, sampling, n_ctx,
-                                             embedder=self._embedder(store, names), reranker=self._reranker())
+                                             embedder=embedder, reranker=reranker)
         except DocumentsError as exc:
             return list(messages), Retrieval(notes=(exc.message,))
         return sent, dataclasses.replace(retrieval, notes=(*notes, *retrieval.notes)) if notes else retrieval
-
-    def _embedder(self, store: DocumentStore, names: Sequence[str]) -> Any:
-        """The embedder of the first attached collection embedded by its model, through the app's pool (as the
-        server's: app/server/documents.py); None without a pool or without such a collection."""
-        pool = self._bridge.pool
-        if pool is None:
-            return None
-        models = [c.embed_model for c in store.collections() if c.name in names and c.embed_model and c.embedded]
-        if not models:
-            return None
-        from app.documents.embedder import pool_embedder
-
-        return pool_embedder(pool, models[0])
-
-    def _reranker(self) -> Any:
-        """The library's reranker through the app's pool (the passages reordered by it, as the server and
-        ``quantdesk chat --docs`` do); None without a pool or without a reranker in the library."""
-        pool = self._bridge.pool
-        if pool is None:
-            return None
-        from app.documents.passages import DocumentsError
-        from app.documents.rerank import find_reranker, pool_reranker
-
-        path = find_reranker()
-        if path is None:
-            return None
-        try:
-            return pool_reranker(pool, path)
-        except DocumentsError:
-            return None  # the passages go in the search's order
 
     @Slot()
     def close(self) -> None:
