@@ -10,6 +10,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from app.datatypes import LoadSettings
 from app.documents.passages import DocumentsError, Embedder
@@ -20,6 +21,7 @@ from app.hub.library import Library, LibraryEntry
 from app.models.metadata import model_pooling
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The poolings that give a vector (app.models.metadata.model_pooling's names); "rank" is a reranker's score.
 EMBEDDING_POOLINGS = ("mean", "cls", "last")
@@ -50,6 +52,22 @@ def embedding_models(library: Library | None = None, *, refresh: bool = False) -
 def _unit(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(math.fsum(x * x for x in vector))
     return [float(x) / norm for x in vector] if norm > 0 else [float(x) for x in vector]
+
+
+def shortened_until_taken(call: Callable[[str], T], text: str, max_chars: int) -> tuple[T, int, int]:
+    """``call`` on ``text`` cut to ``max_chars``, cut by a quarter more each time the engine says it is longer than
+    the model reads (EngineError "context"): the answer, the ``max_chars`` it was taken at, and the cuts it took. A
+    passage's first part stands for it (the embedder's and the reranker's rule)."""
+    cuts = 0
+    while True:
+        text = text[:max_chars]
+        try:
+            return call(text), max_chars, cuts
+        except EngineError as exc:
+            if exc.kind != "context" or len(text) <= 16:
+                raise
+            cuts += 1
+            max_chars = len(text) * 3 // 4
 
 
 class EngineEmbedder:
@@ -89,15 +107,10 @@ class EngineEmbedder:
         return text
 
     def _one(self, text: str) -> list[float]:
-        while True:
-            text = text[:self.max_chars]  # from what fitted before: not each text of a batch from its full length
-            try:
-                return self._call([text])[0]
-            except EngineError as exc:
-                if exc.kind != "context" or len(text) <= 16:
-                    raise
-                self.cut += 1
-                self.max_chars = min(self.max_chars, len(text) * 3 // 4)  # the next texts start from here
+        # from what fitted before (the next texts start from here): not each text of a batch from its full length
+        vector, self.max_chars, cuts = shortened_until_taken(lambda t: self._call([t])[0], text, self.max_chars)
+        self.cut += cuts
+        return vector
 
 
 def pool_embedder(pool: ModelPool, model_path: str, *, settings: LoadSettings = LOAD_SETTINGS) -> EngineEmbedder:
@@ -128,4 +141,5 @@ def client_embedder(client: EngineClientLike) -> EngineEmbedder:
                           max_tokens=min(DEFAULT_TOKENS, loaded.n_ctx))
 
 
-__all__ = ["Embedder", "EngineEmbedder", "client_embedder", "embedding_models", "is_embedding_model", "pool_embedder"]
+__all__ = ["Embedder", "EngineEmbedder", "client_embedder", "embedding_models", "is_embedding_model", "pool_embedder",
+           "shortened_until_taken"]

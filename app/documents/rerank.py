@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.datatypes import LoadSettings
+from app.documents.embedder import shortened_until_taken
 from app.documents.passages import DocumentsError, Reranker
 from app.errors import EngineError
 
@@ -53,14 +54,9 @@ class PoolReranker:
         return [self._one(query, text) for text in texts]  # which passage is too long: each alone, cut until it fits
 
     def _one(self, query: str, text: str) -> float:
-        while True:
-            try:
-                return self._call(query, [text])[0]
-            except EngineError as exc:
-                if exc.kind != "context" or len(text) <= 16:
-                    raise
-                self.cut += 1
-                text = text[:len(text) * 3 // 4]
+        score, _, cuts = shortened_until_taken(lambda t: self._call(query, [t])[0], text, len(text))
+        self.cut += cuts
+        return score
 
     def _call(self, query: str, texts: list[str]) -> list[float]:
         held = self.pool.acquire(self.model, self.settings, estimate_bytes=self.estimate_bytes)
