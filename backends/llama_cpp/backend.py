@@ -100,7 +100,9 @@ class LlamaCppBackend(TokenLoop):
         if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
             kwargs["embedding"] = True
         if self._pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
-            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, reranking.RERANK_UBATCH)  # the context
+            from app.models.estimate import RERANK_UBATCH  # the fit check's figure; imported here, not at the probe
+
+            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, RERANK_UBATCH)  # the context
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         try:
@@ -145,7 +147,7 @@ class LlamaCppBackend(TokenLoop):
                            rerank_outputs=int(llama_cpp.llama_model_n_cls_out(llm.model)),
                            rerank_template="model" if metadata.get(reranking.TEMPLATE_KEY) else "none")
         elif self._pooling:
-            details.update(embedding=True, pooling=loading.POOLING_NAMES.get(self._pooling, str(self._pooling)),
+            details.update(embedding=True, pooling=loading.pooling_name(self._pooling),
                            embedding_length=int(llm.n_embd()))
         if isinstance(self._drafter, DraftModel):
             details["draft"] = {"model": settings.draft, "model_bytes": self._drafter.model_bytes,
@@ -277,7 +279,7 @@ class LlamaCppBackend(TokenLoop):
 
         llm = self._loaded()
         if self._pooling != reranking.POOLING_RANK:
-            kind = (f"an embedding model ({loading.POOLING_NAMES.get(self._pooling, self._pooling)} pooling)"
+            kind = (f"an embedding model ({loading.pooling_name(self._pooling)} pooling)"
                     if self._pooling else "a chat model")
             raise GenerationError("request", f"the loaded model is not a reranker: it is {kind}, and its GGUF does not "
                                              "declare rank pooling", "load a GGUF reranker (pooling rank)")

@@ -15,11 +15,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from app.models.metadata.architectures import POOLING_NAMES as POOLING_NAMES  # llama.h's pooling types by name
 from backends.base import GenerationError
 
 # ggml_type values for the KV cache (ggml.h); a quantized V cache needs flash attention.
 KV_CACHE_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2, "f32": 0, "bf16": 30}
+
+def pooling_name(pooling: int) -> str:
+    """llama.h's pooling type by its name ("mean", "rank"), from app/models/metadata's one table: imported when a
+    model loads, not with this module (the hardware probe imports the backend, and that table brings the GGUF
+    reader with it)."""
+    from app.models.metadata.architectures import POOLING_NAMES
+
+    return POOLING_NAMES.get(pooling, str(pooling))
+
 
 GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
 

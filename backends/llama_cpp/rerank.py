@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from app.models.estimate import RERANK_UBATCH as RERANK_UBATCH  # the batch a reranker loads with (backend.py)
 from backends.base import GenerationError
 
 if TYPE_CHECKING:
