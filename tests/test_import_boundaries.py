@@ -223,7 +223,7 @@ def test_nothing_but_the_cli_imports_the_command_line_faces():
 # the two the same.
 LAYERS: list[tuple[str, ...]] = [
     ("app", "app.records"),
-    ("app.datatypes", "app.errors", "app.paths", "app.files"),
+    ("app.datatypes", "app.errors", "app.paths", "app.files", "app.databases"),
     ("app.settings", "app.logs", "app.images", "app.keychain"),
     ("app.hardware", "app.runtimes", "app.chats"),
     ("app.models",),

@@ -16,7 +16,6 @@ SQL and programming errors are not dressed up: they propagate as they are.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import Any, Literal
 
 from app import paths
 from app.datatypes import Message
+from app.databases import sqlite_refusal
 from app.errors import QuantDeskError
 from app.files import write_bytes_atomic
 from app.images import ImageInfo
@@ -163,7 +163,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # An I/O error (SQLITE_IOERR_*, e.g. growing the -shm file) with less than this free on the disk is a full disk.
-FULL_DISK_BYTES = 1 << 20
 
 
 class ChatStoreError(QuantDeskError):
@@ -442,29 +441,10 @@ class ChatStore:
         return None if reason is None else ChatStoreError(f"cannot {action}: {reason[1]}", reason[2])
 
     def _reason(self, exc: sqlite3.DatabaseError) -> tuple[str, str, str] | None:
-        """(kind, why, hint) for an error SQLite returned because of the disk, the file or another
-        program; None for SQL and programming errors."""
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code is None:  # raised by the sqlite3 module itself (misuse), not by SQLite
-            return None
-        primary = code & 0xFF  # extended codes (SQLITE_IOERR_WRITE, ...) keep the primary code in the low byte
-        folder = self.path.parent
-        # A full disk shows as SQLITE_FULL when a file cannot grow, but as an I/O error where SQLite
-        # cannot tell (growing the -shm file, fsync): then the free space decides.
-        if primary == sqlite3.SQLITE_FULL or primary == sqlite3.SQLITE_IOERR and _disk_is_full(folder):
-            return "full", "the disk that holds the chat database is full", f"free some space on the disk with {folder}"
-        if primary == sqlite3.SQLITE_IOERR:
-            return "io", f"the chat database could not be written ({exc})", f"check the disk with {folder}"
-        if primary == sqlite3.SQLITE_READONLY:
-            return "readonly", f"the chat database {self.path} is read-only", f"make sure you can write to {folder}"
-        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return "busy", "another program is using the chat database", "close other QuantDesk windows"
-        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            return ("damaged", f"the chat database {self.path} is damaged",
-                    "copy it somewhere safe, then move it aside to start with an empty history")
-        if primary == sqlite3.SQLITE_CANTOPEN:
-            return "gone", f"the chat database {self.path} cannot be opened any more", f"check that {folder} is there"
-        return None
+        """(kind, why, hint) for an error SQLite returned because of the disk, the file or another program; None
+        for SQL and programming errors (app/databases.py)."""
+        return sqlite_refusal(exc, self.path, "chat database",
+                              "copy it somewhere safe, then move it aside to start with an empty history")
 
     @property
     def attachments_dir(self) -> Path:
@@ -1016,9 +996,3 @@ class ReplyWriter:
         self._close_unsaved = True
         return self.save()
 
-
-def _disk_is_full(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < FULL_DISK_BYTES
-    except OSError:
-        return False  # cannot tell: say what SQLite said instead

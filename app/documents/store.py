@@ -21,7 +21,6 @@ raises ``DocumentsError`` with a sentence and a hint, as app/chats/store.py does
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
 import threading
 import time
@@ -34,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from app import paths
+from app.databases import sqlite_refusal
 from app.documents.passages import Chunk, DocumentsError, Passage
 
 DB_FILENAME = "documents.sqlite3"
@@ -111,7 +111,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # An I/O error with less than this free on the disk is a full disk (as app/chats/store.py).
-FULL_DISK_BYTES = 1 << 20
 # What a stored row costs beside its text and vector bytes (SQLite's b-tree, the FTS index's postings): the size on
 # disk is an estimate from the rows, close enough to tell a user what a collection takes.
 ROW_OVERHEAD_BYTES = 48
@@ -292,29 +291,9 @@ class DocumentStore:
 
     def _reason(self, exc: sqlite3.DatabaseError) -> tuple[str, str, str] | None:
         """(kind, why, hint) for an error SQLite returned because of the disk, the file or another program; None
-        for SQL and programming errors (app/chats/store.py's rule, in the documents' words)."""
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code is None:
-            return None
-        primary = code & 0xFF
-        folder = self.path.parent
-        if primary == sqlite3.SQLITE_FULL or primary == sqlite3.SQLITE_IOERR and _disk_is_full(folder):
-            return ("full", "the disk that holds the documents database is full",
-                    f"free some space on the disk with {folder}")
-        if primary == sqlite3.SQLITE_IOERR:
-            return "io", f"the documents database could not be written ({exc})", f"check the disk with {folder}"
-        if primary == sqlite3.SQLITE_READONLY:
-            return ("readonly", f"the documents database {self.path} is read-only",
-                    f"make sure you can write to {folder}")
-        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return "busy", "another program is using the documents database", "close other QuantDesk windows"
-        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            return ("damaged", f"the documents database {self.path} is damaged",
-                    "move it aside: the collections are indexed again from their files")
-        if primary == sqlite3.SQLITE_CANTOPEN:
-            return ("gone", f"the documents database {self.path} cannot be opened any more",
-                    f"check that {folder} is there")
-        return None
+        for SQL and programming errors (app/databases.py)."""
+        return sqlite_refusal(exc, self.path, "documents database",
+                              "move it aside: the collections are indexed again from their files")
 
     # --- collections ---------------------------------------------------------------------------
 
@@ -693,9 +672,3 @@ def fts_terms(query: str) -> list[str]:
             terms.append(quoted)
     return terms[:64]  # a pasted page is not a query: its first 64 words are
 
-
-def _disk_is_full(folder: Path) -> bool:
-    try:
-        return shutil.disk_usage(folder).free < FULL_DISK_BYTES
-    except OSError:
-        return False
