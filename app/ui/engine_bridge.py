@@ -428,7 +428,11 @@ class EngineBridge(QObject):
         self.stop()
         self._request_close.emit()
         self._thread.quit()
-        self._thread.wait(timeout_ms)
+        if self._thread.wait(timeout_ms):
+            # A worker still in a slot when quit() came leaves its loop without the close queued behind it (Qt
+            # delivers events posted during a pass on the next pass, which quit() ends), and the engine hosts
+            # would outlive the window: the thread has ended, so close them here (closing twice is harmless).
+            self._worker.close()
 
     @Slot()
     def _on_tokens_pending(self) -> None:

@@ -147,3 +147,16 @@ def test_thinking_reaches_the_gui_apart_from_the_answer(qtbot, make_bridge):
     assert rec.text == "The sky." == done.args[0].text
     last = rec.received[-1]
     assert (last.count, last.reasoning_tokens) == (6, 3) and last.first_answer_ms == done.args[0].stats.first_answer_ms
+
+
+def test_shutting_down_during_a_reply_still_closes_the_engine(qtbot, make_bridge):
+    """The window closed while a reply streams: the worker is still in the reply when the thread is told to quit,
+    and the close queued behind it must not be lost with the thread's loop (an engine host outliving the app)."""
+    double = EngineDouble(["a", "b", "c"], hold_after=1)
+    bridge = make_bridge(double)
+    with qtbot.waitSignal(bridge.loaded, timeout=5000):
+        bridge.load("model.gguf", LoadSettings())
+    bridge.generate([Message("user", "hi")], SamplingSettings())
+    assert double.holding.wait(5)  # the worker is inside the reply
+    bridge.shutdown()
+    assert double.closed
