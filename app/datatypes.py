@@ -61,6 +61,10 @@ class LoadSettings:
     draft: str = ""
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
     draft_p_min: float = DEFAULT_DRAFT_P_MIN
+    # The chat template the model is served with, where the user picks one (llama.cpp): a bundled template's name
+    # (backends/chat_format/bundled.py: gemma, llama3, qwen2, qwen3, phi3, mistral, chatml) or a template file (a
+    # .jinja, or a tokenizer_config.json); "" for the model's own, else its base model's, else its family's.
+    chat_template: str = ""
 
     def validate(self) -> None:
         if self.n_ctx < 16:

@@ -45,6 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--mmproj", metavar="FILE",
                    help="the vision projector to load with a GGUF model (default: the mmproj file beside it that "
                         "pairs with it)")
+    p.add_argument("--chat-template", metavar="NAME|FILE",
+                   help="the chat template to serve a GGUF with: a bundled one (gemma, llama3, qwen2, qwen3, phi3, "
+                        "mistral, chatml) or a .jinja / tokenizer_config.json file (default: the model's preset, "
+                        "else the model file's own, else its base model's, else its family's)")
     add_force_arguments(p)
     p.add_argument("--prompt", help="answer this once and exit")
     p.add_argument("--system", help="system prompt")
@@ -511,7 +515,8 @@ def load_settings(args: argparse.Namespace, images: tuple[str, ...], preset) -> 
              "kv_cache_type": args.kv_type, "cpu_moe": args.cpu_moe or None, "mmproj": _projector(args, images) or None,
              "draft": draft_setting(args) or None,
              "draft_tokens": args.draft_tokens if args.draft_tokens != DEFAULT_DRAFT_TOKENS else None,
-             "draft_p_min": args.draft_p_min if args.draft_p_min != DEFAULT_DRAFT_P_MIN else None}
+             "draft_p_min": args.draft_p_min if args.draft_p_min != DEFAULT_DRAFT_P_MIN else None,
+             "chat_template": getattr(args, "chat_template", None) or None}
     settings = LoadSettings(n_ctx=context_length(args.ctx), **{k: v for k, v in given.items()
                                                                if v is not None and k != "n_ctx"})
     if preset is not None:
@@ -575,8 +580,8 @@ def loaded_summary(loaded) -> str:
     if not loaded.devices:
         where = f"{loaded.gpu_layers}/{loaded.n_layers} layers on the GPU" if loaded.gpu_offload_supported \
             else "CPU only (this build of the engine cannot use a GPU)"
-        return (f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
-                f"context {loaded.n_ctx} · {where}{experts}")
+        return "\n".join([f"loaded {loaded.model_path} with {loaded.backend} in {loaded.load_ms:.0f} ms · "
+                          f"context {loaded.n_ctx} · {where}{experts}", *template_lines(loaded)])
     vision = loaded.details.get("vision")
     if vision:
         tokens = f", {vision['image_tokens']} tokens an image" if vision.get("image_tokens") else ""
@@ -586,7 +591,17 @@ def loaded_summary(loaded) -> str:
     if loaded.runtime:
         lines.append(f"  runtime {loaded.runtime}: {loaded.runtime_reason}")
     lines += [f"  {line}" for line in report.device_lines(loaded)]
-    return "\n".join(lines)
+    return "\n".join(lines + template_lines(loaded))
+
+
+def template_lines(loaded) -> list[str]:
+    """Which chat template the model is served with and where it came from, and its tool format."""
+    d = loaded.details
+    if not d.get("chat_template_origin"):
+        return []
+    tools = {"": "", "generic": " · tools: the generic JSON format (the template shows none)"}.get(
+        d.get("tool_format", ""), f" · tools: {d.get('tool_format')}")
+    return [f"  chat template: {d.get('chat_template_title')} ({d['chat_template_origin']}){tools}"]
 
 
 def _json_result(loaded, done: Done) -> dict:
@@ -603,6 +618,9 @@ def _json_result(loaded, done: Done) -> dict:
         "gpu_layers": loaded.gpu_layers, "gpu_offload_supported": loaded.gpu_offload_supported,
         "experts_in_ram": loaded.details.get("experts_in_ram", 0),
         "vision": loaded.details.get("vision"),
+        "chat_template": loaded.details.get("chat_template"),
+        "chat_template_origin": loaded.details.get("chat_template_origin"),
+        "tool_format": loaded.details.get("tool_format"),
         "server_timings": s.server,
         "draft": loaded.details.get("draft"), "draft_tokens": s.draft_tokens, "accepted_tokens": s.accepted_tokens,
         "acceptance_rate": s.acceptance_rate, "verify_passes": s.verify_passes, "tokens_per_pass": s.tokens_per_pass,

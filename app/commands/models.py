@@ -74,6 +74,9 @@ def _gib(n: int | None) -> str:
 def run_inspect(args: argparse.Namespace) -> int:
     meta = load_metadata(args.model)
     summary = meta.summary()
+    template = local_template(args.model)
+    if template is not None:
+        summary["chat_template"] = {"name": template.name, "title": template.title, "origin": template.origin}
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -87,10 +90,32 @@ def run_inspect(args: argparse.Namespace) -> int:
                      f"{value}: an embedding model")
         if key == "sees_images":
             value = f"{value['projector']} ({value['projector_type']}, {value['image_tokens']} tokens an image)"
+        if key == "chat_template":  # which template a chat gets, and where it comes from
+            value = f"{value['title']} ({value['origin']})"
         if key == "recommended_sampling":  # what `quantdesk chat` and the Chat use where the user sets nothing
             key, value = "sampling", ", ".join(f"{name} {number:g}" for name, number in value.items())
         print(f"{key:18} {value}")
     return 0
+
+
+def local_template(model: str):
+    """The chat template a local GGUF is served with (its preset's choice, its own, its base model's, its
+    family's: backends/chat_format/bundled.py), None for any other model."""
+    from pathlib import Path
+
+    from app.hub import presets
+    from app.models.metadata import read_gguf_header
+    from backends.chat_format import bundled
+
+    path = Path(model)
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        return None
+    preset = presets.for_model(path)
+    chosen = str(preset.load.get("chat_template") or "") if preset is not None else ""
+    try:
+        return bundled.for_model(path, read_gguf_header(path)[0], chosen)
+    except bundled.TemplateChoiceError:
+        return bundled.for_model(path, read_gguf_header(path)[0])
 
 
 def vision_part(dev: dict) -> str:

@@ -156,6 +156,9 @@ KEYS = (
     Key("load", "draft", _path, ("model-draft", "md", "spec-draft-model", "LLAMA_ARG_SPEC_DRAFT_MODEL")),
     Key("load", "draft_tokens", _int, ("draft-max", "draft", "draft-n", "LLAMA_ARG_DRAFT_MAX")),
     Key("load", "draft_p_min", _float, ("draft-p-min", "spec-draft-p-min", "LLAMA_ARG_SPEC_DRAFT_P_MIN")),
+    # llama-server's built-in template names are QuantDesk's bundled ones (backends/chat_format/bundled.py ALIASES)
+    Key("load", "chat_template", str, ("chat-template", "LLAMA_ARG_CHAT_TEMPLATE")),
+    Key("load", "chat_template", _path, ("chat-template-file", "LLAMA_ARG_CHAT_TEMPLATE_FILE")),
     Key("sampling", "temperature", _float, ("temp", "temperature", "LLAMA_ARG_TEMPERATURE")),
     Key("sampling", "top_k", _int, ("top-k", "LLAMA_ARG_TOP_K")),
     Key("sampling", "top_p", _float, ("top-p", "LLAMA_ARG_TOP_P")),
@@ -180,9 +183,9 @@ MODEL_KEYS = ("model", "m", "LLAMA_ARG_MODEL")
 REPO_KEYS = ("hf-repo", "hf", "hfr", "LLAMA_ARG_HF_REPO")
 FILE_KEYS = ("hf-file", "hff", "LLAMA_ARG_HF_FILE")
 # Keys QuantDesk reads as they are already: said as skipped, with the reason.
-ALWAYS = {"jinja": "QuantDesk always renders the model's own Jinja chat template",
-          "LLAMA_ARG_JINJA": "QuantDesk always renders the model's own Jinja chat template",
-          "no-jinja": "QuantDesk has no chat formats but the model's own Jinja template"}
+ALWAYS = {"jinja": "QuantDesk always renders the model's Jinja chat template",
+          "LLAMA_ARG_JINJA": "QuantDesk always renders the model's Jinja chat template",
+          "no-jinja": "QuantDesk has no chat formats but Jinja templates"}
 ROUTER_ONLY = ("load-on-startup", "stop-timeout", "dedup-cache-models", "alias", "a", "LLAMA_ARG_ALIAS", "host",
                "port", "api-key")
 

@@ -33,7 +33,7 @@ FILE_NAME = "model_presets.json"
 VERSION = 1
 # The LoadSettings fields a preset may hold (llama-server's keys for them: app/hub/preset_ini.py).
 LOAD_FIELDS = ("n_ctx", "gpu_layers", "kv_cache_type", "threads", "flash_attention", "cpu_moe", "mmproj", "draft",
-               "draft_tokens", "draft_p_min")
+               "draft_tokens", "draft_p_min", "chat_template")
 # The SamplingSettings fields a preset may hold: a chat's settings, less what belongs to one conversation (its JSON
 # schema, tools, stop strings).
 CHAT_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens", "seed", "enable_thinking",

@@ -81,11 +81,18 @@ def _bundled_conversations(file: str, source: str, reference_path: str | Path) -
 
 
 def chat_template(model_path: str | Path) -> Any:
-    """The chat template of ``model_path`` as the engine uses it (its own, else the engines' fallback)."""
-    from app.models.metadata import read_model
+    """The chat template of ``model_path`` as the engine uses it (its own, else a GGUF's base model's or family's as
+    backends/chat_format/bundled.py chooses it, else the engines' fallback)."""
+    from pathlib import Path
+
+    from app.models.metadata import read_gguf_header, read_model
+    from backends.chat_format import bundled
     from backends.chat_format.formats import Template
     from backends.chat_format.template import FALLBACK_TEMPLATE
 
+    path = Path(model_path)
+    if path.suffix.lower() == ".gguf" and path.is_file():
+        return Template.of(bundled.for_model(path, read_gguf_header(path)[0]).source)
     return Template.of(read_model(model_path).chat_template or FALLBACK_TEMPLATE)
 
 

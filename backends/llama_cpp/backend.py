@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, Reranked,
                            SamplingSettings, StateRestored, StateSaved, Token, expert_tensor_patterns)
 from backends.base import Availability, GenerationError, check_token_ids, physical_cores
-from backends.chat_format import formats
-from backends.chat_format import template as chat_template
+from backends.chat_format import bundled, formats
 from backends.llama_cpp import load as loading
 from backends.llama_cpp import log as load_log
 from backends.llama_cpp import rerank as reranking
@@ -130,10 +129,11 @@ class LlamaCppBackend(TokenLoop):
         metadata = llm.metadata
         self._bos = self._token_text(llm.token_bos())
         self._eos = self._token_text(llm.token_eos())
-        self._template = metadata.get("tokenizer.chat_template") or ""
+        template = bundled.chosen_for_load(model_path, metadata, settings.chat_template)  # ours, said where from
+        self._template = template.source
         self.tool_format = formats.tools_name(self._template)
         details: dict[str, Any] = {
-            "chat_template": "model" if self._template else "fallback: ChatML", "tool_format": self.tool_format,
+            **template.details(), "tool_format": self.tool_format,
             "model_bytes": int(llama_cpp.llama_model_size(llm.model)),
             "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
             "architecture": metadata.get("general.architecture", ""),
@@ -154,8 +154,6 @@ class LlamaCppBackend(TokenLoop):
                                 "draft_tokens": settings.draft_tokens}
         elif self._drafter is not None:
             details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
-        if not self._template:
-            self._template = chat_template.FALLBACK_TEMPLATE
         self.chat_template = formats.Template.of(self._template, self._bos, self._eos)
         self._marker_tokens = {}
         try:  # refuse a broken or hostile template now, not at the first message (and analyse its format once)

@@ -88,10 +88,10 @@ def test_import_maps_each_key_quantdesk_has_and_names_each_it_skips(tiny_models,
     assert imported.skipped == ["load-on-startup = true: llama-server's router setting, not the model's"]
     unmatched, = report.unmatched
     assert unmatched.name == "ggml-org/MY-MODEL-GGUF:Q8_0" and "names no model of the library" in unmatched.problem
-    assert {s.split(":")[0] for s in unmatched.skipped} == {"chat-template = chatml", "jinja = true",
-                                                           "LLAMA_ARG_CACHE_RAM = 0"}
+    # chat-template is QuantDesk's LoadSettings.chat_template now (llama-server's names are bundled templates')
+    assert {s.split(":")[0] for s in unmatched.skipped} == {"jinja = true", "LLAMA_ARG_CACHE_RAM = 0"}
     lines = "\n".join(report.lines())
-    assert "skipped chat-template = chatml: QuantDesk has no such setting" in lines
+    assert "skipped LLAMA_ARG_CACHE_RAM = 0: QuantDesk has no such setting" in lines
     assert "[ggml-org/MY-MODEL-GGUF:Q8_0] not imported" in lines
     # The preset is the model's settings on a load: its values under any given for the load itself; its quantized
     # KV cache brings flash attention (llama.cpp refuses a quantized V cache without it) unless told otherwise.
