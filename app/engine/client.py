@@ -107,6 +107,40 @@ class EngineClientLike(Protocol):
     def close(self) -> None: ...
 
 
+def keep_base_template(model_path: str | Path) -> None:
+    """For a GGUF that carries no chat template: the template of the model it was made from, read from the Hub
+    (app/hub/chat_templates.py) and kept beside the file, where the engine host's choice reads it
+    (backends/chat_format/bundled.py; the host never reaches the Hub). Asked once: the answer is kept, "none" too;
+    offline, or where the Hub cannot be reached, nothing is kept and the model gets its family's template."""
+    import json
+    import logging
+
+    from app.errors import QuantDeskError
+    from app.files import write_text_atomic
+    from app.hub import chat_templates
+    from app.models.metadata import read_gguf_header
+    from backends.chat_format import bundled
+
+    path = Path(model_path)
+    if path.suffix.lower() != ".gguf" or not path.is_file() or bundled.read_kept(path) is not None:
+        return
+    try:
+        metadata = read_gguf_header(path)[0]
+    except Exception:  # noqa: BLE001 - a header we cannot read is the engine's to refuse, in its words
+        return
+    if metadata.get("tokenizer.chat_template"):
+        return
+    try:
+        record = chat_templates.find(metadata, chat_templates.library_repo(path))
+    except QuantDeskError as exc:
+        logging.getLogger(__name__).info("no base model's chat template for %s: %s", path.name, exc.message)
+        return
+    try:
+        write_text_atomic(bundled.kept_path(path), json.dumps(record, ensure_ascii=False))
+    except OSError as exc:  # a folder that is not ours to write (a Hugging Face cache, a read-only disk)
+        logging.getLogger(__name__).info("the chat template for %s cannot be kept beside it: %s", path.name, exc)
+
+
 class _Reply:
     """One request the host has been sent and has not finished: the event reader queues its events here,
     the thread that made the request takes them."""
@@ -373,6 +407,8 @@ class EngineClient:
             choice = machine.runtime_choice(ref.path, runtime)  # this process's probe of the machine
             if not choice.name:
                 raise BackendUnavailable(choice.reason)
+            if not settings.chat_template:
+                keep_base_template(ref.path)  # a GGUF without a template: its base model's, from the Hub, once
         runtime_env = choice.env if choice is not None else {}
         request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings, options)
         phase = f"while loading {ref.display_name}"
