@@ -371,7 +371,9 @@ class Backend(abc.ABC):
 
         schema, prepared = sampling.json_schema, self.prepared
         forced_call = bool(sampling.tools) and sampling.tool_choice == "required"
-        if not forced_call and schema is None:
+        # llama.cpp's generic tool format holds the whole reply to its JSON shape, a call or a response
+        generic = prepared is not None and prepared.format == "generic" and prepared.grammar
+        if not forced_call and schema is None and not generic:
             return None
         if prepared is None or prepared.parser is None or sampling.json_prefix or sampling.json_suffix:
             if schema is None:

@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     put.add_argument("--gpu-layers", type=int, help="layers on the GPU, -1 all, 0 none (default: the fit check's)")
     put.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
     put.add_argument("--threads", type=int, help="CPU threads")
+    put.add_argument("--chat-template", metavar="NAME|FILE",
+                     help="the chat template to serve the model with: a bundled one (gemma, llama3, qwen2, qwen3, "
+                          "phi3, mistral, chatml) or a .jinja / tokenizer_config.json file")
     put.add_argument("--runtime", help="pin a llama.cpp runtime for this model (as `quantdesk runtime use NAME "
                                        "--model MODEL`; auto removes the pin)")
     put.add_argument("--temperature", type=float)
@@ -83,6 +86,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 # --unset names → the preset's field names.
 UNSET_NAMES = {"ctx": "n_ctx", "gpu-layers": "gpu_layers", "kv-type": "kv_cache_type", "threads": "threads",
+               "chat-template": "chat_template",
                "temperature": "temperature", "top-p": "top_p", "top-k": "top_k", "min-p": "min_p",
                "repeat-penalty": "repeat_penalty", "max-tokens": "max_tokens", "seed": "seed",
                "system": "system_prompt", "think": "enable_thinking", "reasoning-effort": "reasoning_effort",
@@ -161,7 +165,8 @@ def run_set(args: argparse.Namespace) -> int:
 
     path = _model_path(args.model)
     load = {k: v for k, v in {"n_ctx": args.ctx, "gpu_layers": args.gpu_layers, "kv_cache_type": args.kv_type,
-                              "threads": args.threads}.items() if v is not None}
+                              "threads": args.threads, "chat_template": _chat_template(args.chat_template)
+                              }.items() if v is not None}
     sampling = {k: v for k, v in {
         "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k, "min_p": args.min_p,
         "repeat_penalty": args.repeat_penalty, "max_tokens": args.max_tokens, "seed": args.seed,
@@ -235,3 +240,18 @@ def run_export(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"left out: {note}", file=sys.stderr)
     return 0
+
+
+def _chat_template(value: str | None) -> str | None:
+    """A bundled template's name as it is, a file as its absolute path; one that names neither is refused now."""
+    from pathlib import Path
+
+    from backends.chat_format import bundled
+
+    if value is None or bundled.family(value) is not None:
+        return value
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise PresetCommandError(f"{value!r} is no bundled chat template and no file",
+                                 f"one of {', '.join(bundled.names())}, or a .jinja / tokenizer_config.json file")
+    return str(path.resolve())

@@ -208,11 +208,11 @@ def choose(*, own: str, architecture: str, model_path: str | Path | None = None,
 def _chosen(chosen: str) -> TemplateChoice:
     f = family(chosen)
     if f is not None:
-        return TemplateChoice(bundled_source(f.name), f.name, f.title, "chosen by you (bundled)")
+        return TemplateChoice(bundled_source(f.name), f.name, f.title, "your choice, bundled")
     path = Path(chosen).expanduser()
     if path.is_file():
         source = read_template_file(path)
-        return TemplateChoice(source, "file", path.name, f"chosen by you: {path}")
+        return TemplateChoice(source, "file", path.name, f"your choice: {path}")
     raise TemplateChoiceError(f"{chosen!r} is no bundled chat template ({', '.join(names())}) and no file")
 
 

@@ -209,9 +209,18 @@ def apply(template: Template, request: Request) -> Prepared:
             msg = request.continue_msg
             reasoning_only = msg.get("reasoning_content") and not msg.get("content")  # no text, no parts
             request.continue_final_message = "reasoning" if reasoning_only else "content"
+    # A template that shows the model no tools gets them in llama.cpp's generic format (families/generic.py): the
+    # tool list and the JSON reply shape in the system prompt, before the normalisation folds a system prompt
+    generic = request.has_tools and request.tool_choice != "none" and tools_name(source) == GENERIC
+    if generic:
+        generic_family = importlib.import_module("backends.chat_format.families.generic")
+        messages = generic_family.with_tools(source, messages, request)
     # llama.cpp's message normalisation (developer as system, Gemma 2's system folded, arguments as the template
     # reads them, StepFun's trimming…); the family modules make their own changes on top
     request.messages = prepare(source, messages)
+    if generic:
+        generic_prepared: Prepared = generic_family.prepare(template, request)
+        return generic_prepared
     name = family(source)
     if name:
         module = importlib.import_module(f"backends.chat_format.families.{name}")
@@ -236,11 +245,23 @@ def content_only(template: Template, request: Request) -> Prepared:
     return Prepared(prompt, gen, build(make))
 
 
+GENERIC = "generic"
+
+
 def tools_name(source: str) -> str:
-    """The name of a template's tool-call syntax: its family's, "auto" for one the differential analysis reads, ""
-    where the template shows the model no tools (a request with tools is refused there)."""
+    """The name of a template's tool-call syntax: its family's, "auto" for one the differential analysis reads,
+    "generic" where the template shows the model neither tools nor calls (llama.cpp's generic JSON format:
+    families/generic.py), "" for no template or one that writes calls but never shows the tools."""
     from backends.chat_format.template import declares_tools
 
-    if not source or not declares_tools(source):
+    if not source:
         return ""
-    return family(source) or "auto"
+    if declares_tools(source):
+        return family(source) or "auto"
+    from backends.chat_format.capabilities import capabilities
+
+    # one that renders an assistant's calls but never the tool list is read as llama.cpp reads it (no generic format:
+    # its own calls' syntax), and refused tools here as before; one that renders neither gets the generic format
+    if family(source) or capabilities(source).supports_tool_calls:
+        return ""
+    return GENERIC

@@ -56,7 +56,7 @@ def test_an_architecture_of_no_known_family_is_read_by_its_vocabulary(untemplate
 def test_the_user_s_choice_is_what_the_model_is_served_and_a_bad_one_is_refused(tiny_models):
     backend, details = loaded(tiny_models.gguf_f16, chat_template="gemma")
     try:
-        assert (details["chat_template"], details["chat_template_origin"]) == ("gemma", "chosen by you (bundled)")
+        assert (details["chat_template"], details["chat_template_origin"]) == ("gemma", "your choice, bundled")
         assert "<start_of_turn>user\nhi<end_of_turn>" in backend.prepare([Message("user", "hi")],
                                                                          SamplingSettings()).prompt
     finally:

@@ -143,11 +143,29 @@ def test_auto_lets_the_model_answer_in_text(tool_api):
     assert reply.choices[0].message.content and not reply.choices[0].message.tool_calls
 
 
-def test_a_model_without_tool_support_refuses_tools_in_words(oai_plain, model_name):
-    with pytest.raises(openai.BadRequestError) as caught:
-        oai_plain.chat.completions.create(model=model_name, messages=ASK, tools=TOOLS, max_tokens=4)
-    assert "chat template has no tool support" in caught.value.body["message"]
-    assert caught.value.body["param"] == "tools"
+@pytest.fixture(scope="module")
+def plain_engine(tiny_models):
+    yield from loaded_engine(tiny_models.gguf_q8_0, n_ctx=4096)  # the tools as JSON in the system prompt
+
+
+@pytest.fixture
+def plain_api(plain_engine):
+    yield from openai_client(plain_engine)
+
+
+def test_a_model_whose_template_shows_no_tools_gets_llama_cpp_s_generic_format(plain_api):
+    """The tiny model's template is plain ChatML: the tools reach it in llama.cpp's generic JSON format, and a
+    required call is held to it by grammar: one call (no parallel calls: {"tool_call": ...}) of a tool without
+    arguments, which the random model cannot wander off in."""
+    api, name = plain_api
+    assert api.models.retrieve(name).meta["tool_format"] == "generic"
+    for seed in range(3):
+        reply = api.chat.completions.create(model=name, messages=ASK, tools=TOOLS[1:], tool_choice="required",
+                                            parallel_tool_calls=False, seed=seed, max_tokens=CALL_TOKENS)
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls", choice.message.content
+        call, = choice.message.tool_calls
+        assert (call.function.name, json.loads(call.function.arguments)) == ("get_time", {})
 
 
 @pytest.fixture
@@ -176,3 +194,26 @@ def test_bad_tool_requests_are_400s_that_name_the_parameter(tool_api, extra, par
         api.chat.completions.create(model=name, **{"messages": ASK, "max_tokens": 4, **extra})
     assert caught.value.body["param"] == param and words in caught.value.body["message"]
     assert api.chat.completions.create(model=name, messages=ASK, max_tokens=2).choices[0].message.content
+
+
+@pytest.fixture(scope="module")
+def smollm2_engine(smollm2_gguf):
+    yield from loaded_engine(smollm2_gguf, n_ctx=4096)
+
+
+@pytest.mark.real_model
+def test_smollm2_whose_template_shows_no_tools_calls_them_in_the_generic_format(smollm2_engine):
+    """SmolLM2-135M-Instruct's template has no tool support: llama-server's answer is its generic JSON format, and
+    so is QuantDesk's, through the official client: a required call, its arguments valid JSON of the tool's schema."""
+    for api, name in openai_client(smollm2_engine):
+        card = api.models.retrieve(name)
+        assert card.meta["tool_format"] == "generic"
+        assert card.meta["chat_template"]["origin"] == "in the model file"
+        reply = api.chat.completions.create(model=name, messages=ASK, tools=TOOLS, tool_choice="required",
+                                            temperature=0, max_tokens=200)
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls", choice.message.content
+        for call in choice.message.tool_calls:
+            function = next(t["function"] for t in TOOLS if t["function"]["name"] == call.function.name)
+            jsonschema.validate(json.loads(call.function.arguments), function["parameters"])
+        assert choice.message.tool_calls[0].function.name == "get_weather"
