@@ -190,6 +190,7 @@ class ChatSettingsDialog(QDialog):
             self.overflow.addItem(overflow_name(name), value)
         self.overflow.setCurrentIndex(max(self.overflow.findData(conversation.overflow or ""), 0))
         form.addRow(self.tr("When the context is full"), self.overflow)
+        self._add_template(form, conversation.model_path)
         self._add_tools(form, tool_servers or [], tools_refusal)
         layout.addLayout(form)
         self.error = QLabel()  # a write the store refused (a full disk): the dialog stays open, nothing typed is lost
@@ -203,6 +204,48 @@ class ChatSettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self._fill_presets()
+
+    def _add_template(self, form: QFormLayout, model_path: str | None) -> None:
+        """The chat template a local GGUF is served with: the one the rule chooses (said with where it comes from)
+        or a bundled one, kept in the model's preset (a model property: every chat with it), taken at its next
+        load (backends/chat_format/bundled.py)."""
+        self.template_box: QComboBox | None = None
+        if not model_path or not model_path.lower().endswith(".gguf") or not Path(model_path).is_file():
+            return
+        from app.models.metadata import read_gguf_header
+        from backends.chat_format import bundled
+
+        try:
+            automatic = bundled.for_model(model_path, read_gguf_header(model_path)[0])
+        except Exception:  # noqa: BLE001 - a header that cannot be read: the load will say why
+            return
+        self.template_box = box = QComboBox()
+        box.setAccessibleName(self.tr("Chat template"))
+        box.setToolTip(self.tr("How the conversation is written for the model. Kept for this model; takes effect "
+                               "when it next loads."))
+        box.addItem(self.tr("Automatic: {title} ({origin})").format(title=automatic.title, origin=automatic.origin),
+                    "")
+        for family in bundled.FAMILIES:
+            box.addItem(self.tr("{title} (bundled)").format(title=family.title), family.name)
+        chosen = str(self.preset.load.get("chat_template") or "") if self.preset is not None else ""
+        if chosen and box.findData(chosen) < 0:  # a file named in the preset: shown as it is
+            box.addItem(Path(chosen).name, chosen)
+        box.setCurrentIndex(max(box.findData(chosen), 0))
+        self._template_chosen = chosen
+        form.addRow(self.tr("Chat template"), box)
+
+    def save_template(self) -> None:
+        """The chat template chosen, into the model's preset when it changed."""
+        from app.hub import presets
+
+        if self.template_box is None or not self.conversation.model_path:
+            return
+        chosen = str(self.template_box.currentData() or "")
+        if chosen == self._template_chosen:
+            return
+        self.preset = presets.update(self.conversation.model_path, load_values={"chat_template": chosen} if chosen
+                                     else None, unset=() if chosen else ("chat_template",))
+        self._template_chosen = chosen
 
     def _add_tools(self, form: QFormLayout, servers: list[tuple[str, str]], refusal: str) -> None:
         """Which MCP servers' tools the model sees in this chat (every server unless the chat chose), and why it
@@ -468,6 +511,7 @@ class ChatSettingsDialog(QDialog):
                                    sampling=self.sampling(), overflow=self.overflow.currentData())
         if self.tool_boxes:
             self.store.set_tool_servers(self.conversation.id, self.tool_servers())
+        self.save_template()
 
     def accept(self) -> None:
         if self._saved(self.save):

@@ -262,6 +262,7 @@ class ModelBar(QFrame):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._mmproj = ""  # the vision projector of the model being shown (LoadSettings.mmproj)
+        self._chat_template = ""  # the chat template chosen for it (LoadSettings.chat_template), "" for the rule's
         self.setObjectName("modelBar")
         # A narrow window clips the last controls rather than forcing the whole window wider (as the stats strip).
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -378,10 +379,11 @@ class ModelBar(QFrame):
                             kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
                             flash_attention=FLASH[self.flash_box.currentIndex()][1],
                             cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0,
-                            mmproj=self._mmproj)
+                            mmproj=self._mmproj, chat_template=self._chat_template)
 
     def show_settings(self, settings: LoadSettings) -> None:
         self._mmproj = settings.mmproj  # no widget of its own: the projector found beside the model stays with it
+        self._chat_template = settings.chat_template  # the chat settings' or the preset's choice, likewise
         self.context_box.setValue(settings.n_ctx)
         self.gpu_layers_box.setValue(settings.gpu_layers)
         self.experts_box.setValue(settings.cpu_moe)
@@ -482,15 +484,30 @@ class ModelBar(QFrame):
             memory = human_memory(sum(info.memory_bytes.values()))
             if same and prefill.estimated_bytes is not None:
                 memory += self.tr(" (estimated {memory})").format(memory=human_memory(prefill.estimated_bytes))
+        template = self.template_line(info.details)
         self.model_label.setText(
             self.tr("<b>{name}</b><br><span style='font-size:small'>{where} · context {n_ctx} · {memory} · loaded in "
                     "{load_ms}</span>").format(name=html.escape(Path(info.model_path).name), where=html.escape(where),
                                                n_ctx=info.n_ctx, memory=html.escape(memory),
-                                               load_ms=human_ms(info.load_ms)))
+                                               load_ms=human_ms(info.load_ms))
+            # a template that is not the file's own is said where it shows: the replies depend on it
+            + (f"<br><span style='font-size:small'>{html.escape(template)}</span>"
+               if template and info.details.get("chat_template") != "model" else ""))
         tips = ([self.tr("Runtime {runtime}: {runtime_reason}").format(runtime=info.runtime,
                                                                        runtime_reason=info.runtime_reason)]
-                if info.runtime else []) + devices
+                if info.runtime else []) + ([template] if template else []) + devices
         self.model_label.setToolTip("\n".join(tips))
+
+    def template_line(self, details: dict) -> str:
+        """Which chat template the model is served with and where it came from, and its tool format ("" where the
+        engine does not say: a remote model, MLX)."""
+        if not details.get("chat_template_origin"):
+            return ""
+        line = self.tr("Chat template: {title} ({origin})").format(title=details.get("chat_template_title", ""),
+                                                                   origin=details["chat_template_origin"])
+        if details.get("tool_format") == "generic":
+            line += self.tr(" · tools in the generic JSON format (the template shows none)")
+        return line
 
     def show_pool(self, models: list[tuple[str, int, bool]]) -> None:
         """The "N loaded" menu: each loaded model (path, memory, whether this chat's) with an Eject of its own."""

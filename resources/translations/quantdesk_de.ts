@@ -532,6 +532,22 @@
         <translation>Standard aus den Einstellungen ({choice})</translation>
     </message>
     <message>
+        <source>Chat template</source>
+        <translation>Chatvorlage</translation>
+    </message>
+    <message>
+        <source>How the conversation is written for the model. Kept for this model; takes effect when it next loads.</source>
+        <translation>Wie das Gespräch für das Modell geschrieben wird. Gilt für dieses Modell; wirkt beim nächsten Laden.</translation>
+    </message>
+    <message>
+        <source>Automatic: {title} ({origin})</source>
+        <translation>Automatisch: {title} ({origin})</translation>
+    </message>
+    <message>
+        <source>{title} (bundled)</source>
+        <translation>{title} (mitgeliefert)</translation>
+    </message>
+    <message>
         <source>Thinking</source>
         <translation>Nachdenken</translation>
     </message>
@@ -3091,6 +3107,14 @@
     <message>
         <source>Runtime {runtime}: {runtime_reason}</source>
         <translation>Laufzeit {runtime}: {runtime_reason}</translation>
+    </message>
+    <message>
+        <source>Chat template: {title} ({origin})</source>
+        <translation>Chatvorlage: {title} ({origin})</translation>
+    </message>
+    <message>
+        <source> · tools in the generic JSON format (the template shows none)</source>
+        <translation> · Werkzeuge im generischen JSON-Format (die Vorlage zeigt keine)</translation>
     </message>
     <message>
         <source>{n} loaded</source>

@@ -247,3 +247,31 @@ def test_a_preset_sets_what_it_keeps_and_leaves_the_rest_to_the_model(qtbot, mak
     other.apply_preset("Narrow")
     assert other.top_k.value() == 5 and other.sources["top_k"].text() == "your setting"
     assert other.temperature.value() == 0.6 and other.sources["temperature"].text() == "from the model"
+
+
+def test_the_chat_template_is_chosen_for_the_model_and_kept_in_its_preset(qtbot, make_window, tiny_models):
+    """A GGUF without a template: the dialog says what the rule serves it and where from, and a bundled one chosen
+    is kept in the model's preset (taken at its next load), Automatic forgets it."""
+    from app.hub import presets
+    from tests.fixtures.models import build_templated_model
+
+    model = str(build_templated_model(tiny_models, "none", ""))
+    window = make_window(EngineDouble())
+    store = window.chat.store
+    dialog = ChatSettingsDialog(store, store.create_conversation("one", model_path=model))
+    qtbot.addWidget(dialog)
+    box = dialog.template_box
+    assert box is not None
+    assert box.itemText(0) == "Automatic: ChatML (bundled; the vocabulary holds <|im_start|>: the file has none)"
+    box.setCurrentIndex(box.findData("gemma"))
+    dialog.accept()
+    assert presets.for_model(model).load["chat_template"] == "gemma"
+    again = ChatSettingsDialog(store, store.create_conversation("two", model_path=model))
+    qtbot.addWidget(again)
+    assert again.template_box.currentData() == "gemma"
+    again.template_box.setCurrentIndex(0)
+    again.accept()
+    assert presets.for_model(model) is None  # its only value forgotten: no preset left
+    # a model of no local GGUF has no such choice here
+    assert ChatSettingsDialog(store, store.create_conversation("three", model_path="/models/gone.gguf")
+                              ).template_box is None

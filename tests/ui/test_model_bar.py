@@ -231,3 +231,31 @@ def test_a_model_that_does_not_fit_waits_for_load_anyway_then_loads_with_the_ris
         window.grab().save(os.path.join(shots, "load_anyway_loaded.png"))
     chat.open_model(str(tiny_models.gguf_q8_0))  # sized up again: the override was for that one load
     qtbot.waitUntil(lambda: chat.load_anyway_button.isVisible(), timeout=60_000)
+
+
+def test_a_model_without_a_template_says_which_it_got_and_where_from(qtbot, real_window, tiny_models):
+    """A GGUF without a chat template (real engine): the bar says the template the rule chose for it, and the
+    tools' format, where the user sees the model (backends/chat_format/bundled.py)."""
+    pytest.importorskip("llama_cpp")
+    from tests.fixtures.models import build_templated_model
+
+    window = real_window()
+    window.chat.set_profile(machine())
+    info = open_and_load(qtbot, window, build_templated_model(tiny_models, "none", ""))
+    assert info.details["chat_template"] == "chatml"
+    label = window.chat.model_bar.model_label
+    line = ("Chat template: ChatML (bundled; the vocabulary holds &lt;|im_start|&gt;: the file has none) · tools in "
+            "the generic JSON format (the template shows none)")
+    assert line in label.text()
+    assert line.replace("&lt;", "<").replace("&gt;", ">") in label.toolTip()
+
+
+def test_the_preset_s_chat_template_reaches_the_load(qtbot, make_window, tiny_models):
+    from app.hub import presets
+
+    presets.update(tiny_models.gguf_q8_0, load_values={"chat_template": "gemma"})
+    engine = EngineDouble()
+    window = make_window(engine)
+    window.chat.set_profile(machine())
+    open_and_load(qtbot, window, tiny_models.gguf_q8_0)
+    assert engine.loads[-1][1].chat_template == "gemma"
