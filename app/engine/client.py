@@ -135,6 +135,8 @@ def keep_base_template(model_path: str | Path) -> None:
     except QuantDeskError as exc:
         logging.getLogger(__name__).info("no base model's chat template for %s: %s", path.name, exc.message)
         return
+    if not record.get("chat_template") and not record.get("tried"):
+        return  # the file names no repo and the library knows none: nothing was asked, nothing to keep
     try:
         write_text_atomic(bundled.kept_path(path), json.dumps(record, ensure_ascii=False))
     except OSError as exc:  # a folder that is not ours to write (a Hugging Face cache, a read-only disk)

@@ -94,8 +94,10 @@ def find(metadata: dict[str, Any], downloaded_from: str = "") -> dict[str, Any]:
     """The base model's template for a GGUF whose header is ``metadata`` (downloaded from ``downloaded_from``):
     ``{"chat_template", "repo", "file"}``, or ``{"chat_template": "", "tried": [...]}`` when no repo it names has
     one. Raises a QuantDeskError when the Hub cannot be asked (offline, unreachable): then nothing is known."""
-    config.require_online("read the base model's chat template")
     queue = named_repos(metadata) + ([downloaded_from] if downloaded_from else [])
+    if not queue:  # nothing to ask the Hub about
+        return {"chat_template": "", "tried": []}
+    config.require_online("read the base model's chat template")
     tried: list[str] = []
     while queue:
         repo = queue.pop(0)

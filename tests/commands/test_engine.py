@@ -548,3 +548,22 @@ def test_one_prompt_under_a_policy_says_it_in_json_and_one_too_long_for_any_is_a
     assert re.fullmatch(r"quantdesk: the newest message does not fit the context: it is \d+ tokens, and the "
                         r"context of 256 must keep 24 for the reply \(send a shorter message, lower the reply's max "
                         r"tokens or load with a larger context\)\n", result.stderr), result.stderr
+
+
+@pytest.mark.real_model
+def test_gemma_3_without_a_template_chats_in_gemma_s_turns_and_says_where_they_came_from(gemma3_gguf):
+    """Gemma 3 270M's GGUF carries no chat template: `quantdesk chat` serves Gemma's, bundled for its architecture,
+    and says so; the reply no longer runs on into made-up ChatML turns (the old fallback's "<|im_end|> <|im_start|>
+    teacher …"). The fixture is the pretrained model (no "it" finetune), so what it answers is not asserted."""
+    ask = ("chat", str(gemma3_gguf), "--prompt", "What is the capital of France?", "--temperature", "0", "--ctx", "512")
+    result = quantdesk(*ask, "--max-tokens", "24")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "chat template: Gemma (bundled for the gemma3 architecture: the file has none)" in result.stderr
+    assert "<|im_start|>" not in result.stdout and "<|im_end|>" not in result.stdout
+    out = json.loads(quantdesk(*ask, "--max-tokens", "1", "--json").stdout)
+    assert (out["chat_template"], out["chat_template_origin"]) == (
+        "gemma", "bundled for the gemma3 architecture: the file has none")
+    assert out["prompt_tokens"] == 16  # <bos><start_of_turn>user … <end_of_turn>\n<start_of_turn>model\n
+    template = quantdesk("chat", str(gemma3_gguf), "--prompt", "hi", "--chat-template", "chatml", "--max-tokens", "1",
+                         "--ctx", "512", "--json")
+    assert json.loads(template.stdout)["chat_template_origin"] == "your choice, bundled"

@@ -99,3 +99,10 @@ def test_offline_nothing_is_kept_and_the_family_s_template_serves(hub, tmp_path,
     keep_base_template(model)
     assert not bundled.kept_path(model).exists()
     assert bundled.for_model(model, read_gguf_header(model)[0]).name == "gemma"
+
+
+def test_a_file_that_names_no_repo_asks_nothing_and_keeps_nothing(hub, tmp_path):
+    model = header_only_gguf(tmp_path / "mine.gguf")
+    requests = len(hub.log)
+    keep_base_template(model)
+    assert len(hub.log) == requests and not bundled.kept_path(model).exists()
