@@ -27,8 +27,12 @@ def test_model_id_is_the_file_or_folder_name():
 def test_models_lists_the_served_model_only(oai, engine, model_name):
     models = oai.models.list().data
     assert [m.id for m in models] == [model_name]
+    # its template is its file's own, plain ChatML, which shows no tools: the generic format takes them
     assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX, "loaded": True, "primary": True,
-                              "memory_estimate_bytes": sum(engine.loaded.memory_bytes.values())}
+                              "memory_estimate_bytes": sum(engine.loaded.memory_bytes.values()),
+                              "tool_format": "generic",
+                              "chat_template": {"name": "model", "title": "the model's own",
+                                                "origin": "in the model file"}}
     assert oai.models.retrieve(model_name).id == model_name
     with pytest.raises(openai.NotFoundError):
         oai.models.retrieve("another-model")
