@@ -133,8 +133,10 @@ def install_test_crash(llama_cpp: ModuleType, settings: Any) -> TestCrash | None
     for name in ("llama_decode", "llama_encode"):  # the package's names and the bindings' (llama-cpp-python's own)
         for module in (llama_cpp, llama_cpp.llama_cpp):
             real = getattr(module, name)
-            setattr(module, name, crash.decode(getattr(real, "__wrapped__", real)))  # a later load wraps anew
-            getattr(module, name).__wrapped__ = getattr(real, "__wrapped__", real)
+            real = getattr(real, "quantdesk_real", real)  # a later load in the same host wraps the real one anew
+            wrapped = crash.decode(real)
+            wrapped.quantdesk_real = real  # type: ignore[attr-defined]
+            setattr(module, name, wrapped)
     return crash
 
 
