@@ -606,6 +606,11 @@ class EngineClient:
         """Send ``request`` and wait for its ``answer``; replayed once on the revived host where the host died
         under it (the crash guard)."""
         reply, _ = self._submit(request, phase)
+        return self._answer_replayed(reply, request, phase, answer, on_progress)
+
+    def _answer_replayed(self, reply: _Reply, request: _Answered, phase: str, answer: type[Answer],
+                         on_progress: Callable[[float], None] | None = None) -> Answer:
+        """``_answer``, with ``request`` sent again once to the revived host where its host died under it."""
         try:
             return self._answer(reply, answer, on_progress)
         except EngineCrashed:
@@ -652,8 +657,10 @@ class EngineClient:
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
         """``save_state`` sent now, its answer waited for when the returned call is made: the server sends it right
         behind a generation, so the state saved is that reply's, whatever is sent next."""
-        reply, _ = self._submit(SaveStateRequest(f"v{next(self._ids)}", str(path)), "while saving the chat's state")
-        return lambda: self._answer(reply, StateSaved)
+        request = SaveStateRequest(f"v{next(self._ids)}", str(path))
+        phase = "while saving the chat's state"
+        reply, _ = self._submit(request, phase)
+        return lambda: self._answer_replayed(reply, request, phase, StateSaved)
 
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored:
@@ -669,8 +676,9 @@ class EngineClient:
         request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
                                       messages if isinstance(messages, str) else list(messages),
                                       sampling or SamplingSettings())
-        reply, _ = self._submit(request, "while restoring the chat's state")
-        return lambda: self._answer(reply, StateRestored)
+        phase = "while restoring the chat's state"
+        reply, _ = self._submit(request, phase)
+        return lambda: self._answer_replayed(reply, request, phase, StateRestored)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
