@@ -406,7 +406,8 @@ def test_turn_markers(llama_cpp_templates: dict[str, str], name: str, user_start
 # --- what llama.cpp prepared for each case of its chat tests that the autoparser reads
 
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
-_DATE = re.compile(rf"\b(?:{_MONTH} \d{{1,2}},? \d{{4}}|\d{{1,2}} {_MONTH} \d{{4}})\b")
+# "26 Nov 2026", "Nov 26, 2026" and ISO "2026-11-26" (Apertus writes that one)
+_DATE = re.compile(rf"\b(?:{_MONTH} \d{{1,2}},? \d{{4}}|\d{{1,2}} {_MONTH} \d{{4}}|\d{{4}}-\d{{2}}-\d{{2}})\b")
 _TRIGGER_TYPES = {0: "token", 1: "word", 2: "pattern", 3: "pattern_full"}
 
 
