@@ -61,7 +61,9 @@ ENGINE_FIXTURES = re.compile(r"^(tiny_(?!hub).*|smollm2_gguf|gemma3_gguf|real_wi
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if any(ENGINE_FIXTURES.match(name) for name in getattr(item, "fixturenames", ())):
+        # A fixture named by a parameter (request.getfixturevalue) counts as one the test uses.
+        params = [v for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, str)]
+        if any(ENGINE_FIXTURES.match(name) for name in [*getattr(item, "fixturenames", ()), *params]):
             item.add_marker(pytest.mark.engine)
 
 

@@ -337,6 +337,7 @@ def test_an_mlx_prompt_is_counted_as_its_generation_counts_it(client, tiny_model
         assert counted == done.stats.prompt_tokens == tokens[0].prompt_tokens > 5
 
 
+@pytest.mark.engine
 def test_a_host_speaking_another_protocol_version_is_refused_with_a_sentence(monkeypatch):
     other = ("import app.engine.protocol as p; p.PROTOCOL_VERSION = 99; "  # a host from another release
              "from app.engine.host import main; main()")
