@@ -4,4 +4,4 @@ Everything under ``app`` except ``app.ui`` is Qt-free, and nothing under ``app``
 library (llama_cpp, mlx, torch, exllama): those live in ``backends`` and run in the engine process.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"

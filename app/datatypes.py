@@ -61,6 +61,9 @@ class LoadSettings:
     draft: str = ""
     draft_tokens: int = DEFAULT_DRAFT_TOKENS
     draft_p_min: float = DEFAULT_DRAFT_P_MIN
+    # llama.cpp's extra buffer types (the CPU repack, AMX): off is the crash guard's safer configuration
+    # (app/engine/guard.py), where llama.cpp's AMX kernels crash (ggml-org/llama.cpp#20824).
+    extra_buffer_types: bool = True
     # The chat template the model is served with, where the user picks one (llama.cpp): a bundled template's name
     # (backends/chat_format/bundled.py: gemma, llama3, qwen2, qwen3, phi3, mistral, chatml) or a template file (a
     # .jinja, or a tokenizer_config.json); "" for the model's own, else its base model's, else its family's.
@@ -321,6 +324,9 @@ class Loaded:
     devices: tuple[DeviceLoad, ...] = ()  # GPUs first, host memory ("CPU") last
     offloaded_layers: int | None = None  # llama.cpp's "offloaded N/M layers", the output layer counted
     offloadable_layers: int | None = None
+    # The crash guard's sentence (app/engine/guard.py): the engine crashed and this load is its safer configuration,
+    # or a configuration learned after a crash was applied. Set by the client, never by the host.
+    notice: str = ""
     type: Literal["loaded"] = "loaded"
 
 
@@ -571,6 +577,9 @@ class Done:
     stats: GenerationStats
     reasoning: str = ""  # the reply's thinking, apart
     tool_calls: tuple[ToolCall, ...] = ()  # the tool calls the reply made, read in the model's own syntax
+    # The crash guard's sentence when the engine crashed under this reply and it was replayed in a safer
+    # configuration (app/engine/guard.py); set by the client, never by the host.
+    notice: str = ""
     type: Literal["done"] = "done"
 
 

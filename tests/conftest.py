@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -48,3 +49,32 @@ def isolated_user_state(tmp_path_factory, monkeypatch):
     monkeypatch.setattr(machine, "_profile", None)
     monkeypatch.setattr(machine, "_probes", {})
     return home
+
+
+# The `engine` marker: a test that starts an engine host (a child process holding a model). It is given here, by the
+# fixtures a test uses: every fixture that makes or fetches a model (tests/fixtures/models.py's tiny_*, the real models)
+# and the real window. `-m "not engine"` is the quick run (README); what it selects may not start a host, which
+# `engine_marker_holds` enforces, so the marker cannot drift from the truth: a test starting a host without such a
+# fixture fails there, saying to mark it.
+ENGINE_FIXTURES = re.compile(r"^(tiny_(?!hub).*|smollm2_gguf|gemma3_gguf|real_window)$")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        # A fixture named by a parameter (request.getfixturevalue) counts as one the test uses.
+        params = [v for v in getattr(getattr(item, "callspec", None), "params", {}).values() if isinstance(v, str)]
+        if any(ENGINE_FIXTURES.match(name) for name in [*getattr(item, "fixturenames", ()), *params]):
+            item.add_marker(pytest.mark.engine)
+
+
+@pytest.fixture(autouse=True)
+def engine_marker_holds(request, monkeypatch):
+    if request.node.get_closest_marker("engine") is not None:
+        return
+    from app.engine.client import EngineClient
+
+    def refuse(self):
+        raise AssertionError(f"{request.node.nodeid} starts an engine host: mark it `engine` (pytestmark) or give it "
+                             "a model fixture (tests/conftest.py ENGINE_FIXTURES)")
+
+    monkeypatch.setattr(EngineClient, "start", refuse)

@@ -435,6 +435,8 @@ def _after_reply(done: Done, n_ctx: int, max_tokens: int, policy: str = "stop", 
     if docs is not None:
         docs.print_citations()
     print(stats_line(done.stats, n_ctx), file=sys.stderr)
+    if done.notice:  # the engine crashed under this reply, which was replayed in a safer configuration
+        print(f"note: {done.notice}", file=sys.stderr)
     if note := cut_off_note(done):
         print(f"note: {note}", file=sys.stderr)
     if warning := context_warning(done.stats, n_ctx, max_tokens, policy):
@@ -470,6 +472,8 @@ def run(args: argparse.Namespace) -> int:
         sampling = chosen.settings
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)
+            if loaded.notice:  # the crash guard's sentence (app/engine/guard.py)
+                print(f"note: {loaded.notice}", file=sys.stderr)
             if words := sampling_words(chosen):
                 print(words, file=sys.stderr)
         conversation = Conversation(history, policy, loaded.n_ctx)
@@ -625,6 +629,7 @@ def _json_result(loaded, done: Done) -> dict:
         "draft": loaded.details.get("draft"), "draft_tokens": s.draft_tokens, "accepted_tokens": s.accepted_tokens,
         "acceptance_rate": s.acceptance_rate, "verify_passes": s.verify_passes, "tokens_per_pass": s.tokens_per_pass,
         "runtime": loaded.runtime, "runtime_reason": loaded.runtime_reason,
+        "notice": done.notice or loaded.notice,
         "offloaded_layers": loaded.offloaded_layers, "offloadable_layers": loaded.offloadable_layers,
         "devices": [dataclasses.asdict(d) for d in loaded.devices],
     }

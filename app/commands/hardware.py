@@ -35,7 +35,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         profile = machine.profile(measure_bandwidth=args.measure_bandwidth)
     print(profile.to_json() if args.json else summary(profile))
+    if not args.json and not args.hardware:
+        print(learned_lines())
     return 0
+
+
+def learned_lines() -> str:
+    """What the crash guard learned on this machine (app/engine/guard.py), for the summary's end."""
+    from app.engine import guard
+
+    learned = guard.learned()
+    if not learned:
+        return "Learned after engine crashes: nothing (every model loads with llama.cpp's defaults)"
+    return "\n".join(["Learned after engine crashes (quantdesk runtime forget forgets them):",
+                      *(f"  {entry.words()}" for entry in learned)])
 
 
 def gib(n: int | None) -> str:

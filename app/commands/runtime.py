@@ -1,4 +1,5 @@
-"""``quantdesk runtime ls | build NAME | use NAME | rm NAME``: the llama.cpp runtimes (app/runtimes)."""
+"""``quantdesk runtime ls | build NAME | use NAME | rm NAME | forget``: the llama.cpp runtimes (app/runtimes), and what
+the crash guard learned about them (app/engine/guard.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(NVIDIA: CUDA, else Vulkan; AMD: ROCm, else Vulkan; Intel: Vulkan; Apple: Metal; else CPU) "
                     "unless one is pinned with `use`.")
     sub = parser.add_subparsers(dest="runtime_command", metavar="ACTION", required=True,
-                                help="ls, build NAME, use NAME or rm NAME")
+                                help="ls, build NAME, use NAME, rm NAME or forget")
     ls = sub.add_parser("ls", help="the runtimes, the devices each sees, and which one loads use")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=run_ls)
@@ -42,6 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rm = sub.add_parser("rm", help="remove a runtime built on this machine")
     rm.add_argument("name", help="the runtime to remove")
     rm.set_defaults(func=run_rm)
+    forget = sub.add_parser("forget", help="forget the configurations learned after engine crashes",
+                            description="After a native crash of llama.cpp, QuantDesk loads that CPU, runtime and "
+                                        "quant in a safer configuration from then on (quantdesk hw lists them). "
+                                        "This forgets them: the next loads try llama.cpp's defaults again.")
+    forget.set_defaults(func=run_forget)
 
 
 def run_ls(args: argparse.Namespace) -> int:
@@ -145,4 +151,13 @@ def run_rm(args: argparse.Namespace) -> int:
 
     folder = build.remove(args.name)
     print(f"removed the {args.name} runtime ({folder})")
+    return 0
+
+
+def run_forget(args: argparse.Namespace) -> int:
+    from app.engine import guard
+
+    count = guard.forget()
+    print(f"forgot {count} configuration{'s' if count != 1 else ''} learned after engine crashes" if count
+          else "nothing was learned after engine crashes")
     return 0

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import io
 import itertools
+import logging
 import os
 import queue
 import signal
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-from app.engine import protocol
+from app.engine import guard, protocol
 from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
                                  RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
@@ -33,6 +34,7 @@ from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats,
                            Reranked, SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
 
 _EOF = object()
+_log = logging.getLogger(__name__)
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
 _Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | RerankRequest | CountRequest
              | SaveStateRequest | RestoreStateRequest | UnloadRequest)
@@ -86,6 +88,8 @@ class EngineClientLike(Protocol):
     def loaded(self) -> Loaded | None: ...  # the model the host holds (None: none, or the host died)
     @property
     def alive(self) -> bool: ...
+    @property
+    def revivable(self) -> bool: ...  # dead, but the crash guard starts it again on the next request
     @property
     def pid(self) -> int | None: ...
     def start(self) -> Any: ...
@@ -232,6 +236,35 @@ class _InFlight:
             self._changed.wait_for(lambda: not self._replies or self.ended)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Guarded:
+    """A llama.cpp load, as asked, and the crash guard's rung it runs on: what a revival loads again."""
+
+    model_path: str
+    settings: LoadSettings
+    backend: str | None
+    runtime: str | None
+    rung: str
+
+
+def _guard_key(model_path: str | Path, choice: Any) -> guard.Key:
+    """The crash guard's key for a llama.cpp load: this CPU's model, the runtime with its llama-cpp-python version,
+    the file's quant type (read from its header, which the load has read already)."""
+    from app import machine
+    from app.errors import ModelFileError
+    from app.models import metadata
+    from app.runtimes import catalog
+
+    try:
+        info = metadata.read_model(model_path).quant
+        quant = info.quant if info else ""
+    except (OSError, ModelFileError):
+        quant = ""
+    found = catalog.find(choice.name)
+    runtime = f"{choice.name} {found.version}" if found is not None and found.version else choice.name
+    return guard.Key(machine.profile().cpu.model, runtime, quant)
+
+
 class EngineClient:
     """One engine host process at a time. Use as a context manager, or call ``close()``."""
 
@@ -248,6 +281,11 @@ class EngineClient:
         self._replacing = False
         self._runtime_env: dict[str, str] = {}  # the llama.cpp runtime the host imports (app/runtimes)
         self.loaded: Loaded | None = None
+        # The crash guard (app/engine/guard.py): the llama.cpp model loaded, to load again on a safer rung when the
+        # host dies under a request; and, per dead host, what its revival gave (the sentence, or the crash that stands).
+        self._guarded: _Guarded | None = None
+        self._revive_lock = threading.Lock()
+        self._revived: tuple[_InFlight, str | EngineCrashed] | None = None
 
     # --- process ---
 
@@ -347,7 +385,11 @@ class EngineClient:
 
     def _submit(self, request: _Answered, phase: str, *, replace_dead: bool = False) -> tuple[_Reply, int]:
         """Send a request now; its reply, and how many requests are ahead of it in the host's queue. A host
-        is started if none was, or (``replace_dead``) if the last one died."""
+        is started if none was, or (``replace_dead``) if the last one died; a host that died of a native crash under
+        a llama.cpp model is revived first on the crash guard's next rung (``_revive``)."""
+        dead = self._inflight
+        if not replace_dead and dead is not None and dead.ended and self._guarded is not None:
+            self._revive(dead)
         with self._submitting:
             self._submitting.wait_for(lambda: not self._replacing)
             if self._proc is None or (replace_dead and not self.alive):
@@ -371,13 +413,61 @@ class EngineClient:
             raise self._crashed(reply.host)
         return event
 
+    @property
+    def revivable(self) -> bool:
+        """The host died of a native crash under a llama.cpp model with a safer configuration left: the next request
+        revives it there (the crash guard) instead of failing. The server's queue takes requests meanwhile."""
+        proc, guarded = self._proc, self._guarded
+        return (proc is not None and guarded is not None and guard.safer(guarded.rung) is not None
+                and guard.is_native_signal(proc.poll()))
+
+    def _revive(self, dead: _InFlight) -> str:
+        """The host died under a request: load its model again on the crash guard's next rung and return the
+        sentence; raises the crash where nothing safer is left (said once: every request that waited on the dead host
+        gets the same outcome, whichever of them got here first)."""
+        with self._revive_lock:
+            if self._revived is not None and self._revived[0] is dead:
+                outcome = self._revived[1]
+            else:
+                crash = self._crashed(dead)
+                guarded = self._guarded
+                safer = guard.safer(guarded.rung) if guarded is not None and guard.is_native_crash(crash) else None
+                try:
+                    if guarded is None or safer is None:
+                        raise guard.uncured(crash, "serving a request") if guard.is_native_crash(crash) else crash
+                    outcome = self._load(guarded.model_path, guarded.settings, backend=guarded.backend,
+                                         on_progress=None, runtime=guarded.runtime, start_rung=safer,
+                                         after=crash).notice
+                except EngineCrashed as final:
+                    outcome = final
+                self._revived = (dead, outcome)
+        if isinstance(outcome, EngineCrashed):
+            raise outcome
+        return outcome
+
+    def _replayed(self, reply: _Reply, request: _Answered, phase: str) -> tuple[_Reply, str]:
+        """``request`` sent again after its host died under it, once the host is revived (``_revive``, which
+        raises where it cannot be); the new reply and the crash guard's sentence."""
+        if self._guarded is None:
+            raise self._crashed(reply.host)
+        notice = self._revive(reply.host)
+        return self._submit(request, phase)[0], notice
+
     # --- requests ---
 
     def load(self, model_path: str | Path, settings: LoadSettings | None = None, *, backend: str | None = None,
              on_progress: Callable[[float], None] | None = None, runtime: str | None = None) -> Loaded:
         """Load a model (the host imports the backend now). Raises ModelFileError for a bad path before
         any engine work, BackendUnavailable, EngineError (the engine refused, and lives), EngineCrashed.
-        llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load)."""
+        llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load), in the
+        configuration the crash guard learned for it; a native crash while loading is retried in a safer one
+        (app/engine/guard.py), and ``Loaded.notice`` says so."""
+        return self._load(model_path, settings, backend=backend, on_progress=on_progress, runtime=runtime)
+
+    def _load(self, model_path: str | Path, settings: LoadSettings | None, *, backend: str | None,
+              on_progress: Callable[[float], None] | None, runtime: str | None, start_rung: str | None = None,
+              after: EngineCrashed | None = None) -> Loaded:
+        """``load``, from ``start_rung`` on when the host died under a request (``after``: that crash)."""
         from app.models.detect import ModelRef, detect_model
         from app.remote import connections
         from backends import registry
@@ -411,6 +501,35 @@ class EngineClient:
                 raise BackendUnavailable(choice.reason)
             if not settings.chat_template:
                 keep_base_template(ref.path)  # a GGUF without a template: its base model's, from the Hub, once
+        key = _guard_key(ref.path, choice) if choice is not None else None
+        rung = start_rung or guard.rung_for(key)
+        while True:  # the crash guard's rungs, from the learned (or given) one down
+            try:
+                loaded = self._load_on(ref, name, guard.apply(settings, rung), options, choice, on_progress)
+                break
+            except EngineCrashed as crash:
+                safer = guard.safer(rung) if key is not None and guard.is_native_crash(crash) else None
+                if safer is None:
+                    if after is None and not guard.is_native_crash(crash):
+                        raise
+                    raise guard.uncured(crash, f"loading {ref.path}",
+                                        f"{guard.RUNG_WORDS[rung]}" if after is not None else "") from None
+                after, rung = crash, safer
+        notice = ""
+        if key is not None and after is not None:
+            guard.remember(key, rung, after.message)
+            notice = guard.recovered_sentence(after, key, rung)
+            _log.warning("%s", notice)
+        elif key is not None and rung != guard.DEFAULT:
+            notice = guard.applied_sentence(key, rung)
+        self.loaded = loaded = dataclasses.replace(loaded, notice=notice)
+        self._guarded = _Guarded(str(model_path), settings, backend, runtime, rung) if key is not None else None
+        return loaded
+
+    def _load_on(self, ref: Any, name: str, settings: LoadSettings, options: dict[str, Any], choice: Any,
+                 on_progress: Callable[[float], None] | None) -> Loaded:
+        """One load request on the host for ``choice``'s runtime (a fresh host where the running one has another
+        backend or runtime, or died), its progress to ``on_progress``."""
         runtime_env = choice.env if choice is not None else {}
         request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings, options)
         phase = f"while loading {ref.display_name}"
@@ -429,7 +548,6 @@ class EngineClient:
             elif isinstance(event, Loaded):
                 if choice is not None:
                     event = dataclasses.replace(event, runtime=choice.name, runtime_reason=choice.reason)
-                self.loaded = event
                 return event
             elif isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
@@ -476,18 +594,27 @@ class EngineClient:
         reply, ahead = self._submit(request, "during generation")
         if ahead and on_wait is not None:
             on_wait(ahead)
-        return self._events(reply)
+        return self._events(reply, request)
 
-    def _events(self, reply: _Reply) -> Iterator[Token | Done]:
+    def _events(self, reply: _Reply, request: GenerateRequest) -> Iterator[Token | Done]:
         finished = False
+        delivered = False  # a reply that crashed before its first token is replayed whole on the revived host
+        notice = ""
         try:
             while True:
-                event = self._next_event(reply)
+                try:
+                    event = self._next_event(reply)
+                except EngineCrashed:
+                    if delivered:
+                        raise  # half a reply is not replayed: the next request revives the host
+                    reply, notice = self._replayed(reply, request, "during generation")
+                    continue
                 if isinstance(event, Token):
+                    delivered = True
                     yield event
                 elif isinstance(event, Done):
                     finished = True
-                    yield event
+                    yield dataclasses.replace(event, notice=notice) if notice else event
                     return
                 elif isinstance(event, ErrorEvent):
                     finished = True
@@ -510,8 +637,23 @@ class EngineClient:
             raise ValueError("score takes text or tokens, not both")
         request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
                                windows)
-        reply, _ = self._submit(request, "while scoring")
-        return self._answer(reply, Scored, on_progress)
+        return self._ask(request, "while scoring", Scored, on_progress)
+
+    def _ask(self, request: _Answered, phase: str, answer: type[Answer],
+             on_progress: Callable[[float], None] | None = None) -> Answer:
+        """Send ``request`` and wait for its ``answer``; replayed once on the revived host where the host died
+        under it (the crash guard)."""
+        reply, _ = self._submit(request, phase)
+        return self._answer_replayed(reply, request, phase, answer, on_progress)
+
+    def _answer_replayed(self, reply: _Reply, request: _Answered, phase: str, answer: type[Answer],
+                         on_progress: Callable[[float], None] | None = None) -> Answer:
+        """``_answer``, with ``request`` sent again once to the revived host where its host died under it."""
+        try:
+            return self._answer(reply, answer, on_progress)
+        except EngineCrashed:
+            reply, _notice = self._replayed(reply, request, phase)  # the sentence is in ``loaded.notice``
+            return self._answer(reply, answer, on_progress)
 
     def _answer(self, reply: _Reply, answer: type[Answer], on_progress: Callable[[float], None] | None = None) -> Answer:
         """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError; the request's
@@ -528,14 +670,12 @@ class EngineClient:
     def embed(self, texts: Sequence[str]) -> Embedded:
         """Embeddings of ``texts`` from a loaded embedding model, in order. Raises EngineError (kind 'request' for a
         model that makes none, 'context' for a text longer than the model takes)."""
-        reply, _ = self._submit(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding")
-        return self._answer(reply, Embedded)
+        return self._ask(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding", Embedded)
 
     def rerank(self, query: str, texts: Sequence[str]) -> Reranked:
         """Each of ``texts`` scored for ``query`` by a loaded reranker (rank pooling), in order. Raises EngineError
         (kind 'request' for a model that is no reranker, 'context' for a query and text longer than it takes)."""
-        reply, _ = self._submit(RerankRequest(f"r{next(self._ids)}", query, list(texts)), "while reranking")
-        return self._answer(reply, Reranked)
+        return self._ask(RerankRequest(f"r{next(self._ids)}", query, list(texts)), "while reranking", Reranked)
 
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
         """How many tokens ``messages`` is as a generation with ``sampling`` would render it (the model's chat
@@ -544,8 +684,7 @@ class EngineClient:
         remote server)."""
         request = CountRequest(f"c{next(self._ids)}", messages if isinstance(messages, str) else list(messages),
                                sampling or SamplingSettings())
-        reply, _ = self._submit(request, "while counting tokens")
-        return self._answer(reply, Counted).prompt_tokens
+        return self._ask(request, "while counting tokens", Counted).prompt_tokens
 
     def save_state(self, path: str | Path) -> StateSaved:
         """Have the host write its KV cache's state, with the tokens it holds, to ``path`` (app/engine/states.py
@@ -556,8 +695,10 @@ class EngineClient:
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
         """``save_state`` sent now, its answer waited for when the returned call is made: the server sends it right
         behind a generation, so the state saved is that reply's, whatever is sent next."""
-        reply, _ = self._submit(SaveStateRequest(f"v{next(self._ids)}", str(path)), "while saving the chat's state")
-        return lambda: self._answer(reply, StateSaved)
+        request = SaveStateRequest(f"v{next(self._ids)}", str(path))
+        phase = "while saving the chat's state"
+        reply, _ = self._submit(request, phase)
+        return lambda: self._answer_replayed(reply, request, phase, StateSaved)
 
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored:
@@ -573,8 +714,9 @@ class EngineClient:
         request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
                                       messages if isinstance(messages, str) else list(messages),
                                       sampling or SamplingSettings())
-        reply, _ = self._submit(request, "while restoring the chat's state")
-        return lambda: self._answer(reply, StateRestored)
+        phase = "while restoring the chat's state"
+        reply, _ = self._submit(request, phase)
+        return lambda: self._answer_replayed(reply, request, phase, StateRestored)
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
@@ -590,6 +732,7 @@ class EngineClient:
                 self._inflight.end_waiting(request_id)
 
     def unload(self) -> None:
+        self._guarded = None
         if self.alive:
             reply, _ = self._submit(UnloadRequest(f"u{next(self._ids)}"), "while unloading")
             self._next_event(reply)
@@ -597,6 +740,7 @@ class EngineClient:
 
     def close(self, timeout: float = 5.0) -> None:
         """Shut the host down; kill it if it does not go in time. Idempotent."""
+        self._guarded = None  # closed on purpose: nothing to revive
         proc, self._proc = self._proc, None
         if proc is None:
             return

@@ -197,6 +197,11 @@ class ModelPool:
         return model is not None and model.client.alive
 
     @property
+    def revivable(self) -> bool:
+        model = self.active
+        return model is not None and model.client.revivable
+
+    @property
     def pid(self) -> int | None:
         model = self.active
         return model.client.pid if model is not None else None

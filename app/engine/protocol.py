@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 # 5: a conversation's state saved to and restored from disk (SaveStateRequest, RestoreStateRequest; StateSaved,
 #    StateRestored)
 # 6: passages scored for a question by a reranker (RerankRequest, Reranked)
-PROTOCOL_VERSION = 6
+# 7: llama.cpp's extra buffer types turned off on request (LoadSettings.extra_buffer_types); a load ends with a
+#    warm-up decode, so a crashing kernel crashes the load (the crash guard, app/engine/guard.py)
+PROTOCOL_VERSION = 7
 
 
 # --- requests (parent -> host)

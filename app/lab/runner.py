@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -270,6 +271,7 @@ class _Bench:
             prompt = corpus.prompt_text(self.prompt_chars[variant.label], f"run {rep + 1}.{position + 1}")
             done = _finish(client.generate([Message("user", prompt)],
                                            SamplingSettings(max_tokens=s.gen_tokens, seed=s.seed)))
+            self.note_guard(variant, client)
         stats = done.stats
         return RunSample(rep=rep, position=position, load_ms=loaded.load_ms, prompt_tokens=stats.prompt_tokens,
                          prompt_ms=stats.prompt_ms, prompt_tps=stats.prompt_tps, ttft_ms=stats.ttft_ms,
@@ -387,6 +389,7 @@ class _Bench:
                 if exc.kind == "cancelled":
                     raise LabCancelled("the bench was stopped") from None
                 raise
+            self.note_guard(reference, client)
         (work / f"reference-{ctx}.npy").unlink(missing_ok=True)  # the reference's own figures: read from the file
         if own:
             reference.quality_ms = (time.perf_counter() - started) * 1000
@@ -410,6 +413,7 @@ class _Bench:
                     raise
                 self.mark(variant, QUALITY_METRICS, f"n/a: {exc.message}")
                 return
+            self.note_guard(variant, client)
         variant.quality_ms = (time.perf_counter() - started) * 1000
         variant.quality_peak_bytes = scored.peak_memory_bytes
         self.summarise(variant, _load_positions(positions))
@@ -434,6 +438,14 @@ class _Bench:
         variant.perplexity = perplexity(scored.token_logprobs)
         variant.notes.append(f"perplexity over the server's own {len(scored.token_logprobs) + 1} tokens of the text, "
                              "every position: not comparable with the windowed figures")
+
+    @staticmethod
+    def note_guard(variant: VariantResult, client: Any) -> None:
+        """The crash guard's sentence (the engine crashed under this variant and went on in a safer configuration, or
+        a configuration learned after a crash was used) among the variant's notes, once."""
+        loaded = client.loaded
+        if loaded is not None and loaded.notice and loaded.notice not in variant.notes:
+            variant.notes.append(loaded.notice)
 
     @staticmethod
     def mark(variant: VariantResult, metrics: Sequence[str], reason: str) -> None:

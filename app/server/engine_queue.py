@@ -185,7 +185,7 @@ class EngineQueue:
     async def submit(self, messages: Prompt, sampling: SamplingSettings, events_every_s: float | None = None) -> Job:
         """Accept a generation and send it to the engine, which hands its tokens out every ``events_every_s``
         (None: the engine's own window). Raises QueueFull, ServerStopping, EngineCrashed."""
-        if not self.client.alive:
+        if not self.client.alive and not self.client.revivable:  # a revivable one comes back for this request
             raise EngineCrashed("the engine is not running", "restart the server to load the model again")
         loop = asyncio.get_running_loop()
         with self._lock:

@@ -917,6 +917,8 @@ class ChatPage(QWidget):
             self._show_banner(self.tr("The reply made %n tool step(s), the most one reply may: it ends here.", "",
                                       self.tools.max_steps), reload=False)
         self._end_reply()
+        if done.notice:  # the engine crashed under this reply, replayed in a safer configuration (app/engine/guard.py)
+            self._show_banner(done.notice, reload=False)
         # Screen readers hear the reply once it is whole (not token by token, which they would read as noise).
         ended = self.tr("Reply stopped") if done.stats.stop_reason == "cancelled" else self.tr("Reply done")
         if done.text.strip():

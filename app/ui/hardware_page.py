@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QCoreApplication, Qt
-from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QScrollArea, QVBoxLayout,
+from PySide6.QtCore import QCoreApplication, Qt, Slot
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
 from app.hardware.profile import GpuInfo, HardwareProfile
@@ -66,6 +66,34 @@ class HardwarePage(QScrollArea):
         layout.addWidget(self.status_label)
         layout.addStretch(1)
         self.setWidget(page)
+
+    def _learned_box(self) -> QGroupBox:
+        """What the crash guard learned on this machine (app/engine/guard.py): the configurations loads go straight
+        to after a native crash of llama.cpp, and Forget."""
+        from app.engine import guard
+
+        box = QGroupBox(self.tr("Learned after engine crashes"))
+        box_layout = QVBoxLayout(box)
+        learned = guard.learned()
+        self.learned_label = _plain("\n".join(f"• {entry.words()}" for entry in learned) if learned else self.tr(
+            "Nothing: every model loads with llama.cpp's defaults. When the engine crashes in llama.cpp's own code, "
+            "QuantDesk loads that model again in a safer configuration and remembers it here."))
+        self.learned_label.setAccessibleName(self.tr("Learned after engine crashes"))
+        box_layout.addWidget(self.learned_label)
+        self.forget_button = QPushButton(self.tr("Forget"))
+        self.forget_button.setToolTip(self.tr("The next loads try llama.cpp's defaults again"))
+        self.forget_button.setEnabled(bool(learned))
+        self.forget_button.clicked.connect(self._on_forget)
+        box_layout.addWidget(self.forget_button, 0, Qt.AlignmentFlag.AlignLeft)
+        return box
+
+    @Slot()
+    def _on_forget(self) -> None:
+        from app.engine import guard
+
+        guard.forget()
+        if self.profile is not None:
+            self.set_profile(self.profile)
 
     def set_profile(self, profile: HardwareProfile) -> None:
         self.profile = profile
@@ -143,6 +171,7 @@ class HardwarePage(QScrollArea):
         layout.addWidget(backends)
         self.runtimes_panel.set_profile(profile)
         layout.addWidget(self.runtimes_panel)
+        layout.addWidget(self._learned_box())
 
         if profile.hints:
             notes = QGroupBox(self.tr("Worth knowing"))

@@ -195,7 +195,8 @@ class ModelLoadController(QObject):
         # A remote model's memory is on its server: this machine's engine process only relays it.
         self.bar.watch_process(None if info.backend == "remote" else self.bridge.engine_pid)
         requested = self.request[1].gpu_layers if self.request else 0
-        warning = " ".join(w for w in (self._forced_warning, spill_warning(info, self.prefill, requested)) if w)
+        warning = " ".join(w for w in (info.notice, self._forced_warning, spill_warning(info, self.prefill, requested))
+                           if w)  # info.notice: the crash guard's sentence (app/engine/guard.py)
         self._forced_warning = ""
         if warning:
             self._say(warning)

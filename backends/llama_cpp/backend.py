@@ -104,9 +104,11 @@ class LlamaCppBackend(TokenLoop):
             kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, RERANK_UBATCH)  # the context
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
+        test_crash = loading.install_test_crash(llama_cpp, settings)  # tests only: QUANTDESK_TEST_CRASH
         try:
             with loading.reporting_load_progress(llama_cpp, kwargs, on_progress), \
                     loading.overriding_tensor_placement(llama_cpp, self._overrides), \
+                    loading.choosing_extra_buffer_types(llama_cpp, settings.extra_buffer_types), \
                     load_log.capturing(llama_cpp) as log:
                 self._llm = llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
@@ -162,6 +164,9 @@ class LlamaCppBackend(TokenLoop):
             self.unload()
             raise GenerationError("template", f"{Path(model_path).name}: {exc.message}",
                                   "the model file's chat template cannot be used") from None
+        self._warm_up(llama_cpp)
+        if test_crash is not None:
+            test_crash.armed = True
         self._state_identity = {
             "model": states.file_identity(model_path), "projector": states.file_identity(settings.mmproj),
             "runtime": states.runtime_identity(llama_cpp), "n_ctx": int(llm.n_ctx()),
@@ -179,6 +184,20 @@ class LlamaCppBackend(TokenLoop):
             devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
             offloadable_layers=offloaded[1] if offloaded else None,
         )
+
+    def _warm_up(self, llama_cpp: ModuleType) -> None:
+        """A short prompt batch and one token decoded, then forgotten: a kernel that crashes on this machine
+        (llama.cpp's AMX kernels, app/engine/guard.py) does so now, while loading, and not at the user's first
+        message. An embedding model's or a reranker's first request is its warm-up."""
+        if self._pooling:
+            return
+        tokens = self._loaded().tokenize(b"Hello", add_bos=True, special=False)
+        status = self._decode(llama_cpp, tokens) or self._decode(llama_cpp, tokens[-1:])
+        self._forget_kv(llama_cpp)
+        if status:
+            self.unload()
+            raise GenerationError("load", f"llama.cpp failed its warm-up decode (llama_decode returned {status})",
+                                  "see the engine log for llama.cpp's reason")
 
     def sees_images(self) -> bool:
         return self._mtmd is not None

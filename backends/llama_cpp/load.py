@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import inspect
+import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -80,6 +82,62 @@ def _default_model_params(llama_cpp: ModuleType, **fields: Any) -> Iterator[None
         yield
     finally:
         bindings.llama_model_default_params = default_params
+
+
+@contextlib.contextmanager
+def choosing_extra_buffer_types(llama_cpp: ModuleType, enabled: bool) -> Iterator[None]:
+    """llama.cpp's extra buffer types (the CPU repack, AMX) for this load, or none: ``use_extra_bufts`` reaches
+    llama.cpp through the default model params, as the callback above does (``Llama`` takes no argument for it)."""
+    if enabled:
+        yield
+        return
+    with _default_model_params(llama_cpp, use_extra_bufts=False):
+        yield
+
+
+TEST_CRASH_VAR = "QUANTDESK_TEST_CRASH"
+TEST_CRASH_MODES = ("warm-up", "reply", "always")
+
+
+class TestCrash:
+    """Tests only (``QUANTDESK_TEST_CRASH``): the engine aborts in a decode, as a native crash in llama.cpp's kernels
+    would, so the crash guard (app/engine/guard.py) is tested on a real process death. ``warm-up``: at the load's
+    warm-up while the extra buffer types are on (what llama.cpp's AMX crash does); ``reply``: at the first decode after
+    the load (a reply, an embedding, the lab's scoring) while they are on; ``always``: at the warm-up whatever the
+    configuration, a crash no retry cures."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.armed = mode != "reply"  # armed by the load once the warm-up is over
+
+    def decode(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def crashing(*args: Any) -> Any:
+            if self.armed:
+                print(f"[quantdesk] {TEST_CRASH_VAR}={self.mode}: aborting in llama_decode", file=sys.stderr,
+                      flush=True)
+                os.abort()
+            return real(*args)
+
+        return crashing
+
+
+def install_test_crash(llama_cpp: ModuleType, settings: Any) -> TestCrash | None:
+    """Arm ``TestCrash`` in this engine host where the environment asks for it; None otherwise (always, outside
+    tests)."""
+    mode = os.environ.get(TEST_CRASH_VAR, "")
+    if mode not in TEST_CRASH_MODES or (mode != "always" and not settings.extra_buffer_types):
+        return None
+    crash = TestCrash(mode)
+    for name in ("llama_decode", "llama_encode"):  # the package's names and the bindings' (llama-cpp-python's own)
+        for module in (llama_cpp, llama_cpp.llama_cpp):
+            real = getattr(module, name)
+            real = getattr(real, "quantdesk_real", real)  # a later load in the same host wraps the real one anew
+            wrapped = crash.decode(real)
+            wrapped.quantdesk_real = real  # type: ignore[attr-defined]
+            setattr(module, name, wrapped)
+    return crash
 
 
 class _TensorBuftOverride(ctypes.Structure):

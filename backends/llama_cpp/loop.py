@@ -41,7 +41,7 @@ class TokenLoop(Backend):
 
     def __init__(self) -> None:
         self._llm: Llama | None = None
-        self._bos = ""  # the model's BOS text: llama.cpp adds the token itself, the prompt's text is dropped
+        self._bos = ""  # the model's BOS text: where llama.cpp adds the token itself, the prompt's is dropped
         self._cancelled: threading.Event | None = None
         self._abort_cb: Any = None  # keep the ctypes callbacks alive while llama.cpp holds them
         self._no_abort_cb: Any = None
@@ -231,10 +231,14 @@ class TokenLoop(Backend):
         return 0
 
     def _engine_prompt(self, messages: Prompt) -> str:
-        """The rendered prompt as it is tokenized: without the template's BOS text, as llama.cpp adds the BOS token
-        itself when the model asks for it."""
+        """The rendered prompt as it is tokenized: without the template's BOS text where llama.cpp adds the BOS token
+        itself (the model's vocabulary asks for one), as llama-server drops it (common_chat_templates_apply's
+        add_bos). A model that adds none keeps the text: SmolLM2's BOS is ``<|im_start|>``, its first turn's marker,
+        which dropping lost from every prompt."""
         prompt = self._render(messages)
-        return prompt[len(self._bos):] if self._bos and prompt.startswith(self._bos) else prompt
+        if self._bos and prompt.startswith(self._bos) and self._loaded()._model.add_bos_token():
+            return prompt[len(self._bos):]
+        return prompt
 
     def _count_prompt(self, messages: Prompt) -> int:
         """As ``_stream`` counts the prompt: its tokens, or with images the positions of its text and image chunks."""

@@ -6,8 +6,8 @@
 ;   python -m app.cli runtime build cuda       (the CUDA 12 toolkit installed: nvcc on PATH)
 ;   python packaging\bundle_runtimes.py dist\quantdesk cpu=env vulkan=%LOCALAPPDATA%\QuantDesk\runtimes\vulkan ^
 ;          cuda=%LOCALAPPDATA%\QuantDesk\runtimes\cuda
-;   iscc /DAppVersion=0.1.0 packaging\windows\quantdesk.iss
-;   iscc /DAppVersion=0.1.0 /DModelsDir=C:\path\to\models packaging\windows\quantdesk.iss   (offline package with models)
+;   iscc /DAppVersion=0.4.0 packaging\windows\quantdesk.iss
+;   iscc /DAppVersion=0.4.0 /DModelsDir=C:\path\to\models packaging\windows\quantdesk.iss   (offline package with models)
 ; Output: dist\quantdesk-<version>-windows-x64-setup.exe
 ;
 ; dist\quantdesk\ holds two programs over one _internal folder (packaging/quantdesk.spec):
@@ -18,7 +18,7 @@
 ; cublas64_12 and cublasLt64_12 from the toolkit's bin folder must sit in runtimes\cuda\site\llama_cpp\lib).
 
 #ifndef AppVersion
-  #define AppVersion "0.1.0"
+  #define AppVersion "0.4.0"
 #endif
 #define AppName "QuantDesk"
 #define SourceDir "..\..\dist\quantdesk"

@@ -1739,6 +1739,22 @@
         <translation>Dieser Rechner wird erkannt …</translation>
     </message>
     <message>
+        <source>Learned after engine crashes</source>
+        <translation>Nach Abstürzen der Engine gelernt</translation>
+    </message>
+    <message>
+        <source>Nothing: every model loads with llama.cpp&apos;s defaults. When the engine crashes in llama.cpp&apos;s own code, QuantDesk loads that model again in a safer configuration and remembers it here.</source>
+        <translation>Nichts: Jedes Modell lädt mit den Voreinstellungen von llama.cpp. Stürzt die Engine in llama.cpps eigenem Code ab, lädt QuantDesk das Modell erneut in einer sichereren Konfiguration und merkt sie sich hier.</translation>
+    </message>
+    <message>
+        <source>Forget</source>
+        <translation>Vergessen</translation>
+    </message>
+    <message>
+        <source>The next loads try llama.cpp&apos;s defaults again</source>
+        <translation>Die nächsten Ladevorgänge versuchen wieder die Voreinstellungen von llama.cpp</translation>
+    </message>
+    <message>
         <source>{cores} cores / {threads} threads</source>
         <translation>{cores} Kerne / {threads} Threads</translation>
     </message>

@@ -19,6 +19,7 @@ from app.server.app import create_app, model_id
 from app.server.thread import ServerThread
 from app.datatypes import Done, LoadSettings, Message, SamplingSettings
 
+pytestmark = pytest.mark.engine  # a remote model runs in an engine host too
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=24, seed=1)
 CHAT = [Message("system", "You are terse."), Message("user", "Name three colours.")]
 

@@ -35,6 +35,8 @@ class EngineDouble:
     def alive(self) -> bool:
         return self.started and not (self.closed or self.crashed)
 
+    revivable = False  # the crash guard is EngineClient's: these crashes stand
+
     def start(self) -> EngineDouble:
         self.started = True
         return self
@@ -101,6 +103,8 @@ class SuccessiveEngines:
     @property
     def alive(self) -> bool:
         return self.current is not None and self.current.alive
+
+    revivable = False
 
     @property
     def pid(self) -> int | None:

@@ -100,3 +100,23 @@ def test_a_build_reports_its_plan_and_progress_then_what_it_built(qtbot, monkeyp
         finish.set()
     assert panel.status_label.text() == "Built the vulkan-user runtime; loads can use it now. Log: /tmp/build.log"
     assert not panel.progress.isVisible()
+
+
+def test_what_the_crash_guard_learned_is_shown_and_forget_forgets_it(qtbot):
+    from PySide6.QtCore import Qt
+
+    from app.engine import guard
+
+    page = HardwarePage()
+    qtbot.addWidget(page)
+    page.set_profile(profile(RuntimeInfo("cpu", "cpu", "environment", "0.3.36", devices=[CPU_DEVICE])))
+    assert "Nothing: every model loads with llama.cpp's defaults" in page.learned_label.text()
+    assert not page.forget_button.isEnabled()
+    guard.remember(guard.Key("Intel Xeon Platinum 8480+", "cpu 0.3.36", "Q4_K_M"), guard.NO_EXTRA_BUFFER_TYPES,
+                   "the engine crashed (SIGSEGV) while loading gemma-3-270m-q4_k_m.gguf")
+    page.set_profile(page.profile)
+    text = page.learned_label.text()
+    assert "Q4_K_M on Intel Xeon Platinum 8480+ with the cpu 0.3.36 runtime" in text
+    assert "without llama.cpp's extra buffer types" in text and "crashed (SIGSEGV)" in text
+    qtbot.mouseClick(page.forget_button, Qt.MouseButton.LeftButton)
+    assert guard.learned() == [] and "Nothing" in page.learned_label.text()

@@ -7,7 +7,6 @@ keep, the grammar's flags and triggers, and the reply read to the character)."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -405,8 +404,6 @@ def test_turn_markers(llama_cpp_templates: dict[str, str], name: str, user_start
 
 # --- what llama.cpp prepared for each case of its chat tests that the autoparser reads
 
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*"
-_DATE = re.compile(rf"\b(?:{_MONTH} \d{{1,2}},? \d{{4}}|\d{{1,2}} {_MONTH} \d{{4}})\b")
 _TRIGGER_TYPES = {0: "token", 1: "word", 2: "pattern", 3: "pattern_full"}
 
 
@@ -430,7 +427,7 @@ def test_prepared_as_llama_cpp_prepared_it(case: dict[str, Any], llama_cpp_templ
     prepared = formats.apply(formats.Template.of(llama_cpp_templates[case["template"]]),
                              llama_cpp_cases.request(case))
     want = case["llama_cpp"]
-    assert _DATE.sub("DATE", prepared.prompt) == _DATE.sub("DATE", want["prompt"])  # rendered on another day
+    assert llama_cpp_cases.without_dates(prepared.prompt) == llama_cpp_cases.without_dates(want["prompt"])
     assert prepared.generation_prompt == want["generation_prompt"]
     assert (prepared.supports_thinking, prepared.thinking_start_tag, list(prepared.thinking_end_tags)) == (
         want["supports_thinking"], want["thinking_start_tag"], want["thinking_end_tags"])
