@@ -145,14 +145,17 @@ def _names(entry: LibraryEntry) -> set[str]:
     return {name.casefold() for name in names}
 
 
-def _named(entries: list[LibraryEntry], key: str) -> list[LibraryEntry]:
-    """The entries ``key`` names exactly (a name, or the path), else those it is a prefix of a name of."""
+def _named(entries: list[LibraryEntry], key: str, prefixes: bool = True) -> list[LibraryEntry]:
+    """The entries ``key`` names exactly (a name, or the path), else (with ``prefixes``) those it is a prefix of a
+    name of."""
     if not key.strip():
         return []
     wanted = key.casefold()
     resolved = str(Path(key).expanduser().resolve())
     exact = [e for e in entries if wanted in _names(e) or e.path == resolved]
-    return exact or [e for e in entries if any(name.startswith(wanted) for name in _names(e))]
+    if exact or not prefixes:
+        return exact
+    return [e for e in entries if any(name.startswith(wanted) for name in _names(e))]
 
 
 def ambiguous(key: str, found: list[LibraryEntry]) -> LibraryError:
@@ -384,16 +387,16 @@ class Library:
         with closing(self._connect()) as conn:
             return [self._entry(r) for r in conn.execute("SELECT * FROM models ORDER BY added_at, id")]
 
-    def matches(self, key: str) -> list[LibraryEntry]:
+    def matches(self, key: str, prefixes: bool = True) -> list[LibraryEntry]:
         """The models ``key`` may name, as a user names one (the one rule for every command that takes a MODEL):
         what `quantdesk ls` prints (its id), its name, ``OWNER/REPO`` (with ``:QUANT`` where the library holds several
         quants of that repo) or its path; else a prefix of its id, name or repo. An id is matched as written, the
         others without regard to case. The exact names first: one that several models share (a repo with several
-        quants) lists them all; only then prefixes. A name no model has is looked up again after a scan (the HF
-        cache, the watched folders), as `quantdesk ls` scans before listing."""
+        quants) lists them all; only then prefixes (unless ``prefixes`` is False). A name no model has is looked up
+        again after a scan (the HF cache, the watched folders), as `quantdesk ls` scans before listing."""
         for refresh in (False, True):
             entries = self.entries(refresh=refresh)
-            found = [e for e in entries if e.id == key] or _named(entries, key)
+            found = [e for e in entries if e.id == key] or _named(entries, key, prefixes)
             if found:
                 return found
         return []

@@ -34,12 +34,19 @@ def looks_like_repo(text: str) -> bool:
     return text.count("/") >= 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
 
 
-def library_model(name: str) -> str | None:
+def hub_form(text: str) -> bool:
+    """Whether ``text`` reads as a Hub repo or file (``owner/name``, ``owner/name@BRANCH``, ``owner/name/file``): a
+    library name with ``:QUANT`` does not."""
+    return looks_like_repo(text) and ":" not in text
+
+
+def library_model(name: str, prefixes: bool = True) -> str | None:
     """The path of the library's model ``name`` names (``Library.matches``), None when it names none; a name that
-    several models answer to is refused listing them (LibraryError). Copies of one file count as one model."""
+    several models answer to is refused listing them (LibraryError). Copies of one file count as one model. Without
+    ``prefixes`` only whole names count (a Hub repo's name is never taken for a longer library name)."""
     from app.hub.library import Library, ambiguous
 
-    found = Library().matches(name)
+    found = Library().matches(name, prefixes)
     if len({entry.path for entry in found}) > 1:
         raise ambiguous(name, found)
     return found[0].path if found else None
@@ -79,7 +86,7 @@ def load_metadata(model: str) -> ModelMetadata:
 
     if Path(model).exists():
         return with_projector(read_model(model))
-    if (path := library_model(model)) is not None:
+    if (path := library_model(model, prefixes=not hub_form(model))) is not None:
         return with_projector(read_model(path))
     if looks_like_repo(model):
         parts = model.split("/")
@@ -143,7 +150,7 @@ def candidates(names: Iterable[str]) -> list[tuple[str, Any]]:
         path = Path(item)
         if path.exists():
             found.extend(local_candidates(path))
-        elif looks_like_repo(item) and ":" not in item:  # a repo's every quant on the Hub, as the listing finds them
+        elif hub_form(item):  # a repo's every quant on the Hub, as the listing finds them
             found.extend(RepoListing.fetch(item).candidates())
         elif (held := library_model(item)) is not None:
             found.extend(local_candidates(Path(held)))

@@ -324,7 +324,7 @@ class QuantDeskTools:
             from app.settings import context_length
 
             name = args["model"]
-            meta = load_metadata(self._library_path(name) or name)
+            meta = load_metadata(dict(self.router.library_models()).get(name) or name)  # other names: as `fit`
             result = fit_model(meta, self.router.profile(), context_length(args.get("ctx")),
                                args.get("gpu_layers", "auto"), args.get("kv_type", "f16"), label=name)
             return result.to_json()

@@ -63,7 +63,7 @@ def test_chat_takes_what_ls_prints_a_repo_quant_and_a_prefix_and_refuses_the_res
     assert "Traceback" not in run.stderr
 
 
-def test_fit_inspect_and_recommend_read_the_librarys_copy_by_its_names(library, hub_env, capsys):
+def test_fit_inspect_and_recommend_read_the_librarys_copy_by_its_names(library, hub_env, tiny_models, capsys):
     seen = len(hub_env.log)
     assert main(["fit", "acme/tiny-GGUF:Q8", "--ctx", "256", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["quant"] == "Q8_0"
@@ -77,12 +77,15 @@ def test_fit_inspect_and_recommend_read_the_librarys_copy_by_its_names(library, 
     assert main(["fit", REPO]) == 1
     err = capsys.readouterr().err
     assert AMBIGUOUS in err and HOW in err
+    hub_env.add_repo("acme/tiny", {"tiny-F16.gguf": tiny_models.gguf_f16}, tags=["gguf"])
+    assert main(["fit", "acme/tiny", "--json"]) == 0  # a Hub repo: whole library names only, never a prefix of one
+    assert json.loads(capsys.readouterr().out)["quant"] == "F16" and len(hub_env.log) > seen
     assert main(["fit", "no-such-model"]) == 1
     assert ("No model 'no-such-model' here: it is neither a file or folder, nor a model in the library, nor a Hub "
             "repo id (owner/name).") in capsys.readouterr().err
 
 
-def test_rm_update_and_preset_take_the_same_names(library, capsys):
+def test_rm_update_and_preset_take_the_same_names(library, hub_env, capsys):
     assert main(["update", "acme/tiny-GGUF:q8"]) == 0
     assert f"{Q8} is up to date" in capsys.readouterr().out
 
@@ -99,6 +102,9 @@ def test_rm_update_and_preset_take_the_same_names(library, capsys):
     assert main(["rm", "acme/tiny-GGUF:Q8", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] == Q8
     assert not library[Q8].exists() and library[Q4].exists()
+    seen = len(hub_env.log)
+    assert main(["inspect", REPO, "--json"]) == 0  # the repo's one quant now: the library's copy, not the Hub's
+    assert json.loads(capsys.readouterr().out)["quant"] == "Q4_K_M" and len(hub_env.log) == seen
     assert main(["rm", "no-such-model"]) == 1
     assert "No model 'no-such-model' in the library." in capsys.readouterr().err
 
