@@ -54,6 +54,10 @@ def test_chat_takes_what_ls_prints_a_repo_quant_and_a_prefix_and_refuses_the_res
         assert run.returncode == 0, (name, run.stderr[-2000:])
         assert Path(json.loads(run.stdout)["model"]) == library[Q4], name
 
+    run = quantdesk("chat", Q8, "--draft", "acme/tiny-GGUF:Q4", "--prompt", "hi", "--json", "--max-tokens", "3")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert Path(json.loads(run.stdout)["draft"]["model"]) == library[Q4]  # --draft takes the same names
+
     run = quantdesk("chat", REPO, "--prompt", "hi")  # the repo of two quants
     assert run.returncode == 1
     assert AMBIGUOUS in run.stderr and HOW in run.stderr
