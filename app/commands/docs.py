@@ -82,6 +82,9 @@ def embedding_model_path(text: str) -> str:
     from app.hub.resolve import local_model
 
     found = str(Path(local_model(text)).expanduser().resolve())
+    if not Path(found).exists():
+        raise DocumentsError(f"{text} does not exist", "name a GGUF file that is there, or a library model "
+                                                      "(quantdesk ls)")
     if not is_embedding_model(found):
         offered = ", ".join(entry.name for entry in embedding_models()) or "none yet"
         raise DocumentsError(f"{Path(found).name} is not an embedding model (its GGUF declares no pooling)",

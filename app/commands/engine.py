@@ -156,11 +156,13 @@ def draft_setting(args: argparse.Namespace) -> str:
     from app.hub.resolve import BadModelArgument, local_model
 
     try:
-        path = Path(local_model(args.draft)).expanduser()  # a file or folder, or a library model by name
+        path: Path | None = Path(local_model(args.draft)).expanduser()  # a file or folder, or a library model
     except BadModelArgument:
+        path = None
+    if path is None or not path.exists():
         raise EngineError(f"the draft model {args.draft} does not exist", f"give a file or folder, a library model "
                                                                          f"(quantdesk ls), or '{PROMPT_LOOKUP}'",
-                          kind="settings") from None
+                          kind="settings")
     return str(path.resolve())
 
 

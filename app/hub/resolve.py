@@ -56,10 +56,15 @@ UNKNOWN_HINT = ("`quantdesk ls` lists the library's models by the names this tak
                 "`quantdesk pull OWNER/REPO`")
 
 
+def path_like(name: str) -> bool:
+    """Whether ``name`` is written as a path (``/…``, ``./…``, ``~/…``, ``….gguf``) rather than a library name."""
+    return name.startswith((".", "/", "~")) or (name.lower().endswith(".gguf") and ":" not in name)
+
+
 def unknown(name: str, hub: bool = False) -> BadModelArgument:
     """The sentence for a name nothing answers to: a path that is not there, or a name neither here nor in the
     library (nor, with ``hub``, a Hub repo id)."""
-    if name.startswith((".", "/", "~")) or name.lower().endswith(".gguf"):
+    if path_like(name):
         return BadModelArgument(f"No such model file or folder: {name}.", UNKNOWN_HINT)
     return BadModelArgument(f"No model {name!r} here: it is neither a file or folder"
                             + (", nor a model in the library, nor a Hub repo id (owner/name)." if hub else
@@ -67,10 +72,11 @@ def unknown(name: str, hub: bool = False) -> BadModelArgument:
 
 
 def local_model(name: str) -> str:
-    """The model to load that ``name`` names: a file or folder here (as given), a remote model
-    (``remote:CONNECTION/MODEL``, as given), else the path of the library's model by that name. Unknown: a
-    BadModelArgument saying so; one name for several models: a LibraryError listing them."""
-    if name.startswith("remote:") or Path(name).expanduser().exists():  # app/remote's REF_PREFIX, a layer above
+    """The model to load that ``name`` names: a file or folder here, a remote model (``remote:CONNECTION/MODEL``) or a
+    name written as a path that is not there (each as given: the command says what is wrong with it, as for any
+    path), else the path of the library's model by that name. Unknown: a BadModelArgument saying so; one name for
+    several models: a LibraryError listing them."""
+    if name.startswith("remote:") or path_like(name) or Path(name).expanduser().exists():  # app/remote's prefix
         return name
     found = library_model(name)
     if found is None:
