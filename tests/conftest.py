@@ -21,7 +21,7 @@ settings.register_profile("ci", max_examples=120, derandomize=True, database=Non
 settings.register_profile("fuzz", max_examples=20_000, deadline=None, suppress_health_check=_SLOW_INPUTS)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-pytest_plugins = ["pytester", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
+pytest_plugins = ["pytester", "tests.fixtures.first_use", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
                   "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb",
                   "tests.fixtures.llama_cpp_sources", "tests.fixtures.llama_perplexity",
                   "tests.fixtures.real_models"]

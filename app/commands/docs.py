@@ -75,13 +75,16 @@ def _store() -> DocumentStore:
 
 
 def embedding_model_path(text: str) -> str:
-    """``--embed-model``'s model: a GGUF file, or a library model by name or id; it must declare a pooling."""
+    """``--embed-model``'s model: a GGUF file, or a library model as `quantdesk ls` names it, its repo or a unique
+    prefix (app/hub/resolve.local_model); it must declare a pooling."""
     from app.documents.embedder import embedding_models, is_embedding_model
     from app.documents.passages import DocumentsError
-    from app.hub.library import Library
+    from app.hub.resolve import local_model
 
-    path = Path(text).expanduser()
-    found = str(path.resolve()) if path.is_file() else Library().find(text).path
+    found = str(Path(local_model(text)).expanduser().resolve())
+    if not Path(found).exists():
+        raise DocumentsError(f"{text} does not exist", "name a GGUF file that is there, or a library model "
+                                                      "(quantdesk ls)")
     if not is_embedding_model(found):
         offered = ", ".join(entry.name for entry in embedding_models()) or "none yet"
         raise DocumentsError(f"{Path(found).name} is not an embedding model (its GGUF declares no pooling)",

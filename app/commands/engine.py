@@ -24,12 +24,17 @@ from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOO
 from app.models.metadata import model_sampling
 
 
+MODEL_HELP = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
+              "several, or a unique prefix), a .gguf file, a model folder (MLX, safetensors) or "
+              "remote:CONNECTION/MODEL")
+
+
 def register(subparsers) -> None:
     p = add_command(subparsers, "chat",
                     description="Chat with a model in its own engine process. Without --prompt it is "
                                 "interactive: /reset clears the history, /exit or Ctrl-D quits, "
                                 "Ctrl-C stops a reply.")
-    p.add_argument("model", help="a .gguf file, a model folder (MLX, safetensors) or remote:CONNECTION/MODEL")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--runtime", help="llama.cpp runtime for this run (quantdesk runtime ls; default: the pinned or "
                                      "automatic choice)")
@@ -152,10 +157,16 @@ def draft_setting(args: argparse.Namespace) -> str:
     elsewhere than this directory)."""
     if not args.draft or args.draft == PROMPT_LOOKUP:
         return args.draft or ""
-    path = Path(args.draft).expanduser()
-    if not path.exists():
-        raise EngineError(f"the draft model {args.draft} does not exist", f"give a file or folder, or "
-                                                                         f"'{PROMPT_LOOKUP}'", kind="settings")
+    from app.hub.resolve import BadModelArgument, local_model
+
+    try:
+        path: Path | None = Path(local_model(args.draft)).expanduser()  # a file or folder, or a library model
+    except BadModelArgument:
+        path = None
+    if path is None or not path.exists():
+        raise EngineError(f"the draft model {args.draft} does not exist", f"give a file or folder, a library model "
+                                                                         f"(quantdesk ls), or '{PROMPT_LOOKUP}'",
+                          kind="settings")
     return str(path.resolve())
 
 
@@ -445,7 +456,9 @@ def _after_reply(done: Done, n_ctx: int, max_tokens: int, policy: str = "stop", 
 
 def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
+    from app.hub.resolve import local_model
 
+    args.model = local_model(args.model)  # a library model by name: its path (a path, a remote model: as given)
     images = _read_images(args.image)
     preset = None if args.no_preset else model_preset(args.model)
     settings = load_settings(args, images, preset)

@@ -57,12 +57,14 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "update",
                     description="Check the model's repo now and download only the files that changed, "
                                 "verified; the old files keep working until every new one is complete.")
-    p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
+    p.add_argument("model", help="an id as `quantdesk ls` prints it, a repo id (with :QUANT where the library holds "
+                                 "several), a unique prefix or a path")
     p.add_argument("--json", action="store_true", help="print the result as JSON, progress as JSON lines on stderr")
     p.set_defaults(func=_update)
 
     p = add_command(subparsers, "rm")
-    p.add_argument("model", help="an id from `quantdesk ls`, a repo id or a path")
+    p.add_argument("model", help="an id as `quantdesk ls` prints it, a repo id (with :QUANT where the library holds "
+                                 "several), a unique prefix or a path")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_rm)
 

@@ -20,7 +20,9 @@ def register(subparsers) -> None:
                     "percentiles, Δp, same top p and PPL(Q)/PPL(base), each ± its standard error. The reference's "
                     "likeliest tokens are kept in a file, reused by later runs. Results are saved for later "
                     "comparison.")
-    p.add_argument("models", nargs="*", metavar="MODEL", help=".gguf files or model folders (MLX, safetensors)")
+    p.add_argument("models", nargs="*", metavar="MODEL",
+                   help="library models as `quantdesk ls` prints them (or OWNER/REPO, with :QUANT where the library "
+                        "holds several, or a unique prefix), .gguf files or model folders (MLX, safetensors)")
     p.add_argument("--repo", action="append", default=[], metavar="REPO",
                    help="also compare quants of this Hub repo, fetched (verified) into the lab's cache first; repeat "
                         "it to set the same quant from several uploaders side by side")
@@ -89,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         shown = store.load(args.show)
         _write_card(shown, args.card)
         return _emit(shown, args)
+    from app.hub.resolve import local_model
+
+    args.models = [local_model(model) for model in args.models]  # library models by name: their paths
     candidates, reference = _hub_quants(args)
     if args.list:
         return 0

@@ -32,8 +32,9 @@ def cpu_moe_arg(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from app.hardware import add_hardware_argument
 
-    model_help = ("a .gguf file, a model folder, a Hub repo (owner/name: its first quant; owner/name@BRANCH: one "
-                  "EXL2/EXL3 branch) or a Hub file (owner/name/file.gguf)")
+    model_help = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
+                  "several, or a unique prefix), a .gguf file, a model folder, a Hub repo (owner/name: its first "
+                  "quant; owner/name@BRANCH: one EXL2/EXL3 branch) or a Hub file (owner/name/file.gguf)")
     p = add_command(subparsers, "inspect")
     p.add_argument("model", metavar="MODEL", help=model_help)
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")

@@ -34,13 +34,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=run_ls)
     show = sub.add_parser("show", help="one model's preset and its runtime pin")
-    show.add_argument("model", help="a model file or folder, a library model's id or name, or a preset's key")
+    show.add_argument("model", help="a model file or folder, a library model (as `quantdesk ls` prints it, its "
+                                      "repo or a unique prefix), or a preset's key")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=run_show)
     put = sub.add_parser("set", help="set values of a model's preset (the others stay)",
                          description="Set values of a model's preset; values not given stay as they were. "
                                      "--unset NAME forgets one (ctx, temperature, system, ...).")
-    put.add_argument("model", help="a model file or folder, or a library model's id or name")
+    put.add_argument("model", help="a model file or folder, or a library model (as `quantdesk ls` prints it, "
+                                     "its repo or a unique prefix)")
     put.add_argument("--ctx", type=int, help="context length in tokens")
     put.add_argument("--gpu-layers", type=int, help="layers on the GPU, -1 all, 0 none (default: the fit check's)")
     put.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], help="KV cache type")
@@ -69,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help=f"forget a value (repeatable): {', '.join(UNSET_NAMES)}")
     put.set_defaults(func=run_set)
     rm = sub.add_parser("rm", help="forget a model's preset")
-    rm.add_argument("model", help="a model file or folder, a library model's id or name, or a preset's key")
+    rm.add_argument("model", help="a model file or folder, a library model (as `quantdesk ls` prints it, its "
+                                      "repo or a unique prefix), or a preset's key")
     rm.set_defaults(func=run_rm)
     imp = sub.add_parser("import", help="read a llama-server preset file (--models-preset) into the models' presets",
                          description="Each section that matches a library model (by model = PATH, hf-repo, or its "
@@ -147,17 +150,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def _model_path(model: str) -> str:
-    """A model given to `set`: a file or folder here, else a library model's id or name."""
-    if model.startswith("remote:") or Path(model).expanduser().exists():
-        return model
-    from app.hub.errors import LibraryError
-    from app.hub.library import Library
+    """A model given to `set`: a file or folder here, a remote model, else a library model by a name `quantdesk ls`
+    prints, its repo or a unique prefix (app/hub/resolve.local_model)."""
+    from app.hub.resolve import local_model
 
-    try:
-        return Library().find(model).path
-    except LibraryError as exc:
-        raise PresetCommandError(f"{model} is neither a file or folder here nor a library model: {exc.message}",
-                                 "give the model's path, or its id from `quantdesk ls`") from None
+    return local_model(model)
 
 
 def run_set(args: argparse.Namespace) -> int:

@@ -32,7 +32,9 @@ def register(subparsers) -> None:
         description="Serve one model over the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions). "
                     "It listens on 127.0.0.1 only; another address needs --allow-lan and an API key. "
                     "Requests from web pages of other origins are refused unless listed with --allow-origin.")
-    p.add_argument("--model", required=True, help="a .gguf file or a model folder (chosen here, never by a request)")
+    p.add_argument("--model", required=True, help="a library model as `quantdesk ls` prints it (or its OWNER/REPO, "
+                   "with :QUANT where the library holds several, or a unique prefix), a .gguf file or a model folder "
+                   "(chosen here, never by a request)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--api-key", help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV}, which "
@@ -104,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     check_bind(args.host, allow_lan=args.allow_lan, api_key=api_key)  # before any work: refuse fast
+    from app.hub.resolve import local_model
+
+    args.model = local_model(args.model)  # a library model by name: its path
     if not 0 <= args.port <= 65535:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:

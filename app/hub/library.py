@@ -134,6 +134,36 @@ def matches_remote(folder: Path, record: dict, remote) -> bool:
     return remote.blob_id is None or _git_blob_id(path) == remote.blob_id
 
 
+def _names(entry: LibraryEntry) -> set[str]:
+    """What a user may call a library model by, casefolded: its id (what `quantdesk ls` prints), name, repo and
+    ``REPO:QUANT``."""
+    names = {entry.id, entry.name}
+    if entry.repo_id:
+        names.add(entry.repo_id)
+        if entry.quant:
+            names.add(f"{entry.repo_id}:{entry.quant}")
+    return {name.casefold() for name in names}
+
+
+def _named(entries: list[LibraryEntry], key: str, prefixes: bool = True) -> list[LibraryEntry]:
+    """The entries ``key`` names exactly (a name, or the path), else (with ``prefixes``) those it is a prefix of a
+    name of."""
+    if not key.strip():
+        return []
+    wanted = key.casefold()
+    resolved = str(Path(key).expanduser().resolve())
+    exact = [e for e in entries if wanted in _names(e) or e.path == resolved]
+    if exact or not prefixes:
+        return exact
+    return [e for e in entries if any(name.startswith(wanted) for name in _names(e))]
+
+
+def ambiguous(key: str, found: list[LibraryEntry]) -> LibraryError:
+    """The refusal of a name several library models answer to, listing them as `quantdesk ls` prints them."""
+    return LibraryError(f"{key!r} names {len(found)} models in the library: {', '.join(e.id for e in found)}.",
+                        "name one of them as `quantdesk ls` prints it")
+
+
 class Library:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root else models_dir()
@@ -357,18 +387,26 @@ class Library:
         with closing(self._connect()) as conn:
             return [self._entry(r) for r in conn.execute("SELECT * FROM models ORDER BY added_at, id")]
 
+    def matches(self, key: str, prefixes: bool = True) -> list[LibraryEntry]:
+        """The models ``key`` may name, as a user names one (the one rule for every command that takes a MODEL):
+        what `quantdesk ls` prints (its id), its name, ``OWNER/REPO`` (with ``:QUANT`` where the library holds several
+        quants of that repo) or its path; else a prefix of its id, name or repo. An id is matched as written, the
+        others without regard to case. The exact names first: one that several models share (a repo with several
+        quants) lists them all; only then prefixes (unless ``prefixes`` is False). A name no model has is looked up
+        again after a scan (the HF cache, the watched folders), as `quantdesk ls` scans before listing."""
+        for refresh in (False, True):
+            entries = self.entries(refresh=refresh)
+            found = [e for e in entries if e.id == key] or _named(entries, key, prefixes)
+            if found:
+                return found
+        return []
+
     def find(self, key: str) -> LibraryEntry:
-        entries = self.entries(refresh=False)
-        for entry in entries:
-            if key == entry.id:
-                return entry
-        resolved = str(Path(key).expanduser().resolve()) if key else ""
-        matches = [e for e in entries if key in (e.name, e.repo_id) or e.path == resolved]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            raise LibraryError(f"{key!r} matches several models: {', '.join(e.id for e in matches)}.",
-                               "name one by its id (quantdesk ls)")
+        found = self.matches(key)
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ambiguous(key, found)
         raise LibraryError(f"No model {key!r} in the library.", "see the list with `quantdesk ls`")
 
     def remove(self, key: str) -> tuple[LibraryEntry, int]:

@@ -262,16 +262,15 @@ def find(model_or_key: str) -> ModelPreset | None:
     presets = load()
     if model_or_key in presets.models:
         return presets.models[model_or_key]
-    path = model_or_key
+    path: str | None = model_or_key
     if not Path(model_or_key).expanduser().exists():
-        from app.hub.errors import LibraryError
-        from app.hub.library import Library
+        from app.hub.resolve import library_model
 
         try:
-            path = Library().find(model_or_key).path
-        except (LibraryError, OSError):
+            path = library_model(model_or_key)  # a name several models answer to is refused, listing them
+        except OSError:
             return None
-    return presets.models.get(model_key(path))
+    return presets.models.get(model_key(path)) if path else None
 
 
 def path_of(preset: ModelPreset) -> str | None:

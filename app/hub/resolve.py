@@ -1,7 +1,11 @@
-"""A model as a user names it, read where it is: a local file or folder, a Hub repo (``owner/name``: its first quant;
-``owner/name@BRANCH``: one EXL2/EXL3 branch) or a Hub file (``owner/name/file.gguf``). One reading for every face that
-takes such a name: ``quantdesk inspect``/``fit``/``recommend`` and the MCP server's ``fit`` and ``recommend`` tools
-(app/server/mcp.py), so both answer the same for the same name.
+"""A model as a user names it, read where it is: a local file or folder, a model of the library (what `quantdesk ls`
+prints, ``OWNER/REPO`` with ``:QUANT`` where the library holds several quants of it, or a unique prefix: the rule is
+``Library.matches``), a Hub repo (``owner/name``: its first quant; ``owner/name@BRANCH``: one EXL2/EXL3 branch) or a
+Hub file (``owner/name/file.gguf``). One reading for every face that takes such a name: ``local_model`` the path to
+load for ``quantdesk chat``/``serve``/``bench``/``preset``/``docs add --embed-model`` and the MCP server's tools,
+``load_metadata`` for ``quantdesk inspect``/``fit`` and the MCP ``fit`` tool, ``candidates`` for ``recommend``, so all
+answer the same for the same name. The library is asked before the Hub: a repo the library holds is read from its
+files, offline too.
 
 ``load_metadata`` reads one model's metadata (header bytes by HTTP Range for a Hub file); ``candidates`` lists every
 quant of the names given (a folder's GGUFs and model folders, a repo's quants) for ``models.recommend``;
@@ -30,6 +34,56 @@ def looks_like_repo(text: str) -> bool:
     return text.count("/") >= 1 and not text.startswith((".", "/", "~")) and not Path(text).exists()
 
 
+def hub_form(text: str) -> bool:
+    """Whether ``text`` reads as a Hub repo or file (``owner/name``, ``owner/name@BRANCH``, ``owner/name/file``): a
+    library name with ``:QUANT`` does not."""
+    return looks_like_repo(text) and ":" not in text
+
+
+def library_model(name: str, prefixes: bool = True) -> str | None:
+    """The path of the library's model ``name`` names (``Library.matches``), None when it names none; a name that
+    several models answer to is refused listing them (LibraryError). Copies of one file count as one model. Without
+    ``prefixes`` only whole names count (a Hub repo's name is never taken for a longer library name)."""
+    from app.hub.library import Library, ambiguous
+
+    found = Library().matches(name, prefixes)
+    if len({entry.path for entry in found}) > 1:
+        raise ambiguous(name, found)
+    return found[0].path if found else None
+
+
+UNKNOWN_HINT = ("`quantdesk ls` lists the library's models by the names this takes; a Hub repo is downloaded with "
+                "`quantdesk pull OWNER/REPO`")
+
+
+def path_like(name: str) -> bool:
+    """Whether ``name`` is written as a path (``/…``, ``./…``, ``~/…``, ``….gguf``) rather than a library name."""
+    return name.startswith((".", "/", "~")) or (name.lower().endswith(".gguf") and ":" not in name)
+
+
+def unknown(name: str, hub: bool = False) -> BadModelArgument:
+    """The sentence for a name nothing answers to: a path that is not there, or a name neither here nor in the
+    library (nor, with ``hub``, a Hub repo id)."""
+    if path_like(name):
+        return BadModelArgument(f"No such model file or folder: {name}.", UNKNOWN_HINT)
+    return BadModelArgument(f"No model {name!r} here: it is neither a file or folder"
+                            + (", nor a model in the library, nor a Hub repo id (owner/name)." if hub else
+                               " nor a model in the library."), UNKNOWN_HINT)
+
+
+def local_model(name: str) -> str:
+    """The model to load that ``name`` names: a file or folder here, a remote model (``remote:CONNECTION/MODEL``) or a
+    name written as a path that is not there (each as given: the command says what is wrong with it, as for any
+    path), else the path of the library's model by that name. Unknown: a BadModelArgument saying so; one name for
+    several models: a LibraryError listing them."""
+    if name.startswith("remote:") or path_like(name) or Path(name).expanduser().exists():  # app/remote's prefix
+        return name
+    found = library_model(name)
+    if found is None:
+        raise unknown(name)
+    return found
+
+
 def load_metadata(model: str) -> ModelMetadata:
     """A local file/folder, ``owner/repo/file.gguf``, ``owner/repo`` (its first GGUF or bit-rate branch) or
     ``owner/repo@branch`` on the Hub."""
@@ -38,6 +92,8 @@ def load_metadata(model: str) -> ModelMetadata:
 
     if Path(model).exists():
         return with_projector(read_model(model))
+    if (path := library_model(model, prefixes=not hub_form(model))) is not None:
+        return with_projector(read_model(path))
     if looks_like_repo(model):
         parts = model.split("/")
         repo_id, rest = "/".join(parts[:2]), "/".join(parts[2:])
@@ -58,8 +114,7 @@ def load_metadata(model: str) -> ModelMetadata:
         if isinstance(meta, Exception):
             raise meta
         return meta
-    raise BadModelArgument(f"No such model file or folder: {model}.",
-                           "give a .gguf file, a model folder, or a Hub repo id such as owner/name")
+    raise unknown(model, hub=True)
 
 
 def local_candidates(path: Path) -> list[tuple[str, Any]]:
@@ -101,10 +156,12 @@ def candidates(names: Iterable[str]) -> list[tuple[str, Any]]:
         path = Path(item)
         if path.exists():
             found.extend(local_candidates(path))
-        elif looks_like_repo(item):
-            found.extend(RepoListing.fetch(item).candidates())  # every quant the listing finds
+        elif hub_form(item):  # a repo's every quant on the Hub, as the listing finds them
+            found.extend(RepoListing.fetch(item).candidates())
+        elif (held := library_model(item)) is not None:
+            found.extend(local_candidates(Path(held)))
         else:
-            raise BadModelArgument(f"{item} is neither a local path nor a Hub repo id.")
+            raise unknown(item, hub=True)
     if not found:
         raise BadModelArgument("No model files found among: " + ", ".join(names) + ".")
     return found

@@ -289,15 +289,16 @@ def cache_root() -> Path:
     return paths.cache_dir() / "runtimes"
 
 
-def fetch_sdist(plan: Plan, log, sdist: str | None = None) -> Path:
-    """The llama-cpp-python source of the planned version: ``sdist`` when given, else the cached one,
-    else downloaded with pip (the package index the user's pip is configured for)."""
+def fetch_sdist(plan: Plan, log, sdist: str | None = None, folder: Path | None = None) -> Path:
+    """The llama-cpp-python source of the planned version: ``sdist`` when given, else the cached one (in ``folder``,
+    by default the cache's ``sdist``), else downloaded with pip (the package index the user's pip is configured
+    for)."""
     if sdist:
         path = Path(sdist).expanduser()
         if not path.is_file():
             raise BuildError(f"the source archive {path} does not exist")
         return path
-    folder = cache_root() / "sdist"
+    folder = folder or cache_root() / "sdist"
     cached = sorted(folder.glob(f"llama_cpp_python-{plan.version}.tar.gz"))
     if cached:
         return cached[0]

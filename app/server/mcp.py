@@ -75,13 +75,16 @@ def _object(properties: dict[str, Any], required: tuple[str, ...] = (), *, close
 
 
 MODEL_NAME = {"type": "string", "minLength": 1, "maxLength": 500,
-              "description": "a library model's id (as `library` lists it), a local .gguf file or model folder, a Hub "
+              "description": "a library model (its id as `library` lists it, its repo, a unique prefix), a local .gguf "
+                             "file or model folder, a Hub "
                              "repo (owner/name; owner/name@BRANCH for one EXL2/EXL3 branch) or a Hub file "
                              "(owner/name/file.gguf)"}
 CTX = {"type": "integer", "minimum": 1, "maximum": 1048576,
        "description": "context length in tokens to plan for (default: QuantDesk's setting)"}
 LIBRARY_ID = {"type": "string", "minLength": 1, "maxLength": 500,
-              "description": "a downloaded model's id, as `library` lists it under `model`"}
+              "description": "a library model: its id as `library` lists it under `model` (or under `id`, as "
+                             "`quantdesk ls` prints it), its repo (owner/name, with :QUANT where the library holds "
+                             "several) or a unique prefix"}
 MAX_TOKENS = {"type": "integer", "minimum": 1, "maximum": MAX_GENERATED_TOKENS,
               "description": "tokens to generate at most (default 256)"}
 TEMPERATURE = {"type": "number", "minimum": 0, "maximum": 2,
@@ -292,8 +295,25 @@ class QuantDeskTools:
         return await anyio.to_thread.run_sync(_library_listing)
 
     def _library_path(self, name: str) -> str | None:
-        """A library model's path by the id ``library`` lists (the router's served id)."""
-        return dict(self.router.library_models()).get(name)
+        """A library model's path by the id ``library`` lists (the router's served id), else by a name the library
+        knows it by (what `quantdesk ls` prints, its repo, a unique prefix: app/hub/resolve.library_model)."""
+        from app.hub.resolve import library_model
+
+        return dict(self.router.library_models()).get(name) or library_model(name)
+
+    def _served_name(self, name: str) -> str:
+        """The name ``chat``/``complete`` ask the router for: a name it serves as it is (the primary, its aliases, a
+        loaded model, a library model's served id, a remote model), else the served id of the library's model by
+        that name; a name the library does not know goes to the router, which says so."""
+        from app.hub.resolve import library_model
+
+        router = self.router
+        served = {router.primary_id(), *router.settings.aliases, *(s.served for s in router.loaded_engines()),
+                  *dict(router.library_models())}
+        if name in served or name.startswith("remote:"):
+            return name
+        path = library_model(name)
+        return model_id(path) if path is not None else name
 
     # --- fit, recommend, search ---
 
@@ -304,7 +324,7 @@ class QuantDeskTools:
             from app.settings import context_length
 
             name = args["model"]
-            meta = load_metadata(self._library_path(name) or name)
+            meta = load_metadata(dict(self.router.library_models()).get(name) or name)  # other names: as `fit`
             result = fit_model(meta, self.router.profile(), context_length(args.get("ctx")),
                                args.get("gpu_layers", "auto"), args.get("kv_type", "f16"), label=name)
             return result.to_json()
@@ -320,7 +340,8 @@ class QuantDeskTools:
             from app.models.recommend import recommend
             from app.settings import context_length
 
-            names = [self._library_path(n) or n for n in args["models"]]
+            served = dict(self.router.library_models())
+            names = [served.get(n, n) for n in args["models"]]  # other names: as `quantdesk recommend` reads them
             report = recommend(candidates(names), self.router.profile(), context_length(args.get("ctx")))
             found = measured.find(c.label for c in report.candidates)
             return report.to_json() | {
@@ -394,6 +415,7 @@ class QuantDeskTools:
         model's queue in arrival order with every other request, then released."""
         from app.models.metadata import model_sampling
 
+        model = await anyio.to_thread.run_sync(self._served_name, model)
         lease = await anyio.to_thread.run_sync(self.router.acquire, model)
         try:
             def parse() -> GenerationRequest:
