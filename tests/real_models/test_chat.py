@@ -32,9 +32,6 @@ def test_smollm2_answers_through_the_cli_and_stops_on_its_end_token(smollm2_gguf
     assert out["stop_reason"] == "eos" and out["completion_tokens"] < 64
 
 
-@pytest.mark.xfail(strict=True, reason="Gemma 3's GGUF has no tokenizer.chat_template: QuantDesk renders the chat "
-                                       "with its ChatML fallback (<|im_start|>user…), turns Gemma never learned, "
-                                       "instead of Gemma's own <start_of_turn> turns")
 def test_gemma3_chat_is_rendered_in_gemma_turns(gemma3_gguf):
     """The file is Gemma 3 270M's base model (its package's README: google/gemma-3-270m, not -it), so no answer is
     asserted: at temperature 0 it repeats the question in either format. What a right template changes is the
@@ -45,6 +42,7 @@ def test_gemma3_chat_is_rendered_in_gemma_turns(gemma3_gguf):
     gemma = llm.tokenize(GEMMA_TURNS.format(QUESTION).removeprefix("<bos>").encode(), add_bos=True, special=True)
     out = _chat_json(gemma3_gguf, "--max-tokens", "4")
     assert out["prompt_tokens"] == len(gemma)
+    assert out["chat_template_origin"].startswith("bundled")  # the file has none: Gemma's own, bundled, not ChatML
 
 
 def test_smollm2_answers_in_the_chat(qtbot, real_window, smollm2_gguf):
