@@ -20,7 +20,9 @@ import ctypes
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 # Every runtime is built portable (issue 36): pip builds llama.cpp with GGML_NATIVE on, for the build machine's own CPU,
 # and such a build dies of SIGILL on a CPU without its instructions (an AVX-512 build on an AVX2 CPU). These are the
@@ -86,23 +88,37 @@ def _file(lib_dir: Path, module: str) -> Path:
 _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
-def load_backends(ggml: ctypes.CDLL, ggml_base: ctypes.CDLL, lib_dir: Path, variant: str | None = None) -> str:
-    """Load a portable runtime's backend modules into ggml's registry (``ggml`` and ``ggml_base``: the runtime's
-    libggml and libggml-base, already loaded); returns the CPU variant loaded ("" where the build links its
-    backends itself, as a native build does). ``variant`` forces that CPU variant instead of ggml's best.
-    Raises OSError when nothing could be loaded or the variant is not there."""
+def _function(libraries: Sequence[ctypes.CDLL], name: str, restype: Any, *argtypes: Any) -> Any:
+    """``name`` from the first of ``libraries`` that has it, as a prototype of its own (the argtypes set here never
+    change the caller's handles' functions)."""
+    for library in libraries:
+        try:
+            return ctypes.CFUNCTYPE(restype, *argtypes)((name, library))
+        except AttributeError:
+            continue
+    raise OSError(f"this llama.cpp build has no {name}")
+
+
+def load_backends(libraries: Sequence[ctypes.CDLL], lib_dir: Path, variant: str | None = None) -> str:
+    """Load a portable runtime's backend modules into ggml's registry; returns the CPU variant loaded ("" where the
+    build links its backends itself, as a native one does). ``variant`` forces that CPU variant instead of ggml's
+    best. Raises OSError when nothing could be loaded or the variant is not there.
+
+    ``libraries``: where ggml's functions are looked up, in order: libllama first where dlsym reaches its
+    dependencies (Linux, macOS), because a wheel's libggml.so and libggml.so.0 are two copies of one library (no
+    symlinks in wheels), and ctypes opening libggml.so by its path loads the second copy, with a registry of its own
+    that libllama never reads; libggml and libggml-base on Windows (one file each)."""
     key = str(lib_dir)
-    # Prototypes of their own, so the argtypes set here never change the caller's handles' functions.
-    reg_count = ctypes.CFUNCTYPE(ctypes.c_size_t)(("ggml_backend_reg_count", ggml))
+    reg_count = _function(libraries, "ggml_backend_reg_count", ctypes.c_size_t)
     if key in _loaded:
         return _loaded[key]
     if reg_count() > 0:
         return ""  # the backends are linked in (a native build): nothing to load, nothing to choose
-    load_all = ctypes.CFUNCTYPE(None, ctypes.c_char_p)(("ggml_backend_load_all_from_path", ggml))
-    load_one = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(("ggml_backend_load", ggml))
-    log_get = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))(
-        ("ggml_log_get", ggml_base))
-    log_set = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(("ggml_log_set", ggml_base))
+    load_all = _function(libraries, "ggml_backend_load_all_from_path", None, ctypes.c_char_p)
+    load_one = _function(libraries, "ggml_backend_load", ctypes.c_void_p, ctypes.c_char_p)
+    log_get = _function(libraries, "ggml_log_get", None, ctypes.POINTER(ctypes.c_void_p),
+                        ctypes.POINTER(ctypes.c_void_p))
+    log_set = _function(libraries, "ggml_log_set", None, ctypes.c_void_p, ctypes.c_void_p)
     lines: list[str] = []
 
     def on_log(_level: int, text: bytes | None, _data: int | None) -> None:

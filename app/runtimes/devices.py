@@ -185,7 +185,8 @@ def _list_devices(lib_dir: Path) -> dict:
     ggml = ctypes.CDLL(str(_library(lib_dir, "ggml")), mode=mode)
     ctypes.CDLL(str(_library(lib_dir, "llama")), mode=mode)  # the runtime must be able to start, not only list
     # A portable runtime's backends are modules of their own, loaded as the engine's load does.
-    cpu_variant = cpu_variants.load_backends(ggml, ggml_base, lib_dir, os.environ.get(cpu_variants.CPU_VARIANT_VAR))
+    # (ggml and ggml-base were opened first, by path: libllama's dependencies are these same copies.)
+    cpu_variant = cpu_variants.load_backends([ggml, ggml_base], lib_dir, os.environ.get(cpu_variants.CPU_VARIANT_VAR))
 
     log_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
     quiet = log_type(lambda _level, _text, _data: None)  # ggml's chatter would bury the answer

@@ -38,13 +38,12 @@ def load_ggml_backends() -> str:
     CPU variant for this CPU, or the one ``QUANTDESK_CPU_VARIANT`` names, and its GPU backend); returns the CPU
     variant loaded ("" for a build that links its backends, as a native one does). Call it once llama_cpp is
     imported, before anything asks ggml for its devices; a second call does nothing."""
-    from llama_cpp import _ctypes_extensions, _ggml
+    from llama_cpp import _ggml
 
     from app.runtimes import cpu_variants
 
-    base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
     try:
-        return cpu_variants.load_backends(_ggml.libggml, base, _ggml.libggml_base_path,
+        return cpu_variants.load_backends(_ggml_libraries(), _ggml.libggml_base_path,
                                           os.environ.get(cpu_variants.CPU_VARIANT_VAR) or None)
     except OSError as exc:
         raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
@@ -110,17 +109,25 @@ class _TensorBuftOverride(ctypes.Structure):
     _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
 
 
-def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> Callable[..., Any]:
-    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
-    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
-    does not)."""
-    from llama_cpp import _ctypes_extensions, _ggml
+def _ggml_libraries() -> list[Any]:
+    """Where the runtime's ggml functions are looked up, in order: libllama, whose dlsym reaches the libggml and
+    libggml-base it really uses (Linux, macOS); then libggml and libggml-base by their file names, for Windows'
+    GetProcAddress, which does not search dependencies. Not libggml first: a wheel holds libggml.so and libggml.so.0 as
+    two copies (no symlinks in wheels), libllama loads the second, and ctypes opening the first by its path loads a
+    second libggml with a backend registry of its own, which holds nothing a portable runtime loaded."""
+    from llama_cpp import _ctypes_extensions, _ggml, llama_cpp
 
-    function = getattr(_ggml.libggml, name, None)
-    if function is None:
-        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
-        function = getattr(base, name, None)
-    if function is None:
+    base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+    return [llama_cpp._lib, _ggml.libggml, base]
+
+
+def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> Callable[..., Any]:
+    """A function of the runtime's own ggml, the one libllama uses (``_ggml_libraries``)."""
+    for library in _ggml_libraries():
+        function = getattr(library, name, None)
+        if function is not None:
+            break
+    else:
         raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
     function.argtypes, function.restype = argtypes, restype
     return function  # type: ignore[no-any-return]  # a ctypes function of a loaded library: untyped by nature
