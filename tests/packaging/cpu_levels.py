@@ -18,6 +18,7 @@ Needs qemu-user (apt-get install qemu-user) on an x86-64 Linux machine.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -48,14 +49,18 @@ def emulated_python(where: Path, cpu: str) -> Path:
     return script
 
 
-def chat(cpu: str, runtime_arg: str, runtime_folder: Path | None, model: Path, timeout: float) -> tuple[int, str, float]:
-    """(exit code, output, seconds) of one ``quantdesk chat`` on the emulated ``cpu``."""
+def chat(cpu: str, runtime_arg: str, runtime_folder: Path | None, model: Path,
+         timeout: float) -> tuple[int, str, float, str]:
+    """(exit code, output, seconds, the CPU variant ggml chose) of one ``quantdesk chat`` on the emulated ``cpu``."""
     with tempfile.TemporaryDirectory(prefix="qd-cpu-levels-") as tmp:
         home = Path(tmp)
         python = emulated_python(home / "venv", cpu)
+        # OPENBLAS_CORETYPE: numpy's OpenBLAS picks its kernels from CPUID, and under qemu's Nehalem (and Westmere,
+        # and qemu64 with the x86-64-v2 flags) it picks one that dies of SIGILL while numpy imports; named, it keeps
+        # to that CPU. Not llama.cpp's concern (it links no BLAS here), and not seen on a real CPU here.
         env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_DATA_HOME=str(home / "data"),
                    XDG_CONFIG_HOME=str(home / "config"), XDG_CACHE_HOME=str(home / "cache"),
-                   QT_QPA_PLATFORM="offscreen")
+                   QT_QPA_PLATFORM="offscreen", OPENBLAS_CORETYPE=cpu.split("-")[0].split(",")[0])
         env.pop("VIRTUAL_ENV", None)
         if runtime_folder is not None:
             runtimes = home / "data" / "QuantDesk" / "runtimes"
@@ -68,8 +73,16 @@ def chat(cpu: str, runtime_arg: str, runtime_folder: Path | None, model: Path, t
             done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
-            return 124, f"timed out after {timeout:g} s: {exc.stderr or ''}", time.monotonic() - start
-        return done.returncode, done.stdout + done.stderr, time.monotonic() - start
+            return 124, f"timed out after {timeout:g} s: {exc.stderr or ''}", time.monotonic() - start, ""
+        seconds = time.monotonic() - start
+        variant = ""
+        if runtime_folder is not None and done.returncode == 0:  # which CPU variant ggml chose on this CPU
+            probe = subprocess.run([str(python), "-m", "app.runtimes.devices",
+                                    str(runtime_folder / "site" / "llama_cpp" / "lib")], env=env, cwd=ROOT,
+                                   capture_output=True, text=True, timeout=timeout)
+            lines = probe.stdout.strip().splitlines()
+            variant = json.loads(lines[-1]).get("cpu_variant", "") if lines else ""
+        return done.returncode, done.stdout + done.stderr, seconds, variant
 
 
 def main() -> int:
@@ -98,12 +111,13 @@ def main() -> int:
     failed = 0
     for cpu, build in runs:
         portable = build == "portable"
-        code, output, seconds = chat(cpu, RUNTIME_NAME if portable else "cpu", folder if portable else None, model,
+        code, output, seconds, variant = chat(cpu, RUNTIME_NAME if portable else "cpu", folder if portable else None, model,
                                      args.timeout)
         answered = code == 0 and "Paris" in output
         signal = f" (signal {code - 128})" if code > 128 else ""
         print(f"{cpu:10s} {build:8s} exit {code}{signal}, {seconds:.0f} s: "
-              + ("answered Paris" if answered else "NO ANSWER"), flush=True)
+              + (f"answered Paris{f' (CPU variant {variant})' if variant else ''}" if answered else "NO ANSWER"),
+              flush=True)
         if not answered:
             print("    " + "\n    ".join(output.strip().splitlines()[-12:]), flush=True)
             failed += portable  # the native build's failure is what this check documents, not one of its failures
