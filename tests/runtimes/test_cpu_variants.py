@@ -85,6 +85,15 @@ def test_the_most_basic_variant_can_be_forced_and_a_missing_one_is_named(portabl
     assert not found.ok and f"{lib} has no CPU variant 'pentium'" in found.error
 
 
+def test_runtime_ls_says_which_variant_runs(portable_runtime):
+    variant = devices.probe(portable_runtime.lib_dir).cpu_variant
+    done = subprocess.run([sys.executable, "-m", "app", "runtime", "ls"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [line] = [ln for ln in done.stdout.splitlines() if "CPU variant" in ln]
+    assert line.startswith("    CPU: ") and line.endswith(f", the {variant} CPU variant")
+
+
 def chat(model: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "chat", str(model), "--prompt",
                            "What is the capital of France?", "--temperature", "0", "--max-tokens", "12", *args],
