@@ -18,6 +18,9 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from app.runtimes import cpu_variants  # noqa: E402 (the checkout's; it imports only the standard library)
+
 # Wheels hold three copies of each Linux library (libx.so, libx.so.0, libx.so.0.25.3: no symlinks in
 # wheels); ctypes opens libx.so and the libraries find each other by SONAME libx.so.0, so the fully
 # versioned copies are left out.
@@ -45,8 +48,24 @@ def _source(spec: str) -> tuple[Path, dict]:
     return folder / "site", {k: manifest.get(k, "") for k in ("backend", "llama_cpp_python", "cmake_args")}
 
 
+def not_portable(site: Path, spec: str) -> str:
+    """Why a runtime must not be bundled: built for the build machine's CPU (issue 36: SIGILL on an older one).
+    A portable Linux / Windows build has its CPU variants beside libggml (app/runtimes/cpu_variants.py); a macOS
+    one shows nothing in its files (GGML_NATIVE=OFF only), so only its manifest's flags can say."""
+    if sys.platform == "darwin" or cpu_variants.variants(site / "llama_cpp" / "lib"):
+        return ""
+    flags = " ".join(cpu_variants.portable_flags())
+    how = (f'CMAKE_ARGS="{flags}" pip install --force-reinstall --no-cache-dir --no-deps '
+           f'llama-cpp-python=={metadata.version("llama_cpp_python")}' if spec == "env"
+           else "quantdesk runtime build BACKEND (it builds portable runtimes)")
+    return (f"bundle_runtimes.py: the llama.cpp of {spec} was built for this machine's CPU (it has no CPU variants "
+            f"beside libggml) and would crash on older CPUs; build it again: {how}")
+
+
 def bundle(app: Path, name: str, spec: str) -> Path:
     site, manifest = _source(spec)
+    if problem := not_portable(site, spec):
+        raise SystemExit(problem)
     target = app / "runtimes" / name
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(site / "llama_cpp", target / "site" / "llama_cpp",

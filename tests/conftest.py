@@ -24,7 +24,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 pytest_plugins = ["pytester", "tests.fixtures.first_use", "tests.fixtures.leaks", "tests.fixtures.models", "tests.fixtures.hub_server",
                   "tests.fixtures.openai_faults", "tests.fixtures.runtimes", "tests.fixtures.limits", "tests.fixtures.xvfb",
                   "tests.fixtures.llama_cpp_sources", "tests.fixtures.llama_perplexity",
-                  "tests.fixtures.real_models"]
+                  "tests.fixtures.real_models", "tests.fixtures.portable_runtime"]
 
 
 @pytest.fixture(autouse=True)

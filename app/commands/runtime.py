@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--rebuild", action="store_true", help="compile again even if a wheel of this build is cached")
     build.add_argument("--jobs", type=int, help="parallel compile jobs (default: every CPU core)")
     build.add_argument("--check", action="store_true", help="only say what the build needs and what is missing")
+    build.add_argument("--as", dest="as_name", metavar="NAME",
+                       help="name the runtime NAME instead of the backend's name (a CPU runtime beside the app "
+                            "environment's own, which is named cpu)")
     build.set_defaults(func=run_build)
     use = sub.add_parser("use", help="pin a runtime for every load, or for one model (auto: choose again)")
     use.add_argument("name", help="a runtime name from `quantdesk runtime ls`, or auto")
@@ -127,7 +130,7 @@ def run_build(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     runtime = build.build(args.name, vulkan_sdk=args.vulkan_sdk, sdist=args.sdist, rebuild=args.rebuild,
-                          jobs=args.jobs, on_progress=_Bar(), on_plan=on_plan)
+                          jobs=args.jobs, on_progress=_Bar(), on_plan=on_plan, name=args.as_name)
     print(f"built the {runtime.name} runtime in {_minutes(time.monotonic() - start)}: {runtime.folder}"
           f" (log: {runtime.log})")
     return 0

@@ -36,14 +36,15 @@ from pathlib import Path
 
 from app import paths
 from app.errors import QuantDeskError
-from app.runtimes import catalog, devices
+from app.runtimes import catalog, cpu_variants, devices
 
 MIN_CMAKE = (3, 21)
-# Compile work of a first build in CPU-core minutes, to estimate before the step counter can: cpu and
-# vulkan measured on this project's 2-core machines (llama-cpp-python 0.3.36: 5 and 13 min); cuda and
-# rocm are rough (they compile kernels for several GPU generations) and say so.
-CORE_MINUTES = {"cpu": 10, "vulkan": 26, "metal": 10, "cuda": 120, "rocm": 120}
-MEASURED = {"cpu", "vulkan"}
+# Compile work of a first build in CPU-core minutes, to estimate before the step counter can: cpu measured on this
+# project's 2-core machines (llama-cpp-python 0.3.36, portable: 440 steps in 22 min on 2 busy cores; its 14 CPU
+# variants quadruple the 5 min of a native build); vulkan is its native 13 min plus the variants' share, not
+# measured; cuda and rocm are rough (they compile kernels for several GPU generations) and say so.
+CORE_MINUTES = {"cpu": 40, "vulkan": 56, "metal": 10, "cuda": 150, "rocm": 150}
+MEASURED = {"cpu"}
 BUILDABLE = ("cpu", "vulkan", "cuda", "rocm", "metal")
 _NINJA = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 _MAKE = re.compile(r"^\s*\[\s*(\d+)%\]")
@@ -254,8 +255,9 @@ def plan_build(backend: str, *, vulkan_sdk: str | None = None, tools: Tools | No
         raise BuildError(f"there is no {backend!r} runtime to build", f"choose one of: {', '.join(BUILDABLE)}")
     version = version or _runtime_version()
     python = build_python(tools)
-    plan = Plan(backend, version or "", python or "", list(BACKEND_FLAGS[backend]),
-                jobs=jobs or os.cpu_count() or 1)
+    # Portable whatever the backend (app/runtimes/cpu_variants.py): the CPU part of a GPU build runs on any CPU too.
+    flags = cpu_variants.portable_flags(tools.platform) + BACKEND_FLAGS[backend]
+    plan = Plan(backend, version or "", python or "", flags, jobs=jobs or os.cpu_count() or 1)
     if not version:
         plan.missing.append("The llama-cpp-python version to build is unknown (no llama-cpp-python in this "
                             "environment and no runtime to copy it from).")
@@ -318,12 +320,17 @@ def fetch_sdist(plan: Plan, log, sdist: str | None = None, folder: Path | None =
     return found[0]
 
 
+WHEEL_KIND = "portable"
+
+
 def _wheel_key(plan: Plan, sdist: Path) -> str:
     digest = hashlib.sha256()
     with open(sdist, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
-    digest.update(json.dumps([plan.backend, plan.cmake_args, sys.platform]).encode())
+    # WHEEL_KIND: a wheel kept by a QuantDesk that built for the build machine's CPU (before issue 36) is never
+    # taken for a portable one, whatever its flags were.
+    digest.update(json.dumps([plan.backend, plan.cmake_args, sys.platform, WHEEL_KIND]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -361,7 +368,9 @@ class StepClock:
 
 def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log, on_progress: Callable[[Progress], None]) -> Path:
     """Run ``pip wheel`` on the source with the plan's CMake flags; returns the wheel."""
-    build_dir = cache_root() / "build" / f"{plan.backend}-{plan.version}"
+    # Named after the flags too: a build folder kept from a failed build with other flags is not resumed.
+    flags = hashlib.sha256(json.dumps(plan.cmake_args).encode()).hexdigest()[:8]
+    build_dir = cache_root() / "build" / f"{plan.backend}-{plan.version}-{flags}"
     argv = [plan.python, "-m", "pip", "wheel", "--no-deps", "-v", "--disable-pip-version-check", str(sdist),
             "-w", str(out_dir), "-C", f"build-dir={build_dir}"]
     env = dict(os.environ, **plan.env, CMAKE_ARGS=" ".join(plan.cmake_args),
@@ -403,11 +412,16 @@ def _failure_line(tail: list[str]) -> str:
 
 def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = None, rebuild: bool = False,
           jobs: int | None = None, on_progress: Callable[[Progress], None] = lambda p: None,
-          on_plan: Callable[[Plan], None] = lambda p: None, tools: Tools | None = None) -> catalog.Runtime:
-    """Build the ``backend`` runtime into the user's runtimes folder; raises BuildError with the reason."""
-    existing = catalog.find(backend)
+          on_plan: Callable[[Plan], None] = lambda p: None, tools: Tools | None = None,
+          name: str | None = None) -> catalog.Runtime:
+    """Build the ``backend`` runtime into the user's runtimes folder (as ``name``, by default the backend's name);
+    raises BuildError with the reason."""
+    name = name or backend
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise BuildError(f"{name!r} cannot name a runtime", "use letters, digits, '-', '_' and '.'")
+    existing = catalog.find(name)
     if existing is not None and existing.origin != "user":
-        raise BuildError(f"the {backend} runtime is already there ({catalog.ORIGIN_WORDS[existing.origin]})",
+        raise BuildError(f"the {name} runtime is already there ({catalog.ORIGIN_WORDS[existing.origin]})",
                          "nothing to build")
     plan = plan_build(backend, vulkan_sdk=vulkan_sdk, tools=tools, jobs=jobs)
     on_plan(plan)
@@ -445,14 +459,14 @@ def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = No
         shutil.copyfile(log_path, final_log)
         manifest = {"backend": backend, "llama_cpp_python": plan.version, "cmake_args": " ".join(plan.cmake_args),
                     "built_at": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-                    "build_seconds": round(time.monotonic() - start, 1), "log": str(runtimes / backend / "build.log"),
+                    "build_seconds": round(time.monotonic() - start, 1), "log": str(runtimes / name / "build.log"),
                     "wheel": wheel.name}
         (staging / catalog.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        _replace(staging, runtimes / backend)
+        _replace(staging, runtimes / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     on_progress(Progress("done", elapsed_s=time.monotonic() - start))
-    return catalog.read_folder(runtimes / backend, "user")
+    return catalog.read_folder(runtimes / name, "user")
 
 
 def _pip(plan: Plan, args: list[str], log) -> None:

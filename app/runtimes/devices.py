@@ -29,6 +29,7 @@ from pathlib import Path
 
 from app.datatypes import Device
 from app.records import from_known
+from app.runtimes import cpu_variants
 
 SOFTWARE_VULKAN_VAR = "QUANTDESK_TEST_SOFTWARE_VULKAN"  # tests and CI only: lavapipe counts as a GPU
 VISIBLE_VAR = "GGML_VK_VISIBLE_DEVICES"
@@ -48,6 +49,7 @@ class Probe:
     devices: tuple[Device, ...] = ()
     error: str = ""  # empty: the runtime started
     env: dict[str, str] = field(default_factory=dict)  # what an engine host of this runtime needs set too
+    cpu_variant: str = ""  # a portable runtime's CPU variant chosen for this CPU (app/runtimes/cpu_variants.py)
 
     @property
     def ok(self) -> bool:
@@ -59,13 +61,15 @@ class Probe:
         return [d for d in self.devices if d.is_gpu and (allow or not d.software)]
 
     def to_dict(self) -> dict:
-        return {"devices": [asdict(d) for d in self.devices], "error": self.error, "env": dict(self.env)}
+        return {"devices": [asdict(d) for d in self.devices], "error": self.error, "env": dict(self.env),
+                "cpu_variant": self.cpu_variant}
 
     @classmethod
     def from_dict(cls, data: dict) -> Probe:
         # A newer probe's extra figures are left out, not fatal.
         return cls(tuple(from_known(Device, d) for d in data.get("devices", [])),
-                   str(data.get("error", "")), {str(k): str(v) for k, v in (data.get("env") or {}).items()})
+                   str(data.get("error", "")), {str(k): str(v) for k, v in (data.get("env") or {}).items()},
+                   str(data.get("cpu_variant") or ""))
 
 
 def software_vulkan_allowed() -> bool:
@@ -180,6 +184,9 @@ def _list_devices(lib_dir: Path) -> dict:
     ggml_base = ctypes.CDLL(str(_library(lib_dir, "ggml-base")), mode=mode)
     ggml = ctypes.CDLL(str(_library(lib_dir, "ggml")), mode=mode)
     ctypes.CDLL(str(_library(lib_dir, "llama")), mode=mode)  # the runtime must be able to start, not only list
+    # A portable runtime's backends are modules of their own, loaded as the engine's load does.
+    # (ggml and ggml-base were opened first, by path: libllama's dependencies are these same copies.)
+    cpu_variant = cpu_variants.load_backends([ggml, ggml_base], lib_dir, os.environ.get(cpu_variants.CPU_VARIANT_VAR))
 
     log_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
     quiet = log_type(lambda _level, _text, _data: None)  # ggml's chatter would bury the answer
@@ -226,7 +233,7 @@ def _list_devices(lib_dir: Path) -> dict:
         devices.append(asdict(Device(name, description, kind, int(total.value), int(free.value), vendor, software,
                                      limit, max_size(ggml_base.ggml_backend_dev_buffer_type(dev)),
                                      max_size(ggml_base.ggml_backend_dev_host_buffer_type(dev)))))
-    return {"devices": devices, "error": "", "env": env}
+    return {"devices": devices, "error": "", "env": env, "cpu_variant": cpu_variant}
 
 
 def main(argv: list[str] | None = None) -> int:

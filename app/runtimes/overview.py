@@ -67,7 +67,8 @@ def table(view: Overview) -> str:
         elif not row.probe.ok:
             lines.append(f"    cannot start: {row.probe.error}")
         else:
-            lines += [f"    {device_text(d)}" for d in row.probe.devices]
+            variant = f", the {row.probe.cpu_variant} CPU variant" if row.probe.cpu_variant else ""  # a portable build
+            lines += [f"    {device_text(d)}{variant if d.type == 'cpu' else ''}" for d in row.probe.devices]
         if r.built_at:
             lines.append(f"    built {r.built_at}" + (f", log {r.log}" if r.log else ""))
     if not view.rows:

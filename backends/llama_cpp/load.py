@@ -34,6 +34,23 @@ def pooling_name(pooling: int) -> str:
 GGML_BACKEND_DEVICE_TYPE_CPU = 0  # ggml-backend.h enum ggml_backend_dev_type
 
 
+def load_ggml_backends() -> str:
+    """Load the runtime's backend modules where it is a portable build (app/runtimes/cpu_variants.py: the best
+    CPU variant for this CPU, or the one ``QUANTDESK_CPU_VARIANT`` names, and its GPU backend); returns the CPU
+    variant loaded ("" for a build that links its backends, as a native one does). Call it once llama_cpp is
+    imported, before anything asks ggml for its devices; a second call does nothing."""
+    from llama_cpp import _ggml
+
+    from app.runtimes import cpu_variants
+
+    try:
+        return cpu_variants.load_backends(_ggml_libraries(), _ggml.libggml_base_path,
+                                          os.environ.get(cpu_variants.CPU_VARIANT_VAR) or None)
+    except OSError as exc:
+        raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
+                              "choose another runtime (quantdesk runtime ls, quantdesk runtime use NAME)") from None
+
+
 @contextlib.contextmanager
 def reporting_load_progress(llama_cpp: ModuleType, kwargs: dict[str, Any],
                             on_progress: Callable[[float], None] | None) -> Iterator[None]:
@@ -44,6 +61,7 @@ def reporting_load_progress(llama_cpp: ModuleType, kwargs: dict[str, Any],
     (https://github.com/abetlen/llama-cpp-python/pull/2340), so until it does, the default model
     params it asks for while loading come back with our callback set.
     """
+    load_ggml_backends()  # before llama.cpp loads anything (a no-op once backend.load has called it)
     if on_progress is None:
         yield
         return
@@ -148,17 +166,25 @@ class _TensorBuftOverride(ctypes.Structure):
     _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
 
 
-def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> Callable[..., Any]:
-    """A function of the runtime's own ggml (the libraries llama_cpp loaded): libggml, else libggml-base, where
-    ggml-backend.cpp's functions live (dlsym finds them through libggml's dependencies; Windows' GetProcAddress
-    does not)."""
-    from llama_cpp import _ctypes_extensions, _ggml
+def _ggml_libraries() -> list[Any]:
+    """Where the runtime's ggml functions are looked up, in order: libllama, whose dlsym reaches the libggml and
+    libggml-base it really uses (Linux, macOS); then libggml and libggml-base by their file names, for Windows'
+    GetProcAddress, which does not search dependencies. Not libggml first: a wheel holds libggml.so and libggml.so.0 as
+    two copies (no symlinks in wheels), libllama loads the second, and ctypes opening the first by its path loads a
+    second libggml with a backend registry of its own, which holds nothing a portable runtime loaded."""
+    from llama_cpp import _ctypes_extensions, _ggml, llama_cpp
 
-    function = getattr(_ggml.libggml, name, None)
-    if function is None:
-        base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
-        function = getattr(base, name, None)
-    if function is None:
+    base = _ctypes_extensions.load_shared_library("ggml-base", _ggml.libggml_base_path)
+    return [llama_cpp._lib, _ggml.libggml, base]
+
+
+def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> Callable[..., Any]:
+    """A function of the runtime's own ggml, the one libllama uses (``_ggml_libraries``)."""
+    for library in _ggml_libraries():
+        function = getattr(library, name, None)
+        if function is not None:
+            break
+    else:
         raise GenerationError("load", f"this llama.cpp build's ggml has no {name}")
     function.argtypes, function.restype = argtypes, restype
     return function  # type: ignore[no-any-return]  # a ctypes function of a loaded library: untyped by nature
@@ -167,6 +193,7 @@ def _ggml_function(name: str, argtypes: list[type[Any]], restype: type[Any]) -> 
 def _cpu_buffer_type() -> int:
     """The CPU device's buffer type from the runtime's own ggml, as ``--cpu-moe`` passes it: llama.cpp compares
     the pointer with ggml_backend_cpu_buffer_type() and then still picks the CPU's repacked layout where it can."""
+    load_ggml_backends()  # a portable runtime has no CPU device before its CPU variant is loaded
     dev_by_type = _ggml_function("ggml_backend_dev_by_type", [ctypes.c_int], ctypes.c_void_p)
     dev_buffer_type = _ggml_function("ggml_backend_dev_buffer_type", [ctypes.c_void_p], ctypes.c_void_p)
     device = dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)

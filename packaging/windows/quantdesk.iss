@@ -1,6 +1,9 @@
 ; Inno Setup script for QuantDesk on Windows (x64). UNTESTED: written on Linux, where it cannot run.
 ;
 ; Build (on Windows, from the repository root, with Inno Setup 6 and a venv holding ".[llama,packaging]"):
+;   set CMAKE_ARGS=-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DCMAKE_INSTALL_BINDIR=llama_cpp/lib
+;   pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==<the venv's version>
+;          (llama.cpp for every x64 CPU, app/runtimes/cpu_variants.py; bundle_runtimes.py refuses pip's default build)
 ;   python -m PyInstaller --noconfirm --clean --distpath dist --workpath build\pyinstaller packaging\quantdesk.spec
 ;   python -m app.cli runtime build vulkan     (the Vulkan SDK installed: VULKAN_SDK is set by its installer)
 ;   python -m app.cli runtime build cuda       (the CUDA 12 toolkit installed: nvcc on PATH)

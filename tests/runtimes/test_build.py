@@ -25,6 +25,10 @@ OLD_HEADER = ("#define VK_HEADER_VERSION 239\n"
 NEW_HEADER = ("#define VK_HEADER_VERSION 309\n"
               "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 4, VK_HEADER_VERSION)\n"
               "#define VK_EXT_layer_settings 1\n")
+# llama.cpp's own releases' configuration (issue 36): no instruction of the build machine's CPU, every backend a
+# module, the CPU one in one variant per instruction-set level, installed beside libggml.
+PORTABLE = ["-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=ON", "-DGGML_CPU_ALL_VARIANTS=ON",
+            "-DCMAKE_INSTALL_BINDIR=llama_cpp/lib"]
 
 
 def nothing_here(tmp_path: Path, **changes) -> Tools:
@@ -81,10 +85,11 @@ def test_what_was_found_becomes_the_cmake_flags(tmp_path):
                             tools=nothing_here(tmp_path, which=compiler_and_cmake(tmp_path)))
     assert plan.missing == []
     assert plan.cmake_args == [
-        "-DGGML_VULKAN=on", f"-DVulkan_INCLUDE_DIR={root / 'include'}", f"-DVulkan_LIBRARY={root / 'lib/libvulkan.so.1'}",
+        *PORTABLE, "-DGGML_VULKAN=on", f"-DVulkan_INCLUDE_DIR={root / 'include'}",
+        f"-DVulkan_LIBRARY={root / 'lib/libvulkan.so.1'}",
         f"-DVulkan_GLSLC_EXECUTABLE={root / 'bin/glslc'}",
         f"-DSPIRV-Headers_DIR={root / 'share/cmake/SPIRV-Headers'}"]
-    assert plan.estimate_text() == "a first build takes 13 min here (2 cores)"
+    assert plan.estimate_text() == "a first build takes roughly 28 min here (2 cores)"
 
 
 def test_spirv_headers_outside_the_vulkan_include_folder_are_named_to_the_compiler(tmp_path):
@@ -98,6 +103,50 @@ def test_spirv_headers_outside_the_vulkan_include_folder_are_named_to_the_compil
     plan = build.plan_build("vulkan", vulkan_sdk=str(root), version="0.3.36", tools=tools)
     assert plan.missing == []
     assert plan.cmake_args[-1] == f"-DCMAKE_CXX_FLAGS=-isystem {elsewhere / 'include'}"
+
+
+@pytest.mark.parametrize("backend", build.BUILDABLE)
+@pytest.mark.parametrize("platform", ["linux", "win32"])
+def test_every_runtime_is_built_for_every_cpu_of_its_platform(tmp_path, backend, platform):
+    """No build carries the build machine's CPU: the CPU part of a GPU build is portable too."""
+    plan = build.plan_build(backend, version="0.3.36", tools=nothing_here(tmp_path, platform=platform))
+    assert plan.cmake_args == PORTABLE + build.BACKEND_FLAGS[backend]  # nothing found here adds no other flag
+
+
+def test_a_macos_build_is_for_every_apple_silicon_mac(tmp_path):
+    plan = build.plan_build("metal", version="0.3.36", tools=nothing_here(tmp_path, platform="darwin"))
+    assert plan.cmake_args == ["-DGGML_NATIVE=OFF", "-DGGML_METAL=on"]
+
+
+def test_a_wheel_kept_before_builds_were_portable_is_compiled_again(tmp_path, monkeypatch):
+    """A wheel cached by a QuantDesk that built for the build machine's CPU, under the key it wrote then, is not
+    taken for the portable build; the portable wheel kept afterwards is."""
+    monkeypatch.setattr(build, "cache_root", lambda: tmp_path / "cache")
+    source = tmp_path / "llama_cpp_python-0.3.36.tar.gz"
+    source.write_bytes(b"the source archive")
+    plan = build.plan_build("cpu", version="0.3.36", tools=nothing_here(tmp_path))
+    old_wheel = tmp_path / "old" / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"
+    old_wheel.parent.mkdir()
+    old_wheel.write_bytes(b"a native wheel")
+    folder = build._wheel_dir(plan)
+    folder.mkdir(parents=True)
+    (folder / old_wheel.name).write_bytes(old_wheel.read_bytes())
+    old_key = hashlib.sha256(source.read_bytes())  # the key as it was written before issue 36
+    old_key.update(json.dumps([plan.backend, build.BACKEND_FLAGS["cpu"], build.sys.platform]).encode())
+    (folder / "key.txt").write_text(old_key.hexdigest()[:16] + "\n")
+    with open(os.devnull, "w") as log:
+        assert build._cached_wheel(plan, source, False, log) is None
+        kept = build._keep_wheel(plan, source, old_wheel)
+        assert build._cached_wheel(plan, source, False, log) == kept
+        native = build.Plan("cpu", "0.3.36", plan.python, ["-DGGML_NATIVE=on"])  # other flags: another key
+        assert build._cached_wheel(native, source, False, log) is None
+
+
+def test_a_runtime_can_be_built_under_another_name_but_not_any_name():
+    with pytest.raises(BuildError, match="the cpu runtime is already there"):
+        build.build("cpu", name="cpu")
+    with pytest.raises(BuildError, match="'../x' cannot name a runtime"):
+        build.build("cpu", name="../x")
 
 
 def test_an_old_cmake_is_named(tmp_path):
@@ -122,7 +171,7 @@ def test_nvcc_found_is_the_cuda_compiler(tmp_path):
     nvcc = executable(tmp_path / "cuda" / "bin" / "nvcc", "#!/bin/sh\n")
     plan = build.plan_build("cuda", version="0.3.36", tools=nothing_here(
         tmp_path, which=compiler_and_cmake(tmp_path), env={"CUDA_HOME": str(tmp_path / "cuda")}))
-    assert plan.missing == [] and plan.cmake_args == ["-DGGML_CUDA=on", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    assert plan.missing == [] and plan.cmake_args == [*PORTABLE, "-DGGML_CUDA=on", f"-DCMAKE_CUDA_COMPILER={nvcc}"]
     assert plan.estimate_text().startswith("a first build takes roughly")
 
 

@@ -51,6 +51,9 @@ RAW_LOAD = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
 import llama_cpp
+from llama_cpp import _ggml
+if not _ggml.libggml.ggml_backend_reg_count():  # a portable runtime: its backends loaded as llama.cpp's tools do
+    _ggml.libggml.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
 llama_cpp.Llama(model_path=sys.argv[2], n_ctx=int(sys.argv[3]), n_gpu_layers=int(sys.argv[4]), swa_full=False,
                 type_k=1, type_v=1, verbose=True)
 """
