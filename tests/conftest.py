@@ -56,7 +56,7 @@ def isolated_user_state(tmp_path_factory, monkeypatch):
 # and the real window. `-m "not engine"` is the quick run (README); what it selects may not start a host, which
 # `engine_marker_holds` enforces, so the marker cannot drift from the truth: a test starting a host without such a
 # fixture fails there, saying to mark it.
-ENGINE_FIXTURES = re.compile(r"^(tiny_(?!hub).*|smollm2_gguf|gemma3_gguf|real_window)$")
+ENGINE_FIXTURES = re.compile(r"^(tiny_(?!hub).*|smollm2_gguf|gemma3_gguf|real_window|portable_runtime|built_portable_runtime)$")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -245,6 +245,14 @@ class _Guarded:
     backend: str | None
     runtime: str | None
     rung: str
+    lib_dir: Path | None  # the runtime's libraries: whether it has CPU variants to fall back on
+
+
+def _lib_dir(choice: Any) -> Path | None:
+    from app.runtimes import catalog
+
+    found = catalog.find(choice.name) if choice is not None and choice.name else None
+    return found.lib_dir if found is not None else None
 
 
 def _guard_key(model_path: str | Path, choice: Any) -> guard.Key:
@@ -418,7 +426,7 @@ class EngineClient:
         """The host died of a native crash under a llama.cpp model with a safer configuration left: the next request
         revives it there (the crash guard) instead of failing. The server's queue takes requests meanwhile."""
         proc, guarded = self._proc, self._guarded
-        return (proc is not None and guarded is not None and guard.safer(guarded.rung) is not None
+        return (proc is not None and guarded is not None and guard.safer(guarded.rung, guarded.lib_dir) is not None
                 and guard.is_native_signal(proc.poll()))
 
     def _revive(self, dead: _InFlight) -> str:
@@ -431,7 +439,8 @@ class EngineClient:
             else:
                 crash = self._crashed(dead)
                 guarded = self._guarded
-                safer = guard.safer(guarded.rung) if guarded is not None and guard.is_native_crash(crash) else None
+                safer = (guard.safer(guarded.rung, guarded.lib_dir)
+                         if guarded is not None and guard.is_native_crash(crash) else None)
                 try:
                     if guarded is None or safer is None:
                         raise guard.uncured(crash, "serving a request") if guard.is_native_crash(crash) else crash
@@ -502,13 +511,15 @@ class EngineClient:
             if not settings.chat_template:
                 keep_base_template(ref.path)  # a GGUF without a template: its base model's, from the Hub, once
         key = _guard_key(ref.path, choice) if choice is not None else None
+        lib_dir = _lib_dir(choice)
         rung = start_rung or guard.rung_for(key)
         while True:  # the crash guard's rungs, from the learned (or given) one down
             try:
-                loaded = self._load_on(ref, name, guard.apply(settings, rung), options, choice, on_progress)
+                loaded = self._load_on(ref, name, guard.apply(settings, rung), options, choice, on_progress,
+                                       guard.host_env(rung, lib_dir))
                 break
             except EngineCrashed as crash:
-                safer = guard.safer(rung) if key is not None and guard.is_native_crash(crash) else None
+                safer = guard.safer(rung, lib_dir) if key is not None and guard.is_native_crash(crash) else None
                 if safer is None:
                     if after is None and not guard.is_native_crash(crash):
                         raise
@@ -523,14 +534,15 @@ class EngineClient:
         elif key is not None and rung != guard.DEFAULT:
             notice = guard.applied_sentence(key, rung)
         self.loaded = loaded = dataclasses.replace(loaded, notice=notice)
-        self._guarded = _Guarded(str(model_path), settings, backend, runtime, rung) if key is not None else None
+        self._guarded = _Guarded(str(model_path), settings, backend, runtime, rung, lib_dir) if key is not None else None
         return loaded
 
     def _load_on(self, ref: Any, name: str, settings: LoadSettings, options: dict[str, Any], choice: Any,
-                 on_progress: Callable[[float], None] | None) -> Loaded:
+                 on_progress: Callable[[float], None] | None, rung_env: dict[str, str]) -> Loaded:
         """One load request on the host for ``choice``'s runtime (a fresh host where the running one has another
-        backend or runtime, or died), its progress to ``on_progress``."""
-        runtime_env = choice.env if choice is not None else {}
+        backend or runtime, or died; ``rung_env``: what the crash guard's rung adds to its environment), its
+        progress to ``on_progress``."""
+        runtime_env = {**choice.env, **rung_env} if choice is not None else {}
         request = LoadRequest(f"l{next(self._ids)}", name, str(ref.path), settings, options)
         phase = f"while loading {ref.display_name}"
         if (self.loaded is not None and self.loaded.backend != name) or \

@@ -10,12 +10,14 @@ the CPU repack), which ``llama_model_params.use_extra_bufts = false`` turns off 
 A load ends with a warm-up decode (backends/llama_cpp/backend.py), so such a crash happens while loading, before the
 user's message.
 
-The rungs, safest last (``RUNGS``): llama.cpp's defaults; without its extra buffer types. Only llama.cpp loads have
-rungs; a crash of another engine, a kill (SIGKILL: the system out of memory) or a crash on the last rung is said as
-before, once, with the engine log's last lines kept in a file the sentence names (``uncured``).
+The rungs, safest last (``RUNGS``): llama.cpp's defaults; without its extra buffer types; then, for a portable runtime
+(app/runtimes/cpu_variants.py), its most basic CPU variant as well (x86-64 with SSE2: no kernel of a newer instruction
+set). Only llama.cpp loads have rungs; a crash of another engine, a kill (SIGKILL: the system out of memory) or a
+crash on the last rung is said as before, once, with the engine log's last lines kept in a file the sentence names
+(``uncured``).
 
 What was learned lives in ``engine_guard.json`` under the user data folder (written atomically): ``quantdesk hw`` and
-the Hardware page show it, ``quantdesk runtime forget`` and Settings forget it. Qt-free; imports no engine.
+the Hardware page show it, ``quantdesk runtime forget`` and the Hardware page forget it. Qt-free; imports no engine.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from app.records import from_known
 FILE_NAME = "engine_guard.json"
 DEFAULT = "default"
 NO_EXTRA_BUFFER_TYPES = "no-extra-buffer-types"
-RUNGS = (DEFAULT, NO_EXTRA_BUFFER_TYPES)
+BASIC_CPU_VARIANT = "basic-cpu-variant"
+RUNGS = (DEFAULT, NO_EXTRA_BUFFER_TYPES, BASIC_CPU_VARIANT)
 RUNG_WORDS = {
     DEFAULT: "llama.cpp's defaults",
     NO_EXTRA_BUFFER_TYPES: "without llama.cpp's extra buffer types (its CPU repack and AMX kernels)",
+    BASIC_CPU_VARIANT: "on the runtime's most basic CPU variant, without llama.cpp's extra buffer types",
 }
 # Signals a bug in native code dies of; SIGKILL is the system's (out of memory) and SIGTERM/SIGINT someone's wish.
 NATIVE_CRASHES = frozenset({signal.SIGSEGV, signal.SIGILL, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE})
@@ -131,15 +135,26 @@ def forget() -> int:
 
 def apply(settings: LoadSettings, rung: str) -> LoadSettings:
     """``settings`` as the rung loads them."""
-    if rung == NO_EXTRA_BUFFER_TYPES:
+    if rung in (NO_EXTRA_BUFFER_TYPES, BASIC_CPU_VARIANT):
         return dataclasses.replace(settings, extra_buffer_types=False)
     return settings
 
 
-def safer(rung: str) -> str | None:
-    """The next rung down, None on the last one."""
+def host_env(rung: str, lib_dir: Path | None) -> dict[str, str]:
+    """What the engine host's environment adds on this rung for the runtime in ``lib_dir``."""
+    from app.runtimes import cpu_variants
+
+    return cpu_variants.basic_env(lib_dir) if rung == BASIC_CPU_VARIANT and lib_dir is not None else {}
+
+
+def safer(rung: str, lib_dir: Path | None = None) -> str | None:
+    """The next rung down for the runtime in ``lib_dir``, None on its last one (a runtime without CPU variants has
+    no basic one to go to)."""
     index = RUNGS.index(rung) if rung in RUNGS else len(RUNGS) - 1
-    return RUNGS[index + 1] if index + 1 < len(RUNGS) else None
+    for candidate in RUNGS[index + 1:]:
+        if candidate != BASIC_CPU_VARIANT or host_env(candidate, lib_dir):
+            return candidate
+    return None
 
 
 def is_native_signal(returncode: int | None) -> bool:

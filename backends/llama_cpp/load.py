@@ -114,15 +114,16 @@ def choosing_extra_buffer_types(llama_cpp: ModuleType, enabled: bool) -> Iterato
 
 
 TEST_CRASH_VAR = "QUANTDESK_TEST_CRASH"
-TEST_CRASH_MODES = ("warm-up", "reply", "always")
+TEST_CRASH_MODES = ("warm-up", "reply", "always", "optimized-cpu")
 
 
 class TestCrash:
     """Tests only (``QUANTDESK_TEST_CRASH``): the engine aborts in a decode, as a native crash in llama.cpp's kernels
     would, so the crash guard (app/engine/guard.py) is tested on a real process death. ``warm-up``: at the load's
     warm-up while the extra buffer types are on (what llama.cpp's AMX crash does); ``reply``: at the first decode after
-    the load (a reply, an embedding, the lab's scoring) while they are on; ``always``: at the warm-up whatever the
-    configuration, a crash no retry cures."""
+    the load (a reply, an embedding, the lab's scoring) while they are on; ``optimized-cpu``: at the warm-up unless the
+    host runs a portable runtime's most basic CPU variant; ``always``: at the warm-up whatever the configuration, a
+    crash no retry cures."""
 
     __test__ = False  # not a pytest class
 
@@ -145,7 +146,12 @@ def install_test_crash(llama_cpp: ModuleType, settings: Any) -> TestCrash | None
     """Arm ``TestCrash`` in this engine host where the environment asks for it; None otherwise (always, outside
     tests)."""
     mode = os.environ.get(TEST_CRASH_VAR, "")
-    if mode not in TEST_CRASH_MODES or (mode != "always" and not settings.extra_buffer_types):
+    if mode == "optimized-cpu":  # a kernel of the chosen CPU variant crashes, whatever the buffer types
+        from app.runtimes.cpu_variants import CPU_VARIANT_VAR
+
+        if os.environ.get(CPU_VARIANT_VAR):
+            return None
+    elif mode not in TEST_CRASH_MODES or (mode != "always" and not settings.extra_buffer_types):
         return None
     crash = TestCrash(mode)
     for name in ("llama_decode", "llama_encode"):  # the package's names and the bindings' (llama-cpp-python's own)

@@ -152,3 +152,21 @@ def test_only_native_crash_signals_are_retried():
     assert not guard.is_native_crash(crash(-signal.SIGKILL))  # the system's out-of-memory killer
     assert not guard.is_native_crash(crash(1)) and not guard.is_native_crash(crash(None))
     assert guard.safer(guard.DEFAULT) == guard.NO_EXTRA_BUFFER_TYPES and guard.safer(guard.NO_EXTRA_BUFFER_TYPES) is None
+    assert guard.safer(guard.BASIC_CPU_VARIANT) is None
+
+
+def test_a_portable_runtime_goes_down_to_its_most_basic_cpu_variant(monkeypatch, tiny_models, portable_runtime):
+    """A crash in the chosen CPU variant's kernels (QUANTDESK_TEST_CRASH=optimized-cpu) survives the extra buffer types
+    going off too, and is cured on the runtime's x86-64 variant, which is remembered."""
+    _crash_in(monkeypatch, "optimized-cpu")
+    with EngineClient() as client:
+        loaded = client.load(tiny_models.gguf_q4_k_m, SETTINGS, runtime=portable_runtime.name)
+        assert "on the runtime's most basic CPU variant" in loaded.notice and loaded.runtime == portable_runtime.name
+        assert _reply(client).stats.generated_tokens > 0
+    [learned] = guard.learned()
+    assert learned.rung == guard.BASIC_CPU_VARIANT and learned.runtime.startswith(portable_runtime.name)
+
+
+def test_a_runtime_without_cpu_variants_has_no_basic_rung(tmp_path):
+    assert guard.safer(guard.NO_EXTRA_BUFFER_TYPES, tmp_path) is None  # a native build: nothing below
+    assert guard.safer(guard.NO_EXTRA_BUFFER_TYPES, None) is None
