@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(NVIDIA: CUDA, else Vulkan; AMD: ROCm, else Vulkan; Intel: Vulkan; Apple: Metal; else CPU) "
                     "unless one is pinned with `use`.")
     sub = parser.add_subparsers(dest="runtime_command", metavar="ACTION", required=True,
-                                help="ls, build NAME, use NAME, rm NAME or forget")
+                                help="ls, build NAME, use NAME, rm NAME, rollback NAME or forget")
     ls = sub.add_parser("ls", help="the runtimes, the devices each sees, and which one loads use")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=run_ls)
@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--as", dest="as_name", metavar="NAME",
                        help="name the runtime NAME instead of the backend's name (a CPU runtime beside the app "
                             "environment's own, which is named cpu)")
+    build.add_argument("--version", metavar="V", help="build llama-cpp-python V from its source package instead of the "
+                       "app's own version; models use it only after their trial load on it succeeded")
     build.set_defaults(func=run_build)
     use = sub.add_parser("use", help="pin a runtime for every load, or for one model (auto: choose again)")
     use.add_argument("name", help="a runtime name from `quantdesk runtime ls`, or auto")
@@ -51,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                         "quant in a safer configuration from then on (quantdesk hw lists them). "
                                         "This forgets them: the next loads try llama.cpp's defaults again.")
     forget.set_defaults(func=run_forget)
+    rollback = sub.add_parser("rollback", help="put a runtime's previous build back in place",
+                              description="A rebuilt runtime keeps the build it replaced; models load on that one "
+                                          "until their trial on the new build succeeded. This puts the previous "
+                                          "build back for every model (and keeps the newer one as the previous).")
+    rollback.add_argument("name", help="the runtime")
+    rollback.set_defaults(func=run_rollback)
 
 
 def run_ls(args: argparse.Namespace) -> int:
@@ -130,7 +138,8 @@ def run_build(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     runtime = build.build(args.name, vulkan_sdk=args.vulkan_sdk, sdist=args.sdist, rebuild=args.rebuild,
-                          jobs=args.jobs, on_progress=_Bar(), on_plan=on_plan, name=args.as_name)
+                          jobs=args.jobs, on_progress=_Bar(), on_plan=on_plan, name=args.as_name,
+                          version=args.version)
     print(f"built the {runtime.name} runtime in {_minutes(time.monotonic() - start)}: {runtime.folder}"
           f" (log: {runtime.log})")
     return 0
@@ -163,4 +172,16 @@ def run_forget(args: argparse.Namespace) -> int:
     count = guard.forget()
     print(f"forgot {count} configuration{'s' if count != 1 else ''} learned after engine crashes" if count
           else "nothing was learned after engine crashes")
+    return 0
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    from app.runtimes import trials
+
+    try:
+        runtime = trials.rollback(args.name)
+    except trials.RollbackError as exc:
+        raise QuantDeskError(str(exc), "quantdesk runtime ls lists the runtimes") from None
+    print(f"the {runtime.name} runtime is its previous build again (llama-cpp-python {runtime.version or '?'}, built "
+          f"{runtime.built_at[:10] or '?'})")
     return 0

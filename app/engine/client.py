@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from app.engine import guard, protocol
+from app.runtimes import trials
 from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
                                  RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
@@ -35,6 +36,8 @@ from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats,
 
 _EOF = object()
 _log = logging.getLogger(__name__)
+# What fails a new runtime build's trial (app/runtimes/trials.py) besides a crash: it cannot start, load or serve.
+TRIAL_FAILURES = ("runtime", "load", "internal", "unavailable")
 # The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
 _Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | RerankRequest | CountRequest
              | SaveStateRequest | RestoreStateRequest | UnloadRequest)
@@ -248,27 +251,34 @@ class _Guarded:
     lib_dir: Path | None  # the runtime's libraries: whether it has CPU variants to fall back on
 
 
-def _lib_dir(choice: Any) -> Path | None:
+def _runtime_of(choice: Any) -> Any:
+    """The catalog's runtime a choice loads on: its previous build where a trial sent it there."""
     from app.runtimes import catalog
 
-    found = catalog.find(choice.name) if choice is not None and choice.name else None
-    return found.lib_dir if found is not None else None
+    if choice is None or not choice.name:
+        return None
+    site = choice.runtime_env.get(catalog.RUNTIME_PATH_VAR)
+    return catalog.read_folder(Path(site).parent, "user") if site else catalog.find(choice.name)
 
 
-def _guard_key(model_path: str | Path, choice: Any) -> guard.Key:
+def _on_previous_build(choice: Any, trial: trials.Trial) -> Any:
+    """``choice`` on the runtime's previous build (a model whose trial on the new one failed)."""
+    return dataclasses.replace(choice, runtime_env=trial.fallback.host_env(),
+                               reason=f"{choice.reason} (its previous build)")
+
+
+def _guard_key(model_path: str | Path, choice: Any, found: Any) -> guard.Key:
     """The crash guard's key for a llama.cpp load: this CPU's model, the runtime with its llama-cpp-python version,
     the file's quant type (read from its header, which the load has read already)."""
     from app import machine
     from app.errors import ModelFileError
     from app.models import metadata
-    from app.runtimes import catalog
 
     try:
         info = metadata.read_model(model_path).quant
         quant = info.quant if info else ""
     except (OSError, ModelFileError):
         quant = ""
-    found = catalog.find(choice.name)
     runtime = f"{choice.name} {found.version}" if found is not None and found.version else choice.name
     return guard.Key(machine.profile().cpu.model, runtime, quant)
 
@@ -510,14 +520,56 @@ class EngineClient:
                 raise BackendUnavailable(choice.reason)
             if not settings.chat_template:
                 keep_base_template(ref.path)  # a GGUF without a template: its base model's, from the Hub, once
-        key = _guard_key(ref.path, choice) if choice is not None else None
-        lib_dir = _lib_dir(choice)
+        trial, trial_notice = (trials.on_trial(choice.name, ref.path) if choice is not None else None), ""
+        if trial is not None and (reason := trials.failed_before(trial, ref.path)):
+            choice, trial = _on_previous_build(choice, trial), None  # it failed before: the previous build stays
+            trial_notice = f"This model loads on the {choice.name} runtime's previous build: the new one failed its " \
+                           f"trial with it ({reason}); quantdesk runtime rollback {choice.name} puts the previous " \
+                           "build back for every model."
+        try:
+            loaded, key, rung, after, lib_dir = self._load_on_rungs(ref, name, settings, options, choice, on_progress,
+                                                                    start_rung, after)
+        except (EngineCrashed, EngineError) as failed:
+            if trial is None or (isinstance(failed, EngineError) and failed.kind not in TRIAL_FAILURES):
+                raise
+            trials.record(trial, ref.path, False, failed.message)
+            choice = _on_previous_build(choice, trial)
+            trial_notice = (f"{trial.words()[0].upper()}{trial.words()[1:]} failed its trial with this model "
+                            f"({failed.message}), so it loads on the previous build, as it will until a new build or "
+                            f"quantdesk runtime rollback {choice.name}.")
+            _log.warning("%s", trial_notice)
+            loaded, key, rung, after, lib_dir = self._load_on_rungs(ref, name, settings, options, choice, on_progress,
+                                                                    start_rung, None)
+        else:
+            if trial is not None:
+                trials.record(trial, ref.path, True)
+        notice = ""
+        if key is not None and after is not None:
+            guard.remember(key, rung, after.message)
+            notice = guard.recovered_sentence(after, key, rung)
+            _log.warning("%s", notice)
+        elif key is not None and rung != guard.DEFAULT:
+            notice = guard.applied_sentence(key, rung)
+        notice = " ".join(n for n in (trial_notice, notice) if n)
+        self.loaded = loaded = dataclasses.replace(loaded, notice=notice)
+        self._guarded = _Guarded(str(model_path), settings, backend, runtime, rung, lib_dir) if key is not None else None
+        return loaded
+
+    def _load_on_rungs(self, ref: Any, name: str, settings: LoadSettings, options: dict[str, Any], choice: Any,
+                       on_progress: Callable[[float], None] | None, start_rung: str | None,
+                       after: EngineCrashed | None) -> tuple[Loaded, guard.Key | None, str, EngineCrashed | None,
+                                                             Path | None]:
+        """The load on the crash guard's rungs, from the learned (or given) one down: what loaded, the guard's key,
+        the rung it loaded on, the crash that sent it there (or ``after``), the runtime's libraries."""
+        runtime = _runtime_of(choice)
+        key = _guard_key(ref.path, choice, runtime) if choice is not None else None
+        lib_dir = runtime.lib_dir if runtime is not None else None
         rung = start_rung or guard.rung_for(key)
-        while True:  # the crash guard's rungs, from the learned (or given) one down
+        while True:
             try:
                 loaded = self._load_on(ref, name, guard.apply(settings, rung), options, choice, on_progress,
                                        guard.host_env(rung, lib_dir))
-                break
+                return loaded, key, rung, after, lib_dir
             except EngineCrashed as crash:
                 safer = guard.safer(rung, lib_dir) if key is not None and guard.is_native_crash(crash) else None
                 if safer is None:
@@ -526,16 +578,6 @@ class EngineClient:
                     raise guard.uncured(crash, f"loading {ref.path}",
                                         f"{guard.RUNG_WORDS[rung]}" if after is not None else "") from None
                 after, rung = crash, safer
-        notice = ""
-        if key is not None and after is not None:
-            guard.remember(key, rung, after.message)
-            notice = guard.recovered_sentence(after, key, rung)
-            _log.warning("%s", notice)
-        elif key is not None and rung != guard.DEFAULT:
-            notice = guard.applied_sentence(key, rung)
-        self.loaded = loaded = dataclasses.replace(loaded, notice=notice)
-        self._guarded = _Guarded(str(model_path), settings, backend, runtime, rung, lib_dir) if key is not None else None
-        return loaded
 
     def _load_on(self, ref: Any, name: str, settings: LoadSettings, options: dict[str, Any], choice: Any,
                  on_progress: Callable[[float], None] | None, rung_env: dict[str, str]) -> Loaded:

@@ -413,7 +413,7 @@ def _failure_line(tail: list[str]) -> str:
 def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = None, rebuild: bool = False,
           jobs: int | None = None, on_progress: Callable[[Progress], None] = lambda p: None,
           on_plan: Callable[[Plan], None] = lambda p: None, tools: Tools | None = None,
-          name: str | None = None) -> catalog.Runtime:
+          name: str | None = None, version: str | None = None) -> catalog.Runtime:
     """Build the ``backend`` runtime into the user's runtimes folder (as ``name``, by default the backend's name);
     raises BuildError with the reason."""
     name = name or backend
@@ -423,7 +423,7 @@ def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = No
     if existing is not None and existing.origin != "user":
         raise BuildError(f"the {name} runtime is already there ({catalog.ORIGIN_WORDS[existing.origin]})",
                          "nothing to build")
-    plan = plan_build(backend, vulkan_sdk=vulkan_sdk, tools=tools, jobs=jobs)
+    plan = plan_build(backend, vulkan_sdk=vulkan_sdk, tools=tools, jobs=jobs, version=version)
     on_plan(plan)
     if plan.missing:
         raise BuildError(f"the {backend} runtime cannot be built here: " + " ".join(plan.missing))
@@ -516,14 +516,12 @@ def _keep_wheel(plan: Plan, sdist: Path, wheel: Path) -> Path:
 
 
 def _replace(staging: Path, final: Path) -> None:
-    """Move the new runtime into place; an old one of the same name goes only once the new one is there."""
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
-        os.replace(final, old)
+    """Move the new runtime into place; the build it replaces is kept as the runtime's previous one, which models load
+    on until their trial on the new one succeeded (app/runtimes/trials.py)."""
+    from app.runtimes import trials
+
+    trials.keep_previous(final)
     os.replace(staging, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def remove(name: str) -> Path:
@@ -537,6 +535,7 @@ def remove(name: str) -> Path:
     trash = folder.with_name(f".{folder.name}.removing-{os.getpid()}")
     os.replace(folder, trash)  # gone from discovery at once, even if the delete below is slow
     shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(catalog.previous_folder(name), ignore_errors=True)  # its previous build goes with it
     from app.runtimes import pins
 
     pins.forget(name)

@@ -150,8 +150,10 @@ def read_folder(folder: Path, origin: str) -> Runtime:
         problem = f"{site} holds no llama_cpp package"
     elif not lib_dir.is_dir():
         problem = f"{lib_dir} is missing"
-    elif version and app_version() and version != app_version():
-        # The engine speaks to llama_cpp through the app's own version's API.
+    elif version and app_version() and version != app_version() and not \
+            (origin == "user" and (previous_folder(folder.name) / MANIFEST).is_file()):
+        # The engine speaks to llama_cpp through the app's own version's API: another version is used only on trial,
+        # with the build it replaced to fall back on (app/runtimes/trials.py: `quantdesk runtime build --version`).
         problem = (f"it was built from llama-cpp-python {version} and the app uses {app_version()}: rebuild it "
                    f"(quantdesk runtime build {backend})")
     seconds = manifest.get("build_seconds")
@@ -160,6 +162,11 @@ def read_folder(folder: Path, origin: str) -> Runtime:
                    built_at=str(manifest.get("built_at", "")),
                    build_seconds=float(seconds) if isinstance(seconds, int | float) else None,
                    log=str(manifest.get("log", "")), problem=problem)
+
+
+def previous_folder(name: str) -> Path:
+    """Where a user-built runtime's previous build is kept (app/runtimes/trials.py); hidden from discovery."""
+    return user_dir() / ".previous" / name
 
 
 def _folders(root: Path | None) -> list[Path]:

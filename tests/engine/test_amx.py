@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.real_model,
 @pytest.mark.parametrize("model", ["smollm2_gguf", "gemma3_gguf"])
 def test_a_real_model_answers_out_of_the_box_through_the_amx_path(model, request):
     path = request.getfixturevalue(model)
-    run = subprocess.run([sys.executable, "-m", "app", "chat", str(path), "--prompt", "What is the capital of France?",
+    run = subprocess.run([sys.executable, "-m", "app", "chat", str(path), "--prompt", "What is the capital of France? Answer in one sentence.",
                           "--temperature", "0", "--max-tokens", "32"], capture_output=True, text=True, timeout=300,
                          cwd=ROOT, env=dict(os.environ))
     assert run.returncode == 0, run.stderr[-3000:]

@@ -1,6 +1,6 @@
 """CI check: a portable llama.cpp runtime answers on older CPUs than the build machine's (issue 36).
 
-Runs ``quantdesk chat SmolLM2 --prompt "What is the capital of France?" --temperature 0`` to its end under
+Runs ``quantdesk chat SmolLM2 --prompt "What is the capital of France? Answer in one sentence." --temperature 0`` to its end under
 qemu-user's emulated CPUs (Debian's qemu-user 7.2: ``qemu-x86_64 -cpu help``): Haswell (AVX2, no AVX-512) and
 Nehalem (x86-64-v2: SSE4.2, no AVX). Every process runs emulated, the engine host and the runtime's device probe too:
 qemu-user runs a program's children on the real CPU, so Python is started through a small virtual environment whose
@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 QEMU = "qemu-x86_64"
-PROMPT = "What is the capital of France?"
+PROMPT = "What is the capital of France? Answer in one sentence."
 RUNTIME_NAME = "cpu-portable"
 
 

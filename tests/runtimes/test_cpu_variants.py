@@ -96,7 +96,7 @@ def test_runtime_ls_says_which_variant_runs(portable_runtime):
 
 def chat(model: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "chat", str(model), "--prompt",
-                           "What is the capital of France?", "--temperature", "0", "--max-tokens", "12", *args],
+                           "What is the capital of France? Answer in one sentence.", "--temperature", "0", "--max-tokens", "24", *args],
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
 
 
