@@ -39,8 +39,9 @@ import sys
 sys.path.insert(0, sys.argv[4])
 import llama_cpp
 from llama_cpp import _ggml
-if not _ggml.libggml.ggml_backend_reg_count():  # a portable runtime: its backends loaded as llama.cpp's tools do
-    _ggml.libggml.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
+lib = llama_cpp.llama_cpp._lib  # libllama: dlsym reaches the libggml it uses (_ggml.libggml is a second copy)
+if not lib.ggml_backend_reg_count():  # a portable runtime: its backends loaded as llama.cpp's tools do
+    lib.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
 path, n_ctx, ngl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_gpu_layers=ngl, swa_full=False, flash_attn=False,
                 n_batch=512, n_ubatch=512, n_threads=2, verbose=True)

@@ -52,8 +52,9 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import llama_cpp
 from llama_cpp import _ggml
-if not _ggml.libggml.ggml_backend_reg_count():  # a portable runtime: its backends loaded as llama.cpp's tools do
-    _ggml.libggml.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
+lib = llama_cpp.llama_cpp._lib  # libllama: dlsym reaches the libggml it uses (_ggml.libggml is a second copy)
+if not lib.ggml_backend_reg_count():  # a portable runtime: its backends loaded as llama.cpp's tools do
+    lib.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
 llama_cpp.Llama(model_path=sys.argv[2], n_ctx=int(sys.argv[3]), n_gpu_layers=int(sys.argv[4]), swa_full=False,
                 type_k=1, type_v=1, verbose=True)
 """
@@ -138,14 +139,17 @@ def test_a_runtime_with_a_deleted_library_falls_back_and_the_model_bar_and_cli_s
     from app.ui.model_bar import ModelBar
 
     broken = install_copy(vulkan_runtime.site, "vulkan-broken", "vulkan")
-    # The file the loader opens: libggml.so needs libggml-vulkan.so.0 (its SONAME).
-    (broken / "site" / "llama_cpp" / "lib" / "libggml-vulkan.so.0").unlink()
-    assert (vulkan_runtime.lib_dir / "libggml-vulkan.so.0").exists()  # the copy's file was a link of its own
+    lib = broken / "site" / "llama_cpp" / "lib"
+    if (lib / "libggml-vulkan.so.0").exists():  # a build that links its backends: libggml.so needs this (its SONAME)
+        gone, said = "libggml-vulkan.so.0", "libggml-vulkan.so.0: cannot open shared object file: No such file or directory"
+    else:  # a portable build (issue 36): ggml opens libggml-vulkan.so itself; every start opens libllama.so
+        gone, said = "libllama.so", f"{lib / 'libllama.so'} is missing"
+    (lib / gone).unlink()
+    assert (vulkan_runtime.lib_dir / gone).exists()  # the copy's file was a link of its own
     pins.pin("vulkan-broken")
     with EngineClient() as client:
         loaded = client.load(tiny_models.gguf_q4_k_m, LoadSettings(n_ctx=256))
-    why = ("the runtime vulkan-broken pinned for every model cannot start (libggml-vulkan.so.0: cannot open shared "
-           "object file: No such file or directory); llvmpipe (LLVM")
+    why = f"the runtime vulkan-broken pinned for every model cannot start ({said}); llvmpipe (LLVM"
     assert loaded.runtime == "vulkan" and loaded.runtime_reason.startswith(why)
     bar = ModelBar()
     qtbot.addWidget(bar)
@@ -157,4 +161,4 @@ def test_a_runtime_with_a_deleted_library_falls_back_and_the_model_bar_and_cli_s
     assert f"runtime vulkan: {why}" in capsys.readouterr().err
     assert main(["runtime", "ls"]) == 0
     listing = capsys.readouterr().out
-    assert "vulkan-broken" in listing and "cannot start: libggml-vulkan.so.0: cannot open shared object file" in listing
+    assert "vulkan-broken" in listing and f"cannot start: {said}" in listing
