@@ -74,6 +74,7 @@ class LlamaCppBackend(TokenLoop):
             raise GenerationError("runtime", f"the llama.cpp runtime cannot start: {exc}",
                                   "choose another runtime (quantdesk runtime ls, quantdesk runtime use NAME)") from None
 
+        cpu_variant = loading.load_ggml_backends()  # a portable runtime's backends (app/runtimes/cpu_variants.py)
         settings.validate()
         kv_type = loading.KV_CACHE_TYPES.get(settings.kv_cache_type)
         if kv_type is None:
@@ -139,7 +140,8 @@ class LlamaCppBackend(TokenLoop):
             "model_bytes": int(llama_cpp.llama_model_size(llm.model)),
             "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
             "architecture": metadata.get("general.architecture", ""),
-            "llama_cpp_path": os.path.dirname(llama_cpp.__file__)}  # which runtime's llama_cpp ran
+            "llama_cpp_path": os.path.dirname(llama_cpp.__file__),  # which runtime's llama_cpp ran
+            **({"cpu_variant": cpu_variant} if cpu_variant else {})}
         details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
         if projector is not None:
             details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
