@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.datatypes import LoadSettings
+from app.datatypes import LoadSettings, Message
 from app.engine import guard
 from app.engine.client import EngineClient
 from app.server.app import create_app, model_id
@@ -60,8 +60,10 @@ def test_an_engine_that_crashed_while_idle_comes_back_for_the_next_request(smoll
             client = openai_on(server)
             model = model_id(engine.loaded.model_path)
             before = _ask(client, model)
+            engine.count_tokens([Message("user", "hi")])  # behind the reply's saved state: the engine is idle now
             os.kill(engine.pid, signal.SIGSEGV)  # as a crash in a native thread between requests would
-            assert _wait_dead(engine) and engine.revivable
+            assert _wait_dead(engine), (engine.pid, engine.alive, engine.stderr_tail()[-8:])
+            assert engine.revivable
             assert _ask(client, model) == before  # a 200 from the revived engine, not "the engine is not running"
             assert engine.alive and "crashed (SIGSEGV)" in engine.loaded.notice
         finally:

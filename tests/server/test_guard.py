@@ -203,7 +203,7 @@ BAD_BODIES = [
     ({"top_logprobs": 3}, "top_logprobs"),  # only with logprobs: true, as OpenAI and llama-server
     ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),  # this model's template has none
+    ({"tools": {"type": "function", "function": {"name": "f"}}}, "tools"),  # a tool, not a list of them
     ({"response_format": {"type": "xml"}}, "response_format"),
     ({"stream": "yes"}, "stream"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),

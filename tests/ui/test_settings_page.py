@@ -132,9 +132,9 @@ def test_llama_server_presets_import_and_export_say_what_they_did(qtbot, tmp_pat
     page.import_presets(str(ini))
     note = page.presets_note.text()
     assert "1 model(s) have a preset" in note and "Imported 1 preset(s) from models.ini." in note
-    assert "skipped chat-template = chatml: QuantDesk has no such setting" in note
+    assert "skipped chat-template" not in note  # llama-server's chat template is the preset's now (issue 37)
     assert "[gone] not imported: its model /no.gguf is neither a file here nor a model of the library" in note
-    assert presets.for_model(entry.path).load == {"n_ctx": 2048}
+    assert presets.for_model(entry.path).load == {"n_ctx": 2048, "chat_template": "chatml"}
     page.show()
     page.resize(900, 700)
     page.ensureWidgetVisible(page.presets_note)
