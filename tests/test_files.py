@@ -92,7 +92,8 @@ def test_no_module_keeps_a_hand_copy_of_the_atomic_write():
         "app/settings.py": 1,  # settings.json.bad: the damaged file kept aside
         "app/hub/download.py": 4,  # verified .part files and the whole set into the models folder
         "app/hub/library.py": 1,  # an imported folder
-        "app/runtimes/build.py": 3,  # a built runtime's folder
+        "app/runtimes/build.py": 2,  # a built runtime's folder
+        "app/runtimes/trials.py": 4,  # a runtime's folder kept as its previous build, and swapped back (rollback)
         "backends/scoring.py": 1,  # a reference file streamed window by window
         "backends/mlx.py": 1,  # a scratch .safetensors for mlx's save/load by name; the kept state goes via app/files
     }
