@@ -25,7 +25,7 @@ N_CTX = 1024
 THREADS = 2
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not the session's: tests elsewhere count the processes they leave
 def smollm2_engine(smollm2_gguf: Path) -> Iterator[EngineClient]:
     with EngineClient() as client:
         client.load(smollm2_gguf, LoadSettings(n_ctx=N_CTX, threads=THREADS, gpu_layers=0))
