@@ -6,6 +6,11 @@ figure is printed beside it). Decode tok/s = (generated - 1) / (last token - fir
 token comes out of prompt processing.
 
     python -m tests.bench.engine_overhead [--runs 5] [--tokens 64] [--spec qwen2.5-0.5b-shape] [--only llama|mlx]
+                                          [--no-real]
+
+With llama.cpp, the real models' files (tests/fixtures/real_models.py: SmolLM2-135M-Instruct Q4_1, Gemma 3 270M
+Q4_K_M) get a row of their own after the generated shape's, where they are cached: trained weights end a reply when
+they choose, so both sides stop at an end-of-generation token.
 
 Goal: ratio >= 0.97 for each engine.
 """
@@ -20,6 +25,7 @@ import time
 
 from app.engine.client import EngineClient
 from app.datatypes import LoadSettings, Message, SamplingSettings, Token
+from tests.fixtures import real_models
 from tests.fixtures.models import SPECS, build_model_set
 
 PROMPT = [Message("user", "Write a short story about a lighthouse keeper who finds a message in a bottle.")]
@@ -50,13 +56,15 @@ def raw_llama(path: str, threads: int, n_ctx: int):
     llm = llama_cpp.Llama(path, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=0, verbose=False)
     from backends.chat_format import template as chat_template
 
-    prompt = chat_template.render(llm.metadata["tokenizer.chat_template"], [m.__dict__ for m in PROMPT])
+    prompt = chat_template.render(real_models.chat_template(llm.metadata), [m.__dict__ for m in PROMPT])
     tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
 
     def run(sampling: SamplingSettings) -> tuple[float, int]:
         times = []
-        for _token in llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
+        for token in llm.generate(tokens, top_k=sampling.top_k, top_p=sampling.top_p, min_p=sampling.min_p,
                                   temp=sampling.temperature, repeat_penalty=sampling.repeat_penalty):
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):  # a trained model's reply ends
+                break
             times.append(time.perf_counter())
             if len(times) >= sampling.max_tokens:
                 break
@@ -128,6 +136,7 @@ def main() -> None:
     # MLX's quantized matmul has no fast CPU kernel on Linux (the tiny 4-bit test model decodes ~15x slower
     # than its float16 twin), so on a CPU-only machine the float16 variant keeps the run to minutes.
     parser.add_argument("--mlx-variant", choices=["f16", "4bit"], default="4bit" if sys.platform == "darwin" else "f16")
+    real_models.bench_option(parser)
     args = parser.parse_args()
     threads = os.cpu_count() or 1
     models = build_model_set(SPECS[args.spec], quants=("Q4_K_M",), mlx=args.only != "llama")
@@ -140,6 +149,9 @@ def main() -> None:
     if args.only != "mlx":
         compare("llama.cpp Q4_K_M", str(models.gguf_q4_k_m),
                 lambda: raw_llama(str(models.gguf_q4_k_m), threads, 2048), args.runs, sampling, threads)
+        for path in real_models.bench_models(args.real).values():
+            compare(f"llama.cpp {path.name} (real weights)", str(path), lambda p=str(path): raw_llama(p, threads, 2048),
+                    args.runs, sampling, threads)
     if args.only != "llama":
         mlx_path = str(models.mlx_4bit if args.mlx_variant == "4bit" else models.mlx_f16)
         compare(f"MLX {args.mlx_variant}", mlx_path, lambda: raw_mlx(mlx_path), args.runs, sampling, threads)

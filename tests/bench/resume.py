@@ -9,7 +9,12 @@ Time to first token is the parent's clock from the first request (restore, or ge
 model's load is outside both. The greedy replies are compared token for token with each other and with the
 reply of the host that never restarted (its KV cache still warm). The state's size on disk is printed.
 
-    python -m tests.bench.resume [--runs 3] [--tokens 8192] [--threads 2] [--model qwen2.5-0.5b-shape]
+    python -m tests.bench.resume [--runs 3] [--tokens 8192] [--threads 2] [--model qwen2.5-0.5b-shape] [--no-real]
+
+Then the same on the real models' files where they are cached (tests/fixtures/real_models.py; ``--no-real`` leaves
+them out): SmolLM2-135M-Instruct Q4_1 (its conversation kept within its 8,192-token training context, less the
+reply's room) and Gemma 3 270M Q4_K_M, whose sliding-window layers keep only their window's KV, so its saved state
+is mostly the global layers'. Real weights also say whether the restored reply is the very reply of the re-read.
 
 Goal: restored ≥ 10× faster to the first token, the same reply.
 """
@@ -25,6 +30,7 @@ from pathlib import Path
 from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
 from app.engine import states
 from app.engine.client import EngineClient
+from tests.fixtures import real_models
 from tests.fixtures.models import SPECS, TINY, build_model_set
 
 GREEDY = SamplingSettings(temperature=0.0, max_tokens=32, seed=1)
@@ -58,23 +64,39 @@ def reply(client: EngineClient, messages: list[Message], t0: float) -> tuple[flo
     raise AssertionError("no Done")
 
 
+REPLY_ROOM = 1024  # the context beyond the conversation
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=8192, help="the conversation's length in tokens")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default="qwen2.5-0.5b-shape", choices=["tiny", *SPECS])
+    real_models.bench_option(parser)
     args = parser.parse_args()
     spec = TINY if args.model == "tiny" else SPECS[args.model]
-    path = str(build_model_set(spec, quants=("Q4_K_M",), mlx=False).gguf_q4_k_m)
-    load = LoadSettings(n_ctx=args.tokens + 1024, threads=args.threads)
+    bench(str(build_model_set(spec, quants=("Q4_K_M",), mlx=False).gguf_q4_k_m), args.tokens, args)
+    for path in real_models.bench_models(args.real).values():
+        print()
+        bench(str(path), min(args.tokens, trained_context(path) - REPLY_ROOM), args)
+
+
+def trained_context(path: str) -> int:
+    from app.models.metadata import read_model
+
+    return read_model(path).context_length or 1 << 20
+
+
+def bench(path: str, tokens: int, args) -> None:
+    load = LoadSettings(n_ctx=tokens + REPLY_ROOM, threads=args.threads)
     folder = Path(tempfile.mkdtemp(prefix="quantdesk-resume-"))
     cache = states.StateCache(folder, lambda: 64 * 2**30)
     keys = states.StateKeys((states.chat_key(1, 2),), states.chat_key(1, 2))
 
     with EngineClient() as client:  # the session before the restart: the chat, its reply, its saved state
         client.load(path, load)
-        history = conversation(client, args.tokens)
+        history = conversation(client, tokens)
         _, done = reply(client, history, time.perf_counter())
         history.append(Message("assistant", done.text))
         saved = states.save(client, cache, keys)

@@ -15,11 +15,14 @@ its baseline, which goes first every other pair (drift on a noisy machine hits b
 - ``built, p_min 0`` and ``unrelated, p_min 0``: the same drafts guessing whatever their probability, in the same
   rounds (with a ``--draft-p-min`` above 0);
 - ``prompt lookup``: no draft model; a prompt that asks to repeat a given text, so there are n-grams to find (the
-  random model does not obey, but its greedy reply falls into loops prompt lookup then copies from).
+  random model does not obey, but its greedy reply falls into loops prompt lookup then copies from);
+- ``smollm2 prompt lookup``, ``gemma3 prompt lookup`` (``--real``, on by default where the files are cached:
+  tests/fixtures/real_models.py): the same against the same prompt without it, on the real models' own files, which
+  do repeat the text as asked: the case prompt lookup is for.
 
     python -m tests.bench.speculative [--runs 5] [--tokens 128] [--spec smollm2-135m-shape] [--draft-layers 4]
                                       [--quiet 0.05] [--draft-tokens 8] [--draft-p-min 0.75] [--threads 2]
-                                      [--quant F16] [--trace]
+                                      [--quant F16] [--trace] [--no-real]
 
 The model and the built draft are exact in their first layers: with ``--quiet 0`` every guess is accepted (the most
 speculation can give on this machine); the larger ``--quiet``, the less the two agree.
@@ -34,6 +37,7 @@ import statistics
 
 from app.engine.client import EngineClient
 from app.datatypes import DEFAULT_DRAFT_P_MIN, Done, LoadSettings, Message, PROMPT_LOOKUP, SamplingSettings
+from tests.fixtures import real_models
 from tests.fixtures.models import SPECS, build_draft_pair, build_model_set, quantize_gguf
 
 TEXT = ("The lighthouse keeper climbed the stairs every evening at dusk, lit the lamp, wound the clockwork, "
@@ -67,6 +71,7 @@ def main() -> None:
     parser.add_argument("--quant", default="F16", help="F16, or a llama.cpp quant (Q4_K_M, Q8_0) made of each model")
     parser.add_argument("--trace", action="store_true",
                         help="no timing: where each draft's greedy reply first differs from the plain one, and why")
+    real_models.bench_option(parser, "prompt lookup")
     args = parser.parse_args()
     spec = SPECS[args.spec]
     pair = build_draft_pair(spec, args.draft_layers, quiet=args.quiet)
@@ -81,18 +86,22 @@ def main() -> None:
             trace(name, target, draft, args)
         return
     p_min = args.draft_p_min
-    arms = {  # name: (draft, prompt, the draft's minimum probability)
-        "plain": ("", "story", p_min),
-        "built draft": (str(built), "story", p_min),
-        "unrelated draft": (str(unrelated), "story", p_min),
-        "plain (repeat)": ("", "repeat", p_min),
-        "prompt lookup": (PROMPT_LOOKUP, "repeat", p_min),
+    arms = {  # name: (model, draft, prompt, the draft's minimum probability)
+        "plain": (target, "", "story", p_min),
+        "built draft": (target, str(built), "story", p_min),
+        "unrelated draft": (target, str(unrelated), "story", p_min),
+        "plain (repeat)": (target, "", "repeat", p_min),
+        "prompt lookup": (target, PROMPT_LOOKUP, "repeat", p_min),
     }
     baseline = {"built draft": "plain", "unrelated draft": "plain", "prompt lookup": "plain (repeat)"}
     if p_min:  # the same drafts guessing whatever their probability, in the same rounds
-        arms.update({"built, p_min 0": (str(built), "story", 0.0),
-                     "unrelated, p_min 0": (str(unrelated), "story", 0.0)})
+        arms.update({"built, p_min 0": (target, str(built), "story", 0.0),
+                     "unrelated, p_min 0": (target, str(unrelated), "story", 0.0)})
         baseline.update({"built, p_min 0": "plain", "unrelated, p_min 0": "plain"})
+    for key, path in real_models.bench_models(args.real).items():  # trained weights that repeat the text as asked
+        arms.update({f"{key} (repeat)": (path, "", "repeat", p_min),
+                     f"{key} prompt lookup": (path, PROMPT_LOOKUP, "repeat", p_min)})
+        baseline[f"{key} prompt lookup"] = f"{key} (repeat)"
     sampling = SamplingSettings(temperature=0.0, max_tokens=args.tokens)
     # A host per arm, so that each sees one prompt only: llama.cpp keeps the KV cache of the previous reply's prefix,
     # and a prompt evaluated after another prompt's prefix (in a batch of another size) can round its logits
@@ -106,7 +115,7 @@ def main() -> None:
     texts: dict[str, list[str]] = {name: [] for name in arms}  # each arm's replies, the first from a cold cache
 
     def measure(i: int, name: str) -> float:
-        prompt = arms[name][1]
+        prompt = arms[name][2]
         done = run(clients[name], PROMPTS[prompt], sampling)
         s = done.stats
         texts[name].append(done.text)
@@ -122,8 +131,8 @@ def main() -> None:
 
     try:
         for name, client in clients.items():
-            draft, _, arm_p_min = arms[name]
-            client.load(target, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
+            model, draft, _, arm_p_min = arms[name]
+            client.load(model, LoadSettings(n_ctx=2048, threads=args.threads, draft=draft,
                                              draft_tokens=args.draft_tokens, draft_p_min=arm_p_min))
         for name in arms:  # warm-up
             measure(-1, name)

@@ -21,8 +21,13 @@ For each model, the same prompt, greedy, in alternating rounds:
 Medians over ``--runs`` rounds. Goals (issue 14): the tiny model's ms/token at most 0.05 above the counter's;
 on real shapes counter ÷ QuantDesk ≥ 0.97, through the server ≥ 0.95.
 
-    python -m tests.bench.token_loop [--runs 7] [--tokens 256] [--threads 2] [--server]
-                                     [--models tiny,smollm2-360m-shape,qwen2.5-0.5b-shape]
+    python -m tests.bench.token_loop [--runs 7] [--tokens 256] [--threads 2] [--server] [--no-real]
+                                     [--models tiny,smollm2-360m-shape,qwen2.5-0.5b-shape,smollm2,gemma3]
+
+The generated shapes are random weights in Q4_K_M; ``smollm2`` and ``gemma3`` are the real models' files as they
+come (SmolLM2-135M-Instruct Q4_1, Gemma 3 270M Q4_K_M: tests/fixtures/real_models.py), in the default list where
+they are cached: real weights end a reply where they choose to (a short reply gives fewer tokens to time), and
+Gemma's 262,144-token vocabulary makes its output layer the largest of all.
 
 Only EngineClient's public calls are used, so the script also runs against older commits (the "before"
 figures; a host that logs no llama.cpp timings gets no same-reply figure). ``smollm2-360m-shape`` is
@@ -39,6 +44,7 @@ import time
 
 from app.engine.client import EngineClient
 from app.datatypes import Done, LoadSettings, Message, SamplingSettings, Token
+from tests.fixtures import real_models
 from tests.fixtures.models import SPECS, TINY, ModelSpec, build_model_set
 
 SMOLLM2_360M = ModelSpec("smollm2-360m-shape", "llama", n_embd=960, n_layer=32, n_head=15, n_head_kv=5, n_ff=2560,
@@ -53,12 +59,6 @@ TIMINGS = re.compile(r"\[(?P<id>[^\]]+)\] llama\.cpp timings: .* decode (?P<n>\d
 _ids = itertools.count(1)
 
 
-def parameters(spec: ModelSpec) -> float:
-    per_layer = (2 * spec.n_embd ** 2 + 2 * spec.n_embd * spec.n_head_kv * spec.head_dim
-                 + 3 * spec.n_embd * spec.n_ff)
-    return spec.vocab_size * spec.n_embd * (1 if spec.tie_embeddings else 2) + spec.n_layer * per_layer
-
-
 class Raw:
     """llama-cpp-python in this process: ``Llama.generate`` and llama.cpp's own decode counter."""
 
@@ -69,7 +69,8 @@ class Raw:
 
         self.llama_cpp = llama_cpp
         self.llm = llama_cpp.Llama(path, n_ctx=N_CTX, n_threads=threads, n_gpu_layers=0, verbose=False)
-        self.template = self.llm.metadata["tokenizer.chat_template"]
+        self.template = real_models.chat_template(self.llm.metadata)
+        self.parameters = llama_cpp.llama_model_n_params(self.llm.model)
         self.render = chat_template.render
 
     def run(self, messages: list[Message], n: int) -> dict:
@@ -88,7 +89,8 @@ class Raw:
                 break
         perf = lc.llama_perf_context(llm.ctx)
         return {"counter_ms": perf.t_eval_ms / perf.n_eval, "wall_ms": (times[-1] - times[0]) * 1000 / (len(times) - 1),
-                "ttft_ms": (times[0] - start) * 1000, "text": llm.detokenize(out).decode("utf-8", "replace")}
+                "ttft_ms": (times[0] - start) * 1000, "text": llm.detokenize(out).decode("utf-8", "replace"),
+                "tokens": len(times)}
 
 
 class Log:
@@ -163,8 +165,16 @@ def second_turn(messages: list[Message], reply: str) -> list[Message]:
     return [*messages, Message("assistant", reply), Message("user", "And what did the message say?")]
 
 
-def bench(name: str, spec: ModelSpec, args) -> dict:
-    path = str(build_model_set(spec, quants=("Q4_K_M",), mlx=False).gguf_q4_k_m)
+def model_file(name: str) -> tuple[str, str]:
+    """The file a name of --models stands for, and what it is."""
+    if name in real_models.REAL_MODELS:
+        model = real_models.REAL_MODELS[name]
+        return str(real_models.fetch(model)), f"{model.file_name}, real weights"
+    return str(build_model_set(MODELS[name], quants=("Q4_K_M",), mlx=False).gguf_q4_k_m), "Q4_K_M, random weights"
+
+
+def bench(name: str, args) -> dict:
+    path, what = model_file(name)
     raw = Raw(path, args.threads)
     rows: dict[str, list[dict]] = {"raw": [], "quantdesk": [], "server": [], "raw2": [], "quantdesk2": [],
                                    "cancel": []}
@@ -206,10 +216,10 @@ def bench(name: str, spec: ModelSpec, args) -> dict:
             if oai is not None:
                 oai.close()
                 server.stop()
-    return report(name, spec, args, rows)
+    return report(name, f"~{raw.parameters / 1e6:.0f}M parameters, {what}", args, rows)
 
 
-def report(name: str, spec: ModelSpec, args, rows: dict[str, list[dict]]) -> dict:
+def report(name: str, what: str, args, rows: dict[str, list[dict]]) -> dict:
     def median(who: str, key: str) -> float:
         return statistics.median(r[key] for r in rows[who])
 
@@ -221,8 +231,8 @@ def report(name: str, spec: ModelSpec, args, rows: dict[str, list[dict]]) -> dic
                  for r, raw in zip(rows[who], rows["raw"], strict=True)]
         return statistics.median(q - c for q, c in pairs), statistics.median(c / q for q, c in pairs)
 
-    print(f"\n{name}: ~{parameters(spec) / 1e6:.0f}M parameters, Q4_K_M, {args.threads} threads, greedy, "
-          f"{args.tokens} tokens, {args.runs} alternating rounds (medians)")
+    print(f"\n{name}: {what}, {args.threads} threads, greedy, up to {args.tokens} tokens, {args.runs} alternating "
+          f"rounds (medians; replies of {median('raw', 'tokens'):.0f} tokens)")
     print(f"  llama.cpp's counter (Llama.generate here) {median('raw', 'counter_ms'):8.4f} ms/token   "
           f"Llama.generate's wall {median('raw', 'wall_ms'):.4f} ms/token")
     out = {"name": name}
@@ -255,10 +265,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--server", action="store_true", help="also through the local server and the openai client")
-    parser.add_argument("--models", default=f"tiny,{SMOLLM2_360M.name},qwen2.5-0.5b-shape",
-                        help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", help=f"comma-separated, of {', '.join([*MODELS, *real_models.REAL_MODELS])} "
+                                         f"(default: tiny,{SMOLLM2_360M.name},qwen2.5-0.5b-shape and the real models)")
+    real_models.bench_option(parser)
     args = parser.parse_args()
-    results = [bench(name, MODELS[name], args) for name in args.models.split(",")]
+    names = args.models.split(",") if args.models else ["tiny", SMOLLM2_360M.name, "qwen2.5-0.5b-shape",
+                                                         *real_models.bench_models(args.real)]
+    results = [bench(name, args) for name in names]
     print("\nsummary (goals: tiny +0.05 ms at most; others counter/QuantDesk >= 0.97, through the server >= 0.95)")
     for r in results:
         line = f"  {r['name']:<22}"

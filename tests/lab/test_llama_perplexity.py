@@ -38,21 +38,6 @@ SETTINGS = BenchSettings(ctx=CTX, chunks=CHUNKS, speed=False, threads=2)
 FROM_PPL_BASE = ("ppl_base", "ppl_correlation", "ln_ppl_ratio", "ppl_ratio", "ppl_diff")
 
 
-def assert_agree(quality, printed: dict[str, tool.Printed], label: str, leave_out: tuple[str, ...] = ()) -> None:
-    assert len(printed) == len(tool._LINES), sorted(set(tool._LINES.values()) - set(printed))
-    problems = []
-    for name, figure in printed.items():
-        if name in leave_out:
-            continue
-        value, se = tool.lab_figure(quality, name)
-        allowed = tool.allowed(name, figure)
-        if not abs(value - figure.value) <= allowed:
-            problems.append(f"{name}: lab {value:.6g}, llama-perplexity {figure.value:.6g} (allowed ±{allowed:.2g})")
-        if figure.se is not None and se is not None and not abs(se - figure.se) <= 0.01 * figure.se + figure.half_unit:
-            problems.append(f"{name} error: lab {se:.6g}, llama-perplexity {figure.se:.6g}")
-    assert not problems, f"{label}:\n" + "\n".join(problems)
-
-
 @pytest.fixture(scope="module", params=["tiny_models", "tiny_peaked_models"])
 def both(request, llama_perplexity, tmp_path_factory):
     """llama-perplexity's and the lab's figures for Q8_0 and Q4_K_M against F16, and the tool's base file."""
@@ -82,7 +67,7 @@ def test_the_labs_statistics_are_llama_perplexitys(both):
     for quant in ("Q8_0", "Q4_K_M"):
         variant = lab.variant(f"tiny-llama-{quant}")
         assert variant.quality.positions == CHUNKS * (CTX - 1 - CTX // 2)
-        assert_agree(variant.quality, printed[quant], f"{name} {quant}", leave_out=saturated)
+        tool.assert_agree(variant.quality, printed[quant], f"{name} {quant}", leave_out=saturated)
     q8, q4 = lab.variant("tiny-llama-Q8_0").quality, lab.variant("tiny-llama-Q4_K_M").quality
     assert 0 < q8.kld.value < q4.kld.value and q4.same_top.value < 1  # the quants really differ, and in order
     assert math.isclose(q4.ppl_base.value, reference.quality.ppl.value, rel_tol=1e-9)
@@ -95,4 +80,4 @@ def test_the_lab_reads_llama_perplexitys_base_file_and_agrees_with_it(both):
     assert imported.reference_file["producer"].startswith("llama-perplexity")
     assert imported.reference_file["chunks"] == CHUNKS and imported.reference_file["n_ctx"] == CTX
     for quant in ("Q8_0", "Q4_K_M"):
-        assert_agree(imported.variant(f"tiny-llama-{quant}").quality, printed[quant], f"{name} {quant}, imported base")
+        tool.assert_agree(imported.variant(f"tiny-llama-{quant}").quality, printed[quant], f"{name} {quant}, imported base")
