@@ -1,5 +1,5 @@
 """The real-model tier's shared parts: the question with one right answer, and one engine host on SmolLM2 for the
-modules that only ask it things (the server's APIs, the parity with llama.cpp), loaded once for the session.
+modules that only ask it things (the server's APIs, the parity with llama.cpp), loaded once per module.
 
 The tier lives in one folder, not beside the tests of each home it reaches (the CLI, the Chat, the server, the
 engine, the estimator, the documents): each of its tests crosses those homes on a trained model, the tier is
