@@ -314,7 +314,7 @@ class EngineClient:
         if self.alive:
             return self
         if self._proc is not None:
-            self.close()
+            self._stop_host()
             self.loaded = None
         env = dict(os.environ if self._env is None else self._env)
         env.update(self._runtime_env)
@@ -481,6 +481,7 @@ class EngineClient:
         llama.cpp loads run on the runtime app.runtimes chooses (``runtime`` names one for this load), in the
         configuration the crash guard learned for it; a native crash while loading is retried in a safer one
         (app/engine/guard.py), and ``Loaded.notice`` says so."""
+        self._guarded = None  # the model loaded before is no longer the one to revive, even if this load fails
         return self._load(model_path, settings, backend=backend, on_progress=on_progress, runtime=runtime)
 
     def _load(self, model_path: str | Path, settings: LoadSettings | None, *, backend: str | None,
@@ -616,7 +617,7 @@ class EngineClient:
         try:
             if self._inflight is not None:
                 self._inflight.wait_idle()
-            self.close()
+            self._stop_host()
             self.loaded = None
             self._runtime_env = runtime_env
             self.start()
@@ -795,6 +796,11 @@ class EngineClient:
     def close(self, timeout: float = 5.0) -> None:
         """Shut the host down; kill it if it does not go in time. Idempotent."""
         self._guarded = None  # closed on purpose: nothing to revive
+        self._stop_host(timeout)
+
+    def _stop_host(self, timeout: float = 5.0) -> None:
+        """``close`` without forgetting what the crash guard would revive: a host replaced while it is revived
+        (``start``, ``_submit_to_fresh_host``) must leave the requests waiting on the dead one their revival."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
