@@ -3,29 +3,23 @@ projectors, the real fit check and the real presets and runtime pins files (in t
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from pathlib import Path
 
 import pytest
 
-from app.datatypes import Device, LoadSettings
-from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile, RuntimeInfo
+from app.datatypes import LoadSettings
 from app.hub import presets
+from app.models import planner
 from app.models.metadata import read_model
 from app.models.planner import (ContextLowered, EstimatorNote, KvQuantized, PresetApplied, PresetSetAside,
                                 plan_load)
 from app.models.recommend import fit_model
 from app.runtimes import pins
+from tests.fixtures.machines import machine, rtx, with_cpu_and_vulkan_runtimes
 
 GiB = 1 << 30
-
-
-def machine(ram_available: int = 16 * GiB, gpu: GpuInfo | None = None) -> HardwareProfile:
-    return HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo("Test CPU", "x86_64", 8, 16, ["avx2"]),
-                           ram_total_bytes=32 * GiB, ram_available_bytes=ram_available, gpus=[gpu] if gpu else [])
-
-
-def rtx(vram: int = 8 * GiB) -> GpuInfo:
-    return GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070", vram, vram, bandwidth_gbps=256.0)
 
 
 def need(path, n_ctx: int, kv: str = "f16") -> int:
@@ -103,25 +97,15 @@ def test_a_text_model_without_a_projector_beside_it_loads_without_one(tiny_model
 
 # --- 4. the runtime pin ---
 
-def gpu_runtimes() -> HardwareProfile:
-    """A machine with a CPU runtime and a Vulkan runtime that sees the RTX: automatic is Vulkan."""
-    profile = machine(gpu=rtx())
-    cpu = Device("CPU", "Test CPU", "cpu", 32 * GiB, 16 * GiB)
-    gpu = Device("Vulkan0", "NVIDIA GeForce RTX 4070", "gpu", 8 * GiB, 8 * GiB, "nvidia")
-    profile.runtimes = [RuntimeInfo("cpu", "cpu", "environment", devices=[cpu]),
-                        RuntimeInfo("vulkan", "vulkan", "user", devices=[cpu, gpu])]
-    return profile
-
-
 def test_the_plan_is_for_the_pinned_runtime_or_the_one_asked_for(tiny_models):
     path = tiny_models.gguf_q8_0
-    auto = plan_load(path, gpu_runtimes(), LoadSettings(n_ctx=1024))
+    auto = plan_load(path, with_cpu_and_vulkan_runtimes(), LoadSettings(n_ctx=1024))
     assert auto.pin is None and auto.fit.runtime.startswith("Vulkan") and auto.settings.gpu_layers == -1
     pins.pin("cpu", path)
-    pinned = plan_load(path, gpu_runtimes(), LoadSettings(n_ctx=1024))
+    pinned = plan_load(path, with_cpu_and_vulkan_runtimes(), LoadSettings(n_ctx=1024))
     assert pinned.pin == ("cpu", "for this model") and pinned.fit.runtime == "CPU"
     assert pinned.settings.gpu_layers == 0 and pinned.expected_gpu_blocks == 0
-    asked = plan_load(path, gpu_runtimes(), LoadSettings(n_ctx=1024), runtime="vulkan")
+    asked = plan_load(path, with_cpu_and_vulkan_runtimes(), LoadSettings(n_ctx=1024), runtime="vulkan")
     assert asked.pin == ("vulkan", "for this load") and asked.fit.runtime.startswith("Vulkan")
 
 
@@ -227,3 +211,22 @@ def test_a_model_of_another_format_is_estimated_and_keeps_the_wanted_gpu_setting
     assert folder.format == "safetensors" and folder.fit is not None and folder.estimate_bytes > 0
     assert (folder.settings.gpu_layers, folder.settings.cpu_moe, folder.settings.mmproj) == (-1, 0, "")
     assert folder.expected_gpu_blocks is None
+
+
+# --- one planner: no face plans on its own ---
+
+def test_no_face_plans_a_load_on_its_own():
+    """The model bar, the router and the CLI's check plan through plan_load; none calls the fit check or looks for
+    a projector itself any more."""
+    from app.commands import engine, server as serve_command
+    from app.server import router
+    from app.ui import model_bar
+
+    for module in (model_bar, router, engine, serve_command):
+        source = inspect.getsource(module)
+        for own_rule in ("fit_model(", "find_projector(", "with_projector(", "load_cpu_moe(", "pins.load("):
+            assert own_rule not in source, f"{module.__name__} plans on its own: {own_rule}"
+    assert "plan_load(" in inspect.getsource(model_bar.prefill_for)
+    assert "plan_load(" in inspect.getsource(router.ModelRouter._make_plan)
+    assert "plan_load(" in inspect.getsource(engine.check_fit)
+    assert {f.name for f in dataclasses.fields(planner.LoadPlan)} >= {"settings", "fit", "notes"}

@@ -10,23 +10,14 @@ import signal
 import psutil
 import pytest
 
-from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
 from app.ui.model_bar import prefill_for, spill_warning
 from app.datatypes import Loaded
+from tests.fixtures.machines import machine, rtx
 from tests.ui.engine_double import EngineDouble
 
 GiB = 1 << 30
-
-
-def machine(ram_available: int = 16 * GiB, gpu: GpuInfo | None = None) -> HardwareProfile:
-    return HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo("Test CPU", "x86_64", 8, 16, ["avx2"]),
-                           ram_total_bytes=32 * GiB, ram_available_bytes=ram_available, gpus=[gpu] if gpu else [])
-
-
-def rtx(vram: int = 8 * GiB) -> GpuInfo:
-    return GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070", vram, vram, bandwidth_gbps=256.0)
 
 
 def open_and_load(qtbot, window, path) -> Loaded:
