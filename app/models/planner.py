@@ -51,7 +51,8 @@ QUANTIZED_KV = "q8_0"  # the KV cache type the fallback takes: half of f16's mem
 class LoadPreset(Protocol):
     """A model's saved load values (``app.hub.presets.ModelPreset``; the planner sits below app/hub)."""
 
-    load: Mapping[str, Any]
+    @property
+    def load(self) -> Mapping[str, Any]: ...
 
     def apply_load(self, settings: LoadSettings, given: tuple[str, ...] = ()) -> LoadSettings: ...
 

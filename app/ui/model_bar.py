@@ -7,6 +7,7 @@ machine, a load progress bar, what loaded against the estimate, and the engine's
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,17 +83,18 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
     profile = profile or _detect()
     plan = plan_load(path, profile, LoadSettings(n_ctx=want_ctx), preset=preset)
     fit = plan.fit
-    extra = dict(profile=profile, runtimes=[r.name for r in profile.runtimes or [] if not r.problem],
-                 pinned=plan.pin[0] if plan.pin else None, notes=[note_words(n) for n in plan.notes])
+    base = Prefill(path, plan.settings, profile=profile, notes=[note_words(n) for n in plan.notes],
+                   runtimes=[r.name for r in profile.runtimes or [] if not r.problem],
+                   pinned=plan.pin[0] if plan.pin else None)
     if fit is None:  # the header cannot be read: the engine's load says why
-        return Prefill(path, plan.settings, reason=plan.problem, **extra)
+        return dataclasses.replace(base, reason=plan.problem)
     est = fit.estimate
     if est is None:  # "unknown": nothing to hold the load back with
-        return Prefill(path, plan.settings, verdict=fit.verdict, reason=fit.reason, runtime=fit.runtime, **extra)
-    return Prefill(path, plan.settings, estimated_bytes=plan.estimated_bytes,
-                   expected_gpu_blocks=plan.expected_gpu_blocks, verdict=fit.verdict, reason=fit.reason,
-                   moe=plan.moe, fits=plan.fits, runtime=fit.runtime,
-                   estimated_buffers=report.estimated_buffers(est.devices) if plan.format == "gguf" else {}, **extra)
+        return dataclasses.replace(base, verdict=fit.verdict, reason=fit.reason, runtime=fit.runtime)
+    return dataclasses.replace(
+        base, estimated_bytes=plan.estimated_bytes, expected_gpu_blocks=plan.expected_gpu_blocks, verdict=fit.verdict,
+        reason=fit.reason, moe=plan.moe, fits=plan.fits, runtime=fit.runtime,
+        estimated_buffers=report.estimated_buffers(est.devices) if plan.format == "gguf" else {})
 
 
 def note_words(note: PlanNote) -> str:
