@@ -223,7 +223,7 @@ def _plan(meta: ModelMetadata, path: str, profile: HardwareProfile, wanted: Load
             result = quantized
             settings.kv_cache_type, settings.flash_attention = QUANTIZED_KV, True  # a quantized V cache needs it
             notes.append(KvQuantized(settings.n_ctx))
-        elif "n_ctx" not in held and result.max_ctx is not None:
+        elif "n_ctx" not in held and result.max_ctx is not None and result.max_ctx < settings.n_ctx:
             notes.append(ContextLowered(settings.n_ctx, result.max_ctx))
             settings.n_ctx = result.max_ctx
             result = fit(settings.n_ctx, settings.kv_cache_type)
