@@ -83,7 +83,9 @@ def register(subparsers) -> None:
                         "server_overflow setting, stop unless changed)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
+    p.add_argument("--gpu-layers", type=int,
+                   help="layers to offload to the GPU, -1 all, 0 none (default: the most that fit, as the Chat plans "
+                        "them)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     add_draft_arguments(p)  # for the --model
@@ -121,21 +123,25 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
-    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            cpu_moe=args.cpu_moe, draft=draft_setting(args), draft_tokens=args.draft_tokens,
-                            draft_p_min=args.draft_p_min)
+    settings = LoadSettings(n_ctx=context_length(args.ctx), threads=args.threads, cpu_moe=args.cpu_moe,
+                            draft=draft_setting(args), draft_tokens=args.draft_tokens, draft_p_min=args.draft_p_min,
+                            **({} if args.gpu_layers is None else {"gpu_layers": args.gpu_layers}))
     try:
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
-    check_fit(args.model, settings, args)
-    if note := draft_note(settings):
+    given = tuple(name for name, value in (("n_ctx", args.ctx), ("gpu_layers", args.gpu_layers),
+                                           ("cpu_moe", args.cpu_moe or None)) if value is not None)
+    # The model as the load planner plans it for this machine (a vision model with the projector beside it);
+    # library models loaded on request start again from the server's own settings.
+    planned = check_fit(args.model, settings, args, given=given, find_projector=True)
+    if note := draft_note(planned):
         print(note, file=sys.stderr)
 
     from app.server.thread import _NotifyingServer, bound_url, server_config
 
     with EngineClient() as client:
-        loaded = client.load(args.model, settings, backend=args.backend)
+        loaded = client.load(args.model, planned, backend=args.backend)
 
         def announce(openai) -> None:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.

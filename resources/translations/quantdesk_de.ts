@@ -5228,6 +5228,10 @@ Referenz {reference}</translation>
         <translation>Kontext von {n_ctx} auf {max_ctx} Tokens gesenkt, das Maximum, das passt</translation>
     </message>
     <message>
+        <source>this model&apos;s preset ({values}) does not fit this machine ({reason}); it loads with the fit check&apos;s settings</source>
+        <translation>Voreinstellung des Modells ({values}) passt nicht auf diesen Rechner ({reason}); es lädt mit den Einstellungen der Passprüfung</translation>
+    </message>
+    <message>
         <source>The estimate put {expected} of {n_layers} layers on the GPU, but the {engine} runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU runtime on the Hardware page (or: quantdesk runtime build vulkan).</source>
         <translation>Die Schätzung sah {expected} von {n_layers} Schichten auf der GPU vor, aber die Laufzeit {engine} unterstützt keine GPU, daher läuft jede Schicht auf der CPU, was viel langsamer ist. Bauen Sie auf der Seite „Hardware“ eine GPU-Laufzeit (oder: quantdesk runtime build vulkan).</translation>
     </message>
