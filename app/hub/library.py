@@ -18,7 +18,7 @@ import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from app.errors import ModelFileError
 from app.hub import config
@@ -26,9 +26,6 @@ from app.hub.errors import LibraryError
 from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
 from app.hub.listing import RemoteFile, is_projector
 from app.settings import models_dir
-
-if TYPE_CHECKING:
-    from app.hub.plan import Plan  # app.hub.plan imports this module when it plans an update
 
 MANIFEST_NAME = "library.sqlite3"
 SCHEMA_VERSION = 1
@@ -51,6 +48,29 @@ CREATE TABLE IF NOT EXISTS models (
 );
 CREATE TABLE IF NOT EXISTS folders (path TEXT PRIMARY KEY, added_at REAL NOT NULL);
 """
+
+
+class _Request(Protocol):
+    @property
+    def repo_id(self) -> str: ...
+    @property
+    def update_of(self) -> str: ...
+
+
+class DownloadedPlan(Protocol):
+    """What the library reads of a finished download's plan: an app.hub.plan.Plan, whose module imports this one
+    (to plan an update), so it is named by what it has."""
+
+    @property
+    def request(self) -> _Request: ...
+    @property
+    def commit(self) -> str: ...
+    @property
+    def repo_format(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
+    @property
+    def model_files(self) -> list[RemoteFile]: ...
 
 
 class LibraryFile(TypedDict):
@@ -206,7 +226,7 @@ class Library:
         return LibraryEntry(**data)
 
     # -- adding ------------------------------------------------------------------------------------------
-    def model_path_for(self, folder: Path, plan: Plan) -> Path:
+    def model_path_for(self, folder: Path, plan: DownloadedPlan) -> Path:
         ggufs = sorted(f.path for f in plan.model_files
                        if f.path.lower().endswith(".gguf") and not is_projector(f.path))
         return folder / ggufs[0] if ggufs else folder
@@ -219,7 +239,7 @@ class Library:
         records = {f["path"]: f for f in entry.files}
         return {r.path for r in remote_files if r.path in records and matches_remote(folder, records[r.path], r)}
 
-    def register_download(self, plan: Plan, folder: Path, path: Path) -> LibraryEntry:
+    def register_download(self, plan: DownloadedPlan, folder: Path, path: Path) -> LibraryEntry:
         """Record a finished download. An update (``plan.request.update_of``) rewrites its entry, last, after its
         new files were moved in, and then deletes the files the model no longer has."""
         files: list[LibraryFile] = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.model_files]
