@@ -29,7 +29,7 @@ def cpu_moe_arg(text: str) -> int:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.hardware import add_hardware_argument
 
     model_help = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
