@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.commands import add_command
 from app.errors import EngineError
@@ -24,13 +24,20 @@ from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOO
                            SamplingSettings, Token, choose_sampling)
 from app.models.metadata import model_sampling
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from app.datatypes import Loaded
+    from app.engine.client import EngineClient
+    from app.hub.presets import ModelPreset
+
 
 MODEL_HELP = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
               "several, or a unique prefix), a .gguf file, a model folder (MLX, safetensors) or "
               "remote:CONNECTION/MODEL")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(subparsers, "chat",
                     description="Chat with a model in its own engine process. Without --prompt it is "
                                 "interactive: /reset clears the history, /exit or Ctrl-D quits, "
@@ -287,7 +294,7 @@ def speculation_words(stats: GenerationStats) -> str:
             f"{stats.tokens_per_pass:.2f} tokens per pass")
 
 
-def _wanted(args) -> dict[str, Any]:
+def _wanted(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling the command line asks for; a sampling flag not given is None (the model's preset's, else the
     model's, else QuantDesk's), and the other settings are there only when given (else the preset's or the
     default)."""
@@ -312,7 +319,7 @@ def sampling_words(chosen: ChosenSampling) -> str:
     return "; ".join(parts)
 
 
-def _schema_file(path: str | None) -> dict | None:
+def _schema_file(path: str | None) -> dict[str, Any] | None:
     """The JSON Schema in ``path``, or a sentence saying why it cannot be used."""
     if path is None:
         return None
@@ -403,7 +410,7 @@ class Conversation:
         self.history[:] = self.base
         self.cut = None
 
-    def to_send(self, client, sampling: SamplingSettings, quiet: bool = False
+    def to_send(self, client: EngineClient, sampling: SamplingSettings, quiet: bool = False
                 ) -> tuple[list[Message], SamplingSettings]:
         """What the model reads of the history, and the sampling for it; a new cut is said on stderr (a compact
         note as the model writes it would be another stream: it is said whole, after)."""
@@ -416,7 +423,8 @@ class Conversation:
         return fitted.messages, fitted.sampling_for(sampling)
 
 
-def _reply(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter | None) -> Done:
+def _reply(client: EngineClient, history: list[Message], sampling: SamplingSettings,
+           printer: ReplyPrinter | None) -> Done:
     """Stream one reply (to ``printer``, if any); Ctrl-C cancels it and keeps what was generated."""
     stream = client.generate(history, sampling)
     done = None
@@ -520,7 +528,7 @@ def run(args: argparse.Namespace) -> int:
         return _interactive(client, conversation, sampling, _printer(args), images, tools, docs, reply)
 
 
-def model_preset(model: str):
+def model_preset(model: str) -> ModelPreset | None:
     """The model's preset (app/hub/presets.py), None when it has none; an unreadable presets file is said on stderr
     and counts as none."""
     from app.hub import presets
@@ -567,7 +575,7 @@ def _read_images(paths: list[str]) -> tuple[str, ...]:
     return tuple(encoded)
 
 
-def loaded_summary(loaded) -> str:
+def loaded_summary(loaded: Loaded) -> str:
     """What loaded where: a remote model's server; for llama.cpp the runtime, its GPU and the layers on it, then a
     line per device; the experts kept in RAM."""
     from app.runtimes import report
@@ -597,7 +605,7 @@ def loaded_summary(loaded) -> str:
     return "\n".join(lines + template_lines(loaded))
 
 
-def template_lines(loaded) -> list[str]:
+def template_lines(loaded: Loaded) -> list[str]:
     """Which chat template the model is served with and where it came from, and its tool format."""
     d = loaded.details
     if not d.get("chat_template_origin"):
@@ -607,7 +615,7 @@ def template_lines(loaded) -> list[str]:
     return [f"  chat template: {d.get('chat_template_title')} ({d['chat_template_origin']}){tools}"]
 
 
-def _json_result(loaded, done: Done) -> dict:
+def _json_result(loaded: Loaded, done: Done) -> dict[str, Any]:
     s = done.stats
     calls = {"tool_calls": [dataclasses.asdict(c) for c in done.tool_calls]} if done.tool_calls else {}
     return {
@@ -634,8 +642,10 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None, reply=_reply) -> int:
+def _interactive(client: EngineClient, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
+                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None,
+                 reply: Callable[[EngineClient, list[Message], SamplingSettings, ReplyPrinter | None], Done] = _reply
+                 ) -> int:
     history = conversation.history
     while True:
         try:

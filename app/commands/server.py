@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.commands import COMMANDS, add_command
 from app.errors import EngineError
@@ -18,6 +19,14 @@ from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
 from app.datatypes import OVERFLOW_POLICIES, LoadSettings
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from starlette.applications import Starlette
+
+    from app.engine.client import EngineClientLike
+    from app.server.app import OpenAIServer
+
 # app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).
 DEFAULT_IDLE_TTL_S = 600.0
@@ -26,7 +35,7 @@ API_KEY_ENV = "QUANTDESK_API_KEY"
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
         subparsers, "serve",
         description="Serve one model over the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions). "
@@ -143,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     with EngineClient() as client:
         loaded = client.load(args.model, planned, backend=args.backend)
 
-        def announce(openai) -> None:
+        def announce(openai: OpenAIServer) -> None:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
             experts, draft = loaded.details.get("experts_in_ram"), loaded.details.get("draft")
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
@@ -185,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: LoadSettings, *, on_ready=None):
+def serve_app(args: argparse.Namespace, client: EngineClientLike, api_key: str | None, settings: LoadSettings, *,
+              on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
     """The server ``quantdesk serve`` runs, over ``client`` (its --model loaded): the same app and router as the
     app's Server page builds over the app's pool (tests ask both the same things)."""
     from app.server.app import create_app
@@ -205,7 +215,7 @@ def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: L
                           int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
 
 
-def _call(args: argparse.Namespace, method: str, route: str, body: dict | None = None) -> dict:
+def _call(args: argparse.Namespace, method: str, route: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """One request to a running server; its answer, or an EngineError with the server's own sentence."""
     import httpx
 
@@ -224,7 +234,8 @@ def _call(args: argparse.Namespace, method: str, route: str, body: dict | None =
     if answer.status_code >= 400:
         message = (found.get("error") or {}).get("message") if isinstance(found, dict) else None
         raise EngineError(message or f"the server answered {answer.status_code}", kind="serve")
-    return found
+    answered: dict[str, Any] = found  # the server's routes answer JSON objects
+    return answered
 
 
 def ps(args: argparse.Namespace) -> int:
