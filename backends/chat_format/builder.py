@@ -214,6 +214,34 @@ def may_be_string(schema: Any, root: Any, seen: frozenset[int] = frozenset()) ->
     return bool(kind == "string")
 
 
+def typed_arguments(arguments: str, function: dict[str, Any]) -> str:
+    """A call's arguments with each value a syntax wrote as text given the type the tool's schema asks for, as vLLM's
+    and llama.cpp's XML formats read them: ``"42"`` for an integer parameter is 42, ``"true"`` for a boolean true,
+    ``"[1, 2]"`` for an array the array. A value that does not convert (or a parameter that may be a string, or
+    arguments not yet whole JSON) stays as it is."""
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if not isinstance(args, dict):
+        return arguments
+    by_name = {param.name: param for param in parameters(function)}
+    changed = False
+    for key, value in args.items():
+        param = by_name.get(key)
+        if param is None or not isinstance(value, str) or param.may_be_string():
+            continue
+        types = param.value_types()
+        try:
+            converted = json.loads(value)
+        except ValueError:
+            continue
+        if _json_type(converted) in types or (isinstance(converted, int) and "number" in types):
+            args[key] = converted
+            changed = True
+    return json.dumps(args, ensure_ascii=False, separators=(",", ":")) if changed else arguments
+
+
 # --- the builder
 
 
@@ -783,7 +811,7 @@ def parse(grammar: peg.Grammar_, text: str, partial: bool,
           mapper: Callable[[], Mapper] = Mapper) -> ParsedReply:
     """``text`` (the generation prompt, then the reply so far) read by ``grammar``. A whole reply that does not
     match raises ``ValueError``; a partial one gives what was read."""
-    result, _ctx = grammar.parse(text)
+    result, _ctx = grammar.parse(text, final=not partial)
     if result.fail:
         if partial and result.end > 0:
             return mapper().from_nodes(result.nodes)
