@@ -20,7 +20,7 @@ from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_cho
 from app.ui.formatting import capitalized, grouped, human_bytes, human_memory, number, tokens_per_second
 from app.ui.icons import decorate
 from app.ui.theme import SPACING
-from app.ui.widgets import page_margins, page_title, section_title
+from app.ui.widgets import Flow, page_margins, page_title, section_title
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -65,19 +65,17 @@ class ModelCard(QFrame):
             text.setTextFormat(Qt.TextFormat.PlainText)
             text.setWordWrap(True)
             layout.addWidget(text)
-        self.chips = QHBoxLayout()
-        self.chips.setSpacing(SPACING[0])
-        self.chips.addStretch(1)
+        self.chips = Flow(spacing=SPACING[0])  # onto a second line where the card is narrow
         for chip in chips:
             self.add_chip(chip)
-        layout.addLayout(self.chips)
+        layout.addWidget(self.chips)
         self.set_badge(badge)
 
     def add_chip(self, text: str) -> None:
         chip = QLabel(text)
         chip.setObjectName("chip")
         chip.setTextFormat(Qt.TextFormat.PlainText)
-        self.chips.insertWidget(self.chips.count() - 1, chip)  # before the stretch
+        self.chips.add_widget(chip)
 
     def set_badge(self, text: str) -> None:
         self.badge.setText(text)

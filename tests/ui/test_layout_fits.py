@@ -6,6 +6,8 @@ quants, downloads, a library, collections, a finished lab result, the server on,
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from PySide6.QtCore import QCoreApplication
 
@@ -52,7 +54,7 @@ def filled_window(make_window, tmp_path, qapp):
         bar.show_pool([(sample.MODEL, int(5.2 * 2**30), True)])
         bar.context_meter.show_use(ContextUse(used=7_600, n_ctx=8192, documents=1_200), 1024,
                                    sample.MODEL)
-        bar.memory_label.setText(bar.tr("Engine process: {rss}").format(rss="264.6 MiB"))
+        bar.watch_process(os.getpid())  # "Engine process: …" sampled from a live process
         window.hardware.set_profile(sample.sample_laptop())
         sample.fill_discover_and_downloads(window)
         sample.fill_lab_and_server(window, tmp_path)
