@@ -96,6 +96,22 @@ def test_every_page_fits_at_every_size(qtbot, theme, language, filled_window):
     assert not found, f"{len(found)} layout problems ({theme}, {language}):\n" + "\n".join(found)
 
 
+def test_the_welcome_fits_at_every_size(qtbot, theme, language, make_window):
+    """The first run's page (no chats, no models yet), with Discover's cards of the models for a laptop."""
+    window = make_window()
+    page = window.offer_first_run()
+    page.set_profile(sample.sample_laptop())
+    found = []
+    for width, height in SIZES:
+        window.resize(width, height)
+        settle(qtbot)
+        assert window.current_page == "Welcome" and page.models.count()
+        if (window.width(), window.height()) != (width, height):
+            found.append(f"{width}×{height}: the window is {window.width()}×{window.height()}")
+        found += [f"{width}×{height} Welcome: {p}" for p in problems(window.centralWidget())]
+    assert not found, f"{len(found)} layout problems ({theme}, {language}):\n" + "\n".join(found)
+
+
 # --- the rules themselves: each catches what it is for, and leaves alone what is meant ----------------------------
 
 def test_the_check_catches_a_cut_child_an_overlap_and_cut_text(qtbot):
