@@ -426,10 +426,16 @@ class MainWindow(QMainWindow):
     def offer_first_run(self) -> FirstRunPage | None:
         """The welcome, when this is a first run (no chats, no models, not done or skipped before): a page of its
         own in the stack, shown instead of the page the window opened on, and gone once left."""
-        from app.ui.first_run import FirstRunPage, should_offer
+        from app.ui.first_run import should_offer
 
         if not self.isVisible() or not should_offer(self.settings, self.store):  # closed before it came up
             return None
+        return self.show_welcome()
+
+    def show_welcome(self) -> FirstRunPage:
+        """The first run's page, in the stack and shown (offer_first_run asks whether this is a first run)."""
+        from app.ui.first_run import FirstRunPage
+
         if self.first_run is None:
             self.first_run = page = FirstRunPage(self.settings)
             page.model_chosen.connect(self._on_first_run_model)
