@@ -208,7 +208,7 @@ class FirstRunPage(QWidget):
     def chosen(self) -> str | None:
         """The repo id of the model picked in the list."""
         item = self.models.currentItem()
-        return item.data(REPO_ID) if item is not None else None
+        return str(item.data(REPO_ID)) if item is not None else None
 
     @Slot()
     def skip(self) -> None:
