@@ -156,3 +156,33 @@ def test_the_check_leaves_scrolled_content_and_hidden_pages_alone(qtbot):
     parent.show()
     settle(qtbot)
     assert problems(parent) == []
+
+
+def test_a_flow_wraps_its_widgets_onto_more_lines_instead_of_cutting_them(qtbot):
+    from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+    from app.ui.widgets import Flow
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    flow = Flow(spacing=8)
+    buttons = [QPushButton(f"A control named {n}") for n in range(4)]
+    for button in buttons:
+        flow.add_widget(button)
+    layout = QVBoxLayout(parent)
+    layout.addWidget(flow)
+    layout.addWidget(QLabel("below the flow"))
+    layout.addStretch(1)  # the flow gets the height its lines need, no more
+    width = sum(b.sizeHint().width() for b in buttons) + 3 * 8 + 40
+    parent.resize(width, 200)
+    parent.show()
+    settle(qtbot)
+    assert len({b.y() for b in buttons}) == 1  # all on one line
+    one_line = flow.height()
+    parent.resize(buttons[0].sizeHint().width() * 2 + 30, 200)
+    settle(qtbot)
+    assert len({b.y() for b in buttons}) == 2 and flow.height() > one_line  # two lines, and room for both
+    assert all(b.width() == b.sizeHint().width() for b in buttons) and problems(parent) == []
+    buttons[1].hide()
+    settle(qtbot)
+    assert buttons[2].y() == buttons[0].y()  # a hidden widget takes no place
