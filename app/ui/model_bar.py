@@ -22,6 +22,7 @@ from app.hardware.profile import HardwareProfile
 from app.runtimes import report
 from app.ui.formatting import compact_count, grouped, human_memory, human_ms, layer_count, number, percent
 from app.ui.icons import decorate
+from app.ui.widgets import Flow
 from app.datatypes import ContextUse, LoadSettings, Loaded
 
 if TYPE_CHECKING:
@@ -299,8 +300,6 @@ class ModelBar(QFrame):
         top.addWidget(self.load_button)
         outer.addLayout(top)
 
-        row = QHBoxLayout()
-        row.setSpacing(8)
         self.context_box = QSpinBox()
         self.context_box.setRange(256, 1_048_576)
         self.context_box.setSingleStep(1024)
@@ -327,6 +326,8 @@ class ModelBar(QFrame):
         self.runtime_box.setToolTip(self.tr("The llama.cpp runtime for this model: auto picks the best for this "
                                             "machine; another choice is pinned for this model and reloads it"))
         self.runtime_box.addItem(self.tr("Runtime auto"), "auto")
+        # Its runtimes come with the model: as wide as the longest of them, not of the first shown.
+        self.runtime_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.runtime_box.activated.connect(self._on_runtime_activated)
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("caption")
@@ -336,17 +337,18 @@ class ModelBar(QFrame):
         self.memory_label.setAccessibleName(self.tr("Engine memory"))
         self.memory_label.setToolTip(self.tr("Memory the engine process holds now (resident set), sampled every "
                                              "second"))
-        for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
-            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.memory_label.setMinimumWidth(150)
+        self.estimate_label.setWordWrap(True)  # under the controls, on as many lines as the width needs
+        self.estimate_label.hide()  # until there is an estimate
+        self.memory_label.setMinimumWidth(150)  # its figure changes every second: the row does not jump
+        self.memory_label.hide()  # until an engine runs
         self.context_meter = ContextMeter()
+        # A narrow window wraps the controls onto a second line rather than cutting them (issue 40).
+        self.controls = Flow(spacing=8)
         for widget in (self.context_box, self.context_meter, self.gpu_layers_box, self.kv_box, self.flash_box,
-                       self.runtime_box):
-            row.addWidget(widget)
-        row.addSpacing(8)
-        row.addWidget(self.estimate_label, 1)
-        row.addWidget(self.memory_label)
-        outer.addLayout(row)
+                       self.runtime_box, self.memory_label):
+            self.controls.add_widget(widget)
+        outer.addWidget(self.controls)
+        outer.addWidget(self.estimate_label)
 
         self._pid: int | None = None
         self._process = None
@@ -380,9 +382,11 @@ class ModelBar(QFrame):
         if prefill is None:
             self.estimate_label.clear()
             self.estimate_label.setToolTip("")
+            self.estimate_label.hide()
             return
         text = prefill.summary() + (f" · {prefill.runtime}" if prefill.runtime else "")
         self.estimate_label.setText(text)
+        self.estimate_label.show()
         self.estimate_label.setToolTip("\n".join([prefill.reason, *prefill.notes]).strip())
         self.show_runtimes(prefill.runtimes, prefill.pinned)
 
@@ -518,6 +522,7 @@ class ModelBar(QFrame):
         if pid is None:
             self.memory_timer.stop()
             self.memory_label.clear()
+            self.memory_label.hide()  # no empty place in the row
             return
         self._on_sample_memory()
         self.memory_timer.start()
@@ -533,5 +538,7 @@ class ModelBar(QFrame):
         except (psutil.Error, ValueError, TypeError):
             self.memory_timer.stop()
             self.memory_label.clear()
+            self.memory_label.hide()  # no empty place in the row
             return
         self.memory_label.setText(self.tr("Engine process: {rss}").format(rss=human_memory(rss)))
+        self.memory_label.show()

@@ -239,7 +239,7 @@ class ServerPage(QWidget):
         self.port.setValue(8080)
         self.port.setSpecialValueText(self.tr("any free port"))
         self.port.setAccessibleName(self.tr("Port"))
-        self.port.setFixedWidth(160)
+        self.port.setFixedWidth(max(160, self.port.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Port"), self.port)
         key_row = QHBoxLayout()
         self.api_key = QLineEdit()
@@ -272,14 +272,14 @@ class ServerPage(QWidget):
         self.memory_budget.setSpecialValueText(self.tr("as in Settings → Loaded models"))
         self.memory_budget.setToolTip(self.tr("Memory the loaded models may take together while the server runs, "
                                               "the Chat's included"))
-        self.memory_budget.setFixedWidth(300)
+        self.memory_budget.setFixedWidth(max(300, self.memory_budget.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Memory budget"), self.memory_budget)
         self.idle_minutes = QSpinBox()
         self.idle_minutes.setAccessibleName(self.tr("Unload idle models after"))
         self.idle_minutes.setRange(1, 24 * 60)
         self.idle_minutes.setValue(10)
         self.idle_minutes.setSuffix(self.tr(" min without a request"))
-        self.idle_minutes.setFixedWidth(300)
+        self.idle_minutes.setFixedWidth(max(300, self.idle_minutes.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Unload idle models after"), self.idle_minutes)
         self.force = QCheckBox(self.tr("Load anyway, past the memory budget"))
         self.force.setAccessibleName(self.tr("Load anyway, past the memory budget"))
