@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
                               kind="launch")
         endpoint = _start(args, key, tool.min_context)
     if (why := tool.refusal(endpoint)) is not None:
-        raise EngineError(why, "serve a model with a larger context (quantdesk serve --ctx N, or here: --ctx N on a "
-                               "model trained for it)", kind="launch")
+        raise EngineError(why, f"serve it with a larger context, up to what the model was trained for: stop that "
+                               f"server, then quantdesk launch {args.tool} --model M --ctx N", kind="launch")
     setup = tool.make(endpoint)
     print(f"{tool.title} ← {endpoint.model} at {endpoint.openai_base} (context {endpoint.n_ctx:,} tokens)")
     for line in setup.lines:
@@ -125,11 +125,16 @@ def _models(url: str, key: str | None, *, required: bool) -> list[dict[str, Any]
 
 
 def _wanted_id(model: str) -> str:
-    """The id a server serves ``model`` under (app/server/app.py model_id of its path)."""
+    """The id a server serves ``model`` under (app/server/router.py model_id of its path); a name that is no model
+    here is taken as the id itself (a server may serve it by that name)."""
+    from app.errors import QuantDeskError
     from app.hub.resolve import local_model
     from app.server.router import model_id
 
-    return model_id(local_model(model))
+    try:
+        return model_id(local_model(model))
+    except QuantDeskError:
+        return model
 
 
 def _start(args: argparse.Namespace, key: str | None, min_context: int) -> Endpoint:
@@ -149,10 +154,11 @@ def _start(args: argparse.Namespace, key: str | None, min_context: int) -> Endpo
     n_ctx = args.ctx or max(min_context, context_length(None))
     if trained and not args.ctx:
         n_ctx = min(n_ctx, trained)
+    tool = TOOLS[args.tool]
     if trained and min_context > trained:
-        raise EngineError(f"{Path(path).name} was trained for a context of {trained:,} tokens; "
-                          f"{TOOLS[args.tool].title} needs at least {min_context:,}", "choose a model made for "
-                          "longer contexts", kind="launch")
+        raise EngineError(f"{Path(path).name} was trained for a context of {trained:,} tokens; {tool.title} needs "
+                          f"at least {min_context:,} ({tool.min_context_source})",
+                          "choose a model made for longer contexts", kind="launch")
     check_fit(path, LoadSettings(n_ctx=n_ctx), args)  # a model too large for this machine: refused in words now
 
     log = log_dir() / f"serve-{args.port}.log"

@@ -265,3 +265,57 @@ def test_launch_starts_a_detached_server_when_none_runs(tiny_models, home):
             while running.running() and time.monotonic() < deadline:
                 time.sleep(0.2)
     assert running.running() == []  # it withdrew its record as it stopped
+
+
+def test_requests_made_from_each_written_configuration_are_answered(engine, home):
+    """What each tool sends, built from the file `launch --write` wrote (its URL, key and model), reaches the model:
+    Codex's Responses request (streamed, with its instructions, a function tool, store false, a cache key), Claude
+    Code's Messages request (its billing line first in the system), OpenCode's and Continue's chat completions."""
+    server = ServerThread(create_app(engine)).start()
+    try:
+        endpoint = Endpoint(server.url, "tiny-llama-Q8_0", engine.loaded.n_ctx)
+        for name in ("codex", "claude", "opencode", "continue"):
+            write_setup(TOOLS[name].make(endpoint))
+        codex = tomllib.loads((home / ".codex" / "config.toml").read_text())
+        provider = codex["model_providers"][codex["model_provider"]]
+        assert provider["wire_api"] == "responses"
+        with httpx.stream("POST", f"{provider['base_url']}/responses", timeout=120, json={
+                "model": codex["model"], "instructions": "You are a coding agent.", "stream": True, "store": False,
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+                "tools": [{"type": "function", "name": "shell", "description": "Run a command.", "strict": False,
+                           "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}],
+                "tool_choice": "auto", "parallel_tool_calls": False, "prompt_cache_key": "session-1",
+                "max_output_tokens": 8}) as reply:
+            events = [line for line in reply.iter_lines() if line.startswith("event: ")]
+        assert reply.status_code == 200 and events[0] == "event: response.created"
+        assert events[-1] in ("event: response.completed", "event: response.incomplete")  # (8 tokens: cut short)
+
+        env = json.loads((home / ".claude" / "settings.json").read_text())["env"]
+        message = httpx.post(f"{env['ANTHROPIC_BASE_URL']}/v1/messages", timeout=120,
+                             headers={"Authorization": f"Bearer {env['ANTHROPIC_AUTH_TOKEN']}",
+                                      "anthropic-version": "2023-06-01"},
+                             json={"model": env["ANTHROPIC_MODEL"], "max_tokens": 8, "messages": [
+                                 {"role": "user", "content": "hi"}], "system": [
+                                 {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.1; cch=1;"},
+                                 {"type": "text", "text": "You are Claude Code."}]})
+        assert message.status_code == 200 and message.json()["type"] == "message"
+
+        opencode = json.loads((home / ".config" / "opencode" / "opencode.json").read_text())
+        provider_id, model = opencode["model"].split("/", 1)
+        options = opencode["provider"][provider_id]["options"]
+        cont = yaml.safe_load((home / ".continue" / "config.yaml").read_text())["models"][0]
+        for base, key, name in ((options["baseURL"], options["apiKey"], model),
+                                (cont["apiBase"], cont["apiKey"], cont["model"])):
+            chat = httpx.post(f"{base}/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=120,
+                              json={"model": name, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+            assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["role"] == "assistant"
+    finally:
+        server.stop()
+
+
+def test_a_model_trained_for_too_short_a_context_is_refused_before_any_server_starts(tiny_models, home):
+    done = _launch("codex", "--model", str(tiny_models.gguf_q8_0), "--port", str(_free_port()),
+                   env={"HOME": str(home)})
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "was trained for a context of" in done.stderr and "Codex needs at least 64,000" in done.stderr
+    assert "starting" not in done.stderr and running.running() == [] and not (home / ".codex").exists()
