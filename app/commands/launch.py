@@ -170,9 +170,14 @@ def _start(args: argparse.Namespace, key: str | None, min_context: int) -> Endpo
     if args.hardware:
         command += ["--hardware", args.hardware]
     env = {**os.environ, **({API_KEY_ENV: key} if key else {})}  # the key never in argv, which others can read
+    # detached: a session of its own (POSIX), a process group and no console of its own (Windows), so closing this
+    # terminal does not end it
+    detach: dict[str, Any] = {"start_new_session": True}
+    if sys.platform == "win32":
+        detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS}
     with open(log, "ab") as out:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
-                                 start_new_session=True, close_fds=True)  # detached: not ended with this terminal
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, close_fds=True,
+                                 **detach)
     print(f"starting quantdesk serve --model {Path(path).name} --ctx {n_ctx} --port {args.port} in the background "
           f"(pid {child.pid}, log {log})", file=sys.stderr, flush=True)
     deadline = time.monotonic() + START_TIMEOUT_S
