@@ -175,13 +175,21 @@ def run(args: argparse.Namespace) -> int:
         server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
 
         async def serve() -> None:
+            from app.server import running
+
             task = asyncio.create_task(server.serve())
             await asyncio.to_thread(server.ready.wait)
+            record = None
             if server.started:
                 key_note = "an API key is required" if api_key else "no API key"
                 print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
                       f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
-            await task
+                # where it listens, for `quantdesk launch` to find it (app/server/running.py)
+                record = running.announce(bound_url(server), api_key_required=bool(api_key), source="serve")
+            try:
+                await task
+            finally:
+                running.withdraw(record)
 
         try:
             asyncio.run(serve())

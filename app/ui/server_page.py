@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
@@ -92,6 +93,7 @@ class Running:
     server: object  # app.server.thread.ServerThread
     port: int
     pool: object = None  # app.server.router.EnginePool: the models it holds beside the Chat's
+    record: Path | None = None  # app.server.running's record of where it listens (quantdesk launch finds it there)
 
 
 def _start_server(engine, request: ServeRequest) -> Running:
@@ -108,11 +110,17 @@ def _start_server(engine, request: ServeRequest) -> Running:
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
                      allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool,
                      overflow=load().server_overflow)
+    from app.server.running import announce
+
     server = ServerThread(app, request.host, request.port).start()
-    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool)
+    record = announce(server.url, api_key_required=bool(request.api_key), source="app")
+    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool, record)
 
 
 def _stop_server(running: Running) -> None:
+    from app.server.running import withdraw
+
+    withdraw(running.record)
     running.server.stop()  # open responses get a moment; the engine is the Chat's and stays
 
 
