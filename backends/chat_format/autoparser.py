@@ -39,6 +39,7 @@ class _Context:
     extracting_reasoning: bool
     reasoning: ReasoningAnalysis
     content: ContentAnalysis
+    wide: bool = False  # the reader's parser: the variants models write beyond what the template renders
 
 
 def prepare(template: Template, request: Request) -> Prepared:
@@ -73,6 +74,8 @@ def generate_parser(template: Template, request: Request, analysis: Analysis) ->
         prompt += gen
 
     grammar = build(lambda p: build_parser(p, analysis, request, parser_generation_prompt))
+    reader = (build(lambda p: build_parser(p, analysis, request, parser_generation_prompt, wide=True))
+              if reads_wider(analysis, request) else None)
 
     fmt = analysis.tools.format
     has_tools = fmt.mode != ToolFormat.NONE and request.has_tools
@@ -99,14 +102,46 @@ def generate_parser(template: Template, request: Request, analysis: Analysis) ->
         prompt, gen, grammar, supports_thinking=supports_thinking, thinking_start_tag=start_tag,
         thinking_end_tags=(end_tag,) if end_tag else (), grammar=include_grammar, grammar_lazy=grammar_lazy,
         grammar_triggers=tuple(triggers), preserved_tokens=tuple(analysis.preserved_tokens),
-        additional_stops=tuple(analysis.additional_stops))
+        additional_stops=tuple(analysis.additional_stops), reader=reader)
 
 
-def build_parser(p: ChatBuilder, analysis: Analysis, request: Request, generation_prompt_: str) -> Parser:
-    """The reply's parser (llama.cpp's autoparser::build_parser)."""
+def _flat_json_calls(fmt: Any) -> bool:
+    """Whether the calls are bare JSON objects ``{"name": …, "parameters": {…}}`` with no marker around them (Llama
+    3.x's template)."""
+    return (fmt.mode == ToolFormat.JSON_NATIVE and not fmt.section_start and not fmt.per_call_start
+            and not fmt.fun_name_is_key and not fmt.tools_array_wrapped and "." not in fmt.name_field
+            and "." not in fmt.args_field)
+
+
+def reads_wider(analysis: Analysis, request: Request) -> bool:
+    """Whether the reply is read by a wider parser than the grammar (``Prepared.reader``): where the request has tools
+    and the template writes its calls in one of the shapes whose models write more than the template renders, as
+    vLLM's parsers read them —
+
+    - tagged arguments (GLM 4.5/4.6's ``<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n…``,
+      vllm/tool_parsers/glm4_moe_tool_parser.py and tests/tool_parsers/test_glm4_moe_tool_parser.py): whitespace
+      (indentation) around the tags, text between two calls (dropped: the content is what precedes the first call),
+      a value that is no string in the tool's schema read as JSON where it is JSON, as text where it is not;
+    - bare JSON calls (Llama 3.x, vllm/tool_parsers/llama_tool_parser.py and tests/tool_parsers/
+      test_llama3_json_tool_parser.py): several calls one after another, separated by ``;``, ``,`` or whitespace,
+      and ``"arguments"`` where the template writes ``"parameters"`` (or the other way round).
+
+    Everywhere else the grammar's parser reads the reply, as llama.cpp's does."""
+    if not request.has_tools or request.tool_choice == "none" or not analysis.caps.supports_tool_calls:
+        return False
+    if isinstance(request.json_schema, dict) and request.json_schema:
+        return False
+    fmt = analysis.tools.format
+    return (fmt.mode == ToolFormat.TAG_WITH_TAGGED and bool(fmt.per_call_start) and not fmt.section_start) \
+        or _flat_json_calls(fmt)
+
+
+def build_parser(p: ChatBuilder, analysis: Analysis, request: Request, generation_prompt_: str,
+                 wide: bool = False) -> Parser:
+    """The reply's parser (llama.cpp's autoparser::build_parser); ``wide``, the reader's (see reads_wider)."""
     reasoning, content, tools = analysis.reasoning, analysis.content, analysis.tools
     extracting = request.reasoning_format != "none" and reasoning.mode != ReasoningMode.NONE
-    ctx = _Context(p, request, p.eps(), extracting, reasoning, content)
+    ctx = _Context(p, request, p.eps(), extracting, reasoning, content, wide)
     ctx.reasoning_parser = _reasoning_parser(ctx)
 
     has_tools = request.has_tools
@@ -161,6 +196,8 @@ def _optional_wrapped_content(ctx: _Context) -> Parser:
 def _tools_parser(ctx: _Context, tools: ToolsAnalysis) -> Parser:
     mode = tools.format.mode
     if mode == ToolFormat.JSON_NATIVE:
+        if ctx.wide and _flat_json_calls(tools.format):
+            return _json_calls_wide(ctx, tools)
         return _json_native(ctx, tools)
     if mode == ToolFormat.TAG_WITH_JSON:
         return _tag_with_json(ctx, tools)
@@ -203,8 +240,40 @@ def _json_native(ctx: _Context, tools: ToolsAnalysis) -> Parser:
     return ctx.reasoning_parser + p.optional(p.content(p.until(tool_start))) + tools_parser + p.end()
 
 
+def _json_calls_wide(ctx: _Context, tools: ToolsAnalysis) -> Parser:
+    """Bare JSON calls as vLLM's Llama 3 JSON parser reads them (the reader's, see reads_wider): one or more calls,
+    each ``{"name": NAME, "parameters" | "arguments": {…}}`` (the keys in the template's order), separated by ``;``,
+    ``,`` or whitespace; the arguments any JSON (the reader does not hold them to the schema: the grammar does)."""
+    p, request, fmt = ctx.p, ctx.request, tools.format
+    keys = [fmt.args_field, *(k for k in ("parameters", "arguments") if k != fmt.args_field)]
+    args_key = p.choice([p.literal(f'"{key}"') for key in keys])
+    args_first = (fmt.args_field in fmt.parameter_order and fmt.name_field in fmt.parameter_order
+                  and fmt.parameter_order.index(fmt.args_field) < fmt.parameter_order.index(fmt.name_field))
+    tool_choice = p.choice()
+    for tool in functions(request.tools):
+        name = tool["function"]["name"]
+        name_pair = (p.literal(f'"{fmt.name_field}"') + p.space() + ":" + p.space()
+                     + p.atomic('"' + p.tool_name(p.literal(name)) + '"'))
+        args_pair = args_key + p.space() + ":" + p.space() + p.tool_args(p.json())
+        first, second = (args_pair, name_pair) if args_first else (name_pair, args_pair)
+        body = p.tool_open(p.literal("{")) + p.space()
+        if fmt.openai_wrapper_trigger:
+            body = body + p.optional('"type"' + p.space() + ":" + p.space() + '"function"' + p.space() + ","
+                                     + p.space())
+        body = body + first + p.space() + "," + p.space() + second + p.space() + p.tool_close(p.literal("}"))
+        tool_choice = tool_choice | p.rule(f"tool-{name}", p.tool(body))
+    separator = p.space() + p.optional(p.choice([p.literal(";"), p.literal(",")])) + p.space()
+    calls = tool_choice
+    if request.parallel_tool_calls:
+        calls = calls + p.zero_or_more(separator + tool_choice)
+    section = p.trigger_rule("tool-call", calls + p.space())
+    if request.tool_choice != "required":
+        section = p.optional(section)
+    return ctx.reasoning_parser + p.optional(p.content(p.until("{"))) + section + p.end()
+
+
 def _func_parser(p: ChatBuilder, tools: ToolsAnalysis, name: str, call_id_section: Parser, have_call_id: bool,
-                 args: Parser, atomic_peek: Parser | None) -> Parser:
+                 args: Parser, atomic_peek: Parser | None, wide: bool = False) -> Parser:
     """One function's call from its name's markers, its id and its arguments (llama.cpp's build_func_parser)."""
     fn, fmt = tools.function, tools.format
     open_ = p.tool_open(fn.name_prefix + p.tool_name(p.literal(name)) + fn.name_suffix)
@@ -227,7 +296,8 @@ def _func_parser(p: ChatBuilder, tools: ToolsAnalysis, name: str, call_id_sectio
         # No closer of its own but a per-call end: close only once the end marker is in sight, so that a partial
         # "</" (the end, or an argument's tag that failed to match) closes nothing yet. Laguna (v4) may write
         # whitespace before </tool_call> where the template writes none: tolerated in the lookahead.
-        close_peek = (p.peek(p.space() + p.literal(fmt.per_call_end)) if tools.arguments.tolerate_intertag_whitespace
+        close_peek = (p.peek(p.space() + p.literal(fmt.per_call_end))
+                      if tools.arguments.tolerate_intertag_whitespace or wide
                       else p.peek(p.literal(fmt.per_call_end)))
         func = func + p.tool_close(close_peek)
     else:
@@ -252,6 +322,19 @@ def _tool_calls(ctx: _Context, tools: ToolsAnalysis, tool_choice: Parser, tagged
     """The calls, in their section (llama.cpp's tail of build_tool_parser_tag_json / _tag_tagged)."""
     p, request, fmt = ctx.p, ctx.request, tools.format
     sp = p.space() if tagged else p.eps()  # the tagged form allows whitespace around each call
+    if fmt.per_call_start and ctx.wide and not fmt.section_start:
+        # vLLM's GLM 4.5 parser: the text between two calls is no part of the message; until the next call or the
+        # end comes, it cannot be placed (held back). What follows the last call is content, read at the end.
+        wrapped_call = fmt.per_call_start + sp + tool_choice + sp + fmt.per_call_end
+        calls = wrapped_call
+        if request.parallel_tool_calls:
+            calls = calls + p.zero_or_more(p.until(fmt.per_call_start) + wrapped_call)
+        calls = p.trigger_rule("tool-call", calls + sp)
+        if request.tool_choice != "required":
+            calls = p.optional(calls)
+        after = p.optional(p.content(p.rest()))
+        return (ctx.reasoning_parser + p.optional(p.content(p.until(fmt.per_call_start))) + calls + after
+                + p.end())
     if fmt.per_call_start:
         wrapped_call = fmt.per_call_start + sp + tool_choice + sp + fmt.per_call_end
         if request.parallel_tool_calls:
@@ -297,7 +380,12 @@ def _tag_with_json(ctx: _Context, tools: ToolsAnalysis) -> Parser:
 def _tag_with_tagged(ctx: _Context, tools: ToolsAnalysis) -> Parser:
     """``<function=NAME><param=KEY>VALUE</param>…</function>``: the name and each argument in markers."""
     p, args = ctx.p, tools.arguments
-    until_suffix = p.rule("until-suffix", p.until(args.value_suffix))
+    # the wide reader (reads_wider): whitespace between the tags, each tag without the whitespace the template puts
+    # after it
+    name_suffix = args.name_suffix.rstrip(" \n\r\t") if ctx.wide else args.name_suffix
+    value_suffix = args.value_suffix.rstrip(" \n\r\t") if ctx.wide else args.value_suffix
+    gap = p.space() if ctx.wide else p.eps()
+    until_suffix = p.rule("until-suffix", p.until(value_suffix))
     tool_choice = p.choice()
     for tool in functions(ctx.request.tools):
         function = tool["function"]
@@ -305,15 +393,18 @@ def _tag_with_tagged(ctx: _Context, tools: ToolsAnalysis) -> Parser:
         required: list[Parser] = []
         optional: list[Parser] = []
         for param in parameters(function):
+            string_value = p.ac(p.tool_arg_string_value(until_suffix) + p.tool_arg_close(p.literal(value_suffix)),
+                                value_suffix)
             if param.may_be_string():
-                value: Parser = p.ac(p.tool_arg_string_value(until_suffix)
-                                     + p.tool_arg_close(p.literal(args.value_suffix)), args.value_suffix)
+                value: Parser = string_value
             else:
                 value = (p.tool_arg_json_value(p.schema(p.json(), f"tool-{name}-arg-{param.name}-schema",
                                                         param.schema))
-                         + p.tool_arg_close(p.literal(args.value_suffix)))
+                         + p.tool_arg_close(p.literal(value_suffix)))
+                if ctx.wide:  # typed by the schema where it is JSON, else the text as written (vLLM's GLM parser)
+                    value = value | string_value
             arg = p.tool_arg(p.tool_arg_open(args.name_prefix + p.tool_arg_name(p.literal(param.name))
-                                             + args.name_suffix) + args.value_prefix + value)
+                                             + name_suffix) + gap + args.value_prefix + value)
             named = p.rule(f"tool-{name}-arg-{param.name}", arg)
             (required if param.required else optional).append(named)
 
@@ -337,7 +428,7 @@ def _tag_with_tagged(ctx: _Context, tools: ToolsAnalysis) -> Parser:
         # peek for an argument's tag only where a required one must follow: with all of them optional, the model
         # may write none (https://github.com/ggml-org/llama.cpp/issues/20650)
         atomic_peek = p.peek(p.literal(args.name_prefix)) if args.name_prefix and required else None
-        func = _func_parser(p, tools, name, call_id_section, have_call_id, args_seq, atomic_peek)
+        func = _func_parser(p, tools, name, call_id_section, have_call_id, args_seq, atomic_peek, ctx.wide)
         tool_choice = tool_choice | p.rule(f"tool-{name}", func)
     return _tool_calls(ctx, tools, tool_choice, tagged=True)
 
