@@ -40,6 +40,8 @@ class _Context:
     reasoning: ReasoningAnalysis
     content: ContentAnalysis
     wide: bool = False  # the reader's parser: the variants models write beyond what the template renders
+    unopened: bool = False  # the reader's: thinking may be closed without being opened (see thinking_left_unopened)
+    tool_markers: tuple[str, ...] = ()  # where a tool call begins, which ends such thinking unclosed
 
 
 def prepare(template: Template, request: Request) -> Prepared:
@@ -75,7 +77,8 @@ def generate_parser(template: Template, request: Request, analysis: Analysis) ->
 
     grammar = build(lambda p: build_parser(p, analysis, request, parser_generation_prompt))
     reader = (build(lambda p: build_parser(p, analysis, request, parser_generation_prompt, wide=True))
-              if reads_wider(analysis, request) else None)
+              if reads_wider(analysis, request) or thinking_left_unopened(analysis, request, parser_generation_prompt)
+              else None)
 
     fmt = analysis.tools.format
     has_tools = fmt.mode != ToolFormat.NONE and request.has_tools
@@ -113,6 +116,24 @@ def _flat_json_calls(fmt: Any) -> bool:
             and "." not in fmt.args_field)
 
 
+def thinking_left_unopened(analysis: Analysis, request: Request, generation_prompt_: str) -> bool:
+    """Whether the reply may close its thinking without opening it: a template with thinking tags (Qwen3's
+    ``<think>…</think>``) whose generation prompt, with thinking on, neither opens the block nor closes it. The model
+    may have been trained with the block opened for it (Qwen3's Thinking models) or leave out the tag; the text up to
+    a ``</think>`` that comes before any ``<think>`` or tool call is then its reasoning, as vLLM's Qwen3 reasoning
+    parser reads it (tests/reasoning/test_qwen3_reasoning_parser.py, "prefix format"). Until that ``</think>`` (or
+    the end, or a call) comes the reply cannot be placed, so it is held back."""
+    r = analysis.reasoning
+    if request.reasoning_format == "none" or not request.enable_thinking:
+        return False
+    if r.mode not in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) or not r.start or not r.end:
+        return False
+    if isinstance(request.json_schema, dict) and request.json_schema:
+        return False
+    start, end = trim_whitespace(r.start), trim_whitespace(r.end)
+    return bool(start) and bool(end) and start not in generation_prompt_ and end not in generation_prompt_
+
+
 def reads_wider(analysis: Analysis, request: Request) -> bool:
     """Whether the reply is read by a wider parser than the grammar (``Prepared.reader``): where the request has tools
     and the template writes its calls in one of the shapes whose models write more than the template renders, as
@@ -141,7 +162,10 @@ def build_parser(p: ChatBuilder, analysis: Analysis, request: Request, generatio
     """The reply's parser (llama.cpp's autoparser::build_parser); ``wide``, the reader's (see reads_wider)."""
     reasoning, content, tools = analysis.reasoning, analysis.content, analysis.tools
     extracting = request.reasoning_format != "none" and reasoning.mode != ReasoningMode.NONE
-    ctx = _Context(p, request, p.eps(), extracting, reasoning, content, wide)
+    fmt = tools.format
+    markers = tuple(m for m in (fmt.section_start, fmt.per_call_start) if m) if request.has_tools else ()
+    unopened = wide and thinking_left_unopened(analysis, request, generation_prompt_)
+    ctx = _Context(p, request, p.eps(), extracting, reasoning, content, wide, unopened, markers)
     ctx.reasoning_parser = _reasoning_parser(ctx)
 
     has_tools = request.has_tools
@@ -171,7 +195,12 @@ def _reasoning_parser(ctx: _Context) -> Parser:
         return p.eps()
     if r.mode in (ReasoningMode.TAG_BASED, ReasoningMode.TOOLS_ONLY) and r.end:
         if r.start:  # <think>reasoning</think>
-            return p.optional(p.optspace(r.start) + p.reasoning(p.until(trim_whitespace(r.end))) + p.optspace(r.end))
+            block = p.optspace(r.start) + p.reasoning(p.until(trim_whitespace(r.end))) + p.optspace(r.end)
+            if ctx.unopened:  # reasoning</think>, its <think> left out (thinking_left_unopened)
+                end = trim_whitespace(r.end)
+                block = block | (p.ahead(end, [trim_whitespace(r.start), *ctx.tool_markers])
+                                 + p.reasoning(p.until(end)) + p.optspace(r.end))
+            return p.optional(block)
         # delimiter style: no start tag
         return p.optional(p.reasoning(p.until(trim_whitespace(r.end))) + p.optspace(r.end))
     return p.eps()
@@ -328,7 +357,8 @@ def _tool_calls(ctx: _Context, tools: ToolsAnalysis, tool_choice: Parser, tagged
         wrapped_call = fmt.per_call_start + sp + tool_choice + sp + fmt.per_call_end
         calls = wrapped_call
         if request.parallel_tool_calls:
-            calls = calls + p.zero_or_more(p.until(fmt.per_call_start) + wrapped_call)
+            calls = calls + p.zero_or_more(p.ahead(fmt.per_call_start) + p.until(fmt.per_call_start)
+                                           + wrapped_call)
         calls = p.trigger_rule("tool-call", calls + sp)
         if request.tool_choice != "required":
             calls = p.optional(calls)
