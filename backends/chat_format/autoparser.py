@@ -10,6 +10,7 @@ ported line by line so that such a template's replies are read exactly as llama-
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,9 +77,10 @@ def generate_parser(template: Template, request: Request, analysis: Analysis) ->
         prompt += gen
 
     grammar = build(lambda p: build_parser(p, analysis, request, parser_generation_prompt))
-    reader = (build(lambda p: build_parser(p, analysis, request, parser_generation_prompt, wide=True))
-              if reads_wider(analysis, request) or thinking_left_unopened(analysis, request, parser_generation_prompt)
-              else None)
+    unopened = thinking_left_unopened(template, analysis, request, parser_generation_prompt)
+    reader = (build(lambda p: build_parser(p, analysis, request, parser_generation_prompt, wide=True,
+                                           unopened=unopened))
+              if reads_wider(analysis, request) or unopened else None)
 
     fmt = analysis.tools.format
     has_tools = fmt.mode != ToolFormat.NONE and request.has_tools
@@ -116,13 +118,16 @@ def _flat_json_calls(fmt: Any) -> bool:
             and "." not in fmt.args_field)
 
 
-def thinking_left_unopened(analysis: Analysis, request: Request, generation_prompt_: str) -> bool:
+def thinking_left_unopened(template: Template, analysis: Analysis, request: Request, generation_prompt_: str) -> bool:
     """Whether the reply may close its thinking without opening it: a template with thinking tags (Qwen3's
-    ``<think>…</think>``) whose generation prompt, with thinking on, neither opens the block nor closes it. The model
-    may have been trained with the block opened for it (Qwen3's Thinking models) or leave out the tag; the text up to
-    a ``</think>`` that comes before any ``<think>`` or tool call is then its reasoning, as vLLM's Qwen3 reasoning
-    parser reads it (tests/reasoning/test_qwen3_reasoning_parser.py, "prefix format"). Until that ``</think>`` (or
-    the end, or a call) comes the reply cannot be placed, so it is held back."""
+    ``<think>…</think>``) whose generation prompt, with thinking on, neither opens the block nor closes it, and which
+    itself reads an assistant's turn that way — it splits the turn's content at the closing tag
+    (``content.split('</think>')``: Qwen3, GLM 4.6/4.7), taking what precedes it as the thinking whether or not the
+    opening tag is there. The model may have been trained with the block opened for it (Qwen3's Thinking models) or
+    leave out the tag; the text up to a ``</think>`` that comes before any ``<think>`` or tool call is then its
+    reasoning, as vLLM's Qwen3 reasoning parser reads it (tests/reasoning/test_qwen3_reasoning_parser.py, "prefix
+    format"). Until that ``</think>`` (or the end, or a call) comes the reply cannot be placed, so it is held back:
+    hence only where the template says so (Granite 3.3's or SmolLM3's replies, which need not think, are not held)."""
     r = analysis.reasoning
     if request.reasoning_format == "none" or not request.enable_thinking:
         return False
@@ -131,7 +136,9 @@ def thinking_left_unopened(analysis: Analysis, request: Request, generation_prom
     if isinstance(request.json_schema, dict) and request.json_schema:
         return False
     start, end = trim_whitespace(r.start), trim_whitespace(r.end)
-    return bool(start) and bool(end) and start not in generation_prompt_ and end not in generation_prompt_
+    if not start or not end or start in generation_prompt_ or end in generation_prompt_:
+        return False
+    return re.search(r"""split\(\s*(['"])""" + re.escape(end) + r"\1\s*\)", template.source) is not None
 
 
 def reads_wider(analysis: Analysis, request: Request) -> bool:
@@ -139,8 +146,10 @@ def reads_wider(analysis: Analysis, request: Request) -> bool:
     and the template writes its calls in one of the shapes whose models write more than the template renders, as
     vLLM's parsers read them —
 
-    - tagged arguments (GLM 4.5/4.6's ``<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n…``,
-      vllm/tool_parsers/glm4_moe_tool_parser.py and tests/tool_parsers/test_glm4_moe_tool_parser.py): whitespace
+    - tagged arguments in per-call markers (GLM 4.5/4.6's
+      ``<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n…``, read so as
+      vllm/tool_parsers/glm4_moe_tool_parser.py and tests/tool_parsers/test_glm4_moe_tool_parser.py do; the same
+      shape's other templates, Seed-OSS's, Laguna's, Spark's, are read alike): whitespace
       (indentation) around the tags, text between two calls (dropped: the content is what precedes the first call),
       a value that is no string in the tool's schema read as JSON where it is JSON, as text where it is not;
     - bare JSON calls (Llama 3.x, vllm/tool_parsers/llama_tool_parser.py and tests/tool_parsers/
@@ -158,14 +167,14 @@ def reads_wider(analysis: Analysis, request: Request) -> bool:
 
 
 def build_parser(p: ChatBuilder, analysis: Analysis, request: Request, generation_prompt_: str,
-                 wide: bool = False) -> Parser:
-    """The reply's parser (llama.cpp's autoparser::build_parser); ``wide``, the reader's (see reads_wider)."""
+                 wide: bool = False, unopened: bool = False) -> Parser:
+    """The reply's parser (llama.cpp's autoparser::build_parser); ``wide``, the reader's (see reads_wider), which
+    reads thinking closed without being opened where ``unopened`` (see thinking_left_unopened)."""
     reasoning, content, tools = analysis.reasoning, analysis.content, analysis.tools
     extracting = request.reasoning_format != "none" and reasoning.mode != ReasoningMode.NONE
     fmt = tools.format
     markers = tuple(m for m in (fmt.section_start, fmt.per_call_start) if m) if request.has_tools else ()
-    unopened = wide and thinking_left_unopened(analysis, request, generation_prompt_)
-    ctx = _Context(p, request, p.eps(), extracting, reasoning, content, wide, unopened, markers)
+    ctx = _Context(p, request, p.eps(), extracting, reasoning, content, wide, wide and unopened, markers)
     ctx.reasoning_parser = _reasoning_parser(ctx)
 
     has_tools = request.has_tools

@@ -484,6 +484,18 @@ def test_thinking_closed_without_being_opened_is_held_back_until_its_close(llama
     assert prepared.parse("Hello!").content == "Hello!"
 
 
+@pytest.mark.parametrize("name", ["ibm-granite-granite-3.3-2B-Instruct.jinja", "HuggingFaceTB-SmolLM3-3B.jinja"])
+def test_a_template_that_does_not_split_its_turns_at_the_close_holds_nothing_back(
+        llama_cpp_templates: dict[str, str], name: str) -> None:
+    """Only a template that itself reads an assistant's turn up to ``</think>`` as its thinking (Qwen3's, GLM's
+    ``content.split('</think>')``) has its replies held back for a close that may come: the others' answers stream
+    as they come."""
+    prepared = formats.apply(formats.Template.of(llama_cpp_templates[name]),
+                             formats.Request(messages=[{"role": "user", "content": "Hi"}]))
+    assert prepared.reader is None
+    assert prepared.parse("Hello the", partial=True).content == "Hello the"
+
+
 def test_thinking_switched_off_keeps_a_stray_close_as_content(llama_cpp_templates: dict[str, str]) -> None:
     prepared = _qwen3(llama_cpp_templates, enable_thinking=False)
     assert prepared.reader is None  # the generation prompt closed the block: the grammar's parser reads the reply
