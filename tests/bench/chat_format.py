@@ -5,15 +5,18 @@ The engine reads every reply of a conversation as it is generated: thinking, ans
 whose prepared request has no parser) in alternating rounds, medians of the per-round differences:
 
 1. **the generation loop alone**, over a recorded reply of ``--tokens`` tokens (the tiny model's tokenizer) —
-   thinking, a sentence of answer and a tool call in Qwen3.5's XML syntax, Qwen3.5's real template — replayed as
-   fast as the loop takes it, so the difference is the loop's reading and nothing else; at the engine's own event
-   window (10 ms) and at one event per token (what ``quantdesk serve --stream-every-ms 0`` asks for: a read of
-   the whole reply so far for every token, the worst case);
+   thinking, a sentence of answer and a tool call — replayed as fast as the loop takes it, so the difference is the
+   loop's reading and nothing else; at the engine's own event window (10 ms) and at one event per token (what
+   ``quantdesk serve --stream-every-ms 0`` asks for: a read of the whole reply so far for every token, the worst
+   case). One row per syntax, each with its family's real template: Qwen3.5's XML calls; Kimi K2 Thinking's
+   sections, its thinking closed without being opened (the reader holds such a reply back until its ``</think>``,
+   looking ahead for it at every read: the wider reader's dearest case); DeepSeek V4's DSML, read by its wider
+   reader (spaced markup, schema-typed values);
 2. **the real engine**: the tiny model with the same template on llama.cpp, a reply of ``--tokens`` tokens that
    thinks (the generation prompt opens the block) until a budget closes it and then answers; the decode ms per
    token the user is shown, reading on and off.
 
-    python -m tests.bench.chat_format [--runs 9] [--tokens 512] [--threads 2]
+    python -m tests.bench.chat_format [--runs 9] [--tokens 512] [--threads 2] [--no-engine]
 
 Needs llama-cpp-python's source archive for the template (tests/fixtures/llama_cpp_sources.py).
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import statistics
 import threading
 import time
@@ -41,13 +45,45 @@ TOOLS = ({"type": "function", "function": {"name": "get_weather", "parameters": 
 THOUGHT = "The user wants the forecast for Paris, three days ahead, so I should call the weather tool. "
 CALL = ("\n</think>\n\nLet me check the forecast.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
         "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+KIMI_CALL = ("</think>Let me check the forecast. <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+             '<|tool_call_argument_begin|>{"city": "Paris", "days": 3}<|tool_call_end|><|tool_calls_section_end|>')
+DSML_CALL = ('</think>Let me check the forecast.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+             '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+             '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
 
 
-def recorded_reply(n_tokens: int) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One syntax: its family's real template (llama.cpp's file name), its tool format, the reply's end."""
+
+    label: str
+    template: str
+    tool_format: str
+    call: str
+
+
+ROWS = (
+    Row("Qwen3.5, XML calls", THINKING_TEMPLATE, "qwen3_coder", CALL),
+    Row("Kimi K2 Thinking, thinking closed without being opened", "Kimi-K2-Thinking.jinja", "kimi_k2", KIMI_CALL),
+    Row("DeepSeek V4, DSML calls", "deepseek-ai-DeepSeek-V4.jinja", "deepseek_v3_2", DSML_CALL),
+)
+
+
+def token_texts(text: str) -> list[str]:
+    """``text`` as the tiny model's tokens write it, each token's text (a character split over byte tokens comes
+    with the first of them, the others adding nothing, as an engine holds a character back until it is whole)."""
+    pieces, at = [], 0
+    for _start, end in build_tokenizer(TINY).encode(text).offsets:
+        pieces.append(text[at:max(at, end)])
+        at = max(at, end)
+    pieces[-1:] = [pieces[-1] + text[at:]] if pieces else [text]
+    return pieces
+
+
+def recorded_reply(n_tokens: int, call: str = CALL) -> list[str]:
     """A reply of ``n_tokens`` tiny-model tokens, as token texts: thinking, then the answer and the call."""
-    tokenizer = build_tokenizer(TINY)
-    tail = [tokenizer.decode([t]) for t in tokenizer.encode(CALL).ids]
-    thought = [tokenizer.decode([t]) for t in tokenizer.encode(THOUGHT * (n_tokens // 10)).ids]
+    tail = token_texts(call)
+    thought = token_texts(THOUGHT * (n_tokens // 10))
     return thought[:max(n_tokens - len(tail), 0)] + tail
 
 
@@ -57,8 +93,9 @@ class Replay(Backend):
     name = "replay"
     formats = ()
 
-    def __init__(self, pieces: list[str], template: formats.Template, read: bool) -> None:
-        self.pieces, self.chat_template, self.tool_format, self.read = pieces, template, "qwen3_coder", read
+    def __init__(self, pieces: list[str], template: formats.Template, read: bool, tool_format: str = "qwen3_coder"
+                 ) -> None:
+        self.pieces, self.chat_template, self.tool_format, self.read = pieces, template, tool_format, read
 
     @classmethod
     def probe(cls):  # type: ignore[no-untyped-def]
@@ -69,7 +106,9 @@ class Replay(Backend):
 
     def prepare(self, messages: Prompt, sampling: SamplingSettings) -> formats.Prepared | None:
         prepared = super().prepare(messages, sampling)
-        return prepared if self.read or prepared is None else dataclasses.replace(prepared, parser=None)
+        # not read: neither the grammar's parser nor a family's wider reader
+        return (prepared if self.read or prepared is None
+                else dataclasses.replace(prepared, parser=None, reader=None))
 
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         self.mark_prefill_start()
@@ -81,7 +120,7 @@ class Unread(LlamaCppBackend):
 
     def prepare(self, messages: Prompt, sampling: SamplingSettings) -> formats.Prepared | None:
         prepared = super().prepare(messages, sampling)
-        return dataclasses.replace(prepared, parser=None) if prepared is not None else None
+        return dataclasses.replace(prepared, parser=None, reader=None) if prepared is not None else None
 
 
 def loop_ms(backend: Backend, sampling: SamplingSettings, every_s: float | None) -> tuple[float, Done]:
@@ -93,13 +132,15 @@ def loop_ms(backend: Backend, sampling: SamplingSettings, every_s: float | None)
     return (time.perf_counter() - t0) * 1000, done
 
 
-def measure_loop(template: formats.Template, args) -> None:
-    pieces = recorded_reply(args.tokens)
+def measure_loop(template: formats.Template, args, row: Row = ROWS[0]) -> None:
+    pieces = recorded_reply(args.tokens, row.call)
     sampling = SamplingSettings(max_tokens=len(pieces) + 1, tools=TOOLS)
-    read, unread = Replay(pieces, template, True), Replay(pieces, template, False)
+    read = Replay(pieces, template, True, row.tool_format)
+    unread = Replay(pieces, template, False, row.tool_format)
     _, done = loop_ms(read, sampling, None)
     assert done.tool_calls and done.tool_calls[0].name == "get_weather" and done.reasoning, done
-    print(f"1. the generation loop over a recorded reply of {len(pieces)} tokens "
+    assert json.loads(done.tool_calls[0].arguments) == {"city": "Paris", "days": 3}, done.tool_calls
+    print(f"1. {row.label} ({row.template}): the generation loop over a recorded reply of {len(pieces)} tokens "
           f"(read: {done.stats.reasoning_tokens} thinking tokens, answer {done.text!r}, call {done.tool_calls[0]})")
     for every_s, window in ((None, "the engine's 10 ms event window"), (0.0, "an event per token")):
         deltas, on, off = [], [], []
@@ -149,14 +190,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-engine", action="store_true", help="the generation loop's rows only")
     args = parser.parse_args()
     sdist = find_sdist()
     if sdist is None:
         raise SystemExit("llama-cpp-python's source archive is needed for the template: see "
                          "tests/fixtures/llama_cpp_sources.py")
-    source = read_sources(sdist).templates[THINKING_TEMPLATE]
-    measure_loop(formats.Template.of(source), args)
-    measure_engine(source, args)
+    templates = read_sources(sdist).templates
+    for row in ROWS:
+        measure_loop(formats.Template.of(templates[row.template]), args, row)
+    if not args.no_engine:
+        measure_engine(templates[THINKING_TEMPLATE], args)
 
 
 if __name__ == "__main__":

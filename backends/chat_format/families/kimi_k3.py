@@ -10,11 +10,16 @@ common/parsers/kimi-k3.cpp)::
     <|close|>message<|sep|><|end_of_msg|>
 
 The generation prompt already opens the thinking (or the response), so each section's opener is optional, as for
-Kimi K2 Thinking. An argument's value is JSON or plain text as the tool's schema says, not as its ``type`` attribute.
+Kimi K2 Thinking. The template's own switch is ``thinking`` (true unless given): a request with thinking off
+(``enable_thinking=False``) sets it false unless its ``chat_template_kwargs`` say otherwise, so that the generation
+prompt opens the response (``<|open|>response<|sep|>``, what the template writes then) and the answer is read as
+content, not as the thinking the generation prompt would otherwise have opened. An argument's value is JSON or plain
+text as the tool's schema says, not as its ``type`` attribute.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from backends.chat_format.builder import ChatBuilder, build, functions, tool_parameters
@@ -104,14 +109,28 @@ def reply_parser(request: Request) -> peg.Grammar_:
     return build(make)
 
 
+def thinking(request: Request) -> bool:
+    """Whether the template thinks for ``request``: its ``thinking`` variable, given by the request's template kwargs
+    or, where they leave it out, by its ``enable_thinking``."""
+    given = request.extra_context.get("thinking")
+    return bool(given) if given is not None else request.enable_thinking
+
+
 def prepare(template: Template, request: Request) -> Prepared:
+    thinks = thinking(request)
+    if "thinking" not in request.extra_context and not thinks:
+        request = copy.copy(request)
+        request.extra_context = {**request.extra_context, "thinking": False}
     prompt = apply_template(template, request)
     gen = generation_prompt(template, request)
     if request.has_continuation:
         msg = request.continue_msg or {}
-        gen = MSG_START + THINK_START + str(msg.get("reasoning_content") or "")
-        if request.continue_final_message == "content":
-            gen += THINK_END + RESP_START + render_content(msg)
+        if thinks or request.continue_final_message != "content":
+            gen = MSG_START + THINK_START + str(msg.get("reasoning_content") or "")
+            if request.continue_final_message == "content":
+                gen += THINK_END + RESP_START + render_content(msg)
+        else:  # no thinking: the response goes on where the template opens it
+            gen = MSG_START + RESP_START + render_content(msg)
         prompt += gen
     include_grammar = request.has_tools and request.tool_choice != "none"
     return Prepared(

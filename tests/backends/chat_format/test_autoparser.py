@@ -462,3 +462,58 @@ def test_a_tool_call_that_is_no_json_fails_as_llama_cpp_fails() -> None:
     request = formats.Request(messages=[{"role": "user", "content": "hi"}], tools=_TOOLS)
     with pytest.raises(ValueError, match="Unable to generate parser for this template"):
         formats.apply(template, request)
+
+
+# --- the reader (Prepared.reader): what models write beyond what the template renders
+
+
+def _qwen3(llama_cpp_templates: dict[str, str], enable_thinking: bool) -> formats.Prepared:
+    return formats.apply(formats.Template.of(llama_cpp_templates["Qwen-Qwen3-0.6B.jinja"]),
+                         formats.Request(messages=[{"role": "user", "content": "Hi"}], enable_thinking=enable_thinking))
+
+
+def test_thinking_closed_without_being_opened_is_held_back_until_its_close(llama_cpp_templates: dict[str, str]) -> None:
+    prepared = _qwen3(llama_cpp_templates, enable_thinking=True)
+    reply = "The user says hi.</think>\n\nHello!"
+    for cut in range(1, reply.index("</think>")):  # not yet placeable: neither content nor reasoning
+        so_far = prepared.parse(reply[:cut], partial=True)
+        assert (so_far.content, so_far.reasoning) == ("", ""), reply[:cut]
+    whole = prepared.parse(reply)
+    assert (whole.reasoning, whole.content.strip()) == ("The user says hi.", "Hello!")
+    # a reply that never closes thinking is content once it ends, as the grammar's parser reads it
+    assert prepared.parse("Hello!").content == "Hello!"
+
+
+@pytest.mark.parametrize("name", ["ibm-granite-granite-3.3-2B-Instruct.jinja", "HuggingFaceTB-SmolLM3-3B.jinja"])
+def test_a_template_that_does_not_split_its_turns_at_the_close_holds_nothing_back(
+        llama_cpp_templates: dict[str, str], name: str) -> None:
+    """Only a template that itself reads an assistant's turn up to ``</think>`` as its thinking (Qwen3's, GLM's
+    ``content.split('</think>')``) has its replies held back for a close that may come: the others' answers stream
+    as they come."""
+    prepared = formats.apply(formats.Template.of(llama_cpp_templates[name]),
+                             formats.Request(messages=[{"role": "user", "content": "Hi"}]))
+    assert prepared.reader is None
+    assert prepared.parse("Hello the", partial=True).content == "Hello the"
+
+
+def test_thinking_switched_off_keeps_a_stray_close_as_content(llama_cpp_templates: dict[str, str]) -> None:
+    prepared = _qwen3(llama_cpp_templates, enable_thinking=False)
+    assert prepared.reader is None  # the generation prompt closed the block: the grammar's parser reads the reply
+    whole = prepared.parse("Hm.</think>Hello!")
+    assert (whole.reasoning, whole.content) == ("", "Hm.</think>Hello!")
+
+
+def test_glm_reads_a_value_that_is_no_string_as_json_and_text_after_the_calls_as_content(
+        llama_cpp_templates: dict[str, str]) -> None:
+    tools = [{"type": "function", "function": {"name": "set_volume", "parameters": {
+        "type": "object", "properties": {"level": {"type": "integer"}, "note": {"type": "string"}}}}}]
+    prepared = formats.apply(formats.Template.of(llama_cpp_templates["GLM-4.6.jinja"]),
+                             formats.Request(messages=[{"role": "user", "content": "Hi"}], tools=tools))
+    assert prepared.reader is not None and prepared.parser is not None
+    reply = ("<tool_call>set_volume\n  <arg_key>level</arg_key>\n  <arg_value>42</arg_value>\n"
+             "  <arg_key>note</arg_key>\n  <arg_value>42</arg_value>\n</tool_call>\nDone.")
+    whole = prepared.parse(reply)
+    assert [json.loads(call.arguments) for call in whole.tool_calls] == [{"level": 42, "note": "42"}]
+    assert whole.content.strip() == "Done."
+    # the text after a call is held back until the reply ends (another call may follow, and text between is dropped)
+    assert prepared.parse(reply, partial=True).content == ""

@@ -78,3 +78,35 @@ def test_generation_prompts_of_the_real_template(llama_cpp_templates):
     assert content.prompt.endswith(content.generation_prompt)
     parsed = content.parse("world!<|close|>response<|sep|><|close|>message<|sep|>")
     assert (parsed.reasoning, parsed.content) == ("I'm thinking", "Hello, world!")
+
+
+def test_thinking_off_opens_the_response_and_the_answer_is_content(llama_cpp_templates):
+    """The real template's switch is its ``thinking`` variable: with thinking off it opens the response, not the
+    thinking, and the answer (and a call after it) is read as content."""
+    template = formats.Template.of(llama_cpp_templates["Kimi-K3.jinja"])
+    off = formats.apply(template, formats.Request(messages=[USER], tools=[SEARCH], enable_thinking=False))
+    response_gen = '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>'
+    assert off.generation_prompt == response_gen and off.prompt.endswith(response_gen)
+    reply = ("Let me look.<|close|>response<|sep|><|open|>tools<|sep|>" + '<|open|>call tool="search" index="0"<|sep|>'
+             + argument("query", "string", "kimi") + "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>")
+    parsed = off.parse(reply)
+    assert (parsed.reasoning, parsed.content) == ("", "Let me look.")
+    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [("search", {"query": "kimi"})]
+    # the template's own kwarg wins over the request's switch, either way
+    on = formats.apply(template, formats.Request(messages=[USER], enable_thinking=False,
+                                                 extra_context={"thinking": True}))
+    assert on.generation_prompt == GEN
+    kwarg_off = formats.apply(template, formats.Request(messages=[USER], extra_context={"thinking": False}))
+    assert kwarg_off.generation_prompt == response_gen
+    assert (kwarg_off.parse("Hi!").reasoning, kwarg_off.parse("Hi!").content) == ("", "Hi!")
+
+
+def test_thinking_off_continues_the_response(llama_cpp_templates):
+    template = formats.Template.of(llama_cpp_templates["Kimi-K3.jinja"])
+    prefill = {"role": "assistant", "content": "Hello, "}
+    content = formats.apply(template, formats.Request(messages=[USER, prefill], enable_thinking=False,
+                                                      add_generation_prompt=False, continue_final_message="content"))
+    assert content.generation_prompt == '<|open|>message role="assistant"<|sep|><|open|>response<|sep|>Hello, '
+    assert content.prompt.endswith(content.generation_prompt)
+    parsed = content.parse("world!<|close|>response<|sep|><|close|>message<|sep|>")
+    assert (parsed.reasoning, parsed.content) == ("", "Hello, world!")
