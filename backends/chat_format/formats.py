@@ -100,6 +100,16 @@ class Prepared:
             return ParsedReply(content=reply)
         return builder.parse(self.parser, self.generation_prompt + reply, partial, self.mapper or builder.Mapper)
 
+    def read(self, reply: str, partial: bool = False) -> tuple[ParsedReply | None, int]:
+        """The reply (or the reply so far) read, and -1; or None and where it stops matching the model's format
+        (counted in the reply: 0 where it never does)."""
+        from backends.chat_format import builder
+
+        if self.parser is None:
+            return ParsedReply(content=reply), -1
+        read, failed_at = builder.read(self.parser, self.generation_prompt + reply, self.mapper or builder.Mapper)
+        return read, failed_at if read is not None else max(failed_at - len(self.generation_prompt), 0)
+
 
 # --- rendering, as llama.cpp's common_chat_template_direct_apply_impl does it
 

@@ -154,6 +154,10 @@ class GenericPrepared(Prepared):
         return ParsedReply(content=reply)
 
 
+    def read(self, reply: str, partial: bool = False) -> tuple[ParsedReply | None, int]:
+        return self.parse(reply, partial), -1  # a reply that is no JSON object is content
+
+
 def _partial_response(text: str) -> str:
     """The part of a ``{"response": "...`` string written so far (its escapes decoded, a cut one left out)."""
     head = text.replace(" ", "").replace("\n", "")
