@@ -116,7 +116,8 @@ def test_a_call_cut_by_max_tokens_is_no_call_in_any_api_streamed_or_not(tool_api
     """The issue's case on the real engine through the server: a forced call cut by max_tokens anywhere before its
     JSON closes (the grammar holds the tiny model to the call from its first token) comes back as no call, whole or
     streamed, from chat completions, Anthropic's Messages and Responses: finish_reason "length", no tool_calls,
-    no tool_use block, no function_call item, and no markup as the answer. One token more and the call is whole."""
+    no tool_use block, no function_call item, and no markup as the answer; so does one cut by a stop word. One
+    token more and the call is whole."""
     api, name = tool_api
     ask = {"model": name, "messages": ASK, "tools": TOOLS, "tool_choice": FORCE_WEATHER, "temperature": 0}
 
@@ -134,6 +135,15 @@ def test_a_call_cut_by_max_tokens_is_no_call_in_any_api_streamed_or_not(tool_api
         deltas = [c.choices[0].delta for c in chunks if c.choices]
         assert not [d for d in deltas if d.tool_calls] and not "".join(d.content or "" for d in deltas), k
         assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    # a stop word inside the call's JSON cuts it as well: finish_reason "stop", no call, no markup
+    for stream in (False, True):
+        if stream:
+            chunks = list(chat(CALL_TOKENS, stop=['"city"'], stream=True))
+            assert not [c for c in chunks if c.choices and (c.choices[0].delta.tool_calls or c.choices[0].delta.content)]
+            assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+        else:
+            choice = chat(CALL_TOKENS, stop=['"city"']).choices[0]
+            assert choice.finish_reason == "stop" and not choice.message.tool_calls and not choice.message.content
     # one token more: the call, whole, the same as the reply that was not cut; streamed as one delta
     done = chat(first).choices[0]
     assert [(c.function.name, c.function.arguments) for c in done.message.tool_calls] == \
