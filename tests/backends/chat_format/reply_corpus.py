@@ -11,6 +11,9 @@ nothing else needs to change for every property to run over it. A reply names it
 - ``variations``: llama.cpp's replies changed the ways models and engines change them, whatever the format says:
   text before and after the calls, the reply twice, a thinking block closed that was never opened, and the reply
   ended early (the model's end-of-text token in the middle of anything). The properties hold for any text.
+
+``python -m tests.backends.chat_format.reply_corpus [--family TEXT]`` prints, per family, the splits whose stream
+differs from the whole reply and the cuts inside a call that yield a call (both 0 when the tests pass).
 """
 
 from __future__ import annotations
@@ -127,3 +130,48 @@ def message(content: str, reasoning: str, calls: Any) -> dict[str, Any]:
     arguments as written."""
     return {"content": content, "reasoning": reasoning,
             "tool_calls": [{"name": c.name, "id": c.id, "arguments": c.arguments} for c in calls]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    from collections import Counter
+
+    from tests.backends.chat_format.test_cut_replies import call_spans, read
+    from tests.backends.chat_format.test_stream_is_whole import splits, streamed, whole
+    from tests.fixtures.llama_cpp_sources import find_sdist, read_sources
+
+    parser = argparse.ArgumentParser(description="the reader's two properties over the reply corpus, per family")
+    parser.add_argument("--family", default="", help="only families whose name contains this")
+    args = parser.parse_args(argv)
+    sdist = find_sdist()
+    if sdist is None:
+        raise SystemExit("llama-cpp-python's source archive is needed: see tests/fixtures/llama_cpp_sources.py")
+    templates = read_sources(sdist).templates
+    count: dict[str, Counter[str]] = {}
+    for reply in replies():
+        if args.family.lower() not in reply.family.lower():
+            continue
+        tally = count.setdefault(reply.family, Counter())
+        prepared = reply.prepared(templates)
+        want = whole(prepared, reply)
+        differ = [name for name, pieces in splits(reply).items() if streamed(prepared, reply, pieces)[0] != want]
+        tally["replies"] += 1
+        tally["splits"] += len(splits(reply))
+        tally["splits differing"] += len(differ)
+        calls = read(prepared, reply.text, cut=False)[2] if not reply.cut and reply.every_width else []
+        for index, (start, end) in enumerate(call_spans(prepared, reply.text, len(calls))[:len(calls)] if calls else ()):
+            for at in range(start + 1, end):
+                tally["cuts"] += 1
+                tally["cuts with the call"] += len(read(prepared, reply.text[:at], cut=True)[2]) > index
+    total: Counter[str] = Counter()
+    for family, tally in sorted(count.items()):
+        total.update(tally)
+        print(f"{family:55} {tally['replies']:5} replies  {tally['splits differing']:4} of {tally['splits']:5} splits "
+              f"differ  {tally['cuts with the call']:5} of {tally['cuts']:5} cuts yield the call")
+    print(f"{'all':55} {total['replies']:5} replies  {total['splits differing']:4} of {total['splits']:5} splits "
+          f"differ  {total['cuts with the call']:5} of {total['cuts']:5} cuts yield the call")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
