@@ -94,7 +94,8 @@ def _start_gui() -> int:
     if paragraph is not None:
         print(paragraph, file=sys.stderr)
         return 1
-    return ui.run()
+    status: int = ui.run()  # app.ui.main.run, imported by name so that a build without the desktop app still starts
+    return status
 
 
 def _unexpected(error: BaseException, where: str) -> int:

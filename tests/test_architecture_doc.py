@@ -59,3 +59,38 @@ def test_the_check_finds_a_module_left_out():
     missing = unnamed_modules(rows)
     assert "app/lab/uploaders.py (not named in the `app/lab/` row)" in missing
     assert "app/ui/lab_chart.py (not named in the `app/ui/` row)" in missing
+
+
+def _code_words() -> set[str]:
+    words: set[str] = set()
+    for folder in ("app", "backends", "tests", "resources", "packaging"):
+        for path in (ROOT / folder).rglob("*"):
+            if path == Path(__file__):
+                continue  # the names its own test makes up are no code's
+            words.add(path.stem)
+            if path.suffix in (".py", ".json", ".jinja", ".toml", ".yaml", ".txt"):
+                words.update(re.findall(r"\w+", path.read_text(encoding="utf-8", errors="replace")))
+    return words
+
+
+def unknown_names(rows: dict[str, str], words: set[str]) -> list[str]:
+    """The names the module map writes as code (`pool.ModelPool`, `plan_load()`, `chat_format/families/`) that no
+    module, folder or identifier in the code has: a map row that still names what was renamed or never written."""
+    unknown = []
+    for home, text in rows.items():
+        for span in re.findall(r"`([^`]+)`", text):
+            if (name := re.fullmatch(r"([A-Za-z_]\w*(?:[./][A-Za-z_]\w*)*)/?(?:\(\))?", span)) is None:
+                continue
+            if missing := [part for part in re.split(r"[./]", name.group(1)) if part not in words]:
+                unknown.append(f"`{span}` in the `{home}` row ({missing[0]})")
+    return unknown
+
+
+def test_every_name_the_module_map_writes_as_code_exists():
+    assert unknown_names(module_map(), _code_words()) == []
+
+
+def test_the_check_finds_a_name_that_does_not_exist():
+    rows = module_map()
+    rows["app/engine/"] += " the pool's free memory (`machine_free_memory`)"
+    assert unknown_names(rows, _code_words()) == ["`machine_free_memory` in the `app/engine/` row (machine_free_memory)"]

@@ -1,6 +1,7 @@
 """The conversation store: SQLite in WAL mode under ``app.paths.data_dir()``.
 
-A reply is saved while it streams (``ReplyWriter``), so a kill -9 of the app loses at most the last
+Its records are in app/chats/messages.py, its exports in app/chats/export.py. A reply is saved while it streams
+(``ReplyWriter``), so a kill -9 of the app loses at most the last
 ~250 ms of text; rows still marked ``streaming`` when the store opens were left by a process that
 died mid-reply and become ``interrupted``. The schema carries a version (``PRAGMA user_version``);
 each migration runs in one transaction, so a failed upgrade leaves the old database as it was.
@@ -20,30 +21,19 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from app import paths
-from app.datatypes import Message
+from app.chats.messages import (Attachment, Branches, ChatMessage, Conversation, DeletedConversation, MessageState,
+                                Preset, Role, ToolCard)
 from app.databases import sqlite_refusal
 from app.errors import QuantDeskError
 from app.files import write_bytes_atomic
 from app.images import ImageInfo
-from app.records import from_known
-
-MessageState = Literal["complete", "streaming", "interrupted"]
-Role = Literal["system", "user", "assistant"]
 
 DB_FILENAME = "chats.sqlite3"
 AT_LEAF = -1  # where a new message goes by default: after the last message of the branch on show
-EXPORT_FORMAT = "quantdesk-chat"
-# 2: every branch's messages, each with its parent_id, and the ids of the branch on show; 3: an assistant message's
-# thinking as its ``reasoning`` (left out where there was none); 4: an assistant message's tool calls with their
-# results as ``tool_calls`` (left out where there were none); 5: a pinned message's ``pinned: true`` (left out where
-# it is not pinned); 6: a reply's ``citations`` (the passages of the user's documents it was given, left out where
-# there were none) and the conversation's ``documents`` (the collections attached to it)
-EXPORT_VERSION = 6
 
 # Each migration is a list of statements (not a script: ``executescript`` would commit the open
 # transaction first). Index i takes the schema from version i to version i + 1. Never edit a released
@@ -173,151 +163,6 @@ class NotFound(QuantDeskError):
     """A conversation, message or preset that does not exist (any more)."""
 
 
-@dataclass(frozen=True)
-class Conversation:
-    id: int
-    title: str
-    created: float
-    updated: float
-    system_prompt: str = ""
-    sampling: dict[str, Any] = field(default_factory=dict)
-    model_path: str | None = None
-    tool_servers: tuple[str, ...] | None = None  # the MCP servers whose tools the model sees; None: every one
-    overflow: str | None = None  # the chat's overflow policy; None: the Settings' default
-    documents: tuple[str, ...] = ()  # the document collections attached to the chat (ChatStore.set_documents)
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """An image kept with a message: ``path`` is its file under the store's ``attachments/`` folder."""
-    path: Path
-    media_type: str
-    width: int
-    height: int
-
-
-ToolDecision = Literal["", "allowed", "denied"]
-# What the model is told for a call that never ran: the reply was stopped (or the app closed) before an answer.
-NOT_RUN = "The tool was not run: the user stopped the reply before it ran."
-
-
-@dataclass(frozen=True)
-class ToolCard:
-    """One tool call of an assistant reply and what came of it, kept with the reply (schema 6).
-
-    ``name`` is the tool's name on its ``server``; ``function`` the name the model called it by, where that differs
-    (MCP tools reach the model as ``server__tool``: the name goes back to it next turn as it was written).
-    ``arguments`` is the call's JSON text as the model wrote it; ``result`` what the model is told (the tool's
-    text, an error's sentence, or that the user denied it); ``cut`` that the result was shortened to fit; ``decision``
-    is "" until the user answers the approval; ``seconds`` the call took (None: not run)."""
-
-    call_id: str
-    name: str
-    arguments: str = "{}"
-    server: str = ""
-    result: str = ""
-    is_error: bool = False
-    cut: bool = False
-    decision: ToolDecision = ""
-    seconds: float | None = None
-    function: str = ""
-
-    @property
-    def called(self) -> str:
-        """The function name as the model called it."""
-        return self.function or self.name
-
-    @property
-    def answered(self) -> bool:
-        """The call has its result (run, failed or denied)."""
-        return self.decision == "denied" or self.seconds is not None
-
-    def template_call(self) -> dict[str, Any]:
-        """The call as chat templates read an assistant turn's tool_calls: arguments as an object."""
-        try:
-            arguments = json.loads(self.arguments) if self.arguments.strip() else {}
-        except ValueError:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            arguments = {}
-        return {"id": self.call_id, "type": "function", "function": {"name": self.called, "arguments": arguments}}
-
-    def tool_message(self) -> Message:
-        """The ``tool`` message that answers the call; a call never answered says so."""
-        return Message("tool", self.result if self.answered else NOT_RUN, tool_call_id=self.call_id, name=self.called)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToolCard:
-        """A card as this or another version saved it: unknown keys left out (app/records)."""
-        return from_known(cls, data)
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    id: int
-    conversation_id: int
-    role: Role
-    content: str
-    created: float
-    stats: dict[str, Any] | None = None
-    state: MessageState = "complete"
-    images: tuple[Attachment, ...] = ()
-    parent_id: int | None = None  # the message it answers or follows; None for a conversation's first
-    reasoning: str = ""  # an assistant reply's thinking, apart from its answer (``content``)
-    tools: tuple[ToolCard, ...] = ()  # an assistant reply's tool calls, each with what it returned
-
-    def engine_turns(self) -> list[Message]:
-        """The message as the engine takes it back next turn (without its images: the page encodes those): an
-        assistant reply that called tools is its turn with ``tool_calls`` then one ``tool`` message per call, as
-        the chat-format layer expects them."""
-        turn = Message(self.role, self.content, reasoning=self.reasoning,
-                       tool_calls=tuple(card.template_call() for card in self.tools))
-        return [turn, *(card.tool_message() for card in self.tools)]
-    # A reply whose prompt left earlier messages out (the overflow policy): ContextCut.to_dict(), else None
-    context_cut: dict[str, Any] | None = None
-    pinned: bool = False  # an overflow policy never leaves it out of the prompt (ChatStore.set_pinned)
-    # The passages of the chat's documents the reply was given, by the number it cites them with: each a dict of
-    # app.documents.passages.Citation.to_dict() (number, score, collection, path, text, page, heading, line,
-    # where), read back with Citation.from_dict (ChatStore.set_citations)
-    citations: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class Branches:
-    """Where a message stands among its siblings (the messages with the same parent): ``index`` of ``count``,
-    1-based, and the siblings' ids in the order they were written."""
-
-    index: int
-    count: int
-    ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Preset:
-    name: str
-    system_prompt: str = ""
-    sampling: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DeletedConversation:
-    """The rows ``ChatStore.delete_conversation`` removed, column for column (kept in memory for undo)."""
-    row: dict[str, Any]
-    messages: tuple[dict[str, Any], ...]
-    attachments: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def id(self) -> int:
-        return self.row["id"]
-
-    @property
-    def title(self) -> str:
-        return self.row["title"]
-
-
 def default_path() -> Path:
     return paths.data_dir() / DB_FILENAME
 
@@ -392,7 +237,7 @@ class ChatStore:
 
     @property
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def _migrate(self) -> None:
         version = self.schema_version
@@ -500,6 +345,7 @@ class ChatStore:
                 "INSERT INTO conversations(title, created, updated, system_prompt, sampling_json, model_path)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (title, now, now, system_prompt, json.dumps(sampling or {}), model_path))
+        assert cur.lastrowid is not None  # an INSERT's row
         return self.conversation(cur.lastrowid)
 
     def conversation(self, conversation_id: int) -> Conversation:
@@ -557,7 +403,8 @@ class ChatStore:
         self._update_conversation(conversation_id, "documents_json=?", (json.dumps(unique) if unique else None,),
                                   "save the chat's documents")
 
-    def _update_conversation(self, conversation_id: int, assignments: str, values: tuple, action: str) -> None:
+    def _update_conversation(self, conversation_id: int, assignments: str, values: tuple[Any, ...],
+                             action: str) -> None:
         with self._writing(action):
             cur = self._db.execute(f"UPDATE conversations SET {assignments}, updated=? WHERE id=?",
                                    (*values, self._clock(), conversation_id))
@@ -631,13 +478,15 @@ class ChatStore:
                              (cur.lastrowid, position, name, info.media_type, info.width, info.height))
         self._db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?",
                          (now, cur.lastrowid, conversation_id))
+        assert cur.lastrowid is not None  # an INSERT's row
         return cur.lastrowid
 
     def _leaf_id(self, conversation_id: int) -> int | None:
         row = self._db.execute("SELECT leaf_id FROM conversations WHERE id=?", (conversation_id,)).fetchone()
         if row is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
-        return row["leaf_id"]
+        leaf: int | None = row["leaf_id"]
+        return leaf
 
     def _images(self, message_ids: list[int]) -> dict[int, tuple[Attachment, ...]]:
         found: dict[int, list[Attachment]] = {}
@@ -802,90 +651,6 @@ class ChatStore:
         if deleted == 0:
             raise NotFound(f"there is no preset named {name!r}")
 
-    # --- export --------------------------------------------------------------------------------
-
-    def export_json(self, conversation_id: int) -> str:
-        conv = self.conversation(conversation_id)
-        on_show = [m.id for m in self.messages(conversation_id)]
-        data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "conversation": asdict(conv),
-                "messages": [{k: v for k, v in asdict(m).items()
-                              if k not in ("conversation_id", "images", "reasoning", "tools", "context_cut",
-                                           "pinned", "citations")}
-                             | ({"pinned": True} if m.pinned else {})
-                             | ({"citations": list(m.citations)} if m.citations else {})
-                             | ({"reasoning": m.reasoning} if m.reasoning else {})
-                             | ({"tool_calls": [card.to_dict() for card in m.tools]} if m.tools else {})
-                             | ({"context_cut": m.context_cut} if m.context_cut else {})
-                             | ({"images": [{"file": a.path.name, "media_type": a.media_type, "width": a.width,
-                                             "height": a.height} for a in m.images]} if m.images else {})
-                             for m in self.all_messages(conversation_id)],
-                "branch_on_show": on_show}
-        return json.dumps(data, indent=2, ensure_ascii=False)
-
-    def export_markdown(self, conversation_id: int) -> str:
-        conv = self.conversation(conversation_id)
-        parts = [f"# {conv.title}\n"]
-        if conv.model_path:
-            parts.append(f"Model: `{Path(conv.model_path).name}`\n")
-        if conv.system_prompt:
-            parts.append("## System\n\n" + conv.system_prompt + "\n")
-        for msg in self.messages(conversation_id):
-            heading = {"user": "You", "assistant": "Assistant", "system": "System"}[msg.role]
-            parts.append(f"## {heading}\n")
-            if msg.reasoning:
-                parts.append(_quoted_thinking(msg.reasoning, msg.stats))
-            parts.append(f"{msg.content}\n")
-            parts.extend(_tool_card_markdown(card) for card in msg.tools)
-            if msg.citations:
-                parts.append(_citations_markdown(msg.citations))
-            if msg.images:
-                names = ", ".join(f"{a.path.name} ({a.width} × {a.height})" for a in msg.images)
-                parts.append(f"*(images: {names})*\n")
-            if msg.state == "interrupted":
-                parts.append("*(reply interrupted)*\n")
-        return "\n".join(parts)
-
-
-def _quoted_thinking(reasoning: str, stats: dict[str, Any] | None) -> str:
-    """A reply's thinking as a Markdown quote ahead of its answer, headed by how long and how many tokens it took:
-    every viewer shows it set apart, and it reads as plain text too."""
-    figures = []
-    if stats and stats.get("reasoning_ms"):
-        figures.append(f"{stats['reasoning_ms'] / 1000:.1f} s")
-    if stats and stats.get("reasoning_tokens"):
-        figures.append(f"{stats['reasoning_tokens']} tokens")
-    head = "> **Thinking**" + (f" ({' · '.join(figures)})" if figures else "")
-    body = "\n".join(f"> {line}".rstrip() for line in reasoning.strip("\n").split("\n"))
-    return f"{head}\n>\n{body}\n"
-
-
-def _citations_markdown(citations: Sequence[dict[str, Any]]) -> str:
-    """A reply's sources under it: "[1] guide.pdf, page 3" a line each, the passage's place as the citation says it
-    (its ``where``; the file's name for a record kept without one)."""
-    lines = ["**Sources**", ""]
-    for citation in citations:
-        where = citation.get("where") or str(citation.get("path", "")).replace("\\", "/").rsplit("/", 1)[-1]
-        lines.append(f"- [{citation.get('number', '?')}] {where}")
-    return "\n".join(lines) + "\n"
-
-
-def _tool_card_markdown(card: ToolCard) -> str:
-    """A tool call and its result as a Markdown quote: the tool, its server, what became of it, the arguments, and
-    the result as a code block (a tool's text is shown as text, never read as Markdown)."""
-    if card.decision == "denied":
-        outcome = "denied"
-    elif not card.answered:
-        outcome = "not run"
-    else:
-        outcome = ("error" if card.is_error else "done") + (", cut" if card.cut else "") + \
-            (f", {card.seconds:.1f} s" if card.seconds is not None else "")
-    server = f" ({card.server})" if card.server else ""
-    fence = "~~~~" if "```" in card.result or "```" in card.arguments else "```"
-    lines = [f"**Tool** `{card.name}`{server}: {outcome}", "", "Arguments:", fence + "json", card.arguments, fence]
-    if card.answered:
-        lines += ["", "Result:", fence, card.result if card.decision != "denied" else "(denied by the user)", fence]
-    return "\n".join(f"> {line}".rstrip() for line in "\n".join(lines).split("\n")) + "\n"
-
 
 class ReplyWriter:
     """Saves a streamed reply as it grows: a cheap UPDATE at most every ``min_interval_s`` (or when
@@ -995,4 +760,3 @@ class ReplyWriter:
         self.closed = True
         self._close_unsaved = True
         return self.save()
-

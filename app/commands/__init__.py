@@ -44,6 +44,8 @@ COMMANDS: dict[str, Command] = {
     "ps": Command("app.commands.server", "list the models a running server has loaded (its GET /v1/models)"),
     "eject": Command("app.commands.server", "unload a model a running server has loaded (a reply it is writing is "
                                             "stopped first; the server's primary model stays)"),
+    "launch": Command("app.commands.launch", "set up Claude Code, Codex, OpenCode, Continue, Cline or any OpenAI "
+                                             "client against the local server (started if none runs)"),
     "bench": Command("app.commands.lab", "compare quants/formats of a model: speed, memory and quality side by side"),
     "remote": Command("app.commands.remote",
                       "connect to OpenAI-compatible servers (llama-server, vLLM, another QuantDesk)"),

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.chats import export as chat_export
 from app.commands import add_command
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def run_ls(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     store = _store()
     try:
-        print(store.export_markdown(args.id), end="")
+        print(chat_export.to_markdown(store, args.id), end="")
     finally:
         store.close()
     return 0
@@ -87,7 +88,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     store = _store()
     try:
-        text = store.export_json(args.id) if args.format == "json" else store.export_markdown(args.id)
+        text = chat_export.to_json(store, args.id) if args.format == "json" else chat_export.to_markdown(store, args.id)
     finally:
         store.close()
     if args.output:  # the file the Chat page's Export… writes

@@ -8,8 +8,9 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from app.commands import add_command
 from app.errors import EngineError
@@ -23,13 +24,20 @@ from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOO
                            SamplingSettings, Token, choose_sampling)
 from app.models.metadata import model_sampling
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from app.datatypes import Loaded
+    from app.engine.client import EngineClient
+    from app.hub.presets import ModelPreset
+
 
 MODEL_HELP = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
               "several, or a unique prefix), a .gguf file, a model folder (MLX, safetensors) or "
               "remote:CONNECTION/MODEL")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(subparsers, "chat",
                     description="Chat with a model in its own engine process. Without --prompt it is "
                                 "interactive: /reset clears the history, /exit or Ctrl-D quits, "
@@ -193,34 +201,34 @@ def add_force_arguments(p: argparse.ArgumentParser, force_help: str = FORCE_HELP
     add_hardware_argument(p)
 
 
-def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace) -> None:
-    """The fit check before a load, as the Chat's: a model that does not fit this machine is refused in words,
-    or with --force loaded anyway with the risk said on stderr. A remote model, or one whose header cannot be
-    read, is left to the engine."""
-    from app.errors import QuantDeskError
+def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace, *, given: Collection[str] = (),
+              preset: Any = None, find_projector: bool = False) -> LoadSettings:
+    """The settings to load ``model`` with, from the one load planner (app/models/planner.py) as the Chat's: the flags
+    ``given`` held as they are, the model's ``preset``, its projector (the one named, else with ``find_projector`` the
+    one beside it), the runtime asked for (--runtime) or pinned, the most GPU layers that fit, a q8_0 KV cache or a
+    shorter context where the default context does not fit; what it changed said on stderr. A model that does not fit
+    this machine is refused in words, or with --force loaded anyway with the risk said on stderr. A remote model is
+    left to its server, one whose header cannot be read to the engine (it says what is wrong with it)."""
     from app.machine import profile_from_args
-    from app.models.budget import fit_refusal, fit_warning, too_large
-    from app.models.metadata import read_model
-    from app.models.recommend import fit_model
+    from app.models.budget import fit_refusal, fit_warning
+    from app.models.planner import ContextLowered, KvQuantized, PresetSetAside, plan_load
     from app.remote.connections import is_remote_ref
 
     if is_remote_ref(model):
-        return
-    from app.models.vision import with_projector
-
-    try:
-        meta = with_projector(read_model(model), settings.mmproj or None)  # a vision model counts its projector
-    except QuantDeskError:
-        return  # the engine says what is wrong with it, as before
-    fit = fit_model(meta, profile_from_args(args), settings.n_ctx,
-                    "auto" if settings.gpu_layers < 0 else settings.gpu_layers, settings.kv_cache_type,
-                    cpu_moe=settings.cpu_moe or None)
-    if not too_large(fit):
-        return
+        return preset.apply_load(settings, tuple(given)) if preset is not None else settings
+    plan = plan_load(model, profile_from_args(args), settings, given=given, preset=preset,
+                     find_projector=find_projector, runtime=getattr(args, "runtime", None))
+    if not getattr(args, "json", False):
+        for note in plan.notes:
+            if isinstance(note, ContextLowered | KvQuantized | PresetSetAside):  # what the plan changed
+                print(f"note: {note.words()}", file=sys.stderr)
+    if plan.fits or plan.fit is None:
+        return plan.settings
     name = Path(model).name
     if not args.force:
-        raise EngineError(fit_refusal(name, fit.reason, "--force"), kind="fit")
-    print(fit_warning(name, fit.reason), file=sys.stderr)
+        raise EngineError(fit_refusal(name, plan.fit.reason, "--force"), kind="fit")
+    print(fit_warning(name, plan.fit.reason), file=sys.stderr)
+    return plan.settings
 
 
 def stats_line(stats: GenerationStats, n_ctx: int = 0) -> str:
@@ -286,7 +294,7 @@ def speculation_words(stats: GenerationStats) -> str:
             f"{stats.tokens_per_pass:.2f} tokens per pass")
 
 
-def _wanted(args) -> dict[str, Any]:
+def _wanted(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling the command line asks for; a sampling flag not given is None (the model's preset's, else the
     model's, else QuantDesk's), and the other settings are there only when given (else the preset's or the
     default)."""
@@ -311,7 +319,7 @@ def sampling_words(chosen: ChosenSampling) -> str:
     return "; ".join(parts)
 
 
-def _schema_file(path: str | None) -> dict | None:
+def _schema_file(path: str | None) -> dict[str, Any] | None:
     """The JSON Schema in ``path``, or a sentence saying why it cannot be used."""
     if path is None:
         return None
@@ -402,7 +410,7 @@ class Conversation:
         self.history[:] = self.base
         self.cut = None
 
-    def to_send(self, client, sampling: SamplingSettings, quiet: bool = False
+    def to_send(self, client: EngineClient, sampling: SamplingSettings, quiet: bool = False
                 ) -> tuple[list[Message], SamplingSettings]:
         """What the model reads of the history, and the sampling for it; a new cut is said on stderr (a compact
         note as the model writes it would be another stream: it is said whole, after)."""
@@ -415,7 +423,8 @@ class Conversation:
         return fitted.messages, fitted.sampling_for(sampling)
 
 
-def _reply(client, history: list[Message], sampling: SamplingSettings, printer: ReplyPrinter | None) -> Done:
+def _reply(client: EngineClient, history: list[Message], sampling: SamplingSettings,
+           printer: ReplyPrinter | None) -> Done:
     """Stream one reply (to ``printer``, if any); Ctrl-C cancels it and keeps what was generated."""
     stream = client.generate(history, sampling)
     done = None
@@ -461,18 +470,23 @@ def run(args: argparse.Namespace) -> int:
     args.model = local_model(args.model)  # a library model by name: its path (a path, a remote model: as given)
     images = _read_images(args.image)
     preset = None if args.no_preset else model_preset(args.model)
-    settings = load_settings(args, images, preset)
+    settings, given = load_settings(args)
     wanted = _wanted(args)  # reads --json-schema: a bad file is a sentence before any engine starts
     saved = preset.sampling if preset is not None else None
     try:
         choose_sampling(wanted, None, saved).settings.validate()  # the model's own values are bounded when read
         settings.validate()
+        # The projector loads only with images: a text chat need not hold it.
+        settings = check_fit(args.model, settings, args, given=given, preset=preset, find_projector=bool(images))
+        settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
+    if images and not settings.mmproj:
+        raise EngineError(f"{Path(args.model).name} does not see images: no vision projector (mmproj GGUF) that "
+                          "pairs with it lies beside it", "pass --mmproj FILE, or chat without --image", kind="vision")
     system = args.system if args.system is not None else preset.system_prompt if preset is not None else None
     history = [Message("system", system)] if system else []
     policy = args.overflow or (preset.overflow_policy() if preset is not None else None) or app_settings().overflow
-    check_fit(args.model, settings, args)
     tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
     docs = _start_documents(args)  # a collection that is not there is said before the model loads
     if (note := draft_note(settings)) and not args.json:
@@ -514,7 +528,7 @@ def run(args: argparse.Namespace) -> int:
         return _interactive(client, conversation, sampling, _printer(args), images, tools, docs, reply)
 
 
-def model_preset(model: str):
+def model_preset(model: str) -> ModelPreset | None:
     """The model's preset (app/hub/presets.py), None when it has none; an unreadable presets file is said on stderr
     and counts as none."""
     from app.hub import presets
@@ -526,19 +540,18 @@ def model_preset(model: str):
     return presets.for_model(model)
 
 
-def load_settings(args: argparse.Namespace, images: tuple[str, ...], preset) -> LoadSettings:
-    """The load settings of ``quantdesk chat``: each flag given, else the model's preset's value, else the default."""
+def load_settings(args: argparse.Namespace) -> tuple[LoadSettings, tuple[str, ...]]:
+    """The load settings of ``quantdesk chat``'s flags (each given, else the default), and the names of those given:
+    the load planner keeps them over the model's preset and its own choices."""
     given = {"n_ctx": args.ctx, "gpu_layers": args.gpu_layers, "threads": args.threads,
-             "kv_cache_type": args.kv_type, "cpu_moe": args.cpu_moe or None, "mmproj": _projector(args, images) or None,
+             "kv_cache_type": args.kv_type, "cpu_moe": args.cpu_moe or None, "mmproj": args.mmproj or None,
              "draft": draft_setting(args) or None,
              "draft_tokens": args.draft_tokens if args.draft_tokens != DEFAULT_DRAFT_TOKENS else None,
              "draft_p_min": args.draft_p_min if args.draft_p_min != DEFAULT_DRAFT_P_MIN else None,
              "chat_template": getattr(args, "chat_template", None) or None}
     settings = LoadSettings(n_ctx=context_length(args.ctx), **{k: v for k, v in given.items()
                                                                if v is not None and k != "n_ctx"})
-    if preset is not None:
-        settings = preset.apply_load(settings, tuple(k for k, v in given.items() if v is not None))
-    return settings
+    return settings, tuple(k for k, v in given.items() if v is not None)
 
 
 def _read_images(paths: list[str]) -> tuple[str, ...]:
@@ -562,26 +575,7 @@ def _read_images(paths: list[str]) -> tuple[str, ...]:
     return tuple(encoded)
 
 
-def _projector(args: argparse.Namespace, images: tuple[str, ...]) -> str:
-    """The vision projector for this run: --mmproj, else the one beside a GGUF model that pairs with it (only
-    when images are attached: a text chat need not load it). A model without one cannot take --image."""
-    from pathlib import Path
-
-    from app.models import vision
-
-    if args.mmproj:
-        return str(args.mmproj)
-    if not images:
-        return ""
-    model = Path(args.model)
-    found = vision.find_projector(model) if model.suffix == ".gguf" and model.is_file() else None
-    if found is None:
-        raise EngineError(f"{model.name} does not see images: no vision projector (mmproj GGUF) that pairs with "
-                          "it lies beside it", "pass --mmproj FILE, or chat without --image", kind="vision")
-    return str(found)
-
-
-def loaded_summary(loaded) -> str:
+def loaded_summary(loaded: Loaded) -> str:
     """What loaded where: a remote model's server; for llama.cpp the runtime, its GPU and the layers on it, then a
     line per device; the experts kept in RAM."""
     from app.runtimes import report
@@ -611,7 +605,7 @@ def loaded_summary(loaded) -> str:
     return "\n".join(lines + template_lines(loaded))
 
 
-def template_lines(loaded) -> list[str]:
+def template_lines(loaded: Loaded) -> list[str]:
     """Which chat template the model is served with and where it came from, and its tool format."""
     d = loaded.details
     if not d.get("chat_template_origin"):
@@ -621,7 +615,7 @@ def template_lines(loaded) -> list[str]:
     return [f"  chat template: {d.get('chat_template_title')} ({d['chat_template_origin']}){tools}"]
 
 
-def _json_result(loaded, done: Done) -> dict:
+def _json_result(loaded: Loaded, done: Done) -> dict[str, Any]:
     s = done.stats
     calls = {"tool_calls": [dataclasses.asdict(c) for c in done.tool_calls]} if done.tool_calls else {}
     return {
@@ -648,8 +642,10 @@ def _json_result(loaded, done: Done) -> dict:
     }
 
 
-def _interactive(client, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None, reply=_reply) -> int:
+def _interactive(client: EngineClient, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
+                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None,
+                 reply: Callable[[EngineClient, list[Message], SamplingSettings, ReplyPrinter | None], Done] = _reply
+                 ) -> int:
     history = conversation.history
     while True:
         try:

@@ -11,7 +11,7 @@ from app.hardware.profile import GpuInfo, HardwareProfile, RuntimeInfo
 GIB = 1024**3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.hardware import add_hardware_argument
 
     parser = add_command(subparsers, "hw",

@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from app.commands import add_command
 
+if TYPE_CHECKING:
+    from app.hub.download import Progress
 
-def register(subparsers) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(subparsers, "search")
     p.add_argument("query", help="text to find in repo ids (owner/name), e.g. llama-3")
     p.add_argument("--format", choices=("gguf", "mlx", "exl2", "exl3"), help="only repos tagged with this format")
@@ -93,7 +97,7 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def _search(args) -> int:
+def _search(args: argparse.Namespace) -> int:
     from app.hub.search import search_models
 
     results = search_models(args.query, fmt=args.format, sort=args.sort, limit=args.limit,
@@ -109,7 +113,7 @@ def _search(args) -> int:
     return 0
 
 
-def _show(args) -> int:
+def _show(args: argparse.Namespace) -> int:
     from app.hub.listing import RepoListing
 
     listing = RepoListing.fetch(args.repo, args.revision)
@@ -140,7 +144,7 @@ class _Bar:
         self.as_json = as_json
         self._last = 0.0
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: Progress) -> None:
         now = time.monotonic()
         if p.state == "downloading" and now - self._last < 0.2:
             return
@@ -166,7 +170,7 @@ class _Bar:
         sys.stderr.flush()
 
 
-def _pull(args) -> int:
+def _pull(args: argparse.Namespace) -> int:
     from app.hub.download import Downloader, partial_downloads
     from app.hub.plan import DownloadRequest
 
@@ -194,7 +198,7 @@ def _pull(args) -> int:
     return 0
 
 
-def _ls(args) -> int:
+def _ls(args: argparse.Namespace) -> int:
     from app.hub import updates
     from app.hub.library import Library
 
@@ -234,7 +238,7 @@ def _ls(args) -> int:
     return 1 if failures else 0
 
 
-def _update(args) -> int:
+def _update(args: argparse.Namespace) -> int:
     from app.hub import updates
     from app.hub.download import Downloader
     from app.hub.library import Library
@@ -265,7 +269,7 @@ def _update(args) -> int:
     return 0
 
 
-def _rm(args) -> int:
+def _rm(args: argparse.Namespace) -> int:
     from app.hub.library import Library
 
     entry, freed = Library().remove(args.model)
@@ -278,7 +282,7 @@ def _rm(args) -> int:
     return 0
 
 
-def _import(args) -> int:
+def _import(args: argparse.Namespace) -> int:
     from app.hub.library import Library
 
     library = Library()

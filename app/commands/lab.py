@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.commands import add_command
 from app.lab.results import BenchResult, BenchSettings, VariantResult
 
+if TYPE_CHECKING:
+    from app.lab.runner import LabProgress
+    from app.lab.store import ResultStore
+    from app.lab.uploaders import Candidate
 
-def register(subparsers) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
         subparsers, "bench",
         description="Measure each model through the engine the chat uses: load time, prompt and generation "
@@ -121,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise QuantDeskError(str(exc)) from None
 
-        def progress(p) -> None:
+        def progress(p: LabProgress) -> None:
             if p.fraction is None or p.fraction >= 1:  # one line per step, and the step's last
                 print(f"[{p.step}/{p.total}] {p.phase}: {p.message}", file=sys.stderr, flush=True)
 
-        by_origin = {f.origin: f.path for f in fetched}
+        by_origin: dict[str | None, str] = {f.origin: f.path for f in fetched}  # looked up by a reference or None
         result = run_bench(models, settings, reference=by_origin.get(reference, reference),
                            reference_file=args.reference_file, corpus_text=args.corpus,
                            labels={f.path: f.label for f in fetched}, origins={f.path: f.origin for f in fetched},
@@ -157,7 +163,7 @@ def _numbers(text: str, option: str) -> tuple[int, ...]:
                              f"e.g. {option} 512,2048,8192") from None
 
 
-def _hub_quants(args: argparse.Namespace):
+def _hub_quants(args: argparse.Namespace) -> tuple[list[Candidate], str | None]:
     """The Hub files --repo and --uploaders name, to fetch, and the reference to use (a local model, an origin among
     them, or None: the bench's own choice). --uploaders lists what it found on stderr (stdout with --list)."""
     from app.errors import QuantDeskError
@@ -190,7 +196,7 @@ def _hub_quants(args: argparse.Namespace):
     return candidates, reference
 
 
-def _found_uploaders(args: argparse.Namespace):
+def _found_uploaders(args: argparse.Namespace) -> tuple[list[Candidate], str | None]:
     from app.errors import QuantDeskError
     from app.lab import uploaders
 
@@ -245,7 +251,7 @@ def _emit(result: BenchResult, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_history(store) -> int:
+def _print_history(store: ResultStore) -> int:
     saved = store.history()
     if not saved:
         print("no saved bench results", file=sys.stderr)

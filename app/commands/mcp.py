@@ -20,7 +20,7 @@ from app.commands import add_command
 from app.errors import QuantDeskError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers, "mcp",
         description="Manage the MCP servers whose tools a chat may use (quantdesk chat --tools NAME). A server is "

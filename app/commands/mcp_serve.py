@@ -19,7 +19,7 @@ SERVE_DESCRIPTION = (
 IDLE_TTL_S = 600.0  # app.server.router's DEFAULT_IDLE_TTL_S; not imported, so that --help stays light
 
 
-def register_serve(subparsers: argparse._SubParsersAction,
+def register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
                    func: Callable[[argparse.Namespace], int] | None = None) -> None:
     """``serve`` among ``quantdesk mcp``'s actions; ``func`` runs it (default ``run``: a module that registers it
     may hand a function of its own that calls ``run``)."""

@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import TYPE_CHECKING, Any
 
 from app.commands import add_command
 from app.hub.resolve import BadModelArgument, load_metadata
 from app.settings import CONTEXT_HELP, context_length
+
+if TYPE_CHECKING:
+    from app.hardware.profile import HardwareProfile
+    from app.models.recommend import Recommendation
+    from backends.chat_format.bundled import TemplateChoice
 
 GiB = 1 << 30
 
@@ -29,7 +35,7 @@ def cpu_moe_arg(text: str) -> int:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from app.hardware import add_hardware_argument
 
     model_help = ("a library model as `quantdesk ls` prints it (or its OWNER/REPO, with :QUANT where the library holds "
@@ -62,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_recommend)
 
 
-def _hardware(args: argparse.Namespace):
+def _hardware(args: argparse.Namespace) -> HardwareProfile:
     from app.machine import profile_from_args
 
     return profile_from_args(args)
@@ -99,7 +105,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def local_template(model: str):
+def local_template(model: str) -> TemplateChoice | None:
     """The chat template a local GGUF is served with (its preset's choice, its own, its base model's, its
     family's: backends/chat_format/bundled.py), None for any other model."""
     from pathlib import Path
@@ -119,7 +125,7 @@ def local_template(model: str):
         return bundled.for_model(path, read_gguf_header(path)[0])
 
 
-def vision_part(dev: dict) -> str:
+def vision_part(dev: dict[str, Any]) -> str:
     return f", vision projector {_gib(dev['vision_bytes'])}" if dev.get("vision_bytes") else ""
 
 
@@ -169,7 +175,7 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measured_here(report) -> dict[str, str]:
+def _measured_here(report: Recommendation) -> dict[str, str]:
     """For each candidate the quant lab has measured on this machine, what it found (app/lab/measured)."""
     from app.lab import measured
 

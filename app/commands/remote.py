@@ -8,12 +8,16 @@ import getpass
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from app.commands import add_command
 from app.errors import QuantDeskError
 
+if TYPE_CHECKING:
+    from app.remote.connections import ConnectionProbe
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers, "remote",
         description="Manage connections to remote OpenAI-compatible servers. A remote model is then used as "
@@ -72,7 +76,7 @@ def _read_key(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _print_test(result: dict) -> None:
+def _print_test(result: ConnectionProbe) -> None:
     models = result["models"]
     print(f"{result['name']}: {result['kind']} server, answered in {result['latency_ms']:.0f} ms, "
           f"{len(models)} model{'s' if len(models) != 1 else ''}")

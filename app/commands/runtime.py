@@ -7,14 +7,18 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, TextIO
 
 from app.commands import add_command
 from app.errors import QuantDeskError
 
+if TYPE_CHECKING:
+    from app.runtimes.build import Plan, Progress
+
 GIB = 1 << 30
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers, "runtime",
         description="A runtime is one build of llama.cpp for one kind of device. QuantDesk picks one per load "
@@ -76,14 +80,14 @@ def run_ls(args: argparse.Namespace) -> int:
 class _Bar:
     """A one-line progress bar on a terminal, a line per 10 % elsewhere (logs, CI)."""
 
-    def __init__(self, stream=sys.stderr) -> None:
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream = stream
         self.tty = stream.isatty()
         self.last_decile = -1
         self.total = 0
         self.phase = ""
 
-    def __call__(self, progress) -> None:
+    def __call__(self, progress: Progress) -> None:
         from app.runtimes.build import Progress
 
         assert isinstance(progress, Progress)
@@ -131,7 +135,7 @@ def run_build(args: argparse.Namespace) -> int:
         print(plan.estimate_text() if not plan.missing else "cannot build until the missing parts are there")
         return 0 if not plan.missing else 1
 
-    def on_plan(plan) -> None:
+    def on_plan(plan: Plan) -> None:
         if not plan.missing:
             print(f"building the {args.name} runtime (llama-cpp-python {plan.version}); {plan.estimate_text()}",
                   file=sys.stderr)

@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from app.commands import COMMANDS, add_command
 from app.errors import EngineError
@@ -18,6 +19,14 @@ from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
 from app.datatypes import OVERFLOW_POLICIES, LoadSettings
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from starlette.applications import Starlette
+
+    from app.engine.client import EngineClientLike
+    from app.server.app import OpenAIServer
+
 # app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).
 DEFAULT_IDLE_TTL_S = 600.0
@@ -26,7 +35,7 @@ API_KEY_ENV = "QUANTDESK_API_KEY"
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(
         subparsers, "serve",
         description="Serve one model over the OpenAI API (/v1/models, /v1/chat/completions, /v1/completions). "
@@ -83,7 +92,9 @@ def register(subparsers) -> None:
                         "server_overflow setting, stop unless changed)")
     p.add_argument("--backend", help="engine to use (default: follows from the format)")
     p.add_argument("--ctx", type=int, help=CONTEXT_HELP)
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload to the GPU, -1 all (default), 0 none")
+    p.add_argument("--gpu-layers", type=int,
+                   help="layers to offload to the GPU, -1 all, 0 none (default: the most that fit, as the Chat plans "
+                        "them)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     add_draft_arguments(p)  # for the --model
@@ -121,23 +132,27 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
-    settings = LoadSettings(n_ctx=context_length(args.ctx), gpu_layers=args.gpu_layers, threads=args.threads,
-                            cpu_moe=args.cpu_moe, draft=draft_setting(args), draft_tokens=args.draft_tokens,
-                            draft_p_min=args.draft_p_min)
+    settings = LoadSettings(n_ctx=context_length(args.ctx), threads=args.threads, cpu_moe=args.cpu_moe,
+                            draft=draft_setting(args), draft_tokens=args.draft_tokens, draft_p_min=args.draft_p_min,
+                            **({} if args.gpu_layers is None else {"gpu_layers": args.gpu_layers}))
     try:
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
-    check_fit(args.model, settings, args)
-    if note := draft_note(settings):
+    given = tuple(name for name, value in (("n_ctx", args.ctx), ("gpu_layers", args.gpu_layers),
+                                           ("cpu_moe", args.cpu_moe or None)) if value is not None)
+    # The model as the load planner plans it for this machine (a vision model with the projector beside it);
+    # library models loaded on request start again from the server's own settings.
+    planned = check_fit(args.model, settings, args, given=given, find_projector=True)
+    if note := draft_note(planned):
         print(note, file=sys.stderr)
 
     from app.server.thread import _NotifyingServer, bound_url, server_config
 
     with EngineClient() as client:
-        loaded = client.load(args.model, settings, backend=args.backend)
+        loaded = client.load(args.model, planned, backend=args.backend)
 
-        def announce(openai) -> None:
+        def announce(openai: OpenAIServer) -> None:
             # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
             experts, draft = loaded.details.get("experts_in_ram"), loaded.details.get("draft")
             print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
@@ -160,13 +175,21 @@ def run(args: argparse.Namespace) -> int:
         server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
 
         async def serve() -> None:
+            from app.server import running
+
             task = asyncio.create_task(server.serve())
             await asyncio.to_thread(server.ready.wait)
+            record = None
             if server.started:
                 key_note = "an API key is required" if api_key else "no API key"
                 print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
                       f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
-            await task
+                # where it listens, for `quantdesk launch` to find it (app/server/running.py)
+                record = running.announce(bound_url(server), api_key_required=bool(api_key), source="serve")
+            try:
+                await task
+            finally:
+                running.withdraw(record)
 
         try:
             asyncio.run(serve())
@@ -179,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: LoadSettings, *, on_ready=None):
+def serve_app(args: argparse.Namespace, client: EngineClientLike, api_key: str | None, settings: LoadSettings, *,
+              on_ready: Callable[[OpenAIServer], None] | None = None) -> Starlette:
     """The server ``quantdesk serve`` runs, over ``client`` (its --model loaded): the same app and router as the
     app's Server page builds over the app's pool (tests ask both the same things)."""
     from app.server.app import create_app
@@ -199,7 +223,7 @@ def serve_app(args: argparse.Namespace, client, api_key: str | None, settings: L
                           int(args.memory_budget * (1 << 30)), load=settings, profile_path=args.hardware))
 
 
-def _call(args: argparse.Namespace, method: str, route: str, body: dict | None = None) -> dict:
+def _call(args: argparse.Namespace, method: str, route: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """One request to a running server; its answer, or an EngineError with the server's own sentence."""
     import httpx
 
@@ -218,7 +242,8 @@ def _call(args: argparse.Namespace, method: str, route: str, body: dict | None =
     if answer.status_code >= 400:
         message = (found.get("error") or {}).get("message") if isinstance(found, dict) else None
         raise EngineError(message or f"the server answered {answer.status_code}", kind="serve")
-    return found
+    answered: dict[str, Any] = found  # the server's routes answer JSON objects
+    return answered
 
 
 def ps(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from app.files import write_text_atomic
 
@@ -19,7 +20,7 @@ def cache_key(cpu_model: str, ram_total_bytes: int | None) -> str:
     return f"{cpu_model}|{ram_total_bytes}"
 
 
-def _cache_file():
+def _cache_file() -> Path:
     from app import paths
 
     return paths.cache_dir() / "ram_bandwidth.json"

@@ -4,16 +4,18 @@ reason; it never raises and never holds the command up past the deadline."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from app.hardware import bandwidth, gpus, hints
 from app.hardware.cpu import parse_sysctl, probe_cpu
-from app.hardware.profile import BackendSupport, HardwareProfile, RuntimeInfo, runtime_info_from_dict
+from app.hardware.profile import BackendSupport, GpuInfo, HardwareProfile, RuntimeInfo, runtime_info_from_dict
 from app.hardware.sources import Sources
 
 PROBE_TIMEOUT_S = 3.0
@@ -61,13 +63,13 @@ def probe_runtimes(src: Sources) -> list[RuntimeInfo] | None:
     return None if records is None else [runtime_info_from_dict(r) for r in records]
 
 
-def _metal_cache_file():
+def _metal_cache_file() -> Path:
     from app import paths
 
     return paths.cache_dir() / "metal.json"
 
 
-def probe_apple(src: Sources) -> list:
+def probe_apple(src: Sources) -> list[GpuInfo]:
     """Apple GPU, with Metal's figures cached between runs (they cost a child process to ask)."""
     file = _metal_cache_file()
     try:
@@ -149,7 +151,7 @@ def detect(sources: Sources | None = None, *, probes: dict[str, Probe] | None = 
     chosen = {name: probe for name, probe in chosen.items()
               if (parts is None or name in parts)
               and (name not in ASKED_ABOVE or getattr(src, ASKED_ABOVE[name]) is not None or name in (probes or {}))}
-    results, absent = run_probes({name: (lambda p=probe: p(src)) for name, probe in chosen.items()}, timeout_s)
+    results, absent = run_probes({name: functools.partial(probe, src) for name, probe in chosen.items()}, timeout_s)
 
     profile = HardwareProfile(os=src.system.lower(), arch=src.machine, absent=absent)
     if "cpu" in results:

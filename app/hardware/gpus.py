@@ -88,7 +88,7 @@ def probe_amd(src: Sources) -> list[GpuInfo]:
                        key=lambda n: int(n[4:]))
     except OSError as exc:
         raise ProbeAbsent(f"no {DRM} ({exc.strerror or exc})") from None
-    gpus = []
+    gpus: list[GpuInfo] = []
     for card in cards:
         dev = f"{DRM}/{card}/device"
         try:

@@ -20,10 +20,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.datatypes import Device
 from app.errors import QuantDeskError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what dataclasses.fields() takes; exists for type checkers only
 
 SCHEMA_VERSION = 1
 
@@ -133,6 +136,8 @@ class HardwareProfile:
         return sum(g.usable_bytes() or 0 for g in self.gpus)
 
 
+_T = TypeVar("_T", bound="DataclassInstance")
+
 # (class, field) -> the dataclass its object (or list of objects) is made of.
 _NESTED: dict[tuple[type, str], type] = {
     (HardwareProfile, "cpu"): CpuInfo, (HardwareProfile, "gpus"): GpuInfo,
@@ -141,7 +146,7 @@ _NESTED: dict[tuple[type, str], type] = {
 }
 
 
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+def _build(cls: type[_T], data: dict[str, Any], where: str) -> _T:
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):

@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,8 @@ def _virtual_memory() -> tuple[int, int]:
 def _cpu_count(logical: bool) -> int | None:
     import psutil
 
-    return psutil.cpu_count(logical=logical)
+    count: int | None = psutil.cpu_count(logical=logical)  # None where the OS does not say
+    return count
 
 
 def _nvml() -> Any:
@@ -58,13 +60,15 @@ def _models_dir() -> str:
 
 def _processor_name() -> str:
     """The CPU's marketing name on Windows (the registry), else whatever platform knows."""
-    try:
+    if sys.platform == "win32":  # winreg exists on Windows only (mypy reads this guard too)
         import winreg
 
-        key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
-        return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip()
-    except (ImportError, OSError):
-        return platform.processor()
+        try:
+            key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
+            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip()
+        except OSError:
+            pass
+    return platform.processor()
 
 
 def _windows_feature(code: int) -> bool:
@@ -77,14 +81,14 @@ def _mlx_device_info() -> dict[str, Any]:
     """Metal's own figures through mlx (``mx.device_info()``), asked in a child process: the app
     process never imports an engine library. Raises OSError when mlx is not installed."""
     import json
-    import sys
     from importlib.util import find_spec
 
     if find_spec("mlx") is None:
         raise OSError("mlx is not installed")
     code = ("import json, mlx.core as mx; f = getattr(mx, 'device_info', None) or mx.metal.device_info; "
             "print(json.dumps({k: v for k, v in f().items() if isinstance(v, (int, float, str))}))")
-    return json.loads(run_command([sys.executable, "-c", code]))
+    info: dict[str, Any] = json.loads(run_command([sys.executable, "-c", code]))  # the object the code prints
+    return info
 
 
 @dataclass

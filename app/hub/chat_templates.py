@@ -119,7 +119,8 @@ def find(metadata: dict[str, Any], downloaded_from: str = "") -> dict[str, Any]:
             template = file = ""
         if template:
             return {"chat_template": template, "repo": repo, "file": file}
-        card = info.card_data.to_dict() if info.card_data is not None else {}
+        # huggingface_hub's CardData.to_dict() carries no annotations; it returns the card's YAML header as a dict
+        card: dict[str, Any] = info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]
         bases = card.get("base_model") or []
         queue += [b for b in ([bases] if isinstance(bases, str) else bases) if repo_of(b)]
     return {"chat_template": "", "tried": tried}

@@ -9,11 +9,15 @@ import os
 import socket
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app import settings
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
 from app.hub.errors import AccessDenied, DownloadError, HubError, OfflineError
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi  # imported at call time below: the app starts without loading the Hub client
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -102,7 +106,7 @@ def forget_token() -> None:
     token_path().unlink(missing_ok=True)
 
 
-def api():
+def api() -> HfApi:
     """An HfApi bound to the current endpoint and token (False, not None, when there is none, so
     huggingface_hub does not fall back to the token file of the HF_HOME it saw at import)."""
     from huggingface_hub import HfApi
@@ -118,7 +122,8 @@ def file_url(repo_id: str, filename: str, revision: str | None = None) -> str:
 
 
 def auth_headers() -> dict[str, str]:
-    from huggingface_hub.utils import build_hf_headers
+    # huggingface_hub.utils re-exports it lazily, without the `import x as x` form that mypy takes for an export
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     from app import __version__
 

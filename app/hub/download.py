@@ -34,10 +34,11 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from app.errors import QuantDeskError
 from app.files import write_text_atomic
@@ -47,6 +48,9 @@ from app.hub.errors import (AccessDenied, DownloadError, DownloadPaused, HubErro
 from app.hub.listing import RemoteFile, RepoListing
 from app.hub.plan import DownloadRequest, Plan, check_relative_name, plan_download
 from app.settings import models_dir
+
+if TYPE_CHECKING:
+    import httpx2  # huggingface_hub's HTTP client, imported where a download starts
 
 CHUNK_SIZE = 4 * 1024 * 1024
 STAGING_DIR_NAME = ".downloads"
@@ -150,7 +154,7 @@ class _Verifier:
         else:
             self._hash = hashlib.sha1(b"blob %d\0" % remote.size)
 
-    def update(self, data) -> None:
+    def update(self, data: bytes) -> None:
         self._hash.update(data)
         self.length += len(data)
 
@@ -168,10 +172,10 @@ class _Sink:
     """Writes and hashes chunks on a second thread, so hashing overlaps with the network read (hashlib and file
     writes release the GIL)."""
 
-    def __init__(self, fh, verifier: _Verifier) -> None:
+    def __init__(self, fh: BinaryIO, verifier: _Verifier) -> None:
         self._fh = fh
         self._verifier = verifier
-        self._queue: queue.Queue = queue.Queue(maxsize=8)
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)  # None: no more chunks
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="download-writer", daemon=True)
         self._thread.start()
@@ -268,15 +272,15 @@ class Downloader:
         with self._emit_lock:  # the pump thread and the job thread take turns; observers see events in order
             self._state, self._file = state, file
             if self._on_progress is not None:
-                self._deliver(state, file, message)
+                self._deliver(self._on_progress, state, file, message)
 
-    def _deliver(self, state: str, file: str, message: str) -> None:
+    def _deliver(self, on_progress: ProgressCallback, state: str, file: str, message: str) -> None:
         meter = self._meter
         done, total = (meter.done, meter.total) if meter else (0, 0)
         speed = meter.speed() if meter else 0.0
         eta = (total - done) / speed if speed > 0 else None
-        self._on_progress(Progress(state=state, repo_id=self.request.repo_id, file=file, done=done, total=total,
-                                   speed=speed, eta=eta, message=message))
+        on_progress(Progress(state=state, repo_id=self.request.repo_id, file=file, done=done, total=total,
+                             speed=speed, eta=eta, message=message))
 
     # -- the job -----------------------------------------------------------------------------------------
     def _pump(self, finished: threading.Event) -> None:
@@ -316,10 +320,10 @@ class Downloader:
                    (f.size if (files_dir / f.path).exists() else 0) for f in plan.files}
         resumed = sum(min(v, f.size) for f, v in zip(plan.files, on_disk.values(), strict=True))
         self._check_disk(plan, resumed)
-        self._meter = _Meter(plan.total_bytes, 0)
+        meter = self._meter = _Meter(plan.total_bytes, 0)
         for remote in plan.files:
             self._check_stop()
-            self._fetch(plan, remote)
+            self._fetch(plan, remote, meter)
         self._emit("installing")
         result = self._install(plan, target, resumed)
         self._emit("done", message=str(result.path))
@@ -356,15 +360,15 @@ class Downloader:
     def _part(self, remote: RemoteFile) -> Path:
         return self.staging / "files" / (remote.path + ".part")
 
-    def _fetch(self, plan: Plan, remote: RemoteFile) -> None:
+    def _fetch(self, plan: Plan, remote: RemoteFile, meter: _Meter) -> None:
         final = self.staging / "files" / remote.path
         if final.exists() and final.stat().st_size == remote.size:
-            self._meter.add(remote.size)  # verified in an earlier run (only verified files get their name)
+            meter.add(remote.size)  # verified in an earlier run (only verified files get their name)
             return
         part = self._part(remote)
         part.parent.mkdir(parents=True, exist_ok=True)
         if plan.request.update_of and self._splice_new_header(plan, remote, part, final):
-            self._meter.add(remote.size)
+            meter.add(remote.size)
             return
         url = config.file_url(plan.request.repo_id, remote.path, plan.commit)
         failures = integrity_failures = 0
@@ -378,12 +382,12 @@ class Downloader:
                 have = 0
             if verifier is None or verifier.length != have:
                 verifier = self._hash_existing(part, remote, have)
-            self._meter.add(have - counted)
+            meter.add(have - counted)
             counted = have
             try:
                 if have < remote.size:
                     self._emit("downloading", remote.path)
-                    counted += self._stream(url, part, remote, have, verifier)
+                    counted += self._stream(url, part, remote, have, verifier, meter)
             except _Retry as retry:
                 if retry.restart:
                     part.unlink(missing_ok=True)
@@ -450,7 +454,7 @@ class Downloader:
         part.unlink()
         return False
 
-    def _header_then_data(self, header: bytes, old, data_start: int):
+    def _header_then_data(self, header: bytes, old: BinaryIO, data_start: int) -> Iterator[bytes]:
         yield header
         old.seek(data_start)
         while chunk := old.read(CHUNK_SIZE):
@@ -467,10 +471,10 @@ class Downloader:
                     verifier.update(chunk)
         return verifier
 
-    def _stream(self, url: str, part: Path, remote: RemoteFile, have: int, verifier: _Verifier) -> int:
+    def _stream(self, url: str, part: Path, remote: RemoteFile, have: int, verifier: _Verifier, meter: _Meter) -> int:
         """Fetch bytes ``have``.. into ``part``; returns how many arrived. Raises _Retry on what can heal."""
         import httpx2
-        from huggingface_hub.utils import get_session
+        from huggingface_hub import get_session
 
         headers = config.auth_headers() | {"Accept-Encoding": "identity"}
         if have:
@@ -495,7 +499,7 @@ class Downloader:
                                              restart=True)
                             sink.put(chunk)
                             received += len(chunk)
-                            self._meter.add(len(chunk))
+                            meter.add(len(chunk))
                     finally:
                         sink.close()
         except httpx2.TransportError as exc:
@@ -518,7 +522,7 @@ class Downloader:
                          progressed=received > 0)
         return received
 
-    def _hold_socket(self, response) -> None:
+    def _hold_socket(self, response: httpx2.Response | None) -> None:
         sock = None
         if response is not None:
             stream = response.extensions.get("network_stream")
@@ -528,7 +532,7 @@ class Downloader:
         if sock is not None and self._stop.is_set():
             self._interrupt_socket()
 
-    def _check_response(self, response, remote: RemoteFile, have: int) -> None:
+    def _check_response(self, response: httpx2.Response, remote: RemoteFile, have: int) -> None:
         status = response.status_code
         if status == 429:
             raise _Retry("the Hub asked us to slow down (429)",
@@ -593,9 +597,9 @@ def download(request: DownloadRequest, on_progress: ProgressCallback | None = No
     return Downloader(request, on_progress, settings, listing, root).run()
 
 
-def partial_downloads() -> list[dict]:
+def partial_downloads() -> list[dict[str, Any]]:
     """Paused or interrupted pulls found in the staging folder (for 'resume' lists)."""
-    out = []
+    out: list[dict[str, Any]] = []
     root = models_dir() / STAGING_DIR_NAME
     for job in sorted(root.glob("*/job.json")):
         try:

@@ -3,6 +3,7 @@ change to an observer (the Downloads page forwards it as a signal)."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 from collections import deque
@@ -118,7 +119,7 @@ class DownloadManager:
                 if task.state != "queued":
                     continue
                 task.state = "running"
-                task._runner = Downloader(task.request, lambda p, t=task: self._progress(t, p), self._settings)
+                task._runner = Downloader(task.request, functools.partial(self._progress, task), self._settings)
             try:
                 task.result = task._runner.run()
                 task.state = "done"

@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from app.models.detect import folder_format
 from app.models.quants import (
@@ -30,7 +31,7 @@ def quant_from_name(name: str) -> str | None:
     return info.quant if info else None
 
 
-def format_of_repo(tags: list[str] | None, files: list[str], config: dict | None = None) -> str:
+def format_of_repo(tags: list[str] | None, files: list[str], config: dict[str, Any] | None = None) -> str:
     """The tags decide, then .gguf files, then config.json (when the caller read it: untagged EXL2/EXL3 and MLX
     repos are told by their ``quantization_config`` / ``quantization`` block)."""
     lowered = [t.lower() for t in tags or []]

@@ -18,12 +18,13 @@ import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol, TypedDict
 
 from app.errors import ModelFileError
 from app.hub import config
 from app.hub.errors import LibraryError
 from app.hub.formats import EXL_FORMATS, describe_folder, describe_gguf, exl_branches, quant_from_name
-from app.hub.listing import is_projector
+from app.hub.listing import RemoteFile, is_projector
 from app.settings import models_dir
 
 MANIFEST_NAME = "library.sqlite3"
@@ -49,13 +50,44 @@ CREATE TABLE IF NOT EXISTS folders (path TEXT PRIMARY KEY, added_at REAL NOT NUL
 """
 
 
+class _Request(Protocol):
+    @property
+    def repo_id(self) -> str: ...
+    @property
+    def update_of(self) -> str: ...
+
+
+class DownloadedPlan(Protocol):
+    """What the library reads of a finished download's plan: an app.hub.plan.Plan, whose module imports this one
+    (to plan an update), so it is named by what it has."""
+
+    @property
+    def request(self) -> _Request: ...
+    @property
+    def commit(self) -> str: ...
+    @property
+    def repo_format(self) -> str: ...
+    @property
+    def revision(self) -> str: ...
+    @property
+    def model_files(self) -> list[RemoteFile]: ...
+
+
+class LibraryFile(TypedDict):
+    """One file of a library model, as the models table keeps it (JSON in the ``files`` column)."""
+
+    path: str  # relative to the model's folder
+    size: int
+    sha256: str | None  # None: not hashed (referenced files, small files of a download)
+
+
 @dataclass
 class LibraryEntry:
     id: str
     name: str
     format: str
     path: str
-    files: list[dict]  # {"path": relative to the model's folder, "size": int, "sha256": str | None}
+    files: list[LibraryFile]
     size: int
     source: str  # download | import | reference | hf-cache | folder
     owned: bool  # True: the files are ours to delete
@@ -79,7 +111,7 @@ class LibraryEntry:
 
         return model_pooling(self.path) if self.format == "gguf" else ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"projector": self.projector, "pooling": self.pooling or None}
 
 
@@ -122,7 +154,7 @@ def _git_blob_id(path: Path) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def matches_remote(folder: Path, record: dict, remote) -> bool:
+def matches_remote(folder: Path, record: LibraryFile, remote: RemoteFile) -> bool:
     """Whether the installed file ``record`` (a LibraryEntry.files item) in ``folder`` is the Hub's ``remote``
     (a RemoteFile): an LFS file by the sha256 verified when it was downloaded, a small file by its git blob id,
     hashed now (the download recorded no sha256 for it)."""
@@ -194,12 +226,12 @@ class Library:
         return LibraryEntry(**data)
 
     # -- adding ------------------------------------------------------------------------------------------
-    def model_path_for(self, folder: Path, plan) -> Path:
+    def model_path_for(self, folder: Path, plan: DownloadedPlan) -> Path:
         ggufs = sorted(f.path for f in plan.model_files
                        if f.path.lower().endswith(".gguf") and not is_projector(f.path))
         return folder / ggufs[0] if ggufs else folder
 
-    def installed_as(self, entry_id: str, remote_files: list) -> set[str]:
+    def installed_as(self, entry_id: str, remote_files: list[RemoteFile]) -> set[str]:
         """Which of ``remote_files`` (RemoteFile) the entry has installed exactly as they are: what an update of
         it keeps rather than fetches."""
         entry = self.find(entry_id)
@@ -207,10 +239,10 @@ class Library:
         records = {f["path"]: f for f in entry.files}
         return {r.path for r in remote_files if r.path in records and matches_remote(folder, records[r.path], r)}
 
-    def register_download(self, plan, folder: Path, path: Path) -> LibraryEntry:
+    def register_download(self, plan: DownloadedPlan, folder: Path, path: Path) -> LibraryEntry:
         """Record a finished download. An update (``plan.request.update_of``) rewrites its entry, last, after its
         new files were moved in, and then deletes the files the model no longer has."""
-        files = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.model_files]
+        files: list[LibraryFile] = [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in plan.model_files]
         request = plan.request
         old = self.find(request.update_of) if request.update_of else None
         if path.is_file():
@@ -300,7 +332,7 @@ class Library:
 
             raise NotEnoughDiskSpace(f"Not enough disk space to import {path.name}: need {needed / 1e9:.2f} GB, "
                                      f"{free / 1e9:.2f} GB free.", "import by reference instead (--link)")
-        files = []
+        files: list[LibraryFile] = []
         for rel in rel_files:
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +355,8 @@ class Library:
     def _reference(self, fmt: str, path: Path, rel_files: list[str], source: str, repo_id: str | None = None,
                    commit: str | None = None, entry_id: str | None = None) -> LibraryEntry:
         folder = path.parent if fmt == "gguf" else path
-        files = [{"path": rel, "size": (folder / rel).stat().st_size, "sha256": None} for rel in rel_files]
+        files: list[LibraryFile] = [{"path": rel, "size": (folder / rel).stat().st_size, "sha256": None}
+                                    for rel in rel_files]
         fmt, quant, arch = self._describe(fmt, path)
         name = path.stem if path.is_file() else path.name
         return self._put(LibraryEntry(
@@ -434,7 +467,7 @@ class Library:
             current.rmdir()
             current = current.parent
 
-    def disk_usage(self) -> dict:
+    def disk_usage(self) -> dict[str, Any]:
         entries = self.entries(refresh=False)
         self.root.mkdir(parents=True, exist_ok=True)
         usage = shutil.disk_usage(self.root)

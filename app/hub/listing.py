@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+import functools
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -154,7 +155,8 @@ class RepoListing:
         with _hub_errors(repo_id, revision):
             info = api.model_info(repo_id, revision=revision, files_metadata=True)
             refs = api.list_repo_refs(repo_id).branches if branches else []
-        card = info.card_data.to_dict() if info.card_data is not None else {}
+        # huggingface_hub's CardData.to_dict() carries no annotations; it returns the card's YAML header as a dict
+        card: dict[str, Any] = info.card_data.to_dict() if info.card_data is not None else {}  # type: ignore[no-untyped-call]
         listing = cls(repo_id=info.id, revision=revision, commit=info.sha or "",
                       last_modified=info.last_modified.isoformat() if info.last_modified else None,
                       license=card.get("license"), gated=bool(info.gated), tags=list(info.tags or []),
@@ -358,7 +360,7 @@ class RepoListing:
             self.fetch_branches([m.revision or "" for m in models if m.kind == "branch"])  # side by side, once
         except QuantDeskError:
             pass  # a branch the Hub would not list: its own read below says so, beside the others
-        return [(m.label, _or_error(lambda m=m: self.read_metadata(m))) for m in models]
+        return [(m.label, _or_error(functools.partial(self.read_metadata, m))) for m in models]
 
     def _projector_info(self, path: str) -> Any:
         """A projector's header, read by Range once per listing (every quant of the repo shares it)."""

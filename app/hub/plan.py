@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from app.hub import config
 from app.hub.errors import HubError, UnsafeFileName
@@ -59,14 +60,14 @@ class Plan:
     def __post_init__(self) -> None:
         self.revision = self.revision or self.request.revision
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"request": asdict(self.request), "commit": self.commit, "repo_format": self.repo_format,
                 "revision": self.revision, "files": [asdict(f) for f in self.files],
                 "kept": [asdict(f) for f in self.kept], "projector": self.projector,
                 "other_projectors": list(self.other_projectors)}
 
     @classmethod
-    def from_json(cls, data: dict) -> Plan:
+    def from_json(cls, data: dict[str, Any]) -> Plan:
         req = data["request"]
         request = DownloadRequest(repo_id=req["repo_id"], revision=req["revision"], quant=req.get("quant"),
                                   files=tuple(req.get("files") or ()), update_of=req.get("update_of") or "",
@@ -184,8 +185,8 @@ def exl_branch_for(request: DownloadRequest, branches: list[str], exl_hint: str 
     quants = exl_branches(request.repo_id, branches, exl_hint, bare_numbers=bool(exl_hint))
     wanted = exl_quant_of(request.quant or "", "", bare_numbers=True)
     matches = [b for b in quants if b.lower() == (request.quant or "").lower()] or [
-        b for b, q in quants.items() if q.bits_per_weight == wanted.bits_per_weight
-        and wanted.head_bits in (None, q.head_bits)]
+        b for b, q in quants.items() if wanted is not None and q.bits_per_weight == wanted.bits_per_weight
+        and wanted.head_bits in (None, q.head_bits)]  # a quant that names no bit rate matches by branch name alone
     if len(matches) == 1:
         return matches[0]
     if matches:

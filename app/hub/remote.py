@@ -7,7 +7,7 @@ The bytes are parsed by app.models.metadata, which never touches the network its
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.hub import config
 from app.hub.errors import AccessDenied, HubError, RemoteReadError
@@ -32,11 +32,12 @@ FIRST_RANGE = 1 << 20  # most headers fit; Llama-3-style 128k-token vocabularies
 MAX_HEADER = 256 << 20
 MAX_JSON = 8 << 20
 _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "ssl", "socket")
+T = TypeVar("T")
 
 
 def fetch_range(url: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of ``url``. A server that ignores Range gets its body cut at ``end``."""
-    from huggingface_hub.utils import get_session
+    from huggingface_hub import get_session
 
     headers = config.auth_headers() | {"Range": f"bytes={start}-{end - 1}"}
     try:
@@ -70,9 +71,11 @@ def fetch_range(url: str, start: int, end: int) -> bytes:
         raise RemoteReadError(f"Could not read {url}: {exc}.", "check the network or HF_ENDPOINT") from exc
 
 
-def _read_growing(url: str, parse: Callable[[bytes], Any], first: int = FIRST_RANGE) -> Any:
+def _read_growing(url: str, parse: Callable[[bytes], T], first: int = FIRST_RANGE) -> T:
     """Fetch a prefix by HTTP Range, parse it, and fetch more while the parser needs more."""
-    return parse_growing(lambda start, end: fetch_range(url, start, end), parse, url, first=first, limit=MAX_HEADER)
+    parsed: T = parse_growing(lambda start, end: fetch_range(url, start, end), parse, url, first=first,
+                              limit=MAX_HEADER)  # what ``parse`` returned
+    return parsed
 
 
 def read_remote_gguf(repo_id: str, filename: str, revision: str | None = None) -> ModelMetadata:
@@ -90,8 +93,7 @@ def read_remote_gguf(repo_id: str, filename: str, revision: str | None = None) -
 
 def read_remote_gguf_bytes(repo_id: str, filename: str, revision: str | None = None) -> GgufHeaderBytes:
     """The header of one GGUF on the Hub as raw bytes per key, to compare with a local copy's."""
-    header: GgufHeaderBytes = _read_growing(config.file_url(repo_id, filename, revision), parse_gguf_header_bytes)
-    return header
+    return _read_growing(config.file_url(repo_id, filename, revision), parse_gguf_header_bytes)
 
 
 def read_remote_projector(repo_id: str, filename: str, revision: str | None = None) -> ProjectorInfo:

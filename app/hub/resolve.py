@@ -175,6 +175,6 @@ def draft_suggestions(report: Recommendation) -> dict[str, DraftSuggestion]:
     picks = {fmt: pick for fmt, pick in report.best_per_format.items() if Path(pick.label).exists()}
     if not picks:
         return {}
-    library = [(entry.name, entry.path) for entry in Library().entries()]
+    library: list[tuple[str, str | Path]] = [(entry.name, entry.path) for entry in Library().entries()]
     found = {fmt: suggest_draft(pick.label, library) for fmt, pick in picks.items()}
     return {fmt: suggestion for fmt, suggestion in found.items() if suggestion is not None}

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from itertools import islice
+from typing import Any, Literal, cast
 
 from app.hub import config
 from app.hub.formats import format_of_repo
 
-SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
+HubSort = Literal["created_at", "downloads", "last_modified", "likes", "trending_score"]  # what HfApi.list_models takes
+SORTS: dict[str, HubSort] = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
 FORMAT_TAGS = ("gguf", "mlx", "exl2", "exl3")
 
 
@@ -23,7 +25,7 @@ class ModelSummary:
     gated: bool
     format: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -33,9 +35,9 @@ def search_models(query: str, fmt: str | None = None, sort: str = "downloads", l
     config.require_online("search the Hub")
     if fmt is not None and fmt not in FORMAT_TAGS:
         raise ValueError(f"format must be one of {FORMAT_TAGS}")
+    hub_sort = SORTS.get(sort, cast(HubSort, sort))  # else the Hub's own name, passed on as given
     try:
-        found = config.api().list_models(search=query or None, filter=fmt, sort=SORTS.get(sort, sort),
-                                         limit=offset + limit)
+        found = config.api().list_models(search=query or None, filter=fmt, sort=hub_sort, limit=offset + limit)
         models = list(islice(found, offset, offset + limit))
     except config.api_errors() as exc:
         raise config.hub_error(exc, query, "") from None

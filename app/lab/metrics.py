@@ -194,7 +194,8 @@ class KldStatistics:
         """A quality metric by its name in results.QUALITY_METRICS (``kld_p99``, ``kld_median``, ``kld_max``: the
         percentiles, which have no error), or None for a name it does not know."""
         if metric in _FIELDS:
-            return getattr(self, _FIELDS[metric])
+            named: Estimate = getattr(self, _FIELDS[metric])  # _FIELDS names Estimate fields only
+            return named
         key = metric.removeprefix("kld_").removeprefix("p") if metric.startswith("kld_") else ""
         return Estimate(self.kld_percentiles[key]) if key in self.kld_percentiles else None
 

@@ -11,10 +11,13 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.errors import QuantDeskError
+
+if TYPE_CHECKING:
+    from backends.scoring import Reference  # imported where a reference is opened
 
 SUFFIX = ".qdref"
 
@@ -45,7 +48,7 @@ def cached(parts: dict[str, Any]) -> Path:
     return root() / f"{key(parts)}{SUFFIX}"
 
 
-def open_reference(path: str | Path):
+def open_reference(path: str | Path) -> Reference:
     """The reference file at ``path``, opened (backends.scoring.Reference); ReferenceFileError in words."""
     from backends import scoring
 
@@ -106,7 +109,7 @@ def export(source: Path, target: str | Path) -> Path:
     return target
 
 
-def describe(reference) -> dict[str, Any]:
+def describe(reference: Reference) -> dict[str, Any]:
     """A reference as a result keeps it: where, what made it, its windows, and how much probability it keeps."""
     header = reference.header
     return {"path": str(reference.path), "model": header.get("model", {}), "producer": header.get("producer", ""),

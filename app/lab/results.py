@@ -181,8 +181,9 @@ class BenchResult:
         data = dict(data)
         old = data.get("schema", 1) < 2
         settings = data["settings"]
-        data["settings"] = BenchSettings(**{k: tuple(v) if k in ("kv_types", "contexts") else v
-                                            for k, v in known_fields(BenchSettings, settings).items()})
+        fields: dict[str, Any] = {k: tuple(v) if k in ("kv_types", "contexts") else v
+                                  for k, v in known_fields(BenchSettings, settings).items()}
+        data["settings"] = BenchSettings(**fields)
         variants = []
         for raw in data["variants"]:
             raw = known_fields(VariantResult, raw)

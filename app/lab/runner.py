@@ -27,8 +27,8 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +39,13 @@ from app.lab import corpus, references
 from app.lab.metrics import KldStatistics, Spread, perplexity
 from app.lab.results import QUALITY_METRICS, SPEED_METRICS, BenchResult, BenchSettings, RunSample, VariantResult
 from app.datatypes import DEFAULT_MAX_TOKENS, Done, LoadSettings, Message, SamplingSettings, WindowScoring
+
+if TYPE_CHECKING:  # imported where a bench runs: the lab's pages load without an engine client or numpy
+    import numpy as np
+
+    from app.datatypes import Token
+    from app.engine.client import EngineClient
+    from app.hardware.profile import HardwareProfile
 
 KL_METRICS = tuple(m for m in QUALITY_METRICS if m != "perplexity")
 REFERENCE_FILE = "reference file"  # a variant's format when the reference is a file, not a model run here
@@ -197,11 +204,12 @@ def sweep(variants: list[VariantResult], kv_types: Sequence[str] = (), contexts:
     return swept
 
 
-def _finish(stream) -> Done:
+def _finish(stream: Iterable[Token | Done]) -> Done:
     done = None
     for event in stream:
         if isinstance(event, Done):
             done = event
+    assert done is not None, "a generation's events end with one Done (EngineClient.generate), or it raises"
     return done
 
 
@@ -209,8 +217,9 @@ def _finish(stream) -> Done:
 
 
 class _Bench:
-    def __init__(self, variants: list[VariantResult], settings: BenchSettings, client_factory: Callable,
-                 on_progress: Callable[[LabProgress], None] | None, cancel: threading.Event | None) -> None:
+    def __init__(self, variants: list[VariantResult], settings: BenchSettings,
+                 client_factory: Callable[[], EngineClient], on_progress: Callable[[LabProgress], None] | None,
+                 cancel: threading.Event | None) -> None:
         self.variants = variants
         self.settings = settings
         self.client_factory = client_factory
@@ -221,7 +230,7 @@ class _Bench:
         self.total = (settings.reps * len(self.timed) if settings.speed else 0) \
             + (len(variants) if settings.quality else 0)
         self.step = 0
-        self.reference_info: dict = {}
+        self.reference_info: dict[str, Any] = {}
         self.references: dict[int, Path] = {}  # the reference's file per window length (a context sweep has several)
 
     def progress(self, phase: str, variant: VariantResult, message: str) -> None:
@@ -231,7 +240,7 @@ class _Bench:
         if self.on_progress:
             self.on_progress(LabProgress(phase, self.step, self.total, variant.label, message))
 
-    def scoring_progress(self, client, variant: VariantResult, what: str) -> Callable[[float], None]:
+    def scoring_progress(self, client: EngineClient, variant: VariantResult, what: str) -> Callable[[float], None]:
         """Progress within a scoring pass, with the time left; a cancel stops the engine between windows."""
         started = time.monotonic()
 
@@ -280,7 +289,7 @@ class _Bench:
                          stop_reason=stats.stop_reason, peak_memory_bytes=stats.peak_memory_bytes,
                          memory_after_load=dict(loaded.memory_bytes))
 
-    def warm_up(self, client, variant: VariantResult) -> None:
+    def warm_up(self, client: EngineClient, variant: VariantResult) -> None:
         """Run the code paths once before timing them; on the first run of a variant, also find how many
         characters of the text make ``prompt_tokens`` tokens with its tokenizer and chat template."""
         target = self.settings.prompt_tokens_for(variant.ctx)
@@ -313,7 +322,8 @@ class _Bench:
 
     # --- quality ---
 
-    def quality(self, work: Path, scored: corpus.Corpus, description: dict, reference_file: Path | None) -> None:
+    def quality(self, work: Path, scored: corpus.Corpus, description: dict[str, Any],
+                reference_file: Path | None) -> None:
         reference = self.variants[0]
         self.progress("quality", reference, f"reference: {reference.label}")
         try:
@@ -348,14 +358,14 @@ class _Bench:
                     variant.error = str(exc)
                 self.mark(variant, QUALITY_METRICS, f"n/a: scoring failed: {str(exc).removeprefix('n/a: ')}")
 
-    def reference_for(self, ctx: int, scored: corpus.Corpus, description: dict, work: Path) -> Path:
+    def reference_for(self, ctx: int, scored: corpus.Corpus, description: dict[str, Any], work: Path) -> Path:
         """The reference's file for windows of ``ctx`` tokens (a context sweep's row): the one scored for --ctx, or
         one scored for that length now (or found in the cache)."""
         if ctx not in self.references:
             self.references[ctx] = self.reference_run(self.variants[0], scored, description, work, ctx)
         return self.references[ctx]
 
-    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict, work: Path,
+    def reference_run(self, reference: VariantResult, scored: corpus.Corpus, description: dict[str, Any], work: Path,
                       ctx: int | None = None) -> Path:
         """The reference's file for windows of ``ctx`` tokens (default --ctx): from the cache when this model, text
         and windowing made one before, else scored now into the cache. Only the --ctx run is the reference row's
@@ -418,7 +428,7 @@ class _Bench:
         variant.quality_peak_bytes = scored.peak_memory_bytes
         self.summarise(variant, _load_positions(positions))
 
-    def summarise(self, variant: VariantResult, positions) -> None:
+    def summarise(self, variant: VariantResult, positions: np.ndarray) -> None:
         variant.quality = KldStatistics.of(positions)
         variant.perplexity = variant.quality.ppl.value
 
@@ -471,11 +481,12 @@ def engine_versions(variants: Sequence[VariantResult]) -> dict[str, str]:
     return versions
 
 
-def _load_positions(path: Path):
+def _load_positions(path: Path) -> np.ndarray:
     import numpy as np
 
     try:
-        return np.load(path)
+        positions: np.ndarray = np.load(path)  # a .npy file holds one array
+        return positions
     finally:
         path.unlink(missing_ok=True)
 
@@ -483,9 +494,9 @@ def _load_positions(path: Path):
 def run_bench(models: Sequence[str | Path], settings: BenchSettings | None = None, *,
               reference: str | Path | None = None, reference_file: str | Path | None = None,
               corpus_text: corpus.Corpus | str | None = None, labels: dict[str, str] | None = None,
-              origins: dict[str, str] | None = None, hardware=None,
+              origins: dict[str, str] | None = None, hardware: HardwareProfile | None = None,
               on_progress: Callable[[LabProgress], None] | None = None, cancel: threading.Event | None = None,
-              client_factory: Callable | None = None) -> BenchResult:
+              client_factory: Callable[[], EngineClient] | None = None) -> BenchResult:
     """Measure every model (and the reference) and return the result; it is not saved here (ResultStore).
 
     ``reference_file`` is a KL reference made earlier (the lab's, or llama-perplexity's --kl-divergence-base file):

@@ -18,13 +18,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app import paths
 from app.errors import QuantDeskError
 
 if TYPE_CHECKING:
+    from app.hub.download import Progress
+    from app.hub.listing import RepoListing
     from app.models.drafts import Vocabulary
+    from app.models.metadata import GgufHeaderBytes
 
 MAX_REPOS = 50  # the most downloaded quantizations of a model the lab lists; popular models have hundreds
 
@@ -84,7 +87,8 @@ class _Facts:
     n_vocab: int
 
 
-def listed(listing, quant: str, downloads: int | None = None, likes: int | None = None) -> Candidate | None:
+def listed(listing: RepoListing, quant: str, downloads: int | None = None,
+           likes: int | None = None) -> Candidate | None:
     """The file of ``quant`` in one repo's listing (app.hub.listing.RepoListing), or None where it has none."""
     from app.models.quants import canonical_gguf_quant
 
@@ -98,7 +102,7 @@ def listed(listing, quant: str, downloads: int | None = None, likes: int | None 
                      downloads, likes)
 
 
-def _facts_of_header(header, name: str) -> _Facts:
+def _facts_of_header(header: GgufHeaderBytes, name: str) -> _Facts:
     from app.models.drafts import Vocabulary
 
     vocabulary = Vocabulary.of_header(header.values, name)
@@ -210,7 +214,7 @@ def found_text(found: Found, precise_is_reference: bool) -> str:
     return "\n".join(lines)
 
 
-def _with(candidate: Candidate, **changes) -> Candidate:
+def _with(candidate: Candidate, **changes: Any) -> Candidate:
     import dataclasses
 
     return dataclasses.replace(candidate, **changes)
@@ -301,7 +305,7 @@ def _download(candidate: Candidate, say: Callable[[str, float | None], None],
     from app.hub.download import Downloader
     from app.hub.plan import DownloadRequest
 
-    def progress(p) -> None:
+    def progress(p: Progress) -> None:
         if cancel is not None and cancel.is_set():
             downloader.cancel()
         elif p.state == "downloading":
@@ -317,7 +321,7 @@ def _download(candidate: Candidate, say: Callable[[str, float | None], None],
 def clean_up(fetched: Sequence[Fetched], keep: bool) -> list[str]:
     """Remove what a bench downloaded (a file the library holds, or one kept before, stays), unless ``keep``; returns
     a sentence per removal."""
-    said = []
+    said: list[str] = []
     if keep:
         return said
     root = cache_root().resolve()

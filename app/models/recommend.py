@@ -452,8 +452,8 @@ class Pick:
 
 
 @dataclass(frozen=True)
-class LoadPlan:
-    """What to load the best pick with."""
+class SuggestedLoad:
+    """What to load the best pick with (the recommender's figures; app/models/planner.py plans an actual load)."""
 
     gpu_layers: int
     max_ctx: int | None
@@ -472,7 +472,7 @@ class Recommendation:
     candidates: list[FitResult]
     best_per_format: dict[str, Pick]
     best: Pick | None
-    load_settings: LoadPlan | None
+    load_settings: SuggestedLoad | None
 
     def candidate(self, label: str) -> FitResult:
         return next(r for r in self.candidates if r.label == label)
@@ -522,7 +522,7 @@ def recommend(metas: list[tuple[str, ModelMetadata | Exception]], hw: HardwarePr
     if best:
         chosen = next(r for r in results if r.label == best.label)
         if chosen.estimate:
-            load = LoadPlan(gpu_layers=chosen.estimate.gpu_layers, max_ctx=chosen.max_ctx, n_ctx=chosen.estimate.n_ctx,
-                            cpu_moe=chosen.estimate.cpu_moe)
+            load = SuggestedLoad(gpu_layers=chosen.estimate.gpu_layers, max_ctx=chosen.max_ctx,
+                                 n_ctx=chosen.estimate.n_ctx, cpu_moe=chosen.estimate.cpu_moe)
     return Recommendation(n_ctx=n_ctx, format_preference=order, format_reason=why, candidates=results,
                           best_per_format=picks, best=best, load_settings=load)

@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from app import paths
@@ -35,6 +36,21 @@ class RemoteConnectionError(QuantDeskError):
     """A connection that cannot be added, found or used; the message says why."""
 
 
+class ProbedModel(TypedDict):
+    id: str
+    owned_by: str
+    n_ctx: int | None  # where the server says
+
+
+class ConnectionProbe(TypedDict):
+    """What ``Connections.probe`` found (``quantdesk remote test --json`` prints it as is)."""
+
+    name: str
+    kind: str  # quantdesk | llama.cpp | vllm | openai-compatible
+    latency_ms: float
+    models: list[ProbedModel]
+
+
 @dataclass
 class Connection:
     name: str
@@ -44,7 +60,7 @@ class Connection:
     stall_s: float = DEFAULT_STALL_S
     key_store: str = ""  # "" no key | "keychain" | "file"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
@@ -94,7 +110,7 @@ def check_name(name: str) -> str:
 # --- model references ---------------------------------------------------------------------------------
 
 
-def is_remote_ref(text: str | os.PathLike) -> bool:
+def is_remote_ref(text: str | os.PathLike[str]) -> bool:
     return isinstance(text, str) and text.startswith(REF_PREFIX)
 
 
@@ -229,7 +245,7 @@ class Connections:
                         ca_file=str(Path(connection.ca_file).expanduser()) if connection.ca_file else "",
                         timeout_s=connection.timeout_s, stall_s=connection.stall_s, name=connection.name)
 
-    def probe(self, connection: Connection) -> dict:
+    def probe(self, connection: Connection) -> ConnectionProbe:
         """The connection's models, the kind of server and its latency (``remote test``, Settings' Test button);
         raises EngineError with the sentence when the server cannot be used."""
         from app.errors import EngineError

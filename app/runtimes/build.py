@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from app import paths
 from app.errors import QuantDeskError
@@ -190,8 +191,8 @@ def _check_vulkan(plan: Plan, tools: Tools, vulkan_sdk: str | None) -> None:
     else:
         plan.found.append(f"Vulkan loader: {loader}")
         plan.cmake_args.append(f"-DVulkan_LIBRARY={loader}")
-    glslc = _first(r / "bin" / ("glslc.exe" if tools.platform == "win32" else "glslc") for r in roots)
-    glslc = str(glslc) if glslc else tools.which("glslc")
+    bundled_glslc = _first(r / "bin" / ("glslc.exe" if tools.platform == "win32" else "glslc") for r in roots)
+    glslc = str(bundled_glslc) if bundled_glslc else tools.which("glslc")
     if glslc is None:
         plan.missing.append("The shader compiler glslc is missing: install it (Debian/Ubuntu: sudo apt install glslc; "
                             "it is also in the Vulkan SDK).")
@@ -291,7 +292,7 @@ def cache_root() -> Path:
     return paths.cache_dir() / "runtimes"
 
 
-def fetch_sdist(plan: Plan, log, sdist: str | None = None, folder: Path | None = None) -> Path:
+def fetch_sdist(plan: Plan, log: TextIO, sdist: str | None = None, folder: Path | None = None) -> Path:
     """The llama-cpp-python source of the planned version: ``sdist`` when given, else the cached one (in ``folder``,
     by default the cache's ``sdist``), else downloaded with pip (the package index the user's pip is configured
     for)."""
@@ -366,7 +367,7 @@ class StepClock:
         return Progress("compiling", done, total, now - self.start, remaining)
 
 
-def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log, on_progress: Callable[[Progress], None]) -> Path:
+def compile_wheel(plan: Plan, sdist: Path, out_dir: Path, log: TextIO, on_progress: Callable[[Progress], None]) -> Path:
     """Run ``pip wheel`` on the source with the plan's CMake flags; returns the wheel."""
     # Named after the flags too: a build folder kept from a failed build with other flags is not resumed.
     flags = hashlib.sha256(json.dumps(plan.cmake_args).encode()).hexdigest()[:8]
@@ -469,7 +470,7 @@ def build(backend: str, *, vulkan_sdk: str | None = None, sdist: str | None = No
     return catalog.read_folder(runtimes / name, "user")
 
 
-def _pip(plan: Plan, args: list[str], log) -> None:
+def _pip(plan: Plan, args: list[str], log: TextIO) -> None:
     argv = [plan.python, "-m", "pip", *args, "--disable-pip-version-check"]
     log.write(f"$ {' '.join(argv)}\n")
     done = subprocess.run(argv, capture_output=True, text=True)
@@ -492,7 +493,7 @@ def _wheel_dir(plan: Plan) -> Path:
     return cache_root() / "wheels" / plan.backend
 
 
-def _cached_wheel(plan: Plan, sdist: Path, rebuild: bool, log) -> Path | None:
+def _cached_wheel(plan: Plan, sdist: Path, rebuild: bool, log: TextIO) -> Path | None:
     folder = _wheel_dir(plan)
     key_file = folder / "key.txt"
     if rebuild or not key_file.is_file():

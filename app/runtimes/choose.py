@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from app.datatypes import Device
 from app.runtimes.devices import Probe
@@ -31,9 +31,17 @@ VENDOR_WORDS = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Ap
 
 
 class RuntimeLike(Protocol):
-    name: str
-    backend: str
-    problem: str
+    """What choosing reads of a runtime: a catalog.Runtime (frozen) or a profile's RuntimeInfo (read-only here)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def problem(self) -> str: ...
+
+
+R = TypeVar("R", bound=RuntimeLike)  # the kind of runtime given, so ``probe`` may take that kind
 
 
 @dataclass(frozen=True)
@@ -66,21 +74,23 @@ def backend_words(backend: str) -> str:
     return BACKEND_WORDS.get(backend, backend)
 
 
-def choose(runtimes: Sequence[RuntimeLike], probe: Callable[[RuntimeLike], Probe],
+def choose(runtimes: Sequence[R], probe: Callable[[R], Probe],
            machine_gpus: Sequence[tuple[str, str]] = (), pin: tuple[str, str] | None = None) -> Choice:
     """The runtime for a load. ``machine_gpus``: (vendor, name) of the GPUs the hardware probes found;
     ``pin``: (runtime name, where it is pinned) or None."""
     usable = [r for r in runtimes if not r.problem]
     probes: dict[str, Probe] = {}
 
-    def started(r: RuntimeLike) -> Probe:
+    def started(r: R) -> Probe:
         if r.name not in probes:
             probes[r.name] = probe(r)
         return probes[r.name]
 
     fallback_why = ""
+    pinned_name = ""
     if pin is not None:
         name, where = pin
+        pinned_name = name
         pinned = next((r for r in runtimes if r.name == name), None)
         if pinned is None:
             fallback_why = f"the runtime {name} pinned {where} is not installed"
@@ -90,17 +100,17 @@ def choose(runtimes: Sequence[RuntimeLike], probe: Callable[[RuntimeLike], Probe
             fallback_why = f"the runtime {name} pinned {where} cannot start ({started(pinned).error})"
         else:
             return Choice(pinned.name, pinned.backend, f"{name} is pinned {where}", started(pinned))
-    auto = _automatic(usable, started, machine_gpus, said=pin[0] if fallback_why else "")
+    auto = _automatic(usable, started, machine_gpus, said=pinned_name if fallback_why else "")
     if fallback_why:
         return Choice(auto.name, auto.backend, f"{fallback_why}; {auto.reason[0].lower()}{auto.reason[1:]}",
-                      auto.probe, fallback_from=pin[0])
+                      auto.probe, fallback_from=pinned_name)
     return auto
 
 
-def _automatic(runtimes: Sequence[RuntimeLike], started: Callable[[RuntimeLike], Probe],
+def _automatic(runtimes: Sequence[R], started: Callable[[R], Probe],
                machine_gpus: Sequence[tuple[str, str]], said: str = "") -> Choice:
     """``said``: a runtime whose failure the sentence already gives."""
-    best: tuple[tuple[int, int], RuntimeLike, Device] | None = None
+    best: tuple[tuple[int, int], R, Device] | None = None
     failed: list[str] = []
     for runtime in runtimes:
         if runtime.backend == "cpu":

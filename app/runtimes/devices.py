@@ -26,6 +26,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.datatypes import Device
 from app.records import from_known
@@ -60,12 +61,12 @@ class Probe:
         allow = software_vulkan_allowed() if allow_software is None else allow_software
         return [d for d in self.devices if d.is_gpu and (allow or not d.software)]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"devices": [asdict(d) for d in self.devices], "error": self.error, "env": dict(self.env),
                 "cpu_variant": self.cpu_variant}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Probe:
+    def from_dict(cls, data: dict[str, Any]) -> Probe:
         # A newer probe's extra figures are left out, not fatal.
         return cls(tuple(from_known(Device, d) for d in data.get("devices", [])),
                    str(data.get("error", "")), {str(k): str(v) for k, v in (data.get("env") or {}).items()},
@@ -158,7 +159,7 @@ def vulkan_physical_devices() -> list[tuple[str, int, int, int | None]]:
         vk.vkDestroyInstance(instance, None)
 
 
-def _extensions(vk, handle) -> set[str]:
+def _extensions(vk: ctypes.CDLL, handle: int | None) -> set[str]:
     """The device extensions' names (VkExtensionProperties: extensionName[256], specVersion)."""
     count = ctypes.c_uint32()
     vk.vkEnumerateDeviceExtensionProperties(ctypes.c_void_p(handle), None, ctypes.byref(count), None)
@@ -167,7 +168,7 @@ def _extensions(vk, handle) -> set[str]:
     return {raw.raw[i * 260:i * 260 + 256].split(b"\0", 1)[0].decode("ascii", "replace") for i in range(count.value)}
 
 
-def _list_devices(lib_dir: Path) -> dict:
+def _list_devices(lib_dir: Path) -> dict[str, Any]:
     env: dict[str, str] = {}
     vulkan: list[tuple[str, int, int, int | None]] = []
     if any(n.startswith(("libggml-vulkan", "ggml-vulkan")) for n in os.listdir(lib_dir)):

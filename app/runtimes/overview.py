@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from app.datatypes import Device
 from app.runtimes import catalog, choose, devices
@@ -40,7 +41,7 @@ def probe_all(runtimes: list[catalog.Runtime],
         return dict(zip([r.name for r in runtimes], found, strict=True))
 
 
-def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]) -> list[dict]:
+def as_records(runtimes: list[catalog.Runtime], probes: dict[str, devices.Probe]) -> list[dict[str, Any]]:
     """Runtimes and their probes as plain data (the hardware profile's ``runtimes``)."""
     return [{"name": r.name, "backend": r.backend, "origin": r.origin, "version": r.version, "problem": r.problem,
              "size_bytes": r.size_bytes(), "built_at": r.built_at, **probes[r.name].to_dict()} for r in runtimes]
@@ -82,7 +83,7 @@ def table(view: Overview) -> str:
     return "\n".join(lines)
 
 
-def to_json(view: Overview) -> dict:
+def to_json(view: Overview) -> dict[str, Any]:
     return {
         "runtimes": [{"name": row.runtime.name, "backend": row.runtime.backend, "origin": row.runtime.origin,
                       "version": row.runtime.version, "folder": str(row.runtime.folder or row.runtime.lib_dir.parent),

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from app.runtimes.choose import backend_words
 from app.datatypes import DeviceLoad, Loaded
@@ -63,7 +64,16 @@ def device_lines(loaded: Loaded, estimated: dict[str, int] | None = None) -> lis
     return [device_line(d, estimated.get(d.name)) for d in loaded.devices]
 
 
-def estimated_buffers(devices: Sequence) -> dict[str, int]:
+class EstimatedDevice(Protocol):
+    """What is read of an Estimate's device (app/models/estimate.py DeviceUse)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def buffer_bytes(self) -> int: ...
+
+
+def estimated_buffers(devices: Sequence[EstimatedDevice]) -> dict[str, int]:
     """Predicted llama.cpp buffers per device name from an Estimate's devices (app/models/estimate.py):
     weights + KV + compute, without the runtime overhead that llama.cpp does not log."""
     return {d.name.split(" ", 1)[0]: d.buffer_bytes for d in devices}

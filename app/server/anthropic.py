@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -44,6 +45,29 @@ def _text(content: Any, where: str) -> str:
                                          and isinstance(b.get("text"), str) for b in content):
         return "".join(b["text"] for b in content)
     raise bad_param(where, "only text content is supported here", "unsupported_content")
+
+
+# Claude Code (2.1.x) puts a billing line first in its system prompt, ``x-anthropic-billing-header: cc_version=…;
+# cc_entrypoint=…; cch=…;``, whose ``cch`` changes on every request: as the prompt's first tokens it defeats the reuse
+# of the KV cache for everything after it, turning seconds-long follow-ups into full re-reads of a long prompt. The
+# line means nothing to a model (Anthropic's API reads it as metadata), so it is left out before the prompt is built,
+# as upstream servers do: llama.cpp (ggml-org/llama.cpp#20623, which drops such system blocks, and #21793, which
+# fixed prefix caching for the same cause), vLLM (vllm-project/vllm#36829); the client's side is
+# anthropics/claude-code#68900. Only a whole line that starts with the header's name goes.
+BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:[^\n]*(?:\n|$)", re.MULTILINE)
+
+
+def without_billing_header(text: str) -> str:
+    """``text`` without its lines that are Claude Code's per-request billing header (BILLING_HEADER)."""
+    return BILLING_HEADER.sub("", text) if "x-anthropic-billing-header:" in text else text
+
+
+def _system(system: Any) -> str:
+    """The system prompt's text, each block without Claude Code's per-request billing line."""
+    if isinstance(system, list):
+        _text(system, "system")  # checked as text blocks first
+        return "".join(without_billing_header(b["text"]) for b in system)
+    return without_billing_header(_text(system, "system"))
 
 
 def _turns(message: Any, i: int) -> list[Message]:
@@ -185,7 +209,9 @@ def parse_messages(body: dict[str, Any], *, served_id: str, n_ctx: int, takes_to
     messages = [turn for i, message in enumerate(raw) for turn in _turns(message, i)]
     system = body.get("system")
     if system is not None:
-        messages.insert(0, Message("system", _text(system, "system")))
+        text = _system(system)
+        if text or not _text(system, "system"):  # a system prompt that was only the billing line is none
+            messages.insert(0, Message("system", text))
     tools = _tools(body)
     sampling = with_tools(sampling, tools, _tool_choice(body, tools) if tools else "auto", takes_tools)
     sampling = dataclasses.replace(sampling, parallel_tool_calls=_parallel_tool_use(body))

@@ -266,7 +266,8 @@ class OpenAIServer:
         except BaseException:
             lease.release()
             raise
-        return await self._generate(request, lease, parsed, shape(lease.served), report, cited)
+        return await self._generate(request, lease, parsed, shape(lease.served, lease.loaded.details.get("build", "")),
+                                    report, cited)
 
     async def _apply_documents(self, lease: Lease, parsed: GenerationRequest
                                ) -> tuple[GenerationRequest, Cited | None]:
@@ -569,14 +570,21 @@ class _Shape:
     object_chunk = ""
     id_prefix = ""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, fingerprint: str = "") -> None:
         self.model = model
         self.id = f"{self.id_prefix}{secrets.token_hex(12)}"
         self.created = int(time.time())
+        # The engine's build as llama-server sends it, "b<build>-<commit>" (the llama.cpp backend's details["build"],
+        # backends/llama_cpp/load.py build_fingerprint), on every response and chunk; left out where the engine has
+        # none to tell (MLX, a remote server), as OpenAI may leave it out.
+        self._fingerprint = {"system_fingerprint": fingerprint} if fingerprint else {}
+
+    def _head(self, obj: str) -> dict[str, Any]:
+        """What every response and chunk starts with."""
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, **self._fingerprint}
 
     def _envelope(self, obj: str, choice: dict[str, Any], index: int = 0, **extra: Any) -> dict[str, Any]:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                "choices": [{"index": index, **choice}], **extra}
+        return {**self._head(obj), "choices": [{"index": index, **choice}], **extra}
 
     def whole(self, done: Done) -> dict[str, Any]:
         return self.whole_choices([done], None)
@@ -585,8 +593,8 @@ class _Shape:
         """The whole response of a request's choices; ``logprobs``: each choice's tokens' when asked, else None."""
         choices = [{"index": i, **self.choice(done, logprobs[i] if logprobs is not None else None)}
                    for i, done in enumerate(dones)]
-        return {"id": self.id, "object": self.object_whole, "created": self.created, "model": self.model,
-                "choices": choices, "usage": usage_of(dones), "timings": timings(dones[0].stats)}
+        return {**self._head(self.object_whole), "choices": choices, "usage": usage_of(dones),
+                "timings": timings(dones[0].stats)}
 
     def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
         """One choice of the whole response, without its index."""
@@ -604,8 +612,7 @@ class _Shape:
         raise NotImplementedError
 
     def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
-        return {"id": self.id, "object": self.object_chunk, "created": self.created, "model": self.model,
-                "choices": [], "usage": usage(stats)}
+        return {**self._head(self.object_chunk), "choices": [], "usage": usage(stats)}
 
     def usage_chunk_of(self, dones: list[Done]) -> dict[str, Any]:
         """The stream's last chunk (``include_usage``): the usage, and llama.cpp's timings as llama-server sends."""
@@ -706,8 +713,8 @@ class _CompletionShape(_Shape):
     object_chunk = "text_completion"
     id_prefix = "cmpl-"
 
-    def __init__(self, model: str) -> None:
-        super().__init__(model)
+    def __init__(self, model: str, fingerprint: str = "") -> None:
+        super().__init__(model, fingerprint)
         self._offsets: dict[int, int] = {}  # per choice, the text a stream's logprobs have covered so far
 
     def _choice(self, text: str, finish_reason: str | None, logprobs: dict[str, Any] | None = None

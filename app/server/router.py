@@ -4,7 +4,8 @@ the one ``ModelPool`` of the process), a queue per model, and a lease while a re
 - The **primary** is the pool's active model: the one ``quantdesk serve --model`` loaded (pinned: never unloaded),
   or the Chat's in the app (the Chat may swap it at any time; a request's load never unloads it).
 - A **library model** (``app/hub/library``) is loaded by the first request naming it, only when on-demand loads are
-  allowed (``--load-on-demand``, off by default), with the settings and estimate of the fit check (``plan``). The
+  allowed (``--load-on-demand``, off by default), with the settings and estimate of the one load planner
+  (``plan``: app/models/planner.py, as the Chat's model bar plans its loads). The
   pool makes room (least recently used idle models unload) or refuses (``BudgetRefused``), here answered 503 (busy
   models hold the memory: retry) or 507 (it cannot fit) with the estimate, the budget and what is loaded; with
   ``force`` it loads past the budget and the risk is said in words (``warnings``).
@@ -36,6 +37,7 @@ from app.engine.client import EngineClient, EngineClientLike
 from app.engine.pool import BudgetRefused, ModelPool, PooledModel, PoolLimits
 from app.errors import QuantDeskError
 from app.models.budget import fit_refusal, fit_warning, free_memory_bytes, too_large
+from app.models.planner import LoadPlan, values_words
 from app.remote.connections import is_remote_ref
 from app.server.engine_queue import EngineQueue
 from app.server.gateway import LIST_TTL_S, RemoteModels
@@ -44,7 +46,6 @@ from app.datatypes import LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.hardware.profile import HardwareProfile
-    from app.models.recommend import FitResult
 
 log = logging.getLogger(__name__)
 
@@ -85,16 +86,6 @@ class ServeSettings:
             budget_bytes=pool.budget_bytes if self.memory_budget_bytes is None else self.memory_budget_bytes,
             max_loaded=pool.max_loaded if self.max_loaded is None else self.max_loaded,
             idle_ttl_s=self.idle_ttl_s)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a library model would load here: its settings and estimate, from the fit check."""
-
-    path: str
-    settings: LoadSettings
-    estimate_bytes: int
-    fit: FitResult | None = None  # None when the header could not be read
 
 
 @dataclass(frozen=True)
@@ -145,7 +136,7 @@ class ModelRouter:
         for (a HardwareProfile; by default the saved one of ``profile_path``, or this machine probed once)."""
         self.settings = settings or ServeSettings()
         self._profile = profile
-        self._plans: dict[str, Plan] = {}  # library path -> its plan with the server's settings
+        self._plans: dict[str, LoadPlan] = {}  # library path -> its plan with the server's settings
         self.models = _pool_of(engine, make_client, lambda: free_memory_bytes(self.profile()))
         self._limits_before = self._limits_set = self.models.limits
         if self.settings.load_on_demand or self.models.active_pinned():
@@ -257,61 +248,38 @@ class ModelRouter:
             return  # an unreadable header: what the engine says it holds
         model.estimate_bytes = plan.estimate_bytes or model.estimate_bytes
 
-    def plan(self, path: str, base: LoadSettings | None = None) -> Plan:
-        """Load settings and estimate for a library model, from its header and the fit check (as the Chat's model
-        bar fills them in): the most GPU layers that fit, the server's context (or the model's, if shorter). With the
-        server's settings, kept until the library is listed again: /v1/models plans every library model. The model's
-        preset applies to the server's own plans, not to ``base`` (the primary's estimate, at the context it has)."""
+    def plan(self, path: str, base: LoadSettings | None = None) -> LoadPlan:
+        """Load settings and estimate for a library model, from the one load planner (app/models/planner.py), as the
+        Chat's model bar has them: the model's preset, its projector, the pinned runtime, the most GPU layers that
+        fit, a q8_0 KV cache or a shorter context where the server's context does not fit. With the server's
+        settings, kept until the library is listed again: /v1/models plans every library model. ``base``: the
+        primary's estimate as it is loaded (its context and KV cache type held, no preset, no projector looked
+        for). ApiError 500 for a header that cannot be read."""
         if base is not None:
-            return self._make_plan(path, base, preset=False)
+            return self._make_plan(path, base, held=("n_ctx", "kv_cache_type"), primary=True)
         plan = self._plans.get(path)
         if plan is None:
             plan = self._plans[path] = self._make_plan(path, self.settings.load)
         return plan
 
-    def _make_plan(self, path: str, base: LoadSettings, *, preset: bool = True) -> Plan:
-        from app.models.metadata import read_model
-        from app.models.recommend import fit_model, load_cpu_moe
-
-        try:
-            meta = read_model(path)
-        except QuantDeskError as exc:
-            raise ApiError(500, f"the library model {Path(path).name!r} cannot be read: {exc}", type="server_error",
-                           code="model_unreadable") from None
-        n_ctx = min(base.n_ctx, meta.context_length) if meta.context_length else base.n_ctx
-        fit = fit_model(meta, self.profile(), n_ctx, "auto", base.kv_cache_type)
-        settings = LoadSettings(n_ctx=n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type)
-        est = fit.estimate
-        if est is not None and meta.format == "gguf":
-            settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
-            settings.cpu_moe = load_cpu_moe(est, meta)
-        plan = Plan(path, settings, fit.memory_bytes or meta.weights_bytes or 0, fit)
-        return self._with_preset(plan, meta) if preset else plan
-
-    def _with_preset(self, plan: Plan, meta: Any) -> Plan:
-        """The model's preset (app/hub/presets.py): its load settings (context, GPU layers, KV cache type, threads,
-        flash attention ...) win where the fit check says they fit this machine; where they do not, the fit check's
-        own settings load, and the log says why."""
+    def _make_plan(self, path: str, base: LoadSettings, *, held: tuple[str, ...] = (), primary: bool = False
+                   ) -> LoadPlan:
         from app.hub import presets
-        from app.models.recommend import fit_model
+        from app.models.planner import PresetSetAside, plan_load
 
-        preset = presets.for_model(plan.path)
-        if preset is None or not preset.load:
-            return plan
-        wanted = preset.load
-        settings = preset.apply_load(plan.settings)
-        fit = fit_model(meta, self.profile(), settings.n_ctx,
-                        "auto" if "gpu_layers" not in wanted or settings.gpu_layers < 0 else settings.gpu_layers,
-                        settings.kv_cache_type, cpu_moe=settings.cpu_moe or None)
-        if too_large(fit) and plan.fit is not None and not too_large(plan.fit):
-            log.warning("the preset of %s (%s) does not fit this machine (%s); it loads with the fit check's "
-                        "settings", Path(plan.path).name, ", ".join(f"{k} {v}" for k, v in wanted.items()),
-                        fit.reason)
-            return plan
-        if "gpu_layers" not in wanted and fit.estimate is not None and meta.format == "gguf":
-            est = fit.estimate
-            settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
-        return Plan(plan.path, settings, fit.memory_bytes or plan.estimate_bytes, fit)
+        wanted = LoadSettings(n_ctx=base.n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type)
+        plan = plan_load(path, self.profile(), wanted, given=held, preset=None if primary else presets.for_model(path),
+                         find_projector=not primary)
+        if plan.problem:
+            raise ApiError(500, f"the library model {Path(path).name!r} cannot be read: {plan.problem}",
+                           type="server_error", code="model_unreadable")
+        for note in plan.notes:
+            if isinstance(note, PresetSetAside):
+                log.warning("the preset of %s (%s) does not fit this machine (%s); it loads with the fit check's "
+                            "settings", Path(path).name, values_words(note.values), note.reason)
+            else:
+                log.info("%s: %s", Path(path).name, note.words())
+        return plan
 
     # --- leasing ---
 
@@ -327,7 +295,7 @@ class ModelRouter:
             return lease
         if is_remote_ref(wanted) and self.remotes is not None:
             self._check_remote(wanted)
-            return self._load(wanted, Plan(wanted, LoadSettings(), 0), remote=True)
+            return self._load(wanted, LoadPlan(wanted, LoadSettings()), remote=True)
         path = dict(self.library_models()).get(wanted)
         if path is None:
             if self.settings.serve_any_model and not is_remote_ref(wanted):
@@ -341,7 +309,7 @@ class ModelRouter:
                                 f"does not load models on request; start it with {ON_DEMAND_FLAG} to allow it",
                            param="model", code="model_not_loaded")
         plan = self.plan(path)
-        if plan.fit is not None and too_large(plan.fit):
+        if not plan.fits and plan.fit is not None:
             if not self.settings.force:
                 raise ApiError(507, fit_refusal(wanted, plan.fit.reason, FORCE_FLAG), type="server_error",
                                code="insufficient_memory")
@@ -360,7 +328,7 @@ class ModelRouter:
         model = self.models.hold_loaded(path) if path is not None else None
         return self._lease(served, model) if model is not None else None
 
-    def _load(self, served: str, plan: Plan, *, remote: bool = False) -> Lease:
+    def _load(self, served: str, plan: LoadPlan, *, remote: bool = False) -> Lease:
         """Into the pool (its budget, its least-recently-used unloads), held for this request."""
         try:
             model = self.models.acquire(plan.path, plan.settings, estimate_bytes=plan.estimate_bytes,

@@ -18,7 +18,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QListWidget,
                                QListWidgetItem, QMenu, QPushButton, QToolButton, QVBoxLayout, QWidget)
 
-from app.chats.store import ChatStoreError, Conversation, NotFound
+from app.chats.messages import Conversation
+from app.chats.store import ChatStoreError, NotFound
 from app.ui.citations import CitationPanel
 from app.ui.formatting import capitalized
 from app.ui.icons import decorate

@@ -28,8 +28,9 @@ from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QInputDialog, QLabel, QPushButton, QSplitter,
                                QVBoxLayout, QWidget)
 
-from app.chats.store import (AT_LEAF, ChatMessage, ChatStore, ChatStoreError, Conversation, DeletedConversation,
-                             NotFound, ReplyWriter)
+from app.chats import export as chat_export
+from app.chats.messages import ChatMessage, Conversation, DeletedConversation
+from app.chats.store import AT_LEAF, ChatStore, ChatStoreError, NotFound, ReplyWriter
 from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
@@ -510,8 +511,8 @@ class ChatPage(QWidget):
         target = Path(path)
         if not target.suffix:
             target = target.with_suffix(f".{kind}")
-        export = self.store.export_json if kind == "json" else self.store.export_markdown
-        text = export(self.current.id)
+        export = chat_export.to_json if kind == "json" else chat_export.to_markdown
+        text = export(self.store, self.current.id)
         target.write_text(text, encoding="utf-8")
         return target
 

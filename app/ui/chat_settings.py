@@ -13,7 +13,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from app.chats.store import ChatStore, ChatStoreError, Conversation
+from app.chats.messages import Conversation
+from app.chats.store import ChatStore, ChatStoreError
 from app.ui.formatting import capitalized
 from app.ui.widgets import OVERFLOW_CHOICES, overflow_name
 from backends import json_schema

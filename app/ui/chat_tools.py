@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
-from app.chats.store import ToolCard
+from app.chats.messages import ToolCard
 from app.datatypes import ToolCall
 from app.ui.background import BackgroundCall, Job, sentence
 

@@ -14,7 +14,7 @@ from PySide6.QtGui import (QGuiApplication, QImage, QImageReader, QKeyEvent, QPi
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea,
                                QSizePolicy, QToolButton, QVBoxLayout, QWidget)
 
-from app.chats.store import Branches, ChatMessage, ToolCard
+from app.chats.messages import Branches, ChatMessage, ToolCard
 from app.ui.code_highlight import highlight_code_blocks
 from app.ui.formatting import (SettledMarkdown, code_blocks, human_memory, human_ms, human_seconds, number,
                                stats_summary, tokens_per_second, tokens_per_second_unknown, with_copy_links)

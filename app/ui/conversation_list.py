@@ -64,8 +64,7 @@ class ConversationList(QWidget):
         second_row = QHBoxLayout()
         for layout, buttons in ((row, (self.rename_button, self.delete_button)),
                                 (second_row, (self.export_button, self.chat_settings_button))):
-            for button in buttons:
-                button.setMinimumWidth(56)  # the style's 80 px minimum would make the window wider than it needs
+            for button in buttons:  # each as wide as its words (German's are longer): the panel widens for them
                 layout.addWidget(button)
         for button, name in ((self.new_button, "new"), (self.delete_button, "delete"), (self.rename_button, "edit"),
                              (self.export_button, "export"), (self.chat_settings_button, "settings")):

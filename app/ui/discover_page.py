@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QItemSelectionModel, QModelIndex, QObject, QSize, Qt, Signal, Slot
+from PySide6.QtCore import (QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QItemSelectionModel, QModelIndex, QObject,
+                            QSize, Qt, Signal, Slot)
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyledItemDelegate,
@@ -16,11 +17,12 @@ from shiboken6 import isValid
 
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, is_offline_error, sentence
-from app.hub.discover import DEFAULT_N_CTX, ModelChoices, QuantChoice, model_choices, starter_list, starters_for
+from app.hub.discover import (DEFAULT_N_CTX, ModelChoices, QuantChoice, StarterModel, model_choices, starter_list,
+                              starters_for)
 from app.ui.formatting import capitalized, grouped, human_bytes, human_memory, number, tokens_per_second
 from app.ui.icons import decorate
 from app.ui.theme import SPACING
-from app.ui.widgets import page_margins, page_title, section_title
+from app.ui.widgets import Flow, page_margins, page_title, section_title
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -65,19 +67,17 @@ class ModelCard(QFrame):
             text.setTextFormat(Qt.TextFormat.PlainText)
             text.setWordWrap(True)
             layout.addWidget(text)
-        self.chips = QHBoxLayout()
-        self.chips.setSpacing(SPACING[0])
-        self.chips.addStretch(1)
+        self.chips = Flow(spacing=SPACING[0])  # onto a second line where the card is narrow
         for chip in chips:
             self.add_chip(chip)
-        layout.addLayout(self.chips)
+        layout.addWidget(self.chips)
         self.set_badge(badge)
 
     def add_chip(self, text: str) -> None:
         chip = QLabel(text)
         chip.setObjectName("chip")
         chip.setTextFormat(Qt.TextFormat.PlainText)
-        self.chips.insertWidget(self.chips.count() - 1, chip)  # before the stretch
+        self.chips.add_widget(chip)
 
     def set_badge(self, text: str) -> None:
         self.badge.setText(text)
@@ -92,6 +92,62 @@ class _CardsDraw(QStyledItemDelegate):
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802 (Qt's name)
         super().initStyleOption(option, index)
         option.text = ""
+
+
+class CardList(QListWidget):
+    """A list of models drawn as ModelCards (Discover's results and starting list; the first run's models): each
+    item keeps the text for screen readers and the keyboard, its card shows it, as tall as its text at the list's
+    width."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setItemDelegate(_CardsDraw(self))
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.setSpacing(SPACING[0])
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.viewport().installEventFilter(self)  # cards are as tall as their text at the list's width
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if watched is self.viewport() and event.type() == QEvent.Type.Resize:
+            self.fit_cards()
+        return super().eventFilter(watched, event)
+
+    def add_card(self, item: QListWidgetItem, card: ModelCard) -> None:
+        self.setItemWidget(item, card)
+
+    def card(self, row: int) -> ModelCard | None:
+        return self.itemWidget(self.item(row))
+
+    def fit_cards(self) -> None:
+        width = self.viewport().width() - 2 * self.spacing()
+        for row in range(self.count()):
+            item = self.item(row)
+            card = self.itemWidget(item)
+            if card is not None:
+                item.setSizeHint(QSize(width, card.heightForWidth(width)))
+
+
+def starter_card(model: StarterModel, profile: HardwareProfile | None, likely: bool) -> tuple[QListWidgetItem,
+                                                                                              ModelCard]:
+    """A model of the starting list as a list item (its words, for screen readers and the keyboard) and its card;
+    with a profile, whether it likely fits this machine."""
+    fit = "" if profile is None else (QCoreApplication.translate("DiscoverPage", " · likely fits") if likely else
+                                      QCoreApplication.translate("DiscoverPage", " · likely too large here"))
+    vision = QCoreApplication.translate("DiscoverPage", " · reads images") if model.modality == "vision" else (
+        QCoreApplication.translate("DiscoverPage", " · embeds text: search your documents by meaning")
+        if model.modality == "embedding" else "")
+    item = QListWidgetItem(QCoreApplication.translate("DiscoverPage", "{repo_id}\n{why}\n{format} · {params}B "
+                                                      "parameters{vision} · for {tier} machines · about {size} at 4 "
+                                                      "bits{fit}")
+                           .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
+                                   params=number(model.params_b, None), vision=vision, tier=model.tier,
+                                   size=human_bytes(model.approx_q4_bytes), fit=fit))
+    item.setData(REPO_ID, model.repo_id)
+    chips = [model.format.upper(), f"{model.params_b:g}B", f"~{human_bytes(model.approx_q4_bytes)}"] + (
+        ["reads images"] if model.modality == "vision" else ["embedding model"] if model.modality == "embedding"
+        else [])
+    likely_badge = "" if profile is None else "Likely fits" if likely else "Likely too large"
+    return item, ModelCard(model.repo_id, model.why, chips, likely_badge)
 
 
 def _fit_and_measured(repo_id: str, profile: HardwareProfile) -> tuple[ModelChoices, dict[str, str]]:
@@ -183,13 +239,8 @@ class DiscoverPage(QWidget):
         left_layout.setContentsMargins(0, 0, 0, 0)
         self.list_title = QLabel()
         self.list_title.setWordWrap(True)
-        self.results = QListWidget()
+        self.results = CardList()
         self.results.setAccessibleName(self.tr("Models"))
-        self.results.setItemDelegate(_CardsDraw(self.results))
-        self.results.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
-        self.results.setSpacing(SPACING[0])
-        self.results.setFrameShape(QFrame.Shape.NoFrame)
-        self.results.viewport().installEventFilter(self)  # cards are as tall as their text at the list's width
         self.fit_badges: dict[str, tuple[str, str]] = {}  # repo id: the badge and best pick of models opened
         self.results.currentItemChanged.connect(self._on_result_selected)
         self.results.itemActivated.connect(self._on_result_activated)  # Enter (or a double click): to its quants
@@ -248,8 +299,6 @@ class DiscoverPage(QWidget):
         self.table.hide()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
-        if event.type() == QEvent.Type.Resize and watched is not self.search_box:  # the list's viewport
-            self._fit_cards()
         if (watched is self.search_box and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
                 and event.key() == Qt.Key.Key_Down and self.results.count()):
             if self.results.currentRow() < 0:
@@ -285,22 +334,9 @@ class DiscoverPage(QWidget):
         self.results.blockSignals(True)
         self.results.clear()
         for model, likely in starters_for(self.profile, starters):
-            fit = "" if self.profile is None else (self.tr(" · likely fits") if likely else self.tr(
-                    " · likely too large here"))
-            vision = self.tr(" · reads images") if model.modality == "vision" else self.tr(
-                " · embeds text: search your documents by meaning") if model.modality == "embedding" else ""
-            item = QListWidgetItem(self.tr("{repo_id}\n{why}\n{format} · {params}B parameters{vision} · for "
-                                           "{tier} machines · about {size} at 4 bits{fit}")
-                                   .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
-                                           params=number(model.params_b, None), vision=vision, tier=model.tier,
-                                           size=human_bytes(model.approx_q4_bytes), fit=fit))
-            item.setData(REPO_ID, model.repo_id)
+            item, card = starter_card(model, self.profile, likely)
             self.results.addItem(item)
-            chips = [model.format.upper(), f"{model.params_b:g}B", f"~{human_bytes(model.approx_q4_bytes)}"] + (
-                ["reads images"] if model.modality == "vision" else ["embedding model"] if model.modality == "embedding"
-                else [])
-            likely_badge = "" if self.profile is None else "Likely fits" if likely else "Likely too large"
-            self._add_card(item, ModelCard(model.repo_id, model.why, chips, likely_badge))
+            self._add_card(item, card)
         self._fit_cards()
         self.results.blockSignals(False)
         self.more_button.hide()
@@ -450,7 +486,7 @@ class DiscoverPage(QWidget):
             card.set_badge(badge)
             if best:
                 card.add_chip(best)
-        self.results.setItemWidget(item, card)
+        self.results.add_card(item, card)
 
     def card(self, repo_id: str) -> ModelCard | None:
         """The card of ``repo_id`` in the list, if it is listed."""
@@ -461,12 +497,7 @@ class DiscoverPage(QWidget):
         return None
 
     def _fit_cards(self) -> None:
-        width = self.results.viewport().width() - 2 * self.results.spacing()
-        for row in range(self.results.count()):
-            item = self.results.item(row)
-            card = self.results.itemWidget(item)
-            if card is not None:
-                item.setSizeHint(QSize(width, card.heightForWidth(width)))
+        self.results.fit_cards()
 
     def show_choices(self, choices: ModelChoices, measured: dict[str, str] | None = None) -> None:
         """Show every quant with its fit; ``measured`` has, for each quant the quant lab measured on this machine,

@@ -1,20 +1,21 @@
-"""The first run (no chats and no models yet): this machine in a few lines → models that suit it → (Discover:
-download) → (Downloads: chat with it). Offline the second step is "import a file you already have". Skippable;
-once done or skipped it is remembered in the window settings (config folder) and not offered again."""
+"""The first run (no chats and no models yet), a page of the window's own: this machine in a few lines and the models
+that suit it, as Discover's cards → (Discover: download) → (Downloads: chat with it). Offline it offers "import a
+file you already have" instead. Skippable; once done or skipped it is remembered in the window settings (config
+folder) and not offered again."""
 
 from __future__ import annotations
 
 import html
 
 from PySide6.QtCore import QCoreApplication, QObject, QSettings, Qt, Signal, Slot
-from PySide6.QtWidgets import (QDialog, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
-                               QPushButton, QStackedWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.chats.store import ChatStore
 from app.hardware.profile import HardwareProfile
 from app.ui.background import BackgroundCall, sentence
 from app.hub.discover import starter_list, starters_for
 from app.ui.formatting import human_bytes, human_memory
+from app.ui.widgets import page_margins, page_title
 
 DONE_KEY = "first_run/done"
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -117,52 +118,43 @@ def _import(path: str) -> str:
     return entries[0].path
 
 
-class FirstRunDialog(QDialog):
+class FirstRunPage(QWidget):
+    """The welcome, a page of the window's own (not an overlay on another page): this machine in a few lines, then
+    the models of the starting list that suit it, as Discover shows them (its cards). Choosing one opens its quants
+    on Discover; offline it offers importing a file instead. Skipping, choosing or importing is remembered."""
+
     model_chosen = Signal(str)  # a repo id: open it on the Discover page
     import_chosen = Signal()
+    skipped = Signal()
 
     def __init__(self, settings: QSettings, parent: QWidget | None = None) -> None:
+        from app.ui.discover_page import CardList
+
         super().__init__(parent)
         self.settings = settings
         self.profile: HardwareProfile | None = None
-        self.setWindowTitle(self.tr("Welcome to QuantDesk"))
         self.setAccessibleName(self.tr("Welcome"))
-        self.resize(640, 480)
-        layout = QVBoxLayout(self)
-        self.steps = QStackedWidget()
-        layout.addWidget(self.steps, 1)
-
-        machine = QWidget()
-        machine_layout = QVBoxLayout(machine)
-        machine_layout.addWidget(QLabel(self.tr("<h2>Welcome — this is your machine</h2>")))
+        layout = page_margins(QVBoxLayout(self))
+        layout.addWidget(page_title(self.tr("Welcome to QuantDesk")))
         self.hardware_label = QLabel(self.tr("Detecting this machine…"))
         self.hardware_label.setWordWrap(True)
-        machine_layout.addWidget(self.hardware_label)
-        machine_layout.addWidget(QLabel(self.tr("Next: models that suit it. You download one, then chat with it; "
-                                                "nothing leaves this computer.")))
-        machine_layout.addStretch(1)
-        self.steps.addWidget(machine)
-
-        models = QWidget()
-        models_layout = QVBoxLayout(models)
+        self.hardware_label.setAccessibleName(self.tr("This machine"))
+        layout.addWidget(self.hardware_label)
         self.models_title = QLabel()
         self.models_title.setWordWrap(True)
-        self.models = QListWidget()
+        layout.addWidget(self.models_title)
+        self.models = CardList()
         self.models.setAccessibleName(self.tr("Recommended models"))
-        self.models.setWordWrap(True)
-        self.models.itemDoubleClicked.connect(self._on_choose_clicked)
-        models_layout.addWidget(self.models_title)
-        models_layout.addWidget(self.models, 1)
-        self.steps.addWidget(models)
+        self.models.itemActivated.connect(self._on_choose_clicked)  # Enter, or a double click
+        layout.addWidget(self.models, 1)
+        self.offline_spacer = QWidget()  # offline: the buttons stay at the bottom without the list
+        self.offline_spacer.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+        layout.addWidget(self.offline_spacer)
 
         buttons = QHBoxLayout()
         self.skip_button = QPushButton(self.tr("Skip"))
         self.skip_button.setAccessibleName(self.tr("Skip the welcome"))
         self.skip_button.clicked.connect(self.skip)
-        self.back_button = QPushButton(self.tr("Back"))
-        self.back_button.clicked.connect(self._on_back)
-        self.next_button = QPushButton(self.tr("Next"))
-        self.next_button.clicked.connect(self._on_next)
         self.choose_button = QPushButton(self.tr("See its quants"))
         self.choose_button.setAccessibleName(self.tr("Open the chosen model to download it"))
         self.choose_button.clicked.connect(self._on_choose_clicked)
@@ -171,10 +163,10 @@ class FirstRunDialog(QDialog):
         self.import_button.clicked.connect(self._on_import_clicked)
         buttons.addWidget(self.skip_button)
         buttons.addStretch(1)
-        for button in (self.back_button, self.next_button, self.import_button, self.choose_button):
-            buttons.addWidget(button)
+        buttons.addWidget(self.import_button)
+        buttons.addWidget(self.choose_button)
         layout.addLayout(buttons)
-        self._show_step(0)
+        self._fill_models()
 
     @property
     def offline(self) -> bool:
@@ -188,61 +180,50 @@ class FirstRunDialog(QDialog):
         self._fill_models()
 
     def _fill_models(self) -> None:
+        from app.ui.discover_page import starter_card
+
         self.models.clear()
-        if self.offline:
+        offline = self.offline
+        self.models.setVisible(not offline)
+        self.offline_spacer.setVisible(offline)
+        self.choose_button.setVisible(not offline)
+        if offline:
             self.models_title.setText(
                 self.tr("<h2>You are offline</h2>HF_HUB_OFFLINE is set, so nothing can be downloaded. Import a model "
                         "file you already have (a .gguf file, e.g. from a USB stick); it opens in the Chat page."))
-            self.models.hide()
             return
-        self.models.show()
         self.models_title.setText(
             self.tr("<h2>Models for this machine</h2>A hand-picked starting list (not a ranking), ordered for this "
                     "machine. Pick one: the next screen shows every quant with whether it fits, and the best one."))
         for model, likely in starters_for(self.profile, starter_list()):
             if self.profile is not None and not likely:
                 continue
-            item = QListWidgetItem(self.tr("{repo_id} — {why}\n{format}, about {size} at 4 bits")
-                                   .format(repo_id=model.repo_id, why=model.why, format=model.format.upper(),
-                                           size=human_bytes(model.approx_q4_bytes)))
-            item.setData(REPO_ID, model.repo_id)
+            item, card = starter_card(model, self.profile, likely)
             self.models.addItem(item)
+            self.models.add_card(item, card)
+        self.models.fit_cards()
         if self.models.count():
             self.models.setCurrentRow(0)
 
-    def _show_step(self, index: int) -> None:
-        if index == 1 and not self.models.count():
-            self._fill_models()
-        self.steps.setCurrentIndex(index)
-        self.back_button.setVisible(index > 0)
-        self.next_button.setVisible(index == 0)
-        self.choose_button.setVisible(index == 1 and not self.offline)
-        self.import_button.setVisible(index == 1 and self.offline)
-
-    @Slot()
-    def _on_next(self) -> None:
-        self._show_step(1)
-
-    @Slot()
-    def _on_back(self) -> None:
-        self._show_step(0)
+    def chosen(self) -> str | None:
+        """The repo id of the model picked in the list."""
+        item = self.models.currentItem()
+        return str(item.data(REPO_ID)) if item is not None else None
 
     @Slot()
     def skip(self) -> None:
         mark_done(self.settings)
-        self.reject()
+        self.skipped.emit()
 
     @Slot()
     def _on_choose_clicked(self) -> None:
-        item = self.models.currentItem()
-        if item is None:
+        repo_id = self.chosen()
+        if repo_id is None:
             return
         mark_done(self.settings)
-        self.model_chosen.emit(item.data(REPO_ID))
-        self.accept()
+        self.model_chosen.emit(repo_id)
 
     @Slot()
     def _on_import_clicked(self) -> None:
         mark_done(self.settings)
         self.import_chosen.emit()
-        self.accept()

@@ -7,9 +7,11 @@ machine, a load progress bar, what loaded against the estimate, and the engine's
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QValidator
@@ -20,7 +22,11 @@ from app.hardware.profile import HardwareProfile
 from app.runtimes import report
 from app.ui.formatting import compact_count, grouped, human_memory, human_ms, layer_count, number, percent
 from app.ui.icons import decorate
+from app.ui.widgets import Flow
 from app.datatypes import ContextUse, LoadSettings, Loaded
+
+if TYPE_CHECKING:
+    from app.models.planner import PlanNote
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 FLASH = (("auto", None), ("on", True), ("off", False))
@@ -62,78 +68,55 @@ def _detect() -> HardwareProfile:
 
 
 def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Prefill:
-    """GPU layers, context, KV cache type and flash attention for ``path`` on ``profile`` (detected when
-    None): the most layers that fit, the wanted context or the largest that fits, f16 KV unless only a
-    q8_0 cache reaches the wanted context. A model the estimator cannot read still loads, with defaults.
-    The model's preset (app/hub/presets.py) comes first: its context (even past the model's trained length), GPU
-    layers and KV cache type are the ones planned for, and the fit check judges them."""
-    from app.errors import QuantDeskError
+    """The load settings for ``path`` on ``profile`` (detected when None) at the wanted context, as the one load
+    planner (app/models/planner.py) plans them for every face: the model's preset first, its projector, the pinned
+    runtime, the most GPU layers that fit, a q8_0 KV cache or a shorter context where the wanted one does not fit.
+    A model the estimator cannot read still loads, with defaults."""
     from app.hub import presets
-    from app.models.budget import too_large
-    from app.models.metadata import read_model
-    from app.models.recommend import fit_model, load_cpu_moe
+    from app.models.planner import plan_load
     from app.remote.connections import is_remote_ref
-    from app.runtimes import pins
 
     preset = presets.for_model(path)
-    own = dict(preset.load) if preset is not None else {}
-    settings = preset.apply_load(LoadSettings(n_ctx=want_ctx)) if preset is not None else LoadSettings(n_ctx=want_ctx)
-    preset_note = [QCoreApplication.translate("model_bar", "this model's preset: {values}").format(
-        values=", ".join(f"{k} {v}" for k, v in own.items()))] if own else []
     if is_remote_ref(path):
-        return Prefill(path, settings, reason=QCoreApplication.translate("model_bar", "it runs on its server"),
-                       profile=profile)
+        settings = LoadSettings(n_ctx=want_ctx)
+        return Prefill(path, preset.apply_load(settings) if preset is not None else settings,
+                       reason=QCoreApplication.translate("model_bar", "it runs on its server"), profile=profile)
     profile = profile or _detect()
-    pin = pins.load().for_model(path)
-    runtime_names = [r.name for r in profile.runtimes or [] if not r.problem]
-    try:
-        meta = read_model(path)
-    except QuantDeskError as exc:
-        return Prefill(path, settings, reason=str(exc), profile=profile, runtimes=runtime_names,
-                       pinned=pin[0] if pin else None)
-    if meta.context_length and "n_ctx" not in own:
-        settings.n_ctx = min(want_ctx, meta.context_length)
-    if meta.format == "gguf":  # a vision model's projector (the preset's, else the one lying beside it) loads with
-        from app.models.vision import find_projector, read_projector  # it, and is sized with it
-
-        chosen = Path(own["mmproj"]) if own.get("mmproj") else None
-        projector = chosen if chosen is not None and chosen.is_file() else find_projector(path)
-        settings.mmproj = str(projector) if projector else ""
-        meta.projector = read_projector(projector) if projector else None
-    layers: int | str = own["gpu_layers"] if own.get("gpu_layers", -1) >= 0 else "auto"
-    fit = fit_model(meta, profile, settings.n_ctx, layers, settings.kv_cache_type, pin=pin)
-    notes = list(preset_note)
-    if fit.estimate is not None and fit.max_ctx is not None and fit.max_ctx < settings.n_ctx and meta.format == "gguf" \
-            and "kv_cache_type" not in own:
-        quantized = fit_model(meta, profile, settings.n_ctx, "auto", "q8_0", pin=pin)
-        if quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:
-            fit = quantized
-            settings.kv_cache_type, settings.flash_attention = "q8_0", True  # a quantized V cache needs it
-            notes.append(QCoreApplication.translate("model_bar",
-                    "a q8_0 KV cache keeps the context at {n_ctx} tokens").format(n_ctx=settings.n_ctx))
-        else:
-            notes.append(QCoreApplication.translate("model_bar",
-                    "context lowered from {n_ctx} to {max_ctx} tokens, the most that fits")
-                         .format(n_ctx=settings.n_ctx, max_ctx=fit.max_ctx))
-            settings.n_ctx = fit.max_ctx
-            fit = fit_model(meta, profile, settings.n_ctx, layers, "f16", pin=pin)
+    plan = plan_load(path, profile, LoadSettings(n_ctx=want_ctx), preset=preset)
+    fit = plan.fit
+    base = Prefill(path, plan.settings, profile=profile, notes=[note_words(n) for n in plan.notes],
+                   runtimes=[r.name for r in profile.runtimes or [] if not r.problem],
+                   pinned=plan.pin[0] if plan.pin else None)
+    if fit is None:  # the header cannot be read: the engine's load says why
+        return dataclasses.replace(base, reason=plan.problem)
     est = fit.estimate
-    extra = dict(runtime=fit.runtime, runtimes=runtime_names, pinned=pin[0] if pin else None)
     if est is None:  # "unknown": nothing to hold the load back with
-        return Prefill(path, settings, verdict=fit.verdict, reason=fit.reason, notes=notes, profile=profile, **extra)
-    expected_blocks = None
-    if meta.format == "gguf":
-        # -ngl k holds the output layer and the last k-1 blocks (app/models/estimate.py).
-        if "gpu_layers" not in own:
-            settings.gpu_layers = -1 if est.gpu_layers >= est.n_layers else est.gpu_layers
-        if "cpu_moe" not in own:
-            settings.cpu_moe = load_cpu_moe(est, meta)
-        expected_blocks = max(min(est.gpu_layers, est.n_layers) - 1, 0)
-    return Prefill(path, settings, estimated_bytes=sum(d.total_bytes for d in est.devices),
-                   expected_gpu_blocks=expected_blocks, verdict=fit.verdict, reason=fit.reason,
-                   notes=notes + fit.notes, profile=profile, moe=meta.format == "gguf" and bool(meta.expert_count),
-                   fits=not too_large(fit),
-                   estimated_buffers=report.estimated_buffers(est.devices) if meta.format == "gguf" else {}, **extra)
+        return dataclasses.replace(base, verdict=fit.verdict, reason=fit.reason, runtime=fit.runtime)
+    return dataclasses.replace(
+        base, estimated_bytes=plan.estimated_bytes, expected_gpu_blocks=plan.expected_gpu_blocks, verdict=fit.verdict,
+        reason=fit.reason, moe=plan.moe, fits=plan.fits, runtime=fit.runtime,
+        estimated_buffers=report.estimated_buffers(est.devices) if plan.format == "gguf" else {})
+
+
+def note_words(note: PlanNote) -> str:
+    """A load plan's note in the model bar's words (translated)."""
+    from app.models import planner
+
+    if isinstance(note, planner.PresetApplied):
+        return QCoreApplication.translate("model_bar", "this model's preset: {values}").format(
+            values=planner.values_words(note.values))
+    if isinstance(note, planner.KvQuantized):
+        return QCoreApplication.translate("model_bar", "a q8_0 KV cache keeps the context at {n_ctx} tokens").format(
+            n_ctx=note.n_ctx)
+    if isinstance(note, planner.ContextLowered):
+        return QCoreApplication.translate("model_bar",
+                                          "context lowered from {n_ctx} to {max_ctx} tokens, the most that fits"
+                                          ).format(n_ctx=note.wanted, max_ctx=note.n_ctx)
+    if isinstance(note, planner.PresetSetAside):
+        return QCoreApplication.translate("model_bar", "this model's preset ({values}) does not fit this machine "
+                                                       "({reason}); it loads with the fit check's settings").format(
+            values=planner.values_words(note.values), reason=note.reason)
+    return note.words()  # the estimator's own sentences are English wherever they are shown
 
 
 def spill_warning(info: Loaded, prefill: Prefill | None, requested_gpu_layers: int) -> str:
@@ -317,8 +300,6 @@ class ModelBar(QFrame):
         top.addWidget(self.load_button)
         outer.addLayout(top)
 
-        row = QHBoxLayout()
-        row.setSpacing(8)
         self.context_box = QSpinBox()
         self.context_box.setRange(256, 1_048_576)
         self.context_box.setSingleStep(1024)
@@ -345,6 +326,8 @@ class ModelBar(QFrame):
         self.runtime_box.setToolTip(self.tr("The llama.cpp runtime for this model: auto picks the best for this "
                                             "machine; another choice is pinned for this model and reloads it"))
         self.runtime_box.addItem(self.tr("Runtime auto"), "auto")
+        # Its runtimes come with the model: as wide as the longest of them, not of the first shown.
+        self.runtime_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.runtime_box.activated.connect(self._on_runtime_activated)
         self.estimate_label = QLabel("")
         self.estimate_label.setObjectName("caption")
@@ -354,17 +337,18 @@ class ModelBar(QFrame):
         self.memory_label.setAccessibleName(self.tr("Engine memory"))
         self.memory_label.setToolTip(self.tr("Memory the engine process holds now (resident set), sampled every "
                                              "second"))
-        for label in (self.estimate_label, self.memory_label):  # a narrow window clips these, not the controls
-            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.memory_label.setMinimumWidth(150)
+        self.estimate_label.setWordWrap(True)  # under the controls, on as many lines as the width needs
+        self.estimate_label.hide()  # until there is an estimate
+        self.memory_label.setMinimumWidth(150)  # its figure changes every second: the row does not jump
+        self.memory_label.hide()  # until an engine runs
         self.context_meter = ContextMeter()
+        # A narrow window wraps the controls onto a second line rather than cutting them (issue 40).
+        self.controls = Flow(spacing=8)
         for widget in (self.context_box, self.context_meter, self.gpu_layers_box, self.kv_box, self.flash_box,
-                       self.runtime_box):
-            row.addWidget(widget)
-        row.addSpacing(8)
-        row.addWidget(self.estimate_label, 1)
-        row.addWidget(self.memory_label)
-        outer.addLayout(row)
+                       self.runtime_box, self.memory_label):
+            self.controls.add_widget(widget)
+        outer.addWidget(self.controls)
+        outer.addWidget(self.estimate_label)
 
         self._pid: int | None = None
         self._process = None
@@ -398,9 +382,11 @@ class ModelBar(QFrame):
         if prefill is None:
             self.estimate_label.clear()
             self.estimate_label.setToolTip("")
+            self.estimate_label.hide()
             return
         text = prefill.summary() + (f" · {prefill.runtime}" if prefill.runtime else "")
         self.estimate_label.setText(text)
+        self.estimate_label.show()
         self.estimate_label.setToolTip("\n".join([prefill.reason, *prefill.notes]).strip())
         self.show_runtimes(prefill.runtimes, prefill.pinned)
 
@@ -536,6 +522,7 @@ class ModelBar(QFrame):
         if pid is None:
             self.memory_timer.stop()
             self.memory_label.clear()
+            self.memory_label.hide()  # no empty place in the row
             return
         self._on_sample_memory()
         self.memory_timer.start()
@@ -551,5 +538,7 @@ class ModelBar(QFrame):
         except (psutil.Error, ValueError, TypeError):
             self.memory_timer.stop()
             self.memory_label.clear()
+            self.memory_label.hide()  # no empty place in the row
             return
         self.memory_label.setText(self.tr("Engine process: {rss}").format(rss=human_memory(rss)))
+        self.memory_label.show()

@@ -14,7 +14,8 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.chats.store import ChatMessage, ChatStoreError, ReplyWriter
+from app.chats.messages import ChatMessage
+from app.chats.store import ChatStoreError, ReplyWriter
 
 SAVE_RETRY_MS = 5000  # a reply the store refused is tried again this often, until it is saved
 

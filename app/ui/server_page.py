@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
@@ -92,6 +93,7 @@ class Running:
     server: object  # app.server.thread.ServerThread
     port: int
     pool: object = None  # app.server.router.EnginePool: the models it holds beside the Chat's
+    record: Path | None = None  # app.server.running's record of where it listens (quantdesk launch finds it there)
 
 
 def _start_server(engine, request: ServeRequest) -> Running:
@@ -108,11 +110,17 @@ def _start_server(engine, request: ServeRequest) -> Running:
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
                      allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool,
                      overflow=load().server_overflow)
+    from app.server.running import announce
+
     server = ServerThread(app, request.host, request.port).start()
-    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool)
+    record = announce(server.url, api_key_required=bool(request.api_key), source="app")
+    return Running(server, int(server.url.rsplit(":", 1)[1]), app.state.openai.pool, record)
 
 
 def _stop_server(running: Running) -> None:
+    from app.server.running import withdraw
+
+    withdraw(running.record)
     running.server.stop()  # open responses get a moment; the engine is the Chat's and stays
 
 
@@ -239,7 +247,7 @@ class ServerPage(QWidget):
         self.port.setValue(8080)
         self.port.setSpecialValueText(self.tr("any free port"))
         self.port.setAccessibleName(self.tr("Port"))
-        self.port.setFixedWidth(160)
+        self.port.setFixedWidth(max(160, self.port.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Port"), self.port)
         key_row = QHBoxLayout()
         self.api_key = QLineEdit()
@@ -272,14 +280,14 @@ class ServerPage(QWidget):
         self.memory_budget.setSpecialValueText(self.tr("as in Settings → Loaded models"))
         self.memory_budget.setToolTip(self.tr("Memory the loaded models may take together while the server runs, "
                                               "the Chat's included"))
-        self.memory_budget.setFixedWidth(300)
+        self.memory_budget.setFixedWidth(max(300, self.memory_budget.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Memory budget"), self.memory_budget)
         self.idle_minutes = QSpinBox()
         self.idle_minutes.setAccessibleName(self.tr("Unload idle models after"))
         self.idle_minutes.setRange(1, 24 * 60)
         self.idle_minutes.setValue(10)
         self.idle_minutes.setSuffix(self.tr(" min without a request"))
-        self.idle_minutes.setFixedWidth(300)
+        self.idle_minutes.setFixedWidth(max(300, self.idle_minutes.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Unload idle models after"), self.idle_minutes)
         self.force = QCheckBox(self.tr("Load anyway, past the memory budget"))
         self.force.setAccessibleName(self.tr("Load anyway, past the memory budget"))

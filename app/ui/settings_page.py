@@ -135,7 +135,7 @@ class SettingsPage(QScrollArea):
         for box, key in ((self.overflow_box, "overflow"), (self.server_overflow_box, "server_overflow")):
             for name, value in OVERFLOW_CHOICES:
                 box.addItem(overflow_name(name), value)
-            box.setMaximumWidth(360)
+            box.setMaximumWidth(max(360, box.sizeHint().width()))  # its longest choice, in any language
             box.currentIndexChanged.connect(lambda _i, b=box, k=key: self._on_overflow_changed(k, b))
         self.overflow_box.setAccessibleName(self.tr("When a chat's context is full"))
         self.server_overflow_box.setAccessibleName(self.tr("When a server request does not fit the context"))

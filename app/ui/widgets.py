@@ -1,5 +1,6 @@
 """Small reusable widgets: a sparkline, a labelled memory bar, a text view as tall as its text, an
-undo bar, an empty state; and the helpers pages share to build themselves (a scrolling page, a page title in the
+undo bar, an empty state, a row that wraps its widgets onto more lines (Flow); and the helpers pages share
+to build themselves (a scrolling page, a page title in the
 type scale, a named button, an announcement for screen readers)."""
 
 from __future__ import annotations
@@ -7,8 +8,10 @@ from __future__ import annotations
 import html
 from collections import deque
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF
+from PySide6.QtCore import (QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QObject, QPoint, QPointF, QRect, QSize, Qt,
+                            QTimer, Signal, Slot)
+from PySide6.QtGui import (QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF,
+                           QResizeEvent)
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QTextBrowser, QVBoxLayout, QWidget)
 
@@ -278,3 +281,93 @@ class UndoBar(QFrame):
     def _on_timeout(self) -> None:
         self.hide()
         self.expired.emit()
+
+
+
+class Flow(QWidget):
+    """Widgets in a row that wraps onto the next line when the width runs out (as words do), each at its size hint:
+    a row of controls or chips that fits a narrow window without cutting any of them. Its height follows its width
+    (``heightForWidth``), so the layout around it gives it the lines it needs. (A widget that places its children,
+    not a QLayout subclass: PySide cannot keep a Python layout's items, which Qt owns.)"""
+
+    def __init__(self, spacing: int = 6, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._spacing = spacing
+        self._widgets: list[QWidget] = []
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+
+    def add_widget(self, widget: QWidget) -> None:
+        widget.setParent(self)
+        widget.installEventFilter(self)  # shown or hidden: the lines change
+        self._widgets.append(widget)
+        self._changed()
+
+    def widgets(self) -> list[QWidget]:
+        return list(self._widgets)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() in (QEvent.Type.ShowToParent, QEvent.Type.HideToParent):
+            self._changed()
+        return False
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a child's size hint changed (its text, its items)
+            self._changed()
+        return super().event(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+        self._place(event.size().width(), move=True)
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 (Qt's name)
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt's name)
+        return self._place(width, move=False)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name): all on one line
+        hints = [self._hint(w) for w in self._shown()]
+        return QSize(sum(h.width() for h in hints) + self._spacing * max(len(hints) - 1, 0),
+                     max((h.height() for h in hints), default=0))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name): the widest widget alone on its line
+        size = QSize(0, 0)
+        for widget in self._shown():
+            size = size.expandedTo(self._hint(widget))
+        return size
+
+    def _shown(self) -> list[QWidget]:
+        return [w for w in self._widgets if not w.isHidden()]
+
+    @staticmethod
+    def _hint(widget: QWidget) -> QSize:
+        return widget.sizeHint().expandedTo(widget.minimumSize())
+
+    def _changed(self) -> None:
+        self.updateGeometry()
+        self._place(self.width(), move=True)
+
+    def _place(self, width: int, move: bool) -> int:
+        """Lay the shown widgets out in ``width`` (when ``move``), each centred on its line's height; the height they
+        take."""
+        lines: list[list[tuple[QWidget, QSize]]] = [[]]
+        x = 0
+        for widget in self._shown():
+            hint = self._hint(widget)
+            if lines[-1] and x + hint.width() > width:
+                lines.append([])
+                x = 0
+            lines[-1].append((widget, hint))
+            x += hint.width() + self._spacing
+        y = 0
+        for line in lines:
+            height = max((hint.height() for _, hint in line), default=0)
+            x = 0
+            for widget, hint in line:
+                if move:
+                    widget.setGeometry(QRect(QPoint(x, y + (height - hint.height()) // 2),
+                                             QSize(min(hint.width(), width), hint.height())))
+                x += hint.width() + self._spacing
+            y += height + self._spacing
+        return max(y - self._spacing, 0)

@@ -27,13 +27,14 @@ if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.Main
     from app.ui.documents_service import DocumentsService
     from app.ui.downloads_page import DownloadsPage
     from app.ui.engine_bridge import EngineBridge
-    from app.ui.first_run import FirstRunDialog, ImportFlow
+    from app.ui.first_run import FirstRunPage, ImportFlow
     from app.ui.hardware_page import HardwarePage
     from app.ui.lab_page import LabPage
     from app.ui.library_page import LibraryPage
     from app.ui.server_page import ServerPage
     from app.ui.settings_page import SettingsPage
 
+WELCOME = "Welcome"  # the first run's page (app/ui/first_run.py): in the stack while offered, not in the sidebar
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Documents", "Settings")
 # The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
 PAGE_TITLES = {"Discover": QT_TRANSLATE_NOOP("MainWindow", "Discover"),
@@ -108,7 +109,8 @@ class MainWindow(QMainWindow):
         self.profile: HardwareProfile | None = None  # the latest detection, for the pages built after it
         self._hardware_message: str | None = None  # the probe's failure, for a Hardware page built after it
         self._importer: ImportFlow | None = None
-        self.first_run: FirstRunDialog | None = None
+        self.first_run: FirstRunPage | None = None  # the welcome page, while it is in the stack
+        self._before_welcome = "Chat"  # the page a skipped welcome gives way to
         for name in PAGES:
             title = self.tr(PAGE_TITLES[name])
             item = QListWidgetItem(icon(name), title)
@@ -166,6 +168,8 @@ class MainWindow(QMainWindow):
     def _on_row_changed(self, row: int) -> None:
         if row >= 0:
             self.stack.setCurrentWidget(self.page(PAGES[row]))
+            if self.first_run is not None:  # left for a page of the sidebar: offered again at the next start
+                self._drop_first_run()
 
     # Each page by its attribute, built on first use like a visit builds it.
     discover: DiscoverPage = property(lambda self: self.page("Discover"))
@@ -327,6 +331,9 @@ class MainWindow(QMainWindow):
 
     @property
     def current_page(self) -> str:
+        """The name of the page shown: one of PAGES, or WELCOME while the first run's page is."""
+        if self.first_run is not None and self.stack.currentWidget() is self.first_run:
+            return WELCOME
         return PAGES[self.stack.currentIndex()]
 
     @Slot()
@@ -407,19 +414,49 @@ class MainWindow(QMainWindow):
         self.show_page("Discover")
         self.discover.open_model(repo_id)
 
-    def offer_first_run(self) -> FirstRunDialog | None:
-        """The welcome flow, when this is a first run (no chats, no models, not done or skipped before)."""
-        from app.ui.first_run import FirstRunDialog, should_offer
+    @Slot()
+    def _on_first_run_import(self) -> None:
+        self.show_page("Chat")  # where the imported model opens
+        self._on_import_requested()
+
+    @Slot()
+    def _on_first_run_skipped(self) -> None:
+        self.show_page(self._before_welcome)
+
+    def offer_first_run(self) -> FirstRunPage | None:
+        """The welcome, when this is a first run (no chats, no models, not done or skipped before): a page of its
+        own in the stack, shown instead of the page the window opened on, and gone once left."""
+        from app.ui.first_run import should_offer
 
         if not self.isVisible() or not should_offer(self.settings, self.store):  # closed before it came up
             return None
-        self.first_run = FirstRunDialog(self.settings, self)
-        self.first_run.model_chosen.connect(self._on_first_run_model)
-        self.first_run.import_chosen.connect(self._on_import_requested)
-        if self.profile is not None:
-            self.first_run.set_profile(self.profile)
-        self.first_run.open()
+        return self.show_welcome()
+
+    def show_welcome(self) -> FirstRunPage:
+        """The first run's page, in the stack and shown (offer_first_run asks whether this is a first run)."""
+        from app.ui.first_run import FirstRunPage
+
+        if self.first_run is None:
+            self.first_run = page = FirstRunPage(self.settings)
+            page.model_chosen.connect(self._on_first_run_model)
+            page.import_chosen.connect(self._on_first_run_import)
+            page.skipped.connect(self._on_first_run_skipped)
+            if self.profile is not None:
+                page.set_profile(self.profile)
+            self.stack.addWidget(page)
+        self._before_welcome = self.current_page if self.current_page != WELCOME else self._before_welcome
+        self.stack.setCurrentWidget(self.first_run)
+        self.sidebar.blockSignals(True)  # after the switch (before it, Qt's stack crashes laying the old page out)
+        self.sidebar.setCurrentRow(-1)  # no page of the sidebar is shown: a click on any goes there
+        self.sidebar.blockSignals(False)
+        self.first_run.models.setFocus(Qt.FocusReason.OtherFocusReason)
         return self.first_run
+
+    def _drop_first_run(self) -> None:
+        page, self.first_run = self.first_run, None
+        if page is not None:
+            self.stack.removeWidget(page)
+            page.deleteLater()
 
     @Slot()
     def _on_runtimes_changed(self) -> None:
@@ -444,7 +481,8 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt's name)
         self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/page", self.current_page)
+        self.settings.setValue("window/page", self._before_welcome if self.current_page == WELCOME else
+                               self.current_page)
         self.settings.sync()
         self.focus_ring.stop()
         for name in ("Chat", "Downloads"):
@@ -455,6 +493,4 @@ class MainWindow(QMainWindow):
             self._tools.shutdown()
         if self._documents is not None:  # the indexer stopped where it is (it goes on from there next time)
             self._documents.shutdown()
-        if self.first_run is not None:  # a welcome left open would keep the app running after its window closed
-            self.first_run.close()
         super().closeEvent(event)

@@ -217,6 +217,34 @@ def may_be_string(schema: Any, root: Any, seen: frozenset[int] = frozenset()) ->
     return bool(kind == "string")
 
 
+def typed_arguments(arguments: str, function: dict[str, Any]) -> str:
+    """A call's arguments with each value a syntax wrote as text given the type the tool's schema asks for, as vLLM's
+    and llama.cpp's XML formats read them: ``"42"`` for an integer parameter is 42, ``"true"`` for a boolean true,
+    ``"[1, 2]"`` for an array the array. A value that does not convert (or a parameter that may be a string, or
+    arguments not yet whole JSON) stays as it is."""
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if not isinstance(args, dict):
+        return arguments
+    by_name = {param.name: param for param in parameters(function)}
+    changed = False
+    for key, value in args.items():
+        param = by_name.get(key)
+        if param is None or not isinstance(value, str) or param.may_be_string():
+            continue
+        types = param.value_types()
+        try:
+            converted = json.loads(value)
+        except ValueError:
+            continue
+        if _json_type(converted) in types or (isinstance(converted, int) and "number" in types):
+            args[key] = converted
+            changed = True
+    return json.dumps(args, ensure_ascii=False, separators=(",", ":")) if changed else arguments
+
+
 # --- the builder
 
 
@@ -795,7 +823,7 @@ def parse(grammar: peg.Grammar_, text: str, partial: bool,
           mapper: Callable[[], Mapper] = Mapper) -> ParsedReply:
     """``text`` (the generation prompt, then the reply so far) read by ``grammar``. A whole reply that does not
     match raises ``ValueError``; a partial one gives what was read."""
-    reply, failed_at = read(grammar, text, mapper)
+    reply, failed_at = read(grammar, text, mapper, final=not partial)
     if reply is None:
         if partial and failed_at > 0:
             return ParsedReply()  # a failed parse keeps no syntax tree
@@ -803,10 +831,11 @@ def parse(grammar: peg.Grammar_, text: str, partial: bool,
     return reply
 
 
-def read(grammar: peg.Grammar_, text: str, mapper: Callable[[], Mapper] = Mapper) -> tuple[ParsedReply | None, int]:
-    """``text`` read by ``grammar``: the message and -1, or None and where the parse failed (no text that follows
-    makes it match)."""
-    result, _ctx = grammar.parse(text)
+def read(grammar: peg.Grammar_, text: str, mapper: Callable[[], Mapper] = Mapper,
+         final: bool = False) -> tuple[ParsedReply | None, int]:
+    """``text`` read by ``grammar`` (``final``: the whole reply, nothing more will come): the message and -1, or
+    None and where the parse failed (no text that follows makes it match)."""
+    result, _ctx = grammar.parse(text, final=final)
     if result.fail:
         return None, result.end
     reader = mapper()

@@ -91,11 +91,19 @@ class Prepared:
     grammar_triggers: tuple[tuple[str, str], ...] = ()  # ("word" | "pattern" | "pattern_full", value) for lazy ones
     preserved_tokens: tuple[str, ...] = ()
     additional_stops: tuple[str, ...] = ()
+    # what reads the reply where it is not ``parser``: a family whose models (and other engines) write variants the
+    # grammar does not force (Kimi K2's call ids without "functions.", DeepSeek's spaced DSML…) reads them with a
+    # wider parser; the grammar stays llama.cpp's
+    reader: peg.Grammar_ | None = None
+    reader_mapper: Callable[[], Any] | None = None
 
     def parse(self, reply: str, partial: bool = False) -> ParsedReply:
         """The reply (or the reply so far, ``partial``) read into content, reasoning and tool calls."""
         from backends.chat_format import builder
 
+        if self.reader is not None:
+            return builder.parse(self.reader, self.generation_prompt + reply, partial,
+                                 self.reader_mapper or self.mapper or builder.Mapper)
         if self.parser is None:
             return ParsedReply(content=reply)
         return builder.parse(self.parser, self.generation_prompt + reply, partial, self.mapper or builder.Mapper)
@@ -105,9 +113,13 @@ class Prepared:
         (counted in the reply: 0 where it never does)."""
         from backends.chat_format import builder
 
-        if self.parser is None:
+        if self.reader is not None:
+            grammar, mapper = self.reader, self.reader_mapper or self.mapper or builder.Mapper
+        elif self.parser is not None:
+            grammar, mapper = self.parser, self.mapper or builder.Mapper
+        else:
             return ParsedReply(content=reply), -1
-        read, failed_at = builder.read(self.parser, self.generation_prompt + reply, self.mapper or builder.Mapper)
+        read, failed_at = builder.read(grammar, self.generation_prompt + reply, mapper, final=not partial)
         return read, failed_at if read is not None else max(failed_at - len(self.generation_prompt), 0)
 
 

@@ -93,10 +93,11 @@ def walk(nodes: Sequence[Node]) -> Iterator[Node]:
 
 
 class Context:
-    def __init__(self, text: str, rules: dict[str, Parser], lenient: bool = True) -> None:
+    def __init__(self, text: str, rules: dict[str, Parser], lenient: bool = True, final: bool = False) -> None:
         self.text = text
         self.rules = rules
         self.lenient = lenient
+        self.final = final  # the text is the whole reply: nothing more will come
 
 
 class Parser:
@@ -296,6 +297,24 @@ class StringContent(Parser):
         return Result(FAIL, pos, pos)
 
 
+class Ahead(Parser):
+    """Whether ``literal`` comes from here on before any of ``stops``, nothing consumed; while the reply may still
+    go on and neither has come, more is needed (what depends on it is held back)."""
+
+    def __init__(self, literal: str, stops: Sequence[str] = ()) -> None:
+        self.literal, self.stops = literal, tuple(s for s in stops if s)
+
+    def parse(self, ctx: Context, pos: int) -> Result:
+        text = ctx.text
+        found = text.find(self.literal, pos)
+        stop = min((at for s in self.stops if (at := text.find(s, pos)) >= 0), default=-1)
+        if found >= 0 and (stop < 0 or found < stop):
+            return Result(SUCCESS, pos, pos)
+        if stop >= 0 or ctx.final or not ctx.lenient:
+            return Result(FAIL, pos, pos)
+        return Result(NEED_MORE, pos, pos)
+
+
 class Until(Parser):
     """Everything up to the first of ``delimiters`` (not consumed), or up to where the input ends inside one."""
 
@@ -415,8 +434,8 @@ class Grammar_:
     root: Parser
     rules: dict[str, Parser]
 
-    def parse(self, text: str, lenient: bool = True) -> tuple[Result, Context]:
-        ctx = Context(text, self.rules, lenient)
+    def parse(self, text: str, lenient: bool = True, final: bool = False) -> tuple[Result, Context]:
+        ctx = Context(text, self.rules, lenient, final)
         return self.root.parse(ctx, 0), ctx
 
 
@@ -459,6 +478,9 @@ class Builder:
 
     def peek(self, p: Parser | str) -> Parser:
         return Peek(_as_parser(p))
+
+    def ahead(self, literal: str, stops: Sequence[str] = ()) -> Parser:
+        return Ahead(literal, stops)
 
     def negate(self, p: Parser | str) -> Parser:
         return Not(_as_parser(p))

@@ -62,7 +62,7 @@ class ReplyReader:
         if self._closed:
             return []
         self._closed = final
-        now = self._reading(whole=final and not cut)
+        now = self._reading(final, whole=final and not cut)
         try:
             out = diffs(self._read, now) if _extends(now, self._read) else []
         except DiffError:
@@ -74,12 +74,13 @@ class ReplyReader:
                       self._id(d.tool_index, d.tool_id) if d.tool_index >= 0 and (d.tool_name or d.tool_id) else "",
                       d.tool_arguments) for d in out]
 
-    def _reading(self, whole: bool) -> ParsedReply:
-        """The reply so far as it may go out: its calls up to the first one not read to its end (``whole``: the
-        reply is finished, and a call whose arguments are whole JSON stands even so). Text past where the reply
-        stops matching the model's format (llama.cpp refuses such a reply) is content, after what was read up to
-        there: nothing the model wrote is lost, and a stream that handed out that much is never contradicted."""
-        read, failed_at = self.prepared.read(self.text, partial=not whole)
+    def _reading(self, final: bool, whole: bool) -> ParsedReply:
+        """The reply so far as it may go out (``final``: no more text comes): its calls up to the first one not read
+        to its end (``whole``: the model ended the reply, and a call whose arguments are whole JSON stands even so).
+        Text past where the reply stops matching the model's format (llama.cpp refuses such a reply) is content,
+        after what was read up to there: nothing the model wrote is lost, and a stream that handed out that much is
+        never contradicted."""
+        read, failed_at = self.prepared.read(self.text, partial=not final)
         if read is not None:
             return _settled(read, whole)
         if failed_at <= 0:

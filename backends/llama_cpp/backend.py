@@ -141,6 +141,7 @@ class LlamaCppBackend(TokenLoop):
             "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
             "architecture": metadata.get("general.architecture", ""),
             "llama_cpp_path": os.path.dirname(llama_cpp.__file__),  # which runtime's llama_cpp ran
+            "build": loading.build_fingerprint(llama_cpp),  # the server's system_fingerprint
             **({"cpu_variant": cpu_variant} if cpu_variant else {})}
         details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
         if projector is not None:

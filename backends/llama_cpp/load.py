@@ -263,3 +263,22 @@ def declared_pooling(model_path: str) -> int:
     arch = kv.get("general.architecture", "")
     pooling = kv.get(f"{arch}.pooling_type")
     return int(pooling) if isinstance(pooling, int) and pooling > 0 else 0
+
+
+def build_fingerprint(llama_cpp: ModuleType) -> str:
+    """The llama.cpp build this runtime runs, as llama-server sends it in ``system_fingerprint``: ``b<build>-<commit>``
+    (tools/server/utils.hpp: ``"b" + std::to_string(LLAMA_BUILD_NUMBER) + "-" + LLAMA_COMMIT``). Those two live in
+    llama.cpp's common library, which llama-cpp-python does not ship; its libggml-base exports the same tree's short
+    commit (``ggml_commit``), and the build number, the tree's commit count, is not in any library it ships: 0, the
+    value llama.cpp's cmake/build-info.cmake gives a build that cannot count it. A mark ggml adds for a tree with local
+    changes ("-dirty") is left out, as llama.cpp's ``git rev-parse --short HEAD`` has none; "unknown" (llama.cpp's
+    own word) where the library says nothing."""
+    commit = ""
+    try:
+        function = llama_cpp.llama_cpp._lib.ggml_commit  # libllama's handle finds libggml-base's symbols
+        function.restype, function.argtypes = ctypes.c_char_p, []
+        commit = (function() or b"").decode("utf-8", "replace").strip()
+    except (AttributeError, OSError):
+        pass
+    commit = commit.removesuffix("-dirty") or "unknown"
+    return f"b0-{commit}"

@@ -1656,26 +1656,22 @@
     </message>
 </context>
 <context>
-    <name>FirstRunDialog</name>
-    <message>
-        <source>Welcome to QuantDesk</source>
-        <translation>Willkommen bei QuantDesk</translation>
-    </message>
+    <name>FirstRunPage</name>
     <message>
         <source>Welcome</source>
         <translation>Willkommen</translation>
     </message>
     <message>
-        <source>&lt;h2&gt;Welcome — this is your machine&lt;/h2&gt;</source>
-        <translation>&lt;h2&gt;Willkommen – das ist Ihr Rechner&lt;/h2&gt;</translation>
+        <source>Welcome to QuantDesk</source>
+        <translation>Willkommen bei QuantDesk</translation>
     </message>
     <message>
         <source>Detecting this machine…</source>
         <translation>Dieser Rechner wird erkannt …</translation>
     </message>
     <message>
-        <source>Next: models that suit it. You download one, then chat with it; nothing leaves this computer.</source>
-        <translation>Als Nächstes: Modelle, die dazu passen. Sie laden eines herunter und chatten dann damit; nichts verlässt diesen Rechner.</translation>
+        <source>This machine</source>
+        <translation>Dieser Rechner</translation>
     </message>
     <message>
         <source>Recommended models</source>
@@ -1688,14 +1684,6 @@
     <message>
         <source>Skip the welcome</source>
         <translation>Die Begrüßung überspringen</translation>
-    </message>
-    <message>
-        <source>Back</source>
-        <translation>Zurück</translation>
-    </message>
-    <message>
-        <source>Next</source>
-        <translation>Weiter</translation>
     </message>
     <message>
         <source>See its quants</source>
@@ -1720,12 +1708,6 @@
     <message>
         <source>&lt;h2&gt;Models for this machine&lt;/h2&gt;A hand-picked starting list (not a ranking), ordered for this machine. Pick one: the next screen shows every quant with whether it fits, and the best one.</source>
         <translation>&lt;h2&gt;Modelle für diesen Rechner&lt;/h2&gt;Eine handverlesene Startliste (keine Rangliste), für diesen Rechner sortiert. Wählen Sie eines: Der nächste Schritt zeigt jede Quantisierung, ob sie passt, und die beste.</translation>
-    </message>
-    <message>
-        <source>{repo_id} — {why}
-{format}, about {size} at 4 bits</source>
-        <translation>{repo_id} – {why}
-{format}, etwa {size} bei 4 Bit</translation>
     </message>
 </context>
 <context>
@@ -5226,6 +5208,10 @@ Referenz {reference}</translation>
     <message>
         <source>context lowered from {n_ctx} to {max_ctx} tokens, the most that fits</source>
         <translation>Kontext von {n_ctx} auf {max_ctx} Tokens gesenkt, das Maximum, das passt</translation>
+    </message>
+    <message>
+        <source>this model&apos;s preset ({values}) does not fit this machine ({reason}); it loads with the fit check&apos;s settings</source>
+        <translation>Voreinstellung des Modells ({values}) passt nicht auf diesen Rechner ({reason}); es lädt mit den Einstellungen der Passprüfung</translation>
     </message>
     <message>
         <source>The estimate put {expected} of {n_layers} layers on the GPU, but the {engine} runtime has no GPU support, so every layer runs on the CPU, which is much slower. Build a GPU runtime on the Hardware page (or: quantdesk runtime build vulkan).</source>

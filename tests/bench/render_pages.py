@@ -423,7 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--theme", choices=("light", "dark", "both"), default="both")
     parser.add_argument("--dark", action="store_true", help="the same as --theme dark")
     parser.add_argument("--pages", nargs="+", choices=PAGES, default=list(PAGES),
-                        help="the pages to render (default: all, plus the Lab's charts and this machine's hardware)")
+                        help="the pages to render (default: all, plus the Lab's charts, the first run's welcome and "
+                             "this machine's hardware)")
     args = parser.parse_args(argv)
     themes = ["dark"] if args.dark else ["light", "dark"] if args.theme == "both" else [args.theme]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -497,6 +498,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             settle(app)
             dialog.grab().save(str(args.out / f"lab-uploaders{suffix}.png"))
             dialog.close()
+    if everything:  # the first run's page, as a new user sees it on the sample laptop
+        welcome = window.show_welcome()
+        welcome.set_profile(sample_laptop())
+        for theme in themes:
+            follower.set_theme(theme)
+            settle(app)
+            window.grab().save(str(args.out / f"welcome{'-dark' if theme == 'dark' else ''}.png"))
+        window.show_page("Chat")  # the welcome gives way
     if everything:
         from app.machine import detect  # this machine, as the app sees it
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from app.chats import export as chat_export
 from app.chats import store as store_module
-from app.chats.store import SCHEMA_VERSION, Branches, ChatStore, ChatStoreError, NotFound
+from app.chats.messages import Branches
+from app.chats.store import SCHEMA_VERSION, ChatStore, ChatStoreError, NotFound
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,10 +147,10 @@ def test_branches_are_exported_with_their_parents_and_the_branch_on_show(store):
     conv, (a, b) = _chat(store, "a", "b")
     again = store.begin_reply(conv.id, after=a)
     again.finish(text="b2")
-    data = json.loads(store.export_json(conv.id))
+    data = json.loads(chat_export.to_json(store, conv.id))
     assert [(m["content"], m["parent_id"]) for m in data["messages"]] == [("a", None), ("b", a), ("b2", a)]
-    assert data["branch_on_show"] == [a, again.message_id] and data["version"] == store_module.EXPORT_VERSION >= 3
-    assert "b2" in store.export_markdown(conv.id) and "\nb\n" not in store.export_markdown(conv.id)
+    assert data["branch_on_show"] == [a, again.message_id] and data["version"] == chat_export.EXPORT_VERSION >= 3
+    assert "b2" in chat_export.to_markdown(store, conv.id) and "\nb\n" not in chat_export.to_markdown(store, conv.id)
 
 
 def test_branches_survive_a_restart_and_a_deleted_chat_restored(tmp_path):
@@ -177,7 +179,7 @@ def test_a_deleted_conversation_is_restored_exactly_as_it_was(tmp_path):
         s.add_message(conv.id, "assistant", "A camp", state="interrupted")
         after = s.create_conversation("After")
         conv = s.conversation(conv.id)
-        listed, messages, exported = s.conversations(), s.messages(conv.id), s.export_json(conv.id)
+        listed, messages, exported = s.conversations(), s.messages(conv.id), chat_export.to_json(s, conv.id)
 
         deleted = s.delete_conversation(conv.id)
         assert deleted.title == "Trip"
@@ -187,7 +189,7 @@ def test_a_deleted_conversation_is_restored_exactly_as_it_was(tmp_path):
 
         assert s.restore_conversation(deleted) == conv
         assert s.messages(conv.id) == messages  # same ids, order, text, stats and states
-        assert s.export_json(conv.id) == exported
+        assert chat_export.to_json(s, conv.id) == exported
         assert [c.id for c in s.conversations() if c.title != "Made in between"] == [c.id for c in listed]
         assert [c.title for c in s.search("guesthouse")] == ["Trip"]  # searchable again
         assert {before.id, after.id} < {c.id for c in s.conversations()}
@@ -381,14 +383,14 @@ def test_export_markdown_and_json(store):
     writer = store.begin_reply(conv.id)
     writer.append("It is **2**, and")
     writer.interrupt({"generated_tokens": 5})
-    md = store.export_markdown(conv.id)
+    md = chat_export.to_markdown(store, conv.id)
     assert md.startswith("# Primes\n")
     assert "Model: `tiny.gguf`" in md
     assert "## System\n\nAnswer in Markdown." in md
     assert md.index("## You\n\nFirst prime?") < md.index("## Assistant\n\nIt is **2**, and") < md.index(
         "*(reply interrupted)*")
-    data = json.loads(store.export_json(conv.id))
-    assert data["format"] == "quantdesk-chat" and data["version"] == store_module.EXPORT_VERSION
+    data = json.loads(chat_export.to_json(store, conv.id))
+    assert data["format"] == "quantdesk-chat" and data["version"] == chat_export.EXPORT_VERSION
     assert data["conversation"]["title"] == "Primes"
     assert [(m["role"], m["content"], m["state"]) for m in data["messages"]] == [
         ("user", "First prime?", "complete"), ("assistant", "It is **2**, and", "interrupted")]
@@ -425,7 +427,7 @@ BIG = "lorem ipsum dolor " * 400  # needs overflow pages: more than a full datab
 def test_a_write_the_full_database_refuses_is_a_chat_store_error_and_changes_nothing(store):
     conv = store.create_conversation("Notes")
     store.add_message(conv.id, "user", "first")
-    before = store.export_json(conv.id)
+    before = chat_export.to_json(store, conv.id)
     fill_up(store)
     with pytest.raises(ChatStoreError) as refused:
         store.add_message(conv.id, "user", BIG)
@@ -435,7 +437,7 @@ def test_a_write_the_full_database_refuses_is_a_chat_store_error_and_changes_not
     with pytest.raises(ChatStoreError, match="cannot save your message: the disk .* is full"):
         store.begin_reply(conv.id, prompt=BIG)  # neither the message nor its reply's row goes in
     assert not store._db.in_transaction
-    assert store.export_json(conv.id) == before
+    assert chat_export.to_json(store, conv.id) == before
     free_space(store)
     writer = store.begin_reply(conv.id, prompt=BIG)
     assert [(m.id, m.role, m.content, m.state) for m in store.messages(conv.id)][1:] == [
@@ -561,11 +563,11 @@ def test_the_thinking_is_exported_with_its_reply(store):
     writer = store.begin_reply(conv.id, prompt="Why blue?")
     writer.finish({"generated_tokens": 9, "reasoning_tokens": 6, "reasoning_ms": 12400.0}, text="Rayleigh.",
                   reasoning="Short waves\nscatter more.")
-    md = store.export_markdown(conv.id)
+    md = chat_export.to_markdown(store, conv.id)
     assert ("## Assistant\n\n> **Thinking** (12.4 s · 6 tokens)\n>\n> Short waves\n> scatter more.\n\nRayleigh.\n"
             in md)
     assert "## You\n\nWhy blue?\n" in md
-    data = json.loads(store.export_json(conv.id))
+    data = json.loads(chat_export.to_json(store, conv.id))
     assert [m.get("reasoning") for m in data["messages"]] == [None, "Short waves\nscatter more."]
     assert data["messages"][1]["stats"]["reasoning_tokens"] == 6
     assert not store.search("scatter")  # a search finds what was said, not what was thought
@@ -587,7 +589,7 @@ def test_migration_6_keeps_a_chats_overflow_policy_and_what_a_reply_left_out(tmp
         writer.finish({"generated_tokens": 1}, text="Red.")
         assert s.message(writer.message_id).context_cut == cut
         assert s.message(writer.prompt_id).context_cut is None
-        exported = json.loads(s.export_json(conv.id))  # the mark goes with the export, where there is one
+        exported = json.loads(chat_export.to_json(s, conv.id))  # the mark goes with the export, where there is one
         assert [m.get("context_cut") for m in exported["messages"]] == [None, None, None, None, cut]
         assert exported["conversation"]["overflow"] == "compact"
         s.show_branch(3)  # the other branch has no cut
@@ -614,8 +616,8 @@ def test_migration_8_pins_a_message_row_and_keeps_the_pin_in_exports_branches_an
         s.set_pinned(1, True)
         assert s.message(1).pinned and not s.message(2).pinned
         assert [m.pinned for m in s.messages(conv.id)] == [True, False]
-        exported = json.loads(s.export_json(conv.id))
-        assert exported["version"] == store_module.EXPORT_VERSION >= 5
+        exported = json.loads(chat_export.to_json(s, conv.id))
+        assert exported["version"] == chat_export.EXPORT_VERSION >= 5
         assert [m.get("pinned") for m in exported["messages"]] == [True, None, None]
         edited = s.begin_reply(conv.id, prompt="Why is the sky blue at noon?", after=None)  # a sibling of 1
         edited.finish({}, text="Scattering.")
@@ -626,6 +628,6 @@ def test_migration_8_pins_a_message_row_and_keeps_the_pin_in_exports_branches_an
         assert s.message(1).pinned and restored.id == conv.id
         s.set_pinned(1, False)
         assert not s.message(1).pinned
-        assert "pinned" not in json.loads(s.export_json(conv.id))["messages"][0]
+        assert "pinned" not in json.loads(chat_export.to_json(s, conv.id))["messages"][0]
         with pytest.raises(NotFound):
             s.set_pinned(10_000, True)

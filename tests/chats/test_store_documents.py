@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.chats import export as chat_export
 from app.chats import store as store_module
 from app.chats.store import SCHEMA_VERSION, ChatStore, NotFound
 
@@ -87,15 +88,15 @@ def test_citations_and_documents_are_exported(tmp_path):
         writer = s.begin_reply(conv.id, prompt="How do I reset it?")
         writer.finish({}, text="Hold the reset button [1].")
         s.set_citations(writer.message_id, CITED)
-        data = json.loads(s.export_json(conv.id))
-        assert data["version"] == store_module.EXPORT_VERSION >= 6
+        data = json.loads(chat_export.to_json(s, conv.id))
+        assert data["version"] == chat_export.EXPORT_VERSION >= 6
         assert data["conversation"]["documents"] == ["manuals"]
         assert "citations" not in data["messages"][0] and data["messages"][1]["citations"] == list(CITED)
-        markdown = s.export_markdown(conv.id)
+        markdown = chat_export.to_markdown(s, conv.id)
         reply = markdown.split("## Assistant", 1)[1]
         assert "Hold the reset button [1]." in reply
         assert "[1] guide.pdf, page 3" in reply and "[2] setup.md, Setup › Cables" in reply
         assert reply.index("Hold the reset button") < reply.index("**Sources**")
         # A record kept without its "where" still names its file.
         s.set_citations(writer.message_id, [{"number": 1, "path": "/docs/other.txt", "text": "x"}])
-        assert "[1] other.txt" in s.export_markdown(conv.id)
+        assert "[1] other.txt" in chat_export.to_markdown(s, conv.id)

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from app.chats import export as chat_export
 from app.chats.store import MIGRATIONS, SCHEMA_VERSION, ChatStore
 from app.images import ImageError
 from tests.fixtures.models import write_test_png
@@ -29,8 +30,8 @@ def test_images_are_kept_with_the_message_across_a_reopen(tmp_path, pictures):
         assert [a.path.read_bytes() for a in asked.images] == pictures
         assert all(a.path.parent == tmp_path / "attachments" for a in asked.images)
         assert answered.images == () and store.message(asked.id).images == asked.images
-        assert f"*(images: {asked.images[0].path.name} (40 × 30)" in store.export_markdown(conv.id)
-        assert '"width": 64' in store.export_json(conv.id)
+        assert f"*(images: {asked.images[0].path.name} (40 × 30)" in chat_export.to_markdown(store, conv.id)
+        assert '"width": 64' in chat_export.to_json(store, conv.id)
 
 
 def test_a_file_that_is_not_an_image_saves_nothing(tmp_path, pictures):

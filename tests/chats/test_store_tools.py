@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from app.chats import export as chat_export
 from app.chats import store as store_module
-from app.chats.store import EXPORT_VERSION, NOT_RUN, SCHEMA_VERSION, ChatStore, ChatStoreError, ToolCard
+from app.chats.export import EXPORT_VERSION
+from app.chats.messages import NOT_RUN, ToolCard
+from app.chats.store import SCHEMA_VERSION, ChatStore, ChatStoreError
 
 LISTED = ToolCard("call_1", "list_directory", '{"path": "/srv/notes"}', server="files",
                   result="[FILE] a.txt\n[DIR] old", decision="allowed", seconds=0.42)
@@ -140,11 +143,11 @@ def test_tool_cards_are_exported(store):
     writer = store.begin_reply(conv.id, prompt="List my notes")
     writer.finish({}, text="")
     store.update_message(writer.message_id, tools=[LISTED, DENIED, CUT])
-    data = json.loads(store.export_json(conv.id))
+    data = json.loads(chat_export.to_json(store, conv.id))
     assert data["version"] == EXPORT_VERSION
     assert "tool_calls" not in data["messages"][0]
     assert [ToolCard.from_dict(c) for c in data["messages"][1]["tool_calls"]] == [LISTED, DENIED, CUT]
-    md = store.export_markdown(conv.id)
+    md = chat_export.to_markdown(store, conv.id)
     assert "> **Tool** `list_directory` (files): done, 0.4 s\n" in md
     assert '> ```json\n> {"path": "/srv/notes"}\n> ```' in md
     assert "> Result:\n> ```\n> [FILE] a.txt\n> [DIR] old\n> ```" in md

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from app.chats import export as chat_export
 from app.chats.store import ChatStore, default_path
 from app.cli import main
 from tests.fixtures.models import write_test_png
@@ -49,16 +50,16 @@ def test_ls_without_chats_says_so(capsys):
 def test_show_and_export_print_what_the_chat_pages_export_writes(store, capsys, tmp_path):
     conv = chat(store, "Paris trip", "Where to eat?", "Try the Marais.")
     assert main(["chats", "show", str(conv)]) == 0
-    assert capsys.readouterr().out == store.export_markdown(conv)
+    assert capsys.readouterr().out == chat_export.to_markdown(store, conv)
     assert main(["chats", "export", str(conv)]) == 0
-    assert capsys.readouterr().out == store.export_markdown(conv) + "\n"
+    assert capsys.readouterr().out == chat_export.to_markdown(store, conv) + "\n"
     assert main(["chats", "export", str(conv), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data == json.loads(store.export_json(conv))
+    assert data == json.loads(chat_export.to_json(store, conv))
     assert [m["content"] for m in data["messages"]] == ["Where to eat?", "Try the Marais."]
     out = tmp_path / "trip.json"
     assert main(["chats", "export", str(conv), "--format", "json", "-o", str(out)]) == 0
-    assert out.read_text(encoding="utf-8") == store.export_json(conv)
+    assert out.read_text(encoding="utf-8") == chat_export.to_json(store, conv)
 
 
 def test_rm_deletes_the_chat_and_its_images(store, capsys, tmp_path):

@@ -202,6 +202,32 @@ def test_chat_force_loads_past_the_fit_check_with_the_risk_in_words(tiny_models,
     assert "run out of memory" in result.stderr and result.stdout.strip()
 
 
+def test_chat_plans_its_load_as_the_chat_does_a_q8_cache_or_a_shorter_context_where_the_default_does_not_fit(
+        tiny_models, tmp_path):
+    """The one load planner (app/models/planner.py): where the default context does not fit with an f16 KV cache,
+    ``quantdesk chat`` takes a q8_0 one (or a shorter context), as the model bar does, and says so; a --ctx given is
+    kept, and judged."""
+    from app.models.metadata import read_model
+    from app.models.planner import plan_load
+    from app.datatypes import LoadSettings
+    from app.hardware.profile import CpuInfo, HardwareProfile
+
+    ctx = read_model(tiny_models.gguf_q8_0).context_length
+    probe = HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo(flags=["avx2"]), ram_total_bytes=64 << 30,
+                            ram_available_bytes=64 << 30)
+    q8 = plan_load(tiny_models.gguf_q8_0, probe, LoadSettings(n_ctx=ctx, kv_cache_type="q8_0"),
+                   given=("kv_cache_type", "n_ctx")).estimate_bytes
+    small = _small_machine(tmp_path, q8)
+    result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--max-tokens", "3", "--ctx", str(ctx),
+                       "--hardware", small)
+    assert result.returncode == 0, result.stderr
+    assert f"note: a q8_0 KV cache keeps the context at {ctx} tokens" in result.stderr
+    assert f"context {ctx}" in result.stderr
+    held = quantdesk("chat", str(tiny_models.gguf_q8_0), "--prompt", "hi", "--ctx", str(ctx), "--kv-type", "f16",
+                     "--hardware", small)
+    assert held.returncode != 0 and "does not fit this machine" in held.stderr  # the user's KV type is kept
+
+
 def test_chat_draft_gives_the_same_reply_and_reports_the_speculation(tiny_draft_pair):
     args = ("chat", str(tiny_draft_pair.target), "--prompt", "Tell me a story.", "--json", "--max-tokens", "40",
             "--temperature", "0", "--threads", "2")

@@ -18,6 +18,7 @@ import pytest
 
 from app.engine.client import EngineClient
 from app.datatypes import LoadSettings
+from app.server import running
 from tests.server.conftest import openai_queue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +82,9 @@ def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_mod
         assert any("model id 'tiny-llama-Q8_0'" in line for line in seen)
 
         assert httpx.get(f"{url}/v1/models").status_code == 401
+        # where it listens is said for `quantdesk launch` (app/server/running.py), the key only as wanted
+        assert [(r.url, r.pid, r.api_key_required, r.source) for r in running.running()] == [(url, proc.pid, True,
+                                                                                             "serve")]
         with openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
             reply = client.chat.completions.create(model="tiny-llama-Q8_0", max_tokens=4,
                                                    messages=[{"role": "user", "content": "Hi"}])
@@ -88,6 +92,7 @@ def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_mod
 
         rest = _ctrl_c(proc, lines)
         assert "server stopped" in rest and not [line for line in rest if "Traceback" in line]
+        assert running.running() == [] and not list(running.records_dir().iterdir())
 
 
 def test_a_dead_engine_becomes_503_and_the_server_lives_on(serve, tiny_models):

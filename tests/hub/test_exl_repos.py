@@ -120,6 +120,9 @@ def test_bit_rate_resolves_to_one_branch_or_says_which():
     with pytest.raises(HubError, match="no 3.0bpw branch") as info:
         exl_branch_for(DownloadRequest("a/b", quant="3.0bpw"), ["main"])
     assert "keeps no bit rates in branches" in info.value.hint
+    # A quant that names no bit rate (a GGUF quant's name) matches no branch by its bits: refused in words.
+    with pytest.raises(HubError, match="no Q4_K_M branch"):
+        exl_branch_for(DownloadRequest("a/b", quant="Q4_K_M"), branches)
 
 
 BARTOWSKI = "bartowski/Tiny-exl2"  # untagged; the name and measurement.json say EXL2; bit rates in bare branches

@@ -66,3 +66,27 @@ def test_anthropic_messages_answer(server, prompt_tokens):
     [block] = message.content
     assert block.type == "text" and ANSWER in block.text and message.stop_reason == "end_turn"
     assert counted.input_tokens == prompt_tokens
+
+
+def test_claude_codes_follow_up_with_a_new_billing_line_is_read_from_the_cache_and_fingerprinted(server):
+    """Claude Code's second turn, its billing line's cch changed, reuses the first turn's whole prompt from the KV
+    cache on SmolLM2 (the line is left out of the prompt: app/server/anthropic.py); the chat API's replies carry the
+    engine's llama.cpp build as system_fingerprint."""
+    started, name = server
+    coder = "You are a careful coding agent. Answer briefly. " * 12
+    ask = [{"role": "user", "content": QUESTION}]
+    with anthropic.Anthropic(base_url=started.url, api_key="unused", max_retries=0, timeout=120) as claude:
+        def turn(cch: str, messages: list) -> anthropic.types.Message:
+            system = [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.177.01c; "
+                                               f"cc_entrypoint=cli; cch={cch};"}, {"type": "text", "text": coder}]
+            return claude.messages.create(model=name, max_tokens=MOST, system=system, messages=messages,
+                                          extra_body={"temperature": 0})
+
+        first = turn("36ee5", ask)
+        prompt = first.usage.input_tokens + (first.usage.cache_read_input_tokens or 0)
+        second = turn("0aaa9", [*ask, {"role": "assistant", "content": first.content[0].text},
+                                {"role": "user", "content": "And in one word?"}])
+    assert (second.usage.cache_read_input_tokens or 0) >= prompt - 1
+    with openai.OpenAI(base_url=f"{started.url}/v1", api_key="unused", max_retries=0, timeout=120) as client:
+        reply = client.chat.completions.create(model=name, messages=ask, temperature=0, max_tokens=4)
+    assert reply.system_fingerprint and reply.system_fingerprint.startswith("b")

@@ -152,3 +152,54 @@ def test_a_wrong_key_is_refused(claude, tool_engine):
     api, name = claude
     with pytest.raises(anthropic.AuthenticationError):
         api.with_options(api_key="wrong-key-0123456789").messages.create(model=name, max_tokens=2, messages=ASK)
+
+
+def billing_header(cch: str) -> str:
+    """Claude Code's first system block, as it sends it (its cch changes on every request)."""
+    return f"x-anthropic-billing-header: cc_version=2.1.177.01c; cc_entrypoint=cli; cch={cch};"
+
+
+CODER_SYSTEM = "You are a careful coding agent. " * 20
+
+
+@pytest.mark.parametrize("system", [
+    lambda cch: [{"type": "text", "text": billing_header(cch)}, {"type": "text", "text": CODER_SYSTEM}],
+    lambda cch: billing_header(cch) + "\n" + CODER_SYSTEM,
+])
+def test_claude_codes_per_request_billing_line_never_reaches_the_prompt(system):
+    """Two turns whose billing lines differ are the same prompt: the line is left out of the system prompt (as a
+    block of its own or as the first line of a string), the rest kept as it was; a header named inside a user's
+    message is theirs and stays."""
+    from app.server.anthropic import parse_messages
+
+    def parsed(cch: str, text: str = "hi"):
+        return parse_messages({"model": "m", "max_tokens": 8, "system": system(cch),
+                               "messages": [{"role": "user", "content": text}]},
+                              served_id="m", n_ctx=2048, takes_tools=False).messages
+
+    assert parsed("36ee5") == parsed("0aaa9")
+    assert parsed("36ee5")[0].content == CODER_SYSTEM
+    said = f"what does {billing_header('1')} mean?"
+    assert parsed("36ee5", said)[1].content == said
+    only = parse_messages({"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": billing_header("a")}],
+                           "messages": [{"role": "user", "content": "hi"}]},
+                          served_id="m", n_ctx=2048, takes_tools=False).messages
+    assert [m.role for m in only] == ["user"]
+
+
+def test_a_follow_up_with_a_new_billing_line_reads_the_conversation_from_the_kv_cache(claude):
+    """Claude Code's second turn (its billing line's cch changed) is served from the engine's KV cache: all of the
+    first turn's prompt is reused (``cache_read_input_tokens``), where with the line in the prompt only the tokens
+    before its cch could be."""
+    api, name = claude
+    ask = [{"role": "user", "content": "List three prime numbers."}]
+    system = [{"type": "text", "text": billing_header("36ee5")}, {"type": "text", "text": CODER_SYSTEM}]
+    first = api.messages.create(model=name, max_tokens=8, system=system, messages=ask, extra_body={"temperature": 0})
+    counted = api.messages.count_tokens(model=name, system=system, messages=ask).input_tokens
+    assert prompt_of(first.usage) == counted > 100
+    system[0] = {"type": "text", "text": billing_header("0aaa9")}
+    follow = [*ask, {"role": "assistant", "content": first.content[0].text}, {"role": "user", "content": "Two more."}]
+    second = api.messages.create(model=name, max_tokens=8, system=system, messages=follow,
+                                 extra_body={"temperature": 0})
+    assert (second.usage.cache_read_input_tokens or 0) >= counted - 1
+    assert second.usage.input_tokens < prompt_of(second.usage) - counted + 2

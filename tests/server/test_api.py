@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import openai
 import pytest
@@ -109,6 +111,27 @@ def test_completions_streamed_and_not(oai, model_name):
                                          max_tokens=16, stream=True))
     assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
     assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+
+
+def test_chat_and_completions_carry_the_llama_cpp_build_as_system_fingerprint(oai, engine, model_name):
+    """As llama-server: "b<build>-<commit>" on whole responses and on every streamed chunk, the usage chunk too.
+    The commit is the one the engine's own libggml-base reports (asked here in a child, as the engine host does)."""
+    import subprocess
+    import sys
+
+    commit = subprocess.run(
+        [sys.executable, "-c", "import ctypes, llama_cpp.llama_cpp as l; f = l._lib.ggml_commit; "
+                               "f.restype = ctypes.c_char_p; print(f().decode())"],
+        capture_output=True, text=True, check=True).stdout.strip().removesuffix("-dirty")
+    build = engine.loaded.details["build"]
+    assert re.fullmatch(r"b\d+-[0-9a-f]{6,}", build) and build.endswith(f"-{commit}")
+    assert oai.chat.completions.create(model=model_name, messages=HELLO, **GREEDY).system_fingerprint == build
+    chunks = list(oai.chat.completions.create(model=model_name, messages=HELLO, stream=True,
+                                              stream_options={"include_usage": True}, **GREEDY))
+    assert len(chunks) > 2 and {c.system_fingerprint for c in chunks} == {build}
+    assert oai.completions.create(model=model_name, prompt=RAW_PROMPT, max_tokens=4).system_fingerprint == build
+    chunks = list(oai.completions.create(model=model_name, prompt=RAW_PROMPT, max_tokens=4, stream=True))
+    assert chunks and {c.system_fingerprint for c in chunks} == {build}
 
 
 def test_the_model_may_be_left_out(server):

@@ -113,14 +113,14 @@ def test_the_dialogs_have_accessible_names(qtbot, make_window, tmp_path):
     from app.ui.chat_documents import CollectionPicker
     from app.ui.chat_settings import ChatSettingsDialog
     from app.ui.crash import CrashDialog
-    from app.ui.first_run import FirstRunDialog
+    from app.ui.first_run import FirstRunPage
     from app.ui.remote_connections import RemoteModelDialog
 
     window = make_window()
     store = window.chat.store
     dialogs = [ChatSettingsDialog(store, store.create_conversation("A chat"), window),
                CrashDialog(RuntimeError("a bug"), tmp_path / "quantdesk.log", window),
-               FirstRunDialog(QSettings(str(tmp_path / "first.ini"), QSettings.Format.IniFormat), window),
+               FirstRunPage(QSettings(str(tmp_path / "first.ini"), QSettings.Format.IniFormat), window),
                RemoteModelDialog(window), CollectionPicker([("Manuals", "8 files")], [], window)]
     for dialog in dialogs:
         qtbot.addWidget(dialog)

@@ -7,6 +7,7 @@ import sqlite3
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication
 
+from app.chats import export as chat_export
 from app.chats.store import ChatStoreError
 from app.datatypes import LoadSettings
 from tests.ui.engine_double import EngineDouble
@@ -211,7 +212,7 @@ def test_new_rename_search_and_delete_conversations(qtbot, make_window):
 
     # Delete happens at once (no dialog); the bar offers it back, exactly as it was.
     chat.store.update_settings(first, system_prompt="Be brief.", sampling={"temperature": 0.2})
-    before = chat.store.export_json(first)
+    before = chat_export.to_json(chat.store, first)
     qtbot.mouseClick(chat.delete_button, Qt.MouseButton.LeftButton)
     assert [c.title for c in chat.store.conversations()] == ["Rust questions"]
     assert chat.conversation_list.count() == 1 and chat.current.title == "Rust questions"
@@ -219,7 +220,7 @@ def test_new_rename_search_and_delete_conversations(qtbot, make_window):
     assert chat.undo_bar.timer.isActive() and chat.undo_bar.timer.interval() == 10_000
     qtbot.mouseClick(chat.undo_bar.undo_button, Qt.MouseButton.LeftButton)
     assert not chat.undo_bar.isVisible()
-    assert chat.current.id == first and chat.store.export_json(first) == before
+    assert chat.current.id == first and chat_export.to_json(chat.store, first) == before
     assert [b.markdown for b in chat.view.bubbles] == ["pack a wool sweater"]
     assert [chat.conversation_list.item(i).text() for i in range(chat.conversation_list.count())] == [
         "Trip to Iceland", "Rust questions"]

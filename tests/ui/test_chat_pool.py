@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 from app.engine.pool import ModelPool, PoolLimits
 from app.ui.engine_bridge import EngineBridge
 from app.datatypes import LoadSettings
+from tests.ui.held_reply import HeldReply
 
 pytest.importorskip("llama_cpp")
 
@@ -232,19 +233,26 @@ def test_the_server_serves_every_model_loaded_in_chat_and_loads_into_the_chats_p
     assert len(pool.models()) == 3  # the server's queues closed; every model stays loaded in the Chat
 
 
-def test_ejecting_the_model_that_writes_a_reply_stops_the_reply_and_keeps_it(qtbot, pool_window, tiny_models):
+def test_ejecting_the_model_that_writes_a_reply_stops_the_reply_and_keeps_it(qtbot, pool_window, tiny_models,
+                                                                           monkeypatch):
     window = pool_window(PoolLimits(budget_bytes=1 << 40, max_loaded=2))
     chat = window.chat
     load(qtbot, window, tiny_models.gguf_q8_0)
     chat.new_conversation()
     chat.store.update_settings(chat.current.id, sampling={"max_tokens": 1500, "seed": 1})
-    qtbot.keyClicks(chat.composer, "Tell me a long story")
-    qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text() or 0) >= 3, timeout=60_000)
-    eject = next(a for a in chat.model_bar.loaded_button.menu().actions() if a.text().startswith("Eject "))
-    with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
-        with qtbot.waitSignal(window.bridge.model_unloaded, timeout=60_000):
-            eject.trigger()
+    with HeldReply(window.bridge) as held:
+        qtbot.keyClicks(chat.composer, "Tell me a long story")
+        qtbot.keyClick(chat.composer, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text() or 0) >= 1, timeout=60_000)
+        assert psutil.Process(window.bridge.engine_pid).status() == psutil.STATUS_STOPPED  # held mid-reply
+        eject = next(a for a in chat.model_bar.loaded_button.menu().actions() if a.text().startswith("Eject "))
+        # The Eject runs on a thread of its own: the host goes on once the Eject's cancel is in its pipe.
+        client = window.bridge.pool.models()[0].client
+        cancel = client.cancel
+        monkeypatch.setattr(client, "cancel", lambda request_id=None: (cancel(request_id), held.release()))
+        with qtbot.waitSignal(window.bridge.done, timeout=60_000) as stopped:
+            with qtbot.waitSignal(window.bridge.model_unloaded, timeout=60_000):
+                eject.trigger()
     done = stopped.args[0]
     assert done.stats.stop_reason == "cancelled" and done.text
     reply = chat.store.messages(chat.current.id)[-1]

@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.datatypes import LoadSettings
+from tests.ui.held_reply import HeldReply
 
 pytest.importorskip("llama_cpp")
 # A fixed seed and many tokens: the reply runs long enough to stop or kill it part-way.
@@ -36,14 +37,16 @@ def test_real_engine_stream_stop_regenerate_restart(qtbot, real_window, tiny_mod
     load_tiny(qtbot, window, tiny_models)
     chat.new_conversation()
     chat.store.update_settings(chat.current.id, sampling=LONG_REPLY)
-    send(qtbot, window, "Tell me a long story")
-    reply_bubble = chat.view.bubbles[-1]
-    # Progressive: the reply is visible and still being written, with live figures.
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 3, timeout=60_000)
-    assert reply_bubble.body.toPlainText() and reply_bubble.state == "streaming"
-    assert chat.stats.ttft.text().endswith("ms") or chat.stats.ttft.text().endswith(" s")
-    with qtbot.waitSignal(window.bridge.done, timeout=30_000) as done:
-        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    with HeldReply(window.bridge) as held:
+        send(qtbot, window, "Tell me a long story")
+        reply_bubble = chat.view.bubbles[-1]
+        # Progressive: the reply is visible and still being written, with live figures.
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 1, timeout=60_000)
+        assert reply_bubble.body.toPlainText() and reply_bubble.state == "streaming"
+        assert chat.stats.ttft.text().endswith("ms") or chat.stats.ttft.text().endswith(" s")
+        with qtbot.waitSignal(window.bridge.done, timeout=30_000) as done:
+            qtbot.keyClick(window, Qt.Key.Key_Escape)
+            held.release()
     stats = done.args[0].stats
     assert stats.stop_reason == "cancelled"
     first = chat.store.messages(chat.current.id)[-1]
@@ -73,10 +76,11 @@ def test_real_engine_killed_mid_reply(qtbot, real_window, tiny_models):
     load_tiny(qtbot, window, tiny_models)
     chat.new_conversation()
     chat.store.update_settings(chat.current.id, sampling=LONG_REPLY)
-    send(qtbot, window, "Keep talking")
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 3, timeout=60_000)
-    with qtbot.waitSignal(window.bridge.crashed, timeout=30_000) as crashed:
-        os.kill(window.bridge.engine_pid, signal.SIGKILL)
+    with HeldReply(window.bridge):
+        send(qtbot, window, "Keep talking")
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 1, timeout=60_000)
+        with qtbot.waitSignal(window.bridge.crashed, timeout=30_000) as crashed:
+            os.kill(window.bridge.engine_pid, signal.SIGKILL)
     assert "SIGKILL" in str(crashed.args[0])
     assert chat.banner.isVisible() and chat.reload_button.isVisible()
     assert "Your conversation is saved" in chat.banner_text.text()

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.chats.store import ToolCard
+from app.chats import export as chat_export
+from app.chats.messages import ToolCard
 from app.datatypes import LoadSettings
 from app.mcp.config import McpServers
 from app.mcp.loop import DENIED
@@ -168,7 +169,7 @@ def test_a_folder_is_listed_through_server_filesystem_after_approval(qtbot, real
     conversation = chat.current.id
     chat.open_conversation(conversation)
     assert [v.card for v in chat.view.bubble(messages[1].id).tool_cards] == list(cards)
-    assert "**Tool** `list_directory` (files): done" in chat.store.export_markdown(conversation)
+    assert "**Tool** `list_directory` (files): done" in chat_export.to_markdown(chat.store, conversation)
 
 
 def test_a_denial_is_told_to_the_model(qtbot, real_window, tiny_tool_model, folder):
@@ -394,7 +395,7 @@ def test_a_chat_chooses_whose_tools_its_model_sees(qtbot, tmp_path):
 def test_a_server_added_in_settings_after_the_chat_opened_is_offered(qtbot, make_window, folder):
     """The Chat started with no mcp.json (nothing imported, nothing started); a server added in Settings → Tools
     later reaches the next reply of a model that takes tools."""
-    from app.chats.store import Conversation
+    from app.chats.messages import Conversation
     from app.datatypes import Loaded
 
     window = make_window()

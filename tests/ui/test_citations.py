@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 
-from app.chats.store import ChatMessage
+from app.chats.messages import ChatMessage
 from app.datatypes import ContextUse
 from app.ui.chat_view import MessageBubble
 from app.ui.citations import CITE_SCHEME, CitationPanel, cited_number, label, with_citation_links

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtGui import QTextCursor, QTextFormat
 from PySide6.QtWidgets import QApplication
 
-from app.chats.store import ChatMessage
+from app.chats.messages import ChatMessage
 from app.ui.chat_view import MessageBubble
 from app.ui.code_highlight import highlight_code_blocks, style
 from app.ui.theme import ThemeFollower

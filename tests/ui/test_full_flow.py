@@ -13,6 +13,7 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 
+from tests.ui.held_reply import HeldReply
 from tests.ui.test_chat_real_engine import LONG_REPLY, send
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
@@ -55,14 +56,17 @@ def test_search_download_chat_stop_regenerate_restart_and_a_killed_engine(qtbot,
 
     chat.new_conversation()
     chat.store.update_settings(chat.current.id, sampling=LONG_REPLY)
-    send(qtbot, window, "Tell me a long story")
-    reply_bubble = chat.view.bubbles[-1]
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 3, timeout=60_000)
-    assert reply_bubble.body.toPlainText() and reply_bubble.state == "streaming"  # progressive, still writing
-    seen = int(chat.stats.tokens.text())
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) > seen, timeout=30_000)  # the figures keep moving
-    with qtbot.waitSignal(window.bridge.done, timeout=30_000) as done:
-        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    with HeldReply(window.bridge) as held:
+        send(qtbot, window, "Tell me a long story")
+        reply_bubble = chat.view.bubbles[-1]
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 1, timeout=60_000)
+        assert reply_bubble.body.toPlainText() and reply_bubble.state == "streaming"  # progressive, still writing
+        seen = int(chat.stats.tokens.text())
+        held.release(hold_again=True)
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) > seen, timeout=30_000)  # the figures keep moving
+        with qtbot.waitSignal(window.bridge.done, timeout=30_000) as done:
+            qtbot.keyClick(window, Qt.Key.Key_Escape)
+            held.release()
     assert done.args[0].stats.stop_reason == "cancelled"
     assert chat.stats.tokens.text() == str(done.args[0].stats.generated_tokens) and "tok/s" in chat.stats.tps.text()
 
@@ -84,10 +88,11 @@ def test_search_download_chat_stop_regenerate_restart_and_a_killed_engine(qtbot,
     with qtbot.waitSignal(restarted.bridge.loaded, timeout=120_000):
         chat.load_model(model_path, chat.load_settings())
     chat.store.update_settings(conversation_id, sampling=LONG_REPLY)
-    send(qtbot, restarted, "Keep talking")
-    qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 3, timeout=60_000)
-    with qtbot.waitSignal(restarted.bridge.crashed, timeout=30_000):
-        os.kill(restarted.bridge.engine_pid, signal.SIGKILL)
+    with HeldReply(restarted.bridge):
+        send(qtbot, restarted, "Keep talking")
+        qtbot.waitUntil(lambda: int(chat.stats.tokens.text()) >= 1, timeout=60_000)
+        with qtbot.waitSignal(restarted.bridge.crashed, timeout=30_000):
+            os.kill(restarted.bridge.engine_pid, signal.SIGKILL)
     assert chat.banner.isVisible() and "Your conversation is saved" in chat.banner_text.text()
     history = chat.store.messages(conversation_id)
     assert [m.content for m in history[:3]] == ["Tell me a long story", messages[-1].content, "Keep talking"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.chats.store import ChatMessage
+from app.chats.messages import ChatMessage
 from app.ui.chat_view import MessageBubble
 
 SAMPLE = """# Plan

@@ -10,23 +10,14 @@ import signal
 import psutil
 import pytest
 
-from app.hardware.profile import CpuInfo, GpuInfo, HardwareProfile
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
 from app.ui.model_bar import prefill_for, spill_warning
 from app.datatypes import Loaded
+from tests.fixtures.machines import machine, rtx
 from tests.ui.engine_double import EngineDouble
 
 GiB = 1 << 30
-
-
-def machine(ram_available: int = 16 * GiB, gpu: GpuInfo | None = None) -> HardwareProfile:
-    return HardwareProfile(os="linux", arch="x86_64", cpu=CpuInfo("Test CPU", "x86_64", 8, 16, ["avx2"]),
-                           ram_total_bytes=32 * GiB, ram_available_bytes=ram_available, gpus=[gpu] if gpu else [])
-
-
-def rtx(vram: int = 8 * GiB) -> GpuInfo:
-    return GpuInfo(0, "nvidia", "NVIDIA GeForce RTX 4070", vram, vram, bandwidth_gbps=256.0)
 
 
 def open_and_load(qtbot, window, path) -> Loaded:
@@ -259,3 +250,15 @@ def test_the_preset_s_chat_template_reaches_the_load(qtbot, make_window, tiny_mo
     window.chat.set_profile(machine())
     open_and_load(qtbot, window, tiny_models.gguf_q8_0)
     assert engine.loads[-1][1].chat_template == "gemma"
+
+
+def test_a_preset_that_does_not_fit_gives_way_and_the_tooltip_says_why(tiny_models):
+    """The one load planner's rule, as the model bar words it: a preset that cannot fit this machine is set aside
+    where the fit check's own settings fit (before, the bar offered “Load anyway” for it)."""
+    from app.hub import presets
+
+    path = str(tiny_models.gguf_q8_0)
+    presets.update(path, load_values={"n_ctx": 20_000_000, "threads": 2})
+    prefill = prefill_for(path, machine(ram_available=1 * GiB), 1024)
+    assert prefill.fits and (prefill.settings.n_ctx, prefill.settings.threads) == (1024, None)
+    assert prefill.notes[0].startswith("this model's preset (n_ctx 20000000, threads 2) does not fit this machine (")

@@ -89,6 +89,11 @@ def test_the_switch_serves_the_chats_model_from_the_chats_engine_and_off_leaves_
     pid = page.engine_pid
     assert pid is not None and pid == window.bridge.engine_pid  # one host: the model is in memory once
     assert len(psutil.Process().children()) == 1
+    # where it listens is said for `quantdesk launch` (app/server/running.py), with the key wanted but not kept
+    from app.server import running
+
+    assert [(r.url + "/v1", r.api_key_required, r.source) for r in running.running()] == [(url, True, "app")]
+    assert key not in "".join(p.read_text() for p in running.records_dir().iterdir())
 
     auth = {"Authorization": f"Bearer {key}"}
     assert httpx.get(f"{url}/models", timeout=30).status_code == 401  # the key is required
@@ -115,6 +120,7 @@ def test_the_switch_serves_the_chats_model_from_the_chats_engine_and_off_leaves_
 
     switch_off(qtbot, page)
     assert page.url == "" and not page.copy_button.isEnabled() and page.settings_box.isEnabled()
+    assert running.running() == []
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", headers=auth, timeout=5)
     assert psutil.pid_exists(pid) and window.bridge.engine_pid == pid  # the Chat keeps its engine and model

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters
+import json
+
+from backends.chat_format import peg
+from backends.chat_format.builder import (TOOL_ARG_CLOSE, TOOL_ARG_VALUE, TOOL_CLOSE, ChatBuilder, Mapper, build,
+                                          functions, parameters, typed_arguments)
 from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
-from backends.chat_format.peg import Parser
+from backends.chat_format.peg import Node, Parser
 
 DSML = "｜DSML｜"
 THINK_START = "<think>"
@@ -106,13 +110,46 @@ def prepare(template: Template, request: Request) -> Prepared:
     require_tools = request.tool_choice == "required"
     has_tool_calls = has_tools and request.tool_choice != "none"
 
-    def make(p: ChatBuilder) -> Parser:
+    # what the reader also takes (vLLM's and SGLang's DeepSeek parsers; the model's own encoder for V4.1): the DSML
+    # token followed by a space (<｜DSML｜ calls>, <｜DSML｜ invoke …>), any of the three block names, an invoke
+    # closed on itself (<｜DSML｜invoke name="submit"/>), parameters in any order, string="false" values that are
+    # not JSON kept as text, and every value typed by the tool's schema
+    wide_opens = [f"<{DSML}{space}{name}>" for name in ("tool_calls", "function_calls", "calls") for space in ("", " ")]
+
+    def dsml(p: ChatBuilder, name: str, closing: bool = False) -> Parser:
+        return p.literal(("</" if closing else "<") + DSML) + p.optional(p.literal(" ")) + p.literal(name)
+
+    def wide_call(p: ChatBuilder, function: dict[str, Any]) -> Parser:
+        name = function["name"]
+        param_ends = [f"</{DSML}parameter>", f"</{DSML} parameter>"]
+        args = []
+        for param in parameters(function):
+            opened = dsml(p, "parameter") + p.literal(' name="') + p.tool_arg_name(p.literal(param.name)) + '"'
+            value = ((p.literal(' string="false">') + p.tool_arg_value(p.until_one_of(param_ends)))
+                     | (p.optional(p.literal(' string="true"')) + ">"
+                        + p.tool_arg_string_value(p.until_one_of(param_ends))))
+            args.append(p.tool_arg(p.tool_arg_open(opened) + value
+                                   + p.tool_arg_close(dsml(p, "parameter>", closing=True))))
+        body = p.zero_or_more(p.space() + p.choice(args)) if args else p.eps()
+        opened = dsml(p, "invoke") + p.literal(' name="') + p.tool_name(p.literal(name)) + p.literal('"') + p.space()
+        return p.tool(p.tool_open(opened) + (p.tool_close(p.literal("/>"))
+                                             | (p.literal(">") + body + p.space()
+                                                + p.tool_close(dsml(p, "invoke>", closing=True)))))
+
+    def make(p: ChatBuilder, wide: bool = False) -> Parser:
         generation = p.literal(GEN_PROMPT)
         end = p.end()
+        opens = wide_opens if wide else [fc_start]
+        block_start = p.choice([p.literal(o) for o in opens]) if wide else p.literal(fc_start)
+        block_end = (p.choice([dsml(p, f"{n}>", closing=True) for n in ("tool_calls", "function_calls", "calls")])
+                     if wide else p.literal(fc_end))
 
         # the tool call section first: the reasoning may run straight into it
         tool_choice = p.choice()
-        if has_tool_calls:
+        if has_tool_calls and wide:
+            for tool in functions(request.tools):
+                tool_choice = tool_choice | wide_call(p, tool["function"])
+        if has_tool_calls and not wide:
             for tool in functions(request.tools):
                 function = tool["function"]
                 name = function["name"]
@@ -142,11 +179,10 @@ def prepare(template: Template, request: Request) -> Prepared:
                 tool_choice = tool_choice | p.rule(f"tool-{name}", call)
 
         if request.parallel_tool_calls:
-            tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice
-                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + p.literal(fc_end))
+            tool_calls = p.trigger_rule("tool-call", block_start + p.space() + tool_choice
+                                        + p.zero_or_more(p.space() + tool_choice) + p.space() + block_end)
         else:
-            tool_calls = p.trigger_rule("tool-call", p.literal(fc_start) + p.space() + tool_choice + p.space()
-                                        + p.literal(fc_end))
+            tool_calls = p.trigger_rule("tool-call", block_start + p.space() + tool_choice + p.space() + block_end)
 
         reasoning: Parser = p.eps()
         reasoning_with_tc: Parser = p.eps()
@@ -158,7 +194,7 @@ def prepare(template: Template, request: Request) -> Prepared:
         if extract_reasoning and request.enable_thinking:
             reasoning = p.optional(THINK_START + p.reasoning(p.until(THINK_END)) + THINK_END)
             # the model may open the tool calls without closing its thinking
-            reasoning_with_tc = (THINK_START + p.reasoning(p.until_one_of([TC_SEPARATOR + fc_start, fc_start,
+            reasoning_with_tc = (THINK_START + p.reasoning(p.until_one_of([*(TC_SEPARATOR + o for o in opens), *opens,
                                                                             THINK_END]))
                                  + p.space() + obligatory_tool_calls)
             allow_reasoning_with_tc = True
@@ -178,13 +214,36 @@ def prepare(template: Template, request: Request) -> Prepared:
             return generation + reasoning + p.content(p.rest()) + end
 
         content_before_tools = (p.negate(p.literal(THINK_START))
-                                + p.content(p.until_one_of([TC_SEPARATOR + fc_start, fc_start])) + p.space())
+                                + p.content(p.until_one_of([*(TC_SEPARATOR + o for o in opens), *opens])) + p.space())
         if allow_reasoning_with_tc:
             return generation + (reasoning_with_tc | (reasoning + content_before_tools + tool_calls)) + end
         return generation + reasoning + content_before_tools + tool_calls + end
 
+    tools_by_name = {tool["function"]["name"]: tool["function"] for tool in functions(request.tools)}
+
+    class TypedMapper(Mapper):
+        """Values written string="false" that are not JSON kept as text; each call's arguments typed by its schema."""
+
+        raw: tuple[int, str] | None = None  # where the last string="false" value begins in the arguments, as written
+
+        def map(self, node: Node) -> None:
+            current = self._current
+            if node.tag == TOOL_ARG_VALUE and current is not None and current.name:
+                self.raw = (len(current.arguments), node.text)
+            elif node.tag == TOOL_ARG_CLOSE and current is not None and self.raw is not None:
+                at, text = self.raw
+                self.raw = None
+                try:
+                    json.loads(text)
+                except ValueError:  # not JSON after all: the text as written, once the value is whole
+                    current.arguments = current.arguments[:at] + peg.json_text(text)
+            super().map(node)
+            if node.tag == TOOL_CLOSE and current is not None and current.name in tools_by_name:
+                current.arguments = typed_arguments(current.arguments, tools_by_name[current.name])
+
     return Prepared(
-        prompt, gen, build(make), supports_thinking=True, thinking_start_tag=THINK_START,
+        prompt, gen, build(make), reader=build(lambda p: make(p, wide=True)), reader_mapper=TypedMapper,
+        supports_thinking=True, thinking_start_tag=THINK_START,
         thinking_end_tags=(THINK_END, fc_start), grammar=include_grammar,
         grammar_lazy=include_grammar and has_tools and not require_tools,
         grammar_triggers=(("word", fc_start),) if include_grammar else (),

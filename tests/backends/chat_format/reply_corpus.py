@@ -8,6 +8,7 @@ nothing else needs to change for every property to run over it. A reply names it
 
 - ``llama_cpp``: llama.cpp's own chat cases (data/llama_cpp_chat_cases.json, see llama_cpp_cases.py), as recorded;
 - ``generic``: llama.cpp's generic JSON format (families/generic.py) on the bundled ChatML template;
+- ``published``: QuantDesk's own corpus of published replies (published_replies.py, data/reply_corpus/);
 - ``variations``: llama.cpp's replies changed the ways models and engines change them, whatever the format says:
   text before and after the calls, the reply twice, a thinking block closed that was never opened, and the reply
   ended early (the model's end-of-text token in the middle of anything). The properties hold for any text.
@@ -106,7 +107,14 @@ def variations() -> list[Reply]:
     return out
 
 
-SOURCES: list[Callable[[], list[Reply]]] = [llama_cpp, generic, variations]
+def published() -> list[Reply]:
+    from tests.backends.chat_format import published_replies
+
+    replies: list[Reply] = published_replies.replies()
+    return replies
+
+
+SOURCES: list[Callable[[], list[Reply]]] = [llama_cpp, generic, variations, published]
 
 
 @cache

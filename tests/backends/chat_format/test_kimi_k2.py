@@ -69,3 +69,36 @@ def test_one_call_only_without_parallel_calls(llama_cpp_templates):
     call = "<|tool_call_begin|>functions.get_time:{}<|tool_call_argument_begin|>{{\"city\": \"X\"}}<|tool_call_end|>"
     with pytest.raises(ValueError):
         prep.parse("<|tool_calls_section_begin|>" + call.format(0) + call.format(1) + "<|tool_calls_section_end|>")
+
+
+def test_thinking_closed_without_being_opened_is_held_back_then_read_as_reasoning(llama_cpp_templates):
+    """Kimi K2 Thinking may write its thinking and ``</think>`` without ``<think>`` (the template leaves the block
+    for the model to open): until the ``</think>`` (or a call, or the end) comes, the text cannot be placed, so the
+    stream holds it back rather than send it as content and take it back."""
+    from backends.chat_format.reply import ReplyReader
+
+    prep = prepared(llama_cpp_templates, "Kimi-K2-Thinking.jinja", [USER], tools=[GET_TIME])
+    reply = ("The user wants the time.</think>Checking. <|tool_calls_section_begin|><|tool_call_begin|>get_time:0 "
+             "<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>")
+    reader = ReplyReader(prep)
+    sent = []
+    for i in range(0, len(reply), 3):
+        reader.feed(reply[i:i + 3])
+        sent.extend(reader.deltas())
+        if i + 3 < reply.index("</think>"):
+            assert not sent
+    sent.extend(reader.deltas(final=True))
+    assert "".join(d.reasoning for d in sent) == "The user wants the time."
+    content, reasoning, calls = reader.finish()
+    assert (content, reasoning) == ("Checking. ", "The user wants the time.")
+    assert [(c.name, json.loads(c.arguments), c.id) for c in calls] == [("get_time", {"city": "Oslo"}, "get_time:0")]
+    # an answer without thinking is content once whole
+    plain = ReplyReader(prep)
+    plain.feed("It is noon in Oslo.")
+    assert plain.finish()[:2] == ("It is noon in Oslo.", "")
+
+
+def test_the_instruct_model_keeps_a_stray_close_tag_as_content(llama_cpp_templates):
+    """Kimi K2 Instruct's template is not a thinking model's: its text is content even with a ``</think>`` in it."""
+    prep = prepared(llama_cpp_templates, "Kimi-K2-Instruct.jinja", [USER])
+    assert prep.parse("Fine.</think>Sure.").content == "Fine.</think>Sure."

@@ -47,7 +47,7 @@ def test_chat_completion(model, system_prompt, user_prompt, max_tokens, n_predic
     })
     assert res.status_code == 200
     assert "cmpl" in res.body["id"]  # make sure the completion id has the expected format
-    # (upstream: system_fingerprint is llama.cpp's build, "b1234"; QuantDesk sends none, as OpenAI may omit it)
+    assert res.body["system_fingerprint"].startswith("b")
     assert res.body["usage"]["prompt_tokens"] > 5
     assert res.body["usage"]["completion_tokens"] == n_predicted
     choice = res.body["choices"][0]
@@ -120,6 +120,7 @@ def test_chat_completion_stream(system_prompt, user_prompt, max_tokens, n_predic
             if last_cmpl_id is None:
                 last_cmpl_id = data["id"]
             assert last_cmpl_id == data["id"]  # make sure the completion id is the same for all events in the stream
+            assert data["system_fingerprint"].startswith("b")  # (QuantDesk: on every chunk, as OpenAI's)
             if choice["finish_reason"] in ["stop", "length"]:
                 assert "content" not in choice["delta"]
                 assert choice["finish_reason"] == finish_reason
@@ -147,6 +148,7 @@ def test_chat_completion_with_openai_library():
         seed=42,
         temperature=0.8,
     )
+    assert res.system_fingerprint is not None and res.system_fingerprint.startswith("b")
     assert res.choices[0].finish_reason == "length"
     assert res.choices[0].message.content is not None
     assert res.usage.completion_tokens == 8
