@@ -108,9 +108,9 @@ class Prepared:
             return ParsedReply(content=reply)
         return builder.parse(self.parser, self.generation_prompt + reply, partial, self.mapper or builder.Mapper)
 
-    def read(self, reply: str, partial: bool = False) -> tuple[ParsedReply | None, int]:
-        """The reply (or the reply so far) read, and -1; or None and where it stops matching the model's format
-        (counted in the reply: 0 where it never does)."""
+    def read(self, reply: str, partial: bool = False, cut: bool = False) -> tuple[ParsedReply | None, int]:
+        """The reply (or the reply so far, ``partial``; a finished reply the model did not end, ``cut``) read, and
+        -1; or None and where it stops matching the model's format (counted in the reply: 0 where it never does)."""
         from backends.chat_format import builder
 
         if self.reader is not None:

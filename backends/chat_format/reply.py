@@ -80,7 +80,7 @@ class ReplyReader:
         Text past where the reply stops matching the model's format (llama.cpp refuses such a reply) is content,
         after what was read up to there: nothing the model wrote is lost, and a stream that handed out that much is
         never contradicted."""
-        read, failed_at = self.prepared.read(self.text, partial=not final)
+        read, failed_at = self.prepared.read(self.text, partial=not final, cut=final and not whole)
         if read is not None:
             return _settled(read, whole)
         if failed_at <= 0:

@@ -154,8 +154,9 @@ class GenericPrepared(Prepared):
         return ParsedReply(content=reply)
 
 
-    def read(self, reply: str, partial: bool = False) -> tuple[ParsedReply | None, int]:
-        return self.parse(reply, partial), -1  # a reply that is no JSON object is content
+    def read(self, reply: str, partial: bool = False, cut: bool = False) -> tuple[ParsedReply | None, int]:
+        # a reply that is no JSON object is content; one cut short is the response written so far, as it streamed
+        return self.parse(reply, partial or cut), -1
 
 
 def _partial_response(text: str) -> str:

@@ -25,8 +25,12 @@ def call_spans(prepared: formats.Prepared, text: str, calls: int) -> list[tuple[
     is the whole reply, whose calls are read once it is whole JSON)."""
     if prepared.format == "generic":
         return [(0, len(text))] * calls
-    assert prepared.parser is not None
-    result, _ = prepared.parser.parse(prepared.generation_prompt + text)
+    grammar = prepared.reader or prepared.parser  # what reads the reply (a family's wider reader, else its parser)
+    assert grammar is not None
+    result, _ = grammar.parse(prepared.generation_prompt + text, final=True)
+    if result.fail:  # read up to where it stops matching the format (the rest is content)
+        result, _ = grammar.parse(prepared.generation_prompt + text[:max(result.end - len(prepared.generation_prompt),
+                                                                          0)])
     offset = len(prepared.generation_prompt)
     return [(node.start - offset, node.end - offset) for node in peg.walk(result.nodes) if node.tag == builder.TOOL]
 
