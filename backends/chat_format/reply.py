@@ -102,10 +102,10 @@ class ReplyReader:
 
 
 def _extends(after: ParsedReply, before: ParsedReply) -> bool:
-    """Whether ``after`` only adds to ``before``: its thinking, its answer and the arguments of before's last call
-    go on from where they were, and before's calls are there with their names and ids."""
-    if not (after.content.startswith(before.content) and after.reasoning.startswith(before.reasoning)
-            and len(after.tool_calls) >= len(before.tool_calls)):
+    """Whether ``after`` only adds to ``before``: its thinking and its answer no shorter (``diffs`` checks that they
+    go on from where they were), and before's calls there with their names, ids and arguments so far."""
+    if (len(after.content) < len(before.content) or len(after.reasoning) < len(before.reasoning)
+            or len(after.tool_calls) < len(before.tool_calls)):
         return False
     return all(new.name == old.name and new.id == old.id and new.arguments.startswith(old.arguments)
                for old, new in zip(before.tool_calls, after.tool_calls, strict=False))
