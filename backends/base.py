@@ -532,7 +532,10 @@ class Backend(abc.ABC):
         if chunk or chunk_reasoning or chunk_tokens or chunk_logprobs:
             yield event((t_chunk - t_start) * 1000, chunk_tokens)
         if reader is not None:
-            last = _token_from(request_id, reader.deltas(final=True), (t_chunk - t_start) * 1000, 0)
+            # a reply the model did not end (max_tokens, a stop word of the request, a cancel): a call it was writing
+            # is no call (the format's own stops end a turn as its end-of-text token does)
+            cut = stop_reason != "eos" and not (stop_reason == "stop" and stops.matched in extra_stops)
+            last = _token_from(request_id, reader.deltas(final=True, cut=cut), (t_chunk - t_start) * 1000, 0)
             if last.text or last.reasoning or last.tool_calls:
                 yield last
             content, reasoning, calls = reader.finish()

@@ -340,7 +340,7 @@ def _func_parser(p: ChatBuilder, tools: ToolsAnalysis, name: str, call_id_sectio
         func = func + p.tool_close(close_peek)
     else:
         func = func + p.tool_close(p.space())  # the mapper closes the call
-    return func if matched_atomic else p.atomic(func)
+    return p.tool(func if matched_atomic else p.atomic(func))  # the call's extent: read to its end or not
 
 
 def _call_id_section(p: ChatBuilder, tools: ToolsAnalysis, optional_suffix: bool) -> tuple[Parser, bool]:

@@ -42,6 +42,9 @@ class ParsedCall:
     name: str = ""
     arguments: str = ""  # JSON text, possibly cut short while the reply streams
     id: str = ""
+    # whether the call's syntax was read to its end (its closing markup, or its arguments' last brace): later text
+    # cannot change it. A call still being written, or cut there, is not complete; not part of a call's value.
+    complete: bool = field(default=True, compare=False, repr=False)
 
 
 @dataclass
@@ -668,11 +671,14 @@ class Mapper:
         self._arg_count = 0
         self._quote_pending = False
         self._args_buffer = ""
+        self._tool_partial = True  # whether the call being read is cut short (its TOOL node, seen before its parts)
+        self.text_end = -1  # the length of the text read: a call's closing that matched nothing there is not seen
 
     def from_nodes(self, nodes: Sequence[Node]) -> ParsedReply:
         for node in peg.walk(nodes):
             self.map(node)
         if self._pending is not None and self._pending.name:  # a call cut short, its name known
+            self._pending.complete = False
             if self._args_buffer:
                 self._pending.arguments = self._args_buffer
             if self._quote_pending and self._pending.arguments:
@@ -711,8 +717,11 @@ class Mapper:
             self.result.reasoning += node.text
         elif tag == CONTENT:
             self.result.content += node.text
+        elif tag == TOOL:
+            self._tool_partial = node.partial
         elif tag == TOOL_OPEN:
-            self._pending = ParsedCall()
+            self._pending = ParsedCall(complete=not self._tool_partial)
+            self._tool_partial = True  # a parser that marks no TOOL around its next call: not known complete
             self._current = self._pending
             self._arg_count = 0
             self._args_buffer = ""
@@ -761,6 +770,8 @@ class Mapper:
                 self._quote_pending = False
         elif tag == TOOL_CLOSE and self._current is not None:
             current = self._current
+            if node.end >= self.text_end >= 0 and not node.text.strip(WHITESPACE):
+                current.complete = False  # an optional end marker not written yet: more of the call may come
             if not current.name and self._args_buffer:
                 current.arguments = self._args_buffer
                 self._args_buffer = ""
@@ -794,6 +805,7 @@ class TreeMapper(Mapper):
         elif node.tag == TOOL:
             call = self.call_of(node)
             if call is not None:
+                call.complete = not node.partial
                 self.result.tool_calls.append(call)
         else:
             for child in node.children:
@@ -811,12 +823,24 @@ def parse(grammar: peg.Grammar_, text: str, partial: bool,
           mapper: Callable[[], Mapper] = Mapper) -> ParsedReply:
     """``text`` (the generation prompt, then the reply so far) read by ``grammar``. A whole reply that does not
     match raises ``ValueError``; a partial one gives what was read."""
-    result, _ctx = grammar.parse(text, final=not partial)
-    if result.fail:
-        if partial and result.end > 0:
-            return mapper().from_nodes(result.nodes)
+    reply, failed_at = read(grammar, text, mapper, final=not partial)
+    if reply is None:
+        if partial and failed_at > 0:
+            return ParsedReply()  # a failed parse keeps no syntax tree
         raise ValueError("the reply does not match the model's format")
-    return mapper().from_nodes(result.nodes)
+    return reply
+
+
+def read(grammar: peg.Grammar_, text: str, mapper: Callable[[], Mapper] = Mapper,
+         final: bool = False) -> tuple[ParsedReply | None, int]:
+    """``text`` read by ``grammar`` (``final``: the whole reply, nothing more will come): the message and -1, or
+    None and where the parse failed (no text that follows makes it match)."""
+    result, _ctx = grammar.parse(text, final=final)
+    if result.fail:
+        return None, result.end
+    reader = mapper()
+    reader.text_end = len(text)
+    return reader.from_nodes(result.nodes), -1
 
 
 def args_as_json(arguments: str) -> Any:

@@ -108,6 +108,20 @@ class Prepared:
             return ParsedReply(content=reply)
         return builder.parse(self.parser, self.generation_prompt + reply, partial, self.mapper or builder.Mapper)
 
+    def read(self, reply: str, partial: bool = False, cut: bool = False) -> tuple[ParsedReply | None, int]:
+        """The reply (or the reply so far, ``partial``; a finished reply the model did not end, ``cut``) read, and
+        -1; or None and where it stops matching the model's format (counted in the reply: 0 where it never does)."""
+        from backends.chat_format import builder
+
+        if self.reader is not None:
+            grammar, mapper = self.reader, self.reader_mapper or self.mapper or builder.Mapper
+        elif self.parser is not None:
+            grammar, mapper = self.parser, self.mapper or builder.Mapper
+        else:
+            return ParsedReply(content=reply), -1
+        read, failed_at = builder.read(grammar, self.generation_prompt + reply, mapper, final=not partial)
+        return read, failed_at if read is not None else max(failed_at - len(self.generation_prompt), 0)
+
 
 # --- rendering, as llama.cpp's common_chat_template_direct_apply_impl does it
 

@@ -107,6 +107,26 @@ def test_chat_with_tools_forced_to_call_a_filesystem_tool_after_approval(tiny_to
     assert Approvals().always() == []
 
 
+def test_chat_with_tools_runs_no_call_that_max_tokens_cut(tiny_tool_model, files_server):
+    """A forced write_file cut by --max-tokens inside its arguments (this seed's random model takes some 45 tokens of
+    the grammar's whitespace to name the tool, 90 are inside the path): no call, so nothing is asked or run and no
+    file is written; the reply says it was cut (before, the half-written call was asked for and run)."""
+
+    def chat(max_tokens: int) -> dict:
+        result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice", "files__write_file",
+                           "--prompt", "Write my notes to notes.md.", "--max-tokens", str(max_tokens), "--seed", "3",
+                           "--max-tool-steps", "1", "--json", stdin="a\n" * 10)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "allow files/write_file?" not in result.stderr
+        return json.loads(result.stdout)
+
+    for max_tokens in (12, 90):
+        out = chat(max_tokens)
+        assert out["stop_reason"] == "length" and not out["tool_runs"] and "tool_calls" not in out
+        assert "<tool_call>" not in out["text"] and not out["text"].strip()
+        assert list(files_server.iterdir()) == []
+
+
 def test_chat_with_tools_in_the_terminal_shows_the_call_and_a_denial(tiny_tool_model, files_server):
     result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice",
                        "files__list_allowed_directories", "--prompt", "Which folders?", "--max-tokens", "400",

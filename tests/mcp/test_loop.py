@@ -96,6 +96,38 @@ def test_a_denied_call_is_never_run_and_the_model_is_told(engine, tmp_path):
     assert not target.exists()
 
 
+def test_a_write_cut_by_max_tokens_is_no_call_so_half_a_file_is_never_written(engine, tmp_path):
+    """The issue's case: an agent's write_file cut by max_tokens in the middle of its content. The engine's reply
+    holds no call, so the loop (the Chat's and quantdesk chat --tools') runs nothing; one token more and the call is
+    whole, and the whole file is written."""
+    target = tmp_path / "notes.md"
+    text = "line one\nline two\n" * 4
+    with ToolBox() as box:
+        box.connect(mcp_servers.filesystem(tmp_path))
+        loop = ToolLoop(box, ["files"], allow_all=True)
+        tool = narrowed(loop, "files__write_file", {"path": str(target), "content": text})
+
+        def reply(max_tokens: int) -> Done:
+            return _generate(engine, [Message("user", "Write the notes.")],
+                             SamplingSettings(seed=1, max_tokens=max_tokens, tools=(tool,), tool_choice="required"))
+
+        # the least max_tokens whose reply holds the call (the same seed: the same reply, cut shorter)
+        low, high = 1, CALL_TOKENS
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if reply(middle).tool_calls else (middle + 1, high)
+        assert low > 20  # the content alone takes more tokens than that
+        for cut in (low // 2, low - 1):
+            done = reply(cut)
+            assert done.stats.stop_reason == "length" and done.tool_calls == () and not done.text.strip(), done
+            step = loop.step(done)
+            assert step.runs == () and not target.exists()
+        done = reply(low)
+        assert done.stats.stop_reason == "length" and [c.name for c in done.tool_calls] == ["files__write_file"]
+        step = loop.step(done)
+        assert [r.outcome.kind for r in step.runs] == ["ok"] and target.read_text() == text
+
+
 def test_always_allow_is_remembered_and_the_next_call_is_not_asked(engine, tmp_path):
     asked = []
     with ToolBox() as box:

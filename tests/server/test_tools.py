@@ -66,8 +66,8 @@ def test_a_forced_call_comes_back_as_tool_calls(tool_api):
 
 @pytest.mark.parametrize("choice", ["required", FORCE_WEATHER])
 def test_a_forced_call_streams_as_tool_call_deltas(tool_api, choice):
-    """As OpenAI and llama-server stream calls: a call's first delta has its index, id, type, name and the
-    arguments so far; the later ones only the index and more arguments, which add up to the call's JSON."""
+    """A call goes out whole, once its syntax is read to its end: one delta with its index, id, type, name and all
+    its arguments (a stream never shows a call the whole reply lacks, e.g. one that max_tokens then cuts)."""
     api, name = tool_api
     request = {"model": name, "messages": ASK, "tools": TOOLS, "tool_choice": choice, "seed": 1,
                "max_tokens": CALL_TOKENS}
@@ -79,15 +79,9 @@ def test_a_forced_call_streams_as_tool_call_deltas(tool_api, choice):
     indices = [p.index for p in pieces]
     assert indices == sorted(indices) and set(indices) == set(range(len(whole)))  # one call after the other
     for index, call in enumerate(whole):
-        first, *rest = [p for p in pieces if p.index == index]
-        assert first.id.startswith("call_") and first.type == "function" and first.function.name == call.function.name
-        assert first.function.arguments is not None
-        assert rest and all(p.id is None and p.type is None and p.function.name is None and p.function.arguments
-                            for p in rest)
-        if call.function.name == "get_weather":
-            assert len(rest) > 3  # a city takes a few tokens
-        # the same seed: the same calls, piece by piece
-        assert "".join(p.function.arguments for p in [first, *rest]) == call.function.arguments
+        delta, = [p for p in pieces if p.index == index]
+        assert delta.id.startswith("call_") and delta.type == "function" and delta.function.name == call.function.name
+        assert delta.function.arguments == call.function.arguments  # the same seed: the same calls
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["tool_calls"]
 
 
@@ -105,6 +99,85 @@ def test_a_named_call_streams_through_the_openai_stream_helper(tool_api):
         == [(True, c.function.name, c.function.arguments) for c in whole]
     for call in choice.message.tool_calls:
         jsonschema.validate(json.loads(call.function.arguments), WEATHER_ARGS)
+
+
+def _first_whole_call(has_call, limit: int = CALL_TOKENS) -> int:
+    """The least max_tokens whose reply holds a call (a greedy reply is the same reply cut shorter: whether it holds
+    one only grows with max_tokens)."""
+    low, high = 1, limit
+    assert has_call(high)
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if has_call(middle) else (middle + 1, high)
+    return low
+
+
+def test_a_call_cut_by_max_tokens_is_no_call_in_any_api_streamed_or_not(tool_api):
+    """The issue's case on the real engine through the server: a forced call cut by max_tokens anywhere before its
+    JSON closes (the grammar holds the tiny model to the call from its first token) comes back as no call, whole or
+    streamed, from chat completions, Anthropic's Messages and Responses: finish_reason "length", no tool_calls,
+    no tool_use block, no function_call item, and no markup as the answer; so does one cut by a stop word. One
+    token more and the call is whole."""
+    api, name = tool_api
+    ask = {"model": name, "messages": ASK, "tools": TOOLS, "tool_choice": FORCE_WEATHER, "temperature": 0}
+
+    def chat(max_tokens: int, **extra):
+        return api.chat.completions.create(**ask, max_tokens=max_tokens, **extra)
+
+    whole = chat(CALL_TOKENS).choices[0].message.tool_calls
+    first = _first_whole_call(lambda k: bool(chat(k).choices[0].message.tool_calls))
+    assert first > 8, "the call takes more than a few tokens"
+    for k in sorted({1, 2, first // 3, first // 2, first - 2, first - 1}):
+        choice = chat(k).choices[0]
+        assert choice.finish_reason == "length" and not choice.message.tool_calls, (k, choice.message)
+        assert not choice.message.content, (k, choice.message.content)  # the call's text is not the answer
+        chunks = list(chat(k, stream=True))
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        assert not [d for d in deltas if d.tool_calls] and not "".join(d.content or "" for d in deltas), k
+        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    # a stop word inside the call's JSON cuts it as well: finish_reason "stop", no call, no markup
+    for stream in (False, True):
+        if stream:
+            chunks = list(chat(CALL_TOKENS, stop=['"city"'], stream=True))
+            assert not [c for c in chunks if c.choices and (c.choices[0].delta.tool_calls or c.choices[0].delta.content)]
+            assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+        else:
+            choice = chat(CALL_TOKENS, stop=['"city"']).choices[0]
+            assert choice.finish_reason == "stop" and not choice.message.tool_calls and not choice.message.content
+    # one token more: the call, whole, the same as the reply that was not cut; streamed as one delta
+    done = chat(first).choices[0]
+    assert [(c.function.name, c.function.arguments) for c in done.message.tool_calls] == \
+        [(whole[0].function.name, whole[0].function.arguments)]
+    streamed = [tc for c in chat(first, stream=True) if c.choices for tc in c.choices[0].delta.tool_calls or ()]
+    assert [(d.function.name, d.function.arguments) for d in streamed] == \
+        [(whole[0].function.name, whole[0].function.arguments)]
+
+    import anthropic
+
+    cut = first - 1
+    with anthropic.Anthropic(base_url=str(api.base_url).removesuffix("/v1/"), api_key="unused", max_retries=0,
+                             timeout=120) as claude:
+        request = {"model": name, "max_tokens": cut, "messages": ASK, "extra_body": {"temperature": 0},
+                   "tools": [{"name": t["function"]["name"], "description": t["function"]["description"],
+                              "input_schema": t["function"]["parameters"]} for t in TOOLS],
+                   "tool_choice": {"type": "tool", "name": "get_weather"}}
+        message = claude.messages.create(**request)
+        assert message.stop_reason == "max_tokens" and all(b.type == "text" and not b.text for b in message.content)
+        with claude.messages.stream(**request) as stream:
+            starts = [e.content_block.type for e in stream if e.type == "content_block_start"]
+            final = stream.get_final_message()
+        assert "tool_use" not in starts and final.stop_reason == "max_tokens"
+        assert all(b.type == "text" and not b.text for b in final.content)
+    request = {"model": name, "input": ASK, "max_output_tokens": cut, "temperature": 0,
+               "tools": [{"type": "function", **t["function"]} for t in TOOLS],
+               "tool_choice": {"type": "function", "name": "get_weather"}}
+    response = api.responses.create(**request)
+    assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
+    assert not [item for item in response.output if item.type == "function_call"] and not response.output_text
+    events = list(api.responses.create(**request, stream=True))
+    assert events[-1].type == "response.incomplete" and events[-1].response.status == "incomplete"
+    assert not [e for e in events if "function_call" in e.type or "function_call" in str(getattr(e, "item", ""))]
+    assert not [item for item in events[-1].response.output if item.type == "function_call"]
 
 
 def test_tool_choice_none_gives_no_call(tool_api):

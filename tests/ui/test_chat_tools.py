@@ -200,6 +200,33 @@ def test_a_denial_is_told_to_the_model(qtbot, real_window, tiny_tool_model, fold
     assert card.status.text() == "You denied this call; the model was told."
 
 
+def test_a_write_cut_by_max_tokens_is_no_call_so_nothing_is_asked_or_written(qtbot, real_window, tiny_tool_model,
+                                                                            tmp_path):
+    """The issue's case in the Chat: a forced write_file cut by max_tokens inside its arguments (this seed's random
+    model has named the tool by 50 tokens, the call's JSON is far from closed; the engine once handed out the call
+    with its arguments cut to "{", and the Chat asked to run it). The reply is no call: no approval card, no tool
+    step, no file, no markup as the answer."""
+    window = real_window()
+    window.show_page("Chat")
+    chat = window.chat
+    mcp_servers.require()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    load(qtbot, window, tiny_tool_model)
+    start_chat(qtbot, window, mcp_servers.filesystem(shared),
+               sampling={"tool_choice": "required", "max_tokens": 50, "seed": 1})
+    force(chat, "write_file", path=str(shared / "notes.md"), content="line one\nline two\n" * 4)
+    steps = chat._tool_steps
+    with qtbot.waitSignal(window.bridge.done, timeout=300_000) as done:
+        send(qtbot, chat, "Save my notes")
+    qtbot.waitUntil(lambda: not chat.reply.streaming, timeout=30_000)
+    assert done.args[0].stats.stop_reason == "length" and done.args[0].tool_calls == ()
+    assert chat._tool_steps == steps and not [v for b in chat.view.bubbles for v in b.tool_cards]
+    messages = chat.store.messages(chat.current.id)
+    assert [m.role for m in messages] == ["user", "assistant"] and not messages[1].tools
+    assert not messages[1].content.strip() and list(shared.iterdir()) == []
+
+
 def test_stop_during_a_long_tool_call_ends_within_a_second(qtbot, real_window, tiny_tool_model):
     window = real_window()
     window.show_page("Chat")

@@ -154,6 +154,11 @@ class GenericPrepared(Prepared):
         return ParsedReply(content=reply)
 
 
+    def read(self, reply: str, partial: bool = False, cut: bool = False) -> tuple[ParsedReply | None, int]:
+        # a reply that is no JSON object is content; one cut short is the response written so far, as it streamed
+        return self.parse(reply, partial or cut), -1
+
+
 def _partial_response(text: str) -> str:
     """The part of a ``{"response": "...`` string written so far (its escapes decoded, a cut one left out)."""
     head = text.replace(" ", "").replace("\n", "")

@@ -31,7 +31,7 @@ def prepare(template: Template, request: Request) -> Prepared:
                 tool_args = p.json_member("arguments", p.tool_args(
                     p.schema(p.json(), f"tool-{name}-schema", tool_parameters(function))))
                 tool_open = p.tool_open(p.literal("{") << tool_name)
-                tool_choice = tool_choice | p.rule(f"tool-{name}", tool_open << "," << tool_args << "}")
+                tool_choice = tool_choice | p.rule(f"tool-{name}", p.tool(tool_open << "," << tool_args << "}"))
             # one call at most: the format has no parallel calls
             min_calls = 1 if request.tool_choice == "required" else 0
             tool_call = p.rule("tool-call", p.literal(TOOL_CALL_START) + tool_choice)

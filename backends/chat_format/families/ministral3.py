@@ -65,8 +65,9 @@ def prepare(template: Template, request: Request) -> Prepared:
                 function = tool["function"]
                 name = function["name"]
                 schema = tool_parameters(function)
-                choices = choices | p.rule(f"tool-{name}", p.tool_open(p.tool_name(p.literal(name)) + "[ARGS]")
-                                           + p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema)))
+                choices = choices | p.rule(f"tool-{name}", p.tool(
+                    p.tool_open(p.tool_name(p.literal(name)) + "[ARGS]")
+                    + p.tool_args(p.schema(p.json(), f"tool-{name}-schema", schema))))
             min_calls = 1 if request.tool_choice == "required" else 0
             max_calls = -1 if request.parallel_tool_calls else 1
             tool_calls = p.trigger_rule("tool-call", p.repeat("[TOOL_CALLS]" + choices, min_calls, max_calls))
