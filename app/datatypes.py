@@ -39,6 +39,9 @@ MAX_DRAFT_TOKENS = 64
 DEFAULT_DRAFT_P_MIN = 0.75
 
 
+MAX_PARALLEL = 64  # sequences decoded together at most (llama.cpp allows 256; a CPU gains little past 8)
+
+
 @dataclass
 class LoadSettings:
     n_ctx: int = 4096
@@ -68,8 +71,13 @@ class LoadSettings:
     # (backends/chat_format/bundled.py: gemma, llama3, qwen2, qwen3, phi3, mistral, chatml) or a template file (a
     # .jinja, or a tokenizer_config.json); "" for the model's own, else its base model's, else its family's.
     chat_template: str = ""
+    # How many replies the engine decodes together (llama.cpp: each in its own sequence of one unified KV cache, every
+    # one up to the whole context; together they share what the cache holds); 1 answers one request at a time.
+    parallel: int = 1
 
     def validate(self) -> None:
+        if not 1 <= self.parallel <= MAX_PARALLEL:
+            raise ValueError(f"parallel sequences must be between 1 and {MAX_PARALLEL}, not {self.parallel}")
         if self.n_ctx < 16:
             raise ValueError(f"context length must be at least 16 tokens, not {self.n_ctx}")
         if self.cpu_moe < -1:

@@ -389,6 +389,19 @@ class Backend(abc.ABC):
         grammar tokenizer marks them so (backends/json_schema.py)."""
         return {}
 
+    # The engine host runs this backend's generations on a thread of their own, not its main thread (MLX stays there)
+    generates_on_a_thread: ClassVar[bool] = False
+
+    @property
+    def parallel(self) -> int:
+        """How many ``generate`` calls may run at once, each on a thread of its own, their tokens decoded together
+        (continuous batching: llama.cpp); 1 where the engine answers one request at a time."""
+        return 1
+
+    def use_sequence_of(self, request_id: str) -> None:
+        """Where several replies run at once: the next ``save_state`` saves what ``request_id``'s reply left in the
+        cache (its sequence), not another's."""
+
     def force(self, text: str) -> None:
         """Make the model write ``text`` next, token by token, whatever it would have sampled (a thinking budget that
         ran out closes the thinking block). Engines that can, override it; the rest let the model go on."""

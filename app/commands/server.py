@@ -17,7 +17,7 @@ from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_argu
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
-from app.datatypes import OVERFLOW_POLICIES, LoadSettings
+from app.datatypes import MAX_PARALLEL, OVERFLOW_POLICIES, LoadSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,6 +33,21 @@ DEFAULT_IDLE_TTL_S = 600.0
 STREAM_EVERY_S = 0.040
 API_KEY_ENV = "QUANTDESK_API_KEY"
 DEFAULT_SERVER = "http://127.0.0.1:8080"
+# Requests decoded together by default: llama-server's (its -np auto), and what a 2-core CPU gains most of (issue 38:
+# 4 sequences give 1.7-1.8x one's tokens a second, 8 give 1.9x). Not limited by memory: the unified KV cache is the
+# context's size whatever their number (only a sliding-window model's window cache grows with it).
+DEFAULT_PARALLEL = 4
+
+
+def parallel_words(details: dict[str, Any], n_ctx: int, *, chosen: bool) -> str:
+    """The sentence serve says on start about how many requests its model answers at once."""
+    parallel = int(details.get("parallel", 1))
+    if parallel > 1:
+        return (f"{parallel} requests decode together" + ("" if chosen else " (the default; --parallel N)")
+                + f", each may use the whole context of {n_ctx} tokens and together they share it; more wait in "
+                  "the queue")
+    why = details.get("parallel_note") or "this engine answers one request at a time"
+    return f"{why}; more wait in the queue"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,6 +112,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "them)")
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="requests a llama.cpp model decodes together, each in its own sequence of one unified KV "
+                        f"cache where each may use the whole context (default {DEFAULT_PARALLEL}: the cache does not "
+                        "grow with N; 1 with a draft or a vision projector); more wait in the queue (--max-queue)")
     add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 
@@ -130,10 +149,13 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--max-loaded must be at least 1, not {args.max_loaded}", kind="settings")
     if args.idle_ttl <= 0:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
+    if args.parallel is not None and not 1 <= args.parallel <= MAX_PARALLEL:
+        raise EngineError(f"--parallel must be from 1 to {MAX_PARALLEL}, not {args.parallel}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
     settings = LoadSettings(n_ctx=context_length(args.ctx), threads=args.threads, cpu_moe=args.cpu_moe,
                             draft=draft_setting(args), draft_tokens=args.draft_tokens, draft_p_min=args.draft_p_min,
+                            parallel=args.parallel if args.parallel is not None else DEFAULT_PARALLEL,
                             **({} if args.gpu_layers is None else {"gpu_layers": args.gpu_layers}))
     try:
         settings.validate()
@@ -159,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                   + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
                   + (f"draft {Path(draft['model']).name}, {draft['draft_tokens']} tokens a check · " if draft else "")
                   + f"model id {openai.model_id!r}", file=sys.stderr)
+            print(parallel_words(loaded.details, loaded.n_ctx, chosen=args.parallel is not None), file=sys.stderr)
             pool = openai.pool
             if pool.settings.load_on_demand:
                 print(f"library models load on request ({pool.models.budget_words()}; idle ones unload after "
@@ -252,7 +275,10 @@ def ps(args: argparse.Namespace) -> int:
         meta = card["meta"]
         size = meta.get("memory_estimate_bytes")
         print(f"{card['id']}\t{meta.get('backend', '')}\tcontext {meta.get('n_ctx')}"
-              + (f"\t{size / (1 << 30):.2f} GiB" if size else "") + ("\tprimary" if meta.get("primary") else ""))
+              + (f"\t{size / (1 << 30):.2f} GiB" if size else "")
+              + (f"\t{meta['busy_sequences']}/{meta['parallel']} busy, {meta['queued']} queued"
+                 if "parallel" in meta else "")
+              + ("\tprimary" if meta.get("primary") else ""))
     if not cards:
         print("no model is loaded", file=sys.stderr)
     return 0

@@ -2,9 +2,10 @@
 
 The client is blocking and may be shared by threads: the app makes one and hands it to the chat and to
 the local server, so one model sits in memory once. Each request (load, generate, score, unload) goes to
-the host as it is made, and the host serves them one at a time in that order: the host's queue is the
-only one. Its events come back on one reader thread, which hands each to the request the host is
-serving (always the oldest one not finished). ``cancel(request_id)`` may be called from any thread and
+the host as it is made, and the host serves them in that order: the host's queue is the only one. A
+model loaded with ``LoadSettings.parallel`` > 1 has several generations running at once there. Its events
+come back on one reader thread, which hands each to the request its id names (one at a time: always the
+oldest one not finished). ``cancel(request_id)`` may be called from any thread and
 stops only that request, running or still waiting; the host itself keeps track of which. Nothing here
 imports an inference library; the host does that in its own process.
 """
@@ -161,11 +162,13 @@ class _Reply:
         self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the host's events, then _EOF if it ends
         self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
         self.counts = True  # one of the requests a caller waits behind (a saved state's save or restore is not)
+        self.started = False  # the host has sent an event for it: it runs (several may, on a batching host)
 
 
 class _InFlight:
     """The requests one host process has been sent and not finished, oldest first. The host serves them in
-    that order, so every event it sends belongs to the oldest one (the request ids it carries say the same)."""
+    that order, several generations at once where its model batches them: an event belongs to the request its id
+    names (one without an id, a load's progress, to the oldest)."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
@@ -198,21 +201,28 @@ class _InFlight:
             return True
         with self._changed:
             head = self._replies[0] if self._replies else None
-            if head is None or getattr(event, "request_id", head.request_id) != head.request_id:
+            if head is None:
                 return False
+            request_id = getattr(event, "request_id", head.request_id)
+            reply = head if request_id == head.request_id else next(
+                (r for r in self._replies if r.request_id == request_id), None)
+            if reply is None:
+                return False
+            reply.started = True
             if isinstance(event, protocol.FINAL_EVENTS):
-                self._replies.popleft()
+                self._replies.remove(reply)
                 self._changed.notify_all()
-        if not head.abandoned:
-            head.events.put(event)
+        if not reply.abandoned:
+            reply.events.put(event)
         return True
 
     def end_waiting(self, request_id: str) -> bool:
-        """End a request the host has not started (one behind the oldest) here and now, as cancelled: its caller
-        gets the Done at once instead of when its turn comes. The host was told too; its own Done for it, in
-        its turn, is dropped. False if no such request waits."""
+        """End a request the host has not started (one behind the oldest that the host has sent nothing for) here and
+        now, as cancelled: its caller gets the Done at once instead of when its turn comes. The host was told too;
+        its own Done for it, in its turn, is dropped. False if no such request waits."""
         with self._changed:
-            waiting = next((r for i, r in enumerate(self._replies) if i and r.request_id == request_id), None)
+            waiting = next((r for i, r in enumerate(self._replies)
+                            if i and r.request_id == request_id and not r.started), None)
             if waiting is None or waiting.abandoned:
                 return False
             waiting.abandoned = True

@@ -4,8 +4,16 @@ It imports exactly one backend (chosen by the first ``load``), keeps the model o
 thread for its whole life (MLX requires it; llama.cpp contexts are not shareable), and serves requests
 one at a time, in the order they arrive: this queue is the only one between the app's users of the
 engine (the chat and the local server). A reader thread takes requests from stdin so that ``cancel`` is
-seen while a generation runs: it sets the running generation's flag, which the loop checks between
-tokens, or remembers the id of one that has not started, which then ends as cancelled without running.
+seen while a generation runs: it sets that generation's flag, which the loop checks between tokens, or
+remembers the id of one that has not started, which then ends as cancelled without running.
+
+A backend that batches (``Backend.parallel`` > 1: llama.cpp loaded with ``LoadSettings.parallel``) runs up to
+that many generations at once, each on a thread of its own, their tokens decoded together; a generation beyond
+them waits for one to end. llama.cpp's generations take a thread of their own even one at a time
+(``Backend.generates_on_a_thread``): a decode called from this process's main thread measured several times slower
+(docs/architecture.md, Facts). Around them, in their order: a saved-state restore waits for a free
+sequence, a save runs once the generation sent before it has ended (its sequence's state); counting tokens
+runs at once; anything else (a load, an unload, scoring, embeddings) waits until no generation runs.
 
 stdout is the event channel. Native libraries print to fd 1 too, so the channel is moved to a
 private duplicate of fd 1 and fd 1 is pointed at stderr before any backend is imported.
@@ -50,17 +58,22 @@ class Host:
     def __init__(self, channel: BinaryIO) -> None:
         self._channel = channel
         self._requests: queue.Queue[Request | _Unreadable] = queue.Queue()
-        self._lock = threading.Lock()  # the running id, its flag and the remembered cancels change together
-        self._cancelled = threading.Event()  # the running generation's
-        self._current_id: str | None = None
+        self._lock = threading.Lock()  # the running ids, their flags and the remembered cancels change together
+        self._ended = threading.Condition(self._lock)  # a generation's thread ended
+        self._running: dict[str, threading.Event] = {}  # the running requests' cancel flags
         self._cancelled_ids: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._workers: dict[str, list[Request]] = {}  # a generation's thread -> the saves to run after it
+        self._last_generation = ""  # the id of the last generation received: a save that follows it is its
+        self._send_lock = threading.Lock()  # generation threads write events too
         self._backend: Backend | None = None
 
     # --- I/O ---
 
     def send(self, event: Any) -> None:
-        self._channel.write(protocol.encode(event))
-        self._channel.flush()
+        data = protocol.encode(event)
+        with self._send_lock:
+            self._channel.write(data)
+            self._channel.flush()
 
     def read_requests(self, stream: BinaryIO) -> None:
         """Reader thread: cancel acts at once, everything else queues for the model thread."""
@@ -77,11 +90,14 @@ class Host:
         self._requests.put(ShutdownRequest())  # the parent is gone: stdin closed
 
     def cancel(self, request_id: str) -> None:
-        """Stop the running generation if it is ``request_id`` (or any, for "*"); otherwise remember the id,
+        """Stop the running generation ``request_id`` (or every one, for "*"); otherwise remember the id,
         so that the generation ends as cancelled when its turn comes, without running."""
         with self._lock:
-            if request_id in (self._current_id, "*"):
-                self._cancelled.set()
+            if request_id == "*":
+                for flag in self._running.values():
+                    flag.set()
+            elif request_id in self._running:
+                self._running[request_id].set()
             else:
                 self._cancelled_ids[request_id] = None
                 while len(self._cancelled_ids) > REMEMBERED_CANCELS:
@@ -93,18 +109,74 @@ class Host:
         while True:
             request = self._requests.get()
             if isinstance(request, ShutdownRequest):
+                self._wait_workers(0)
                 self._unload()
                 return
-            try:
-                self._handle(request)
-            except GenerationError as exc:
-                self.send(ErrorEvent(exc.kind, exc.message, exc.hint, request.id))
-            except MemoryError:
-                self.send(ErrorEvent("memory", "the engine ran out of memory", "try a smaller quant or context",
-                                     request.id))
-            except Exception as exc:  # a bug or an engine failure the process survived: report, carry on
-                traceback.print_exc()
-                self.send(ErrorEvent("internal", f"{type(exc).__name__}: {exc}", "", request.id))
+            backend = self._backend
+            if self._workers or (backend is not None and (backend.parallel > 1 or backend.generates_on_a_thread)):
+                self._schedule(request)
+            else:
+                self._answer(request)
+
+    def _schedule(self, request: Request | _Unreadable) -> None:
+        """With a batching backend: a generation on a thread of its own, the rest in their turn around them (see
+        the module's words)."""
+        backend = self._backend
+        parallel = backend.parallel if backend is not None else 1
+        if isinstance(request, GenerateRequest) and backend is not None:
+            self._wait_workers(parallel - 1)
+            with self._lock:
+                self._workers[request.id] = []
+                self._last_generation = request.id
+            threading.Thread(target=self._work, args=(request,), daemon=True,
+                             name=f"engine-generate-{request.id}").start()
+            return
+        if isinstance(request, SaveStateRequest):
+            with self._lock:
+                after = self._workers.get(self._last_generation)
+                if after is not None:  # its generation still runs: the save follows it on its thread
+                    after.append(request)
+                    return
+            if backend is not None:
+                backend.use_sequence_of(self._last_generation)
+        elif isinstance(request, RestoreStateRequest):
+            self._wait_workers(parallel - 1)  # a free sequence to restore into
+        elif not isinstance(request, CountRequest):
+            self._wait_workers(0)
+        self._answer(request)
+
+    def _wait_workers(self, at_most: int) -> None:
+        with self._ended:
+            self._ended.wait_for(lambda: len(self._workers) <= max(at_most, 0))
+
+    def _work(self, request: GenerateRequest) -> None:
+        """A generation's thread: the generation, then the saves of its state that came after it."""
+        self._answer(request)
+        while True:
+            with self._lock:
+                saves = self._workers[request.id]
+                if not saves:
+                    del self._workers[request.id]
+                    self._ended.notify_all()
+                    return
+                save = saves.pop(0)
+            if self._backend is not None:
+                self._backend.use_sequence_of(request.id)
+            self._answer(save)
+
+    def _answer(self, request: Request | _Unreadable) -> None:
+        """Run one request, its failure answered as an ErrorEvent of its id."""
+        request_id = "" if isinstance(request, ShutdownRequest) else request.id
+        try:
+            self._handle(request)
+        except GenerationError as exc:
+            self.send(ErrorEvent(exc.kind, exc.message, exc.hint, request_id))
+        except MemoryError:
+            self.send(ErrorEvent("memory", "the engine ran out of memory", "try a smaller quant or context",
+                                 request_id))
+        except Exception as exc:  # a bug or an engine failure the process survived: report, carry on
+            traceback.print_exc()
+            self.send(ErrorEvent("internal", f"{type(exc).__name__}: {exc}", "", request_id))
 
     def _handle(self, request: Request | _Unreadable) -> None:
         if isinstance(request, LoadRequest):
@@ -179,36 +251,38 @@ class Host:
                 and not self._backend.sees_images():
             raise GenerationError("vision", "this model does not see images: it was loaded without a vision projector",
                                   "remove the image, or load a vision model with its mmproj file")
-        if not self._begin(request.id):  # stopped while it waited: the model never sees it
+        cancelled = self._begin(request.id)
+        if cancelled is None:  # stopped while it waited: the model never sees it
             self.send(Done(request.id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
             return
         try:
-            for event in self._backend.generate(request.id, request.prompt, request.sampling, self._cancelled,
+            for event in self._backend.generate(request.id, request.prompt, request.sampling, cancelled,
                                                  request.events_every_s):
                 self.send(event)
         finally:
-            self._end()
+            self._end(request.id)
 
-    def _begin(self, request_id: str) -> bool:
-        """Make ``request_id`` the running request that a cancel stops; False if it was cancelled while it waited."""
+    def _begin(self, request_id: str) -> threading.Event | None:
+        """Make ``request_id`` a running request that a cancel stops: its flag; None if it was cancelled while it
+        waited."""
         with self._lock:
             if request_id in self._cancelled_ids:
                 del self._cancelled_ids[request_id]
-                return False
-            self._current_id = request_id
-            self._cancelled.clear()
-            return True
+                return None
+            flag = self._running[request_id] = threading.Event()
+            return flag
 
-    def _end(self) -> None:
+    def _end(self, request_id: str) -> None:
         with self._lock:
-            self._current_id = None
+            self._running.pop(request_id, None)
 
     def _score(self, request: ScoreRequest) -> None:
         """The quant lab's scoring pass (Backend.score); bulky results go to the files the parent named. A windowed
         pass reports its progress and stops between windows when cancelled."""
         if self._backend is None:
             raise GenerationError("state", "no model is loaded")
-        if not self._begin(request.id):
+        cancelled = self._begin(request.id)
+        if cancelled is None:
             raise GenerationError("cancelled", "scoring was stopped")
         try:
             if request.windows is None:
@@ -218,10 +292,10 @@ class Host:
                 from backends import scoring  # numpy: imported by the host that scores, not by every host
 
                 self.send(scoring.score(self._backend, request.id, request.windows, text=request.text,
-                                        cancelled=self._cancelled.is_set,
+                                        cancelled=cancelled.is_set,
                                         on_progress=lambda fraction: self.send(Progress(fraction))))
         finally:
-            self._end()
+            self._end(request.id)
 
     def _unload(self) -> None:
         if self._backend is not None:

@@ -1,9 +1,11 @@
 """The server's generations on the one engine: sent at once, delivered in order.
 
-The engine host serves requests one at a time in the order they reach it, the app's chat included: that
-is the only queue. A job is sent to it as soon as it is accepted (on one submitting thread, so arrival
-order is kept without ever blocking the event loop), and one delivery thread reads the jobs' events, job
-after job, handing them to the asyncio side through ``loop.call_soon_threadsafe``. A job whose HTTP
+The engine host serves requests in the order they reach it, the app's chat included: that is the only
+queue. A job is sent to it as soon as it is accepted (on one submitting thread, so arrival order is kept
+without ever blocking the event loop), and the delivery reads the jobs' events, job after job, handing
+them to the asyncio side through ``loop.call_soon_threadsafe``. A model loaded to decode several requests
+together (``Loaded.details["parallel"]``: llama.cpp's continuous batching) has that many jobs delivered at
+once, each on a thread of its own; the rest wait in line behind them. A job whose HTTP
 client went away is cancelled by id, wherever it is: the host stops it between tokens, or skips it when
 its turn comes, and the delivery moves on once the engine has said Done.
 
@@ -138,7 +140,8 @@ class EngineQueue:
             queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0  # accepted and not finished
-        self._running: Job | None = None
+        self._running: dict[str, Job] = {}  # the jobs being delivered, oldest first
+        self._delivering: list[threading.Thread] = []
         self._waiting: dict[str, Job] = {}  # behind the running one, in arrival order (dicts keep it)
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -160,13 +163,24 @@ class EngineQueue:
     @property
     def busy(self) -> bool:
         with self._lock:
-            return self._running is not None
+            return bool(self._running)
 
     @property
     def running(self) -> Job | None:
-        """The job being delivered now (the engine may not have started it yet: see its generated_tokens)."""
+        """The oldest job being delivered now (the engine may not have started it yet: see its generated_tokens)."""
         with self._lock:
-            return self._running
+            return next(iter(self._running.values()), None)
+
+    def running_jobs(self) -> list[Job]:
+        """Every job being delivered now, oldest first: up to ``parallel`` where the model batches."""
+        with self._lock:
+            return list(self._running.values())
+
+    @property
+    def parallel(self) -> int:
+        """How many jobs the loaded model decodes together (1: one after another)."""
+        loaded = self.client.loaded
+        return max(1, int(loaded.details.get("parallel", 1))) if loaded is not None else 1
 
     def waiting(self) -> list[Job]:
         """The jobs behind the one being delivered, first in line first."""
@@ -251,8 +265,7 @@ class EngineQueue:
     def _finish(self, job: Job, outcome: Outcome | None) -> None:
         with self._finished:
             self._waiting.pop(job.id, None)
-            if self._running is job:
-                self._running = None
+            self._running.pop(job.id, None)
             self._pending -= 1
             if outcome is not None:
                 self._outcomes.append(outcome)
@@ -263,15 +276,30 @@ class EngineQueue:
         while True:
             sent = self._deliveries.get()
             if sent is None:
+                for thread in self._delivering:
+                    thread.join()
                 return
-            job, stream, restore, save = sent
-            with self._lock:
+            job = sent[0]
+            parallel = self.parallel
+            with self._finished:  # a free sequence: one of the jobs being delivered ends
+                while len(self._running) >= parallel:
+                    self._finished.wait()
                 self._waiting.pop(job.id, None)
-                self._running = job
+                self._running[job.id] = job
                 job.running = True
-            _take(restore)
-            self._finish(job, self._run(job, stream))
-            _take(save)
+            if parallel == 1:
+                self._deliver_one(*sent)
+                continue
+            thread = threading.Thread(target=self._deliver_one, args=sent, name=f"engine-delivery-{job.id}",
+                                      daemon=True)
+            self._delivering = [t for t in self._delivering if t.is_alive()] + [thread]
+            thread.start()
+
+    def _deliver_one(self, job: Job, stream: Iterator[Token | Done], restore: _Answer | None,
+                     save: _Answer | None) -> None:
+        _take(restore)
+        self._finish(job, self._run(job, stream))
+        _take(save)
 
     def _run(self, job: Job, stream: Iterator[Token | Done]) -> Outcome:
         try:
@@ -298,7 +326,7 @@ class EngineQueue:
         delivery once the engine has answered them. Idempotent."""
         with self._lock:
             self._closing = True
-            jobs = [job for job in (self._running, *self._waiting.values()) if job is not None]
+            jobs = [*self._running.values(), *self._waiting.values()]
         for job in jobs:
             job.cancel()
         self._sender.shutdown(wait=True)

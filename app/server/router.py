@@ -410,6 +410,7 @@ class ModelRouter:
         if primary is not None and loaded is not None:
             card = _card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
                          primary=True, estimate=primary.estimate_bytes, details=loaded.details)
+            _sequences(card["meta"], self.primary_queue)
             if self.settings.aliases:
                 card["meta"]["aliases"] = list(self.settings.aliases)
             if self.settings.serve_any_model:
@@ -421,6 +422,9 @@ class ModelRouter:
             owner = other.served.split("/", 1)[0].removeprefix("remote:") if is_remote_ref(other.served) \
                 else "quantdesk"
             cards.append(_loaded_card(other.served, created, other.model, owned_by=owner))
+            with self._lock:
+                found = self._queues.get(other.model.path)
+            _sequences(cards[-1]["meta"], found[1] if found is not None else None)
         served = {c["id"] for c in cards}
         if self.settings.load_on_demand:
             budget = self.models.budget_bytes()
@@ -501,6 +505,14 @@ def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded:
     if details.get("embedding"):
         meta.update(embedding=True, embedding_length=details["embedding_length"])
     return {"id": served, "object": "model", "created": created, "owned_by": owned_by, "meta": meta}
+
+
+def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
+    """A loaded model's card: how many requests it decodes together, how many run now and how many wait
+    (``quantdesk ps``)."""
+    meta["parallel"] = engine_queue.parallel if engine_queue is not None else 1
+    meta["busy_sequences"] = len(engine_queue.running_jobs()) if engine_queue is not None else 0
+    meta["queued"] = len(engine_queue.waiting()) if engine_queue is not None else 0
 
 
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:

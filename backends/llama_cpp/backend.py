@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from copy import copy as _copy
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -19,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, Reranked,
                            SamplingSettings, StateRestored, StateSaved, Token, expert_tensor_patterns)
 from backends.base import Availability, GenerationError, check_token_ids, physical_cores
+from backends.states import shared_prefix
 from backends.chat_format import bundled, formats
 from backends.llama_cpp import load as loading
 from backends.llama_cpp import log as load_log
 from backends.llama_cpp import rerank as reranking
 from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
-from backends.llama_cpp.loop import TokenLoop
+from backends.llama_cpp.loop import TokenLoop, uses
 from backends.llama_cpp.sampling import Pieces
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class LlamaCppBackend(TokenLoop):
     takes_projector = True
     structured_output = True
     reports_logprobs = True  # from each token's logits row (sampling.LogprobRecorder)
+    generates_on_a_thread = True  # the host's main thread decoded several times slower (docs/architecture.md)
 
     def __init__(self) -> None:
         super().__init__()
@@ -49,6 +52,7 @@ class LlamaCppBackend(TokenLoop):
         self._eos = ""
         self._overrides: ctypes.Array[Any] | None = None  # the tensor-placement array, alive while the model is
         self._state_identity: dict[str, Any] = {}  # what a saved state must have been made with (states.py)
+        self._last_slots: dict[str, Any] = {}  # a recent reply's id -> the slot it ran in (use_sequence_of)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -103,6 +107,7 @@ class LlamaCppBackend(TokenLoop):
             from app.models.estimate import RERANK_UBATCH  # the fit check's figure; imported here, not at the probe
 
             kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, RERANK_UBATCH)  # the context
+        parallel, alone = _parallel(settings, self._pooling, projector is not None)
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         test_crash = loading.install_test_crash(llama_cpp, settings)  # tests only: QUANTDESK_TEST_CRASH
@@ -110,6 +115,7 @@ class LlamaCppBackend(TokenLoop):
             with loading.reporting_load_progress(llama_cpp, kwargs, on_progress), \
                     loading.overriding_tensor_placement(llama_cpp, self._overrides), \
                     loading.choosing_extra_buffer_types(llama_cpp, settings.extra_buffer_types), \
+                    loading.sequences(llama_cpp, parallel), \
                     load_log.capturing(llama_cpp) as log:
                 self._llm = llm = llama_cpp.Llama(**kwargs)
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
@@ -124,9 +130,8 @@ class LlamaCppBackend(TokenLoop):
         if settings.draft:
             self._drafter = self._load_drafter(llama_cpp, llm, settings, kwargs)
             self._draft_tokens = settings.draft_tokens
-        self._make_abort_callback(llama_cpp)
-        self._kv_tokens = []
-        self._ll_tokenizer = None
+        self._start_batching(llama_cpp, parallel)
+        self._shared = {}
         self._pieces = Pieces(llama_cpp, llm._model.vocab)
         self._special_pieces = Pieces(llama_cpp, llm._model.vocab, special=True)
         metadata = llm.metadata
@@ -142,7 +147,8 @@ class LlamaCppBackend(TokenLoop):
             "architecture": metadata.get("general.architecture", ""),
             "llama_cpp_path": os.path.dirname(llama_cpp.__file__),  # which runtime's llama_cpp ran
             "build": loading.build_fingerprint(llama_cpp),  # the server's system_fingerprint
-            **({"cpu_variant": cpu_variant} if cpu_variant else {})}
+            **({"cpu_variant": cpu_variant} if cpu_variant else {}),
+            "parallel": parallel, **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})}
         details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
         if projector is not None:
             details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
@@ -251,17 +257,38 @@ class LlamaCppBackend(TokenLoop):
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings, cancelled: threading.Event,
                  events_every_s: float | None = None) -> Iterator[Token | Done]:
+        """One reply, in a sequence of its own (TokenLoop._sequence): called from several threads at once, up to
+        ``parallel``, the replies decode together. llama.cpp's own timers are the context's, so they are logged for
+        a model that runs one reply at a time."""
         import llama_cpp
 
-        self._cancelled = cancelled
-        if self._llm is not None:
-            llama_cpp.llama_perf_context_reset(self._llm.ctx)
+        llm = self._loaded()
+        units = None
+        if self.parallel > 1:  # the prompt, to find the sequence that holds the longest prefix of it
+            try:
+                units = _copy(self)._prompt_units(messages, sampling)  # a copy: other threads' replies render too
+            except GenerationError:
+                units = None  # generate says why in its turn
+        view = self._sequence(units)
+        view._cancelled = cancelled
+        self._last_slots[request_id] = view._slot
+        while len(self._last_slots) > 64:
+            del self._last_slots[next(iter(self._last_slots))]
+        alone = self.parallel == 1
+        if alone:
+            llama_cpp.llama_perf_context_reset(llm.ctx)
         try:
-            yield from super().generate(request_id, messages, sampling, cancelled, events_every_s)
+            yield from TokenLoop.generate(view, request_id, messages, sampling, cancelled, events_every_s)
         finally:
-            self._cancelled = None
-            if self._llm is not None:
+            self._release(view)
+            if alone and self._llm is not None:
                 self._log_timings(llama_cpp, self._llm, request_id)
+
+    def use_sequence_of(self, request_id: str) -> None:
+        """The next saved state is the one of the sequence ``request_id``'s reply ran in (several run at once)."""
+        slot = self._last_slots.get(request_id)
+        if slot is not None:
+            self._slot = slot
 
     @staticmethod
     def _log_timings(llama_cpp: ModuleType, llm: Llama, request_id: str) -> None:
@@ -287,7 +314,7 @@ class LlamaCppBackend(TokenLoop):
             raise GenerationError("context", f"a text is {longest} tokens long but the model embeds at most "
                                              f"{llm.n_batch} at once", "split the text")
         vectors, tokens = llm.embed(list(texts), normalize=True, truncate=False, return_count=True)
-        self._kv_tokens = []  # embedding cleared the cache
+        self._forget_slots()  # embedding cleared the cache
         return Embedded(request_id, [[float(x) for x in v] for v in vectors], int(tokens),
                         (time.perf_counter() - t0) * 1000)
 
@@ -306,7 +333,7 @@ class LlamaCppBackend(TokenLoop):
         t0 = time.perf_counter()
         pairs = [reranking.pair_tokens(llama_cpp, llm, query, text) for text in texts]
         scores = reranking.scores(llama_cpp, llm, pairs)
-        self._kv_tokens = []  # reranking cleared the cache
+        self._forget_slots()  # reranking cleared the cache
         return Reranked(request_id, scores, sum(map(len, pairs)), (time.perf_counter() - t0) * 1000)
 
     # --- saved states (backends/llama_cpp/states.py): a chat resumed from disk instead of read again
@@ -316,13 +343,15 @@ class LlamaCppBackend(TokenLoop):
 
         llm = self._loaded()
         t0 = time.perf_counter()
-        if not self._kv_tokens:  # a cancelled reply's cache was emptied: nothing to keep, and nothing wrong
-            return StateSaved(request_id, "", 0, 0, 0.0)
-        try:
-            size = states.save(llama_cpp, llm.ctx, path, self._state_identity, self._kv_tokens)
-        except OSError as exc:
-            raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
-        return StateSaved(request_id, path, len(self._kv_tokens), size, (time.perf_counter() - t0) * 1000)
+        with self._batched().lock:  # no decode step of another sequence meanwhile
+            tokens = list(self._kv_tokens)
+            if not tokens:  # a cancelled reply's cache was emptied: nothing to keep, and nothing wrong
+                return StateSaved(request_id, "", 0, 0, 0.0)
+            try:
+                size = states.save(llama_cpp, llm.ctx, path, self._state_identity, tokens, self._slot.seq)
+            except OSError as exc:
+                raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
+        return StateSaved(request_id, path, len(tokens), size, (time.perf_counter() - t0) * 1000)
 
     def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings) -> StateRestored:
@@ -331,22 +360,38 @@ class LlamaCppBackend(TokenLoop):
         llm = self._loaded()
         t0 = time.perf_counter()
         units = self._prompt_units(messages, sampling)
-        have = self._common_prefix(units) if units else 0  # what the KV cache already gives this prompt
-        recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model) or llama_cpp.llama_model_is_hybrid(llm.model))
-        best, discarded = states.best_state(paths, self._state_identity, units, have, cuttable=not recurrent)
-        chosen = ""
-        if best is not None:
-            reuse, path, header = best
-            self._forget_kv(llama_cpp)
-            try:
-                states.load(llama_cpp, llm.ctx, path, header)
-            except states.StateRejected as exc:
-                discarded.append((path, str(exc)))
-                self._forget_kv(llama_cpp)  # whatever half of it arrived goes
-                have = 0
-            else:
-                self._kv_tokens = list(header.tokens)  # the next prompt keeps its shared prefix of these
-                chosen, have = path, reuse
+        with self._slots_lock:  # the sequence a state would go to: a free one, the least recently used
+            free = [slot for slot in self._slots if not slot.busy]
+            if not free:
+                return StateRestored(request_id, "", 0, (time.perf_counter() - t0) * 1000, ())
+            # what the KV cache already gives this prompt: the free sequence holding most of it
+            have = max((min(shared_prefix(slot.tokens, units), len(units) - 1) for slot in free), default=0) \
+                if units else 0
+            target = min(free, key=lambda slot: slot.used)
+            target.busy = True
+        try:
+            recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
+                             or llama_cpp.llama_model_is_hybrid(llm.model))
+            best, discarded = states.best_state(paths, self._state_identity, units, have, cuttable=not recurrent)
+            chosen = ""
+            if best is not None:
+                reuse, path, header = best
+                self._slot = target
+                with self._batched().lock:  # no decode step of another sequence meanwhile
+                    self._forget_kv(llama_cpp)
+                    try:
+                        states.load(llama_cpp, llm.ctx, path, header, target.seq)
+                    except states.StateRejected as exc:
+                        discarded.append((path, str(exc)))
+                        self._forget_kv(llama_cpp)  # whatever half of it arrived goes
+                        have = 0
+                    else:
+                        self._kv_tokens = list(header.tokens)  # the next prompt keeps its shared prefix of these
+                        chosen, have = path, reuse
+        finally:
+            with self._slots_lock:
+                target.busy = False
+                target.used = next(uses)  # the next reply for this prompt finds it by its prefix
         return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
 
     def _prompt_units(self, messages: Prompt, sampling: SamplingSettings) -> list[int]:
@@ -386,7 +431,7 @@ class LlamaCppBackend(TokenLoop):
         # (no-untyped-call: llama-cpp-python 0.3's Llama.reset and its context's methods carry no annotations)
         llm.reset()  # type: ignore[no-untyped-call]
         llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
-        self._kv_tokens = []  # the chat's prefix is gone from the cache
+        self._forget_slots()  # the chats' prefixes are gone from the cache
         batch = llm._batch
         try:
             for start in range(0, len(tokens), llm.n_batch):
@@ -428,7 +473,23 @@ class LlamaCppBackend(TokenLoop):
         if self._mtmd is not None:
             mtmd, self._mtmd = self._mtmd, None
             vision.free(mtmd)
+        self._stop_batching()
         if self._llm is not None:
             llm, self._llm = self._llm, None
             llm.close()
         self._overrides = None
+
+
+def _parallel(settings: LoadSettings, pooling: int, projector: bool) -> tuple[int, str]:
+    """How many sequences the context is made for, and why one where more were asked ("" when as asked): speculative
+    decoding and images are served one reply at a time (their own batches and positions), an embedding model or a
+    reranker batches its texts itself."""
+    if settings.parallel <= 1:
+        return 1, ""
+    if pooling:
+        return 1, "an embedding model or a reranker batches its texts itself"
+    if settings.draft:
+        return 1, "speculative decoding verifies one sequence's guesses"
+    if projector:
+        return 1, "a model that sees images reads them in one sequence"
+    return settings.parallel, ""

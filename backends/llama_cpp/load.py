@@ -103,6 +103,31 @@ def _default_model_params(llama_cpp: ModuleType, **fields: Any) -> Iterator[None
 
 
 @contextlib.contextmanager
+def sequences(llama_cpp: ModuleType, parallel: int) -> Iterator[None]:
+    """A context for ``parallel`` sequences in one unified KV cache (``n_seq_max``, ``kv_unified``): each sequence may
+    use the whole context, and the cache is the context's size whatever their number (llama.cpp: n_ctx_seq = n_ctx
+    when unified; a split cache would give each n_ctx / n_seq_max, the trap Jan shipped). ``Llama`` takes neither, so
+    they reach llama.cpp through the default context params while it loads."""
+    if parallel <= 1:
+        yield
+        return
+    bindings = llama_cpp.llama_cpp
+    default_params = bindings.llama_context_default_params
+
+    def params_with_sequences() -> Any:
+        params = default_params()
+        params.n_seq_max = parallel
+        params.kv_unified = True
+        return params
+
+    bindings.llama_context_default_params = params_with_sequences
+    try:
+        yield
+    finally:
+        bindings.llama_context_default_params = default_params
+
+
+@contextlib.contextmanager
 def choosing_extra_buffer_types(llama_cpp: ModuleType, enabled: bool) -> Iterator[None]:
     """llama.cpp's extra buffer types (the CPU repack, AMX) for this load, or none: ``use_extra_bufts`` reaches
     llama.cpp through the default model params, as the callback above does (``Llama`` takes no argument for it)."""

@@ -1,7 +1,11 @@
 """The reply's token loop on llama.cpp's low-level API: the prompt brought into the KV cache (reusing the prefix it
-already holds, images included), then llama_decode on a one-token batch and the sampler's choice, token after token,
-or with speculative decoding a batch of guesses verified at once. The loaded model's state the loop works on is
-declared here; LlamaCppBackend (backends/llama_cpp/backend.py) loads it.
+already holds, images included), then a one-token decode and the sampler's choice, token after token, or with
+speculative decoding a batch of guesses verified at once. The loaded model's state the loop works on is declared here;
+LlamaCppBackend (backends/llama_cpp/backend.py) loads it.
+
+Several replies run the same loop at once, each on its own thread and in its own sequence of one unified KV cache (a
+``Slot``: its ``seq_id`` and the tokens it holds): every decode goes through the Batcher (batch.py), which decodes the
+sequences' tokens together in one step. One reply alone is the case of one slot.
 
 ``llama_cpp`` is the runtime's module, imported where the loop starts and handed on: untyped here (see load.py).
 """
@@ -10,9 +14,11 @@ from __future__ import annotations
 
 import codecs
 import collections
-import ctypes
 import functools
+import itertools
 import threading
+from copy import copy as _copy
+from dataclasses import dataclass, field
 from collections.abc import Callable, Generator, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -22,6 +28,7 @@ from app.datatypes import Prompt, SamplingSettings
 from backends.base import Backend, GenerationError
 from backends.llama_cpp import sampling as samplers
 from backends.llama_cpp import vision
+from backends.llama_cpp.batch import NO_SLOT, Batcher
 from backends.llama_cpp.draft import DraftModel, PromptLookup
 from backends.llama_cpp.rerank import POOLING_RANK
 from backends.states import shared_prefix
@@ -36,39 +43,122 @@ Accept = Callable[[int], None]  # a token taken without sampling (forced): the s
 CACHE_REUSE_MIN = 16
 
 
+uses = itertools.count(1)  # when a slot was last taken, for the least recently used
+
+
+@dataclass(eq=False)
+class Slot:
+    """One sequence of the KV cache: its llama.cpp ``seq_id`` and the tokens it holds (for the next prompt's prefix
+    reuse); busy while a reply runs in it."""
+
+    seq: int
+    tokens: list[int] = field(default_factory=list)
+    busy: bool = False
+    used: int = 0
+
+
 class TokenLoop(Backend):
-    """The token loop and the KV cache's record of what it holds, for LlamaCppBackend."""
+    """The token loop and the KV cache's record of what it holds, for LlamaCppBackend. A reply runs on a copy of the
+    loaded backend (``_sequence``) with a slot of its own: what one reply keeps (its prepared request, its counts, its
+    forced tokens, its cancel) is the copy's, the model and the caches of token pieces are shared."""
 
     def __init__(self) -> None:
         self._llm: Llama | None = None
         self._bos = ""  # the model's BOS text: where llama.cpp adds the token itself, the prompt's is dropped
         self._cancelled: threading.Event | None = None
-        self._abort_cb: Any = None  # keep the ctypes callbacks alive while llama.cpp holds them
-        self._no_abort_cb: Any = None
-        self._kv_tokens: list[int] = []  # what the KV cache holds, for the next prompt's prefix reuse
+        self._slots = [Slot(0)]  # the KV cache's sequences (LoadSettings.parallel of them)
+        self._slot = self._slots[0]  # the one this object's replies and saved states use
+        self._slots_lock = threading.Lock()
+        self._batcher: Batcher | None = None
+        self._row = -1  # the batch row of the last decode's logits (several sequences share a step)
+        self._shared: dict[str, Any] = {}  # what a reply's copy builds once for every reply (llguidance's vocabulary)
         self._pieces: dict[int, bytes | None] = {}
         self._special_pieces: dict[int, bytes | None] = {}  # special tokens as text: the format's markers
         self._marker_tokens: dict[str, int | None] = {}  # a format marker's text -> its special token, if it is one
         self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._mtmd: Any = None  # the vision projector's mtmd context (llama.cpp tools/mtmd), when one is loaded
         self._pooling = 0  # an embedding model's pooling (llama.h enum llama_pooling_type); 0 for a chat model
-        self._ll_tokenizer: samplers.GuidanceVocabulary | None = None  # llguidance's view, for structured output
         self._drafter: PromptLookup | DraftModel | None = None  # speculative decoding's guesses (LoadSettings.draft)
         self._draft_tokens = 0
+
+    @property
+    def _kv_tokens(self) -> list[int]:
+        """What this object's sequence of the KV cache holds."""
+        return self._slot.tokens
+
+    @_kv_tokens.setter
+    def _kv_tokens(self, tokens: list[int]) -> None:
+        self._slot.tokens = tokens
+
+    @property
+    def parallel(self) -> int:
+        """How many replies decode together (each in its own sequence)."""
+        return len(self._slots)
 
     def _loaded(self) -> Llama:
         if self._llm is None:
             raise GenerationError("state", "no model is loaded")
         return self._llm
 
-    def _make_abort_callback(self, llama_cpp: ModuleType) -> None:
-        """Let cancel interrupt a long prompt evaluation, not only the decode loop (CPU backend)."""
+    def _batched(self) -> Batcher:
+        if self._batcher is None:
+            raise GenerationError("state", "no model is loaded")
+        return self._batcher
 
-        def should_abort(_data: ctypes.c_void_p) -> bool:
-            return bool(self._cancelled is not None and self._cancelled.is_set())
+    def _start_batching(self, llama_cpp: ModuleType, parallel: int) -> None:
+        """The KV cache's ``parallel`` sequences and the decode steps they share (the context was made for them)."""
+        llm = self._loaded()
+        self._slots = [Slot(seq) for seq in range(parallel)]
+        self._slot = self._slots[0]
+        self._batcher = Batcher(llama_cpp, llm.ctx, llm.n_batch, parallel, make_room=self._free_idle_slots)
 
-        self._abort_cb = llama_cpp.ggml_abort_callback(should_abort)
-        self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
+    def _forget_slots(self) -> None:
+        """Every sequence's record emptied: the KV cache was cleared (an embedding, a reranking, a scoring pass)."""
+        for slot in self._slots:
+            slot.tokens = []
+
+    def _stop_batching(self) -> None:
+        if self._batcher is not None:
+            batcher, self._batcher = self._batcher, None
+            batcher.close()
+        self._slots = [Slot(0)]
+        self._slot = self._slots[0]
+
+    def _sequence(self, units: Sequence[int] | None) -> TokenLoop:
+        """A copy of this backend for one reply, in the free slot that holds the longest prefix of ``units`` (the
+        prompt, where known; llama-server's slot similarity), else the least recently used: so a conversation that
+        comes back finds its turns in the cache while others run."""
+        with self._slots_lock:
+            free = [slot for slot in self._slots if not slot.busy]
+            if not free:
+                raise GenerationError("busy", f"all {len(self._slots)} sequences of the model are busy")
+            slot = max(free, key=lambda s: (shared_prefix(s.tokens, units) if units else 0, -s.used))
+            slot.busy = True
+            slot.used = next(uses)
+        view = _copy(self)
+        view._slot = slot
+        view._forced = collections.deque()
+        view._row = -1
+        return view
+
+    def _release(self, view: TokenLoop) -> None:
+        with self._slots_lock:
+            view._slot.busy = False
+
+    def _free_idle_slots(self) -> bool:
+        """The batcher's ``make_room``: the cached prefixes of the sequences no reply runs in leave the KV cache
+        (called inside a step, which holds the batcher's lock); whether any cells were freed."""
+        import llama_cpp
+
+        memory = llama_cpp.llama_get_memory(self._loaded().ctx)
+        freed = False
+        with self._slots_lock:
+            for slot in self._slots:
+                if not slot.busy and slot.tokens:
+                    llama_cpp.llama_memory_seq_rm(memory, slot.seq, -1, -1)
+                    slot.tokens = []
+                    freed = True
+        return freed
 
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
@@ -106,26 +196,31 @@ class TokenLoop(Backend):
         self._forced.extend(self._loaded().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _decode(self, llama_cpp: ModuleType, tokens: Sequence[int]) -> int:
-        """Evaluate ``tokens`` after what the KV cache holds, n_batch at a time; llama_decode's status."""
-        llm = self._loaded()
-        ctx, n_batch = llm.ctx, llm.n_batch
-        for start in range(0, len(tokens), n_batch):
-            chunk = tokens[start:start + n_batch]
-            ids = (llama_cpp.llama_token * len(chunk))(*chunk)  # referenced until llama_decode returns
-            status = int(llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk))))
+        """Evaluate ``tokens`` after what this sequence holds, in the batcher's steps (n_batch at a time alone, in
+        smaller chunks beside other sequences); llama_decode's status. The last token's logits row is ``_row``."""
+        batcher = self._batched()
+        seq, cancelled = self._slot.seq, self._cancelled
+        start = 0
+        while start < len(tokens):
+            chunk = tokens[start:start + batcher.chunk()]
+            status, self._row = batcher.decode(seq, chunk, cancelled)
             if status != 0:
                 return status
             self._kv_tokens.extend(chunk)
+            start += len(chunk)
         return 0
 
     def _forget_kv(self, llama_cpp: ModuleType) -> None:
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._loaded().ctx), True)
-        self._kv_tokens = []
+        """This sequence's cells leave the KV cache (the other sequences' stay)."""
+        with self._batched().lock:  # never while a step of the other sequences runs
+            llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self._loaded().ctx), self._slot.seq, -1, -1)
+            self._kv_tokens = []
 
     def _keep_prefix(self, llama_cpp: ModuleType, reuse: int) -> int:
         """Cut the KV cache back to its first ``reuse`` cells; how many it keeps (0 when it was emptied instead:
         nothing to reuse, or a recurrent model's state that cannot be cut back)."""
-        if reuse and llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self._loaded().ctx), -1, reuse, -1):
+        memory = llama_cpp.llama_get_memory(self._loaded().ctx)
+        if reuse and llama_cpp.llama_memory_seq_rm(memory, self._slot.seq, reuse, -1):
             del self._kv_tokens[reuse:]
             return reuse
         self._forget_kv(llama_cpp)
@@ -163,10 +258,10 @@ class TokenLoop(Backend):
             while head_c + n < len(cache) and head_p + n < last and cache[head_c + n] == tokens[head_p + n]:
                 n += 1
             if n >= CACHE_REUSE_MIN:
-                if not llama_cpp.llama_memory_seq_rm(memory, 0, head_p, head_c):
+                if not llama_cpp.llama_memory_seq_rm(memory, self._slot.seq, head_p, head_c):
                     self._forget_kv(llama_cpp)
                     return 0
-                llama_cpp.llama_memory_seq_add(memory, 0, head_c, head_c + n, head_p - head_c)
+                llama_cpp.llama_memory_seq_add(memory, self._slot.seq, head_c, head_c + n, head_p - head_c)
                 kept.extend(cache[head_c:head_c + n])
                 head_c += n
                 head_p += n
@@ -178,19 +273,14 @@ class TokenLoop(Backend):
 
     def _prefill(self, llama_cpp: ModuleType, tokens: list[int], shift: bool = False) -> int:
         """Bring the KV cache to ``tokens``, reusing the longest prefix it already holds (the earlier turns
-        of a chat), as ``Llama.generate`` does; llama_decode's status. Cancel can interrupt it through the
-        abort callback, which is installed for the prompt only: llama.cpp calls it after every graph
-        node, and a Python call per node would cost each generated token far more than the token loop."""
-        ctx = self._loaded().ctx
-        reuse = self._common_prefix(tokens)
-        if shift:  # a prompt an overflow policy cut (SamplingSettings.cache_reuse)
-            reuse = self._reuse_shifted(llama_cpp, tokens, reuse)
-        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
-        llama_cpp.llama_set_abort_callback(ctx, self._abort_cb, None)
-        try:
-            return self._decode(llama_cpp, tokens[reuse:])
-        finally:
-            llama_cpp.llama_set_abort_callback(ctx, self._no_abort_cb, None)
+        of a chat), as ``Llama.generate`` does; llama_decode's status. Cancel can interrupt a prompt read alone through
+        the abort callback (Batcher.aborting)."""
+        with self._batched().lock:  # the cache's cells change: never while a step of the other sequences runs
+            reuse = self._common_prefix(tokens)
+            if shift:  # a prompt an overflow policy cut (SamplingSettings.cache_reuse)
+                reuse = self._reuse_shifted(llama_cpp, tokens, reuse)
+            reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
+        return self._decode(llama_cpp, tokens[reuse:])
 
     def _prefill_media(self, llama_cpp: ModuleType, chunks: Any) -> int:
         """Bring the KV cache to a prompt with images, reusing the longest prefix it already holds (an image is
@@ -210,8 +300,7 @@ class TokenLoop(Backend):
                     reuse = start
                 start += len(piece)
         reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
-        llama_cpp.llama_set_abort_callback(llm.ctx, self._abort_cb, None)
-        try:
+        with self._batched().aborting(self._cancelled):  # images are served alone (one sequence): see load
             position = 0
             for index, (chunk, piece, is_text) in enumerate(pieces):
                 end = position + len(piece)
@@ -226,8 +315,6 @@ class TokenLoop(Backend):
                     if status != 0:
                         return status
                 position = end
-        finally:
-            llama_cpp.llama_set_abort_callback(llm.ctx, self._no_abort_cb, None)
         return 0
 
     def _engine_prompt(self, messages: Prompt) -> str:
@@ -270,6 +357,7 @@ class TokenLoop(Backend):
         tokens = [] if media else llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
         n_prompt = len(tokens)
         n_ctx = llm.n_ctx()
+        batcher, seq = self._batched(), self._slot.seq
         chain = None
         try:
             if media:
@@ -282,7 +370,7 @@ class TokenLoop(Backend):
             kept = self._format_pieces(llama_cpp)
             pieces = samplers.WithMarkers(self._pieces, kept) if kept else self._pieces
             self._forced.clear()
-            decode = llama_cpp.llama_decode
+            decode = batcher.decode
             sample: Sample = llama_cpp.llama_sampler_sample
             accept: Accept
             utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
@@ -303,6 +391,7 @@ class TokenLoop(Backend):
             # guesses of text replies only, and not where each token's log-probabilities are asked
             drafter = self._drafter if not media and mask is None and sampling.logprobs < 0 else None
             self.mark_prefill_start()
+            batcher.join(seq)
             status = (self._prefill_media(llama_cpp, media) if media
                       else self._prefill(llama_cpp, tokens, sampling.cache_reuse))
             if drafter is not None and status == 0:
@@ -313,15 +402,14 @@ class TokenLoop(Backend):
                 status = failed
             n_past = n_prompt
             kv_tokens = self._kv_tokens
-            next_token = (llama_cpp.llama_token * 1)()
-            one = llama_cpp.llama_batch_get_one(next_token, 1)  # reads next_token at every decode
             forced = self._forced
+            row = self._row
             while status == 0:  # (after speculation status is its failing one: not entered)
                 if forced:  # a thinking budget ran out: its closing tag, whatever the model would sample
                     token = forced.popleft()
                     accept(token)
                 else:
-                    token = sample(chain, ctx, -1)
+                    token = sample(chain, ctx, row)
                 piece = pieces[token]
                 if piece is None:  # end of generation
                     return
@@ -329,17 +417,21 @@ class TokenLoop(Backend):
                 n_past += 1
                 if n_past >= n_ctx:
                     return  # context full: end the reply rather than fail the next decode
-                next_token[0] = token
-                status = decode(ctx, one)
+                status, row = decode(seq, (token,))
                 if status == 0:
                     kv_tokens.append(token)
             if self._cancelled is not None and self._cancelled.is_set():
                 self._forget_kv(llama_cpp)  # an aborted decode leaves the KV cache half-written
                 return
             self._forget_kv(llama_cpp)
+            if status == NO_SLOT and self.parallel > 1:
+                raise GenerationError("context", f"the KV cache the model's {self.parallel} sequences share "
+                                                 f"({n_ctx} tokens) is full: this reply ends here, the others go on",
+                                      "send it again when fewer requests run, or load with a larger context")
             raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
                                   "see the engine log for llama.cpp's reason")
         finally:
+            batcher.leave(seq)
             if chain is not None:
                 llama_cpp.llama_sampler_free(chain)
             if media:
@@ -428,7 +520,9 @@ class TokenLoop(Backend):
             raise GenerationError("request", str(exc)) from None
 
     def _guidance(self, llguidance: ModuleType, llama_cpp: ModuleType) -> samplers.GuidanceVocabulary:
-        if self._ll_tokenizer is None:
+        shared = self._shared  # one dict for the backend and every reply's copy of it
+        if "guidance" not in shared:
             llm = self._loaded()
-            self._ll_tokenizer = samplers.guidance_tokenizer(llguidance, llama_cpp, llm._model.vocab, llm.n_vocab())
-        return self._ll_tokenizer
+            shared["guidance"] = samplers.guidance_tokenizer(llguidance, llama_cpp, llm._model.vocab, llm.n_vocab())
+        vocabulary: samplers.GuidanceVocabulary = shared["guidance"]
+        return vocabulary

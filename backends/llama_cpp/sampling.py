@@ -157,11 +157,12 @@ class GuidedSampler:
         self._all = llama_cpp.llama_token_data_array(self._data, n_vocab, -1, False)
         self._np = np
 
-    def sample(self, _chain: Any, _ctx: Any, _idx: int) -> int:
-        """``llama_sampler_sample``'s signature, so the token loop calls either the same way."""
+    def sample(self, _chain: Any, _ctx: Any, idx: int) -> int:
+        """``llama_sampler_sample``'s signature, so the token loop calls either the same way (``idx``: the batch row,
+        a sequence's own where several decode together)."""
         lib, np, view = self._lib, self._np, self._view
         view["id"] = self._ids
-        view["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
+        view["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
         view["p"] = 0.0
         view["logit"][self._mask.allowed() == 0] = -np.inf
         self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False

@@ -1,4 +1,4 @@
-"""A conversation's saved llama.cpp state: the KV cache of sequence 0 (``llama_state_seq_get_data``) in the container
+"""A conversation's saved llama.cpp state: the KV cache of one sequence (``llama_state_seq_get_data``) in the container
 of backends/states.py (magic, JSON header, CRC), checked before a byte of it reaches llama.cpp.
 
 The identity names everything that makes a state another model's or another layout's: the model file (path, size,
@@ -36,20 +36,22 @@ def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
             "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()}
 
 
-def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], tokens: Sequence[int]) -> int:
-    """Write sequence 0's state and ``tokens`` (what it holds) to ``path`` atomically; the file's size."""
-    size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], tokens: Sequence[int],
+         seq: int = 0) -> int:
+    """Write sequence ``seq``'s state and ``tokens`` (what it holds) to ``path`` atomically; the file's size."""
+    size = int(llama_cpp.llama_state_seq_get_size(ctx, seq))
     buffer = (ctypes.c_uint8 * size)()
-    written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0))
+    written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq))
     if written == 0 and size:
         raise OSError("llama.cpp could not copy the state")
     return write(path, identity, tokens, memoryview(buffer).cast("B")[:written])
 
 
-def load(llama_cpp: ModuleType, ctx: Any, path: str, header: Header) -> None:
-    """Read the state's bytes, check them against the header's CRC and give them to llama.cpp as sequence 0 (the
-    caller cleared it). StateRejected if anything does not add up; llama.cpp refusing them is one too."""
+def load(llama_cpp: ModuleType, ctx: Any, path: str, header: Header, seq: int = 0) -> None:
+    """Read the state's bytes, check them against the header's CRC and give them to llama.cpp as sequence ``seq``
+    (the caller cleared it; a state saved from any sequence loads into any). StateRejected if anything does not add
+    up; llama.cpp refusing them is one too."""
     buffer = read_data(path, header)
     array = (ctypes.c_uint8 * len(buffer)).from_buffer(buffer)
-    if not int(llama_cpp.llama_state_seq_set_data(ctx, array, len(buffer), 0)):
+    if not int(llama_cpp.llama_state_seq_set_data(ctx, array, len(buffer), seq)):
         raise StateRejected("llama.cpp refused it (see the engine log for its reason)")

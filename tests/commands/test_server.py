@@ -80,6 +80,8 @@ def test_serve_listens_on_loopback_requires_its_key_and_stops_on_ctrl_c(tiny_mod
         url, seen = _listening(lines)
         assert seen[-1].endswith("(an API key is required); Ctrl-C stops")
         assert any("model id 'tiny-llama-Q8_0'" in line for line in seen)
+        assert any(line.startswith("4 requests decode together (the default; --parallel N), each may use the whole "
+                                   "context of 512 tokens") for line in seen), seen
 
         assert httpx.get(f"{url}/v1/models").status_code == 401
         # where it listens is said for `quantdesk launch` (app/server/running.py), the key only as wanted
@@ -167,7 +169,8 @@ def test_serve_loads_library_models_on_request_within_its_budget(tiny_models, tm
 def test_serve_refuses_flags_out_of_range_before_loading(tiny_models):
     for flags, words in ((("--memory-budget", "0"), "--memory-budget must be more than 0 GiB"),
                          (("--idle-ttl", "-1"), "--idle-ttl must be more than 0 seconds"),
-                         (("--stream-every-ms", "-5"), "--stream-every-ms must be from 0 to 1000")):
+                         (("--stream-every-ms", "-5"), "--stream-every-ms must be from 0 to 1000"),
+                         (("--parallel", "0"), "--parallel must be from 1 to 64")):
         proc, lines = _serve(tiny_models.gguf_q8_0, *flags)
         assert proc.wait(timeout=60) != 0
         said = []
@@ -213,4 +216,16 @@ def test_serve_drafts_for_its_model_and_reports_the_guesses(tiny_draft_pair):
                            timeout=120).json()
         timings = reply["timings"]
         assert timings["draft_n"] > 0 and 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
+        _ctrl_c(proc, lines)
+
+
+def test_serve_decodes_parallel_requests_together_and_ps_says_how_many_run_and_wait(tiny_models):
+    with _serving(tiny_models.gguf_q8_0, "--parallel", "2", "--threads", "2") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(line.startswith("2 requests decode together, each may use the whole context of 512 tokens")
+                   for line in seen), seen
+        ps = subprocess.run([sys.executable, "-m", "app", "ps", "--server", url, "--api-key", KEY], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t")
+        assert "\t0/2 busy, 0 queued\t" in ps.stdout, ps.stdout
         _ctrl_c(proc, lines)
