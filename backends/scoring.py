@@ -16,13 +16,14 @@ the left-out mass times the divergence among those tokens. At the default ``tail
 KLD on a model with a real model's sure predictions, keeping 52 of 1024 tokens per position
 (tests/lab/test_reference.py; at 1e-3 it was 0.2 %, and single positions' KLD moved by up to 2e-4, which the low
 percentiles show). Perplexities, Δp and "same top p" do not depend on ``tail``: the actual token's log-probability
-and the top token are kept exactly.
+and the top token are kept exactly. As in llama-perplexity, the KL divergence leaves out the tokens the reference puts
+at or below -16 nats (``FLOOR``).
 
 Where no ``max_tokens`` tokens hold all but ``tail`` (a nearly flat distribution, as random weights give: at
 Qwen2.5-0.5B's shape most of the 152k rows are unused tokens' zero rows), the reference keeps the likeliest half of
-``max_tokens`` and an even sample of the rest, whose divergence terms stand for the whole rest (``Kept``,
-``compare_rows``): measured 1.4 % from the whole vocabulary's mean KLD there over 510 positions (merging the rest into
-one token instead found 27 % too little).
+``max_tokens`` and an even sample of the rest ranked by probability, whose divergence terms stand for the whole rest
+(``Kept``, ``compare_rows``): measured 1.4 % from the whole vocabulary's mean KLD there over 510 positions (merging
+the rest into one token instead found 27 % too little).
 
 A reference file, little-endian:
     MAGIC, u64 header length, the header (JSON, padded with spaces to 8 bytes),
