@@ -16,13 +16,14 @@ the left-out mass times the divergence among those tokens. At the default ``tail
 KLD on a model with a real model's sure predictions, keeping 52 of 1024 tokens per position
 (tests/lab/test_reference.py; at 1e-3 it was 0.2 %, and single positions' KLD moved by up to 2e-4, which the low
 percentiles show). Perplexities, Δp and "same top p" do not depend on ``tail``: the actual token's log-probability
-and the top token are kept exactly.
+and the top token are kept exactly. As in llama-perplexity, the KL divergence leaves out the tokens the reference puts
+at or below -16 nats (``FLOOR``).
 
 Where no ``max_tokens`` tokens hold all but ``tail`` (a nearly flat distribution, as random weights give: at
 Qwen2.5-0.5B's shape most of the 152k rows are unused tokens' zero rows), the reference keeps the likeliest half of
-``max_tokens`` and an even sample of the rest, whose divergence terms stand for the whole rest (``Kept``,
-``compare_rows``): measured 1.4 % from the whole vocabulary's mean KLD there over 510 positions (merging the rest into
-one token instead found 27 % too little).
+``max_tokens`` and an even sample of the rest ranked by probability, whose divergence terms stand for the whole rest
+(``Kept``, ``compare_rows``): measured 1.4 % from the whole vocabulary's mean KLD there over 510 positions with the
+sample spaced by id, before it was spaced by rank (merging the rest into one token instead found 27 % too little).
 
 A reference file, little-endian:
     MAGIC, u64 header length, the header (JSON, padded with spaces to 8 bytes),
@@ -55,6 +56,14 @@ from backends.base import Backend, GenerationError
 MAGIC = b"QDKLREF1"
 FORMAT_VERSION = 1
 LLAMA_PERPLEXITY_MAGIC = b"_logits_"  # the file llama-perplexity --kl-divergence-base writes
+# llama-perplexity's per-position KLD is sum(p_base * log(p_base / q)) over the tokens whose base log-probability is
+# above -16 only (perplexity.cpp, its KL loop: ``if (p_log_base > -16.f)``), not over the whole vocabulary. The lab
+# claims to compute its figures, so it leaves the same terms out (compare_rows), whether it made the reference or
+# imported the tool's file. Measured on SmolLM2-135M's Q3_K_S against its F16 (tests/lab/test_real_quants.py): the
+# left-out terms move single positions by up to 5e-4 (the 5 % KLD: 0.05652 over the whole vocabulary, 0.05702 as the
+# tool prints it, and as the whole vocabulary less those terms gives it), while the 16-bit rounding of the tool's base
+# file moves them by 1e-5.
+FLOOR = -16.0
 ROWS_PER_BLOCK = 32  # logit rows processed together: 32 x 152k floats is 19 MB per temporary
 SAMPLE_SEED = 20261126  # where each row's sample of a flat distribution's rest starts (Kept)
 
@@ -139,7 +148,13 @@ def keep(logprobs: np.ndarray, mass: np.ndarray, tail: float, max_tokens: int,
     rest_ids = np.flatnonzero(others)
     m = min(max_tokens - len(top), len(rest_ids))
     start = rng.random() if rng is not None else 0.5
-    sample = rest_ids[((np.arange(m) + start) * (len(rest_ids) / m)).astype(np.int64)] if m else rest_ids[:0]
+    # Evenly spaced in the rest ranked by the reference's probability (ties by id), not by id: each sampled token
+    # stands for tokens about as likely as itself, so the sample's sum varies far less (on SmolLM2's Q3_K_S, with
+    # a tenth of the quant's probability beyond the likeliest 2048 tokens, spacing by id put its median KLD 1.1 %
+    # from llama-perplexity's, by rank 0.2 %).
+    ranked = rest_ids[np.argsort(-mass[rest_ids], kind="stable")]
+    picks = ((np.arange(m) + start) * (len(rest_ids) / m)).astype(np.int64)
+    sample = np.sort(ranked[picks]) if m else rest_ids[:0]
     kept = np.concatenate([top, sample])
     return Kept(kept.astype(np.int32), logprobs[kept].astype(np.float32),
                 float(mass[rest_ids].sum(dtype=np.float64)), len(top), len(rest_ids) / m if m else 0.0)
@@ -195,7 +210,11 @@ def compare_rows(rows: np.ndarray, next_tokens: np.ndarray, reference: Reference
     rest's mass times the divergence within it); where it kept a sample of the rest instead, KL = Σ_all
     (q - p + p log(p/q)) (the q - p add up to 0 over the vocabulary), whose terms are each ≥ 0 and second-order, so
     the sample's sum times its weight stands for the rest's without the first-order noise a sample of p log(p/q)
-    would carry."""
+    would carry.
+
+    As llama-perplexity, the divergence leaves out the p log(p/q) terms of the tokens the reference puts at or below
+    FLOOR. Their q - p stay in the sampled sum, against their mass in ``rest``: so the q of tens of thousands of
+    such tokens still cancels against their p, where leaving the tokens out altogether made the sample's noise."""
     n = len(rows)
     lse = _log_normalizer(rows)[0]
     out = np.zeros(n, dtype=POSITIONS)
@@ -208,11 +227,12 @@ def compare_rows(rows: np.ndarray, next_tokens: np.ndarray, reference: Reference
     variant = rows[owner, reference.ids].astype(np.float64) - lse[owner]
     base = reference.logprobs.astype(np.float64)
     p, q = np.exp(base), np.exp(variant)
-    head = np.add.reduceat(np.where(sampled, 0.0, p * (base - variant)), starts)
+    log_ratio = np.where(base > FLOOR, base - variant, 0.0)  # at or below FLOOR: no part in the divergence
+    head = np.add.reduceat(np.where(sampled, 0.0, p * log_ratio), starts)
     variant_rest = np.maximum(1.0 - np.add.reduceat(np.where(sampled, 0.0, q), starts), 1e-300)
     rest = reference.rest
     merged = np.where(rest > 0, rest * (np.log(np.maximum(rest, 1e-300)) - np.log(variant_rest)), 0.0)
-    terms = np.add.reduceat(np.where(sampled, q - p + p * (base - variant), 0.0), starts)
+    terms = np.add.reduceat(np.where(sampled, q - p + p * log_ratio, 0.0), starts)
     out["kld"] = head + np.where(reference.weight > 0, rest - variant_rest + reference.weight * terms, merged)
     out["p_diff"] = np.exp(-out["nll"]) - np.exp(-out["nll_base"])
     out["same_top"] = rows.argmax(axis=1) == reference.ids[starts]
@@ -448,9 +468,22 @@ class LlamaPerplexityBase:
                 sets, picked = [], np.empty(per_chunk)
                 for r in range(per_chunk):
                     logprobs = params[r, 0] * raw[r, 4:4 + self.n_vocab].astype(np.float32) + params[r, 1]
-                    # Below -16 the tool's rows hold no real value (each is clamped to the row's minimum) and its
-                    # own KL leaves them out (perplexity.cpp: p_log_base > -16): so do we.
-                    sets.append(keep(logprobs, np.where(logprobs > -16, np.exp(logprobs), 0), tail, max_tokens, rng))
+                    # A token at or below FLOOR takes no part in the tool's divergence (compare_rows leaves its
+                    # term out too), and where it was clamped to its row's minimum the row holds no real value for
+                    # it. So every token above FLOOR is kept where max_tokens allows (the tool's sum exactly, no
+                    # rest); else the likeliest are chosen, and a merged rest weighed, by the mass above FLOOR.
+                    counted = np.where(logprobs > FLOOR, np.exp(logprobs), 0)
+                    kept = keep(logprobs, counted, 0.0, max_tokens, rng)
+                    if kept.weight:
+                        kept = keep(logprobs, counted, tail, max_tokens, rng)
+                    if kept.weight:
+                        # A sampled rest needs the mass the sample stands for, as stored, clamped tokens included:
+                        # rest - variant_rest + weight * Σ (q - p) cancels only then. (Their mass once left the rest
+                        # while the sample kept them and their divergence terms: SmolLM2's Q4_K_M read 0.0025 high
+                        # on the median, every KLD percentile 2-19 %. With them out of the sample too, the sample's q
+                        # stood alone for some 40,000 tokens a position: single positions off by 1e-4.)
+                        kept = keep(logprobs, np.exp(logprobs), tail, max_tokens, rng)
+                    sets.append(kept)
                     picked[r] = float(logprobs[next_tokens[r]])
                 writer.add_chunk(sets, picked)
                 if on_progress:

@@ -24,6 +24,7 @@ get (``quantdesk inspect``).
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,13 +217,37 @@ def _chosen(chosen: str) -> TemplateChoice:
     raise TemplateChoiceError(f"{chosen!r} is no bundled chat template ({', '.join(names())}) and no file")
 
 
+# A fine-tune for chat or instructions, as model names write it ("Gemma 3 270m It", "Qwen2.5 7B Instruct").
+TUNED_NAME = re.compile(r"(?i)(?:^|[\s_.-])(?:it|instruct|chat|sft|dpo|rlhf|assistant)(?:$|[\s_.-])")
+
+
+def pretrained_name(metadata: dict[str, Any]) -> str:
+    """The model's name where its header, as llama.cpp's converter writes one (``general.basename``, and
+    ``general.finetune`` from the repo's name: "it" for google/gemma-3-270m-it), names no fine-tune, nor does its
+    ``general.name`` ("It", "Instruct", "Chat"...): a pre-trained base model's file; "" otherwise."""
+    name = metadata.get("general.name")
+    if (not isinstance(name, str) or not name.strip() or not metadata.get("general.basename")
+            or metadata.get("general.finetune")):
+        return ""
+    return "" if TUNED_NAME.search(name) else name.strip()
+
+
 def for_model(model_path: str | Path, metadata: dict[str, Any], chosen: str = "") -> TemplateChoice:
-    """``choose`` for a local GGUF from its header's ``metadata`` (the key/value pairs)."""
+    """``choose`` for a local GGUF from its header's ``metadata`` (the key/value pairs). A file without a template
+    whose header names no fine-tune is likely a pre-trained model, which no chat template makes answer (Gemma 3
+    270M's file on PyPI is google/gemma-3-270m, not -it): its origin says so, rather than let a served family's
+    template promise a chat."""
     own = metadata.get("tokenizer.chat_template")
     architecture = str(metadata.get("general.architecture") or "")
     needs_vocabulary = not chosen and not own and not (read_kept(model_path) or {}).get("chat_template")
-    return choose(own=own if isinstance(own, str) else "", architecture=architecture, model_path=model_path,
-                  chosen=chosen, has_token=vocabulary_of(model_path) if needs_vocabulary else None)
+    choice = choose(own=own if isinstance(own, str) else "", architecture=architecture, model_path=model_path,
+                    chosen=chosen, has_token=vocabulary_of(model_path) if needs_vocabulary else None)
+    base = pretrained_name(metadata) if not own else ""
+    if base:
+        choice = TemplateChoice(choice.source, choice.name, choice.title,
+                                f"{choice.origin}; its header names no fine-tune ({base}): likely a pre-trained "
+                                "model, not tuned to chat, which may only continue the text")
+    return choice
 
 
 def chosen_for_load(model_path: str | Path, metadata: dict[str, Any], chosen: str = "") -> TemplateChoice:

@@ -78,7 +78,9 @@ def test_gemma_3_without_a_template_is_served_gemma_s_turns(gemma3_gguf):
     backend, details = loaded(gemma3_gguf, n_ctx=512)
     try:
         assert details["chat_template"] == "gemma"
-        assert details["chat_template_origin"] == "bundled for the gemma3 architecture: the file has none"
+        assert details["chat_template_origin"] == (
+            "bundled for the gemma3 architecture: the file has none; its header names no fine-tune (Gemma 3 270m): "
+            "likely a pre-trained model, not tuned to chat, which may only continue the text")
         prompt = backend.prepare([Message("user", "What is the capital of France?")], SamplingSettings()).prompt
         assert prompt == "<bos><start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"
         # the turn markers are the vocabulary's own tokens, not text: what Gemma was trained on

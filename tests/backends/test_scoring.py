@@ -48,7 +48,8 @@ def test_ties_go_to_the_lower_id_and_a_cap_keeps_the_top_half_and_samples_the_re
     (capped,), _ = scoring.reference_rows(row, np.array([0]), 0.0, 4)
     p = np.exp(log_softmax(row))[0]
     assert capped.top == 2 and list(capped.ids[:2]) == [1, 2]  # of the three likeliest (a tie), the lower ids
-    assert list(capped.ids[2:]) == [3, 5] and capped.weight == 2.0  # one of each two of the other four (0 3, 4 5)
+    # One of each two of the other four ranked by probability (4 0, 3 5), listed by id.
+    assert list(capped.ids[2:]) == [0, 5] and capped.weight == 2.0
     assert capped.rest == pytest.approx(p[[0, 3, 4, 5]].sum())
 
 
@@ -168,3 +169,64 @@ def test_scoring_settings_are_checked():
     assert scoring.vocabulary_check(["a", "b"], ["a", "b", "pad"], 2, 3) == ""
     assert "token 1 is 'x', not 'b'" in scoring.vocabulary_check(["a", "b"], ["a", "x"], 2, 2)
     assert "has 2 tokens, the reference 3" in scoring.vocabulary_check(None, ["a", "b"], 3, 2)
+
+
+def tool_kld(lp_base: np.ndarray, lq: np.ndarray) -> np.ndarray:
+    """llama-perplexity's per-position KLD (perplexity.cpp): only the tokens the base puts above -16 nats count."""
+    counted = lp_base > -16
+    return np.where(counted, np.exp(lp_base) * (lp_base - lq), 0.0).sum(axis=1)
+
+
+def test_tokens_the_reference_puts_at_or_below_minus_16_take_no_part_as_in_llama_perplexity():
+    reference = logits(16, 3000, 6.0)  # sure predictions: most of the vocabulary far below -16 nats
+    variant = reference + logits(16, 3000, 1.0, seed=8)
+    targets = np.zeros(16, dtype=np.int64)
+    lp, lq = log_softmax(reference), log_softmax(variant)
+    assert (lp <= -16).mean() > 0.5
+    out = scoring.compare_rows(variant, targets, block_of(reference, targets, 0.0))["kld"]
+    assert out == pytest.approx(tool_kld(lp, lq), rel=1e-4)  # float32 log-probabilities at the boundary
+    assert not np.allclose(out, (np.exp(lp) * (lp - lq)).sum(axis=1), rtol=1e-3)  # the whole vocabulary's differs
+
+
+def write_llama_perplexity_base(path, rows: np.ndarray, tokens: np.ndarray, n_ctx: int) -> np.ndarray:
+    """A --kl-divergence-base file as perplexity.cpp's log_softmax writes it (16 bits over at most 16 nats, each
+    token more than 16 below the likeliest clamped to the row's minimum); the log-probabilities it stores."""
+    n_vocab = rows.shape[1]
+    nv = 2 * ((n_vocab + 1) // 2) + 4
+    out = np.zeros((len(rows), nv), dtype="<u2")
+    stored = np.zeros(rows.shape, dtype=np.float32)
+    for r, row in enumerate(rows):
+        top = row.max()
+        low = max(row.min(), top - 16)
+        lse = np.float32(np.log(np.exp(row - top).astype(np.float64).sum()))
+        scale, minimum = np.float32((top - low) / 65535), np.float32(low - top - lse)
+        out[r, :4] = np.array([scale, minimum], dtype="<f4").view("<u2")
+        out[r, 4:4 + n_vocab] = np.where(row > low, np.rint((row - low) / scale), 0)
+        stored[r] = scale * out[r, 4:4 + n_vocab].astype(np.float32) + minimum
+    path.write_bytes(b"_logits_" + struct.pack("<Iii", n_ctx, n_vocab, len(tokens) // n_ctx)
+                     + tokens.astype("<i4").tobytes() + out.tobytes())
+    return stored
+
+
+@pytest.mark.parametrize("max_tokens", [4096, 512])
+def test_an_imported_llama_perplexity_base_gives_the_tools_own_kld(tmp_path, max_tokens):
+    # 512: fewer than the tokens above -16, so the rest is sampled, its clamped tokens at their stored values.
+    n_ctx, chunks, vocab = 16, 2, 3000
+    per = scoring.scored_per_chunk(n_ctx)
+    reference = logits(chunks * per, vocab, 3.0)
+    variant = reference + logits(chunks * per, vocab, 0.3, seed=8)
+    tokens = np.random.default_rng(1).integers(0, vocab, chunks * n_ctx).astype(np.int32)
+    stored = write_llama_perplexity_base(tmp_path / "base.kld", reference, tokens, n_ctx)
+    assert ((stored <= -16).mean() > 0.05) and (((stored > -16).sum(axis=1) > 512).all())
+    converted = scoring.LlamaPerplexityBase.open(tmp_path / "base.kld").convert(tmp_path / "base.qdref", {},
+                                                                                   max_tokens=max_tokens)
+    imported = scoring.Reference(converted)
+    expected = tool_kld(stored.astype(np.float64), log_softmax(variant))
+    out = np.concatenate([scoring.compare_rows(variant[c * per:(c + 1) * per],
+                                               tokens[c * n_ctx + n_ctx // 2 + 1:(c + 1) * n_ctx],
+                                               imported.chunk(c))["kld"] for c in range(chunks)])
+    imported.close()
+    if max_tokens >= vocab:  # every token above -16 kept: the tool's sum itself
+        assert out == pytest.approx(expected, rel=1e-5)
+    else:  # a sample of the rest: each position near it, their mean nearer
+        assert out == pytest.approx(expected, rel=0.05) and out.mean() == pytest.approx(expected.mean(), rel=0.01)

@@ -43,6 +43,7 @@ def test_gemma3_chat_is_rendered_in_gemma_turns(gemma3_gguf):
     out = _chat_json(gemma3_gguf, "--max-tokens", "4")
     assert out["prompt_tokens"] == len(gemma)
     assert out["chat_template_origin"].startswith("bundled")  # the file has none: Gemma's own, bundled, not ChatML
+    assert "likely a pre-trained model, not tuned to chat" in out["chat_template_origin"]  # and the user is told
 
 
 def test_smollm2_answers_in_the_chat(qtbot, real_window, smollm2_gguf):

@@ -117,3 +117,24 @@ def test_a_gguf_s_vocabulary_is_read_from_its_header(tiny_models):
     assert has is not None
     assert has("<|im_start|>") and has("<|im_end|>")
     assert not has("<start_of_turn>") and not has("<|im_start")  # whole tokens only
+
+
+@pytest.mark.parametrize(("metadata", "said"), [
+    ({"general.name": "Gemma 3 270m", "general.basename": "gemma-3"}, True),  # google/gemma-3-270m converted
+    ({"general.name": "Gemma 3 270m It", "general.basename": "gemma-3", "general.finetune": "it"}, False),
+    ({"general.name": "Gemma 3 270m", "general.basename": "gemma-3", "general.finetune": "it"}, False),
+    ({"general.name": "Qwen2.5 7B Instruct", "general.basename": "Qwen2.5"}, False),
+    ({"general.name": "Llama-3-8B-chat", "general.basename": "Llama-3"}, False),
+    ({"general.name": "tiny-llama"}, False),  # not the converter's header: nothing to go by
+    ({}, False)])
+def test_a_file_without_a_template_whose_header_names_no_fine_tune_is_said_to_be_pre_trained(tmp_path, metadata,
+                                                                                           said):
+    model = tmp_path / "model.gguf"
+    choice = bundled.for_model(model, {"general.architecture": "gemma3", **metadata})
+    assert choice.name == "gemma" and choice.origin.startswith("bundled for the gemma3 architecture: the file has none")
+    assert ("likely a pre-trained model, not tuned to chat" in choice.origin) is said
+    if said:
+        assert f"its header names no fine-tune ({metadata['general.name']})" in choice.line
+    # a file with its own template is served it, whatever its name
+    own = bundled.for_model(model, {"general.architecture": "gemma3", "tokenizer.chat_template": "T", **metadata})
+    assert own.origin == "in the model file"
