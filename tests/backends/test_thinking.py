@@ -70,9 +70,11 @@ def test_a_budget_closes_the_thinking_and_the_answer_follows(engine):
 
 
 def test_a_budget_of_nothing_turns_thinking_off(engine):
-    _, done = _run(engine, ASK, SamplingSettings(temperature=0.0, max_tokens=20, reasoning_budget=0))
+    sampling = SamplingSettings(temperature=0.0, max_tokens=20, reasoning_budget=0)
+    _, done = _run(engine, ASK, sampling)
     assert done.reasoning == "" and done.stats.reasoning_tokens == 0  # the template closed the block itself
-    assert engine.prepared.generation_prompt.endswith("<think>\n\n</think>\n\n")
+    # (each reply prepares its prompt in a sequence of its own: the prompt is asked for again, as the reply made it)
+    assert engine.prepare(ASK, sampling).generation_prompt.endswith("<think>\n\n</think>\n\n")
 
 
 def test_without_a_budget_the_model_thinks_until_the_reply_ends(engine):

@@ -190,9 +190,11 @@ def test_documents_and_tools_in_one_turn(tiny_tool_model, tmp_path):
     McpServers().save(mcp_servers.filesystem(folder))
     McpServers().confirm("files")
     _collection()
+    # A seed with which the random model closes its forced call within the 400 tokens: the tool takes any object,
+    # and a call cut by max_tokens is no call (issue 39).
     result = quantdesk("chat", str(tiny_tool_model), "--tools", "files", "--tool-choice",
                        "files__list_allowed_directories", "--docs", "manuals", "--prompt", QUESTION,
-                       "--max-tokens", "400", "--seed", "3", "--max-tool-steps", "1", stdin="n\n" * 10)
+                       "--max-tokens", "400", "--seed", "2", "--max-tool-steps", "1", stdin="n\n" * 10)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "← denied: the model is told" in result.stdout
     assert result.stdout.rstrip().endswith("[4] notes.md, Warranty")

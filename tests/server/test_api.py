@@ -32,7 +32,7 @@ def test_models_lists_the_served_model_only(oai, engine, model_name):
     # its template is its file's own, plain ChatML, which shows no tools: the generic format takes them
     assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX, "loaded": True, "primary": True,
                               "memory_estimate_bytes": sum(engine.loaded.memory_bytes.values()),
-                              "tool_format": "generic",
+                              "tool_format": "generic", "parallel": 1, "busy_sequences": 0, "queued": 0,
                               "chat_template": {"name": "model", "title": "the model's own",
                                                 "origin": "in the model file"}}
     assert oai.models.retrieve(model_name).id == model_name

@@ -103,7 +103,9 @@ def test_a_folder_is_indexed_in_the_background_and_shown_with_its_report(qtbot, 
     assert sorted(page.table.item(r, 0).text() for r in range(page.table.rowCount())) == ["loose files", "manuals"]
     assert page.selected_name() == "loose files"
     qtbot.waitUntil(lambda: settled(page, "loose files"), timeout=180_000)
-    assert page.source_label.text() == "Files added by hand: 1 file"  # the English plural form (quantdesk_en.ts)
+    # The store is settled before the page hears of it (the indexer's progress is queued to the GUI thread).
+    qtbot.waitUntil(lambda: page.source_label.text() == "Files added by hand: 1 file",  # English plural (quantdesk_en.ts)
+                    timeout=30_000)
 
     page.remove("loose files")
     page.remove("manuals")
