@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.datatypes import LoadSettings, Message
+from app.datatypes import LoadSettings
 from app.engine import guard
 from app.engine.client import EngineClient
 from app.server.app import create_app, model_id
@@ -52,7 +52,7 @@ def test_requests_waiting_on_a_crashed_engine_are_all_answered(crashing_engine):
         server.stop()
 
 
-def test_an_engine_that_crashed_while_idle_comes_back_for_the_next_request(smollm2_gguf):
+def test_an_engine_that_crashed_while_idle_comes_back_for_the_next_request(smollm2_gguf, tmp_path):
     with EngineClient() as engine:
         engine.load(smollm2_gguf, LoadSettings(n_ctx=1024))
         server = ServerThread(create_app(engine)).start()
@@ -60,7 +60,9 @@ def test_an_engine_that_crashed_while_idle_comes_back_for_the_next_request(smoll
             client = openai_on(server)
             model = model_id(engine.loaded.model_path)
             before = _ask(client, model)
-            engine.count_tokens([Message("user", "hi")])  # behind the reply's saved state: the engine is idle now
+            # A save of our own runs after the reply's saved state, on its sequence (a count would not wait: it is
+            # answered beside the generations, app/engine/host.py): once it is answered the engine is idle.
+            engine.save_state(tmp_path / "barrier.state")
             os.kill(engine.pid, signal.SIGSEGV)  # as a crash in a native thread between requests would
             assert _wait_dead(engine), (engine.pid, engine.alive, engine.stderr_tail()[-8:])
             assert engine.revivable
