@@ -389,9 +389,6 @@ class Backend(abc.ABC):
         grammar tokenizer marks them so (backends/json_schema.py)."""
         return {}
 
-    # The engine host runs this backend's generations on a thread of their own, not its main thread (MLX stays there)
-    generates_on_a_thread: ClassVar[bool] = False
-
     @property
     def parallel(self) -> int:
         """How many ``generate`` calls may run at once, each on a thread of its own, their tokens decoded together

@@ -9,9 +9,8 @@ remembers the id of one that has not started, which then ends as cancelled witho
 
 A backend that batches (``Backend.parallel`` > 1: llama.cpp loaded with ``LoadSettings.parallel``) runs up to
 that many generations at once, each on a thread of its own, their tokens decoded together; a generation beyond
-them waits for one to end. llama.cpp's generations take a thread of their own even one at a time
-(``Backend.generates_on_a_thread``): a decode called from this process's main thread measured several times slower
-(docs/architecture.md, Facts). Around them, in their order: a saved-state restore waits for a free
+them waits for one to end (one at a time, a generation runs on the model thread: a thread of its own cost a third
+of the speed, docs/architecture.md, Facts). Around them, in their order: a saved-state restore waits for a free
 sequence, a save runs once the generation sent before it has ended (its sequence's state); counting tokens
 runs at once; anything else (a load, an unload, scoring, embeddings) waits until no generation runs.
 
@@ -113,7 +112,7 @@ class Host:
                 self._unload()
                 return
             backend = self._backend
-            if self._workers or (backend is not None and (backend.parallel > 1 or backend.generates_on_a_thread)):
+            if self._workers or (backend is not None and backend.parallel > 1):
                 self._schedule(request)
             else:
                 self._answer(request)

@@ -44,7 +44,6 @@ class LlamaCppBackend(TokenLoop):
     takes_projector = True
     structured_output = True
     reports_logprobs = True  # from each token's logits row (sampling.LogprobRecorder)
-    generates_on_a_thread = True  # the host's main thread decoded several times slower (docs/architecture.md)
 
     def __init__(self) -> None:
         super().__init__()
