@@ -26,7 +26,7 @@ from backends.chat_format.analysis import (
     trim_whitespace,
 )
 from backends.chat_format.builder import ChatBuilder, build, functions, parameters, tool_parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 

@@ -34,7 +34,7 @@ from backends.chat_format.builder import (
     may_be_string,
     tool_parameters,
 )
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Node, Parser
 
 NS = "]<]minimax[>["
