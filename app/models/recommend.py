@@ -280,36 +280,42 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
     max_ctx = _largest_ctx(_FitsAt(lambda c: fits(estimate(ngl, c, moe)), limit))
     result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
                        **base)
-    if chosen is None:
-        total = sum(d.total_bytes for d in est.devices)
-        result.verdict = "does not fit"
-        result.reason = (f"needs {total / GiB:.1f} GiB at {est.n_ctx} tokens; "
-                         f"{_budget_text(gpu, ram, vram)}")
-    elif gpu and gpu.unified:
-        result.verdict, result.reason = "unified memory", (
-            f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of "
-            f"{(vram or 0) / GiB:.1f} GiB")
-    elif ngl >= n_all and est.cpu_moe:
-        n_expert_layers = meta.block_count - meta.nextn_layers
-        result.verdict = f"MoE split: experts of {est.cpu_moe} of {n_expert_layers} layers in RAM"
-        result.reason = (f"every layer on {gpu_name} ({est.devices[-1].total_bytes / GiB:.1f} of "
-                         f"{(vram or 0) / GiB:.1f} GiB), the experts of {_first_layers(est.cpu_moe, n_expert_layers)} "
-                         f"in system RAM ({est.devices[0].total_bytes / GiB:.1f} GiB): only the experts each token "
-                         f"uses are read from RAM")
-    elif ngl >= n_all:
-        result.verdict, result.reason = "full GPU", (
-            f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {(vram or 0) / GiB:.1f} GiB")
-    elif ngl > 0:
-        result.verdict = f"partial: {ngl} of {n_all} layers" + (", experts in RAM" if est.cpu_moe else "")
-        result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU" + (
-            f", and the experts of {_first_layers(est.cpu_moe, meta.block_count - meta.nextn_layers)} stay in "
-            f"system RAM" if est.cpu_moe else "")
-    else:
-        result.verdict = "CPU only"
-        cause = "no GPU to offload to" if choice is None or choice.gpu is not None or not hw.gpus else choice.reason
-        result.reason = (cause if not offload_ok else "no layer fits on the GPU") + (
-            f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
+    result.verdict, result.reason = _verdict(meta, hw, est, fitted=chosen is not None, ngl=ngl, gpu=gpu,
+                                             gpu_name=gpu_name, ram=ram, vram=vram, choice=choice,
+                                             offload_ok=offload_ok)
     return result
+
+
+def _verdict(meta: ModelMetadata, hw: HardwareProfile, est: Estimate, *, fitted: bool, ngl: int, gpu: GpuInfo | None,
+             gpu_name: str, ram: int | None, vram: int | None, choice: Choice | None,
+             offload_ok: bool) -> tuple[str, str]:
+    """The plan's verdict ("full GPU", "partial: 20 of 33 layers", "MoE split: …", "CPU only", "does not fit") and
+    the sentence that says why."""
+    n_all = meta.block_count + 1
+    n_expert_layers = meta.block_count - meta.nextn_layers
+    if not fitted:
+        total = sum(d.total_bytes for d in est.devices)
+        return "does not fit", f"needs {total / GiB:.1f} GiB at {est.n_ctx} tokens; {_budget_text(gpu, ram, vram)}"
+    if gpu and gpu.unified:
+        return "unified memory", (f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of "
+                                  f"{(vram or 0) / GiB:.1f} GiB")
+    if ngl >= n_all and est.cpu_moe:
+        return (f"MoE split: experts of {est.cpu_moe} of {n_expert_layers} layers in RAM",
+                f"every layer on {gpu_name} ({est.devices[-1].total_bytes / GiB:.1f} of "
+                f"{(vram or 0) / GiB:.1f} GiB), the experts of {_first_layers(est.cpu_moe, n_expert_layers)} "
+                f"in system RAM ({est.devices[0].total_bytes / GiB:.1f} GiB): only the experts each token "
+                f"uses are read from RAM")
+    if ngl >= n_all:
+        return "full GPU", (f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of "
+                            f"{(vram or 0) / GiB:.1f} GiB")
+    if ngl > 0:
+        return (f"partial: {ngl} of {n_all} layers" + (", experts in RAM" if est.cpu_moe else ""),
+                f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU"
+                + (f", and the experts of {_first_layers(est.cpu_moe, n_expert_layers)} stay in system RAM"
+                   if est.cpu_moe else ""))
+    cause = "no GPU to offload to" if choice is None or choice.gpu is not None or not hw.gpus else choice.reason
+    return "CPU only", ((cause if not offload_ok else "no layer fits on the GPU")
+                        + f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
 
 
 def _moe_split(meta: ModelMetadata, n_all: int, fits_with: Callable[[int], bool]) -> tuple[int, int] | None:
