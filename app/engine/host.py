@@ -10,7 +10,7 @@ remembers the id of one that has not started, which then ends as cancelled witho
 A backend that batches (``Backend.parallel`` > 1: llama.cpp loaded with ``LoadSettings.parallel``) runs up to
 that many generations at once, each on a thread of its own, their tokens decoded together; a generation beyond
 them waits for one to end (one at a time, a generation runs on the model thread: a thread of its own cost a third
-of the speed, docs/architecture.md, Facts). Around them, in their order: a saved-state restore waits for a free
+of the speed, docs/facts.md). Around them, in their order: a saved-state restore waits for a free
 sequence, a save runs once the generation sent before it has ended (its sequence's state); counting tokens
 runs at once; anything else (a load, an unload, scoring, embeddings) waits until no generation runs.
 
