@@ -34,6 +34,13 @@ SOURCE_LANGUAGE = "en"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def QT_TRANSLATE_NOOP(context: str, message: str) -> str:  # lupdate finds the marked words by this name
+    """Qt's marker of a word translated where it is shown, typed: PySide6's stub answers ``object``, Qt's own
+    function returns ``message`` unchanged, as this one does."""
+    del context  # lupdate reads it from the call
+    return message
+
+
 def translations_dir() -> Path:
     return Path(str(files("resources") / "translations"))
 
@@ -91,6 +98,7 @@ def install(language: str) -> Installed:
 
 def uninstall(installed: Installed) -> None:
     app = QCoreApplication.instance()
+    assert app is not None  # the translators were installed on it
     for translator in installed.translators:
         app.removeTranslator(translator)
     QLocale.setDefault(installed.previous_locale)
