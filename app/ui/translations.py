@@ -1,10 +1,11 @@
 """The UI's languages, through Qt's translation system.
 
 Every user-visible string in app/ui goes through ``self.tr()`` (in a QObject subclass; lupdate files it under the
-class's name) or ``QCoreApplication.translate("context", ...)`` (module-level code), and ``QT_TRANSLATE_NOOP`` marks
-a table's words that are translated where they are shown. ``resources/translations/quantdesk_LANG.ts`` hold the
-translations (``quantdesk_en.ts`` only the English plural forms of ``%n`` strings), compiled into the ``.qm`` files
-the app loads. One command refreshes the .ts files from the sources and compiles them:
+class's name) or ``QCoreApplication.translate("context", ...)`` (module-level code), and ``QT_TRANSLATE_NOOP`` (this
+module's, typed) marks a table's words that are translated where they are shown.
+``resources/translations/quantdesk_LANG.ts`` hold the translations (``quantdesk_en.ts`` only the English plural forms
+of ``%n`` strings), compiled into the ``.qm`` files the app loads. One command refreshes the .ts files from the
+sources and compiles them:
 
     python -m app.ui.translations update
 
