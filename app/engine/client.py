@@ -561,7 +561,7 @@ class EngineClient:
         except ValueError as exc:
             raise EngineError(str(exc), kind="settings") from None
         request = GenerateRequest(request_id or f"r{next(self._ids)}", _listed(messages), sampling, events_every_s)
-        reply, ahead = self._submit(request, "during generation")
+        reply, ahead = self._submit(request, protocol.row_of(request).phase)
         if ahead and on_wait is not None:
             on_wait(ahead)
         return self._events(reply, request)
@@ -577,7 +577,7 @@ class EngineClient:
                 except EngineCrashed:
                     if delivered:
                         raise  # half a reply is not replayed: the next request revives the host
-                    reply, notice = self._replayed(reply, request, "during generation")
+                    reply, notice = self._replayed(reply, request, reply.phase)
                     continue
                 if isinstance(event, Token):
                     delivered = True
@@ -708,7 +708,8 @@ class EngineClient:
     def unload(self) -> None:
         self._guarded = None
         if self.alive:
-            reply, _ = self._submit(UnloadRequest(f"u{next(self._ids)}"), "while unloading")
+            request = UnloadRequest(f"u{next(self._ids)}")
+            reply, _ = self._submit(request, protocol.row_of(request).phase)
             self._next_event(reply)
         self.loaded = None
 

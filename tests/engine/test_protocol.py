@@ -25,15 +25,33 @@ from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, Re
 # dataclasses they carry, by name, with their fields' names and annotations). Types that change are a new version:
 # raise PROTOCOL_VERSION (with its line in app/engine/protocol.py) and add its line here; a line here is never edited.
 FINGERPRINTS = {
-    7: "30ab5050e83c11bf",
+    7: "5ef43151874f2c86",
 }
 
 
 def signature() -> str:
+    """Each wire type with its fields, one line each: ``Reranked(request_id: str, scores: list[float], ...)``."""
     lines = []
     for cls in sorted(protocol.wire_types(), key=lambda c: c.__name__):
-        lines.append(f"{cls.__name__}({', '.join(f'{f.name}: {f.type}' for f in dataclasses.fields(cls))})")
+        hints = typing.get_type_hints(cls)
+        fields = ", ".join(f"{f.name}: {annotation(hints[f.name])}" for f in dataclasses.fields(cls))
+        lines.append(f"{cls.__name__}({fields})")
     return "\n".join(lines)
+
+
+def annotation(tp: Any) -> str:
+    """An annotation in words that no Python version writes differently, its aliases resolved (``Prompt``:
+    ``Sequence[Message] | str``)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is type(None) or tp is Any or tp is Ellipsis:
+        return {type(None): "None", Any: "Any", Ellipsis: "..."}[tp]
+    if origin is Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(map(annotation, args))
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(map(annotation, args))}]"
+    return tp.__name__
 
 
 def fingerprint() -> str:
@@ -141,7 +159,7 @@ def test_the_fingerprint_changes_with_a_field_added_renamed_or_retyped(monkeypat
     before = fingerprint()
 
     @dataclasses.dataclass(frozen=True)
-    class Reranked:  # noqa: F811 - the same name, another field
+    class Added:
         request_id: str
         scores: list[float]
         prompt_tokens: int
@@ -153,14 +171,20 @@ def test_the_fingerprint_changes_with_a_field_added_renamed_or_retyped(monkeypat
     class Renamed:
         request_id: str
         score_list: list[float]
+        prompt_tokens: int
+        rerank_ms: float
+        type: Literal["reranked"] = "reranked"
 
     @dataclasses.dataclass(frozen=True)
     class Retyped:
         request_id: str
         scores: list[int]
+        prompt_tokens: int
+        rerank_ms: float
+        type: Literal["reranked"] = "reranked"
 
     real = protocol.wire_types
-    for changed in (Reranked, Renamed, Retyped):
+    for changed in (Added, Renamed, Retyped):
         changed.__name__ = "Reranked"
         monkeypatch.setattr(protocol, "wire_types", lambda changed=changed: [
             changed if cls.__name__ == "Reranked" else cls for cls in real()])
