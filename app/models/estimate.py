@@ -11,7 +11,9 @@ log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/benc
 - compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
   expert intermediates, the logits of a full ubatch) plus the attention masks (and Qwen3-VL's input embedding,
   padded for its deepstack layers);
-- output buffer: logits for one sequence on the host; fixed runtime overheads per device;
+- output buffer: logits for one token per sequence on the host; fixed runtime overheads per device;
+- several sequences (``n_seq``, a unified cache): the full layers' cells stay n_ctx; each sequence adds its window
+  on sliding-window layers (``n_swa * n_seq + n_ubatch``), its recurrent state rows and its logits row;
 - recurrent layers (Mamba, RWKV, LFM2's short convolutions, gated delta nets) keep one F32 r and s state row
   per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
   hybrids give only their attention layers a KV cache (Falcon-H1: every layer both);
@@ -150,6 +152,11 @@ class LlamaCppSettings:
     n_ubatch: int = 512
     flash_attn: bool = False
     swa_full: bool = False
+    # Sequences decoded together (LoadSettings.parallel: llama.cpp's n_seq_max with a unified KV cache): the full
+    # layers' cache stays the context's size, but each sequence keeps its own window on sliding-window layers, its own
+    # recurrent state rows and its own row of logits (src/llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp,
+    # llama_context's output_reserve(n_seq_max)).
+    n_seq: int = 1
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
@@ -244,7 +251,7 @@ def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
 
 def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
     if meta.swa_layers and meta.swa_layers[il] and not s.swa_full:
-        return min(n_ctx, pad(meta.sliding_window + s.n_ubatch, CTX_PAD))
+        return min(n_ctx, pad(meta.sliding_window * max(s.n_seq, 1) + s.n_ubatch, CTX_PAD))
     return n_ctx
 
 
@@ -394,8 +401,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
-        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il)
-    output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
+        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il) * max(settings.n_seq, 1)
+    output = meta.vocab_size * 4 * max(settings.n_seq, 1)  # the last token's logits per sequence, on the host
     if uses_gpu:
         _place_compute(meta, settings, n_ctx, cpu, gpu, first_gpu_layer, output_weight, host_block_tensor, fits_gpu)
     else:

@@ -214,10 +214,10 @@ class _FitsAt:
 
 def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
              kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
-             pin: tuple[str, str] | None = None) -> FitResult:
+             pin: tuple[str, str] | None = None, n_seq: int = 1) -> FitResult:
     """``cpu_moe``: experts of the first N layers in RAM, -1 all; None lets a MoE model's split be chosen.
     ``pin``: a runtime pinned for this model (app/runtimes/pins.py); the plan is for the runtime a load would get,
-    on the device it would use."""
+    on the device it would use. ``n_seq``: the sequences decoded together (``LoadSettings.parallel``)."""
     label = label or meta.source
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
     base: dict[str, Any] = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
@@ -241,7 +241,7 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
 
     def estimate(ngl: int, ctx: int, moe: int = 0) -> Estimate:
         settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe,
-                                    n_ubatch=ubatch_for(meta, ctx), **on_gpu_runtime)
+                                    n_ubatch=ubatch_for(meta, ctx), n_seq=n_seq, **on_gpu_runtime)
         est = estimate_llama_cpp(meta, settings, gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 
@@ -410,9 +410,9 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
 
 def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
               kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
-              pin: tuple[str, str] | None = None) -> FitResult:
+              pin: tuple[str, str] | None = None, n_seq: int = 1) -> FitResult:
     if meta.format == "gguf":
-        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin)
+        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin, n_seq)
     if meta.format in ("mlx", "safetensors"):
         result = fit_mlx(meta, hw, n_ctx, label)
         result.format = meta.format
