@@ -35,7 +35,8 @@ from app.errors import EngineCrashed, EngineError
 from app.images import ImageError
 from app.hardware.profile import HardwareProfile
 from app.ui.chat_settings import ChatSettingsDialog, schema_refusal
-from app.ui.chat_view import IMAGE_SUFFIXES, AttachmentStrip, Composer, MessageBubble, MessageView, StatsStrip
+from app.ui.chat_bubble import IMAGE_SUFFIXES, MessageBubble
+from app.ui.chat_view import AttachmentStrip, Composer, MessageView, StatsStrip
 from app.ui.conversation_list import ConversationList
 from app.ui.engine_bridge import EngineBridge, TokenChunk
 from app.ui.formatting import capitalized
