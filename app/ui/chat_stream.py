@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Slot
 
+from app.chats.store import ChatStoreError
 from app.datatypes import ContextCut, ContextUse, Done, Loaded
 from app.ui.formatting import capitalized
 from app.ui.widgets import announce
@@ -75,8 +76,6 @@ class ChatStream(QObject):
     def _on_retrieved(self, retrieval: Retrieval) -> None:
         """The passages of the chat's documents the reply is given (before its tokens): kept with the reply, shown
         as its chips; what the user should know (a collection still indexing, nothing found) in the banner."""
-        from app.chats.store import ChatStoreError
-
         page = self._page
         if not page.reply.streaming or page.reply.writer is None:
             return
