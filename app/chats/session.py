@@ -6,7 +6,9 @@ offered, the steps it made, what went wrong with them; each step is ``app.mcp.lo
 
 ``app.ui.chat_page.ChatPage`` shows it and talks to the engine bridge; the reply's lifecycle and its saving are the
 page's ``ReplySession`` (handed in as ``replies``: what the store refused is saved before a delete, and an undo
-brings it back). A store that refuses a write raises ``ChatStoreError``: the caller says it.
+brings it back). A store that refuses a write raises ``ChatStoreError``: the caller says it. The request of a reply
+is still built by ``ChatPage._generate``; with the Qt-free ``Turn`` of app/engine (issue 40) it comes here, beside
+the tool loop it feeds.
 """
 
 from __future__ import annotations

@@ -135,23 +135,29 @@ class ChatPage(QWidget):
         layout.addWidget(self.stats)
         self.attachments = AttachmentStrip()
         layout.addWidget(self.attachments)
-        # The user's documents (issue 28): attached to the chat, searched for each question, cited by the reply.
-        from app.ui.chat_documents import ChatDocuments
-
-        self.documents = ChatDocuments(self, documents)
+        row = self._build_composer(documents)  # the widgets made in the order Tab goes through them
         layout.addWidget(self.documents.strip)
-        layout.addLayout(self._build_composer())
+        layout.addLayout(row)
         splitter.addWidget(main)
         splitter.addWidget(self.documents.panel)  # a cited passage, beside the messages; hidden until one is opened
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([240, 900, 0])
 
-    def _build_composer(self) -> QHBoxLayout:
+    def _build_composer(self, documents: Callable[[], DocumentsService] | None) -> QHBoxLayout:
         row = QHBoxLayout()
         row.setContentsMargins(12, 8, 12, 12)
         self.composer = Composer()
         self.composer.submitted.connect(self.send)
         self.composer.image_given.connect(self.images.attach)
+        self.attach_button = QPushButton(self.tr("Image…"))
+        self.attach_button.setAccessibleName(self.tr("Attach an image"))
+        self.attach_button.setToolTip(self.tr("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the "
+                                              "message box); the model must see images"))
+        self.attach_button.clicked.connect(self.images.choose)
+        # The user's documents (issue 28): attached to the chat, searched for each question, cited by the reply.
+        from app.ui.chat_documents import ChatDocuments
+
+        self.documents = ChatDocuments(self, documents)
         self.composer.documents_given.connect(self.documents.attach_files)
         self.send_button = QPushButton(self.tr("Send"))
         self.send_button.setAccessibleName(self.tr("Send message"))
@@ -162,11 +168,6 @@ class ChatPage(QWidget):
         self.stop_button.setAccessibleName(self.tr("Stop the reply"))
         self.stop_button.setToolTip(self.tr("Stop the reply (Esc)"))
         self.stop_button.clicked.connect(self.stop)
-        self.attach_button = QPushButton(self.tr("Image…"))
-        self.attach_button.setAccessibleName(self.tr("Attach an image"))
-        self.attach_button.setToolTip(self.tr("Attach a PNG, JPEG or WebP image (or paste one, or drop it on the "
-                                              "message box); the model must see images"))
-        self.attach_button.clicked.connect(self.images.choose)
         buttons = QVBoxLayout()
         for action, name in ((self.send_button, "send"), (self.stop_button, "stop"), (self.attach_button, "image")):
             decorate(action, name)
