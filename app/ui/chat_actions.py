@@ -133,7 +133,7 @@ class ChatActions(QObject):
 
     def add_bubble(self, message: ChatMessage) -> MessageBubble:
         page = self._page
-        bubble = page.view.add(message)
+        bubble: MessageBubble = page.view.add(message)
         bubble.set_branches(page.store.branches(message.id))
         bubble.edit_requested.connect(self.edit)
         bubble.regenerate_requested.connect(self.regenerate)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import (QT_TRANSLATE_NOOP, QBuffer, QByteArray, QCoreApplication, QEvent, QIODevice, QSize, Qt,
+from PySide6.QtCore import (QBuffer, QByteArray, QCoreApplication, QEvent, QIODevice, QSize, Qt,
                             QUrl, Signal, Slot)
 from PySide6.QtGui import (QImage, QImageReader, QPixmap, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
                            QTextFormat)
@@ -19,6 +19,7 @@ from app.chats.messages import Branches, ChatMessage, ToolCard
 from app.ui.code_highlight import highlight_code_blocks
 from app.ui.formatting import SettledMarkdown, code_blocks, human_seconds, stats_summary, with_copy_links
 from app.ui.theme import is_dark
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import AutoHeightBrowser
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def png_bytes(image: QImage) -> bytes:
     """A pasted image (Qt hands it over decoded) as a PNG file."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stub wants bytes, which PySide6 refuses
     return bytes(buffer.data().data())
 
 
@@ -147,7 +148,7 @@ class ThinkingBlock(QFrame):
         if not self.chosen:
             self.set_open(False)
 
-    def finish(self, stats: dict | None, answered: bool) -> None:
+    def finish(self, stats: dict[str, Any] | None, answered: bool) -> None:
         """The reply is over: the summary from the engine's figures where it has them (an interrupted reply has
         none). A reply that only thought (stopped, out of tokens) shows its thinking open: it is all there is."""
         tokens = (stats or {}).get("reasoning_tokens") or 0
@@ -248,7 +249,7 @@ class ToolCardView(QFrame):
     def __init__(self, card: ToolCard, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("toolCard")
-        layout = QVBoxLayout(self)
+        self._column = layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 6)
         layout.setSpacing(2)
         self.toggle = QToolButton()
@@ -344,7 +345,7 @@ class ToolCardView(QFrame):
         """Show the approval question under the arguments; its ``decided`` says the answer."""
         if self.approval is None:
             self.approval = ApprovalCard(self.card.name, self.card.server or self.tr("unknown server"), description)
-            layout = self.layout()
+            layout = self._column
             layout.insertWidget(layout.indexOf(self.status), self.approval)
             self.approval.show()
         self.set_card(self.card)
@@ -362,7 +363,7 @@ class CutMark(QFrame):
     "12 earlier messages not sent to the model (context full)", and under "compact" the model's note on them,
     folded behind the line (a click or the space bar opens it)."""
 
-    def __init__(self, cut: dict, parent: QWidget | None = None) -> None:
+    def __init__(self, cut: dict[str, Any], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("contextCut")
         layout = QVBoxLayout(self)
@@ -426,12 +427,12 @@ class MessageBubble(QFrame):
         super().__init__(parent)
         self.message_id = message.id
         self.role = message.role
-        self.state = message.state
+        self.state: str = message.state
         self._markdown = ""
         self.setObjectName(f"bubble_{message.role}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName(self.tr("{role} message").format(role=self.tr(ROLE_TITLES[message.role])))
-        layout = QVBoxLayout(self)
+        self._column = layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
         header = QHBoxLayout()
@@ -470,7 +471,7 @@ class MessageBubble(QFrame):
         self.delete_branch.clicked.connect(lambda: self.delete_branch_requested.emit(self.message_id))
         self.branch_bar.setVisible(False)
         header.addWidget(self.branch_bar)
-        self.actions: dict[str, QToolButton] = {}
+        self.actions: dict[str, QToolButton] = {}  # type: ignore[assignment]  # by name; QWidget.actions() unused
         for name, text, tip, accessible in (
                 ("copy", self.tr("Copy"), self.tr("Copy this message"), self.tr("Copy message")),
                 ("edit", self.tr("Edit"), self.tr("Edit and resend from here (the old version stays)"),
@@ -509,9 +510,9 @@ class MessageBubble(QFrame):
         if message.citations:
             self.set_citations(message.citations, render=False)  # rendered below, with its links
         if message.reasoning:
-            self._thinking_block(message.reasoning)
+            block = self._thinking_block(message.reasoning)
             if message.state != "streaming":
-                self.thinking.finish(message.stats, bool(message.content))
+                block.finish(message.stats, bool(message.content))
         self._settler = SettledMarkdown()
         self._rendered_upto = 0  # characters of the text already rendered as Markdown
         self._tail_position = 0  # where the plain-text tail starts in the document
@@ -544,12 +545,12 @@ class MessageBubble(QFrame):
         self.style().unpolish(self)
         self.style().polish(self)
 
-    def show_cut(self, cut: dict) -> CutMark:
+    def show_cut(self, cut: dict[str, Any]) -> CutMark:
         """Mark at the top of this reply what the overflow policy left out of its prompt (ContextCut.to_dict())."""
         if self.cut_mark is not None:
             self.cut_mark.deleteLater()
         self.cut_mark = CutMark(cut)
-        self.layout().insertWidget(0, self.cut_mark)
+        self._column.insertWidget(0, self.cut_mark)
         self.cut_mark.show()
         return self.cut_mark
 
@@ -560,7 +561,7 @@ class MessageBubble(QFrame):
     def _thinking_block(self, text: str = "") -> ThinkingBlock:
         if self.thinking is None:
             self.thinking = ThinkingBlock(text)
-            layout = self.layout()
+            layout = self._column
             layout.insertWidget(layout.indexOf(self.body), self.thinking)
             self.thinking.show()  # at once: a layout shows a child added to a visible parent only on the next turn
         return self.thinking
@@ -573,9 +574,9 @@ class MessageBubble(QFrame):
     def set_tools(self, cards: tuple[ToolCard, ...] | list[ToolCard], *, live: bool = False) -> list[ToolCardView]:
         """Show the reply's tool calls as they stand (a card per call, kept by call id so an open result or a
         pending approval stays where it is); ``live``: its tool step is under way."""
-        layout = self.layout()
+        layout = self._column
         by_id = {view.card.call_id: view for view in self.tool_cards}
-        views = []
+        views: list[ToolCardView] = []
         for card in cards:
             view = by_id.pop(card.call_id, None)
             if view is None:
@@ -599,7 +600,7 @@ class MessageBubble(QFrame):
         if self.citation_chips is None:
             self.citation_chips = CitationChips()
             self.citation_chips.opened.connect(self.citation_requested)
-            self.layout().addWidget(self.citation_chips)
+            self._column.addWidget(self.citation_chips)
         self.citation_chips.set_citations(citations)
         cited = tuple(int(c["number"]) for c in citations if "number" in c)
         if cited != self._cited:
@@ -690,7 +691,7 @@ class MessageBubble(QFrame):
         cursor.endEditBlock()
         self._rendered_upto = end
 
-    def finish(self, text: str, stats: dict | None, state: str, reasoning: str = "") -> None:
+    def finish(self, text: str, stats: dict[str, Any] | None, state: str, reasoning: str = "") -> None:
         if text == self._markdown:
             self._render_settled(len(text), final=True)  # only the last paragraph is left to render
         else:  # the engine's final text differs from what streamed (it should not): render it whole
@@ -703,7 +704,7 @@ class MessageBubble(QFrame):
         self._show_body()
         self.set_meta(stats, state)
 
-    def set_meta(self, stats: dict | None, state: str) -> None:
+    def set_meta(self, stats: dict[str, Any] | None, state: str) -> None:
         self.state = state
         note = {"streaming": self.tr("writing…"),
                 "interrupted": self.tr("interrupted — the reply was cut off")}.get(state, "")

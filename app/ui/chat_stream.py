@@ -121,7 +121,7 @@ class ChatStream(QObject):
     def _interrupt(self) -> bool:
         """Keep the reply so far, marked interrupted; returns whether the store has it."""
         reply = self._page.reply
-        saved = reply.interrupt()
+        saved: bool = reply.interrupt()
         if (bubble := self.bubble()) and reply.writer is not None:
             bubble.finish(reply.writer.text, None, "interrupted", reply.writer.reasoning)
         self.end_reply()

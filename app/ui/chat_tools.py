@@ -68,7 +68,7 @@ class ChatTools(QObject):
         self.max_steps = DEFAULT_MAX_STEPS  # tool steps in one reply at most, as `quantdesk chat --tools`
         self.statuses: dict[str, ServerStatus] = {}  # by server name, as the last connect left them
         self.connecting: set[str] = set()
-        self.step: ToolStep | None = None
+        self.step: ChatToolStep | None = None
         self._connects = BackgroundCall("mcp-connect")
         self._connects.succeeded.connect(self._on_connected)
         self._connects.failed.connect(self._on_connect_failed)

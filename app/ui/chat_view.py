@@ -4,7 +4,7 @@ attachments strip, the composer and the live stats strip."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QMimeData, Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication, QImage, QKeyEvent
@@ -127,12 +127,13 @@ class AttachmentStrip(QFrame):
 
     @property
     def remove_buttons(self) -> list[QToolButton]:
-        return [item.findChild(QToolButton) for item in self._items]
+        return [button for item in self._items if (button := item.findChild(QToolButton)) is not None]
 
     @Slot()
     def _on_remove_clicked(self) -> None:
         button = self.sender()
-        index = next(i for i, item in enumerate(self._items) if item.isAncestorOf(button))
+        index = next(i for i, item in enumerate(self._items)
+                     if isinstance(button, QWidget) and item.isAncestorOf(button))
         self.remove(index)
 
 
@@ -299,7 +300,7 @@ class StatsStrip(QFrame):
             self.sparkline.add((count - n0) / ((last_ms - t0) / 1000))
             self._last_sample = (count, last_ms)
 
-    def on_done(self, stats: dict) -> None:
+    def on_done(self, stats: dict[str, Any]) -> None:
         self.tokens.setText(str(stats["generated_tokens"]))
         self.tps.setText(tokens_per_second(stats["decode_tps"]))
         self.ttft.setText(human_ms(stats["ttft_ms"]))
