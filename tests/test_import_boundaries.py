@@ -285,7 +285,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("app.hub", "backends"),
     ("app.remote", "app.machine", "app.mcp"),
     ("app.engine",),
-    ("app.lab", "app.documents"),  # side by side: the lab never reads documents, documents never score
+    # side by side: the lab never reads documents, documents never score; the Chat's session (app/chats/session.py)
+    # goes with neither, above the engine and the tool loop it holds
+    ("app.lab", "app.documents", "app.chats.session"),
     ("app.server",),  # above the lab: its MCP tools run the lab's bench and read what it measured (app/server/mcp.py)
     ("app.commands", "app.ui"),
     ("app.cli",),

@@ -14,7 +14,9 @@ over the official ``mcp`` SDK, one asyncio thread, every connection a task; tool
 ``server__tool`` function names; each call a ``ToolOutcome``: its failure, timeout, Stop, a result cut to the
 budget, arguments checked against the tool's schema, all in words; ``stdio`` the SDK's stdio transport with a reader
 linear in a line's length), ``approvals`` (allow once, always, deny; the always-allowed tools in
-``mcp-approvals.json``), ``loop`` (``ToolLoop.step``: the engine's ``Done.tool_calls`` approved, run and answered as
-``tool`` messages, up to a step limit; the CLI's: the Chat's tool step in ``ui/chat_tools.py`` is still a second
-copy, issue 40)
+``mcp-approvals.json``), ``loop`` (the one tool step, ``ToolStep``: a state machine over a reply's
+``Done.tool_calls``, each answered in order: a tool the model was not given at once, the others asked for unless
+always allowed, run, denied or stopped; its ``ToolRun``s for the next prompt, its ``ToolCard``s for the chat store;
+both faces drive it: ``ToolLoop.step`` blocks on it for ``quantdesk chat --tools``, up to a step limit, the Chat's
+``ui/chat_tools.ChatTools`` advances it on signals; tests/ui/test_chat_tools.py runs the same calls through both)
 """

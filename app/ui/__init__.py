@@ -28,19 +28,27 @@ Pages: one module a page: ``discover_page`` (its ``CardList`` of ``ModelCard``s,
 ``MainWindow.show_welcome``), ``downloads_page``, ``library_page``, ``chat_page``, ``hardware_page`` (its runtimes
 in ``runtimes_panel``), ``lab_page``, ``server_page``, ``settings_page`` (remote connections in
 ``remote_connections``, MCP servers in ``tools_settings``, with the Chat's "Remote model…" picker; llama-server
-preset files imported and exported through ``hub/preset_ini``). The Chat page lists its chats in
+preset files imported and exported through ``hub/preset_ini``). The Chat page (``chat_page``: its layout and the
+request, under 450 lines) shows the Qt-free ``app/chats/session.ChatSession``; its parts beside it: ``chat_actions``
+(the chat list's rename, delete and undo, export and settings; a bubble's edit, regenerate, versions and pin),
+``chat_stream`` (the reply as the bridge sends it: tokens, cut, passages, its end or a tool step, failures),
+``chat_banner`` (the one notice line with Reload, Load anyway and Save now), ``chat_images`` (images for the next
+message, checked first), ``chat_tool_cards`` (the page's side of its MCP tools: the cards and approvals on the
+bubble, the reply going on after a step). It lists its chats in
 ``conversation_list.ConversationList`` (the side panel: search, new, the undo bar, the open chat's actions), loads
 models through ``model_load.ModelLoadController`` (the estimate, the load, “Load anyway”, the pool's loads and
 unloads in the model bar, ``model_bar``, whose ``ContextMeter`` shows the open chat's context used after its latest
 reply, and whose label says the chat template the model is served with and where it came from where it is not the
 file's own, and the generic tool format) and shows a reply whose lifecycle and saving are
-``reply_session.ReplySession``'s; ``chat_view`` its bubbles, message view, composer and stats strip (a thinking
-model's thinking in ``chat_view.ThinkingBlock`` above the answer, folded once the answer starts; a reply's tool
-calls as ``chat_view.ToolCardView``s under its text, each with its ``ApprovalCard`` while it waits);
+``reply_session.ReplySession``'s; ``chat_bubble`` a message's bubble and its parts (a thinking model's thinking
+in ``chat_bubble.ThinkingBlock`` above the answer, folded once the answer starts; a reply's tool calls as
+``chat_bubble.ToolCardView``s under its text, each with its ``ApprovalCard`` while it waits; the overflow policy's
+``CutMark``), ``chat_view`` the message view, the composer, its image strip and the stats strip;
 ``chat_tools.ChatTools`` the Chat's MCP tools (the servers connected on ``BackgroundCall`` threads through
 ``app/mcp``'s ToolBox, the tools a chat's model is given, and a reply's tool step: a card per call, the approval
 asked in the card unless the tool is always allowed, each call on a worker of its own that Stop cancels, the results
-saved with the reply as tool cards, then the generation goes on with them, up to a step limit;
+saved with the reply as tool cards, then the generation goes on with them, up to a step limit: the step is
+``app/mcp/loop.ToolStep``, the state machine ``quantdesk chat --tools`` drives too;
 ``tools_settings.ToolsPanel`` is Settings → Tools over the same ChatTools); ``chat_settings`` a chat's system
 prompt, which servers' tools its model sees, sampling (each value's source beside it: the chat's own, the model's
 preset, the model's recommendation, QuantDesk's default; only the chat's own are saved), thinking, JSON schema,
@@ -48,7 +56,7 @@ presets, the model's chat template (a local GGUF's: the rule's choice said with 
 one, kept in the model's preset for its next load) and its overflow policy (the choices' names in
 ``widgets.OVERFLOW_CHOICES``, shared with the Settings page's default); the bridge's worker fits the prompt to the
 context by the chat's policy (``app/engine/overflow.py``) before the reply and says a cut (``EngineBridge.cut``),
-which the page keeps with the reply and ``chat_view.CutMark`` marks on it (the compact note folded behind the line);
+which the page keeps with the reply and ``chat_bubble.CutMark`` marks on it (the compact note folded behind the line);
 a bubble's Pin / Unpin (its "Pinned" mark, ``MessageBubble.set_pinned``) saved at once and handed to the rule as the
 pinned messages' engine-turn indices, and "Save as this model's defaults" (the model's preset, ``hub/presets``, with
 the model bar's load settings). The Lab page's parts: the variant picker ``lab_variants``, the results table
