@@ -44,7 +44,7 @@ from app.ui.model_bar import ModelBar, Prefill
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
 from app.ui.widgets import EmptyState, announce
-from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded, Message, choose_sampling
+from app.datatypes import ContextCut, ContextUse, Done, LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.documents.retrieve import Retrieval
@@ -704,16 +704,16 @@ class ChatPage(QWidget):
             if m.pinned:
                 pins.update(range(len(history), len(history) + 1 + len(results)))
             history += [replace(turn, images=_encoded(m.images)), *results]
-        from app.hub import presets
+        from app.engine.turn import ModelDefaults, with_system_prompt, with_tools
 
-        # The chat's own settings, then the model's preset (app/hub/presets.py), then the model's, then QuantDesk's.
+        # The turn's request (app/engine/turn.py): the chat's own settings, then the model's preset
+        # (app/hub/presets.py), then the model's, then QuantDesk's; the system prompt likewise.
         model_path = self.loaded.model_path if self.loaded is not None else conv.model_path
-        preset = presets.for_model(model_path)
-        system_prompt = conv.system_prompt or (preset.system_prompt or "" if preset is not None else "")
-        if system_prompt:
-            history.insert(0, Message("system", system_prompt))
+        defaults = ModelDefaults.of(model_path)
+        sent = with_system_prompt(history, defaults.system_prompt(conv.system_prompt or None))
         # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
-        lead = 1 if system_prompt else 0
+        lead = len(sent) - len(history)
+        history = sent
         last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
         previous = None
         if last is not None:
@@ -728,19 +728,12 @@ class ChatPage(QWidget):
         self._show_stats_source()
         self._update_controls()
         # The chat's own values, then the preset's, the model's recommended ones, QuantDesk's (choose_sampling).
-        from app.models.metadata import model_sampling
-
-        model = model_sampling(model_path)
-        sampling = choose_sampling(conv.sampling, model, preset.sampling if preset is not None else None).settings
+        sampling = defaults.sampling(conv.sampling).settings
         # The tools of the servers the chat chose, in the model's own syntax; after the last step allowed, the
         # model is shown them still (the prompt stays as it was) but held to answer in words.
         self._offered = self._tool_specs(conv)
-        if self._offered:
-            last = self._tool_steps >= self.tools.max_steps
-            sampling = replace(sampling, tools=tuple(spec.as_openai_function() for spec in self._offered),
-                               tool_choice="none" if last else sampling.tool_choice)
-        else:
-            sampling = replace(sampling, tools=(), tool_choice="auto")
+        sampling = with_tools(sampling, [spec.as_openai_function() for spec in self._offered],
+                              last_step=self._tool_steps >= self.tools.max_steps)
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
         # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
         # and the reply's own saved after it: app/engine/states.py.
@@ -748,7 +741,7 @@ class ChatPage(QWidget):
 
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
-        self._reply_overflow = self._overflow_of(conv, preset)
+        self._reply_overflow = self._overflow_of(conv, defaults.preset)
         self.documents.documents_tokens = 0  # until the bridge says what the chat's documents gave this reply
         self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
                              (self._reply_overflow, previous, frozenset(i + lead for i in pins)),
@@ -757,9 +750,10 @@ class ChatPage(QWidget):
     @staticmethod
     def _overflow_of(conv: Conversation, preset: ModelPreset | None) -> str:
         """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
+        from app.engine.turn import ModelDefaults
         from app.settings import load
 
-        return conv.overflow or (preset.overflow_policy() if preset is not None else None) or load().overflow
+        return ModelDefaults(preset=preset).overflow(conv.overflow, load().overflow)
 
     @Slot(object)
     def _on_cut(self, cut: ContextCut) -> None:
@@ -1116,15 +1110,9 @@ class ChatPage(QWidget):
 
 def _encoded(images) -> tuple[str, ...]:
     """A message's kept images as the engine takes them (base64); one whose file is gone is left out."""
-    from app.images import to_base64
+    from app.engine.turn import encoded_images
 
-    out = []
-    for image in images:
-        try:
-            out.append(to_base64(image.path.read_bytes()))
-        except OSError:
-            continue  # removed from the data folder by hand: the rest of the chat still goes
-    return tuple(out)
+    return encoded_images(images)
 
 
 def _title_from(text: str, limit: int = 48) -> str:
