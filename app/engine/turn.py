@@ -130,8 +130,8 @@ class Prepared:
 class Turn:
     """One reply's request as built: the conversation (the system prompt first, images encoded; a raw prompt for a
     completion), its sampling (tools in it), the overflow policy with the conversation's last cut and the indices of
-    its pinned messages, the saved states' keys (None: the server's, from the messages as sent) and the documents
-    step."""
+    its pinned messages, the saved states' keys (None: none; the server's queue names a request's by the messages
+    it sends) and the documents step."""
 
     messages: Prompt
     sampling: SamplingSettings
@@ -155,6 +155,10 @@ class Turn:
         if self.passages is not None:
             messages, found = self.passages(list(messages), sampling)
         return Prepared(messages, sampling, cut, found)
+
+    def send(self, engine: EngineClientLike, prepared: Prepared, **options: Any) -> Sent:
+        """``prepared`` (this turn's ``prepare``) sent with this turn's saved states: restore → generate → save."""
+        return send(engine, prepared.messages, prepared.sampling, self.keys, **options)
 
 
 _Answer = Callable[[], object]  # a saved-state request's answer, taken once (app/engine/states.py)

@@ -191,26 +191,27 @@ class _Worker(QObject):
         """The reply, as a turn (app/engine/turn.py): the overflow policy and the documents' passages on the
         engine, then, with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
         reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it."""
-        from app.engine.turn import Turn, send
+        from app.engine.turn import Passages, Turn
 
         try:
             client = self._client
             loaded = client.loaded
             policy, previous, pinned = overflow if overflow is not None and loaded is not None else \
                 ("stop", None, frozenset[int]())
-            passages = None
+            passages: Passages | None = None
             if documents is not None and documents[1] and loaded is not None:
-                def passages(sent: list[Message], chosen: SamplingSettings) -> tuple[list[Message], Retrieval]:
-                    return self._retrieve(documents, sent, chosen, loaded.n_ctx)
-            prepared = Turn(messages, sampling, policy, previous, pinned, keys, passages).prepare(
-                client, loaded.n_ctx if loaded is not None else 0)
+                n_ctx, chosen_documents = loaded.n_ctx, documents
+
+                def step(sent: list[Message], chosen: SamplingSettings) -> tuple[list[Message], Retrieval]:
+                    return self._retrieve(chosen_documents, sent, chosen, n_ctx)
+                passages = step
+            turn = Turn(messages, sampling, policy, previous, pinned, keys, passages)
+            prepared = turn.prepare(client, loaded.n_ctx if loaded is not None else 0)
             if prepared.cut is not None:
                 self.cut.emit(prepared.cut)
             if prepared.found is not None:
                 self.retrieved.emit(prepared.found)
-            sent = send(client, prepared.messages, prepared.sampling, keys, request_id=request_id,
-                        on_wait=self.waiting.emit)
-            for event in sent.events():
+            for event in turn.send(client, prepared, request_id=request_id, on_wait=self.waiting.emit).events():
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
