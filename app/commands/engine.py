@@ -21,7 +21,7 @@ from backends import json_schema
 from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOOKUP, REASONING_EFFORTS,
                            OVERFLOW_POLICIES, SAMPLING_KNOBS, ChosenSampling, ContextCut, ContextUse, Done,
                            GenerationStats, LoadSettings, Message,
-                           SamplingSettings, Token, choose_sampling)
+                           SamplingSettings, Token)
 from app.models.metadata import model_sampling
 
 if TYPE_CHECKING:
@@ -412,21 +412,25 @@ class Conversation:
 
     def to_send(self, client: EngineClient, sampling: SamplingSettings, quiet: bool = False
                 ) -> tuple[list[Message], SamplingSettings]:
-        """What the model reads of the history, and the sampling for it; a new cut is said on stderr (a compact
-        note as the model writes it would be another stream: it is said whole, after)."""
-        from app.engine.overflow import fit
+        """What the model reads of the history, and the sampling for it (a turn's overflow step,
+        app/engine/turn.py); a new cut is said on stderr (a compact note as the model writes it would be another
+        stream: it is said whole, after)."""
+        from app.engine.turn import Turn
 
-        fitted = fit(client, self.history, sampling, self.policy, self.n_ctx, self.cut)
+        fitted = Turn(self.history, sampling, self.policy, self.cut).prepare(client, self.n_ctx)
         if fitted.cut is not None and (self.cut is None or fitted.cut.dropped != self.cut.dropped) and not quiet:
             print(f"note: {cut_words(fitted.cut)}", file=sys.stderr)
         self.cut = fitted.cut or self.cut
-        return fitted.messages, fitted.sampling_for(sampling)
+        assert not isinstance(fitted.messages, str)
+        return list(fitted.messages), fitted.sampling
 
 
 def _reply(client: EngineClient, history: list[Message], sampling: SamplingSettings,
            printer: ReplyPrinter | None) -> Done:
     """Stream one reply (to ``printer``, if any); Ctrl-C cancels it and keeps what was generated."""
-    stream = client.generate(history, sampling)
+    from app.engine.turn import send
+
+    stream = send(client, history, sampling, None).stream  # a terminal chat keeps no saved states
     done = None
     try:
         while done is None:
@@ -467,14 +471,16 @@ def run(args: argparse.Namespace) -> int:
     from app.engine.client import EngineClient
     from app.hub.resolve import local_model
 
+    from app.engine.turn import ModelDefaults, with_system_prompt
+
     args.model = local_model(args.model)  # a library model by name: its path (a path, a remote model: as given)
     images = _read_images(args.image)
     preset = None if args.no_preset else model_preset(args.model)
+    defaults = ModelDefaults(preset=preset)  # the model's own sampling joins once it is loaded
     settings, given = load_settings(args)
     wanted = _wanted(args)  # reads --json-schema: a bad file is a sentence before any engine starts
-    saved = preset.sampling if preset is not None else None
     try:
-        choose_sampling(wanted, None, saved).settings.validate()  # the model's own values are bounded when read
+        defaults.sampling(wanted).settings.validate()  # the model's own values are bounded when read
         settings.validate()
         # The projector loads only with images: a text chat need not hold it.
         settings = check_fit(args.model, settings, args, given=given, preset=preset, find_projector=bool(images))
@@ -484,9 +490,8 @@ def run(args: argparse.Namespace) -> int:
     if images and not settings.mmproj:
         raise EngineError(f"{Path(args.model).name} does not see images: no vision projector (mmproj GGUF) that "
                           "pairs with it lies beside it", "pass --mmproj FILE, or chat without --image", kind="vision")
-    system = args.system if args.system is not None else preset.system_prompt if preset is not None else None
-    history = [Message("system", system)] if system else []
-    policy = args.overflow or (preset.overflow_policy() if preset is not None else None) or app_settings().overflow
+    history = with_system_prompt([], defaults.system_prompt(args.system))
+    policy = defaults.overflow(args.overflow, app_settings().overflow)
     tools = _start_tools(args)  # before the load: a server that cannot start is said before the model loads
     docs = _start_documents(args)  # a collection that is not there is said before the model loads
     if (note := draft_note(settings)) and not args.json:
@@ -495,7 +500,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"the model's preset applies ({preset.key}; --no-preset ignores it)", file=sys.stderr)
     with EngineClient() as client, _closing(tools), _closing(docs):
         loaded = client.load(args.model, settings, backend=args.backend, runtime=args.runtime)
-        chosen = choose_sampling(wanted, model_sampling(loaded.model_path), saved)
+        defaults = dataclasses.replace(defaults, recommended=model_sampling(loaded.model_path))
+        chosen = defaults.sampling(wanted)
         sampling = chosen.settings
         if not args.json:
             print(loaded_summary(loaded), file=sys.stderr)

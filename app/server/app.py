@@ -20,17 +20,16 @@ The engine host reads each reply into its answer, its thinking and its tool call
 ``tool_calls``, whole or as deltas, one server-sent event per engine event. Asked for, each token's log-probability and
 its likeliest alternatives (measured in the engine host: ``Token.logprobs``) go out in OpenAI's ``logprobs`` shapes;
 ``n`` choices are generated one after the other on the model's engine, each its own reply.
+
+Here the endpoints only: a chat request's turn (the model's preset, the overflow policy, the documents' passages) is
+app/server/turns.py's, the JSON of the answers app/server/openai_shapes.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import dataclasses
-import json
-import secrets
-import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -42,22 +41,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.errors import EngineCrashed, EngineError
-from app.server import anthropic
+from app.errors import EngineError
+from app.server import anthropic, turns
 from app.server.responses import ResponsesApi
 from app.server.response_store import ResponseStore
-from app.server.engine_queue import Job, QueueFull, RequestCancelled, ServerStopping
+from app.server.engine_queue import Job
 from app.server.documents import Cited, ServerDocuments
 from app.server.guard import Guard
+from app.server.openai_shapes import (ChatShape, CompletionShape, Shape, encode_vector, engine_api_error, sse)
 from app.server.transport import _closer, _EventStream, read_body
 from app.server.router import Lease, ModelRouter, ServeSettings, model_id
-from app.server.params import (DROPPED_HEADER, OVERFLOW_HEADER, ApiError, GenerationRequest, overflow_choice,
-                               parse_chat, parse_completion, parse_embeddings, parse_rerank)
-from app.datatypes import (DEFAULT_OVERFLOW, OVERFLOW_POLICIES, ContextCut, Done, GenerationStats, Token, TokenLogprob,
-                           ToolCallDelta)
-from app.hub.presets import sampling_for as preset_sampling
-from app.models.metadata import model_sampling
-from app.datatypes import ToolCall
+from app.server.params import (OVERFLOW_HEADER, ApiError, GenerationRequest, parse_chat, parse_completion,
+                               parse_embeddings, parse_rerank)
+from app.server.turns import Overflow, quantdesk_field
+from app.datatypes import DEFAULT_OVERFLOW, Done, Token, TokenLogprob
+from app.engine.turn import ModelDefaults, with_system_prompt
 
 if TYPE_CHECKING:
     from app.engine.client import EngineClientLike
@@ -71,76 +69,6 @@ if TYPE_CHECKING:
 # llama.cpp's own cores. 40 ms is 25 updates a second, smoother than reading speed; usage counts stay exact. The
 # window is the engine host's (one event per chunk); remote engines never hold a piece back (backends/remote.py).
 STREAM_EVERY_S = 0.040
-_FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "cancelled": "stop"}
-
-
-def timings(stats: GenerationStats) -> dict[str, float | int]:
-    """llama.cpp server's ``timings``. predicted_per_second is the decode rate the app shows everywhere:
-    the first token comes out of prompt processing, so it is (predicted_n - 1) over predicted_ms."""
-    predicted = stats.generated_tokens
-    return {
-        "cache_n": stats.cached_tokens,  # of prompt_n, the tokens reused from the KV cache
-        "prompt_n": stats.prompt_tokens,
-        "prompt_ms": stats.prompt_ms,
-        "prompt_per_token_ms": stats.prompt_ms / stats.prompt_tokens if stats.prompt_tokens else 0.0,
-        "prompt_per_second": stats.prompt_tps,
-        "predicted_n": predicted,
-        "predicted_ms": stats.decode_ms,
-        "predicted_per_token_ms": stats.decode_ms / stats.decode_tokens if stats.decode_tokens else 0.0,
-        "predicted_per_second": stats.decode_tps,
-        "ttft_ms": stats.ttft_ms,
-        # speculative decoding (--draft), under llama-server's names
-        **({"draft_n": stats.draft_tokens, "draft_n_accepted": stats.accepted_tokens} if stats.verify_passes else {}),
-    }
-
-
-def usage(stats: GenerationStats) -> dict[str, Any]:
-    """OpenAI's usage; the prompt's tokens the engine reused from its KV cache (the earlier turns of a conversation)
-    as ``prompt_tokens_details.cached_tokens``; the thinking's tokens (part of the completion's) under OpenAI's name
-    when there was any."""
-    out: dict[str, Any] = {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
-                           "total_tokens": stats.prompt_tokens + stats.generated_tokens,
-                           "prompt_tokens_details": {"cached_tokens": stats.cached_tokens}}
-    if stats.reasoning_tokens:
-        out["completion_tokens_details"] = {"reasoning_tokens": stats.reasoning_tokens}
-    return out
-
-
-def usage_of(dones: list[Done]) -> dict[str, Any]:
-    """The usage of a request's choices: the prompt once (as OpenAI counts it; each choice read the same prompt, the
-    later ones mostly from the KV cache), the completions' tokens summed."""
-    out = usage(dones[0].stats)
-    if len(dones) > 1:
-        completion = sum(d.stats.generated_tokens for d in dones)
-        reasoning = sum(d.stats.reasoning_tokens for d in dones)
-        out.update(completion_tokens=completion, total_tokens=out["prompt_tokens"] + completion)
-        if reasoning:
-            out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
-    return out
-
-
-def engine_api_error(exc: Exception) -> ApiError:
-    """The engine's typed errors as OpenAI errors: the request's fault is 400, the engine's 500/503."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, QueueFull):
-        return ApiError(503, str(exc), type="server_error", code="queue_full", headers={"Retry-After": "1"})
-    if isinstance(exc, RequestCancelled):  # nobody reads this answer; 499 is nginx's "client closed request"
-        return ApiError(499, str(exc), code="cancelled")
-    if isinstance(exc, ServerStopping):
-        return ApiError(503, str(exc), type="server_error", code="server_stopping")
-    if isinstance(exc, EngineCrashed):
-        return ApiError(503, str(exc), type="server_error", code="engine_crashed")
-    if isinstance(exc, EngineError):
-        if exc.kind == "context":  # llama-server's words first ("exceeds the available context size")
-            return ApiError(400, f"the request exceeds the available context size: {exc.message}; {exc.hint}, or "
-                                 f"choose an overflow policy (\"quantdesk\": {{\"overflow\": \"drop-oldest\"}}: "
-                                 f"{', '.join(OVERFLOW_POLICIES)})", param="messages",
-                            code="context_length_exceeded")
-        if exc.kind in ("settings", "request", "template", "image", "vision"):
-            return ApiError(400, str(exc), code=exc.kind)
-        return ApiError(500, str(exc), type="server_error", code=exc.kind)
-    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error", code="internal")
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -155,16 +83,6 @@ async def _cancel_on_disconnect(request: Request, job: Job) -> None:
             job.cancel()
             return
 
-
-def _encode_vector(vector: list[float], encoding_format: str) -> list[float] | str:
-    if encoding_format == "float":
-        return vector
-    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
-
-
-def _sse(payload: dict[str, Any] | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {data}\n\n".encode()
 
 
 class OpenAIServer:
@@ -239,75 +157,38 @@ class OpenAIServer:
         return await asyncio.to_thread(self.pool.acquire, body.get("model"))
 
     async def chat_completions(self, request: Request) -> Response:
-        return await self._answer(request, parse_chat, _ChatShape, chat=True)
+        return await self._answer(request, parse_chat, ChatShape, chat=True)
 
     async def completions(self, request: Request) -> Response:
-        return await self._answer(request, parse_completion, _CompletionShape)
+        return await self._answer(request, parse_completion, CompletionShape)
 
     async def _answer(self, request: Request, parse: Callable[..., GenerationRequest],
-                      shape: type[_Shape], *, chat: bool = False) -> Response:
+                      shape: type[Shape], *, chat: bool = False) -> Response:
         body = await read_body(request)
         lease = await self._engine_for(body)
         try:
             details = lease.loaded.details
             options = {"sees_images": "vision" in details, "takes_tools": bool(details.get("tool_format"))} if chat \
                 else {}
-            # In a worker thread: checking an image decodes it (up to 40 megapixels), and the model's recommended
-            # sampling is read from its header (once per file and process), which must not hold up the event loop
-            # and the replies streaming to other clients.
+            model = await turns.defaults(lease)
+            # In a worker thread: checking an image decodes it (up to 40 megapixels), which must not hold up the
+            # event loop and the replies streaming to other clients.
             parsed = await asyncio.to_thread(lambda: parse(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
-                                                           recommended=model_sampling(lease.loaded.model_path),
-                                                           preset=preset_sampling(lease.loaded.model_path),
-                                                           **options))
-            report = cited = None
-            if chat:
-                parsed, report = await self._apply_overflow(request, lease, parsed)
-                parsed, cited = await self._apply_documents(lease, parsed)
+                                                           recommended=model.recommended,
+                                                           preset=model.preset_sampling, **options))
+            parsed, report, cited = await self.turn(request, lease, parsed, model)
         except BaseException:
             lease.release()
             raise
         return await self._generate(request, lease, parsed, shape(lease.served, lease.loaded.details.get("build", "")),
                                     report, cited)
 
-    async def _apply_documents(self, lease: Lease, parsed: GenerationRequest
-                               ) -> tuple[GenerationRequest, Cited | None]:
-        """A request that names collections: its question's passages in what the engine reads, after the overflow
-        policy chose the messages (app/server/documents.py)."""
-        if not parsed.documents:
-            return parsed, None
-        return await asyncio.to_thread(self.documents.answer, lease, parsed)
-
-    async def _apply_overflow(self, request: Request, lease: Lease, parsed: GenerationRequest
-                              ) -> tuple[GenerationRequest, Overflow | None]:
-        """A chat request under its overflow policy (the body's, the header's, else the server's): what to send and
-        what to report; under "stop" the request as it came and no report."""
-        policy = parsed.overflow or overflow_choice({}, request.headers.get(OVERFLOW_HEADER)) or self.overflow
-        if policy == "stop":
-            return parsed, None
-        parsed, cut = await asyncio.to_thread(self._fit, lease, parsed, policy)
-        return parsed, Overflow(policy, cut)
-
-    @staticmethod
-    def _fit(lease: Lease, parsed: GenerationRequest, policy: str) -> tuple[GenerationRequest, ContextCut | None]:
-        """The request's messages under its overflow policy, counted (and a compact note written) by its engine in
-        its turn; a conversation that cannot fit is the engine's 400."""
-        from app.engine.overflow import fit
-
-        assert not isinstance(parsed.messages, str)
-        try:
-            with lease.queue.counted():
-                fitted = fit(lease.queue.client, parsed.messages, parsed.sampling, policy, lease.loaded.n_ctx)
-        except EngineError as exc:
-            if exc.kind == "unavailable":  # an engine that cannot count (a remote server's): all is sent, as asked
-                return parsed, None
-            if exc.kind == "context":  # even the newest turn leaves no room for the reply: no policy helps
-                raise ApiError(400, f"the request exceeds the available context size: {exc}", param="messages",
-                               code="context_length_exceeded") from None
-            raise engine_api_error(exc) from None
-        except Exception as exc:
-            raise engine_api_error(exc) from None
-        return dataclasses.replace(parsed, messages=fitted.messages,
-                                   sampling=fitted.sampling_for(parsed.sampling)), fitted.cut
+    async def turn(self, request: Request, lease: Lease, parsed: GenerationRequest, model: ModelDefaults,
+                   overflow: str | None = None) -> tuple[GenerationRequest, Overflow | None, Cited | None]:
+        """A request as its engine reads it (app/server/turns.py): the preset's system prompt, its overflow policy
+        (``overflow``, else the body's, the header's, the server's), its documents' passages."""
+        policy = overflow or turns.policy(parsed, request.headers.get(OVERFLOW_HEADER), self.overflow)
+        return await asyncio.to_thread(turns.prepare, lease, parsed, model, policy, self.documents)
 
     async def messages(self, request: Request) -> Response:
         """Anthropic's Messages API; its errors in Anthropic's shape (app/server/anthropic.py)."""
@@ -317,13 +198,11 @@ class OpenAIServer:
         except ApiError as exc:
             return JSONResponse(anthropic.error_body(exc), status_code=exc.status, headers=exc.headers)
         try:
-            recommended = await asyncio.to_thread(model_sampling, lease.loaded.model_path)
-            preset = await asyncio.to_thread(preset_sampling, lease.loaded.model_path)
+            model = await turns.defaults(lease)
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                               takes_tools=bool(lease.loaded.details.get("tool_format")),
-                                              recommended=recommended, preset=preset)
-            parsed, report = await self._apply_overflow(request, lease, parsed)
-            parsed, cited = await self._apply_documents(lease, parsed)
+                                              recommended=model.recommended, preset=model.preset_sampling)
+            parsed, report, cited = await self.turn(request, lease, parsed, model)
             job, first, watcher = await self.start_job(request, lease, parsed)
         except ApiError as exc:
             lease.release()
@@ -362,10 +241,13 @@ class OpenAIServer:
         try:
             parsed = anthropic.parse_messages(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
                                               takes_tools=bool(lease.loaded.details.get("tool_format")), counting=True)
+            # the prompt a reply would read: with the preset's system prompt where the request has none
+            model = await turns.defaults(lease)
+            assert not isinstance(parsed.messages, str)
+            messages = with_system_prompt(parsed.messages, model.system_prompt())
             try:
                 with lease.queue.counted():
-                    tokens = await asyncio.to_thread(lease.queue.client.count_tokens, parsed.messages,
-                                                     parsed.sampling)
+                    tokens = await asyncio.to_thread(lease.queue.client.count_tokens, messages, parsed.sampling)
             except EngineError as exc:
                 if exc.kind != "unavailable":
                     raise engine_api_error(exc) from None
@@ -396,7 +278,7 @@ class OpenAIServer:
                 raise engine_api_error(exc) from None
         finally:
             lease.release()
-        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(vector, parsed.encoding_format)}
+        data = [{"object": "embedding", "index": i, "embedding": encode_vector(vector, parsed.encoding_format)}
                 for i, vector in enumerate(embedded.vectors)]
         return JSONResponse({"object": "list", "data": data, "model": served,
                              "usage": {"prompt_tokens": embedded.prompt_tokens,
@@ -448,7 +330,7 @@ class OpenAIServer:
             job.cancel()
             raise
 
-    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: _Shape,
+    async def _generate(self, request: Request, lease: Lease, parsed: GenerationRequest, shape: Shape,
                         report: Overflow | None = None, cited: Cited | None = None) -> Response:
         """Answer on the lease's engine; the lease is released once the answer is over (a stream: when it ends).
         ``report``: what an overflow policy did, in the ``quantdesk`` field (a stream's first chunk) and headers;
@@ -491,7 +373,7 @@ class OpenAIServer:
         except Exception as exc:
             raise engine_api_error(exc) from None
 
-    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: _Shape,
+    async def _stream(self, job: Job, first: Token | Done, parsed: GenerationRequest, shape: Shape,
                       request: Request | None = None, lease: Lease | None = None,
                       report: Overflow | None = None, cited: Cited | None = None) -> AsyncIterator[bytes]:
         """The stream of a request's choices, one after the other, each chunk naming its choice's index; the first
@@ -509,236 +391,30 @@ class OpenAIServer:
                     try:
                         job, first, watcher = await self.start_job(request, lease, parsed.choice(index))
                     except ApiError as exc:
-                        yield _sse(exc.body())
+                        yield sse(exc.body())
                         return
                     later = job, watcher
                 opening = shape.opening(index)
-                yield _sse({**opening, "quantdesk": extra} if extra and not index else opening)
+                yield sse({**opening, "quantdesk": extra} if extra and not index else opening)
                 event = first
                 while not isinstance(event, Done):
                     chunk = shape.piece(event, index, logprobs)
                     if chunk is not None:
-                        yield _sse(chunk)
+                        yield sse(chunk)
                     try:
                         event = await self.next_event(job)
                     except ApiError as exc:  # headers are sent: report in the stream, as OpenAI does
-                        yield _sse(exc.body())
+                        yield sse(exc.body())
                         return
-                yield _sse(shape.closing(event, index))
+                yield sse(shape.closing(event, index))
                 dones.append(event)
             finally:
                 if later is not None:
                     later[1].cancel()
                     later[0].cancel()
         if parsed.include_usage:
-            yield _sse(shape.usage_chunk_of(dones))
-        yield _sse("[DONE]")
-
-
-@dataclasses.dataclass(frozen=True)
-class Overflow:
-    """What a chat request's overflow policy did, as the response reports it: the ``quantdesk`` field and the
-    ``X-QuantDesk-Overflow`` / ``X-QuantDesk-Context-Dropped`` headers (0 when everything was sent)."""
-
-    policy: str
-    cut: ContextCut | None
-
-    def field(self) -> dict[str, Any]:
-        cut = self.cut
-        out: dict[str, Any] = {"overflow": self.policy, "context_dropped": cut.dropped if cut else 0}
-        if cut is not None:
-            out.update(dropped_from=cut.start, mark=cut.words(), prompt_tokens=cut.prompt_tokens)
-            if cut.note:
-                out["note"] = cut.note
-        return out
-
-    def headers(self) -> dict[str, str]:
-        return {OVERFLOW_HEADER: self.policy, DROPPED_HEADER: str(self.cut.dropped if self.cut else 0)}
-
-
-def quantdesk_field(report: Overflow | None, cited: Cited | None) -> dict[str, Any] | None:
-    """A response's ``quantdesk`` field: what the overflow policy did and the documents' citations; None: neither."""
-    if report is None and cited is None:
-        return None
-    return {**(report.field() if report else {}), **(cited.field() if cited else {})}
-
-
-class _Shape:
-    """The JSON of one endpoint's responses, whole and as chunks; ``index`` names a choice of a request's ``n``."""
-
-    object_whole = ""
-    object_chunk = ""
-    id_prefix = ""
-
-    def __init__(self, model: str, fingerprint: str = "") -> None:
-        self.model = model
-        self.id = f"{self.id_prefix}{secrets.token_hex(12)}"
-        self.created = int(time.time())
-        # The engine's build as llama-server sends it, "b<build>-<commit>" (the llama.cpp backend's details["build"],
-        # backends/llama_cpp/load.py build_fingerprint), on every response and chunk; left out where the engine has
-        # none to tell (MLX, a remote server), as OpenAI may leave it out.
-        self._fingerprint = {"system_fingerprint": fingerprint} if fingerprint else {}
-
-    def _head(self, obj: str) -> dict[str, Any]:
-        """What every response and chunk starts with."""
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, **self._fingerprint}
-
-    def _envelope(self, obj: str, choice: dict[str, Any], index: int = 0, **extra: Any) -> dict[str, Any]:
-        return {**self._head(obj), "choices": [{"index": index, **choice}], **extra}
-
-    def whole(self, done: Done) -> dict[str, Any]:
-        return self.whole_choices([done], None)
-
-    def whole_choices(self, dones: list[Done], logprobs: list[list[TokenLogprob]] | None) -> dict[str, Any]:
-        """The whole response of a request's choices; ``logprobs``: each choice's tokens' when asked, else None."""
-        choices = [{"index": i, **self.choice(done, logprobs[i] if logprobs is not None else None)}
-                   for i, done in enumerate(dones)]
-        return {**self._head(self.object_whole), "choices": choices, "usage": usage_of(dones),
-                "timings": timings(dones[0].stats)}
-
-    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
-        """One choice of the whole response, without its index."""
-        raise NotImplementedError
-
-    def opening(self, index: int = 0) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
-        """The chunk for one engine event; None when it brings nothing to show (a token still held back).
-        ``logprobs``: the request asked for them (a chunk then carries its tokens', an empty list for none)."""
-        raise NotImplementedError
-
-    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def usage_chunk(self, stats: GenerationStats) -> dict[str, Any]:
-        return {**self._head(self.object_chunk), "choices": [], "usage": usage(stats)}
-
-    def usage_chunk_of(self, dones: list[Done]) -> dict[str, Any]:
-        """The stream's last chunk (``include_usage``): the usage, and llama.cpp's timings as llama-server sends."""
-        return {**self.usage_chunk(dones[0].stats), "usage": usage_of(dones), "timings": timings(dones[0].stats)}
-
-
-def _chat_logprob(entry: TokenLogprob) -> dict[str, Any]:
-    """OpenAI's ``logprobs.content[]`` entry of a chat completion."""
-    return {"token": entry.token, "logprob": entry.logprob, "bytes": list(entry.bytes),
-            "top_logprobs": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes)} for t in entry.top]}
-
-
-def _chat_logprobs(entries: list[TokenLogprob] | tuple[TokenLogprob, ...]) -> dict[str, Any]:
-    return {"content": [_chat_logprob(e) for e in entries], "refusal": None}
-
-
-class _ChatShape(_Shape):
-    object_whole = "chat.completion"
-    object_chunk = "chat.completion.chunk"
-    id_prefix = "chatcmpl-"
-
-    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": done.text}
-        if done.reasoning:  # only when there was thinking, as llama-server
-            message["reasoning_content"] = done.reasoning
-        if done.tool_calls:
-            message["content"] = done.text or None  # as OpenAI answers a reply that only calls tools
-            message["tool_calls"] = [_tool_call_json(call) for call in done.tool_calls]
-        return {"message": message, "logprobs": _chat_logprobs(logprobs) if logprobs is not None else None,
-                "finish_reason": _finish_reason(done)}
-
-    def opening(self, index: int = 0) -> dict[str, Any]:
-        return self._chunk({"role": "assistant", "content": ""}, index)
-
-    def _chunk(self, delta: dict[str, Any], index: int = 0, logprobs: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, {"delta": delta, "logprobs": logprobs, "finish_reason": None}, index)
-
-    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
-        delta: dict[str, Any] = {}
-        if token.reasoning:
-            delta["reasoning_content"] = token.reasoning
-        if token.text:
-            delta["content"] = token.text
-        if token.tool_calls:
-            delta["tool_calls"] = _tool_call_deltas(token.tool_calls)
-        if logprobs and (delta or token.logprobs):
-            return self._chunk(delta, index, _chat_logprobs(token.logprobs))
-        return self._chunk(delta, index) if delta else None
-
-    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, {"delta": {}, "logprobs": None,
-                                                  "finish_reason": _finish_reason(done)}, index,
-                              timings=timings(done.stats))
-
-
-def _tool_call_json(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
-def _tool_call_deltas(deltas: tuple[ToolCallDelta, ...]) -> list[dict[str, Any]]:
-    """OpenAI's streamed tool calls: a call's first delta has its index, id, type, name and the arguments so far;
-    later ones its index and more arguments. One event's pieces of the same call go out as one."""
-    out: list[dict[str, Any]] = []
-    for delta in deltas:
-        if out and out[-1]["index"] == delta.index and not delta.name:
-            out[-1]["function"]["arguments"] += delta.arguments
-        elif delta.name:
-            out.append({"index": delta.index, "id": delta.id, "type": "function",
-                        "function": {"name": delta.name, "arguments": delta.arguments}})
-        else:
-            out.append({"index": delta.index, "function": {"arguments": delta.arguments}})
-    return out
-
-
-def _finish_reason(done: Done) -> str:
-    """tool_calls for a reply that called tools and ended there (one cut off at max_tokens says length), as
-    llama-server and OpenAI."""
-    if done.tool_calls and done.stats.stop_reason != "length":
-        return "tool_calls"
-    return _FINISH_REASONS[done.stats.stop_reason]
-
-
-def _completion_logprobs(entries: list[TokenLogprob] | tuple[TokenLogprob, ...], offset: int = 0) -> dict[str, Any]:
-    """The completions API's ``logprobs``: OpenAI's parallel lists (``text_offset`` counted in the completion's text,
-    from ``offset``: what a stream sent before), and llama-server's ``content`` list (the chat shape) beside them."""
-    offsets = []
-    for entry in entries:
-        offsets.append(offset)
-        offset += len(entry.token)
-    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": [{t.token: t.logprob for t in e.top} for e in entries], "text_offset": offsets,
-            "content": [_chat_logprob(e) for e in entries]}
-
-
-class _CompletionShape(_Shape):
-    object_whole = "text_completion"
-    object_chunk = "text_completion"
-    id_prefix = "cmpl-"
-
-    def __init__(self, model: str, fingerprint: str = "") -> None:
-        super().__init__(model, fingerprint)
-        self._offsets: dict[int, int] = {}  # per choice, the text a stream's logprobs have covered so far
-
-    def _choice(self, text: str, finish_reason: str | None, logprobs: dict[str, Any] | None = None
-                ) -> dict[str, Any]:
-        return {"text": text, "logprobs": logprobs, "finish_reason": finish_reason}
-
-    def choice(self, done: Done, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
-        return self._choice(done.text, _FINISH_REASONS[done.stats.stop_reason],
-                            _completion_logprobs(logprobs) if logprobs is not None else None)
-
-    def opening(self, index: int = 0) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice("", None), index)
-
-    def piece(self, token: Token, index: int = 0, logprobs: bool = False) -> dict[str, Any] | None:
-        if logprobs and (token.text or token.logprobs):
-            offset = self._offsets.get(index, 0)
-            self._offsets[index] = offset + sum(len(e.token) for e in token.logprobs)
-            return self._envelope(self.object_chunk,
-                                  self._choice(token.text, None, _completion_logprobs(token.logprobs, offset)), index)
-        return self._envelope(self.object_chunk, self._choice(token.text, None), index) if token.text else None
-
-    def closing(self, done: Done, index: int = 0) -> dict[str, Any]:
-        return self._envelope(self.object_chunk, self._choice("", _FINISH_REASONS[done.stats.stop_reason]), index,
-                              timings=timings(done.stats))
+            yield sse(shape.usage_chunk_of(dones))
+        yield sse("[DONE]")
 
 
 async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -784,7 +460,7 @@ def create_app(client: ModelPool | EngineClientLike, *, api_key: str | None = No
 
     from app.server.mcp import HttpEndpoint, QuantDeskTools  # the MCP SDK, imported when a server is made
 
-    mcp = HttpEndpoint(QuantDeskTools(server.pool, allow_downloads=allow_downloads))
+    mcp = HttpEndpoint(QuantDeskTools(server.pool, allow_downloads=allow_downloads, overflow=overflow))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -22,7 +22,9 @@ from typing import Any
 from app.documents.passages import DocumentsError
 from app.documents.retrieve import Retrieval, question_engines, with_documents
 from app.documents.store import DocumentStore
-from app.server.params import ApiError, GenerationRequest
+from app.datatypes import Message, SamplingSettings
+from app.engine.turn import Passages
+from app.server.params import ApiError
 from app.server.router import Lease, ModelRouter
 
 
@@ -65,22 +67,25 @@ class ServerDocuments:
                 self._store.close()
                 self._store = None
 
-    def answer(self, lease: Lease, parsed: GenerationRequest) -> tuple[GenerationRequest, Cited]:
-        """The request with its question's passages in the messages the engine reads (blocking: run it in a worker
-        thread). ApiError 400 for a name that is no collection."""
+    def passages(self, lease: Lease, names: tuple[str, ...]) -> tuple[tuple[str, ...], Passages]:
+        """The collections a request names, and its turn's documents step (app/engine/turn.py: the question's
+        passages in the messages the engine reads, counted by the lease's engine; blocking, as the turn is). ApiError
+        400 for a name that is no collection, now or when the step runs."""
         store = self.store()
         try:
-            found = [store.collection(name) for name in parsed.documents]
+            found = [store.collection(name) for name in names]
         except DocumentsError as exc:
             raise ApiError(400, f"{exc.message}: quantdesk.documents names the collections of quantdesk docs ls",
                            param="quantdesk.documents", code="collection_not_found") from None
-        names = tuple(c.name for c in found)
-        embedder, reranker = question_engines(self._router.models, found)
-        assert not isinstance(parsed.messages, str)
-        try:
-            with lease.queue.counted():  # the engine counts in its turn, after the requests sent before
-                sent, retrieval = with_documents(lease.queue.client, store, names, parsed.messages, parsed.sampling,
-                                                 lease.loaded.n_ctx, embedder=embedder, reranker=reranker)
-        except DocumentsError as exc:  # a collection removed meanwhile
-            raise ApiError(400, exc.message, param="quantdesk.documents", code="collection_not_found") from None
-        return dataclasses.replace(parsed, messages=sent), Cited(names, retrieval)
+        chosen = tuple(c.name for c in found)
+
+        def step(messages: list[Message], sampling: SamplingSettings) -> tuple[list[Message], Retrieval]:
+            embedder, reranker = question_engines(self._router.models, found)
+            try:
+                return with_documents(lease.queue.client, store, chosen, messages, sampling, lease.loaded.n_ctx,
+                                      embedder=embedder, reranker=reranker)
+            except DocumentsError as exc:  # a collection removed meanwhile
+                raise ApiError(400, exc.message, param="quantdesk.documents",
+                               code="collection_not_found") from None
+
+        return chosen, step

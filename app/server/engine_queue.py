@@ -21,11 +21,12 @@ import contextlib
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.engine import states
 from app.engine.client import EngineClientLike
+from app.engine.turn import Sent, send
 from app.errors import EngineCrashed, EngineError, QuantDeskError
 from app.datatypes import Done, Prompt, SamplingSettings, Token
 
@@ -104,27 +105,6 @@ class Job:
         self._owner.client.cancel(self.id)  # thread-safe, and only this job's: the chat shares the engine
 
 
-_Answer = Callable[[], object]  # a saved-state request's answer, taken once (app/engine/states.py)
-
-
-def _take(answer: _Answer | None) -> None:
-    """Take a saved-state request's answer (states' own call logs what failed); an engine that died is the job's
-    to report."""
-    if answer is not None:
-        try:
-            answer()
-        except QuantDeskError:
-            pass
-
-
-def _valid(sampling: SamplingSettings) -> bool:
-    try:
-        sampling.validate()
-    except ValueError:
-        return False
-    return True
-
-
 class EngineQueue:
     """The server's generations on one engine client, delivered one job after another in arrival order."""
 
@@ -134,10 +114,9 @@ class EngineQueue:
         self.client = client
         self.max_pending = max_pending
         self._sender = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-submit")
-        # Sent jobs with their event streams, in the order the engine serves them; None ends the delivery.
-        # With them, the answers of the saved-state requests sent around each (app/engine/states.py).
-        self._deliveries: queue.Queue[tuple[Job, Iterator[Token | Done], _Answer | None, _Answer | None] | None] = \
-            queue.Queue()
+        # Sent jobs, each with its turn's requests (app/engine/turn.py: a saved state's restore, the reply, its save),
+        # in the order the engine serves them; None ends the delivery.
+        self._deliveries: queue.Queue[tuple[Job, Sent] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._pending = 0  # accepted and not finished
         self._running: dict[str, Job] = {}  # the jobs being delivered, oldest first
@@ -241,26 +220,18 @@ class EngineQueue:
 
     def _send(self, job: Job) -> None:
         """On the submitting thread: one job at a time, so the engine gets them in arrival order. A conversation
-        (messages, not a raw prompt) goes with a restore of its saved state ahead of it, where one continues it, and
-        a save of its state behind it (app/engine/states.py): all three in the engine's queue in that order, their
-        answers taken by the delivery."""
+        (messages, not a raw prompt) is sent as a turn (app/engine/turn.py): a restore of its saved state ahead of it,
+        where one continues it, and a save of its state behind it, all three in the engine's queue in that order,
+        their answers taken by the delivery."""
         keys = states.server_keys(job.messages) if not isinstance(job.messages, str) and job.messages else None
-        restore = save = None
         try:
-            if keys is not None and _valid(job.sampling):  # no restore for a request generate refuses (its words)
-                restore = states.send_restore(self.client, states.default_cache(), keys, job.messages, job.sampling)
-            stream = job.stream = self.client.generate(job.messages, job.sampling, request_id=job.id,
-                                                       events_every_s=job.events_every_s)
+            sent = send(self.client, job.messages, job.sampling, keys, request_id=job.id,
+                        events_every_s=job.events_every_s)
         except BaseException:
             self._finish(job, None)  # it never reached the engine
-            _take(restore)
             raise
-        if keys is not None:
-            try:
-                save = states.send_save(self.client, states.default_cache(), keys)
-            except QuantDeskError:
-                pass  # the engine died: the job's stream says so
-        self._deliveries.put((job, stream, restore, save))
+        job.stream = sent.stream
+        self._deliveries.put((job, sent))
 
     def _finish(self, job: Job, outcome: Outcome | None) -> None:
         with self._finished:
@@ -295,11 +266,13 @@ class EngineQueue:
             self._delivering = [t for t in self._delivering if t.is_alive()] + [thread]
             thread.start()
 
-    def _deliver_one(self, job: Job, stream: Iterator[Token | Done], restore: _Answer | None,
-                     save: _Answer | None) -> None:
-        _take(restore)
-        self._finish(job, self._run(job, stream))
-        _take(save)
+    def _deliver_one(self, job: Job, sent: Sent) -> None:
+        try:
+            sent.restored()
+        except QuantDeskError:
+            pass  # an engine that died: the job's stream says so
+        self._finish(job, self._run(job, sent.stream))
+        sent.close()
 
     def _run(self, job: Job, stream: Iterator[Token | Done]) -> Outcome:
         try:

@@ -38,9 +38,11 @@ import anyio
 import anyio.to_thread
 
 from app.errors import QuantDeskError
+from app.server import turns
 from app.server.params import ApiError, GenerationRequest, parse_chat, parse_completion
 from app.server.router import ModelRouter, ServeSettings, model_id
-from app.datatypes import Done, GenerationStats
+from app.server.turns import Overflow
+from app.datatypes import DEFAULT_OVERFLOW, OVERFLOW_POLICIES, Done, GenerationStats
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -88,7 +90,12 @@ LIBRARY_ID = {"type": "string", "minLength": 1, "maxLength": 500,
 MAX_TOKENS = {"type": "integer", "minimum": 1, "maximum": MAX_GENERATED_TOKENS,
               "description": "tokens to generate at most (default 256)"}
 TEMPERATURE = {"type": "number", "minimum": 0, "maximum": 2,
-               "description": "sampling temperature (default: the model's recommendation, else QuantDesk's)"}
+               "description": "sampling temperature (default: the model's preset, else its recommendation, else "
+                              "QuantDesk's)"}
+OVERFLOW = {"type": "string", "enum": list(OVERFLOW_POLICIES),
+            "description": "what to do once the conversation no longer fits the model's context: stop (an error), "
+                           "drop-oldest, truncate-middle (keeps the first exchange) or compact (the model summarises "
+                           "what it leaves out); default: the server's policy"}
 
 FIT_OUT = _object({
     "label": {"type": "string"}, "format": {"type": "string"}, "quant": {"type": "string"},
@@ -116,6 +123,8 @@ GENERATION_OUT = _object({
     "reasoning": {"type": "string", "description": "a thinking model's thinking, apart from the answer"},
     "finish_reason": {"type": "string", "enum": ["stop", "length"]},
     "usage": USAGE,
+    "overflow": {"type": "string", "description": "the overflow policy the conversation was sent under (chat)"},
+    "context_dropped": {"type": "integer", "description": "earlier messages it left out (0: all were sent)"},
 }, ("model", "text", "finish_reason", "usage"))
 
 
@@ -217,7 +226,8 @@ TOOLS: tuple[ToolSpec, ...] = (
                       "messages": {"type": "array", "minItems": 1, "maxItems": 256, "items": _object({
                           "role": {"type": "string", "enum": ["system", "user", "assistant"]},
                           "content": {"type": "string", "maxLength": 1_000_000}}, ("role", "content"), closed=True)},
-                      "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE}, ("model", "messages"), closed=True),
+                      "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "overflow": OVERFLOW},
+                     ("model", "messages"), closed=True),
              GENERATION_OUT, read_only=False),
     ToolSpec("complete", "Complete a text",
              "Have a downloaded model continue a raw text (no chat template), loaded as `chat` loads it.",
@@ -261,9 +271,11 @@ class QuantDeskTools:
     """The tools over one router: the local server's (``/mcp``: its primary, its pool, its settings) or the stdio
     server's own (a pool with no primary, library models loaded on demand)."""
 
-    def __init__(self, router: ModelRouter, *, allow_downloads: bool = False) -> None:
+    def __init__(self, router: ModelRouter, *, allow_downloads: bool = False, overflow: str = DEFAULT_OVERFLOW
+                 ) -> None:
         self.router = router
         self.allow_downloads = allow_downloads
+        self.overflow = overflow  # the overflow policy of a `chat` call that names none (the server's)
         self._handlers: dict[str, Callable[[dict[str, Any], ReportProgress | None], Awaitable[dict[str, Any]]]] = {
             "hardware": self.hardware, "library": self.library, "fit": self.fit, "recommend": self.recommend,
             "search_hub": self.search_hub, "pull": self.pull, "chat": self.chat, "complete": self.complete,
@@ -401,7 +413,7 @@ class QuantDeskTools:
         body = {"messages": args["messages"], "max_tokens": args.get("max_tokens", 256)}
         if "temperature" in args:
             body["temperature"] = args["temperature"]
-        return await self._generate(args["model"], body, chat=True)
+        return await self._generate(args["model"], body, chat=True, overflow=args.get("overflow") or self.overflow)
 
     async def complete(self, args: dict[str, Any], progress: ReportProgress | None = None) -> dict[str, Any]:
         body = {"prompt": args["prompt"], "max_tokens": args.get("max_tokens", 256)}
@@ -409,23 +421,30 @@ class QuantDeskTools:
             body["temperature"] = args["temperature"]
         return await self._generate(args["model"], body, chat=False)
 
-    async def _generate(self, model: str, body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+    async def _generate(self, model: str, body: dict[str, Any], *, chat: bool, overflow: str = "stop"
+                        ) -> dict[str, Any]:
         """As the server answers a request naming ``model``: the router's lease (a library model loaded into the pool
-        within the budget, when this server loads on demand), the request checked as the OpenAI API checks it, the
-        model's queue in arrival order with every other request, then released."""
-        from app.models.metadata import model_sampling
+        within the budget, when this server loads on demand), the request checked as the OpenAI API checks it and
+        built as its turn (app/server/turns.py: the model's preset, the overflow policy), the model's queue in arrival
+        order with every other request, then released."""
+        from app.engine.turn import ModelDefaults
 
         model = await anyio.to_thread.run_sync(self._served_name, model)
         lease = await anyio.to_thread.run_sync(self.router.acquire, model)
         try:
-            def parse() -> GenerationRequest:
-                recommended = model_sampling(lease.loaded.model_path)
-                if chat:
-                    return parse_chat(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, recommended=recommended)
-                return parse_completion(body, served_id=lease.served, n_ctx=lease.loaded.n_ctx,
-                                        recommended=recommended)
+            defaults = await anyio.to_thread.run_sync(ModelDefaults.of, lease.loaded.model_path)
 
-            parsed = await anyio.to_thread.run_sync(parse)
+            def parse() -> tuple[GenerationRequest, Overflow | None]:
+                served, n_ctx = lease.served, lease.loaded.n_ctx
+                if not chat:
+                    return parse_completion(body, served_id=served, n_ctx=n_ctx, recommended=defaults.recommended,
+                                            preset=defaults.preset_sampling), None
+                parsed = parse_chat(body, served_id=served, n_ctx=n_ctx, recommended=defaults.recommended,
+                                    preset=defaults.preset_sampling)
+                parsed, report, _ = turns.prepare(lease, parsed, defaults, overflow)
+                return parsed, report
+
+            parsed, report = await anyio.to_thread.run_sync(parse)
             job = await lease.queue.submit(parsed.messages, parsed.sampling)
             try:
                 event = await job.next()
@@ -435,7 +454,7 @@ class QuantDeskTools:
                 job.cancel()  # the agent went away (the call was cancelled): the engine stops; done: nothing
         finally:
             lease.release()
-        return _generation(lease.served, event)
+        return _generation(lease.served, event, report)
 
     # --- bench ---
 
@@ -546,7 +565,7 @@ def _library_listing() -> dict[str, Any]:
     return {"models": models, "disk": library.disk_usage()}
 
 
-def _generation(served: str, done: Done) -> dict[str, Any]:
+def _generation(served: str, done: Done, report: Overflow | None = None) -> dict[str, Any]:
     stats: GenerationStats = done.stats
     out: dict[str, Any] = {"model": served, "text": done.text,
                            "finish_reason": "length" if stats.stop_reason == "length" else "stop",
@@ -555,6 +574,8 @@ def _generation(served: str, done: Done) -> dict[str, Any]:
                                      "decode_tokens_per_second": round(stats.decode_tps, 2)}}
     if done.reasoning:
         out["reasoning"] = done.reasoning
+    if report is not None:
+        out.update(overflow=report.policy, context_dropped=report.cut.dropped if report.cut else 0)
     return out
 
 
@@ -631,7 +652,7 @@ class HttpEndpoint:
             yield
 
 
-def run_stdio(settings: ServeSettings, *, allow_downloads: bool = False) -> None:
+def run_stdio(settings: ServeSettings, *, allow_downloads: bool = False, overflow: str | None = None) -> None:
     """``quantdesk mcp serve``: the tools over stdin/stdout until the client closes them, with a pool of this
     process's own and no primary model: library models load on demand into it (``settings``: ServeSettings with
     load_on_demand, its budget, count and idle unload), and every model it loaded is unloaded at the end."""
@@ -644,7 +665,11 @@ def run_stdio(settings: ServeSettings, *, allow_downloads: bool = False) -> None
     made.append(router)
     router.start()
     try:
-        anyio.run(serve_stdio, QuantDeskTools(router, allow_downloads=allow_downloads))
+        if overflow is None:
+            from app.settings import load
+
+            overflow = load().server_overflow
+        anyio.run(serve_stdio, QuantDeskTools(router, allow_downloads=allow_downloads, overflow=overflow))
     finally:
         router.close()
         router.primary_queue.close()  # never started: no primary here

@@ -44,16 +44,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.datatypes import Done, GenerationStats, Message, ModelSampling, SamplingSettings, Token, ToolCallDelta
-from app.models.metadata import model_sampling
 from app.server.params import (MAX_IMAGES, MAX_MESSAGES, REASONING_EFFORTS, ApiError, GenerationRequest, _flag,
                                _image, _integer, _refuse_unsupported, _sampling, _shown, _thinking,
-                               bad_param, check_model, checked_schema, documents_choice, json_arguments, parse_tools,
-                               with_tools)
+                               bad_param, check_model, checked_schema, documents_choice, json_arguments,
+                               overflow_choice, parse_tools, with_tools)
 from app.server.response_store import ResponseStore, StoredResponse
 from app.server.transport import _closer, _EventStream, read_body
+from app.server.turns import defaults, quantdesk_field
 
 if TYPE_CHECKING:
+    from app.engine.turn import ModelDefaults
     from app.server.documents import Cited
+    from app.server.turns import Overflow
     from app.server.engine_queue import Job
     from app.server.router import Lease
 
@@ -69,8 +71,8 @@ class Serving(Protocol):
 
     async def next_event(self, job: Job) -> Token | Done: ...
 
-    async def _apply_documents(self, lease: Lease, parsed: GenerationRequest
-                               ) -> tuple[GenerationRequest, Cited | None]: ...
+    async def turn(self, request: Request, lease: Lease, parsed: GenerationRequest, model: ModelDefaults,
+                   overflow: str | None = None) -> tuple[GenerationRequest, Overflow | None, Cited | None]: ...
 
 # OpenAI's efforts beyond the ones chat templates read, as the nearest of those
 _EFFORTS = {**{e: e for e in REASONING_EFFORTS}, "minimal": "low", "xhigh": "high"}
@@ -354,14 +356,18 @@ def previous_response_id(body: dict[str, Any]) -> str | None:
 
 def parse_responses(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_images: bool = False,
                     takes_tools: bool = False, recommended: ModelSampling | None = None,
-                    previous: StoredResponse | None = None) -> ResponsesRequest:
-    """``sees_images``, ``takes_tools``, ``recommended``: as for ``params.parse_chat``; ``previous``: the stored
-    response ``previous_response_id`` names (looked up by the caller)."""
+                    preset: dict[str, Any] | None = None, previous: StoredResponse | None = None
+                    ) -> ResponsesRequest:
+    """``sees_images``, ``takes_tools``, ``recommended``, ``preset``: as for ``params.parse_chat``; ``previous``: the
+    stored response ``previous_response_id`` names (looked up by the caller). ``truncation: "auto"`` is OpenAI's
+    dropping of the oldest items: the overflow policy drop-oldest."""
     check_model(body, served_id)
     _refuse_unsupported(body, {"background": False, "conversation": None, "prompt": None, "top_logprobs": 0})
-    if body.get("truncation") not in (None, "disabled"):
-        raise bad_param("truncation", 'only truncation "disabled" is supported: an input longer than the context is '
-                                      "refused, never cut", "unsupported_parameter")
+    truncation = body.get("truncation")
+    if truncation not in (None, "disabled", "auto"):
+        raise bad_param("truncation", 'truncation is "disabled" (an input longer than the context is refused, unless '
+                                      'the request or the server names an overflow policy) or "auto" (the oldest '
+                                      "items are left out)", "invalid_value")
     if "input" not in body:
         raise bad_param("input", "input is required", "missing_parameter")
     instructions = body.get("instructions")
@@ -380,7 +386,7 @@ def parse_responses(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_im
     parallel = _flag(body, "parallel_tool_calls", True)
     schema, text_format = _text_format(body)
     sampling = _sampling({**{name: body.get(name) for name in _SAMPLING_EXTRAS}, "max_tokens": max_output or n_ctx},
-                         n_ctx, n_ctx, recommended)
+                         n_ctx, n_ctx, recommended, preset)
     sampling = dataclasses.replace(sampling, json_schema=schema, parallel_tool_calls=parallel)
     tools, echoed_tools = _tools(body)
     choice = _tool_choice(body, tools)  # checked with no tools too: the response repeats it
@@ -390,10 +396,11 @@ def parse_responses(body: dict[str, Any], *, served_id: str, n_ctx: int, sees_im
             "parallel_tool_calls": parallel, "previous_response_id": previous_response_id(body),
             "reasoning": reasoning, "store": store, "temperature": sampling.temperature,
             "text": {"format": text_format}, "tool_choice": body.get("tool_choice") or "auto",
-            "tools": echoed_tools, "top_p": sampling.top_p, "truncation": "disabled",
+            "tools": echoed_tools, "top_p": sampling.top_p, "truncation": truncation or "disabled",
             "user": body.get("user") if isinstance(body.get("user"), str) else None}
-    return ResponsesRequest(GenerationRequest(messages, sampling, stream, False, documents=documents_choice(body)),
-                            tuple(conversation), echo, store)
+    overflow = "drop-oldest" if truncation == "auto" else overflow_choice(body)
+    return ResponsesRequest(GenerationRequest(messages, sampling, stream, False, overflow=overflow,
+                                              documents=documents_choice(body)), tuple(conversation), echo, store)
 
 
 # --- the response ---
@@ -649,17 +656,19 @@ class ResponsesApi:
         lease = await server._engine_for(body)
         try:
             details = lease.loaded.details
-            # In a worker thread, as chat's: images are decoded, the model's recommended sampling read from its file.
+            model = await defaults(lease)
+            # In a worker thread, as chat's: images are decoded.
             parsed = await asyncio.to_thread(lambda: parse_responses(
                 body, served_id=lease.served, n_ctx=lease.loaded.n_ctx, sees_images="vision" in details,
-                takes_tools=bool(details.get("tool_format")), recommended=model_sampling(lease.loaded.model_path),
-                previous=previous))
-            # "quantdesk": {"documents": [...]}: the passages in what the engine reads (the stored conversation keeps
-            # the question as sent), the citations in every response object's quantdesk field (a stream's first)
-            generation, cited = await server._apply_documents(lease, parsed.generation)
-            if cited is not None:
-                parsed = dataclasses.replace(parsed, generation=generation,
-                                             echo={**parsed.echo, "quantdesk": cited.field()})
+                takes_tools=bool(details.get("tool_format")), recommended=model.recommended,
+                preset=model.preset_sampling, previous=previous))
+            # As a chat completion's turn: the preset's system prompt, the overflow policy and the documents' passages
+            # in what the engine reads (the stored conversation keeps the input as sent); what they did in every
+            # response object's quantdesk field (a stream's first) and the headers
+            generation, report, cited = await server.turn(request, lease, parsed.generation, model)
+            extra = quantdesk_field(report, cited)
+            parsed = dataclasses.replace(parsed, generation=generation,
+                                         echo={**parsed.echo, "quantdesk": extra} if extra else parsed.echo)
             job, first, watcher = await server.start_job(request, lease, parsed.generation)
         except BaseException:
             lease.release()
@@ -678,7 +687,7 @@ class ResponsesApi:
 
         if parsed.generation.stream:
             return _EventStream(shape.stream(first, lambda: server.next_event(job), keep),
-                                _closer(watcher, job, lease))
+                                _closer(watcher, job, lease), report.headers() if report else None)
         try:
             event = first
             while not isinstance(event, Done):
@@ -689,7 +698,7 @@ class ResponsesApi:
             lease.release()
         response = shape.whole(event)
         await keep(response, event)
-        return JSONResponse(response)
+        return JSONResponse(response, headers=report.headers() if report else None)
 
     async def retrieve(self, request: Request) -> Response:
         return JSONResponse((await self._stored(request.path_params["response_id"])).response)

@@ -12,18 +12,18 @@ saving (reply_session), the list of chats (conversation_list) and the model load
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.chats.messages import Conversation
 from app.chats.session import ChatSession
 from app.chats.session import title_from as _title_from
 from app.chats.store import AT_LEAF, ChatStore, ChatStoreError, ReplyWriter
-from app.datatypes import ContextCut, Message, choose_sampling
+from app.datatypes import ContextCut, Message
 from app.hardware.profile import HardwareProfile
 from app.images import ImageError
 from app.ui.chat_actions import ChatActions
@@ -40,11 +40,13 @@ from app.ui.icons import decorate
 from app.ui.model_bar import ModelBar
 from app.ui.model_load import ModelLoadController
 from app.ui.reply_session import ReplySession
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, announce
 
 if TYPE_CHECKING:
     from app.ui.chat_tools import ChatTools
     from app.ui.documents_service import DocumentsService
+    from app.chats.messages import Attachment
     from app.hub.presets import ModelPreset
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
@@ -71,7 +73,7 @@ class ChatPage(QWidget):
     attach_file, _sees_images, _no_vision_sentence = (_to("images", n) for n in (
         "attach_file", "sees_images", "no_vision_sentence"))
     tools, _tools, _tool_specs = _to("tool_cards", "tools"), _to("tool_cards", "made"), _to("tool_cards", "specs")
-    _add_bubble, rename_current = _to("actions", "add_bubble"), _to("actions", "rename_current")
+    _add_bubble, rename_current = _to("chat_actions", "add_bubble"), _to("chat_actions", "rename_current")
     load_settings = _to("model_bar", "settings")
     show_stats_source = _show_stats_source = _to("stream", "show_stats_source")
 
@@ -89,7 +91,7 @@ class ChatPage(QWidget):
         self.images = ChatImages(self)
         self.stream = ChatStream(self)
         self._build(documents)
-        self.actions = ChatActions(self)
+        self.chat_actions = ChatActions(self)  # not `actions`: QWidget.actions() is Qt's
         for signal, slot in self._bridge_slots():
             signal.connect(slot)
         self._hears_bridge = True
@@ -213,7 +215,8 @@ class ChatPage(QWidget):
         """The open chat, or a new one made now (the banner says why not)."""
         if self.current is None:
             self.new_conversation()
-        return self.current
+        current: Conversation | None = self.current
+        return current
 
     def open_conversation(self, conversation_id: int) -> None:
         messages = self.session.open(conversation_id)
@@ -285,6 +288,7 @@ class ChatPage(QWidget):
         self.composer.clear()
         self.attachments.clear()
         self._edit_after = None
+        assert writer.prompt_id is not None  # begin_reply was given the prompt
         self._add_bubble(self.store.message(writer.prompt_id))
         self.refresh_conversations()
         self._tool_steps, self._tool_problems = 0, []
@@ -307,23 +311,23 @@ class ChatPage(QWidget):
         # ``tool`` message per call with what it returned (or that it was denied or not run).
         shown = [m for m in self.store.messages(conv.id)
                  if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
-        history = []
+        history: list[Message] = []
         pins: set[int] = set()  # the pinned messages' engine turns (a reply's tool results with it), as indices
         for m in shown:
             turn, *results = m.engine_turns()
             if m.pinned:
                 pins.update(range(len(history), len(history) + 1 + len(results)))
             history += [replace(turn, images=_encoded(m.images)), *results]
-        from app.hub import presets
+        from app.engine.turn import ModelDefaults, with_system_prompt, with_tools
 
-        # The chat's own settings, then the model's preset (app/hub/presets.py), then the model's, then QuantDesk's.
+        # The turn's request (app/engine/turn.py): the chat's own settings, then the model's preset
+        # (app/hub/presets.py), then the model's, then QuantDesk's; the system prompt likewise.
         model_path = self.loaded.model_path if self.loaded is not None else conv.model_path
-        preset = presets.for_model(model_path)
-        system_prompt = conv.system_prompt or (preset.system_prompt or "" if preset is not None else "")
-        if system_prompt:
-            history.insert(0, Message("system", system_prompt))
+        defaults = ModelDefaults.of(model_path)
+        sent = with_system_prompt(history, defaults.system_prompt(conv.system_prompt or None))
         # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
-        lead = 1 if system_prompt else 0
+        lead = len(sent) - len(history)
+        history = sent
         last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
         previous = None
         if last is not None:
@@ -338,19 +342,12 @@ class ChatPage(QWidget):
         self._show_stats_source()
         self._update_controls()
         # The chat's own values, then the preset's, the model's recommended ones, QuantDesk's (choose_sampling).
-        from app.models.metadata import model_sampling
-
-        model = model_sampling(model_path)
-        sampling = choose_sampling(conv.sampling, model, preset.sampling if preset is not None else None).settings
+        sampling = defaults.sampling(conv.sampling).settings
         # The tools of the servers the chat chose, in the model's own syntax; after the last step allowed, the
         # model is shown them still (the prompt stays as it was) but held to answer in words.
         self._offered = self._tool_specs(conv)
-        if self._offered:
-            last = self._tool_steps >= self.tools.max_steps
-            sampling = replace(sampling, tools=tuple(spec.as_openai_function() for spec in self._offered),
-                               tool_choice="none" if last else sampling.tool_choice)
-        else:
-            sampling = replace(sampling, tools=(), tool_choice="auto")
+        sampling = with_tools(sampling, [spec.as_openai_function() for spec in self._offered],
+                              last_step=self._tool_steps >= self.tools.max_steps)
         self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
         # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
         # and the reply's own saved after it: app/engine/states.py.
@@ -358,7 +355,7 @@ class ChatPage(QWidget):
 
         branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
-        self._reply_overflow = self._overflow_of(conv, preset)
+        self._reply_overflow = self._overflow_of(conv, defaults.preset)
         self.documents.documents_tokens = 0  # until the bridge says what the chat's documents gave this reply
         self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
                              (self._reply_overflow, previous, frozenset(i + lead for i in pins)),
@@ -367,9 +364,10 @@ class ChatPage(QWidget):
     @staticmethod
     def _overflow_of(conv: Conversation, preset: ModelPreset | None) -> str:
         """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
+        from app.engine.turn import ModelDefaults
         from app.settings import load
 
-        return conv.overflow or (preset.overflow_policy() if preset is not None else None) or load().overflow
+        return ModelDefaults(preset=preset).overflow(conv.overflow, load().overflow)
 
     @Slot()
     def stop(self) -> None:
@@ -433,14 +431,8 @@ class ChatPage(QWidget):
         self.session.close()
 
 
-def _encoded(images) -> tuple[str, ...]:
+def _encoded(images: Iterable[Attachment]) -> tuple[str, ...]:
     """A message's kept images as the engine takes them (base64); one whose file is gone is left out."""
-    from app.images import to_base64
+    from app.engine.turn import encoded_images
 
-    out = []
-    for image in images:
-        try:
-            out.append(to_base64(image.path.read_bytes()))
-        except OSError:
-            continue  # removed from the data folder by hand: the rest of the chat still goes
-    return tuple(out)
+    return encoded_images(images)

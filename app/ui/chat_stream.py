@@ -166,7 +166,7 @@ class ChatStream(QObject):
         page = self._page
         page.reply.end()
         if page.session.pending_delete is not None:  # its reply has stopped: the chat deleted meanwhile goes now
-            page.actions.delete_stopped_chat()
+            page.chat_actions.delete_stopped_chat()
         page.banner.clear_busy()
         page.refresh_conversations()
         page.show_stats_source()

@@ -29,13 +29,15 @@ user message (``augment``) and says what it found (``retrieved``) before the rep
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import dataclasses
 import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
@@ -132,7 +134,7 @@ class TokenBuffer:
                               thought, self.first_answer_ms)
 
 
-def _pool_module():
+def _pool_module() -> ModuleType:
     """app.engine.pool, imported once a client exists (the window shows before it: app/ui/main.py)."""
     from app.engine import pool
 
@@ -176,7 +178,7 @@ class _Worker(QObject):
             self.failed.emit(exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
 
     @Slot(str, object, object)
-    def load(self, model_path: str, settings: LoadSettings, pool_options: dict) -> None:
+    def load(self, model_path: str, settings: LoadSettings, pool_options: dict[str, Any]) -> None:
         try:
             client = self._client  # made by the first load (the app's pool): then it is known to be a pool
             options = pool_options if self._bridge.pool is not None else {}
@@ -188,52 +190,37 @@ class _Worker(QObject):
     def generate(self, messages: list[Message], sampling: SamplingSettings, request_id: str,
                  keys: StateKeys | None = None,
                  overflow: Overflow | None = None, documents: Documents | None = None) -> None:
-        """The reply; with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
-        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it: the
-        three go to the engine at once, in that order (a server request slipping between them costs only the reuse:
-        the engine compares tokens)."""
-        from app.engine import states
+        """The reply, as a turn (app/engine/turn.py): the overflow policy and the documents' passages on the
+        engine, then, with ``keys``, the conversation's saved state restored ahead of it where one matches (a chat
+        reopened, switched back to, the app restarted: app/engine/states.py) and its state saved behind it."""
+        from app.engine.turn import Passages, Turn
 
-        restore = save = None  # the saved-state requests' answers, each taken once whatever happens
         try:
-            if overflow is not None and (loaded := self._client.loaded) is not None:
-                from app.engine.overflow import fit
-
-                policy, previous, pinned = overflow
-                fitted = fit(self._client, messages, sampling, policy, loaded.n_ctx, previous, pinned)
-                if fitted.cut is not None:
-                    self.cut.emit(fitted.cut)
-                messages, sampling = fitted.messages, fitted.sampling_for(sampling)
-            if documents is not None and documents[1] and (loaded := self._client.loaded) is not None:
-                messages, retrieval = self._retrieve(documents, messages, sampling, loaded.n_ctx)
-                self.retrieved.emit(retrieval)
             client = self._client
-            if keys is not None:
-                restore = states.send_restore(client, states.default_cache(), keys, messages, sampling)
-            stream = client.generate(messages, sampling, request_id=request_id, on_wait=self.waiting.emit)
-            if keys is not None:
-                save = states.send_save(client, states.default_cache(), keys)  # nothing, for a stopped reply
-            if restore is not None:
-                answer, restore = restore, None
-                answer()
-            for event in stream:
+            loaded = client.loaded
+            policy, previous, pinned = overflow if overflow is not None and loaded is not None else \
+                ("stop", None, frozenset[int]())
+            passages: Passages | None = None
+            if documents is not None and documents[1] and loaded is not None:
+                n_ctx, chosen_documents = loaded.n_ctx, documents
+
+                def step(sent: list[Message], chosen: SamplingSettings) -> tuple[list[Message], Retrieval]:
+                    return self._retrieve(chosen_documents, sent, chosen, n_ctx)
+                passages = step
+            turn = Turn(messages, sampling, policy, previous, pinned, keys, passages)
+            prepared = turn.prepare(client, loaded.n_ctx if loaded is not None else 0)
+            if prepared.cut is not None:
+                self.cut.emit(prepared.cut)
+            if prepared.found is not None:
+                self.retrieved.emit(prepared.found)
+            for event in turn.send(client, prepared, request_id=request_id, on_wait=self.waiting.emit).events():
                 if isinstance(event, Token):
                     if self._buffer.push(event):
                         self.tokens_pending.emit()
                 elif isinstance(event, Done):
                     self.done.emit(event)
-            if save is not None:
-                answer, save = save, None
-                answer()
         except QuantDeskError as exc:
             self._report(exc)
-        finally:
-            for left in (restore, save):  # not taken: the reply failed on the way, and said so above
-                if left is not None:
-                    try:
-                        left()
-                    except QuantDeskError:
-                        pass
 
     def _retrieve(self, documents: Documents, messages: list[Message], sampling: SamplingSettings,
                   n_ctx: int) -> tuple[list[Message], Retrieval]:

@@ -405,7 +405,7 @@ def test_the_clients_parse_helper_gets_its_pydantic_model_back(api):
                                         "schema": {"type": "array", "uniqueItems": True}}}}, "text.format.schema",
      "the grammar cannot hold replies to this JSON schema"),
     ({"input": "x", "background": True}, "background", "not supported"),
-    ({"input": "x", "truncation": "auto"}, "truncation", "never cut"),
+    ({"input": "x", "truncation": "middle"}, "truncation", 'or "auto" (the oldest items are left out)'),
     ({"input": "x", "store": "yes"}, "store", "true or false"),
 ])
 def test_bad_requests_are_400s_that_name_the_field(api, request_body, param, words):
