@@ -508,11 +508,15 @@ def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded:
 
 
 def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
-    """A loaded model's card: how many requests it decodes together, how many run now and how many wait
-    (``quantdesk ps``)."""
+    """A loaded model's card: how many requests it decodes together, how many run now and how many wait, and of the
+    last requests it answered, those whose prompt the engine's cache served in part (``quantdesk ps``)."""
     meta["parallel"] = engine_queue.parallel if engine_queue is not None else 1
     meta["busy_sequences"] = len(engine_queue.running_jobs()) if engine_queue is not None else 0
     meta["queued"] = len(engine_queue.waiting()) if engine_queue is not None else 0
+    answered = [o for o in engine_queue.outcomes() if o.prompt_tokens] if engine_queue is not None else []
+    meta["cache"] = {"requests": len(answered), "hits": sum(o.cached_tokens > 0 for o in answered),
+                     "prompt_tokens": sum(o.prompt_tokens for o in answered),
+                     "cached_tokens": sum(o.cached_tokens for o in answered)}
 
 
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:

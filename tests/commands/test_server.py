@@ -228,4 +228,14 @@ def test_serve_decodes_parallel_requests_together_and_ps_says_how_many_run_and_w
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
         assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t")
         assert "\t0/2 busy, 0 queued\t" in ps.stdout, ps.stdout
+        assert "cache hits" not in ps.stdout  # no request answered yet
+        body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 5, "temperature": 0}
+        for _ in range(2):  # the same prompt twice: the second is read from the cache
+            httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                       timeout=120).raise_for_status()
+        # without --server: the running servers' records say where it listens
+        ps = subprocess.run([sys.executable, "-m", "app", "ps", "--api-key", KEY], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t"), (ps.stdout, ps.stderr)
+        assert "\tcache hits 1/2 requests (" in ps.stdout, ps.stdout
         _ctrl_c(proc, lines)
