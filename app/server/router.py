@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL_S = 600.0
+# Requests a llama.cpp model decodes together by default (quantdesk serve --parallel, the Server page's field): see
+# app/commands/server.py's copy for why 4.
+DEFAULT_PARALLEL = 4
 ON_DEMAND_FLAG = "--load-on-demand (the Server page: “Load library models on demand”)"
 FORCE_FLAG = "--force (the Server page: “Load anyway, past the memory budget”)"
 
@@ -267,7 +270,8 @@ class ModelRouter:
         from app.hub import presets
         from app.models.planner import PresetSetAside, plan_load
 
-        wanted = LoadSettings(n_ctx=base.n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type)
+        wanted = LoadSettings(n_ctx=base.n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type,
+                              parallel=base.parallel)  # serve --parallel, the Server page's field
         plan = plan_load(path, self.profile(), wanted, given=held, preset=None if primary else presets.for_model(path),
                          find_projector=not primary)
         if plan.problem:
