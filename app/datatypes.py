@@ -9,6 +9,20 @@ profile records it, app/models plans with it), and the constants these carry.
 
 Every layer may import this module; it imports only the standard library and ``app.records``. ``backends/base.py``
 keeps the ``Backend`` contract and the generation loop; ``app/engine/protocol.py`` the wire format.
+
+In detail (each module's job, read with docs/architecture.md's module map):
+
+the ground floor of types, importing nothing of the project but ``app/records.py``: ``LoadSettings``,
+``SamplingSettings``, ``WindowScoring``, ``Message`` and ``Prompt``, the engine events (``Loaded``, ``Progress``,
+``Token``, ``Done``, ``ErrorEvent``, ``Scored``, ``Embedded``, ``Reranked``, ``Counted``, with ``GenerationStats``,
+``DeviceLoad``, ``ToolCallDelta``), ``ToolCall``, the runtime ``Device``, ``ModelSampling`` (the sampling a model
+recommends), ``ContextUse`` (how much of the context a conversation holds after a reply, of it the documents'
+passages (``documents``), and when it is nearly full: the Chat's context meter and ``quantdesk chat``'s stats line),
+the overflow policies (``OVERFLOW_POLICIES``) and ``ContextCut`` (what a policy left out of a prompt, and the note
+that stands for it: the mark the Chat, the CLI and the server show) and ``choose_sampling`` (the one rule for a
+generation's sampling, for the Chat, ``quantdesk chat`` and the server: the user's value, then the model's, then
+``SamplingSettings``' default, each with its source),and the constants they carry (draft defaults,
+``EXPERT_TENSORS_REGEX``, reasoning efforts); every layer imports it, the engine protocol carries it
 """
 
 from __future__ import annotations

@@ -515,28 +515,13 @@ def score_windows(scoring: WindowScoring, *, tokenize: Callable[[str], list[int]
     writer: ReferenceWriter | None = None
     try:
         if scoring.reference_path:
-            reference = Reference(scoring.reference_path)
-            if reference.n_ctx != scoring.n_ctx:
-                raise ReferenceError(f"the reference was made with windows of {reference.n_ctx} tokens, not "
-                                     f"{scoring.n_ctx}")
-            problem = vocabulary_check(reference.vocabulary, vocabulary(), reference.n_vocab, logits_width)
-            if problem:
-                raise VocabularyMismatch(problem)
+            reference = _checked_reference(scoring, vocabulary, logits_width)
             n_chunks, width = reference.n_chunks, reference.n_vocab
             windows: Iterator[np.ndarray] = (reference.window(c) for c in range(n_chunks))
         else:
-            if text is None:
-                raise ReferenceError("a new reference needs the text to score")
-            tokens = np.asarray(tokenize(text), dtype=np.int32)
-            n_chunks = chunk_count(len(tokens), scoring.n_ctx, scoring.chunks)
-            if n_chunks < 1:
-                raise ReferenceError(f"the text is {len(tokens)} tokens long: a window needs {scoring.n_ctx}")
-            tokens = tokens[:n_chunks * scoring.n_ctx]
+            tokens, n_chunks = _text_tokens(scoring, tokenize, text)
             width = logits_width
-            header = dict(scoring.description, n_ctx=scoring.n_ctx, n_chunks=n_chunks, n_vocab=width,
-                          tail=scoring.tail, max_tokens=scoring.max_tokens, vocabulary=vocabulary()[:width],
-                          created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-            writer = ReferenceWriter(scoring.reference_out, header, tokens)
+            writer = _reference_writer(scoring, tokens, n_chunks, width, vocabulary)
             windows = (tokens[c * scoring.n_ctx:(c + 1) * scoring.n_ctx] for c in range(n_chunks))
         first = scoring.n_ctx // 2
         per_chunk = scored_per_chunk(scoring.n_ctx)
@@ -550,25 +535,8 @@ def score_windows(scoring: WindowScoring, *, tokenize: Callable[[str], list[int]
                 ids[0] = start_token[0]
             next_tokens = np.asarray(window[first + 1:], dtype=np.int64)
             block_ref = reference.chunk(chunk) if reference is not None else None
-            sets: list[Kept] = []
-            picked: list[np.ndarray] = []
             out = positions[chunk * per_chunk:(chunk + 1) * per_chunk]
-            done = 0
-            for rows in window_logits(ids, first):
-                for a in range(0, len(rows), ROWS_PER_BLOCK):
-                    # Only the reference's width takes part; the window's last row predicts nothing.
-                    block = rows[a:a + ROWS_PER_BLOCK, :width][:max(0, per_chunk - done)]
-                    span = slice(done, done + len(block))
-                    if block_ref is not None:
-                        out[span] = compare_rows(block, next_tokens[span], block_ref.rows(span.start, span.stop))
-                    elif len(block):
-                        s, p = reference_rows(block, next_tokens[span], scoring.tail, scoring.max_tokens, rng)
-                        sets += s
-                        picked.append(p)
-                        out[span] = self_rows(p)
-                    done = span.stop
-            if done != per_chunk:
-                raise RuntimeError(f"the engine gave {done} scored rows for a window of {per_chunk}")
+            sets, picked = _score_window(scoring, window_logits(ids, first), out, width, next_tokens, block_ref, rng)
             out["position"] = np.arange(first, first + per_chunk)
             if writer is not None:
                 writer.add_chunk(sets, np.concatenate(picked))
@@ -583,6 +551,72 @@ def score_windows(scoring: WindowScoring, *, tokenize: Callable[[str], list[int]
             writer.abort()
         if reference is not None:
             reference.close()
+
+
+def _checked_reference(scoring: WindowScoring, vocabulary: Callable[[], list[str]], logits_width: int) -> Reference:
+    """The reference a comparison reads, opened and checked against this run's windows and the model's vocabulary
+    (closed again when it does not fit)."""
+    reference = Reference(scoring.reference_path)
+    try:
+        if reference.n_ctx != scoring.n_ctx:
+            raise ReferenceError(f"the reference was made with windows of {reference.n_ctx} tokens, not "
+                                 f"{scoring.n_ctx}")
+        problem = vocabulary_check(reference.vocabulary, vocabulary(), reference.n_vocab, logits_width)
+        if problem:
+            raise VocabularyMismatch(problem)
+    except BaseException:
+        reference.close()
+        raise
+    return reference
+
+
+def _text_tokens(scoring: WindowScoring, tokenize: Callable[[str], list[int]],
+                 text: str | None) -> tuple[np.ndarray, int]:
+    """A new reference's text as tokens, cut to whole windows, and how many windows that is."""
+    if text is None:
+        raise ReferenceError("a new reference needs the text to score")
+    tokens = np.asarray(tokenize(text), dtype=np.int32)
+    n_chunks = chunk_count(len(tokens), scoring.n_ctx, scoring.chunks)
+    if n_chunks < 1:
+        raise ReferenceError(f"the text is {len(tokens)} tokens long: a window needs {scoring.n_ctx}")
+    return tokens[:n_chunks * scoring.n_ctx], n_chunks
+
+
+def _reference_writer(scoring: WindowScoring, tokens: np.ndarray, n_chunks: int, width: int,
+                      vocabulary: Callable[[], list[str]]) -> ReferenceWriter:
+    """The writer of a new reference file, its header saying what made it."""
+    header = dict(scoring.description, n_ctx=scoring.n_ctx, n_chunks=n_chunks, n_vocab=width,
+                  tail=scoring.tail, max_tokens=scoring.max_tokens, vocabulary=vocabulary()[:width],
+                  created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return ReferenceWriter(scoring.reference_out, header, tokens)
+
+
+def _score_window(scoring: WindowScoring, logits: Iterable[Any], out: np.ndarray, width: int,
+                  next_tokens: np.ndarray, block_ref: ReferenceBlock | None,
+                  rng: np.random.Generator) -> tuple[list[Kept], list[np.ndarray]]:
+    """One window's logit rows scored into ``out``: compared with the reference's chunk ``block_ref``, or (no
+    reference) against the text itself, with what a new reference keeps of each row (its sets and picked
+    log-probabilities)."""
+    per_chunk = len(out)
+    sets: list[Kept] = []
+    picked: list[np.ndarray] = []
+    done = 0
+    for rows in logits:
+        for a in range(0, len(rows), ROWS_PER_BLOCK):
+            # Only the reference's width takes part; the window's last row predicts nothing.
+            block = rows[a:a + ROWS_PER_BLOCK, :width][:max(0, per_chunk - done)]
+            span = slice(done, done + len(block))
+            if block_ref is not None:
+                out[span] = compare_rows(block, next_tokens[span], block_ref.rows(span.start, span.stop))
+            elif len(block):
+                s, p = reference_rows(block, next_tokens[span], scoring.tail, scoring.max_tokens, rng)
+                sets += s
+                picked.append(p)
+                out[span] = self_rows(p)
+            done = span.stop
+    if done != per_chunk:
+        raise RuntimeError(f"the engine gave {done} scored rows for a window of {per_chunk}")
+    return sets, picked
 
 
 def score(backend: Backend, request_id: str, windows: WindowScoring, *, text: str | None,

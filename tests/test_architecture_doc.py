@@ -94,3 +94,19 @@ def test_the_check_finds_a_name_that_does_not_exist():
     rows = module_map()
     rows["app/engine/"] += " the pool's free memory (`machine_free_memory`)"
     assert unknown_names(rows, _code_words()) == ["`machine_free_memory` in the `app/engine/` row (machine_free_memory)"]
+
+
+def test_every_path_the_page_names_exists():
+    """The rules table's tests and every other file or folder the page names in code style (`tests/…`, `app/…`,
+    `backends/…`, `docs/…`, a module with or without `.py`) are there: a rule whose test was renamed or removed
+    fails here."""
+    text = DOC.read_text(encoding="utf-8")
+    named = {m for m in re.findall(r"`((?:tests|app|backends|docs|resources|packaging)/[\w./-]*)`", text)
+             if "*" not in m and "NAME" not in m}
+    assert named, "the page names no path"
+
+    def exists(path: str) -> bool:  # `app/files`, `app/files.write_parts_atomic`: the module app/files.py
+        module = path.rstrip("/").split(".", 1)[0]
+        return any((ROOT / candidate).exists() for candidate in (path.rstrip("/"), f"{module}.py", module))
+
+    assert sorted(path for path in named if not exists(path)) == []

@@ -114,7 +114,17 @@ def imported_names(module: str, path: Path) -> set[str]:
                 base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Call) and _imports_by_name(node) and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            names.add(node.args[0].value)  # importlib.import_module("app.x") is an import of app.x like any other
     return names
+
+
+def _imports_by_name(call: ast.Call) -> bool:
+    """Whether ``call`` is ``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)``."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("import_module", "__import__")
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -185,6 +195,51 @@ def test_the_circle_check_finds_circles():
     assert "app.hub.config" in graph["app.hub.download"]
 
 
+# Modules that import modules by a name they compute: the only places where an import hides from the graph above.
+# Each is a true plugin lookup, not a way round a circle (a module whose import would close a circle is imported
+# with a plain statement once its shared types move below both, as backends/chat_format/request.py did for
+# formats, the families and the autoparser).
+IMPORTS_BY_NAME: dict[str, str] = {
+    "backends.registry": "backends are plugins: the built-in ones and third-party entry points, found by name",
+    "app.cli": "each command's module is imported only when that command runs (start-up time), and app.ui is "
+               "absent from a build without the desktop app",
+}
+
+
+def imports_by_name(files: dict[str, Path]) -> dict[str, list[int]]:
+    """Module -> the lines where it imports a module by a computed name (a non-literal argument), or imports one of
+    ours by a literal name, outside IMPORTS_BY_NAME."""
+    found: dict[str, list[int]] = {}
+    for module, path in files.items():
+        if module in IMPORTS_BY_NAME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _imports_by_name(node):
+                literal = node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                ours = literal and str(node.args[0].value).split(".")[0] in ("app", "backends")
+                if not literal or ours:
+                    found.setdefault(module, []).append(node.lineno)
+    return found
+
+
+def test_no_import_by_name_dodges_the_graph():
+    """An import_module of one of our modules (or of a computed name) is what hid the chat format's circle from the
+    circle check: plain import statements only, outside the plugin lookups listed in IMPORTS_BY_NAME."""
+    assert imports_by_name(_source_files()) == {}
+
+
+def test_the_check_of_imports_by_name_finds_a_dodge(tmp_path):
+    dodge = tmp_path / "dodge.py"
+    dodge.write_text("import importlib\n"
+                     "def f(name):\n"
+                     "    a = importlib.import_module('backends.chat_format.autoparser')\n"
+                     "    b = importlib.import_module(f'backends.chat_format.families.{name}')\n"
+                     "    return a, b, importlib.import_module('json')\n")
+    assert imports_by_name({"app.dodge": dodge}) == {"app.dodge": [3, 4]}
+    assert "backends.chat_format.autoparser" in imported_names("app.dodge", dodge)  # and the graph sees the literal
+    assert set(IMPORTS_BY_NAME) <= set(_source_files())  # the listed modules exist
+
+
 NETWORKED = ("app.hub", "huggingface_hub", "urllib.request", "httpx", "httpx2", "requests", "socket")
 
 
@@ -230,7 +285,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("app.hub", "backends"),
     ("app.remote", "app.machine", "app.mcp"),
     ("app.engine",),
-    ("app.lab", "app.documents"),  # side by side: the lab never reads documents, documents never score
+    # side by side: the lab never reads documents, documents never score; the Chat's session (app/chats/session.py)
+    # goes with neither, above the engine and the tool loop it holds
+    ("app.lab", "app.documents", "app.chats.session"),
     ("app.server",),  # above the lab: its MCP tools run the lab's bench and read what it measured (app/server/mcp.py)
     ("app.commands", "app.ui"),
     ("app.cli",),

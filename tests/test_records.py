@@ -34,13 +34,13 @@ def test_a_missing_required_field_still_fails():
 
 def test_the_homes_read_a_newer_versions_keys_without_failing(tmp_path, monkeypatch):
     from app import settings
-    from app.engine.protocol import settings_from_dict
+    from app.engine.protocol import from_wire
     from app.datatypes import LoadSettings, SamplingSettings
     from backends.remote import Endpoint
 
     assert SamplingSettings.from_dict({"temperature": 0.2, "stop": ["x"], "from_the_future": 1}) == SamplingSettings(
         temperature=0.2, stop=("x",))
-    assert settings_from_dict(LoadSettings, {"n_ctx": 1024, "from_the_future": 1}) == LoadSettings(n_ctx=1024)
+    assert from_wire(LoadSettings, {"n_ctx": 1024, "from_the_future": 1}) == LoadSettings(n_ctx=1024)
     assert Endpoint.from_dict({"base_url": "http://h/v1", "from_the_future": 1}).base_url == "http://h/v1"
     settings.settings_path().parent.mkdir(parents=True, exist_ok=True)
     settings.settings_path().write_text('{"theme": "dark", "from_the_future": 1, "problem": "not read"}')

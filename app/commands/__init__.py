@@ -10,7 +10,28 @@ is listed from this table alone, so this file imports nothing.
 To add a command: an entry in COMMANDS (in the order ``--help`` lists them; a module's commands side by side), and in
 its module ``register(subparsers)``, which builds the command's parser with ``add_command(subparsers, name, ...)``
 (the help comes from here) and sets ``func``; heavy imports go inside the functions that run the command.
-tests/test_cli.py checks that the table and the modules agree."""
+tests/test_cli.py checks that the table and the modules agree.
+
+In detail (each module's job, read with docs/architecture.md's module map):
+
+the ``quantdesk`` command; one module of sub-commands per home (``commands/engine.py`` ``chat`` (its ``--tools``
+loop in ``commands/chat_tools.py``, over ``app/mcp/loop.py``), ``commands/mcp.py`` ``mcp`` (add, ls, test, rm,
+import, enable, disable, revoke) over ``app/mcp`` (each action one ``(name, build)`` entry of its ``ACTIONS``; ``mcp
+serve``, QuantDesk's own MCP tools over stdio, built in ``commands/mcp_serve.py``), ``commands/hub.py`` the Hub and
+the library, ``commands/hardware.py`` ``hw``, ``commands/models.py`` ``inspect``/``fit``/``recommend``,
+``commands/runtime.py``, ``commands/server.py`` ``serve``/``ps``/``eject``, ``commands/launch.py`` ``launch`` (a
+coding tool set up against a running server, found by ``server/running``'s records, or one started detached; the
+tool's file written through ``server/agent_configs``), ``commands/lab.py`` ``bench``, ``commands/remote.py``,
+``commands/chats.py`` over ``chats/store``, ``commands/config.py`` over ``settings`` (typed by ``settings.parse``),
+``commands/presets.py`` ``preset`` over ``hub/presets`` and ``hub/preset_ini``) on top of the homes it calls, wired
+by ``cli.py``. Most GUI actions have a CLI twin; these have none yet: renaming a chat, chat presets, going on with a
+saved chat (``quantdesk chat`` starts an unsaved one), the Downloads page's queue (pause, cancel, retry: ``pull`` is
+one download, resumed by running it again), Discover's starting list, deleting a saved lab result, removing the Hub
+token. ``commands/__init__.py`` holds ``COMMANDS``, each command's name, ``--help`` line and module: the parser
+lists every command from it and imports only the module of the command named (none for ``quantdesk --help``). A new
+command is an entry there plus its module's ``register(subparsers)``, which builds it with ``add_command(subparsers,
+name, ...)``; its heavy imports go inside the function that runs it
+"""
 
 from __future__ import annotations
 

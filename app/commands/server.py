@@ -17,7 +17,7 @@ from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_argu
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
-from app.datatypes import MAX_PARALLEL, OVERFLOW_POLICIES, LoadSettings
+from app.datatypes import MAX_PARALLEL, OVERFLOW_POLICIES, Loaded, LoadSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from app.engine.client import EngineClientLike
     from app.server.app import OpenAIServer
+    from app.server.thread import _NotifyingServer
 
 # app.server.router's and app.server.app's; not imported here so that `quantdesk --help` stays light (a test checks
 # that they agree).
@@ -141,6 +142,38 @@ def run(args: argparse.Namespace) -> int:
     from app.hub.resolve import local_model
 
     args.model = local_model(args.model)  # a library model by name: its path
+    _check_options(args)
+    settings = _load_settings(args)
+    given = tuple(name for name, value in (("n_ctx", args.ctx), ("gpu_layers", args.gpu_layers),
+                                           ("cpu_moe", args.cpu_moe or None)) if value is not None)
+    # The model as the load planner plans it for this machine (a vision model with the projector beside it);
+    # library models loaded on request start again from the server's own settings.
+    planned = check_fit(args.model, settings, args, given=given, find_projector=True)
+    if note := draft_note(planned):
+        print(note, file=sys.stderr)
+
+    from app.server.thread import _NotifyingServer, server_config
+
+    with EngineClient() as client:
+        loaded = client.load(args.model, planned, backend=args.backend)
+
+        announce = _announcer(args, loaded)
+        app = serve_app(args, client, api_key, settings, on_ready=announce)
+        server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
+
+        try:
+            asyncio.run(_serve(server, api_key))
+        except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the Ctrl-C it caught
+            print("server stopped", file=sys.stderr)
+        except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
+            if exc.code:
+                raise EngineError(f"could not listen on {args.host}:{args.port}", "is the port already in use?",
+                                  kind="serve") from None
+    return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse serve's numeric options out of their range, before anything loads."""
     if not 0 <= args.port <= 65535:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:
@@ -155,6 +188,10 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--parallel must be from 1 to {MAX_PARALLEL}, not {args.parallel}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:
         raise EngineError(f"--stream-every-ms must be from 0 to 1000, not {args.stream_every_ms:g}", kind="settings")
+
+
+def _load_settings(args: argparse.Namespace) -> LoadSettings:
+    """The --model's load settings from the options, checked."""
     settings = LoadSettings(n_ctx=context_length(args.ctx), threads=args.threads, cpu_moe=args.cpu_moe,
                             draft=draft_setting(args), draft_tokens=args.draft_tokens, draft_p_min=args.draft_p_min,
                             parallel=args.parallel if args.parallel is not None else DEFAULT_PARALLEL,
@@ -163,68 +200,53 @@ def run(args: argparse.Namespace) -> int:
         settings.validate()
     except ValueError as exc:
         raise EngineError(str(exc), kind="settings") from None
-    given = tuple(name for name, value in (("n_ctx", args.ctx), ("gpu_layers", args.gpu_layers),
-                                           ("cpu_moe", args.cpu_moe or None)) if value is not None)
-    # The model as the load planner plans it for this machine (a vision model with the projector beside it);
-    # library models loaded on request start again from the server's own settings.
-    planned = check_fit(args.model, settings, args, given=given, find_projector=True)
-    if note := draft_note(planned):
-        print(note, file=sys.stderr)
+    return settings
 
-    from app.server.thread import _NotifyingServer, bound_url, server_config
 
-    with EngineClient() as client:
-        loaded = client.load(args.model, planned, backend=args.backend)
+def _announcer(args: argparse.Namespace, loaded: Loaded) -> Callable[[OpenAIServer], None]:
+    """What the server prints once it is ready: the loaded model, its parallel slots, on-demand loads, remotes."""
 
-        def announce(openai: OpenAIServer) -> None:
-            # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
-            experts, draft = loaded.details.get("experts_in_ram"), loaded.details.get("draft")
-            print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
-                  + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
-                  + (f"draft {Path(draft['model']).name}, {draft['draft_tokens']} tokens a check · " if draft else "")
-                  + f"model id {openai.model_id!r}", file=sys.stderr)
-            print(parallel_words(loaded.details, loaded.n_ctx, chosen=args.parallel is not None), file=sys.stderr)
-            pool = openai.pool
-            if pool.settings.load_on_demand:
-                print(f"library models load on request ({pool.models.budget_words()}; idle ones unload after "
-                      f"{pool.settings.idle_ttl_s:g} s" + ("; --force: loads go past the budget" if args.force else "")
-                      + ")", file=sys.stderr)
-            if openai.remotes is not None:
-                remote_ids = [m.ref for m in openai.remotes.models()]
-                print(f"also serving {len(remote_ids)} remote model{'s' if len(remote_ids) != 1 else ''}"
-                      + (": " + ", ".join(remote_ids) if remote_ids else "")
-                      + "".join(f"; {name} not reachable: {why}" for name, why in openai.remotes.problems.items()),
-                      file=sys.stderr)
+    def announce(openai: OpenAIServer) -> None:
+        # Printed from the lifespan, before the socket is bound; the URL follows once it listens.
+        experts, draft = loaded.details.get("experts_in_ram"), loaded.details.get("draft")
+        print(f"loaded {loaded.model_path} with {loaded.backend} · context {loaded.n_ctx} · "
+              + (f"experts of {experts} layer{'s' if experts != 1 else ''} in RAM · " if experts else "")
+              + (f"draft {Path(draft['model']).name}, {draft['draft_tokens']} tokens a check · " if draft else "")
+              + f"model id {openai.model_id!r}", file=sys.stderr)
+        print(parallel_words(loaded.details, loaded.n_ctx, chosen=args.parallel is not None), file=sys.stderr)
+        pool = openai.pool
+        if pool.settings.load_on_demand:
+            print(f"library models load on request ({pool.models.budget_words()}; idle ones unload after "
+                  f"{pool.settings.idle_ttl_s:g} s" + ("; --force: loads go past the budget" if args.force else "")
+                  + ")", file=sys.stderr)
+        if openai.remotes is not None:
+            remote_ids = [m.ref for m in openai.remotes.models()]
+            print(f"also serving {len(remote_ids)} remote model{'s' if len(remote_ids) != 1 else ''}"
+                  + (": " + ", ".join(remote_ids) if remote_ids else "")
+                  + "".join(f"; {name} not reachable: {why}" for name, why in openai.remotes.problems.items()),
+                  file=sys.stderr)
 
-        app = serve_app(args, client, api_key, settings, on_ready=announce)
-        server = _NotifyingServer(server_config(app, args.host, args.port, log_level="warning"))
+    return announce
 
-        async def serve() -> None:
-            from app.server import running
 
-            task = asyncio.create_task(server.serve())
-            await asyncio.to_thread(server.ready.wait)
-            record = None
-            if server.started:
-                key_note = "an API key is required" if api_key else "no API key"
-                print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
-                      f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
-                # where it listens, for `quantdesk launch` to find it (app/server/running.py)
-                record = running.announce(bound_url(server), api_key_required=bool(api_key), source="serve")
-            try:
-                await task
-            finally:
-                running.withdraw(record)
+async def _serve(server: _NotifyingServer, api_key: str | None) -> None:
+    """Run uvicorn's ``server``, saying where it listens once it does and recording that for `quantdesk launch`."""
+    from app.server import running
+    from app.server.thread import bound_url
 
-        try:
-            asyncio.run(serve())
-        except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the Ctrl-C it caught
-            print("server stopped", file=sys.stderr)
-        except SystemExit as exc:  # uvicorn exits when it cannot bind; it has logged why
-            if exc.code:
-                raise EngineError(f"could not listen on {args.host}:{args.port}", "is the port already in use?",
-                                  kind="serve") from None
-    return 0
+    task = asyncio.create_task(server.serve())
+    await asyncio.to_thread(server.ready.wait)
+    record = None
+    if server.started:
+        key_note = "an API key is required" if api_key else "no API key"
+        print(f"serving on {bound_url(server)}/v1, and QuantDesk's tools for agents over MCP on "
+              f"{bound_url(server)}/mcp ({key_note}); Ctrl-C stops", file=sys.stderr, flush=True)
+        # where it listens, for `quantdesk launch` to find it (app/server/running.py)
+        record = running.announce(bound_url(server), api_key_required=bool(api_key), source="serve")
+    try:
+        await task
+    finally:
+        running.withdraw(record)
 
 
 def serve_app(args: argparse.Namespace, client: EngineClientLike, api_key: str | None, settings: LoadSettings, *,

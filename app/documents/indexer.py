@@ -134,24 +134,10 @@ def index_collection(store: DocumentStore, name: str, embedder: Embedder | None,
     known = store.files(name)
 
     # 1. the scan: what is there now (bounded: max_files, and each file's size)
-    found: dict[str, FoundFile] = {}
-    skipped: list[ReportLine] = []
-    unreachable: list[str] = []  # roots that cannot be read: their files are kept, not removed
-    for root in store.roots(name):
-        for item in scan(root, max_files=max_files, max_bytes=max_bytes):
-            if isinstance(item, Skipped):
-                if item.path == root and not root.exists():  # an unplugged drive, a folder moved: kept until back
-                    unreachable.append(str(root))
-                    item = Skipped(root, f"{item.reason}: what was indexed from it is kept until it is back or "
-                                         "removed from the collection")
-                skipped.append(ReportLine(str(item.path), item.reason))
-            else:
-                found.setdefault(str(item.path), item)
-            if should_stop():
-                return _stopped(run)
-            if len(found) % 500 == 0:
-                run.emit(throttle=True, files_total=len(found), current=str(item.path))
-    store.set_skipped(name, skipped)
+    scanned = _scan(run, store, name, should_stop, max_files, max_bytes)
+    if scanned is None:
+        return _stopped(run)
+    found, unreachable = scanned
 
     # 2. deleted files go; unchanged files are done already
     gone = [path for path in known if path not in found
@@ -188,18 +174,8 @@ def index_collection(store: DocumentStore, name: str, embedder: Embedder | None,
         done = _index_file(store, name, item, row, max_bytes, should_stop)
         if done is None:  # paused in the middle of a long file: it is read again from its start next time
             return _stopped(run)
-        pages, stored, failed, same = done
-        p = run.progress
         run_bytes += item.size
-        elapsed = time.monotonic() - run.started
-        left = bytes_total - p.bytes_done - item.size
-        eta = elapsed / run_bytes * left if run_bytes and elapsed > 0 else None
-        was_failed = row is not None and row.state == "failed"  # counted in ``failed`` from the start
-        run.emit(files_done=p.files_done + 1, bytes_done=p.bytes_done + item.size, pages=p.pages + pages,
-                 chunks=p.chunks + stored, failed=p.failed + failed - was_failed,
-                 added=p.added + (row is None or row.size < 0), changed=p.changed + (row is not None and row.size >= 0
-                                                                                       and not same),
-                 unchanged=p.unchanged + same, eta_s=eta, to_embed=p.to_embed + stored if model is not None else 0)
+        stored = _file_done(run, item, row, done, run_bytes, bytes_total, embedding=model is not None)
         run.waiting += stored
         if embedder is not None and model is not None and run.waiting >= EMBED_BATCH:
             if not _embed(run, store, name, embedder, model, should_stop, final=False):
@@ -219,6 +195,49 @@ def index_collection(store: DocumentStore, name: str, embedder: Embedder | None,
     run.emit(force=True, state="done", current="", eta_s=0.0, failed=counts.failed, embedded=counts.embedded,
              to_embed=counts.chunks if model else 0)
     return run.progress
+
+
+def _scan(run: _Run, store: DocumentStore, name: str, should_stop: Callable[[], bool], max_files: int,
+          max_bytes: int) -> tuple[dict[str, FoundFile], list[str]] | None:
+    """The collection's files as they are now, by path, and its roots that cannot be read (their files are kept,
+    not removed); what is skipped is stored with its reason. None when ``should_stop()`` said so meanwhile."""
+    found: dict[str, FoundFile] = {}
+    skipped: list[ReportLine] = []
+    unreachable: list[str] = []  # roots that cannot be read: their files are kept, not removed
+    for root in store.roots(name):
+        for item in scan(root, max_files=max_files, max_bytes=max_bytes):
+            if isinstance(item, Skipped):
+                if item.path == root and not root.exists():  # an unplugged drive, a folder moved: kept until back
+                    unreachable.append(str(root))
+                    item = Skipped(root, f"{item.reason}: what was indexed from it is kept until it is back or "
+                                         "removed from the collection")
+                skipped.append(ReportLine(str(item.path), item.reason))
+            else:
+                found.setdefault(str(item.path), item)
+            if should_stop():
+                return None
+            if len(found) % 500 == 0:
+                run.emit(throttle=True, files_total=len(found), current=str(item.path))
+    store.set_skipped(name, skipped)
+    return found, unreachable
+
+
+def _file_done(run: _Run, item: FoundFile, row: FileRow | None, done: tuple[int, int, int, bool], run_bytes: int,
+               bytes_total: int, *, embedding: bool) -> int:
+    """The progress after one file was indexed (``done``: its pages, chunks stored, failures and whether it was
+    the same as before), with the time left at this run's pace; returns the chunks stored."""
+    pages, stored, failed, same = done
+    p = run.progress
+    elapsed = time.monotonic() - run.started
+    left = bytes_total - p.bytes_done - item.size
+    eta = elapsed / run_bytes * left if run_bytes and elapsed > 0 else None
+    was_failed = row is not None and row.state == "failed"  # counted in ``failed`` from the start
+    run.emit(files_done=p.files_done + 1, bytes_done=p.bytes_done + item.size, pages=p.pages + pages,
+             chunks=p.chunks + stored, failed=p.failed + failed - was_failed,
+             added=p.added + (row is None or row.size < 0), changed=p.changed + (row is not None and row.size >= 0
+                                                                                   and not same),
+             unchanged=p.unchanged + same, eta_s=eta, to_embed=p.to_embed + stored if embedding else 0)
+    return stored
 
 
 def _sep(root: str) -> str:

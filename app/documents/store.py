@@ -9,7 +9,7 @@ embedding model. ``skipped`` keeps the scan's report lines (a 2 GB file, a symli
 Vector search is brute force with numpy over the collection's vectors, read once into one float32 matrix per
 collection and model, grown as new vectors are stored and read again only after some are deleted (a changed or
 removed file, another embedding model): a tenth of sqlite-vec's time at 100k chunks × 384 dimensions, the same
-results (``python -m tests.bench.documents_query``, docs/architecture.md "Facts"), and this Python's sqlite3 cannot
+results (``python -m tests.bench.documents_query``, docs/facts.md), and this Python's sqlite3 cannot
 load extensions at all.
 
 One connection serves every thread (the indexer's, the GUI's, the server's): each call takes the store's lock, and a

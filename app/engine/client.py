@@ -25,31 +25,33 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from app.engine import guard, protocol
+from app.engine.inflight import EOF, InFlight, Reply
 from app.runtimes import trials
-from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
+from app.engine.protocol import (Asks, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
                                  RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
 from app.errors import BackendUnavailable, EngineCrashed, EngineError
-from app.datatypes import (Counted, Done, Embedded, ErrorEvent, GenerationStats, LoadSettings, Loaded, Progress, Prompt,
+from app.datatypes import (Done, Embedded, ErrorEvent, LoadSettings, Loaded, Progress, Prompt,
                            Reranked, SamplingSettings, Scored, StateRestored, StateSaved, Token, WindowScoring)
 
-_EOF = object()
 _log = logging.getLogger(__name__)
 # What fails a new runtime build's trial (app/runtimes/trials.py) besides a crash: it cannot start, load or serve.
 TRIAL_FAILURES = ("runtime", "load", "internal", "unavailable")
-# The requests a reply answers (a shutdown is written straight to the pipe, with no reply to wait for).
-_Answered = (LoadRequest | GenerateRequest | ScoreRequest | EmbedRequest | RerankRequest | CountRequest
-             | SaveStateRequest | RestoreStateRequest | UnloadRequest)
-# the one event that answers a score, embed, rerank, count, save or restore request
-Answer = TypeVar("Answer", Scored, Embedded, Reranked, Counted, StateSaved, StateRestored)
+A = TypeVar("A")  # the event that answers a request of the protocol's table (protocol.Asks)
+P = ParamSpec("P")  # the rest of a request's fields, after the id the client gives it
 STDERR_LINES = 200
 HELLO_TIMEOUT_S = 120  # a host starts in well under a second; a frozen build on a slow disk may take longer
 
 # Words engines print when an allocation fails: llama.cpp/ggml, CUDA, Metal, the C++ runtime, Python.
 _OOM_MARKERS = ("out of memory", "failed to allocate", "bad_alloc", "memoryerror", "cudamalloc failed",
                 "insufficient memory", "unable to allocate", "cannot allocate memory", "alloc_buffer: failed")
+
+
+def _listed(messages: Prompt) -> Prompt:
+    """A prompt as it crosses the wire: a string as it is, messages as a list."""
+    return messages if isinstance(messages, str) else list(messages)
 
 
 def host_command() -> list[str]:
@@ -102,6 +104,9 @@ class EngineClientLike(Protocol):
     def generate(self, messages: Prompt, sampling: SamplingSettings | None = None, request_id: str | None = None,
                  on_wait: Callable[[int], None] | None = None, events_every_s: float | None = None
                  ) -> Iterator[Token | Done]: ...
+    def call(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs) -> A: ...
+    def send(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs
+             ) -> Callable[[], A]: ...
     def embed(self, texts: Sequence[str]) -> Embedded: ...
     def rerank(self, query: str, texts: Sequence[str]) -> Reranked: ...
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int: ...
@@ -149,104 +154,6 @@ def keep_base_template(model_path: str | Path) -> None:
         write_text_atomic(bundled.kept_path(path), json.dumps(record, ensure_ascii=False))
     except OSError as exc:  # a folder that is not ours to write (a Hugging Face cache, a read-only disk)
         logging.getLogger(__name__).info("the chat template for %s cannot be kept beside it: %s", path.name, exc)
-
-
-class _Reply:
-    """One request the host has been sent and has not finished: the event reader queues its events here,
-    the thread that made the request takes them."""
-
-    def __init__(self, request_id: str, phase: str, host: _InFlight) -> None:
-        self.request_id = request_id
-        self.phase = phase  # for the sentence if the host dies while serving it
-        self.host = host
-        self.events: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the host's events, then _EOF if it ends
-        self.abandoned = False  # its reader stopped reading (a generation closed early): events are dropped
-        self.counts = True  # one of the requests a caller waits behind (a saved state's save or restore is not)
-        self.started = False  # the host has sent an event for it: it runs (several may, on a batching host)
-
-
-class _InFlight:
-    """The requests one host process has been sent and not finished, oldest first. The host serves them in
-    that order, several generations at once where its model batches them: an event belongs to the request its id
-    names (one without an id, a load's progress, to the oldest)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self._changed = threading.Condition()
-        self._replies: collections.deque[_Reply] = collections.deque()
-        self.ended = False  # the host's event stream is over: it died, or was shut down
-        self.phase_at_end = "while starting"
-        self.hello: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the Hello, or _EOF
-
-    def add(self, reply: _Reply, send: Callable[[], None]) -> int:
-        """Queue ``reply`` and ``send`` its request, in one step so that this order is the pipe's; returns
-        how many requests are ahead of it (those a user waits behind: a saved state's save or restore is brief
-        and rides with its generation)."""
-        with self._changed:
-            if self.ended:
-                raise EOFError
-            ahead = sum(r.counts for r in self._replies)
-            self._replies.append(reply)
-            try:
-                send()
-            except BaseException:
-                self._replies.remove(reply)
-                raise
-            return ahead
-
-    def deliver(self, event: Any) -> bool:
-        """Hand an event to the request it belongs to; False if it belongs to none."""
-        if isinstance(event, protocol.Hello):
-            self.hello.put(event)
-            return True
-        with self._changed:
-            head = self._replies[0] if self._replies else None
-            if head is None:
-                return False
-            request_id = getattr(event, "request_id", head.request_id)
-            reply = head if request_id == head.request_id else next(
-                (r for r in self._replies if r.request_id == request_id), None)
-            if reply is None:
-                return False
-            reply.started = True
-            if isinstance(event, protocol.FINAL_EVENTS):
-                self._replies.remove(reply)
-                self._changed.notify_all()
-        if not reply.abandoned:
-            reply.events.put(event)
-        return True
-
-    def end_waiting(self, request_id: str) -> bool:
-        """End a request the host has not started (one behind the oldest that the host has sent nothing for) here and
-        now, as cancelled: its caller gets the Done at once instead of when its turn comes. The host was told too;
-        its own Done for it, in its turn, is dropped. False if no such request waits."""
-        with self._changed:
-            waiting = next((r for i, r in enumerate(self._replies)
-                            if i and r.request_id == request_id and not r.started), None)
-            if waiting is None or waiting.abandoned:
-                return False
-            waiting.abandoned = True
-        waiting.events.put(Done(request_id, "", GenerationStats(0, 0.0, 0.0, 0, 0.0, "cancelled", 0)))
-        return True
-
-    def end(self) -> None:
-        """The host's stream ended: every request still waiting learns it."""
-        with self._changed:
-            self.ended = True
-            if self._replies:
-                self.phase_at_end = self._replies[0].phase
-            elif self.phase_at_end == "while starting" and not self.hello.empty():
-                self.phase_at_end = "while idle"
-            replies = list(self._replies)
-            self._replies.clear()
-            self._changed.notify_all()
-        self.hello.put(_EOF)
-        for reply in replies:
-            reply.events.put(_EOF)
-
-    def wait_idle(self) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: not self._replies or self.ended)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,7 +208,7 @@ class EngineClient:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._env = env
         self._proc: subprocess.Popen[bytes] | None = None
-        self._inflight: _InFlight | None = None
+        self._inflight: InFlight | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._write_lock = threading.Lock()
         # Requests are sent under this lock; a load that needs a fresh host holds new ones back meanwhile.
@@ -313,7 +220,7 @@ class EngineClient:
         # host dies under a request; and, per dead host, what its revival gave (the sentence, or the crash that stands).
         self._guarded: _Guarded | None = None
         self._revive_lock = threading.Lock()
-        self._revived: tuple[_InFlight, str | EngineCrashed] | None = None
+        self._revived: tuple[InFlight, str | EngineCrashed] | None = None
 
     # --- process ---
 
@@ -333,7 +240,7 @@ class EngineClient:
         self._proc = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, env=env, bufsize=0)
         # Per process: a dead host's end-of-stream must not reach its successor's requests.
-        self._inflight = _InFlight(self._proc)
+        self._inflight = InFlight(self._proc)
         self._events_reader = threading.Thread(target=self._read_events, args=(self._proc, self._inflight),
                                                daemon=True, name="engine-events")
         self._events_reader.start()
@@ -343,14 +250,14 @@ class EngineClient:
         self._expect_hello(self._inflight)
         return self
 
-    def _expect_hello(self, inflight: _InFlight) -> None:
+    def _expect_hello(self, inflight: InFlight) -> None:
         try:
             hello = inflight.hello.get(timeout=HELLO_TIMEOUT_S)
         except queue.Empty:
             self.close()
             raise EngineError(f"the engine did not start within {HELLO_TIMEOUT_S} s", "see the engine log",
                               kind="protocol") from None
-        if hello is _EOF:
+        if hello is EOF:
             raise self._crashed(inflight)
         try:
             protocol.check_hello(hello)
@@ -375,7 +282,7 @@ class EngineClient:
     # stdin's sake), and an unbuffered file reads a line one byte per system call: the readers put a buffer
     # in front (a read returns whatever has arrived, so nothing waits for a full buffer).
 
-    def _read_events(self, proc: subprocess.Popen[bytes], inflight: _InFlight) -> None:
+    def _read_events(self, proc: subprocess.Popen[bytes], inflight: InFlight) -> None:
         # started with stdout=PIPE and bufsize=0: the pipe is a raw FileIO (typeshed says IO[bytes])
         with io.BufferedReader(cast(io.FileIO, proc.stdout)) as lines:  # closes the pipe too
             for line in lines:
@@ -405,13 +312,13 @@ class EngineClient:
         except (BrokenPipeError, OSError):
             raise self._crashed(self._inflight) from None
 
-    def _crashed(self, inflight: _InFlight | None) -> EngineCrashed:
+    def _crashed(self, inflight: InFlight | None) -> EngineCrashed:
         proc = inflight.proc if inflight else self._proc
         returncode = proc.wait(timeout=10) if proc else None
         self._stderr_reader.join(timeout=2)  # let it drain the dying process's last lines
         return describe_exit(returncode, self.stderr_tail(), inflight.phase_at_end if inflight else "while idle")
 
-    def _submit(self, request: _Answered, phase: str, *, replace_dead: bool = False) -> tuple[_Reply, int]:
+    def _submit(self, request: Asks[Any], phase: str, *, replace_dead: bool = False) -> tuple[Reply, int]:
         """Send a request now; its reply, and how many requests are ahead of it in the host's queue. A host
         is started if none was, or (``replace_dead``) if the last one died; a host that died of a native crash under
         a llama.cpp model is revived first on the crash guard's next rung (``_revive``)."""
@@ -424,20 +331,20 @@ class EngineClient:
                 self.start()
             return self._add(request, phase)
 
-    def _add(self, request: _Answered, phase: str) -> tuple[_Reply, int]:
+    def _add(self, request: Asks[Any], phase: str) -> tuple[Reply, int]:
         if self._inflight is None:  # closed meanwhile: no host to send it to
             raise self._crashed(None)
-        reply = _Reply(request.id, phase, self._inflight)
+        reply = Reply(request.id, phase, self._inflight)
         reply.counts = not isinstance(request, (SaveStateRequest, RestoreStateRequest))
         try:
             return reply, reply.host.add(reply, lambda: self._send(protocol.wire(request)))
         except EOFError:
             raise self._crashed(reply.host) from None
 
-    def _next_event(self, reply: _Reply) -> Any:
+    def _next_event(self, reply: Reply) -> Any:
         event = reply.events.get()
-        if event is _EOF:
-            reply.events.put(_EOF)  # every later call sees the death too
+        if event is EOF:
+            reply.events.put(EOF)  # every later call sees the death too
             raise self._crashed(reply.host)
         return event
 
@@ -449,7 +356,7 @@ class EngineClient:
         return (proc is not None and guarded is not None and guard.safer(guarded.rung, guarded.lib_dir) is not None
                 and guard.is_native_signal(proc.poll()))
 
-    def _revive(self, dead: _InFlight) -> str:
+    def _revive(self, dead: InFlight) -> str:
         """The host died under a request: load its model again on the crash guard's next rung and return the
         sentence; raises the crash where nothing safer is left (said once: every request that waited on the dead host
         gets the same outcome, whichever of them got here first)."""
@@ -474,7 +381,7 @@ class EngineClient:
             raise outcome
         return outcome
 
-    def _replayed(self, reply: _Reply, request: _Answered, phase: str) -> tuple[_Reply, str]:
+    def _replayed(self, reply: Reply, request: Asks[Any], phase: str) -> tuple[Reply, str]:
         """``request`` sent again after its host died under it, once the host is revived (``_revive``, which
         raises where it cannot be); the new reply and the crash guard's sentence."""
         if self._guarded is None:
@@ -617,8 +524,8 @@ class EngineClient:
             elif isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
 
-    def _submit_to_fresh_host(self, request: _Answered, phase: str, runtime_env: dict[str, str]
-                              ) -> tuple[_Reply, int]:
+    def _submit_to_fresh_host(self, request: Asks[Any], phase: str, runtime_env: dict[str, str]
+                              ) -> tuple[Reply, int]:
         """Let the requests already sent finish, replace the host (on ``runtime_env``'s llama.cpp runtime),
         and send ``request`` first to the new one."""
         with self._submitting:
@@ -653,15 +560,13 @@ class EngineClient:
             sampling.validate()
         except ValueError as exc:
             raise EngineError(str(exc), kind="settings") from None
-        request = GenerateRequest(request_id or f"r{next(self._ids)}",
-                                  messages if isinstance(messages, str) else list(messages), sampling,
-                                  events_every_s)
-        reply, ahead = self._submit(request, "during generation")
+        request = GenerateRequest(request_id or f"r{next(self._ids)}", _listed(messages), sampling, events_every_s)
+        reply, ahead = self._submit(request, protocol.row_of(request).phase)
         if ahead and on_wait is not None:
             on_wait(ahead)
         return self._events(reply, request)
 
-    def _events(self, reply: _Reply, request: GenerateRequest) -> Iterator[Token | Done]:
+    def _events(self, reply: Reply, request: GenerateRequest) -> Iterator[Token | Done]:
         finished = False
         delivered = False  # a reply that crashed before its first token is replayed whole on the revived host
         notice = ""
@@ -672,7 +577,7 @@ class EngineClient:
                 except EngineCrashed:
                     if delivered:
                         raise  # half a reply is not replayed: the next request revives the host
-                    reply, notice = self._replayed(reply, request, "during generation")
+                    reply, notice = self._replayed(reply, request, reply.phase)
                     continue
                 if isinstance(event, Token):
                     delivered = True
@@ -702,54 +607,65 @@ class EngineClient:
             raise ValueError("score takes text or tokens, not both")
         request = ScoreRequest(f"s{next(self._ids)}", text, list(tokens) if tokens is not None else None, max_tokens,
                                windows)
-        return self._ask(request, "while scoring", Scored, on_progress)
+        reply, _ = self._submit(request, protocol.row_of(request).phase)
+        return self._answer_replayed(reply, request, on_progress)
 
-    def _ask(self, request: _Answered, phase: str, answer: type[Answer],
-             on_progress: Callable[[float], None] | None = None) -> Answer:
-        """Send ``request`` and wait for its ``answer``; replayed once on the revived host where the host died
-        under it (the crash guard)."""
-        reply, _ = self._submit(request, phase)
-        return self._answer_replayed(reply, request, phase, answer, on_progress)
+    def call(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs) -> A:
+        """A request of the protocol's table (``kind``: its class, made here with a fresh id and ``args``), sent now;
+        its answer, or its ErrorEvent as an EngineError. Replayed once on the revived host where the host died under
+        it (the crash guard). E.g. ``client.call(RerankRequest, query, texts)``."""
+        return self.send(kind, *args, **kwargs)()
 
-    def _answer_replayed(self, reply: _Reply, request: _Answered, phase: str, answer: type[Answer],
-                         on_progress: Callable[[float], None] | None = None) -> Answer:
+    def send(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs
+             ) -> Callable[[], A]:
+        """``call``'s request sent now, its answer waited for when the returned call is made (the server sends a
+        saved state's restore right ahead of its generation and its save right behind it)."""
+        request = kind(f"{getattr(kind, 'op', 'q')}{next(self._ids)}", *args, **kwargs)
+        reply, _ = self._submit(request, protocol.row_of(request).phase)
+        return lambda: self._answer_replayed(reply, request)
+
+    def _answer_replayed(self, reply: Reply, request: Asks[A], on_progress: Callable[[float], None] | None = None
+                         ) -> A:
         """``_answer``, with ``request`` sent again once to the revived host where its host died under it."""
+        answer: type[A] = protocol.answer_of(type(request))
         try:
             return self._answer(reply, answer, on_progress)
         except EngineCrashed:
-            reply, _notice = self._replayed(reply, request, phase)  # the sentence is in ``loaded.notice``
+            reply, _notice = self._replayed(reply, request, reply.phase)  # the sentence is in ``loaded.notice``
             return self._answer(reply, answer, on_progress)
 
-    def _answer(self, reply: _Reply, answer: type[Answer], on_progress: Callable[[float], None] | None = None) -> Answer:
+    def _answer(self, reply: Reply, answer: type[A], on_progress: Callable[[float], None] | None = None) -> A:
         """The one event that answers a request (``answer``), or its ErrorEvent as an EngineError; the request's
         progress on the way goes to ``on_progress``."""
         while True:
             event = self._next_event(reply)
             if isinstance(event, answer):
                 return event
-            if isinstance(event, Progress) and on_progress:
-                on_progress(event.fraction)
-            elif isinstance(event, ErrorEvent):
+            if isinstance(event, ErrorEvent):
                 raise EngineError(event.message, event.hint, kind=event.kind)
+            if isinstance(event, Progress):
+                if on_progress:
+                    on_progress(event.fraction)
+            elif isinstance(event, protocol.FINAL_EVENTS):  # the end of the request, but not its answer
+                raise EngineError(f"the engine answered {reply.request_id} with {type(event).__name__}, "
+                                  f"not {answer.__name__}", kind="protocol")
 
     def embed(self, texts: Sequence[str]) -> Embedded:
         """Embeddings of ``texts`` from a loaded embedding model, in order. Raises EngineError (kind 'request' for a
         model that makes none, 'context' for a text longer than the model takes)."""
-        return self._ask(EmbedRequest(f"e{next(self._ids)}", list(texts)), "while embedding", Embedded)
+        return self.call(EmbedRequest, list(texts))
 
     def rerank(self, query: str, texts: Sequence[str]) -> Reranked:
         """Each of ``texts`` scored for ``query`` by a loaded reranker (rank pooling), in order. Raises EngineError
         (kind 'request' for a model that is no reranker, 'context' for a query and text longer than it takes)."""
-        return self._ask(RerankRequest(f"r{next(self._ids)}", query, list(texts)), "while reranking", Reranked)
+        return self.call(RerankRequest, query, list(texts))
 
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
         """How many tokens ``messages`` is as a generation with ``sampling`` would render it (the model's chat
         template, its tools and thinking switch) and tokenize it; in its turn, after the requests sent before, and
         without touching the KV cache. Raises EngineError (kind 'unavailable' where the engine cannot tokenize: a
         remote server)."""
-        request = CountRequest(f"c{next(self._ids)}", messages if isinstance(messages, str) else list(messages),
-                               sampling or SamplingSettings())
-        return self._ask(request, "while counting tokens", Counted).prompt_tokens
+        return self.call(CountRequest, _listed(messages), sampling or SamplingSettings()).prompt_tokens
 
     def save_state(self, path: str | Path) -> StateSaved:
         """Have the host write its KV cache's state, with the tokens it holds, to ``path`` (app/engine/states.py
@@ -760,10 +676,7 @@ class EngineClient:
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
         """``save_state`` sent now, its answer waited for when the returned call is made: the server sends it right
         behind a generation, so the state saved is that reply's, whatever is sent next."""
-        request = SaveStateRequest(f"v{next(self._ids)}", str(path))
-        phase = "while saving the chat's state"
-        reply, _ = self._submit(request, phase)
-        return lambda: self._answer_replayed(reply, request, phase, StateSaved)
+        return self.send(SaveStateRequest, str(path))
 
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored:
@@ -776,12 +689,8 @@ class EngineClient:
                            sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
         """``restore_state`` sent now (the server sends it right ahead of the generation it is for), its answer
         waited for when the returned call is made."""
-        request = RestoreStateRequest(f"w{next(self._ids)}", [str(p) for p in paths],
-                                      messages if isinstance(messages, str) else list(messages),
-                                      sampling or SamplingSettings())
-        phase = "while restoring the chat's state"
-        reply, _ = self._submit(request, phase)
-        return lambda: self._answer_replayed(reply, request, phase, StateRestored)
+        return self.send(RestoreStateRequest, [str(p) for p in paths], _listed(messages),
+                         sampling or SamplingSettings())
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then
@@ -799,7 +708,8 @@ class EngineClient:
     def unload(self) -> None:
         self._guarded = None
         if self.alive:
-            reply, _ = self._submit(UnloadRequest(f"u{next(self._ids)}"), "while unloading")
+            request = UnloadRequest(f"u{next(self._ids)}")
+            reply, _ = self._submit(request, protocol.row_of(request).phase)
             self._next_event(reply)
         self.loaded = None
 

@@ -10,7 +10,7 @@ remembers the id of one that has not started, which then ends as cancelled witho
 A backend that batches (``Backend.parallel`` > 1: llama.cpp loaded with ``LoadSettings.parallel``) runs up to
 that many generations at once, each on a thread of its own, their tokens decoded together; a generation beyond
 them waits for one to end (one at a time, a generation runs on the model thread: a thread of its own cost a third
-of the speed, docs/architecture.md, Facts). Around them, in their order: a saved-state restore waits for a free
+of the speed, docs/facts.md). Around them, in their order: a saved-state restore waits for a free
 sequence, a save runs once the generation sent before it has ended (its sequence's state); counting tokens
 runs at once; anything else (a load, an unload, scoring, embeddings) waits until no generation runs.
 
@@ -30,13 +30,13 @@ import queue
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from app.engine import protocol
-from app.engine.protocol import (CancelRequest, CountRequest, EmbedRequest, GenerateRequest, LoadRequest, RerankRequest,
-                                 Request, RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest,
-                                 UnloadRequest)
-from app.datatypes import Counted, Done, ErrorEvent, GenerationStats, Progress
+from app.engine.protocol import (CancelRequest, CountRequest, GenerateRequest, LoadRequest, Request,
+                                 RestoreStateRequest, SaveStateRequest, ScoreRequest, ShutdownRequest, UnloadRequest)
+from app.datatypes import Done, ErrorEvent, GenerationStats, Progress
 from backends.base import Backend, GenerationError
 
 # Cancelled ids of generations not started yet; a cancel may also name one that already ended (the
@@ -65,6 +65,10 @@ class Host:
         self._last_generation = ""  # the id of the last generation received: a save that follows it is its
         self._send_lock = threading.Lock()  # generation threads write events too
         self._backend: Backend | None = None
+        # The requests of the protocol's table that the host serves itself (protocol.TABLE: no ``serve``); the others
+        # are served by the Backend call their row names.
+        self.own: dict[type[Any], Callable[[Any], None]] = {LoadRequest: self._load, GenerateRequest: self._generate,
+                                                             ScoreRequest: self._score, UnloadRequest: self._unload_for}
 
     # --- I/O ---
 
@@ -178,42 +182,30 @@ class Host:
             self.send(ErrorEvent("internal", f"{type(exc).__name__}: {exc}", "", request_id))
 
     def _handle(self, request: Request | _Unreadable) -> None:
-        if isinstance(request, LoadRequest):
-            self._load(request)
-        elif isinstance(request, GenerateRequest):
-            self._generate(request)
-        elif isinstance(request, ScoreRequest):
-            self._score(request)
-        elif isinstance(request, EmbedRequest):
-            if self._backend is None:
-                raise GenerationError("state", "no model is loaded")
-            self.send(self._backend.embed(request.id, request.texts))
-        elif isinstance(request, RerankRequest):
-            if self._backend is None:
-                raise GenerationError("state", "no model is loaded")
-            self.send(self._backend.rerank(request.id, request.query, request.texts))
-        elif isinstance(request, CountRequest):
-            if self._backend is None:
-                raise GenerationError("state", "no model is loaded")
-            self.send(Counted(request.id, self._backend.count_prompt_tokens(request.prompt, request.sampling)))
-        elif isinstance(request, SaveStateRequest):
-            if self._backend is None:
-                raise GenerationError("state", "no model is loaded")
-            self.send(self._backend.save_state(request.id, request.path))
-        elif isinstance(request, RestoreStateRequest):
-            if self._backend is None:
-                raise GenerationError("state", "no model is loaded")
-            restored = self._backend.restore_state(request.id, request.paths, request.prompt, request.sampling)
-            for path, reason in restored.discarded:  # the engine log says it too; the parent's log and cache act
-                print(f"[{request.id}] saved state {path} discarded: {reason}", file=sys.stderr, flush=True)
-            self.send(restored)
-        elif isinstance(request, UnloadRequest):
-            self._unload()
-            self.send(protocol.Unloaded(request.id))
-        elif isinstance(request, _Unreadable):
+        """One request, as the protocol's table says: a plain one by the Backend call its row names, the answer sent;
+        the rest by the host itself (``own``)."""
+        if isinstance(request, _Unreadable):
             raise GenerationError("request", request.reason)
-        else:  # cancel and shutdown are answered before the model thread's queue: never here
+        if isinstance(request, protocol.UNANSWERED):  # answered before the model thread's queue: never here
             raise GenerationError("request", f"a {request.op} request reached the model thread")
+        row = protocol.row_of(request)
+        if row.serve is None:
+            self.own[row.request](request)
+            return
+        answer = row.serve(self._loaded(), request)
+        if not isinstance(answer, row.answer):
+            raise TypeError(f"a {request.op} request was answered with {type(answer).__name__}, "
+                            f"not {row.answer.__name__}")
+        self.send(answer)
+
+    def _loaded(self) -> Backend:
+        if self._backend is None:
+            raise GenerationError("state", "no model is loaded")
+        return self._backend
+
+    def _unload_for(self, request: UnloadRequest) -> None:
+        self._unload()
+        self.send(protocol.Unloaded(request.id))
 
     def _load(self, request: LoadRequest) -> None:
         from backends import registry

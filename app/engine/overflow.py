@@ -110,52 +110,91 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
     # the newest turn is always sent, and every turn that holds a pinned message
     droppable = [t for t in turns[keep_first:-1] if not any(t[0] <= i < t[1] for i in pinned)]
     prev = previous if previous is not None and previous.policy == policy else None
-    counts: dict[tuple[int, str], int] = {}
-
-    def sent(k: int, note: str) -> list[Message]:
-        out = {i for a, b in droppable[:k] for i in range(a, b)}
-        return with_note([m for i, m in enumerate(messages) if i not in out], lead, note)
-
-    def count(k: int, note: str) -> int:
-        if (k, note) not in counts:
-            counts[k, note] = engine.count_tokens(sent(k, note), sampling)
-        return counts[k, note]
-
-    # what the previous cut left out stays out (turns it covered whole)
-    k_min = 0
-    if prev is not None and prev.dropped:
-        end = prev.end
-        while k_min < len(droppable) and droppable[k_min][0] >= prev.start and droppable[k_min][1] <= end:
-            k_min += 1
+    options = _Options(engine, sampling, messages, lead, droppable)
+    k_min = _left_out_before(prev, droppable)
     old_note = prev.note if prev is not None and k_min and policy == "compact" else ""
     try:
-        first = count(k_min, old_note)
+        first = options.count(k_min, old_note)
     except EngineError as exc:
         if exc.kind == "unavailable":  # an engine that cannot count (a remote server): all is sent, as under stop
             return Fitted(messages, None)
         raise
     if first <= budget:
         if not k_min:
-            return Fitted(sent(0, old_note), None)
-        return Fitted(sent(k_min, old_note), _cut(policy, droppable, k_min, old_note, counts[k_min, old_note]))
+            return Fitted(options.sent(0, old_note), None)
+        return Fitted(options.sent(k_min, old_note),
+                      _cut(policy, droppable, k_min, old_note, options.count(k_min, old_note)))
     # a new cut: under "compact" room for the note (its header counted by the placeholder)
     room = note_room(n_ctx) if policy == "compact" else 0
     placeholder = "…" if policy == "compact" else ""
-
-    def fits(k: int, target: int) -> bool:
-        return count(k, placeholder) + room <= target
-
     last = len(droppable)
-    if not fits(last, budget):
-        tokens = count(last, placeholder) + room
+    if options.count(last, placeholder) + room > budget:
         kept = " and ".join((["the system prompt"] if lead else [])
                             + (["the first exchange"] if keep_first and len(turns) > 1 else [])
                             + (["the pinned messages"] if pinned else []))
-        raise EngineError(f"the newest message does not fit the context: {f'with {kept} ' if kept else ''}it is "
-                          f"{tokens:,} tokens, and the "
-                          f"context of {n_ctx:,} must keep {n_ctx - budget:,} for the reply",
-                          "send a shorter message, lower the reply's max tokens or load with a larger context",
-                          kind="context")
+        raise _no_room(options.count(last, placeholder) + room, kept, n_ctx, budget)
+    k = _fewest_left_out(options, k_min, placeholder, room, budget)
+    if policy != "compact":
+        return Fitted(options.sent(k, ""), _cut(policy, droppable, k, "", options.count(k, "")))
+    note = summarise(engine, old_note, [messages[i] for a, b in droppable[k_min:k] for i in range(a, b)], sampling,
+                     n_ctx, room)
+    # the note came out longer than its room: leave out one turn more; still not: the note is cut (it never goes over
+    # its room by more than a few tokens)
+    while options.count(k, note) > budget and k < last:
+        k += 1
+    if options.count(k, note) > budget:
+        note = note[: max(len(note) // 2, 1)]
+    return Fitted(options.sent(k, note), _cut(policy, droppable, k, note, options.count(k, note)))
+
+
+@dataclass
+class _Options:
+    """What is sent when the first ``k`` droppable turns are left out (and a note put in), and its count of tokens,
+    each asked of the engine once."""
+
+    engine: EngineClientLike
+    sampling: SamplingSettings
+    messages: list[Message]
+    lead: int  # the system messages at the start
+    droppable: list[tuple[int, int]]
+    counts: dict[tuple[int, str], int] = dataclasses.field(default_factory=dict)
+
+    def sent(self, k: int, note: str) -> list[Message]:
+        out = {i for a, b in self.droppable[:k] for i in range(a, b)}
+        return with_note([m for i, m in enumerate(self.messages) if i not in out], self.lead, note)
+
+    def count(self, k: int, note: str) -> int:
+        if (k, note) not in self.counts:
+            self.counts[k, note] = self.engine.count_tokens(self.sent(k, note), self.sampling)
+        return self.counts[k, note]
+
+
+def _left_out_before(prev: ContextCut | None, droppable: list[tuple[int, int]]) -> int:
+    """How many droppable turns the previous cut left out (turns it covered whole): they stay out."""
+    k_min = 0
+    if prev is not None and prev.dropped:
+        end = prev.end
+        while k_min < len(droppable) and droppable[k_min][0] >= prev.start and droppable[k_min][1] <= end:
+            k_min += 1
+    return k_min
+
+
+def _no_room(tokens: int, kept: str, n_ctx: int, budget: int) -> EngineError:
+    """The refusal when even leaving out every droppable turn does not make room for the reply."""
+    return EngineError(f"the newest message does not fit the context: {f'with {kept} ' if kept else ''}it is "
+                       f"{tokens:,} tokens, and the "
+                       f"context of {n_ctx:,} must keep {n_ctx - budget:,} for the reply",
+                       "send a shorter message, lower the reply's max tokens or load with a larger context",
+                       kind="context")
+
+
+def _fewest_left_out(options: _Options, k_min: int, placeholder: str, room: int, budget: int) -> int:
+    """The fewest droppable turns to leave out (at least ``k_min``, and one) so that what is sent fits: three
+    quarters of ``budget`` where leaving out all of them gets there, so the next replies fit too, else ``budget``."""
+    def fits(k: int, target: int) -> bool:
+        return options.count(k, placeholder) + room <= target
+
+    last = len(options.droppable)
     target = budget - budget // 4 if fits(last, budget - budget // 4) else budget
     lo, hi = max(k_min, 1), last  # the smallest k that fits: fits(hi) holds
     while lo < hi:
@@ -164,16 +203,7 @@ def fit(engine: EngineClientLike, messages: Sequence[Message], sampling: Samplin
             hi = mid
         else:
             lo = mid + 1
-    k = hi
-    if policy != "compact":
-        return Fitted(sent(k, ""), _cut(policy, droppable, k, "", count(k, "")))
-    note = summarise(engine, old_note, [messages[i] for a, b in droppable[k_min:k] for i in range(a, b)], sampling,
-                     n_ctx, room)
-    while count(k, note) > budget and k < last:  # the note came out longer than its room: leave out one turn more
-        k += 1
-    if count(k, note) > budget:  # still not: the note is cut (it never goes over its room by more than a few tokens)
-        note = note[: max(len(note) // 2, 1)]
-    return Fitted(sent(k, note), _cut(policy, droppable, k, note, count(k, note)))
+    return hi
 
 
 def _cut(policy: str, droppable: list[tuple[int, int]], k: int, note: str, tokens: int) -> ContextCut:

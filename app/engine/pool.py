@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from app.engine.client import EngineClient, EngineClientLike
+from app.engine.protocol import Asks
 from app.errors import QuantDeskError
 from app.models.budget import BudgetCheck, gib
 from app.datatypes import (Done, Embedded, LoadSettings, Loaded, Prompt, Reranked, SamplingSettings, StateRestored,
@@ -300,26 +301,24 @@ class ModelPool:
             raise
         return _HeldStream(stream, lambda: self._release(model, request_id))
 
+    def call(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs) -> A:
+        """As EngineClient.call, on the active model: a request of the protocol's table, e.g.
+        ``pool.call(RerankRequest, query, texts)``."""
+        return self._on_active(lambda client: client.call(kind, *args, **kwargs))
+
+    def send(self, kind: Callable[Concatenate[str, P], Asks[A]], *args: P.args, **kwargs: P.kwargs
+             ) -> Callable[[], A]:
+        """As EngineClient.send, on the active model, held until its answer is taken."""
+        return self._sent_to_active(lambda client: client.send(kind, *args, **kwargs))
+
     def embed(self, texts: Sequence[str]) -> Embedded:
-        model = self._hold(None)
-        try:
-            return model.client.embed(texts)
-        finally:
-            self._release(model, None)
+        return self._on_active(lambda client: client.embed(texts))
 
     def rerank(self, query: str, texts: Sequence[str]) -> Reranked:
-        model = self._hold(None)
-        try:
-            return model.client.rerank(query, texts)
-        finally:
-            self._release(model, None)
+        return self._on_active(lambda client: client.rerank(query, texts))
 
     def count_tokens(self, messages: Prompt, sampling: SamplingSettings | None = None) -> int:
-        model = self._hold(None)
-        try:
-            return model.client.count_tokens(messages, sampling)
-        finally:
-            self._release(model, None)
+        return self._on_active(lambda client: client.count_tokens(messages, sampling))
 
     def save_state(self, path: str | Path) -> StateSaved:
         """As EngineClient.save_state, on the active model (app/engine/states.py)."""
@@ -327,13 +326,7 @@ class ModelPool:
 
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]:
         """As EngineClient.send_save_state, on the active model, held until its answer is taken."""
-        model = self._hold(None)
-        try:
-            answer = model.client.send_save_state(path)
-        except BaseException:
-            self._release(model, None)
-            raise
-        return _answered_then(answer, lambda: self._release(model, None))
+        return self._sent_to_active(lambda client: client.send_save_state(path))
 
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored:
@@ -342,9 +335,21 @@ class ModelPool:
 
     def send_restore_state(self, paths: Sequence[str], messages: Prompt,
                            sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
+        return self._sent_to_active(lambda client: client.send_restore_state(paths, messages, sampling))
+
+    def _on_active(self, ask: Callable[[EngineClientLike], Answer]) -> Answer:
+        """``ask`` of the active model's client, the model held meanwhile."""
         model = self._hold(None)
         try:
-            answer = model.client.send_restore_state(paths, messages, sampling)
+            return ask(model.client)
+        finally:
+            self._release(model, None)
+
+    def _sent_to_active(self, send: Callable[[EngineClientLike], Callable[[], Answer]]) -> Callable[[], Answer]:
+        """``send`` to the active model's client now, the model held until its answer is taken."""
+        model = self._hold(None)
+        try:
+            answer = send(model.client)
         except BaseException:
             self._release(model, None)
             raise
@@ -525,6 +530,8 @@ class _HeldStream:
 
 
 Answer = TypeVar("Answer")
+A = TypeVar("A")  # the event that answers a request of the protocol's table
+P = ParamSpec("P")
 
 
 def _answered_then(answer: Callable[[], Answer], release: Callable[[], None]) -> Callable[[], Answer]:

@@ -9,7 +9,7 @@ spec's shutdown: stdin closed, a grace period, then the process tree terminated 
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import asynccontextmanager
 from typing import TextIO
 
@@ -27,6 +27,33 @@ MAX_LINE_BYTES = 256 << 20
 
 class LineTooLong(ValueError):
     """A message from the server longer than MAX_LINE_BYTES."""
+
+
+class Lines:
+    """The server's stdout, read in chunks, split at newlines with each byte looked at once; a line longer than
+    MAX_LINE_BYTES is dropped (its rest skipped up to its newline) and said as a LineTooLong in its place."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.held = 0  # bytes in pieces
+        self.dropping = False  # inside a line that is too long: its rest is skipped
+
+    def feed(self, chunk: bytes) -> Iterator[bytes | LineTooLong]:
+        """The lines ``chunk`` ends (the first one begun by earlier chunks), and a LineTooLong for one dropped."""
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if not self.dropping:
+                self.pieces.append(chunk[start:end])
+                line, self.pieces, self.held = b"".join(self.pieces), [], 0
+                yield line
+            self.dropping = False
+            start = end + 1
+        if start < len(chunk) and not self.dropping:
+            self.pieces.append(chunk[start:])
+            self.held += len(chunk) - start
+            if self.held > MAX_LINE_BYTES:
+                self.pieces, self.held, self.dropping = [], 0, True
+                yield LineTooLong(f"the server sent a message over {MAX_LINE_BYTES >> 20} MB; it was dropped")
 
 
 @asynccontextmanager
@@ -48,9 +75,7 @@ async def stdio_transport(server: sdk.StdioServerParameters, errlog: TextIO) -> 
 
     async def stdout_reader() -> None:
         assert process.stdout is not None
-        pieces: list[bytes] = []
-        held = 0  # bytes in pieces
-        dropping = False  # inside a line that is too long: its rest is skipped
+        lines = Lines()
         try:
             async with read_stream_writer:
                 try:
@@ -59,21 +84,11 @@ async def stdio_transport(server: sdk.StdioServerParameters, errlog: TextIO) -> 
                             chunk = await process.stdout.receive(READ_BYTES)
                         except (anyio.EndOfStream, anyio.ClosedResourceError):
                             break
-                        start = 0
-                        while (end := chunk.find(b"\n", start)) != -1:
-                            if not dropping:
-                                pieces.append(chunk[start:end])
-                                line, pieces, held = b"".join(pieces), [], 0
+                        for line in lines.feed(chunk):
+                            if isinstance(line, LineTooLong):
+                                await read_stream_writer.send(line)
+                            else:
                                 await deliver(line)
-                            dropping = False
-                            start = end + 1
-                        if start < len(chunk) and not dropping:
-                            pieces.append(chunk[start:])
-                            held += len(chunk) - start
-                            if held > MAX_LINE_BYTES:
-                                pieces, held, dropping = [], 0, True
-                                await read_stream_writer.send(LineTooLong(
-                                    f"the server sent a message over {MAX_LINE_BYTES >> 20} MB; it was dropped"))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return  # the session is gone
                 finally:

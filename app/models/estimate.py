@@ -11,7 +11,9 @@ log by tests/bench/fit_accuracy.py and, for MoE and recurrent models, tests/benc
 - compute buffer: the peak of the ubatch graph (attention scores without flash attention, the FFN or
   expert intermediates, the logits of a full ubatch) plus the attention masks (and Qwen3-VL's input embedding,
   padded for its deepstack layers);
-- output buffer: logits for one sequence on the host; fixed runtime overheads per device;
+- output buffer: logits for one token per sequence on the host; fixed runtime overheads per device;
+- several sequences (``n_seq``, a unified cache): the full layers' cells stay n_ctx; each sequence adds its window
+  on sliding-window layers (``n_swa * n_seq + n_ubatch``), its recurrent state rows and its logits row;
 - recurrent layers (Mamba, RWKV, LFM2's short convolutions, gated delta nets) keep one F32 r and s state row
   per layer and sequence instead of KV cells (src/llama-memory-recurrent.cpp), on the layer's device;
   hybrids give only their attention layers a KV cache (Falcon-H1: every layer both);
@@ -25,10 +27,11 @@ EXL2/EXL3: bpw × parameters + cache at its bit width + a reserve.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.models.metadata import RECURRENT_ARCHS, ModelMetadata
+from app.models.metadata import RECURRENT_ARCHS, ModelMetadata, TensorInfo
 from app.datatypes import EXPERT_TENSORS_REGEX
 
 MiB = 1 << 20
@@ -149,6 +152,11 @@ class LlamaCppSettings:
     n_ubatch: int = 512
     flash_attn: bool = False
     swa_full: bool = False
+    # Sequences decoded together (LoadSettings.parallel: llama.cpp's n_seq_max with a unified KV cache): the full
+    # layers' cache stays the context's size, but each sequence keeps its own window on sliding-window layers, its own
+    # recurrent state rows and its own row of logits (src/llama-kv-cache-iswa.cpp, llama-memory-recurrent.cpp,
+    # llama_context's output_reserve(n_seq_max)).
+    n_seq: int = 1
     # llama.cpp's CPU backend copies Q4_0 / Q4_K / IQ4_NL matrices into an interleaved layout
     # (the CPU_REPACK buffer) on AVX2/AVX-512 and ARM NEON CPUs; the mapped original stays mapped.
     cpu_repack: bool = True
@@ -243,7 +251,7 @@ def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
 
 def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
     if meta.swa_layers and meta.swa_layers[il] and not s.swa_full:
-        return min(n_ctx, pad(meta.sliding_window + s.n_ubatch, CTX_PAD))
+        return min(n_ctx, pad(meta.sliding_window * max(s.n_seq, 1) + s.n_ubatch, CTX_PAD))
     return n_ctx
 
 
@@ -378,6 +386,47 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     repack = settings.cpu_repack and not uses_gpu
     cpu = DeviceUse("CPU")
     gpu = DeviceUse(gpu_name)
+    read_cpu, read_gpu, host_block_tensor = _place_weights(meta, settings, cpu, gpu, first_gpu_layer, repack,
+                                                           fits_gpu)
+    embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
+    output_weight = embd if meta.tied_embeddings else next((t for t in meta.tensors if t.name == "output.weight"), None)
+    if meta.tied_embeddings and embd is not None:
+        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device (one
+        # the GPU cannot address stays the same mapped copy on the host).
+        if n_layer >= first_gpu_layer and fits_gpu(embd.n_bytes):
+            gpu.weights_bytes += embd.n_bytes
+            read_gpu += embd.n_bytes
+        else:
+            read_cpu += embd.n_bytes
+    for il in range(n_layer):
+        kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
+        (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
+        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il) * max(settings.n_seq, 1)
+    output = meta.vocab_size * 4 * max(settings.n_seq, 1)  # the last token's logits per sequence, on the host
+    if uses_gpu:
+        _place_compute(meta, settings, n_ctx, cpu, gpu, first_gpu_layer, output_weight, host_block_tensor, fits_gpu)
+    else:
+        cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)
+    cpu.output_bytes = output
+    cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
+    devices = [cpu, gpu] if uses_gpu else [cpu]
+    image_tokens = 0
+    if meta.projector is not None:
+        # libmtmd puts the projector on the GPU whenever the model uses one (backends/llama_cpp/vision.py asks for the
+        # GPU unless -ngl 0); its encoder's compute buffer sits beside its weights.
+        (gpu if uses_gpu and ngl > 0 else cpu).vision_bytes = meta.projector.weights_bytes + \
+            meta.projector.compute_bytes() + meta.projector.embeddings_bytes()
+        image_tokens = meta.projector.image_tokens
+    return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
+                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe),
+                    image_tokens=image_tokens)
+
+
+def _place_weights(meta: ModelMetadata, settings: LlamaCppSettings, cpu: DeviceUse, gpu: DeviceUse,
+                   first_gpu_layer: int, repack: bool, fits_gpu: Callable[[int], bool]) -> tuple[int, int, int]:
+    """Each weight on the device llama.cpp loads it to (its repacked copy beside it on the CPU): the bytes a token
+    reads on the CPU and on the GPU, and the largest host weight of a block that a GPU prompt batch copies over."""
+    n_layer = meta.block_count
     expert_share = (meta.expert_used_count / meta.expert_count) if meta.expert_count else 1.0
     read_cpu = read_gpu = 0
     host_block_tensor = 0  # the largest host weight of a block that a GPU prompt batch copies over (see below)
@@ -407,50 +456,28 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
             read_gpu += read
         else:
             read_cpu += read
-    embd = next((t for t in meta.tensors if t.name == "token_embd.weight"), None)
-    output_weight = embd if meta.tied_embeddings else next((t for t in meta.tensors if t.name == "output.weight"), None)
-    if meta.tied_embeddings and embd is not None:
-        # The output layer reuses token_embd; llama.cpp duplicates it onto the output layer's device (one
-        # the GPU cannot address stays the same mapped copy on the host).
-        if n_layer >= first_gpu_layer and fits_gpu(embd.n_bytes):
-            gpu.weights_bytes += embd.n_bytes
-            read_gpu += embd.n_bytes
-        else:
-            read_cpu += embd.n_bytes
-    for il in range(n_layer):
-        kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
-        (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
-        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il)
-    output = meta.vocab_size * 4  # logits of the last token of one sequence, always on the host
-    if uses_gpu:
-        g = graph_parts(meta, n_ctx, settings)
-        attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
-        logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
-        blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
-        output_on_host = n_layer < first_gpu_layer or (output_weight is not None
-                                                       and not fits_gpu(output_weight.n_bytes))
-        gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
-            g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
-            kv_on_both=0 < blocks_on_gpu < n_layer,
-            output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
-            block_copy=host_block_tensor, gpu_chunk=settings.gpu_chunk_bytes,
-            host_chunk=settings.host_chunk_bytes)
-        gpu.other_bytes = GPU_RUNTIME_BYTES
-    else:
-        cpu.compute_bytes = compute_buffer_bytes(meta, n_ctx, settings)
-    cpu.output_bytes = output
-    cpu.other_bytes = CPU_RUNTIME_BYTES + meta.header_bytes
-    devices = [cpu, gpu] if uses_gpu else [cpu]
-    image_tokens = 0
-    if meta.projector is not None:
-        # libmtmd puts the projector on the GPU whenever the model uses one (backends/llama_cpp/vision.py asks for the
-        # GPU unless -ngl 0); its encoder's compute buffer sits beside its weights.
-        (gpu if uses_gpu and ngl > 0 else cpu).vision_bytes = meta.projector.weights_bytes + \
-            meta.projector.compute_bytes() + meta.projector.embeddings_bytes()
-        image_tokens = meta.projector.image_tokens
-    return Estimate("gguf", n_ctx, ngl, n_layer + 1, devices, settings.kv_type, read_cpu, read_gpu,
-                    notes=list(meta.notes), cpu_moe=experts_in_ram_layers(meta, settings.cpu_moe),
-                    image_tokens=image_tokens)
+    return read_cpu, read_gpu, host_block_tensor
+
+
+def _place_compute(meta: ModelMetadata, settings: LlamaCppSettings, n_ctx: int, cpu: DeviceUse, gpu: DeviceUse,
+                   first_gpu_layer: int, output_weight: TensorInfo | None, host_block_tensor: int,
+                   fits_gpu: Callable[[int], bool]) -> None:
+    """With a GPU runtime: the compute buffers split between the GPU and the host as ggml's scheduler splits them,
+    and the GPU runtime's own memory."""
+    n_layer = meta.block_count
+    g = graph_parts(meta, n_ctx, settings)
+    attention_fits = fits_gpu(g.kv_views // 2) if settings.flash_attn else fits_gpu(g.scores)
+    logits_fit = fits_gpu(g.logits) and (output_weight is None or fits_gpu(output_weight.n_bytes))
+    blocks_on_gpu = max(n_layer - first_gpu_layer, 0)
+    output_on_host = n_layer < first_gpu_layer or (output_weight is not None
+                                                   and not fits_gpu(output_weight.n_bytes))
+    gpu.compute_bytes, cpu.compute_bytes = split_compute_bytes(
+        g, attention_on_gpu=attention_fits, logits_on_gpu=logits_fit, kv_on_gpu=blocks_on_gpu > 0,
+        kv_on_both=0 < blocks_on_gpu < n_layer,
+        output_copy=output_weight.n_bytes if output_on_host and output_weight is not None else 0,
+        block_copy=host_block_tensor, gpu_chunk=settings.gpu_chunk_bytes,
+        host_chunk=settings.host_chunk_bytes)
+    gpu.other_bytes = GPU_RUNTIME_BYTES
 
 
 def experts_in_ram_layers(meta: ModelMetadata, cpu_moe: int) -> int:

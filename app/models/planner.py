@@ -214,7 +214,7 @@ def _plan(meta: ModelMetadata, path: str, profile: HardwareProfile, wanted: Load
     cpu_moe = settings.cpu_moe if "cpu_moe" in held else None
 
     def fit(n_ctx: int, kv_type: str) -> FitResult:
-        return fit_model(meta, profile, n_ctx, layers, kv_type, cpu_moe=cpu_moe, pin=pin)
+        return fit_model(meta, profile, n_ctx, layers, kv_type, cpu_moe=cpu_moe, pin=pin, n_seq=settings.parallel)
 
     result = fit(settings.n_ctx, settings.kv_cache_type)
     if gguf and too_large(result) and "kv_cache_type" not in held:

@@ -214,10 +214,10 @@ class _FitsAt:
 
 def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
              kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
-             pin: tuple[str, str] | None = None) -> FitResult:
+             pin: tuple[str, str] | None = None, n_seq: int = 1) -> FitResult:
     """``cpu_moe``: experts of the first N layers in RAM, -1 all; None lets a MoE model's split be chosen.
     ``pin``: a runtime pinned for this model (app/runtimes/pins.py); the plan is for the runtime a load would get,
-    on the device it would use."""
+    on the device it would use. ``n_seq``: the sequences decoded together (``LoadSettings.parallel``)."""
     label = label or meta.source
     quant = meta.quant.quant if meta.quant else (meta.file_type or "?")
     base: dict[str, Any] = dict(label=label, format="gguf", quant=quant, file_bytes=meta.weights_bytes,
@@ -241,7 +241,7 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
 
     def estimate(ngl: int, ctx: int, moe: int = 0) -> Estimate:
         settings = LlamaCppSettings(n_ctx=ctx, gpu_layers=ngl, kv_type=kv_type, cpu_moe=moe,
-                                    n_ubatch=ubatch_for(meta, ctx), **on_gpu_runtime)
+                                    n_ubatch=ubatch_for(meta, ctx), n_seq=n_seq, **on_gpu_runtime)
         est = estimate_llama_cpp(meta, settings, gpu_name)
         return _merge_unified(est) if gpu and gpu.unified else est
 
@@ -280,36 +280,42 @@ def fit_gguf(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_la
     max_ctx = _largest_ctx(_FitsAt(lambda c: fits(estimate(ngl, c, moe)), limit))
     result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu), verdict="", reason="",
                        **base)
-    if chosen is None:
-        total = sum(d.total_bytes for d in est.devices)
-        result.verdict = "does not fit"
-        result.reason = (f"needs {total / GiB:.1f} GiB at {est.n_ctx} tokens; "
-                         f"{_budget_text(gpu, ram, vram)}")
-    elif gpu and gpu.unified:
-        result.verdict, result.reason = "unified memory", (
-            f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of "
-            f"{(vram or 0) / GiB:.1f} GiB")
-    elif ngl >= n_all and est.cpu_moe:
-        n_expert_layers = meta.block_count - meta.nextn_layers
-        result.verdict = f"MoE split: experts of {est.cpu_moe} of {n_expert_layers} layers in RAM"
-        result.reason = (f"every layer on {gpu_name} ({est.devices[-1].total_bytes / GiB:.1f} of "
-                         f"{(vram or 0) / GiB:.1f} GiB), the experts of {_first_layers(est.cpu_moe, n_expert_layers)} "
-                         f"in system RAM ({est.devices[0].total_bytes / GiB:.1f} GiB): only the experts each token "
-                         f"uses are read from RAM")
-    elif ngl >= n_all:
-        result.verdict, result.reason = "full GPU", (
-            f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of {(vram or 0) / GiB:.1f} GiB")
-    elif ngl > 0:
-        result.verdict = f"partial: {ngl} of {n_all} layers" + (", experts in RAM" if est.cpu_moe else "")
-        result.reason = f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU" + (
-            f", and the experts of {_first_layers(est.cpu_moe, meta.block_count - meta.nextn_layers)} stay in "
-            f"system RAM" if est.cpu_moe else "")
-    else:
-        result.verdict = "CPU only"
-        cause = "no GPU to offload to" if choice is None or choice.gpu is not None or not hw.gpus else choice.reason
-        result.reason = (cause if not offload_ok else "no layer fits on the GPU") + (
-            f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
+    result.verdict, result.reason = _verdict(meta, hw, est, fitted=chosen is not None, ngl=ngl, gpu=gpu,
+                                             gpu_name=gpu_name, ram=ram, vram=vram, choice=choice,
+                                             offload_ok=offload_ok)
     return result
+
+
+def _verdict(meta: ModelMetadata, hw: HardwareProfile, est: Estimate, *, fitted: bool, ngl: int, gpu: GpuInfo | None,
+             gpu_name: str, ram: int | None, vram: int | None, choice: Choice | None,
+             offload_ok: bool) -> tuple[str, str]:
+    """The plan's verdict ("full GPU", "partial: 20 of 33 layers", "MoE split: …", "CPU only", "does not fit") and
+    the sentence that says why."""
+    n_all = meta.block_count + 1
+    n_expert_layers = meta.block_count - meta.nextn_layers
+    if not fitted:
+        total = sum(d.total_bytes for d in est.devices)
+        return "does not fit", f"needs {total / GiB:.1f} GiB at {est.n_ctx} tokens; {_budget_text(gpu, ram, vram)}"
+    if gpu and gpu.unified:
+        return "unified memory", (f"all {n_all} layers in unified memory: {est.devices[0].total_bytes / GiB:.1f} of "
+                                  f"{(vram or 0) / GiB:.1f} GiB")
+    if ngl >= n_all and est.cpu_moe:
+        return (f"MoE split: experts of {est.cpu_moe} of {n_expert_layers} layers in RAM",
+                f"every layer on {gpu_name} ({est.devices[-1].total_bytes / GiB:.1f} of "
+                f"{(vram or 0) / GiB:.1f} GiB), the experts of {_first_layers(est.cpu_moe, n_expert_layers)} "
+                f"in system RAM ({est.devices[0].total_bytes / GiB:.1f} GiB): only the experts each token "
+                f"uses are read from RAM")
+    if ngl >= n_all:
+        return "full GPU", (f"all {n_all} layers on {gpu_name}: {est.devices[-1].total_bytes / GiB:.1f} of "
+                            f"{(vram or 0) / GiB:.1f} GiB")
+    if ngl > 0:
+        return (f"partial: {ngl} of {n_all} layers" + (", experts in RAM" if est.cpu_moe else ""),
+                f"{ngl} of {n_all} layers fit on {gpu_name}; the rest run on the CPU"
+                + (f", and the experts of {_first_layers(est.cpu_moe, n_expert_layers)} stay in system RAM"
+                   if est.cpu_moe else ""))
+    cause = "no GPU to offload to" if choice is None or choice.gpu is not None or not hw.gpus else choice.reason
+    return "CPU only", ((cause if not offload_ok else "no layer fits on the GPU")
+                        + f"; {est.devices[0].total_bytes / GiB:.1f} GiB of RAM")
 
 
 def _moe_split(meta: ModelMetadata, n_all: int, fits_with: Callable[[int], bool]) -> tuple[int, int] | None:
@@ -404,9 +410,9 @@ def fit_exl(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, kv_type
 
 def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_layers: int | str = "auto",
               kv_type: str = "f16", label: str = "", cpu_moe: int | None = None,
-              pin: tuple[str, str] | None = None) -> FitResult:
+              pin: tuple[str, str] | None = None, n_seq: int = 1) -> FitResult:
     if meta.format == "gguf":
-        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin)
+        return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin, n_seq)
     if meta.format in ("mlx", "safetensors"):
         result = fit_mlx(meta, hw, n_ctx, label)
         result.format = meta.format

@@ -115,7 +115,7 @@ class BackgroundCall(QuietAtQuit):
         job.cancelled.set()
         return True
 
-    def _run(self, ticket: int, fn: Callable[..., Any], args: tuple) -> None:
+    def _run(self, ticket: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         try:
             result = fn(*args)
         except Exception as exc:  # every failure reaches the page, which words it with sentence()

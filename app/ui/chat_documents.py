@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QAction
@@ -86,7 +86,7 @@ class DocumentStrip(QFrame):
 
     @property
     def remove_buttons(self) -> list[QToolButton]:
-        return [item.findChild(QToolButton) for item in self._items]
+        return [cast(QToolButton, item.findChild(QToolButton)) for item in self._items]  # each item has its button
 
     @Slot()
     def _on_remove_clicked(self) -> None:

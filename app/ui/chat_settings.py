@@ -5,10 +5,11 @@ chat with that model follows where it has no value of its own."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Slot
+from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
                                QHBoxLayout, QInputDialog, QLabel, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from app.chats.messages import Conversation
 from app.chats.store import ChatStore, ChatStoreError
 from app.ui.formatting import capitalized
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import OVERFLOW_CHOICES, overflow_name
 from backends import json_schema
 from app.datatypes import (PROMPT_LOOKUP, SAMPLING_KNOBS, LoadSettings, SamplingSettings, SamplingSource,
@@ -289,8 +291,8 @@ class ChatSettingsDialog(QDialog):
         form.addRow(self.tr("Thinking"), self.thinking)
         self.effort = QComboBox()
         self.effort.setAccessibleName(self.tr("Thinking effort"))
-        for text, value in EFFORT_CHOICES:
-            self.effort.addItem(self.tr(text), value)
+        for text, effort in EFFORT_CHOICES:
+            self.effort.addItem(self.tr(text), effort)
         reason = self._effort_unused(model_path)
         self.effort.setEnabled(not reason)
         self.effort.setToolTip(reason or self.tr("How hard the model thinks before it answers (gpt-oss reads it)"))
@@ -410,7 +412,7 @@ class ChatSettingsDialog(QDialog):
         has no value of its own. The chat's own sampling values become the preset's, so they show as such."""
         from app.hub import presets
 
-        sampling = {knob: box.value() for knob, box in self.knobs.items() if self._is_users(knob)}
+        sampling: dict[str, Any] = {knob: box.value() for knob, box in self.knobs.items() if self._is_users(knob)}
         seed = self.seed.value()
         sampling.update({"max_tokens": self.max_tokens.value(), "seed": None if seed < 0 else seed,
                          "enable_thinking": self.thinking.currentData(), "reasoning_effort": self.effort.currentData(),
@@ -436,7 +438,8 @@ class ChatSettingsDialog(QDialog):
     def _fill_drafts(self, model_path: str | None, chosen: str) -> None:
         """Off, prompt lookup (GGUF), and the library's models that can draft for the chat's model (app/models/drafts:
         same vocabulary, a quarter of its size at most); a draft chosen before stays listed."""
-        from app.hub.library import Library, LibraryError
+        from app.hub.errors import LibraryError
+        from app.hub.library import Library
         from app.models.drafts import draft_candidates
 
         self.draft.addItem(self.tr("Off"), "")
@@ -444,7 +447,8 @@ class ChatSettingsDialog(QDialog):
             self.draft.addItem(self.tr("Prompt lookup (copies from the conversation)"), PROMPT_LOOKUP)
         if model_path:
             try:
-                library = [(entry.name, entry.path) for entry in Library().entries(refresh=False)]
+                library: list[tuple[str, str | Path]] = [(entry.name, entry.path)
+                                                         for entry in Library().entries(refresh=False)]
             except (LibraryError, OSError):
                 library = []
             for _, name, path in draft_candidates(model_path, library):
@@ -459,13 +463,13 @@ class ChatSettingsDialog(QDialog):
         for preset in self.store.presets():
             self.preset_box.addItem(preset.name)
 
-    def _show_schema(self, schema: dict | None) -> None:
+    def _show_schema(self, schema: dict[str, Any] | None) -> None:
         self.json_answer.setChecked(schema is not None)
         self.json_schema.setEnabled(schema is not None)
         if schema is not None:
             self.json_schema.setPlainText(json.dumps(schema, indent=2, ensure_ascii=False))
 
-    def schema(self) -> dict | None:
+    def schema(self) -> dict[str, Any] | None:
         """The schema typed, when "answer as JSON" is on; ValueError with the sentence when it is no schema."""
         if not self.json_answer.isChecked():
             return None
@@ -481,7 +485,7 @@ class ChatSettingsDialog(QDialog):
             raise ValueError(problem)
         return schema
 
-    def sampling(self) -> dict:
+    def sampling(self) -> dict[str, Any]:
         """The settings as the store keeps them; ValueError when the schema typed is not one."""
         seed = self.seed.value()
         # Only the user's own values: the others follow the model (its recommendation may come with a new file).
@@ -518,7 +522,7 @@ class ChatSettingsDialog(QDialog):
         if self._saved(self.save):
             super().accept()
 
-    def _saved(self, write) -> bool:
+    def _saved(self, write: Callable[[], object]) -> bool:
         try:
             write()
         except ChatStoreError as exc:

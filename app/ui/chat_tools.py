@@ -3,52 +3,47 @@ each chat's model sees, and the tool step of a reply: the model's calls shown as
 user always allows that tool), run on a worker of its own, its result saved with the reply; then the page goes on
 with the generation.
 
-This is ``app.mcp.loop.ToolLoop.step`` for a window: the same order, step limit, approvals and words, but the
-approval is a card the user answers whenever they like, so the step advances on signals instead of blocking a
-thread on a callback. ``ChatTools`` knows nothing of bubbles or the engine: the page hands it a reply's calls
-(``begin_step``) and hears ``cards_changed`` (save them, show them), ``approval_needed`` (ask in the card) and
-``step_done`` (continue). The ToolBox (app/mcp/client) is Qt-free and synchronous; every call into it that may wait
-on a server runs on a ``BackgroundCall`` thread, never on the GUI thread and never on the engine bridge's worker
-(that one is the engine's). Stop sets the running call's
-cancel flag: the ToolBox ends it (its request cancelled, a stuck stdio server stopped) within a fraction of a
-second, and the page ends the reply at once without waiting for it.
+The step is ``app.mcp.loop.ToolStep``, the state machine ``quantdesk chat --tools`` drives too (its order, step
+limit, approvals, words and cards); here the approval is a card the user answers whenever they like, so the step
+advances on signals instead of blocking a thread on a callback. ``ChatTools`` knows nothing of bubbles or the engine:
+the page hands it a reply's calls (``begin_step``) and hears ``cards_changed`` (save them, show them),
+``approval_needed`` (ask in the card) and ``step_done`` (continue). The ToolBox (app/mcp/client) is Qt-free and
+synchronous; every call into it that may wait on a server runs on a ``BackgroundCall`` thread, never on the GUI
+thread and never on the engine bridge's worker (that one is the engine's). Stop sets the running call's cancel flag:
+the ToolBox ends it (its request cancelled, a stuck stdio server stopped) within a fraction of a second, and the page
+ends the reply at once without waiting for it.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal, Slot
 
-from app.chats.messages import ToolCard
 from app.datatypes import ToolCall
+from app.mcp.client import ToolOutcome
+from app.mcp.loop import ToolStep
 from app.ui.background import BackgroundCall, Job, sentence
 
 if TYPE_CHECKING:
-    from app.mcp.client import ServerStatus, ToolBox, ToolOutcome, ToolSpec
+    from app.mcp.client import ServerStatus, ToolBox, ToolSpec
     from app.mcp.config import McpServers
-
-STOPPED = "The tool call was stopped by the user before it finished."
 
 
 def _tr(text: str) -> str:
     return QCoreApplication.translate("chat_tools", text)
 
 
-@dataclass
-class ToolStep:
-    """One reply's tool calls being answered: its conversation and message, the cards, which step of the reply."""
+@dataclass(kw_only=True)
+class ChatToolStep(ToolStep):
+    """The step of one reply of the Chat: its conversation and message, which step of the reply, and the worker
+    running its call."""
 
     conversation_id: int
     message_id: int
-    cards: list[ToolCard]
-    step: int
-    running: str = ""  # the call id running now
-    ticket: int = 0  # the BackgroundCall job running it
-    started: float = 0.0
-    specs: dict[str, Any] = field(default_factory=dict)  # the model's function name → ToolSpec, for this step
+    step: int = 0
+    ticket: int = 0  # the BackgroundCall job running the call
 
 
 class ChatTools(QObject):
@@ -73,7 +68,7 @@ class ChatTools(QObject):
         self.max_steps = DEFAULT_MAX_STEPS  # tool steps in one reply at most, as `quantdesk chat --tools`
         self.statuses: dict[str, ServerStatus] = {}  # by server name, as the last connect left them
         self.connecting: set[str] = set()
-        self.step: ToolStep | None = None
+        self.step: ChatToolStep | None = None
         self._connects = BackgroundCall("mcp-connect")
         self._connects.succeeded.connect(self._on_connected)
         self._connects.failed.connect(self._on_connect_failed)
@@ -152,21 +147,11 @@ class ChatTools(QObject):
     # --- one tool step -------------------------------------------------------------------------------------
 
     def begin_step(self, conversation_id: int, message_id: int, calls: tuple[ToolCall, ...], step: int,
-                   specs: list[ToolSpec]) -> ToolStep:
+                   specs: list[ToolSpec]) -> ChatToolStep:
         """The model called tools: a card per call (a call to a tool it was not given is answered at once, as an
         error the model reads), then each call asks for approval or runs."""
-        by_function = {spec.function_name: spec for spec in specs}
-        servers = sorted({spec.server for spec in specs})
-        cards = []
-        for call in calls:
-            spec = by_function.get(call.name)
-            if spec is None:  # the ToolBox's words for it (no server is asked: nothing to wait for)
-                outcome = self.toolbox.call_function(call.name, call.arguments, servers=servers)
-                cards.append(ToolCard(call.id, call.name, call.arguments, result=outcome.text,
-                                      is_error=outcome.is_error, decision="allowed", seconds=0.0))
-            else:
-                cards.append(ToolCard(call.id, spec.name, call.arguments, server=spec.server, function=call.name))
-        self.step = ToolStep(conversation_id, message_id, cards, step, specs=by_function)
+        self.step = ChatToolStep(self.toolbox, calls, {spec.function_name: spec for spec in specs}, self.approvals,
+                                 conversation_id=conversation_id, message_id=message_id, step=step)
         self.cards_changed.emit(self.step)
         self._next()
         return self.step
@@ -175,60 +160,47 @@ class ChatTools(QObject):
         step = self.step
         if step is None:
             return
-        waiting = next((c for c in step.cards if not c.answered), None)
-        if waiting is None:
+        call = step.pending()
+        if call is None:
             self.step = None
             self.step_done.emit(step)
-            return
-        spec = self._spec(step, waiting)
-        if self.approvals.is_always(waiting.server, waiting.name):
-            self._run(waiting)
+        elif step.must_ask(call):
+            self.approval_needed.emit(step, call.id, step.specs[call.name].description)
         else:
-            self.approval_needed.emit(step, waiting.call_id, spec.description if spec is not None else "")
-
-    def _spec(self, step: ToolStep, card: ToolCard) -> ToolSpec | None:
-        return next((s for s in step.specs.values() if s.server == card.server and s.name == card.name), None)
+            self._run(call.id)
 
     def answer(self, call_id: str, answer: str) -> None:
         """The user's answer to a call's approval: "once", "always" (remembered for the tool) or "deny"."""
         step = self.step
-        if step is None or step.running:
+        if step is None or step.running or call_id in step.runs or call_id not in {c.id for c in step.calls}:
             return
-        card = next((c for c in step.cards if c.call_id == call_id), None)
-        if card is None or card.answered:
+        if step.decide(call_id, answer):
+            self._run(call_id)
             return
-        if answer == "deny":
-            from app.mcp.loop import DENIED  # the model's words for a denial, as `quantdesk chat --tools` says it
+        self.cards_changed.emit(step)  # denied: the model is told, as `quantdesk chat --tools` tells it
+        self._next()
 
-            self._update(replace(card, decision="denied", result=DENIED, is_error=True))
-            self._next()
-            return
-        if answer == "always":
-            self.approvals.allow_always(card.server, card.name)
-        self._run(card)
-
-    def _run(self, card: ToolCard) -> None:
+    def _run(self, call_id: str) -> None:
         step = self.step
         assert step is not None
-        step.running, step.started = card.call_id, time.monotonic()
-        self._update(replace(card, decision="allowed"))
-        step.ticket = self._calls.start_job(self._call, card.server, card.name, card.arguments)
+        step.start(call_id)
+        self.cards_changed.emit(step)
+        step.ticket = self._calls.start_job(self._call, step, call_id)
 
-    def _call(self, job: Job, server: str, tool: str, arguments: str) -> ToolOutcome:  # on a BackgroundCall thread
-        return self.toolbox.call(server, tool, arguments, cancel=job.cancelled)
+    @staticmethod
+    def _call(job: Job, step: ChatToolStep, call_id: str) -> ToolOutcome:  # on a BackgroundCall thread
+        return step.run(call_id, cancel=job.cancelled)
 
     @Slot(int, object)
     def _on_call_done(self, ticket: int, outcome: ToolOutcome) -> None:
         step = self.step
         if step is None or ticket != step.ticket:
             return  # a call the user stopped: the reply is over
-        card = next(c for c in step.cards if c.call_id == step.running)
-        step.running = ""
-        self._update(replace(card, result=outcome.text, is_error=outcome.is_error, cut=outcome.cut,
-                             seconds=round(time.monotonic() - step.started, 3)))
+        run = step.finish(step.running, outcome)
+        self.cards_changed.emit(step)
         if outcome.sentence and outcome.kind not in ("tool_error", "ok"):
             # the server's trouble, said to the user; the model got it as the call's result and goes on
-            self.problem.emit(_tr("{tool}: {sentence}").format(tool=f"{card.server}/{card.name}",
+            self.problem.emit(_tr("{tool}: {sentence}").format(tool=f"{run.server}/{run.tool}",
                                                                 sentence=outcome.sentence))
         self._next()
 
@@ -237,20 +209,12 @@ class ChatTools(QObject):
         step = self.step
         if step is None or ticket != step.ticket:
             return
-        card = next(c for c in step.cards if c.call_id == step.running)
-        step.running = ""
-        self._update(replace(card, result=sentence(error), is_error=True,
-                             seconds=round(time.monotonic() - step.started, 3)))
+        step.finish(step.running, ToolOutcome.failure("failed", sentence(error)))
+        self.cards_changed.emit(step)
         self.problem.emit(sentence(error))
         self._next()
 
-    def _update(self, card: ToolCard) -> None:
-        step = self.step
-        assert step is not None
-        step.cards = [card if c.call_id == card.call_id else c for c in step.cards]
-        self.cards_changed.emit(step)
-
-    def stop(self) -> ToolStep | None:
+    def stop(self) -> ChatToolStep | None:
         """Stop: the running call is cancelled (the ToolBox ends its request within a fraction of a second), the
         calls not run yet stay unanswered (the model is told next turn that they were not run). Returns the step
         as it ended, or None when none was under way."""
@@ -259,11 +223,7 @@ class ChatTools(QObject):
             return None
         if step.running:
             self._calls.cancel(step.ticket)
-            card = next(c for c in step.cards if c.call_id == step.running)
-            step.cards = [replace(c, result=STOPPED, is_error=True,
-                                  seconds=round(time.monotonic() - step.started, 3))
-                          if c.call_id == card.call_id else c for c in step.cards]
-            step.running = ""
+            step.stop()
         self.cards_changed.emit(step)
         return step
 

@@ -144,7 +144,7 @@ class CitationChips(QWidget):
 
     @Slot()
     def _on_chip_clicked(self) -> None:
-        index = self.chips.index(self.sender())
+        index = self.chips.index(self.sender())  # type: ignore[arg-type]  # the sender is one of the chips
         self.opened.emit(self.citations[index])
 
 

@@ -10,6 +10,7 @@ import platform
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -85,7 +86,9 @@ class CrashReporter(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.dialog: CrashDialog | None = None
-        self._previous: tuple = ()
+        # sys.excepthook and threading.excepthook as they were before install(); empty while not installed
+        self._previous: tuple[()] | tuple[Callable[[type[BaseException], BaseException, TracebackType | None], object],
+                                          Callable[[threading.ExceptHookArgs], object]] = ()
         self._thread_error.connect(self._on_thread_error)  # queued to the GUI thread: dialogs live there
 
     def install(self) -> None:

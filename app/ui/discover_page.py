@@ -5,9 +5,10 @@ highlighted with its reason, and a Download button per quant. Offline it says so
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import (QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QItemSelectionModel, QModelIndex, QObject,
-                            QSize, Qt, Signal, Slot)
+from PySide6.QtCore import (QCoreApplication, QEvent, QItemSelectionModel, QModelIndex, QObject,
+                            QPersistentModelIndex, QSize, Qt, Signal, Slot)
 from PySide6.QtGui import QBrush, QColor, QFont, QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter, QStyledItemDelegate,
@@ -22,7 +23,11 @@ from app.hub.discover import (DEFAULT_N_CTX, ModelChoices, QuantChoice, StarterM
 from app.ui.formatting import capitalized, grouped, human_bytes, human_memory, number, tokens_per_second
 from app.ui.icons import decorate
 from app.ui.theme import SPACING
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import Flow, page_margins, page_title, section_title
+
+if TYPE_CHECKING:
+    from app.hub.search import ModelSummary
 
 PAGE_SIZE = 20
 REPO_ID = Qt.ItemDataRole.UserRole
@@ -89,7 +94,8 @@ class ModelCard(QFrame):
 class _CardsDraw(QStyledItemDelegate):
     """The list draws each item's selection and focus, not its text: the item's card is on top of it."""
 
-    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802 (Qt's name)
+    def initStyleOption(self, option: QStyleOptionViewItem,  # noqa: N802 (Qt's name)
+                        index: QModelIndex | QPersistentModelIndex) -> None:
         super().initStyleOption(option, index)
         option.text = ""
 
@@ -116,7 +122,7 @@ class CardList(QListWidget):
         self.setItemWidget(item, card)
 
     def card(self, row: int) -> ModelCard | None:
-        return self.itemWidget(self.item(row))
+        return cast("ModelCard | None", self.itemWidget(self.item(row)))  # each item's widget is its card
 
     def fit_cards(self) -> None:
         width = self.viewport().width() - 2 * self.spacing()
@@ -160,7 +166,7 @@ def _fit_and_measured(repo_id: str, profile: HardwareProfile) -> tuple[ModelChoi
     return choices, {label: m.sentence() for label, m in found.items()}
 
 
-def _search(query: str, fmt: str | None, sort: str, offset: int) -> list:
+def _search(query: str, fmt: str | None, sort: str, offset: int) -> list[ModelSummary]:
     from app.hub.search import search_models
 
     return search_models(query, fmt, sort, limit=PAGE_SIZE, offset=offset)
@@ -379,7 +385,7 @@ class DiscoverPage(QWidget):
         self._searcher.start(_search, *self._query, self._offset)
 
     @Slot(int, object)
-    def _on_results(self, ticket: int, found: list) -> None:
+    def _on_results(self, ticket: int, found: list[ModelSummary]) -> None:
         if ticket != self._searcher.latest or self._query is None:
             return
         self._offset += len(found)
@@ -493,7 +499,7 @@ class DiscoverPage(QWidget):
         for row in range(self.results.count()):
             item = self.results.item(row)
             if item.data(REPO_ID) == repo_id:
-                return self.results.itemWidget(item)
+                return cast("ModelCard | None", self.results.itemWidget(item))  # each item's widget is its card
         return None
 
     def _fit_cards(self) -> None:
@@ -579,18 +585,22 @@ class DiscoverPage(QWidget):
         self.table.setCellWidget(row, len(COLUMNS) - 1, button)
 
     def _best_row(self) -> int:
+        assert self.choices is not None  # a model's quants are shown
         return next((row for row, choice in enumerate(self.choices.choices) if choice.best), 0)
 
     def download_button(self, quant: str) -> QPushButton:
+        assert self.choices is not None  # a model's quants are shown
         row = next(i for i, c in enumerate(self.choices.choices) if c.quant == quant)
-        return self.table.cellWidget(row, len(COLUMNS) - 1)
+        return cast(QPushButton, self.table.cellWidget(row, len(COLUMNS) - 1))  # the row's Download button
 
     @Slot(QModelIndex)
     def _on_quant_activated(self, index: QModelIndex) -> None:
+        assert self.choices is not None  # a model's quants are shown
         self.download(self.choices.choices[index.row()])
 
     @Slot()
     def _on_download_clicked(self) -> None:
+        assert self.choices is not None  # its quants' buttons are shown
         choice = self.choices.choices[self.sender().property("row")]
         self.download(choice)
 

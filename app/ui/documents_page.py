@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Slot
+from PySide6.QtCore import QCoreApplication, Qt, Slot
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView,
                                QInputDialog, QLabel, QListWidget, QListWidgetItem, QMessageBox, QProgressBar,
                                QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QComboBox, QF
 from app.ui.formatting import capitalized, grouped, human_bytes, human_seconds
 from app.ui.documents_service import embedding_model_choices
 from app.ui.icons import decorate
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, page_title, section_title
 
 if TYPE_CHECKING:

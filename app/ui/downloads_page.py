@@ -12,7 +12,7 @@ import json
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QObject, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QApplication, QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QScrollArea,
                                QVBoxLayout, QWidget)
@@ -23,6 +23,7 @@ from app.hub.plan import DownloadRequest, Plan
 from app.ui.background import sentence
 from app.ui.formatting import human_bytes, number
 from app.ui.icons import decorate
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, page_margins, page_scroll, page_title
 
 REPAINT_INTERVAL_MS = 100  # at most ~10 repaints a second per row
@@ -143,10 +144,10 @@ class DownloadRow(QFrame):
         active = state in ("queued", "running")
         visible = {"pause": active, "cancel": active or state == "paused", "resume": state == "paused",
                    "retry": state in ("failed", "cancelled"), "folder": state == "done", "chat": state == "done"}
-        had_focus = self.isAncestorOf(QApplication.focusWidget())
+        had_focus = _holds_focus(self)
         for key, button in self.buttons.items():
             button.setVisible(visible[key])
-        if had_focus and not self.isAncestorOf(QApplication.focusWidget()):
+        if had_focus and not _holds_focus(self):
             self.focus_action()  # its button went (Pause, once finished): the focus stays on this job
 
     def focus_action(self) -> None:
@@ -309,3 +310,9 @@ def _label(request: DownloadRequest) -> str:
     if request.revision not in ("main", ""):
         what = what or request.revision
     return f"{request.repo_id} · {what}" if what else request.repo_id
+
+
+def _holds_focus(widget: QWidget) -> bool:
+    """The keyboard focus is on ``widget`` or inside it."""
+    focused = QApplication.focusWidget()
+    return focused is not None and widget.isAncestorOf(focused)

@@ -66,22 +66,23 @@ class FocusRingFollower(QObject):
         super().__init__(window)
         self.ring: FocusRing | None = None
         self._following = True
-        QApplication.instance().focusChanged.connect(self._on_focus_changed)
+        _application().focusChanged.connect(self._on_focus_changed)
 
     @Slot()
     def stop(self) -> None:
         if not self._following:
             return
         self._following = False
-        QApplication.instance().focusChanged.disconnect(self._on_focus_changed)
+        _application().focusChanged.disconnect(self._on_focus_changed)
         if self.ring is not None and isValid(self.ring):
-            self.ring.setWidget(None)
+            self.ring.setWidget(None)  # type: ignore[arg-type]  # Qt takes nullptr (no widget); the stub says QWidget
             delete(self.ring)
         self.ring = None
 
     @Slot(QWidget, QWidget)
     def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
         window = self.parent()
+        assert isinstance(window, QWidget)  # __init__'s window
         # A widget that takes no focus holds it only as Qt's last resort (a page with no control yet, given the
         # focus by the page switch): no ring round a whole page.
         shown = (new is not None and new.focusPolicy() != Qt.FocusPolicy.NoFocus
@@ -90,10 +91,16 @@ class FocusRingFollower(QObject):
             if not shown:
                 return
             self.ring = FocusRing(window)  # QFocusFrame moves itself into the focused widget's window
-        self.ring.setWidget(new if shown else None)
+        self.ring.setWidget(new if shown else None)  # type: ignore[arg-type]  # None (Qt's nullptr): no widget
 
 
-def _belongs_to(top: QWidget, window: QWidget) -> bool:
+def _application() -> QApplication:
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)  # widgets exist, so a QApplication does
+    return app
+
+
+def _belongs_to(top: QWidget | None, window: QWidget) -> bool:
     """``top`` is ``window`` or a dialog opened over it (parented to it, directly or through another dialog)."""
     while top is not None:
         if top is window:

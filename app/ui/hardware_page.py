@@ -102,16 +102,31 @@ class HardwarePage(QScrollArea):
         layout = QVBoxLayout(page)
         page_margins(layout)
         layout.setSpacing(16)
+        layout.addWidget(page_title(self.tr("Hardware")))
+        layout.addWidget(self._summary(profile))
+        layout.addWidget(self._memory_box(profile))
+        layout.addWidget(self._flags_box(profile))
+        layout.addWidget(self._engines_box(profile))
+        self.runtimes_panel.set_profile(profile)
+        layout.addWidget(self.runtimes_panel)
+        layout.addWidget(self._learned_box())
+        self._add_notes(layout, profile)
+        layout.addStretch(1)
+        self.setWidget(page)
+
+    def _summary(self, profile: HardwareProfile) -> QLabel:
+        """The CPU, its cores and threads, the OS and architecture."""
         cpu = profile.cpu
         cores = self.tr("{cores} cores / {threads} threads").format(cores=cpu.physical_cores or "?",
                                                                    threads=cpu.logical_cores or "?")
-        layout.addWidget(page_title(self.tr("Hardware")))
         summary = QLabel(f"<b>{html.escape(cpu.model or self.tr('Unknown CPU'))}</b> — {cores} · "
                          f"{html.escape(profile.os)} {html.escape(profile.arch)}")
         summary.setWordWrap(True)
         summary.setAccessibleName(self.tr("Summary"))
-        layout.addWidget(summary)
+        return summary
 
+    def _memory_box(self, profile: HardwareProfile) -> QGroupBox:
+        """A bar for the system RAM and for each GPU's memory, and the models' disk's free space."""
         memory = QGroupBox(self.tr("Memory"))
         mem_layout = QVBoxLayout(memory)
         mem_layout.setSpacing(12)
@@ -134,8 +149,12 @@ class HardwarePage(QScrollArea):
             self.disk_label = _plain(self.tr("Disk for models: {free} free{where}")
                                      .format(free=human_bytes(profile.disk_free_bytes), where=where))
             mem_layout.addWidget(self.disk_label)
-        layout.addWidget(memory)
+        return memory
 
+    def _flags_box(self, profile: HardwareProfile) -> QGroupBox:
+        """The CPU's feature flags (the ones llama.cpp's speed depends on first, in bold) and the measured
+        memory bandwidth."""
+        cpu = profile.cpu
         flags = QGroupBox(self.tr("CPU features"))
         flags_layout = QVBoxLayout(flags)
         ordered = [f for f in KEY_FLAGS if f in cpu.flags] + sorted(f for f in cpu.flags if f not in KEY_FLAGS)
@@ -148,8 +167,10 @@ class HardwarePage(QScrollArea):
         if profile.ram_bandwidth_gbps:
             flags_layout.addWidget(QLabel(self.tr("Measured memory bandwidth: {bandwidth} GB/s")
                                           .format(bandwidth=number(profile.ram_bandwidth_gbps, 1))))
-        layout.addWidget(flags)
+        return flags
 
+    def _engines_box(self, profile: HardwareProfile) -> QGroupBox:
+        """Each inference engine: available or not, and why."""
         backends = QGroupBox(self.tr("Inference engines"))
         grid = QGridLayout(backends)
         grid.setHorizontalSpacing(16)
@@ -168,11 +189,10 @@ class HardwarePage(QScrollArea):
             grid.addWidget(QLabel(f"<b>{html.escape(support.name)}</b>"), row, 1)
             grid.addWidget(reason, row, 2)
             self.backend_rows[support.name] = reason
-        layout.addWidget(backends)
-        self.runtimes_panel.set_profile(profile)
-        layout.addWidget(self.runtimes_panel)
-        layout.addWidget(self._learned_box())
+        return backends
 
+    def _add_notes(self, layout: QVBoxLayout, profile: HardwareProfile) -> None:
+        """The profile's hints, and what the probes did not find (small and grey)."""
         if profile.hints:
             notes = QGroupBox(self.tr("Worth knowing"))
             notes_layout = QVBoxLayout(notes)
@@ -185,5 +205,3 @@ class HardwarePage(QScrollArea):
                                                                     profile.absent.items()))
             details.setObjectName("caption")
             layout.addWidget(details)
-        layout.addStretch(1)
-        self.setWidget(page)

@@ -15,12 +15,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPalette, QPen
+from PySide6.QtCore import QCoreApplication, QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QGridLayout, QSizePolicy, QWidget
 
 from app.lab.results import KV_TYPES, BenchResult, VariantResult
 from app.ui.formatting import human_memory, number, percent, tokens_per_second
+from app.ui.translations import QT_TRANSLATE_NOOP
 
 REFERENCE_COLOUR = "#2e9d57"
 # A sweep's lines, told apart by hue: each reads on the light and the dark palette's base.
@@ -361,7 +362,7 @@ class SpeedQualityChart(_Chart):
                                                         loss=tick_text(p.y))
                                                 for p in self.points))
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter, area = self._begin()
         if self.result is None:
             return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
@@ -471,7 +472,7 @@ class _BarChart(_Chart):
     def caption(self) -> str:
         return ""
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter, area = self._begin()
         if self.result is None:
             return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
@@ -591,7 +592,7 @@ class SweepChart(_Chart):
             f"{line.name}: " + ", ".join(f"{ticks[x]} {estimate_text('kld_mean', y, e)}" for x, y, e in line.points)
             for line in lines))
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter, area = self._begin()
         if self.result is None:
             return self._empty(painter, area, QCoreApplication.translate("lab_chart", self.empty_text))
@@ -680,5 +681,7 @@ class LabCharts(QWidget):
     def save_png(self, path: str) -> bool:
         if not self.isVisible() and (self.width() < 400 or self.height() < 200):
             self.resize(1100, 760)  # never shown yet (its tab is closed): give it the size it would have
-            self.layout().activate()
+            layout = self.layout()
+            assert layout is not None  # __init__ gives it its grid
+            layout.activate()
         return self.grab().save(path, "PNG")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 from datetime import datetime
+from typing import cast
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal, Slot
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QListWidget, QListWidgetItem, QMessageBox, QVBoxLayout
@@ -76,7 +77,7 @@ class LabHistory(QGroupBox):
 
     def _selected_id(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(RESULT_ID) if item is not None else None
+        return cast("str | None", item.data(RESULT_ID)) if item is not None else None  # a result's id, or None
 
     @Slot(QListWidgetItem, QListWidgetItem)
     def _on_selection(self, _current: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QEvent, QLocale, Qt, Signal, Slot
-from PySide6.QtGui import QPalette
+from PySide6.QtCore import QEvent, QLocale, Qt, Signal, Slot
+from PySide6.QtGui import QPalette, QShowEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout,
                                QGroupBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox, QProgressBar,
                                QSpinBox, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
@@ -32,7 +33,11 @@ from app.ui.lab_table import FIRST_FIGURE as FIRST_FIGURE  # re-exported: where 
 from app.ui.lab_table import HEADERS as HEADERS  # re-exported: the table's columns
 from app.ui.lab_table import ResultsTable
 from app.ui.lab_variants import HUB_PREFIX, VariantPicker
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
+
+if TYPE_CHECKING:
+    from app.lab.runner import LabProgress
 
 AUTO_REFERENCE = QT_TRANSLATE_NOOP("LabPage", "Highest precision (automatic)")
 # The Text choice: (what it shows, what --corpus calls it); the file and folder entries ask for a path.
@@ -297,7 +302,7 @@ class LabPage(QWidget):
         if event.type() == QEvent.Type.PaletteChange and getattr(self, "result", None) is not None:
             self.show_result(self.result)
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)
         if not self._listed_once:
             self._listed_once = True
@@ -315,7 +320,7 @@ class LabPage(QWidget):
                                         "download some from Discover."))
 
     @Slot(object)
-    def _on_library_failed(self, error: object) -> None:
+    def _on_library_failed(self, error: Exception) -> None:
         self.status.setText(self.tr("The library could not be read: {error}").format(error=sentence(error)))
 
     def add_paths(self, paths: list[str | Path]) -> None:
@@ -490,7 +495,7 @@ class LabPage(QWidget):
         self._set_running(False)
 
     @Slot(int, object)
-    def _on_progress(self, ticket: int, p) -> None:
+    def _on_progress(self, ticket: int, p: LabProgress) -> None:
         if ticket != self._bench_ticket or self._stopping:
             return
         if p.phase == "download":  # the Hub's files, before the first step
@@ -602,7 +607,7 @@ class LabPage(QWidget):
         from app.lab import report
 
         compared = [v for v in result.variants if v.quality is not None and not v.is_reference] if result else []
-        rows = [report.statistics(v.quality) for v in compared]
+        rows = [report.statistics(v.quality) for v in compared if v.quality is not None]  # (all of them)
         self.statistics.clear()
         self.statistics.setColumnCount(len(compared))
         self.statistics.setRowCount(len(rows[0]) if rows else 0)

@@ -5,13 +5,14 @@ none), the backend last; a variant that could not be measured says why across it
 
 from __future__ import annotations
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QLocale, QSize, Qt
+from PySide6.QtCore import QCoreApplication, QLocale, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QAbstractButton, QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 from app.lab.results import BenchResult, VariantResult
 from app.ui.formatting import human_bytes, human_memory, human_ms, number, percent
 from app.ui.lab_chart import PERCENT_METRICS, estimate_text
+from app.ui.translations import QT_TRANSLATE_NOOP
 
 # (header, metric, tooltip of the column); the words are translated in the LabPage context, where they were
 # written first (HEADERS too)
@@ -110,7 +111,9 @@ class ResultsTable(QTableWidget):
         self.setAccessibleName(self.tr("Results table"))
         self.setHorizontalHeaderLabels([QCoreApplication.translate("LabPage", header) for header in HEADERS])
         for index, (_header, _metric, tip) in enumerate(COLUMNS, start=FIRST_FIGURE):
-            self.horizontalHeaderItem(index).setToolTip(QCoreApplication.translate("LabPage", tip))
+            header = self.horizontalHeaderItem(index)
+            assert header is not None  # setHorizontalHeaderLabels made one per column
+            header.setToolTip(QCoreApplication.translate("LabPage", tip))
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.verticalHeader().setVisible(False)

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDialog, QDialogBut
                                QHeaderView, QLabel, QLineEdit, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from app.lab.uploaders import Candidate, Found, find
-from app.ui.background import BackgroundCall, sentence
+from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_bytes, number
 from app.ui.widgets import button
 
@@ -165,6 +165,7 @@ class UploadersDialog(QDialog):
         out = []
         for row in range(self.table.rowCount()):
             item = self.table.item(row, 0)
+            assert item is not None  # every row has its check box item
             if item.checkState() == Qt.CheckState.Checked and item.flags() & Qt.ItemFlag.ItemIsUserCheckable:
                 out.append(item.data(Qt.ItemDataRole.UserRole))
         return out
@@ -180,5 +181,5 @@ class UploadersDialog(QDialog):
         super().done(result)
 
 
-def _find(job, base: str, quant: str, reference: str | None) -> Found:
+def _find(job: Job, base: str, quant: str, reference: str | None) -> Found:
     return find(base, [quant], reference, on_progress=job.report)

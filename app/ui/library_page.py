@@ -9,10 +9,12 @@ listing, "Check for updates" asks now, and "Update" queues the download of the c
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QEvent, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QPalette
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
                                QMessageBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -23,6 +25,7 @@ from app.hub.updates import UpdateStatus
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import human_bytes, short_date_time
 from app.ui.icons import decorate
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, page_margins, page_title
 
 # Shown through LibraryPage.tr; also the columns' keys.
@@ -43,7 +46,7 @@ SOURCES = {"download": QT_TRANSLATE_NOOP("library_page", "Downloaded"),
 @dataclass
 class Listing:
     entries: list[LibraryEntry]
-    usage: dict
+    usage: dict[str, Any]  # Library.disk_usage()
     message: str = ""
     updates: dict[str, UpdateStatus] | None = None  # by entry id: what the last update check found
     # by entry id: the pooling a GGUF declares ("rank" a reranker, mean / cls / last an embedding model), read off the
@@ -175,7 +178,7 @@ class LibraryPage(QWidget):
         self.setAccessibleName(self.tr("Library"))
         self.root = root  # None: app.settings.models_dir() at each call (follows Settings)
         self.entries: list[LibraryEntry] = []
-        self.usage: dict = {}
+        self.usage: dict[str, Any] = {}
         self.updates: dict[str, UpdateStatus] = {}
         self.busy = False
         self.checking = False
@@ -271,7 +274,7 @@ class LibraryPage(QWidget):
             row.addWidget(button)
         layout.addLayout(row)
 
-    def _button(self, text: str, name: str, slot) -> QPushButton:
+    def _button(self, text: str, name: str, slot: Callable[..., object]) -> QPushButton:
         button = QPushButton(text)
         button.setAccessibleName(name)
         button.clicked.connect(slot)
@@ -279,7 +282,7 @@ class LibraryPage(QWidget):
 
     # --- operations (each in the worker, each ends in a listing) -------------------------------------
 
-    def _start(self, status: str, fn, *args) -> None:
+    def _start(self, status: str, fn: Callable[..., Listing], *args: Any) -> None:
         self.busy = True
         self.status.setText(status)
         self._update_buttons()

@@ -39,6 +39,7 @@ def window_settings() -> QSettings:
 def application(argv: list[str] | None = None) -> QApplication:
     existing = QApplication.instance()
     if existing is not None:
+        assert isinstance(existing, QApplication)  # QuantDesk makes no bare QCoreApplication
         return existing
     # Fractional scale factors (125 %, 150 %) as they are, so text and lines stay sharp.
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
@@ -134,7 +135,7 @@ def _run_main_window(app: QApplication, user_settings: app_settings.Settings) ->
         return 1
     settings = window_settings()
     app_settings.apply_environment(user_settings)  # offline mode for this app's Hub requests
-    app.theme = ThemeFollower(app, user_settings.theme)
+    app.theme = ThemeFollower(app, user_settings.theme)  # type: ignore[attr-defined]  # window._on_theme_changed reads it
     bridge = EngineBridge.over(chat_pool)  # the pool is made by the first load, not before the window shows
     window = build_window(store, bridge, settings)
     if os.environ.get("QUANTDESK_EXIT_AFTER_SHOWN"):

@@ -11,7 +11,7 @@ import dataclasses
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QValidator
@@ -159,7 +159,7 @@ class ExpertsInRamBox(QSpinBox):
         value = self._parse(text)
         return 0 if value is None else value
 
-    def validate(self, text: str, pos: int):
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
         state = QValidator.State.Acceptable if self._parse(text) is not None else QValidator.State.Intermediate
         return state, text, pos
 
@@ -351,7 +351,7 @@ class ModelBar(QFrame):
         outer.addWidget(self.estimate_label)
 
         self._pid: int | None = None
-        self._process = None
+        self._process: Any = None  # psutil.Process of _pid, made at the first sample
         self.memory_timer = QTimer(self)
         self.memory_timer.setInterval(MEMORY_SAMPLE_MS)
         self.memory_timer.timeout.connect(self._on_sample_memory)
@@ -436,10 +436,10 @@ class ModelBar(QFrame):
                         latency=number(d.get("latency_ms", 0))))
             self.model_label.setToolTip("")
             return
-        same = prefill is not None and prefill.path == info.model_path
+        estimate = prefill if prefill is not None and prefill.path == info.model_path else None  # made for this model
         if info.devices:  # llama.cpp: runtime, device and layers as llama.cpp reported them
             where = report.placement(info)
-            devices = report.device_lines(info, prefill.estimated_buffers if same else None)
+            devices = report.device_lines(info, estimate.estimated_buffers if estimate is not None else None)
         else:
             where = info.backend + " · " + (self.tr("{gpu_layers}/{n_layers} layers on GPU")
                                             .format(gpu_layers=info.gpu_layers, n_layers=info.n_layers)
@@ -463,13 +463,13 @@ class ModelBar(QFrame):
         if info.devices:  # what llama.cpp allocated, against the same buffers estimated for this runtime
             memory = self.tr("{memory} in buffers").format(memory=human_memory(sum(d.total_bytes
                                                                                    for d in info.devices)))
-            if same and prefill.estimated_buffers:
+            if estimate is not None and estimate.estimated_buffers:
                 memory += self.tr(" (estimated {memory})").format(
-                    memory=human_memory(sum(prefill.estimated_buffers.values())))
+                    memory=human_memory(sum(estimate.estimated_buffers.values())))
         else:
             memory = human_memory(sum(info.memory_bytes.values()))
-            if same and prefill.estimated_bytes is not None:
-                memory += self.tr(" (estimated {memory})").format(memory=human_memory(prefill.estimated_bytes))
+            if estimate is not None and estimate.estimated_bytes is not None:
+                memory += self.tr(" (estimated {memory})").format(memory=human_memory(estimate.estimated_bytes))
         template = self.template_line(info.details)
         self.model_label.setText(
             self.tr("<b>{name}</b><br><span style='font-size:small'>{where} · context {n_ctx} · {memory} · loaded in "
@@ -484,7 +484,7 @@ class ModelBar(QFrame):
                 if info.runtime else []) + ([template] if template else []) + devices
         self.model_label.setToolTip("\n".join(tips))
 
-    def template_line(self, details: dict) -> str:
+    def template_line(self, details: dict[str, Any]) -> str:
         """Which chat template the model is served with and where it came from, and its tool format ("" where the
         engine does not say: a remote model, MLX)."""
         if not details.get("chat_template_origin"):

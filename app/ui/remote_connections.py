@@ -5,20 +5,23 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, Signal, Slot
+from typing import cast
+
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
                                QWidget)
 
 from app.remote import connections as remote
 from app.ui.background import BackgroundCall, sentence
+from app.ui.translations import QT_TRANSLATE_NOOP
 
 KEY_STORES = {"keychain": QT_TRANSLATE_NOOP("ConnectionsPanel", "key in the system keychain"),
               "file": QT_TRANSLATE_NOOP("ConnectionsPanel", "key in the key file (0600)"),
               "": QT_TRANSLATE_NOOP("ConnectionsPanel", "no key")}  # shown through ConnectionsPanel.tr
 
 
-def list_connection_models(name: str) -> dict:
+def list_connection_models(name: str) -> remote.ConnectionProbe:
     """(background) The connection's models and latency, as ``quantdesk remote test`` prints them."""
     store = remote.Connections()
     return store.probe(store.get(name))
@@ -141,7 +144,7 @@ class ConnectionsPanel(QWidget):
 
     def selected_name(self) -> str | None:
         item = self.list.currentItem()
-        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        return cast("str | None", item.data(Qt.ItemDataRole.UserRole)) if item is not None else None  # its name
 
     def _update_buttons(self) -> None:
         chosen = self.selected_name()
@@ -179,7 +182,7 @@ class ConnectionsPanel(QWidget):
 
     @Slot()
     def _on_new(self) -> None:
-        self.list.setCurrentItem(None)
+        self.list.setCurrentItem(None)  # type: ignore[call-overload]  # Qt takes nullptr: no current connection
         for edit in (self.name_edit, self.url_edit, self.key_edit, self.ca_edit):
             edit.clear()
         self.key_edit.setPlaceholderText(self.tr("optional"))
@@ -220,7 +223,7 @@ class ConnectionsPanel(QWidget):
         self._tester.start(list_connection_models, name)
 
     @Slot(int, object)
-    def _on_tested(self, ticket: int, result: dict) -> None:
+    def _on_tested(self, ticket: int, result: remote.ConnectionProbe) -> None:
         if ticket != self._tester.latest:
             return
         models = ", ".join(m["id"] for m in result["models"][:6]) or self.tr("no models")
@@ -315,7 +318,7 @@ class RemoteModelDialog(QDialog):
         self._lister.start(list_connection_models, name)
 
     @Slot(int, object)
-    def _on_listed(self, ticket: int, result: dict) -> None:
+    def _on_listed(self, ticket: int, result: remote.ConnectionProbe) -> None:
         if ticket != self._lister.latest:
             return
         for model in result["models"]:

@@ -11,6 +11,7 @@ what the engine sends and shows what it keeps.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -49,7 +50,7 @@ class ReplySession(QObject):
             self.writer.append(text, reasoning)
             self.track()
 
-    def finish(self, stats: dict, text: str, reasoning: str = "") -> None:
+    def finish(self, stats: dict[str, Any], text: str, reasoning: str = "") -> None:
         if self.writer is not None:
             self.writer.finish(stats, text=text, reasoning=reasoning)
 

@@ -5,15 +5,23 @@ threads; ``changed`` asks the window to detect the hardware again when a runtime
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, Qt, Signal, Slot
-from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+from PySide6.QtCore import QCoreApplication, Qt, Signal, Slot
+from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLayout, QProgressBar, QPushButton,
                                QVBoxLayout, QWidget)
 
 from app.hardware.profile import HardwareProfile, RuntimeInfo
-from app.runtimes.choose import PREFERENCE, backend_words
+from app.runtimes.choose import PREFERENCE, Choice, backend_words
 from app.ui.background import BackgroundCall, Job, sentence
 from app.ui.formatting import human_memory, number
+from app.ui.translations import QT_TRANSLATE_NOOP
+
+if TYPE_CHECKING:
+    from app.datatypes import Device
+    from app.runtimes.build import Plan, Progress
+    from app.runtimes.catalog import Runtime
 
 # Shown through translate("runtimes_panel", ...).
 ORIGINS = {"environment": QT_TRANSLATE_NOOP("runtimes_panel", "the app's own"),
@@ -34,7 +42,7 @@ def buildable(profile: HardwareProfile) -> list[str]:
     return [b for b in wanted if b not in installed]
 
 
-def device_text(d) -> str:
+def device_text(d: Device) -> str:
     kind = QCoreApplication.translate("runtimes_panel", "software Vulkan device, a CPU (tests only)") if d.software \
         else QCoreApplication.translate("runtimes_panel", KINDS.get(d.type, d.type))
     memory = QCoreApplication.translate("runtimes_panel", ", {free} of {total} free").format(
@@ -42,7 +50,7 @@ def device_text(d) -> str:
     return f"{d.name}: {d.description or d.name} ({kind}{memory})"
 
 
-def _build(job: Job, backend: str) -> object:
+def _build(job: Job, backend: str) -> Runtime:
     """One runtime build, on the BackgroundCall's thread: its plan and progress reported as ("plan", Plan) and
     ("progress", Progress), the Runtime returned."""
     from app.runtimes import build
@@ -77,12 +85,7 @@ class RuntimesPanel(QGroupBox):
         from app.models.recommend import runtime_choice
         from app.runtimes import pins
 
-        while self._layout.count():
-            item = self._layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
-            elif item.layout() is not None:
-                _clear(item.layout())
+        _clear(self._layout)
         self.rows, self.buttons = {}, {}
         if profile.runtimes is None:
             self._layout.addWidget(_plain(self.tr("The runtimes were not probed for this profile.")))
@@ -93,40 +96,50 @@ class RuntimesPanel(QGroupBox):
         grid.setHorizontalSpacing(12)
         grid.setColumnStretch(1, 1)
         for row, runtime in enumerate(profile.runtimes):
-            in_use = choice is not None and choice.name == runtime.name
-            mark = QLabel("●" if in_use else "○")
-            mark.setAccessibleName(self.tr("in use") if in_use else self.tr("not in use"))
-            mark.setObjectName("ok" if in_use else "caption")
-            grid.addWidget(mark, row, 0, Qt.AlignmentFlag.AlignTop)
-            text = _runtime_text(runtime, in_use)
-            label = QLabel(text)
-            label.setWordWrap(True)
-            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            label.setAccessibleName(self.tr("runtime {name}").format(name=runtime.name))
-            grid.addWidget(label, row, 1)
-            self.rows[runtime.name] = label
-            buttons = QHBoxLayout()
-            # The runtime chosen automatically is in use already: its button pins it ("Always use"), so a
-            # plain "Use" on it read as if it were not.
-            use = QPushButton(self.tr("Pinned") if pinned == runtime.name
-                              else self.tr("Always use") if in_use else self.tr("Use"))
-            use.setEnabled(pinned != runtime.name and not (runtime.problem or runtime.error))
-            use.setToolTip(self.tr("Load every model with the {name} runtime, whatever the automatic choice "
-                                   "(quantdesk runtime use {name})").format(name=runtime.name))
-            use.setAccessibleName(self.tr("Use {name}").format(name=runtime.name))
-            use.clicked.connect(lambda _=False, n=runtime.name: self._start(_pin, n))
-            buttons.addWidget(use)
-            self.buttons[f"use {runtime.name}"] = use
-            if runtime.origin == "user":
-                remove = QPushButton(self.tr("Remove"))
-                remove.setAccessibleName(self.tr("Remove {name}").format(name=runtime.name))
-                remove.setToolTip(self.tr("Delete this runtime's folder (quantdesk runtime rm {name})")
-                                  .format(name=runtime.name))
-                remove.clicked.connect(lambda _=False, n=runtime.name: self._start(_remove, n))
-                buttons.addWidget(remove)
-                self.buttons[f"remove {runtime.name}"] = remove
-            grid.addLayout(buttons, row, 2, Qt.AlignmentFlag.AlignTop)
+            self._add_runtime_row(grid, row, runtime, choice is not None and choice.name == runtime.name, pinned)
         self._layout.addLayout(grid)
+        self._add_choice(choice, pinned)
+        self._add_build_buttons(profile)
+        self._add_status()
+
+    def _add_runtime_row(self, grid: QGridLayout, row: int, runtime: RuntimeInfo, in_use: bool,
+                         pinned: str | None) -> None:
+        """One runtime: whether loads use it, what it is and sees, its Use (and Remove, for one built here)."""
+        mark = QLabel("●" if in_use else "○")
+        mark.setAccessibleName(self.tr("in use") if in_use else self.tr("not in use"))
+        mark.setObjectName("ok" if in_use else "caption")
+        grid.addWidget(mark, row, 0, Qt.AlignmentFlag.AlignTop)
+        text = _runtime_text(runtime, in_use)
+        label = QLabel(text)
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setAccessibleName(self.tr("runtime {name}").format(name=runtime.name))
+        grid.addWidget(label, row, 1)
+        self.rows[runtime.name] = label
+        buttons = QHBoxLayout()
+        # The runtime chosen automatically is in use already: its button pins it ("Always use"), so a
+        # plain "Use" on it read as if it were not.
+        use = QPushButton(self.tr("Pinned") if pinned == runtime.name
+                          else self.tr("Always use") if in_use else self.tr("Use"))
+        use.setEnabled(pinned != runtime.name and not (runtime.problem or runtime.error))
+        use.setToolTip(self.tr("Load every model with the {name} runtime, whatever the automatic choice "
+                               "(quantdesk runtime use {name})").format(name=runtime.name))
+        use.setAccessibleName(self.tr("Use {name}").format(name=runtime.name))
+        use.clicked.connect(lambda _=False, n=runtime.name: self._start(_pin, n))
+        buttons.addWidget(use)
+        self.buttons[f"use {runtime.name}"] = use
+        if runtime.origin == "user":
+            remove = QPushButton(self.tr("Remove"))
+            remove.setAccessibleName(self.tr("Remove {name}").format(name=runtime.name))
+            remove.setToolTip(self.tr("Delete this runtime's folder (quantdesk runtime rm {name})")
+                              .format(name=runtime.name))
+            remove.clicked.connect(lambda _=False, n=runtime.name: self._start(_remove, n))
+            buttons.addWidget(remove)
+            self.buttons[f"remove {runtime.name}"] = remove
+        grid.addLayout(buttons, row, 2, Qt.AlignmentFlag.AlignTop)
+
+    def _add_choice(self, choice: Choice | None, pinned: str | None) -> None:
+        """Which runtime loads use and why; "Choose automatically" while one is pinned."""
         words = self.tr("Loads use <b>{name}</b>: {reason}.").format(
             name=html.escape(choice.name or self.tr("nothing")), reason=html.escape(choice.reason)) \
             if choice is not None else ""
@@ -142,6 +155,9 @@ class RuntimesPanel(QGroupBox):
             footer.addWidget(auto)
             self.buttons["auto"] = auto
         self._layout.addLayout(footer)
+
+    def _add_build_buttons(self, profile: HardwareProfile) -> None:
+        """A Build button for each runtime worth building here (waiting while a build runs)."""
         build_row = QHBoxLayout()
         offers = buildable(profile)
         if offers:
@@ -158,6 +174,9 @@ class RuntimesPanel(QGroupBox):
             self.buttons[f"build {backend}"] = button
         build_row.addStretch(1)
         self._layout.addLayout(build_row)
+
+    def _add_status(self) -> None:
+        """The build's progress and the last action's words (kept while a build runs on)."""
         self.progress = QProgressBar()
         self.progress.setAccessibleName(self.tr("Runtime build progress"))
         self.progress.setVisible(self._job is not None)
@@ -170,7 +189,7 @@ class RuntimesPanel(QGroupBox):
 
     # --- actions ------------------------------------------------------------------------------------
 
-    def _start(self, fn, name: str) -> None:
+    def _start(self, fn: Callable[[str], str], name: str) -> None:
         for button in self.buttons.values():
             button.setEnabled(False)
         self._actions.start(fn, name)
@@ -198,20 +217,20 @@ class RuntimesPanel(QGroupBox):
         self._job = self._builds.start_job(_build, backend)
 
     @Slot(int, object)
-    def _on_build_reported(self, _ticket: int, report: tuple) -> None:
+    def _on_build_reported(self, _ticket: int, report: tuple[str, Plan | Progress]) -> None:
         kind, value = report
         if kind == "plan":
-            self._on_build_planned(value)
+            self._on_build_planned(cast("Plan", value))
         else:
-            self._on_build_progress(value)
+            self._on_build_progress(cast("Progress", value))
 
-    def _on_build_planned(self, plan) -> None:
+    def _on_build_planned(self, plan: Plan) -> None:
         if not plan.missing:
             self.status_label.setText(self.tr("Building the {backend_words} runtime: {estimate_text}.")
                                       .format(backend_words=backend_words(plan.backend),
                                               estimate_text=plan.estimate_text()))
 
-    def _on_build_progress(self, progress) -> None:
+    def _on_build_progress(self, progress: Progress) -> None:
         if progress.total:
             self.progress.setRange(0, progress.total)
             self.progress.setValue(progress.step)
@@ -225,7 +244,7 @@ class RuntimesPanel(QGroupBox):
             self.status_label.setText(f"{progress.phase.capitalize()}…")
 
     @Slot(int, object)
-    def _on_build_finished(self, _ticket: int, result) -> None:
+    def _on_build_finished(self, _ticket: int, result: Runtime | Exception) -> None:
         self._job = None
         self.progress.hide()
         if isinstance(result, Exception):
@@ -274,10 +293,12 @@ def _plain(text: str) -> QLabel:
     return label
 
 
-def _clear(layout) -> None:
+def _clear(layout: QLayout) -> None:
     while layout.count():
         item = layout.takeAt(0)
-        if item.widget() is not None:
-            item.widget().deleteLater()
-        elif item.layout() is not None:
-            _clear(item.layout())
+        if item is None:
+            break
+        if (widget := item.widget()) is not None:
+            widget.deleteLater()
+        elif (inner := item.layout()) is not None:
+            _clear(inner)

@@ -17,16 +17,26 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPalette
+from PySide6.QtCore import QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QSpinBox, QVBoxLayout, QWidget)
 
 from app.ui.background import BackgroundCall, sentence
 from app.ui.formatting import capitalized, grouped
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import EmptyState, button, page_margins, page_title, scrolling_content
 from app.datatypes import LoadSettings
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import QPoint
+
+    from app.engine.client import EngineClientLike
+    from app.server.router import ModelRouter
+    from app.server.thread import ServerThread
+    from app.ui.engine_bridge import EngineBridge
 
 PAGE_WIDTH = 820  # the form does not stretch across a wide window
 LAN_HOST = "0.0.0.0"
@@ -48,10 +58,10 @@ class ToggleSwitch(QCheckBox):
     def sizeHint(self) -> QSize:
         return QSize(52, 28)
 
-    def hitButton(self, pos) -> bool:  # noqa: N802 (Qt's name)
+    def hitButton(self, pos: QPoint) -> bool:  # noqa: N802 (Qt's name)
         return self.rect().contains(pos)
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         track = QRectF(1, 3, 48, 24)
@@ -91,13 +101,13 @@ class ServeRequest:
 class Running:
     """A started server; the page owns it until stopped. The engine is the Chat's and stays."""
 
-    server: object  # app.server.thread.ServerThread
+    server: ServerThread
     port: int
-    pool: object = None  # app.server.router.EnginePool: the models it holds beside the Chat's
+    pool: ModelRouter | None = None  # the models it holds beside the Chat's
     record: Path | None = None  # app.server.running's record of where it listens (quantdesk launch finds it there)
 
 
-def _start_server(engine, request: ServeRequest) -> Running:
+def _start_server(engine: EngineClientLike, request: ServeRequest) -> Running:
     """Off the GUI thread: build the app over the Chat's engine and start serving it."""
     from app.server.app import create_app
     from app.server.router import ServeSettings
@@ -155,7 +165,7 @@ class ServerPage(QWidget):
     failed = Signal(str)
     go_to = Signal(str)  # a page's name: the empty state's button
 
-    def __init__(self, bridge, parent: QWidget | None = None) -> None:
+    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None) -> None:
         """``bridge``: the Chat's EngineBridge; the server serves through its engine client."""
         super().__init__(parent)
         self.setAccessibleName(self.tr("Local server"))
@@ -338,7 +348,7 @@ class ServerPage(QWidget):
         loaded = self.engine.loaded if self.engine.alive else None
         if loaded is None:
             return ""
-        from app.server.app import model_id  # here, not above: the page shows before the server is imported
+        from app.server.router import model_id  # here, not above: the page shows before the server is imported
 
         return self.tr("{model} with {backend} (context {n_ctx} tokens)").format(
             model=model_id(loaded.model_path), backend=loaded.backend, n_ctx=grouped(loaded.n_ctx))

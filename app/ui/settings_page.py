@@ -11,16 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, Signal, Slot
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
-                               QLabel, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+                               QLabel, QLayout, QLineEdit, QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from app import settings as app_settings
 from app.hub import config
 from app.ui.remote_connections import ConnectionsPanel
 from app.ui.translations import LANGUAGE_NAMES, LANGUAGE_VAR, chosen_language
+from app.ui.translations import QT_TRANSLATE_NOOP
 from app.ui.widgets import OVERFLOW_CHOICES, overflow_name, page_margins, page_scroll, page_title
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ class SettingsPage(QScrollArea):
     theme_changed = Signal(str)
     update_checks_changed = Signal(bool)
     pool_limits_changed = Signal(object)  # app.settings.Settings: its loaded-models limits changed
+    # Each setting's note under it, made by _with_note under these names.
+    models_dir_note: QLabel
+    token_note: QLabel
+    offline_note: QLabel
+    updates_note: QLabel
+    overflow_note: QLabel
+    language_note: QLabel
+    pool_note: QLabel
+    states_note: QLabel
+    presets_note: QLabel
 
     def __init__(self, parent: QWidget | None = None, *, tools: Callable[[], ChatTools] | None = None) -> None:
         """``tools``: the app's ChatTools (the Chat makes them), for the Tools (MCP) section; None: no section."""
@@ -317,7 +328,7 @@ class SettingsPage(QScrollArea):
         self.states_note.setText(self.tr("{taken} Now {count} saved, {size}, in {folder}.").format(
             taken=taken, count=count, size=human_bytes(size), folder=cache.folder))
 
-    def _with_note(self, layout, name: str) -> QWidget:
+    def _with_note(self, layout: QLayout, name: str) -> QWidget:
         box = QWidget()
         column = QVBoxLayout(box)
         column.setContentsMargins(0, 0, 0, 0)
@@ -395,7 +406,7 @@ class SettingsPage(QScrollArea):
             else self.tr("Stored where huggingface_hub's login keeps it ({path}), readable by you only.").format(
                 path=config.token_path()))
 
-    def _save(self, **changes) -> bool:
+    def _save(self, **changes: Any) -> bool:
         try:
             self.current = app_settings.update(**changes)
         except OSError as exc:

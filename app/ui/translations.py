@@ -1,10 +1,11 @@
 """The UI's languages, through Qt's translation system.
 
 Every user-visible string in app/ui goes through ``self.tr()`` (in a QObject subclass; lupdate files it under the
-class's name) or ``QCoreApplication.translate("context", ...)`` (module-level code), and ``QT_TRANSLATE_NOOP`` marks
-a table's words that are translated where they are shown. ``resources/translations/quantdesk_LANG.ts`` hold the
-translations (``quantdesk_en.ts`` only the English plural forms of ``%n`` strings), compiled into the ``.qm`` files
-the app loads. One command refreshes the .ts files from the sources and compiles them:
+class's name) or ``QCoreApplication.translate("context", ...)`` (module-level code), and ``QT_TRANSLATE_NOOP`` (this
+module's, typed) marks a table's words that are translated where they are shown.
+``resources/translations/quantdesk_LANG.ts`` hold the translations (``quantdesk_en.ts`` only the English plural forms
+of ``%n`` strings), compiled into the ``.qm`` files the app loads. One command refreshes the .ts files from the
+sources and compiles them:
 
     python -m app.ui.translations update
 
@@ -32,6 +33,13 @@ LANGUAGE_VAR = "QUANTDESK_LANGUAGE"  # wins over the Settings page: "en", "de" o
 LANGUAGE_NAMES = {"en": "English", "de": "Deutsch"}
 SOURCE_LANGUAGE = "en"
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def QT_TRANSLATE_NOOP(context: str, message: str) -> str:  # lupdate finds the marked words by this name
+    """Qt's marker of a word translated where it is shown, typed: PySide6's stub answers ``object``, Qt's own
+    function returns ``message`` unchanged, as this one does."""
+    del context  # lupdate reads it from the call
+    return message
 
 
 def translations_dir() -> Path:
@@ -91,6 +99,7 @@ def install(language: str) -> Installed:
 
 def uninstall(installed: Installed) -> None:
     app = QCoreApplication.instance()
+    assert app is not None  # the translators were installed on it
     for translator in installed.translators:
         app.removeTranslator(translator)
     QLocale.setDefault(installed.previous_locale)

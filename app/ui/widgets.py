@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import html
 from collections import deque
+from collections.abc import Callable
 
-from PySide6.QtCore import (QT_TRANSLATE_NOOP, QCoreApplication, QEvent, QObject, QPoint, QPointF, QRect, QSize, Qt,
+from PySide6.QtCore import (QCoreApplication, QEvent, QObject, QPoint, QPointF, QRect, QSize, Qt,
                             QTimer, Signal, Slot)
 from PySide6.QtGui import (QAccessible, QAccessibleAnnouncementEvent, QColor, QPainter, QPalette, QPen, QPolygonF,
-                           QResizeEvent)
+                           QPaintEvent, QResizeEvent)
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QListWidget, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.formatting import human_memory
 from app.ui.theme import PAGE_MARGINS, SPACING
+from app.ui.translations import QT_TRANSLATE_NOOP
 
 # What the chat does once the conversation no longer fits the context (app/engine/overflow.py); "" follows the
 # default in Settings. Shown through overflow_name, in the chat's settings and on the Settings page.
@@ -106,7 +108,7 @@ def scrolling_content(page: QWidget) -> QWidget:
     return content
 
 
-def button(text: str, accessible: str, slot) -> QPushButton:
+def button(text: str, accessible: str, slot: Callable[..., object]) -> QPushButton:
     """A push button with its accessible name, its click connected to ``slot`` (a bound slot)."""
     pushed = QPushButton(text)
     pushed.setAccessibleName(accessible)
@@ -151,11 +153,12 @@ class Sparkline(QWidget):
         self.samples.clear()
         self.update()
 
-    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
         if len(self.samples) < 2:
             return
         top = 1.2 * max(self.samples) or 1.0  # headroom: a steady rate is a line, not a full box
         w, h = self.width() - 2, self.height() - 3
+        assert self.samples.maxlen is not None  # __init__ gives it its capacity
         step = w / (self.samples.maxlen - 1)
         x0 = w - step * (len(self.samples) - 1)
         points = [QPointF(1 + x0 + i * step, 1 + h - h * v / top) for i, v in enumerate(self.samples)]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from PySide6.QtCore import QT_TRANSLATE_NOOP, QSettings, QSize, Qt, Slot
+from PySide6.QtCore import QSettings, QSize, Qt, Slot
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -17,9 +17,12 @@ from app.ui.background import BackgroundCall
 from app.ui.focus_ring import FocusRingFollower
 from app.ui.icons import icon
 from app.ui.theme import stylesheet
+from app.ui.translations import QT_TRANSLATE_NOOP
 
 if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.MainWindow.page), not before
     from app.hardware.profile import HardwareProfile
+    from app.hub.plan import DownloadRequest
+    from app.settings import Settings
     from app.ui.chat_page import ChatPage
     from app.ui.chat_tools import ChatTools
     from app.ui.discover_page import DiscoverPage
@@ -50,7 +53,7 @@ def focus_chain(page: QWidget) -> list[QWidget]:
     """The widgets inside ``page`` that Tab stops at, in Tab order (hidden ones too: the caller checks)."""
     found = []
     widget = page.nextInFocusChain()
-    while widget is not page:  # the chain is a ring through the whole window
+    while widget is not None and widget is not page:  # the chain is a ring through the whole window
         if page.isAncestorOf(widget) and widget.focusPolicy().value & Qt.FocusPolicy.TabFocus.value:
             found.append(widget)
         widget = widget.nextInFocusChain()
@@ -97,6 +100,7 @@ class MainWindow(QMainWindow):
         self._documents: DocumentsService | None = None  # the user's documents: made when the Chat or its page needs
         self.setWindowTitle("QuantDesk")
         app = QApplication.instance()
+        assert isinstance(app, QApplication)  # app.ui.main.application() made it
         if not app.styleSheet():  # app.ui.main's ThemeFollower sets it (and again on every theme change)
             app.setStyleSheet(stylesheet(app.palette()))
         self.sidebar = QListWidget()
@@ -155,6 +159,7 @@ class MainWindow(QMainWindow):
             placeholder = self.stack.widget(index)
             current = self.stack.currentIndex()
             self.stack.insertWidget(index, page)
+            assert placeholder is not None  # every page's index holds its placeholder until built
             self.stack.removeWidget(placeholder)
             placeholder.deleteLater()
             self.stack.setCurrentIndex(current)
@@ -171,16 +176,42 @@ class MainWindow(QMainWindow):
             if self.first_run is not None:  # left for a page of the sidebar: offered again at the next start
                 self._drop_first_run()
 
-    # Each page by its attribute, built on first use like a visit builds it.
-    discover: DiscoverPage = property(lambda self: self.page("Discover"))
-    downloads: DownloadsPage = property(lambda self: self.page("Downloads"))
-    library: LibraryPage = property(lambda self: self.page("Library"))
-    chat: ChatPage = property(lambda self: self.page("Chat"))
-    documents: DocumentsPage = property(lambda self: self.page("Documents"))
-    hardware: HardwarePage = property(lambda self: self.page("Hardware"))
-    lab: LabPage = property(lambda self: self.page("Lab"))
-    server: ServerPage = property(lambda self: self.page("Server"))
-    app_settings: SettingsPage = property(lambda self: self.page("Settings"))
+    # Each page by its attribute, built on first use like a visit builds it (page() builds "X" by _build_x).
+    @property
+    def discover(self) -> DiscoverPage:
+        return cast("DiscoverPage", self.page("Discover"))
+
+    @property
+    def downloads(self) -> DownloadsPage:
+        return cast("DownloadsPage", self.page("Downloads"))
+
+    @property
+    def library(self) -> LibraryPage:
+        return cast("LibraryPage", self.page("Library"))
+
+    @property
+    def chat(self) -> ChatPage:
+        return cast("ChatPage", self.page("Chat"))
+
+    @property
+    def documents(self) -> DocumentsPage:
+        return cast("DocumentsPage", self.page("Documents"))
+
+    @property
+    def hardware(self) -> HardwarePage:
+        return cast("HardwarePage", self.page("Hardware"))
+
+    @property
+    def lab(self) -> LabPage:
+        return cast("LabPage", self.page("Lab"))
+
+    @property
+    def server(self) -> ServerPage:
+        return cast("ServerPage", self.page("Server"))
+
+    @property
+    def app_settings(self) -> SettingsPage:
+        return cast("SettingsPage", self.page("Settings"))
 
     @property
     def importer(self) -> ImportFlow:
@@ -300,19 +331,19 @@ class MainWindow(QMainWindow):
     @Slot()
     @Slot(str)
     def _refresh_library(self, _path: str = "") -> None:
-        library = self.built("Library")
+        library = cast("LibraryPage | None", self.built("Library"))
         if library is not None:  # else it lists the models when first shown
             library.refresh()
 
     @Slot(int)
     def _on_default_context_changed(self, n_ctx: int) -> None:
-        chat = self.built("Chat")
+        chat = cast("ChatPage | None", self.built("Chat"))
         if chat is not None:  # else it reads the setting when built
             chat.set_default_context(n_ctx)
 
     @Slot()
     def _on_stop_shortcut(self) -> None:
-        chat = self.built("Chat")
+        chat = cast("ChatPage | None", self.built("Chat"))
         if chat is not None:  # no Chat page yet: no reply to stop
             chat.stop()
 
@@ -352,7 +383,8 @@ class MainWindow(QMainWindow):
         Switching pages from inside one already does this (QStackedLayout moves the focus along); a shortcut
         pressed in the sidebar, or a page that must start somewhere particular, needs it said."""
         page = self.stack.currentWidget()
-        chat = self.built("Chat")
+        assert page is not None  # the stack holds every page (or its placeholder)
+        chat = cast("ChatPage | None", self.built("Chat"))
         first = chat.composer if page is chat and chat is not None else None
         for widget in (page.focusWidget(), first, *focus_chain(page)):
             if widget is not None and widget.isVisibleTo(self) and widget.isEnabled():
@@ -367,7 +399,7 @@ class MainWindow(QMainWindow):
         self.profile = profile
         self._hardware_message = None
         for name in ("Hardware", "Chat", "Discover"):  # the others get it when built
-            page = self.built(name)
+            page = cast("HardwarePage | ChatPage | DiscoverPage | None", self.built(name))
             if page is not None:
                 page.set_profile(profile)
         if self.first_run is not None:
@@ -376,7 +408,7 @@ class MainWindow(QMainWindow):
     # --- Discover, Downloads, first run ---------------------------------------------------------
 
     @Slot(object, str)
-    def _on_download_requested(self, request: object, label: str) -> None:
+    def _on_download_requested(self, request: DownloadRequest, label: str) -> None:
         row = self.downloads.enqueue(request, label)
         self.show_page("Downloads")
         row.focus_action()  # on the new job, not on the first row, where QStackedLayout would put it
@@ -388,7 +420,7 @@ class MainWindow(QMainWindow):
         self.chat.open_model(model_path)  # settings prefilled from the estimator, then loaded
 
     @Slot(object)
-    def _on_pool_limits_changed(self, settings: object) -> None:
+    def _on_pool_limits_changed(self, settings: Settings) -> None:
         if self.bridge.pool is None:  # none made yet: it reads the settings when made
             return
         from app.engine.pool import limits_from
@@ -467,7 +499,7 @@ class MainWindow(QMainWindow):
         message = str(error) if isinstance(error, QuantDeskError) else self.tr(
             "Hardware detection failed: {error!r}").format(error=error)
         self._hardware_message = message
-        hardware = self.built("Hardware")
+        hardware = cast("HardwarePage | None", self.built("Hardware"))
         if hardware is not None:
             hardware.show_message(message)
 
@@ -486,7 +518,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.focus_ring.stop()
         for name in ("Chat", "Downloads"):
-            page = self.built(name)
+            page = cast("ChatPage | DownloadsPage | None", self.built(name))
             if page is not None:
                 page.shutdown()
         if self._tools is not None:  # every MCP server process stopped

@@ -25,7 +25,7 @@ from typing import Any
 
 from backends.chat_format import peg
 from backends.chat_format.capabilities import Capabilities, capabilities
-from backends.chat_format.formats import Request, Template, apply_template
+from backends.chat_format.request import Request, Template, apply_template
 from backends.chat_format.peg import Parser
 from backends.chat_format.template import TemplateError
 

@@ -25,8 +25,9 @@ from backends.chat_format.analysis import (
     analyze_template,
     trim_whitespace,
 )
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters, tool_parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, parameters, tool_parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 

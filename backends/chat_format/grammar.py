@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.chat_format import builder, peg
+from backends.chat_format import builder, peg, tool_schema
 
 # llama.cpp's ``space`` rule (json-schema-to-grammar.cpp's SPACE_RULE: | " " | "\n"{1,2} [ \t]{0,20}), used between
 # the parts of its JSON too
@@ -135,7 +135,7 @@ def _delegates(schema: peg.Schema) -> bool:
     be a string (the text itself is the value, not its JSON)."""
     if schema.schema is None:
         return True
-    return schema.raw and builder.may_be_string(schema.schema, schema.schema)
+    return schema.raw and tool_schema.may_be_string(schema.schema, schema.schema)
 
 
 # in a given Lark expression: a string, a regex (left alone) or a name

@@ -13,7 +13,7 @@ import secrets
 import string
 
 from backends.chat_format.builder import WHITESPACE, ParsedReply, args_as_json
-from backends.chat_format.formats import Prepared
+from backends.chat_format.request import Prepared
 from backends.chat_format.stream import Delta, DiffError, diffs
 from app.datatypes import ToolCall
 

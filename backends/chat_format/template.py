@@ -35,9 +35,10 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from backends.chat_format.probe_values import USES, Probe, note, note_deep, probe_value
 
 # ChatML: what we use when a model ships no template (most base models).
 FALLBACK_TEMPLATE = (
@@ -90,148 +91,6 @@ class _Budget:
 _BUDGET: contextvars.ContextVar[_Budget] = contextvars.ContextVar("chat_template_budget")
 
 
-# --- Probes: values that record what a template does with them (capabilities.py asks, as llama.cpp's caps.cpp
-# reads its engine's usage statistics). ``_USES`` is None outside a probe, so an ordinary render records nothing.
-
-_USES: contextvars.ContextVar[set[tuple[str, str]] | None] = contextvars.ContextVar("chat_template_uses",
-                                                                                   default=None)
-
-
-def _note_path(path: str, op: str = "used") -> None:
-    uses = _USES.get()
-    if uses is not None:
-        uses.add((path, op))
-
-
-def _note(value: Any, op: str = "used") -> None:
-    """Record ``op`` on ``value`` if it is a probe value (and a probe is running)."""
-    uses = _USES.get()
-    if uses is not None and isinstance(value, (_ProbeStr, _ProbeList, _ProbeDict)):
-        uses.add((value._qd_path, "used"))
-        uses.add((value._qd_path, op))
-
-
-def _note_deep(value: Any) -> None:
-    """``value`` and everything in it used, as llama.cpp's ``tojson`` and ``string`` mark it."""
-    if _USES.get() is None:
-        return
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        _note(item)
-        if isinstance(item, dict):
-            for key, child in dict.items(item):
-                if isinstance(item, _ProbeDict):
-                    _note_path(f"{item._qd_path}.{key}")
-                stack.append(child)
-        elif isinstance(item, list):
-            stack.extend(list.__iter__(item))
-
-
-class _ProbeStr(str):
-    """A probe's string: reading, comparing, iterating or indexing it is recorded."""
-
-    _qd_path: str
-
-    def __new__(cls, text: str, path: str) -> _ProbeStr:
-        value = super().__new__(cls, text)
-        value._qd_path = path
-        return value
-
-    def __eq__(self, other: object) -> bool:
-        _note(self)
-        return str.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        _note(self)
-        return str.__ne__(self, other)
-
-    def __hash__(self) -> int:
-        _note(self)
-        return str.__hash__(self)
-
-    def __len__(self) -> int:
-        _note(self)
-        return str.__len__(self)
-
-    def __contains__(self, item: object) -> bool:
-        _note(self)
-        return str.__contains__(self, item)  # type: ignore[operator]
-
-    def __iter__(self) -> Iterator[str]:
-        _note(self, "array_access")
-        return str.__iter__(self)
-
-    def __getitem__(self, key: Any) -> str:
-        _note(self, "array_access" if isinstance(key, int) else "used")
-        return str.__getitem__(self, key)
-
-
-class _ProbeList(list[Any]):
-    """A probe's list: iterating or indexing it is recorded."""
-
-    _qd_path: str
-
-    def __init__(self, items: Sequence[Any], path: str) -> None:
-        super().__init__(items)
-        self._qd_path = path
-
-    def __iter__(self) -> Iterator[Any]:
-        _note(self, "array_access")
-        return list.__iter__(self)
-
-    def __len__(self) -> int:
-        _note(self)
-        return list.__len__(self)
-
-    def __getitem__(self, key: Any) -> Any:
-        _note(self, "array_access" if isinstance(key, int) else "used")
-        return list.__getitem__(self, key)
-
-
-class _ProbeDict(dict[str, Any]):
-    """A probe's mapping: each value read out of it (by key, ``get``, ``items()``, ``tojson``) is recorded as used."""
-
-    _qd_path: str
-
-    def __init__(self, items: Mapping[str, Any], path: str) -> None:
-        super().__init__(items)
-        self._qd_path = path
-
-    def _read(self, key: str) -> None:
-        _note(self, "object_access")
-        _note_path(f"{self._qd_path}.{key}")
-
-    def __getitem__(self, key: str) -> Any:
-        value = dict.__getitem__(self, key)
-        self._read(key)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if dict.__contains__(self, key) else default
-
-    def items(self) -> Any:
-        for key in dict.keys(self):
-            self._read(key)
-        return dict.items(self)
-
-    def values(self) -> Any:
-        for key in dict.keys(self):
-            self._read(key)
-        return dict.values(self)
-
-
-def probe_value(value: Any, path: str) -> Any:
-    """``value`` (JSON data) made of probe values, each named by its path (``messages.0.content``)."""
-    if isinstance(value, str):
-        return _ProbeStr(value, path)
-    if isinstance(value, list):
-        return _ProbeList([probe_value(v, f"{path}.{i}") for i, v in enumerate(value)], path)
-    if isinstance(value, dict):
-        return _ProbeDict({k: probe_value(v, f"{path}.{k}") for k, v in value.items()}, path)
-    return value
-
-
 class _TemplateList(list[Any]):
     """A list the template made itself (a ``[...]`` literal, or ``+`` of one): the template may change it, as
     llama.cpp's engine lets it. What the template is given stays immutable."""
@@ -249,7 +108,7 @@ def _text_size(value: Any) -> int:
         return len(value)
     from jinja2.utils import Namespace
 
-    uses = _USES.set(None)  # measuring is not the template reading a probe's values
+    uses = USES.set(None)  # measuring is not the template reading a probe's values
     try:
         total, stack = 0, [value]
         while stack and total <= budget.chars:
@@ -272,7 +131,7 @@ def _text_size(value: Any) -> int:
                 total += 40
         return total
     finally:
-        _USES.reset(uses)
+        USES.reset(uses)
 
 
 def _charge_text(*values: Any) -> None:
@@ -327,11 +186,11 @@ def _guarded(name: str, function: Any) -> Any:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         value: Any = args[skip] if len(args) > skip else None
         rest = args[skip + 1:]
-        _note(value, name)
+        note(value, name)
         if name in ("string", "tojson", "pprint"):
-            _note_deep(value)
+            note_deep(value)
         for arg in (*rest, *kwargs.values()):
-            _note(arg)
+            note(arg)
         _check_numbers(list(rest) + list(kwargs.values()))
         budget = _BUDGET.get()
         budget.step(1 + (len(value) if name in _WALKING_FILTERS and hasattr(value, "__len__") else 0))
@@ -352,7 +211,7 @@ def _guarded_test(name: str, function: Any) -> Any:
     @functools.wraps(function)
     def test(*args: Any, **kwargs: Any) -> Any:
         if args:
-            _note(args[0], f"test_is_{name}")
+            note(args[0], f"test_is_{name}")
         return function(*args, **kwargs)
 
     return test
@@ -438,7 +297,7 @@ def _charged_step(_context: Any, _value: str, static_chars: int) -> str:
 def _charged_join(_context: Any, parts: list[Any]) -> str:
     """``a ~ b ~ c``, sized before it is joined."""
     for part in parts:
-        _note(part)
+        note(part)
     _charge_text(parts)
     return "".join(str(p) for p in parts)
 
@@ -515,12 +374,10 @@ def _extensions() -> list[Any]:
     return ["jinja2.ext.loopcontrols", GenerationTag]
 
 
-@lru_cache(maxsize=16)
-def _compile(source: str) -> Any:  # a jinja2 Template
-    import jinja2
-    from jinja2 import pass_context
+@functools.cache
+def _namespace_class() -> type:
+    """transformers' ``namespace()`` (made at first use: jinja2 is imported only when a template is rendered)."""
     from jinja2.exceptions import SecurityError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
     from jinja2.utils import Namespace
 
     class TemplateNamespace(Namespace):
@@ -542,6 +399,16 @@ def _compile(source: str) -> Any:  # a jinja2 Template
             if isinstance(name, str) and name.startswith("_"):
                 raise SecurityError(f"a namespace cannot hold the attribute {name!r}")
 
+    return TemplateNamespace
+
+
+@functools.cache
+def _sandbox_class() -> type:
+    """Jinja's immutable sandbox, charging the budget for operators and calls and noting what a probe's values go
+    through; a list the template made itself may be changed (made at first use, as ``_namespace_class``)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
+
     class BudgetedSandbox(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset(["+", "*", "**", "%"])
 
@@ -551,14 +418,14 @@ def _compile(source: str) -> Any:  # a jinja2 Template
             return super().is_safe_attribute(obj, attr, value)
 
         def getattr(self, obj: Any, attribute: str) -> Any:
-            _note(obj, attribute)
+            note(obj, attribute)
             return super().getattr(obj, attribute)
 
         def call_binop(self, context: Any, op: str, left: Any, right: Any) -> Any:
             budget = _BUDGET.get()
             budget.step()
-            _note(left)
-            _note(right)
+            note(left)
+            note(right)
             if op == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
                 bits = left.bit_length() * abs(right)
                 if bits > 16 * MAX_ARGUMENT:  # 2**(2**20): a number of 300,000 digits
@@ -594,7 +461,7 @@ def _compile(source: str) -> Any:  # a jinja2 Template
             budget.step()
             _check_numbers(list(args) + list(kwargs.values()))
             for arg in (*args, *kwargs.values()):
-                _note(arg)
+                note(arg)
             method = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format in its own function
             target = getattr(method, "__self__", None)
             if isinstance(target, str):  # a str method: its output is its input's size, plus what it can add
@@ -605,10 +472,18 @@ def _compile(source: str) -> Any:  # a jinja2 Template
                 budget.step(len(args[0]) if hasattr(args[0], "__len__") else 0)
             return super().call(__context, __obj, *args, **kwargs)
 
-    env = BudgetedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=_extensions(),
-                          undefined=jinja2.Undefined, optimized=False, finalize=_finalize)
+    return BudgetedSandbox
+
+
+def _environment() -> Any:  # a jinja2 Environment
+    """A budgeted sandbox with transformers' globals and filters, each builtin filter and test guarded."""
+    import jinja2
+    from jinja2 import pass_context
+
+    env = _sandbox_class()(trim_blocks=True, lstrip_blocks=True, extensions=_extensions(),
+                               undefined=jinja2.Undefined, optimized=False, finalize=_finalize)
     env.globals.pop("lipsum", None)  # paragraphs of filler text: no chat template needs them
-    env.globals["namespace"] = TemplateNamespace
+    env.globals["namespace"] = _namespace_class()
     env.filters["tojson"] = _tojson
     env.filters["safe"] = _safe
     env.filters = {name: _guarded(name, f) for name, f in env.filters.items()}
@@ -619,12 +494,18 @@ def _compile(source: str) -> Any:  # a jinja2 Template
     env.filters["qd_list"] = pass_context(_template_list)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+@lru_cache(maxsize=16)
+def _compile(source: str) -> Any:  # a jinja2 Template
+    env = _environment()
     return env.from_string(_rewrite(env, source))
 
 
 def _finalize(value: Any) -> Any:
     """Every ``{{ value }}`` is sized before it becomes text."""
-    _note(value)
+    note(value)
     _charge_text(value)
     return value
 
@@ -802,19 +683,6 @@ def _render(source: str, messages: list[Any], *, tools: Any, bos_token: str, eos
         _BUDGET.reset(token)
 
 
-@dataclass(frozen=True)
-class Probe:
-    """One probe render: whether it rendered, its text, and what the template did with the probe's values:
-    (path, operation) pairs such as ("messages.0.content", "used"), ("messages.0.content", "test_is_string")."""
-
-    ok: bool
-    text: str
-    uses: frozenset[tuple[str, str]]
-
-    def used(self, path: str, op: str = "used") -> bool:
-        return (path, op) in self.uses
-
-
 def probe(source: str, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
           variables: Mapping[str, Any] | None = None, add_generation_prompt: bool = True) -> Probe:
     """Render fixed probe data (``messages``, ``tools`` and ``variables``, each value named by its path) and
@@ -824,7 +692,7 @@ def probe(source: str, messages: list[dict[str, Any]], *, tools: list[dict[str, 
     probed_messages = [probe_value(m, f"messages.{i}") for i, m in enumerate(messages)]
     probed_tools = [probe_value(t, f"tools.{i}") for i, t in enumerate(tools)] if tools is not None else None
     uses: set[tuple[str, str]] = set()
-    token = _USES.set(uses)
+    token = USES.set(uses)
     try:
         text = _render(source, probed_messages, tools=probed_tools, bos_token="", eos_token="",
                        add_generation_prompt=add_generation_prompt, context=context)
@@ -832,4 +700,4 @@ def probe(source: str, messages: list[dict[str, Any]], *, tools: list[dict[str, 
     except TemplateError:
         return Probe(False, "", frozenset(uses))
     finally:
-        _USES.reset(token)
+        USES.reset(token)

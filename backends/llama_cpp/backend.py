@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from llama_cpp import Llama
 
+    from app.models.vision import ProjectorInfo
+
 
 class LlamaCppBackend(TokenLoop):
     name = "llama.cpp"
@@ -85,41 +87,17 @@ class LlamaCppBackend(TokenLoop):
                                   f"use one of {', '.join(loading.KV_CACHE_TYPES)}")
         t0 = time.perf_counter()
         offload_supported = bool(llama_cpp.llama_supports_gpu_offload())
-        kwargs: dict[str, Any] = dict(
-            model_path=model_path, n_ctx=settings.n_ctx, n_gpu_layers=settings.gpu_layers,
-            n_threads=settings.threads or physical_cores(), use_mmap=settings.mmap,
-            type_k=kv_type, type_v=kv_type, verbose=True,  # llama.cpp's log goes to the host's stderr
-            # Sliding-window layers get a window-sized cache, as llama-server does by default and as
-            # app/models/estimate.py assumes; llama-cpp-python's own default (swa_full=True) sizes them
-            # for the full context, several times the memory on Gemma-style models.
-            swa_full=False,
-        )
-        if settings.flash_attention is not None:
-            kwargs["flash_attn"] = settings.flash_attention
         projector = vision.checked_projector(model_path, settings.mmproj) if settings.mmproj else None
         if settings.draft and settings.draft != PROMPT_LOOKUP:
             loading.check_draft(model_path, settings.draft)  # a draft of another vocabulary: refused before loading
         self._pooling = loading.declared_pooling(model_path)
-        if self._pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
-            kwargs["embedding"] = True
-        if self._pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
-            from app.models.estimate import RERANK_UBATCH  # the fit check's figure; imported here, not at the probe
-
-            kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, RERANK_UBATCH)  # the context
+        kwargs = _llama_kwargs(model_path, settings, kv_type, self._pooling)
         parallel, alone = _parallel(settings, self._pooling, projector is not None)
         patterns = expert_tensor_patterns(settings.cpu_moe)
         self._overrides = loading.expert_overrides(patterns) if patterns else None
         test_crash = loading.install_test_crash(llama_cpp, settings)  # tests only: QUANTDESK_TEST_CRASH
-        try:
-            with loading.reporting_load_progress(llama_cpp, kwargs, on_progress), \
-                    loading.overriding_tensor_placement(llama_cpp, self._overrides), \
-                    loading.choosing_extra_buffer_types(llama_cpp, settings.extra_buffer_types), \
-                    loading.sequences(llama_cpp, parallel), \
-                    load_log.capturing(llama_cpp) as log:
-                self._llm = llm = llama_cpp.Llama(**kwargs)
-        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
-            raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
-                                  "see the engine log for llama.cpp's reason") from None
+        self._llm, log = self._open_model(llama_cpp, model_path, kwargs, settings, parallel, on_progress)
+        llm = self._llm
         if projector is not None:
             try:
                 self._mtmd = vision.load_projector(llm, settings, projector)
@@ -139,31 +117,7 @@ class LlamaCppBackend(TokenLoop):
         template = bundled.chosen_for_load(model_path, metadata, settings.chat_template)  # ours, said where from
         self._template = template.source
         self.tool_format = formats.tools_name(self._template)
-        details: dict[str, Any] = {
-            **template.details(), "tool_format": self.tool_format,
-            "model_bytes": int(llama_cpp.llama_model_size(llm.model)),
-            "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
-            "architecture": metadata.get("general.architecture", ""),
-            "llama_cpp_path": os.path.dirname(llama_cpp.__file__),  # which runtime's llama_cpp ran
-            "build": loading.build_fingerprint(llama_cpp),  # the server's system_fingerprint
-            **({"cpu_variant": cpu_variant} if cpu_variant else {}),
-            "parallel": parallel, **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})}
-        details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
-        if projector is not None:
-            details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
-                                 "image_tokens": projector.image_tokens}
-        if self._pooling == reranking.POOLING_RANK:  # a reranker: scores for a question, no vectors to serve
-            details.update(reranker=True, pooling="rank",
-                           rerank_outputs=int(llama_cpp.llama_model_n_cls_out(llm.model)),
-                           rerank_template="model" if metadata.get(reranking.TEMPLATE_KEY) else "none")
-        elif self._pooling:
-            details.update(embedding=True, pooling=loading.pooling_name(self._pooling),
-                           embedding_length=int(llm.n_embd()))
-        if isinstance(self._drafter, DraftModel):
-            details["draft"] = {"model": settings.draft, "model_bytes": self._drafter.model_bytes,
-                                "draft_tokens": settings.draft_tokens}
-        elif self._drafter is not None:
-            details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
+        details = self._details(llama_cpp, settings, template, projector, cpu_variant, parallel, alone)
         self.chat_template = formats.Template.of(self._template, self._bos, self._eos)
         self._marker_tokens = {}
         try:  # refuse a broken or hostile template now, not at the first message (and analyse its format once)
@@ -192,6 +146,57 @@ class LlamaCppBackend(TokenLoop):
             devices=devices, offloaded_layers=offloaded[0] if offloaded else None,
             offloadable_layers=offloaded[1] if offloaded else None,
         )
+
+    def _open_model(self, llama_cpp: ModuleType, model_path: str, kwargs: dict[str, Any], settings: LoadSettings,
+                    parallel: int, on_progress: Callable[[float], None] | None) -> tuple[Llama, load_log.LoadLog]:
+        """llama.cpp's model and context, with the load's progress reported, the tensors placed as asked, the
+        sequences for ``parallel`` replies, and llama.cpp's load log captured (returned beside the model)."""
+        try:
+            with loading.reporting_load_progress(llama_cpp, kwargs, on_progress), \
+                    loading.overriding_tensor_placement(llama_cpp, self._overrides), \
+                    loading.choosing_extra_buffer_types(llama_cpp, settings.extra_buffer_types), \
+                    loading.sequences(llama_cpp, parallel), \
+                    load_log.capturing(llama_cpp) as log:
+                llm = llama_cpp.Llama(**kwargs)
+        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file" and friends
+            raise GenerationError("load", f"llama.cpp could not load {Path(model_path).name}: {exc}",
+                                  "see the engine log for llama.cpp's reason") from None
+        return llm, log
+
+    def _details(self, llama_cpp: ModuleType, settings: LoadSettings, template: bundled.TemplateChoice,
+                 projector: ProjectorInfo | None, cpu_variant: str | None, parallel: int,
+                 alone: str) -> dict[str, Any]:
+        """What the loaded model answers besides replies (``Loaded.details``): its template and where it came from,
+        sizes, the runtime that ran it, parallel replies, experts in RAM, vision, embedding or reranking, the draft."""
+        llm = self._llm
+        assert llm is not None
+        metadata = llm.metadata
+        details: dict[str, Any] = {
+            **template.details(), "tool_format": self.tool_format,
+            "model_bytes": int(llama_cpp.llama_model_size(llm.model)),
+            "n_params": int(llama_cpp.llama_model_n_params(llm.model)),
+            "architecture": metadata.get("general.architecture", ""),
+            "llama_cpp_path": os.path.dirname(llama_cpp.__file__ or ""),  # which runtime's llama_cpp ran
+            "build": loading.build_fingerprint(llama_cpp),  # the server's system_fingerprint
+            **({"cpu_variant": cpu_variant} if cpu_variant else {}),
+            "parallel": parallel, **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})}
+        details.update(loading.experts_in_ram(metadata, settings.cpu_moe))
+        if projector is not None:
+            details["vision"] = {"projector": projector.file_name, "projector_type": projector.projector_type,
+                                 "image_tokens": projector.image_tokens}
+        if self._pooling == reranking.POOLING_RANK:  # a reranker: scores for a question, no vectors to serve
+            details.update(reranker=True, pooling="rank",
+                           rerank_outputs=int(llama_cpp.llama_model_n_cls_out(llm.model)),
+                           rerank_template="model" if metadata.get(reranking.TEMPLATE_KEY) else "none")
+        elif self._pooling:
+            details.update(embedding=True, pooling=loading.pooling_name(self._pooling),
+                           embedding_length=int(llm.n_embd()))
+        if isinstance(self._drafter, DraftModel):
+            details["draft"] = {"model": settings.draft, "model_bytes": self._drafter.model_bytes,
+                                "draft_tokens": settings.draft_tokens}
+        elif self._drafter is not None:
+            details["draft"] = {"model": PROMPT_LOOKUP, "model_bytes": 0, "draft_tokens": settings.draft_tokens}
+        return details
 
     def _warm_up(self, llama_cpp: ModuleType) -> None:
         """A short prompt batch and one token decoded, then forgotten: a kernel that crashes on this machine
@@ -476,6 +481,28 @@ class LlamaCppBackend(TokenLoop):
             llm, self._llm = self._llm, None
             llm.close()
         self._overrides = None
+
+def _llama_kwargs(model_path: str, settings: LoadSettings, kv_type: int, pooling: int) -> dict[str, Any]:
+    """llama_cpp.Llama's arguments for ``settings`` (``pooling``: the model's declared pooling, 0 for none)."""
+    kwargs: dict[str, Any] = dict(
+        model_path=model_path, n_ctx=settings.n_ctx, n_gpu_layers=settings.gpu_layers,
+        n_threads=settings.threads or physical_cores(), use_mmap=settings.mmap,
+        type_k=kv_type, type_v=kv_type, verbose=True,  # llama.cpp's log goes to the host's stderr
+        # Sliding-window layers get a window-sized cache, as llama-server does by default and as
+        # app/models/estimate.py assumes; llama-cpp-python's own default (swa_full=True) sizes them
+        # for the full context, several times the memory on Gemma-style models.
+        swa_full=False,
+    )
+    if settings.flash_attention is not None:
+        kwargs["flash_attn"] = settings.flash_attention
+    if pooling:  # an embedding model: llama.cpp pools as its metadata says (mean, CLS, last, ...)
+        kwargs["embedding"] = True
+    if pooling == reranking.POOLING_RANK:  # a question and a passage read in one batch (rerank.py), up to
+        from app.models.estimate import RERANK_UBATCH  # the fit check's figure; imported here, not at the probe
+
+        kwargs["n_batch"] = kwargs["n_ubatch"] = min(settings.n_ctx, RERANK_UBATCH)  # the context
+    return kwargs
+
 
 
 def _parallel(settings: LoadSettings, pooling: int, projector: bool) -> tuple[int, str]:

@@ -60,6 +60,76 @@
     </message>
 </context>
 <context>
+    <name>ChatActions</name>
+    <message>
+        <source>Rename chat</source>
+        <translation>Chat umbenennen</translation>
+    </message>
+    <message>
+        <source>New name:</source>
+        <translation>Neuer Name:</translation>
+    </message>
+    <message>
+        <source>Chat “{title}” deleted</source>
+        <translation>Chat „{title}“ gelöscht</translation>
+    </message>
+    <message>
+        <source>Export chat</source>
+        <translation>Chat exportieren</translation>
+    </message>
+    <message>
+        <source>Markdown (*.md);;JSON (*.json)</source>
+        <translation>Markdown (*.md);;JSON (*.json)</translation>
+    </message>
+    <message>
+        <source>Message pinned: it is always sent to the model.</source>
+        <translation>Nachricht angeheftet: Sie wird immer an das Modell gesendet.</translation>
+    </message>
+    <message>
+        <source>Message unpinned.</source>
+        <translation>Nachricht gelöst.</translation>
+    </message>
+</context>
+<context>
+    <name>ChatBanner</name>
+    <message>
+        <source>Notice</source>
+        <translation>Hinweis</translation>
+    </message>
+    <message>
+        <source>Reload model</source>
+        <translation>Modell neu laden</translation>
+    </message>
+    <message>
+        <source>Save now</source>
+        <translation>Jetzt speichern</translation>
+    </message>
+    <message>
+        <source>Save the reply now</source>
+        <translation>Die Antwort jetzt speichern</translation>
+    </message>
+    <message>
+        <source>Try again to save the reply that is not saved yet</source>
+        <translation>Erneut versuchen, die noch nicht gespeicherte Antwort zu speichern</translation>
+    </message>
+    <message>
+        <source>Load anyway</source>
+        <translation>Trotzdem laden</translation>
+    </message>
+    <message>
+        <source>Load the model anyway</source>
+        <translation>Das Modell trotzdem laden</translation>
+    </message>
+    <message>
+        <source>Load it past what the fit check counts as free on this machine</source>
+        <translation>Über das hinaus laden, was die Passprüfung auf diesem Rechner als frei zählt</translation>
+    </message>
+    <message>
+        <source>{message}. The reply is shown here but is not saved yet: {hint}, then click “Save now” (QuantDesk also tries again every few seconds).</source>
+        <translation>{message}. Die Antwort wird hier angezeigt, ist aber noch nicht gespeichert: {hint}, dann klicken Sie auf „Jetzt speichern“ (QuantDesk versucht es auch alle paar Sekunden erneut).</translation>
+    </message>
+</context>
+<context>
     <name>ChatDocuments</name>
     <message>
         <source>Documents</source>
@@ -117,50 +187,37 @@
     </message>
 </context>
 <context>
+    <name>ChatImages</name>
+    <message>
+        <source>Attach images</source>
+        <translation>Bilder anhängen</translation>
+    </message>
+    <message>
+        <source>Images ({patterns})</source>
+        <translation>Bilder ({patterns})</translation>
+    </message>
+    <message>
+        <source>Cannot read the image {name}: {reason}.</source>
+        <translation>Das Bild {name} kann nicht gelesen werden: {reason}.</translation>
+    </message>
+    <message>
+        <source>the model</source>
+        <translation>das Modell</translation>
+    </message>
+    <message>
+        <source>{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF file) is not beside it. Load a vision model to send images; your message stays here.</source>
+        <translation>{name} versteht keine Bilder: Es ist ein reines Textmodell, oder sein Vision-Projektor (eine mmproj-GGUF-Datei) liegt nicht daneben. Laden Sie ein Vision-Modell, um Bilder zu senden; Ihre Nachricht bleibt hier.</translation>
+    </message>
+    <message>
+        <source>image {n} ({width} × {height})</source>
+        <translation>Bild {n} ({width} × {height})</translation>
+    </message>
+</context>
+<context>
     <name>ChatPage</name>
     <message>
         <source>Send (Enter)</source>
         <translation>Senden (Eingabe)</translation>
-    </message>
-    <message>
-        <source>Rename chat</source>
-        <translation>Chat umbenennen</translation>
-    </message>
-    <message>
-        <source>Export chat</source>
-        <translation>Chat exportieren</translation>
-    </message>
-    <message>
-        <source>Notice</source>
-        <translation>Hinweis</translation>
-    </message>
-    <message>
-        <source>Reload model</source>
-        <translation>Modell neu laden</translation>
-    </message>
-    <message>
-        <source>Save now</source>
-        <translation>Jetzt speichern</translation>
-    </message>
-    <message>
-        <source>Save the reply now</source>
-        <translation>Die Antwort jetzt speichern</translation>
-    </message>
-    <message>
-        <source>Try again to save the reply that is not saved yet</source>
-        <translation>Erneut versuchen, die noch nicht gespeicherte Antwort zu speichern</translation>
-    </message>
-    <message>
-        <source>Load anyway</source>
-        <translation>Trotzdem laden</translation>
-    </message>
-    <message>
-        <source>Load the model anyway</source>
-        <translation>Das Modell trotzdem laden</translation>
-    </message>
-    <message>
-        <source>Load it past what the fit check counts as free on this machine</source>
-        <translation>Über das hinaus laden, was die Passprüfung auf diesem Rechner als frei zählt</translation>
     </message>
     <message>
         <source>No model loaded</source>
@@ -207,69 +264,6 @@
         <translation>Die Antwort anhalten (Esc)</translation>
     </message>
     <message>
-        <source>The model wants to run the tool {name}: allow or deny it.</source>
-        <translation>Das Modell möchte das Tool {name} ausführen: Erlauben Sie es oder lehnen Sie es ab.</translation>
-    </message>
-    <message>
-        <source>Message pinned: it is always sent to the model.</source>
-        <translation>Nachricht angeheftet: Sie wird immer an das Modell gesendet.</translation>
-    </message>
-    <message>
-        <source>Message unpinned.</source>
-        <translation>Nachricht gelöst.</translation>
-    </message>
-    <message>
-        <source>New name:</source>
-        <translation>Neuer Name:</translation>
-    </message>
-    <message>
-        <source>Chat “{title}” deleted</source>
-        <translation>Chat „{title}“ gelöscht</translation>
-    </message>
-    <message>
-        <source>off</source>
-        <translation>aus</translation>
-    </message>
-    <message numerus="yes">
-        <source>connected · %n tool(s)</source>
-        <translation>
-            <numerusform>verbunden · %n Tool</numerusform>
-            <numerusform>verbunden · %n Tools</numerusform>
-        </translation>
-    </message>
-    <message>
-        <source>failed</source>
-        <translation>fehlgeschlagen</translation>
-    </message>
-    <message>
-        <source>not connected</source>
-        <translation>nicht verbunden</translation>
-    </message>
-    <message>
-        <source>Markdown (*.md);;JSON (*.json)</source>
-        <translation>Markdown (*.md);;JSON (*.json)</translation>
-    </message>
-    <message>
-        <source>Attach images</source>
-        <translation>Bilder anhängen</translation>
-    </message>
-    <message>
-        <source>Images ({patterns})</source>
-        <translation>Bilder ({patterns})</translation>
-    </message>
-    <message>
-        <source>Cannot read the image {name}: {reason}.</source>
-        <translation>Das Bild {name} kann nicht gelesen werden: {reason}.</translation>
-    </message>
-    <message>
-        <source>the model</source>
-        <translation>das Modell</translation>
-    </message>
-    <message>
-        <source>{name} does not see images: it is a text-only model, or its vision projector (an mmproj GGUF file) is not beside it. Load a vision model to send images; your message stays here.</source>
-        <translation>{name} versteht keine Bilder: Es ist ein reines Textmodell, oder sein Vision-Projektor (eine mmproj-GGUF-Datei) liegt nicht daneben. Laden Sie ein Vision-Modell, um Bilder zu senden; Ihre Nachricht bleibt hier.</translation>
-    </message>
-    <message>
         <source>{busy_reason} Your message stays here until then.</source>
         <translation>{busy_reason} Ihre Nachricht bleibt bis dahin hier.</translation>
     </message>
@@ -298,63 +292,12 @@
         <translation>Antwort während eines Tool-Aufrufs angehalten.</translation>
     </message>
     <message>
-        <source>image {n} ({width} × {height})</source>
-        <translation>Bild {n} ({width} × {height})</translation>
-    </message>
-    <message numerus="yes">
-        <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
-        <translation>
-            <numerusform>Die Antwort hat %n Tool-Schritt ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
-            <numerusform>Die Antwort hat %n Tool-Schritte ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
-        </translation>
-    </message>
-    <message>
-        <source>Reply stopped</source>
-        <translation>Antwort angehalten</translation>
-    </message>
-    <message>
-        <source>Reply done</source>
-        <translation>Antwort fertig</translation>
-    </message>
-    <message>
-        <source>{ended}: {text}</source>
-        <translation>{ended}: {text}</translation>
-    </message>
-    <message>
-        <source>{ended}: the model only thought, it did not answer.</source>
-        <translation>{ended}: Das Modell hat nur nachgedacht und nicht geantwortet.</translation>
-    </message>
-    <message>
-        <source>{ended}, empty.</source>
-        <translation>{ended}, leer.</translation>
-    </message>
-    <message>
-        <source>the reply so far is kept and marked interrupted.</source>
-        <translation>die bisherige Antwort bleibt erhalten und ist als unterbrochen markiert.</translation>
-    </message>
-    <message>
-        <source>{error} Your conversation is saved; {kept}</source>
-        <translation>{error} Ihre Unterhaltung ist gespeichert; {kept}</translation>
-    </message>
-    <message>
         <source>another chat</source>
         <translation>einem anderen Chat</translation>
     </message>
     <message>
         <source>A reply is being written in “{title}”: wait for it to finish, or stop it, to send here.</source>
         <translation>In „{title}“ wird gerade eine Antwort geschrieben: Warten Sie, bis sie fertig ist, oder halten Sie sie an, um hier zu senden.</translation>
-    </message>
-    <message>
-        <source>Reply being written in “{title}”:</source>
-        <translation>Antwort in Arbeit in „{title}“:</translation>
-    </message>
-    <message>
-        <source>Last reply in “{title}”:</source>
-        <translation>Letzte Antwort in „{title}“:</translation>
-    </message>
-    <message>
-        <source>{message}. The reply is shown here but is not saved yet: {hint}, then click “Save now” (QuantDesk also tries again every few seconds).</source>
-        <translation>{message}. Die Antwort wird hier angezeigt, ist aber noch nicht gespeichert: {hint}, dann klicken Sie auf „Jetzt speichern“ (QuantDesk versucht es auch alle paar Sekunden erneut).</translation>
     </message>
     <message>
         <source>Stop the reply in “{title}” (Esc)</source>
@@ -642,6 +585,78 @@
     <message>
         <source>Preset name:</source>
         <translation>Name der Vorlage:</translation>
+    </message>
+</context>
+<context>
+    <name>ChatStream</name>
+    <message>
+        <source>Reply stopped</source>
+        <translation>Antwort angehalten</translation>
+    </message>
+    <message>
+        <source>Reply done</source>
+        <translation>Antwort fertig</translation>
+    </message>
+    <message>
+        <source>{ended}: {text}</source>
+        <translation>{ended}: {text}</translation>
+    </message>
+    <message>
+        <source>{ended}: the model only thought, it did not answer.</source>
+        <translation>{ended}: Das Modell hat nur nachgedacht und nicht geantwortet.</translation>
+    </message>
+    <message>
+        <source>{ended}, empty.</source>
+        <translation>{ended}, leer.</translation>
+    </message>
+    <message>
+        <source>the reply so far is kept and marked interrupted.</source>
+        <translation>die bisherige Antwort bleibt erhalten und ist als unterbrochen markiert.</translation>
+    </message>
+    <message>
+        <source>{error} Your conversation is saved; {kept}</source>
+        <translation>{error} Ihre Unterhaltung ist gespeichert; {kept}</translation>
+    </message>
+    <message>
+        <source>Reply being written in “{title}”:</source>
+        <translation>Antwort in Arbeit in „{title}“:</translation>
+    </message>
+    <message>
+        <source>Last reply in “{title}”:</source>
+        <translation>Letzte Antwort in „{title}“:</translation>
+    </message>
+</context>
+<context>
+    <name>ChatToolCards</name>
+    <message>
+        <source>off</source>
+        <translation>aus</translation>
+    </message>
+    <message numerus="yes">
+        <source>connected · %n tool(s)</source>
+        <translation>
+            <numerusform>verbunden · %n Tool</numerusform>
+            <numerusform>verbunden · %n Tools</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>failed</source>
+        <translation>fehlgeschlagen</translation>
+    </message>
+    <message>
+        <source>not connected</source>
+        <translation>nicht verbunden</translation>
+    </message>
+    <message>
+        <source>The model wants to run the tool {name}: allow or deny it.</source>
+        <translation>Das Modell möchte das Tool {name} ausführen: Erlauben Sie es oder lehnen Sie es ab.</translation>
+    </message>
+    <message numerus="yes">
+        <source>The reply made %n tool step(s), the most one reply may: it ends here.</source>
+        <translation>
+            <numerusform>Die Antwort hat %n Tool-Schritt ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
+            <numerusform>Die Antwort hat %n Tool-Schritte ausgeführt, mehr darf eine Antwort nicht: Sie endet hier.</numerusform>
+        </translation>
     </message>
 </context>
 <context>

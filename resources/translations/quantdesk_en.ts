@@ -19,7 +19,7 @@
     </message>
 </context>
 <context>
-    <name>ChatPage</name>
+    <name>ChatToolCards</name>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
         <translation>

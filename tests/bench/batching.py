@@ -182,7 +182,7 @@ def llama_batched(path: str, threads: int, lengths: list[int], extra_buffer_type
 
 
 def on_a_thread(work, *args):
-    """``work(*args)`` called on a thread of its own, as the engine host calls llama.cpp (docs/architecture.md, Facts:
+    """``work(*args)`` called on a thread of its own, as the engine host calls llama.cpp (docs/facts.md:
     a decode called from the main thread measured several times slower on a shared machine)."""
     result = []
     thread = threading.Thread(target=lambda: result.append(work(*args)))

@@ -1,6 +1,6 @@
 """Benchmark: query latency of the documents store at 100k chunks (issue 28): text search (FTS5, bm25), vector search
 (cosine over 384-dimension float32 vectors) and both, as retrieval runs them; and the same vector search through
-sqlite-vec, the SQLite vector extension, to decide the store (docs/architecture.md "Facts").
+sqlite-vec, the SQLite vector extension, to decide the store (docs/facts.md).
 
 The store (app/documents/store.py) is filled with ``--chunks`` chunks of generated text (words drawn with a Zipf
 law from a made-up vocabulary, ~1,000 characters each, 50 per file) and a random unit vector each. Then, in

@@ -13,7 +13,7 @@ the process's CPU time (one thread: the decode's own), which leaves out the time
     python -m tests.bench.portable_vs_native [--runs 8] [--tokens 128] [--threads 1] [--runtime FOLDER]
                                              [--models smollm2,gemma3]
 
-Goal: ratio >= 0.95 on each model (docs/architecture.md, "Facts").
+Goal: ratio >= 0.95 on each model (docs/facts.md).
 """
 
 from __future__ import annotations

@@ -191,3 +191,36 @@ def test_the_small_helpers():
                                   {"id": "c2", "type": "function", "function": {"name": "g", "arguments": {}}})
     assert (message.content, message.reasoning) == ("let me look", "hm")
     json.dumps(message.template_dict())
+
+
+def test_the_step_is_one_state_machine_asked_run_denied_and_stopped_on_the_real_server():
+    """ToolStep without an engine: the calls of one reply on server-everything, answered in order; the machine
+    ToolLoop.step drives here is the one the Chat drives (tests/ui/test_chat_tools.py)."""
+    calls = (ToolCall("c1", "everything__echo", '{"message": "hi"}'), ToolCall("c2", "nowhere__nothing", "{}"),
+             ToolCall("c3", "everything__get-sum", '{"a": 2, "b": 3}'),
+             ToolCall("c4", "everything__trigger-long-running-operation", '{"duration": 30, "steps": 30}'))
+    with ToolBox() as box:
+        assert box.connect(mcp_servers.everything()).state == "ready"
+        loop = ToolLoop(box, ["everything"], approvals=Approvals())
+        step = loop.begin(calls)
+        assert loop.steps == 1
+        # a tool the model was not given is answered at once, in the ToolBox's words, nobody asked
+        assert step.runs["c2"].outcome.kind == "no_such_tool" and step.pending() == calls[0]
+        assert step.must_ask(calls[0]) and [c.decision for c in step.cards] == ["", "allowed", "", ""]
+        assert step.decide("c1", ALLOW_ONCE)
+        step.start("c1")
+        assert step.running == "c1" and step.cards[0].decision == "allowed" and not step.cards[0].answered
+        run = step.finish("c1", step.run("c1"))
+        assert run.outcome.kind == "ok" and "Echo: hi" in run.outcome.text and step.running == ""
+        assert step.pending() == calls[2]
+        assert not step.decide("c3", DENY)  # denied: answered, never run
+        assert step.runs["c3"].outcome.text == DENIED and step.cards[2].decision == "denied"
+        assert step.decide("c4", ALWAYS_ALLOW) and not step.must_ask(calls[3])  # remembered for the tool
+        step.start("c4")
+        stopped = step.stop()  # Stop during the call: answered as stopped now, the caller cancels the call
+        assert stopped is not None and stopped.outcome.kind == "cancelled" and step.pending() is None
+        cards = step.cards
+        assert [c.answered for c in cards] == [True, True, True, True]
+        assert cards[3].is_error and cards[3].result == "The tool call was stopped by the user before it finished."
+        result = step.result(Done("r", "", STATS, tool_calls=calls))
+        assert [m.tool_call_id for m in result.messages] == ["c1", "c2", "c3", "c4"] and result.cards == tuple(cards)

@@ -347,3 +347,37 @@ def test_a_malformed_state_size_is_a_sentence_not_a_traceback():
     for bad in ("big", -1, True):
         with pytest.raises(ModelMetadataError, match="qwen3next.ssm.state_size"):
             _hybrid_meta("qwen3next", {"qwen3next.ssm.state_size": bad})
+
+
+def test_sequences_decoded_together_keep_a_window_a_state_and_logits_each(tiny_ggufs, tiny_mamba2):
+    """``n_seq`` (LoadSettings.parallel, a unified cache): full layers keep n_ctx cells, each sequence adds its window
+    on sliding-window layers (llama.cpp: n_swa * n_seq_max + n_ubatch), its recurrent state and its logits row."""
+    gemma = read_gguf_file(tiny_ggufs["gemma3"])
+    per_cell = 1 * 32 * 2 * 2
+    four = estimate_llama_cpp(gemma, LlamaCppSettings(n_ctx=16384, n_seq=4)).devices[0]
+    assert four.kv_bytes == per_cell * (1 * 16384 + 6 * (512 * 4 + 512))
+    assert four.output_bytes == 4 * gemma.vocab_size * 4
+    capped = estimate_llama_cpp(gemma, LlamaCppSettings(n_ctx=2048, n_seq=8)).devices[0]
+    assert capped.kv_bytes == per_cell * 7 * 2048  # the windows never exceed the context
+    mamba = read_gguf_file(tiny_mamba2.gguf_q8_0)
+    one, four = (estimate_llama_cpp(mamba, LlamaCppSettings(n_ctx=1024, n_seq=n)).devices[0] for n in (1, 4))
+    assert four.state_bytes == 4 * one.state_bytes > 0
+
+
+@pytest.mark.parametrize("fixture", ["tiny_mamba2", "tiny_lfm2"])
+def test_the_estimate_of_four_sequences_is_what_llama_cpp_allocates(request, fixture):
+    """Loaded with four sequences (the server's --parallel 4), llama.cpp logs the buffers the estimate of n_seq=4
+    predicts: its cache or recurrent state and its logits, within the log's rounding to 0.01 MiB."""
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")
+    from app.datatypes import LoadSettings
+    from backends.llama_cpp import LlamaCppBackend
+
+    path = request.getfixturevalue(fixture).gguf_q8_0
+    backend = LlamaCppBackend()
+    loaded = backend.load(str(path), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0, parallel=4))
+    backend.unload()
+    logged = next(d for d in loaded.devices if d.name == "CPU")
+    predicted = estimate_llama_cpp(read_gguf_file(path), LlamaCppSettings(n_ctx=1024, n_seq=4)).devices[0]
+    rounding = 0.005 * 1024 * 1024
+    assert abs(logged.kv_bytes - (predicted.kv_bytes + predicted.state_bytes)) <= rounding
+    assert abs(logged.output_bytes - predicted.output_bytes) <= rounding and logged.output_bytes > 0

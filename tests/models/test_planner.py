@@ -230,3 +230,13 @@ def test_no_face_plans_a_load_on_its_own():
     assert "plan_load(" in inspect.getsource(router.ModelRouter._make_plan)
     assert "plan_load(" in inspect.getsource(engine.check_fit)
     assert {f.name for f in dataclasses.fields(planner.LoadPlan)} >= {"settings", "fit", "notes"}
+
+
+def test_the_plan_counts_each_sequence_a_parallel_load_decodes(tiny_mamba2):
+    """A load for the server's --parallel N counts N sequences' recurrent state and logits in the budget."""
+    path = tiny_mamba2.gguf_q8_0
+    one = plan_load(path, machine(), LoadSettings(n_ctx=1024, parallel=1))
+    four = plan_load(path, machine(), LoadSettings(n_ctx=1024, parallel=4))
+    state = one.fit.estimate.devices[0].state_bytes
+    assert four.settings.parallel == 4 and state > 0
+    assert four.estimated_bytes - one.estimated_bytes == 3 * state + 3 * four.fit.estimate.devices[0].output_bytes // 4

@@ -12,7 +12,7 @@ import pytest
 from app.ui import platform_check
 
 ROOT = Path(__file__).resolve().parents[2]
-# The ones issue 21 met on a fresh Debian desktop, and their xcb-util siblings (docs/architecture.md, "Facts").
+# The ones issue 21 met on a fresh Debian desktop, and their xcb-util siblings (docs/facts.md).
 COMMONLY_MISSING = ["libxcb-cursor.so.0", "libxcb-icccm.so.4", "libxcb-keysyms.so.1", "libxcb-image.so.0",
                     "libxcb-render-util.so.0", "libxkbcommon-x11.so.0"]
 COMMANDS = {0: "sudo apt install", 1: "sudo dnf install", 2: "sudo pacman -S"}

@@ -247,7 +247,7 @@ def test_a_thinking_reply_has_accessible_names_and_is_announced_once(qtbot, make
     from tests.ui.test_accessibility import unnamed_controls
 
     said = []
-    monkeypatch.setattr("app.ui.chat_page.announce", lambda _widget, text: said.append(text))
+    monkeypatch.setattr("app.ui.chat_stream.announce", lambda _widget, text: said.append(text))
     window = make_window(thinking_engine(), EngineDouble([], reasoning=THOUGHTS))
     chat = window.chat
     load(qtbot, window)

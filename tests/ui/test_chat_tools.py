@@ -456,3 +456,40 @@ def test_chat_tools_step_asks_runs_and_stops_on_the_real_server(qtbot, tmp_path)
         assert tools.step is None and not stopped.cards[0].answered  # the model is told it was not run
     finally:
         tools.shutdown()
+
+
+def test_the_chat_and_the_cli_run_one_tool_step(qtbot, monkeypatch):
+    """The same calls, answered the same, through the Chat's ChatTools and `quantdesk chat --tools`' ToolLoop.step:
+    both build app.mcp.loop.ToolStep and keep the same cards (the seconds aside)."""
+    from app.datatypes import Done, GenerationStats, ToolCall
+    from app.mcp import loop
+    from app.mcp.approvals import ALLOW_ONCE, DENY
+    from app.ui.chat_tools import ChatTools
+
+    made: list[loop.ToolStep] = []
+    post_init = loop.ToolStep.__post_init__
+    monkeypatch.setattr(loop.ToolStep, "__post_init__", lambda self: (made.append(self), post_init(self))[1])
+    add_servers(mcp_servers.everything())
+    calls = (ToolCall("c1", "everything__echo", '{"message": "hi"}'), ToolCall("c2", "nowhere__nothing", "{}"),
+             ToolCall("c3", "everything__get-sum", '{"a": 2, "b": 3}'))
+    answers = {"c1": ALLOW_ONCE, "c3": DENY}
+    tools = ChatTools()
+    try:
+        tools.connect_all()
+        qtbot.waitUntil(lambda: getattr(tools.status("everything"), "state", "") == "ready", timeout=60_000)
+        tools.approval_needed.connect(lambda _step, call_id, _description: tools.answer(call_id, answers[call_id]))
+        with qtbot.waitSignal(tools.step_done, timeout=30_000) as done:
+            tools.begin_step(1, 1, calls, 0, tools.specs(None))
+        chat_cards = done.args[0].cards
+        cli = loop.ToolLoop(tools.toolbox, ["everything"], approvals=tools.approvals,
+                            approve=lambda _spec, call, _arguments: answers[call.id])
+        stats = GenerationStats(prompt_tokens=1, prompt_ms=1.0, ttft_ms=1.0, generated_tokens=1, decode_ms=1.0,
+                                stop_reason="eos", peak_memory_bytes=0)
+        cli_cards = list(cli.step(Done("r", "", stats, tool_calls=calls)).cards)
+    finally:
+        tools.shutdown()
+    assert [type(step).__name__ for step in made] == ["ChatToolStep", "ToolStep"]
+    assert isinstance(made[0], loop.ToolStep) and made[0] is done.args[0]
+    same = [replace(card, seconds=None if card.seconds is None else 0.0) for card in chat_cards]
+    assert same == [replace(card, seconds=None if card.seconds is None else 0.0) for card in cli_cards]
+    assert [c.decision for c in cli_cards] == ["allowed", "allowed", "denied"] and "Echo: hi" in cli_cards[0].result

@@ -7,7 +7,7 @@ from PySide6.QtCore import QUrl
 
 from app.chats.messages import ChatMessage
 from app.datatypes import ContextUse
-from app.ui.chat_view import MessageBubble
+from app.ui.chat_bubble import MessageBubble
 from app.ui.citations import CITE_SCHEME, CitationPanel, cited_number, label, with_citation_links
 from app.ui.model_bar import ContextMeter
 

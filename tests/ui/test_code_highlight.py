@@ -6,7 +6,7 @@ from PySide6.QtGui import QTextCursor, QTextFormat
 from PySide6.QtWidgets import QApplication
 
 from app.chats.messages import ChatMessage
-from app.ui.chat_view import MessageBubble
+from app.ui.chat_bubble import MessageBubble
 from app.ui.code_highlight import highlight_code_blocks, style
 from app.ui.theme import ThemeFollower
 from pygments.token import Comment, Keyword

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.chats.messages import ChatMessage
-from app.ui.chat_view import MessageBubble
+from app.ui.chat_bubble import MessageBubble
 
 SAMPLE = """# Plan
 

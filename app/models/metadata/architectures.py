@@ -105,11 +105,7 @@ def recurrent_shape(kv: dict[str, Any], arch: str, label: str, n_layers: int, n_
 def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source: str,
                        file_name: str = "") -> ModelMetadata:
     label = file_name or source
-    arch = kv.get("general.architecture")
-    if not arch:
-        raise ModelMetadataError(f"{label} has no general.architecture key.", "the GGUF header is incomplete")
-    if not isinstance(arch, str):
-        raise ModelMetadataError(f"{label}: general.architecture is {shown(arch)}, not a name.")
+    arch = _architecture(kv, label)
 
     def raw(key: str) -> Any:
         return kv.get(f"{arch}.{key}")
@@ -130,28 +126,10 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
     window = number("attention.sliding_window")
     if arch in CHUNKED_WINDOWS and raw("attention.sliding_window") != 0:  # 0 turns the chunks off
         window = CHUNKED_WINDOWS[arch]
-    tokens = kv.get("tokenizer.ggml.tokens")
-    vocab = number("vocab_size") or (len(tokens) if isinstance(tokens, (list, ArrayLength)) else 0)
+    vocab = _vocab_size(kv, tensors, number("vocab_size"))
     tensor_names = {t.name for t in tensors}
-    if not vocab:
-        embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
-        vocab = int(embd.shape[1]) if embd and len(embd.shape) > 1 else 0
-    file_type_id = kv.get("general.file_type")
-    file_type = ""
-    if file_type_id is not None:
-        import gguf
-
-        file_type_id = whole_number(file_type_id, f"{label}: general.file_type")
-        try:
-            file_type = gguf.LlamaFileType(file_type_id).name
-        except ValueError:
-            file_type = str(file_type_id)
-    quant = parse_gguf_filename(file_name) if file_name else None
-    if quant is None and file_type:
-        from app.models.quants import gguf_bits_per_weight
-
-        name = file_type.replace("MOSTLY_", "").replace("ALL_", "")
-        quant = QuantInfo(format="gguf", quant=name, bits_per_weight=gguf_bits_per_weight(name))
+    file_type = _file_type(kv, label)
+    quant = _quant(file_name, file_type)
     template = kv.get("tokenizer.chat_template")
     swa_layers = sliding_window_layers(raw("attention.sliding_window_pattern"), arch, n_layers, window, notes)
     key_len_swa = number("attention.key_length_swa")
@@ -187,3 +165,48 @@ def metadata_from_gguf(kv: dict[str, Any], tensors: list[TensorInfo], *, source:
     )
     meta.notes.extend(f"recommended sampling ignored: {reason}" for reason in meta.sampling.ignored)
     return meta
+
+
+def _architecture(kv: dict[str, Any], label: str) -> str:
+    arch = kv.get("general.architecture")
+    if not arch:
+        raise ModelMetadataError(f"{label} has no general.architecture key.", "the GGUF header is incomplete")
+    if not isinstance(arch, str):
+        raise ModelMetadataError(f"{label}: general.architecture is {shown(arch)}, not a name.")
+    return arch
+
+
+def _vocab_size(kv: dict[str, Any], tensors: list[TensorInfo], declared: int) -> int:
+    """The vocabulary's size: the architecture's key, else the tokenizer's token count, else the token embedding's
+    rows."""
+    tokens = kv.get("tokenizer.ggml.tokens")
+    vocab = declared or (len(tokens) if isinstance(tokens, (list, ArrayLength)) else 0)
+    if not vocab:
+        embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+        vocab = int(embd.shape[1]) if embd and len(embd.shape) > 1 else 0
+    return vocab
+
+
+def _file_type(kv: dict[str, Any], label: str) -> str:
+    """``general.file_type`` by its llama.cpp name (MOSTLY_Q4_K_M), its number where it has none, "" where absent."""
+    file_type_id = kv.get("general.file_type")
+    if file_type_id is None:
+        return ""
+    import gguf
+
+    file_type_id = whole_number(file_type_id, f"{label}: general.file_type")
+    try:
+        return str(gguf.LlamaFileType(file_type_id).name)
+    except ValueError:
+        return str(file_type_id)
+
+
+def _quant(file_name: str, file_type: str) -> QuantInfo | None:
+    """The quant a file's name says, else the one its file type says."""
+    quant = parse_gguf_filename(file_name) if file_name else None
+    if quant is None and file_type:
+        from app.models.quants import gguf_bits_per_weight
+
+        name = file_type.replace("MOSTLY_", "").replace("ALL_", "")
+        quant = QuantInfo(format="gguf", quant=name, bits_per_weight=gguf_bits_per_weight(name))
+    return quant

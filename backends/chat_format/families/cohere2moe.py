@@ -10,7 +10,7 @@ the thinking markers itself, whether the generation prompt or the reply wrote th
 from __future__ import annotations
 
 from backends.chat_format.builder import ChatBuilder, build
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 TURN_START = "<|START_OF_TURN_TOKEN|>"

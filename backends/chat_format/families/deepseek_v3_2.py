@@ -20,9 +20,9 @@ from typing import Any
 import json
 
 from backends.chat_format import peg
-from backends.chat_format.builder import (TOOL_ARG_CLOSE, TOOL_ARG_VALUE, TOOL_CLOSE, ChatBuilder, Mapper, build,
-                                          functions, parameters, typed_arguments)
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import TOOL_ARG_CLOSE, TOOL_ARG_VALUE, TOOL_CLOSE, ChatBuilder, Mapper, build
+from backends.chat_format.tool_schema import functions, parameters, typed_arguments
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Node, Parser
 
 DSML = "｜DSML｜"

@@ -23,9 +23,9 @@ from backends.chat_format.builder import (
     TreeMapper,
     build,
     escape_json_inner,
-    functions,
 )
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.tool_schema import functions
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Node, Parser
 
 TURN_MODEL = "<|turn>model\n"

@@ -17,8 +17,9 @@ from functools import lru_cache
 from typing import Any
 
 from backends.chat_format import peg
-from backends.chat_format.builder import ChatBuilder, ParsedCall, ParsedReply, build, functions
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt
+from backends.chat_format.builder import ChatBuilder, ParsedCall, ParsedReply, build
+from backends.chat_format.tool_schema import functions
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt
 
 NAME = "generic"
 RESPOND_IN_JSON = ("Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` "

@@ -4,8 +4,9 @@ has ``<|function_call|>``, is not this family (llama.cpp's differential analysis
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, tool_parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, tool_parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 TOOL_CALL_START = "<|message_sep|>\n\nfunction call<|role_sep|>\n"

@@ -17,8 +17,9 @@ end comes, what it says cannot be placed, so it is held back.
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, tool_parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, tool_parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"

@@ -5,7 +5,7 @@ LFM2's ``<|tool_list_start|>`` / ``<|tool_list_end|>`` tokens (llama.cpp: common
 from __future__ import annotations
 
 from backends.chat_format.families import lfm2
-from backends.chat_format.formats import Prepared, Request, Template
+from backends.chat_format.request import Prepared, Request, Template
 
 
 def prepare(template: Template, request: Request) -> Prepared:

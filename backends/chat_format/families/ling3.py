@@ -13,8 +13,9 @@ model writes is content. A port of llama.cpp's common/parsers/ling3.cpp.
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 ROLE = "<role>ASSISTANT</role>"

@@ -4,8 +4,9 @@ raw text (or a ``<![CDATA[…]]>`` section, for a value that holds ``</param>``)
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 

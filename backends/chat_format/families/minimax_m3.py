@@ -30,11 +30,9 @@ from backends.chat_format.builder import (
     TreeMapper,
     build,
     escape_json_inner,
-    functions,
-    may_be_string,
-    tool_parameters,
 )
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.tool_schema import functions, may_be_string, tool_parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Node, Parser
 
 NS = "]<]minimax[>["

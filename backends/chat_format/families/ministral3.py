@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.chat_format.builder import ChatBuilder, build, functions, tool_parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, tool_parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 

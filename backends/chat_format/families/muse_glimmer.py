@@ -7,8 +7,9 @@ is only ``<|start|>assistant``: the model writes its own `` to=…<|message|>``.
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions
+from backends.chat_format.request import Prepared, Request, Template, apply_template, render_content
 from backends.chat_format.peg import Parser
 
 GENERATION_PROMPT = "<|start|>assistant"

@@ -15,8 +15,9 @@ llama.cpp's common/parsers/qwen3-coder.cpp.
 
 from __future__ import annotations
 
-from backends.chat_format.builder import ChatBuilder, build, functions, parameters
-from backends.chat_format.formats import Prepared, Request, Template, apply_template, generation_prompt, render_content
+from backends.chat_format.builder import ChatBuilder, build
+from backends.chat_format.tool_schema import functions, parameters
+from backends.chat_format.request import Prepared, Request, Template, apply_template, generation_prompt, render_content
 from backends.chat_format.peg import Parser
 
 GEN_PREFIX = "<|im_start|>assistant\n"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from backends.chat_format import probe_values
 from backends.chat_format import template as chat_template
 from tests.fixtures.models import CHAT_TEMPLATE
 
@@ -192,7 +193,7 @@ def test_probes_record_what_the_template_did_and_ordinary_renders_nothing():
     assert probe.ok and probe.text == "Auser"
     assert probe.used("messages.0.content") and probe.used("messages.0.content", "test_is_string")
     assert probe.used("messages.1.role") and not probe.used("messages.1.content")
-    assert chat_template._USES.get() is None
+    assert probe_values.USES.get() is None
 
 
 def test_rendering_reads_only_what_the_template_reads():

@@ -1,10 +1,10 @@
-"""backends.chat_format.builder's helpers, on their own."""
+"""backends.chat_format.tool_schema: tool definitions read as the parsers read them."""
 
 from __future__ import annotations
 
 import json
 
-from backends.chat_format.builder import parameters
+from backends.chat_format.tool_schema import parameters
 
 
 def test_a_parameter_schema_carries_the_definitions_its_refs_name():
@@ -22,7 +22,7 @@ def test_a_parameter_schema_carries_the_definitions_its_refs_name():
 
 
 def test_arguments_written_as_text_are_typed_by_the_tools_schema():
-    from backends.chat_format.builder import typed_arguments
+    from backends.chat_format.tool_schema import typed_arguments
 
     function = {"name": "f", "parameters": {"type": "object", "properties": {
         "n": {"type": "integer"}, "x": {"type": "number"}, "on": {"type": "boolean"}, "o": {"type": "object"},
