@@ -125,8 +125,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         q = add_command(subparsers, name, description=help_text[0].upper() + help_text[1:] + ".")
         if name == "eject":
             q.add_argument("model", help="the model's id, as `quantdesk ps` lists it")
-        q.add_argument("--server", default=DEFAULT_SERVER, metavar="URL",
-                       help=f"the server's address (default {DEFAULT_SERVER})")
+        q.add_argument("--server", default=None if name == "ps" else DEFAULT_SERVER, metavar="URL",
+                       help="the server's address (default: " + ("every server running here (quantdesk serve, the "
+                                                             "Server page), else " if name == "ps" else "")
+                       + f"{DEFAULT_SERVER})")
         q.add_argument("--api-key", help=f"its API key, if it requires one (or set {API_KEY_ENV})")
         q.set_defaults(func=func)
 
@@ -292,18 +294,39 @@ def _call(args: argparse.Namespace, method: str, route: str, body: dict[str, Any
 
 
 def ps(args: argparse.Namespace) -> int:
-    cards = [c for c in _call(args, "GET", "/v1/models").get("data", []) if c.get("meta", {}).get("loaded")]
-    for card in cards:
-        meta = card["meta"]
-        size = meta.get("memory_estimate_bytes")
-        print(f"{card['id']}\t{meta.get('backend', '')}\tcontext {meta.get('n_ctx')}"
-              + (f"\t{size / (1 << 30):.2f} GiB" if size else "")
-              + (f"\t{meta['busy_sequences']}/{meta['parallel']} busy, {meta['queued']} queued"
-                 if "parallel" in meta else "")
-              + ("\tprimary" if meta.get("primary") else ""))
-    if not cards:
+    """The models each running server has loaded (the servers' records, app/server/running.py, or --server): their
+    sequences busy and the queue, and how many of the last requests their engine's cache served in part."""
+    from app.server.running import running
+
+    servers = [args.server] if args.server else [r.url for r in running()] or [DEFAULT_SERVER]
+    found = 0
+    for url in servers:
+        cards = [c for c in _call(argparse.Namespace(**{**vars(args), "server": url}), "GET", "/v1/models")
+                 .get("data", []) if c.get("meta", {}).get("loaded")]
+        if len(servers) > 1:
+            print(f"{url}:")
+        for card in cards:
+            print(_ps_line(card))
+        found += len(cards)
+    if not found:
         print("no model is loaded", file=sys.stderr)
     return 0
+
+
+def _ps_line(card: dict[str, Any]) -> str:
+    meta = card["meta"]
+    size = meta.get("memory_estimate_bytes")
+    line = f"{card['id']}\t{meta.get('backend', '')}\tcontext {meta.get('n_ctx')}" + (
+        f"\t{size / (1 << 30):.2f} GiB" if size else "")
+    if "parallel" in meta:
+        line += f"\t{meta['busy_sequences']}/{meta['parallel']} busy, {meta['queued']} queued"
+        if meta["parallel"] == 1 and meta.get("backend") in ("mlx", "exllamav2", "exllamav3"):
+            line += f" ({meta['backend']}: one request at a time, the rest wait in order)"
+    cache = meta.get("cache")
+    if cache and cache["requests"]:
+        line += (f"\tcache hits {cache['hits']}/{cache['requests']} requests "
+                 f"({cache['cached_tokens']} of {cache['prompt_tokens']} prompt tokens)")
+    return line + ("\tprimary" if meta.get("primary") else "")
 
 
 def eject(args: argparse.Namespace) -> int:

@@ -57,6 +57,8 @@ class Outcome:
     job_id: str
     stop_reason: str  # the engine's (eos | length | stop | cancelled), or skipped | error
     generated_tokens: int
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # of them, those the engine's cache served (quantdesk ps says the hits)
 
 
 class Job:
@@ -287,7 +289,8 @@ class EngineQueue:
                              RequestCancelled("the client went away while the request was queued"))
                     return Outcome(job.id, "skipped", 0)
                 job.push(event)
-                return Outcome(job.id, stats.stop_reason, stats.generated_tokens)
+                return Outcome(job.id, stats.stop_reason, stats.generated_tokens, stats.prompt_tokens,
+                               stats.cached_tokens)
         except (EngineError, EngineCrashed) as exc:
             job.push(exc)
         except Exception as exc:  # a bug must not kill the delivery and strand every later request

@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL_S = 600.0
+# Requests a llama.cpp model decodes together by default (quantdesk serve --parallel, the Server page's field): see
+# app/commands/server.py's copy for why 4.
+DEFAULT_PARALLEL = 4
 ON_DEMAND_FLAG = "--load-on-demand (the Server page: “Load library models on demand”)"
 FORCE_FLAG = "--force (the Server page: “Load anyway, past the memory budget”)"
 
@@ -267,7 +270,8 @@ class ModelRouter:
         from app.hub import presets
         from app.models.planner import PresetSetAside, plan_load
 
-        wanted = LoadSettings(n_ctx=base.n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type)
+        wanted = LoadSettings(n_ctx=base.n_ctx, threads=base.threads, kv_cache_type=base.kv_cache_type,
+                              parallel=base.parallel)  # serve --parallel, the Server page's field
         plan = plan_load(path, self.profile(), wanted, given=held, preset=None if primary else presets.for_model(path),
                          find_projector=not primary)
         if plan.problem:
@@ -508,11 +512,15 @@ def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded:
 
 
 def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
-    """A loaded model's card: how many requests it decodes together, how many run now and how many wait
-    (``quantdesk ps``)."""
+    """A loaded model's card: how many requests it decodes together, how many run now and how many wait, and of the
+    last requests it answered, those whose prompt the engine's cache served in part (``quantdesk ps``)."""
     meta["parallel"] = engine_queue.parallel if engine_queue is not None else 1
     meta["busy_sequences"] = len(engine_queue.running_jobs()) if engine_queue is not None else 0
     meta["queued"] = len(engine_queue.waiting()) if engine_queue is not None else 0
+    answered = [o for o in engine_queue.outcomes() if o.prompt_tokens] if engine_queue is not None else []
+    meta["cache"] = {"requests": len(answered), "hits": sum(o.cached_tokens > 0 for o in answered),
+                     "prompt_tokens": sum(o.prompt_tokens for o in answered),
+                     "cached_tokens": sum(o.cached_tokens for o in answered)}
 
 
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:

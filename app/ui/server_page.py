@@ -94,6 +94,7 @@ class ServeRequest:
     memory_budget_gib: float | None = None  # None: the pool's (Settings → Loaded models; automatic there by default)
     idle_ttl_s: float = 600.0
     force: bool = False
+    parallel: int = 4  # requests a llama.cpp model the server loads decodes together (the router's DEFAULT_PARALLEL)
 
 
 @dataclass
@@ -116,7 +117,7 @@ def _start_server(engine: EngineClientLike, request: ServeRequest) -> Running:
     budget = None if request.memory_budget_gib is None else int(request.memory_budget_gib * (1 << 30))
     pool = ServeSettings(load_on_demand=request.load_on_demand, memory_budget_bytes=budget,
                         idle_ttl_s=request.idle_ttl_s, force=request.force,
-                        load=LoadSettings(n_ctx=context_length(None)))
+                        load=LoadSettings(n_ctx=context_length(None), parallel=request.parallel))
     app = create_app(engine, api_key=request.api_key, allowed_hosts=[request.host],
                      allowed_origins=request.allowed_origins, serve_remotes=request.serve_remotes, pool=pool,
                      overflow=load().server_overflow)
@@ -247,6 +248,10 @@ class ServerPage(QWidget):
         self.active = QLabel("0")
         self.active.setAccessibleName(self.tr("Active requests"))
         address_layout.addRow(self.tr("Active requests"), self.active)
+        self.sequences = QLabel("")  # said on start: how many requests the served model decodes together
+        self.sequences.setWordWrap(True)
+        self.sequences.setAccessibleName(self.tr("Requests decoded together"))
+        address_layout.addRow(self.tr("Decoded together"), self.sequences)
         address_box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(address_box)
 
@@ -299,6 +304,17 @@ class ServerPage(QWidget):
         self.idle_minutes.setSuffix(self.tr(" min without a request"))
         self.idle_minutes.setFixedWidth(max(300, self.idle_minutes.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Unload idle models after"), self.idle_minutes)
+        self.parallel = QSpinBox()
+        self.parallel.setRange(1, 64)
+        self.parallel.setValue(4)
+        self.parallel.setSuffix(self.tr(" requests at once"))
+        self.parallel.setAccessibleName(self.tr("Requests decoded together"))
+        self.parallel.setToolTip(self.tr("A llama.cpp model the server loads decodes this many requests together, "
+                                         "each may use the whole context (the KV cache does not grow with the "
+                                         "number); more wait in order (quantdesk serve --parallel). The Chat's model "
+                                         "keeps the sequences it was loaded with"))
+        self.parallel.setFixedWidth(max(220, self.parallel.sizeHint().width()))  # its words, in any language
+        form.addRow(self.tr("Decode together"), self.parallel)
         self.force = QCheckBox(self.tr("Load anyway, past the memory budget"))
         self.force.setAccessibleName(self.tr("Load anyway, past the memory budget"))
         self.force.setToolTip(self.tr("Idle models still unload first. Past the budget the system may swap and slow "
@@ -337,6 +353,22 @@ class ServerPage(QWidget):
         return self.tr("{model} with {backend} (context {n_ctx} tokens)").format(
             model=model_id(loaded.model_path), backend=loaded.backend, n_ctx=grouped(loaded.n_ctx))
 
+    def parallel_words(self) -> str:
+        """How many requests the served model answers at once, said on start (the Chat's model keeps the sequences it
+        was loaded with; models the server loads take the field's)."""
+        loaded = self.engine.loaded if self.engine.alive else None
+        together = int(loaded.details.get("parallel", 1)) if loaded is not None else 1
+        asked = self.parallel.value()
+        if together > 1:
+            said = self.tr("{n} requests decode together; more wait in order").format(n=together)
+        else:
+            said = self.tr("one request at a time, the rest wait in order ({why})").format(
+                why=(loaded.details.get("parallel_note") if loaded is not None else None)
+                or self.tr("the model was loaded in Chat with one sequence"))
+        if asked != together and self.load_on_demand.isChecked():
+            said += self.tr("; models the server loads decode {n} together").format(n=asked)
+        return said
+
     @Slot()
     @Slot(object)
     def _on_engine_changed(self, _event: object = None) -> None:
@@ -367,12 +399,12 @@ class ServerPage(QWidget):
         return ServeRequest(host, self.port.value(), key, allow_lan, parse_origins(self.origins.text()),
                             self.serve_remotes.isChecked(), self.load_on_demand.isChecked(),
                             self.memory_budget.value() or None, self.idle_minutes.value() * 60.0,
-                            self.force.isChecked())
+                            self.force.isChecked(), self.parallel.value())
 
     @Slot(bool)
     def _on_load_on_demand_toggled(self, on: bool) -> None:
         # The server loads into the app's one model pool; these set its limits while the server runs.
-        for widget in (self.memory_budget, self.idle_minutes, self.force):
+        for widget in (self.memory_budget, self.idle_minutes, self.parallel, self.force):
             widget.setEnabled(on)
 
     def start(self) -> None:
@@ -437,6 +469,7 @@ class ServerPage(QWidget):
             self.copy_button.setEnabled(False)
             self.lan_line.setVisible(False)
             self.active.setText("0")
+            self.sequences.clear()
         self.state_changed.emit(state)
 
     @Slot(int, object)
@@ -445,6 +478,7 @@ class ServerPage(QWidget):
         url = f"http://{LOCAL_HOST}:{running.port}/v1"
         self._set_state("on", self.tr("On"))
         self._on_engine_changed()
+        self.sequences.setText(self.parallel_words())
         self.address.setText(url)
         self.copy_button.setEnabled(True)
         if self.allow_lan.isChecked():

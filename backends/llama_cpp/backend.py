@@ -27,7 +27,7 @@ from backends.llama_cpp import log as load_log
 from backends.llama_cpp import rerank as reranking
 from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
-from backends.llama_cpp.loop import TokenLoop, uses
+from backends.llama_cpp.loop import TokenLoop, choose_slot, uses
 from backends.llama_cpp.sampling import Pieces
 
 if TYPE_CHECKING:
@@ -368,10 +368,9 @@ class LlamaCppBackend(TokenLoop):
             free = [slot for slot in self._slots if not slot.busy]
             if not free:
                 return StateRestored(request_id, "", 0, (time.perf_counter() - t0) * 1000, ())
-            # what the KV cache already gives this prompt: the free sequence holding most of it
-            have = max((min(shared_prefix(slot.tokens, units), len(units) - 1) for slot in free), default=0) \
-                if units else 0
-            target = min(free, key=lambda slot: slot.used)
+            # what the KV cache already gives this prompt: in the free sequence its reply would take
+            have = min(shared_prefix(choose_slot(free, units).tokens, units), len(units) - 1) if units else 0
+            target = min(free, key=lambda slot: (bool(slot.tokens), slot.used))  # an empty one first
             target.busy = True
         try:
             recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)

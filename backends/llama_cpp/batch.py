@@ -17,12 +17,24 @@ llama.cpp's status 1 and its cells leave the cache at once, a new prompt's chunk
 so one reply ends with its error and the others go on. ``llama_decode`` checks the room for the whole batch before it
 computes anything (its status 1 leaves the cache as it was), so the retry is exact.
 
+Which thread runs a step matters to llama.cpp's OpenMP build (the wheels link libgomp): its barriers between graph
+nodes are OpenMP barriers, and libgomp keeps a team of worker threads per thread that calls in. A step runs on the
+thread of the sequence that handed in last, a different one at most steps, so several teams live at once; once they
+outnumber the cores libgomp throttles their spin-wait and each barrier sleeps and wakes: SmolLM2, 4 streams, measured
+~1000 voluntary context switches in the engine host per step, against 3 with every step on one thread. One thread
+(``QUANTDESK_ONE_DECODE_THREAD=1``, one team, as llama.cpp's own decode loop has) spins at its barriers instead:
+what a quiet machine wants, but on this project's oversubscribed 2-core machine (load average 9) it decoded 4-14
+tok/s against 67-79 with the throttled teams, as llama.cpp's own batched decode fell to 3 tok/s there. So it is an
+experiment to measure on a quiet machine (tests/bench/batching.py prints it beside the default), not the default.
+
 ``llama_cpp`` is the runtime's module, handed in (see load.py): untyped here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
@@ -33,6 +45,7 @@ from typing import Any
 # CPU's streams flowing while an agent's 10k-token prompt is read).
 PREFILL_CHUNK = 256
 NO_SLOT = 1  # llama_decode's status when the KV cache has no room for the batch
+ONE_DECODE_THREAD = "QUANTDESK_ONE_DECODE_THREAD"  # "1": the steps on one thread of their own (an experiment)
 
 
 class _Entry:
@@ -57,6 +70,11 @@ class Batcher:
         self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
         self.make_room = make_room
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if n_seq_max > 1 else None
+        # Where asked (ONE_DECODE_THREAD), every step runs on one thread of its own (see the module's words)
+        self._steps: queue.SimpleQueue[tuple[Callable[[], int], list[int], threading.Event] | None] | None = None
+        if n_seq_max > 1 and os.environ.get(ONE_DECODE_THREAD) == "1":
+            self._steps = queue.SimpleQueue()
+            threading.Thread(target=self._decoding, args=(self._steps,), daemon=True, name="llama-decode").start()
         self._cond = threading.Condition()
         self._pending: list[_Entry] = []
         self._holding: set[int] = set()  # sequences of the last step whose logits rows are not read yet
@@ -169,7 +187,33 @@ class Batcher:
                 entry.row = k - 1
             batch.n_tokens = k
         with self.aborting(aborting):
-            return int(lib.llama_decode(self._ctx, batch))
+            return self._on_decoder(lambda: int(lib.llama_decode(self._ctx, batch)))
+
+    def _on_decoder(self, work: Callable[[], int]) -> int:
+        """``work()`` on the decode thread, where there is one (several sequences), else here."""
+        steps = self._steps
+        if steps is None:
+            return work()
+        answer: list[int] = []
+        done = threading.Event()
+        steps.put((work, answer, done))
+        done.wait()
+        if not answer:
+            raise RuntimeError("llama_decode failed on the decode thread (see the engine log)")
+        return answer[0]
+
+    @staticmethod
+    def _decoding(steps: queue.SimpleQueue[tuple[Callable[[], int], list[int], threading.Event] | None]) -> None:
+        while (item := steps.get()) is not None:
+            work, answer, done = item
+            try:
+                answer.append(work())
+            except BaseException:  # said by the caller; the thread serves the next step
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                done.set()
 
     @contextlib.contextmanager
     def aborting(self, cancelled: threading.Event | None) -> Iterator[None]:
@@ -188,6 +232,9 @@ class Batcher:
             self._aborting = None
 
     def close(self) -> None:
+        if self._steps is not None:
+            steps, self._steps = self._steps, None
+            steps.put(None)  # the decode thread ends
         if self._batch is not None:
             batch, self._batch = self._batch, None
             self._lib.llama_batch_free(batch)

@@ -44,6 +44,10 @@ CACHE_REUSE_MIN = 16
 
 
 uses = itertools.count(1)  # when a slot was last taken, for the least recently used
+# A free sequence serves a prompt for its prefix when they share more than SLOT_SIMILARITY of the prompt (llama-server's
+# --slot-prompt-similarity default) and either half of the prompt or half of what the sequence holds (SLOT_SHARE).
+SLOT_SIMILARITY = 0.1
+SLOT_SHARE = 0.5
 
 
 @dataclass(eq=False)
@@ -55,6 +59,24 @@ class Slot:
     tokens: list[int] = field(default_factory=list)
     busy: bool = False
     used: int = 0
+
+
+def choose_slot(free: Sequence[Slot], units: Sequence[int] | None) -> Slot:
+    """The free sequence a reply to the prompt ``units`` runs in: the one holding the longest prefix of it among
+    those similar to it (see SLOT_SIMILARITY), else an empty one, else the least recently used. So a conversation
+    that comes back (or is regenerated) finds its turns, and an agent its long system prompt, while a prompt that
+    shares only a template's opening with another conversation leaves that one in the cache."""
+
+    def similar(slot: Slot) -> int:
+        if not units or not slot.tokens:
+            return 0
+        shared = shared_prefix(slot.tokens, units)
+        if shared > SLOT_SIMILARITY * len(units) and (
+                shared >= SLOT_SHARE * len(units) or shared >= SLOT_SHARE * len(slot.tokens)):
+            return shared
+        return 0
+
+    return max(free, key=lambda slot: (similar(slot), not slot.tokens, -slot.used))
 
 
 class TokenLoop(Backend):
@@ -125,14 +147,14 @@ class TokenLoop(Backend):
         self._slot = self._slots[0]
 
     def _sequence(self, units: Sequence[int] | None) -> TokenLoop:
-        """A copy of this backend for one reply, in the free slot that holds the longest prefix of ``units`` (the
-        prompt, where known; llama-server's slot similarity), else the least recently used: so a conversation that
-        comes back finds its turns in the cache while others run."""
+        """A copy of this backend for one reply, in the free slot ``choose_slot`` picks for ``units`` (the prompt,
+        where known; llama-server's slot similarity): so a conversation that comes back finds its turns in the cache
+        while others run."""
         with self._slots_lock:
             free = [slot for slot in self._slots if not slot.busy]
             if not free:
                 raise GenerationError("busy", f"all {len(self._slots)} sequences of the model are busy")
-            slot = max(free, key=lambda s: (shared_prefix(s.tokens, units) if units else 0, -s.used))
+            slot = choose_slot(free, units)
             slot.busy = True
             slot.used = next(uses)
         view = _copy(self)

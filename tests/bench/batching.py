@@ -1,10 +1,13 @@
 """Benchmark: continuous batching (issue 38), side by side in one run on SmolLM2-135M-Instruct Q4_1.
 
 1. Aggregate greedy decode tok/s of 4 concurrent streaming clients through ``quantdesk serve``'s app (its model loaded
-   with ``--parallel 4``), against llama.cpp's own batched decode of the same 4 prompts through llama-cpp-python's
+   with ``--parallel 4``, its stream chunks as serve sends them by default: at most every 40 ms; also every token in
+   a chunk of its own), against llama.cpp's own batched decode of the same 4 prompts through llama-cpp-python's
    low-level API (one ``llama_batch`` of 4 sequences per step in a unified cache, argmax off each row, each sequence
    as many tokens as QuantDesk's reply to it had), and against QuantDesk's single stream (the same prompts one after
    the other). Also the 4 clients on a model loaded with ``--parallel 1`` (the queue before issue 38).
+   The same 4 clients with every decode step on one thread (an experiment, QUANTDESK_ONE_DECODE_THREAD=1: one
+   OpenMP team, as llama.cpp's own loop has; backends/llama_cpp/batch.py says why).
    Aggregate rate = (tokens - one per stream) / (last token of any - first token of any).
 2. Time to first token of a 20-token request sent while a 500-token reply streams, against the same request alone.
 
@@ -20,18 +23,21 @@ Goals (issue 38): batched >= 0.9x llama.cpp's batched decode, >= 1.5x the single
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import os
 import statistics
 import sys
 import threading
 import time
-
-import httpx
+import urllib.parse
 
 from app.datatypes import LoadSettings
 from app.engine.client import EngineClient
-from app.server.app import create_app, model_id
+from app.server.app import STREAM_EVERY_S, create_app, model_id
 from app.server.thread import ServerThread
 from backends.base import physical_cores
+from backends.llama_cpp.batch import ONE_DECODE_THREAD
 from tests.fixtures import real_models
 
 PROMPTS = ["Write a long story about a lighthouse keeper who finds a message in a bottle.",
@@ -50,13 +56,17 @@ def _body(name: str, prompt: str, max_tokens: int) -> dict:
 
 def stream(url: str, body: dict, out: dict, ready: threading.Event | None = None, after: int = 0) -> None:
     """One streaming client: its request's send time, each content piece's arrival and its completion tokens.
-    ``ready`` is set once ``after`` pieces arrived (for the TTFT test)."""
+    ``ready`` is set once ``after`` pieces arrived (for the TTFT test). Read with the standard library's
+    http.client: the clients share the machine's cores with the decode they measure, and httpx's streaming reader
+    cost 0.22-0.24 ms of CPU a token here against 0.07-0.10 (four streams, SmolLM2, a loaded 2-core machine)."""
     out["sent"], out["times"], out["tokens"] = time.perf_counter(), [], 0
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as reply:
-        import json
-
-        for line in reply.iter_lines():
-            if not line.startswith("data: ") or "[DONE]" in line:
+    address = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=600)
+    try:
+        connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        for line in reply:
+            if not line.startswith(b"data: ") or b"[DONE]" in line:
                 continue
             chunk = json.loads(line[6:])
             if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
@@ -65,6 +75,8 @@ def stream(url: str, body: dict, out: dict, ready: threading.Event | None = None
                     ready.set()
             if chunk.get("usage"):
                 out["tokens"] = chunk["usage"]["completion_tokens"]
+    finally:
+        connection.close()
     if ready is not None:
         ready.set()
 
@@ -179,6 +191,18 @@ def on_a_thread(work, *args):
     return result[0]
 
 
+def one_decode_thread(path, args: argparse.Namespace) -> float:
+    """The 4 clients through serve --parallel 4 with every decode step on one thread of its own (an experiment:
+    backends/llama_cpp/batch.py says why)."""
+    with EngineClient(env={**os.environ, ONE_DECODE_THREAD: "1"}) as client:
+        client.load(path, LoadSettings(n_ctx=4096, parallel=4, threads=args.threads,
+                                       extra_buffer_types=args.extra_buffer_types))
+        name = model_id(client.loaded.model_path)
+        with ServerThread(create_app(client)) as server:
+            together(server.url, name, 8)  # warm-up
+            return together(server.url, name, args.tokens)[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=128, help="max tokens of each of the 4 replies")
@@ -189,8 +213,8 @@ def main() -> None:
     path = real_models.cached("smollm2")
     if path is None:
         raise SystemExit("SmolLM2 is not cached: python -m tests.fixtures.real_models")
-    rows: dict[str, list[float]] = {"batched": [], "llama": [], "single": [], "queued": [], "ttft_alone": [],
-                                    "ttft_beside": []}
+    rows: dict[str, list[float]] = {"batched": [], "every_token": [], "llama": [], "single": [], "queued": [],
+                                    "one_thread": [], "ttft_alone": [], "ttft_beside": []}
     lengths: list[int] = []
     long_tokens = 0
     for _ in range(args.runs):
@@ -199,27 +223,36 @@ def main() -> None:
                 client.load(path, LoadSettings(n_ctx=4096, parallel=parallel, threads=args.threads,
                                                extra_buffer_types=args.extra_buffer_types))
                 name = model_id(client.loaded.model_path)
-                with ServerThread(create_app(client, stream_every_s=0)) as server:
+                # as quantdesk serve streams by default (a chunk at most every STREAM_EVERY_S), and every token apart
+                with ServerThread(create_app(client)) as server, \
+                        ServerThread(create_app(client, stream_every_s=0)) as every_token:
                     together(server.url, name, 8)  # warm-up
                     rate, lengths = together(server.url, name, args.tokens)
                     if parallel == 4:
                         rows["batched"].append(rate)
                         rows["llama"].append(on_a_thread(llama_batched, str(path), args.threads, lengths,
                                                          args.extra_buffer_types))
+                        rows["every_token"].append(together(every_token.url, name, args.tokens)[0])
                         rows["single"].append(single(server.url, name, args.tokens))
                         alone_ms, beside_ms, long_tokens = ttft(server.url, name)
                         rows["ttft_alone"].append(alone_ms)
                         rows["ttft_beside"].append(beside_ms)
                     else:
                         rows["queued"].append(rate)
+        rows["one_thread"].append(one_decode_thread(path, args))
     med = {key: statistics.median(values) for key, values in rows.items()}
     print(f"SmolLM2-135M-Instruct Q4_1, {args.threads} threads, 4 streams of up to {args.tokens} tokens "
-          f"(replies {lengths}), median of {args.runs} runs")
-    print(f"  quantdesk serve --parallel 4, 4 clients : {med['batched']:7.1f} tok/s aggregate")
+          f"(replies {lengths}), median of {args.runs} runs, load average {os.getloadavg()[0]:.2f}")
+    print(f"  quantdesk serve --parallel 4, 4 clients : {med['batched']:7.1f} tok/s aggregate "
+          f"(chunks every {STREAM_EVERY_S * 1000:g} ms at most, serve's default)")
     for key, label, goal in (("llama", "llama.cpp batched decode, 4 sequences  ", "goal >= 0.9"),
                              ("single", "quantdesk single stream                ", "goal >= 1.5"),
                              ("queued", "quantdesk serve --parallel 1, 4 clients", "the queue before")):
         print(f"  {label} : {med[key]:7.1f} tok/s   ratio {med['batched'] / med[key]:.2f}  ({goal})")
+    print(f"  every step on one decode thread ({ONE_DECODE_THREAD}=1) : {med['one_thread']:7.1f} tok/s   "
+          f"ratio {med['one_thread'] / med['llama']:.2f} of llama.cpp's")
+    print(f"  every token its own chunk (--stream-every-ms 0) : {med['every_token']:7.1f} tok/s   "
+          f"ratio {med['every_token'] / med['llama']:.2f} of llama.cpp's")
     print(f"  TTFT of a 20-token request: alone {med['ttft_alone']:.0f} ms, beside a {long_tokens}-token stream "
           f"{med['ttft_beside']:.0f} ms   ratio {med['ttft_beside'] / med['ttft_alone']:.2f}  (goal <= 2)")
 

@@ -201,9 +201,10 @@ def test_serve_defaults_are_the_servers_own():
     """app/commands/server.py keeps copies so that `quantdesk --help` need not import the server."""
     from app.commands import server as command
     from app.server.app import STREAM_EVERY_S
-    from app.server.router import DEFAULT_IDLE_TTL_S
+    from app.server.router import DEFAULT_IDLE_TTL_S, DEFAULT_PARALLEL
 
-    assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S) == (STREAM_EVERY_S, DEFAULT_IDLE_TTL_S)
+    assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S, command.DEFAULT_PARALLEL) == (
+        STREAM_EVERY_S, DEFAULT_IDLE_TTL_S, DEFAULT_PARALLEL)
 
 
 def test_serve_drafts_for_its_model_and_reports_the_guesses(tiny_draft_pair):
@@ -228,4 +229,14 @@ def test_serve_decodes_parallel_requests_together_and_ps_says_how_many_run_and_w
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
         assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t")
         assert "\t0/2 busy, 0 queued\t" in ps.stdout, ps.stdout
+        assert "cache hits" not in ps.stdout  # no request answered yet
+        body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 5, "temperature": 0}
+        for _ in range(2):  # the same prompt twice: the second is read from the cache
+            httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                       timeout=120).raise_for_status()
+        # without --server: the running servers' records say where it listens
+        ps = subprocess.run([sys.executable, "-m", "app", "ps", "--api-key", KEY], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t"), (ps.stdout, ps.stderr)
+        assert "\tcache hits 1/2 requests (" in ps.stdout, ps.stdout
         _ctrl_c(proc, lines)

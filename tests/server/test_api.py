@@ -33,6 +33,7 @@ def test_models_lists_the_served_model_only(oai, engine, model_name):
     assert models[0].meta == {"backend": "llama.cpp", "n_ctx": N_CTX, "loaded": True, "primary": True,
                               "memory_estimate_bytes": sum(engine.loaded.memory_bytes.values()),
                               "tool_format": "generic", "parallel": 1, "busy_sequences": 0, "queued": 0,
+                              "cache": {"requests": 0, "hits": 0, "prompt_tokens": 0, "cached_tokens": 0},
                               "chat_template": {"name": "model", "title": "the model's own",
                                                 "origin": "in the model file"}}
     assert oai.models.retrieve(model_name).id == model_name

@@ -7,11 +7,14 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 
 import httpx
 import pytest
 
+from app import paths
 from app.datatypes import LoadSettings
+from app.engine import states
 from app.engine.client import EngineClient
 from app.server.app import model_id
 from tests.engine.test_batching import NEAR_TIE
@@ -55,7 +58,8 @@ class _Streams:
         self.entries: dict[str, list[dict]] = {}
         self.finish: dict[str, str | None] = {}
 
-    def read(self, url: str, key: str, body: dict, stop_after: int | None = None) -> None:
+    def read(self, url: str, key: str, body: dict, stop_after: int | None = None,
+             on_chunk: Callable[[], None] | None = None) -> None:
         text, chunks, entries = [], 0, self.entries.setdefault(key, [])
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as reply:
             assert reply.status_code == 200
@@ -73,6 +77,8 @@ class _Streams:
                 entries.extend((choice.get("logprobs") or {}).get("content") or [])
                 self.finish[key] = choice.get("finish_reason") or self.finish.get(key)
                 chunks += 1
+                if on_chunk is not None:
+                    on_chunk()
                 if stop_after is not None and chunks >= stop_after:
                     break  # the client goes away mid-stream
         self.text[key] = "".join(text)
@@ -132,3 +138,42 @@ def test_the_models_list_says_the_sequences_the_busy_ones_and_the_queue(serve, b
         thread.join(120)
     assert (3, 1) in seen, seen
     assert all(streams.finish[str(i)] == "length" for i in range(4)), streams.finish  # 3 x 250 tokens fit 1024
+
+
+def test_a_returning_conversation_is_served_from_its_cached_prefix_while_others_stream(serve, batching, monkeypatch):
+    """A client's second turn goes to the sequence that holds its first (llama-server's slot similarity), though two
+    other clients took sequences in between and still stream: its usage says the first turn's prompt and reply
+    were not read again. Those clients' prompts share only the template's opening with it: they take other
+    sequences rather than the one that holds a conversation. The saved states are off here (a state restored into
+    another sequence would serve the prefix too, and hide a sequence taken from it)."""
+    monkeypatch.setattr(states, "_default", states.StateCache(paths.cache_dir() / "states", limit_bytes=lambda: 0))
+    server = serve(batching, stream_every_s=0)
+    name = model_id(batching.loaded.model_path)
+    first = [{"role": "user", "content": "Tell me about rivers and where they run."}]
+    body = {"model": name, "messages": first, "max_tokens": 30, "temperature": 0}
+    turn = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120).json()
+    reply = turn["choices"][0]["message"]["content"]
+    streams = _Streams()
+    started = {key: threading.Event() for key in ("b", "c")}
+    others = {"b": "Write a poem on the sea.", "c": "List some fruits."}
+
+    def read(key: str) -> None:
+        streams.read(server.url, key, {**_body(name, others[key], 400), "logprobs": False, "top_logprobs": None},
+                     on_chunk=started[key].set)
+
+    threads = [threading.Thread(target=read, args=(key,)) for key in others]
+    for thread in threads:
+        thread.start()
+    for event in started.values():
+        assert event.wait(60), "another client's stream did not start"
+    second = [*first, {"role": "assistant", "content": reply}, {"role": "user", "content": "And lakes?"}]
+    again = httpx.post(f"{server.url}/v1/chat/completions", json={**body, "messages": second, "max_tokens": 5},
+                       timeout=120).json()
+    active = [thread.is_alive() for thread in threads]
+    for thread in threads:
+        thread.join(120)
+    assert all(active), "the other clients' streams ended before the conversation came back"
+    cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= turn["usage"]["prompt_tokens"], (cached, turn["usage"])
+    assert cached < again["usage"]["prompt_tokens"]
+    assert streams.finish["b"] == streams.finish["c"] == "length"

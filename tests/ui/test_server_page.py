@@ -272,12 +272,20 @@ def test_the_on_demand_box_lets_requests_load_library_models_beside_the_chats(qt
     page.load_on_demand.setChecked(True)
     assert page.memory_budget.isEnabled() and page.force.isEnabled()
     page.memory_budget.setValue(64)
+    from app.server.router import DEFAULT_PARALLEL
+
+    assert page.parallel.value() == DEFAULT_PARALLEL
+    page.parallel.setValue(3)  # the requests a model the server loads decodes together
     switch_on(qtbot, page)
+    # said on start: the Chat's model keeps its one sequence, the ones the server loads take the field's
+    assert page.sequences.text().startswith("one request at a time") and page.sequences.text().endswith(
+        "models the server loads decode 3 together"), page.sequences.text()
     answer = httpx.post(f"{page.address.text()}/chat/completions", json=body, timeout=120)
     assert answer.status_code == 200 and answer.json()["model"] == "tiny-llama-F16"
     qtbot.waitUntil(lambda: page.also_loaded.text() == "tiny-llama-F16", timeout=10_000)
-    models = {m["id"]: m["meta"]["loaded"] for m in httpx.get(f"{page.address.text()}/models").json()["data"]}
-    assert models == {"tiny-llama-Q8_0": True, "tiny-llama-F16": True}
+    cards = {m["id"]: m["meta"] for m in httpx.get(f"{page.address.text()}/models").json()["data"]}
+    assert {name: meta["loaded"] for name, meta in cards.items()} == {"tiny-llama-Q8_0": True, "tiny-llama-F16": True}
+    assert (cards["tiny-llama-Q8_0"]["parallel"], cards["tiny-llama-F16"]["parallel"]) == (1, 3)
     if shots := os.environ.get("QUANTDESK_SHOTS"):
         window.grab().save(os.path.join(shots, "server_on_demand.png"))
     engine, = page.running.server.app.state.openai.pool.loaded_engines()
