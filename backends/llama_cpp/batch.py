@@ -18,14 +18,15 @@ so one reply ends with its error and the others go on. ``llama_decode`` checks t
 computes anything (its status 1 leaves the cache as it was), so the retry is exact.
 
 Which thread runs a step matters to llama.cpp's OpenMP build (the wheels link libgomp): its barriers between graph
-nodes are OpenMP barriers, and libgomp keeps a team of worker threads per thread that calls in. A step runs on the
-thread of the sequence that handed in last, a different one at most steps, so several teams live at once; once they
-outnumber the cores libgomp throttles their spin-wait and each barrier sleeps and wakes: SmolLM2, 4 streams, measured
-~1000 voluntary context switches in the engine host per step, against 3 with every step on one thread. One thread
-(``QUANTDESK_ONE_DECODE_THREAD=1``, one team, as llama.cpp's own decode loop has) spins at its barriers instead:
-what a quiet machine wants, but on this project's oversubscribed 2-core machine (load average 9) it decoded 4-14
-tok/s against 67-79 with the throttled teams, as llama.cpp's own batched decode fell to 3 tok/s there. So it is an
-experiment to measure on a quiet machine (tests/bench/batching.py prints it beside the default), not the default.
+nodes are OpenMP barriers, and libgomp keeps a team of worker threads per thread that calls in. Run on the thread of
+the sequence that handed in last (a different one at most steps), several teams lived at once; once they outnumber
+the cores libgomp throttles their spin-wait and each barrier sleeps and wakes: SmolLM2, 4 streams, ~1000 voluntary
+context switches in the engine host per step, against 3 with every step on one thread. So every step runs on one
+decode thread of its own (one team, as llama.cpp's own loop has): on a quiet machine (load average 1.2) the 4 clients
+of tests/bench/batching.py got 201.9 tok/s against llama.cpp's own batched decode's 214.1 (0.94), where the callers'
+threads got 157.6 (0.74). On an oversubscribed machine (load average 9) a spinning team collapses, as llama.cpp's own
+decode does there (3-14 tok/s against 67-79 with throttled teams): ``QUANTDESK_DECODE_ON_CALLERS=1`` runs each step
+on its caller's thread again, and the benchmark prints that row beside the default.
 
 ``llama_cpp`` is the runtime's module, handed in (see load.py): untyped here.
 """
@@ -45,7 +46,7 @@ from typing import Any
 # CPU's streams flowing while an agent's 10k-token prompt is read).
 PREFILL_CHUNK = 256
 NO_SLOT = 1  # llama_decode's status when the KV cache has no room for the batch
-ONE_DECODE_THREAD = "QUANTDESK_ONE_DECODE_THREAD"  # "1": the steps on one thread of their own (an experiment)
+DECODE_ON_CALLERS = "QUANTDESK_DECODE_ON_CALLERS"  # "1": each step on its caller's thread (see the module's words)
 
 
 class _Entry:
@@ -70,9 +71,9 @@ class Batcher:
         self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
         self.make_room = make_room
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if n_seq_max > 1 else None
-        # Where asked (ONE_DECODE_THREAD), every step runs on one thread of its own (see the module's words)
+        # Every batched step runs on one thread of its own, one OpenMP team (see the module's words)
         self._steps: queue.SimpleQueue[tuple[Callable[[], int], list[int], threading.Event] | None] | None = None
-        if n_seq_max > 1 and os.environ.get(ONE_DECODE_THREAD) == "1":
+        if n_seq_max > 1 and os.environ.get(DECODE_ON_CALLERS) != "1":
             self._steps = queue.SimpleQueue()
             threading.Thread(target=self._decoding, args=(self._steps,), daemon=True, name="llama-decode").start()
         self._cond = threading.Condition()

@@ -6,8 +6,8 @@
    low-level API (one ``llama_batch`` of 4 sequences per step in a unified cache, argmax off each row, each sequence
    as many tokens as QuantDesk's reply to it had), and against QuantDesk's single stream (the same prompts one after
    the other). Also the 4 clients on a model loaded with ``--parallel 1`` (the queue before issue 38).
-   The same 4 clients with every decode step on one thread (an experiment, QUANTDESK_ONE_DECODE_THREAD=1: one
-   OpenMP team, as llama.cpp's own loop has; backends/llama_cpp/batch.py says why).
+   The same 4 clients with each decode step on the thread of the reply that handed in last (QUANTDESK_DECODE_ON_CALLERS=1,
+   several OpenMP teams, the way before every step got one decode thread; backends/llama_cpp/batch.py says why).
    Aggregate rate = (tokens - one per stream) / (last token of any - first token of any).
 2. Time to first token of a 20-token request sent while a 500-token reply streams, against the same request alone.
 
@@ -37,7 +37,7 @@ from app.engine.client import EngineClient
 from app.server.app import STREAM_EVERY_S, create_app, model_id
 from app.server.thread import ServerThread
 from backends.base import physical_cores
-from backends.llama_cpp.batch import ONE_DECODE_THREAD
+from backends.llama_cpp.batch import DECODE_ON_CALLERS
 from tests.fixtures import real_models
 
 PROMPTS = ["Write a long story about a lighthouse keeper who finds a message in a bottle.",
@@ -191,10 +191,10 @@ def on_a_thread(work, *args):
     return result[0]
 
 
-def one_decode_thread(path, args: argparse.Namespace) -> float:
-    """The 4 clients through serve --parallel 4 with every decode step on one thread of its own (an experiment:
-    backends/llama_cpp/batch.py says why)."""
-    with EngineClient(env={**os.environ, ONE_DECODE_THREAD: "1"}) as client:
+def on_callers(path, args: argparse.Namespace) -> float:
+    """The 4 clients through serve --parallel 4 with each decode step on its caller's thread (the way before:
+    backends/llama_cpp/batch.py says why one decode thread is the default)."""
+    with EngineClient(env={**os.environ, DECODE_ON_CALLERS: "1"}) as client:
         client.load(path, LoadSettings(n_ctx=4096, parallel=4, threads=args.threads,
                                        extra_buffer_types=args.extra_buffer_types))
         name = model_id(client.loaded.model_path)
@@ -214,7 +214,7 @@ def main() -> None:
     if path is None:
         raise SystemExit("SmolLM2 is not cached: python -m tests.fixtures.real_models")
     rows: dict[str, list[float]] = {"batched": [], "every_token": [], "llama": [], "single": [], "queued": [],
-                                    "one_thread": [], "ttft_alone": [], "ttft_beside": []}
+                                    "on_callers": [], "ttft_alone": [], "ttft_beside": []}
     lengths: list[int] = []
     long_tokens = 0
     for _ in range(args.runs):
@@ -239,7 +239,7 @@ def main() -> None:
                         rows["ttft_beside"].append(beside_ms)
                     else:
                         rows["queued"].append(rate)
-        rows["one_thread"].append(one_decode_thread(path, args))
+        rows["on_callers"].append(on_callers(path, args))
     med = {key: statistics.median(values) for key, values in rows.items()}
     print(f"SmolLM2-135M-Instruct Q4_1, {args.threads} threads, 4 streams of up to {args.tokens} tokens "
           f"(replies {lengths}), median of {args.runs} runs, load average {os.getloadavg()[0]:.2f}")
@@ -249,8 +249,8 @@ def main() -> None:
                              ("single", "quantdesk single stream                ", "goal >= 1.5"),
                              ("queued", "quantdesk serve --parallel 1, 4 clients", "the queue before")):
         print(f"  {label} : {med[key]:7.1f} tok/s   ratio {med['batched'] / med[key]:.2f}  ({goal})")
-    print(f"  every step on one decode thread ({ONE_DECODE_THREAD}=1) : {med['one_thread']:7.1f} tok/s   "
-          f"ratio {med['one_thread'] / med['llama']:.2f} of llama.cpp's")
+    print(f"  each step on its caller's thread ({DECODE_ON_CALLERS}=1) : {med['on_callers']:7.1f} tok/s   "
+          f"ratio {med['on_callers'] / med['llama']:.2f} of llama.cpp's")
     print(f"  every token its own chunk (--stream-every-ms 0) : {med['every_token']:7.1f} tok/s   "
           f"ratio {med['every_token'] / med['llama']:.2f} of llama.cpp's")
     print(f"  TTFT of a 20-token request: alone {med['ttft_alone']:.0f} ms, beside a {long_tokens}-token stream "
