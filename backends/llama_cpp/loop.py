@@ -163,15 +163,15 @@ class TokenLoop(Backend):
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
             return messages
-        if self.prepared is None:
+        if self.reply.prepared is None:
             raise GenerationError("state", "the conversation was not prepared through the chat format")
-        return self.prepared.prompt
+        return self.reply.prepared.prompt
 
     def _format_pieces(self, llama_cpp: ModuleType) -> dict[int, bytes | None] | None:
         """The special tokens this reply's format is written with (gpt-oss's ``<|channel|>``, Mistral's
         ``[TOOL_CALLS]``, a ``<think>`` that is a control token): each as its text, where llama.cpp would print a
         special token as nothing, as llama-server keeps a format's preserved tokens. None when there are none."""
-        prepared = self.prepared
+        prepared = self.reply.prepared
         if prepared is None:
             return None
         llm = self._loaded()
@@ -279,7 +279,7 @@ class TokenLoop(Backend):
             reuse = self._common_prefix(tokens)
             if shift:  # a prompt an overflow policy cut (SamplingSettings.cache_reuse)
                 reuse = self._reuse_shifted(llama_cpp, tokens, reuse)
-            reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
+            reuse = self.reply.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         return self._decode(llama_cpp, tokens[reuse:])
 
     def _prefill_media(self, llama_cpp: ModuleType, chunks: Any) -> int:
@@ -299,7 +299,7 @@ class TokenLoop(Backend):
                 if not is_text and start < reuse < start + len(piece):
                     reuse = start
                 start += len(piece)
-        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
+        reuse = self.reply.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         with self._batched().aborting(self._cancelled):  # images are served alone (one sequence): see load
             position = 0
             for index, (chunk, piece, is_text) in enumerate(pieces):
@@ -365,7 +365,7 @@ class TokenLoop(Backend):
             if n_prompt >= n_ctx:
                 raise GenerationError("context", f"the conversation is {n_prompt} tokens long but the context "
                                                  f"holds {n_ctx}", "start a new chat or load with a larger context")
-            self.prompt_tokens = n_prompt
+            self.reply.prompt_tokens = n_prompt
             ctx = llm.ctx
             kept = self._format_pieces(llama_cpp)
             pieces = samplers.WithMarkers(self._pieces, kept) if kept else self._pieces
@@ -386,7 +386,7 @@ class TokenLoop(Backend):
                     guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
                     sample, accept = guided.sample, guided.accept
             if sampling.logprobs >= 0:  # only when asked: the plain loop stays as it is
-                recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply_logprobs)
+                recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply.logprobs)
                 sample, accept = recorder.sample(sample), recorder.accept(accept)
             # guesses of text replies only, and not where each token's log-probabilities are asked
             drafter = self._drafter if not media and mask is None and sampling.logprobs < 0 else None
@@ -470,8 +470,8 @@ class TokenLoop(Backend):
             if status != 0:
                 return status
             kv.extend(row_tokens)
-            self.verify_passes += 1
-            self.drafted_tokens += len(guesses)
+            self.reply.verify_passes += 1
+            self.reply.drafted_tokens += len(guesses)
             kept = 0
             if self._forced:
                 token = self._forced.popleft()
@@ -484,7 +484,7 @@ class TokenLoop(Backend):
                     kept += 1
                 else:
                     token = sample(chain, ctx, len(guesses))
-            self.accepted_tokens += kept
+            self.reply.accepted_tokens += kept
             if kept < len(guesses):  # the rejected guesses' cells go, in the cache and in its record
                 if not llama_cpp.llama_memory_seq_rm(memory, -1, start + 1 + kept, -1):
                     self._forget_kv(llama_cpp)

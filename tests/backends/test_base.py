@@ -66,7 +66,7 @@ class ScriptedBackend(Backend):
         raise NotImplementedError
 
     def _stream(self, messages, sampling):
-        self.prompt_tokens = 3
+        self.reply.prompt_tokens = 3
         self.mark_prefill_start()
         try:
             for i, piece in enumerate(self.pieces):
