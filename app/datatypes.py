@@ -410,6 +410,12 @@ class Token:
     # (SamplingSettings.logprobs); empty otherwise (then nothing was computed). A token that completed a stop string
     # has none, as it has no text.
     logprobs: tuple[TokenLogprob, ...] = ()
+    # The thinking so far, as the engine measures it (backends/base.Meter; the Done's stats say the same at the end):
+    # its tokens, the time from its first token to its latest, and when the answer's first token came (ms since the
+    # request arrived; 0 while none has).
+    reasoning_tokens: int = 0
+    reasoning_ms: float = 0.0
+    first_answer_ms: float = 0.0
     type: Literal["token"] = "token"
 
 

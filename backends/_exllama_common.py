@@ -454,17 +454,17 @@ class ExLlamaBackendBase(Backend):
     def _count_prompt(self, messages: Prompt) -> int:
         if self._generator is None or self._folder is None:
             raise GenerationError("state", "no model is loaded")
-        prompt, add_bos = render_prompt(self._folder, messages, self.prepared)
+        prompt, add_bos = render_prompt(self._folder, messages, self.reply.prepared)
         return int(self._encode(prompt, add_bos).shape[-1])
 
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         if self._generator is None or self._folder is None:
             raise GenerationError("state", "no model is loaded")
-        prompt, add_bos = render_prompt(self._folder, messages, self.prepared)
+        prompt, add_bos = render_prompt(self._folder, messages, self.reply.prepared)
         # Special tokens written by the template (<|im_start|> ...) must become their ids, not text.
         input_ids = self._encode(prompt, add_bos)
-        self.prompt_tokens = int(input_ids.shape[-1])
-        limit = max_new_tokens(self.prompt_tokens, self._n_ctx, sampling.max_tokens)
+        self.reply.prompt_tokens = int(input_ids.shape[-1])
+        limit = max_new_tokens(self.reply.prompt_tokens, self._n_ctx, sampling.max_tokens)
         self.mark_prefill_start()
         yield from stream_job(self._generator, self._make_job(input_ids, limit, sampling))
 

@@ -9,6 +9,12 @@ A backend supplies three things: ``probe`` (can it run here, and if not why), ``
 token stream (``_stream``). The shared ``generate`` loop around that stream does what must be the same
 for every engine: stop strings, max tokens, cancel between tokens, and the timing of every phase,
 measured here, in the process that produces the tokens.
+
+The loop is built in layers, each with one job, as mlx-lm's generate_step → stream_generate → generate: the
+engine's stream; the ``Meter`` (token counts, times, the thinking's figures: the one place they are measured); the
+``StopStringFilter`` (stop strings across token boundaries); the ``Coalescer`` (tokens handed out in chunks);
+``ReplyEvents`` (the reply read through the chat format: thinking, answer, tool calls). What one reply keeps (its
+prepared request, what the engine learns while it runs, how it ended) is one ``Reply``, ``Backend.reply``.
 """
 
 from __future__ import annotations
@@ -18,18 +24,19 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 from app.datatypes import (Done, Embedded, GenerationStats, Loaded, LoadSettings, Message, Prompt, Reranked,
                            SamplingSettings, Scored, StateRestored, StateSaved, StopReason, Token, TokenLogprob,
-                           ToolCallDelta)
+                           ToolCall, ToolCallDelta)
 
 if TYPE_CHECKING:
-    from backends.chat_format.formats import Prepared, Request, Template
-
+    from backends.chat_format.formats import Prepared, ReasoningFormat, Request, Template, ToolChoice
+    from backends.chat_format.reply import ReplyReader, ThinkingTracker
+    from backends.chat_format.stream import Delta
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,228 @@ class StopStringFilter:
         return released
 
 
+@dataclass(eq=False)
+class Reply:
+    """One request's state, in one object: the request as the chat format prepared it (``prepared``: its prompt and
+    its reply's parser; None for a raw prompt, or where the engine renders itself), what the engine's ``_stream``
+    learns while it runs it, and how the reply ended. ``generate`` makes one for each reply (``Backend.reply``), as do
+    the paths that render a prompt without a reply (a count, a state's restore)."""
+
+    prepared: Prepared | None = None
+    prompt_tokens: int = 0  # set by ``_stream`` before its first yield
+    cached_tokens: int = 0  # of the prompt's tokens, those reused from the KV cache (the previous request's prefix)
+    t_prefill: float | None = None  # the engine started on the prompt (``Backend.mark_prefill_start``)
+    # Speculative decoding's counts for the reply (GenerationStats' fields of the same names).
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    verify_passes: int = 0
+    # The tokens' log-probabilities, when asked (``Backend.reports_logprobs``): ``_stream`` appends the
+    # ``TokenLogprob`` of each token it chose before yielding its text (an end-of-generation token's too, never read).
+    logprobs: list[TokenLogprob] = dataclasses.field(default_factory=list)
+    stop_reason: StopReason = "eos"
+    stop_string: str = ""  # the stop string that ended it (stop_reason "stop")
+
+
+# A piece of the reply once metered and through the stop filter (``Backend._steps``): when it came, the text released
+# with it, the thinking an engine sent apart (ReasoningText), 1 for a token (0 for text without one), the
+# log-probabilities that go with it, and whether the reply ends with it.
+Step = tuple[float, str, str, int, tuple[TokenLogprob, ...], bool]
+
+
+class Chunk(NamedTuple):
+    """What the coalescer hands out at once: its time (of its last token, in ms since the request arrived), its text,
+    the thinking an engine sent apart, how many tokens it stands for (``tokens``) and their log-probabilities."""
+
+    t_ms: float
+    text: str
+    reasoning: str
+    tokens: int
+    logprobs: tuple[TokenLogprob, ...]
+
+
+class Meter:
+    """A reply's figures, measured here and nowhere else: its tokens, the first's and the latest's times, and its
+    thinking (a ``ThinkingTracker`` reads it token by token; an engine's own ``ReasoningText`` is thinking too): how
+    many tokens, from the first to the latest, and when the answer began. The Done's stats are made of them, and
+    each Token event carries the thinking's so far (``thinking``), which the GUI shows as it comes."""
+
+    __slots__ = ("t_start", "tracker", "generated", "reasoning_tokens", "t_first", "t_last", "t_reasoning_first",
+                 "t_reasoning_last", "t_answer")
+
+    def __init__(self, t_start: float, tracker: ThinkingTracker | None) -> None:
+        self.t_start = t_start
+        self.tracker = tracker
+        self.generated = self.reasoning_tokens = 0
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.t_reasoning_first: float | None = None
+        self.t_reasoning_last: float | None = None
+        self.t_answer: float | None = None
+
+    def feed(self, raw: str, now: float) -> int:
+        """Count one piece of the engine's stream: 1 for a token, 0 for text that came without one (TrailingText)."""
+        kind = type(raw)
+        if kind is TrailingText:
+            return 0
+        self.generated += 1
+        if self.t_first is None:
+            self.t_first = now
+        self.t_last = now
+        if kind is ReasoningText or (self.tracker is not None and self.tracker.feed(raw)):
+            self.reasoning_tokens += 1
+            if self.t_reasoning_first is None:
+                self.t_reasoning_first = now
+            self.t_reasoning_last = now
+        elif self.t_answer is None and raw.strip():
+            self.t_answer = now
+        return 1
+
+    def thinking(self) -> tuple[int, float, float]:
+        """The thinking so far: its tokens, from its first token to its latest (ms), and the answer's first token
+        (ms since the request arrived; 0 while there is none)."""
+        first, last = self.t_reasoning_first, self.t_reasoning_last
+        return (self.reasoning_tokens, (last - first) * 1000 if first is not None and last is not None else 0.0,
+                (self.t_answer - self.t_start) * 1000 if self.t_answer is not None else 0.0)
+
+    def stats(self, reply: Reply, peak_memory_bytes: int) -> GenerationStats:
+        t_first = self.t_first or time.perf_counter()
+        t_last = self.t_last or t_first
+        reasoning_tokens, reasoning_ms, first_answer_ms = self.thinking()
+        return GenerationStats(
+            prompt_tokens=reply.prompt_tokens, prompt_ms=(t_first - (reply.t_prefill or self.t_start)) * 1000,
+            ttft_ms=(t_first - self.t_start) * 1000, generated_tokens=self.generated,
+            decode_ms=(t_last - t_first) * 1000, stop_reason=reply.stop_reason, peak_memory_bytes=peak_memory_bytes,
+            stop_string=reply.stop_string, draft_tokens=reply.drafted_tokens, accepted_tokens=reply.accepted_tokens,
+            verify_passes=reply.verify_passes, reasoning_tokens=reasoning_tokens, reasoning_ms=reasoning_ms,
+            first_answer_ms=first_answer_ms, cached_tokens=reply.cached_tokens)
+
+
+class ThinkingBudget:
+    """``SamplingSettings.reasoning_budget`` held: once the thinking has that many tokens (0: none, where the template
+    opened the block anyway) while its block is open, the model is made to write the budget's message and the
+    format's end tag (``Backend.force``), once."""
+
+    def __init__(self, sampling: SamplingSettings, prepared: Prepared | None, tracker: ThinkingTracker | None,
+                 force: Callable[[str], None]) -> None:
+        active = prepared is not None and tracker is not None and tracker.active
+        self.limit = sampling.reasoning_budget if active else -1  # -1: none
+        self._closing = sampling.reasoning_budget_message + prepared.thinking_end_tags[0] \
+            if prepared is not None and active else ""
+        self._tracker = tracker
+        self._force: Callable[[str], None] | None = force
+
+    def check(self, reasoning_tokens: int) -> None:
+        if (self._force is not None and 0 <= self.limit <= reasoning_tokens and self._tracker is not None
+                and self._tracker.inside):
+            self._force(self._closing)
+            self._force = None
+
+
+class Coalescer:
+    """Hands a reply's pieces out in chunks: the first token at once, then whatever came in the last ``window``
+    seconds with each later token, and the rest when the reply ends; when the engine fails, what arrived before
+    stays with the failure. Each chunk is stamped with its last token's time (the meter's)."""
+
+    def __init__(self, meter: Meter, window: float) -> None:
+        self._meter = meter
+        self._window = window
+        self.t_end_ms = 0.0  # the last chunk's time, once the steps ran out
+
+    def chunks(self, steps: Iterator[Step]) -> Iterator[Chunk]:
+        meter, window = self._meter, self._window
+        text: list[str] = []
+        reasoning: list[str] = []
+        entries: list[TokenLogprob] = []
+        count = 0
+        t_sent = -window  # the first token goes out at once
+
+        def chunk(t: float) -> Chunk:
+            nonlocal count
+            out = Chunk((t - meter.t_start) * 1000, "".join(text), "".join(reasoning), count, tuple(entries))
+            text.clear()
+            reasoning.clear()
+            entries.clear()
+            count = 0
+            return out
+
+        try:
+            for now, piece, thought, counted, logprobs, ending in steps:
+                if piece:
+                    text.append(piece)
+                if thought:
+                    reasoning.append(thought)
+                if logprobs:
+                    entries.extend(logprobs)
+                count += counted
+                if not ending and now - t_sent >= window:
+                    yield chunk(now)
+                    t_sent = now
+        except Exception:
+            if text or reasoning or entries:
+                yield chunk(meter.t_last or time.perf_counter())
+            raise
+        t_end = meter.t_last if count and meter.t_last is not None else time.perf_counter()  # held-back text: now
+        self.t_end_ms = (t_end - meter.t_start) * 1000
+        if text or reasoning or count or entries:
+            yield chunk(t_end)
+
+
+class ReplyEvents:
+    """The reply reader's layer: each chunk as a Token event and, at the end, the whole reply for the Done. A
+    conversation's reply is read through its chat format (backends/chat_format/reply.ReplyReader: thinking, answer
+    and tool calls apart); a raw prompt's goes out as it came (an engine's own thinking apart). The first event
+    carries the prompt's figures, so that a stream's opening can say them; each, the meter's thinking so far."""
+
+    def __init__(self, request_id: str, reply: Reply, meter: Meter, reader: ReplyReader | None) -> None:
+        self._id = request_id
+        self._reply = reply
+        self._meter = meter
+        self._reader = reader
+        self._first = True
+        self._text: list[str] = []  # a raw prompt's reply, for the Done
+        self._reasoning: list[str] = []
+
+    def token(self, chunk: Chunk) -> Token:
+        prompt, cached = (self._reply.prompt_tokens, self._reply.cached_tokens) if self._first else (0, 0)
+        self._first = False
+        if self._reader is None:
+            self._text.append(chunk.text)
+            self._reasoning.append(chunk.reasoning)
+            return self._event(chunk.t_ms, chunk.tokens, chunk.text, chunk.reasoning, (), prompt, cached,
+                               chunk.logprobs)
+        self._reader.feed(chunk.text)
+        return self._read(self._reader.deltas(), chunk.t_ms, chunk.tokens, prompt, cached, chunk.logprobs)
+
+    def finish(self, t_ms: float, cut: bool) -> Iterator[Token]:
+        """The reader's last event, if the whole reply says more than its chunks did (``cut``: something other than
+        the model ended it, so a call it was writing is no call)."""
+        if self._reader is not None:
+            last = self._read(self._reader.deltas(final=True, cut=cut), t_ms, 0)
+            if last.text or last.reasoning or last.tool_calls:
+                yield last
+
+    def message(self) -> tuple[str, str, tuple[ToolCall, ...]]:
+        """The whole reply: its answer, its thinking and its tool calls."""
+        if self._reader is not None:
+            return self._reader.finish()
+        return "".join(self._text), "".join(self._reasoning), ()
+
+    def _read(self, deltas: Sequence[Delta], t_ms: float, count: int, prompt_tokens: int = 0, cached_tokens: int = 0,
+              logprobs: tuple[TokenLogprob, ...] = ()) -> Token:
+        """One event for a chunk's deltas: its answer text, its thinking and the tool calls it begins or extends."""
+        calls = tuple(ToolCallDelta(d.tool_index, d.tool_id, d.tool_name, d.tool_arguments)
+                      for d in deltas if d.tool_index >= 0)
+        return self._event(t_ms, count, "".join(d.content for d in deltas), "".join(d.reasoning for d in deltas),
+                           calls, prompt_tokens, cached_tokens, logprobs)
+
+    def _event(self, t_ms: float, count: int, text: str, reasoning: str, calls: tuple[ToolCallDelta, ...],
+               prompt_tokens: int, cached_tokens: int, logprobs: tuple[TokenLogprob, ...]) -> Token:
+        thought, thought_ms, first_answer_ms = self._meter.thinking()
+        return Token(self._id, text, t_ms, count=count, reasoning=reasoning, tool_calls=calls,
+                     prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, logprobs=logprobs,
+                     reasoning_tokens=thought, reasoning_ms=thought_ms, first_answer_ms=first_answer_ms)
+
+
 def check_token_ids(tokens: Sequence[int], vocab_size: int) -> None:
     """Refuse ids the model has no embedding for (another tokenizer's), before the engine sees them."""
     bad = next((t for t in tokens if not 0 <= t < vocab_size), None)
@@ -147,7 +376,7 @@ class Backend(abc.ABC):
     # Whether it can hold a reply to SamplingSettings.json_schema (grammar-constrained decoding).
     structured_output: ClassVar[bool] = False
     # Whether it reports its tokens' log-probabilities (SamplingSettings.logprobs): ``_stream`` then appends to
-    # ``reply_logprobs`` the ``TokenLogprob`` of each token it chose before yielding its text (an end-of-generation
+    # ``reply.logprobs`` the ``TokenLogprob`` of each token it chose before yielding its text (an end-of-generation
     # token's too, never read), and the shared loop hands them out with that piece, a lone entry without text with the
     # piece as its text (a remote server's chunk may bring several entries, each with its text).
     reports_logprobs: ClassVar[bool] = False
@@ -156,9 +385,10 @@ class Backend(abc.ABC):
     chat_template: Template | None = None
     # The chat format's name for the loaded model's tools ("" when its template takes no tools); in Loaded.details.
     tool_format: str = ""
-    # The request being generated, as the chat format prepared it (its prompt, its reply parser); None for a raw
-    # prompt. Set by ``generate`` before ``_stream`` runs, which renders ``prepared.prompt``.
-    prepared: Prepared | None = None
+    # The request being answered, in one object (its prepared prompt, what the engine learns while it runs, how the
+    # reply ended): ``generate`` sets a new one before ``_stream`` runs, which renders ``reply.prepared.prompt`` and
+    # writes there what it learns (the prompt's tokens, the cache's reused prefix, ...). An empty one until then.
+    reply: Reply = Reply()
     _unreadable_format = ""  # the template whose reply format could not be read, once said in the log
 
     @classmethod
@@ -175,7 +405,7 @@ class Backend(abc.ABC):
     def _stream(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """Yield the text of each generated token (possibly empty), ending at end-of-sequence.
 
-        Before its first yield it sets ``self.prompt_tokens``. The caller stops consuming at max
+        Before its first yield it sets ``self.reply.prompt_tokens``. The caller stops consuming at max
         tokens, on a stop string or on cancel, and closes the generator.
         """
 
@@ -234,7 +464,7 @@ class Backend(abc.ABC):
         t0 = clock()
         import numpy as np
 
-        ids = list(self.tokenize(text) if tokens is None else tokens)[:max_tokens]
+        ids = list(self.tokenize(text or "") if tokens is None else tokens)[:max_tokens]
         if len(ids) < 2:
             raise GenerationError("request", f"scoring needs at least 2 tokens, got {len(ids)}")
         token_logprobs: list[float] = []
@@ -265,11 +495,11 @@ class Backend(abc.ABC):
         """How many tokens ``messages`` is once rendered through the model's chat format with ``sampling``'s tools
         and thinking switch, and tokenized as ``_stream`` tokenizes it: the figure the reply's stats would report as
         ``prompt_tokens``. The KV cache is left as it is."""
-        self.prepared = self.prepare(messages, sampling)
+        self.reply = Reply(self.prepare(messages, sampling))
         return self._count_prompt(messages)
 
     def _count_prompt(self, messages: Prompt) -> int:
-        """``count_prompt_tokens`` once the prompt is prepared (``self.prepared``): each engine tokenizes as its
+        """``count_prompt_tokens`` once the prompt is prepared (``self.reply``): each engine tokenizes as its
         ``_stream`` does."""
         raise GenerationError("unavailable", f"{self.name} cannot count a prompt's tokens")
 
@@ -286,17 +516,6 @@ class Backend(abc.ABC):
         trusted from a name), when it beats what the KV cache already holds; the next generation then reads only
         the rest. Files that cannot be used are named with the reason, never loaded."""
         raise GenerationError("unavailable", f"{self.name} cannot restore a conversation's state")
-
-    prompt_tokens: int = 0
-    reply_logprobs: list[TokenLogprob]  # this reply's, when asked (reports_logprobs); set by ``generate``
-    # Of the prompt's tokens, those reused from the KV cache (the previous request's prefix): ``_stream`` sets it.
-    cached_tokens: int = 0
-    _t_prefill: float | None = None
-    # Speculative decoding's counts for the reply being generated (GenerationStats' fields of the same names):
-    # ``_stream`` sets them, the shared loop reports them.
-    drafted_tokens: int = 0
-    accepted_tokens: int = 0
-    verify_passes: int = 0
 
     def check_request(self, sampling: SamplingSettings) -> None:
         """Refuse, in words, what this engine and model cannot do, before any work."""
@@ -329,11 +548,12 @@ class Backend(abc.ABC):
         return Request(
             messages=[{**m.template_dict(), "content": self.message_content(m, images)} for m in messages],
             tools=list(sampling.tools) or None,
-            tool_choice="none" if not sampling.tools else sampling.tool_choice,
+            # (both checked against their Literal's values by SamplingSettings.validate)
+            tool_choice=cast("ToolChoice", "none" if not sampling.tools else sampling.tool_choice),
             # the format's own response-format reading, unless literal text is asked for around the JSON
             json_schema=None if sampling.json_prefix or sampling.json_suffix else sampling.json_schema,
             parallel_tool_calls=sampling.parallel_tool_calls,
-            reasoning_format=sampling.reasoning_format,
+            reasoning_format=cast("ReasoningFormat", sampling.reasoning_format),
             enable_thinking=bool(extra.get("enable_thinking", True)),
             extra_context=extra)
 
@@ -369,7 +589,7 @@ class Backend(abc.ABC):
         it; a raw prompt's response format is the JSON alone."""
         from backends import json_schema
 
-        schema, prepared = sampling.json_schema, self.prepared
+        schema, prepared = sampling.json_schema, self.reply.prepared
         forced_call = bool(sampling.tools) and sampling.tool_choice == "required"
         # llama.cpp's generic tool format holds the whole reply to its JSON shape, a call or a response
         generic = prepared is not None and prepared.format == "generic" and prepared.grammar
@@ -405,11 +625,14 @@ class Backend(abc.ABC):
 
     def mark_prefill_start(self) -> None:
         """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
-        self._t_prefill = time.perf_counter()
+        self.reply.t_prefill = time.perf_counter()
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
                  cancelled: threading.Event, events_every_s: float | None = None) -> Iterator[Token | Done]:
-        """The shared generation loop: yields Token events, then one Done.
+        """The shared generation loop: yields Token events, then one Done. It is built in layers, as mlx-lm's
+        generate_step → stream_generate → generate: the engine's pieces (``_stream``) are metered (``Meter``: counts,
+        times, thinking) and cut by the stop filter, ``max_tokens`` and a cancel (``_steps``), handed out in chunks
+        (``Coalescer``) and read through the chat format (``ReplyEvents``); what the reply keeps is one ``Reply``.
 
         Tokens are timed one by one, but handed out in chunks: the first token at once, then whatever came
         in the last ``COALESCE_S`` (or ``events_every_s``, when the caller asks for another window: the
@@ -424,162 +647,74 @@ class Backend(abc.ABC):
         """
         from backends.chat_format.reply import ReplyReader, ThinkingTracker
 
-        clock = time.perf_counter
-        t_start = clock()
+        t_start = time.perf_counter()
         self.check_request(sampling)
-        self.prepared = prepared = self.prepare(messages, sampling)
+        prepared = self.prepare(messages, sampling)
+        reply = self.reply = Reply(prepared)
+        tracker = ThinkingTracker(prepared) if prepared is not None else None
+        meter = Meter(t_start, tracker)
+        budget = ThinkingBudget(sampling, prepared, tracker, self.force)
+        budget.check(0)  # a budget of 0 where the template opened the thinking anyway: closed before the first token
         extra_stops = prepared.additional_stops if prepared is not None else ()
         stops = StopStringFilter(tuple(sampling.stop) + tuple(extra_stops))
         reader = ReplyReader(prepared, self.chat_template.source if self.chat_template else "") \
             if prepared is not None and prepared.parser is not None else None
-        thinking = ThinkingTracker(prepared) if prepared is not None else None
-        budget = sampling.reasoning_budget if thinking is not None and thinking.active else -1
-        max_tokens = sampling.max_tokens
-        coalesce_s = self.COALESCE_S if events_every_s is None or not self.COALESCE_S else events_every_s
-        chunk: list[str] = []  # released text not handed out yet
-        chunk_reasoning: list[str] = []  # thinking a remote engine sent apart (ReasoningText), not handed out yet
-        want_logprobs = sampling.logprobs >= 0
-        chunk_logprobs: list[TokenLogprob] = []  # the log-probabilities of the chunk's tokens, when asked
-        logprobs: list[TokenLogprob] = []
-        self.reply_logprobs = logprobs
-        taken = 0  # of them, those handed on
-        released: list[str] = []  # everything released, for the Done of a reply without a reader
-        released_reasoning: list[str] = []
-        chunk_tokens = 0
-        generated = reasoning_tokens = 0
-        t_first = t_last = t_reasoning_first = t_reasoning_last = t_answer = None
-        t_sent = -coalesce_s  # the first token goes out at once
-        stop_reason: StopReason = "eos"
-        forced = False
-        self.prompt_tokens = self.cached_tokens = 0
-        self.drafted_tokens = self.accepted_tokens = self.verify_passes = 0
-        self._t_prefill = None
-
-        def event(t_ms: float, count: int) -> Token:
-            text, reasoning = "".join(chunk), "".join(chunk_reasoning)
-            chunk.clear()
-            chunk_reasoning.clear()
-            entries: tuple[TokenLogprob, ...] = ()
-            if chunk_logprobs:
-                entries = tuple(chunk_logprobs)
-                chunk_logprobs.clear()
-            released.append(text)
-            released_reasoning.append(reasoning)
-            # the prompt's figures go out with the first event, so that a stream's opening can say them
-            prompt, cached = (self.prompt_tokens, self.cached_tokens) if len(released) == 1 else (0, 0)
-            if reader is None:
-                return Token(request_id, text, t_ms, count=count, reasoning=reasoning, prompt_tokens=prompt,
-                             cached_tokens=cached, logprobs=entries)
-            reader.feed(text)
-            return _token_from(request_id, reader.deltas(), t_ms, count, prompt, cached, entries)
-
-        if budget == 0 and thinking is not None and thinking.inside:  # the template opened it anyway: close it
-            self.force(sampling.reasoning_budget_message + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
-            forced = True
+        events = ReplyEvents(request_id, reply, meter, reader)
+        window = self.COALESCE_S if events_every_s is None or not self.COALESCE_S else events_every_s
+        coalescer = Coalescer(meter, window)
         stream = self._stream(messages, sampling)
         try:
-            for raw in stream:
-                now = clock()
-                if type(raw) is ReasoningText:
-                    chunk_reasoning.append(raw)
-                    raw = TrailingText("")  # counted above as a token; its text went to the thinking
-                    generated += 1
-                    chunk_tokens += 1
-                    reasoning_tokens += 1
-                    t_first = t_first or now
-                    t_reasoning_first = t_reasoning_first or now
-                    t_last = t_reasoning_last = now
-                elif type(raw) is not TrailingText:
-                    generated += 1
-                    chunk_tokens += 1
-                    if t_first is None:
-                        t_first = now
-                    t_last = now
-                    if thinking is not None and thinking.feed(raw):
-                        reasoning_tokens += 1
-                        t_reasoning_first = t_reasoning_first or now
-                        t_reasoning_last = now
-                        if 0 <= budget <= reasoning_tokens and thinking.inside and not forced:
-                            self.force(sampling.reasoning_budget_message
-                                       + prepared.thinking_end_tags[0])  # type: ignore[union-attr]
-                            forced = True
-                    elif t_answer is None and raw.strip():
-                        t_answer = now
-                text = stops.feed(raw) if stops.active else raw
-                if text:
-                    chunk.append(text)
-                if want_logprobs and len(logprobs) > taken:  # the entries the engine wrote for this piece
-                    fresh, taken = logprobs[taken:], len(logprobs)
-                    if not stops.matched:  # the token that completes a stop string shows no text
-                        if len(fresh) == 1 and not fresh[0].token:  # one token's: its text is the piece
-                            fresh = [dataclasses.replace(fresh[0], token=raw)]
-                        chunk_logprobs.extend(fresh)
-                if stops.matched:
-                    stop_reason = "stop"
-                    break
-                if generated >= max_tokens:
-                    stop_reason = "length"
-                    break
-                if cancelled.is_set():
-                    stop_reason = "cancelled"
-                    break
-                if now - t_sent >= coalesce_s:
-                    yield event((now - t_start) * 1000, chunk_tokens)
-                    chunk_tokens = 0
-                    t_sent = now
-        except Exception:
-            if chunk or chunk_reasoning or chunk_logprobs:  # what arrived before the engine failed stays with it
-                yield event(((t_last or clock()) - t_start) * 1000, chunk_tokens)
-            raise
+            for chunk in coalescer.chunks(self._steps(stream, sampling, meter, stops, budget, cancelled)):
+                yield events.token(chunk)
         finally:
-            stream.close()
-        if stop_reason == "eos" and cancelled.is_set():
-            stop_reason = "cancelled"  # the backend ended early because of the cancel (e.g. during prefill)
-        tail = stops.flush() if not stops.matched else ""
-        if tail:
-            chunk.append(tail)
-        t_chunk = t_last if chunk_tokens and t_last is not None else clock()  # held-back text alone: now
-        if chunk or chunk_reasoning or chunk_tokens or chunk_logprobs:
-            yield event((t_chunk - t_start) * 1000, chunk_tokens)
-        if reader is not None:
-            # a reply the model did not end (max_tokens, a stop word of the request, a cancel): a call it was writing
-            # is no call (the format's own stops end a turn as its end-of-text token does)
-            cut = stop_reason != "eos" and not (stop_reason == "stop" and stops.matched in extra_stops)
-            last = _token_from(request_id, reader.deltas(final=True, cut=cut), (t_chunk - t_start) * 1000, 0)
-            if last.text or last.reasoning or last.tool_calls:
-                yield last
-            content, reasoning, calls = reader.finish()
+            if isinstance(stream, Generator):
+                stream.close()
+        # a reply the model did not end (max_tokens, a stop word of the request, a cancel): a call it was writing is
+        # no call (the format's own stops end a turn as its end-of-text token does)
+        cut = reply.stop_reason != "eos" and not (reply.stop_reason == "stop" and reply.stop_string in extra_stops)
+        yield from events.finish(coalescer.t_end_ms, cut)
+        content, reasoning, calls = events.message()
+        yield Done(request_id, content, meter.stats(reply, self.peak_memory_bytes()), reasoning, calls)
+
+    def _steps(self, stream: Iterator[str], sampling: SamplingSettings, meter: Meter, stops: StopStringFilter,
+               budget: ThinkingBudget, cancelled: threading.Event) -> Iterator[Step]:
+        """The engine's pieces, each metered and through the stop filter, with the log-probabilities the engine wrote
+        for it, until the reply ends (``self.reply.stop_reason``: the stream's end, a stop string, ``max_tokens`` or
+        a cancel); then the text the stop filter still held, if any. The thinking budget is checked at each token."""
+        reply, clock, max_tokens = self.reply, time.perf_counter, sampling.max_tokens
+        logprobs = reply.logprobs if sampling.logprobs >= 0 else None
+        taken = 0  # of the engine's log-probability entries, those handed on
+        budgeted = budget.limit >= 0
+        for raw in stream:
+            now = clock()
+            counted = meter.feed(raw, now)
+            thought = ""
+            if type(raw) is ReasoningText:
+                thought, raw = raw, ""  # counted as a token; its text goes to the thinking
+            elif counted and budgeted:
+                budget.check(meter.reasoning_tokens)
+            text = stops.feed(raw) if stops.active else raw
+            entries: tuple[TokenLogprob, ...] = ()
+            if logprobs is not None and len(logprobs) > taken:  # the entries the engine wrote for this piece
+                fresh, taken = logprobs[taken:], len(logprobs)
+                if not stops.matched:  # the token that completes a stop string shows no text
+                    if len(fresh) == 1 and not fresh[0].token:  # one token's: its text is the piece
+                        fresh = [dataclasses.replace(fresh[0], token=raw)]
+                    entries = tuple(fresh)
+            if stops.matched:
+                reply.stop_reason, reply.stop_string = "stop", stops.matched
+            elif meter.generated >= max_tokens:
+                reply.stop_reason = "length"
+            elif cancelled.is_set():
+                reply.stop_reason = "cancelled"
+            else:
+                yield now, text, thought, counted, entries, False
+                continue
+            yield now, text, thought, counted, entries, True
+            break
         else:
-            content, reasoning, calls = "".join(released), "".join(released_reasoning), ()
-        t_first = t_first or clock()
-        t_last = t_last or t_first
-        stats = GenerationStats(
-            prompt_tokens=self.prompt_tokens,
-            prompt_ms=(t_first - (self._t_prefill or t_start)) * 1000,
-            ttft_ms=(t_first - t_start) * 1000,
-            generated_tokens=generated,
-            decode_ms=(t_last - t_first) * 1000,
-            stop_reason=stop_reason,
-            peak_memory_bytes=self.peak_memory_bytes(),
-            stop_string=stops.matched,
-            draft_tokens=self.drafted_tokens,
-            accepted_tokens=self.accepted_tokens,
-            verify_passes=self.verify_passes,
-            reasoning_tokens=reasoning_tokens,
-            reasoning_ms=((t_reasoning_last - t_reasoning_first) * 1000
-                          if t_reasoning_first is not None and t_reasoning_last is not None else 0.0),
-            first_answer_ms=(t_answer - t_start) * 1000 if t_answer is not None else 0.0,
-            cached_tokens=self.cached_tokens,
-        )
-        yield Done(request_id, content, stats, reasoning, calls)
-
-
-def _token_from(request_id: str, deltas: Sequence[Any], t_ms: float, count: int, prompt_tokens: int = 0,
-                cached_tokens: int = 0, logprobs: tuple[TokenLogprob, ...] = ()) -> Token:
-    """One Token event for a chunk's deltas (backends/chat_format/stream.Delta): its answer text, its thinking and
-    the tool calls it begins or extends."""
-    return Token(request_id, "".join(d.content for d in deltas), t_ms, count=count, prompt_tokens=prompt_tokens,
-                 cached_tokens=cached_tokens, logprobs=logprobs,
-                 reasoning="".join(d.reasoning for d in deltas),
-                 tool_calls=tuple(ToolCallDelta(d.tool_index, d.tool_id, d.tool_name, d.tool_arguments)
-                                  for d in deltas if d.tool_index >= 0))
+            if cancelled.is_set():
+                reply.stop_reason = "cancelled"  # the backend ended early because of the cancel (e.g. during prefill)
+        tail = stops.flush()
+        if tail:
+            yield clock(), tail, "", 0, (), True

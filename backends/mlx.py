@@ -26,7 +26,8 @@ from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
 from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, StateRestored,
                            StateSaved, TokenLogprob, TopLogprob)
-from backends.base import Availability, Backend, GenerationError, TrailingText, check_token_ids, peak_rss_bytes
+from backends.base import (Availability, Backend, GenerationError, Reply, TrailingText, check_token_ids,
+                           peak_rss_bytes)
 
 
 class _GrammarProcessor:
@@ -193,9 +194,9 @@ class MlxBackend(Backend):
         if isinstance(messages, str):
             return messages
         if self._processor is None:
-            if self.prepared is None:
+            if self.reply.prepared is None:
                 raise GenerationError("state", "the conversation was not prepared through the chat format")
-            return self.prepared.prompt
+            return self.reply.prepared.prompt
         try:
             parts = [{"role": m.role, "content": [{"type": "image"} for _ in m.images]
                       + [{"type": "text", "text": m.content}]} for m in messages]
@@ -228,7 +229,7 @@ class MlxBackend(Backend):
         if len(tokens) >= self._n_ctx:
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
                                              f"holds {self._n_ctx}", "start a new chat or load with a larger context")
-        self.prompt_tokens = len(tokens)
+        self.reply.prompt_tokens = len(tokens)
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0,
@@ -250,7 +251,7 @@ class MlxBackend(Backend):
             yield from self._speculate(tokens, limit, sampler, processors)
             return
         cache, reuse = self._reuse_cache(tokens)
-        self.cached_tokens = reuse
+        self.reply.cached_tokens = reuse
         if reuse:  # the processors see the whole prompt, as in a fresh run (the repetition penalty's window)
             prefix = mx.array(tokens[:reuse])
             processors = [processors[0], *(_after(prefix, p) for p in processors[1:])]  # [0]: _forcing, no tokens
@@ -323,7 +324,7 @@ class MlxBackend(Backend):
         t0 = time.perf_counter()
         if self._processor is not None or self._draft_model is not None:  # their replies keep no prompt cache
             return StateRestored(request_id, "", 0, 0.0, ())
-        self.prepared = self.prepare(messages, sampling)
+        self.reply = Reply(self.prepare(messages, sampling))
         tokens = self._prompt_ids(messages)
         have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
                 if self._cache is not None else 0)
@@ -362,7 +363,7 @@ class MlxBackend(Backend):
         return list(cache)
 
     def _record_logprobs(self, token: int, logprobs: Any, top: int) -> None:
-        """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply_logprobs), from
+        """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply.logprobs), from
         the row mlx-lm sampled from; a token the grammar refused (-inf) as the lowest float, as llama-server writes
         a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
         import mlx.core as mx
@@ -382,7 +383,7 @@ class MlxBackend(Backend):
         alternatives = tuple(TopLogprob(int(t), (piece := text(int(t))), max(float(row[t]), lowest),
                                         tuple(piece.encode("utf-8"))) for t in best)
         piece = text(token)
-        self.reply_logprobs.append(TokenLogprob(int(token), "", max(float(row[token]), lowest),
+        self.reply.logprobs.append(TokenLogprob(int(token), "", max(float(row[token]), lowest),
                                                 tuple(piece.encode("utf-8")), alternatives))
 
     def _speculate(self, tokens: list[int], limit: int, sampler: Callable[[Any], Any],
@@ -405,10 +406,10 @@ class MlxBackend(Backend):
             try:
                 for token, _, from_draft in steps:
                     produced += 1
-                    self.accepted_tokens += bool(from_draft)
+                    self.reply.accepted_tokens += bool(from_draft)
                     if not from_draft:  # the model's own token ends a round
-                        self.verify_passes += 1
-                        self.drafted_tokens += min(k, limit - round_start)
+                        self.reply.verify_passes += 1
+                        self.reply.drafted_tokens += min(k, limit - round_start)
                         round_start = produced
                     if token in eos:
                         break
@@ -417,8 +418,8 @@ class MlxBackend(Backend):
             finally:
                 steps.close()  # rewinds mlx-lm's caches
                 if produced > round_start:  # a round cut short (end of text, max tokens, cancel): its guesses count
-                    self.verify_passes += 1
-                    self.drafted_tokens += min(k, limit - round_start)
+                    self.reply.verify_passes += 1
+                    self.reply.drafted_tokens += min(k, limit - round_start)
         detokenizer.finalize()
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
@@ -450,7 +451,7 @@ class MlxBackend(Backend):
                     max_tokens=min(sampling.max_tokens + 1, self._n_ctx), temperature=sampling.temperature,
                     top_p=sampling.top_p, top_k=sampling.top_k or None, min_p=sampling.min_p, seed=sampling.seed,
                     repetition_penalty=sampling.repeat_penalty if sampling.repeat_penalty != 1 else None):
-                self.prompt_tokens = result.prompt_tokens
+                self.reply.prompt_tokens = result.prompt_tokens
                 if result.prompt_tokens >= self._n_ctx:
                     raise GenerationError("context", f"the conversation is {result.prompt_tokens} tokens long but "
                                                      f"the context holds {self._n_ctx}",

@@ -617,7 +617,7 @@ class RemoteBackend(Backend):
                         raise GenerationError("request", f"the remote server ({self.server.kind or 'unknown kind'}) "
                                                          "gives no log-probabilities for this model",
                                               "ask without logprobs")
-                    self.reply_logprobs.extend(entries or ())
+                    self.reply.logprobs.extend(entries or ())
                 if isinstance(part, str) and part:
                     yield part
 
@@ -625,10 +625,10 @@ class RemoteBackend(Backend):
         usage = payload.get("usage")
         if isinstance(usage, dict):
             if (prompt_tokens := _count(usage.get("prompt_tokens"))) is not None:
-                self.prompt_tokens = prompt_tokens
+                self.reply.prompt_tokens = prompt_tokens
             details = usage.get("prompt_tokens_details")  # OpenAI's and llama-server's: what its KV cache held
             if isinstance(details, dict) and (cached := _count(details.get("cached_tokens"))) is not None:
-                self.cached_tokens = cached
+                self.reply.cached_tokens = cached
             if (completion_tokens := _count(usage.get("completion_tokens"))) is not None:
                 self._completion_tokens = completion_tokens
         timings = payload.get("timings")

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 # 6: passages scored for a question by a reranker (RerankRequest, Reranked)
 # 7: llama.cpp's extra buffer types turned off on request (LoadSettings.extra_buffer_types); a load ends with a
 #    warm-up decode, so a crashing kernel crashes the load (the crash guard, app/engine/guard.py)
-PROTOCOL_VERSION = 7
+# 8: the thinking's figures so far on every Token (reasoning_tokens, reasoning_ms, first_answer_ms)
+PROTOCOL_VERSION = 8
 
 A = TypeVar("A")  # the event that answers a request
 T = TypeVar("T")

@@ -62,8 +62,8 @@ Documents = tuple["DocumentStore", tuple[str, ...]]
 class TokenChunk:
     """What arrived since the last update of a reply, with its figures so far; times are the engine's, in ms since
     the request arrived there. A thinking model's thinking comes before its answer, so a chunk that has both holds
-    the end of the one and the start of the other. The thinking figures are live estimates (a chunk's tokens are
-    counted as thinking while no answer has come): the Done's stats have the exact ones."""
+    the end of the one and the start of the other. The thinking's figures are the engine's so far (each Token carries
+    them: backends/base.Meter measures them, token by token), the same the Done's stats end with."""
 
     text: str  # new answer text
     reasoning: str  # new thinking text
@@ -72,11 +72,12 @@ class TokenChunk:
     last_ms: float  # the latest token
     reasoning_tokens: int = 0  # thinking tokens so far
     reasoning_ms: float = 0.0  # from the first thinking token to the latest
-    first_answer_ms: float | None = None  # the first answer text; None while there is none
+    first_answer_ms: float | None = None  # the answer's first token; None while there is none
 
 
 class TokenBuffer:
-    """Tokens from the worker thread, waiting for the GUI. Thread-safe."""
+    """Tokens from the worker thread, waiting for the GUI. Thread-safe. The thinking's figures are taken from the
+    tokens as the engine measured them, never counted here again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -93,25 +94,16 @@ class TokenBuffer:
             self.total_tokens = 0
             self.first_t_ms: float | None = None
             self.last_t_ms = 0.0
-            self.reasoning_tokens = 0
-            self.reasoning_first_ms: float | None = None
-            self.reasoning_last_ms = 0.0
-            self.first_answer_ms: float | None = None
+            self._thinking: tuple[int, float, float] = (0, 0.0, 0.0)  # the latest token's figures of the thinking
 
     def push(self, token: Token) -> bool:
         """Add a token; True when the GUI must be notified (no notification is pending)."""
         with self._lock:
             if token.text:
                 self._parts.append(token.text)
-                if self.first_answer_ms is None:
-                    self.first_answer_ms = token.t_ms
             if token.reasoning:
                 self._reasoning_parts.append(token.reasoning)
-                if self.reasoning_first_ms is None:
-                    self.reasoning_first_ms = token.t_ms
-                self.reasoning_last_ms = token.t_ms
-            if self.reasoning_first_ms is not None and (self.first_answer_ms is None or token.reasoning):
-                self.reasoning_tokens += token.count
+            self._thinking = (token.reasoning_tokens, token.reasoning_ms, token.first_answer_ms)
             self.total_tokens += token.count
             if token.count and self.first_t_ms is None:
                 self.first_t_ms = token.t_ms
@@ -129,9 +121,9 @@ class TokenBuffer:
             self._reasoning_parts.clear()
             self._notified = False
             first = self.first_t_ms if self.first_t_ms is not None else self.last_t_ms
-            thought = self.reasoning_last_ms - self.reasoning_first_ms if self.reasoning_first_ms is not None else 0.0
-            return TokenChunk(text, reasoning, self.total_tokens, first, self.last_t_ms, self.reasoning_tokens,
-                              thought, self.first_answer_ms)
+            thought, thought_ms, first_answer_ms = self._thinking
+            return TokenChunk(text, reasoning, self.total_tokens, first, self.last_t_ms, thought, thought_ms,
+                              first_answer_ms or None)
 
 
 def _pool_module() -> ModuleType:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, Reranked,
                            SamplingSettings, StateRestored, StateSaved, Token, expert_tensor_patterns)
-from backends.base import Availability, GenerationError, check_token_ids, physical_cores
+from backends.base import Availability, GenerationError, Reply, check_token_ids, physical_cores
 from backends.states import shared_prefix
 from backends.chat_format import bundled, formats
 from backends.llama_cpp import load as loading
@@ -400,7 +400,7 @@ class LlamaCppBackend(TokenLoop):
     def _prompt_units(self, messages: Prompt, sampling: SamplingSettings) -> list[int]:
         """The prompt as the KV cache would hold it (``_stream``'s tokens, or with images its chunks' units); []
         where no saved prefix can be used (M-RoPE images)."""
-        self.prepared = self.prepare(messages, sampling)
+        self.reply = Reply(self.prepare(messages, sampling))
         prompt = self._engine_prompt(messages)
         images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
         if not images:

@@ -185,15 +185,15 @@ class TokenLoop(Backend):
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):
             return messages
-        if self.prepared is None:
+        if self.reply.prepared is None:
             raise GenerationError("state", "the conversation was not prepared through the chat format")
-        return self.prepared.prompt
+        return self.reply.prepared.prompt
 
     def _format_pieces(self, llama_cpp: ModuleType) -> dict[int, bytes | None] | None:
         """The special tokens this reply's format is written with (gpt-oss's ``<|channel|>``, Mistral's
         ``[TOOL_CALLS]``, a ``<think>`` that is a control token): each as its text, where llama.cpp would print a
         special token as nothing, as llama-server keeps a format's preserved tokens. None when there are none."""
-        prepared = self.prepared
+        prepared = self.reply.prepared
         if prepared is None:
             return None
         llm = self._loaded()
@@ -301,7 +301,7 @@ class TokenLoop(Backend):
             reuse = self._common_prefix(tokens)
             if shift:  # a prompt an overflow policy cut (SamplingSettings.cache_reuse)
                 reuse = self._reuse_shifted(llama_cpp, tokens, reuse)
-            reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
+            reuse = self.reply.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         return self._decode(llama_cpp, tokens[reuse:])
 
     def _prefill_media(self, llama_cpp: ModuleType, chunks: Any) -> int:
@@ -321,7 +321,7 @@ class TokenLoop(Backend):
                 if not is_text and start < reuse < start + len(piece):
                     reuse = start
                 start += len(piece)
-        reuse = self.cached_tokens = self._keep_prefix(llama_cpp, reuse)
+        reuse = self.reply.cached_tokens = self._keep_prefix(llama_cpp, reuse)
         with self._batched().aborting(self._cancelled):  # images are served alone (one sequence): see load
             position = 0
             for index, (chunk, piece, is_text) in enumerate(pieces):
@@ -367,12 +367,7 @@ class TokenLoop(Backend):
         import llama_cpp
 
         llm = self._loaded()
-        if self._pooling == POOLING_RANK:
-            raise GenerationError("request", "the loaded model is a reranker: it scores passages, it makes no replies",
-                                  "ask /v1/rerank, or load a chat model")
-        if self._pooling:
-            raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
-                                  "ask /v1/embeddings, or load a chat model")
+        self._refuse_pooling_models()
         prompt = self._engine_prompt(messages)
         images = [] if isinstance(messages, str) else [image for m in messages for image in m.images]
         media = vision.media_chunks(self._mtmd, prompt, images) if images else None  # text and image chunks
@@ -387,29 +382,14 @@ class TokenLoop(Backend):
             if n_prompt >= n_ctx:
                 raise GenerationError("context", f"the conversation is {n_prompt} tokens long but the context "
                                                  f"holds {n_ctx}", "start a new chat or load with a larger context")
-            self.prompt_tokens = n_prompt
+            self.reply.prompt_tokens = n_prompt
             ctx = llm.ctx
             kept = self._format_pieces(llama_cpp)
             pieces = samplers.WithMarkers(self._pieces, kept) if kept else self._pieces
             self._forced.clear()
             decode = batcher.decode
-            sample: Sample = llama_cpp.llama_sampler_sample
-            accept: Accept
             utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
-            grammar = self.reply_grammar(sampling)
-            mask = self._token_mask(llama_cpp, grammar) if grammar is not None else None
-            if mask is None and sampling.temperature == 0:  # no chain: the argmax off the logits row
-                greedy = samplers.GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
-                sample, accept = greedy.sample, greedy.accept
-            else:
-                chain = samplers.sampler_chain(llama_cpp, llm, sampling)
-                accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
-                if mask is not None:
-                    guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
-                    sample, accept = guided.sample, guided.accept
-            if sampling.logprobs >= 0:  # only when asked: the plain loop stays as it is
-                recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply_logprobs)
-                sample, accept = recorder.sample(sample), recorder.accept(accept)
+            sample, accept, chain, mask = self._sampling(llama_cpp, llm, sampling, pieces)
             # guesses of text replies only, and not where each token's log-probabilities are asked
             drafter = self._drafter if not media and mask is None and sampling.logprobs < 0 else None
             self.mark_prefill_start()
@@ -446,18 +426,60 @@ class TokenLoop(Backend):
                 self._forget_kv(llama_cpp)  # an aborted decode leaves the KV cache half-written
                 return
             self._forget_kv(llama_cpp)
-            if status == NO_SLOT and self.parallel > 1:
-                raise GenerationError("context", f"the KV cache the model's {self.parallel} sequences share "
-                                                 f"({n_ctx} tokens) is full: this reply ends here, the others go on",
-                                      "send it again when fewer requests run, or load with a larger context")
-            raise GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
-                                  "see the engine log for llama.cpp's reason")
+            raise self._decode_failed(status, n_ctx)
         finally:
             batcher.leave(seq)
             if chain is not None:
                 llama_cpp.llama_sampler_free(chain)
             if media:
                 vision.free_chunks(media)
+
+    def _refuse_pooling_models(self) -> None:
+        """An embedding model or a reranker makes no replies: said before anything is decoded."""
+        if self._pooling == POOLING_RANK:
+            raise GenerationError("request", "the loaded model is a reranker: it scores passages, it makes no replies",
+                                  "ask /v1/rerank, or load a chat model")
+        if self._pooling:
+            raise GenerationError("request", "the loaded model is an embedding model: it makes embeddings, not replies",
+                                  "ask /v1/embeddings, or load a chat model")
+
+    def _sampling(self, llama_cpp: ModuleType, llm: Any, sampling: SamplingSettings,
+                  pieces: Any) -> tuple[Sample, Accept, Any, Any]:
+        """The reply's sample and accept: the argmax off the logits row where no chain is needed, else llama.cpp's
+        sampler chain (its handle, which the caller frees), under the grammar's token mask where there is one, and
+        recording each token's log-probabilities only when asked (the plain loop stays as it is)."""
+        sample: Sample = llama_cpp.llama_sampler_sample
+        accept: Accept
+        chain = None
+        grammar = self.reply_grammar(sampling)
+        mask = self._token_mask(llama_cpp, grammar) if grammar is not None else None
+        if mask is None and sampling.temperature == 0:
+            greedy = samplers.GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
+            sample, accept = greedy.sample, greedy.accept
+        else:
+            chain = samplers.sampler_chain(llama_cpp, llm, sampling)
+            accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
+        try:
+            if mask is not None and chain is not None:
+                guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
+                sample, accept = guided.sample, guided.accept
+            if sampling.logprobs >= 0:
+                recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply.logprobs)
+                sample, accept = recorder.sample(sample), recorder.accept(accept)
+        except BaseException:
+            if chain is not None:
+                llama_cpp.llama_sampler_free(chain)  # the caller never got its handle
+            raise
+        return sample, accept, chain, mask
+
+    def _decode_failed(self, status: int, n_ctx: int) -> GenerationError:
+        """Why a decode failed, in words: the shared cache full of the other sequences' tokens, else llama.cpp's."""
+        if status == NO_SLOT and self.parallel > 1:
+            return GenerationError("context", f"the KV cache the model's {self.parallel} sequences share "
+                                              f"({n_ctx} tokens) is full: this reply ends here, the others go on",
+                                   "send it again when fewer requests run, or load with a larger context")
+        return GenerationError("decode", f"llama.cpp failed while generating (llama_decode returned {status})",
+                               "see the engine log for llama.cpp's reason")
 
     def _speculate(self, llama_cpp: ModuleType, drafter: PromptLookup | DraftModel, prompt: list[int], sample: Sample,
                    accept: Accept, chain: Any, pieces: dict[int, bytes | None],
@@ -492,8 +514,8 @@ class TokenLoop(Backend):
             if status != 0:
                 return status
             kv.extend(row_tokens)
-            self.verify_passes += 1
-            self.drafted_tokens += len(guesses)
+            self.reply.verify_passes += 1
+            self.reply.drafted_tokens += len(guesses)
             kept = 0
             if self._forced:
                 token = self._forced.popleft()
@@ -506,7 +528,7 @@ class TokenLoop(Backend):
                     kept += 1
                 else:
                     token = sample(chain, ctx, len(guesses))
-            self.accepted_tokens += kept
+            self.reply.accepted_tokens += kept
             if kept < len(guesses):  # the rejected guesses' cells go, in the cache and in its record
                 if not llama_cpp.llama_memory_seq_rm(memory, -1, start + 1 + kept, -1):
                     self._forget_kv(llama_cpp)

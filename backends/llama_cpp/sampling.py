@@ -189,7 +189,7 @@ class LogprobRecorder:
     on (the model's distribution before the sampler's temperature and cut-offs, as llama-server reports it): a
     log-softmax of the row in numpy, the alternatives by argpartition. Made only when a request asks
     (SamplingSettings.logprobs), and wrapped around the loop's ``sample`` and ``accept``, so a reply that does not ask
-    costs nothing. Entries go to ``out`` (Backend.reply_logprobs) with the token's bytes; the shared loop adds the
+    costs nothing. Entries go to ``out`` (Backend.reply.logprobs) with the token's bytes; the shared loop adds the
     text the token released."""
 
     def __init__(self, llama_cpp: ModuleType, llm: Llama, pieces: dict[int, bytes | None], top: int,

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from app.datatypes import Done, LoadSettings, SamplingSettings, Token
-from backends.base import Availability, Backend, GenerationError, StopStringFilter, TrailingText
+from backends.base import Availability, Backend, GenerationError, ReasoningText, StopStringFilter, TrailingText
 
 
 def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_a_match():
@@ -66,7 +66,7 @@ class ScriptedBackend(Backend):
         raise NotImplementedError
 
     def _stream(self, messages, sampling):
-        self.prompt_tokens = 3
+        self.reply.prompt_tokens = 3
         self.mark_prefill_start()
         try:
             for i, piece in enumerate(self.pieces):
@@ -104,6 +104,21 @@ def test_trailing_text_is_released_but_not_counted_and_held_text_is_flushed():
     assert [t.count for t in tokens] == [1, 1, 0]  # '!' released the held 'ST' with it
     assert done.stats.generated_tokens == 2
     assert isinstance(done, Done) and all(isinstance(t, Token) for t in tokens)
+
+
+def test_thinking_is_metered_once_and_each_token_carries_its_figures_so_far():
+    """An engine's own thinking (a remote server's reasoning_content) counted by the loop's meter: the figures each
+    event carries grow to the Done's, which are the same meter's."""
+    pieces = [ReasoningText("Hm"), ReasoningText(", the sky"), " Blue", TrailingText(".")]
+    tokens, done = _run(ScriptedBackend(pieces), SamplingSettings())
+    assert [(t.text, t.reasoning, t.count) for t in tokens] == [("", "Hm", 1), ("", ", the sky", 1), (" Blue", "", 1),
+                                                                (".", "", 0)]
+    assert (done.text, done.reasoning) == (" Blue.", "Hm, the sky")
+    assert [t.reasoning_tokens for t in tokens] == [1, 2, 2, 2] == [1, 2, 2, done.stats.reasoning_tokens]
+    assert [t.first_answer_ms > 0 for t in tokens] == [False, False, True, True]
+    assert tokens[0].reasoning_ms == 0 and tokens[-1].reasoning_ms == done.stats.reasoning_ms
+    assert tokens[-1].first_answer_ms == done.stats.first_answer_ms == tokens[2].t_ms
+    assert done.stats.generated_tokens == 3 and tokens[0].prompt_tokens == 3 and tokens[1].prompt_tokens == 0
 
 
 class ChunkingBackend(ScriptedBackend):

@@ -67,6 +67,12 @@ def test_a_budget_closes_the_thinking_and_the_answer_follows(engine):
     assert "".join(t.reasoning for t in tokens).strip() == done.reasoning.strip()
     assert "".join(t.text for t in tokens).strip() == done.text.strip()
     assert sum(t.count for t in tokens) == stats.generated_tokens
+    # each token carries the thinking's figures so far, measured where the Done's are: they grow to the Done's
+    figures = [(t.reasoning_tokens, t.reasoning_ms) for t in tokens]
+    assert figures == sorted(figures) and figures[0][0] >= 1
+    last = tokens[-1]
+    assert (last.reasoning_tokens, last.reasoning_ms, last.first_answer_ms) == (
+        stats.reasoning_tokens, stats.reasoning_ms, stats.first_answer_ms)
 
 
 def test_a_budget_of_nothing_turns_thinking_off(engine):

@@ -26,6 +26,7 @@ from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, Re
 # raise PROTOCOL_VERSION (with its line in app/engine/protocol.py) and add its line here; a line here is never edited.
 FINGERPRINTS = {
     7: "5ef43151874f2c86",
+    8: "ac2e4387cfe97c2a",
 }
 
 

@@ -76,7 +76,10 @@ class EngineDouble:
                 reason = "cancelled"
                 break
             (thought if thinking else sent).append(piece or thinking)
-            yield Token(request_id, piece, 10.0 + 5 * i, reasoning=thinking)
+            # the thinking's figures so far, as the engine's meter gives them with each token
+            yield Token(request_id, piece, 10.0 + 5 * i, reasoning=thinking, reasoning_tokens=len(thought),
+                        reasoning_ms=5.0 * max(len(thought) - 1, 0),
+                        first_answer_ms=10.0 + 5 * len(thought) if sent else 0.0)
         n = len(sent) + len(thought)
         yield Done(request_id, "".join(sent), GenerationStats(
             prompt_tokens=7, prompt_ms=3.5, ttft_ms=10.0, generated_tokens=n, decode_ms=5.0 * max(n - 1, 0),

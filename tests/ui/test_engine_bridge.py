@@ -117,24 +117,32 @@ def test_many_fast_tokens_arrive_in_few_updates(qtbot, make_bridge):
 
 def test_token_buffer_notifies_once_until_drained():
     buf = TokenBuffer()
-    assert buf.push(Token("r", "a", 5.0)) is True
-    assert buf.push(Token("r", "b", 9.0)) is False
-    assert buf.push(Token("r", "!", 9.5, count=0)) is False  # released stop-string tail: no token
+    assert buf.push(Token("r", "a", 5.0, first_answer_ms=5.0)) is True
+    assert buf.push(Token("r", "b", 9.0, first_answer_ms=5.0)) is False
+    assert buf.push(Token("r", "!", 9.5, count=0, first_answer_ms=5.0)) is False  # released stop-string tail: no token
     assert buf.drain() == TokenChunk("ab!", "", 2, 5.0, 9.5, first_answer_ms=5.0)
-    assert buf.push(Token("r", "c", 12.0)) is True
+    assert buf.push(Token("r", "c", 12.0, first_answer_ms=5.0)) is True
     assert buf.drain() == TokenChunk("c", "", 3, 5.0, 12.0, first_answer_ms=5.0)
 
 
-def test_token_buffer_keeps_the_thinking_apart_and_times_it():
+def test_token_buffer_keeps_the_thinking_apart_with_the_engines_figures():
+    """The thinking's figures are the engine's (each token carries them so far), not counted again from the chunks:
+    an event that holds the end of the thinking and the start of the answer has both kinds of tokens, which only the
+    engine, reading them one by one, can tell apart."""
     buf = TokenBuffer()
-    buf.push(Token("r", "", 4.0, reasoning="Let me"))
-    buf.push(Token("r", "", 6.0, count=3, reasoning=" see."))
+    buf.push(Token("r", "", 4.0, reasoning="Let me", reasoning_tokens=1))
+    buf.push(Token("r", "", 6.0, count=3, reasoning=" see.", reasoning_tokens=4, reasoning_ms=2.0))
     assert buf.drain() == TokenChunk("", "Let me see.", 4, 4.0, 6.0, reasoning_tokens=4, reasoning_ms=2.0)
-    buf.push(Token("r", "", 7.0))  # the closing tag: still thinking, nothing shown
-    buf.push(Token("r", "It is", 9.0, count=2, reasoning=" Done."))  # the end of the one, the start of the other
-    buf.push(Token("r", " blue.", 11.0))
-    assert buf.drain() == TokenChunk("It is blue.", " Done.", 8, 4.0, 11.0, reasoning_tokens=7, reasoning_ms=5.0,
+    buf.push(Token("r", "", 7.0, reasoning_tokens=5, reasoning_ms=3.0))  # the closing tag: still thinking, not shown
+    # the end of the one, the start of the other: of its two tokens, the engine counted one as thinking
+    buf.push(Token("r", "It is", 9.0, count=2, reasoning=" Done.", reasoning_tokens=6, reasoning_ms=4.0,
+                   first_answer_ms=9.0))
+    buf.push(Token("r", " blue.", 11.0, reasoning_tokens=6, reasoning_ms=4.0, first_answer_ms=9.0))
+    assert buf.drain() == TokenChunk("It is blue.", " Done.", 8, 4.0, 11.0, reasoning_tokens=6, reasoning_ms=4.0,
                                      first_answer_ms=9.0)
+    buf.reset()
+    buf.push(Token("r", "Hi", 3.0, first_answer_ms=3.0))
+    assert buf.drain() == TokenChunk("Hi", "", 1, 3.0, 3.0, first_answer_ms=3.0)  # a new reply: none of the last's
 
 
 def test_thinking_reaches_the_gui_apart_from_the_answer(qtbot, make_bridge):
