@@ -52,7 +52,7 @@ class Settings:
     offline: bool = False
     default_n_ctx: int = 4096
     theme: str = "system"
-    language: str = "system"  # read once at start-up (app.ui.translations.install)
+    language: str = "system"  # read once at start-up (app.ui.common.translations.install)
     check_updates: bool = True  # ask the Hub (at most daily) whether downloaded models changed: app.hub.updates
     # Several models loaded (app/engine/pool.py): the memory budget (None: what the fit check finds free), how many
     # at most, and the minutes without a message after which one unloads (0: never).

@@ -6,7 +6,7 @@ In detail (each module's job, read with docs/architecture.md's module map):
 its undo, a chat deleted once its streaming reply stops, branches, pins, export, and the reply under way: its chat,
 context figures, the cut it goes on from, its tool loop; the rule ``tool_step_after`` over ``app/mcp/loop``'s; on its
 own layer above ``app/engine`` and ``app/mcp``, while the rest of ``app/chats`` is below them; shown by
-``ui/chat_page.ChatPage``), ``store`` the conversation store (SQLite) and presets, ``messages`` its records
+``ui/chat/chat_page.ChatPage``), ``store`` the conversation store (SQLite) and presets, ``messages`` its records
 (``Conversation``, ``ChatMessage``, ``ToolCard``, ``Branches``, ``Preset``: frozen dataclasses, no SQL), ``export`` a
 conversation as JSON (``EXPORT_VERSION``) or Markdown, and a reply saved as it streams (``ReplyWriter``); a message's
 images as files under ``attachments/`` beside the database (named by sha256, purged once no row refers to them);

@@ -4,7 +4,7 @@ under way: its chat, its context figures, the overflow cut it goes on from, and 
 offered, the steps it made, what went wrong with them; each step is ``app.mcp.loop.ToolStep``, the state machine
 ``quantdesk chat --tools`` drives too, and ``tool_step_after`` is the rule by which a reply starts one).
 
-``app.ui.chat_page.ChatPage`` shows it and talks to the engine bridge; the reply's lifecycle and its saving are the
+``app.ui.chat.chat_page.ChatPage`` shows it and talks to the engine bridge; the reply's lifecycle and its saving are the
 page's ``ReplySession`` (handed in as ``replies``: what the store refused is saved before a delete, and an undo
 brings it back). A store that refuses a write raises ``ChatStoreError``: the caller says it. The request of a reply
 is still built by ``ChatPage._generate``; with the Qt-free ``Turn`` of app/engine (issue 40) it comes here, beside
@@ -24,7 +24,7 @@ from app.datatypes import ContextCut, Done
 
 
 class Replies(Protocol):
-    """What the session asks of the page's replies (app.ui.reply_session.ReplySession)."""
+    """What the session asks of the page's replies (app.ui.chat.reply_session.ReplySession)."""
 
     @property
     def streaming(self) -> bool: ...

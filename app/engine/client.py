@@ -87,7 +87,7 @@ def describe_exit(returncode: int | None, stderr_tail: Sequence[str], phase: str
 
 
 class EngineClientLike(Protocol):
-    """An engine as the chat bridge (app/ui/engine_bridge.py) and the local server (app/server) use it:
+    """An engine as the chat bridge (app/ui/chat/engine_bridge.py) and the local server (app/server) use it:
     EngineClient, or a test double with the same calls and events."""
 
     @property

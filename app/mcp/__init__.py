@@ -18,5 +18,6 @@ linear in a line's length), ``approvals`` (allow once, always, deny; the always-
 ``Done.tool_calls``, each answered in order: a tool the model was not given at once, the others asked for unless
 always allowed, run, denied or stopped; its ``ToolRun``s for the next prompt, its ``ToolCard``s for the chat store;
 both faces drive it: ``ToolLoop.step`` blocks on it for ``quantdesk chat --tools``, up to a step limit, the Chat's
-``ui/chat_tools.ChatTools`` advances it on signals; tests/ui/test_chat_tools.py runs the same calls through both)
+``ui/chat/chat_tools.ChatTools`` advances it on signals; tests/ui/chat/test_chat_tools.py runs the same calls through
+both)
 """

@@ -6,7 +6,7 @@ conversation goes back to the model, up to a step limit.
 ``ToolStep`` is one step as a state machine: its calls in order, each answered (a tool the model was not given at
 once, in the ToolBox's words), asked for (``must_ask``, ``decide``), run (``start``, ``run``, ``finish``) or stopped
 (``stop``). The two faces drive the same machine: ``ToolLoop.step`` blocks on it for the terminal (the approval a
-callback, the call on the caller's thread); the Chat's ``app.ui.chat_tools.ChatTools`` advances it on signals (the
+callback, the call on the caller's thread); the Chat's ``app.ui.chat.chat_tools.ChatTools`` advances it on signals (the
 approval a card the user answers whenever they like, the call on a thread of its own). Both read the calls' answers
 from it: ``StepResult`` for the next prompt, ``cards`` for the chat store.
 

@@ -1,5 +1,10 @@
 """The Qt desktop app. The only package that imports Qt (tests/test_import_boundaries.py keeps the rest honest).
 
+Its modules lie in one folder per page of the window, each folder's ``__init__`` saying what it holds: ``chat/``,
+``library/``, ``documents/``, ``hardware/``, ``lab/``, ``server/`` and ``settings/``; ``common/`` holds what every page
+shares and imports no page (``tests/ui/test_page_folders.py``). At the top stay ``crash``, ``main``, ``platform_check``
+and ``window``: the app's start and the window.
+
 In detail (each module's job, read with docs/architecture.md's module map):
 
 Start-up, the window: every QWidget; the only place that imports Qt. ``main`` is ``quantdesk`` with no arguments:

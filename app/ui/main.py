@@ -20,10 +20,10 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import __version__, logs, paths
 from app import settings as app_settings
 from app.chats.store import ChatStore, ChatStoreError
+from app.ui.chat.engine_bridge import EngineBridge
+from app.ui.common.theme import ThemeFollower
+from app.ui.common.translations import chosen_language, install, uninstall
 from app.ui.crash import CrashReporter
-from app.ui.engine_bridge import EngineBridge
-from app.ui.theme import ThemeFollower
-from app.ui.translations import chosen_language, install, uninstall
 from app.ui.window import MainWindow
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _say_shown_and_quit(window: MainWindow) -> None:
 def _after_shown(window: MainWindow) -> None:
     window.detect_hardware()  # probes GPUs and disks, on the probe's own thread
     window.offer_first_run()  # no chats and no models yet: the welcome flow
-    window.start_documents()  # the indexer, where a collection has work left (app/ui/documents_service.py)
+    window.start_documents()  # the indexer, where a collection has work left (app/ui/documents/documents_service.py)
 
 
 def run() -> int:

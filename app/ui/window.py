@@ -13,31 +13,32 @@ from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, Q
 from app.settings import load as load_settings
 from app.chats.store import ChatStore
 from app.errors import QuantDeskError
-from app.ui.background import BackgroundCall
-from app.ui.focus_ring import FocusRingFollower
-from app.ui.icons import icon
-from app.ui.theme import stylesheet
-from app.ui.translations import QT_TRANSLATE_NOOP
+from app.ui.common.background import BackgroundCall
+from app.ui.common.focus_ring import FocusRingFollower
+from app.ui.common.icons import icon
+from app.ui.common.theme import stylesheet
+from app.ui.common.translations import QT_TRANSLATE_NOOP
 
 if TYPE_CHECKING:  # the pages are imported when first shown (app.ui.window.MainWindow.page), not before
     from app.hardware.profile import HardwareProfile
     from app.hub.plan import DownloadRequest
     from app.settings import Settings
-    from app.ui.chat_page import ChatPage
-    from app.ui.chat_tools import ChatTools
-    from app.ui.discover_page import DiscoverPage
-    from app.ui.documents_page import DocumentsPage
-    from app.ui.documents_service import DocumentsService
-    from app.ui.downloads_page import DownloadsPage
-    from app.ui.engine_bridge import EngineBridge
-    from app.ui.first_run import FirstRunPage, ImportFlow
-    from app.ui.hardware_page import HardwarePage
-    from app.ui.lab_page import LabPage
-    from app.ui.library_page import LibraryPage
-    from app.ui.server_page import ServerPage
-    from app.ui.settings_page import SettingsPage
+    from app.ui.chat.chat_page import ChatPage
+    from app.ui.chat.chat_tools import ChatTools
+    from app.ui.chat.engine_bridge import EngineBridge
+    from app.ui.documents.documents_page import DocumentsPage
+    from app.ui.documents.documents_service import DocumentsService
+    from app.ui.hardware.hardware_page import HardwarePage
+    from app.ui.lab.lab_page import LabPage
+    from app.ui.library.discover_page import DiscoverPage
+    from app.ui.library.downloads_page import DownloadsPage
+    from app.ui.library.first_run import FirstRunPage, ImportFlow
+    from app.ui.library.library_page import LibraryPage
+    from app.ui.server.server_page import ServerPage
+    from app.ui.settings.settings_page import SettingsPage
 
-WELCOME = "Welcome"  # the first run's page (app/ui/first_run.py): in the stack while offered, not in the sidebar
+# The first run's page (app/ui/library/first_run.py): in the stack while offered, not in the sidebar
+WELCOME = "Welcome"
 PAGES = ("Discover", "Downloads", "Library", "Chat", "Hardware", "Lab", "Server", "Documents", "Settings")
 # The pages' names as the sidebar shows them (PAGES are also keys: in window.ini, in show_page).
 PAGE_TITLES = {"Discover": QT_TRANSLATE_NOOP("MainWindow", "Discover"),
@@ -216,7 +217,7 @@ class MainWindow(QMainWindow):
     @property
     def importer(self) -> ImportFlow:
         if self._importer is None:
-            from app.ui.first_run import ImportFlow
+            from app.ui.library.first_run import ImportFlow
 
             self._importer = ImportFlow(self)
             self._importer.imported.connect(self._on_chat_requested)
@@ -224,7 +225,7 @@ class MainWindow(QMainWindow):
         return self._importer
 
     def _build_discover(self) -> DiscoverPage:
-        from app.ui.discover_page import DiscoverPage
+        from app.ui.library.discover_page import DiscoverPage
 
         page = DiscoverPage()
         page.download_requested.connect(self._on_download_requested)
@@ -234,7 +235,7 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_downloads(self) -> DownloadsPage:
-        from app.ui.downloads_page import DownloadsPage
+        from app.ui.library.downloads_page import DownloadsPage
 
         page = DownloadsPage()
         page.chat_requested.connect(self._on_chat_requested)
@@ -243,7 +244,7 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_library(self) -> LibraryPage:
-        from app.ui.library_page import LibraryPage
+        from app.ui.library.library_page import LibraryPage
 
         page = LibraryPage()
         page.load_requested.connect(self._on_chat_requested)
@@ -253,7 +254,7 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_chat(self) -> ChatPage:
-        from app.ui.chat_page import ChatPage
+        from app.ui.chat.chat_page import ChatPage
 
         page = ChatPage(self.store, self.bridge, tools=self._chat_tools, documents=self.documents_service)
         page.go_to.connect(self.show_page)
@@ -266,7 +267,7 @@ class MainWindow(QMainWindow):
         """The user's documents (store and indexer; its thread embeds through the Chat's model pool), made on first
         use: by the Documents page, the Chat's attach, or after the first paint when a collection has work."""
         if self._documents is None:
-            from app.ui.documents_service import DocumentsService
+            from app.ui.documents.documents_service import DocumentsService
 
             self._documents = DocumentsService(self.bridge)
         return self._documents
@@ -280,12 +281,12 @@ class MainWindow(QMainWindow):
             self.documents_service().start_if_work()
 
     def _build_documents(self) -> DocumentsPage:
-        from app.ui.documents_page import DocumentsPage
+        from app.ui.documents.documents_page import DocumentsPage
 
         return DocumentsPage(self.documents_service())
 
     def _build_hardware(self) -> HardwarePage:
-        from app.ui.hardware_page import HardwarePage
+        from app.ui.hardware.hardware_page import HardwarePage
 
         page = HardwarePage()
         page.runtimes_panel.changed.connect(self._on_runtimes_changed)
@@ -296,14 +297,14 @@ class MainWindow(QMainWindow):
         return page
 
     def _build_lab(self) -> LabPage:
-        from app.ui.lab_page import LabPage
+        from app.ui.lab.lab_page import LabPage
 
         page = LabPage()
         page.go_to.connect(self.show_page)
         return page
 
     def _build_server(self) -> ServerPage:
-        from app.ui.server_page import ServerPage
+        from app.ui.server.server_page import ServerPage
 
         page = ServerPage(self.bridge)
         page.go_to.connect(self.show_page)
@@ -312,13 +313,13 @@ class MainWindow(QMainWindow):
     def _chat_tools(self) -> ChatTools:
         """The app's MCP tools: the Chat gives them to its models, Settings → Tools shows and changes them."""
         if self._tools is None:
-            from app.ui.chat_tools import ChatTools
+            from app.ui.chat.chat_tools import ChatTools
 
             self._tools = ChatTools(parent=self)
         return self._tools
 
     def _build_settings(self) -> SettingsPage:
-        from app.ui.settings_page import SettingsPage
+        from app.ui.settings.settings_page import SettingsPage
 
         page = SettingsPage(tools=self._chat_tools)
         page.models_dir_changed.connect(self._refresh_library)
@@ -458,7 +459,7 @@ class MainWindow(QMainWindow):
     def offer_first_run(self) -> FirstRunPage | None:
         """The welcome, when this is a first run (no chats, no models, not done or skipped before): a page of its
         own in the stack, shown instead of the page the window opened on, and gone once left."""
-        from app.ui.first_run import should_offer
+        from app.ui.library.first_run import should_offer
 
         if not self.isVisible() or not should_offer(self.settings, self.store):  # closed before it came up
             return None
@@ -466,7 +467,7 @@ class MainWindow(QMainWindow):
 
     def show_welcome(self) -> FirstRunPage:
         """The first run's page, in the stack and shown (offer_first_run asks whether this is a first run)."""
-        from app.ui.first_run import FirstRunPage
+        from app.ui.library.first_run import FirstRunPage
 
         if self.first_run is None:
             self.first_run = page = FirstRunPage(self.settings)

@@ -3480,6 +3480,14 @@
         <translation>Aktive Anfragen</translation>
     </message>
     <message>
+        <source>Requests decoded together</source>
+        <translation>Gemeinsam dekodierte Anfragen</translation>
+    </message>
+    <message>
+        <source>Decoded together</source>
+        <translation>Gemeinsam dekodiert</translation>
+    </message>
+    <message>
         <source>Settings (applied when the server starts)</source>
         <translation>Einstellungen (gelten ab dem Start des Servers)</translation>
     </message>
@@ -3564,6 +3572,18 @@
         <translation> min ohne Anfrage</translation>
     </message>
     <message>
+        <source> requests at once</source>
+        <translation> Anfragen gleichzeitig</translation>
+    </message>
+    <message>
+        <source>A llama.cpp model the server loads decodes this many requests together, each may use the whole context (the KV cache does not grow with the number); more wait in order (quantdesk serve --parallel). The Chat&apos;s model keeps the sequences it was loaded with</source>
+        <translation>Ein llama.cpp-Modell, das der Server lädt, dekodiert so viele Anfragen gemeinsam, jede darf den ganzen Kontext nutzen (der KV-Cache wächst mit der Zahl nicht); weitere warten der Reihe nach (quantdesk serve --parallel). Das Modell des Chats behält die Sequenzen, mit denen es geladen wurde</translation>
+    </message>
+    <message>
+        <source>Decode together</source>
+        <translation>Gemeinsam dekodieren</translation>
+    </message>
+    <message>
         <source>Load anyway, past the memory budget</source>
         <translation>Trotzdem laden, über das Speicherbudget hinaus</translation>
     </message>
@@ -3590,6 +3610,22 @@
     <message>
         <source>{model} with {backend} (context {n_ctx} tokens)</source>
         <translation>{model} mit {backend} (Kontext {n_ctx} Tokens)</translation>
+    </message>
+    <message>
+        <source>{n} requests decode together; more wait in order</source>
+        <translation>{n} Anfragen werden gemeinsam dekodiert; weitere warten der Reihe nach</translation>
+    </message>
+    <message>
+        <source>one request at a time, the rest wait in order ({why})</source>
+        <translation>eine Anfrage nach der anderen, der Rest wartet der Reihe nach ({why})</translation>
+    </message>
+    <message>
+        <source>the model was loaded in Chat with one sequence</source>
+        <translation>das Modell wurde im Chat mit einer Sequenz geladen</translation>
+    </message>
+    <message>
+        <source>; models the server loads decode {n} together</source>
+        <translation>; Modelle, die der Server lädt, dekodieren {n} gemeinsam</translation>
     </message>
     <message>
         <source>{served}, loaded in Chat</source>

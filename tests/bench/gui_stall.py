@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from PySide6.QtCore import QEventLoop, QObject, QSettings, QTimer, Slot  # noqa: E402
 
 from app.chats.store import ChatStore  # noqa: E402
-from app.ui.engine_bridge import EngineBridge  # noqa: E402
+from app.ui.chat.engine_bridge import EngineBridge  # noqa: E402
 from app.ui.main import application  # noqa: E402
 from app.ui.window import MainWindow  # noqa: E402
 from app.datatypes import Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token  # noqa: E402
@@ -118,7 +118,7 @@ class FirstUpdate(QObject):
         self.count = 0
 
     @Slot(object)
-    def on_tokens(self, _chunk: object) -> None:  # app.ui.engine_bridge.TokenChunk
+    def on_tokens(self, _chunk: object) -> None:  # app.ui.chat.engine_bridge.TokenChunk
         self.count += 1
         if self.at is None:
             self.at = time.perf_counter()

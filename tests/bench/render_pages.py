@@ -28,12 +28,12 @@ from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from app.chats.store import ChatStore  # noqa: E402
 from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile, RuntimeInfo  # noqa: E402
-from app.ui.engine_bridge import EngineBridge  # noqa: E402
-from app.ui.formatting import human_bytes  # noqa: E402
+from app.ui.chat.engine_bridge import EngineBridge  # noqa: E402
+from app.ui.chat.model_bar import Prefill  # noqa: E402
+from app.ui.common.formatting import human_bytes  # noqa: E402
+from app.ui.common.theme import ThemeFollower  # noqa: E402
+from app.ui.common.translations import chosen_language, install  # noqa: E402
 from app.ui.main import application  # noqa: E402
-from app.ui.model_bar import Prefill  # noqa: E402
-from app.ui.theme import ThemeFollower  # noqa: E402
-from app.ui.translations import chosen_language, install  # noqa: E402
 from app.ui.window import PAGES, MainWindow  # noqa: E402
 from app.datatypes import Device, DeviceLoad, Done, GenerationStats, LoadSettings, Loaded, Message, SamplingSettings, Token  # noqa: E402
 
@@ -299,7 +299,7 @@ class _IdleServer:
 def fill_lab_and_server(window, work: Path) -> None:
     """The Quant lab showing a finished six-quant comparison (and two past results), the Local server on."""
     from app.lab.store import ResultStore
-    from app.ui.server_page import Running
+    from app.ui.server.server_page import Running
 
     lab = window.lab
     lab.store = ResultStore(work / "lab")
@@ -489,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             window.lab.charts.save_png(str(args.out / f"lab-sweep{suffix}.png"))
             window.lab.show_result(shown)
             window.lab.tabs.setCurrentIndex(0)
-            from app.ui.lab_uploaders import UploadersDialog
+            from app.ui.lab.lab_uploaders import UploadersDialog
 
             dialog = UploadersDialog(None, window)
             dialog.base.setText("Qwen/Qwen2.5-7B-Instruct")

@@ -19,7 +19,7 @@ STATS = GenerationStats(prompt_tokens=1, prompt_ms=1.0, ttft_ms=1.0, generated_t
 
 
 class Replies:
-    """The page's replies as the session sees them (app.ui.reply_session.ReplySession's part of it, without its
+    """The page's replies as the session sees them (app.ui.chat.reply_session.ReplySession's part of it, without its
     retry timer): the reply streaming now, and the writers the store refused so far."""
 
     def __init__(self) -> None:

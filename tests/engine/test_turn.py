@@ -137,5 +137,5 @@ def test_no_face_keeps_its_own_restore_generate_save_or_overflow_step():
             } == {"app/engine/states.py"}
     users = {m for m, calls in modules.items()
              if {"send", "prepare"} & calls and "app.engine.turn" in (ROOT / m).read_text(encoding="utf-8")}
-    assert {"app/ui/engine_bridge.py", "app/server/engine_queue.py", "app/server/turns.py",
+    assert {"app/ui/chat/engine_bridge.py", "app/server/engine_queue.py", "app/server/turns.py",
             "app/commands/engine.py"} <= users

@@ -195,7 +195,7 @@ def test_the_small_helpers():
 
 def test_the_step_is_one_state_machine_asked_run_denied_and_stopped_on_the_real_server():
     """ToolStep without an engine: the calls of one reply on server-everything, answered in order; the machine
-    ToolLoop.step drives here is the one the Chat drives (tests/ui/test_chat_tools.py)."""
+    ToolLoop.step drives here is the one the Chat drives (tests/ui/chat/test_chat_tools.py)."""
     calls = (ToolCall("c1", "everything__echo", '{"message": "hi"}'), ToolCall("c2", "nowhere__nothing", "{}"),
              ToolCall("c3", "everything__get-sum", '{"a": 2, "b": 3}'),
              ToolCall("c4", "everything__trigger-long-running-operation", '{"duration": 30, "steps": 30}'))

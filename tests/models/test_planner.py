@@ -220,7 +220,7 @@ def test_no_face_plans_a_load_on_its_own():
     a projector itself any more."""
     from app.commands import engine, server as serve_command
     from app.server import router
-    from app.ui import model_bar
+    from app.ui.chat import model_bar
 
     for module in (model_bar, router, engine, serve_command):
         source = inspect.getsource(module)

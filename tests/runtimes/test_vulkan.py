@@ -121,7 +121,7 @@ def test_the_automatic_choice_and_what_the_cli_says(vulkan_runtime, tiny_models,
 
 
 def test_a_pinned_runtime_wins_and_the_model_bar_says_so(vulkan_runtime, tiny_models, qtbot):
-    from app.ui.model_bar import ModelBar
+    from app.ui.chat.model_bar import ModelBar
 
     pins.pin("cpu", tiny_models.gguf_q4_k_m)
     with EngineClient() as client:
@@ -136,7 +136,7 @@ def test_a_pinned_runtime_wins_and_the_model_bar_says_so(vulkan_runtime, tiny_mo
 
 def test_a_runtime_with_a_deleted_library_falls_back_and_the_model_bar_and_cli_say_why(
         vulkan_runtime, tiny_models, qtbot, capsys):
-    from app.ui.model_bar import ModelBar
+    from app.ui.chat.model_bar import ModelBar
 
     broken = install_copy(vulkan_runtime.site, "vulkan-broken", "vulkan")
     lib = broken / "site" / "llama_cpp" / "lib"

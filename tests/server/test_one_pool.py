@@ -19,7 +19,7 @@ from app.engine.pool import ModelPool, PoolLimits
 from app.server.router import ModelRouter, ServeSettings
 from app.server.thread import ServerThread
 from app.settings import context_length
-from app.ui.server_page import ServeRequest, _start_server
+from app.ui.server.server_page import ServeRequest, _start_server
 from app.datatypes import LoadSettings
 from tests.server.conftest import N_CTX
 from tests.server.test_pool import library  # noqa: F401 - the fixture: three models in a fresh library

@@ -17,7 +17,7 @@ from app.models.metadata import read_model
 from app.models.recommend import fit_model
 from app.runtimes import pins
 from app.server.router import ModelRouter, ServeSettings
-from app.ui.model_bar import prefill_for
+from app.ui.chat.model_bar import prefill_for
 from tests.fixtures.machines import machine, with_cpu_and_vulkan_runtimes
 from tests.server.conftest import N_CTX, openai_on
 

@@ -104,7 +104,7 @@ def test_schemas_the_grammar_cannot_hold_are_400s_and_the_engine_goes_on(oai, mo
 
 def test_the_400_says_what_the_cli_and_the_chat_say_of_the_same_schema(oai, model_name):
     """One check and one sentence (backends/json_schema.refusal) for the server, `quantdesk chat --json-schema`
-    (tests/commands/test_engine.py) and the Chat page (tests/ui/test_chat_page.py)."""
+    (tests/commands/test_engine.py) and the Chat page (tests/ui/chat/test_chat_page.py)."""
     schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
     with pytest.raises(openai.BadRequestError) as caught:
         oai.chat.completions.create(model=model_name, messages=ASK, max_tokens=8, response_format=_schema_format(schema))

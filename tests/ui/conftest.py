@@ -10,9 +10,9 @@ from PySide6.QtWidgets import QApplication
 
 from app.chats.store import ChatStore
 from app.engine.client import EngineClient
-from app.ui.engine_bridge import EngineBridge
-from app.ui.theme import ThemeFollower
-from app.ui.translations import translations_dir
+from app.ui.chat.engine_bridge import EngineBridge
+from app.ui.common.theme import ThemeFollower
+from app.ui.common.translations import translations_dir
 from app.ui.window import MainWindow
 from tests.hub.conftest import fast, fixed_template, gguf_repo  # noqa: F401 - fixtures: the Library's update checks
 from tests.ui.engine_double import EngineDouble, SuccessiveEngines
@@ -20,7 +20,7 @@ from tests.ui.engine_double import EngineDouble, SuccessiveEngines
 
 @pytest.fixture(autouse=True, scope="session")
 def english_plurals(qapp):
-    """The English forms of the "%n ..." strings, which the app loads at start-up (app.ui.translations.install):
+    """The English forms of the "%n ..." strings, which the app loads at start-up (app.ui.common.translations.install):
     without them Qt shows the source text, "1 server request(s)"."""
     translator = QTranslator()
     assert translator.load(str(translations_dir() / "quantdesk_en.qm"))

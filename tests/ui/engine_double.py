@@ -1,6 +1,6 @@
 """Stand-ins for app.engine.client.EngineClient (EngineClientLike) with the same calls and events, for
 tests that must steer the engine exactly (hold a reply mid-way, crash on cue). They run in-process on the
-bridge's worker thread; the real client runs a child process (see tests/ui/test_chat_real_engine.py)."""
+bridge's worker thread; the real client runs a child process (see tests/ui/chat/test_chat_real_engine.py)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,11 @@ The rules, so that what the layout means to do is not flagged:
   content, a table's cell widgets) may lie outside it; their own insides are checked like any other widget's.
 - Qt's compound widgets (a spin box's line edit, a combo box's parts, a tab bar's scroll buttons, a header's
   sections) are Qt's to lay out: they are measured as one widget, their insides not walked.
-- The focus ring (app/ui/focus_ring.py) lies over the focused widget on purpose.
+- The focus ring (app/ui/common/focus_ring.py) lies over the focused widget on purpose.
 - Text: a label without word wrap, and a button, is cut when narrower than its text (``minimumSizeHint``, which
   is the whole text for these); a word-wrapped label when shorter than ``heightForWidth`` at its width; a spin box
   or combo box when narrower than its ``minimumSizeHint``. A label that elides on purpose says so with the
-  ``elides`` property (app.ui.widgets.ElidedLabel) and is left out; so is one with the Ignored size policy,
+  ``elides`` property (app.ui.common.widgets.ElidedLabel) and is left out; so is one with the Ignored size policy,
   which Qt's layouts use for "take what is left, clip the rest", so that is flagged as a widget the layout
   could not fit only when it is narrower than half its text.
 """

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScro
 
 from app.ui.window import PAGES
 from tests.ui.engine_double import EngineDouble
-from tests.ui.test_chat_page import load, type_and_send
+from tests.ui.chat.test_chat_page import load, type_and_send
 
 INTERACTIVE = (QAbstractButton, QLineEdit, QPlainTextEdit, QTextEdit, QComboBox, QAbstractSpinBox, QAbstractSlider,
                QAbstractItemView)
@@ -110,11 +110,11 @@ def test_the_check_finds_an_unnamed_control(qtbot):
 def test_the_dialogs_have_accessible_names(qtbot, make_window, tmp_path):
     from PySide6.QtCore import QSettings
 
-    from app.ui.chat_documents import CollectionPicker
-    from app.ui.chat_settings import ChatSettingsDialog
+    from app.ui.chat.chat_documents import CollectionPicker
+    from app.ui.chat.chat_settings import ChatSettingsDialog
     from app.ui.crash import CrashDialog
-    from app.ui.first_run import FirstRunPage
-    from app.ui.remote_connections import RemoteModelDialog
+    from app.ui.library.first_run import FirstRunPage
+    from app.ui.settings.remote_connections import RemoteModelDialog
 
     window = make_window()
     store = window.chat.store

@@ -90,7 +90,7 @@ def test_an_error_in_a_thread_reaches_the_dialog(qtbot, reporter):
 
 def test_a_background_call_that_fails_unexpectedly_leaves_its_traceback_in_the_log(qtbot):
     from app.errors import QuantDeskError
-    from app.ui.background import BackgroundCall, sentence
+    from app.ui.common.background import BackgroundCall, sentence
 
     def broken() -> None:
         raise ZeroDivisionError("a bug in the worker")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from tests.ui.test_chat_page import load
+from tests.ui.chat.test_chat_page import load
 
 
 def test_the_empty_library_downloads_and_chat_send_the_user_to_discover(qtbot, make_window):

@@ -14,7 +14,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.ui.held_reply import HeldReply
-from tests.ui.test_chat_real_engine import LONG_REPLY, send
+from tests.ui.chat.test_chat_real_engine import LONG_REPLY, send
 from tests.ui.tiny_hub import TINY_REPO, tiny_hub_fixture  # noqa: F401 - the tiny_hub fixture
 
 

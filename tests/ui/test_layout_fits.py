@@ -12,8 +12,8 @@ import pytest
 from PySide6.QtCore import QCoreApplication
 
 from app.datatypes import ContextUse, LoadSettings
-from app.ui.model_bar import Prefill
-from app.ui.translations import install, uninstall
+from app.ui.chat.model_bar import Prefill
+from app.ui.common.translations import install, uninstall
 from app.ui.window import PAGES
 from tests.bench import render_pages as sample
 from tests.ui.layout_check import describe, problems, text_cut
@@ -161,7 +161,7 @@ def test_the_check_leaves_scrolled_content_and_hidden_pages_alone(qtbot):
 def test_a_flow_wraps_its_widgets_onto_more_lines_instead_of_cutting_them(qtbot):
     from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
-    from app.ui.widgets import Flow
+    from app.ui.common.widgets import Flow
 
     parent = QWidget()
     qtbot.addWidget(parent)

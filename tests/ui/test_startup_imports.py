@@ -46,9 +46,9 @@ NOT_BEFORE_SHOWN = (
     "app.lab", "app.hub", "app.remote",  # the homes of pages not on screen
     *sorted({command.module for command in COMMANDS.values()}),  # the CLI's command modules
     "backends.registry",  # engines: only the engine host loads one
-    "app.ui.discover_page", "app.ui.downloads_page", "app.ui.library_page", "app.ui.hardware_page",
-    "app.ui.lab_page", "app.ui.lab_chart", "app.ui.server_page", "app.ui.settings_page", "app.ui.first_run",
-    "app.documents", "app.ui.documents_page", "app.ui.documents_service",  # the user's documents: after the paint
+    "app.ui.library.discover_page", "app.ui.library.downloads_page", "app.ui.library.library_page", "app.ui.hardware.hardware_page",
+    "app.ui.lab.lab_page", "app.ui.lab.lab_chart", "app.ui.server.server_page", "app.ui.settings.settings_page", "app.ui.library.first_run",
+    "app.documents", "app.ui.documents.documents_page", "app.ui.documents.documents_service",  # the user's documents: after the paint
 )
 
 
@@ -76,11 +76,11 @@ def test_the_window_shows_with_the_chat_page_alone_and_the_probe_waits_for_it(tm
 
 
 @pytest.mark.parametrize(("page", "not_imported"), [
-    ("Lab", ("app.ui.chat_page", "app.ui.server_page", "app.server", "app.engine.pool")),
-    ("Server", ("app.ui.chat_page", "app.ui.lab_page", "app.lab", "app.server")),  # the server: when switched on
+    ("Lab", ("app.ui.chat.chat_page", "app.ui.server.server_page", "app.server", "app.engine.pool")),
+    ("Server", ("app.ui.chat.chat_page", "app.ui.lab.lab_page", "app.lab", "app.server")),  # the server: when switched on
 ])
 def test_a_window_opening_on_another_page_builds_that_one(page, not_imported, tmp_path):
     started = _start(page, tmp_path)
     assert started["page"] == page
-    assert f"app.ui.{page.lower()}_page" in started["modules"]
+    assert f"app.ui.{page.lower()}.{page.lower()}_page" in started["modules"]
     assert _imported(started["modules"], not_imported) == []

@@ -6,8 +6,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractButton, QAbstractSpinBox, QLineEdit, QListWidget, QPlainTextEdit
 
 from app.hardware.profile import BackendSupport, CpuInfo, GpuInfo, HardwareProfile
-from app.ui.library_page import LibraryPage
-from app.ui.settings_page import SettingsPage
+from app.ui.library.library_page import LibraryPage
+from app.ui.settings.settings_page import SettingsPage
 from app.ui.window import PAGES
 
 

@@ -1,0 +1,1 @@
+"""The Hardware page: what was detected, and the llama.cpp runtimes panel."""

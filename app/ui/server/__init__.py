@@ -1,0 +1,1 @@
+"""The Local server page."""
