@@ -46,12 +46,10 @@ def register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     p.set_defaults(func=func or run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from app.datatypes import LoadSettings
+def check_pool_options(args: argparse.Namespace) -> None:
+    """Refuse the model pool's limits out of their range (serve's and mcp serve's --memory-budget, --max-loaded,
+    --idle-ttl), before anything loads."""
     from app.errors import EngineError
-    from app.server.mcp import run_stdio
-    from app.server.router import ServeSettings
-    from app.settings import context_length
 
     if args.memory_budget is not None and args.memory_budget <= 0:
         raise EngineError(f"--memory-budget must be more than 0 GiB, not {args.memory_budget:g}", kind="settings")
@@ -59,6 +57,16 @@ def run(args: argparse.Namespace) -> int:
         raise EngineError(f"--max-loaded must be at least 1, not {args.max_loaded}", kind="settings")
     if args.idle_ttl <= 0:
         raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.datatypes import LoadSettings
+    from app.errors import EngineError
+    from app.server.mcp import run_stdio
+    from app.server.router import ServeSettings
+    from app.settings import context_length
+
+    check_pool_options(args)
     load = LoadSettings(n_ctx=context_length(args.ctx), threads=args.threads)
     try:
         load.validate()

@@ -14,6 +14,7 @@ from app.commands import COMMANDS, add_command
 from app.errors import EngineError
 from app.commands.engine import (FORCE_HELP, add_draft_arguments, add_force_arguments, check_fit, draft_note,
                                  draft_setting)
+from app.commands.mcp_serve import check_pool_options
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
@@ -178,12 +179,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise EngineError(f"the port must be between 0 and 65535, not {args.port}", kind="settings")
     if args.max_queue < 1:
         raise EngineError(f"--max-queue must be at least 1, not {args.max_queue}", kind="settings")
-    if args.memory_budget is not None and args.memory_budget <= 0:
-        raise EngineError(f"--memory-budget must be more than 0 GiB, not {args.memory_budget:g}", kind="settings")
-    if args.max_loaded is not None and args.max_loaded < 1:
-        raise EngineError(f"--max-loaded must be at least 1, not {args.max_loaded}", kind="settings")
-    if args.idle_ttl <= 0:
-        raise EngineError(f"--idle-ttl must be more than 0 seconds, not {args.idle_ttl:g}", kind="settings")
+    check_pool_options(args)
     if args.parallel is not None and not 1 <= args.parallel <= MAX_PARALLEL:
         raise EngineError(f"--parallel must be from 1 to {MAX_PARALLEL}, not {args.parallel}", kind="settings")
     if not 0 <= args.stream_every_ms <= 1000:

@@ -127,3 +127,4 @@ def test_bad_settings_are_refused_in_words_before_serving(tmp_path):
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert run.returncode != 0 and run.stdout == ""
     assert "--idle-ttl must be more than 0 seconds, not 0" in run.stderr
+
