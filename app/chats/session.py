@@ -6,21 +6,23 @@ offered, the steps it made, what went wrong with them; each step is ``app.mcp.lo
 
 ``app.ui.chat.chat_page.ChatPage`` shows it and talks to the engine bridge; the reply's lifecycle and its saving are the
 page's ``ReplySession`` (handed in as ``replies``: what the store refused is saved before a delete, and an undo
-brings it back). A store that refuses a write raises ``ChatStoreError``: the caller says it. The request of a reply
-is still built by ``ChatPage._generate``; with the Qt-free ``Turn`` of app/engine (issue 40) it comes here, beside
-the tool loop it feeds.
+brings it back). A store that refuses a write raises ``ChatStoreError``: the caller says it. A reply's request is
+built here (``reply_turn``: the branch's engine turns with its pins and last cut, and the chat's own settings over
+its model's preset by app/engine/turn.py's rules), beside the tool loop it feeds; the page sends it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from app.chats import export as chat_export
 from app.chats.messages import ChatMessage, Conversation, DeletedConversation
 from app.chats.store import ChatStore, ChatStoreError, NotFound, ReplyWriter
-from app.datatypes import ContextCut, Done
+from app.datatypes import ContextCut, Done, Message, SamplingSettings
+from app.engine.states import StateKeys, chat_keys
+from app.engine.turn import ModelDefaults, encoded_images, with_system_prompt, with_tools
 
 
 class Replies(Protocol):
@@ -58,6 +60,18 @@ def title_from(text: str, limit: int = 48) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
+@dataclass(frozen=True)
+class ReplyTurn:
+    """What one reply of the Chat asks of the engine: the branch's turns as the engine takes them (the system prompt
+    first), the sampling with the chat's tools, the saved states' keys, and the overflow policy with the cut it goes
+    on from and the turns it must keep (the pinned messages')."""
+
+    messages: list[Message]
+    sampling: SamplingSettings
+    keys: StateKeys
+    overflow: tuple[str, ContextCut | None, frozenset[int]]
+
+
 class ChatSession:
     def __init__(self, store: ChatStore, replies: Replies) -> None:
         self.store = store
@@ -78,6 +92,46 @@ class ChatSession:
         self.offered: list[Any] = []
         self.tool_steps = 0
         self.tool_problems: list[str] = []
+
+    # --- the reply's request -------------------------------------------------------------------------------------
+
+    def reply_turn(self, conv: Conversation, writer: ReplyWriter, model_path: str | None, tools: list[Any], *,
+                   max_steps: int, default_overflow: str) -> ReplyTurn:
+        """The request of the reply ``writer`` in ``conv`` on the model at ``model_path``, offered ``tools``
+        (ToolSpecs), and the reply's figures kept here (its cut context, max_tokens, overflow policy, tools offered).
+
+        An assistant turn's thinking goes back with it (the model's template decides whether the model sees it again);
+        a reply that called tools goes back with its calls, then a ``tool`` message per call with what it returned (or
+        that it was denied or not run). The chat's own settings come first, then the model's preset, its recommended
+        values, QuantDesk's; after the last tool step allowed the model is shown its tools still (the prompt stays as
+        it was) but held to answer in words."""
+        shown = [m for m in self.store.messages(conv.id)
+                 if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
+        history: list[Message] = []
+        pins: set[int] = set()  # the pinned messages' engine turns (a reply's tool results with it), as indices
+        for m in shown:
+            turn, *results = m.engine_turns()
+            if m.pinned:
+                pins.update(range(len(history), len(history) + 1 + len(results)))
+            history += [replace(turn, images=encoded_images(m.images)), *results]
+        defaults = ModelDefaults.of(model_path)
+        sent = with_system_prompt(history, defaults.system_prompt(conv.system_prompt or None))
+        # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
+        lead = len(sent) - len(history)
+        last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
+        previous = ContextCut.from_dict(last).shifted(lead) if last is not None else None
+        self.cut_context = (lead, previous)
+        self.offered = tools
+        sampling = with_tools(defaults.sampling(conv.sampling).settings, [spec.as_openai_function() for spec in tools],
+                              last_step=self.tool_steps >= max_steps)
+        self.reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
+        self.reply_overflow = defaults.overflow(conv.overflow, default_overflow)
+        # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
+        # and the reply's own saved after it (app/engine/states.py); other branches' tips as well.
+        branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
+        replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]
+        return ReplyTurn(sent, sampling, chat_keys(conv.id, branch, writer.message_id, sent, replies),
+                         (self.reply_overflow, previous, frozenset(i + lead for i in pins)))
 
     # --- the open chat ------------------------------------------------------------------------------------------
 

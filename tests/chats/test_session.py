@@ -149,3 +149,29 @@ def test_the_session_imports_without_qt():
     code = "import sys; sys.modules['PySide6'] = None; import app.chats.session; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_replys_request_is_the_branch_with_its_system_prompt_pins_cut_settings_and_keys(session):
+    """``reply_turn``: the branch's turns after the chat's system prompt, the pinned message's index shifted by it, the
+    last cut going on (its start stored without the system prompt), the chat's own sampling and overflow policy over
+    the default, the tools' last step, and the saved states' keys of the branch."""
+    store = session.store
+    conv = store.create_conversation(system_prompt="Be brief.", sampling={"temperature": 0.3, "max_tokens": 77})
+    store.update_settings(conv.id, overflow="drop-oldest")
+    question = store.add_message(conv.id, "user", "first")
+    answer = store.add_message(conv.id, "assistant", "one")
+    store.set_pinned(question.id, True)
+    store.set_context_cut(answer.id, ContextCut(policy="drop-oldest", start=0, dropped=1).to_dict())
+    writer = store.begin_reply(conv.id, prompt="second")
+    conv = store.conversation(conv.id)
+    turn = session.reply_turn(conv, writer, None, [], max_steps=3, default_overflow="stop")
+    assert [(m.role, m.content) for m in turn.messages] == [
+        ("system", "Be brief."), ("user", "first"), ("assistant", "one"), ("user", "second")]
+    assert turn.sampling.temperature == 0.3 and turn.sampling.max_tokens == 77 == session.reply_max_tokens
+    policy, previous, keep = turn.overflow
+    assert policy == "drop-oldest" == session.reply_overflow and keep == frozenset({1})
+    assert previous is not None and previous.start == 1 and session.cut_context == (1, previous)
+    assert turn.keys.save  # the reply's own state is saved after it
+    store.update_settings(conv.id, overflow="")
+    plain = session.reply_turn(store.conversation(conv.id), writer, None, [], max_steps=3, default_overflow="stop")
+    assert plain.overflow[0] == "stop"  # the chat's own policy gone: the default

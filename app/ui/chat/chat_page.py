@@ -12,8 +12,7 @@ saving (reply_session), the list of chats (conversation_list) and the model load
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -23,7 +22,6 @@ from app.chats.messages import Conversation
 from app.chats.session import ChatSession
 from app.chats.session import title_from as _title_from
 from app.chats.store import AT_LEAF, ChatStore, ChatStoreError, ReplyWriter
-from app.datatypes import ContextCut, Message
 from app.hardware.profile import HardwareProfile
 from app.images import ImageError
 from app.ui.chat.chat_actions import ChatActions
@@ -46,8 +44,6 @@ from app.ui.common.widgets import EmptyState, announce
 if TYPE_CHECKING:
     from app.ui.chat.chat_tools import ChatTools
     from app.ui.documents.documents_service import DocumentsService
-    from app.chats.messages import Attachment
-    from app.hub.presets import ModelPreset
 
 SEND_TIP = QT_TRANSLATE_NOOP("ChatPage", "Send (Enter)")  # shown through self.tr
 
@@ -306,33 +302,12 @@ class ChatPage(QWidget):
             except ChatStoreError as exc:
                 self._show_store_error(exc)
                 return
-        # An assistant turn's thinking goes back with it: the model's template decides whether the model sees it
-        # again (most drop earlier turns' thinking). A reply that called tools goes back with its calls, then a
-        # ``tool`` message per call with what it returned (or that it was denied or not run).
-        shown = [m for m in self.store.messages(conv.id)
-                 if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
-        history: list[Message] = []
-        pins: set[int] = set()  # the pinned messages' engine turns (a reply's tool results with it), as indices
-        for m in shown:
-            turn, *results = m.engine_turns()
-            if m.pinned:
-                pins.update(range(len(history), len(history) + 1 + len(results)))
-            history += [replace(turn, images=_encoded(m.images)), *results]
-        from app.engine.turn import ModelDefaults, with_system_prompt, with_tools
+        from app.settings import load
 
-        # The turn's request (app/engine/turn.py): the chat's own settings, then the model's preset
-        # (app/hub/presets.py), then the model's, then QuantDesk's; the system prompt likewise.
+        # The reply's request (app/chats/session.py over app/engine/turn.py's rules), then the page shows it going.
         model_path = self.loaded.model_path if self.loaded is not None else conv.model_path
-        defaults = ModelDefaults.of(model_path)
-        sent = with_system_prompt(history, defaults.system_prompt(conv.system_prompt or None))
-        # The overflow policy goes on from the branch's last cut (its start stored without the system prompt).
-        lead = len(sent) - len(history)
-        history = sent
-        last = next((m.context_cut for m in reversed(shown) if m.context_cut), None)
-        previous = None
-        if last is not None:
-            previous = ContextCut.from_dict(last).shifted(lead)
-        self._cut_context = (lead, previous)
+        turn = self.session.reply_turn(conv, writer, model_path, self._tool_specs(conv), max_steps=self.tools.max_steps,
+                                       default_overflow=load().overflow)
         self.reply.begin(writer, conv.id)
         if self.current is not None and self.current.id == conv.id:
             self._add_bubble(self.store.message(writer.message_id))
@@ -341,33 +316,8 @@ class ChatPage(QWidget):
         self.stats.start_reply()
         self._show_stats_source()
         self._update_controls()
-        # The chat's own values, then the preset's, the model's recommended ones, QuantDesk's (choose_sampling).
-        sampling = defaults.sampling(conv.sampling).settings
-        # The tools of the servers the chat chose, in the model's own syntax; after the last step allowed, the
-        # model is shown them still (the prompt stays as it was) but held to answer in words.
-        self._offered = self._tool_specs(conv)
-        sampling = with_tools(sampling, [spec.as_openai_function() for spec in self._offered],
-                              last_step=self._tool_steps >= self.tools.max_steps)
-        self._reply_max_tokens = sampling.max_tokens  # the context meter's warning: whether the next reply fits
-        # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
-        # and the reply's own saved after it: app/engine/states.py.
-        from app.engine.states import chat_keys
-
-        branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
-        replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]  # other branches' tips
-        self._reply_overflow = self._overflow_of(conv, defaults.preset)
         self.documents.documents_tokens = 0  # until the bridge says what the chat's documents gave this reply
-        self.bridge.generate(history, sampling, chat_keys(conv.id, branch, writer.message_id, history, replies),
-                             (self._reply_overflow, previous, frozenset(i + lead for i in pins)),
-                             self.documents.request(conv))
-
-    @staticmethod
-    def _overflow_of(conv: Conversation, preset: ModelPreset | None) -> str:
-        """The chat's overflow policy: its own, else its model's preset's, else the default in Settings."""
-        from app.engine.turn import ModelDefaults
-        from app.settings import load
-
-        return ModelDefaults(preset=preset).overflow(conv.overflow, load().overflow)
+        self.bridge.generate(turn.messages, turn.sampling, turn.keys, turn.overflow, self.documents.request(conv))
 
     @Slot()
     def stop(self) -> None:
@@ -429,10 +379,3 @@ class ChatPage(QWidget):
             for signal, slot in self._bridge_slots():
                 signal.disconnect(slot)
         self.session.close()
-
-
-def _encoded(images: Iterable[Attachment]) -> tuple[str, ...]:
-    """A message's kept images as the engine takes them (base64); one whose file is gone is left out."""
-    from app.engine.turn import encoded_images
-
-    return encoded_images(images)
