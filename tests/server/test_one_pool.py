@@ -16,7 +16,7 @@ import pytest
 from app.cli import build_parser, main
 from app.commands.server import serve_app
 from app.engine.pool import ModelPool, PoolLimits
-from app.server.router import ModelRouter, ServeSettings
+from app.server.router import DEFAULT_PARALLEL, ModelRouter, ServeSettings
 from app.server.thread import ServerThread
 from app.settings import context_length
 from app.ui.server.server_page import ServeRequest, _start_server
@@ -27,6 +27,8 @@ from tests.server.test_pool import library  # noqa: F401 - the fixture: three mo
 pytest.importorskip("llama_cpp")
 
 IDLE_TTL_S = 600.0
+# What both servers load a library model with: serve's and the Server page's defaults (their plans count each sequence).
+SERVED = LoadSettings(n_ctx=context_length(None), parallel=DEFAULT_PARALLEL)
 CHAT = [{"role": "user", "content": "Hi"}]
 
 
@@ -34,7 +36,7 @@ CHAT = [{"role": "user", "content": "Hi"}]
 def sizes(engine, library) -> dict[str, int]:  # noqa: F811
     """The fit check's estimates as both servers plan them (the library's at the default context, the primary's
     at its own)."""
-    router = ModelRouter(engine, ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=context_length(None))))
+    router = ModelRouter(engine, ServeSettings(load_on_demand=True, load=SERVED))
     found = {name: router.plan(path).estimate_bytes for name, path in library.items()}
     found["primary"] = router.primary_estimate()
     router.close()
@@ -49,7 +51,7 @@ def both_servers(engine, tiny_models, sizes, *, budget: int, max_loaded: int):
     args = build_parser().parse_args(["serve", "--model", str(tiny_models.gguf_q8_0), "--load-on-demand",
                                       "--memory-budget", gib, "--max-loaded", str(max_loaded),
                                       "--idle-ttl", str(IDLE_TTL_S)])
-    cli = ServerThread(serve_app(args, engine, None, LoadSettings(n_ctx=context_length(args.ctx)))).start()
+    cli = ServerThread(serve_app(args, engine, None, SERVED)).start()
     pool = ModelPool(PoolLimits(max_loaded=max_loaded))  # Settings → Loaded models: the count
     pool.load(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=N_CTX), estimate_bytes=sizes["primary"])
     running = _start_server(pool, ServeRequest("127.0.0.1", 0, None, False, (), load_on_demand=True,
