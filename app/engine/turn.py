@@ -12,7 +12,7 @@ Sent (``send`` → ``Sent``): the conversation's saved state restored ahead of t
 reply, its state saved behind it (app/engine/states.py): the three in the engine's queue at once, in that order, their
 answers taken once each whatever happens.
 
-The faces: the Chat (ui/chat/chat_page.py builds, ui/chat/engine_bridge.py's worker prepares and sends), the server's
+The faces: the Chat (app/chats/session.py builds, ui/chat/engine_bridge.py's worker prepares and sends), the server's
 four chat entries (server/turns.py: chat completions, Messages, Responses, MCP ``chat``) and its queue
 (server/engine_queue.py sends), ``quantdesk chat`` (commands/engine.py). Qt-free.
 """
