@@ -19,8 +19,8 @@ server's requests; ``states`` chats that resume: the bounded on-disk cache of sa
 cache folder (keys: a Chat branch's messages, a server conversation's messages, the system prompt; file names hash
 the model's path and the key; least recently used evicted past Settings' ``saved_states_mb``), and ``restore`` /
 ``save`` around a reply (sent by ``turn``, for the Chat, the CLI and the server); ``overflow`` the overflow
-policy, one rule for the Chat, ``quantdesk chat`` and the server: which messages go to the model once a conversation no longer fits
-the context with room for the reply (decided from the engine's own ``count_tokens``, whole turns left out, the
+policy, one rule for the Chat, ``quantdesk chat`` and the server: which messages go to the model once a
+conversation no longer fits the context with room for the reply (decided from the engine's own ``count_tokens``, whole turns left out, the
 system prompt, the newest turn and the turns of pinned messages (``keep``) kept; "compact" has the model write a
 note on what it leaves out, kept in the system prompt), and the ``ContextCut`` that marks it (``kept``: the pinned
 messages sent from inside its range)
