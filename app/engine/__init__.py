@@ -18,12 +18,12 @@ in (``free_memory``, e.g. ``app.machine.free_memory_bytes``), never probed by th
 server's requests; ``states`` chats that resume: the bounded on-disk cache of saved model states under the user
 cache folder (keys: a Chat branch's messages, a server conversation's messages, the system prompt; file names hash
 the model's path and the key; least recently used evicted past Settings' ``saved_states_mb``), and ``restore`` /
-``save`` around a reply (sent by ``turn``, for the Chat, the CLI and the server); ``overflow`` the overflow
-policy, one rule for the Chat, ``quantdesk chat`` and the server: which messages go to the model once a
-conversation no longer fits the context with room for the reply (decided from the engine's own ``count_tokens``, whole turns left out, the
-system prompt, the newest turn and the turns of pinned messages (``keep``) kept; "compact" has the model write a
-note on what it leaves out, kept in the system prompt), and the ``ContextCut`` that marks it (``kept``: the pinned
-messages sent from inside its range)
+``save`` around a reply (sent by ``turn``, for the Chat, the CLI and the server); ``overflow`` the overflow policy,
+one rule for the Chat, ``quantdesk chat`` and the server: which messages go to the model once a conversation no
+longer fits the context with room for the reply (decided from the engine's own ``count_tokens``, whole turns left
+out, the system prompt, the newest turn and the turns of pinned messages (``keep``) kept; "compact" has the model
+write a note on what it leaves out, kept in the system prompt), and the ``ContextCut`` that marks it (``kept``: the
+pinned messages sent from inside its range)
 
 The engine host: one child process per loaded model (``python -m app.engine.host``; in a frozen build the app binary
 with ``--engine-host``). For llama.cpp, ``EngineClient.load`` first chooses the runtime (``app.runtimes.select``)
