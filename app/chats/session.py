@@ -105,8 +105,8 @@ class ChatSession:
         that it was denied or not run). The chat's own settings come first, then the model's preset, its recommended
         values, QuantDesk's; after the last tool step allowed the model is shown its tools still (the prompt stays as
         it was) but held to answer in words."""
-        shown = [m for m in self.store.messages(conv.id)
-                 if (m.content or m.images or m.reasoning or m.tools) and m.id != writer.message_id]
+        branch = [m for m in self.store.messages(conv.id) if m.id != writer.message_id]
+        shown = [m for m in branch if m.content or m.images or m.reasoning or m.tools]
         history: list[Message] = []
         pins: set[int] = set()  # the pinned messages' engine turns (a reply's tool results with it), as indices
         for m in shown:
@@ -128,9 +128,8 @@ class ChatSession:
         self.reply_overflow = defaults.overflow(conv.overflow, default_overflow)
         # The branch's saved model state is restored first (a chat reopened or switched back to is not read again),
         # and the reply's own saved after it (app/engine/states.py); other branches' tips as well.
-        branch = [m.id for m in self.store.messages(conv.id) if m.id != writer.message_id]
         replies = [m.id for m in self.store.all_messages(conv.id) if m.role == "assistant"]
-        return ReplyTurn(sent, sampling, chat_keys(conv.id, branch, writer.message_id, sent, replies),
+        return ReplyTurn(sent, sampling, chat_keys(conv.id, [m.id for m in branch], writer.message_id, sent, replies),
                          (self.reply_overflow, previous, frozenset(i + lead for i in pins)))
 
     # --- the open chat ------------------------------------------------------------------------------------------
