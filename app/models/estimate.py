@@ -251,7 +251,7 @@ def expert_in_ram(tensor_name: str, layer: int | None, cpu_moe: int) -> bool:
 
 def kv_cells(meta: ModelMetadata, il: int, n_ctx: int, s: LlamaCppSettings) -> int:
     if meta.swa_layers and meta.swa_layers[il] and not s.swa_full:
-        return min(n_ctx, pad(meta.sliding_window * max(s.n_seq, 1) + s.n_ubatch, CTX_PAD))
+        return min(n_ctx, pad(meta.sliding_window * s.n_seq + s.n_ubatch, CTX_PAD))
     return n_ctx
 
 
@@ -401,8 +401,8 @@ def estimate_llama_cpp(meta: ModelMetadata, settings: LlamaCppSettings, gpu_name
     for il in range(n_layer):
         kv = kv_layer_bytes(meta, il, kv_cells(meta, il, n_ctx, settings), settings.kv_type)
         (gpu if il >= first_gpu_layer else cpu).kv_bytes += kv
-        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il) * max(settings.n_seq, 1)
-    output = meta.vocab_size * 4 * max(settings.n_seq, 1)  # the last token's logits per sequence, on the host
+        (gpu if il >= first_gpu_layer else cpu).state_bytes += recurrent_state_bytes(meta, il) * settings.n_seq
+    output = meta.vocab_size * 4 * settings.n_seq  # the last token's logits per sequence, on the host
     if uses_gpu:
         _place_compute(meta, settings, n_ctx, cpu, gpu, first_gpu_layer, output_weight, host_block_tensor, fits_gpu)
     else:
