@@ -48,6 +48,9 @@ PREFILL_CHUNK = 256
 NO_SLOT = 1  # llama_decode's status when the KV cache has no room for the batch
 DECODE_ON_CALLERS = "QUANTDESK_DECODE_ON_CALLERS"  # "1": each step on its caller's thread (see the module's words)
 
+# A decode step for the decode thread: the work, where its result or error goes, and the event its caller waits on.
+_Steps = queue.SimpleQueue[tuple[Callable[[], int], list[int | BaseException], threading.Event] | None]
+
 
 class _Entry:
     __slots__ = ("seq", "tokens", "cancelled", "status", "row")
@@ -72,7 +75,7 @@ class Batcher:
         self.make_room = make_room
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if n_seq_max > 1 else None
         # Every batched step runs on one thread of its own, one OpenMP team (see the module's words)
-        self._steps: queue.SimpleQueue[tuple[Callable[[], int], list[int], threading.Event] | None] | None = None
+        self._steps: _Steps | None = None
         if n_seq_max > 1 and os.environ.get(DECODE_ON_CALLERS) != "1":
             self._steps = queue.SimpleQueue()
             threading.Thread(target=self._decoding, args=(self._steps,), daemon=True, name="llama-decode").start()
@@ -195,24 +198,22 @@ class Batcher:
         steps = self._steps
         if steps is None:
             return work()
-        answer: list[int] = []
+        outcome: list[int | BaseException] = []
         done = threading.Event()
-        steps.put((work, answer, done))
+        steps.put((work, outcome, done))
         done.wait()
-        if not answer:
-            raise RuntimeError("llama_decode failed on the decode thread (see the engine log)")
-        return answer[0]
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     @staticmethod
-    def _decoding(steps: queue.SimpleQueue[tuple[Callable[[], int], list[int], threading.Event] | None]) -> None:
+    def _decoding(steps: _Steps) -> None:
         while (item := steps.get()) is not None:
-            work, answer, done = item
+            work, outcome, done = item
             try:
-                answer.append(work())
-            except BaseException:  # said by the caller; the thread serves the next step
-                import traceback
-
-                traceback.print_exc()
+                outcome.append(work())
+            except BaseException as exc:  # raised again by the caller waiting for it; this thread serves the next step
+                outcome.append(exc)
             finally:
                 done.set()
 
