@@ -13,13 +13,18 @@ from types import ModuleType
 from typing import Any
 
 
+def penalized(np: ModuleType, logits: Any, penalty: Any) -> Any:
+    """llama.cpp's repetition penalty on these logits: float32, ``logit <= 0`` multiplied, else divided, as
+    ``llama_sampler_penalties_apply`` does (``penalty`` a float32, so the arithmetic is llama.cpp's to the bit)."""
+    return np.where(logits <= 0, logits * penalty, logits / penalty)
+
+
 def penalized_argmax(np: ModuleType, logits: Any, recent: Sequence[int], penalty: Any) -> int:
-    """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens (float32, ``logit <=
-    0`` multiplied, else divided, as ``llama_sampler_penalties_apply`` does); the row itself is left as it is."""
+    """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens; the row itself is
+    left as it is."""
     ids = np.fromiter(set(recent), dtype=np.int64)
     row = logits.copy()
-    values = row[ids]
-    row[ids] = np.where(values <= 0, values * penalty, values / penalty)
+    row[ids] = penalized(np, row[ids], penalty)
     return int(row.argmax())
 
 

@@ -5,6 +5,7 @@ asks for is what llama.cpp does, read back from llama.cpp's own log of the tenso
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 
@@ -151,3 +152,27 @@ def test_the_patterns_are_llama_cpps_n_cpu_moe_and_cpu_moe():
     assert expert_tensor_patterns(0) == []
     with pytest.raises(ValueError):
         LoadSettings(cpu_moe=-2).validate()
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("params", [
+    dict(seed=11, temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1),
+    dict(seed=2, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.5),
+    dict(seed=5, temperature=0.5, top_k=8, top_p=0.9, min_p=0.0, repeat_penalty=0.8),
+], ids=["defaults", "strong", "rewarding"])
+def test_the_penalty_taken_out_of_the_chain_samples_what_llamas_penalty_sampler_samples(smollm2_gguf, params):
+    """The loop applies the repetition penalty on the row's recent entries itself (sampling.PenalizedChain) instead of
+    llama.cpp's penalty sampler; on trained weights, which repeat their tokens, every token is still the one
+    Llama.generate's chain (with that sampler) draws for the seed."""
+    backend = LlamaCppBackend()
+    backend.load(str(smollm2_gguf), LoadSettings(n_ctx=2048, threads=2, gpu_layers=0))
+    try:
+        sampling = SamplingSettings(max_tokens=200, **params)
+        poem = [Message("user", "Write a long poem about the sea, the waves and the sea again.")]
+        done = _generate(backend, poem, sampling)
+        assert done.stats.generated_tokens > 20
+        assert [done.text] == _through_llama_generate(backend, sampling, poem)
+        # the penalty took part: without it the same seed draws another reply
+        assert _generate(backend, poem, dataclasses.replace(sampling, repeat_penalty=1.0)).text != done.text
+    finally:
+        backend.unload()
