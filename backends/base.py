@@ -122,6 +122,7 @@ class Reply:
     prompt_tokens: int = 0  # set by ``_stream`` before its first yield
     cached_tokens: int = 0  # of the prompt's tokens, those reused from the KV cache (the previous request's prefix)
     t_prefill: float | None = None  # the engine started on the prompt (``Backend.mark_prefill_start``)
+    budget: ThinkingBudget | None = None  # the reply's thinking budget, checked once more as the engine starts
     # Speculative decoding's counts for the reply (GenerationStats' fields of the same names).
     drafted_tokens: int = 0
     accepted_tokens: int = 0
@@ -624,8 +625,14 @@ class Backend(abc.ABC):
         ran out closes the thinking block). Engines that can, override it; the rest let the model go on."""
 
     def mark_prefill_start(self) -> None:
-        """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it."""
-        self.reply.t_prefill = time.perf_counter()
+        """Called by ``_stream`` once the prompt is rendered and tokenized, before the engine runs it (and after it
+        dropped what an earlier reply left forced): the prefill is timed from here, and a thinking budget of 0 where
+        the template opened the block anyway closes it here, before the first token (forced any sooner, the close
+        would be dropped with the rest)."""
+        reply = self.reply
+        reply.t_prefill = time.perf_counter()
+        if reply.budget is not None:
+            reply.budget.check(0)
 
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings,
                  cancelled: threading.Event, events_every_s: float | None = None) -> Iterator[Token | Done]:
@@ -653,8 +660,7 @@ class Backend(abc.ABC):
         reply = self.reply = Reply(prepared)
         tracker = ThinkingTracker(prepared) if prepared is not None else None
         meter = Meter(t_start, tracker)
-        budget = ThinkingBudget(sampling, prepared, tracker, self.force)
-        budget.check(0)  # a budget of 0 where the template opened the thinking anyway: closed before the first token
+        budget = reply.budget = ThinkingBudget(sampling, prepared, tracker, self.force)  # 0: at the engine's start
         extra_stops = prepared.additional_stops if prepared is not None else ()
         stops = StopStringFilter(tuple(sampling.stop) + tuple(extra_stops))
         reader = ReplyReader(prepared, self.chat_template.source if self.chat_template else "") \

@@ -2,25 +2,25 @@
 (app/documents/retrieve.py). Before each reply the question retrieves (its words and, where a collection is
 embedded, its meaning: the question embedded by the collection's embedding model in an engine host of the one pool
 machinery), the passages go into the message the engine reads (the history keeps the question as typed), and the
-citations follow the reply ("[1] guide.pdf, page 3"; ``--json``: ``citations``)."""
+citations follow the reply ("[1] guide.pdf, page 3"; ``--json``: ``citations``). The retrieval is the turn's
+documents step (app/engine/turn.py ``Passages``), run after the overflow policy as the Chat's."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.datatypes import Done, Message, SamplingSettings
+from app.datatypes import Message, SamplingSettings
 from app.documents.passages import DocumentsError, Embedder, Reranker
 from app.documents.retrieve import Retrieval, question_engines, with_documents
 from app.documents.store import DocumentStore
 
 if TYPE_CHECKING:
+    from app.engine.client import EngineClientLike
     from app.engine.pool import ModelPool
-
-Reply = Callable[[Any, list[Message], SamplingSettings, Any], Done]
+    from app.engine.turn import Passages
 
 
 def collections_of(text: str) -> list[str]:
@@ -87,20 +87,25 @@ class TerminalDocuments:
                                              on_refusal=say)
         return self._engines
 
-    def wrap(self, reply: Reply) -> Reply:
-        """``reply`` with the question's passages in the messages it sends (each reply of a tool loop's turn
-        retrieves for the same question again, within what the turn's messages leave)."""
-        def answer(client: Any, messages: list[Message], sampling: SamplingSettings, printer: Any) -> Done:
+    def passages(self, engine: EngineClientLike) -> Passages:
+        """The turn's documents step (app/engine/turn.py): the question's passages in the messages the engine reads,
+        within what they and the reply leave of the context (``with_documents``, counted by ``engine``, the chat's;
+        each reply of a tool loop's turn retrieves for the same question again)."""
+        def step(messages: list[Message], sampling: SamplingSettings) -> tuple[list[Message], Retrieval]:
             embedder, reranker = self.engines()
-            sent, self.retrieval = with_documents(client, self.store, self.names, messages, sampling, self.n_ctx,
-                                                  embedder=embedder, reranker=reranker)
-            if not self.quiet and self.retrieval.notes != self._said:  # a tool loop's next reply: said once
-                for note in self.retrieval.notes:
-                    print(f"note: {note}", file=sys.stderr)
-                self._said = self.retrieval.notes
-            return reply(client, sent, sampling, printer)
+            return with_documents(engine, self.store, self.names, messages, sampling, self.n_ctx,
+                                  embedder=embedder, reranker=reranker)
 
-        return answer
+        return step
+
+    def found(self, retrieval: Retrieval) -> None:
+        """What the step found, kept for the citations and --json; its notes said on stderr (a tool loop's next
+        reply that finds the same: said once)."""
+        self.retrieval = retrieval
+        if not self.quiet and retrieval.notes != self._said:
+            for note in retrieval.notes:
+                print(f"note: {note}", file=sys.stderr)
+            self._said = retrieval.notes
 
     def citation_lines(self) -> list[str]:
         return [f"[{c.number}] {c.passage.where}" for c in self.retrieval.citations]

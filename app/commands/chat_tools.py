@@ -1,7 +1,7 @@
 """``quantdesk chat --tools SERVER[,SERVER]``: the tool loop (app/mcp/loop.py) in the terminal. Each call is shown
 with its arguments in full and asked for (y: once, a: always this tool, n: deny; ``--allow-tools`` skips asking);
 its result is printed folded to a few lines; Ctrl-C during a call stops it (the MCP request is cancelled) and the
-turn."""
+turn. Each reply of the turn reads what the chat's overflow policy leaves of the history (app/engine/turn.py)."""
 
 from __future__ import annotations
 
@@ -91,14 +91,14 @@ class TerminalTools:
             self.forced = dataclasses.replace(base, tools=named, tool_choice="required")
         return base
 
-    def turn(self, reply: Callable[..., Done], client: Any, history: list[Message], sampling: SamplingSettings,
-             printer: Any) -> Done:
-        """One user turn: the reply (``reply``: the chat's own, app.commands.engine._reply), and while it calls
+    def turn(self, reply: Callable[[SamplingSettings], Done], history: list[Message], sampling: SamplingSettings
+             ) -> Done:
+        """One user turn: the reply (``reply``: the chat's own, app.commands.engine._turn's, which sends what the
+        conversation's overflow policy leaves of ``history``, with the documents' passages), and while it calls
         tools, the calls and the next reply, up to the step limit (then the model answers without tools). The
         history gets each reply with calls and the calls' answers."""
-        _reply = reply
         self.loop.reset()
-        done = _reply(client, history, self.forced or sampling, printer)
+        done = reply(self.forced or sampling)
         while done.tool_calls and done.stats.stop_reason != "cancelled":
             result = self._step(done)
             history.append(result.assistant)
@@ -113,7 +113,7 @@ class TerminalTools:
             if result.limit_reached and not self.quiet:
                 print(f"(the step limit of {self.loop.max_steps} is reached: the model answers without tools)",
                       file=sys.stderr)
-            done = _reply(client, history, following, printer)
+            done = reply(following)
         return done
 
     def _step(self, done: Done) -> StepResult:

@@ -25,8 +25,6 @@ from app.datatypes import (DEFAULT_DRAFT_P_MIN, DEFAULT_DRAFT_TOKENS, PROMPT_LOO
 from app.models.metadata import model_sampling
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from app.datatypes import Loaded
     from app.engine.client import EngineClient
     from app.hub.presets import ModelPreset
@@ -397,13 +395,15 @@ class ReplyPrinter:
 
 
 class Conversation:
-    """The history ``quantdesk chat`` keeps, and the overflow policy that chooses what of it the model reads."""
+    """The history ``quantdesk chat`` keeps, the overflow policy that chooses what of it the model reads, and the
+    documents whose passages go with each question (--docs: app/commands/chat_docs.py; None: none)."""
 
-    def __init__(self, history: list[Message], policy: str, n_ctx: int) -> None:
+    def __init__(self, history: list[Message], policy: str, n_ctx: int, docs: Any = None) -> None:
         self.history = history
         self.base = list(history)
         self.policy = policy
         self.n_ctx = n_ctx
+        self.docs = docs
         self.cut: ContextCut | None = None
 
     def reset(self) -> None:
@@ -412,17 +412,30 @@ class Conversation:
 
     def to_send(self, client: EngineClient, sampling: SamplingSettings, quiet: bool = False
                 ) -> tuple[list[Message], SamplingSettings]:
-        """What the model reads of the history, and the sampling for it (a turn's overflow step,
-        app/engine/turn.py); a new cut is said on stderr (a compact note as the model writes it would be another
-        stream: it is said whole, after)."""
+        """What the model reads of the history, and the sampling for it: the turn's overflow policy, then the
+        documents' passages in what it left (app/engine/turn.py ``Turn.prepare``, as the Chat's); a new cut is said
+        on stderr (a compact note as the model writes it would be another stream: it is said whole, after)."""
         from app.engine.turn import Turn
 
-        fitted = Turn(self.history, sampling, self.policy, self.cut).prepare(client, self.n_ctx)
+        passages = self.docs.passages(client) if self.docs is not None else None
+        fitted = Turn(self.history, sampling, self.policy, self.cut, passages=passages).prepare(client, self.n_ctx)
         if fitted.cut is not None and (self.cut is None or fitted.cut.dropped != self.cut.dropped) and not quiet:
             print(f"note: {cut_words(fitted.cut)}", file=sys.stderr)
         self.cut = fitted.cut or self.cut
+        if self.docs is not None:
+            self.docs.found(fitted.found)
         assert not isinstance(fitted.messages, str)
         return list(fitted.messages), fitted.sampling
+
+
+def _turn(client: EngineClient, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter | None,
+          tools: Any = None, quiet: bool = False) -> Done:
+    """One user turn: its reply, and with --tools the tool loop's replies after it (app/commands/chat_tools.py),
+    each reading what the conversation sends (``Conversation.to_send``: the overflow policy, the passages)."""
+    def answer(chosen: SamplingSettings) -> Done:
+        return _reply(client, *conversation.to_send(client, chosen, quiet), printer)
+
+    return answer(sampling) if tools is None else tools.turn(answer, conversation.history, sampling)
 
 
 def _reply(client: EngineClient, history: list[Message], sampling: SamplingSettings,
@@ -509,19 +522,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"note: {loaded.notice}", file=sys.stderr)
             if words := sampling_words(chosen):
                 print(words, file=sys.stderr)
-        conversation = Conversation(history, policy, loaded.n_ctx)
-        reply = _reply
+        conversation = Conversation(history, policy, loaded.n_ctx, docs)
         if docs is not None:
             docs.loaded(loaded.n_ctx)
-            reply = docs.wrap(_reply)
         if tools is not None:
             sampling = tools.prepare(loaded, sampling)
         if args.prompt is not None:
             history.append(Message("user", args.prompt, images))
-            printer = None if args.json else _printer(args)
-            done = reply(client, *conversation.to_send(client, sampling, args.json),
-                         printer) if tools is None else \
-                tools.turn(reply, client, history, sampling, printer)
+            done = _turn(client, conversation, sampling, None if args.json else _printer(args), tools, args.json)
             if args.json:
                 runs = {"tool_runs": tools.described()} if tools is not None else {}
                 cut = {"context_cut": conversation.cut.to_dict()} if conversation.cut else {}
@@ -531,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 _after_reply(done, loaded.n_ctx, sampling.max_tokens, policy, docs)
             return 0
-        return _interactive(client, conversation, sampling, _printer(args), images, tools, docs, reply)
+        return _interactive(client, conversation, sampling, _printer(args), images, tools, docs)
 
 
 def model_preset(model: str) -> ModelPreset | None:
@@ -649,9 +657,7 @@ def _json_result(loaded: Loaded, done: Done) -> dict[str, Any]:
 
 
 def _interactive(client: EngineClient, conversation: Conversation, sampling: SamplingSettings, printer: ReplyPrinter,
-                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None,
-                 reply: Callable[[EngineClient, list[Message], SamplingSettings, ReplyPrinter | None], Done] = _reply
-                 ) -> int:
+                 images: tuple[str, ...] = (), tools: Any = None, docs: Any = None) -> int:
     history = conversation.history
     while True:
         try:
@@ -669,8 +675,7 @@ def _interactive(client: EngineClient, conversation: Conversation, sampling: Sam
             continue
         history.append(Message("user", line, images))
         images = ()  # the images go with the first message
-        done = reply(client, *conversation.to_send(client, sampling), printer) if tools is None else \
-            tools.turn(reply, client, history, sampling, printer)
+        done = _turn(client, conversation, sampling, printer, tools)
         # with its thinking, as the Chat sends it: the model's template decides whether the model sees it again;
         # a turn stopped during its tool calls left its calls and their answers in the history already
         if not done.tool_calls:

@@ -83,6 +83,54 @@ def test_a_budget_of_nothing_turns_thinking_off(engine):
     assert engine.prepare(ASK, sampling).generation_prompt.endswith("<think>\n\n</think>\n\n")
 
 
+# DeepSeek R1's distilled models open the thinking block in their generation prompt whatever enable_thinking says:
+# there a budget of nothing is the engine's to close, before the model's first token.
+OPENING_TEMPLATE = "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"
+
+
+@pytest.fixture(scope="module")
+def opening_llama(tiny_models, llama_cpp_sources):
+    from app.datatypes import LoadSettings
+    from backends.llama_cpp import LlamaCppBackend
+    from tests.fixtures.models import build_templated_model
+
+    backend = LlamaCppBackend()
+    model = build_templated_model(tiny_models, "r1", llama_cpp_sources.templates[OPENING_TEMPLATE])
+    backend.load(str(model), LoadSettings(n_ctx=1024, threads=2, gpu_layers=0))
+    yield backend
+    backend.unload()
+
+
+@pytest.fixture(scope="module")
+def opening_mlx(tiny_models, llama_cpp_sources):
+    from app.datatypes import LoadSettings
+    from backends.mlx import MlxBackend
+    from tests.fixtures.models import build_templated_mlx
+
+    backend = MlxBackend()
+    backend.load(str(build_templated_mlx(tiny_models, "r1", llama_cpp_sources.templates[OPENING_TEMPLATE])),
+                 LoadSettings(n_ctx=1024))
+    yield backend
+    backend.unload()
+
+
+@pytest.fixture(params=["opening_llama", "opening_mlx"])
+def opening(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_a_budget_of_nothing_closes_the_block_a_template_opened_itself(opening):
+    sampling = SamplingSettings(temperature=0.0, max_tokens=20, reasoning_budget=0)
+    assert opening.prepare(ASK, sampling).generation_prompt.endswith("<think>\n")  # opened, enable_thinking or not
+    tokens, done = _run(opening, ASK, sampling)
+    # the closing tag first, written for the model: no thinking, and the rest is the answer
+    assert done.reasoning.strip() == "" and "</think>" not in done.text
+    assert done.text.strip()
+    # the thinking counted is the closing tag's tokens at most
+    assert done.stats.reasoning_tokens <= len(opening.tokenize("</think>", special=True))
+    assert "".join(t.text for t in tokens).strip() == done.text.strip()
+
+
 def test_without_a_budget_the_model_thinks_until_the_reply_ends(engine):
     _, done = _run(engine, ASK, SamplingSettings(temperature=0.0, max_tokens=30))
     assert done.text == "" and done.reasoning

@@ -115,6 +115,39 @@ def test_interactive_each_question_retrieves_again(tiny_models):
     assert result.stdout.count("[1] guide.pdf, page 1") == 2  # whole both times, after each reply
 
 
+def test_the_passages_are_the_turns_documents_step_after_the_overflow_policy(tiny_models):
+    """``chat --docs`` prepares a reply as the Chat does, by the one turn (app/engine/turn.py ``Turn.prepare``): the
+    overflow policy leaves out the oldest turns, then the question's passages go into what it kept, fitted to what
+    is left of the context; the history keeps the question as typed."""
+    from app.commands.chat_docs import TerminalDocuments
+    from app.commands.engine import Conversation
+    from app.engine.client import EngineClient
+
+    _collection()
+    history = [Message("system", "You are terse.")]
+    for i in range(14):
+        history += [Message("user", f"Question number {i}: what comes after {i} apples and {i + 1} pears?"),
+                    Message("assistant", f"After {i} apples and {i + 1} pears come {i + 2} plums.")]
+    history.append(Message("user", QUESTION))
+    docs = TerminalDocuments(DocumentStore(), ["manuals"], quiet=True)
+    try:
+        with EngineClient() as client:
+            loaded = client.load(tiny_models.gguf_q8_0, LoadSettings(n_ctx=1024, threads=2))
+            docs.loaded(loaded.n_ctx)
+            conversation = Conversation(history, "drop-oldest", loaded.n_ctx, docs)
+            sent, sampling = conversation.to_send(client, SamplingSettings(max_tokens=16, seed=1), quiet=True)
+            prompt_tokens = client.count_tokens(sent, sampling)
+    finally:
+        docs.close()
+    cut = conversation.cut
+    assert cut is not None and cut.dropped > 0 and sampling.cache_reuse
+    assert len(sent) == len(history) - cut.dropped and sent[0] == history[0]  # the question holds the passages
+    assert history[-1].content == QUESTION and sent[-1].content.endswith(f"Question: {QUESTION}")
+    assert "To reset the device, hold the button for ten seconds." in sent[-1].content
+    assert "guide.pdf, page 2" in [c.passage.where for c in docs.retrieval.citations]  # kept for the citations
+    assert docs.retrieval.tokens > 0 and prompt_tokens <= 1024 - 16  # the passages fitted into what the cut left
+
+
 def test_an_unknown_collection_is_a_sentence_before_the_model_loads(tiny_models):
     _collection()
     result = quantdesk("chat", str(tiny_models.gguf_q8_0), "--docs", "manuals,handbook", "--prompt", "hi")

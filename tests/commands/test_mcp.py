@@ -4,11 +4,13 @@ real engine on the tiny model."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import pytest
 
 from app.mcp.approvals import Approvals
-from app.mcp.config import McpServers
+from app.mcp.config import McpServerConfig, McpServers
 from tests.commands.test_engine import quantdesk
 from tests.fixtures import mcp_servers
 
@@ -136,6 +138,46 @@ def test_chat_with_tools_in_the_terminal_shows_the_call_and_a_denial(tiny_tool_m
     assert "← denied: the model is told" in result.stdout
     assert "allow files/list_allowed_directories? [y] once, [a] always this tool, [n] deny" in result.stderr
     assert "the step limit of 1 is reached" in result.stderr and "tools: 14 from files" in result.stderr
+
+
+# One small tool (the filesystem server's fourteen take some 6,000 of the tiny model's tokens): the MCP SDK's own
+# server, as a script.
+CLOCK = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("clock")
+
+
+@server.tool()
+def today() -> str:
+    """The day of the week."""
+    return "Friday"
+
+
+server.run()
+'''
+
+
+def test_chat_with_tools_keeps_to_the_overflow_policy_past_a_full_context(tiny_tool_model, tmp_path):
+    """Each reply of a --tools turn reads what the overflow policy leaves of the history, as a chat without tools
+    does: the tool loop was handed the whole history, and once it outgrew the context the engine refused it. Each
+    turn's first reply must call the tool (run without asking), so the turns left out hold calls and results."""
+    script = tmp_path / "clock.py"
+    script.write_text(CLOCK, encoding="utf-8")
+    McpServers().save(McpServerConfig("clock", command=sys.executable, args=[str(script)]).confirm())
+    lines = [f"question {i}: which day comes after {i} apples and {i + 1} pears?" for i in range(8)]
+    result = quantdesk("chat", str(tiny_tool_model), "--tools", "clock", "--tool-choice", "clock__today",
+                       "--allow-tools", "--max-tool-steps", "1", "--ctx", "1024", "--max-tokens", "100", "--seed",
+                       "1", "--overflow", "drop-oldest", stdin="\n".join([*lines, "/exit", ""]))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len([line for line in result.stderr.splitlines() if "tok/s" in line]) == len(lines)  # each answered
+    assert "← " in result.stdout and "Friday" in result.stdout  # calls ran: their results are in the history
+    cuts = [re.match(r"note: (\d+) earlier messages not sent to the model \(context full\); (\d+) tokens sent", line)
+            for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert cuts and all(cuts), result.stderr[-2000:]
+    assert all(int(cut.group(2)) <= 1024 - 100 for cut in cuts if cut)
+    dropped = [int(cut.group(1)) for cut in cuts if cut]
+    assert dropped == sorted(dropped)  # a cut never shrinks
 
 
 def test_a_model_whose_template_shows_no_tools_gets_them_in_the_generic_format(tiny_models, files_server):
