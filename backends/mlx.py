@@ -3,12 +3,14 @@ build on Linux. A vision model (its config.json has a ``vision_config``) runs th
 installed, and takes images.
 
 MLX keeps per-thread state (streams, the wired-memory limit): everything here runs on the engine
-host's one model thread, the thread that loaded the model.
+host's one model thread, the thread that loaded the model; a model loaded with ``LoadSettings.parallel`` > 1 decodes
+its replies together on a decode thread of its own (backends/mlx_batch.py), each reply's thread reading its tokens.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import importlib.metadata
 import importlib.util
@@ -16,16 +18,17 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import json_schema, states
+from backends import json_schema, mlx_batch, states
 from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
-from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, StateRestored,
-                           StateSaved, TokenLogprob, TopLogprob)
+from app.datatypes import (Done, LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings,
+                           StateRestored, StateSaved, Token, TokenLogprob, TopLogprob)
 from backends.base import (Availability, Backend, GenerationError, Reply, TrailingText, check_token_ids,
                            peak_rss_bytes)
 
@@ -72,7 +75,11 @@ class MlxBackend(Backend):
         self._processor: Any = None  # mlx-vlm's processor, for a vision model
         self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._n_ctx = 0
-        self._ll_tokenizer: Any = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
+        # llguidance's view of the tokenizer ("ll"), built at the first structured reply (~1 s); a dict shared by the
+        # copies that answer batched replies (generate)
+        self._shared: dict[str, Any] = {}
+        self._batch: mlx_batch.Batch | None = None  # the replies decoded together (LoadSettings.parallel > 1)
+        self._cancelled: threading.Event | None = None  # a batched reply's cancel, on its copy (generate)
         self._draft_model: Any = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
         self._draft_tokens = 0
         # The previous reply's prompt cache (mlx-lm's per-layer KV caches) and the tokens it holds: the next prompt
@@ -134,6 +141,9 @@ class MlxBackend(Backend):
         self._cache, self._cache_tokens = None, []  # another model's, if any
         self._state_identity = _state_identity(folder)
         draft_details = self._load_draft(settings) if settings.draft else {}
+        parallel, alone = self._parallel(settings)
+        if parallel > 1:
+            self._batch = mlx_batch.Batch(self._model, parallel, self._tokenizer.eos_token_ids)
         if on_progress:
             on_progress(1.0)
         quant = config.get("quantization") or {}
@@ -145,8 +155,41 @@ class MlxBackend(Backend):
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
             details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device()),
-                     **({"vision": _vision_details(config)} if self._processor else {}), **draft_details},
+                     **({"vision": _vision_details(config)} if self._processor else {}), **draft_details,
+                     "parallel": parallel, **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})},
         )
+
+    def _parallel(self, settings: LoadSettings) -> tuple[int, str]:
+        """How many replies decode together (backends/mlx_batch.py), and why one where more were asked ("" when as
+        asked): mlx-lm batches neither speculation nor mlx-vlm's vision models, nor a cache that cannot merge."""
+        if settings.parallel <= 1:
+            return 1, ""
+        if settings.draft:
+            return 1, "speculative decoding verifies one sequence's guesses"
+        if self._processor is not None:
+            return 1, "mlx-vlm answers a vision model's requests one at a time"
+        from mlx_lm.models.cache import make_prompt_cache
+
+        unbatched = sorted({type(c).__name__ for c in make_prompt_cache(self._model) if not hasattr(c, "merge")})
+        if unbatched:
+            return 1, f"mlx-lm cannot batch this model's cache ({', '.join(unbatched)})"
+        return settings.parallel, ""
+
+    @property
+    def parallel(self) -> int:
+        return self._batch.size if self._batch is not None else 1
+
+    def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings, cancelled: threading.Event,
+                 events_every_s: float | None = None) -> Iterator[Token | Done]:
+        """The shared loop (Backend.generate); where replies are batched, on a copy of this backend for the reply
+        (called from several threads at once, up to ``parallel``): its reply, its forced tokens and its cancel are
+        the copy's, the model, the tokenizer and the batch are shared."""
+        if self._batch is None:
+            return super().generate(request_id, messages, sampling, cancelled, events_every_s)
+        view = copy.copy(self)
+        view._forced = collections.deque()
+        view._cancelled = cancelled
+        return Backend.generate(view, request_id, messages, sampling, cancelled, events_every_s)
 
     def _load_draft(self, settings: LoadSettings) -> dict[str, Any]:
         """The draft model beside the model, for mlx-lm's speculative_generate_step; speculation rewinds the KV
@@ -214,6 +257,7 @@ class MlxBackend(Backend):
         streaming detokenizer driven directly, as ``stream_generate`` drives them (same sampler, same text),
         minus the response object, timings and peak-memory query it makes for every token."""
         import mlx.core as mx
+        import numpy as np
         from mlx_lm.generate import generate_step, generation_stream, wired_limit
         from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
@@ -230,7 +274,7 @@ class MlxBackend(Backend):
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
                                              f"holds {self._n_ctx}", "start a new chat or load with a larger context")
         self.reply.prompt_tokens = len(tokens)
-        if sampling.seed is not None:
+        if sampling.seed is not None and self._batch is None:  # a batched reply draws from its own (mlx_batch.sampler)
             mx.random.seed(sampling.seed)
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0,
                                min_p=sampling.min_p, top_k=sampling.top_k)
@@ -250,6 +294,10 @@ class MlxBackend(Backend):
             self._cache, self._cache_tokens = None, []  # speculation keeps two caches of its own (the draft's)
             yield from self._speculate(tokens, limit, sampler, processors)
             return
+        if self._batch is not None:  # forced tokens only where a thinking budget may force them (processors[0])
+            yield from self._batched(tokens, limit, sampling, processors if sampling.reasoning_budget >= 0
+                                     else processors[1:])
+            return
         cache, reuse = self._reuse_cache(tokens)
         self.reply.cached_tokens = reuse
         if reuse:  # the processors see the whole prompt, as in a fresh run (the repetition penalty's window)
@@ -266,7 +314,7 @@ class MlxBackend(Backend):
                     # mlx-lm evaluates a token (its step for the next) before it hands it out: it is in the cache
                     fed.append(int(token))
                     if sampling.logprobs >= 0:
-                        self._record_logprobs(int(token), logprobs, sampling.logprobs)
+                        self._record_logprobs(int(token), np.asarray(logprobs.astype(mx.float32)), sampling.logprobs)
                     if token in eos:
                         break
                     detokenizer.add_token(token)
@@ -275,6 +323,29 @@ class MlxBackend(Backend):
             if _cache_length(cache) in (len(fed), None):
                 self._cache, self._cache_tokens = cache, fed
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
+        if rest := detokenizer.last_segment:
+            yield TrailingText(rest)
+
+    def _batched(self, tokens: list[int], limit: int, sampling: SamplingSettings,
+                 processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:
+        """The reply's tokens from the batch (backends/mlx_batch.py), decoded with the others'; its prompt is read
+        whole (no prompt cache is kept between batched replies)."""
+        assert self._batch is not None
+        detokenizer = self._tokenizer.detokenizer
+        eos = self._tokenizer.eos_token_ids
+        steps = self._batch.run(tokens, limit, mlx_batch.sampler(sampling), processors, sampling.logprobs >= 0,
+                                self._cancelled, lockstep=sampling.reasoning_budget >= 0)
+        try:
+            for token, row in steps:
+                if row is not None:
+                    self._record_logprobs(token, row, sampling.logprobs)
+                if token in eos:
+                    break
+                detokenizer.add_token(token)
+                yield detokenizer.last_segment
+        finally:
+            steps.close()  # the reply leaves the batch at its next step
+        detokenizer.finalize()
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
 
@@ -322,7 +393,7 @@ class MlxBackend(Backend):
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         t0 = time.perf_counter()
-        if self._processor is not None or self._draft_model is not None:  # their replies keep no prompt cache
+        if self._processor is not None or self._draft_model is not None or self._batch is not None:  # no prompt cache
             return StateRestored(request_id, "", 0, 0.0, ())
         self.reply = Reply(self.prepare(messages, sampling))
         tokens = self._prompt_ids(messages)
@@ -362,14 +433,13 @@ class MlxBackend(Backend):
             raise states.StateRejected(f"its cache holds {held} tokens where its header names {len(header.tokens)}")
         return list(cache)
 
-    def _record_logprobs(self, token: int, logprobs: Any, top: int) -> None:
+    def _record_logprobs(self, token: int, row: Any, top: int) -> None:
         """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply.logprobs), from
-        the row mlx-lm sampled from; a token the grammar refused (-inf) as the lowest float, as llama-server writes
-        a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
-        import mlx.core as mx
+        the row mlx-lm sampled from (float32, numpy); a token the grammar refused (-inf) as the lowest float, as
+        llama-server writes a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
         import numpy as np
 
-        row = np.asarray(logprobs.astype(mx.float32)).reshape(-1)
+        row = row.reshape(-1)
         lowest = float(np.finfo(np.float32).min)
 
         def text(t: int) -> str:
@@ -482,7 +552,7 @@ class MlxBackend(Backend):
         primed = list(self._tokenizer.encode(generation_prompt, add_special_tokens=False)) if generation_prompt \
             else None
         try:
-            mask = json_schema.TokenMask(self._ll_tokenizer, lark, self._n_vocab(),
+            mask = json_schema.TokenMask(self._shared["ll"], lark, self._n_vocab(),
                                          frozenset(self._tokenizer.eos_token_ids), primed)
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
@@ -497,8 +567,8 @@ class MlxBackend(Backend):
         except ImportError:
             raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
                                   "pip install 'quantdesk[mlx]'") from None
-        if self._ll_tokenizer is None:
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=self._n_vocab(),
+        if "ll" not in self._shared:
+            self._shared["ll"] = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=self._n_vocab(),
                                                               eos_token=sorted(self._tokenizer.eos_token_ids))
 
     def special_tokens(self) -> dict[str, int]:
@@ -575,6 +645,9 @@ class MlxBackend(Backend):
         return max(peak_rss_bytes(), int(mx.get_peak_memory()))
 
     def unload(self) -> None:
+        if self._batch is not None:
+            batch, self._batch = self._batch, None
+            batch.close()
         if self._model is not None:
             import mlx.core as mx
 
