@@ -316,7 +316,9 @@ def _ps_line(card: dict[str, Any]) -> str:
         f"\t{size / (1 << 30):.2f} GiB" if size else "")
     if "parallel" in meta:
         line += f"\t{meta['busy_sequences']}/{meta['parallel']} busy, {meta['queued']} queued"
-        if meta["parallel"] == 1 and meta.get("backend") in ("mlx", "exllamav2", "exllamav3"):
+        if meta["parallel"] == 1 and meta.get("parallel_note"):  # asked for more, but this model answers one
+            line += f" ({meta['parallel_note']}, the rest wait in order)"
+        elif meta["parallel"] == 1 and meta.get("backend") in ("exllamav2", "exllamav3"):
             line += f" ({meta['backend']}: one request at a time, the rest wait in order)"
     cache = meta.get("cache")
     if cache and cache["requests"]:

@@ -240,3 +240,20 @@ def test_serve_decodes_parallel_requests_together_and_ps_says_how_many_run_and_w
         assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t"), (ps.stdout, ps.stderr)
         assert "\tcache hits 1/2 requests (" in ps.stdout, ps.stdout
         _ctrl_c(proc, lines)
+
+
+def test_ps_says_why_a_model_asked_for_several_answers_one_at_a_time():
+    """`quantdesk ps` words: an MLX model decoding together says its busy sequences like llama.cpp's; one that runs
+    alone though more were asked (a draft) says the engine's reason; ExLlama says it queues."""
+    from app.commands.server import _ps_line
+
+    def card(backend, parallel, **more):
+        return {"id": "m", "meta": {"backend": backend, "n_ctx": 512, "parallel": parallel, "busy_sequences": 1,
+                                    "queued": 2, **more}}
+
+    assert _ps_line(card("mlx", 4)) == "m\tmlx\tcontext 512\t1/4 busy, 2 queued"
+    note = "one reply at a time: speculative decoding verifies one sequence's guesses"
+    assert _ps_line(card("mlx", 1, parallel_note=note)) == (
+        f"m\tmlx\tcontext 512\t1/1 busy, 2 queued ({note}, the rest wait in order)")
+    assert _ps_line(card("exllamav2", 1)).endswith("(exllamav2: one request at a time, the rest wait in order)")
+    assert _ps_line(card("llama.cpp", 1)) == "m\tllama.cpp\tcontext 512\t1/1 busy, 2 queued"
