@@ -80,6 +80,8 @@ class MlxBackend(Backend):
         self._shared: dict[str, Any] = {}
         self._batch: mlx_batch.Batch | None = None  # the replies decoded together (LoadSettings.parallel > 1)
         self._cancelled: threading.Event | None = None  # a batched reply's cancel, on its copy (generate)
+        self._request_id = ""  # a batched reply's id, on its copy
+        self._saving = ""  # the reply whose sequence the next save_state writes (use_sequence_of)
         self._draft_model: Any = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
         self._draft_tokens = 0
         # The previous reply's prompt cache (mlx-lm's per-layer KV caches) and the tokens it holds: the next prompt
@@ -179,6 +181,9 @@ class MlxBackend(Backend):
     def parallel(self) -> int:
         return self._batch.size if self._batch is not None else 1
 
+    def use_sequence_of(self, request_id: str) -> None:
+        self._saving = request_id
+
     def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings, cancelled: threading.Event,
                  events_every_s: float | None = None) -> Iterator[Token | Done]:
         """The shared loop (Backend.generate); where replies are batched, on a copy of this backend for the reply
@@ -188,7 +193,7 @@ class MlxBackend(Backend):
             return super().generate(request_id, messages, sampling, cancelled, events_every_s)
         view = copy.copy(self)
         view._forced = collections.deque()
-        view._cancelled = cancelled
+        view._cancelled, view._request_id = cancelled, request_id
         return Backend.generate(view, request_id, messages, sampling, cancelled, events_every_s)
 
     def _load_draft(self, settings: LoadSettings) -> dict[str, Any]:
@@ -328,15 +333,16 @@ class MlxBackend(Backend):
 
     def _batched(self, tokens: list[int], limit: int, sampling: SamplingSettings,
                  processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:
-        """The reply's tokens from the batch (backends/mlx_batch.py), decoded with the others'; its prompt is read
-        whole (no prompt cache is kept between batched replies)."""
+        """The reply's tokens from the batch (backends/mlx_batch.py), decoded with the others', in a sequence whose
+        cache may hold a prefix of its prompt (``cached_tokens``)."""
         assert self._batch is not None
         detokenizer = self._tokenizer.detokenizer
         eos = self._tokenizer.eos_token_ids
-        steps = self._batch.run(tokens, limit, mlx_batch.sampler(sampling), processors, sampling.logprobs >= 0,
-                                self._cancelled, lockstep=sampling.reasoning_budget >= 0)
+        steps = self._batch.run(self._request_id, tokens, limit, mlx_batch.sampler(sampling), processors,
+                                sampling.logprobs >= 0, self._cancelled, lockstep=sampling.reasoning_budget >= 0)
         try:
-            for token, row in steps:
+            for token, row, cached in steps:
+                self.reply.cached_tokens = cached
                 if row is not None:
                     self._record_logprobs(token, row, sampling.logprobs)
                 if token in eos:
@@ -375,12 +381,14 @@ class MlxBackend(Backend):
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         t0 = time.perf_counter()
-        if self._cache is None or not self._cache_tokens:  # nothing held (a vision model, speculation, a failure)
+        # batched: what the reply before it left in its sequence (use_sequence_of)
+        kept = self._batch.kept(self._saving) if self._batch is not None else (self._cache, self._cache_tokens)
+        if kept is None or kept[0] is None or not kept[1]:  # nothing held (vision, speculation, a failure)
             return StateSaved(request_id, "", 0, 0, 0.0)
-        tokens = list(self._cache_tokens)
+        cache, tokens = kept[0], list(kept[1])
         try:
             with _scratch(path) as scratch:  # mlx writes to a name; its bytes then go into the container
-                save_prompt_cache(scratch, self._cache, {"quantdesk_tokens": str(len(tokens))})
+                save_prompt_cache(scratch, cache, {"quantdesk_tokens": str(len(tokens))})
                 size = states.write(path, self._state_identity, tokens, Path(scratch).read_bytes())
         except OSError as exc:
             raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
@@ -393,12 +401,15 @@ class MlxBackend(Backend):
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         t0 = time.perf_counter()
-        if self._processor is not None or self._draft_model is not None or self._batch is not None:  # no prompt cache
+        if self._processor is not None or self._draft_model is not None:  # their replies keep no prompt cache
             return StateRestored(request_id, "", 0, 0.0, ())
         self.reply = Reply(self.prepare(messages, sampling))
         tokens = self._prompt_ids(messages)
-        have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
-                if self._cache is not None else 0)
+        if self._batch is not None:  # what the sequence this prompt's reply would take holds
+            have = min(self._batch.holding(tokens), len(tokens) - 1)
+        else:
+            have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
+                    if self._cache is not None else 0)
         trimmable = self._cache is None or can_trim_prompt_cache(self._cache)
         # a recurrent layer's cache cannot be cut back to the shared prefix
         best, discarded = states.best_state(paths, self._state_identity, tokens, have, cuttable=trimmable)
@@ -409,9 +420,12 @@ class MlxBackend(Backend):
                 cache = self._load_state(path, header)
             except states.StateRejected as exc:
                 discarded.append((path, str(exc)))
-            else:
-                self._cache, self._cache_tokens = cache, list(header.tokens)  # the next reply cuts it to the prefix
-                chosen, have = path, reuse
+            else:  # the next reply cuts it to the prefix
+                if self._batch is None:
+                    self._cache, self._cache_tokens = cache, list(header.tokens)
+                    chosen, have = path, reuse
+                elif self._batch.keep(tokens, header.tokens, _evaluated(cache)):
+                    chosen, have = path, reuse
         return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
 
     def _load_state(self, path: str, header: states.Header) -> list[Any]:
@@ -663,6 +677,14 @@ def _after(prefix: Any, processor: Callable[[Any, Any], Any]) -> Callable[[Any, 
     import mlx.core as mx
 
     return lambda tokens, logits: processor(mx.concatenate([prefix, tokens]), logits)
+
+
+def _evaluated(cache: list[Any]) -> list[Any]:
+    """A loaded cache's arrays computed here, before another thread (the batch's decode thread) uses them."""
+    import mlx.core as mx
+
+    mx.eval([layer.state for layer in cache])
+    return cache
 
 
 def _state_identity(folder: Path) -> dict[str, Any]:

@@ -263,7 +263,7 @@ def test_a_failing_logits_processor_ends_its_own_reply_only(tiny_models):
         return logits
 
     def tokens_of(batch, processors, limit) -> list[int]:
-        return [token for token, _ in batch.run(prompt, limit, greedy, processors, False, None)]
+        return [token for token, _, _ in batch.run("r", prompt, limit, greedy, processors, False, None)]
 
     batch = mlx_batch.Batch(model, 2, tokenizer.eos_token_ids)
     try:
@@ -308,21 +308,46 @@ def test_speculation_and_vision_load_one_reply_at_a_time_and_say_why(tiny_draft_
         backend.unload()
 
 
-def test_batched_replies_keep_no_prompt_cache_to_save_or_restore(alone_backend, batched_backend, tmp_path):
-    """Each batched reply reads its whole prompt: nothing is cached between them, so nothing is saved, and a state
-    saved by the same model loaded alone is not restored into the batch (the next turn reads its prompt again)."""
-    ask = _chat("Tell me about lighthouses.")
-    _alone(alone_backend, ask, _greedy(10))
-    kept = alone_backend.save_state("s", str(tmp_path / "alone.state"))
-    assert kept.n_tokens > 0
-    first = _run_one(batched_backend, ask, _greedy(10))
-    assert first.done is not None and first.done.stats.cached_tokens == 0
-    saved = batched_backend.save_state("s", str(tmp_path / "batched.state"))
-    assert saved.path == "" and saved.n_tokens == 0 and not (tmp_path / "batched.state").exists()
-    restored = batched_backend.restore_state("r", [kept.path], ask, _greedy(10))
-    assert restored.path == "" and restored.n_tokens == 0 and restored.discarded == ()
-    again = _run_one(batched_backend, ask, _greedy(10))
-    assert again.done.stats.cached_tokens == 0 and again.done.text == first.done.text
+HISTORY = [Message("system", "You are terse."),
+           Message("user", "Tell me about lighthouses and the sea, the ships and the keepers. " * 6)]
+
+
+def test_a_returning_conversation_reads_only_its_new_tokens_while_others_run(tiny_models, alone_backend, tmp_path):
+    """A conversation's next turn, sent while two other chats stream, goes to the sequence holding its turns and reads
+    only its new tokens (``cached_tokens``), answering as alone; its sequence's state saved after it comes back in
+    another batched load, where the turn after reads only its own new tokens again."""
+    first_alone = _alone(alone_backend, HISTORY, _greedy(20))
+    ask = [*HISTORY, Message("assistant", first_alone.text), Message("user", "And the keepers?")]
+    then = [*ask, Message("assistant", _alone(alone_backend, ask, _greedy(20)).text), Message("user", "And now?")]
+    expected = {"ask": _alone(alone_backend, ask, _greedy(20)), "then": _alone(alone_backend, then, _greedy(20)),
+                "fox": _alone(alone_backend, "The fox", _greedy(60)), "owl": _alone(alone_backend, "The owl", _greedy(60))}
+    backend = _loaded(tiny_models.mlx_f16, 3)
+    try:
+        first = _run_one(backend, HISTORY, _greedy(20))
+        _same(first_alone, first, "first")
+        run = _Together(backend)
+        run.start("fox", "The fox", _greedy(60))
+        run.start("owl", "The owl", _greedy(60))
+        run.start("ask", ask, _greedy(20))
+        run.join()
+        for name in ("fox", "owl", "ask"):
+            _same(expected[name], run.replies[name], name)
+        warm = run.replies["ask"].done.stats
+        assert first.done.stats.prompt_tokens < warm.cached_tokens < warm.prompt_tokens, warm
+        backend.use_sequence_of("ask")  # as the engine host asks before a save that follows a reply
+        saved = backend.save_state("s", str(tmp_path / "ask.state"))
+        assert saved.n_tokens >= warm.prompt_tokens
+    finally:
+        backend.unload()
+    backend = _loaded(tiny_models.mlx_f16, 2)
+    try:
+        restored = backend.restore_state("r", [saved.path], then, _greedy(20))
+        assert restored.path == saved.path and warm.prompt_tokens <= restored.n_tokens < len(then) * 100
+        turn = _run_one(backend, then, _greedy(20))
+        _same(expected["then"], turn, "then")
+        assert turn.done.stats.cached_tokens == restored.n_tokens
+    finally:
+        backend.unload()
 
 
 def test_concurrent_requests_through_the_engine_host(tiny_models):
