@@ -148,10 +148,13 @@ class Batch:
                         reply.unread = False
                         self._cond.notify_all()
         finally:
-            if not reply.ended:
-                with self._cond:
+            with self._cond:
+                if not reply.ended:
                     self._leaving.append(reply)
                     self._cond.notify_all()
+                # its sequence free and its cache kept before the reply counts as ended (a save follows it)
+                while reply.slot is not None and reply.slot.busy and not self._closed:
+                    self._cond.wait()
 
     def _remember(self, request_id: str, slot: Slot) -> None:
         self._last[request_id] = slot
@@ -318,9 +321,9 @@ class Batch:
             row = np.asarray(response.logprobs.astype(mx.float32)) if reply.logprobs else None
             last = response.finish_reason is not None
             reply.ended, reply.unread = last, True
-            reply.out.put((int(response.token), row, last))
-            if last:
+            if last:  # its sequence free (the cache kept) before its thread sees its last token
                 self._free(running.pop(response.uid), response.prompt_cache, response.all_tokens or [])
+            reply.out.put((int(response.token), row, last))
         return generator
 
 

@@ -350,9 +350,10 @@ def test_a_returning_conversation_reads_only_its_new_tokens_while_others_run(tin
         backend.unload()
 
 
-def test_concurrent_requests_through_the_engine_host(tiny_models):
+def test_concurrent_requests_through_the_engine_host(tiny_models, tmp_path):
     """Through the real engine host (a child process): it runs each generation of an MLX model loaded with
-    ``parallel`` 3 on a thread of its own, and the three replies stream at the same time, each as alone."""
+    ``parallel`` 3 on a thread of its own, and the three replies stream at the same time, each as alone; a save
+    that follows them writes the last one's sequence."""
     prompts = {"a": "The fox", "b": "The cat", "c": "The owl"}
     greedy = _greedy(60)
     with EngineClient() as client:
@@ -376,6 +377,7 @@ def test_concurrent_requests_through_the_engine_host(tiny_models):
         for thread in threads:
             thread.join(120)
         assert time.perf_counter() - t0 < 120
+        saved = client.save_state(tmp_path / "c.state")
     for name in prompts:
         done = replies[name][-1]
         assert isinstance(done, Done) and done.text == alone[name].text
@@ -384,6 +386,8 @@ def test_concurrent_requests_through_the_engine_host(tiny_models):
     first = {name: order.index(name) for name in prompts}
     last = {name: len(order) - 1 - order[::-1].index(name) for name in prompts}
     assert any(first[a] < last[b] and first[b] < last[a] for a in prompts for b in prompts if a != b)
+    c = replies["c"][-1].stats
+    assert saved.path and saved.n_tokens >= c.prompt_tokens + c.generated_tokens
 
 
 def _events(stream) -> Done:
