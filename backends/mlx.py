@@ -145,7 +145,7 @@ class MlxBackend(Backend):
         draft_details = self._load_draft(settings) if settings.draft else {}
         parallel, alone = self._parallel(settings)
         if parallel > 1:
-            self._batch = mlx_batch.Batch(self._model, parallel, self._tokenizer.eos_token_ids)
+            self._batch = mlx_batch.Batch(self._model, parallel, self._tokenizer.eos_token_ids, settings.n_ctx)
         if on_progress:
             on_progress(1.0)
         quant = config.get("quantization") or {}

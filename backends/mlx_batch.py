@@ -20,8 +20,10 @@ llama-server's slot similarity: the free sequence holding the longest prefix of 
 else an empty one, else the least recently used). A sequence keeps the KV cache its last reply left (mlx-lm hands a
 finished or removed sequence's cache back, ``extract_cache``), so the next prompt that starts with what it holds is
 inserted with that cache cut back to the shared prefix and reads only the rest (``cached_tokens``); a saved state is
-written from a reply's sequence and restored into the one its prompt would take. At most ``size`` caches are held,
-running or kept.
+written from a reply's sequence and restored into the one its prompt would take. The free sequences' caches hold
+at most a context's worth of tokens together (``n_ctx``, as the one cache of a model answering alone): the least
+recently used go first. A running reply's cache is its own, up to the whole context, so N replies at once hold up to
+N caches.
 
 What is not batched is said at load (``parallel_note``, backends/mlx.py): speculative decoding (mlx-lm's
 speculative_generate_step runs one sequence), vision models (mlx-vlm) and a model whose cache mlx-lm cannot batch.
@@ -90,8 +92,8 @@ class _Reply:
 class Batch:
     """The decode thread of one MLX model's batched replies, up to ``size`` at once (see the module's words)."""
 
-    def __init__(self, model: Any, size: int, eos: Sequence[int]) -> None:
-        self._model, self.size, self._eos = model, size, tuple(eos)
+    def __init__(self, model: Any, size: int, eos: Sequence[int], n_ctx: int) -> None:
+        self._model, self.size, self._eos, self._n_ctx = model, size, tuple(eos), n_ctx
         self._cond = threading.Condition()
         self._joining: list[_Reply] = []
         self._leaving: list[_Reply] = []
@@ -190,7 +192,21 @@ class Batch:
             slot = choose_slot(free, prompt)
             slot.tokens, slot.used = list(tokens), next(uses)
             self._caches[slot.seq] = cache
+            self._within_context(slot)
             return True
+
+    def _within_context(self, newest: Slot) -> None:
+        """The free sequences' caches cut to a context's worth of tokens together, the least recently used dropped
+        first, ``newest`` last (the lock held)."""
+        kept = sorted((s for s in self._slots if not s.busy and s.seq in self._caches),
+                      key=lambda s: (s is newest, s.used))
+        total = sum(len(s.tokens) for s in kept)
+        for slot in kept:
+            if total <= self._n_ctx:
+                break
+            total -= len(slot.tokens)
+            slot.tokens = []
+            del self._caches[slot.seq]
 
     def close(self) -> None:
         """End the decode thread (after its current step); a reply still in the batch ends with an error."""
@@ -281,9 +297,10 @@ class Batch:
             mx.eval([layer.state for layer in cache])
         with self._cond:
             slot.tokens = list(tokens) if keep else []
+            slot.busy = False
             if keep and cache is not None:
                 self._caches[slot.seq] = cache
-            slot.busy = False
+                self._within_context(slot)
             self._cond.notify_all()
 
     @staticmethod

@@ -265,7 +265,7 @@ def test_a_failing_logits_processor_ends_its_own_reply_only(tiny_models):
     def tokens_of(batch, processors, limit) -> list[int]:
         return [token for token, _, _ in batch.run("r", prompt, limit, greedy, processors, False, None)]
 
-    batch = mlx_batch.Batch(model, 2, tokenizer.eos_token_ids)
+    batch = mlx_batch.Batch(model, 2, tokenizer.eos_token_ids, 1024)
     try:
         alone = tokens_of(batch, [], 30)
         results: dict[str, object] = {}
@@ -394,3 +394,29 @@ def _events(stream) -> Done:
     *_, done = list(stream)
     assert isinstance(done, Done)
     return done
+
+
+def test_the_free_sequences_keep_a_contexts_worth_of_tokens_the_least_recently_used_dropped_first(tiny_models,
+                                                                                                  alone_backend):
+    """Three conversations one after the other in three sequences whose caches would together hold more than the
+    context: the oldest one's cache is dropped, so its next turn reads its whole prompt, while the newest's next turn
+    reads only its new tokens; both answer as alone."""
+    topics = {name: [Message("user", f"Tell me about {name} and the sea, the ships and the keepers. " * 4)]
+              for name in ("lighthouses", "harbours", "islands")}
+    sizes = {name: alone_backend.count_prompt_tokens(chat, _greedy(10)) for name, chat in topics.items()}
+    n_ctx = sizes["harbours"] + sizes["islands"] + 2 * 10 + 16  # two conversations' caches fit, not three
+    assert n_ctx < sum(sizes.values()) + 3 * 10
+    backend = MlxBackend()
+    backend.load(str(tiny_models.mlx_f16), LoadSettings(n_ctx=n_ctx, parallel=3))
+    try:
+        first = {name: _run_one(backend, chat, _greedy(10)).done for name, chat in topics.items()}
+        again = {name: [*chat, Message("assistant", first[name].text), Message("user", "And then?")]
+                 for name, chat in topics.items()}
+        newest = _run_one(backend, again["islands"], _greedy(10))
+        oldest = _run_one(backend, again["lighthouses"], _greedy(10))
+    finally:
+        backend.unload()
+    assert newest.done.stats.cached_tokens > sizes["islands"]
+    assert oldest.done.stats.cached_tokens == 0
+    _same(_alone(alone_backend, again["islands"], _greedy(10)), newest, "newest")
+    _same(_alone(alone_backend, again["lighthouses"], _greedy(10)), oldest, "oldest")
