@@ -158,7 +158,8 @@ class MlxBackend(Backend):
             details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device()),
                      **({"vision": _vision_details(config)} if self._processor else {}), **draft_details,
-                     "parallel": parallel, **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})},
+                     "parallel": parallel, "kv_unified": False,  # a KV cache per sequence (mlx_batch)
+                     **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})},
         )
 
     def _parallel(self, settings: LoadSettings) -> tuple[int, str]:

@@ -45,9 +45,9 @@ def parallel_words(details: dict[str, Any], n_ctx: int, *, chosen: bool) -> str:
     """The sentence serve says on start about how many requests its model answers at once."""
     parallel = int(details.get("parallel", 1))
     if parallel > 1:
+        shared = "and together they share it" if details.get("kv_unified", True) else "in a cache of its own"
         return (f"{parallel} requests decode together" + ("" if chosen else " (the default; --parallel N)")
-                + f", each may use the whole context of {n_ctx} tokens and together they share it; more wait in "
-                  "the queue")
+                + f", each may use the whole context of {n_ctx} tokens {shared}; more wait in the queue")
     why = details.get("parallel_note") or "this engine answers one request at a time"
     return f"{why}; more wait in the queue"
 
@@ -115,9 +115,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.add_argument("--parallel", type=int, metavar="N",
-                   help="requests a llama.cpp model decodes together, each in its own sequence of one unified KV "
-                        f"cache where each may use the whole context (default {DEFAULT_PARALLEL}: the cache does not "
-                        "grow with N; 1 with a draft or a vision projector); more wait in the queue (--max-queue)")
+                   help="requests a llama.cpp or MLX model decodes together, each in its own sequence where each may "
+                        f"use the whole context (default {DEFAULT_PARALLEL}; llama.cpp: one unified KV cache, which "
+                        "does not grow with N; MLX: a cache per request running; 1 with a draft or a vision model); "
+                        "more wait in the queue (--max-queue)")
     add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 

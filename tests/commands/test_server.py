@@ -270,7 +270,8 @@ def test_serve_says_how_an_mlx_model_answers_parallel_requests(tiny_models, tiny
 
     with _serving(tiny_models.mlx_f16, "--parallel", "2") as (proc, lines):
         url, seen = _listening(lines)
-        assert any(line.startswith("2 requests decode together") for line in seen), seen
+        assert any(line.startswith("2 requests decode together, each may use the whole context of 512 tokens in a "
+                                   "cache of its own") for line in seen), seen
         assert "\tmlx\t" in ps_line(url) and "\t0/2 busy, 0 queued" in ps_line(url)
         _ctrl_c(proc, lines)
     with _serving(tiny_draft_pair.mlx_target, "--parallel", "2", "--draft", str(tiny_draft_pair.mlx_draft)) as (
