@@ -115,10 +115,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.add_argument("--parallel", type=int, metavar="N",
-                   help="requests a llama.cpp or MLX model decodes together, each in its own sequence where each may "
-                        f"use the whole context (default {DEFAULT_PARALLEL}; llama.cpp: one unified KV cache, which "
-                        "does not grow with N; MLX: a cache per request running; 1 with a draft or a vision model); "
-                        "more wait in the queue (--max-queue)")
+                   help=f"requests a llama.cpp or MLX model decodes together, each up to the whole context (default "
+                        f"{DEFAULT_PARALLEL}; llama.cpp's unified cache does not grow with N, MLX's grows with those "
+                        "running; 1 with a draft or a vision model); more wait in the queue (--max-queue)")
     add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 
