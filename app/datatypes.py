@@ -86,7 +86,8 @@ class LoadSettings:
     # .jinja, or a tokenizer_config.json); "" for the model's own, else its base model's, else its family's.
     chat_template: str = ""
     # How many replies the engine decodes together (llama.cpp: each in its own sequence of one unified KV cache, every
-    # one up to the whole context; together they share what the cache holds); 1 answers one request at a time.
+    # one up to the whole context; together they share what the cache holds; MLX: mlx-lm's BatchGenerator, a cache
+    # per sequence); 1 answers one request at a time.
     parallel: int = 1
 
     def validate(self) -> None:

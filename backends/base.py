@@ -613,7 +613,7 @@ class Backend(abc.ABC):
     @property
     def parallel(self) -> int:
         """How many ``generate`` calls may run at once, each on a thread of its own, their tokens decoded together
-        (continuous batching: llama.cpp); 1 where the engine answers one request at a time."""
+        (continuous batching: llama.cpp, MLX); 1 where the engine answers one request at a time."""
         return 1
 
     def use_sequence_of(self, request_id: str) -> None:

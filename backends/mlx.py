@@ -3,12 +3,14 @@ build on Linux. A vision model (its config.json has a ``vision_config``) runs th
 installed, and takes images.
 
 MLX keeps per-thread state (streams, the wired-memory limit): everything here runs on the engine
-host's one model thread, the thread that loaded the model.
+host's one model thread, the thread that loaded the model; a model loaded with ``LoadSettings.parallel`` > 1 decodes
+its replies together on a decode thread of its own (backends/mlx_batch.py), each reply's thread reading its tokens.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import importlib.metadata
 import importlib.util
@@ -16,16 +18,17 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends import json_schema, states
+from backends import json_schema, mlx_batch, states
 from backends.chat_format import formats
 from backends.chat_format.template import FALLBACK_TEMPLATE
-from app.datatypes import (LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings, StateRestored,
-                           StateSaved, TokenLogprob, TopLogprob)
+from app.datatypes import (Done, LoadSettings, Loaded, Message, PROMPT_LOOKUP, Prompt, SamplingSettings,
+                           StateRestored, StateSaved, Token, TokenLogprob, TopLogprob)
 from backends.base import (Availability, Backend, GenerationError, Reply, TrailingText, check_token_ids,
                            peak_rss_bytes)
 
@@ -72,7 +75,13 @@ class MlxBackend(Backend):
         self._processor: Any = None  # mlx-vlm's processor, for a vision model
         self._forced: collections.deque[int] = collections.deque()  # tokens to write next (Backend.force)
         self._n_ctx = 0
-        self._ll_tokenizer: Any = None  # llguidance's view of the tokenizer, built at the first structured reply (~1 s)
+        # llguidance's view of the tokenizer ("ll"), built at the first structured reply (~1 s); a dict shared by the
+        # copies that answer batched replies (generate)
+        self._shared: dict[str, Any] = {}
+        self._batch: mlx_batch.Batch | None = None  # the replies decoded together (LoadSettings.parallel > 1)
+        self._cancelled: threading.Event | None = None  # a batched reply's cancel, on its copy (generate)
+        self._request_id = ""  # a batched reply's id, on its copy
+        self._saving = ""  # the reply whose sequence the next save_state writes (use_sequence_of)
         self._draft_model: Any = None  # speculative decoding's draft (LoadSettings.draft), same vocabulary
         self._draft_tokens = 0
         # The previous reply's prompt cache (mlx-lm's per-layer KV caches) and the tokens it holds: the next prompt
@@ -134,6 +143,9 @@ class MlxBackend(Backend):
         self._cache, self._cache_tokens = None, []  # another model's, if any
         self._state_identity = _state_identity(folder)
         draft_details = self._load_draft(settings) if settings.draft else {}
+        parallel, alone = self._parallel(settings)
+        if parallel > 1:
+            self._batch = mlx_batch.Batch(self._model, parallel, self._tokenizer.eos_token_ids, settings.n_ctx)
         if on_progress:
             on_progress(1.0)
         quant = config.get("quantization") or {}
@@ -145,8 +157,45 @@ class MlxBackend(Backend):
             memory_bytes=self.memory_in_use(), load_ms=(time.perf_counter() - t0) * 1000,
             details={"bits": quant.get("bits"), "group_size": quant.get("group_size"), "tool_format": self.tool_format,
                      "architecture": config.get("model_type", ""), "device": str(mx.default_device()),
-                     **({"vision": _vision_details(config)} if self._processor else {}), **draft_details},
+                     **({"vision": _vision_details(config)} if self._processor else {}), **draft_details,
+                     "parallel": parallel, "kv_unified": False,  # a KV cache per sequence (mlx_batch)
+                     **({"parallel_note": f"one reply at a time: {alone}"} if alone else {})},
         )
+
+    def _parallel(self, settings: LoadSettings) -> tuple[int, str]:
+        """How many replies decode together (backends/mlx_batch.py), and why one where more were asked ("" when as
+        asked): mlx-lm batches neither speculation nor mlx-vlm's vision models, nor a cache that cannot merge."""
+        if settings.parallel <= 1:
+            return 1, ""
+        if settings.draft:
+            return 1, "speculative decoding verifies one sequence's guesses"
+        if self._processor is not None:
+            return 1, "mlx-vlm answers a vision model's requests one at a time"
+        from mlx_lm.models.cache import make_prompt_cache
+
+        unbatched = sorted({type(c).__name__ for c in make_prompt_cache(self._model) if not hasattr(c, "merge")})
+        if unbatched:
+            return 1, f"mlx-lm cannot batch this model's cache ({', '.join(unbatched)})"
+        return settings.parallel, ""
+
+    @property
+    def parallel(self) -> int:
+        return self._batch.size if self._batch is not None else 1
+
+    def use_sequence_of(self, request_id: str) -> None:
+        self._saving = request_id
+
+    def generate(self, request_id: str, messages: Prompt, sampling: SamplingSettings, cancelled: threading.Event,
+                 events_every_s: float | None = None) -> Iterator[Token | Done]:
+        """The shared loop (Backend.generate); where replies are batched, on a copy of this backend for the reply
+        (called from several threads at once, up to ``parallel``): its reply, its forced tokens and its cancel are
+        the copy's, the model, the tokenizer and the batch are shared."""
+        if self._batch is None:
+            return super().generate(request_id, messages, sampling, cancelled, events_every_s)
+        view = copy.copy(self)
+        view._forced = collections.deque()
+        view._cancelled, view._request_id = cancelled, request_id
+        return Backend.generate(view, request_id, messages, sampling, cancelled, events_every_s)
 
     def _load_draft(self, settings: LoadSettings) -> dict[str, Any]:
         """The draft model beside the model, for mlx-lm's speculative_generate_step; speculation rewinds the KV
@@ -214,6 +263,7 @@ class MlxBackend(Backend):
         streaming detokenizer driven directly, as ``stream_generate`` drives them (same sampler, same text),
         minus the response object, timings and peak-memory query it makes for every token."""
         import mlx.core as mx
+        import numpy as np
         from mlx_lm.generate import generate_step, generation_stream, wired_limit
         from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
@@ -230,7 +280,7 @@ class MlxBackend(Backend):
             raise GenerationError("context", f"the conversation is {len(tokens)} tokens long but the context "
                                              f"holds {self._n_ctx}", "start a new chat or load with a larger context")
         self.reply.prompt_tokens = len(tokens)
-        if sampling.seed is not None:
+        if sampling.seed is not None and self._batch is None:  # a batched reply draws from its own (mlx_batch.sampler)
             mx.random.seed(sampling.seed)
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.top_p < 1 else 0.0,
                                min_p=sampling.min_p, top_k=sampling.top_k)
@@ -250,6 +300,10 @@ class MlxBackend(Backend):
             self._cache, self._cache_tokens = None, []  # speculation keeps two caches of its own (the draft's)
             yield from self._speculate(tokens, limit, sampler, processors)
             return
+        if self._batch is not None:  # forced tokens only where a thinking budget may force them (processors[0])
+            yield from self._batched(tokens, limit, sampling, processors if sampling.reasoning_budget >= 0
+                                     else processors[1:])
+            return
         cache, reuse = self._reuse_cache(tokens)
         self.reply.cached_tokens = reuse
         if reuse:  # the processors see the whole prompt, as in a fresh run (the repetition penalty's window)
@@ -266,7 +320,7 @@ class MlxBackend(Backend):
                     # mlx-lm evaluates a token (its step for the next) before it hands it out: it is in the cache
                     fed.append(int(token))
                     if sampling.logprobs >= 0:
-                        self._record_logprobs(int(token), logprobs, sampling.logprobs)
+                        self._record_logprobs(int(token), np.asarray(logprobs.astype(mx.float32)), sampling.logprobs)
                     if token in eos:
                         break
                     detokenizer.add_token(token)
@@ -275,6 +329,30 @@ class MlxBackend(Backend):
             if _cache_length(cache) in (len(fed), None):
                 self._cache, self._cache_tokens = cache, fed
         detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
+        if rest := detokenizer.last_segment:
+            yield TrailingText(rest)
+
+    def _batched(self, tokens: list[int], limit: int, sampling: SamplingSettings,
+                 processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:
+        """The reply's tokens from the batch (backends/mlx_batch.py), decoded with the others', in a sequence whose
+        cache may hold a prefix of its prompt (``cached_tokens``)."""
+        assert self._batch is not None
+        detokenizer = self._tokenizer.detokenizer
+        eos = self._tokenizer.eos_token_ids
+        steps = self._batch.run(self._request_id, tokens, limit, mlx_batch.sampler(sampling), processors,
+                                sampling.logprobs >= 0, self._cancelled, lockstep=sampling.reasoning_budget >= 0)
+        try:
+            for token, row, cached in steps:
+                self.reply.cached_tokens = cached
+                if row is not None:
+                    self._record_logprobs(token, row, sampling.logprobs)
+                if token in eos:
+                    break
+                detokenizer.add_token(token)
+                yield detokenizer.last_segment
+        finally:
+            steps.close()  # the reply leaves the batch at its next step
+        detokenizer.finalize()
         if rest := detokenizer.last_segment:
             yield TrailingText(rest)
 
@@ -304,12 +382,14 @@ class MlxBackend(Backend):
         if self._model is None:
             raise GenerationError("state", "no model is loaded")
         t0 = time.perf_counter()
-        if self._cache is None or not self._cache_tokens:  # nothing held (a vision model, speculation, a failure)
+        # batched: what the reply before it left in its sequence (use_sequence_of)
+        kept = self._batch.kept(self._saving) if self._batch is not None else (self._cache, self._cache_tokens)
+        if kept is None or kept[0] is None or not kept[1]:  # nothing held (vision, speculation, a failure)
             return StateSaved(request_id, "", 0, 0, 0.0)
-        tokens = list(self._cache_tokens)
+        cache, tokens = kept[0], list(kept[1])
         try:
             with _scratch(path) as scratch:  # mlx writes to a name; its bytes then go into the container
-                save_prompt_cache(scratch, self._cache, {"quantdesk_tokens": str(len(tokens))})
+                save_prompt_cache(scratch, cache, {"quantdesk_tokens": str(len(tokens))})
                 size = states.write(path, self._state_identity, tokens, Path(scratch).read_bytes())
         except OSError as exc:
             raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
@@ -326,8 +406,11 @@ class MlxBackend(Backend):
             return StateRestored(request_id, "", 0, 0.0, ())
         self.reply = Reply(self.prepare(messages, sampling))
         tokens = self._prompt_ids(messages)
-        have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
-                if self._cache is not None else 0)
+        if self._batch is not None:  # what the sequence this prompt's reply would take holds
+            have = min(self._batch.holding(tokens), len(tokens) - 1)
+        else:
+            have = (min(states.shared_prefix(self._cache_tokens, tokens), len(tokens) - 1)
+                    if self._cache is not None else 0)
         trimmable = self._cache is None or can_trim_prompt_cache(self._cache)
         # a recurrent layer's cache cannot be cut back to the shared prefix
         best, discarded = states.best_state(paths, self._state_identity, tokens, have, cuttable=trimmable)
@@ -338,9 +421,12 @@ class MlxBackend(Backend):
                 cache = self._load_state(path, header)
             except states.StateRejected as exc:
                 discarded.append((path, str(exc)))
-            else:
-                self._cache, self._cache_tokens = cache, list(header.tokens)  # the next reply cuts it to the prefix
-                chosen, have = path, reuse
+            else:  # the next reply cuts it to the prefix
+                if self._batch is None:
+                    self._cache, self._cache_tokens = cache, list(header.tokens)
+                    chosen, have = path, reuse
+                elif self._batch.keep(tokens, header.tokens, _evaluated(cache)):
+                    chosen, have = path, reuse
         return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
 
     def _load_state(self, path: str, header: states.Header) -> list[Any]:
@@ -362,14 +448,13 @@ class MlxBackend(Backend):
             raise states.StateRejected(f"its cache holds {held} tokens where its header names {len(header.tokens)}")
         return list(cache)
 
-    def _record_logprobs(self, token: int, logprobs: Any, top: int) -> None:
+    def _record_logprobs(self, token: int, row: Any, top: int) -> None:
         """The chosen token's log-probability and its ``top`` likeliest alternatives (Backend.reply.logprobs), from
-        the row mlx-lm sampled from; a token the grammar refused (-inf) as the lowest float, as llama-server writes
-        a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
-        import mlx.core as mx
+        the row mlx-lm sampled from (float32, numpy); a token the grammar refused (-inf) as the lowest float, as
+        llama-server writes a probability of 0, since JSON has no infinity. The bytes are the token's decoded text's."""
         import numpy as np
 
-        row = np.asarray(logprobs.astype(mx.float32)).reshape(-1)
+        row = row.reshape(-1)
         lowest = float(np.finfo(np.float32).min)
 
         def text(t: int) -> str:
@@ -482,7 +567,7 @@ class MlxBackend(Backend):
         primed = list(self._tokenizer.encode(generation_prompt, add_special_tokens=False)) if generation_prompt \
             else None
         try:
-            mask = json_schema.TokenMask(self._ll_tokenizer, lark, self._n_vocab(),
+            mask = json_schema.TokenMask(self._shared["ll"], lark, self._n_vocab(),
                                          frozenset(self._tokenizer.eos_token_ids), primed)
         except ValueError as exc:
             raise GenerationError("request", str(exc)) from None
@@ -497,8 +582,8 @@ class MlxBackend(Backend):
         except ImportError:
             raise GenerationError("request", "structured output on MLX needs llguidance, which is not installed",
                                   "pip install 'quantdesk[mlx]'") from None
-        if self._ll_tokenizer is None:
-            self._ll_tokenizer = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=self._n_vocab(),
+        if "ll" not in self._shared:
+            self._shared["ll"] = llguidance.hf.from_tokenizer(self._tokenizer._tokenizer, n_vocab=self._n_vocab(),
                                                               eos_token=sorted(self._tokenizer.eos_token_ids))
 
     def special_tokens(self) -> dict[str, int]:
@@ -575,6 +660,9 @@ class MlxBackend(Backend):
         return max(peak_rss_bytes(), int(mx.get_peak_memory()))
 
     def unload(self) -> None:
+        if self._batch is not None:
+            batch, self._batch = self._batch, None
+            batch.close()
         if self._model is not None:
             import mlx.core as mx
 
@@ -590,6 +678,14 @@ def _after(prefix: Any, processor: Callable[[Any, Any], Any]) -> Callable[[Any, 
     import mlx.core as mx
 
     return lambda tokens, logits: processor(mx.concatenate([prefix, tokens]), logits)
+
+
+def _evaluated(cache: list[Any]) -> list[Any]:
+    """A loaded cache's arrays computed here, before another thread (the batch's decode thread) uses them."""
+    import mlx.core as mx
+
+    mx.eval([layer.state for layer in cache])
+    return cache
 
 
 def _state_identity(folder: Path) -> dict[str, Any]:

@@ -45,9 +45,9 @@ def parallel_words(details: dict[str, Any], n_ctx: int, *, chosen: bool) -> str:
     """The sentence serve says on start about how many requests its model answers at once."""
     parallel = int(details.get("parallel", 1))
     if parallel > 1:
+        shared = "and together they share it" if details.get("kv_unified", True) else "in a cache of its own"
         return (f"{parallel} requests decode together" + ("" if chosen else " (the default; --parallel N)")
-                + f", each may use the whole context of {n_ctx} tokens and together they share it; more wait in "
-                  "the queue")
+                + f", each may use the whole context of {n_ctx} tokens {shared}; more wait in the queue")
     why = details.get("parallel_note") or "this engine answers one request at a time"
     return f"{why}; more wait in the queue"
 
@@ -115,9 +115,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--threads", type=int, help="CPU threads (default: physical cores)")
     p.add_argument("--cpu-moe", type=cpu_moe_arg, default=0, metavar="N|all", help=CPU_MOE_HELP)
     p.add_argument("--parallel", type=int, metavar="N",
-                   help="requests a llama.cpp model decodes together, each in its own sequence of one unified KV "
-                        f"cache where each may use the whole context (default {DEFAULT_PARALLEL}: the cache does not "
-                        "grow with N; 1 with a draft or a vision projector); more wait in the queue (--max-queue)")
+                   help=f"requests a llama.cpp or MLX model decodes together, each up to the whole context (default "
+                        f"{DEFAULT_PARALLEL}; llama.cpp's unified cache does not grow with N, MLX's grows with those "
+                        "running; 1 with a draft or a vision model); more wait in the queue (--max-queue)")
     add_draft_arguments(p)  # for the --model
     p.set_defaults(func=run)
 
@@ -316,7 +316,9 @@ def _ps_line(card: dict[str, Any]) -> str:
         f"\t{size / (1 << 30):.2f} GiB" if size else "")
     if "parallel" in meta:
         line += f"\t{meta['busy_sequences']}/{meta['parallel']} busy, {meta['queued']} queued"
-        if meta["parallel"] == 1 and meta.get("backend") in ("mlx", "exllamav2", "exllamav3"):
+        if meta["parallel"] == 1 and meta.get("parallel_note"):  # asked for more, but this model answers one
+            line += f" ({meta['parallel_note']}, the rest wait in order)"
+        elif meta["parallel"] == 1 and meta.get("backend") in ("exllamav2", "exllamav3"):
             line += f" ({meta['backend']}: one request at a time, the rest wait in order)"
     cache = meta.get("cache")
     if cache and cache["requests"]:

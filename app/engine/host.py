@@ -7,7 +7,7 @@ engine (the chat and the local server). A reader thread takes requests from stdi
 seen while a generation runs: it sets that generation's flag, which the loop checks between tokens, or
 remembers the id of one that has not started, which then ends as cancelled without running.
 
-A backend that batches (``Backend.parallel`` > 1: llama.cpp loaded with ``LoadSettings.parallel``) runs up to
+A backend that batches (``Backend.parallel`` > 1: llama.cpp or MLX loaded with ``LoadSettings.parallel``) runs up to
 that many generations at once, each on a thread of its own, their tokens decoded together; a generation beyond
 them waits for one to end (one at a time, a generation runs on the model thread: a thread of its own cost a third
 of the speed, docs/facts.md). Around them, in their order: a saved-state restore waits for a free

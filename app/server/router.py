@@ -503,6 +503,8 @@ def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded:
         meta["vision"] = True  # takes image_url parts
     if details.get("tool_format"):
         meta["tool_format"] = details["tool_format"]  # takes tools, written in this syntax
+    if details.get("parallel_note"):
+        meta["parallel_note"] = details["parallel_note"]  # why it answers one request at a time (quantdesk ps)
     if details.get("chat_template_origin"):  # which template it is served with, and where that came from
         meta["chat_template"] = {"name": details["chat_template"], "title": details.get("chat_template_title"),
                                  "origin": details["chat_template_origin"]}

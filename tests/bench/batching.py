@@ -10,8 +10,12 @@
    several OpenMP teams, the way before every step got one decode thread; backends/llama_cpp/batch.py says why).
    Aggregate rate = (tokens - one per stream) / (last token of any - first token of any).
 2. Time to first token of a 20-token request sent while a 500-token reply streams, against the same request alone.
+3. With ``--mlx FOLDER`` instead: an MLX model (mlx-lm's BatchGenerator, backends/mlx_batch.py): the 4 clients
+   through serve's app with the model loaded with ``--parallel 4``, against ``--parallel 1`` (the queue, mlx-lm's
+   generate_step one reply at a time) and the single stream; for instance the generated tiny MLX model
+   (``$QUANTDESK_TEST_MODELS/tiny-llama-*/mlx-f16``: random weights, every reply runs to its token limit).
 
-    python -m tests.bench.batching [--tokens 128] [--threads N] [--runs 2] [--extra-buffer-types]
+    python -m tests.bench.batching [--tokens 128] [--threads N] [--runs 2] [--extra-buffer-types] [--mlx FOLDER]
 
 Both sides load alike: llama.cpp's extra buffer types (the CPU repack, AMX) off unless asked, as the issue measured.
 On a machine whose cores other work shares, llama.cpp's threads wait for each other at every graph node and a side's
@@ -203,13 +207,42 @@ def on_callers(path, args: argparse.Namespace) -> float:
             return together(server.url, name, args.tokens)[0]
 
 
+def mlx_rows(folder: str, tokens: int, runs: int) -> None:
+    """The MLX rows (3. above): aggregate tok/s of the 4 clients batched and queued, and the single stream."""
+    rows: dict[str, list[float]] = {"batched": [], "queued": [], "single": []}
+    lengths: list[int] = []
+    for _ in range(runs):
+        for parallel in (4, 1):
+            with EngineClient() as client:
+                client.load(folder, LoadSettings(n_ctx=4096, parallel=parallel))
+                assert client.loaded.details["parallel"] == parallel, client.loaded.details
+                name = model_id(client.loaded.model_path)
+                with ServerThread(create_app(client)) as server:
+                    together(server.url, name, 8)  # warm-up
+                    rate, lengths = together(server.url, name, tokens)
+                    rows["batched" if parallel == 4 else "queued"].append(rate)
+                    if parallel == 4:
+                        rows["single"].append(single(server.url, name, tokens))
+    med = {key: statistics.median(values) for key, values in rows.items()}
+    print(f"MLX {os.path.basename(folder.rstrip('/'))}, 4 streams of up to {tokens} tokens (replies {lengths}), "
+          f"median of {runs} runs, load average {os.getloadavg()[0]:.2f}")
+    print(f"  quantdesk serve --parallel 4, 4 clients : {med['batched']:7.1f} tok/s aggregate (mlx-lm BatchGenerator)")
+    for key, label in (("queued", "quantdesk serve --parallel 1, 4 clients"),
+                       ("single", "quantdesk single stream                ")):
+        print(f"  {label} : {med[key]:7.1f} tok/s   ratio {med['batched'] / med[key]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=128, help="max tokens of each of the 4 replies")
     parser.add_argument("--threads", type=int, default=physical_cores())
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--extra-buffer-types", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument("--mlx", metavar="FOLDER", help="measure this MLX model folder instead (3. above)")
     args = parser.parse_args()
+    if args.mlx:
+        mlx_rows(args.mlx, args.tokens, args.runs)
+        return
     path = real_models.cached("smollm2")
     if path is None:
         raise SystemExit("SmolLM2 is not cached: python -m tests.fixtures.real_models")

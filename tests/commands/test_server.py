@@ -240,3 +240,44 @@ def test_serve_decodes_parallel_requests_together_and_ps_says_how_many_run_and_w
         assert ps.returncode == 0 and ps.stdout.startswith("tiny-llama-Q8_0\t"), (ps.stdout, ps.stderr)
         assert "\tcache hits 1/2 requests (" in ps.stdout, ps.stdout
         _ctrl_c(proc, lines)
+
+
+def test_ps_says_why_a_model_asked_for_several_answers_one_at_a_time():
+    """`quantdesk ps` words: an MLX model decoding together says its busy sequences like llama.cpp's; one that runs
+    alone though more were asked (a draft) says the engine's reason; ExLlama says it queues."""
+    from app.commands.server import _ps_line
+
+    def card(backend, parallel, **more):
+        return {"id": "m", "meta": {"backend": backend, "n_ctx": 512, "parallel": parallel, "busy_sequences": 1,
+                                    "queued": 2, **more}}
+
+    assert _ps_line(card("mlx", 4)) == "m\tmlx\tcontext 512\t1/4 busy, 2 queued"
+    note = "one reply at a time: speculative decoding verifies one sequence's guesses"
+    assert _ps_line(card("mlx", 1, parallel_note=note)) == (
+        f"m\tmlx\tcontext 512\t1/1 busy, 2 queued ({note}, the rest wait in order)")
+    assert _ps_line(card("exllamav2", 1)).endswith("(exllamav2: one request at a time, the rest wait in order)")
+    assert _ps_line(card("llama.cpp", 1)) == "m\tllama.cpp\tcontext 512\t1/1 busy, 2 queued"
+
+
+def test_serve_says_how_an_mlx_model_answers_parallel_requests(tiny_models, tiny_draft_pair):
+    """An MLX model decodes --parallel requests together (mlx-lm's BatchGenerator), said on start and by ps; with a
+    draft model it answers one at a time and says why, on start and in ps."""
+    def ps_line(url: str) -> str:
+        ps = subprocess.run([sys.executable, "-m", "app", "ps", "--server", url, "--api-key", KEY], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert ps.returncode == 0, ps.stderr
+        return ps.stdout
+
+    with _serving(tiny_models.mlx_f16, "--parallel", "2") as (proc, lines):
+        url, seen = _listening(lines)
+        assert any(line.startswith("2 requests decode together, each may use the whole context of 512 tokens in a "
+                                   "cache of its own") for line in seen), seen
+        assert "\tmlx\t" in ps_line(url) and "\t0/2 busy, 0 queued" in ps_line(url)
+        _ctrl_c(proc, lines)
+    with _serving(tiny_draft_pair.mlx_target, "--parallel", "2", "--draft", str(tiny_draft_pair.mlx_draft)) as (
+            proc, lines):
+        url, seen = _listening(lines)
+        why = "one reply at a time: speculative decoding verifies one sequence's guesses"
+        assert any(line.startswith(f"{why}; more wait in the queue") for line in seen), seen
+        assert f"\t0/1 busy, 0 queued ({why}, the rest wait in order)" in ps_line(url)
+        _ctrl_c(proc, lines)
