@@ -505,12 +505,14 @@ def _kv_f16_bytes(meta: ModelMetadata, n_ctx: int, bits: float, window_cap: bool
     return total
 
 
-def estimate_mlx(meta: ModelMetadata, n_ctx: int, device_name: str = "unified") -> Estimate:
-    """mlx-lm: KVCache grows in steps of 256 cells; RotatingKVCache keeps the window for SWA layers."""
+def estimate_mlx(meta: ModelMetadata, n_ctx: int, device_name: str = "unified", n_seq: int = 1) -> Estimate:
+    """mlx-lm: KVCache grows in steps of 256 cells; RotatingKVCache keeps the window for SWA layers. ``n_seq``
+    replies decoded together (backends/mlx_batch.py) each hold a cache of their own, up to the whole context: N
+    caches at most (the free sequences' kept caches share one context's worth, and only while fewer run)."""
     check_modelled(meta)
     n_ctx = pad(max(n_ctx, 1), 256)
     weights = _weights_bytes(meta)
-    kv = _kv_f16_bytes(meta, n_ctx, 16, window_cap=True)
+    kv = _kv_f16_bytes(meta, n_ctx, 16, window_cap=True) * n_seq
     prefill_chunk = min(2048, n_ctx)  # mlx-lm prefills in steps of 2048 tokens
     # Attention scores of one layer for the last prefill chunk. Where scaled_dot_product_attention has
     # no fused kernel (the CPU build; Metal head sizes without one) q·kᵀ and its softmax are both

@@ -349,20 +349,20 @@ def _budget_text(gpu: GpuInfo | None, ram: int | None, vram: int | None) -> str:
     return "available: " + ", ".join(parts) if parts else "memory size unknown"
 
 
-def fit_mlx(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, label: str = "") -> FitResult:
+def fit_mlx(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, label: str = "", n_seq: int = 1) -> FitResult:
     gpu = main_gpu(hw)
     quant = meta.quant.quant if meta.quant else "?"
     base: dict[str, Any] = dict(label=label or meta.source, format="mlx", quant=quant,
                                 file_bytes=meta.weights_bytes, bits_per_weight=meta.bits_per_weight)
     apple = gpu is not None and gpu.unified and is_apple(hw)
     try:
-        est = estimate_mlx(meta, n_ctx, "unified" if apple else "CPU")
+        est = estimate_mlx(meta, n_ctx, "unified" if apple else "CPU", n_seq)
     except UnknownModel as why:
         return FitResult(verdict="unknown", reason=str(why), **base)
     budget = vram_budget(gpu) if apple and gpu else ram_budget(hw)
     limit = meta.context_length or n_ctx
-    max_ctx = _largest_ctx(_FitsAt(lambda c: budget is None or estimate_mlx(meta, c).devices[0].total_bytes <= budget,
-                                   limit))
+    max_ctx = _largest_ctx(_FitsAt(
+        lambda c: budget is None or estimate_mlx(meta, c, n_seq=n_seq).devices[0].total_bytes <= budget, limit))
     total = est.devices[0].total_bytes
     result = FitResult(estimate=est, max_ctx=max_ctx, decode_tok_s=_tok_s(est, hw, gpu if apple else None),
                        verdict="", reason="", **base)
@@ -414,7 +414,7 @@ def fit_model(meta: ModelMetadata, hw: HardwareProfile, n_ctx: int = 8192, gpu_l
     if meta.format == "gguf":
         return fit_gguf(meta, hw, n_ctx, gpu_layers, kv_type, label, cpu_moe, pin, n_seq)
     if meta.format in ("mlx", "safetensors"):
-        result = fit_mlx(meta, hw, n_ctx, label)
+        result = fit_mlx(meta, hw, n_ctx, label, n_seq)
         result.format = meta.format
         return result
     if meta.format in ("exl2", "exl3"):

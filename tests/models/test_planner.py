@@ -240,3 +240,13 @@ def test_the_plan_counts_each_sequence_a_parallel_load_decodes(tiny_mamba2):
     state = one.fit.estimate.devices[0].state_bytes
     assert four.settings.parallel == 4 and state > 0
     assert four.estimated_bytes - one.estimated_bytes == 3 * state + 3 * four.fit.estimate.devices[0].output_bytes // 4
+
+
+def test_an_mlx_load_for_several_replies_counts_a_cache_for_each(tiny_models):
+    """MLX batching (backends/mlx_batch.py) gives each running reply a KV cache of its own, up to the whole context:
+    a load for N replies at once counts N caches."""
+    one = plan_load(tiny_models.mlx_f16, machine(), LoadSettings(n_ctx=1024, parallel=1))
+    four = plan_load(tiny_models.mlx_f16, machine(), LoadSettings(n_ctx=1024, parallel=4))
+    kv = one.fit.estimate.devices[0].kv_bytes
+    assert kv > 0 and four.fit.estimate.devices[0].kv_bytes == 4 * kv
+    assert four.estimated_bytes - one.estimated_bytes >= 3 * kv
