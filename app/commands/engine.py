@@ -209,7 +209,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace, *, g
     left to its server, one whose header cannot be read to the engine (it says what is wrong with it)."""
     from app.machine import profile_from_args
     from app.models.budget import fit_refusal, fit_warning
-    from app.models.planner import ContextLowered, KvQuantized, PresetSetAside, plan_load
+    from app.models.planner import ContextLowered, KvQuantized, ParallelLowered, PresetSetAside, plan_load
     from app.remote.connections import is_remote_ref
 
     if is_remote_ref(model):
@@ -218,7 +218,7 @@ def check_fit(model: str, settings: LoadSettings, args: argparse.Namespace, *, g
                      find_projector=find_projector, runtime=getattr(args, "runtime", None))
     if not getattr(args, "json", False):
         for note in plan.notes:
-            if isinstance(note, ContextLowered | KvQuantized | PresetSetAside):  # what the plan changed
+            if isinstance(note, ContextLowered | KvQuantized | ParallelLowered | PresetSetAside):  # what it changed
                 print(f"note: {note.words()}", file=sys.stderr)
     if plan.fits or plan.fit is None:
         return plan.settings

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     _check_options(args)
     settings = _load_settings(args)
     given = tuple(name for name, value in (("n_ctx", args.ctx), ("gpu_layers", args.gpu_layers),
-                                           ("cpu_moe", args.cpu_moe or None)) if value is not None)
+                                           ("cpu_moe", args.cpu_moe or None), ("parallel", args.parallel))
+                  if value is not None)
     # The model as the load planner plans it for this machine (a vision model with the projector beside it);
     # library models loaded on request start again from the server's own settings.
     planned = check_fit(args.model, settings, args, given=given, find_projector=True)

@@ -22,11 +22,11 @@ llama.cpp knows is sized or named in ``estimate.LLAMA_CPP_NOT_SIZED`` with the r
 recommender (``recommend``: typed ``FitResult``, ``Recommendation``; GGUF planned for the runtime and device a load
 would get; the MoE split when a MoE quant does not fit the GPU whole); ``planner`` the one load planner,
 ``plan_load`` → ``LoadPlan`` (the ``LoadSettings`` to load, the fit check's estimate and verdict, ``fits``, and its
-notes as typed values each face words: ``PresetApplied``, ``KvQuantized``, ``ContextLowered``, ``PresetSetAside``,
-``EstimatorNote``), its rules in one order for the Chat's model bar (``ui/chat/model_bar.prefill_for``), the server's
-on-demand loads (``server/router.plan``) and ``quantdesk chat``/``serve`` (``commands/engine.check_fit``): the
-model's preset (handed in: ``app/hub`` is above) over the wanted settings but under the flags given, the context
-clamped to the trained length unless held, the projector named or beside the model, the runtime asked for or pinned,
+notes as typed values each face words: ``PresetApplied``, ``KvQuantized``, ``ContextLowered``, ``ParallelLowered``,
+``PresetSetAside``, ``EstimatorNote``), its rules in one order for the Chat's model bar
+(``ui/chat/model_bar.prefill_for``), the server's on-demand loads (``server/router.plan``) and ``quantdesk
+chat``/``serve`` (``commands/engine.check_fit``): the model's preset (handed in: ``app/hub`` is above) over the
+wanted settings but under the flags given, the context clamped to the trained length unless held, the projector named or beside the model, the runtime asked for or pinned,
 the most GPU layers and experts in RAM that fit, a q8_0 KV cache or a shorter context where the wanted one does not
 fit, a preset that does not fit set aside; no network, no ``app/hub``
 """

@@ -16,13 +16,16 @@ and its notes as data (each face words them). The rules, in order, one behaviour
    else the model's pin, else the global pin (app/runtimes/pins.py), else the automatic choice.
 5. **Fit**: GPU layers and the experts kept in RAM as held, else the most the fit check finds room for
    (``recommend.fit_model``).
-6. **KV fallback**: a GGUF that does not fit at its context, its KV cache type not held, takes a q8_0 KV cache (and
+6. **Sequences**: a load for several replies at once (``LoadSettings.parallel``, not held) that does not fit, where
+   fewer do, decodes the most that fit (``ParallelLowered``): MLX gives each running reply a cache of its own, so N
+   replies cost N caches (llama.cpp's unified cache barely grows with N).
+7. **KV fallback**: a GGUF that does not fit at its context, its KV cache type not held, takes a q8_0 KV cache (and
    flash attention, which a quantized V cache needs) where that keeps the context (``KvQuantized``); else, its
    context not held, the context is lowered to the most that fits (``ContextLowered``).
-7. **Free settings from the estimate** (GGUF): GPU layers (-1 for all) and experts in RAM the user did not hold.
-8. **A preset that does not fit gives way**: where the plan with the preset does not fit this machine and the plan
+8. **Free settings from the estimate** (GGUF): GPU layers (-1 for all) and experts in RAM the user did not hold.
+9. **A preset that does not fit gives way**: where the plan with the preset does not fit this machine and the plan
    without it does, the plan without it is the answer (``PresetSetAside``); what the user gave never gives way.
-9. **Verdict**: ``fits`` (the fit check's "does not fit" is the only no); what a face does with a no is its own (the
+10. **Verdict**: ``fits`` (the fit check's "does not fit" is the only no); what a face does with a no is its own (the
    Chat's “Load anyway”, ``--force``, the server's 507). A header that cannot be read is a plan without an estimate
    and its ``problem``: the face leaves the words to the engine, or refuses.
 
@@ -91,6 +94,18 @@ class ContextLowered:
 
 
 @dataclass(frozen=True)
+class ParallelLowered:
+    """The replies decoded at once were lowered from ``wanted`` to ``parallel``, the most whose caches fit."""
+
+    wanted: int
+    parallel: int
+
+    def words(self) -> str:
+        return (f"{self.parallel} replies at once instead of {self.wanted}: each has a KV cache of its own, and "
+                f"{self.wanted} do not fit")
+
+
+@dataclass(frozen=True)
 class PresetSetAside:
     """The preset's values do not fit this machine (``reason``: the fit check's); the load goes without them."""
 
@@ -112,7 +127,7 @@ class EstimatorNote:
         return self.text
 
 
-PlanNote = PresetApplied | KvQuantized | ContextLowered | PresetSetAside | EstimatorNote
+PlanNote = PresetApplied | KvQuantized | ContextLowered | ParallelLowered | PresetSetAside | EstimatorNote
 
 
 def values_words(values: tuple[tuple[str, Any], ...]) -> str:
@@ -217,6 +232,17 @@ def _plan(meta: ModelMetadata, path: str, profile: HardwareProfile, wanted: Load
         return fit_model(meta, profile, n_ctx, layers, kv_type, cpu_moe=cpu_moe, pin=pin, n_seq=settings.parallel)
 
     result = fit(settings.n_ctx, settings.kv_cache_type)
+    if too_large(result) and settings.parallel > 1 and "parallel" not in held:
+        wanted_parallel = settings.parallel
+        for parallel in range(wanted_parallel - 1, 0, -1):
+            settings.parallel = parallel
+            fewer = fit(settings.n_ctx, settings.kv_cache_type)
+            if fewer.fits:
+                result = fewer
+                notes.append(ParallelLowered(wanted_parallel, settings.parallel))
+                break
+        else:
+            settings.parallel = wanted_parallel  # one does not fit either: the context's rules below decide
     if gguf and too_large(result) and "kv_cache_type" not in held:
         quantized = fit(settings.n_ctx, QUANTIZED_KV)
         if quantized.fits and quantized.max_ctx is not None and quantized.max_ctx >= settings.n_ctx:

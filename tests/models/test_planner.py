@@ -250,3 +250,20 @@ def test_an_mlx_load_for_several_replies_counts_a_cache_for_each(tiny_models):
     kv = one.fit.estimate.devices[0].kv_bytes
     assert kv > 0 and four.fit.estimate.devices[0].kv_bytes == 4 * kv
     assert four.estimated_bytes - one.estimated_bytes >= 3 * kv
+
+
+def test_replies_at_once_are_lowered_to_the_most_whose_caches_fit(tiny_models):
+    """An MLX load for 4 replies at once on a machine with room for 2 of their caches decodes 2 together and says
+    so; asked for 4 (held), it keeps 4 and the fit check says no."""
+    path = tiny_models.mlx_f16
+
+    def total(parallel: int) -> int:
+        return plan_load(path, machine(), LoadSettings(n_ctx=2048, parallel=parallel)).estimated_bytes
+
+    room = (total(2) + total(3)) // 2
+    lowered = plan_load(path, machine(room), LoadSettings(n_ctx=2048, parallel=4))
+    assert lowered.fits and lowered.settings.parallel == 2 and lowered.settings.n_ctx == 2048
+    assert any(isinstance(note, planner.ParallelLowered) and note.words().startswith("2 replies at once instead of 4")
+               for note in lowered.notes)
+    held = plan_load(path, machine(room), LoadSettings(n_ctx=2048, parallel=4), given=("parallel", "n_ctx"))
+    assert held.settings.parallel == 4 and not held.fits
