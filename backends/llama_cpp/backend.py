@@ -2,6 +2,12 @@
 answers besides replies: embeddings, a reranker's scores (rerank.py), the lab's logit windows, its vocabulary. The
 replies themselves are the token loop's (loop.py, which this class is one of).
 
+Saved states (states.py): a conversation's sequence written after its reply and restored before its next, and with
+several sequences (``parallel``) a sequence kept before another prompt takes its cells (``_evict``: its slot given by
+LRU, or the new prompt keeping under half of it, as llama-server's prompt cache does; a restore's target; the
+batcher's ``make_room``), in the files the parent's cache names for it (``keep_evicted``), so a conversation whose
+sequence was taken is restored by its tokens when it returns.
+
 llama_cpp is imported inside ``load``: this module is importable (and ``probe`` answers) without it.
 """
 
