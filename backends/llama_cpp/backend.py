@@ -117,6 +117,7 @@ class LlamaCppBackend(TokenLoop):
             self._drafter = self._load_drafter(llama_cpp, llm, settings, kwargs)
             self._draft_tokens = settings.draft_tokens
         self._start_batching(llama_cpp, parallel)
+        self._kept_as = {}  # (another model's files hold none of this one's sequences)
         self._shared = {}
         self._pieces = Pieces(llama_cpp, llm._model.vocab)
         self._special_pieces = Pieces(llama_cpp, llm._model.vocab, special=True)
@@ -295,10 +296,11 @@ class LlamaCppBackend(TokenLoop):
             llama_cpp.llama_perf_context_reset(llm.ctx)
         released = False
         try:
+            events = TokenLoop.generate(view, request_id, messages, sampling, cancelled, events_every_s)
             if alone:
-                yield from TokenLoop.generate(view, request_id, messages, sampling, cancelled, events_every_s)
-            for event in () if alone else TokenLoop.generate(view, request_id, messages, sampling, cancelled,
-                                                             events_every_s):
+                yield from events
+                return
+            for event in events:
                 if isinstance(event, Done):  # the sequence is free before its client reads the end (and returns)
                     self._release(view)
                     released = True

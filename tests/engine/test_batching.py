@@ -19,6 +19,7 @@ fell past them, one about as likely as alone's."""
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 import pytest
@@ -328,3 +329,25 @@ def test_a_saved_sequence_of_another_load_is_never_restored(tiny_models, tmp_pat
     assert again.done is not None and again.done.stats.cached_tokens == 0
     assert not _evicted_files(cache, model)
     assert "another n ctx" in caplog.text
+
+
+def test_a_taken_sequence_whose_reply_was_saved_is_kept_under_a_second_name(tiny_models, tmp_path):
+    """A conversation with keys (the Chat's, the server's) has its state saved after each reply: when its sequence is
+    taken, the evicted sequences' file is a hard link to that state, not a second copy on disk."""
+    from app.engine import states
+    from app.engine.turn import send
+
+    cache = states.StateCache(tmp_path / "states", lambda: 2**30)
+    model = tiny_models.gguf_q8_0
+    saved = {}
+    with EngineClient() as client:
+        client.load(model, LoadSettings(n_ctx=2048, parallel=2, threads=2))
+        for name, topic in (("a", "foxes"), ("b", "owls"), ("c", "whales")):
+            messages = _conversation(topic)
+            keys = states.server_keys(messages)
+            list(send(client, messages, _greedy(16), keys, cache=cache).events())
+            saved[name] = cache.path(model, keys.save)
+    evicted = _evicted_files(cache, model)
+    assert len(evicted) == 1
+    assert os.path.samefile(evicted[0], saved["a"])  # a's sequence went to c: kept by a second name
+    assert cache.count() == 3  # a's, b's and c's states, each once
