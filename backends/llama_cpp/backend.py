@@ -63,6 +63,7 @@ class LlamaCppBackend(TokenLoop):
         self._last_slots: dict[str, Any] = {}  # a recent reply's id -> the slot it ran in (use_sequence_of)
         self._evict_to: list[str] = []  # where a sequence another prompt takes is kept (keep_evicted)
         self._kept_as: dict[int, tuple[str, list[int]]] = {}  # a sequence -> a file holding what it holds, its tokens
+        self._writing: set[str] = set()  # eviction files being written now
 
     @classmethod
     def probe(cls) -> Availability:
@@ -404,8 +405,8 @@ class LlamaCppBackend(TokenLoop):
             if best is not None:
                 reuse, path, header = best
                 self._slot = target
+                self._evict(llama_cpp, target, 0)  # the conversation it holds is kept, for its return
                 with self._batched().lock:  # no decode step of another sequence meanwhile
-                    self._evict(llama_cpp, target, 0)  # the conversation it holds is kept, for its return
                     self._forget_kv(llama_cpp)
                     if self._make_room(len(header.tokens)):  # else the busy sequences fill it: the file stays
                         chosen = self._load_state(llama_cpp, path, header, discarded)
@@ -430,31 +431,46 @@ class LlamaCppBackend(TokenLoop):
         comes back (``restore_state`` compares its tokens, whatever the request's keys). A file that holds those
         tokens already (the reply's saved state, or the one it was restored from) is linked, not written again. The
         slot is the caller's (busy, or idle under the slots' lock); a failed write costs that prefix only (logged)."""
-        tokens = slot.tokens
-        if not self._evict_to or not tokens or kept >= SLOT_SHARE * len(tokens):
+        if not self._evict_to or not slot.tokens or kept >= SLOT_SHARE * len(slot.tokens):
             return
-        with self._batched().lock:  # one eviction at a time, and no decode step of another sequence meanwhile
+        lock = self._batched().lock
+        with lock:  # the cells copied while no decode step runs; the file chosen by one eviction at a time
+            tokens = list(slot.tokens)
             had = self._kept_as.get(slot.seq)
             if had is not None and had[1] == tokens and had[0] in self._evict_to and os.path.exists(had[0]):
                 return  # restored from an eviction file and not changed since: it is kept there still
-            path = _oldest(self._evict_to)
-            try:
-                if had is not None and had[1] == tokens and _linked(had[0], path):
-                    os.utime(path)  # the link is the newest eviction file (and the state's most recent use)
-                else:
-                    states.save(llama_cpp, self._loaded().ctx, path, self._state_identity, tokens, slot.seq)
-            except OSError as exc:
-                print(f"the state of sequence {slot.seq} ({len(tokens)} tokens) could not be kept in {path}: {exc}",
-                      file=sys.stderr, flush=True)
+            free = [path for path in self._evict_to if path not in self._writing]
+            if not free:
                 return
-            self._kept(slot.seq, path, tokens)
+            path = _oldest(free)
+            if had is not None and had[1] == tokens and _linked(had[0], path):
+                self._kept(slot.seq, path, tokens)
+                return
+            try:
+                data = states.copy(llama_cpp, self._loaded().ctx, slot.seq)
+            except OSError as exc:
+                _not_kept(slot.seq, tokens, path, exc)
+                return
+            self._writing.add(path)
+            self._kept(-1, path, ())  # what it held is going: no sequence's record names it meanwhile
+        try:  # written while the other sequences decode (inside a step's make_room the lock is held anyway)
+            states.write(path, self._state_identity, tokens, data)
+        except OSError as exc:
+            _not_kept(slot.seq, tokens, path, exc)
+        else:
+            with lock:
+                self._kept(slot.seq, path, tokens)
+        finally:
+            with lock:
+                self._writing.discard(path)
 
     def _kept(self, seq: int, path: str, tokens: Sequence[int]) -> None:
-        """``path`` now holds sequence ``seq``'s ``tokens``; no other sequence's record names it any more."""
+        """``path`` now holds sequence ``seq``'s ``tokens`` (-1: none's); no other sequence's record names it."""
         for other, (where, _) in list(self._kept_as.items()):
             if where == path:
                 del self._kept_as[other]
-        self._kept_as[seq] = (path, list(tokens))
+        if seq >= 0:
+            self._kept_as[seq] = (path, list(tokens))
 
     def _load_state(self, llama_cpp: ModuleType, path: str, header: states.Header,
                     discarded: list[tuple[str, str]]) -> str:
@@ -564,6 +580,11 @@ class LlamaCppBackend(TokenLoop):
             llm.close()
         self._overrides = None
 
+def _not_kept(seq: int, tokens: Sequence[int], path: str, exc: OSError) -> None:
+    print(f"the state of sequence {seq} ({len(tokens)} tokens) could not be kept in {path}: {exc}", file=sys.stderr,
+          flush=True)
+
+
 def _oldest(paths: Sequence[str]) -> str:
     """Of the eviction files, one that does not exist yet, else the least recently written (or restored)."""
     def age(path: str) -> float:
@@ -576,11 +597,12 @@ def _oldest(paths: Sequence[str]) -> str:
 
 
 def _linked(source: str, path: str) -> bool:
-    """``path`` made a second name of ``source`` (no copy); False where that cannot be (the file is gone)."""
-    if source == path:
-        return os.path.exists(path)
+    """``path`` made a second name of ``source`` (no copy), the newest of the eviction files (and the state's most
+    recent use); False where that cannot be (the file is gone, or the file system has no hard links)."""
     try:
-        files.link_atomic(Path(source), Path(path))
+        if source != path:
+            files.link_atomic(Path(source), Path(path))
+        os.utime(path)
     except OSError:
         return False
     return True
