@@ -4,7 +4,8 @@ chat's saved model state).
 
 The bytes go to a temp file beside the target (same folder, so the same file system), are flushed and fsynced, and
 only then ``os.replace`` the target: a reader sees the old file or the new one, never half of one, and after a power
-cut the new name never points at data still in the page cache. A failed write removes its temp file.
+cut the new name never points at data still in the page cache. A failed write removes its temp file. A second name
+for a kept file (a saved state kept under another key too) is a hard link put in place the same way (``link_atomic``).
 """
 
 from __future__ import annotations
@@ -43,3 +44,18 @@ def write_parts_atomic(path: Path, parts: Iterable[bytes | memoryview], *, priva
 def write_text_atomic(path: Path, text: str, *, private: bool = False) -> Path:
     """``write_bytes_atomic`` of ``text`` in UTF-8."""
     return write_bytes_atomic(path, text.encode("utf-8"), private=private)
+
+
+def link_atomic(source: Path, path: Path) -> Path:
+    """``path`` made a second name of the file at ``source`` (a hard link: no copy, the same bytes), replacing what
+    ``path`` named as a write does: the link is made beside it under a temp name, then ``os.replace`` d into place.
+    OSError where the file system has no hard links (the caller writes a copy instead) or ``source`` is gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.link(source, tmp)
+    try:
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

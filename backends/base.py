@@ -518,6 +518,12 @@ class Backend(abc.ABC):
         the rest. Files that cannot be used are named with the reason, never loaded."""
         raise GenerationError("unavailable", f"{self.name} cannot restore a conversation's state")
 
+    def keep_evicted(self, paths: Sequence[str]) -> None:
+        """Where a batching engine saves a sequence's state before another conversation takes its cells (files the
+        parent's state cache named; empty: none kept), for ``restore_state`` to bring back when that conversation
+        returns. llama.cpp's batching keeps them (backends/llama_cpp/backend.py); an engine of one sequence at a time
+        has none to keep."""
+
     def check_request(self, sampling: SamplingSettings) -> None:
         """Refuse, in words, what this engine and model cannot do, before any work."""
         if (sampling.json_schema is not None or sampling.tool_choice == "required") and not self.structured_output:

@@ -16,8 +16,9 @@ one eviction (least-recently-used idle model, with a sentence), the one idle rea
 (``check``) and refusal (``BudgetRefused`` in ``models/budget`` words); free memory from a callable its maker hands
 in (``free_memory``, e.g. ``app.machine.free_memory_bytes``), never probed by the pool itself; Eject; leases for the
 server's requests; ``states`` chats that resume: the bounded on-disk cache of saved model states under the user
-cache folder (keys: a Chat branch's messages, a server conversation's messages, the system prompt; file names hash
-the model's path and the key; least recently used evicted past Settings' ``saved_states_mb``), and ``restore`` /
+cache folder (keys: a Chat branch's messages, a server conversation's messages, the system prompt, a batching
+model's evicted sequences; file names hash the model's path and the key; least recently used evicted past Settings'
+``saved_states_mb``), and ``restore`` /
 ``save`` around a reply (sent by ``turn``, for the Chat, the CLI and the server); ``overflow`` the overflow policy,
 one rule for the Chat, ``quantdesk chat`` and the server: which messages go to the model once a conversation no
 longer fits the context with room for the reply (decided from the engine's own ``count_tokens``, whole turns left

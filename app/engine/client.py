@@ -114,8 +114,8 @@ class EngineClientLike(Protocol):
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
     def restore_state(self, paths: Sequence[str], messages: Prompt,
                       sampling: SamplingSettings | None = None) -> StateRestored: ...
-    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
-                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]: ...
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt, sampling: SamplingSettings | None = None,
+                           evict_to: Sequence[str] = ()) -> Callable[[], StateRestored]: ...
     def cancel(self, request_id: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -685,12 +685,13 @@ class EngineClient:
         and names the files it refused. Nothing is generated."""
         return self.send_restore_state(paths, messages, sampling)()
 
-    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
-                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt, sampling: SamplingSettings | None = None,
+                           evict_to: Sequence[str] = ()) -> Callable[[], StateRestored]:
         """``restore_state`` sent now (the server sends it right ahead of the generation it is for), its answer
-        waited for when the returned call is made."""
+        waited for when the returned call is made; ``evict_to``: where a batching host keeps the sequences other
+        conversations take from now on (RestoreStateRequest)."""
         return self.send(RestoreStateRequest, [str(p) for p in paths], _listed(messages),
-                         sampling or SamplingSettings())
+                         sampling or SamplingSettings(), [str(p) for p in evict_to])
 
     def cancel(self, request_id: str | None = None) -> None:
         """Stop a generation (thread-safe): ``request_id``'s, or whichever runs when None. The stream then

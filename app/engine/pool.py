@@ -333,9 +333,9 @@ class ModelPool:
         """As EngineClient.restore_state, on the active model."""
         return self.send_restore_state(paths, messages, sampling)()
 
-    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
-                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]:
-        return self._sent_to_active(lambda client: client.send_restore_state(paths, messages, sampling))
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt, sampling: SamplingSettings | None = None,
+                           evict_to: Sequence[str] = ()) -> Callable[[], StateRestored]:
+        return self._sent_to_active(lambda client: client.send_restore_state(paths, messages, sampling, evict_to))
 
     def _on_active(self, ask: Callable[[EngineClientLike], Answer]) -> Answer:
         """``ask`` of the active model's client, the model held meanwhile."""

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 # 7: llama.cpp's extra buffer types turned off on request (LoadSettings.extra_buffer_types); a load ends with a
 #    warm-up decode, so a crashing kernel crashes the load (the crash guard, app/engine/guard.py)
 # 8: the thinking's figures so far on every Token (reasoning_tokens, reasoning_ms, first_answer_ms)
-PROTOCOL_VERSION = 8
+# 9: where a batching engine keeps the state of a sequence another conversation takes (RestoreStateRequest.evict_to)
+PROTOCOL_VERSION = 9
 
 A = TypeVar("A")  # the event that answers a request
 T = TypeVar("T")
@@ -159,12 +160,15 @@ class SaveStateRequest(Asks[StateSaved]):
 class RestoreStateRequest(Asks[StateRestored]):
     """Of the saved states at ``paths``, bring back the one whose tokens share the longest prefix with ``prompt`` as
     a generation with ``sampling`` would tokenize it, if that beats the KV cache's own; answered with a
-    ``StateRestored`` (which names the files refused, and why). Nothing is generated."""
+    ``StateRestored`` (which names the files refused, and why). Nothing is generated. ``evict_to``: the files a
+    batching engine saves a sequence's state to from now on, before another conversation takes its cells
+    (``Backend.keep_evicted``; empty: none kept)."""
 
     id: str
     paths: list[str]
     prompt: Prompt
     sampling: SamplingSettings
+    evict_to: list[str] = field(default_factory=list)
     op: Literal["restore_state"] = "restore_state"
 
 
@@ -218,6 +222,7 @@ class Row(Generic[R]):
 
 
 def _restore_state(backend: Backend, request: RestoreStateRequest) -> StateRestored:
+    backend.keep_evicted(request.evict_to)
     restored = backend.restore_state(request.id, request.paths, request.prompt, request.sampling)
     for path, reason in restored.discarded:  # the engine log says it too; the parent's log and cache act on them
         print(f"[{request.id}] saved state {path} discarded: {reason}", file=sys.stderr, flush=True)

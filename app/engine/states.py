@@ -14,8 +14,16 @@ conversation names the state saved after the reply it continues), and the system
 chat with the same system prompt starts from a state holding it, the shared prefix cache). A file's name is the
 hash of the model's path and the key; one file may have several names (hard links: no second copy on disk).
 
-The cache is bounded (Settings → ``saved_states_mb``): after each save, the least recently used files go until
-the rest fit. "Used" is the file's modification time, set when it is written or restored.
+A model that decodes several conversations at once (llama.cpp's ``parallel`` sequences) keeps one more kind: when a
+sequence's cells go to another conversation (its sequence taken, or freed to make room in the shared KV cache), the
+engine host first saves that sequence's state to the oldest of ``EVICTED`` files this cache names for the model
+(``evicted_keys``; a hard link where the reply's saved state holds it already), and every restore offers them beside
+the request's own keys: a returning conversation is served from its evicted sequence by its tokens, whatever its
+keys (a raw prompt, a client that sends its history back changed). They are ordinary states, under the same budget.
+
+The cache is bounded (Settings → ``saved_states_mb``): after each save (and each restore that offered the evicted
+sequences' files, which the engine writes itself), the least recently used files go until the rest fit. "Used" is
+the file's modification time, set when it is written or restored.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".qdstate"
 BACKENDS = ("llama.cpp", "mlx")  # the engines that save and restore states (the others answer "unavailable")
+EVICTED = 8  # the files a model that decodes several sequences keeps its evicted sequences' states in
+EVICTING = ("llama.cpp",)  # the engines whose sequences share one KV cache and keep those taken (keep_evicted)
 
 
 class StateEngine(Protocol):
@@ -46,8 +56,8 @@ class StateEngine(Protocol):
     @property
     def loaded(self) -> Loaded | None: ...
     def send_save_state(self, path: str | Path) -> Callable[[], StateSaved]: ...
-    def send_restore_state(self, paths: Sequence[str], messages: Prompt,
-                           sampling: SamplingSettings | None = None) -> Callable[[], StateRestored]: ...
+    def send_restore_state(self, paths: Sequence[str], messages: Prompt, sampling: SamplingSettings | None = None,
+                           evict_to: Sequence[str] = ()) -> Callable[[], StateRestored]: ...
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,12 @@ def prefix_keys(messages: Sequence[Message]) -> tuple[str, ...]:
 def system_key(messages: Sequence[Message]) -> str | None:
     """The key of a conversation's system prompt (None without one): chats that start with it share its prefix."""
     return f"system:{_digest(messages[:1])}" if messages and messages[0].role == "system" else None
+
+
+def evicted_keys() -> tuple[str, ...]:
+    """The keys of the files a batching engine keeps the sequences other conversations took in (see the module's
+    words); which one it writes next is its choice (the oldest)."""
+    return tuple(f"evicted:{n}" for n in range(EVICTED))
 
 
 def server_keys(messages: Sequence[Message]) -> StateKeys:
@@ -242,17 +258,40 @@ def _supported(engine: Any) -> str | None:
     return str(loaded.model_path)
 
 
-def send_restore(engine: StateEngine, cache: StateCache, keys: StateKeys, messages: Prompt,
+def batches(engine: Any) -> bool:
+    """Whether the loaded model decodes several conversations at once in sequences of one KV cache, which take each
+    other's cells (llama.cpp's; MLX's batch keeps a cache per sequence)."""
+    loaded = getattr(engine, "loaded", None)
+    return (loaded is not None and loaded.backend in EVICTING
+            and int(loaded.details.get("parallel", 1) or 1) > 1)
+
+
+def send_restore(engine: StateEngine, cache: StateCache, keys: StateKeys | None, messages: Prompt,
                  sampling: SamplingSettings | None = None) -> Callable[[], StateRestored | None] | None:
     """``restore``'s request sent now (ahead of the generation it is for), its answer taken by the call returned;
-    None when nothing was sent."""
+    None when nothing was sent. To a model that batches it goes with every request (``keys`` None: a raw prompt, or
+    a face that keeps no states of its own), offering the evicted sequences' files too and naming where the engine
+    keeps the next ones (none while states are off)."""
     model = _supported(engine)
-    if model is None or cache.limit_bytes <= 0:
+    if model is None:
         return None
-    found = cache.existing(model, keys.restore)
-    if not found:
-        return None
-    answer = engine.send_restore_state(found, messages, sampling)
+    batching = batches(engine)
+    if cache.limit_bytes <= 0:
+        if not batching:
+            return None
+        return _sent_restore(engine, cache, [], messages, sampling, [])  # the engine keeps no evicted sequence
+    evicted = evicted_keys() if batching else ()
+    found = cache.existing(model, [*(keys.restore if keys is not None else ()), *evicted])
+    if not batching:
+        return _sent_restore(engine, cache, found, messages, sampling, None) if found else None
+    return _sent_restore(engine, cache, found, messages, sampling, [str(cache.path(model, k)) for k in evicted])
+
+
+def _sent_restore(engine: StateEngine, cache: StateCache, found: list[str], messages: Prompt,
+                  sampling: SamplingSettings | None, evict_to: list[str] | None) -> Callable[[], StateRestored | None]:
+    """The restore request sent (``evict_to`` None: to an engine of one sequence, which keeps no evicted ones)."""
+    answer = (engine.send_restore_state(found, messages, sampling) if evict_to is None
+              else engine.send_restore_state(found, messages, sampling, evict_to))
 
     def finish() -> StateRestored | None:
         try:
@@ -266,6 +305,8 @@ def send_restore(engine: StateEngine, cache: StateCache, keys: StateKeys, messag
             cache.discard(path, reason)
         if restored.path:
             cache.used(restored.path)
+        if evict_to:
+            cache.evict()  # the evicted sequences' files the engine wrote since count against the budget now
         return restored
 
     return finish

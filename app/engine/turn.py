@@ -217,16 +217,18 @@ def send(engine: EngineClientLike, messages: Prompt, sampling: SamplingSettings,
          request_id: str | None = None, cache: StateCache | None = None, **options: Any) -> Sent:
     """restore → generate → save, sent at once in that order (a request slipping between them costs only the reuse:
     the engine compares tokens). ``keys``: the conversation's saved states (None: none restored or saved; a raw
-    prompt never has any); ``options``: the generation's own (``on_wait``, ``events_every_s``). A request generate
-    refuses (invalid sampling) gets no restore ahead of it: its refusal is in its own words. Raises what generate
-    raises, with the restore's answer taken."""
+    prompt never has any; to a model that batches a restore goes anyway, for the sequences other conversations
+    took: app/engine/states.py); ``options``: the generation's own (``on_wait``, ``events_every_s``). A request
+    generate refuses (invalid sampling) gets no restore ahead of it: its refusal is in its own words. Raises what
+    generate raises, with the restore's answer taken."""
     from app.engine import states
 
     if isinstance(messages, str) or not messages:
         keys = None
-    cache = cache if cache is not None or keys is None else states.default_cache()
+    batching = bool(messages) and states.batches(engine)
+    cache = cache if cache is not None or (keys is None and not batching) else states.default_cache()
     restore = save = None
-    if keys is not None and cache is not None and _valid(sampling):
+    if (keys is not None or batching) and cache is not None and _valid(sampling):
         restore = states.send_restore(engine, cache, keys, messages, sampling)
     try:
         stream = engine.generate(messages, sampling, request_id=request_id, **options)

@@ -2,6 +2,12 @@
 answers besides replies: embeddings, a reranker's scores (rerank.py), the lab's logit windows, its vocabulary. The
 replies themselves are the token loop's (loop.py, which this class is one of).
 
+Saved states (states.py): a conversation's sequence written after its reply and restored before its next, and with
+several sequences (``parallel``) a sequence kept before another prompt takes its cells (``_evict``: its slot given by
+LRU, or the new prompt keeping under half of it, as llama-server's prompt cache does; a restore's target; the
+batcher's ``make_room``), in the files the parent's cache names for it (``keep_evicted``), so a conversation whose
+sequence was taken is restored by its tokens when it returns.
+
 llama_cpp is imported inside ``load``: this module is importable (and ``probe`` answers) without it.
 """
 
@@ -17,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from app import files
 from app.datatypes import (PROMPT_LOOKUP, Done, Embedded, Loaded, LoadSettings, Message, Prompt, Reranked,
                            SamplingSettings, StateRestored, StateSaved, Token, expert_tensor_patterns)
 from backends.base import Availability, GenerationError, Reply, check_token_ids, physical_cores
@@ -27,7 +34,7 @@ from backends.llama_cpp import log as load_log
 from backends.llama_cpp import rerank as reranking
 from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
-from backends.llama_cpp.loop import TokenLoop, choose_slot, uses
+from backends.llama_cpp.loop import SLOT_SHARE, Slot, TokenLoop, choose_slot, uses
 from backends.llama_cpp.sampling import Pieces
 
 if TYPE_CHECKING:
@@ -54,6 +61,9 @@ class LlamaCppBackend(TokenLoop):
         self._overrides: ctypes.Array[Any] | None = None  # the tensor-placement array, alive while the model is
         self._state_identity: dict[str, Any] = {}  # what a saved state must have been made with (states.py)
         self._last_slots: dict[str, Any] = {}  # a recent reply's id -> the slot it ran in (use_sequence_of)
+        self._evict_to: list[str] = []  # where a sequence another prompt takes is kept (keep_evicted)
+        self._kept_as: dict[int, tuple[str, list[int]]] = {}  # a sequence -> a file holding what it holds, its tokens
+        self._writing: set[str] = set()  # eviction files being written now
 
     @classmethod
     def probe(cls) -> Availability:
@@ -108,6 +118,7 @@ class LlamaCppBackend(TokenLoop):
             self._drafter = self._load_drafter(llama_cpp, llm, settings, kwargs)
             self._draft_tokens = settings.draft_tokens
         self._start_batching(llama_cpp, parallel)
+        self._kept_as = {}  # (another model's files hold none of this one's sequences)
         self._shared = {}
         self._pieces = Pieces(llama_cpp, llm._model.vocab)
         self._special_pieces = Pieces(llama_cpp, llm._model.vocab, special=True)
@@ -207,6 +218,7 @@ class LlamaCppBackend(TokenLoop):
         tokens = self._loaded().tokenize(b"Hello", add_bos=True, special=False)
         status = self._decode(llama_cpp, tokens) or self._decode(llama_cpp, tokens[-1:])
         self._forget_kv(llama_cpp)
+        self._batched().leave(self._slot.seq)  # its logits row is not read: another sequence's first step need not wait
         if status:
             self.unload()
             raise GenerationError("load", f"llama.cpp failed its warm-up decode (llama_decode returned {status})",
@@ -274,6 +286,8 @@ class LlamaCppBackend(TokenLoop):
             except GenerationError:
                 units = None  # generate says why in its turn
         view = self._sequence(units)
+        if units:  # the sequence it takes may hold another conversation: kept first, for its return
+            self._evict(llama_cpp, view._slot, shared_prefix(view._slot.tokens, units))
         view._cancelled = cancelled
         self._last_slots[request_id] = view._slot
         while len(self._last_slots) > 64:
@@ -281,10 +295,20 @@ class LlamaCppBackend(TokenLoop):
         alone = self.parallel == 1
         if alone:
             llama_cpp.llama_perf_context_reset(llm.ctx)
+        released = False
         try:
-            yield from TokenLoop.generate(view, request_id, messages, sampling, cancelled, events_every_s)
+            events = TokenLoop.generate(view, request_id, messages, sampling, cancelled, events_every_s)
+            if alone:
+                yield from events
+                return
+            for event in events:
+                if isinstance(event, Done):  # the sequence is free before its client reads the end (and returns)
+                    self._release(view)
+                    released = True
+                yield event
         finally:
-            self._release(view)
+            if not released:
+                self._release(view)
             if alone and self._llm is not None:
                 self._log_timings(llama_cpp, self._llm, request_id)
 
@@ -355,6 +379,7 @@ class LlamaCppBackend(TokenLoop):
                 size = states.save(llama_cpp, llm.ctx, path, self._state_identity, tokens, self._slot.seq)
             except OSError as exc:
                 raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
+            self._kept(self._slot.seq, path, tokens)
         return StateSaved(request_id, path, len(tokens), size, (time.perf_counter() - t0) * 1000)
 
     def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,
@@ -372,30 +397,103 @@ class LlamaCppBackend(TokenLoop):
             have = min(shared_prefix(choose_slot(free, units).tokens, units), len(units) - 1) if units else 0
             target = min(free, key=lambda slot: (bool(slot.tokens), slot.used))  # an empty one first
             target.busy = True
+        chosen = ""
         try:
             recurrent = bool(llama_cpp.llama_model_is_recurrent(llm.model)
                              or llama_cpp.llama_model_is_hybrid(llm.model))
             best, discarded = states.best_state(paths, self._state_identity, units, have, cuttable=not recurrent)
-            chosen = ""
             if best is not None:
                 reuse, path, header = best
                 self._slot = target
+                self._evict(llama_cpp, target, 0)  # the conversation it holds is kept, for its return
                 with self._batched().lock:  # no decode step of another sequence meanwhile
                     self._forget_kv(llama_cpp)
-                    try:
-                        states.load(llama_cpp, llm.ctx, path, header, target.seq)
-                    except states.StateRejected as exc:
-                        discarded.append((path, str(exc)))
-                        self._forget_kv(llama_cpp)  # whatever half of it arrived goes
-                        have = 0
-                    else:
-                        self._kv_tokens = list(header.tokens)  # the next prompt keeps its shared prefix of these
-                        chosen, have = path, reuse
+                    if self._make_room(len(header.tokens)):  # else the busy sequences fill it: the file stays
+                        chosen = self._load_state(llama_cpp, path, header, discarded)
+                    have = reuse if chosen else 0
         finally:
             with self._slots_lock:
                 target.busy = False
-                target.used = next(uses)  # the next reply for this prompt finds it by its prefix
+                if chosen:
+                    target.used = next(uses)  # the next reply for this prompt finds it by its prefix
         return StateRestored(request_id, chosen, have, (time.perf_counter() - t0) * 1000, tuple(discarded))
+
+    def keep_evicted(self, paths: Sequence[str]) -> None:
+        """The files a sequence's state is kept in before another prompt takes its cells (``_evict``), named by the
+        parent's state cache (app/engine/states.py's ``evicted_keys``, under its budget); each restore offers them
+        anew, and none where states are off."""
+        self._evict_to = list(paths)
+
+    def _evict(self, llama_cpp: ModuleType, slot: Slot, kept: int) -> None:
+        """``slot``'s state kept in the oldest of the eviction files before a new prompt keeps only ``kept`` of its
+        tokens, where that is less than SLOT_SHARE of them (llama-server's prompt cache saves a slot so, when it is
+        taken by LRU or keeps under half of its context): the conversation it held is restored from there when it
+        comes back (``restore_state`` compares its tokens, whatever the request's keys). A file that holds those
+        tokens already (the reply's saved state, or the one it was restored from) is linked, not written again. The
+        slot is the caller's (busy, or idle under the slots' lock); a failed write costs that prefix only (logged)."""
+        if not self._evict_to or not slot.tokens or kept >= SLOT_SHARE * len(slot.tokens):
+            return
+        lock = self._batched().lock
+        with lock:  # the cells copied while no decode step runs; the file chosen by one eviction at a time
+            tokens = list(slot.tokens)
+            had = self._kept_as.get(slot.seq)
+            if had is not None and had[1] == tokens and had[0] in self._evict_to and os.path.exists(had[0]):
+                return  # restored from an eviction file and not changed since: it is kept there still
+            free = [path for path in self._evict_to if path not in self._writing]
+            if not free:
+                return
+            path = _oldest(free)
+            if had is not None and had[1] == tokens and _linked(had[0], path):
+                self._kept(slot.seq, path, tokens)
+                return
+            try:
+                data = states.copy(llama_cpp, self._loaded().ctx, slot.seq)
+            except OSError as exc:
+                _not_kept(slot.seq, tokens, path, exc)
+                return
+            self._writing.add(path)
+            self._kept(-1, path, ())  # what it held is going: no sequence's record names it meanwhile
+        try:  # written while the other sequences decode (inside a step's make_room the lock is held anyway)
+            states.write(path, self._state_identity, tokens, data)
+        except OSError as exc:
+            _not_kept(slot.seq, tokens, path, exc)
+        else:
+            with lock:
+                self._kept(slot.seq, path, tokens)
+        finally:
+            with lock:
+                self._writing.discard(path)
+
+    def _kept(self, seq: int, path: str, tokens: Sequence[int]) -> None:
+        """``path`` now holds sequence ``seq``'s ``tokens`` (-1: none's); no other sequence's record names it."""
+        for other, (where, _) in list(self._kept_as.items()):
+            if where == path:
+                del self._kept_as[other]
+        if seq >= 0:
+            self._kept_as[seq] = (path, list(tokens))
+
+    def _load_state(self, llama_cpp: ModuleType, path: str, header: states.Header,
+                    discarded: list[tuple[str, str]]) -> str:
+        """The state at ``path`` loaded into this object's (emptied) sequence: ``path``, or "" with the reason it
+        was refused added to ``discarded`` (the batcher's lock held)."""
+        try:
+            states.load(llama_cpp, self._loaded().ctx, path, header, self._slot.seq)
+        except states.StateRejected as exc:
+            discarded.append((path, str(exc)))
+            self._forget_kv(llama_cpp)  # whatever half of it arrived goes
+            return ""
+        self._kv_tokens = list(header.tokens)  # the next prompt keeps its shared prefix of these
+        self._kept(self._slot.seq, path, self._kv_tokens)
+        return path
+
+    def _make_room(self, n_tokens: int) -> bool:
+        """Before a state of ``n_tokens`` is restored (the batcher's lock held): the idle sequences' prefixes leave
+        the unified KV cache, each kept first, where the sequences together would not leave it room; whether it
+        has room now."""
+        n_ctx = self._loaded().n_ctx()
+        if sum(len(slot.tokens) for slot in self._slots) + n_tokens > n_ctx:
+            self._free_idle_slots()
+        return sum(len(slot.tokens) for slot in self._slots) + n_tokens <= n_ctx
 
     def _prompt_units(self, messages: Prompt, sampling: SamplingSettings) -> list[int]:
         """The prompt as the KV cache would hold it (``_stream``'s tokens, or with images its chunks' units); []
@@ -481,6 +579,34 @@ class LlamaCppBackend(TokenLoop):
             llm, self._llm = self._llm, None
             llm.close()
         self._overrides = None
+
+def _not_kept(seq: int, tokens: Sequence[int], path: str, exc: OSError) -> None:
+    print(f"the state of sequence {seq} ({len(tokens)} tokens) could not be kept in {path}: {exc}", file=sys.stderr,
+          flush=True)
+
+
+def _oldest(paths: Sequence[str]) -> str:
+    """Of the eviction files, one that does not exist yet, else the least recently written (or restored)."""
+    def age(path: str) -> float:
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return float("-inf")
+
+    return min(paths, key=age)
+
+
+def _linked(source: str, path: str) -> bool:
+    """``path`` made a second name of ``source`` (no copy), the newest of the eviction files (and the state's most
+    recent use); False where that cannot be (the file is gone, or the file system has no hard links)."""
+    try:
+        if source != path:
+            files.link_atomic(Path(source), Path(path))
+        os.utime(path)
+    except OSError:
+        return False
+    return True
+
 
 def _llama_kwargs(model_path: str, settings: LoadSettings, kv_type: int, pooling: int) -> dict[str, Any]:
     """llama_cpp.Llama's arguments for ``settings`` (``pooling``: the model's declared pooling, 0 for none)."""

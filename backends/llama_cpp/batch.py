@@ -12,9 +12,10 @@ One sequence alone is the same loop: its step is ``llama_batch_get_one`` as befo
 image's M-RoPE positions stay llama.cpp's to count), decoded on its own thread without waiting for anyone.
 
 A step the cache has no room for (the sequences together outgrow the unified cache) first asks the backend to free
-idle sequences' cached prefixes (``make_room``); if it still does not fit, one sequence's tokens leave the step with
-llama.cpp's status 1 and its cells leave the cache at once, a new prompt's chunk first, else the longest sequence's,
-so one reply ends with its error and the others go on. ``llama_decode`` checks the room for the whole batch before it
+idle sequences' cached prefixes (``make_room``; each saved first where the saved-state cache asked it to: backend.py);
+if it still does not fit, one sequence's tokens leave the step with llama.cpp's status 1 and its cells leave the cache
+at once, a new prompt's chunk first, else the longest sequence's, so one reply ends with its error and the others go
+on. ``llama_decode`` checks the room for the whole batch before it
 computes anything (its status 1 leaves the cache as it was), so the retry is exact.
 
 Which thread runs a step matters to llama.cpp's OpenMP build (the wheels link libgomp): its barriers between graph

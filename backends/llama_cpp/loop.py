@@ -168,8 +168,9 @@ class TokenLoop(Backend):
             view._slot.busy = False
 
     def _free_idle_slots(self) -> bool:
-        """The batcher's ``make_room``: the cached prefixes of the sequences no reply runs in leave the KV cache
-        (called inside a step, which holds the batcher's lock); whether any cells were freed."""
+        """The batcher's ``make_room``: the cached prefixes of the sequences no reply runs in leave the KV cache, each
+        kept first where states are (``_evict``) (called with the batcher's lock held: inside a step, or a restore
+        making room); whether any cells were freed."""
         import llama_cpp
 
         memory = llama_cpp.llama_get_memory(self._loaded().ctx)
@@ -177,10 +178,15 @@ class TokenLoop(Backend):
         with self._slots_lock:
             for slot in self._slots:
                 if not slot.busy and slot.tokens:
+                    self._evict(llama_cpp, slot, 0)
                     llama_cpp.llama_memory_seq_rm(memory, slot.seq, -1, -1)
                     slot.tokens = []
                     freed = True
         return freed
+
+    def _evict(self, llama_cpp: ModuleType, slot: Slot, kept: int) -> None:
+        """Before ``slot`` keeps only ``kept`` of its tokens for another prompt: LlamaCppBackend saves its state where
+        the saved-state cache asked it to (backend.py); nothing here."""
 
     def _render(self, messages: Prompt) -> str:
         if isinstance(messages, str):

@@ -25,8 +25,8 @@ from typing import Any
 from backends.states import (Header, StateRejected, best_state, check_identity, file_identity, read_data, read_header,
                              write)
 
-__all__ = ["Header", "StateRejected", "best_state", "check_identity", "file_identity", "load", "read_header",
-           "runtime_identity", "save"]
+__all__ = ["Header", "StateRejected", "best_state", "check_identity", "copy", "file_identity", "load", "read_header",
+           "runtime_identity", "save", "write"]
 
 
 def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
@@ -39,12 +39,18 @@ def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
 def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], tokens: Sequence[int],
          seq: int = 0) -> int:
     """Write sequence ``seq``'s state and ``tokens`` (what it holds) to ``path`` atomically; the file's size."""
+    return write(path, identity, tokens, copy(llama_cpp, ctx, seq))
+
+
+def copy(llama_cpp: ModuleType, ctx: Any, seq: int) -> memoryview:
+    """Sequence ``seq``'s state copied out of llama.cpp (no decode may run meanwhile; the file can be written after,
+    while others do: ``write``). OSError where llama.cpp cannot copy it."""
     size = int(llama_cpp.llama_state_seq_get_size(ctx, seq))
     buffer = (ctypes.c_uint8 * size)()
     written = int(llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq))
     if written == 0 and size:
         raise OSError("llama.cpp could not copy the state")
-    return write(path, identity, tokens, memoryview(buffer).cast("B")[:written])
+    return memoryview(buffer).cast("B")[:written]
 
 
 def load(llama_cpp: ModuleType, ctx: Any, path: str, header: Header, seq: int = 0) -> None:

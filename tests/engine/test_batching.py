@@ -19,6 +19,7 @@ fell past them, one about as likely as alone's."""
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 import pytest
@@ -227,3 +228,126 @@ def test_one_request_overflowing_gets_its_error_while_the_others_finish(tiny_mod
         for name in finished:
             assert_same_reply(alone[name], run.replies[name], name)
         assert_same_reply(alone["fox"], _alone(client, "The fox", greedy), "fox again")  # the engine serves on
+
+
+# --- a sequence another conversation takes: kept in the saved-state cache, restored when its conversation returns
+
+
+def _conversation(topic: str) -> list[Message]:
+    return [Message("user", f"Tell me about {topic}, and where they are found, and how they live. " * 6)]
+
+
+def _turn(client: EngineClient, cache, messages: list[Message]) -> _Reply:
+    """One turn as the faces send it (app/engine/turn.py), without keys of its own: a raw prompt's, or a client's
+    whose history comes back changed; only the evicted sequences' files can serve it."""
+    from app.engine.turn import send
+
+    reply = _Reply()
+    for event in send(client, messages, _greedy(16), None, cache=cache).events():
+        reply.add(event)
+    assert reply.done is not None
+    return reply
+
+
+def _next(messages: list[Message], reply: _Reply) -> list[Message]:
+    assert reply.done is not None
+    return [*messages, Message("assistant", reply.done.text), Message("user", "And then?")]
+
+
+def _evicted_files(cache, model: str) -> list[str]:
+    from app.engine import states
+
+    return cache.existing(model, states.evicted_keys())
+
+
+def test_a_conversation_whose_sequence_was_taken_is_served_from_its_saved_state(tiny_models, tmp_path):
+    """Three conversations take turns on two sequences: the third takes the first's sequence, whose state is saved
+    first; when the first comes back, that state is restored into a sequence and only the new message is read, and
+    its reply is the one a fresh read of the whole conversation gives."""
+    from app.engine import states
+
+    cache = states.StateCache(tmp_path / "states", lambda: 2**30)
+    model = tiny_models.gguf_q8_0
+    with EngineClient() as client:
+        client.load(model, LoadSettings(n_ctx=2048, parallel=2, threads=2))
+        talks = {name: _conversation(topic) for name, topic in (("a", "foxes"), ("b", "owls"), ("c", "whales"))}
+        for name in talks:
+            talks[name] = _next(talks[name], _turn(client, cache, talks[name]))
+        assert len(_evicted_files(cache, model)) == 1  # a's sequence went to c
+        back = _turn(client, cache, talks["a"])
+        prompt, cached = back.done.stats.prompt_tokens, back.done.stats.cached_tokens
+        assert cached >= prompt - 40, (cached, prompt)  # all but the new message (and the reply's last token)
+
+        for name in ("b", "c"):  # both sequences hold other conversations again: a's turn read from scratch
+            _turn(client, cache, talks[name])
+        fresh = _Reply()
+        for event in client.generate(talks["a"], _greedy(16)):  # no restore offered
+            fresh.add(event)
+    assert fresh.done is not None and fresh.done.stats.cached_tokens < 20
+    assert_same_reply(fresh, back, "restored")
+
+
+def test_a_sequence_freed_to_make_room_is_kept_and_restored(tiny_models, tmp_path):
+    """Two conversations outgrow the unified cache together: the idle one's cells are freed for the other's prompt
+    (the batcher's make_room), its state saved first; it comes back served from that state, the other's freed in
+    turn to make room for it."""
+    from app.engine import states
+
+    cache = states.StateCache(tmp_path / "states", lambda: 2**30)
+    model = tiny_models.gguf_q8_0
+    with EngineClient() as client:
+        client.load(model, LoadSettings(n_ctx=512, parallel=2, threads=2))
+        a = _conversation("foxes")
+        a = _next(a, _turn(client, cache, a))
+        assert not _evicted_files(cache, model)
+        b = [Message("user", "Write about the rivers of the north and the boats on them. " * 12)]
+        first_b = _turn(client, cache, b)
+        assert first_b.done.stats.prompt_tokens + 250 > 512  # a's cells and b's prompt do not fit together
+        assert len(_evicted_files(cache, model)) == 1
+        back = _turn(client, cache, a)
+    assert back.done.stats.cached_tokens >= back.done.stats.prompt_tokens - 40, back.done.stats
+
+
+def test_a_saved_sequence_of_another_load_is_never_restored(tiny_models, tmp_path, caplog):
+    """The evicted sequences' files are named by the model's path: a load of the same file with another context
+    finds them, refuses them (their identity says another context) and deletes them, and reads its prompt whole."""
+    import logging
+
+    from app.engine import states
+
+    cache = states.StateCache(tmp_path / "states", lambda: 2**30)
+    model = tiny_models.gguf_q8_0
+    talks = {name: _conversation(topic) for name, topic in (("a", "foxes"), ("b", "owls"), ("c", "whales"))}
+    with EngineClient() as client:
+        client.load(model, LoadSettings(n_ctx=2048, parallel=2, threads=2))
+        for name in talks:
+            _turn(client, cache, talks[name])
+    assert len(_evicted_files(cache, model)) == 1
+    with EngineClient() as client, caplog.at_level(logging.WARNING, logger="app.engine.states"):
+        client.load(model, LoadSettings(n_ctx=1024, parallel=2, threads=2))
+        again = _turn(client, cache, talks["a"])
+    assert again.done is not None and again.done.stats.cached_tokens == 0
+    assert not _evicted_files(cache, model)
+    assert "another n ctx" in caplog.text
+
+
+def test_a_taken_sequence_whose_reply_was_saved_is_kept_under_a_second_name(tiny_models, tmp_path):
+    """A conversation with keys (the Chat's, the server's) has its state saved after each reply: when its sequence is
+    taken, the evicted sequences' file is a hard link to that state, not a second copy on disk."""
+    from app.engine import states
+    from app.engine.turn import send
+
+    cache = states.StateCache(tmp_path / "states", lambda: 2**30)
+    model = tiny_models.gguf_q8_0
+    saved = {}
+    with EngineClient() as client:
+        client.load(model, LoadSettings(n_ctx=2048, parallel=2, threads=2))
+        for name, topic in (("a", "foxes"), ("b", "owls"), ("c", "whales")):
+            messages = _conversation(topic)
+            keys = states.server_keys(messages)
+            list(send(client, messages, _greedy(16), keys, cache=cache).events())
+            saved[name] = cache.path(model, keys.save)
+    evicted = _evicted_files(cache, model)
+    assert len(evicted) == 1
+    assert os.path.samefile(evicted[0], saved["a"])  # a's sequence went to c: kept by a second name
+    assert cache.count() == 3  # a's, b's and c's states, each once

@@ -27,6 +27,7 @@ from app.engine.protocol import (CountRequest, EmbedRequest, GenerateRequest, Re
 FINGERPRINTS = {
     7: "5ef43151874f2c86",
     8: "ac2e4387cfe97c2a",
+    9: "e9f2ec8c2a7ca112",
 }
 
 

@@ -177,3 +177,35 @@ def test_a_returning_conversation_is_served_from_its_cached_prefix_while_others_
     assert cached >= turn["usage"]["prompt_tokens"], (cached, turn["usage"])
     assert cached < again["usage"]["prompt_tokens"]
     assert streams.finish["b"] == streams.finish["c"] == "length"
+
+
+def _complete(url: str, name: str, prompt: str) -> dict:
+    body = {"model": name, "prompt": prompt, "max_tokens": 16, "temperature": 0, "logprobs": 5}
+    return httpx.post(f"{url}/v1/completions", json=body, timeout=120).json()
+
+
+def test_a_client_whose_sequence_was_taken_is_served_from_its_saved_state(serve, tiny_models, monkeypatch):
+    """--parallel 2 and three clients taking turns with raw prompts (/v1/completions: no conversation of the server's
+    to name a saved state by): the third takes the first's sequence, whose state is saved first (the saved-state
+    cache's evicted sequences); the first comes back, its usage says only its new words were read, and its reply is
+    the one a fresh read of its whole prompt gives."""
+    with EngineClient() as client:
+        client.load(tiny_models.gguf_q4_k_m, LoadSettings(n_ctx=1024, parallel=2, threads=2))
+        server = serve(client, stream_every_s=0)
+        name = model_id(client.loaded.model_path)
+        prompts = {key: f"The {animal} walked by the river and told its story to the stones." * 6
+                   for key, animal in (("a", "fox"), ("b", "owl"), ("c", "heron"))}
+        first = {}
+        for key in prompts:
+            first[key] = _complete(server.url, name, prompts[key])
+            prompts[key] += first[key]["choices"][0]["text"] + " And then"
+        back = _complete(server.url, name, prompts["a"])
+        cached = back["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert first["a"]["usage"]["prompt_tokens"] - 2 <= cached < back["usage"]["prompt_tokens"], back["usage"]
+
+        for key in ("b", "c"):  # both sequences hold the others' prompts again
+            _complete(server.url, name, prompts[key])
+        monkeypatch.setattr(states, "_default", states.StateCache(paths.cache_dir() / "states", limit_bytes=lambda: 0))
+        fresh = _complete(server.url, name, prompts["a"])  # states off: read whole
+    assert fresh["usage"]["prompt_tokens_details"]["cached_tokens"] < 20
+    assert_same_reply(fresh["choices"][0]["logprobs"]["content"], back["choices"][0]["logprobs"]["content"], "a")
