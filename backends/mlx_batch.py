@@ -15,7 +15,7 @@ its logits processors (a grammar, the repetition penalty, forced tokens; one tha
 that error and the others go on), its log-probabilities row, and on its own thread the shared loop's stop strings,
 thinking budget and reading of the reply (backends/base.py), which never see where the tokens came from.
 
-Each reply runs in one of ``size`` sequences, as llama.cpp's do (backends/llama_cpp/loop.py's ``choose_slot``,
+Each reply runs in one of ``size`` sequences, as llama.cpp's do (backends/sequences.py's ``choose_slot``,
 llama-server's slot similarity: the free sequence holding the longest prefix of its prompt among those similar to it,
 else an empty one, else the least recently used). A sequence keeps the KV cache its last reply left (mlx-lm hands a
 finished or removed sequence's cache back, ``extract_cache``), so the next prompt that starts with what it holds is
@@ -38,7 +38,7 @@ from typing import Any
 
 from app.datatypes import SamplingSettings
 from backends.base import GenerationError
-from backends.llama_cpp.loop import Slot, choose_slot, uses  # llama-server's slot similarity, one rule for both
+from backends.sequences import Slot, choose_slot, uses
 from backends.states import shared_prefix
 
 # The most prompt tokens one step reads per new reply: the running streams wait about that long for their next token

@@ -34,7 +34,8 @@ from backends.llama_cpp import log as load_log
 from backends.llama_cpp import rerank as reranking
 from backends.llama_cpp import states, vision
 from backends.llama_cpp.draft import DraftModel, PromptLookup
-from backends.llama_cpp.loop import SLOT_SHARE, Slot, TokenLoop, choose_slot, uses
+from backends.llama_cpp.loop import TokenLoop
+from backends.sequences import SLOT_SHARE, Slot, choose_slot, uses
 from backends.llama_cpp.sampling import Pieces
 
 if TYPE_CHECKING:

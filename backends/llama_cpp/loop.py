@@ -15,10 +15,8 @@ from __future__ import annotations
 import codecs
 import collections
 import functools
-import itertools
 import threading
 from copy import copy as _copy
-from dataclasses import dataclass, field
 from collections.abc import Callable, Generator, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -31,6 +29,7 @@ from backends.llama_cpp import vision
 from backends.llama_cpp.batch import NO_SLOT, Batcher
 from backends.llama_cpp.draft import DraftModel, PromptLookup
 from backends.llama_cpp.rerank import POOLING_RANK
+from backends.sequences import Slot, choose_slot, uses
 from backends.states import shared_prefix
 
 if TYPE_CHECKING:
@@ -43,40 +42,6 @@ Accept = Callable[[int], None]  # a token taken without sampling (forced): the s
 CACHE_REUSE_MIN = 16
 
 
-uses = itertools.count(1)  # when a slot was last taken, for the least recently used
-# A free sequence serves a prompt for its prefix when they share more than SLOT_SIMILARITY of the prompt (llama-server's
-# --slot-prompt-similarity default) and either half of the prompt or half of what the sequence holds (SLOT_SHARE).
-SLOT_SIMILARITY = 0.1
-SLOT_SHARE = 0.5
-
-
-@dataclass(eq=False)
-class Slot:
-    """One sequence of the KV cache: its llama.cpp ``seq_id`` and the tokens it holds (for the next prompt's prefix
-    reuse); busy while a reply runs in it."""
-
-    seq: int
-    tokens: list[int] = field(default_factory=list)
-    busy: bool = False
-    used: int = 0
-
-
-def choose_slot(free: Sequence[Slot], units: Sequence[int] | None) -> Slot:
-    """The free sequence a reply to the prompt ``units`` runs in: the one holding the longest prefix of it among
-    those similar to it (see SLOT_SIMILARITY), else an empty one, else the least recently used. So a conversation
-    that comes back (or is regenerated) finds its turns, and an agent its long system prompt, while a prompt that
-    shares only a template's opening with another conversation leaves that one in the cache."""
-
-    def similar(slot: Slot) -> int:
-        if not units or not slot.tokens:
-            return 0
-        shared = shared_prefix(slot.tokens, units)
-        if shared > SLOT_SIMILARITY * len(units) and (
-                shared >= SLOT_SHARE * len(units) or shared >= SLOT_SHARE * len(slot.tokens)):
-            return shared
-        return 0
-
-    return max(free, key=lambda slot: (similar(slot), not slot.tokens, -slot.used))
 
 
 class TokenLoop(Backend):
