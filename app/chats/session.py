@@ -31,8 +31,7 @@ class Replies(Protocol):
     @property
     def streaming(self) -> bool: ...
 
-    @property
-    def conversation_id(self) -> int | None: ...
+    def streams_in(self, conversation_id: int) -> bool: ...
 
     def save_pending(self) -> bool: ...
 
@@ -188,7 +187,7 @@ class ChatSession:
         if conv is None:
             return None
         undo = DeletedChat(conv.id, conv.title)
-        if self.replies.streaming and conv.id == self.replies.conversation_id:
+        if self.replies.streams_in(conv.id):
             self.pending_delete = conv.id
         else:
             self.replies.save_pending()  # what the undo keeps is the rows as they are: save first what they lack
@@ -285,11 +284,13 @@ class ChatSession:
 
     # --- the reply under way ------------------------------------------------------------------------------------
 
-    def keep_cut(self, message_id: int, cut: ContextCut) -> tuple[dict[str, Any] | None, ChatStoreError | None]:
+    def keep_cut(self, message_id: int, cut: ContextCut, context: tuple[int, ContextCut | None] | None = None
+                 ) -> tuple[dict[str, Any] | None, ChatStoreError | None]:
         """The overflow policy left earlier messages out of the reply's prompt: a new cut is kept with the reply
         (its start stored without the system prompt) and returned for its mark, with the store's refusal if it
-        refused (shown all the same); the same cut as the reply's before is no news (None)."""
-        lead, previous = self.cut_context
+        refused (shown all the same); the same cut as the reply's before is no news (None). ``context``: the
+        reply's ``cut_context`` as ``reply_turn`` left it (by default the latest reply's)."""
+        lead, previous = context if context is not None else self.cut_context
         if previous is not None and (cut.start, cut.dropped, cut.note, cut.kept) == (
                 previous.start, previous.dropped, previous.note, previous.kept):
             return None, None

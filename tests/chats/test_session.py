@@ -31,6 +31,9 @@ class Replies:
     def streaming(self) -> bool:
         return self.writer is not None
 
+    def streams_in(self, conversation_id: int) -> bool:
+        return self.writer is not None and self.conversation_id == conversation_id
+
     def save_pending(self) -> bool:
         self.unsaved = [w for w in self.unsaved if not w.save()]
         return not self.unsaved

@@ -67,8 +67,9 @@ class ChatActions(QObject):
             return
         if undo is None:
             return
-        if self.session.pending_delete == undo.conversation_id:
-            page.bridge.stop()
+        if self.session.pending_delete == undo.conversation_id and (
+                reply := page.reply.of(undo.conversation_id)) is not None:
+            page.stop_reply(reply)
         page.undo_bar.offer(self.tr("Chat “{title}” deleted").format(title=undo.title))
         page.view.clear()
         page.documents.show_chat(None)
@@ -162,10 +163,12 @@ class ChatActions(QObject):
     def regenerate(self, message_id: int) -> None:
         """Write the reply again, as a new version beside this one (the old one stays a click away)."""
         page = self._page
-        if page.reply.streaming or page.loaded is None or not page.reply.save_pending():
-            return
         assert page.current is not None
-        if refused := schema_refusal(page.store.conversation(page.current.id).sampling):  # before the view changes
+        conv = page.store.conversation(page.current.id)
+        if page.blocking(conv.id, tools=bool(page._tool_specs(conv))) is not None or page.loaded is None or \
+                not page.reply.save_pending():
+            return
+        if refused := schema_refusal(conv.sampling):  # before the view changes
             page.banner.say(refused)
             return
         parent = self.session.regenerate_after(message_id)
@@ -176,7 +179,7 @@ class ChatActions(QObject):
     def edit(self, message_id: int) -> None:
         """Put the message in the box; sent, it becomes a new version beside this one."""
         page = self._page
-        if page.reply.streaming:
+        if page.current is None or page.reply.streams_in(page.current.id):
             return
         message = self.session.edit(message_id)
         page.view.remove_from(message_id)
@@ -194,7 +197,7 @@ class ChatActions(QObject):
 
     def _branch(self, message_id: int, action: Callable[[int], None]) -> None:
         page = self._page
-        if page.reply.streaming or page.current is None:
+        if page.current is None or page.reply.streams_in(page.current.id):
             return
         try:
             action(message_id)

@@ -1,7 +1,10 @@
 """The Chat page: conversations on the left, the selected one on the right, streamed through the EngineBridge and
 saved through the ChatStore as it arrives. A reply belongs to the conversation it was asked in, not to the view: the
-user may open other chats while it streams (one reply streams at a time); each chat keeps its model (opening a chat
-switches to it). What the store refuses is never lost: the banner says so and it is saved on the next attempt.
+user may open other chats while it streams, and send there too where the loaded model decodes several replies
+together (the model bar's "Decode together"; one reply each chat, up to that many at once, and a reply given tools
+answers alone), else the other chat waits for it; Stop stops the open chat's own reply. Each chat keeps its model
+(opening a chat switches to it once no reply streams). What the store refuses is never lost: the banner says so and
+it is saved on the next attempt.
 
 The page is the layout and the request; its parts live beside it: the Qt-free ChatSession (app/chats/session.py:
 the open chat, edits, deletes and undo, branches, the reply's state and its tool loop), the chat list's and the
@@ -35,7 +38,7 @@ from app.ui.chat.conversation_list import ConversationList
 from app.ui.chat.engine_bridge import EngineBridge
 from app.ui.chat.model_bar import ModelBar
 from app.ui.chat.model_load import ModelLoadController
-from app.ui.chat.reply_session import ReplySession
+from app.ui.chat.reply_session import Reply, ReplySession
 from app.ui.common.formatting import capitalized
 from app.ui.common.icons import decorate
 from app.ui.common.translations import QT_TRANSLATE_NOOP
@@ -193,7 +196,8 @@ class ChatPage(QWidget):
     # --- conversations -------------------------------------------------------------------------------------------
 
     def refresh_conversations(self) -> None:
-        self.conversations.refresh(self.current.id if self.current else None, self.session.pending_delete)
+        self.conversations.refresh(self.current.id if self.current else None, self.session.pending_delete,
+                                   self.reply.replies)
 
     @Slot()
     def new_conversation(self) -> None:
@@ -222,6 +226,9 @@ class ChatPage(QWidget):
         self.documents.show_chat(self.current)
         self.tool_cards.show_step()
         self.banner.clear_busy()  # it was about sending in the chat that was open
+        if self.reply.streams_in(conversation_id) and self._stats_chat != conversation_id:
+            self._stats_chat = conversation_id  # the strip follows the reply on show from its next tokens
+            self.stats.start_reply()
         self.model_bar.context_meter.clear()  # its figures were of the chat open before, until this one's next reply
         self.follow_chat_model()
         self.conversation_changed.emit(conversation_id)
@@ -243,10 +250,12 @@ class ChatPage(QWidget):
         images = list(self.attachments.images)
         if not text and not images:
             return
-        if self.reply.streaming:
-            if self.current is None or self.current.id != self.reply.conversation_id:
+        here = self.current.id if self.current is not None else None
+        tools = here is not None and bool(self._tool_specs(self.store.conversation(here)))
+        if (holder := self.blocking(here, tools=tools)) is not None:
+            if holder.conversation_id != here:
                 self._show_banner(self.tr("{busy_reason} Your message stays here until then.")
-                                  .format(busy_reason=self._busy_reason()), reload=False)
+                                  .format(busy_reason=self._busy_reason(holder)), reload=False)
                 self._busy_notice = True
             return
         if self.loaded is None:
@@ -306,9 +315,14 @@ class ChatPage(QWidget):
 
         # The reply's request (app/chats/session.py over app/engine/turn.py's rules), then the page shows it going.
         model_path = self.loaded.model_path if self.loaded is not None else conv.model_path
-        turn = self.session.reply_turn(conv, writer, model_path, self._tool_specs(conv), max_steps=self.tools.max_steps,
+        specs = self._tool_specs(conv)
+        turn = self.session.reply_turn(conv, writer, model_path, specs, max_steps=self.tools.max_steps,
                                        default_overflow=load().overflow)
-        self.reply.begin(writer, conv.id)
+        reply = self.reply.begin(writer, conv.id)
+        reply.max_tokens, reply.overflow, reply.cut_context = self._reply_max_tokens, self._reply_overflow, \
+            self._cut_context
+        reply.tools = bool(specs)
+        self.refresh_conversations()  # the list says which chats are writing
         if self.current is not None and self.current.id == conv.id:
             self._add_bubble(self.store.message(writer.message_id))
         self._stats_chat = conv.id
@@ -317,47 +331,77 @@ class ChatPage(QWidget):
         self._show_stats_source()
         self._update_controls()
         self.documents.documents_tokens = 0  # until the bridge says what the chat's documents gave this reply
-        self.bridge.generate(turn.messages, turn.sampling, turn.keys, turn.overflow, self.documents.request(conv))
+        reply.request_id = self.bridge.generate(turn.messages, turn.sampling, turn.keys, turn.overflow,
+                                                self.documents.request(conv))
+
+    def blocking(self, conversation_id: int | None, *, tools: bool = False) -> Reply | None:
+        """The reply under way that keeps a new one in ``conversation_id`` (given tools, or not) from starting; None:
+        it may start now. The chat's own; else, the latest of the others where the loaded model answers one reply at
+        a time, where it already decodes as many as it can together, or where the new reply or one under way is
+        given tools (a tool loop answers alone: its approvals and steps are the chat's)."""
+        own = self.reply.of(conversation_id)
+        others = self.reply.latest
+        if own is not None or others is None:
+            return own
+        parallel = self.bridge.parallel
+        if parallel <= 1 or tools or len(self.reply.replies) >= parallel or any(
+                r.tools for r in self.reply.replies.values()):
+            return others
+        return None
 
     @Slot()
     def stop(self) -> None:
-        if not self.reply.streaming:
+        """Stop the open chat's reply (or the one it waits for, in another chat); any other reply goes on."""
+        if (reply := self.blocking(self.current.id if self.current is not None else None)) is not None:
+            self.stop_reply(reply)
+
+    def stop_reply(self, reply: Reply) -> None:
+        if reply.request_id:
+            self.bridge.stop(reply.request_id)
             return
         if self.tool_cards.stop() is None:
-            self.bridge.stop()
             return
         # A tool step: its running call is cancelled (the ToolBox ends it within a fraction of a second) and the
         # reply ends now, its calls kept as they stand.
-        self.stream.end_reply()
+        self.stream.end_reply(reply)
         announce(self.view, self.tr("Reply stopped during a tool call."))
 
-    def _busy_reason(self) -> str:
-        title = self.session.title_of(self.reply.conversation_id) or self.tr("another chat")
+    def _busy_reason(self, holder: Reply | None = None) -> str:
+        together = self.bridge.parallel
+        if together > 1 and len(self.reply.replies) >= together and not any(
+                r.tools for r in self.reply.replies.values()):
+            return self.tr("%n replies are being written, as many as this model writes at once: wait for one to "
+                           "finish, or stop one, to send here.", "", together)
+        holder = holder or self.reply.latest
+        title = self.session.title_of(holder.conversation_id if holder is not None else None) or self.tr(
+            "another chat")
         return self.tr("A reply is being written in “{title}”: wait for it to finish, or stop it, to send "
                        "here.").format(title=title)
 
     def update_controls(self) -> None:
         busy = self.bridge.busy
         self.empty_state.setVisible(self.loaded is None and not busy and not self.view.bubbles)
-        # The open chat is the one whose reply streams: its settings and title stay as the reply began.
+        # A chat whose reply streams: its settings and title stay as the reply began.
         generating = self.reply.streaming
-        streaming_here = generating and self.current is not None and self.current.id == self.reply.conversation_id
-        self.send_button.setEnabled(not busy and not generating)
-        elsewhere = generating and not streaming_here
-        self.send_button.setToolTip(self._busy_reason() if elsewhere else self.tr(SEND_TIP))
-        self.stop_button.setEnabled(generating)
-        title = self.session.title_of(self.reply.conversation_id) if elsewhere else None
+        here = self.current.id if self.current is not None else None
+        holder = self.blocking(here)
+        streaming_here = holder is not None and holder.conversation_id == here
+        self.send_button.setEnabled(not self.bridge.loading and holder is None)
+        elsewhere = holder is not None and not streaming_here
+        self.send_button.setToolTip(self._busy_reason(holder) if elsewhere else self.tr(SEND_TIP))
+        self.stop_button.setEnabled(holder is not None)
+        title = self.session.title_of(holder.conversation_id) if elsewhere and holder is not None else None
         self.stop_button.setToolTip(self.tr("Stop the reply in “{title}” (Esc)").format(title=title) if title
                                     else self.tr("Stop the reply (Esc)"))
         self.load_button.setEnabled(not busy)
         self.model_bar.reload_button.setEnabled(not busy and not generating and self.loader.request is not None)
         self.conversations.set_actions(has_chat=self.current is not None, streaming_here=streaming_here)
-        can_regenerate = not busy and self.loaded is not None
+        can_regenerate = not self.bridge.loading and holder is None and self.loaded is not None
         for bubble in self.view.bubbles:
             if "regenerate" in bubble.actions:
                 bubble.actions["regenerate"].setEnabled(can_regenerate)
             if "edit" in bubble.actions:
-                bubble.actions["edit"].setEnabled(not generating)
+                bubble.actions["edit"].setEnabled(not streaming_here)
 
     _update_controls = update_controls  # send's and _generate's name
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from app.chats.messages import Conversation
     from app.datatypes import Done
     from app.ui.chat.chat_tools import ChatTools, ChatToolStep
+    from app.ui.chat.reply_session import Reply
 
 
 class ChatToolCards(QObject):
@@ -130,17 +131,18 @@ class ChatToolCards(QObject):
         if waiting is not None and not step.running:
             self.ask(step, waiting.id, step.specs[waiting.name].description)
 
-    def after_done(self, done: Done) -> bool:
+    def after_done(self, done: Done, reply: Reply) -> bool:
         """After a reply: where it made tool calls, its step begins (True: the reply stays under way through it;
-        Stop stops the call, Send waits), or past the step limit the reply ends (said in the banner)."""
-        page, reply, session = self._page, self._page.reply, self._page.session
+        Stop stops the call, Send waits), or past the step limit the reply ends (said in the banner). A reply given
+        tools answers alone (ChatPage.can_send), so the session's tool loop is its."""
+        page, session = self._page, self._page.session
         due = session.tool_step_after(done, self.made.max_steps if self.made is not None else 0)
         if due == "limit":
             page.banner.say(self.tr("The reply made %n tool step(s), the most one reply may: it ends here.", "",
                                     self.tools.max_steps))
         if due != "step":
             return False
-        assert reply.conversation_id is not None and reply.writer is not None
+        reply.request_id = ""  # its generation is over: Stop stops the step's call
         self.tools.begin_step(reply.conversation_id, reply.writer.message_id, done.tool_calls, session.tool_steps,
                               session.offered)
         return True
@@ -149,9 +151,9 @@ class ChatToolCards(QObject):
     def _on_step_done(self, step: ChatToolStep) -> None:
         """Every call has its answer: the tool messages go back to the model, which goes on."""
         page = self._page
-        if not page.reply.streaming:
+        if (reply := page.reply.of(step.conversation_id)) is None:
             return
-        page.reply.end()
+        page.reply.end(reply)
         page.session.tool_steps += 1
         page._generate(after=step.message_id, conversation_id=step.conversation_id)
         if page.session.tool_problems:  # starting the generation cleared the banner: the servers' trouble stays said

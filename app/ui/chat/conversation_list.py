@@ -7,12 +7,14 @@ which chat is open.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
                                QWidget)
 
 from app.chats.store import ChatStore
-from app.ui.common.icons import decorate
+from app.ui.common.icons import decorate, icon
 from app.ui.common.widgets import UndoBar
 
 CONVERSATION_ID = Qt.ItemDataRole.UserRole
@@ -77,9 +79,10 @@ class ConversationList(QWidget):
         side_layout.addLayout(row)
         side_layout.addLayout(second_row)
 
-    def refresh(self, open_id: int | None, hidden_id: int | None = None) -> None:
+    def refresh(self, open_id: int | None, hidden_id: int | None = None, writing: Collection[int] = ()) -> None:
         """List the conversations the search finds (all of them without a query), ``open_id``'s selected, and
-        ``hidden_id`` left out (deleted while its reply stops). With none open and no query, the first opens."""
+        ``hidden_id`` left out (deleted while its reply stops); those in ``writing`` (a reply under way) wear a
+        pencil and say so to a screen reader and in their tooltip. With none open and no query, the first opens."""
         query = self.search_box.text()
         found = self.store.search(query) if query.strip() else self.store.conversations()
         self.list.blockSignals(True)
@@ -90,6 +93,11 @@ class ConversationList(QWidget):
             item = QListWidgetItem(conv.title)
             item.setData(CONVERSATION_ID, conv.id)
             item.setToolTip(conv.title)
+            if conv.id in writing:
+                said = self.tr("{title}: a reply is being written").format(title=conv.title)
+                item.setIcon(icon("edit"))
+                item.setToolTip(said)
+                item.setData(Qt.ItemDataRole.AccessibleTextRole, said)
             self.list.addItem(item)
             if conv.id == open_id:
                 self.list.setCurrentItem(item)

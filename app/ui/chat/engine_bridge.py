@@ -1,18 +1,22 @@
 """A Qt facade over the blocking EngineClient (app/engine/client.py).
 
 The client's calls block (load takes seconds, generate is an iterator that lasts the whole reply),
-so they run on one worker QThread; results come back as signals on the GUI thread. Tokens are not
-sent one signal each: the worker appends them to a locked buffer and posts a single notification
-while none is pending, and the GUI drains the buffer at most every ``COALESCE_MS``. A fast model
-therefore costs the GUI one small update per frame, whatever its token rate, and each update carries
-only the new text.
+so they run on one worker QThread; results come back as signals on the GUI thread. A model that decodes several
+replies together (``Loaded.details["parallel"]`` > 1: llama.cpp loaded with ``LoadSettings.parallel``, the model
+bar's "Decode together") has each of the chat's replies on a thread of its own, so several chats answer at once;
+any other engine answers them one after another on the worker, as before. Each reply has its request id
+(``generate`` returns it): its tokens, cut, passages, wait, Done and error come back as ``replied(request_id,
+event)``, and ``stop(request_id)`` stops that one alone. Tokens are not sent one signal each: the reply's thread
+appends them to the reply's own locked buffer and posts a single notification while none is pending, and the GUI
+drains the buffers at most every ``COALESCE_MS``. A fast model therefore costs the GUI one small update per frame
+per reply, whatever its token rate, and each update carries only the new text.
 
 The client is made once by the app and handed to the bridge, which owns it from then on (a crashed
 host is replaced by the client itself on the next request), and to the local server, which shares it
 (``client``): one model in memory, one queue in the engine host. Stop never goes through the worker's
-(busy) event loop: ``stop()`` calls ``client.cancel(request_id)``, which is thread-safe, straight from
-the GUI thread, naming the chat's own request so that it never stops a server request; the engine host
-honours it whether the request is running, waiting, or not even there yet.
+(busy) event loop: ``stop(request_id)`` calls ``client.cancel(request_id)``, which is thread-safe, straight from
+the GUI thread, naming the chat's own request so that it never stops a server request nor another chat's; the
+engine host honours it whether the request is running, waiting, or not even there yet.
 
 The app's client is its one ``ModelPool`` (app/engine/pool.py), handed as ``EngineBridge.over(make_pool)``: the
 pool, and what it imports, is made on first use (a load, the local server), not before the window shows. Several
@@ -35,6 +39,7 @@ import dataclasses
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -73,6 +78,14 @@ class TokenChunk:
     reasoning_tokens: int = 0  # thinking tokens so far
     reasoning_ms: float = 0.0  # from the first thinking token to the latest
     first_answer_ms: float | None = None  # the answer's first token; None while there is none
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A reply waits behind this many requests (the local server's, which share the engine); tokens follow."""
+
+    ahead: int
+
 
 
 class TokenBuffer:
@@ -134,40 +147,49 @@ def _pool_module() -> ModuleType:
 
 
 class _Worker(QObject):
-    """Lives on the worker thread; its slots block for as long as the client does."""
+    """Lives on the worker thread; its slots block for as long as the client does. A batching model's replies run
+    ``generate`` on threads of their own (EngineBridge.generate); each signal names its reply's request id ("": a
+    load)."""
 
     loaded = Signal(object)  # Loaded
     load_progress = Signal(float)
-    done = Signal(object)  # Done
-    failed = Signal(object)  # EngineError (the engine lives on)
-    crashed = Signal(object)  # EngineCrashed (the engine is gone)
+    done = Signal(str, object)  # Done
+    failed = Signal(str, object)  # EngineError (the engine lives on)
+    crashed = Signal(str, object)  # EngineCrashed (the engine is gone)
     refused = Signal(object)  # BudgetRefused (nothing was loaded)
-    tokens_pending = Signal()
-    cut = Signal(object)  # ContextCut: what the overflow policy left out of this reply's prompt
-    retrieved = Signal(object)  # app.documents.retrieve.Retrieval: the passages of the chat's documents it was given
-    waiting = Signal(int)  # requests ahead of the chat's (the local server's)
+    tokens_pending = Signal()  # a reply's buffer has new tokens (EngineBridge drains them all)
+    cut = Signal(str, object)  # ContextCut: what the overflow policy left out of this reply's prompt
+    retrieved = Signal(str, object)  # app.documents.retrieve.Retrieval: the chat's documents' passages it was given
+    waiting = Signal(str, int)  # requests ahead of the chat's (the local server's)
 
-    def __init__(self, bridge: EngineBridge, buffer: TokenBuffer) -> None:
+    def __init__(self, bridge: EngineBridge) -> None:
         super().__init__()
-        self._bridge = bridge  # its client, made on the first request (EngineBridge.client)
-        self._buffer = buffer
+        # Its client, made on the first request (EngineBridge.client). Not held: a cycle between the two would leave
+        # the bridge to the garbage collector, which may run on any thread, and its timer cannot be deleted there.
+        self._bridge_ref = weakref.ref(bridge)
+
+    @property
+    def _bridge(self) -> EngineBridge:
+        bridge = self._bridge_ref()
+        assert bridge is not None, "the bridge ends its worker before it goes"
+        return bridge
 
     @property
     def _client(self) -> EngineClientLike:
         return self._bridge.client
 
-    def _report(self, exc: QuantDeskError) -> None:
+    def _report(self, exc: QuantDeskError, request_id: str = "") -> None:
         if isinstance(exc, EngineCrashed):
             pool = self._bridge.pool
             if pool is not None:
                 pool.forget_dead()  # the other models stay loaded
-            else:
+            elif not self._bridge.replying(besides=request_id):
                 self._close_client()  # tidy up the dead host; the next request starts a fresh one
-            self.crashed.emit(exc)
+            self.crashed.emit(request_id, exc)
         elif self._bridge.pool is not None and isinstance(exc, _pool_module().BudgetRefused):
             self.refused.emit(exc)
         else:
-            self.failed.emit(exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
+            self.failed.emit(request_id, exc if isinstance(exc, EngineError) else EngineError(exc.message, exc.hint))
 
     @Slot(str, object, object)
     def load(self, model_path: str, settings: LoadSettings, pool_options: dict[str, Any]) -> None:
@@ -202,17 +224,23 @@ class _Worker(QObject):
             turn = Turn(messages, sampling, policy, previous, pinned, keys, passages)
             prepared = turn.prepare(client, loaded.n_ctx if loaded is not None else 0)
             if prepared.cut is not None:
-                self.cut.emit(prepared.cut)
+                self.cut.emit(request_id, prepared.cut)
             if prepared.found is not None:
-                self.retrieved.emit(prepared.found)
-            for event in turn.send(client, prepared, request_id=request_id, on_wait=self.waiting.emit).events():
+                self.retrieved.emit(request_id, prepared.found)
+            # restore → generate → save reach the engine together, not between another reply's three (the host
+            # saves the state of the generation sent last before a save)
+            with self._bridge.sending:
+                sent = turn.send(client, prepared, request_id=request_id,
+                                 on_wait=lambda ahead: self.waiting.emit(request_id, ahead))
+            buffer = self._bridge.buffer(request_id)
+            for event in sent.events():
                 if isinstance(event, Token):
-                    if self._buffer.push(event):
+                    if buffer.push(event):
                         self.tokens_pending.emit()
                 elif isinstance(event, Done):
-                    self.done.emit(event)
+                    self.done.emit(request_id, event)
         except QuantDeskError as exc:
-            self._report(exc)
+            self._report(exc, request_id)
 
     def _retrieve(self, documents: Documents, messages: list[Message], sampling: SamplingSettings,
                   n_ctx: int) -> tuple[list[Message], Retrieval]:
@@ -257,7 +285,9 @@ class _Worker(QObject):
 
 
 class EngineBridge(QObject):
-    """GUI-thread object: call ``load``/``generate``/``stop``; listen to the signals."""
+    """GUI-thread object: call ``load``/``generate``/``stop``; listen to the signals. ``tokens``, ``done``, ``failed``,
+    ``crashed``, ``cut``, ``retrieved`` and ``waiting`` say what any request came to (a load's failure too);
+    ``replied`` says the same of one reply, with its request id (the Chat routes it to the reply's conversation)."""
 
     busy_changed = Signal(bool)
     loaded = Signal(object)  # app.datatypes.Loaded
@@ -274,6 +304,10 @@ class EngineBridge(QObject):
     cut = Signal(object)  # app.datatypes.ContextCut: what the overflow policy left out; before the reply's tokens
     # app.documents.retrieve.Retrieval: the passages of the chat's documents the reply is given; before its tokens
     retrieved = Signal(object)
+    # A reply's request id and what came of it, in the engine's order: a ContextCut, a Retrieval, Waiting, TokenChunks,
+    # then one Done, EngineError or EngineCrashed (emitted just before the signal of its own kind above).
+    replied = Signal(str, object)
+    load_failed = Signal(object)  # a load's EngineError or EngineCrashed (just before ``failed`` or ``crashed``)
 
     _request_load = Signal(str, object, object)
     # messages, sampling, id, states, overflow, documents
@@ -291,27 +325,29 @@ class EngineBridge(QObject):
         self._client: EngineClientLike | None = client
         self._pool: ModelPool | None = None
         self._make_pool = make_pool
-        self._buffer = TokenBuffer()
+        self.sending = threading.Lock()  # a reply's restore, generation and save are sent together (_Worker)
         self._request_ids = itertools.count(1)
-        self._request_id: str | None = None  # the chat's generation, from asked for until it ends
+        # The chat's generations, from asked for until they end, each with its tokens on their way to the GUI.
+        self._buffers: dict[str, TokenBuffer] = {}
+        self._buffers_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []  # the batching model's replies' threads
+        self._loading = False
         self._busy = False
         self._last_flush = 0.0
         self._thread = QThread()
         self._thread.setObjectName("engine-bridge")
-        self._worker = _Worker(self, self._buffer)
+        self._worker = _Worker(self)
         self._worker.moveToThread(self._thread)
         self._thread.finished.connect(self._worker.deleteLater)
-        # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread.
-        self._worker.loaded.connect(self._on_loaded)
-        self._worker.load_progress.connect(self._on_load_progress)
-        self._worker.done.connect(self._on_done)
-        self._worker.failed.connect(self._on_failed)
-        self._worker.crashed.connect(self._on_crashed)
-        self._worker.refused.connect(self._on_refused)
-        self._worker.tokens_pending.connect(self._on_tokens_pending)
-        self._worker.waiting.connect(self.waiting)
-        self._worker.cut.connect(self.cut)
-        self._worker.retrieved.connect(self.retrieved)
+        # Worker -> GUI: bound slots of this GUI-thread object, so Qt queues them onto the GUI thread (from the
+        # worker and from the replies' own threads alike).
+        worker = self._worker
+        for signal, slot in ((worker.loaded, self._on_loaded), (worker.load_progress, self._on_load_progress),
+                             (worker.done, self._on_done), (worker.failed, self._on_failed),
+                             (worker.crashed, self._on_crashed), (worker.refused, self._on_refused),
+                             (worker.tokens_pending, self._on_tokens_pending), (worker.waiting, self._on_waiting),
+                             (worker.cut, self._on_cut), (worker.retrieved, self._on_retrieved)):
+            signal.connect(slot)
         # GUI -> worker: queued onto the worker thread.
         self._request_load.connect(self._worker.load)
         self._request_generate.connect(self._worker.generate)
@@ -357,12 +393,36 @@ class EngineBridge(QObject):
 
     @property
     def busy(self) -> bool:
+        """A load or a reply is under way."""
         return self._busy
 
-    def _set_busy(self, busy: bool) -> None:
+    @property
+    def loading(self) -> bool:
+        return self._loading
+
+    def _set_busy(self) -> None:
+        busy = self._loading or bool(self._buffers)
         if busy != self._busy:
             self._busy = busy
             self.busy_changed.emit(busy)
+
+    @property
+    def parallel(self) -> int:
+        """How many replies the loaded model decodes together (1: one after another; as the server's queue reads
+        it, app/server/engine_queue.py)."""
+        client = self._client
+        loaded = client.loaded if client is not None else None
+        return max(1, int(loaded.details.get("parallel", 1))) if loaded is not None else 1
+
+    def replying(self, besides: str = "") -> bool:
+        """Whether a reply of the chat's other than ``besides`` is under way (any thread)."""
+        with self._buffers_lock:
+            return any(request_id != besides for request_id in self._buffers)
+
+    def buffer(self, request_id: str) -> TokenBuffer:
+        """The reply's tokens on their way to the GUI (a thread-safe buffer of its own)."""
+        with self._buffers_lock:
+            return self._buffers.setdefault(request_id, TokenBuffer())
 
     @property
     def engine_pid(self) -> int | None:
@@ -373,7 +433,8 @@ class EngineBridge(QObject):
     def load(self, model_path: str, settings: LoadSettings, *, estimate_bytes: int | None = None,
              force: bool = False) -> None:
         """Load (or, with a pool, switch to) a model; ``estimate_bytes`` and ``force`` count with a pool only."""
-        self._set_busy(True)
+        self._loading = True
+        self._set_busy()
         self._request_load.emit(model_path, settings, {"estimate_bytes": estimate_bytes or 0, "force": force})
 
     def eject(self, model_path: str) -> None:
@@ -382,29 +443,44 @@ class EngineBridge(QObject):
             threading.Thread(target=self.pool.unload, args=(model_path,), name="engine-eject", daemon=True).start()
 
     def generate(self, messages: Sequence[Message], sampling: SamplingSettings, states: StateKeys | None = None,
-                 overflow: Overflow | None = None, documents: Documents | None = None) -> None:
-        """A reply to ``messages``; ``states``: the conversation's saved states to resume from and save to;
-        ``overflow``: the chat's overflow policy, its last cut and the indices of its pinned messages
-        (app/engine/overflow.py): the worker chooses what of ``messages`` the model reads, and says a cut through
-        ``cut`` before the reply's tokens; ``documents``: the store and the chat's collections, whose passages for
-        the last user message the worker adds to it, said through ``retrieved`` before the reply's tokens."""
-        self._buffer.reset()
-        self._last_flush = 0.0
-        self._set_busy(True)
-        self._request_id = f"chat-{next(self._request_ids)}"
-        self._request_generate.emit(list(messages), sampling, self._request_id, states, overflow, documents)
+                 overflow: Overflow | None = None, documents: Documents | None = None) -> str:
+        """A reply to ``messages``; returns its request id (``replied`` names it, ``stop`` takes it). ``states``: the
+        conversation's saved states to resume from and save to; ``overflow``: the chat's overflow policy, its last
+        cut and the indices of its pinned messages (app/engine/overflow.py): the worker chooses what of ``messages``
+        the model reads, and says a cut through ``cut`` before the reply's tokens; ``documents``: the store and the
+        chat's collections, whose passages for the last user message the worker adds to it, said through
+        ``retrieved`` before the reply's tokens. On a model that decodes several together it runs on a thread of its
+        own, beside the others; else on the worker, after them."""
+        request_id = f"chat-{next(self._request_ids)}"
+        self.buffer(request_id)
+        self._set_busy()
+        args = (list(messages), sampling, request_id, states, overflow, documents)
+        if self.parallel > 1:
+            thread = threading.Thread(target=self._worker.generate, args=args, name=f"engine-bridge-{request_id}",
+                                      daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
+        else:
+            self._request_generate.emit(*args)
+        return request_id
 
-    def stop(self) -> None:
-        """Ask the engine to stop this reply; it ends with a Done whose stop reason is 'cancelled'. Safe at
-        any moment: the engine honours it even if the request has not reached it yet."""
-        if self._request_id is not None:
-            self.client.cancel(self._request_id)
+    def stop(self, request_id: str | None = None) -> None:
+        """Ask the engine to stop this reply (None: every reply of the chat's); each ends with a Done whose stop
+        reason is 'cancelled'. Safe at any moment: the engine honours it even if the request has not reached it
+        yet; the other replies go on."""
+        with self._buffers_lock:
+            ids = list(self._buffers) if request_id is None else [request_id]
+        for each in ids:
+            self.client.cancel(each)
 
     def shutdown(self, timeout_ms: int = 10_000) -> None:
         """Stop, close the client and end the worker thread. Idempotent."""
         if not self._thread.isRunning():
             return
         self.stop()
+        deadline = time.monotonic() + timeout_ms / 1000
+        for thread in self._threads:  # the replies' threads end with their stopped replies, before the worker goes
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._request_close.emit()
         self._thread.quit()
         if self._thread.wait(timeout_ms):
@@ -423,43 +499,87 @@ class EngineBridge(QObject):
 
     @Slot()
     def _flush_tokens(self) -> None:
+        """Every reply's new tokens, one update each."""
         self._flush_timer.stop()
         self._last_flush = time.monotonic()
-        chunk = self._buffer.drain()
-        if chunk.text or chunk.reasoning or chunk.count:
+        with self._buffers_lock:
+            request_ids = list(self._buffers)
+        for request_id in request_ids:
+            self._flush(request_id)
+
+    def _flush(self, request_id: str) -> None:
+        with self._buffers_lock:
+            buffer = self._buffers.get(request_id)
+        chunk = buffer.drain() if buffer is not None else None
+        if chunk is not None and (chunk.text or chunk.reasoning or chunk.count):
+            self.replied.emit(request_id, chunk)
             self.tokens.emit(chunk)
+
+    def _end(self, request_id: str) -> bool:
+        """The reply's last tokens delivered and the reply forgotten; False for a load's (no reply)."""
+        if not request_id:
+            return False
+        self._flush(request_id)
+        with self._buffers_lock:
+            self._buffers.pop(request_id, None)
+        self._set_busy()
+        return True
 
     @Slot(float)
     def _on_load_progress(self, fraction: float) -> None:
         self.load_progress.emit(fraction)
 
+    @Slot(str, int)
+    def _on_waiting(self, request_id: str, ahead: int) -> None:
+        """``ahead`` requests were sent before the reply's and are not through: on a model that decodes several
+        together, it waits only for those past the sequences beside its own."""
+        if (ahead := ahead - (self.parallel - 1)) > 0:
+            self.replied.emit(request_id, Waiting(ahead))
+            self.waiting.emit(ahead)
+
+    @Slot(str, object)
+    def _on_cut(self, request_id: str, cut: ContextCut) -> None:
+        self.replied.emit(request_id, cut)
+        self.cut.emit(cut)
+
+    @Slot(str, object)
+    def _on_retrieved(self, request_id: str, retrieval: Retrieval) -> None:
+        self.replied.emit(request_id, retrieval)
+        self.retrieved.emit(retrieval)
+
     @Slot(object)
     def _on_loaded(self, info: Loaded) -> None:
-        self._set_busy(False)
+        self._loading = False
+        self._set_busy()
         self.loaded.emit(info)
 
-    @Slot(object)
-    def _on_done(self, done: Done) -> None:
-        self._flush_tokens()
-        self._request_id = None
-        self._set_busy(False)
+    @Slot(str, object)
+    def _on_done(self, request_id: str, done: Done) -> None:
+        self._end(request_id)
+        self.replied.emit(request_id, done)
         self.done.emit(done)
 
-    @Slot(object)
-    def _on_failed(self, error: EngineError) -> None:
-        self._flush_tokens()
-        self._request_id = None
-        self._set_busy(False)
+    def _ended_with(self, request_id: str, error: EngineError | EngineCrashed) -> None:
+        """A reply's or a load's error, said where it belongs."""
+        if self._end(request_id):
+            self.replied.emit(request_id, error)
+        else:
+            self._loading = False
+            self._set_busy()
+            self.load_failed.emit(error)
+
+    @Slot(str, object)
+    def _on_failed(self, request_id: str, error: EngineError) -> None:
+        self._ended_with(request_id, error)
         self.failed.emit(error)
 
     @Slot(object)
     def _on_refused(self, error: BudgetRefused) -> None:
-        self._set_busy(False)
+        self._loading = False
+        self._set_busy()
         self.refused.emit(error)
 
-    @Slot(object)
-    def _on_crashed(self, error: EngineCrashed) -> None:
-        self._flush_tokens()
-        self._request_id = None
-        self._set_busy(False)
+    @Slot(str, object)
+    def _on_crashed(self, request_id: str, error: EngineCrashed) -> None:
+        self._ended_with(request_id, error)
         self.crashed.emit(error)

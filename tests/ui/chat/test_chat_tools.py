@@ -74,9 +74,9 @@ def sent_messages(chat) -> list[list]:
     sent: list[list] = []
     generate = chat.bridge.generate
 
-    def recording(messages, sampling, *more, **named):  # the saved states' keys and the overflow policy besides
+    def recording(messages, sampling, *more, **named) -> str:  # the saved states' keys and the overflow policy besides
         sent.append((list(messages), sampling))
-        generate(messages, sampling, *more, **named)
+        return generate(messages, sampling, *more, **named)  # the request id the page routes its reply by
 
     chat.bridge.generate = recording
     return sent
