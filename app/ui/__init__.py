@@ -20,8 +20,10 @@ said in words; ``translations``: the UI's languages (see Qt rules)
 
 Off the GUI thread: ``background.BackgroundCall`` is the one way a page runs work off the GUI thread (results,
 progress and cancel as queued signals; a runtime build's plan and progress too); the engine's work is not a page's:
-``engine_bridge.EngineBridge`` keeps one worker thread that serves the Chat's loads and generations in order (Eject
-runs on a thread of its own; a chat's documents are retrieved there before its reply: ``retrieve.with_documents``,
+``engine_bridge.EngineBridge`` keeps one worker thread that serves the Chat's loads and generations in order, and on
+a model that decodes several replies together each chat's reply on a thread of its own, its events routed by request
+id (Eject runs on a thread of its own; a chat's documents are retrieved there before its reply:
+``retrieve.with_documents``,
 the question embedded and the passages reranked through the same pool, said by ``retrieved`` before the tokens); the
 Qt-free homes keep their own workers (the download queue's, whose progress the Downloads page forwards as signals;
 the documents' ``Indexer``, owned by the window's ``documents_service.DocumentsService``, whose progress reaches the
@@ -36,16 +38,18 @@ in ``runtimes_panel``), ``lab_page``, ``server_page``, ``settings_page`` (remote
 preset files imported and exported through ``hub/preset_ini``). The Chat page (``chat_page``: its layout and the
 request, under 450 lines) shows the Qt-free ``app/chats/session.ChatSession``; its parts beside it: ``chat_actions``
 (the chat list's rename, delete and undo, export and settings; a bubble's edit, regenerate, versions and pin),
-``chat_stream`` (the reply as the bridge sends it: tokens, cut, passages, its end or a tool step, failures),
+``chat_stream`` (each reply as the bridge sends it, routed to its own chat: tokens, cut, passages, its end or a tool
+step, failures),
 ``chat_banner`` (the one notice line with Reload, Load anyway and Save now), ``chat_images`` (images for the next
 message, checked first), ``chat_tool_cards`` (the page's side of its MCP tools: the cards and approvals on the
 bubble, the reply going on after a step). It lists its chats in
 ``conversation_list.ConversationList`` (the side panel: search, new, the undo bar, the open chat's actions), loads
 models through ``model_load.ModelLoadController`` (the estimate, the load, “Load anyway”, the pool's loads and
 unloads in the model bar, ``model_bar``, whose ``ContextMeter`` shows the open chat's context used after its latest
-reply, and whose label says the chat template the model is served with and where it came from where it is not the
-file's own, and the generic tool format) and shows a reply whose lifecycle and saving are
-``reply_session.ReplySession``'s; ``chat_bubble`` a message's bubble and its parts (a thinking model's thinking
+reply, its "Decode together" field how many chats the model answers at once, and whose label says the chat
+template the model is served with and where it came from where it is not the file's own, and the generic tool
+format) and shows replies whose lifecycle and saving are ``reply_session.ReplySession``'s (one ``Reply`` a chat,
+several at once); ``chat_bubble`` a message's bubble and its parts (a thinking model's thinking
 in ``chat_bubble.ThinkingBlock`` above the answer, folded once the answer starts; a reply's tool calls as
 ``chat_bubble.ToolCardView``s under its text, each with its ``ApprovalCard`` while it waits; the overflow policy's
 ``CutMark``), ``chat_view`` the message view, the composer, its image strip and the stats strip;

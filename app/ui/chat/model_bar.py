@@ -23,12 +23,15 @@ from app.runtimes import report
 from app.ui.common.formatting import compact_count, grouped, human_memory, human_ms, layer_count, number, percent
 from app.ui.common.icons import decorate
 from app.ui.common.widgets import Flow
-from app.datatypes import ContextUse, LoadSettings, Loaded
+from app.datatypes import MAX_PARALLEL, ContextUse, LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.models.planner import PlanNote
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
+# Chats a model answers at once (LoadSettings.parallel, "Decode together"): the local server's default
+# (app/server/router.py DEFAULT_PARALLEL, not imported: the Chat shows before the server is; a test checks they agree).
+CHAT_PARALLEL = 4
 FLASH = (("auto", None), ("on", True), ("off", False))
 MEMORY_SAMPLE_MS = 1000
 
@@ -67,8 +70,9 @@ def _detect() -> HardwareProfile:
     return machine.profile()
 
 
-def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Prefill:
-    """The load settings for ``path`` on ``profile`` (detected when None) at the wanted context, as the one load
+def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int, parallel: int = CHAT_PARALLEL) -> Prefill:
+    """The load settings for ``path`` on ``profile`` (detected when None) at the wanted context, for ``parallel``
+    replies decoded together (the fit check counts their sequences' cache), as the one load
     planner (app/models/planner.py) plans them for every face: the model's preset first, its projector, the pinned
     runtime, the most GPU layers that fit, a q8_0 KV cache or a shorter context where the wanted one does not fit.
     A model the estimator cannot read still loads, with defaults."""
@@ -78,11 +82,11 @@ def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int) -> Pr
 
     preset = presets.for_model(path)
     if is_remote_ref(path):
-        settings = LoadSettings(n_ctx=want_ctx)
+        settings = LoadSettings(n_ctx=want_ctx)  # its server decides what it answers at once
         return Prefill(path, preset.apply_load(settings) if preset is not None else settings,
                        reason=QCoreApplication.translate("model_bar", "it runs on its server"), profile=profile)
     profile = profile or _detect()
-    plan = plan_load(path, profile, LoadSettings(n_ctx=want_ctx), preset=preset)
+    plan = plan_load(path, profile, LoadSettings(n_ctx=want_ctx, parallel=parallel), preset=preset)
     fit = plan.fit
     base = Prefill(path, plan.settings, profile=profile, notes=[note_words(n) for n in plan.notes],
                    runtimes=[r.name for r in profile.runtimes or [] if not r.problem],
@@ -321,6 +325,16 @@ class ModelBar(QFrame):
         self.flash_box.addItems([self.tr("Flash attn {name}").format(name=name) for name, _ in FLASH])
         self.flash_box.setToolTip(self.tr("Flash attention: auto lets the engine decide"))
         self.flash_box.setAccessibleName(self.tr("Flash attention"))
+        self.parallel_box = QSpinBox()
+        self.parallel_box.setRange(1, MAX_PARALLEL)
+        self.parallel_box.setValue(CHAT_PARALLEL)
+        self.parallel_box.setPrefix(self.tr("Decode together "))
+        self.parallel_box.setAccessibleName(self.tr("Decode together"))
+        self.parallel_box.setToolTip(self.tr("Chats this model answers at once, each in its own sequence of one KV "
+                                             "cache where each may use the whole context (the cache does not grow "
+                                             "with the number); more wait for one to finish. llama.cpp models; one "
+                                             "at a time with a draft model or a vision projector, and on the "
+                                             "engines that cannot batch"))
         self.runtime_box = QComboBox()
         self.runtime_box.setAccessibleName(self.tr("Runtime"))
         self.runtime_box.setToolTip(self.tr("The llama.cpp runtime for this model: auto picks the best for this "
@@ -345,7 +359,7 @@ class ModelBar(QFrame):
         # A narrow window wraps the controls onto a second line rather than cutting them (issue 40).
         self.controls = Flow(spacing=8)
         for widget in (self.context_box, self.context_meter, self.gpu_layers_box, self.kv_box, self.flash_box,
-                       self.runtime_box, self.memory_label):
+                       self.parallel_box, self.runtime_box, self.memory_label):
             self.controls.add_widget(widget)
         outer.addWidget(self.controls)
         outer.addWidget(self.estimate_label)
@@ -363,7 +377,8 @@ class ModelBar(QFrame):
                             kv_cache_type=KV_TYPES[self.kv_box.currentIndex()],
                             flash_attention=FLASH[self.flash_box.currentIndex()][1],
                             cpu_moe=self.experts_box.value() if not self.experts_box.isHidden() else 0,
-                            mmproj=self._mmproj, chat_template=self._chat_template)
+                            mmproj=self._mmproj, chat_template=self._chat_template,
+                            parallel=self.parallel_box.value())
 
     def show_settings(self, settings: LoadSettings) -> None:
         self._mmproj = settings.mmproj  # no widget of its own: the projector found beside the model stays with it
@@ -371,6 +386,7 @@ class ModelBar(QFrame):
         self.context_box.setValue(settings.n_ctx)
         self.gpu_layers_box.setValue(settings.gpu_layers)
         self.experts_box.setValue(settings.cpu_moe)
+        self.parallel_box.setValue(settings.parallel)
         if settings.cpu_moe:
             self.experts_box.show()
         self.kv_box.setCurrentIndex(KV_TYPES.index(settings.kv_cache_type) if settings.kv_cache_type in KV_TYPES
@@ -419,7 +435,7 @@ class ModelBar(QFrame):
         if info is None or (info.model_path, info.n_ctx) != self.context_meter.model:
             self.context_meter.clear()  # its figures were of another model or context
         remote = info is not None and info.backend == "remote"
-        for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box):
+        for box in (self.context_box, self.gpu_layers_box, self.kv_box, self.flash_box, self.parallel_box):
             box.setEnabled(not remote)  # the server loaded the model with its own settings
         if info is None:
             self.model_label.setText(self.tr("No model loaded"))
@@ -445,6 +461,9 @@ class ModelBar(QFrame):
                                             .format(gpu_layers=info.gpu_layers, n_layers=info.n_layers)
                                             if info.gpu_offload_supported else self.tr("CPU only"))
             devices = []
+        together = int(info.details.get("parallel", 1))
+        if together > 1:
+            where += self.tr(" · %n chats at once", "", together)
         if info.details.get("experts_in_ram"):
             where += self.tr(" · experts of {layers} in RAM").format(
                 layers=layer_count(info.details["experts_in_ram"]))
@@ -482,6 +501,8 @@ class ModelBar(QFrame):
         tips = ([self.tr("Runtime {runtime}: {runtime_reason}").format(runtime=info.runtime,
                                                                        runtime_reason=info.runtime_reason)]
                 if info.runtime else []) + ([template] if template else []) + devices
+        if note := info.details.get("parallel_note"):  # fewer sequences than asked, and why (backends/llama_cpp)
+            tips.append(self.tr("Decode together: {note}").format(note=note))
         self.model_label.setToolTip("\n".join(tips))
 
     def template_line(self, details: dict[str, Any]) -> str:

@@ -89,7 +89,7 @@ class ModelLoadController(QObject):
         self.notice_cleared.emit()
         self.bar.show_loading(self.tr("Sizing up {name}…").format(name=Path(path).name))
         self.bar.load_button.setEnabled(False)
-        self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx)
+        self._estimator.start(prefill_for, path, self.profile, self.default_n_ctx, self.bar.parallel_box.value())
 
     @Slot(int, object)
     def _on_estimated(self, ticket: int, prefill: Prefill) -> None:
