@@ -291,6 +291,13 @@
         <source>Reply stopped during a tool call.</source>
         <translation>Antwort während eines Tool-Aufrufs angehalten.</translation>
     </message>
+    <message numerus="yes">
+        <source>%n replies are being written, as many as this model writes at once: wait for one to finish, or stop one, to send here.</source>
+        <translation>
+            <numerusform>%n Antwort wird geschrieben, so viele, wie dieses Modell gleichzeitig schreibt: Warte, bis sie fertig ist, oder stoppe sie, um hier zu senden.</numerusform>
+            <numerusform>%n Antworten werden geschrieben, so viele, wie dieses Modell gleichzeitig schreibt: Warte, bis eine fertig ist, oder stoppe eine, um hier zu senden.</numerusform>
+        </translation>
+    </message>
     <message>
         <source>another chat</source>
         <translation>einem anderen Chat</translation>
@@ -1034,6 +1041,10 @@
     <message>
         <source>System prompt, sampling and presets for this chat</source>
         <translation>Systemprompt, Sampling und Vorlagen für diesen Chat</translation>
+    </message>
+    <message>
+        <source>{title}: a reply is being written</source>
+        <translation>{title}: Eine Antwort wird geschrieben</translation>
     </message>
 </context>
 <context>
@@ -3030,6 +3041,18 @@
         <translation>Flash Attention</translation>
     </message>
     <message>
+        <source>Decode together </source>
+        <translation>Gemeinsam dekodieren </translation>
+    </message>
+    <message>
+        <source>Decode together</source>
+        <translation>Gemeinsam dekodieren</translation>
+    </message>
+    <message>
+        <source>Chats this model answers at once, each in its own sequence of one KV cache where each may use the whole context (the cache does not grow with the number); more wait for one to finish. llama.cpp models; one at a time with a draft model or a vision projector, and on the engines that cannot batch</source>
+        <translation>Chats, die dieses Modell gleichzeitig beantwortet, jeder in einer eigenen Sequenz eines KV-Caches, in der jeder den ganzen Kontext nutzen darf (der Cache wächst nicht mit der Anzahl); weitere warten, bis einer fertig ist. llama.cpp-Modelle; einer nach dem anderen mit einem Draft-Modell oder einem Vision-Projektor und auf den Engines, die nicht bündeln können</translation>
+    </message>
+    <message>
         <source>Runtime</source>
         <translation>Laufzeit</translation>
     </message>
@@ -3072,6 +3095,13 @@
     <message>
         <source>CPU only</source>
         <translation>nur CPU</translation>
+    </message>
+    <message numerus="yes">
+        <source> · %n chats at once</source>
+        <translation>
+            <numerusform> · %n Chat gleichzeitig</numerusform>
+            <numerusform> · %n Chats gleichzeitig</numerusform>
+        </translation>
     </message>
     <message>
         <source> · experts of {layers} in RAM</source>
@@ -3120,6 +3150,10 @@
     <message>
         <source>Runtime {runtime}: {runtime_reason}</source>
         <translation>Laufzeit {runtime}: {runtime_reason}</translation>
+    </message>
+    <message>
+        <source>Decode together: {note}</source>
+        <translation>Gemeinsam dekodieren: {note}</translation>
     </message>
     <message>
         <source>Chat template: {title} ({origin})</source>

@@ -19,6 +19,16 @@
     </message>
 </context>
 <context>
+    <name>ChatPage</name>
+    <message numerus="yes">
+        <source>%n replies are being written, as many as this model writes at once: wait for one to finish, or stop one, to send here.</source>
+        <translation>
+            <numerusform>%n reply is being written, as many as this model writes at once: wait for it to finish, or stop it, to send here.</numerusform>
+            <numerusform>%n replies are being written, as many as this model writes at once: wait for one to finish, or stop one, to send here.</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>ChatToolCards</name>
     <message numerus="yes">
         <source>connected · %n tool(s)</source>
@@ -117,6 +127,16 @@
         <translation>
             <numerusform>%n model · {owned} in the models folder {folder}</numerusform>
             <numerusform>%n models · {owned} in the models folder {folder}</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>ModelBar</name>
+    <message numerus="yes">
+        <source> · %n chats at once</source>
+        <translation>
+            <numerusform> · %n chat at once</numerusform>
+            <numerusform> · %n chats at once</numerusform>
         </translation>
     </message>
 </context>

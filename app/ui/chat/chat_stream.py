@@ -54,8 +54,10 @@ class ChatStream(QObject):
     @Slot(str, object)
     def _on_replied(self, request_id: str, event: object) -> None:
         reply = self._page.reply.by_request(request_id)
-        if reply is None:
-            return  # ended meanwhile (the window closing, a tool step stopped)
+        if reply is None:  # ended meanwhile (the window closing, a tool step stopped), or not the page's request
+            if isinstance(event, Waiting):
+                self._page.stats.show_waiting(event.ahead)  # the engine's queue, whoever asked
+            return
         if isinstance(event, TokenChunk):
             self._on_tokens(reply, event)
         elif isinstance(event, Waiting):

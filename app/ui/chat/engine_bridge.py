@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import shiboken6
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from app.errors import EngineCrashed, EngineError, QuantDeskError
@@ -456,13 +457,23 @@ class EngineBridge(QObject):
         self._set_busy()
         args = (list(messages), sampling, request_id, states, overflow, documents)
         if self.parallel > 1:
-            thread = threading.Thread(target=self._worker.generate, args=args, name=f"engine-bridge-{request_id}",
+            thread = threading.Thread(target=self._reply_thread, args=args, name=f"engine-bridge-{request_id}",
                                       daemon=True)
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             thread.start()
         else:
             self._request_generate.emit(*args)
         return request_id
+
+    def _reply_thread(self, *args: Any) -> None:
+        """A reply on a thread of its own. One that outlived ``shutdown``'s wait (an engine that stopped answering)
+        finds the worker deleted as it says what came of it: nobody is left to hear it then."""
+        worker = self._worker
+        try:
+            worker.generate(*args)
+        except RuntimeError:
+            if shiboken6.isValid(worker):
+                raise
 
     def stop(self, request_id: str | None = None) -> None:
         """Ask the engine to stop this reply (None: every reply of the chat's); each ends with a Done whose stop
