@@ -12,7 +12,7 @@ import shutil
 import pytest
 from PySide6.QtCore import Qt
 
-from app.datatypes import Done
+from app.datatypes import Done, LoadSettings
 from app.ui.chat.engine_bridge import TokenChunk
 from app.ui.chat.model_bar import CHAT_PARALLEL, prefill_for
 from tests.engine.test_batching import _Reply, assert_same_reply
@@ -192,3 +192,21 @@ def test_stop_in_one_chat_stops_that_reply_alone(qtbot, real_window, smollm2_ggu
     assert reply_a.stats["generated_tokens"] < 1500
     assert reply_b.stats["stop_reason"] != "cancelled" and reply_b.content == together_b.done.text
     assert_same_reply(alone_b, together_b, ASK_B)  # unchanged by A's stop
+
+
+def test_a_chat_reloaded_with_another_context_answers_on_a_model_that_decodes_together(qtbot, real_window,
+                                                                                     tiny_models):
+    """The chat's saved state was written with another context, so the engine refuses it and the reply goes to
+    another sequence than the one the load's warm-up read its prompt in: that warm-up must not hold the decode
+    steps (a reply waited for it forever, on the Chat and on `quantdesk serve` alike)."""
+    window = real_window()
+    chat = window.chat
+    for n_ctx in (1024, 2048):
+        with qtbot.waitSignal(window.bridge.loaded, timeout=120_000):
+            chat.load_model(str(tiny_models.gguf_q8_0), LoadSettings(n_ctx=n_ctx, gpu_layers=0, parallel=4))
+        if chat.current is None:
+            new_chat(chat, {"max_tokens": 8, "seed": 1})
+        with qtbot.waitSignal(window.bridge.done, timeout=60_000) as done:
+            send(qtbot, chat, f"Hello at {n_ctx}")
+        assert done.args[0].stats.generated_tokens > 0
+    assert [m.state for m in chat.store.messages(chat.current.id)] == ["complete"] * 4
