@@ -3049,8 +3049,8 @@
         <translation>Gemeinsam dekodieren</translation>
     </message>
     <message>
-        <source>Chats this model answers at once, each in its own sequence of one KV cache where each may use the whole context (the cache does not grow with the number); more wait for one to finish. llama.cpp models; one at a time with a draft model or a vision projector, and on the engines that cannot batch</source>
-        <translation>Chats, die dieses Modell gleichzeitig beantwortet, jeder in einer eigenen Sequenz eines KV-Caches, in der jeder den ganzen Kontext nutzen darf (der Cache wächst nicht mit der Anzahl); weitere warten, bis einer fertig ist. llama.cpp-Modelle; einer nach dem anderen mit einem Draft-Modell oder einem Vision-Projektor und auf den Engines, die nicht bündeln können</translation>
+        <source>Chats this model answers at once, each up to the whole context; more wait for one to finish. llama.cpp: one KV cache they share, which does not grow with the number; MLX: a cache each, counted by the fit check. One at a time with a draft model or a vision projector, and on ExLlama</source>
+        <translation>Chats, die dieses Modell gleichzeitig beantwortet, jeder bis zum ganzen Kontext; weitere warten, bis einer fertig ist. llama.cpp: ein gemeinsamer KV-Cache, der mit der Anzahl nicht wächst; MLX: ein Cache für jeden, von der Passprüfung mitgezählt. Einer nach dem anderen mit einem Draft-Modell oder einem Vision-Projektor und bei ExLlama</translation>
     </message>
     <message>
         <source>Runtime</source>

@@ -330,11 +330,11 @@ class ModelBar(QFrame):
         self.parallel_box.setValue(CHAT_PARALLEL)
         self.parallel_box.setPrefix(self.tr("Decode together "))
         self.parallel_box.setAccessibleName(self.tr("Decode together"))
-        self.parallel_box.setToolTip(self.tr("Chats this model answers at once, each in its own sequence of one KV "
-                                             "cache where each may use the whole context (the cache does not grow "
-                                             "with the number); more wait for one to finish. llama.cpp models; one "
-                                             "at a time with a draft model or a vision projector, and on the "
-                                             "engines that cannot batch"))
+        self.parallel_box.setToolTip(self.tr("Chats this model answers at once, each up to the whole context; more "
+                                             "wait for one to finish. llama.cpp: one KV cache they share, which does "
+                                             "not grow with the number; MLX: a cache each, counted by the fit check. "
+                                             "One at a time with a draft model or a vision projector, and on "
+                                             "ExLlama"))
         self.runtime_box = QComboBox()
         self.runtime_box.setAccessibleName(self.tr("Runtime"))
         self.runtime_box.setToolTip(self.tr("The llama.cpp runtime for this model: auto picks the best for this "
