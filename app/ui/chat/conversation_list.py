@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QSize, Qt, Signal, Slot
 from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
                                QWidget)
 
@@ -47,6 +47,8 @@ class ConversationList(QWidget):
         self.list.setAccessibleName(self.tr("Conversations"))
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        line = self.list.fontMetrics().height()  # a chat that is writing wears a pencil no taller than its title
+        self.list.setIconSize(QSize(line, line))
         self.list.currentItemChanged.connect(self._on_current_item_changed)
         row = QHBoxLayout()
         self.rename_button = QPushButton(self.tr("Rename"))
