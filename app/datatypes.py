@@ -54,6 +54,9 @@ DEFAULT_DRAFT_P_MIN = 0.75
 
 
 MAX_PARALLEL = 64  # sequences decoded together at most (llama.cpp allows 256; a CPU gains little past 8)
+# Replies decoded together where nobody says otherwise: serve's --parallel, the Server page's and the Chat's "Decode
+# together" (llama.cpp's unified cache barely grows with it; MLX's grows, and the load planner lowers it to what fits)
+DEFAULT_PARALLEL = 4
 
 
 @dataclass

@@ -18,7 +18,7 @@ from app.commands.mcp_serve import check_pool_options
 from app.commands.models import CPU_MOE_HELP, cpu_moe_arg
 from app.settings import CONTEXT_HELP, context_length
 from app.settings import load as load_settings
-from app.datatypes import MAX_PARALLEL, OVERFLOW_POLICIES, Loaded, LoadSettings
+from app.datatypes import DEFAULT_PARALLEL, MAX_PARALLEL, OVERFLOW_POLICIES, Loaded, LoadSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,7 +38,6 @@ DEFAULT_SERVER = "http://127.0.0.1:8080"
 # Requests decoded together by default: llama-server's (its -np auto), and what a 2-core CPU gains most of (issue 38:
 # 4 sequences give 1.7-1.8x one's tokens a second, 8 give 1.9x). Not limited by memory: the unified KV cache is the
 # context's size whatever their number (only a sliding-window model's window cache grows with it).
-DEFAULT_PARALLEL = 4
 
 
 def parallel_words(details: dict[str, Any], n_ctx: int, *, chosen: bool) -> str:

@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_TTL_S = 600.0
 # Requests a llama.cpp model decodes together by default (quantdesk serve --parallel, the Server page's field): see
 # app/commands/server.py's copy for why 4.
-DEFAULT_PARALLEL = 4
 ON_DEMAND_FLAG = "--load-on-demand (the Server page: “Load library models on demand”)"
 FORCE_FLAG = "--force (the Server page: “Load anyway, past the memory budget”)"
 

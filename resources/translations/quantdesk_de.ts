@@ -5295,6 +5295,10 @@ Referenz {reference}</translation>
         <translation>Kontext von {n_ctx} auf {max_ctx} Tokens gesenkt, das Maximum, das passt</translation>
     </message>
     <message>
+        <source>{parallel} chats at once instead of {wanted}: each has a KV cache of its own, and {wanted} do not fit</source>
+        <translation>{parallel} Chats gleichzeitig statt {wanted}: Jeder hat einen eigenen KV-Cache, und {wanted} passen nicht</translation>
+    </message>
+    <message>
         <source>this model&apos;s preset ({values}) does not fit this machine ({reason}); it loads with the fit check&apos;s settings</source>
         <translation>Voreinstellung des Modells ({values}) passt nicht auf diesen Rechner ({reason}); es lädt mit den Einstellungen der Passprüfung</translation>
     </message>

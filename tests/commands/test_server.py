@@ -201,10 +201,9 @@ def test_serve_defaults_are_the_servers_own():
     """app/commands/server.py keeps copies so that `quantdesk --help` need not import the server."""
     from app.commands import server as command
     from app.server.app import STREAM_EVERY_S
-    from app.server.router import DEFAULT_IDLE_TTL_S, DEFAULT_PARALLEL
+    from app.server.router import DEFAULT_IDLE_TTL_S
 
-    assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S, command.DEFAULT_PARALLEL) == (
-        STREAM_EVERY_S, DEFAULT_IDLE_TTL_S, DEFAULT_PARALLEL)
+    assert (command.STREAM_EVERY_S, command.DEFAULT_IDLE_TTL_S) == (STREAM_EVERY_S, DEFAULT_IDLE_TTL_S)
 
 
 def test_serve_drafts_for_its_model_and_reports_the_guesses(tiny_draft_pair):

@@ -16,7 +16,8 @@ import pytest
 from app.cli import build_parser, main
 from app.commands.server import serve_app
 from app.engine.pool import ModelPool, PoolLimits
-from app.server.router import DEFAULT_PARALLEL, ModelRouter, ServeSettings
+from app.datatypes import DEFAULT_PARALLEL
+from app.server.router import ModelRouter, ServeSettings
 from app.server.thread import ServerThread
 from app.settings import context_length
 from app.ui.server.server_page import ServeRequest, _start_server

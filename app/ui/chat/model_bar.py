@@ -23,15 +23,12 @@ from app.runtimes import report
 from app.ui.common.formatting import compact_count, grouped, human_memory, human_ms, layer_count, number, percent
 from app.ui.common.icons import decorate
 from app.ui.common.widgets import Flow
-from app.datatypes import MAX_PARALLEL, ContextUse, LoadSettings, Loaded
+from app.datatypes import DEFAULT_PARALLEL, MAX_PARALLEL, ContextUse, LoadSettings, Loaded
 
 if TYPE_CHECKING:
     from app.models.planner import PlanNote
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
-# Chats a model answers at once (LoadSettings.parallel, "Decode together"): the local server's default
-# (app/server/router.py DEFAULT_PARALLEL, not imported: the Chat shows before the server is; a test checks they agree).
-CHAT_PARALLEL = 4
 FLASH = (("auto", None), ("on", True), ("off", False))
 MEMORY_SAMPLE_MS = 1000
 
@@ -70,7 +67,7 @@ def _detect() -> HardwareProfile:
     return machine.profile()
 
 
-def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int, parallel: int = CHAT_PARALLEL) -> Prefill:
+def prefill_for(path: str, profile: HardwareProfile | None, want_ctx: int, parallel: int = DEFAULT_PARALLEL) -> Prefill:
     """The load settings for ``path`` on ``profile`` (detected when None) at the wanted context, for ``parallel``
     replies decoded together (the fit check counts their sequences' cache), as the one load
     planner (app/models/planner.py) plans them for every face: the model's preset first, its projector, the pinned
@@ -116,6 +113,10 @@ def note_words(note: PlanNote) -> str:
         return QCoreApplication.translate("model_bar",
                                           "context lowered from {n_ctx} to {max_ctx} tokens, the most that fits"
                                           ).format(n_ctx=note.wanted, max_ctx=note.n_ctx)
+    if isinstance(note, planner.ParallelLowered):
+        return QCoreApplication.translate("model_bar", "{parallel} chats at once instead of {wanted}: each has a KV "
+                                                       "cache of its own, and {wanted} do not fit").format(
+            parallel=note.parallel, wanted=note.wanted)
     if isinstance(note, planner.PresetSetAside):
         return QCoreApplication.translate("model_bar", "this model's preset ({values}) does not fit this machine "
                                                        "({reason}); it loads with the fit check's settings").format(
@@ -327,7 +328,7 @@ class ModelBar(QFrame):
         self.flash_box.setAccessibleName(self.tr("Flash attention"))
         self.parallel_box = QSpinBox()
         self.parallel_box.setRange(1, MAX_PARALLEL)
-        self.parallel_box.setValue(CHAT_PARALLEL)
+        self.parallel_box.setValue(DEFAULT_PARALLEL)
         self.parallel_box.setPrefix(self.tr("Decode together "))
         self.parallel_box.setAccessibleName(self.tr("Decode together"))
         self.parallel_box.setToolTip(self.tr("Chats this model answers at once, each up to the whole context; more "

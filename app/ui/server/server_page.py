@@ -28,7 +28,7 @@ from app.ui.common.background import BackgroundCall, sentence
 from app.ui.common.formatting import capitalized, grouped
 from app.ui.common.translations import QT_TRANSLATE_NOOP
 from app.ui.common.widgets import EmptyState, button, page_margins, page_title, scrolling_content
-from app.datatypes import LoadSettings
+from app.datatypes import DEFAULT_PARALLEL, LoadSettings
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QPoint
@@ -94,7 +94,7 @@ class ServeRequest:
     memory_budget_gib: float | None = None  # None: the pool's (Settings → Loaded models; automatic there by default)
     idle_ttl_s: float = 600.0
     force: bool = False
-    parallel: int = 4  # requests a llama.cpp model the server loads decodes together (the router's DEFAULT_PARALLEL)
+    parallel: int = DEFAULT_PARALLEL  # requests a model the server loads decodes together
 
 
 @dataclass

@@ -12,9 +12,9 @@ import shutil
 import pytest
 from PySide6.QtCore import Qt
 
-from app.datatypes import Done, LoadSettings
+from app.datatypes import DEFAULT_PARALLEL, Done, LoadSettings
 from app.ui.chat.engine_bridge import TokenChunk
-from app.ui.chat.model_bar import CHAT_PARALLEL, prefill_for
+from app.ui.chat.model_bar import prefill_for
 from tests.engine.test_batching import _Reply, assert_same_reply
 from tests.fixtures.machines import machine
 
@@ -32,10 +32,7 @@ ASK_B = "List three facts about the Moon."
 
 
 def test_the_chat_loads_a_llama_cpp_model_to_decode_as_many_as_the_server_does(tiny_models):
-    from app.server.router import DEFAULT_PARALLEL
-
-    assert CHAT_PARALLEL == DEFAULT_PARALLEL
-    assert prefill_for(str(tiny_models.gguf_q8_0), machine(), 2048).settings.parallel == CHAT_PARALLEL
+    assert prefill_for(str(tiny_models.gguf_q8_0), machine(), 2048).settings.parallel == DEFAULT_PARALLEL
     assert prefill_for(str(tiny_models.gguf_q8_0), machine(), 2048, 2).settings.parallel == 2
 
 
@@ -103,8 +100,8 @@ def load(qtbot, window, path) -> None:
     window.chat.set_profile(machine())
     with qtbot.waitSignal(window.bridge.loaded, timeout=120_000) as loaded:
         window.chat.open_model(str(path))  # prefilled by the fit check: "Decode together" as the server's default
-    assert loaded.args[0].details["parallel"] == CHAT_PARALLEL == window.chat.model_bar.parallel_box.value()
-    assert f"{CHAT_PARALLEL} chats at once" in window.chat.model_label.text()
+    assert loaded.args[0].details["parallel"] == DEFAULT_PARALLEL == window.chat.model_bar.parallel_box.value()
+    assert f"{DEFAULT_PARALLEL} chats at once" in window.chat.model_label.text()
 
 
 def shot(window, tmp_path, name: str) -> None:

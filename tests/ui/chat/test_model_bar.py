@@ -12,7 +12,8 @@ import pytest
 
 from app.models.metadata import read_model
 from app.models.recommend import fit_model
-from app.ui.chat.model_bar import CHAT_PARALLEL, prefill_for, spill_warning
+from app.datatypes import DEFAULT_PARALLEL
+from app.ui.chat.model_bar import prefill_for, spill_warning
 from app.datatypes import Loaded
 from tests.fixtures.machines import machine, rtx
 from tests.ui.engine_double import EngineDouble
@@ -95,7 +96,7 @@ def test_tight_memory_picks_a_q8_cache_or_a_shorter_context(tiny_models):
 
     def need(kv: str, n_ctx: int) -> int:  # for the replies the Chat decodes together (its "Decode together")
         return sum(d.total_bytes for d in fit_model(meta, machine(), n_ctx, "auto", kv,
-                                                    n_seq=CHAT_PARALLEL).estimate.devices)
+                                                    n_seq=DEFAULT_PARALLEL).estimate.devices)
 
     assert need("q8_0", ctx) < need("f16", ctx)
     q8 = prefill_for(path, machine(ram_available=need("q8_0", ctx)), ctx)
@@ -104,7 +105,7 @@ def test_tight_memory_picks_a_q8_cache_or_a_shorter_context(tiny_models):
     tight = machine(ram_available=need("f16", ctx // 2))
     shorter = prefill_for(path, tight, ctx)
     assert shorter.settings.kv_cache_type == "f16" and shorter.settings.n_ctx < ctx
-    assert shorter.settings.n_ctx == fit_model(meta, tight, ctx, "auto", "f16", n_seq=CHAT_PARALLEL).max_ctx
+    assert shorter.settings.n_ctx == fit_model(meta, tight, ctx, "auto", "f16", n_seq=DEFAULT_PARALLEL).max_ctx
     assert any("lowered" in note for note in shorter.notes)
 
 

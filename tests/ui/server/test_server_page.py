@@ -272,7 +272,7 @@ def test_the_on_demand_box_lets_requests_load_library_models_beside_the_chats(qt
     page.load_on_demand.setChecked(True)
     assert page.memory_budget.isEnabled() and page.force.isEnabled()
     page.memory_budget.setValue(64)
-    from app.server.router import DEFAULT_PARALLEL
+    from app.datatypes import DEFAULT_PARALLEL
 
     assert page.parallel.value() == DEFAULT_PARALLEL
     page.parallel.setValue(3)  # the requests a model the server loads decodes together
