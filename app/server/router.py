@@ -200,6 +200,10 @@ class ModelRouter:
         loaded = self.primary_loaded()
         return model_id(loaded.model_path) if loaded is not None else None
 
+    def primary_figures(self) -> dict[str, Any]:
+        """The active model's sequences, queue and prompt cache now (``sequence_figures``): the Server page's."""
+        return sequence_figures(self.primary_queue)
+
     def loaded_engines(self) -> list[Served]:
         """The loaded models other than the primary, most recently used first."""
         primary = self.primary()
@@ -512,16 +516,21 @@ def _card(served: str, created: int, backend: str, n_ctx: int | None, *, loaded:
     return {"id": served, "object": "model", "created": created, "owned_by": owned_by, "meta": meta}
 
 
-def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
-    """A loaded model's card: how many requests it decodes together, how many run now and how many wait, and of the
-    last requests it answered, those whose prompt the engine's cache served in part (``quantdesk ps``)."""
-    meta["parallel"] = engine_queue.parallel if engine_queue is not None else 1
-    meta["busy_sequences"] = len(engine_queue.running_jobs()) if engine_queue is not None else 0
-    meta["queued"] = len(engine_queue.waiting()) if engine_queue is not None else 0
+def sequence_figures(engine_queue: EngineQueue | None) -> dict[str, Any]:
+    """How many requests a loaded model decodes together, how many run now and how many wait, and of the last requests
+    it answered, those whose prompt the engine's cache served in part: its card's (``quantdesk ps``) and the Server
+    page's."""
     answered = [o for o in engine_queue.outcomes() if o.prompt_tokens] if engine_queue is not None else []
-    meta["cache"] = {"requests": len(answered), "hits": sum(o.cached_tokens > 0 for o in answered),
-                     "prompt_tokens": sum(o.prompt_tokens for o in answered),
-                     "cached_tokens": sum(o.cached_tokens for o in answered)}
+    return {"parallel": engine_queue.parallel if engine_queue is not None else 1,
+            "busy_sequences": len(engine_queue.running_jobs()) if engine_queue is not None else 0,
+            "queued": len(engine_queue.waiting()) if engine_queue is not None else 0,
+            "cache": {"requests": len(answered), "hits": sum(o.cached_tokens > 0 for o in answered),
+                      "prompt_tokens": sum(o.prompt_tokens for o in answered),
+                      "cached_tokens": sum(o.cached_tokens for o in answered)}}
+
+
+def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
+    meta.update(sequence_figures(engine_queue))
 
 
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:

@@ -3522,6 +3522,14 @@
         <translation>Gemeinsam dekodiert</translation>
     </message>
     <message>
+        <source>Sequences busy, requests waiting and cache hits</source>
+        <translation>Belegte Sequenzen, wartende Anfragen und Cache-Treffer</translation>
+    </message>
+    <message>
+        <source>Sequences</source>
+        <translation>Sequenzen</translation>
+    </message>
+    <message>
         <source>Settings (applied when the server starts)</source>
         <translation>Einstellungen (gelten ab dem Start des Servers)</translation>
     </message>
@@ -3660,6 +3668,14 @@
     <message>
         <source>; models the server loads decode {n} together</source>
         <translation>; Modelle, die der Server lädt, dekodieren {n} gemeinsam</translation>
+    </message>
+    <message>
+        <source>{busy} of {parallel} busy, {queued} waiting</source>
+        <translation>{busy} von {parallel} belegt, {queued} wartend</translation>
+    </message>
+    <message>
+        <source>; the cache served {hits} of the last {requests} requests ({cached} of {prompt} prompt tokens)</source>
+        <translation>; der Cache bediente {hits} der letzten {requests} Anfragen ({cached} von {prompt} Prompt-Tokens)</translation>
     </message>
     <message>
         <source>{served}, loaded in Chat</source>

@@ -17,7 +17,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QRectF, QSize, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QColor, QGuiApplication, QPainter, QPaintEvent, QPalette
@@ -252,6 +252,10 @@ class ServerPage(QWidget):
         self.sequences.setWordWrap(True)
         self.sequences.setAccessibleName(self.tr("Requests decoded together"))
         address_layout.addRow(self.tr("Decoded together"), self.sequences)
+        self.busy = QLabel("")  # live while on: the served model's sequences, its queue and its prompt cache
+        self.busy.setWordWrap(True)
+        self.busy.setAccessibleName(self.tr("Sequences busy, requests waiting and cache hits"))
+        address_layout.addRow(self.tr("Sequences"), self.busy)
         address_box.setMaximumWidth(PAGE_WIDTH)
         root.addWidget(address_box)
 
@@ -369,6 +373,19 @@ class ServerPage(QWidget):
             said += self.tr("; models the server loads decode {n} together").format(n=asked)
         return said
 
+    def busy_words(self, figures: dict[str, Any]) -> str:
+        """The served model's sequences now (app/server/router.sequence_figures, as ``quantdesk ps`` says them): how
+        many are busy, how many requests wait, and how often its cache served a prompt."""
+        said = self.tr("{busy} of {parallel} busy, {queued} waiting").format(
+            busy=figures["busy_sequences"], parallel=figures["parallel"], queued=figures["queued"])
+        cache = figures["cache"]
+        if cache["requests"]:
+            said += self.tr("; the cache served {hits} of the last {requests} requests ({cached} of {prompt} prompt "
+                            "tokens)").format(hits=cache["hits"], requests=cache["requests"],
+                                              cached=grouped(cache["cached_tokens"]),
+                                              prompt=grouped(cache["prompt_tokens"]))
+        return said
+
     @Slot()
     @Slot(object)
     def _on_engine_changed(self, _event: object = None) -> None:
@@ -470,6 +487,7 @@ class ServerPage(QWidget):
             self.lan_line.setVisible(False)
             self.active.setText("0")
             self.sequences.clear()
+            self.busy.clear()
         self.state_changed.emit(state)
 
     @Slot(int, object)
@@ -511,6 +529,7 @@ class ServerPage(QWidget):
             pool = self.running.pool
             if pool is None:
                 return
+            self.busy.setText(self.busy_words(pool.primary_figures()))
             also = [e.served for e in pool.loaded_engines()]
             self.also_loaded.setText(", ".join(also) or (self.tr("none yet") if pool.settings.load_on_demand else ""))
             if pool.warnings:  # a model loaded past the budget: the risk, in words

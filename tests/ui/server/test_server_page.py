@@ -104,6 +104,10 @@ def test_the_switch_serves_the_chats_model_from_the_chats_engine_and_off_leaves_
     assert reply.status_code == 200, reply.text
     answer = reply.json()
     assert answer["object"] == "chat.completion" and answer["usage"]["completion_tokens"] == 8
+    # the served model's sequences, its queue and its prompt cache, as `quantdesk ps` says them, live on the page
+    parallel = window.bridge.client.loaded.details.get("parallel", 1)
+    qtbot.waitUntil(lambda: page.busy.text().startswith(f"0 of {parallel} busy, 0 waiting; the cache served 0 of the "
+                                                         "last 1 requests ("), timeout=10_000)
 
     # The live count of active requests follows a client whose request is still arriving.
     sending, release, answers = threading.Event(), threading.Event(), []
