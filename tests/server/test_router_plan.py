@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from app.datatypes import LoadSettings
+from app.datatypes import DEFAULT_PARALLEL, LoadSettings
 from app.engine.pool import ModelPool, PoolLimits
 from app.hardware.profile import HardwareProfile
 from app.models.metadata import read_model
@@ -23,12 +23,13 @@ from tests.server.conftest import N_CTX, openai_on
 
 @pytest.fixture
 def router_on():
-    """``router_on(profile, n_ctx)``: a router over a pool with nothing loaded (it plans; nothing here loads)."""
+    """``router_on(profile, n_ctx)``: a router over a pool with nothing loaded (it plans; nothing here loads), for
+    the sequences serve and the Chat both load with (DEFAULT_PARALLEL)."""
     made: list[tuple[ModelRouter, ModelPool]] = []
 
     def make(profile: HardwareProfile, n_ctx: int = N_CTX) -> ModelRouter:
         pool = ModelPool(PoolLimits())
-        router = ModelRouter(pool, ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=n_ctx)), profile=profile)
+        router = ModelRouter(pool, ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=n_ctx, parallel=DEFAULT_PARALLEL)), profile=profile)
         made.append((router, pool))
         return router
 
@@ -63,7 +64,7 @@ def test_the_server_takes_a_q8_cache_or_a_shorter_context_as_the_chat_does(route
     ctx = meta.context_length
 
     def need(kv: str, n_ctx: int) -> int:
-        return fit_model(meta, machine(), n_ctx, "auto", kv).memory_bytes
+        return fit_model(meta, machine(), n_ctx, "auto", kv, n_seq=DEFAULT_PARALLEL).memory_bytes
 
     q8_machine = machine(ram_available=need("q8_0", ctx))
     plan = router_on(q8_machine, ctx).plan(path)
