@@ -3618,8 +3618,8 @@
         <translation> Anfragen gleichzeitig</translation>
     </message>
     <message>
-        <source>A llama.cpp model the server loads decodes this many requests together, each may use the whole context (the KV cache does not grow with the number); more wait in order (quantdesk serve --parallel). The Chat&apos;s model keeps the sequences it was loaded with</source>
-        <translation>Ein llama.cpp-Modell, das der Server lädt, dekodiert so viele Anfragen gemeinsam, jede darf den ganzen Kontext nutzen (der KV-Cache wächst mit der Zahl nicht); weitere warten der Reihe nach (quantdesk serve --parallel). Das Modell des Chats behält die Sequenzen, mit denen es geladen wurde</translation>
+        <source>A llama.cpp or MLX model the server loads decodes this many requests together, each may use the whole context (llama.cpp&apos;s KV cache does not grow with the number; MLX gives each a cache of its own, and fewer load where they do not fit); more wait in order (quantdesk serve --parallel). The Chat&apos;s model keeps the sequences it was loaded with</source>
+        <translation>Ein llama.cpp- oder MLX-Modell, das der Server lädt, dekodiert so viele Anfragen gemeinsam, jede darf den ganzen Kontext nutzen (der KV-Cache von llama.cpp wächst nicht mit der Zahl; MLX gibt jeder einen eigenen Cache, und wo sie nicht passen, werden weniger geladen); weitere warten der Reihe nach (quantdesk serve --parallel). Das Modell des Chats behält die Sequenzen, mit denen es geladen wurde</translation>
     </message>
     <message>
         <source>Decode together</source>

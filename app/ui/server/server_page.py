@@ -28,7 +28,7 @@ from app.ui.common.background import BackgroundCall, sentence
 from app.ui.common.formatting import capitalized, grouped
 from app.ui.common.translations import QT_TRANSLATE_NOOP
 from app.ui.common.widgets import EmptyState, button, page_margins, page_title, scrolling_content
-from app.datatypes import DEFAULT_PARALLEL, LoadSettings
+from app.datatypes import DEFAULT_PARALLEL, MAX_PARALLEL, LoadSettings
 
 if TYPE_CHECKING:
     from PySide6.QtCore import QPoint
@@ -309,14 +309,15 @@ class ServerPage(QWidget):
         self.idle_minutes.setFixedWidth(max(300, self.idle_minutes.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Unload idle models after"), self.idle_minutes)
         self.parallel = QSpinBox()
-        self.parallel.setRange(1, 64)
-        self.parallel.setValue(4)
+        self.parallel.setRange(1, MAX_PARALLEL)
+        self.parallel.setValue(DEFAULT_PARALLEL)
         self.parallel.setSuffix(self.tr(" requests at once"))
         self.parallel.setAccessibleName(self.tr("Requests decoded together"))
-        self.parallel.setToolTip(self.tr("A llama.cpp model the server loads decodes this many requests together, "
-                                         "each may use the whole context (the KV cache does not grow with the "
-                                         "number); more wait in order (quantdesk serve --parallel). The Chat's model "
-                                         "keeps the sequences it was loaded with"))
+        self.parallel.setToolTip(self.tr("A llama.cpp or MLX model the server loads decodes this many requests "
+                                         "together, each may use the whole context (llama.cpp's KV cache does not "
+                                         "grow with the number; MLX gives each a cache of its own, and fewer load "
+                                         "where they do not fit); more wait in order (quantdesk serve --parallel). "
+                                         "The Chat's model keeps the sequences it was loaded with"))
         self.parallel.setFixedWidth(max(220, self.parallel.sizeHint().width()))  # its words, in any language
         form.addRow(self.tr("Decode together"), self.parallel)
         self.force = QCheckBox(self.tr("Load anyway, past the memory budget"))
