@@ -372,15 +372,23 @@ class LlamaCppBackend(TokenLoop):
 
         llm = self._loaded()
         t0 = time.perf_counter()
-        with self._batched().lock:  # no decode step of another sequence meanwhile
+        lock = self._batched().lock
+        with lock:  # the cells copied while no decode step of another sequence runs
             tokens = list(self._kv_tokens)
             if not tokens:  # a cancelled reply's cache was emptied: nothing to keep, and nothing wrong
                 return StateSaved(request_id, "", 0, 0, 0.0)
+            seq = self._slot.seq
             try:
-                size = states.save(llama_cpp, llm.ctx, path, self._state_identity, tokens, self._slot.seq)
+                data = states.copy(llama_cpp, llm.ctx, seq)
             except OSError as exc:
                 raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
-            self._kept(self._slot.seq, path, tokens)
+            self._kept(-1, path, ())  # what the file held is being replaced: no sequence's record names it meanwhile
+        try:  # written while the other sequences decode (as _evict writes)
+            size = states.write(path, self._state_identity, tokens, data)
+        except OSError as exc:
+            raise GenerationError("state", f"the state could not be written to {path}: {exc}") from None
+        with lock:
+            self._kept(seq, path, tokens)
         return StateSaved(request_id, path, len(tokens), size, (time.perf_counter() - t0) * 1000)
 
     def restore_state(self, request_id: str, paths: Sequence[str], messages: Prompt,

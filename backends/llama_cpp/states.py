@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -26,7 +25,7 @@ from backends.states import (Header, StateRejected, best_state, check_identity, 
                              write)
 
 __all__ = ["Header", "StateRejected", "best_state", "check_identity", "copy", "file_identity", "load", "read_header",
-           "runtime_identity", "save", "write"]
+           "runtime_identity", "write"]
 
 
 def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
@@ -34,12 +33,6 @@ def runtime_identity(llama_cpp: ModuleType) -> dict[str, Any]:
     return {"llama_cpp_python": getattr(llama_cpp, "__version__", ""),
             "runtime": os.path.dirname(os.path.abspath(str(llama_cpp.__file__))),
             "system_info": llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip()}
-
-
-def save(llama_cpp: ModuleType, ctx: Any, path: str, identity: dict[str, Any], tokens: Sequence[int],
-         seq: int = 0) -> int:
-    """Write sequence ``seq``'s state and ``tokens`` (what it holds) to ``path`` atomically; the file's size."""
-    return write(path, identity, tokens, copy(llama_cpp, ctx, seq))
 
 
 def copy(llama_cpp: ModuleType, ctx: Any, seq: int) -> memoryview:
