@@ -328,9 +328,7 @@ class MlxBackend(Backend):
         finally:  # kept for the next prompt only when the cache holds exactly these tokens (not after a failure)
             if _cache_length(cache) in (len(fed), None):
                 self._cache, self._cache_tokens = cache, fed
-        detokenizer.finalize()  # the end of the sequence or of the context: the detokenizer's held-back rest
-        if rest := detokenizer.last_segment:
-            yield TrailingText(rest)
+        yield from _held_back(detokenizer)
 
     def _batched(self, tokens: list[int], limit: int, sampling: SamplingSettings,
                  processors: list[Callable[[Any, Any], Any]]) -> Iterator[str]:
@@ -352,9 +350,7 @@ class MlxBackend(Backend):
                 yield detokenizer.last_segment
         finally:
             steps.close()  # the reply leaves the batch at its next step
-        detokenizer.finalize()
-        if rest := detokenizer.last_segment:
-            yield TrailingText(rest)
+        yield from _held_back(detokenizer)
 
     def _reuse_cache(self, tokens: list[int]) -> tuple[list[Any], int]:
         """The previous reply's prompt cache for ``tokens`` and how many of them it already holds: cut back
@@ -505,9 +501,7 @@ class MlxBackend(Backend):
                 if produced > round_start:  # a round cut short (end of text, max tokens, cancel): its guesses count
                     self.reply.verify_passes += 1
                     self.reply.drafted_tokens += min(k, limit - round_start)
-        detokenizer.finalize()
-        if rest := detokenizer.last_segment:
-            yield TrailingText(rest)
+        yield from _held_back(detokenizer)
 
     def _stream_vision(self, messages: Prompt, sampling: SamplingSettings) -> Iterator[str]:
         """A vision model's tokens through mlx-vlm's ``stream_generate`` (it encodes the images and merges their
@@ -670,6 +664,13 @@ class MlxBackend(Backend):
             self._cache, self._cache_tokens = None, []
             gc.collect()
             mx.clear_cache()
+
+
+def _held_back(detokenizer: Any) -> Iterator[str]:
+    """The end of the sequence or of the context: the streaming detokenizer's held-back rest (text without a token)."""
+    detokenizer.finalize()
+    if rest := detokenizer.last_segment:
+        yield TrailingText(rest)
 
 
 def _after(prefix: Any, processor: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

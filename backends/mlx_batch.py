@@ -125,7 +125,7 @@ class Batch:
                 self._cond.wait()
             if self._closed:
                 raise GenerationError("state", "no model is loaded")
-            slot = reply.slot = choose_slot([s for s in self._slots if not s.busy], reply.prompt)
+            slot = reply.slot = choose_slot(self._free_slots(), reply.prompt)
             slot.busy, slot.used = True, next(uses)
             reply.cache, reply.held, slot.tokens = self._caches.pop(slot.seq, None), slot.tokens, []
             self._remember(request_id, slot)
@@ -158,6 +158,9 @@ class Batch:
                 while reply.slot is not None and reply.slot.busy and not self._closed:
                     self._cond.wait()
 
+    def _free_slots(self) -> list[Slot]:
+        return [s for s in self._slots if not s.busy]
+
     def _remember(self, request_id: str, slot: Slot) -> None:
         self._last[request_id] = slot
         while len(self._last) > REMEMBERED_REPLIES:
@@ -179,14 +182,14 @@ class Batch:
     def holding(self, tokens: Sequence[int]) -> int:
         """How many of ``tokens`` the free sequence a reply to them would take holds (0 where none is free)."""
         with self._cond:
-            free = [s for s in self._slots if not s.busy]
+            free = self._free_slots()
             return shared_prefix(choose_slot(free, tokens).tokens, tokens) if free else 0
 
     def keep(self, prompt: Sequence[int], tokens: Sequence[int], cache: list[Any]) -> bool:
         """A restored state's cache (evaluated) holding ``tokens`` into the free sequence a reply to ``prompt`` would
         take, where that reply finds it; False where no sequence is free."""
         with self._cond:
-            free = [s for s in self._slots if not s.busy]
+            free = self._free_slots()
             if not free:
                 return False
             slot = choose_slot(free, prompt)

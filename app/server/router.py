@@ -417,7 +417,7 @@ class ModelRouter:
         if primary is not None and loaded is not None:
             card = _card(model_id(loaded.model_path), created, loaded.backend, loaded.n_ctx, loaded=True,
                          primary=True, estimate=primary.estimate_bytes, details=loaded.details)
-            _sequences(card["meta"], self.primary_queue)
+            card["meta"].update(sequence_figures(self.primary_queue))
             if self.settings.aliases:
                 card["meta"]["aliases"] = list(self.settings.aliases)
             if self.settings.serve_any_model:
@@ -431,7 +431,7 @@ class ModelRouter:
             cards.append(_loaded_card(other.served, created, other.model, owned_by=owner))
             with self._lock:
                 found = self._queues.get(other.model.path)
-            _sequences(cards[-1]["meta"], found[1] if found is not None else None)
+            cards[-1]["meta"].update(sequence_figures(found[1] if found is not None else None))
         served = {c["id"] for c in cards}
         if self.settings.load_on_demand:
             budget = self.models.budget_bytes()
@@ -528,9 +528,6 @@ def sequence_figures(engine_queue: EngineQueue | None) -> dict[str, Any]:
                       "prompt_tokens": sum(o.prompt_tokens for o in answered),
                       "cached_tokens": sum(o.cached_tokens for o in answered)}}
 
-
-def _sequences(meta: dict[str, Any], engine_queue: EngineQueue | None) -> None:
-    meta.update(sequence_figures(engine_queue))
 
 
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:
