@@ -428,17 +428,11 @@ class TokenLoop(Backend):
             greedy = samplers.GreedySampler(llama_cpp, llm, sampling.repeat_penalty)
             sample, accept = greedy.sample, greedy.accept
         else:
-            penalty = None
-            if sampling.repeat_penalty != 1:  # applied on the row's few recent entries (see PenalizedChain)
-                chain = samplers.sampler_chain(llama_cpp, llm, sampling, penalties=False)
-                penalty = samplers.PenalizedChain(llama_cpp, llm, chain, sampling.repeat_penalty)
-                sample, accept = penalty.sample, penalty.accept
-            else:
-                chain = samplers.sampler_chain(llama_cpp, llm, sampling)
-                accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
+            chain = samplers.sampler_chain(llama_cpp, llm, sampling)
+            accept = functools.partial(llama_cpp.llama_sampler_accept, chain)
         try:
             if mask is not None and chain is not None:
-                guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask, penalty)
+                guided = samplers.GuidedSampler(llama_cpp, llm, chain, mask)
                 sample, accept = guided.sample, guided.accept
             if sampling.logprobs >= 0:
                 recorder = samplers.LogprobRecorder(llama_cpp, llm, pieces, sampling.logprobs, self.reply.logprobs)

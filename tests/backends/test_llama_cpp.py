@@ -16,6 +16,7 @@ from app.datatypes import Done, LoadSettings, Message, SamplingSettings, expert_
 llama_cpp = pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install -e '.[llama]'")
 
 from backends.llama_cpp import LlamaCppBackend  # noqa: E402
+from backends.llama_cpp.sampling import sampler_chain  # noqa: E402
 
 STORY = [Message("user", "Tell me a story about a fox.")]
 
@@ -157,17 +158,22 @@ def test_the_patterns_are_llama_cpps_n_cpu_moe_and_cpu_moe():
 @pytest.mark.real_model
 @pytest.mark.parametrize("params", [
     dict(seed=11, temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.1),
+    dict(seed=3, temperature=1.0, top_k=5, top_p=1.0, min_p=0.0, repeat_penalty=2.0),
     dict(seed=2, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.5),
     dict(seed=5, temperature=0.5, top_k=8, top_p=0.9, min_p=0.0, repeat_penalty=0.8),
-], ids=["defaults", "strong", "rewarding"])
-def test_the_penalty_taken_out_of_the_chain_samples_what_llamas_penalty_sampler_samples(smollm2_gguf, params):
-    """The loop applies the repetition penalty on the row's recent entries itself (sampling.PenalizedChain) instead of
-    llama.cpp's penalty sampler; on trained weights, which repeat their tokens, every token is still the one
-    Llama.generate's chain (with that sampler) draws for the seed."""
+], ids=["defaults", "harsh", "no-top-k", "rewarding"])
+def test_the_penalty_on_the_top_candidates_samples_what_llamas_chain_samples(smollm2_gguf, params):
+    """Where top-k follows, the chain's penalty sees only the top ``top_k + 64`` candidates (sampling.sampler_chain);
+    on trained weights, which repeat their tokens, every token is still the one Llama.generate's chain (the penalty
+    over the whole vocabulary) draws for the seed, a penalty that rewards or no top-k the same as ever."""
     backend = LlamaCppBackend()
     backend.load(str(smollm2_gguf), LoadSettings(n_ctx=2048, threads=2, gpu_layers=0))
     try:
         sampling = SamplingSettings(max_tokens=200, **params)
+        chain = sampler_chain(llama_cpp, backend._llm, sampling)
+        first = llama_cpp.llama_sampler_name(llama_cpp.llama_sampler_chain_get(chain, 0)).decode()
+        llama_cpp.llama_sampler_free(chain)
+        assert first == ("top-k" if params["top_k"] and params["repeat_penalty"] > 1 else "penalties")
         poem = [Message("user", "Write a long poem about the sea, the waves and the sea again.")]
         done = _generate(backend, poem, sampling)
         assert done.stats.generated_tokens > 20
