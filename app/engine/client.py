@@ -351,7 +351,10 @@ class EngineClient:
     @property
     def revivable(self) -> bool:
         """The host died of a native crash under a llama.cpp model with a safer configuration left: the next request
-        revives it there (the crash guard) instead of failing. The server's queue takes requests meanwhile."""
+        revives it there (the crash guard) instead of failing. The server's queue takes requests meanwhile. True too
+        while a revival runs: the host is then replaced (for a moment there is none), and a request waits for it."""
+        if self._revive_lock.locked():
+            return True
         proc, guarded = self._proc, self._guarded
         return (proc is not None and guarded is not None and guard.safer(guarded.rung, guarded.lib_dir) is not None
                 and guard.is_native_signal(proc.poll()))

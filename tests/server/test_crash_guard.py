@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,9 +42,24 @@ def test_requests_waiting_on_a_crashed_engine_are_all_answered(crashing_engine):
         client = openai_on(server)
         model = model_id(crashing_engine.loaded.model_path)
         dead = crashing_engine.pid
-        with ThreadPoolExecutor(4) as pool:  # four clients at once: the first request kills the engine
-            answers = list(pool.map(lambda _: _ask(client, model), range(4)))
+        gone = threading.Event()  # while it is revived the engine must look revivable, or a request gets a 503
+        watching = True
+
+        def watch() -> None:
+            while watching:
+                if not crashing_engine.alive and not crashing_engine.revivable:
+                    gone.set()
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(4) as pool:  # four clients at once: the first request kills the engine
+                answers = list(pool.map(lambda _: _ask(client, model), range(4)))
+        finally:
+            watching = False
+            watcher.join()
         assert all("Paris" in a for a in answers) and len(set(answers)) == 1
+        assert not gone.is_set()
         assert crashing_engine.pid != dead and crashing_engine.alive
         assert "without llama.cpp's extra buffer types" in crashing_engine.loaded.notice
         assert [e.rung for e in guard.learned()] == [guard.NO_EXTRA_BUFFER_TYPES]
