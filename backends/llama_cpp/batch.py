@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
@@ -49,8 +48,45 @@ PREFILL_CHUNK = 256
 NO_SLOT = 1  # llama_decode's status when the KV cache has no room for the batch
 DECODE_ON_CALLERS = "QUANTDESK_DECODE_ON_CALLERS"  # "1": each step on its caller's thread (see the module's words)
 
-# A decode step for the decode thread: the work, where its result or error goes, and the event its caller waits on.
-_Steps = queue.SimpleQueue[tuple[Callable[[], int], list[int | BaseException], threading.Event] | None]
+
+
+class _DecodeThread:
+    """The thread every batched step runs on (one OpenMP team: see the module's words). A step is handed over and
+    back through two plain locks, one released by each side, not a queue and an Event: those cost a token ~35 µs of
+    Python right after a decode, with cold caches, where two lock operations cost a few. One step at a time: callers
+    hold the batcher's lock."""
+
+    def __init__(self) -> None:
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._work: Callable[[], int] | None = None
+        self._outcome: int | BaseException = 0
+        threading.Thread(target=self._serve, daemon=True, name="llama-decode").start()
+
+    def run(self, work: Callable[[], int]) -> int:
+        self._work = work
+        self._go.release()
+        self._done.acquire()
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome
+
+    def close(self) -> None:
+        self._work = None
+        self._go.release()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            work = self._work
+            if work is None:
+                return
+            try:
+                self._outcome = work()
+            except BaseException as exc:  # raised again by the caller waiting for it; this thread serves the next step
+                self._outcome = exc
+            self._done.release()
 
 
 class _Entry:
@@ -75,11 +111,10 @@ class Batcher:
         self._no_abort_cb = llama_cpp.ggml_abort_callback()  # NULL: no callback
         self.make_room = make_room
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1) if n_seq_max > 1 else None
+        self._one = (llama_cpp.llama_token * 1)()  # sequence 0's next token, alone: llama.cpp counts its position
+        self._one_batch = llama_cpp.llama_batch_get_one(self._one, 1)
         # Every batched step runs on one thread of its own, one OpenMP team (see the module's words)
-        self._steps: _Steps | None = None
-        if n_seq_max > 1 and os.environ.get(DECODE_ON_CALLERS) != "1":
-            self._steps = queue.SimpleQueue()
-            threading.Thread(target=self._decoding, args=(self._steps,), daemon=True, name="llama-decode").start()
+        self._decoder = _DecodeThread() if n_seq_max > 1 and os.environ.get(DECODE_ON_CALLERS) != "1" else None
         self._cond = threading.Condition()
         self._pending: list[_Entry] = []
         self._holding: set[int] = set()  # sequences of the last step whose logits rows are not read yet
@@ -170,9 +205,13 @@ class Batcher:
         aborting = taken[0].cancelled if len(taken) == 1 and len(taken[0].tokens) > 1 else None
         if len(taken) == 1 and taken[0].seq == 0:
             entry = taken[0]
-            ids = (lib.llama_token * len(entry.tokens))(*entry.tokens)  # referenced until llama_decode returns
-            batch = lib.llama_batch_get_one(ids, len(entry.tokens))
             entry.row = -1
+            if len(entry.tokens) == 1:  # a reply's next token: the one-token batch made once
+                self._one[0] = entry.tokens[0]
+                batch = self._one_batch
+            else:
+                ids = (lib.llama_token * len(entry.tokens))(*entry.tokens)  # referenced until llama_decode returns
+                batch = lib.llama_batch_get_one(ids, len(entry.tokens))
         else:
             assert self._batch is not None, "several sequences in a context made for one"
             batch = self._batch
@@ -191,32 +230,16 @@ class Batcher:
                 logits[k - 1] = True
                 entry.row = k - 1
             batch.n_tokens = k
+        if aborting is None:  # a token step: nothing to install (a context manager per token costs ~10 µs, cold)
+            return self._on_decoder(lambda: int(lib.llama_decode(self._ctx, batch)))
         with self.aborting(aborting):
             return self._on_decoder(lambda: int(lib.llama_decode(self._ctx, batch)))
 
     def _on_decoder(self, work: Callable[[], int]) -> int:
-        """``work()`` on the decode thread, where there is one (several sequences), else here."""
-        steps = self._steps
-        if steps is None:
-            return work()
-        outcome: list[int | BaseException] = []
-        done = threading.Event()
-        steps.put((work, outcome, done))
-        done.wait()
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
-
-    @staticmethod
-    def _decoding(steps: _Steps) -> None:
-        while (item := steps.get()) is not None:
-            work, outcome, done = item
-            try:
-                outcome.append(work())
-            except BaseException as exc:  # raised again by the caller waiting for it; this thread serves the next step
-                outcome.append(exc)
-            finally:
-                done.set()
+        """``work()`` on the decode thread, where there is one (several sequences), else here. Even a sequence alone
+        decodes there: on its own thread it saved a hand-over a token, but once the decode thread's team existed a
+        second team made libgomp throttle both (a single stream after batched ones: 78 tok/s against 131)."""
+        return work() if self._decoder is None else self._decoder.run(work)
 
     @contextlib.contextmanager
     def aborting(self, cancelled: threading.Event | None) -> Iterator[None]:
@@ -235,9 +258,10 @@ class Batcher:
             self._aborting = None
 
     def close(self) -> None:
-        if self._steps is not None:
-            steps, self._steps = self._steps, None
-            steps.put(None)  # the decode thread ends
+        with self._cond:  # never while a step is handed over
+            decoder, self._decoder = self._decoder, None
+        if decoder is not None:
+            decoder.close()
         if self._batch is not None:
             batch, self._batch = self._batch, None
             self._lib.llama_batch_free(batch)
