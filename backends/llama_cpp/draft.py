@@ -20,12 +20,15 @@ def penalized(np: ModuleType, logits: Any, penalty: Any) -> Any:
 
 
 def penalized_argmax(np: ModuleType, logits: Any, recent: Sequence[int], penalty: Any) -> int:
-    """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens; the row itself is
-    left as it is."""
+    """The argmax of a logits row after llama.cpp's repetition penalty on the ``recent`` tokens; the row is left as
+    it was (the penalized entries put back: a copy of a 152k-entry row cost more than the rest of the token)."""
     ids = np.fromiter(set(recent), dtype=np.int64)
-    row = logits.copy()
-    row[ids] = penalized(np, row[ids], penalty)
-    return int(row.argmax())
+    kept = logits[ids]
+    logits[ids] = penalized(np, kept, penalty)
+    try:
+        return int(logits.argmax())
+    finally:
+        logits[ids] = kept
 
 
 def _top10_probability(np: ModuleType, logits: Any, token: int) -> float:

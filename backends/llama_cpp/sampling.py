@@ -117,6 +117,26 @@ def guidance_tokenizer(llguidance: ModuleType, llama_cpp: ModuleType, vocab: Any
                                                  eos_token=end_of_turn, slices=None), frozenset(end_of_turn), special)
 
 
+class LogitsRows:
+    """numpy views of a context's logits rows (``llama_get_logits_ith``), the last one kept while llama.cpp's pointer
+    stays (every token of a reply alone): ``np.ctypeslib.as_array`` makes a ctypes array type and an array interface
+    each time, ~30 µs of Python a token with the caches cold after a decode."""
+
+    def __init__(self, llama_cpp: ModuleType, ctx: Any, n_vocab: int) -> None:
+        import numpy as np
+
+        self._lib, self._ctx, self._n_vocab, self._np = llama_cpp, ctx, n_vocab, np
+        self._address: int | None = None
+        self._view: Any = None
+
+    def __call__(self, idx: int) -> Any:
+        pointer = self._lib.llama_get_logits_ith(self._ctx, idx)
+        address = ctypes.cast(pointer, ctypes.c_void_p).value
+        if address != self._address:
+            self._view, self._address = self._np.ctypeslib.as_array(pointer, shape=(self._n_vocab,)), address
+        return self._view
+
+
 class GreedySampler:
     """Greedy decoding with llama.cpp's repetition penalty, read off the logits row itself: the argmax, and only when
     that token is among the last ``last_n`` generated the row again with their penalty (float32, ``logit <= 0``
@@ -128,18 +148,17 @@ class GreedySampler:
     def __init__(self, llama_cpp: ModuleType, llm: Llama, repeat_penalty: float) -> None:
         import numpy as np
 
-        self._lib, self._ctx, self._n_vocab, self._np = llama_cpp, llm.ctx, llm.n_vocab(), np
+        self._row, self._np = LogitsRows(llama_cpp, llm.ctx, llm.n_vocab()), np
         self._penalty = np.float32(repeat_penalty)
         self._recent: collections.deque[int] = collections.deque(maxlen=llm.last_n_tokens_size)
 
     def sample(self, _chain: Any, _ctx: Any, idx: int) -> int:
         """``llama_sampler_sample``'s signature, so the token loop calls either the same way: ``idx`` is the batch
         row whose logits choose (-1: the last; speculative decoding verifies a row per guess)."""
-        np = self._np
-        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
+        logits = self._row(idx)
         token = int(logits.argmax())
         if self._penalty != 1 and token in self._recent:  # a penalty lowers only recent tokens: the rest stand
-            token = penalized_argmax(np, logits, self._recent, self._penalty)
+            token = penalized_argmax(self._np, logits, self._recent, self._penalty)
         self._recent.append(token)
         return token
 
@@ -158,9 +177,9 @@ class GuidedSampler:
     def __init__(self, llama_cpp: ModuleType, llm: Llama, chain: Any, mask: json_schema.TokenMask) -> None:
         import numpy as np
 
-        self._lib, self._ctx, self._chain, self._mask = llama_cpp, llm.ctx, chain, mask
+        self._lib, self._chain, self._mask = llama_cpp, chain, mask
         n_vocab = llm.n_vocab()
-        self._n_vocab = n_vocab
+        self._n_vocab, self._row = n_vocab, LogitsRows(llama_cpp, llm.ctx, n_vocab)
         self._data = (llama_cpp.llama_token_data * n_vocab)()
         self._view = np.ctypeslib.as_array(self._data)  # id, logit, p: numpy fills the C array in place
         self._ids = np.arange(n_vocab, dtype=np.int32)
@@ -172,7 +191,7 @@ class GuidedSampler:
         a sequence's own where several decode together)."""
         lib, np, view = self._lib, self._np, self._view
         view["id"] = self._ids
-        view["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
+        view["logit"] = self._row(idx)
         view["p"] = 0.0
         view["logit"][self._mask.allowed() == 0] = -np.inf
         self._all.size, self._all.selected, self._all.sorted = self._n_vocab, -1, False
@@ -206,8 +225,8 @@ class LogprobRecorder:
                  out: list[TokenLogprob]) -> None:
         import numpy as np
 
-        self._lib, self._ctx, self._n_vocab, self._np = llama_cpp, llm.ctx, llm.n_vocab(), np
-        self._vocab = llm._model.vocab
+        self._lib, self._row, self._np = llama_cpp, LogitsRows(llama_cpp, llm.ctx, llm.n_vocab()), np
+        self._n_vocab, self._vocab = llm.n_vocab(), llm._model.vocab
         self._pieces, self._top, self._out = pieces, top, out
         self._special: dict[int, bytes] = {}
 
@@ -224,8 +243,7 @@ class LogprobRecorder:
 
     def record(self, token: int, idx: int = -1) -> None:
         np = self._np
-        row = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, idx), shape=(self._n_vocab,))
-        row = row.astype(np.float64)
+        row = self._row(idx).astype(np.float64)
         peak = row.max()
         norm = peak + np.log(np.exp(row - peak).sum())
         top: tuple[TopLogprob, ...] = ()
