@@ -49,7 +49,6 @@ NO_SLOT = 1  # llama_decode's status when the KV cache has no room for the batch
 DECODE_ON_CALLERS = "QUANTDESK_DECODE_ON_CALLERS"  # "1": each step on its caller's thread (see the module's words)
 
 
-
 class _DecodeThread:
     """The thread every batched step runs on (one OpenMP team: see the module's words). A step is handed over and
     back through two plain locks, one released by each side, not a queue and an Event: those cost a token ~35 µs of
