@@ -2,9 +2,9 @@
 
 Requests are the frozen dataclasses below, each tagged with its ``op``; events are the typed dataclasses of
 app/datatypes.py (each tagged with its ``type``) plus the two the protocol itself needs, ``Hello`` and ``Unloaded``.
-Both cross as ``dataclasses.asdict`` and are rebuilt into the same types by one reader driven by their fields'
-annotations (``from_wire``): no type has a decoder of its own, keys a type does not know are left out, and a value of
-the wrong kind is refused with its field's name.
+Both cross as plain dicts (``dataclasses.asdict``'s, made without its copies) and are rebuilt into the same types by
+one reader driven by their fields' annotations (``from_wire``): no type has a decoder of its own, keys a type does not
+know are left out, and a value of the wrong kind is refused with its field's name.
 
 ``TABLE`` names each request that is answered, once: its class (whose ``Asks[...]`` base is the event that answers
 it), the client's words for a host that dies under it, and for a plain request the Backend call that serves it. The
@@ -281,14 +281,35 @@ class ProtocolMismatch(ValueError):
 
 def encode(obj: Any) -> bytes:
     """A request or an event as one line of JSON."""
-    payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return json.dumps(_plain_value(obj), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 def wire(request: Request) -> dict[str, Any]:
     """A request as the plain dict that goes on the wire."""
-    every_request_is_a_dataclass: Any = request
-    return dataclasses.asdict(every_request_is_a_dataclass)
+    plain: dict[str, Any] = _plain_value(request)
+    return plain
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a dataclass's field names, read once
+
+
+def _plain_value(value: Any) -> Any:
+    """``value`` in JSON's plain terms, as ``dataclasses.asdict`` gives it but without its deep copies: the host sends a
+    chunk of tokens 30 times a second, and asdict took two thirds of encoding one (13.5 µs warm, several times that
+    after a decode)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is list or kind is tuple:
+        return [_plain_value(item) for item in value]
+    if kind is dict:
+        return {key: _plain_value(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES.get(kind)
+        if names is None:
+            names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
+        return {name: _plain_value(getattr(value, name)) for name in names}
+    return value  # a str or int subclass (ReasoningText), as json writes it
 
 
 def decode_event(line: bytes) -> Event | Hello | Unloaded:
