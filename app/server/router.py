@@ -529,7 +529,6 @@ def sequence_figures(engine_queue: EngineQueue | None) -> dict[str, Any]:
                       "cached_tokens": sum(o.cached_tokens for o in answered)}}
 
 
-
 def _loaded_card(served: str, created: int, model: PooledModel, **options: Any) -> dict[str, Any]:
     info = model.loaded
     return _card(served, created, info.backend, info.n_ctx, loaded=True, estimate=model.estimate_bytes,

@@ -99,7 +99,8 @@ def inproc_llama(path: str, threads: int, n_ctx: int):
     def run(sampling: SamplingSettings) -> tuple[float, int]:
         ctx = backend._llm.ctx
         llama_cpp.llama_perf_context_reset(ctx)
-        done = [e for e in backend.generate("bench", PROMPT, sampling, threading.Event()) if not isinstance(e, Token)][0]
+        events = backend.generate("bench", PROMPT, sampling, threading.Event())
+        done = [e for e in events if not isinstance(e, Token)][0]
         perf = llama_cpp.llama_perf_context(ctx)
         counters.append(1000 * perf.n_eval / perf.t_eval_ms if perf.t_eval_ms else 0.0)
         return done.stats.decode_tps, done.stats.generated_tokens

@@ -29,7 +29,8 @@ def router_on():
 
     def make(profile: HardwareProfile, n_ctx: int = N_CTX) -> ModelRouter:
         pool = ModelPool(PoolLimits())
-        router = ModelRouter(pool, ServeSettings(load_on_demand=True, load=LoadSettings(n_ctx=n_ctx, parallel=DEFAULT_PARALLEL)), profile=profile)
+        load = LoadSettings(n_ctx=n_ctx, parallel=DEFAULT_PARALLEL)
+        router = ModelRouter(pool, ServeSettings(load_on_demand=True, load=load), profile=profile)
         made.append((router, pool))
         return router
 
